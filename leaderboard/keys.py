@@ -1,0 +1,105 @@
+"""Every Redis key and channel name the fleet uses, built in one place.
+
+All names of one game share the hash tag ``{game}``, so in a Redis Cluster they live in one slot
+and a function can touch them all. lua/leaderboard.lua's header describes the same schema.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
+
+GLOBAL_SCOPE = "global"
+SCOPE_KINDS = ("region", "mode")
+
+
+def check_name(kind: str, value: str) -> str:
+    """Game names and scope values become parts of keys: keep them short and plain."""
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise ValueError(f"{kind} must be 1-32 characters of A-Z a-z 0-9 _ -, got {value!r}")
+    return value
+
+
+def scope_label(kind: str, value: str) -> str:
+    """``region`` + ``eu`` -> ``region:eu``: the board name clients subscribe to."""
+    return f"{kind}:{value}"
+
+
+def parse_scope(board: str) -> str:
+    """Validate a board name from the outside world (``global``, ``region:eu``, ``mode:duo``)."""
+    if board == GLOBAL_SCOPE:
+        return board
+    kind, _, value = board.partition(":")
+    if kind not in SCOPE_KINDS:
+        raise ValueError(f"board must be 'global', 'region:<name>' or 'mode:<name>', got {board!r}")
+    check_name(kind, value)
+    return board
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """Key names for one game."""
+
+    game: str
+
+    def __post_init__(self) -> None:
+        check_name("game", self.game)
+
+    @property
+    def prefix(self) -> str:
+        return f"lb:{{{self.game}}}"
+
+    # --- written by the function library
+    def board(self, window: str, period: str, scope: str) -> str:
+        return f"{self.prefix}:board:{window}:{period}:{scope}"
+
+    def players(self, window: str, period: str) -> str:
+        """HyperLogLog of distinct players in one window period."""
+        return f"{self.prefix}:players:{window}:{period}"
+
+    def seen(self, hour: int) -> str:
+        """Submission ids applied, bucketed by the hour of the submission's own timestamp."""
+        return f"{self.prefix}:seen:{hour}"
+
+    @property
+    def versions(self) -> str:
+        """Hash ``<window>:<period>:<scope>`` -> top-N version, bumped when the top N changes."""
+        return f"{self.prefix}:versions"
+
+    @property
+    def activity(self) -> str:
+        return f"{self.prefix}:activity"
+
+    @property
+    def profiles(self) -> str:
+        return f"{self.prefix}:profiles"
+
+    # --- channels
+    @property
+    def announce_channel(self) -> str:
+        return f"{self.prefix}:announce"
+
+    def snapshot_channel(self, window: str, scope: str) -> str:
+        return f"{self.prefix}:snap:{window}:{scope}"
+
+    def latest(self, window: str, scope: str) -> str:
+        """The last published snapshot of a board, for clients that just connected."""
+        return f"{self.prefix}:latest:{window}:{scope}"
+
+    # --- queue and workers
+    @property
+    def submissions(self) -> str:
+        return f"{self.prefix}:submissions"
+
+    @property
+    def dead_letters(self) -> str:
+        return f"{self.prefix}:deadletters"
+
+    @property
+    def publish_lease(self) -> str:
+        return f"{self.prefix}:publisher"
+
+    def badges(self, player: str) -> str:
+        return f"{self.prefix}:badges:{player}"

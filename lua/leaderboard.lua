@@ -1,0 +1,390 @@
+#!lua name=leaderboard
+--[[
+Live leaderboard function library: atomic score submissions and read paths.
+
+Key schema (every key of one game carries the hash tag {game}, so a Cluster keeps them in one
+slot; the names are built by leaderboard/keys.py and reach every function through KEYS):
+
+  lb:{g}:board:<window>:<period>:<scope>   ZSET    player -> packed score (points and time)
+  lb:{g}:players:<window>:<period>         HLL     distinct players of one window period
+  lb:{g}:seen:<hour>                       SET     submission ids applied, bucketed by the
+                                                   submission's own timestamp hour
+  lb:{g}:versions                          HASH    "<window>:<period>:<scope>" -> top-N version
+  lb:{g}:activity                          STREAM  one entry per applied submission (MAXLEN ~)
+  lb:{g}:profiles                          HASH    player -> profile JSON {"name", "avatar", ...}
+
+Score packing (see docs/data-model.md): score = points * 2^k + (2^k - 1 - t), where t is the
+time since the window's start in the window's tie unit. An earlier arrival at the same points
+leaves a larger remainder and so ranks higher. k and the unit come from the caller per window;
+points must stay below 2^(53 - k) so the packed value is an exact double.
+
+Errors: whole-call problems raise 'ERR <code> <message>'; a bad submission inside a batch
+yields {'error', code, message} for that entry only and writes nothing for it.
+]]
+
+local MAX_ID_BYTES = 64
+local MAX_NAME_BYTES = 64
+local VALID_OPS = { best = true, incr = true, set = true }
+
+-- Local helpers ---------------------------------------------------------------------------
+
+local function valid_utf8(s)
+  local i, n = 1, #s
+  while i <= n do
+    local c = s:byte(i)
+    local extra
+    if c < 0x80 then
+      extra = 0
+    elseif c >= 0xC2 and c <= 0xDF then
+      extra = 1
+    elseif c >= 0xE0 and c <= 0xEF then
+      extra = 2
+    elseif c >= 0xF0 and c <= 0xF4 then
+      extra = 3
+    else
+      return false
+    end
+    if i + extra > n then
+      return false
+    end
+    for j = i + 1, i + extra do
+      local cc = s:byte(j)
+      if cc < 0x80 or cc > 0xBF then
+        return false
+      end
+    end
+    -- reject overlong three/four-byte forms, UTF-16 surrogates and code points past U+10FFFF
+    if extra == 2 then
+      local c2 = s:byte(i + 1)
+      if (c == 0xE0 and c2 < 0xA0) or (c == 0xED and c2 > 0x9F) then
+        return false
+      end
+    elseif extra == 3 then
+      local c2 = s:byte(i + 1)
+      if (c == 0xF0 and c2 < 0x90) or (c == 0xF4 and c2 > 0x8F) then
+        return false
+      end
+    end
+    i = i + extra + 1
+  end
+  return true
+end
+
+-- A non-negative integer written in plain decimal digits; anything else (sign, point,
+-- exponent, nan, inf, hex) is refused before tonumber can be lenient about it.
+local function parse_uint(s, max_digits)
+  if type(s) ~= 'string' or #s == 0 or #s > max_digits or not s:match('^%d+$') then
+    return nil
+  end
+  return tonumber(s)
+end
+
+local function fail(code, message)
+  return { 'error', code, message }
+end
+
+local function text_field(value, what, code, required)
+  if value == '' then
+    if required then
+      return fail(code, what .. ' is required')
+    end
+    return nil
+  end
+  if #value > MAX_ID_BYTES or not valid_utf8(value) then
+    return fail(code, what .. ' must be valid UTF-8 of at most ' .. MAX_ID_BYTES .. ' bytes')
+  end
+  return nil
+end
+
+-- Argument readers --------------------------------------------------------------------------
+
+-- A period record, as leaderboard/library.py lays it out:
+--   window, label, start_ms, end_ms, shift, unit_ms, expire_at_s (0 = never), hll key index
+local PERIOD_FIELDS = 8
+
+local function read_periods(keys, args, pos, count)
+  local periods = {}
+  for p = 1, count do
+    local shift = tonumber(args[pos + 4])
+    periods[p] = {
+      window = args[pos],
+      label = args[pos + 1],
+      start_ms = tonumber(args[pos + 2]),
+      end_ms = tonumber(args[pos + 3]),
+      scale = 2 ^ shift,
+      max_points = 2 ^ (53 - shift) - 1,
+      unit_ms = tonumber(args[pos + 5]),
+      expire_at = tonumber(args[pos + 6]),
+      hll = keys[tonumber(args[pos + 7])],
+    }
+    pos = pos + PERIOD_FIELDS
+  end
+  return periods, pos
+end
+
+-- Per-submission validation and planning (no writes) ---------------------------------------
+
+-- Returns a plan {boards = {...}} or an error triple. Every check happens here, before any
+-- write, so a refused submission can never leave a partial update behind.
+local function plan_submission(keys, sub, periods, ctx)
+  local err = text_field(sub.player, 'player', 'invalid_player', true)
+  if err then
+    return nil, err
+  end
+  if #sub.name > MAX_NAME_BYTES or not valid_utf8(sub.name) then
+    return nil, fail('invalid_name', 'name must be valid UTF-8 of at most ' .. MAX_NAME_BYTES .. ' bytes')
+  end
+  local points = parse_uint(sub.points, 16)
+  if points == nil then
+    return nil, fail('invalid_points', 'points must be a non-negative integer, got ' .. string.format('%q', sub.points:sub(1, 40)))
+  end
+  if sub.op ~= '' and not VALID_OPS[sub.op] then
+    return nil, fail('invalid_operator', 'operator must be best, incr or set')
+  end
+  local ts = parse_uint(sub.ts, 15)
+  if ts == nil then
+    return nil, fail('invalid_timestamp', 'timestamp must be integer milliseconds since the epoch')
+  end
+  if ts > ctx.now + ctx.skew then
+    return nil, fail('timestamp_in_future', 'timestamp is ahead of the server clock')
+  end
+  if ts < ctx.now - ctx.max_age then
+    return nil, fail('timestamp_too_old', 'timestamp is older than the idempotency window')
+  end
+
+  local boards = {}
+  for b, ref in ipairs(sub.refs) do
+    local period = periods[ref.period]
+    if ts < period.start_ms or ts >= period.end_ms then
+      return nil, fail('timestamp_outside_window', 'timestamp is outside the ' .. period.window .. ' window ' .. period.label)
+    end
+    local op = sub.op ~= '' and sub.op or ref.op
+    local key = keys[ref.key]
+    local t = math.floor((ts - period.start_ms) / period.unit_ms)
+    local tie = period.scale - 1 - t
+    local old = redis.call('ZSCORE', key, sub.player)
+    old = old and tonumber(old) or nil
+    local total = points
+    if op == 'incr' and old then
+      total = math.floor(old / period.scale) + points
+    end
+    if total > period.max_points then
+      return nil, fail('points_out_of_range', 'points must stay below ' .. string.format('%d', period.max_points + 1) .. ' on the ' .. period.window .. ' board')
+    end
+    boards[b] = {
+      key = key, period = period, scope = ref.scope, op = op, old = old,
+      total = total, score = total * period.scale + tie,
+    }
+  end
+  return { boards = boards, points = points, ts = ts }
+end
+
+-- Writes for one planned board; returns the reply row {key index, improved, rank, previous
+-- rank (0 = was unranked), points}.
+local function apply_board(board, player, name, ctx)
+  local key = board.key
+  local prev = redis.call('ZREVRANK', key, player) or nil -- a nil reply arrives as false
+  local changed
+  if board.op == 'best' then
+    changed = redis.call('ZADD', key, 'GT', 'CH', board.score, player)
+  elseif board.op == 'incr' and board.old and board.total == math.floor(board.old / board.period.scale) then
+    changed = 0 -- adding zero: keep the time the total was first reached
+  else
+    changed = redis.call('ZADD', key, 'CH', board.score, player)
+  end
+  local rank = prev
+  if changed == 1 then
+    rank = redis.call('ZREVRANK', key, player)
+  end
+  local improved = changed == 1 and (board.old == nil or board.score > board.old)
+  local points = board.total
+  if changed == 0 and board.old then
+    points = math.floor(board.old / board.period.scale)
+  end
+
+  if changed == 1 and (rank < ctx.top_n or (prev and prev < ctx.top_n)) then
+    local field = board.period.window .. ':' .. board.period.label .. ':' .. board.scope
+    redis.call('HINCRBY', ctx.versions, field, 1)
+    if rank < ctx.top_n and (prev == nil or prev >= ctx.top_n) then
+      redis.call('PUBLISH', ctx.announce, cjson.encode({
+        type = 'announce', board = board.scope, window = board.period.window,
+        period = board.period.label, player = player, name = name ~= '' and name or nil,
+        rank = rank + 1, score = points,
+      }))
+    end
+  end
+  if board.period.expire_at > 0 and not ctx.expiring[key] then
+    redis.call('EXPIREAT', key, board.period.expire_at, 'NX')
+    ctx.expiring[key] = true
+  end
+  return { improved and 1 or 0, rank + 1, prev and prev + 1 or 0, string.format('%d', points) }
+end
+
+local function update_profile_name(profiles, player, name)
+  local raw = redis.call('HGET', profiles, player)
+  local profile = raw and cjson.decode(raw) or {}
+  if profile.name ~= name then
+    profile.name = name
+    redis.call('HSET', profiles, player, cjson.encode(profile))
+  end
+end
+
+local function apply_submission(keys, sub, periods, ctx)
+  local err = text_field(sub.id, 'submission id', sub.id == '' and 'missing_id' or 'invalid_id', true)
+  if err then
+    return err
+  end
+  local seen = keys[sub.seen_key]
+  if redis.call('SISMEMBER', seen, sub.id) == 1 then
+    return { 'duplicate' }
+  end
+  local plan, failure = plan_submission(keys, sub, periods, ctx)
+  if not plan then
+    return failure
+  end
+
+  redis.call('SADD', seen, sub.id)
+  if not ctx.expiring[seen] then
+    redis.call('EXPIREAT', seen, sub.seen_expire_at, 'NX')
+    ctx.expiring[seen] = true
+  end
+  local rows, improved_any, counted = {}, false, {}
+  for b, board in ipairs(plan.boards) do
+    local row = apply_board(board, sub.player, sub.name, ctx)
+    improved_any = improved_any or row[1] == 1
+    rows[b] = row
+    local period = board.period
+    if not counted[period] then
+      redis.call('PFADD', period.hll, sub.player)
+      if period.expire_at > 0 and not ctx.expiring[period.hll] then
+        redis.call('EXPIREAT', period.hll, period.expire_at, 'NX')
+        ctx.expiring[period.hll] = true
+      end
+      counted[period] = true
+    end
+  end
+  if sub.name ~= '' then
+    update_profile_name(ctx.profiles, sub.player, sub.name)
+  end
+  redis.call('XADD', ctx.activity, 'MAXLEN', '~', ctx.maxlen, '*',
+    'id', sub.id, 'player', sub.player, 'points', string.format('%d', plan.points),
+    'op', sub.op, 'ts', string.format('%d', plan.ts), 'improved', improved_any and '1' or '0',
+    'rank', rows[1] and rows[1][2] or 0)
+  return { 'ok', rows }
+end
+
+-- Functions ---------------------------------------------------------------------------------
+
+--[[ lb_submit: apply a batch of submissions atomically, one result per submission.
+Input:
+  KEYS[1] versions hash, KEYS[2] activity stream, KEYS[3] profiles hash, KEYS[4..] the boards,
+          distinct-player logs and seen-id buckets the batch touches
+  ARGV    now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce_channel,
+          period_count, period records (8 fields each), submission_count, then per submission:
+          id, player, points, op ('' = each board's own), ts_ms, name ('' = none),
+          seen key index, seen expire_at_s, board_count, then per board:
+          key index, period index (1-based), default op, scope
+Output:
+  one entry per submission: {'ok', {{improved, rank, previous_rank, points}, ...}} in board
+  order, {'duplicate'}, or {'error', code, message}
+]]
+local function lb_submit(keys, args)
+  local ctx = {
+    versions = keys[1], activity = keys[2], profiles = keys[3],
+    now = tonumber(args[1]), top_n = tonumber(args[2]), maxlen = args[3],
+    skew = tonumber(args[4]), max_age = tonumber(args[5]), announce = args[6],
+    expiring = {},
+  }
+  if not (ctx.now and ctx.top_n and tonumber(ctx.maxlen) and ctx.skew and ctx.max_age) then
+    return redis.error_reply('ERR bad_request malformed batch header')
+  end
+  local periods, pos = read_periods(keys, args, 8, tonumber(args[7]) or 0)
+  local count = tonumber(args[pos])
+  pos = pos + 1
+  local results = {}
+  for i = 1, count do
+    local sub = {
+      id = args[pos], player = args[pos + 1], points = args[pos + 2], op = args[pos + 3],
+      ts = args[pos + 4], name = args[pos + 5], seen_key = tonumber(args[pos + 6]),
+      seen_expire_at = args[pos + 7], refs = {},
+    }
+    local nboards = tonumber(args[pos + 8])
+    pos = pos + 9
+    for b = 1, nboards do
+      sub.refs[b] = {
+        key = tonumber(args[pos]), period = tonumber(args[pos + 1]),
+        op = args[pos + 2], scope = args[pos + 3],
+      }
+      pos = pos + 4
+    end
+    results[i] = apply_submission(keys, sub, periods, ctx)
+  end
+  return results
+end
+
+local function entries_with_profiles(profiles, flat)
+  local out, players = {}, {}
+  for i = 1, #flat, 2 do
+    players[#players + 1] = flat[i]
+  end
+  local found = #players > 0 and redis.call('HMGET', profiles, unpack(players)) or {}
+  for i, player in ipairs(players) do
+    out[#out + 1] = player
+    out[#out + 1] = flat[i * 2]
+    out[#out + 1] = found[i] or false
+  end
+  return out
+end
+
+--[[ lb_top: the first N entries of a board, best first, joined with profiles.
+Input:  KEYS[1] board, KEYS[2] profiles; ARGV[1] n
+Output: flat {player, packed score, profile JSON or nil, ...}
+]]
+local function lb_top(keys, args)
+  local n = parse_uint(args[1], 6)
+  if not n or n < 1 or n > 1000 then
+    return redis.error_reply('ERR bad_request n must be 1..1000')
+  end
+  local flat = redis.call('ZRANGE', keys[1], 0, n - 1, 'REV', 'WITHSCORES')
+  return entries_with_profiles(keys[2], flat)
+end
+
+--[[ lb_around: the entries k above and k below a player, clamped at the board's edges.
+Input:  KEYS[1] board, KEYS[2] profiles; ARGV[1] player, ARGV[2] k
+Output: {first rank (1-based), player, packed score, profile JSON or nil, ...}; {} if unranked
+]]
+local function lb_around(keys, args)
+  local k = parse_uint(args[2], 3)
+  if not k or k > 100 then
+    return redis.error_reply('ERR bad_request k must be 0..100')
+  end
+  local rank = redis.call('ZREVRANK', keys[1], args[1])
+  if not rank then
+    return {}
+  end
+  local start = math.max(0, rank - k)
+  local flat = redis.call('ZRANGE', keys[1], start, rank + k, 'REV', 'WITHSCORES')
+  local out = entries_with_profiles(keys[2], flat)
+  table.insert(out, 1, start + 1)
+  return out
+end
+
+--[[ lb_ranks: rank and packed score of each listed player (a friends list, or the players
+a gateway pushes own-rank updates to), plus the board size.
+Input:  KEYS[1] board; ARGV players
+Output: {board size, rank (1-based) or nil, packed score or nil, ...} in ARGV order
+]]
+local function lb_ranks(keys, args)
+  local out = { redis.call('ZCARD', keys[1]) }
+  for _, player in ipairs(args) do
+    local rank = redis.call('ZREVRANK', keys[1], player)
+    out[#out + 1] = rank and rank + 1 or false
+    out[#out + 1] = rank and redis.call('ZSCORE', keys[1], player) or false
+  end
+  return out
+end
+
+redis.register_function('lb_submit', lb_submit)
+redis.register_function { function_name = 'lb_top', callback = lb_top, flags = { 'no-writes' } }
+redis.register_function { function_name = 'lb_around', callback = lb_around, flags = { 'no-writes' } }
+redis.register_function { function_name = 'lb_ranks', callback = lb_ranks, flags = { 'no-writes' } }

@@ -1,0 +1,54 @@
+"""Shared fixtures: one private redis-server per test session, flushed between tests."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import redis
+
+from leaderboard import GameConfig, Leaderboard, connect
+from leaderboard.library import library_code
+from leaderboard.redis_server import RedisServer
+
+# A fixed instant (Tuesday 2030-11-26 10:00 UTC, ISO week 2030-W48) so periods are deterministic.
+# It lies in the future on purpose: expiry times derived from it (EXPIREAT) must not be past.
+NOW = int(dt.datetime(2030, 11, 26, 10, 0, tzinfo=dt.UTC).timestamp() * 1000)
+# Scale for every wait in the suite, for slower machines: LB_TEST_TIME_SCALE=2.
+MS = 0.001 * float(os.environ.get("LB_TEST_TIME_SCALE", "1"))
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
+        client = redis.Redis.from_url(server.url)
+        client.function_load(library_code(), replace=True)
+        client.close()
+        yield server
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> Iterator[str]:
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()  # keys only: the function library stays loaded
+    client.close()
+    yield redis_server.url
+
+
+@pytest.fixture
+async def r(redis_url: str) -> AsyncIterator[redis.asyncio.Redis]:
+    client = connect(redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def config() -> GameConfig:
+    return GameConfig(game="test")
+
+
+@pytest.fixture
+def lb(r: redis.asyncio.Redis, config: GameConfig) -> Leaderboard:
+    return Leaderboard(r, config)

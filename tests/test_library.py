@@ -1,0 +1,330 @@
+"""The function library's semantics, against a real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import cast
+
+import pytest
+import redis.asyncio as aioredis
+
+from leaderboard import WINDOWS, BadRequest, GameConfig, Leaderboard, Submission, SubmitResult
+from leaderboard.library import decode_batch, encode_batch
+
+from .conftest import NOW
+
+MIN = 60_000
+LATER = NOW + 10 * MIN  # the server clock in these tests: every submission is in the past
+
+
+def slip(sid: str, player: str, points: int | str, ts: int = NOW, **extra: str) -> dict[str, str]:
+    return {"id": sid, "player": player, "points": str(points), "ts": str(ts), **extra}
+
+
+async def submit(lb: Leaderboard, *entries: dict[str, str], now: int = LATER) -> list[SubmitResult]:
+    return await lb.submit_batch(list(entries), now=now)
+
+
+async def scores(lb: Leaderboard, window: str = "weekly", scope: str = "global") -> list[tuple[str, int]]:
+    return [(e.player, e.score) for e in await lb.top(window, scope, 100, at=NOW)]
+
+
+async def test_personal_best_only_goes_up(lb: Leaderboard) -> None:
+    [a] = await submit(lb, slip("1", "ana", 500))
+    [b] = await submit(lb, slip("2", "ana", 300, NOW + 1000))
+    [c] = await submit(lb, slip("3", "ana", 900, NOW + 2000))
+    assert (a.improved, b.improved, c.improved) == (True, False, True)
+    assert [board.best for board in b.boards] == [500, 500, 500]
+    assert await scores(lb) == [("ana", 900)]
+
+
+async def test_incr_adds_and_set_overwrites(r: aioredis.Redis) -> None:
+    lb = Leaderboard(
+        r, GameConfig(game="test", windows=("weekly", "alltime"), window_operators={"alltime": "incr"})
+    )
+    await submit(lb, slip("1", "ana", 30), slip("2", "ana", 12, NOW + 1000))
+    assert await scores(lb, "alltime") == [("ana", 42)]  # incr: a running total
+    assert await scores(lb, "weekly") == [("ana", 30)]  # best: the personal best
+    [res] = await submit(lb, slip("3", "ana", 5, NOW + 2000, op="set"))  # per-submission override
+    assert not res.improved and [b.best for b in res.boards] == [5, 5]
+    assert await scores(lb, "alltime") == [("ana", 5)] and await scores(lb, "weekly") == [("ana", 5)]
+
+
+async def test_incr_by_zero_keeps_the_time_the_total_was_reached(r: aioredis.Redis) -> None:
+    lb = Leaderboard(r, GameConfig(game="test", windows=("weekly",), operator="incr"))
+    await submit(lb, slip("1", "ana", 10, NOW), slip("2", "ben", 10, NOW + 5000))
+    [res] = await submit(lb, slip("3", "ana", 0, NOW + 9000))
+    assert not res.improved
+    assert await scores(lb) == [("ana", 10), ("ben", 10)]
+
+
+async def test_ties_go_to_whoever_got_there_first(lb: Leaderboard) -> None:
+    await submit(lb, slip("1", "late", 700, NOW + 50_000))
+    await submit(lb, slip("2", "early", 700, NOW + 10_000))
+    await submit(lb, slip("3", "ben", 650, NOW))
+    assert [p for p, _ in await scores(lb)] == ["early", "late", "ben"]
+    [again] = await submit(lb, slip("4", "early", 700, NOW + 60_000))
+    assert not again.improved  # an equal score later neither replaces nor counts as improved
+    assert [p for p, _ in await scores(lb)] == ["early", "late", "ben"]
+
+
+async def test_alltime_ties_are_ordered_by_minute(r: aioredis.Redis) -> None:
+    lb = Leaderboard(r, GameConfig(game="test", windows=("alltime",)))
+    await submit(lb, slip("1", "late", 700, NOW + 2 * MIN), slip("2", "early", 700, NOW))
+    assert [p for p, _ in await scores(lb, "alltime")] == ["early", "late"]
+
+
+@pytest.mark.parametrize("name", list(WINDOWS))
+async def test_points_limit_per_window_is_enforced_before_any_write(r: aioredis.Redis, name: str) -> None:
+    lb = Leaderboard(r, GameConfig(game="test", windows=(name,)))
+    limit = WINDOWS[name].max_points
+    assert limit == 2 ** (53 - WINDOWS[name].shift) - 1
+    [ok] = await submit(lb, slip("1", "ana", limit))
+    assert ok.status == "ok" and ok.boards[0].best == limit
+    assert (await lb.top(name, n=1, at=NOW))[0].score == limit  # exact: no precision lost
+    before = await r.dbsize()
+    [bad] = await submit(lb, slip("2", "ben", limit + 1))
+    assert (bad.status, bad.code) == ("error", "points_out_of_range")
+    assert await r.dbsize() == before and await lb.size(name, at=NOW) == 1
+
+
+async def test_incr_total_beyond_the_limit_is_refused(r: aioredis.Redis) -> None:
+    lb = Leaderboard(r, GameConfig(game="test", windows=("alltime",), operator="incr"))
+    limit = WINDOWS["alltime"].max_points
+    await submit(lb, slip("1", "ana", limit - 5))
+    [bad] = await submit(lb, slip("2", "ana", 6))
+    assert bad.code == "points_out_of_range"
+    assert await scores(lb, "alltime") == [("ana", limit - 5)]
+
+
+async def test_same_id_twice_changes_nothing(lb: Leaderboard, r: aioredis.Redis) -> None:
+    first, dup_in_batch = await submit(lb, slip("m1", "ana", 100), slip("m1", "ana", 100))
+    [dup_later] = await submit(lb, slip("m1", "ana", 999, NOW + 1000))
+    assert first.status == "ok"
+    assert dup_in_batch.status == dup_later.status == "duplicate"
+    assert await scores(lb) == [("ana", 100)]
+    assert await r.xlen(lb.keys.activity) == 1
+
+
+async def test_one_submission_updates_every_window_and_scope(lb: Leaderboard) -> None:
+    await submit(lb, slip("0", "zed", 900, region="eu"))
+    [res] = await submit(lb, slip("1", "ana", 500, region="eu", mode="duo", name="Ana"))
+    got = {(b.board.window, b.board.scope): (b.improved, b.rank, b.previous_rank, b.best) for b in res.boards}
+    assert got == {
+        (w, s): (True, 2 if s != "mode:duo" else 1, None, 500)
+        for w in ("daily", "weekly", "alltime")
+        for s in ("global", "region:eu", "mode:duo")
+    }
+    assert [b.board.period for b in res.boards[::3]] == ["2030-11-26", "2030-W48", "all"]
+    for w in ("daily", "weekly", "alltime"):
+        assert await scores(lb, w, "region:eu") == [("zed", 900), ("ana", 500)]
+        assert await scores(lb, w, "mode:duo") == [("ana", 500)]
+
+
+async def test_previous_and_new_rank_like_steam(lb: Leaderboard) -> None:
+    await submit(lb, *(slip(f"s{i}", f"p{i}", 100 * i) for i in range(1, 6)))  # p5 leads
+    [res] = await submit(lb, slip("x", "p1", 450, NOW + 1000))
+    weekly = next(b for b in res.boards if b.board.window == "weekly")
+    assert (weekly.previous_rank, weekly.rank, weekly.improved) == (5, 2, True)
+
+
+async def test_batch_with_one_bad_entry_fails_only_that_entry(lb: Leaderboard) -> None:
+    entries = [slip(f"b{i}", f"p{i}", i) for i in range(300)]
+    entries[150] = slip("b150", "p150", "-7")
+    results = await submit(lb, *entries)
+    assert len(results) == 300
+    assert [r.id for r in results] == [e["id"] for e in entries]
+    assert [r.status for r in results].count("ok") == 299
+    assert (results[150].status, results[150].code) == ("error", "invalid_points")
+    assert await lb.size("weekly", at=NOW) == 299
+
+
+async def test_activity_stream_hll_and_feed(lb: Leaderboard) -> None:
+    await submit(lb, slip("1", "ana", 10), slip("2", "ben", 20), slip("3", "ana", 5))
+    feed = await lb.feed(3)
+    assert [(f["player"], f["points"], f["improved"]) for f in feed] == [
+        ("ana", "5", "0"),
+        ("ben", "20", "1"),
+        ("ana", "10", "1"),
+    ]
+    assert feed[1]["rank"] == "1" and feed[0]["id"] == "3"
+    assert await lb.distinct_players("weekly", at=NOW) == 2
+
+
+async def test_activity_stream_is_trimmed(r: aioredis.Redis) -> None:
+    lb = Leaderboard(r, GameConfig(game="test", windows=("weekly",), activity_maxlen=100))
+    await submit(lb, *(slip(f"t{i}", f"x{i}", i) for i in range(1000)))
+    assert 100 <= await r.xlen(lb.keys.activity) < 1000
+
+
+async def test_windowed_keys_expire_inside_the_function(lb: Leaderboard, r: aioredis.Redis) -> None:
+    await submit(lb, slip("1", "ana", 10))
+    k = lb.keys
+    weekly = WINDOWS["weekly"].period(NOW)
+    assert await r.expiretime(k.board("weekly", weekly.label, "global")) == weekly.expire_at_s
+    assert await r.expiretime(k.players("weekly", weekly.label)) == weekly.expire_at_s
+    daily = WINDOWS["daily"].period(NOW)
+    assert await r.expiretime(k.board("daily", daily.label, "global")) == daily.end_ms // 1000 + 7 * 86400
+    assert await r.expiretime(k.board("alltime", "all", "global")) == -1  # kept forever
+    hour = NOW // 3_600_000
+    assert await r.expiretime(k.seen(hour)) == (hour + 1) * 3600 + 48 * 3600
+    # NX: a later write never pushes an expiry out
+    await r.expireat(k.board("weekly", weekly.label, "global"), weekly.expire_at_s - 100)
+    await submit(lb, slip("2", "ana", 20))
+    assert await r.expiretime(k.board("weekly", weekly.label, "global")) == weekly.expire_at_s - 100
+
+
+async def versions(lb: Leaderboard) -> dict[str, str]:
+    return cast(dict[str, str], await lb.redis.hgetall(lb.keys.versions))
+
+
+async def test_top_version_moves_only_when_the_top_changes(r: aioredis.Redis) -> None:
+    lb = Leaderboard(r, GameConfig(game="test", windows=("weekly",), top_n=10))
+    field = "weekly:2030-W48:global"
+    await submit(lb, *(slip(f"a{i}", f"p{i}", 1000 + i) for i in range(10)))
+    v0 = int((await versions(lb))[field])
+    await submit(lb, slip("low", "low", 5))  # rank 11: the top 10 did not change
+    await submit(lb, slip("p3-worse", "p3", 1))  # not an improvement
+    assert int((await versions(lb))[field]) == v0
+    await submit(lb, slip("p3-better", "p3", 1003 + 100))  # a top-10 player's score moved
+    assert int((await versions(lb))[field]) == v0 + 1
+    await submit(lb, slip("low-up", "low", 5000))  # enters the top 10 (and pushes p0 out)
+    assert int((await versions(lb))[field]) == v0 + 2
+    await submit(lb, slip("low-down", "low", 1, op="set"))  # leaves the top 10
+    assert int((await versions(lb))[field]) == v0 + 3
+
+
+async def test_announcement_when_a_player_enters_the_top(lb: Leaderboard, r: aioredis.Redis) -> None:
+    pubsub = r.pubsub()
+    await pubsub.subscribe(lb.keys.announce_channel)
+    await pubsub.get_message(timeout=1)  # the subscribe confirmation
+    await submit(lb, *(slip(f"a{i}", f"p{i}", 100 + i) for i in range(10)))
+    while await pubsub.get_message(timeout=0.2):  # ten players entering an empty board
+        pass
+    await submit(lb, slip("x1", "p0", 150))  # already in the top 10: no announcement
+    await submit(lb, slip("x2", "mia", 500, name="Mia"))
+    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=2)
+    assert msg is not None
+    import orjson
+
+    data = orjson.loads(msg["data"])
+    assert data == {
+        "type": "announce",
+        "board": "global",
+        "window": "daily",
+        "period": "2030-11-26",
+        "player": "mia",
+        "name": "Mia",
+        "rank": 1,
+        "score": 500,
+    }
+    windows = {data["window"]}
+    while (m := await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.3)) is not None:
+        windows.add(orjson.loads(m["data"])["window"])
+    assert windows == {"daily", "weekly", "alltime"}  # and nothing about p0
+    await pubsub.aclose()
+
+
+async def test_reads_top_around_ranks(lb: Leaderboard) -> None:
+    await submit(lb, *(slip(f"s{i}", f"p{i:02}", i * 10) for i in range(20)))
+    await lb.set_profile("p19", {"name": "Nineteen", "country": "NO"})
+    top = await lb.top("weekly", n=3, at=NOW)
+    assert [(e.rank, e.player, e.score, e.name) for e in top] == [
+        (1, "p19", 190, "Nineteen"),
+        (2, "p18", 180, None),
+        (3, "p17", 170, None),
+    ]
+    around = await lb.around("p10", "weekly", k=2, at=NOW)
+    assert [(e.rank, e.player) for e in around] == [
+        (8, "p12"),
+        (9, "p11"),
+        (10, "p10"),
+        (11, "p09"),
+        (12, "p08"),
+    ]
+    assert [(e.rank, e.player) for e in await lb.around("p18", "weekly", k=2, at=NOW)] == [
+        (1, "p19"),
+        (2, "p18"),
+        (3, "p17"),
+        (4, "p16"),
+    ]
+    assert [e.rank for e in await lb.around("p00", "weekly", k=2, at=NOW)] == [18, 19, 20]
+    assert await lb.around("nobody", "weekly", at=NOW) == []
+    size, standings = await lb.ranks(["p05", "nobody", "p19"], "weekly", at=NOW)
+    assert size == 20 == await lb.size("weekly", at=NOW)
+    assert [(s.player, s.rank, s.score) for s in standings] == [
+        ("p05", 15, 50),
+        ("nobody", None, None),
+        ("p19", 1, 190),
+    ]
+    assert (await lb.rank("p19", "weekly", at=NOW)).rank == 1
+
+
+async def test_display_name_from_a_submission_joins_the_top(lb: Leaderboard) -> None:
+    await lb.set_profile("mia", {"avatar": "a.png"})
+    await submit(lb, slip("1", "mia", 5, name="Mia 🎮"))
+    [entry] = await lb.top("daily", at=NOW)
+    assert entry.name == "Mia 🎮" and entry.profile == {"avatar": "a.png", "name": "Mia 🎮"}
+
+
+async def test_bad_reads_raise_bad_request(lb: Leaderboard) -> None:
+    with pytest.raises(BadRequest):
+        await lb.top("weekly", n=0)
+    with pytest.raises(BadRequest):
+        await lb.top("yearly")
+    with pytest.raises(BadRequest):
+        await lb.top("monthly")  # a window this game does not keep
+    with pytest.raises(BadRequest):
+        await lb.top("weekly", "region:no way")
+    with pytest.raises(BadRequest):
+        await lb.around("ana", "weekly", k=1000)
+
+
+async def test_eight_concurrent_writers_end_at_their_maximum(lb: Leaderboard, redis_url: str) -> None:
+    from leaderboard import connect
+
+    async def player(i: int) -> None:
+        client = connect(redis_url)
+        mine = Leaderboard(client, lb.config)
+        for step, s in enumerate(range(0, 2000, 7)):
+            await mine.submit_batch([slip(f"c{i}-{step}", f"c{i}", s)], now=NOW)
+        await client.aclose()
+
+    await asyncio.gather(*(player(i) for i in range(8)))
+    top = await lb.top("weekly", n=10, at=NOW)
+    assert len(top) == 8 and all(e.score == 1995 for e in top)
+
+
+async def test_timestamp_outside_the_window_is_refused_by_the_library(
+    lb: Leaderboard, r: aioredis.Redis
+) -> None:
+    plan = encode_batch(lb.config, [slip("1", "ana", 10)], NOW)
+    # a caller that names last week's period for this week's timestamp
+    start = plan.args.index(WINDOWS["weekly"].period(NOW).start_ms)
+    plan.args[start] = int(plan.args[start]) - 7 * 86_400_000
+    plan.args[start + 1] = int(plan.args[start + 1]) - 7 * 86_400_000
+    replies = await r.fcall("lb_submit", len(plan.keys), *plan.keys, *plan.args)
+    [res] = decode_batch(plan, replies)
+    assert res.code == "timestamp_outside_window"
+    assert await r.dbsize() == 0
+
+
+async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Leaderboard) -> None:
+    import redis.exceptions
+
+    with pytest.raises(redis.exceptions.ResponseError, match="bad_request"):
+        await r.fcall("lb_submit", 3, lb.keys.versions, lb.keys.activity, lb.keys.profiles, "x")
+
+
+def test_submission_fields_round_trip(config: GameConfig) -> None:
+    sub = Submission("id-1", "ana", 12, NOW, op="incr", region="eu", name="Ana")
+    assert Submission.parse(sub.fields(), now_ms=NOW, rules=config.rules()) == sub
+    assert dataclasses.replace(sub, region=None).fields().keys() == {
+        "id",
+        "player",
+        "points",
+        "ts",
+        "op",
+        "name",
+    }
