@@ -1,0 +1,45 @@
+"""The submissions queue: game servers (and gateways, for ``server`` connections) file score
+slips into a Redis Stream that the scorer consumes. The queue refuses new slips when its backlog
+is full instead of trimming ones nobody has applied yet::
+
+    queue = Queue(redis, config, backlog_max=1_000_000)
+    stream_id = await queue.submit(Submission("m-1", "mia", 120, now_ms()))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import redis.asyncio as aioredis
+
+from .config import GameConfig
+from .errors import BacklogFull
+from .library import now_ms
+from .submission import Submission
+
+
+class Queue:
+    def __init__(self, redis: aioredis.Redis, config: GameConfig, *, backlog_max: int = 1_000_000) -> None:
+        self.redis = redis
+        self.config = config
+        self.backlog_max = backlog_max
+        self.stream = config.keys.submissions
+
+    async def submit(self, submission: Submission) -> str:
+        [stream_id] = await self.submit_many([submission])
+        return stream_id
+
+    async def submit_many(self, submissions: Sequence[Submission]) -> list[str]:
+        """Validate, then append every submission (pipelined); returns their stream ids.
+
+        Raises InvalidSubmission for the first bad one (nothing is appended then) and
+        BacklogFull when the stream already holds ``backlog_max`` entries."""
+        now, rules = now_ms(), self.config.rules()
+        for sub in submissions:  # every rule, also for objects built without parse()
+            Submission.parse(sub.fields(), now_ms=now, rules=rules)
+        if await self.redis.xlen(self.stream) + len(submissions) > self.backlog_max:
+            raise BacklogFull(f"the submissions backlog is full ({self.backlog_max}); retry later")
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for sub in submissions:
+                pipe.xadd(self.stream, sub.fields())  # type: ignore[arg-type]
+            return [str(i) for i in await pipe.execute()]
