@@ -1,0 +1,271 @@
+"""An asyncio client of the gateway protocol (docs/protocol.md) for game clients, bots and tests.
+
+It keeps one connection alive: reconnects after any drop with full-jitter backoff (honouring the
+gateway's 1012 / 1013 / HTTP 503 hints), re-sends ``hello`` and every subscription, watches the
+line with app-level pings, and keeps the latest snapshot and rank of each board so a UI never
+blanks during a reconnect::
+
+    async with LeaderboardClient("ws://127.0.0.1:8000/ws", token=tok) as client:
+        client.subscribe("global", "weekly")
+        snap = await client.wait_for(lambda m: m["type"] == "snapshot", timeout=5)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+import orjson
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+
+from .backoff import Backoff
+
+log = logging.getLogger("leaderboard.client")
+
+Message = dict[str, Any]
+Listener = Callable[[Message], None]
+BoardKey = tuple[str, str]  # (board, window)
+
+
+class LeaderboardClient:
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        backoff: Backoff | None = None,
+        open_timeout: float = 5.0,
+    ) -> None:
+        self.url = url
+        self.token = token
+        self.backoff = backoff or Backoff()
+        self.open_timeout = open_timeout
+        self.status = "idle"  # idle, connecting, live, reconnecting, closed
+        self.retry_in: float | None = None  # seconds until the next attempt while reconnecting
+        self.welcome: Message | None = None
+        self.snapshots: dict[BoardKey, Message] = {}
+        self.ranks: dict[BoardKey, Message] = {}
+        self.connects = 0
+        self._subscriptions: dict[BoardKey, None] = {}  # ordered set
+        self._listeners: list[Listener] = []
+        self._pending: dict[str, asyncio.Future[Message]] = {}
+        self._ids = itertools.count(1)
+        self._ws: ClientConnection | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._last_seen = 0.0
+
+    # --- lifecycle
+
+    async def __aenter__(self) -> LeaderboardClient:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def start(self) -> None:
+        """Start the connection loop; calling it again while it runs does nothing (one loop only)."""
+        if self._task is None or self._task.done():
+            self._closing = False
+            self._task = asyncio.create_task(self._run(), name="leaderboard-client")
+
+    async def close(self) -> None:
+        """Close the connection and stop reconnecting (idempotent)."""
+        self._closing = True
+        if self._ws is not None:
+            await self._ws.close()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._set_status("closed")
+
+    # --- API
+
+    def on(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` with every message (and ``{"type": "status", ...}`` changes)."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def subscribe(self, board: str = "global", window: str | None = None) -> None:
+        key = (board, window or "")
+        self._subscriptions[key] = None
+        if self.status == "live":
+            self._send_nowait(self._subscribe_message(key))
+
+    def unsubscribe(self, board: str = "global", window: str | None = None) -> None:
+        key = (board, window or "")
+        self._subscriptions.pop(key, None)
+        if self.status == "live":
+            self._send_nowait(
+                {"type": "unsubscribe", "board": board, **({"window": window} if window else {})}
+            )
+
+    async def request(self, message: Message, timeout: float = 5.0) -> Message:
+        """Send a request and wait for the reply carrying its id (an ``error`` reply raises)."""
+        if self._ws is None or self.status != "live":
+            raise ConnectionError("not connected")
+        req_id = f"r{next(self._ids)}"
+        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = future
+        try:
+            await self._ws.send(orjson.dumps({**message, "id": req_id}).decode())
+            reply = await asyncio.wait_for(future, timeout)
+        finally:
+            self._pending.pop(req_id, None)
+        if reply.get("type") == "error":
+            raise RequestError(reply.get("code", "error"), reply.get("message", ""))
+        return reply
+
+    async def wait_for(self, predicate: Callable[[Message], bool], timeout: float) -> Message:
+        """The next message (or status event) for which ``predicate`` is true."""
+        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+
+        def listener(msg: Message) -> None:
+            if not future.done() and predicate(msg):
+                future.set_result(msg)
+
+        remove = self.on(listener)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        finally:
+            remove()
+
+    # --- the connection loop
+
+    async def _run(self) -> None:
+        while not self._stopping():
+            self._set_status("connecting" if self.connects == 0 else "reconnecting")
+            close_code: int | None = None
+            retry_after: float | None = None
+            started = time.monotonic()
+            try:
+                async with connect(self.url, open_timeout=self.open_timeout, compression=None) as ws:
+                    self._ws = ws
+                    started = time.monotonic()
+                    close_code = await self._session(ws)
+            except InvalidStatus as exc:  # e.g. 503 at the connection cap
+                retry_after = _retry_after(exc)
+            except (OSError, TimeoutError, WebSocketException) as exc:
+                log.debug("connection failed: %r", exc)
+            finally:
+                self._ws = None
+                self._fail_pending()
+            if self._stopping():
+                return
+            self.backoff.connected_for(time.monotonic() - started if close_code is not None else 0)
+            delay = self.backoff.next_delay(close_code=close_code, retry_after=retry_after)
+            self.retry_in = delay
+            self._set_status("reconnecting")
+            await asyncio.sleep(delay)
+            self.retry_in = None
+
+    async def _session(self, ws: ClientConnection) -> int | None:
+        """Run one connection until it drops; return the close code (None if none was given)."""
+        if self.token:
+            await ws.send(orjson.dumps({"type": "hello", "token": self.token}).decode())
+        watchdog: asyncio.Task[None] | None = None
+        try:
+            async for frame in ws:
+                msg = orjson.loads(frame)
+                if not isinstance(msg, dict):
+                    continue
+                if msg.get("type") == "welcome":
+                    self.welcome = msg  # the handshake's, then again as the answer to hello
+                    if watchdog is None:
+                        self._on_live(ws)
+                        watchdog = asyncio.create_task(self._heartbeat(ws, msg))
+                self._dispatch(msg)
+        except ConnectionClosed:
+            pass
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+        return ws.close_code
+
+    def _on_live(self, ws: ClientConnection) -> None:
+        self.connects += 1
+        self._set_status("live")
+        for key in self._subscriptions:
+            self._send_nowait(self._subscribe_message(key), ws)
+
+    async def _heartbeat(self, ws: ClientConnection, welcome: Message) -> None:
+        """App-level ping; a line that has been silent for ``timeout`` is dead (a tablet in a tunnel)."""
+        beat = welcome.get("heartbeat") or {}
+        interval = float(beat.get("interval", 15))
+        timeout = float(beat.get("timeout", 2 * interval))
+        self._last_seen = time.monotonic()
+        while True:
+            await asyncio.sleep(min(interval, timeout / 2))
+            if time.monotonic() - self._last_seen > timeout:
+                log.info("no message for %.0f s: reconnecting", timeout)
+                ws.transport.abort()  # don't wait for a closing handshake on a dead line
+                return
+            await ws.send('{"type":"ping"}')
+
+    def _dispatch(self, msg: Message) -> None:
+        self._last_seen = time.monotonic()
+        kind = msg.get("type")
+        if kind == "snapshot":
+            self.snapshots[(msg["board"], msg["window"])] = msg
+        elif kind == "rank" and "id" not in msg:
+            self.ranks[(msg["board"], msg["window"])] = msg
+        req_id = msg.get("id")
+        if isinstance(req_id, str) and req_id in self._pending:
+            future = self._pending.pop(req_id)
+            if not future.done():
+                future.set_result(msg)
+        for listener in list(self._listeners):
+            listener(msg)
+
+    # --- helpers
+
+    def _stopping(self) -> bool:
+        return self._closing
+
+    @staticmethod
+    def _subscribe_message(key: BoardKey) -> Message:
+        board, window = key
+        return {"type": "subscribe", "board": board, **({"window": window} if window else {})}
+
+    def _send_nowait(self, msg: Message, ws: ClientConnection | None = None) -> None:
+        target = ws or self._ws
+        if target is not None:
+            asyncio.get_running_loop().create_task(target.send(orjson.dumps(msg).decode()))
+
+    def _set_status(self, status: str) -> None:
+        if status != self.status:
+            self.status = status
+            event: Message = {"type": "status", "status": status, "retry_in": self.retry_in}
+            for listener in list(self._listeners):
+                listener(event)
+
+    def _fail_pending(self) -> None:
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ConnectionError("connection lost"))
+        self._pending.clear()
+
+
+class RequestError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+def _retry_after(exc: InvalidStatus) -> float | None:
+    value = exc.response.headers.get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None

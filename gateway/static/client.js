@@ -1,0 +1,229 @@
+// Browser client of the leaderboard gateway (docs/protocol.md). A plain ES module, no build step.
+//
+//   import { LeaderboardClient } from "/client.js";
+//   const client = new LeaderboardClient("ws://host/ws", { token });
+//   client.addEventListener("snapshot", (e) => render(e.detail));
+//   client.subscribe("global", "weekly");
+//   client.start();
+//
+// Events (CustomEvent, payload in `detail`): welcome, snapshot, rank, announce, reply, error,
+// status ({status: "connecting" | "live" | "reconnecting" | "stopped", retryIn: seconds | null}).
+// The last snapshot of every board stays in `client.snapshots`, so a UI never blanks while the
+// client reconnects.
+
+const DRAINING = 1012; // the gateway restarts: another one answers at once
+const OVERLOADED = 1013; // the gateway is full: stay away for a while
+const POLICY = 1008; // bad token or abuse: retrying with the same token cannot help
+
+// Exponential backoff with FULL jitter: wait a random time in [0, cap]; the cap doubles from
+// 0.5 s to 20 s and resets once a connection has been stable. Without the randomness every
+// client of a crashed gateway would come back at the same instant.
+export class Backoff {
+  constructor({ base = 0.5, ceiling = 20, stableAfter = 10, overloadFloor = 5, drainCap = 1, random = Math.random } = {}) {
+    Object.assign(this, { base, ceiling, stableAfter, overloadFloor, drainCap, random });
+    this.attempt = 0;
+  }
+
+  get cap() {
+    return Math.min(this.ceiling, this.base * 2 ** this.attempt);
+  }
+
+  nextDelay(closeCode = null) {
+    if (closeCode === DRAINING) return this.random() * this.drainCap;
+    let cap = this.cap;
+    if (closeCode === OVERLOADED) cap = Math.max(cap, this.overloadFloor);
+    this.attempt += 1;
+    return this.random() * cap;
+  }
+
+  connectedFor(seconds) {
+    if (seconds >= this.stableAfter) this.attempt = 0;
+  }
+}
+
+export class LeaderboardClient extends EventTarget {
+  constructor(url, { token = null, backoff = new Backoff() } = {}) {
+    super();
+    this.url = url;
+    this.token = token;
+    this.backoff = backoff;
+    this.status = "idle";
+    this.retryIn = null;
+    this.welcome = null;
+    this.snapshots = new Map(); // "board|window" -> last snapshot
+    this.ranks = new Map(); // "board|window" -> last own rank
+    this.subscriptions = new Map(); // "board|window" -> {board, window}
+    this.pending = new Map(); // request id -> {resolve, reject}
+    this.nextId = 1;
+    this.ws = null;
+    this.timer = null; // the one reconnect timer: never two reconnect loops
+    this.heartbeat = null;
+    this.lastSeen = 0;
+    this.openedAt = 0;
+    this.stopped = true;
+  }
+
+  start() {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.#connect();
+  }
+
+  stop() {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.#stopHeartbeat();
+    if (this.ws) this.ws.close(1000);
+    this.ws = null;
+    this.#setStatus("stopped");
+  }
+
+  subscribe(board = "global", window = undefined) {
+    const key = `${board}|${window ?? ""}`;
+    this.subscriptions.set(key, { board, window });
+    if (this.status === "live") this.#send({ type: "subscribe", board, window });
+  }
+
+  unsubscribe(board = "global", window = undefined) {
+    this.subscriptions.delete(`${board}|${window ?? ""}`);
+    if (this.status === "live") this.#send({ type: "unsubscribe", board, window });
+  }
+
+  // Send a request; resolves with the reply carrying its id, rejects on an error reply.
+  request(message, timeoutMs = 5000) {
+    if (this.status !== "live") return Promise.reject(new Error("not connected"));
+    const id = `r${this.nextId++}`;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new Error("timeout"));
+      }, timeoutMs);
+      this.pending.set(id, {
+        resolve: (m) => (clearTimeout(timer), resolve(m)),
+        reject: (e) => (clearTimeout(timer), reject(e)),
+      });
+      this.#send({ ...message, id });
+    });
+  }
+
+  #connect() {
+    if (this.stopped || this.ws) return;
+    this.#setStatus(this.welcome ? "reconnecting" : "connecting");
+    let ws;
+    try {
+      ws = new WebSocket(this.url);
+    } catch (err) {
+      this.#scheduleReconnect(null);
+      return;
+    }
+    this.ws = ws;
+    ws.onopen = () => {
+      this.openedAt = performance.now();
+      this.lastSeen = performance.now();
+      if (this.token) this.#send({ type: "hello", token: this.token });
+    };
+    ws.onmessage = (event) => this.#onFrame(event.data);
+    ws.onclose = (event) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      this.#stopHeartbeat();
+      for (const { reject } of this.pending.values()) reject(new Error("connection lost"));
+      this.pending.clear();
+      if (this.openedAt) this.backoff.connectedFor((performance.now() - this.openedAt) / 1000);
+      this.openedAt = 0;
+      if (event.code === POLICY) {
+        this.stopped = true;
+        this.#setStatus("stopped", event.reason || "refused by the gateway");
+        return;
+      }
+      this.#scheduleReconnect(event.code || null);
+    };
+  }
+
+  #scheduleReconnect(closeCode) {
+    if (this.stopped || this.timer) return;
+    const delay = this.backoff.nextDelay(closeCode);
+    this.retryIn = delay;
+    this.#setStatus("reconnecting");
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.retryIn = null;
+      this.#connect();
+    }, delay * 1000);
+  }
+
+  #onFrame(data) {
+    this.lastSeen = performance.now();
+    let msg;
+    try {
+      msg = JSON.parse(data);
+    } catch {
+      return;
+    }
+    const key = `${msg.board}|${msg.window}`;
+    switch (msg.type) {
+      case "welcome":
+        this.welcome = msg;
+        if (this.status !== "live") {
+          this.#setStatus("live");
+          for (const { board, window } of this.subscriptions.values()) {
+            this.#send({ type: "subscribe", board, window });
+          }
+          this.#startHeartbeat(msg.heartbeat || {});
+        }
+        break;
+      case "snapshot":
+        this.snapshots.set(key, msg);
+        this.snapshots.set(`${msg.board}|`, msg);
+        break;
+      case "rank":
+        if (msg.id === undefined) this.ranks.set(key, msg);
+        break;
+    }
+    if (msg.id !== undefined && this.pending.has(msg.id)) {
+      const { resolve, reject } = this.pending.get(msg.id);
+      this.pending.delete(msg.id);
+      if (msg.type === "error") reject(Object.assign(new Error(msg.message), { code: msg.code }));
+      else resolve(msg);
+    }
+    const kind = msg.id !== undefined && msg.type !== "welcome" ? "reply" : msg.type;
+    this.dispatchEvent(new CustomEvent(kind, { detail: msg }));
+  }
+
+  // App-level heartbeat: browsers cannot see protocol pings, so the client pings and treats a
+  // line silent for `timeout` seconds as dead (a tablet entering a tunnel never says goodbye).
+  #startHeartbeat({ interval = 15, timeout = 30 }) {
+    this.#stopHeartbeat();
+    const every = Math.min(interval, timeout / 2) * 1000;
+    this.heartbeat = setInterval(() => {
+      if (performance.now() - this.lastSeen > timeout * 1000) {
+        const ws = this.ws;
+        this.ws = null;
+        this.#stopHeartbeat();
+        if (ws) {
+          ws.onclose = null;
+          ws.close();
+        }
+        this.#scheduleReconnect(null);
+        return;
+      }
+      this.#send({ type: "ping" });
+    }, every);
+  }
+
+  #stopHeartbeat() {
+    clearInterval(this.heartbeat);
+    this.heartbeat = null;
+  }
+
+  #send(message) {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(message));
+  }
+
+  #setStatus(status, reason = null) {
+    if (status === this.status && status !== "reconnecting") return;
+    this.status = status;
+    this.dispatchEvent(new CustomEvent("status", { detail: { status, retryIn: this.retryIn, reason } }));
+  }
+}
