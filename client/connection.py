@@ -107,9 +107,7 @@ class LeaderboardClient:
         key = (board, window or "")
         self._subscriptions.pop(key, None)
         if self.status == "live":
-            self._send_nowait(
-                {"type": "unsubscribe", "board": board, **({"window": window} if window else {})}
-            )
+            self._send_nowait({"type": "unsubscribe", "board": board, **({"window": window} if window else {})})
 
     async def request(self, message: Message, timeout: float = 5.0) -> Message:
         """Send a request and wait for the reply carrying its id (an ``error`` reply raises)."""

@@ -213,9 +213,7 @@ class Leaderboard:
 
     # --- writes
 
-    async def submit_batch(
-        self, entries: Sequence[Mapping[str, str]], *, now: int | None = None
-    ) -> list[SubmitResult]:
+    async def submit_batch(self, entries: Sequence[Mapping[str, str]], *, now: int | None = None) -> list[SubmitResult]:
         """Apply submissions (stream-entry fields) in one atomic call; one result per entry."""
         if not entries:
             return []
@@ -247,9 +245,7 @@ class Leaderboard:
                 raise BadRequest(message) from None
             raise
 
-    async def top(
-        self, window_name: str, scope: str = "global", n: int = 10, *, at: int | None = None
-    ) -> list[Entry]:
+    async def top(self, window_name: str, scope: str = "global", n: int = 10, *, at: int | None = None) -> list[Entry]:
         key, period = self._board(window_name, scope, at)
         flat = await self._fcall_ro("lb_top", [key, self.keys.profiles], n)
         return _entries(period, 1, flat)
@@ -274,9 +270,7 @@ class Leaderboard:
         ]
         return int(flat[0]), standings
 
-    async def rank(
-        self, player: str, window_name: str, scope: str = "global", *, at: int | None = None
-    ) -> Standing:
+    async def rank(self, player: str, window_name: str, scope: str = "global", *, at: int | None = None) -> Standing:
         _, [standing] = await self.ranks([player], window_name, scope, at=at)
         return standing
 

@@ -17,9 +17,7 @@ def encode(message: dict[str, Any]) -> bytes:
     return orjson.dumps(message)
 
 
-def snapshot(
-    *, board: str, window: str, period: str, version: int, ts_ms: int, entries: Iterable[Entry]
-) -> bytes:
+def snapshot(*, board: str, window: str, period: str, version: int, ts_ms: int, entries: Iterable[Entry]) -> bytes:
     """The ``snapshot`` message of one board's top N."""
     rows = []
     for e in entries:

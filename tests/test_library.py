@@ -40,9 +40,7 @@ async def test_personal_best_only_goes_up(lb: Leaderboard) -> None:
 
 
 async def test_incr_adds_and_set_overwrites(r: aioredis.Redis) -> None:
-    lb = Leaderboard(
-        r, GameConfig(game="test", windows=("weekly", "alltime"), window_operators={"alltime": "incr"})
-    )
+    lb = Leaderboard(r, GameConfig(game="test", windows=("weekly", "alltime"), window_operators={"alltime": "incr"}))
     await submit(lb, slip("1", "ana", 30), slip("2", "ana", 12, NOW + 1000))
     assert await scores(lb, "alltime") == [("ana", 42)]  # incr: a running total
     assert await scores(lb, "weekly") == [("ana", 30)]  # best: the personal best
@@ -296,9 +294,7 @@ async def test_eight_concurrent_writers_end_at_their_maximum(lb: Leaderboard, re
     assert len(top) == 8 and all(e.score == 1995 for e in top)
 
 
-async def test_timestamp_outside_the_window_is_refused_by_the_library(
-    lb: Leaderboard, r: aioredis.Redis
-) -> None:
+async def test_timestamp_outside_the_window_is_refused_by_the_library(lb: Leaderboard, r: aioredis.Redis) -> None:
     plan = encode_batch(lb.config, [slip("1", "ana", 10)], NOW)
     # a caller that names last week's period for this week's timestamp
     start = plan.args.index(WINDOWS["weekly"].period(NOW).start_ms)

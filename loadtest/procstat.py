@@ -1,0 +1,28 @@
+"""CPU time and memory of processes, read from /proc (Linux)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    cpu_s: float  # user + system CPU seconds since the process started
+    rss_bytes: int
+
+
+def usage(pid: int) -> Usage:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        # the command name may hold spaces: fields start after its closing parenthesis
+        fields = f.read().rsplit(")", 1)[1].split()
+    utime, stime = int(fields[11]), int(fields[12])
+    rss_kb = 0
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss_kb = int(line.split()[1])
+                break
+    return Usage((utime + stime) / _TICKS, rss_kb * 1024)
