@@ -20,7 +20,8 @@ def test_percentiles_nearest_rank() -> None:
 
 def test_cdf_and_rates() -> None:
     cdf = cdf_points(range(1000), points=10)
-    assert cdf[-1] == (999, 1.0) and all(a[1] < b[1] for a, b in itertools.pairwise(cdf))
+    assert cdf[-1] == (999.0, 1.0)
+    assert all(a[1] < b[1] for a, b in itertools.pairwise(cdf))
     assert per_second([10.1, 10.2, 11.9, 13.0, 9.0], start=10.0) == [2, 1, 0, 1]
 
 
