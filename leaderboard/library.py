@@ -24,7 +24,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from .config import GameConfig
-from .errors import BadRequest, InvalidSubmission
+from .errors import CODES, BadRequest, InvalidSubmission
 from .keys import parse_scope
 from .submission import parse_uint, scopes_of
 from .windows import Period, window
@@ -130,6 +130,7 @@ def encode_batch(config: GameConfig, entries: Sequence[Mapping[str, str]], now: 
         return key_index[key]
 
     periods: dict[tuple[str, str], tuple[int, Period]] = {}
+    current: dict[str, Period] = {}
     body: list[str | int] = []
     count = 0
     plan: list[tuple[str, list[BoardRef]] | SubmitResult] = []
@@ -138,6 +139,11 @@ def encode_batch(config: GameConfig, entries: Sequence[Mapping[str, str]], now: 
         sub_id = fields.get("id", "")
         try:
             ts = parse_uint(fields.get("ts"), "invalid_timestamp", 15)
+            # checked here too (the library checks again) so periods are only computed for sane times
+            if ts > now + config.clock_skew_ms:
+                raise InvalidSubmission("timestamp_in_future", CODES["timestamp_in_future"])
+            if ts < now - idem_ms:
+                raise InvalidSubmission("timestamp_too_old", CODES["timestamp_too_old"])
             scopes = scopes_of(fields.get("region") or None, fields.get("mode") or None)
         except InvalidSubmission as exc:
             plan.append(SubmitResult(sub_id, "error", code=exc.code, message=exc.message))
@@ -145,7 +151,9 @@ def encode_batch(config: GameConfig, entries: Sequence[Mapping[str, str]], now: 
         refs: list[str | int] = []
         boards: list[BoardRef] = []
         for spec in config.window_specs:
-            period = spec.period(ts)
+            period = current.get(spec.name)
+            if period is None or not period.start_ms <= ts < period.end_ms:
+                period = current[spec.name] = spec.period(ts)  # most of a batch shares its periods
             slot = periods.get((spec.name, period.label))
             if slot is None:
                 slot = periods[spec.name, period.label] = (len(periods) + 1, period)

@@ -8,6 +8,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from leaderboard import CODES, WINDOWS, GameConfig, InvalidSubmission, Leaderboard, Submission
+from leaderboard.library import decode_batch, encode_batch
 from leaderboard.submission import parse_uint
 
 from .conftest import NOW
@@ -44,6 +45,7 @@ CASES = [
     ({"ts": "abc"}, "invalid_timestamp"),
     ({"ts": "-1"}, "invalid_timestamp"),
     ({"ts": str(NOW + 60_000)}, "timestamp_in_future"),
+    ({"ts": "9" * 15}, "timestamp_in_future"),  # past the year 9999
     ({"ts": str(NOW - 49 * HOUR)}, "timestamp_too_old"),
     ({"name": "n" * 65}, "invalid_name"),
     ({"name": "\udcfe"}, "invalid_name"),
@@ -126,3 +128,17 @@ def test_bad_configuration_is_refused() -> None:
     ):
         with pytest.raises(ValueError):
             GameConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("ts", "code"), [(NOW + 60_000, "timestamp_in_future"), (NOW - 49 * HOUR, "timestamp_too_old")]
+)
+async def test_library_checks_time_against_its_own_clock_argument(
+    ts: int, code: str, lb: Leaderboard, r: aioredis.Redis
+) -> None:
+    """The wrapper refuses these before the call; the function must refuse them on its own too."""
+    plan = encode_batch(lb.config, [fields(ts=str(ts))], ts)  # a caller whose clock agrees with ts
+    plan.args[0] = NOW  # the function's clock argument
+    [result] = decode_batch(plan, await r.fcall("lb_submit", len(plan.keys), *plan.keys, *plan.args))
+    assert (result.status, result.code) == ("error", code)
+    assert await r.dbsize() == 0
