@@ -47,7 +47,6 @@ async def sweep(clients: list[Client], hub: Hub, settings: GatewaySettings, metr
                     if not waiter.cancelled():
                         waiter.exception()  # retrieved, so asyncio does not log it
                 elif now - client.ping_sent >= settings.ping_timeout:
-                    metrics.dropped.labels("heartbeat").inc()
                     _dead(client, hub)
                     continue
             if client.ping_waiter is None and now - client.last_ping >= settings.ping_interval:

@@ -21,7 +21,7 @@ from leaderboard import Entry, GameConfig, wire
 
 from .conftest import MS
 
-SECRETS = ("current-secret", "previous-secret")
+SECRETS = ("current-secret-of-at-least-32-bytes!", "previous-secret-of-at-least-32-bytes")
 T = 1000 * MS  # one second, scaled by LB_TEST_TIME_SCALE
 
 
