@@ -67,6 +67,7 @@ class Gateway:
         self._tasks: list[asyncio.Task[None]] = []
         self._closing: asyncio.Task[None] | None = None
         self._closed = asyncio.Event()
+        self._port = 0
         # connection-rate cap: a token bucket refilled at connect_rate per second
         self._conn_tokens = settings.connect_rate
         self._conn_refill = time.monotonic()
@@ -111,6 +112,7 @@ class Gateway:
             logger=self._ws_log,
             reuse_port=s.reuse_port,
         )
+        self._port = int(self._server.sockets[0].getsockname()[1])
         rank = RankPusher(lambda: self.clients, self.hub, self.lb, s, self.metrics)
         self._tasks = [
             asyncio.create_task(sweep_forever(lambda: self.clients, self.hub, s, self.metrics), name="sweep"),
@@ -120,8 +122,8 @@ class Gateway:
 
     @property
     def port(self) -> int:
-        assert self._server is not None, "not started"
-        return int(self._server.sockets[0].getsockname()[1])
+        """The bound port (still known after the listener closed)."""
+        return self._port
 
     async def serve_forever(self) -> None:
         await self._closed.wait()
