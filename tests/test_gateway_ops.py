@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,6 +15,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from leaderboard.redis_server import free_port
 
 from .gw_helpers import T, client, greet, http_get, request, running, url
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 async def test_health_readiness_metrics_and_static_files(redis_url: str, tmp_path: Path) -> None:
@@ -73,11 +74,10 @@ async def test_sigterm_drains_then_exits_0_and_a_second_signal_exits_at_once(red
         **os.environ, "LB_REDIS_URL": redis_url, "LB_GAME": "test", "LB_GW_PORT": str(port),
         "LB_GW_DRAIN_DELAY": "0.1", "LB_GW_DRAIN_WINDOW": "0.2", "LB_LOG_LEVEL": "WARNING",
     }  # fmt: skip
-    root = Path(__file__).resolve().parent.parent
     for second_signal in (False, True):
         if second_signal:
             env["LB_GW_DRAIN_WINDOW"] = "30"  # a long drain the second signal cuts short
-        proc = subprocess.Popen([sys.executable, "-m", "gateway"], cwd=root, env=env)
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "gateway", cwd=ROOT, env=env)
         try:
             async with asyncio.timeout(10 * T):
                 while True:
@@ -93,12 +93,12 @@ async def test_sigterm_drains_then_exits_0_and_a_second_signal_exits_at_once(red
                 if second_signal:
                     await asyncio.sleep(0.3 * T)
                     proc.send_signal(signal.SIGTERM)
-                    assert await asyncio.to_thread(proc.wait, 5 * T) == 1
+                    assert await asyncio.wait_for(proc.wait(), 5 * T) == 1
                 else:
                     await asyncio.wait_for(ws.wait_closed(), 5 * T)
                     assert ws.close_code == 1012
-                    assert await asyncio.to_thread(proc.wait, 5 * T) == 0
+                    assert await asyncio.wait_for(proc.wait(), 5 * T) == 0
         finally:
-            if proc.poll() is None:
+            if proc.returncode is None:
                 proc.kill()
-                proc.wait()
+                await proc.wait()
