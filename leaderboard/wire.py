@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from .library import Entry
+from .library import Entry, Standing
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -43,3 +43,114 @@ def error(code: str, message: str, request_id: Any = None) -> bytes:
     if request_id is not None:
         msg["id"] = request_id
     return encode(msg)
+
+
+# ---------------------------------------------------------------- gateway messages
+# Replies and pushes of the gateways (docs/protocol.md). Built once per message; the hot path
+# (snapshots) never goes through here: gateways forward the scorer's bytes unchanged.
+
+
+def _rows(entries: Iterable[Entry]) -> list[dict[str, Any]]:
+    rows = []
+    for e in entries:
+        row: dict[str, Any] = {"rank": e.rank, "player": e.player, "score": e.score}
+        if e.name is not None:
+            row["name"] = e.name
+        rows.append(row)
+    return rows
+
+
+def _with_id(msg: dict[str, Any], request_id: Any) -> bytes:
+    if request_id is not None:
+        msg["id"] = request_id
+    return encode(msg)
+
+
+def welcome(
+    *,
+    gateway: str,
+    player: str | None,
+    role: str,
+    heartbeat_interval: float,
+    heartbeat_timeout: float,
+    windows: Iterable[str],
+    window: str,
+    top: int,
+    request_id: Any = None,
+) -> bytes:
+    return _with_id(
+        {
+            "type": "welcome",
+            "gateway": gateway,
+            "player": player,
+            "role": role,
+            "heartbeat": {"interval": heartbeat_interval, "timeout": heartbeat_timeout},
+            "windows": list(windows),
+            "window": window,
+            "top": top,
+        },
+        request_id,
+    )
+
+
+def pong(ts_ms: int, request_id: Any = None) -> bytes:
+    return _with_id({"type": "pong", "ts": ts_ms}, request_id)
+
+
+def subscribed(board: str, window: str, request_id: Any = None, *, type_: str = "subscribed") -> bytes:
+    """``subscribed`` or (``type_="unsubscribed"``) its counterpart."""
+    return _with_id({"type": type_, "board": board, "window": window}, request_id)
+
+
+def top(*, board: str, window: str, period: str, entries: Iterable[Entry], request_id: Any = None) -> bytes:
+    msg = {"type": "top", "board": board, "window": window, "period": period, "entries": _rows(entries)}
+    return _with_id(msg, request_id)
+
+
+def rank(
+    *,
+    board: str,
+    window: str,
+    period: str,
+    player: str,
+    rank: int | None,
+    score: int | None,
+    size: int,
+    request_id: Any = None,
+) -> bytes:
+    msg = {
+        "type": "rank", "board": board, "window": window, "period": period,
+        "player": player, "rank": rank, "score": score, "size": size,
+    }  # fmt: skip
+    return _with_id(msg, request_id)
+
+
+def around(
+    *, board: str, window: str, period: str, player: str, entries: Iterable[Entry], request_id: Any = None
+) -> bytes:
+    msg = {
+        "type": "around", "board": board, "window": window, "period": period,
+        "player": player, "entries": _rows(entries),
+    }  # fmt: skip
+    return _with_id(msg, request_id)
+
+
+def ranks(
+    *,
+    board: str,
+    window: str,
+    period: str,
+    size: int,
+    standings: Iterable[Standing],
+    request_id: Any = None,
+) -> bytes:
+    players = [{"player": s.player, "rank": s.rank, "score": s.score} for s in standings]
+    msg = {
+        "type": "ranks", "board": board, "window": window, "period": period,
+        "size": size, "players": players,
+    }  # fmt: skip
+    return _with_id(msg, request_id)
+
+
+def submitted(submission: str, stream_id: str, request_id: Any = None) -> bytes:
+    return _with_id({"type": "submitted", "submission": submission, "stream_id": stream_id}, request_id)

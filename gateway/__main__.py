@@ -1,0 +1,54 @@
+"""``python -m gateway``: one gateway process (several may share the port: SO_REUSEPORT).
+
+Signals live here only. SIGTERM (or the first SIGINT) drains: readiness fails, the listener
+closes, sockets are closed in staggered batches with 1012, then the process exits 0. A second
+SIGTERM/SIGINT exits at once (status 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+import uvloop
+
+from .server import Gateway
+from .settings import GatewaySettings
+
+log = logging.getLogger("gateway")
+
+
+async def run(settings: GatewaySettings) -> int:
+    loop = asyncio.get_running_loop()
+    async with Gateway(settings) as gw:
+        drain: asyncio.Task[None] | None = None
+
+        def on_signal(signum: int) -> None:
+            nonlocal drain
+            if drain is None:
+                log.info("%s: draining (send again to exit at once)", signal.Signals(signum).name)
+                drain = asyncio.create_task(gw.drain())
+            else:
+                log.warning("second signal: exiting now")
+                os._exit(1)  # the operator asked twice: skip every cleanup
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+        await gw.serve_forever()
+    return 0
+
+
+def main() -> int:
+    settings = GatewaySettings.from_env()
+    logging.basicConfig(
+        level=os.environ.get("LB_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    return uvloop.run(run(settings))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

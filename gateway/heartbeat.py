@@ -1,0 +1,67 @@
+"""One sweep task over all sockets instead of websockets' keepalive task per socket.
+
+Every tick it pings sockets whose last ping is ``ping_interval`` old, closes those whose pong is
+``ping_timeout`` late (a dead line: its slot is freed), and drops sockets whose write buffer has
+stayed over the bound too long. A task per socket costs a Task, a coroutine frame and a timer
+handle per connection; at 10k sockets one sweep is smaller (docs/benchmarks.md has the figures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Collection
+
+from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
+
+from .client import Client
+from .hub import Hub
+from .metrics import Metrics
+from .settings import GatewaySettings
+
+_CHUNK = 1000  # sockets handled between yields to the loop
+
+
+async def sweep_forever(
+    clients: Callable[[], Collection[Client]], hub: Hub, settings: GatewaySettings, metrics: Metrics
+) -> None:
+    tick = max(0.01, min(settings.ping_interval, settings.ping_timeout) / 4)
+    while True:
+        await asyncio.sleep(tick)
+        await sweep(list(clients()), hub, settings, metrics)
+
+
+async def sweep(clients: list[Client], hub: Hub, settings: GatewaySettings, metrics: Metrics) -> None:
+    for start in range(0, len(clients), _CHUNK):
+        now = time.monotonic()
+        for client in clients[start : start + _CHUNK]:
+            if client.closed or client.ws.protocol.state is not State.OPEN:
+                continue
+            hub.check_stalled(client, now)
+            waiter = client.ping_waiter
+            if waiter is not None:
+                if waiter.done():
+                    client.ping_waiter = None
+                    if not waiter.cancelled():
+                        waiter.exception()  # retrieved, so asyncio does not log it
+                elif now - client.ping_sent >= settings.ping_timeout:
+                    _dead(client, hub)
+                    continue
+            if client.ping_waiter is None and now - client.last_ping >= settings.ping_interval:
+                client.last_ping = client.ping_sent = now
+                # ping() only awaits when a fragmented send is in progress; we never fragment.
+                with contextlib.suppress(ConnectionClosed):
+                    client.ping_waiter = await client.ws.ping()  # type: ignore[assignment]
+        await asyncio.sleep(0)
+
+
+def _dead(client: Client, hub: Hub) -> None:
+    """No pong within the timeout: the peer is gone or wedged. Send a 1011 close as websockets'
+    own keepalive does, then abort without waiting for the closing handshake."""
+    ws = client.ws
+    with contextlib.suppress(Exception):
+        ws.protocol.fail(1011, "keepalive ping timeout")
+        ws.send_data()
+    hub.drop(client, "heartbeat")

@@ -1,0 +1,79 @@
+"""Plain HTTP on the WebSocket port, through websockets' ``process_request`` hook.
+
+``/ws`` goes on to the WebSocket handshake (unless admission refuses it with 503); ``/healthz``,
+``/readyz``, ``/metrics`` and the static files are answered here. Every other path is a 404.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import mimetypes
+from collections.abc import Callable
+from pathlib import Path
+
+from prometheus_client import CONTENT_TYPE_LATEST
+from websockets.asyncio.server import ServerConnection
+from websockets.datastructures import Headers
+from websockets.http11 import Request, Response
+
+from .metrics import Metrics
+
+WS_PATH = "/ws"
+_STATIC = {"/": "index.html", "/client.js": "client.js"}
+
+
+def response(status: int, reason: str, body: bytes, content_type: str, **extra: str) -> Response:
+    headers = Headers(
+        [
+            ("Date", email.utils.formatdate(usegmt=True)),
+            ("Content-Length", str(len(body))),
+            ("Content-Type", content_type),
+            ("Cache-Control", "no-store"),
+            *((k.replace("_", "-"), v) for k, v in extra.items()),
+        ]
+    )
+    return Response(status, reason, headers, body)
+
+
+def text(status: int, reason: str, body: str, **extra: str) -> Response:
+    return response(status, reason, body.encode(), "text/plain; charset=utf-8", **extra)
+
+
+class Routes:
+    def __init__(
+        self,
+        *,
+        static_dir: Path,
+        metrics: Metrics,
+        admit: Callable[[], str | None],
+        not_ready: Callable[[], str | None],
+    ) -> None:
+        self._static = static_dir
+        self._metrics = metrics
+        self._admit = admit  # None: go on with the handshake; else the reason for a 503
+        self._not_ready = not_ready  # None: ready; else why not
+
+    def process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        path = request.path.partition("?")[0]
+        if path == WS_PATH:
+            refused = self._admit()
+            if refused is None:
+                return None
+            # Clients back off after a 503 as after a 1013 close (docs/protocol.md).
+            return text(503, "Service Unavailable", f"{refused}; retry later\n", Retry_After="1")
+        if path == "/healthz":
+            return text(200, "OK", "ok\n")
+        if path == "/readyz":
+            why = self._not_ready()
+            return text(200, "OK", "ready\n") if why is None else text(503, "Service Unavailable", f"{why}\n")
+        if path == "/metrics":
+            return response(200, "OK", self._metrics.render(), CONTENT_TYPE_LATEST)
+        name = _STATIC.get(path)
+        if name is not None:
+            file = self._static / name
+            if file.is_file():  # the page and client are written separately; serve what exists
+                kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+                if kind.startswith("text/") or kind.endswith("javascript"):
+                    kind += "; charset=utf-8"
+                return response(200, "OK", file.read_bytes(), kind)
+        return text(404, "Not Found", "not found\n")

@@ -1,0 +1,351 @@
+"""Subscriptions and fan-out: board -> local sockets, one pub/sub connection per process.
+
+The single reader task subscribes to the channels of boards that have at least one local
+subscriber (plus the game's announce channel), and writes each message to every subscriber:
+
+* framed once (a WebSocket text frame is the same bytes for every server-side socket when
+  compression is off), then ``transport.write`` of those bytes per socket;
+* a socket whose write buffer is over ``write_buffer`` skips the message (the next snapshot
+  supersedes it); after ``max_skips`` consecutive skips, or ``stall_timeout`` over the bound, it is
+  aborted. Nothing queues per socket beyond the bounded transport buffer.
+
+When Redis drops, the reader reconnects with backoff, subscribes again, and re-sends each board's
+latest snapshot to its subscribers when it differs from the last one they got.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+
+import orjson
+import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
+from redis.exceptions import RedisError
+from websockets.asyncio.connection import broadcast
+from websockets.frames import Frame, Opcode
+from websockets.protocol import State
+
+from leaderboard import Leaderboard, wire
+from leaderboard.windows import window as window_spec
+
+from .client import BoardKey, Client
+from .metrics import Metrics
+from .settings import GatewaySettings
+
+log = logging.getLogger("gateway.hub")
+
+_BACKOFF_MIN, _BACKOFF_MAX = 0.05, 2.0
+_CONFIRM_TIMEOUT = 2.0  # how long a subscribe waits for Redis to confirm the channel
+_BUILT_TTL = 1.0  # a snapshot built from the board (no latest stored yet) is reused this long
+
+
+def text_frame(payload: bytes) -> bytes:
+    """A server-side (unmasked, uncompressed) text frame: identical bytes for every socket."""
+    return Frame(Opcode.TEXT, payload).serialize(mask=False)
+
+
+class Hub:
+    def __init__(
+        self, settings: GatewaySettings, raw: aioredis.Redis, lb: Leaderboard, metrics: Metrics
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self._raw = raw  # bytes replies: snapshots are forwarded unchanged
+        self._lb = lb
+        self._keys = settings.game.keys
+        self._subs: dict[BoardKey, set[Client]] = {}
+        # board -> (payload, frame, built_at); built_at > 0 for snapshots built here (version 0)
+        self._latest: dict[BoardKey, tuple[bytes, bytes, float]] = {}
+        self._channel_board: dict[bytes, BoardKey] = {}
+        self._subscribed: set[bytes] = set()  # channels Redis confirmed on the current connection
+        self._pending: dict[bytes, asyncio.Future[None]] = {}
+        self._pubsub: PubSub | None = None
+        # Serialises SUBSCRIBE/UNSUBSCRIBE so they reach Redis in the order they were decided.
+        self._sub_lock = asyncio.Lock()
+        self._announce = self._keys.announce_channel.encode()
+        self._reader: asyncio.Task[None] | None = None
+        self._resync: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()  # set while the pub/sub connection is subscribed
+        self._bound = settings.write_buffer
+        self._broadcast = settings.fanout == "broadcast"
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read_forever(), name="hub-reader")
+
+    async def close(self) -> None:
+        for task in (self._reader, self._resync):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._reader = self._resync = None
+        await self._close_pubsub()
+
+    # ------------------------------------------------------------ subscriptions
+
+    def channel(self, key: BoardKey) -> bytes:
+        return self._keys.snapshot_channel(*key).encode()
+
+    def subscribers(self, key: BoardKey) -> set[Client]:
+        return self._subs.get(key, set())
+
+    def boards(self) -> list[BoardKey]:
+        return list(self._subs)
+
+    async def subscribe(self, client: Client, key: BoardKey) -> None:
+        """Add a subscriber and send it the board's latest snapshot at once."""
+        client.boards.add(key)
+        self._subs.setdefault(key, set()).add(client)
+        channel = self.channel(key)
+        self._channel_board[channel] = key
+        await self._ensure_channel(channel)
+        # Only now read the latest: the channel is live, so nothing published after this read
+        # can be missed (at worst the client sees one snapshot twice; versions tell).
+        latest = await self._load_latest(key)
+        if latest is not None and key in client.boards:
+            self.write(client, latest, time.monotonic())
+
+    def unsubscribe(self, client: Client, key: BoardKey) -> None:
+        client.boards.discard(key)
+        subs = self._subs.get(key)
+        if subs is None:
+            return
+        subs.discard(client)
+        if not subs:
+            del self._subs[key]
+            asyncio.get_running_loop().create_task(self._release(key))
+
+    def remove(self, client: Client) -> None:
+        for key in list(client.boards):
+            self.unsubscribe(client, key)
+
+    async def _ensure_channel(self, channel: bytes) -> None:
+        async with self._sub_lock:
+            if channel in self._subscribed:
+                return
+            waiter = self._pending.get(channel)
+            if waiter is None:
+                waiter = self._pending[channel] = asyncio.get_running_loop().create_future()
+                if self._pubsub is not None:
+                    # On failure the reader reconnects and subscribes every wanted channel.
+                    with contextlib.suppress(RedisError, OSError):
+                        await self._pubsub.subscribe(channel)
+        # Without Redis the client still gets the cached snapshot; live ones follow the reconnect.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(waiter), _CONFIRM_TIMEOUT)
+
+    async def _release(self, key: BoardKey) -> None:
+        channel = self.channel(key)
+        async with self._sub_lock:
+            if key in self._subs:  # someone subscribed again meanwhile
+                return
+            self._subscribed.discard(channel)
+            self._latest.pop(key, None)
+            if self._pubsub is not None:
+                with contextlib.suppress(RedisError, OSError):
+                    await self._pubsub.unsubscribe(channel)
+
+    def _wanted(self) -> list[bytes]:
+        return [self._announce, *(self.channel(key) for key in self._subs)]
+
+    # ------------------------------------------------------------ latest snapshots
+
+    async def _load_latest(self, key: BoardKey) -> bytes | None:
+        """The frame of the board's latest snapshot: cached, stored by the scorer, or built."""
+        cached = self._latest.get(key)
+        if cached is not None and (not cached[2] or time.monotonic() - cached[2] < _BUILT_TTL):
+            return cached[1]
+        try:
+            stored = await self._bytes(self._keys.latest(*key))
+            built = 0.0
+            if stored is None:
+                stored, built = await self._build(key), time.monotonic()
+        except (RedisError, OSError):
+            self.metrics.redis_errors.inc()
+            return cached[1] if cached is not None else None
+        frame = text_frame(stored)
+        self._latest[key] = (stored, frame, built)
+        return frame
+
+    async def _bytes(self, key: str) -> bytes | None:
+        value = await self._raw.get(key)
+        return value.encode() if isinstance(value, str) else value
+
+    async def _build(self, key: BoardKey) -> bytes:
+        """No snapshot stored yet (new period, scorer not running yet): the top N, version 0."""
+        win, scope = key
+        now = int(time.time() * 1000)
+        entries = await self._lb.top(win, scope, self.settings.game.top_n, at=now)
+        period = window_spec(win).period(now).label
+        return wire.snapshot(board=scope, window=win, period=period, version=0, ts_ms=now, entries=entries)
+
+    async def _resend_latest(self) -> None:
+        """After a reconnect: boards whose stored latest differs from what we last sent get it."""
+        for key in list(self._subs):
+            try:
+                payload = await self._bytes(self._keys.latest(*key))
+            except (RedisError, OSError):
+                self.metrics.redis_errors.inc()
+                return
+            cached = self._latest.get(key)
+            if payload is not None and (cached is None or cached[0] != payload):
+                self._deliver(key, payload, snapshot=True)
+
+    # ------------------------------------------------------------ the reader
+
+    async def _read_forever(self) -> None:
+        backoff = _BACKOFF_MIN
+        down_since: float | None = None
+        while True:
+            try:
+                pubsub = self._pubsub = self._raw.pubsub()
+                async with self._sub_lock:
+                    await pubsub.subscribe(*self._wanted())
+                first = True
+                while True:
+                    msg = await pubsub.get_message(timeout=None)
+                    if msg is None:
+                        continue
+                    kind = msg["type"]
+                    if kind == "message":
+                        self._on_message(msg["channel"], msg["data"])
+                    elif kind == "subscribe":
+                        self._confirmed(msg["channel"])
+                        if first:
+                            # SUBSCRIBE of many channels is applied at once: the first confirmation
+                            # means all of them are live, so stored latests can be compared now.
+                            first = False
+                            backoff = _BACKOFF_MIN
+                            self.connected.set()
+                            self.metrics.redis_up.set(1)
+                            if down_since is not None:
+                                log.info("pub/sub resubscribed after %.1f s", time.monotonic() - down_since)
+                                down_since = None
+                                self._resync = asyncio.create_task(self._resend_latest())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # RedisError, OSError, and whatever a dying socket raises
+                self.metrics.redis_errors.inc()
+                self.connected.clear()
+                self.metrics.redis_up.set(0)
+                if down_since is None:
+                    down_since = time.monotonic()
+                    log.warning("pub/sub connection lost (%s); reconnecting", exc or type(exc).__name__)
+            finally:
+                self._subscribed.clear()
+                await self._close_pubsub()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, _BACKOFF_MAX)
+
+    async def _close_pubsub(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    def _confirmed(self, channel: bytes) -> None:
+        self._subscribed.add(channel)
+        waiter = self._pending.pop(channel, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _on_message(self, channel: bytes, data: bytes) -> None:
+        if channel == self._announce:
+            try:
+                msg = orjson.loads(data)
+                key = (str(msg["window"]), str(msg["board"]))
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                return
+            self._deliver(key, data, snapshot=False)
+            return
+        board = self._channel_board.get(channel)
+        if board is not None:
+            self._deliver(board, data, snapshot=True)
+
+    # ------------------------------------------------------------ fan-out
+
+    def _deliver(self, key: BoardKey, payload: bytes, *, snapshot: bool) -> None:
+        frame = text_frame(payload)
+        if snapshot:
+            self._latest[key] = (payload, frame, 0.0)
+            self._observe_lag(payload)
+        subs = self._subs.get(key)
+        if subs:
+            self.fanout(subs, payload, frame)
+
+    def _observe_lag(self, payload: bytes) -> None:
+        try:
+            ts = orjson.loads(payload).get("ts")
+        except (orjson.JSONDecodeError, AttributeError):
+            return
+        if isinstance(ts, int):
+            self.metrics.pubsub_lag_seconds.observe(max(0.0, time.time() - ts / 1000))
+
+    def fanout(self, clients: Iterable[Client], payload: bytes, frame: bytes) -> int:
+        """Write one message to every client; returns how many got it."""
+        started = time.perf_counter()
+        now = time.monotonic()
+        sent = 0
+        if self._broadcast:
+            # The comparison path (LB_GW_FANOUT=broadcast): same skip rules, websockets frames.
+            ready = [c for c in clients if self._admit(c, now)]
+            broadcast([c.ws for c in ready], payload, text=True)
+            sent = len(ready)
+        else:
+            for client in tuple(clients):  # a drop below mutates the set
+                if self._admit(client, now):
+                    client.transport.write(frame)
+                    sent += 1
+        self.metrics.deliveries.inc(sent)
+        self.metrics.broadcast_seconds.observe(time.perf_counter() - started)
+        return sent
+
+    def write(self, client: Client, frame: bytes, now: float) -> bool:
+        """Write one pre-framed message to one client, under the same flow-control rules."""
+        if self._admit(client, now):
+            client.transport.write(frame)
+            return True
+        return False
+
+    def _admit(self, client: Client, now: float) -> bool:
+        if client.closed or client.ws.protocol.state is not State.OPEN:
+            return False
+        if client.transport.get_write_buffer_size() <= self._bound:
+            client.skips = 0
+            client.over_since = 0.0
+            return True
+        client.skips += 1
+        self.metrics.skipped.inc()
+        if not client.over_since:
+            client.over_since = now
+        if client.skips > self.settings.max_skips:
+            self.drop(client, "slow")
+        elif now - client.over_since >= self.settings.stall_timeout:
+            self.drop(client, "stalled")
+        return False
+
+    def check_stalled(self, client: Client, now: float) -> None:
+        """Called by the sweep: a buffer over the bound for too long drops the socket even
+        when no message has come to skip."""
+        if client.over_since and now - client.over_since >= self.settings.stall_timeout:
+            if client.transport.get_write_buffer_size() > self._bound:
+                self.drop(client, "stalled")
+            else:
+                client.over_since = 0.0
+
+    def drop(self, client: Client, reason: str) -> None:
+        """Abort a socket now: its backlog is discarded with it, so memory is freed at once.
+        The client sees an abnormal close and reconnects with backoff."""
+        if client.closed:
+            return
+        client.closed = True
+        self.metrics.dropped.labels(reason).inc()
+        self.remove(client)
+        client.transport.abort()

@@ -1,0 +1,58 @@
+"""Prometheus metrics of one gateway process (served at ``/metrics``).
+
+One registry per Gateway object, so tests and several gateways in one process do not share
+counters. Hot-path counters are bumped once per fan-out (by the number of sockets), never per
+socket. docs/operations.md explains each metric.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+_LAG = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.connections = Gauge("lb_gw_connections", "open WebSocket connections", registry=r)
+        self.accepted = Counter("lb_gw_accepted", "WebSocket connections accepted", registry=r)
+        self.refused = Counter(
+            "lb_gw_refused", "handshakes refused (cap, rate, draining)", ["reason"], registry=r
+        )
+        self.deliveries = Counter("lb_gw_deliveries", "messages written to sockets by fan-out", registry=r)
+        self.skipped = Counter(
+            "lb_gw_skipped", "fan-out messages skipped for a full write buffer", registry=r
+        )
+        self.dropped = Counter(
+            "lb_gw_dropped", "sockets closed by the gateway (slow, stalled, dead)", ["reason"], registry=r
+        )
+        self.broadcast_seconds = Histogram(
+            "lb_gw_broadcast_seconds",
+            "time to write one message to every subscriber",
+            buckets=_FAST,
+            registry=r,
+        )
+        self.pubsub_lag_seconds = Histogram(
+            "lb_gw_pubsub_lag_seconds",
+            "snapshot ts (scorer clock) to fan-out start",
+            buckets=_LAG,
+            registry=r,
+        )
+        self.rank_push_seconds = Histogram(
+            "lb_gw_rank_push_seconds", "one own-rank chunk: read and push", buckets=_LAG, registry=r
+        )
+        self.rank_pushes = Counter("lb_gw_rank_pushes", "rank messages pushed on change", registry=r)
+        self.redis_errors = Counter(
+            "lb_gw_redis_errors", "failed Redis calls and lost connections", registry=r
+        )
+        self.redis_up = Gauge("lb_gw_redis_up", "1 while the pub/sub connection is subscribed", registry=r)
+        self.rate_limited = Counter(
+            "lb_gw_rate_limited", "client messages refused by the rate limit", registry=r
+        )
+        self.bad_input = Counter("lb_gw_bad_input", "client messages answered with an error", registry=r)
+        self.draining = Gauge("lb_gw_draining", "1 while draining", registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,218 @@
+"""Client messages to typed requests (pure: no I/O). docs/protocol.md is the contract.
+
+``parse()`` returns a request dataclass or raises ``ProtocolError`` with a stable code; nothing
+here knows about sockets, roles or Redis::
+
+    parse(b'{"type":"subscribe","board":"region:eu","id":3}', windows=["weekly"], default_window="weekly")
+    # Subscribe(id=3, board="region:eu", window="weekly")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from leaderboard.keys import GLOBAL_SCOPE, parse_scope
+
+MAX_ID_CHARS = 64
+MAX_TOP = 100
+MAX_AROUND = 25
+MAX_FRIENDS = 100
+
+
+class ProtocolError(Exception):
+    def __init__(self, code: str, message: str, request_id: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: Any  # echoed in the reply; str or int, or None
+
+
+@dataclass(frozen=True, slots=True)
+class BoardRequest(Request):
+    board: str
+    window: str
+
+
+@dataclass(frozen=True, slots=True)
+class Hello(Request):
+    token: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Ping(Request):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe(BoardRequest):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Unsubscribe(BoardRequest):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Top(BoardRequest):
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rank(BoardRequest):
+    player: str | None  # None: the connection's own player
+
+
+@dataclass(frozen=True, slots=True)
+class Around(BoardRequest):
+    player: str | None
+    k: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ranks(BoardRequest):
+    players: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Submit(Request):
+    fields: Mapping[str, Any]  # checked by Submission.parse (same codes as the scorer)
+
+
+def parse(raw: str | bytes, *, windows: Sequence[str], default_window: str) -> Request:
+    try:
+        msg = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise ProtocolError("bad_json", "the frame is not valid JSON") from None
+    if not isinstance(msg, dict):
+        raise ProtocolError("bad_json", "the frame is not a JSON object")
+    rid = msg.get("id")
+    if rid is not None and not _valid_id(rid):
+        raise ProtocolError("bad_message", "id must be a string or number of at most 64 characters")
+    kind = msg.get("type")
+    parser = _PARSERS.get(kind) if isinstance(kind, str) else None
+    if parser is None:
+        raise ProtocolError("unknown_type", f"unknown message type {kind!r}"[:120], rid)
+    try:
+        return parser(msg, rid, windows, default_window)
+    except ProtocolError as exc:
+        exc.request_id = rid
+        raise
+
+
+def _valid_id(rid: object) -> bool:
+    if isinstance(rid, bool):
+        return False
+    if isinstance(rid, str):
+        return len(rid) <= MAX_ID_CHARS
+    if isinstance(rid, int):
+        return len(str(rid)) <= MAX_ID_CHARS
+    return False
+
+
+def _bad(message: str) -> ProtocolError:
+    return ProtocolError("bad_message", message)
+
+
+def _board(msg: dict[str, Any], windows: Sequence[str], default_window: str) -> tuple[str, str]:
+    board, win = msg.get("board", GLOBAL_SCOPE), msg.get("window", default_window)
+    if not isinstance(board, str) or not isinstance(win, str):
+        raise _bad("board and window must be strings")
+    try:
+        parse_scope(board)
+    except ValueError as exc:
+        raise ProtocolError("bad_board", str(exc)) from None
+    if win not in windows:
+        raise ProtocolError("bad_board", f"window must be one of {', '.join(windows)}")
+    return board, win
+
+
+def _int(msg: dict[str, Any], name: str, default: int, lo: int, hi: int) -> int:
+    value = msg.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise _bad(f"{name} must be an integer in {lo}..{hi}")
+    return value
+
+
+def _player(value: object, name: str = "player") -> str:
+    if not isinstance(value, str) or not 0 < len(value.encode("utf-8", "replace")) <= 64:
+        raise _bad(f"{name} must be a player id of 1-64 bytes")
+    return value
+
+
+def _optional_player(msg: dict[str, Any]) -> str | None:
+    return None if msg.get("player") is None else _player(msg["player"])
+
+
+def _hello(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    token = msg.get("token")
+    if token is not None and not isinstance(token, str):
+        raise _bad("token must be a string")
+    return Hello(rid, token or None)
+
+
+def _ping(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    return Ping(rid)
+
+
+def _subscribe(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    return Subscribe(rid, *_board(msg, windows, dw))
+
+
+def _unsubscribe(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    return Unsubscribe(rid, *_board(msg, windows, dw))
+
+
+def _top(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    board, win = _board(msg, windows, dw)
+    return Top(rid, board, win, _int(msg, "n", 10, 1, MAX_TOP))
+
+
+def _rank(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    board, win = _board(msg, windows, dw)
+    return Rank(rid, board, win, _optional_player(msg))
+
+
+def _around(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    board, win = _board(msg, windows, dw)
+    return Around(rid, board, win, _optional_player(msg), _int(msg, "k", 5, 0, MAX_AROUND))
+
+
+def _ranks(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    board, win = _board(msg, windows, dw)
+    players = msg.get("players")
+    if not isinstance(players, list) or not 1 <= len(players) <= MAX_FRIENDS:
+        raise _bad(f"players must be a list of 1-{MAX_FRIENDS} player ids")
+    return Ranks(rid, board, win, tuple(_player(p, "players[]") for p in players))
+
+
+def _submit(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    sub = msg.get("submission")
+    if not isinstance(sub, dict):
+        raise _bad("submission must be an object")
+    for name in ("id", "player", "op", "name", "region", "mode"):
+        if name in sub and not isinstance(sub[name], str):
+            raise _bad(f"submission.{name} must be a string")
+    return Submit(rid, sub)
+
+
+_PARSERS = {
+    "hello": _hello,
+    "ping": _ping,
+    "subscribe": _subscribe,
+    "unsubscribe": _unsubscribe,
+    "top": _top,
+    "rank": _rank,
+    "around": _around,
+    "ranks": _ranks,
+    "submit": _submit,
+}

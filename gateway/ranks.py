@@ -1,0 +1,100 @@
+"""Own-rank pushes: every ``rank_interval``, each authenticated player's rank and score on each
+board it subscribes to, pushed only when they changed.
+
+Players are read in chunks of ``rank_chunk`` (one read-only ``lb_ranks`` call per board per chunk,
+the boards of a chunk in flight together), and the chunks are spread evenly across the interval,
+so Redis sees a steady trickle instead of a burst every five seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Collection
+
+from redis.exceptions import RedisError
+
+from leaderboard import Leaderboard, Standing, now_ms, wire
+from leaderboard.windows import window as window_spec
+
+from .client import BoardKey, Client
+from .hub import Hub, text_frame
+from .metrics import Metrics
+from .settings import GatewaySettings
+
+log = logging.getLogger("gateway.ranks")
+
+
+class RankPusher:
+    def __init__(
+        self,
+        clients: Callable[[], Collection[Client]],
+        hub: Hub,
+        lb: Leaderboard,
+        settings: GatewaySettings,
+        metrics: Metrics,
+    ) -> None:
+        self._clients = clients
+        self._hub = hub
+        self._lb = lb
+        self._interval = settings.rank_interval
+        self._chunk = settings.rank_chunk
+        self._metrics = metrics
+
+    async def run_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            players = [
+                c for c in self._clients() if c.identity.player is not None and c.boards and not c.closed
+            ]
+            chunks = [players[i : i + self._chunk] for i in range(0, len(players), self._chunk)] or [[]]
+            step = self._interval / len(chunks)
+            for i, chunk in enumerate(chunks):
+                if chunk:
+                    await self.push(chunk)
+                # chunk i+1 starts at started + (i+1)·step, whatever this one cost
+                await asyncio.sleep(max(0.0, started + (i + 1) * step - loop.time()))
+
+    async def push(self, clients: list[Client]) -> int:
+        """Read and push one chunk; returns how many rank messages were sent."""
+        t0 = time.perf_counter()
+        by_board: dict[BoardKey, list[Client]] = {}
+        for client in clients:
+            for key in client.boards:
+                by_board.setdefault(key, []).append(client)
+        keys = list(by_board)
+        try:
+            results = await asyncio.gather(*(self._read(key, by_board[key]) for key in keys))
+        except (RedisError, OSError) as exc:
+            self._metrics.redis_errors.inc()
+            log.debug("rank read failed: %s", exc)
+            return 0
+        now = time.monotonic()
+        at = now_ms()
+        sent = 0
+        for key, (size, standings) in zip(keys, results, strict=True):
+            period = window_spec(key[0]).period(at).label
+            for client in by_board[key]:
+                standing = standings.get(client.identity.player or "")
+                if standing is None or client.closed:
+                    continue
+                seen = (standing.rank, standing.score)
+                if client.ranks.get(key) == seen:
+                    continue
+                msg = wire.rank(
+                    board=key[1], window=key[0], period=period, player=standing.player,
+                    rank=standing.rank, score=standing.score, size=size,
+                )  # fmt: skip
+                if self._hub.write(client, text_frame(msg), now):
+                    client.ranks[key] = seen  # only what was really sent counts as seen
+                    sent += 1
+        self._metrics.rank_pushes.inc(sent)
+        self._metrics.rank_push_seconds.observe(time.perf_counter() - t0)
+        return sent
+
+    async def _read(self, key: BoardKey, clients: list[Client]) -> tuple[int, dict[str, Standing]]:
+        players = list({c.identity.player for c in clients if c.identity.player is not None})
+        size, standings = await self._lb.ranks(players, key[0], key[1])
+        return size, {s.player: s for s in standings}

@@ -1,0 +1,392 @@
+"""Gateway benchmark: N sockets on ONE gateway process, a ~1 KB snapshot every second.
+
+    python -m loadtest.gateway_bench                 # 10,000 sockets, 15 snapshots per target
+    python -m loadtest.gateway_bench --sockets 2000 --seconds 5 --no-write
+
+Starts a private redis-server, then for each target in turn — this project's gateway
+(``python -m gateway``, frame-once fan-out), the same gateway with ``LB_GW_FANOUT=broadcast``
+(websockets.broadcast), and the naive gateway (loadtest/naive_gateway.py) — opens the sockets
+from several client processes (raw asyncio protocols, each process on its own 127.0.0.x source
+address), publishes snapshots as the scorer does (SET latest + PUBLISH), and measures:
+
+* CPU ms per 1,000 deliveries: utime+stime of the gateway process (/proc/<pid>/stat) over the
+  publishing window, divided by the deliveries the clients counted;
+* RSS per connection: VmRSS after connecting minus VmRSS idle, over the socket count;
+* fan-out spread: per snapshot, last receipt minus first receipt across all sockets (p50/p99);
+* publish -> receipt latency over every delivery (p50/p99).
+
+It prints a table and (unless --no-write) rewrites the ``## Gateway`` section of
+docs/benchmarks.md. Nothing is written that this run did not measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import multiprocessing as mp
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import redis
+
+from leaderboard import Entry, GameConfig, wire
+from leaderboard.redis_server import RedisServer, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+GAME = "bench"
+KEYS = GameConfig(game=GAME).keys
+WINDOW, BOARD = "weekly", "global"
+
+# ---------------------------------------------------------------- client processes
+
+
+class _Socket(asyncio.Protocol):
+    """One benchmark socket: handshake, then count text frames and note when each arrived.
+
+    Frames are parsed just enough to split them (server frames are never masked); pings are
+    answered with a pong masked by a zero key so the gateways' heartbeats see a live peer."""
+
+    __slots__ = ("buf", "open", "ready", "sink", "transport")
+
+    def __init__(self, sink: dict[int, list[float]], ready: asyncio.Future[None]) -> None:
+        self.buf = b""
+        self.open = False
+        self.ready = ready
+        self.sink = sink
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        key = base64.b64encode(os.urandom(16)).decode()
+        transport.write(  # type: ignore[attr-defined]
+            f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
+
+    def data_received(self, data: bytes) -> None:
+        now = time.time()
+        buf = self.buf + data
+        if not self.open:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                self.buf = buf
+                return
+            if not buf.startswith(b"HTTP/1.1 101"):
+                if not self.ready.done():
+                    self.ready.set_exception(ConnectionError(buf[:40].decode(errors="replace")))
+                return
+            self.open = True
+            if not self.ready.done():
+                self.ready.set_result(None)
+            buf = buf[end + 4 :]
+        while len(buf) >= 2:
+            opcode, n, head = buf[0] & 0x0F, buf[1] & 0x7F, 2
+            if n == 126:
+                if len(buf) < 4:
+                    break
+                n, head = int.from_bytes(buf[2:4], "big"), 4
+            elif n == 127:
+                if len(buf) < 10:
+                    break
+                n, head = int.from_bytes(buf[2:10], "big"), 10
+            if len(buf) < head + n:
+                break
+            payload = buf[head : head + n]
+            buf = buf[head + n :]
+            if opcode == 0x1:
+                i = payload.find(b'"version":')
+                if i >= 0 and payload.startswith(b'{"type":"snapshot"'):
+                    j = payload.find(b",", i)
+                    self.sink.setdefault(int(payload[i + 10 : j]), []).append(now)
+            elif opcode == 0x9 and self.transport is not None and n < 126:
+                self.transport.write(bytes([0x8A, 0x80 | n]) + b"\0\0\0\0" + payload)
+        self.buf = buf
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.ready.done():
+            self.ready.set_exception(ConnectionError("closed during handshake"))
+
+
+async def _client_main(conn: Connection, port: int, count: int, source: str) -> None:
+    loop = asyncio.get_running_loop()
+    sink: dict[int, list[float]] = {}
+    transports: list[asyncio.Transport] = []
+    failed = 0
+    sem = asyncio.Semaphore(100)  # handshakes in flight per process
+
+    async def one() -> None:
+        nonlocal failed
+        async with sem:
+            ready: asyncio.Future[None] = loop.create_future()
+            try:
+                transport, _ = await loop.create_connection(
+                    lambda: _Socket(sink, ready), "127.0.0.1", port, local_addr=(source, 0)
+                )
+                transports.append(transport)
+                await asyncio.wait_for(ready, 30)
+            except (OSError, ConnectionError, TimeoutError):
+                failed += 1
+
+    await asyncio.gather(*(one() for _ in range(count)))
+    conn.send(("connected", count - failed))
+    await loop.run_in_executor(None, conn.recv)  # "report"
+    conn.send(("report", sink))
+    for t in transports:
+        t.abort()
+
+
+def _client_process(conn: Connection, port: int, count: int, source: str) -> None:
+    import uvloop
+
+    uvloop.run(_client_main(conn, port, count, source))
+
+
+# ---------------------------------------------------------------- measurement
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def snapshot_bytes(version: int) -> bytes:
+    """A realistic ~1 KB top-10 snapshot."""
+    entries = [
+        Entry(i + 1, f"player-{i:04d}-{'x' * 20}", 100_000 - i * 37, {"name": f"Display Name {i} {'y' * 24}"})
+        for i in range(10)
+    ]
+    return wire.snapshot(
+        board=BOARD, window=WINDOW, period="2026-W48", version=version, ts_ms=int(time.time() * 1000),
+        entries=entries,
+    )  # fmt: skip
+
+
+@dataclass
+class Result:
+    name: str
+    sockets: int
+    deliveries: int
+    expected: int
+    cpu_ms_per_1k: float
+    rss_kb_per_conn: float
+    spread_p50_ms: float
+    spread_p99_ms: float
+    lat_p50_ms: float
+    lat_p99_ms: float
+
+
+def _start_target(name: str, port: int, redis_url: str) -> subprocess.Popen[bytes]:
+    if name == "naive":
+        cmd = [sys.executable, "-m", "loadtest.naive_gateway", "--port", str(port), "--redis-url", redis_url,
+               "--channel", KEYS.snapshot_channel(WINDOW, BOARD)]  # fmt: skip
+        env = dict(os.environ)
+    else:
+        cmd = [sys.executable, "-m", "gateway"]
+        env = {
+            **os.environ, "LB_REDIS_URL": redis_url, "LB_GAME": GAME, "LB_GW_PORT": str(port),
+            "LB_GW_CONNECT_RATE": "0", "LB_GW_MAX_CONNECTIONS": "50000", "LB_LOG_LEVEL": "WARNING",
+            "LB_GW_FANOUT": "broadcast" if name == "gateway-broadcast" else "frame",
+        }  # fmt: skip
+    return subprocess.Popen(cmd, cwd=ROOT, env=env)
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+    import socket
+
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"target exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError("target did not listen")
+
+
+def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespace) -> Result:
+    port = free_port()
+    r.set(KEYS.latest(WINDOW, BOARD), snapshot_bytes(999))  # what every socket gets on connect
+    proc = _start_target(name, port, redis_url)
+    try:
+        _wait_listening(port, proc)
+        time.sleep(0.5)
+        idle_kb = _rss_kb(proc.pid)
+        n, k = args.sockets, args.clients
+        per = [n // k + (1 if i < n % k else 0) for i in range(k)]
+        pipes, procs = [], []
+        ctx = mp.get_context("fork")
+        for i, count in enumerate(per):
+            parent, child = ctx.Pipe()
+            p = ctx.Process(
+                target=_client_process, args=(child, port, count, f"127.0.0.{i + 2}"), daemon=True
+            )
+            p.start()
+            pipes.append(parent)
+            procs.append(p)
+        t0 = time.monotonic()
+        connected = sum(pipe.recv()[1] for pipe in pipes)
+        connect_s = time.monotonic() - t0
+        time.sleep(1.0)  # let the welcome/initial snapshots and allocations settle
+        conn_kb = _rss_kb(proc.pid)
+        published: dict[int, float] = {}
+        cpu0 = _cpu_s(proc.pid)
+        start = time.monotonic()
+        for k in range(args.seconds):
+            version = 1000 + k
+            payload = snapshot_bytes(version)
+            # sleep to the next whole second of the run: one snapshot per second, like the scorer
+            time.sleep(max(0.0, start + k + 0.5 - time.monotonic()))
+            published[version] = time.time()
+            r.set(KEYS.latest(WINDOW, BOARD), payload)
+            r.publish(KEYS.snapshot_channel(WINDOW, BOARD), payload)
+        time.sleep(1.5)  # the last snapshot's stragglers
+        cpu1 = _cpu_s(proc.pid)
+        sinks: list[dict[int, list[float]]] = []
+        for pipe in pipes:
+            pipe.send("report")
+        for pipe in pipes:
+            sinks.append(pipe.recv()[1])
+        for p in procs:
+            p.join(10)
+        spreads: list[float] = []
+        lats: list[float] = []
+        deliveries = 0
+        for version, sent in published.items():
+            times = [t for sink in sinks for t in sink.get(version, [])]
+            deliveries += len(times)
+            if times:
+                spreads.append((max(times) - min(times)) * 1000)
+                lats.extend((t - sent) * 1000 for t in times)
+        cpu_ms = (cpu1 - cpu0) * 1000
+        print(f"  {name}: {connected}/{args.sockets} sockets connected in {connect_s:.1f} s", flush=True)
+        return Result(
+            name, connected, deliveries, connected * len(published),
+            cpu_ms / max(1, deliveries) * 1000, (conn_kb - idle_kb) / max(1, connected),
+            _pct(spreads, 0.5), _pct(spreads, 0.99), _pct(lats, 0.5), _pct(lats, 0.99),
+        )  # fmt: skip
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------- report
+
+
+def table(results: list[Result]) -> str:
+    head = ("| target | sockets | deliveries | CPU ms / 1k deliveries | RSS KB / conn | spread p50 / p99 ms "
+            "| publish→receipt p50 / p99 ms |\n|---|---|---|---|---|---|---|\n")  # fmt: skip
+    rows = "".join(
+        f"| {x.name} | {x.sockets} | {x.deliveries}/{x.expected} | {x.cpu_ms_per_1k:.1f} "
+        f"| {x.rss_kb_per_conn:.1f} "
+        f"| {x.spread_p50_ms:.0f} / {x.spread_p99_ms:.0f} | {x.lat_p50_ms:.0f} / {x.lat_p99_ms:.0f} |\n"
+        for x in results
+    )
+    return head + rows
+
+
+def ratios(results: list[Result]) -> str:
+    by = {x.name: x for x in results}
+    ours, naive = by.get("gateway"), by.get("naive")
+    if ours is None or naive is None:
+        return ""
+    lines = [
+        f"- CPU per delivery: gateway / naive = **{ours.cpu_ms_per_1k / naive.cpu_ms_per_1k:.2f}×** "
+        "(target ≤ 0.5×)",
+        f"- RSS per connection: gateway / naive = "
+        f"**{ours.rss_kb_per_conn / naive.rss_kb_per_conn:.2f}×** "
+        f"({ours.rss_kb_per_conn:.1f} KB; target ≤ 10 KB)",
+        f"- spread p99: gateway {ours.spread_p99_ms:.0f} ms vs naive {naive.spread_p99_ms:.0f} ms "
+        "(target ≤ 100 ms)",
+        f"- publish→receipt p99: gateway / naive = {ours.lat_p99_ms / max(naive.lat_p99_ms, 1e-9):.2f}×",
+    ]
+    bc = by.get("gateway-broadcast")
+    if bc is not None:
+        lines.append(
+            f"- frame once vs websockets.broadcast() inside the gateway: CPU per delivery "
+            f"{ours.cpu_ms_per_1k:.1f} vs {bc.cpu_ms_per_1k:.1f} ms / 1k "
+            f"(**{ours.cpu_ms_per_1k / bc.cpu_ms_per_1k:.2f}×**), spread p99 {ours.spread_p99_ms:.0f} vs "
+            f"{bc.spread_p99_ms:.0f} ms"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_doc(text: str) -> None:
+    path = ROOT / "docs" / "benchmarks.md"
+    intro = (
+        "# Benchmarks\n\nFigures measured on this project's machine, each with the command that made it.\n"
+    )
+    doc = path.read_text() if path.exists() else intro
+    start = doc.find("\n## Gateway")
+    if start >= 0:
+        end = doc.find("\n## ", start + 1)
+        doc = doc[:start] + doc[end:] if end >= 0 else doc[:start]
+    path.write_text(doc.rstrip("\n") + "\n\n" + text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m loadtest.gateway_bench", description="Gateway benchmark")
+    p.add_argument("--sockets", type=int, default=10_000)
+    p.add_argument("--seconds", type=int, default=15, help="snapshots published per target, one per second")
+    p.add_argument("--clients", type=int, default=2, help="client processes")
+    p.add_argument("--targets", default="gateway,gateway-broadcast,naive")
+    p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
+    args = p.parse_args(argv)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # children inherit it
+    tmp = tempfile.mkdtemp(prefix="gwbench-")
+    results = []
+    try:
+        with RedisServer(tmp) as server:
+            r = redis.Redis.from_url(server.url)
+            size = len(snapshot_bytes(1))
+            print(f"payload {size} bytes; {args.sockets} sockets; {args.seconds} snapshots per target")
+            for name in args.targets.split(","):
+                results.append(run_target(name, r, server.url, args))
+            r.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    out = table(results)
+    print(out)
+    summary = ratios(results)
+    print(summary)
+    if not args.no_write:
+        cmd = "python -m loadtest.gateway_bench " + " ".join(argv if argv is not None else sys.argv[1:])
+        write_doc(
+            "## Gateway\n\n"
+            f"Command: `{cmd.strip()}` (one run, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores shared "
+            f"by the gateway, the client processes, redis-server and the publisher). Payload "
+            f"{len(snapshot_bytes(1))} bytes, one snapshot per second.\n\n" + out + "\n" + summary
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""The baseline of the gateway benchmark: what a first WebSocket fan-out usually looks like.
+
+``websockets.serve`` with default settings (compression off), one Redis pub/sub subscription, and
+``websockets.broadcast`` of every message to every connection. No snapshot on connect, no flow
+control, no heartbeat sweep, no own-rank pushes::
+
+    python -m loadtest.naive_gateway --port 8100 --redis-url redis://127.0.0.1:7000/0 --channel CHANNEL
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import redis.asyncio as aioredis
+import uvloop
+from websockets.asyncio.server import ServerConnection, broadcast, serve
+
+
+async def main(port: int, redis_url: str, channel: str) -> None:
+    redis = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    connections: set[ServerConnection] = set()
+
+    async def handler(ws: ServerConnection) -> None:
+        connections.add(ws)
+        try:
+            await ws.wait_closed()
+        finally:
+            connections.discard(ws)
+
+    async def relay() -> None:
+        pubsub = redis.pubsub()
+        await pubsub.subscribe(channel)
+        async for message in pubsub.listen():
+            if message["type"] == "message":
+                broadcast(connections, message["data"])
+
+    async with serve(handler, "127.0.0.1", port, compression=None):
+        await relay()
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(prog="python -m loadtest.naive_gateway")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--redis-url", required=True)
+    p.add_argument("--channel", required=True)
+    args = p.parse_args()
+    uvloop.run(main(args.port, args.redis_url, args.channel))

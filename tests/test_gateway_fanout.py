@@ -1,0 +1,148 @@
+"""Fan-out: welcome + immediate snapshot, many sockets, announcements, slow readers, Redis restart."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+from websockets.asyncio.client import connect
+
+from leaderboard import Leaderboard, Submission, now_ms
+from leaderboard.library import library_code
+from leaderboard.redis_server import RedisServer
+
+from .gw_helpers import T, client, greet, publish, raw_ws, recv, recv_type, request, running, snapshot, url
+
+
+async def test_welcome_then_the_stored_snapshot_at_once(redis_url: str, r: aioredis.Redis) -> None:
+    async with running(redis_url) as gw:
+        stored = snapshot(7)
+        await r.set(gw.settings.game.keys.latest("weekly", "global"), stored)
+        async with client(gw) as ws:
+            welcome, _ = await greet(ws)  # the snapshot came from the stored latest
+        assert welcome == {
+            "type": "welcome", "gateway": "gw-test", "player": None, "role": "spectator",
+            "heartbeat": {"interval": 15.0, "timeout": 30.0}, "windows": ["daily", "weekly", "alltime"],
+            "window": "weekly", "top": 10,
+        }  # fmt: skip
+        async with client(gw) as ws:
+            await recv(ws)
+            assert await ws.recv(decode=False) == stored  # byte for byte
+
+
+async def test_a_board_without_a_stored_snapshot_is_built_at_version_0(
+    redis_url: str, lb: Leaderboard
+) -> None:
+    await lb.submit_batch([Submission("s1", "ana", 300, now_ms()).fields()])
+    async with running(redis_url) as gw, client(gw) as ws:
+        _, snap = await greet(ws)
+    assert snap["version"] == 0 and snap["board"] == "global" and snap["window"] == "weekly"
+    assert [(e["player"], e["score"]) for e in snap["entries"]] == [("ana", 300)]
+
+
+async def test_every_socket_gets_every_snapshot_byte_for_byte(redis_url: str, r: aioredis.Redis) -> None:
+    async with running(redis_url) as gw:
+        await publish(r, gw, snapshot(1))
+        sockets = [await connect(url(gw), open_timeout=5 * T) for _ in range(40)]
+        try:
+            for ws in sockets:
+                await greet(ws)
+            for version in (2, 3):
+                payload = snapshot(version)
+                await publish(r, gw, payload)
+                got = await asyncio.gather(*(asyncio.wait_for(w.recv(decode=False), 2 * T) for w in sockets))
+                assert set(got) == {payload}
+        finally:
+            await asyncio.gather(*(ws.close() for ws in sockets))
+
+
+async def test_subscribe_other_boards_and_announcements(redis_url: str, r: aioredis.Redis) -> None:
+    async with running(redis_url) as gw, client(gw) as ws:
+        await greet(ws)
+        reply = await request(ws, {"type": "subscribe", "board": "region:eu", "window": "daily", "id": 1})
+        assert reply == {"type": "subscribed", "board": "region:eu", "window": "daily", "id": 1}
+        built = await recv(ws)  # nothing stored: built at once, version 0
+        assert (built["type"], built["board"], built["window"], built["version"]) == (
+            "snapshot", "region:eu", "daily", 0,
+        )  # fmt: skip
+        await publish(
+            r, gw, snapshot(5, board="region:eu", window="daily"), board="region:eu", window="daily"
+        )
+        assert (await recv(ws))["version"] == 5
+        announce = {"type": "announce", "board": "region:eu", "window": "daily", "period": "2030-11-26",
+                    "player": "leo", "rank": 3, "score": 10}  # fmt: skip
+        await r.publish(gw.settings.game.keys.announce_channel, orjson.dumps(announce))
+        assert await recv(ws) == announce
+        reply = await request(ws, {"type": "unsubscribe", "board": "region:eu", "window": "daily"})
+        assert reply == {"type": "unsubscribed", "board": "region:eu", "window": "daily"}
+        await r.publish(gw.settings.game.keys.announce_channel, orjson.dumps(announce))
+        await publish(
+            r, gw, snapshot(6, board="region:eu", window="daily"), board="region:eu", window="daily"
+        )
+        assert (await request(ws, {"type": "ping"}))["type"] == "pong"  # nothing came in between
+
+
+async def test_a_slow_reader_is_skipped_then_dropped_while_a_fast_one_stays_on_time(
+    redis_url: str, r: aioredis.Redis
+) -> None:
+    async with (
+        running(redis_url, write_buffer=64 * 1024, max_skips=3) as gw,
+        client(gw, max_size=None) as fast,
+    ):
+        await greet(fast)
+        slow = await raw_ws(gw, rcvbuf=4096)
+        try:
+            worst = 0.0
+            for version in range(1, 200):
+                payload = snapshot(version, pad=48_000)
+                sent = time.monotonic()
+                await publish(r, gw, payload)
+                msg = await recv(fast, 2 * T)
+                worst = max(worst, time.monotonic() - sent)
+                assert msg["version"] == version
+                if gw.metrics.dropped.labels("slow")._value.get() == 1:
+                    break
+                await asyncio.sleep(5 * 0.001)
+            assert gw.metrics.dropped.labels("slow")._value.get() == 1, "the slow reader was never dropped"
+            assert gw.metrics.skipped._value.get() >= 3
+            assert worst < 0.5 * T
+            assert len(gw.clients) == 1  # the slot is freed
+        finally:
+            slow.close()
+
+
+async def test_a_redis_restart_keeps_sockets_open_and_snapshots_resume(tmp_path: object) -> None:
+    server = RedisServer(str(tmp_path))
+    server.start()
+    try:
+        admin = aioredis.Redis.from_url(server.url)
+        await admin.function_load(library_code(), replace=True)
+        async with running(server.url, close_timeout=0.5) as gw, client(gw) as ws:
+            await publish(admin, gw, snapshot(1))
+            await greet(ws)
+            await admin.aclose()
+            server.stop()
+            server.start()  # same port, empty data: the scorer would publish again
+            admin = aioredis.Redis.from_url(server.url)
+            await admin.function_load(library_code(), replace=True)
+            await asyncio.wait_for(gw.hub.connected.wait(), 10 * T)
+            await publish(admin, gw, snapshot(2))
+            snap = await recv_type(ws, "snapshot", 5 * T)
+            # either the resync after resubscribing or the live publish delivered version 2
+            assert snap["version"] == 2
+            assert gw.metrics.redis_errors._value.get() >= 1
+            await admin.aclose()
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("mode", ["frame", "broadcast"])
+async def test_both_fanout_paths_deliver_the_same_bytes(redis_url: str, r: aioredis.Redis, mode: str) -> None:
+    async with running(redis_url, fanout=mode) as gw, client(gw) as ws:
+        await greet(ws)
+        payload = snapshot(9)
+        await publish(r, gw, payload)
+        assert await asyncio.wait_for(ws.recv(decode=False), 2 * T) == payload

@@ -1,0 +1,104 @@
+"""Operations: health, readiness, metrics, static files, drain, SIGTERM on `python -m gateway`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+
+from leaderboard.redis_server import free_port
+
+from .gw_helpers import T, client, greet, http_get, request, running, url
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def test_health_readiness_metrics_and_static_files(redis_url: str, tmp_path: Path) -> None:
+    (tmp_path / "client.js").write_text("export const hi = 1;\n")
+    async with running(redis_url, static_dir=tmp_path) as gw:
+        assert (await http_get(gw.port, "/healthz"))[0] == 200
+        assert (await http_get(gw.port, "/readyz"))[:1] == (200,)
+        status, headers, body = await http_get(gw.port, "/client.js")
+        assert status == 200 and headers["content-type"].startswith("text/javascript") and b"hi" in body
+        assert (await http_get(gw.port, "/"))[0] == 404  # no index.html written yet
+        assert (await http_get(gw.port, "/elsewhere"))[0] == 404
+        async with client(gw) as ws:
+            await greet(ws)
+            await request(ws, {"type": "nope"})
+            status, headers, body = await http_get(gw.port, "/metrics")
+        assert status == 200 and headers["content-type"].startswith("text/plain")
+        text = body.decode()
+        for line in ("lb_gw_connections 1.0", "lb_gw_accepted_total 1.0", "lb_gw_bad_input_total 1.0",
+                     "lb_gw_redis_up 1.0", "lb_gw_deliveries_total", "lb_gw_broadcast_seconds_bucket",
+                     "lb_gw_pubsub_lag_seconds_bucket", "lb_gw_rank_push_seconds_bucket",
+                     "lb_gw_redis_errors_total 0.0", "lb_gw_draining 0.0"):  # fmt: skip
+            assert line in text, line
+
+
+async def test_drain_fails_readiness_then_closes_in_staggered_batches_with_1012(redis_url: str) -> None:
+    drain = {"drain_delay": 0.3, "drain_window": 0.5, "drain_batches": 5}
+    async with running(redis_url, **drain) as gw:
+        sockets: list[ClientConnection] = [await connect(url(gw), open_timeout=2 * T) for _ in range(10)]
+        for ws in sockets:
+            await greet(ws)
+        closed_at: list[float] = []
+
+        async def watch(ws: ClientConnection) -> None:
+            await ws.wait_closed()
+            closed_at.append(time.monotonic())
+
+        watchers = [asyncio.create_task(watch(ws)) for ws in sockets]
+        task = asyncio.create_task(gw.drain())
+        await asyncio.sleep(0.1 * T)
+        status, _, body = await http_get(gw.port, "/readyz")
+        assert (status, body) == (503, b"draining\n")
+        async with asyncio.timeout(5 * T):
+            await task
+            await asyncio.gather(*watchers)
+        assert {(ws.close_code, ws.close_reason) for ws in sockets} == {(1012, "draining; reconnect")}
+        # five batches over 0.5 s: the first and last close are at least ~0.4 s apart
+        assert max(closed_at) - min(closed_at) >= 0.3
+        with pytest.raises(OSError):
+            await http_get(gw.port, "/healthz")  # the listener is gone
+
+
+async def test_sigterm_drains_then_exits_0_and_a_second_signal_exits_at_once(redis_url: str) -> None:
+    port = free_port()
+    env = {
+        **os.environ, "LB_REDIS_URL": redis_url, "LB_GAME": "test", "LB_GW_PORT": str(port),
+        "LB_GW_DRAIN_DELAY": "0.1", "LB_GW_DRAIN_WINDOW": "0.2", "LB_LOG_LEVEL": "WARNING",
+    }  # fmt: skip
+    for second_signal in (False, True):
+        if second_signal:
+            env["LB_GW_DRAIN_WINDOW"] = "30"  # a long drain the second signal cuts short
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "gateway", cwd=ROOT, env=env)
+        try:
+            async with asyncio.timeout(10 * T):
+                while True:
+                    try:
+                        if (await http_get(port, "/readyz"))[0] == 200:
+                            break
+                    except OSError:
+                        pass
+                    await asyncio.sleep(0.05)
+            async with connect(f"ws://127.0.0.1:{port}/ws", open_timeout=2 * T) as ws:
+                await greet(ws)
+                proc.send_signal(signal.SIGTERM)
+                if second_signal:
+                    await asyncio.sleep(0.3 * T)
+                    proc.send_signal(signal.SIGTERM)
+                    assert await asyncio.wait_for(proc.wait(), 5 * T) == 1
+                else:
+                    await asyncio.wait_for(ws.wait_closed(), 5 * T)
+                    assert ws.close_code == 1012
+                    assert await asyncio.wait_for(proc.wait(), 5 * T) == 0
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()

@@ -1,0 +1,247 @@
+"""Auth, roles, requests, bad input and limits, against a real gateway and redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from gateway.auth import AuthError, authenticate, issue
+from gateway.protocol import ProtocolError, Subscribe, parse
+from leaderboard import Leaderboard, Submission, now_ms
+
+from .gw_helpers import SECRETS, T, client, greet, raw_ws, recv, recv_type, request, running, token, url
+
+
+async def closed_with(ws: ClientConnection) -> tuple[int | None, str | None]:
+    await asyncio.wait_for(ws.wait_closed(), 3 * T)
+    assert ws.close_code is not None
+    return ws.close_code, ws.close_reason
+
+
+# ---------------------------------------------------------------- pure
+
+
+def test_tokens_verify_with_either_secret_and_fail_with_stable_codes() -> None:
+    assert authenticate(token("mia", secret=SECRETS[1]), SECRETS).player == "mia"
+    assert authenticate(token("gs", "server"), SECRETS).role == "server"
+    cases = {
+        token(secret="forged-secret-of-at-least-32-bytes!!"): "invalid_token",
+        token(ttl=-10): "token_expired",
+        "not.a.jwt": "invalid_token",
+        issue("mia", "admin", SECRETS[0], exp=time.time() + 60): "invalid_token",
+    }
+    for tok, code in cases.items():
+        with pytest.raises(AuthError) as exc:
+            authenticate(tok, SECRETS)
+        assert exc.value.code == code
+
+
+def test_parse_defaults_and_codes() -> None:
+    w = ["daily", "weekly"]
+    assert parse(b'{"type":"subscribe","id":"a"}', windows=w, default_window="weekly") == Subscribe(
+        "a", "global", "weekly"
+    )
+    for raw, code in [
+        (b"{", "bad_json"),
+        (b"[1]", "bad_json"),
+        (b'{"type":"dance"}', "unknown_type"),
+        (b'{"type":"top","n":500}', "bad_message"),
+        (b'{"type":"top","board":"planet:x"}', "bad_board"),
+        (b'{"type":"top","window":"monthly"}', "bad_board"),
+        (b'{"type":"ranks","players":[]}', "bad_message"),
+        (b'{"type":"ping","id":{"x":1}}', "bad_message"),
+    ]:
+        with pytest.raises(ProtocolError) as exc:
+            parse(raw, windows=w, default_window="weekly")
+        assert exc.value.code == code, raw
+
+
+# ---------------------------------------------------------------- auth on the wire
+
+
+async def test_hello_with_a_valid_token_then_submit_roles(redis_url: str, r: aioredis.Redis) -> None:
+    async with running(redis_url) as gw, client(gw) as ws:
+        await greet(ws)
+        sub = {"id": "m-1", "player": "mia", "points": 120}
+        refused = await request(ws, {"type": "submit", "submission": sub, "id": 1})
+        assert (refused["code"], refused["id"]) == ("auth_required", 1)
+        welcome = await request(ws, {"type": "hello", "token": token("mia"), "id": 2})
+        assert (welcome["type"], welcome["player"], welcome["role"], welcome["id"]) == (
+            "welcome",
+            "mia",
+            "player",
+            2,
+        )
+        assert (await request(ws, {"type": "submit", "submission": sub}))["code"] == "forbidden"
+        await request(ws, {"type": "hello", "token": token("gs-1", "server")})
+        ok = await request(ws, {"type": "submit", "submission": sub, "id": 3})
+        assert ok["type"] == "submitted" and ok["submission"] == "m-1" and ok["id"] == 3
+        assert await r.xlen(gw.settings.game.keys.submissions) == 1
+        bad = await request(ws, {"type": "submit", "submission": {**sub, "points": -1}})
+        assert bad["code"] == "invalid_points"
+    async with running(redis_url, backlog_max=1) as gw, client(gw, f"?token={token('gs', 'server')}") as ws:
+        await greet(ws)
+        full = await request(ws, {"type": "submit", "submission": {**sub, "id": "m-2"}})
+        assert full["code"] == "backlog_full"
+
+
+@pytest.mark.parametrize(
+    ("tok", "code"),
+    [
+        (token(ttl=-5), "token_expired"),
+        (token(secret="forged-secret-of-at-least-32-bytes!!"), "invalid_token"),
+        ("garbage", "invalid_token"),
+    ],
+)
+async def test_a_bad_token_gets_an_error_then_1008(redis_url: str, tok: str, code: str) -> None:
+    async with running(redis_url) as gw:
+        async with client(gw) as ws:
+            await greet(ws)
+            await ws.send(orjson.dumps({"type": "hello", "token": tok}).decode())
+            assert (await recv(ws))["code"] == code
+            assert (await closed_with(ws))[0] == 1008
+        async with client(gw, f"?token={tok}") as ws:  # in the URL: refused before the welcome
+            assert (await recv(ws))["code"] == code
+            assert (await closed_with(ws))[0] == 1008
+
+
+async def test_forbidden_origin_is_closed_with_1008(redis_url: str) -> None:
+    async with running(redis_url, allowed_origins=("https://game.example",)) as gw:
+        async with client(gw, origin="https://game.example") as ws:
+            await greet(ws)
+        async with client(gw, origin="https://evil.example") as ws:
+            assert (await closed_with(ws))[0] == 1008
+
+
+# ---------------------------------------------------------------- requests
+
+
+async def test_rank_around_ranks_and_top(redis_url: str, lb: Leaderboard) -> None:
+    now = now_ms()
+    await lb.submit_batch([Submission(f"s{i}", p, pts, now).fields() for i, (p, pts) in
+                           enumerate([("ana", 500), ("mia", 300), ("leo", 100)])])  # fmt: skip
+    async with running(redis_url) as gw, client(gw, f"?token={token('mia')}") as ws:
+        await greet(ws)
+        rank = await request(ws, {"type": "rank", "id": "r"})
+        assert (rank["type"], rank["player"], rank["rank"], rank["score"], rank["size"]) == (
+            "rank",
+            "mia",
+            2,
+            300,
+            3,
+        )
+        around = await request(ws, {"type": "around", "k": 1})
+        assert [e["player"] for e in around["entries"]] == ["ana", "mia", "leo"]
+        ranks = await request(ws, {"type": "ranks", "players": ["leo", "nobody"]})
+        assert ranks["players"] == [
+            {"player": "leo", "rank": 3, "score": 100},
+            {"player": "nobody", "rank": None, "score": None},
+        ]
+        top = await request(ws, {"type": "top", "n": 2, "window": "daily"})
+        assert [e["player"] for e in top["entries"]] == ["ana", "mia"]
+
+
+async def test_own_rank_is_pushed_only_on_change(redis_url: str, lb: Leaderboard) -> None:
+    await lb.submit_batch([Submission("s1", "mia", 300, now_ms()).fields()])
+    async with running(redis_url, rank_interval=0.1) as gw, client(gw, f"?token={token('mia')}") as ws:
+        await greet(ws)
+        first = await recv(ws)
+        assert (first["type"], first["rank"], first["score"]) == ("rank", 1, 300)
+        await asyncio.sleep(0.35 * T)  # three more rounds: nothing changed, nothing sent
+        assert (await request(ws, {"type": "ping"}))["type"] == "pong"
+        await lb.submit_batch([Submission("s2", "ana", 900, now_ms()).fields()])
+        moved = await recv_type(ws, "rank")  # after ana's announcement
+        assert (moved["type"], moved["rank"], moved["score"], moved["size"]) == ("rank", 2, 300, 2)
+        assert gw.metrics.rank_pushes._value.get() == 2
+
+
+# ---------------------------------------------------------------- bad input and limits
+
+
+async def test_bad_input_gets_an_error_and_keeps_the_connection(redis_url: str) -> None:
+    async with running(redis_url, max_subscriptions=2) as gw, client(gw) as ws:
+        await greet(ws)
+        for raw, code in [
+            ("{nope", "bad_json"),
+            ('"a string"', "bad_json"),
+            ('{"type":"teleport","id":9}', "unknown_type"),
+            ('{"type":"top","n":"ten"}', "bad_message"),
+            ('{"type":"subscribe","board":"planet:x"}', "bad_board"),
+            ('{"type":"rank"}', "auth_required"),
+        ]:
+            await ws.send(raw)
+            reply = await recv(ws)
+            assert (reply["type"], reply["code"]) == ("error", code), raw
+        await request(ws, {"type": "subscribe", "board": "mode:duo"}, "subscribed")
+        too_many = await request(ws, {"type": "subscribe", "board": "mode:solo"}, "error")
+        assert too_many["code"] == "too_many_subscriptions"
+        assert (await request(ws, {"type": "ping", "id": 5}))["id"] == 5  # still open
+        assert gw.clients and gw.metrics.bad_input._value.get() == 7
+
+
+async def test_an_oversized_frame_is_closed_with_1009(redis_url: str) -> None:
+    async with running(redis_url, max_frame=1024) as gw, client(gw) as ws:
+        await greet(ws)
+        await ws.send("x" * 2000)
+        assert (await closed_with(ws))[0] == 1009
+
+
+async def test_floods_are_rate_limited_then_closed(redis_url: str) -> None:
+    async with running(redis_url, rate=1.0, burst=3, abuse_limit=5) as gw, client(gw) as ws:
+        await greet(ws)
+        for _ in range(3):
+            assert (await request(ws, {"type": "ping"}))["type"] == "pong"
+        assert (await request(ws, {"type": "ping"}))["code"] == "rate_limited"
+        with pytest.raises(ConnectionClosed):
+            for _ in range(10):
+                await request(ws, {"type": "ping"})
+        assert ws.close_code == 1008
+
+
+async def test_connection_cap_and_rate_cap_answer_503(redis_url: str) -> None:
+    async with running(redis_url, max_connections=1) as gw, client(gw) as ws:
+        await greet(ws)
+        with pytest.raises(InvalidStatus) as exc:
+            await connect(url(gw), open_timeout=2 * T)
+        assert exc.value.response.status_code == 503
+        assert exc.value.response.headers["Retry-After"] == "1"
+    async with running(redis_url, connect_rate=2.0) as gw:
+        statuses = []
+        for _ in range(4):
+            try:
+                async with client(gw):
+                    statuses.append(101)
+            except InvalidStatus as e:
+                statuses.append(e.response.status_code)
+        assert statuses[:2] == [101, 101] and 503 in statuses[2:]
+        assert gw.metrics.refused.labels("rate")._value.get() >= 1
+
+
+# ---------------------------------------------------------------- heartbeats
+
+
+async def test_app_ping_and_a_silent_peer_is_closed_by_the_heartbeat(redis_url: str) -> None:
+    async with running(redis_url, ping_interval=0.05, ping_timeout=0.15) as gw, client(gw) as ws:
+        await greet(ws)
+        pong = await request(ws, {"type": "ping", "id": "hb"})
+        assert pong["type"] == "pong" and abs(pong["ts"] - now_ms()) < 5000
+        silent = await raw_ws(gw)
+        try:
+            loop = asyncio.get_running_loop()
+            async with asyncio.timeout(3 * T):
+                while await loop.sock_recv(silent, 65536):
+                    pass  # read what was sent; never answer the pings
+            assert gw.metrics.dropped.labels("heartbeat")._value.get() == 1
+            await asyncio.sleep(0.3 * T)  # the live client answers pings and stays
+            assert (await request(ws, {"type": "ping"}))["type"] == "pong"
+            assert len(gw.clients) == 1
+        except ConnectionResetError:
+            assert gw.metrics.dropped.labels("heartbeat")._value.get() == 1
+        finally:
+            silent.close()
