@@ -49,9 +49,7 @@ def text_frame(payload: bytes) -> bytes:
 
 
 class Hub:
-    def __init__(
-        self, settings: GatewaySettings, raw: aioredis.Redis, lb: Leaderboard, metrics: Metrics
-    ) -> None:
+    def __init__(self, settings: GatewaySettings, raw: aioredis.Redis, lb: Leaderboard, metrics: Metrics) -> None:
         self.settings = settings
         self.metrics = metrics
         self._raw = raw  # bytes replies: snapshots are forwarded unchanged

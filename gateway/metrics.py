@@ -18,13 +18,9 @@ class Metrics:
         r = self.registry = CollectorRegistry(auto_describe=True)
         self.connections = Gauge("lb_gw_connections", "open WebSocket connections", registry=r)
         self.accepted = Counter("lb_gw_accepted", "WebSocket connections accepted", registry=r)
-        self.refused = Counter(
-            "lb_gw_refused", "handshakes refused (cap, rate, draining)", ["reason"], registry=r
-        )
+        self.refused = Counter("lb_gw_refused", "handshakes refused (cap, rate, draining)", ["reason"], registry=r)
         self.deliveries = Counter("lb_gw_deliveries", "messages written to sockets by fan-out", registry=r)
-        self.skipped = Counter(
-            "lb_gw_skipped", "fan-out messages skipped for a full write buffer", registry=r
-        )
+        self.skipped = Counter("lb_gw_skipped", "fan-out messages skipped for a full write buffer", registry=r)
         self.dropped = Counter(
             "lb_gw_dropped", "sockets closed by the gateway (slow, stalled, dead)", ["reason"], registry=r
         )
@@ -44,13 +40,9 @@ class Metrics:
             "lb_gw_rank_push_seconds", "one own-rank chunk: read and push", buckets=_LAG, registry=r
         )
         self.rank_pushes = Counter("lb_gw_rank_pushes", "rank messages pushed on change", registry=r)
-        self.redis_errors = Counter(
-            "lb_gw_redis_errors", "failed Redis calls and lost connections", registry=r
-        )
+        self.redis_errors = Counter("lb_gw_redis_errors", "failed Redis calls and lost connections", registry=r)
         self.redis_up = Gauge("lb_gw_redis_up", "1 while the pub/sub connection is subscribed", registry=r)
-        self.rate_limited = Counter(
-            "lb_gw_rate_limited", "client messages refused by the rate limit", registry=r
-        )
+        self.rate_limited = Counter("lb_gw_rate_limited", "client messages refused by the rate limit", registry=r)
         self.bad_input = Counter("lb_gw_bad_input", "client messages answered with an error", registry=r)
         self.draining = Gauge("lb_gw_draining", "1 while draining", registry=r)
 

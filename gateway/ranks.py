@@ -46,9 +46,7 @@ class RankPusher:
         loop = asyncio.get_running_loop()
         while True:
             started = loop.time()
-            players = [
-                c for c in self._clients() if c.identity.player is not None and c.boards and not c.closed
-            ]
+            players = [c for c in self._clients() if c.identity.player is not None and c.boards and not c.closed]
             chunks = [players[i : i + self._chunk] for i in range(0, len(players), self._chunk)] or [[]]
             step = self._interval / len(chunks)
             for i, chunk in enumerate(chunks):

@@ -93,9 +93,7 @@ class Gateway:
         self.queue = Queue(self._redis, s.game, backlog_max=s.backlog_max)
         self.hub = Hub(s, self._raw, self.lb, self.metrics)
         self.hub.start()
-        routes = Routes(
-            static_dir=s.static_dir, metrics=self.metrics, admit=self._admit, not_ready=self._not_ready
-        )
+        routes = Routes(static_dir=s.static_dir, metrics=self.metrics, admit=self._admit, not_ready=self._not_ready)
         self._server = await serve(
             self._handle,
             s.host,
@@ -192,9 +190,7 @@ class Gateway:
             return "connection cap reached"
         if s.connect_rate > 0:
             now = time.monotonic()
-            self._conn_tokens = min(
-                s.connect_rate, self._conn_tokens + (now - self._conn_refill) * s.connect_rate
-            )
+            self._conn_tokens = min(s.connect_rate, self._conn_tokens + (now - self._conn_refill) * s.connect_rate)
             self._conn_refill = now
             if self._conn_tokens < 1:
                 self.metrics.refused.labels("rate").inc()

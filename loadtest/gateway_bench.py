@@ -241,9 +241,7 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
         ctx = mp.get_context("fork")
         for i, count in enumerate(per):
             parent, child = ctx.Pipe()
-            p = ctx.Process(
-                target=_client_process, args=(child, port, count, f"127.0.0.{i + 2}"), daemon=True
-            )
+            p = ctx.Process(target=_client_process, args=(child, port, count, f"127.0.0.{i + 2}"), daemon=True)
             p.start()
             pipes.append(parent)
             procs.append(p)
@@ -318,13 +316,11 @@ def ratios(results: list[Result]) -> str:
     if ours is None or naive is None:
         return ""
     lines = [
-        f"- CPU per delivery: gateway / naive = **{ours.cpu_ms_per_1k / naive.cpu_ms_per_1k:.2f}×** "
-        "(target ≤ 0.5×)",
+        f"- CPU per delivery: gateway / naive = **{ours.cpu_ms_per_1k / naive.cpu_ms_per_1k:.2f}×** (target ≤ 0.5×)",
         f"- RSS per connection: gateway / naive = "
         f"**{ours.rss_kb_per_conn / naive.rss_kb_per_conn:.2f}×** "
         f"({ours.rss_kb_per_conn:.1f} KB; target ≤ 10 KB)",
-        f"- spread p99: gateway {ours.spread_p99_ms:.0f} ms vs naive {naive.spread_p99_ms:.0f} ms "
-        "(target ≤ 100 ms)",
+        f"- spread p99: gateway {ours.spread_p99_ms:.0f} ms vs naive {naive.spread_p99_ms:.0f} ms (target ≤ 100 ms)",
         f"- publish→receipt p99: gateway / naive = {ours.lat_p99_ms / max(naive.lat_p99_ms, 1e-9):.2f}×",
     ]
     bc = by.get("gateway-broadcast")
@@ -340,9 +336,7 @@ def ratios(results: list[Result]) -> str:
 
 def write_doc(text: str) -> None:
     path = ROOT / "docs" / "benchmarks.md"
-    intro = (
-        "# Benchmarks\n\nFigures measured on this project's machine, each with the command that made it.\n"
-    )
+    intro = "# Benchmarks\n\nFigures measured on this project's machine, each with the command that made it.\n"
     doc = path.read_text() if path.exists() else intro
     start = doc.find("\n## Gateway")
     if start >= 0:

@@ -110,9 +110,7 @@ def snapshot(version: int, *, board: str = "global", window: str = "weekly", pad
     )  # fmt: skip
 
 
-async def publish(
-    r: Any, gw: Gateway, payload: bytes, *, board: str = "global", window: str = "weekly"
-) -> None:
+async def publish(r: Any, gw: Gateway, payload: bytes, *, board: str = "global", window: str = "weekly") -> None:
     """Play the scorer: store the latest, then publish it."""
     keys = gw.settings.game.keys
     await r.set(keys.latest(window, board), payload)

@@ -33,9 +33,7 @@ async def test_welcome_then_the_stored_snapshot_at_once(redis_url: str, r: aiore
             assert await ws.recv(decode=False) == stored  # byte for byte
 
 
-async def test_a_board_without_a_stored_snapshot_is_built_at_version_0(
-    redis_url: str, lb: Leaderboard
-) -> None:
+async def test_a_board_without_a_stored_snapshot_is_built_at_version_0(redis_url: str, lb: Leaderboard) -> None:
     await lb.submit_batch([Submission("s1", "ana", 300, now_ms()).fields()])
     async with running(redis_url) as gw, client(gw) as ws:
         _, snap = await greet(ws)
@@ -68,9 +66,7 @@ async def test_subscribe_other_boards_and_announcements(redis_url: str, r: aiore
         assert (built["type"], built["board"], built["window"], built["version"]) == (
             "snapshot", "region:eu", "daily", 0,
         )  # fmt: skip
-        await publish(
-            r, gw, snapshot(5, board="region:eu", window="daily"), board="region:eu", window="daily"
-        )
+        await publish(r, gw, snapshot(5, board="region:eu", window="daily"), board="region:eu", window="daily")
         assert (await recv(ws))["version"] == 5
         announce = {"type": "announce", "board": "region:eu", "window": "daily", "period": "2030-11-26",
                     "player": "leo", "rank": 3, "score": 10}  # fmt: skip
@@ -79,9 +75,7 @@ async def test_subscribe_other_boards_and_announcements(redis_url: str, r: aiore
         reply = await request(ws, {"type": "unsubscribe", "board": "region:eu", "window": "daily"})
         assert reply == {"type": "unsubscribed", "board": "region:eu", "window": "daily"}
         await r.publish(gw.settings.game.keys.announce_channel, orjson.dumps(announce))
-        await publish(
-            r, gw, snapshot(6, board="region:eu", window="daily"), board="region:eu", window="daily"
-        )
+        await publish(r, gw, snapshot(6, board="region:eu", window="daily"), board="region:eu", window="daily")
         assert (await request(ws, {"type": "ping"}))["type"] == "pong"  # nothing came in between
 
 
