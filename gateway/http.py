@@ -19,7 +19,7 @@ from websockets.http11 import Request, Response
 from .metrics import Metrics
 
 WS_PATH = "/ws"
-_STATIC = {"/": "index.html", "/client.js": "client.js"}
+_STATIC = {"/": "index.html", "/client.js": "client.js", "/app.js": "app.js", "/style.css": "style.css"}
 
 
 def response(status: int, reason: str, body: bytes, content_type: str, **extra: str) -> Response:
@@ -47,11 +47,13 @@ class Routes:
         metrics: Metrics,
         admit: Callable[[], str | None],
         not_ready: Callable[[], str | None],
+        demo_token: Callable[[], bytes | None] = lambda: None,
     ) -> None:
         self._static = static_dir
         self._metrics = metrics
         self._admit = admit  # None: go on with the handshake; else the reason for a 503
         self._not_ready = not_ready  # None: ready; else why not
+        self._demo_token = demo_token  # None: no demo tokens here (production)
 
     def process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         path = request.path.partition("?")[0]
@@ -66,6 +68,10 @@ class Routes:
         if path == "/readyz":
             why = self._not_ready()
             return text(200, "OK", "ready\n") if why is None else text(503, "Service Unavailable", f"{why}\n")
+        if path == "/demo-token":
+            body = self._demo_token()
+            if body is not None:
+                return response(200, "OK", body, "application/json")
         if path == "/metrics":
             return response(200, "OK", self._metrics.render(), CONTENT_TYPE_LATEST)
         name = _STATIC.get(path)

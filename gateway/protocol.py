@@ -84,6 +84,11 @@ class Ranks(BoardRequest):
 
 
 @dataclass(frozen=True, slots=True)
+class Stats(BoardRequest):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
 class Submit(Request):
     fields: Mapping[str, Any]  # checked by Submission.parse (same codes as the scorer)
 
@@ -195,6 +200,10 @@ def _ranks(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Re
     return Ranks(rid, board, win, tuple(_player(p, "players[]") for p in players))
 
 
+def _stats(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    return Stats(rid, *_board(msg, windows, dw))
+
+
 def _submit(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
     sub = msg.get("submission")
     if not isinstance(sub, dict):
@@ -214,5 +223,6 @@ _PARSERS = {
     "rank": _rank,
     "around": _around,
     "ranks": _ranks,
+    "stats": _stats,
     "submit": _submit,
 }

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from typing import Any
 from urllib.parse import parse_qs
@@ -39,7 +40,7 @@ from leaderboard.queue import Queue
 from leaderboard.windows import window as window_spec
 
 from . import protocol as p
-from .auth import SPECTATOR, AuthError, Identity, authenticate
+from .auth import SPECTATOR, AuthError, Identity, authenticate, issue
 from .client import Client
 from .heartbeat import sweep_forever
 from .http import Routes
@@ -93,7 +94,13 @@ class Gateway:
         self.queue = Queue(self._redis, s.game, backlog_max=s.backlog_max)
         self.hub = Hub(s, self._raw, self.lb, self.metrics)
         self.hub.start()
-        routes = Routes(static_dir=s.static_dir, metrics=self.metrics, admit=self._admit, not_ready=self._not_ready)
+        routes = Routes(
+            static_dir=s.static_dir,
+            metrics=self.metrics,
+            admit=self._admit,
+            not_ready=self._not_ready,
+            demo_token=self._demo_token,
+        )
         self._server = await serve(
             self._handle,
             s.host,
@@ -197,6 +204,15 @@ class Gateway:
                 return "connection rate cap reached"
             self._conn_tokens -= 1
         return None
+
+    def _demo_token(self) -> bytes | None:
+        """A player token for a random demo player (the local fleet's page); off in production."""
+        s = self.settings
+        if not s.demo_tokens or not s.jwt_secrets:
+            return None
+        player = f"player{random.randrange(s.demo_players)}"
+        token = issue(player, "player", s.jwt_secrets[0], exp=time.time() + 3600)
+        return wire.encode({"token": token, "player": player})
 
     def _not_ready(self) -> str | None:
         if self.draining or self._closing is not None:
@@ -315,6 +331,14 @@ class Gateway:
             await ws.send(
                 wire.top(board=req.board, window=req.window, period=_period(req.window), entries=entries,
                          request_id=rid),
+                text=True,
+            )  # fmt: skip
+        elif isinstance(req, p.Stats):
+            size = await self._read(req, self.lb.size(req.window, req.board))
+            players = await self._read(req, self.lb.distinct_players(req.window))
+            await ws.send(
+                wire.stats(board=req.board, window=req.window, period=_period(req.window), size=size,
+                           players=players, request_id=rid),
                 text=True,
             )  # fmt: skip
         elif isinstance(req, p.Rank | p.Around | p.Ranks):

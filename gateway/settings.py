@@ -40,6 +40,8 @@ class GatewaySettings:
     # --- auth
     jwt_secrets: tuple[str, ...] = ()  # first signs (elsewhere), all verify: key rotation
     allowed_origins: tuple[str, ...] = ()  # empty: any origin (and clients without one)
+    demo_tokens: bool = False  # GET /demo-token hands out player tokens: local demo only
+    demo_players: int = 3000  # ... for player0 .. player<N-1>
     # --- limits
     max_frame: int = 4096  # inbound frame bytes; beyond: close 1009
     max_subscriptions: int = 8
@@ -131,6 +133,8 @@ _ENV = {
     "static_dir": "LB_GW_STATIC_DIR",
     "jwt_secrets": "LB_JWT_SECRETS",
     "allowed_origins": "LB_GW_ORIGINS",
+    "demo_tokens": "LB_GW_DEMO_TOKENS",
+    "demo_players": "LB_GW_DEMO_PLAYERS",
     "max_frame": "LB_GW_MAX_FRAME",
     "max_subscriptions": "LB_GW_MAX_SUBSCRIPTIONS",
     "rate": "LB_GW_RATE",

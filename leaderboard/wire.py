@@ -152,5 +152,11 @@ def ranks(
     return _with_id(msg, request_id)
 
 
+def stats(*, board: str, window: str, period: str, size: int, players: int, request_id: Any = None) -> bytes:
+    """Board size (exact) and distinct players of the window period (HyperLogLog, ~0.8%)."""
+    msg = {"type": "stats", "board": board, "window": window, "period": period, "size": size, "players": players}
+    return _with_id(msg, request_id)
+
+
 def submitted(submission: str, stream_id: str, request_id: Any = None) -> bytes:
     return _with_id({"type": "submitted", "submission": submission, "stream_id": stream_id}, request_id)

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
@@ -39,6 +40,28 @@ async def test_health_readiness_metrics_and_static_files(redis_url: str, tmp_pat
                      "lb_gw_pubsub_lag_seconds_bucket", "lb_gw_rank_push_seconds_bucket",
                      "lb_gw_redis_errors_total 0.0", "lb_gw_draining 0.0"):  # fmt: skip
             assert line in text, line
+
+
+async def test_the_page_and_its_files_are_served(redis_url: str) -> None:
+    async with running(redis_url) as gw:  # the real gateway/static folder
+        for path, kind, needle in (("/", "text/html", b"<table"), ("/client.js", "text/javascript", b"Backoff"),
+                                   ("/app.js", "text/javascript", b"LeaderboardClient"),
+                                   ("/style.css", "text/css", b"@media")):  # fmt: skip
+            status, headers, body = await http_get(gw.port, path)
+            assert status == 200 and headers["content-type"].startswith(kind) and needle in body, path
+        assert (await http_get(gw.port, "/demo-token"))[0] == 404  # off unless configured
+
+
+async def test_demo_tokens_when_enabled(redis_url: str) -> None:
+    async with running(redis_url, demo_tokens=True, demo_players=5) as gw:
+        status, headers, body = await http_get(gw.port, "/demo-token")
+        assert status == 200 and headers["content-type"] == "application/json"
+        data = orjson.loads(body)
+        assert data["player"] in {f"player{i}" for i in range(5)}
+        async with client(gw) as ws:
+            await greet(ws)
+            welcome = await request(ws, {"type": "hello", "token": data["token"]})
+            assert (welcome["type"], welcome["player"], welcome["role"]) == ("welcome", data["player"], "player")
 
 
 async def test_drain_fails_readiness_then_closes_in_staggered_batches_with_1012(redis_url: str) -> None:

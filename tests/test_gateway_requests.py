@@ -147,6 +147,20 @@ async def test_rank_around_ranks_and_top(redis_url: str, lb: Leaderboard) -> Non
         assert [e["player"] for e in top["entries"]] == ["ana", "mia"]
 
 
+async def test_stats_size_and_distinct_players_for_anyone(redis_url: str, lb: Leaderboard) -> None:
+    now = now_ms()
+    await lb.submit_batch([Submission(f"s{i}", f"p{i % 7}", i, now, region="eu").fields() for i in range(20)])
+    async with running(redis_url) as gw, client(gw) as ws:  # a spectator
+        await greet(ws)
+        stats = await request(ws, {"type": "stats", "board": "region:eu", "window": "alltime", "id": 9})
+        assert {k: stats[k] for k in ("type", "board", "window", "period", "size", "players", "id")} == {
+            "type": "stats", "board": "region:eu", "window": "alltime", "period": "all",
+            "size": 7, "players": 7, "id": 9,
+        }  # fmt: skip
+        bad = await request(ws, {"type": "stats", "window": "yearly"})
+        assert (bad["type"], bad["code"]) == ("error", "bad_board")
+
+
 async def test_own_rank_is_pushed_only_on_change(redis_url: str, lb: Leaderboard) -> None:
     await lb.submit_batch([Submission("s1", "mia", 300, now_ms()).fields()])
     async with running(redis_url, rank_interval=0.1) as gw, client(gw, f"?token={token('mia')}") as ws:
