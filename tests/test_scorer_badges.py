@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -42,7 +43,8 @@ async def test_a_redelivered_entry_awards_nothing_twice(
     await BadgeWorker(r, settings).ensure_group()
     # A consumer that reads everything and never acknowledges; it even awarded the first eight
     # entries' badges before it died (the crash between award and ack).
-    [[_, ghost]] = await r.xreadgroup(GROUP, "ghost", {config.keys.activity: ">"}, count=100)
+    reply: Any = await r.xreadgroup(GROUP, "ghost", {config.keys.activity: ">"}, count=100)
+    [[_, ghost]] = reply
     assert len(ghost) == 15
     awarded_once = 0
     for _, fields in ghost[:8]:

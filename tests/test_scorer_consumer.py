@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -84,7 +85,7 @@ async def test_refused_and_unparseable_entries_are_dead_lettered_without_blockin
     )
     await drain(consumer)
     assert (stats.applied, stats.dead_letters) == (2, 3)
-    letters = await r.xrange(config.keys.dead_letters)
+    letters: Any = await r.xrange(config.keys.dead_letters)
     by_source = {fields["dead.id"]: fields for _, fields in letters}
     assert set(by_source) == {ids[1], ids[2], ids[3]}
     assert by_source[ids[1]]["dead.code"] == "invalid_points" and by_source[ids[1]]["player"] == "ben"
@@ -101,7 +102,8 @@ async def test_entries_left_pending_by_a_dead_replica_are_claimed_and_applied_on
     await r.xgroup_create(stream, GROUP, id="0", mkstream=True)
     await enqueue(r, config, *(slip(f"s{i}", f"p{i}", i) for i in range(30)))
     # A replica reads 20 entries, applies the first 10, and dies before acknowledging anything.
-    [[_, taken]] = await r.xreadgroup(GROUP, "dead", {stream: ">"}, count=20)
+    reply: Any = await r.xreadgroup(GROUP, "dead", {stream: ">"}, count=20)
+    [[_, taken]] = reply
     await Leaderboard(r, config).submit_batch([f for _, f in taken[:10]], now=LATER)
 
     stats = Stats()

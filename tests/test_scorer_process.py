@@ -136,14 +136,14 @@ async def test_sigkill_mid_flood_loses_nothing_and_applies_nothing_twice(
     assert await r.xlen(stream) == 0
     assert (await r.xpending(stream, GROUP))["pending"] == 0
     # exactly one activity entry per unique submission id: nothing lost, nothing applied twice
-    activity = await r.xrange(config.keys.activity)
+    activity: Any = await r.xrange(config.keys.activity)
     assert sorted(f["id"] for _, f in activity) == sorted(s["id"] for s in slips)
     # the boards equal personal bests computed independently from the submitted data
     best: dict[str, int] = {}
     for s in slips:
         best[s["player"]] = max(best.get(s["player"], -1), int(s["points"]))
     period = WINDOWS["weekly"].period(int(slips[0]["ts"])).label
-    board = await r.zrange(config.keys.board("weekly", period, "global"), 0, -1, withscores=True)
+    board: Any = await r.zrange(config.keys.board("weekly", period, "global"), 0, -1, withscores=True)
     assert {p: WINDOWS["weekly"].unpack(score) for p, score in board} == best
 
 
@@ -180,7 +180,8 @@ async def cli(url: str, *args: str, **extra: str) -> tuple[int, str, str]:
 async def test_cli_submit(r: aioredis.Redis, redis_url: str, config: GameConfig) -> None:
     rc, out, _ = await cli(redis_url, "--player", "mia", "--points", "120", "--id", "m-1", "--region", "eu")
     assert rc == 0
-    [(sid, fields)] = await r.xrange(config.keys.submissions)
+    rows: Any = await r.xrange(config.keys.submissions)
+    [(sid, fields)] = rows
     assert out.strip() == sid and fields["player"] == "mia" and fields["region"] == "eu"
     rc, _, err = await cli(redis_url, "--player", "mia", "--points", "-3")
     assert rc == 2 and "invalid_points" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -19,7 +20,7 @@ async def test_submit_appends_stream_entries(r: aioredis.Redis, config: GameConf
     queue = Queue(r, config, backlog_max=10)
     first = await queue.submit(Submission("a", "ana", 5, now_ms(), name="Ana", region="eu"))
     ids = await queue.submit_many([sub(1), sub(2)])
-    rows = await r.xrange(config.keys.submissions)
+    rows: Any = await r.xrange(config.keys.submissions)
     assert [sid for sid, _ in rows] == [first, *ids]
     assert rows[0][1] == {"id": "a", "player": "ana", "points": "5", "ts": rows[0][1]["ts"], "name": "Ana",
                           "region": "eu"}  # fmt: skip
