@@ -31,6 +31,9 @@ local VALID_OPS = { best = true, incr = true, set = true }
 -- Local helpers ---------------------------------------------------------------------------
 
 local function valid_utf8(s)
+  if not s:find('[\128-\255]') then
+    return true -- plain ASCII, the common case: one C-level scan instead of a Lua loop per byte
+  end
   local i, n = 1, #s
   while i <= n do
     local c = s:byte(i)

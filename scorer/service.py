@@ -36,8 +36,6 @@ class Scorer:
         settings: ScorerSettings,
         *,
         burst: bool = False,
-        publish: bool = True,
-        badges: bool = True,
         now: Callable[[], int] = now_ms,
     ) -> None:
         self.settings = settings
@@ -45,8 +43,8 @@ class Scorer:
         self.stats = Stats()
         self.redis: aioredis.Redis = connect(settings.redis_url, health_check_interval=30)
         self.consumer = Consumer(self.redis, settings, self.stats, now=now)
-        self.publisher = Publisher(self.redis, settings, self.stats, now=now) if publish else None
-        self.badges = BadgeWorker(self.redis, settings, self.stats) if badges else None
+        self.publisher = Publisher(self.redis, settings, self.stats, now=now) if settings.publish else None
+        self.badges = BadgeWorker(self.redis, settings, self.stats) if settings.badges else None
         self.monitor = Monitor(self.redis, settings.game, self.stats, settings.stats_interval_s)
         self.metrics = (
             MetricsServer(self.stats, settings.metrics_host, settings.metrics_port)

@@ -54,6 +54,9 @@ class ScorerSettings:
     tick_ms: int = 1000
     lease_ttl_ms: int = 3000  # a dead publisher is replaced within this plus one tick
     snapshot_ttl_s: int = 7 * 86_400  # lifetime of a board's stored latest snapshot (refreshed)
+    # --- which workers this replica runs (the consumer always runs)
+    publish: bool = True
+    badges: bool = True  # the badge worker can run in its own replicas, off the consumers' CPU
     # --- badge worker
     badge_thresholds: tuple[tuple[str, int], ...] = (("bronze", 1_000), ("silver", 10_000), ("gold", 100_000))
     badge_top_n: bool = True  # also award "top<N>" to whoever enters the first board's top N
@@ -91,7 +94,7 @@ class ScorerSettings:
                 kwargs[name] = float(raw)
             elif name == "badge_thresholds":
                 kwargs[name] = parse_thresholds(raw)
-            elif name == "badge_top_n":
+            elif name in ("badge_top_n", "publish", "badges"):
                 kwargs[name] = raw.lower() not in ("0", "false", "no", "")
             else:
                 kwargs[name] = raw
@@ -110,6 +113,8 @@ _VARS = {
     "tick_ms": "LB_TICK_MS",
     "lease_ttl_ms": "LB_LEASE_TTL_MS",
     "snapshot_ttl_s": "LB_SNAPSHOT_TTL_S",
+    "publish": "LB_SCORER_PUBLISH",
+    "badges": "LB_SCORER_BADGES",
     "badge_thresholds": "LB_BADGE_THRESHOLDS",
     "badge_top_n": "LB_BADGE_TOP_N",
     "metrics_host": "LB_SCORER_METRICS_HOST",

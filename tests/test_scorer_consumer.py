@@ -83,11 +83,15 @@ async def test_refused_and_unparseable_entries_are_dead_lettered_without_blockin
         {"junk": "x"},
         slip("ok2", "dee", 7),
     )
+    # bytes that are not UTF-8 reach the consumer as surrogates: the general send path
+    raw = {"id": "raw", "player": b"\xffx", "points": "1", "ts": str(NOW)}
+    ids.append(str(await r.xadd(config.keys.submissions, raw)))  # type: ignore[arg-type]
     await drain(consumer)
-    assert (stats.applied, stats.dead_letters) == (2, 3)
+    assert (stats.applied, stats.dead_letters) == (2, 4)
     letters: Any = await r.xrange(config.keys.dead_letters)
     by_source = {fields["dead.id"]: fields for _, fields in letters}
-    assert set(by_source) == {ids[1], ids[2], ids[3]}
+    assert set(by_source) == {ids[1], ids[2], ids[3], ids[5]}
+    assert by_source[ids[5]]["dead.code"] == "invalid_player"
     assert by_source[ids[1]]["dead.code"] == "invalid_points" and by_source[ids[1]]["player"] == "ben"
     assert by_source[ids[2]]["dead.code"] == "unprocessable"
     assert "out of range" in by_source[ids[2]]["dead.message"]
