@@ -52,6 +52,7 @@ class Figures:
     lag_p99: float = 0.0
     lag_max: float = 0.0
     lag_samples: int = 0
+    lag_missing: int = 0  # probes never seen in a snapshot
     backlog_end: int = 0
 
 
@@ -186,8 +187,9 @@ async def publish_lag(url: str, r: aioredis.Redis, rate: float, seconds: float, 
             i += 1
             # each probe beats everything before it, so it is in the top 10 at once
             sub = Submission(f"probe-{i}", f"probe{i}", 100_000_000 + i, now_ms())
-            await queue.submit(sub)
+            # timed from just before the submit call: the snapshot may be read before the reply
             accepted[sub.player] = time.perf_counter()
+            await queue.submit(sub)
 
     stop = asyncio.Event()
     counter = [0]
@@ -200,16 +202,15 @@ async def publish_lag(url: str, r: aioredis.Redis, rate: float, seconds: float, 
         await asyncio.sleep(seconds)
         fig.lag_rate = (counter[0] - count0) / (time.perf_counter() - started)
         tasks[1].cancel()
-        await asyncio.sleep(2.0)  # the last probes' snapshots
-        lags.sort()
+        await asyncio.sleep(5.0)  # the last probes' snapshots
+        # a probe never seen counts as an infinite lag: leaving it out would flatter the p99
+        lags = sorted(lags) + [float("inf")] * len(accepted)
         fig.lag_samples = len(lags)
-        missing = len(accepted)
+        fig.lag_missing = len(accepted)
         if lags:
             fig.lag_p50 = statistics.median(lags)
             fig.lag_p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))]
             fig.lag_max = lags[-1]
-        if missing:
-            print(f"warning: {missing} probes never seen in a snapshot", file=sys.stderr)
     finally:
         stop.set()
         await producer
@@ -232,7 +233,8 @@ def table(fig: Figures) -> list[str]:
         f"| (b) baseline, one FCALL per submission, one at a time | {fig.baseline:,.0f} /s | |",
         f"| (a) / (b) | **{ratio:.1f}×** | ≥ 8× |",
         f"| (c) publish lag, accepted → snapshot received, at {fig.lag_rate:,.0f} /s offered "
-        f"({fig.lag_samples} probes) | p50 {fig.lag_p50 * 1000:.0f} ms, **p99 {fig.lag_p99 * 1000:.0f} ms**, "
+        f"({fig.lag_samples} probes, {fig.lag_missing} never seen) "
+        f"| p50 {fig.lag_p50 * 1000:.0f} ms, **p99 {fig.lag_p99 * 1000:.0f} ms**, "
         f"max {fig.lag_max * 1000:.0f} ms | p99 ≤ 1,500 ms |",
     ]
 
