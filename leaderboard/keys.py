@@ -101,5 +101,11 @@ class Keys:
     def publish_lease(self) -> str:
         return f"{self.prefix}:publisher"
 
+    @property
+    def published(self) -> str:
+        """Hash ``<window>:<scope>`` -> ``<period>:<version>`` of the last snapshot published, so a
+        new lease holder neither republishes unchanged boards nor forgets a board at rollover."""
+        return f"{self.prefix}:published"
+
     def badges(self, player: str) -> str:
         return f"{self.prefix}:badges:{player}"

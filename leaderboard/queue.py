@@ -1,6 +1,8 @@
 """The submissions queue: game servers (and gateways, for ``server`` connections) file score
 slips into a Redis Stream that the scorer consumes. The queue refuses new slips when its backlog
-is full instead of trimming ones nobody has applied yet::
+is full instead of trimming ones nobody has applied yet. The check and the appends are one call of
+``lb_enqueue``, and the scorer deletes entries once applied, so the stream's length is exactly the
+number of slips still waiting::
 
     queue = Queue(redis, config, backlog_max=1_000_000)
     stream_id = await queue.submit(Submission("m-1", "mia", 120, now_ms()))
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from .config import GameConfig
 from .errors import BacklogFull
@@ -37,9 +40,19 @@ class Queue:
         now, rules = now_ms(), self.config.rules()
         for sub in submissions:  # every rule, also for objects built without parse()
             Submission.parse(sub.fields(), now_ms=now, rules=rules)
-        if await self.redis.xlen(self.stream) + len(submissions) > self.backlog_max:
-            raise BacklogFull(f"the submissions backlog is full ({self.backlog_max}); retry later")
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for sub in submissions:
-                pipe.xadd(self.stream, sub.fields())  # type: ignore[arg-type]
-            return [str(i) for i in await pipe.execute()]
+        if not submissions:
+            return []
+        args: list[str | int] = [self.backlog_max, len(submissions)]
+        for sub in submissions:
+            fields = sub.fields()
+            args.append(len(fields))
+            for item in fields.items():
+                args += item
+        try:
+            ids = await self.redis.fcall("lb_enqueue", 1, self.stream, *args)
+        except ResponseError as exc:
+            code, _, message = str(exc).partition(" ")
+            if code == "backlog_full":
+                raise BacklogFull(f"{message}; retry later") from None
+            raise
+        return [str(i) for i in ids]

@@ -12,13 +12,15 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:versions                          HASH    "<window>:<period>:<scope>" -> top-N version
   lb:{g}:activity                          STREAM  one entry per applied submission (MAXLEN ~)
   lb:{g}:profiles                          HASH    player -> profile JSON {"name", "avatar", ...}
+  lb:{g}:submissions                       STREAM  the queue: only entries not yet applied and acked
+  lb:{g}:publisher                         STRING  the publish lease: the holder's owner token (PX)
 
 Score packing (see docs/data-model.md): score = points * 2^k + (2^k - 1 - t), where t is the
 time since the window's start in the window's tie unit. An earlier arrival at the same points
 leaves a larger remainder and so ranks higher. k and the unit come from the caller per window;
 points must stay below 2^(53 - k) so the packed value is an exact double.
 
-Errors: whole-call problems raise 'ERR <code> <message>'; a bad submission inside a batch
+Errors: whole-call problems raise 'ERR <code> <message>' (bad_request, backlog_full); a bad submission inside a batch
 yields {'error', code, message} for that entry only and writes nothing for it.
 ]]
 
@@ -29,6 +31,9 @@ local VALID_OPS = { best = true, incr = true, set = true }
 -- Local helpers ---------------------------------------------------------------------------
 
 local function valid_utf8(s)
+  if not s:find('[\128-\255]') then
+    return true -- plain ASCII, the common case: one C-level scan instead of a Lua loop per byte
+  end
   local i, n = 1, #s
   while i <= n do
     local c = s:byte(i)
@@ -322,6 +327,66 @@ local function lb_submit(keys, args)
   return results
 end
 
+--[[ lb_enqueue: append submissions to the queue, unless that would overfill it.
+The length check and the appends are one atomic call, so concurrent submitters cannot together
+push the backlog past its cap. The scorer deletes entries once applied and acked, so XLEN is the
+number of slips still waiting. MAXLEN ~ is only a safety cap against writers that bypass this
+function: with the check above it never trims an entry nobody applied.
+Input:  KEYS[1] submissions stream
+        ARGV    backlog_max, entry_count, then per entry: field_count (pairs), field, value, ...
+Output: the stream ids, in order; or 'ERR backlog_full ...' and nothing is appended
+]]
+local function lb_enqueue(keys, args)
+  local backlog_max = parse_uint(args[1], 12)
+  local count = parse_uint(args[2], 9)
+  if not backlog_max or not count then
+    return redis.error_reply('ERR bad_request malformed enqueue header')
+  end
+  local length = redis.call('XLEN', keys[1])
+  if length + count > backlog_max then
+    return redis.error_reply('ERR backlog_full the submissions backlog holds ' .. length .. ' of ' .. backlog_max .. ' entries')
+  end
+  local ids, pos = {}, 3
+  for i = 1, count do
+    local pairs_count = parse_uint(args[pos], 3)
+    if not pairs_count or pairs_count < 1 then
+      return redis.error_reply('ERR bad_request malformed entry ' .. i)
+    end
+    ids[i] = redis.call('XADD', keys[1], 'MAXLEN', '~', backlog_max, '*', unpack(args, pos + 1, pos + 2 * pairs_count))
+    pos = pos + 1 + 2 * pairs_count
+  end
+  return ids
+end
+
+--[[ lb_lease: take, renew or release a lease held under a unique owner token.
+Renewal must check the holder and extend in one step: a plain SET XX would steal a lease that
+expired and was taken by another replica in between.
+Input:  KEYS[1] lease key; ARGV[1] owner token, ARGV[2] ttl_ms, ARGV[3] 'hold' or 'release'
+Output: 1 if the caller holds the lease after the call, else 0
+]]
+local function lb_lease(keys, args)
+  local owner, ttl = args[1], parse_uint(args[2], 9)
+  if not owner or owner == '' or not ttl or ttl < 1 then
+    return redis.error_reply('ERR bad_request lease needs an owner and a ttl in ms')
+  end
+  local holder = redis.call('GET', keys[1])
+  if args[3] == 'release' then
+    if holder == owner then
+      redis.call('DEL', keys[1])
+    end
+    return 0
+  end
+  if holder == owner then
+    redis.call('PEXPIRE', keys[1], ttl)
+    return 1
+  end
+  if holder then
+    return 0
+  end
+  redis.call('SET', keys[1], owner, 'PX', ttl)
+  return 1
+end
+
 local function entries_with_profiles(profiles, flat)
   local out, players = {}, {}
   for i = 1, #flat, 2 do
@@ -385,6 +450,8 @@ local function lb_ranks(keys, args)
 end
 
 redis.register_function('lb_submit', lb_submit)
+redis.register_function('lb_enqueue', lb_enqueue)
+redis.register_function('lb_lease', lb_lease)
 redis.register_function { function_name = 'lb_top', callback = lb_top, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_around', callback = lb_around, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_ranks', callback = lb_ranks, flags = { 'no-writes' } }

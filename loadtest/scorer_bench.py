@@ -1,0 +1,299 @@
+"""Scorer benchmark: ``python -m loadtest.scorer_bench`` (about a minute and a half).
+
+In one run, against a private redis-server it starts and stops itself:
+
+a) sustained: a real scorer replica (``python -m scorer``, a child process) consumes a queue kept
+   full by a producer (``Queue.submit_many``); throughput = entries applied and acknowledged per
+   second, with three windows and ~10% replayed ids (dedupe);
+b) baseline: the same kind of submissions applied one FCALL per submission, one at a time
+   (``lb.submit_batch([one])`` in sequence) — the seed lesson's path;
+c) publish lag: while the producer offers a steady load, probe submissions that enter the top 10
+   are timed from the moment the queue accepted them to the moment a subscriber receives the
+   weekly snapshot containing them.
+
+``--write`` appends the figures to docs/benchmarks.md under "## Scorer".
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import redis.asyncio as aioredis
+
+from leaderboard import BacklogFull, GameConfig, Leaderboard, Submission, connect, now_ms
+from leaderboard.queue import Queue
+from leaderboard.redis_server import RedisServer
+
+COMMAND = "python -m loadtest.scorer_bench --write"
+PLAYERS = 50_000
+REPLAY_SHARE = 0.1
+CHUNK = 500  # submissions per submit_many call of the producer
+BACKLOG_MAX = 400_000
+SUSTAINED_BACKLOG = 20_000  # the cap while measuring (a): always work queued, never a pile-up
+
+
+@dataclass
+class Figures:
+    sustained: float = 0.0
+    offered_sustained: float = 0.0
+    baseline: float = 0.0
+    lag_rate: float = 0.0
+    lag_p50: float = 0.0
+    lag_p99: float = 0.0
+    lag_max: float = 0.0
+    lag_samples: int = 0
+    lag_missing: int = 0  # probes never seen in a snapshot
+    backlog_end: int = 0
+
+
+class Source:
+    """Submissions from PLAYERS players, a share of them re-sent with an id already used."""
+
+    def __init__(self, prefix: str, seed: int = 1) -> None:
+        self.rnd = random.Random(seed)
+        self.prefix = prefix
+        self.serial = 0
+        self.recent: list[Submission] = []
+
+    def take(self, n: int) -> list[Submission]:
+        out = []
+        ts = now_ms()
+        for _ in range(n):
+            if self.recent and self.rnd.random() < REPLAY_SHARE:
+                out.append(self.rnd.choice(self.recent))
+                continue
+            self.serial += 1
+            player = int(self.rnd.paretovariate(1.1)) % PLAYERS
+            sub = Submission(f"{self.prefix}{self.serial}", f"p{player}", self.rnd.randrange(1_000_000), ts)
+            out.append(sub)
+            if len(self.recent) < 5000:
+                self.recent.append(sub)
+            else:
+                self.recent[self.rnd.randrange(5000)] = sub
+        return out
+
+
+def scorer_env(url: str, game: str, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "LB_REDIS_URL": url,
+        "LB_GAME": game,
+        "LB_SCORER_METRICS_PORT": "0",
+        "LB_SCORER_STATS_S": "0",
+        "LB_BACKLOG_MAX": str(BACKLOG_MAX),
+        "LB_LOG_LEVEL": "WARNING",
+        # consumer and publisher: the badge worker reads every applied entry again and belongs
+        # in its own replicas when the consumers are the bottleneck
+        "LB_SCORER_BADGES": "0",
+        **extra,
+    }
+
+
+async def produce(queue: Queue, source: Source, stop: asyncio.Event, rate: float | None, counter: list[int]) -> None:
+    """Offer submissions at a steady rate, or (rate None) as fast as the queue takes them: the
+    queue's own backlog cap is the back-pressure, so production matches consumption."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    chunk = source.take(CHUNK)
+    while not stop.is_set():
+        if rate is not None:
+            due = started + (counter[0] + CHUNK) / rate
+            if due > loop.time():
+                await asyncio.sleep(due - loop.time())
+        try:
+            await queue.submit_many(chunk)
+        except BacklogFull:
+            await asyncio.sleep(0.005)  # the same chunk again, like a game server would
+            continue
+        counter[0] += CHUNK
+        chunk = source.take(CHUNK)
+
+
+async def baseline(r: aioredis.Redis, seconds: float) -> float:
+    lb = Leaderboard(r, GameConfig(game="base"))
+    source = Source("b-")
+    subs = [s.fields() for s in source.take(200_000)]
+    done = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        for fields in subs[done : done + 100]:
+            await lb.submit_batch([fields])
+        done += 100
+    return done / (time.perf_counter() - started)
+
+
+async def sustained(url: str, r: aioredis.Redis, warmup: float, seconds: float, fig: Figures) -> None:
+    config = GameConfig(game="bench")
+    queue = Queue(r, config, backlog_max=SUSTAINED_BACKLOG)
+    stream = config.keys.submissions
+    source = Source("s-")
+    for _ in range(SUSTAINED_BACKLOG // CHUNK):  # a queue that is full before the scorer starts
+        await queue.submit_many(source.take(CHUNK))
+    offered = [SUSTAINED_BACKLOG]
+    stop = asyncio.Event()
+    producer = asyncio.create_task(produce(queue, source, stop, None, offered))
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "scorer", env=scorer_env(url, "bench"))
+    try:
+        await asyncio.sleep(warmup)
+        t0, applied0, offered0 = time.perf_counter(), offered[0] - await r.xlen(stream), offered[0]
+        await asyncio.sleep(seconds)
+        t1, applied1, offered1 = time.perf_counter(), offered[0] - await r.xlen(stream), offered[0]
+        fig.sustained = (applied1 - applied0) / (t1 - t0)
+        fig.offered_sustained = (offered1 - offered0) / (t1 - t0)
+        fig.backlog_end = int(await r.xlen(stream))
+    finally:
+        stop.set()
+        await producer
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 15)
+
+
+async def publish_lag(url: str, r: aioredis.Redis, rate: float, seconds: float, fig: Figures) -> None:
+    config = GameConfig(game="lag")
+    queue = Queue(r, config, backlog_max=BACKLOG_MAX)
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "scorer", env=scorer_env(url, "lag"))
+    pubsub = r.pubsub()
+    await pubsub.subscribe(config.keys.snapshot_channel("weekly", "global"))
+    accepted: dict[str, float] = {}
+    lags: list[float] = []
+
+    async def listen() -> None:
+        while True:
+            msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+            if msg is None:
+                continue
+            seen = time.perf_counter()
+            for entry in orjson.loads(msg["data"])["entries"]:
+                at = accepted.pop(entry["player"], None)
+                if at is not None:
+                    lags.append(seen - at)
+
+    async def probe() -> None:
+        i = 0
+        while True:
+            await asyncio.sleep(0.1)
+            i += 1
+            # each probe beats everything before it, so it is in the top 10 at once
+            sub = Submission(f"probe-{i}", f"probe{i}", 100_000_000 + i, now_ms())
+            # timed from just before the submit call: the snapshot may be read before the reply
+            accepted[sub.player] = time.perf_counter()
+            await queue.submit(sub)
+
+    stop = asyncio.Event()
+    counter = [0]
+    tasks = [asyncio.create_task(listen())]
+    producer = asyncio.create_task(produce(queue, Source("l-"), stop, rate, counter))
+    try:
+        await asyncio.sleep(2.0)  # the replica is up and the load steady before probing
+        started, count0 = time.perf_counter(), counter[0]
+        tasks.append(asyncio.create_task(probe()))
+        await asyncio.sleep(seconds)
+        fig.lag_rate = (counter[0] - count0) / (time.perf_counter() - started)
+        tasks[1].cancel()
+        await asyncio.sleep(5.0)  # the last probes' snapshots
+        # a probe never seen counts as an infinite lag: leaving it out would flatter the p99
+        lags = sorted(lags) + [float("inf")] * len(accepted)
+        fig.lag_samples = len(lags)
+        fig.lag_missing = len(accepted)
+        if lags:
+            fig.lag_p50 = statistics.median(lags)
+            fig.lag_p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))]
+            fig.lag_max = lags[-1]
+    finally:
+        stop.set()
+        await producer
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await pubsub.aclose()  # type: ignore[no-untyped-call]
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 15)
+
+
+def table(fig: Figures) -> list[str]:
+    ratio = fig.sustained / fig.baseline if fig.baseline else 0.0
+    return [
+        "| measure | figure | target |",
+        "|---|---|---|",
+        f"| (a) sustained, stream → one FCALL per batch → ack (3 windows, ~10% replayed ids) "
+        f"| **{fig.sustained:,.0f} /s** (producer offered {fig.offered_sustained:,.0f} /s; "
+        f"backlog at the end {fig.backlog_end:,}) | ≥ 20,000 /s |",
+        f"| (b) baseline, one FCALL per submission, one at a time | {fig.baseline:,.0f} /s | |",
+        f"| (a) / (b) | **{ratio:.1f}×** | ≥ 8× |",
+        f"| (c) publish lag, accepted → snapshot received, at {fig.lag_rate:,.0f} /s offered "
+        f"({fig.lag_samples} probes, {fig.lag_missing} never seen) "
+        f"| p50 {fig.lag_p50 * 1000:.0f} ms, **p99 {fig.lag_p99 * 1000:.0f} ms**, "
+        f"max {fig.lag_max * 1000:.0f} ms | p99 ≤ 1,500 ms |",
+    ]
+
+
+async def run(args: argparse.Namespace) -> Figures:
+    fig = Figures()
+    with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)) as server:
+        r = connect(server.url)
+        await Leaderboard(r, GameConfig(game="bench")).load()
+        print("baseline ...", file=sys.stderr)
+        fig.baseline = await baseline(r, args.baseline_s)
+        print("sustained ...", file=sys.stderr)
+        await sustained(server.url, r, args.warmup_s, args.sustained_s, fig)
+        rate = args.lag_rate or round(min(10_000.0, 0.75 * fig.sustained), -2)
+        print(f"publish lag at {rate:,.0f}/s ...", file=sys.stderr)
+        await publish_lag(server.url, r, rate, args.lag_s, fig)
+        await r.aclose()
+    return fig
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m loadtest.scorer_bench", description=__doc__.split("\n")[0])
+    p.add_argument("--baseline-s", type=float, default=8.0)
+    p.add_argument("--warmup-s", type=float, default=3.0)
+    p.add_argument("--sustained-s", type=float, default=15.0)
+    p.add_argument("--lag-s", type=float, default=12.0)
+    p.add_argument("--lag-rate", type=float, default=None, help="offered load while probing (default 10k/s)")
+    p.add_argument("--write", action="store_true", help="record the figures in docs/benchmarks.md")
+    args = p.parse_args(argv)
+    fig = asyncio.run(run(args))
+    lines = table(fig)
+    print("\n".join(lines))
+    if args.write:
+        write(lines)
+    return 0
+
+
+def write(lines: list[str]) -> None:
+    path = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+    intro = "# Benchmarks\n\nFigures measured on the project's 2-core machine, each with its command.\n"
+    text = path.read_text() if path.exists() else intro
+    head, marker, after = text.partition("\n## Scorer\n")
+    rest = after.split("\n## ", 1)[1] if marker and "\n## " in after else None
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    section = [
+        "",
+        "## Scorer",
+        "",
+        f"Measured {when} on this 2-core machine (shared with other work; redis-server, the scorer "
+        "replica and the producer all on it) with:",
+        "",
+        f"    {COMMAND}",
+        "",
+        *lines,
+        "",
+    ]
+    out = head.rstrip("\n") + "\n" + "\n".join(section)
+    if rest is not None:
+        out += "\n## " + rest
+    path.write_text(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The badge worker: reads the activity stream (one entry per applied submission) through its own
+consumer group and awards badges.
+
+An award is a set membership (``SADD lb:{g}:badges:<player> <badge>``), so awarding is idempotent
+by construction: an entry delivered twice — claimed after a crash between award and ack, or read
+by a consumer that never acknowledged it — adds nothing the second time, and only awards SADD
+reports as new are counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import redis.asyncio as aioredis
+
+from .settings import ScorerSettings
+from .stats import Stats
+from .stream import Batch, GroupWorker
+
+GROUP = "badges"
+
+
+def awards(entry: Mapping[str, str], thresholds: Sequence[tuple[str, int]], top_n: int | None) -> list[str]:
+    """The badges one activity entry earns (pure): each threshold its points reach, and
+    ``top<N>`` when its rank on the first board (the first window's global board) is within N.
+
+    Thresholds apply to the points of one submission (with ``incr``, one match's delta)."""
+    points, rank = entry.get("points", ""), entry.get("rank", "")
+    out = []
+    if points.isdigit():
+        out += [name for name, minimum in thresholds if int(points) >= minimum]
+    if top_n is not None and rank.isdigit() and 1 <= int(rank) <= top_n:
+        out.append(f"top{top_n}")
+    return out
+
+
+class BadgeWorker(GroupWorker):
+    def __init__(self, redis: aioredis.Redis, settings: ScorerSettings, stats: Stats | None = None) -> None:
+        keys = settings.game.keys
+        super().__init__(
+            redis,
+            stream=keys.activity,
+            group=GROUP,
+            consumer=settings.name,
+            batch=settings.batch,
+            block_ms=settings.block_ms,
+            claim_idle_ms=settings.claim_idle_ms,
+            start_id="0",  # a new group starts from the oldest activity still kept
+        )
+        self.keys = keys
+        self.thresholds = settings.badge_thresholds
+        self.top_n = settings.game.top_n if settings.badge_top_n else None
+        self.stats = stats or Stats()
+
+    async def handle(self, batch: Batch) -> None:
+        earned = [
+            (fields["player"], badge)
+            for _, fields in batch
+            if fields.get("player")
+            for badge in awards(fields, self.thresholds, self.top_n)
+        ]
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for player, badge in earned:
+                pipe.sadd(self.keys.badges(player), badge)
+            pipe.xack(self.stream, self.group, *(sid for sid, _ in batch))
+            replies = await pipe.execute()
+        self.stats.badges_awarded += sum(int(n) for n in replies[: len(earned)])

@@ -1,0 +1,43 @@
+"""The scorer's counters and gauges (pure): the workers bump them, the stats line and the
+Prometheus endpoint read them, so both always say the same thing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+
+@dataclass(slots=True)
+class Stats:
+    # counters (since the process started)
+    applied: int = 0  # submissions written by the function library
+    duplicates: int = 0  # submissions whose id had already been applied
+    dead_letters: int = 0  # submissions refused and moved to the dead-letter stream
+    batches: int = 0
+    claimed: int = 0  # entries taken over from replicas that stopped acknowledging
+    published: int = 0  # snapshots published
+    badges_awarded: int = 0
+    # gauges (sampled)
+    backlog: int = 0  # entries in the submissions stream: not yet applied and acknowledged
+    pending: int = 0  # of those, delivered to a replica and not yet acknowledged
+    oldest_age_s: float = 0.0  # age of the oldest entry still waiting
+    publisher: bool = False  # this replica holds the publish lease
+
+    def copy(self) -> Stats:
+        return replace(self)
+
+
+COUNTERS = tuple(f.name for f in fields(Stats) if f.type == "int" and f.name not in ("backlog", "pending"))
+
+
+def stats_line(now: Stats, before: Stats, elapsed_s: float) -> str:
+    """One log line for an interval: rates for counters, current values for gauges."""
+    rate = (now.applied - before.applied) / elapsed_s if elapsed_s > 0 else 0.0
+    return (
+        f"applied {rate:.0f}/s (total {now.applied}), "
+        f"duplicates {now.duplicates - before.duplicates}, "
+        f"dead letters {now.dead_letters - before.dead_letters}, "
+        f"claimed {now.claimed - before.claimed}, "
+        f"lag {now.backlog} entries (pending {now.pending}, oldest {now.oldest_age_s:.1f} s), "
+        f"published {now.published - before.published}{' (publisher)' if now.publisher else ''}, "
+        f"badges {now.badges_awarded - before.badges_awarded}"
+    )

@@ -1,0 +1,204 @@
+"""Consumer-group plumbing shared by the submissions consumer and the badge worker.
+
+A ``GroupWorker`` reads batches from one stream through one consumer group and hands each batch
+to ``handle()``, which must apply it and acknowledge it. What it guarantees:
+
+* at-least-once: an entry is acknowledged only by ``handle()``, after its effect is written; a
+  replica that dies leaves its entries pending, and any live replica claims them (XAUTOCLAIM)
+  once they have been idle for ``claim_idle_ms``. Handlers are idempotent, which turns
+  at-least-once into exactly-once effects;
+* Redis unavailable: the worker waits with capped, jittered exponential backoff and tries again;
+  a batch already read is retried until it is handled (never dropped, never acked unapplied);
+* stop: after ``stop`` is set no new batch is read; the batch in flight is finished first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ReadOnlyError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+# Errors that mean "Redis is not there right now" (down, restarting, loading, failing over):
+# retried with backoff. Everything else is a bug or bad data and is not hidden by a retry.
+REDIS_DOWN: tuple[type[BaseException], ...] = (
+    RedisConnectionError,  # includes BusyLoadingError
+    RedisTimeoutError,
+    ReadOnlyError,
+    OSError,
+)
+
+Batch = list[tuple[str, dict[str, str]]]
+T = TypeVar("T")
+
+
+class Backoff:
+    """Capped exponential backoff with full jitter: replicas that lost Redis together must not
+    all come back in the same instant."""
+
+    def __init__(self, initial: float = 0.1, cap: float = 5.0) -> None:
+        self.initial = initial
+        self.cap = cap
+        self.attempt = 0
+
+    def next_delay(self) -> float:
+        delay = random.uniform(0, min(self.cap, self.initial * 2**self.attempt))
+        self.attempt = min(self.attempt + 1, 30)
+        return delay
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+async def sleep_unless(event: asyncio.Event, seconds: float) -> bool:
+    """Sleep up to ``seconds``; return True early if ``event`` is set."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
+    return event.is_set()
+
+
+class GroupWorker:
+    """Base class: subclasses implement ``handle(batch)`` and ``name_for_logs``."""
+
+    log = logging.getLogger("scorer")
+
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        *,
+        stream: str,
+        group: str,
+        consumer: str,
+        batch: int,
+        block_ms: int,
+        claim_idle_ms: int,
+        concurrency: int = 1,
+        start_id: str = "0",
+    ) -> None:
+        self.redis = redis
+        self.stream = stream
+        self.group = group
+        self.consumer = consumer
+        self.batch = batch
+        self.block_ms = block_ms
+        self.claim_idle_ms = claim_idle_ms
+        self.concurrency = concurrency
+        self.start_id = start_id  # where a newly created group starts reading
+        self._claim_cursor = "0-0"
+        self._next_claim = 0.0  # loop time of the next XAUTOCLAIM scan
+        self._down_since: float | None = None
+
+    async def handle(self, batch: Batch) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ reading
+
+    async def ensure_group(self) -> None:
+        try:
+            await self.redis.xgroup_create(self.stream, self.group, id=self.start_id, mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def read(self) -> Batch:
+        """The next batch: entries dead replicas left pending (when a scan is due), else new ones."""
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._next_claim:
+            # Scan at most twice per idle timeout: an entry is then claimed at most 1.5 timeouts
+            # after its reader died, and a busy stream is not scanned on every read.
+            self._next_claim = loop.time() + self.claim_idle_ms / 2000
+            claimed = await self._claim()
+            if claimed:
+                self._next_claim = 0.0  # more may be waiting: keep claiming before reading new
+                return claimed
+        reply: Any = await self._call(
+            self.redis.xreadgroup,
+            self.group,
+            self.consumer,
+            {self.stream: ">"},
+            count=self.batch,
+            block=self.block_ms,
+        )
+        if not reply:
+            return []
+        # RESP2 replies are [[stream, entries]]; RESP3 ones {stream: [entries]}
+        entries = reply[0][1] if isinstance(reply, list) else next(iter(reply.values()))[0]
+        return [(sid, fields) for sid, fields in entries if fields is not None]
+
+    async def _claim(self) -> Batch:
+        reply: Any = await self._call(
+            self.redis.xautoclaim,
+            self.stream,
+            self.group,
+            self.consumer,
+            self.claim_idle_ms,
+            start_id=self._claim_cursor,
+            count=self.batch,
+        )
+        cursor, entries = reply[0], reply[1]
+        self._claim_cursor = cursor
+        deleted = reply[2] if len(reply) > 2 else []
+        if deleted:  # pending ids whose entries no longer exist: nothing left to apply
+            await self.redis.xack(self.stream, self.group, *deleted)
+        return [(sid, fields) for sid, fields in entries if fields is not None]
+
+    async def _call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        try:
+            return await fn(*args, **kwargs)
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            # The stream or group vanished (FLUSHALL, a Redis restart without persistence)
+            await self.ensure_group()
+            return await fn(*args, **kwargs)
+
+    async def drained(self) -> bool:
+        """Nothing pending in the whole group. Called right after a read found nothing new, so
+        together they mean drained: no entry undelivered, none delivered and unacknowledged."""
+        info = await self.redis.xpending(self.stream, self.group)
+        return not int(info["pending"])
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self, stop: asyncio.Event | None = None, *, burst: bool = False) -> None:
+        """Work until ``stop`` is set (or, in burst mode, until the stream is drained)."""
+        stop = stop or asyncio.Event()
+        await self._until_done(self.ensure_group, stop)
+        await asyncio.gather(*(self._loop(stop, burst) for _ in range(self.concurrency)))
+
+    async def _loop(self, stop: asyncio.Event, burst: bool) -> None:
+        while not stop.is_set():
+            batch = await self._until_done(self.read, stop)
+            if batch:
+                # Read means delivered to us: finish it even if stop was set meanwhile.
+                await self._until_done(functools.partial(self.handle, batch), None)
+            elif batch is not None and burst and await self._until_done(self.drained, stop):
+                return
+
+    async def _until_done(self, op: Callable[[], Awaitable[T]], stop: asyncio.Event | None) -> T | None:
+        """Run ``op`` until it succeeds, backing off while Redis is down; None if stopped first."""
+        backoff = Backoff()
+        while True:
+            try:
+                result = await op()
+            except REDIS_DOWN as exc:
+                loop_time = asyncio.get_running_loop().time()
+                if self._down_since is None:
+                    self._down_since = loop_time
+                    self.log.warning("%s: redis unavailable (%s); retrying with backoff", self.group, exc)
+                if await sleep_unless(stop or asyncio.Event(), backoff.next_delay()):
+                    return None
+                continue
+            if self._down_since is not None:
+                down = asyncio.get_running_loop().time() - self._down_since
+                self._down_since = None
+                self.log.info("%s: redis is back after %.1f s", self.group, down)
+            return result

@@ -1,0 +1,63 @@
+"""The badge worker: thresholds from configuration, awards idempotent under redelivery."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from leaderboard import GameConfig, Leaderboard
+from scorer import BadgeWorker, ScorerSettings, Stats, awards
+from scorer.badges import GROUP
+
+from .conftest import MS, NOW
+
+THRESHOLDS = (("bronze", 100), ("silver", 1000))
+
+
+def test_awards_follow_thresholds_and_top_n() -> None:
+    assert awards({"points": "99", "rank": "11"}, THRESHOLDS, 10) == []
+    assert awards({"points": "100", "rank": "10"}, THRESHOLDS, 10) == ["bronze", "top10"]
+    assert awards({"points": "5000", "rank": "1"}, THRESHOLDS, None) == ["bronze", "silver"]
+    assert awards({"points": "x", "rank": ""}, THRESHOLDS, 10) == []
+
+
+def slip(sid: str, player: str, points: int) -> dict[str, str]:
+    return {"id": sid, "player": player, "points": str(points), "ts": str(NOW)}
+
+
+async def test_a_redelivered_entry_awards_nothing_twice(r: aioredis.Redis, lb: Leaderboard, config: GameConfig) -> None:
+    settings = ScorerSettings(
+        redis_url="unused",
+        game=config,
+        name="w1",
+        block_ms=20,
+        claim_idle_ms=150,
+        badge_thresholds=THRESHOLDS,
+    )
+    # 15 players so that five of them end outside the top 10
+    await lb.submit_batch([slip(f"s{i}", f"p{i}", 100 * i) for i in range(15)], now=NOW + 1000)
+    await BadgeWorker(r, settings).ensure_group()
+    # A consumer that reads everything and never acknowledges; it even awarded the first eight
+    # entries' badges before it died (the crash between award and ack).
+    reply: Any = await r.xreadgroup(GROUP, "ghost", {config.keys.activity: ">"}, count=100)
+    [[_, ghost]] = reply
+    assert len(ghost) == 15
+    awarded_once = 0
+    for _, fields in ghost[:8]:
+        for badge in awards(fields, THRESHOLDS, 10):
+            awarded_once += await r.sadd(config.keys.badges(fields["player"]), badge)
+    # The live worker claims all fifteen once idle: the first eight award nothing new.
+    stats = Stats()
+    worker = BadgeWorker(r, settings, stats)
+    await asyncio.wait_for(worker.run(burst=True), 5000 * MS)
+    assert (await r.xpending(config.keys.activity, GROUP))["pending"] == 0
+    expected = {f"p{i}": {"bronze"} | ({"silver"} if i >= 10 else set()) for i in range(1, 15)}
+    for i in range(15):  # top 10 of the first board at the time of the write
+        expected.setdefault(f"p{i}", set())
+    got = {p: await r.smembers(config.keys.badges(p)) for p in expected}
+    assert all("top10" in got[p] for p in expected)  # each one entered the top 10 on arrival
+    assert {p: b - {"top10"} for p, b in got.items()} == expected
+    total = sum(len(b) for b in got.values())
+    assert awarded_once + stats.badges_awarded == total  # counted once each, however delivered

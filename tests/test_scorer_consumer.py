@@ -1,0 +1,148 @@
+"""The submissions consumer against a real Redis: batches, idempotency, dead letters, claims."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from leaderboard import GameConfig, Leaderboard, connect
+from leaderboard.redis_server import free_port
+from scorer import Consumer, ScorerSettings, Stats
+from scorer.consumer import GROUP
+
+from .conftest import MS, NOW
+
+LATER = NOW + 600_000  # the consumer's clock: every submission lies in the recent past
+
+
+def settings_for(url: str, config: GameConfig, **kw: object) -> ScorerSettings:
+    base: dict[str, object] = dict(
+        redis_url=url, game=config, name="c1", batch=50, block_ms=20, claim_idle_ms=200, metrics_port=None
+    )
+    return ScorerSettings(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def slip(sid: str, player: str, points: int | str, ts: int = NOW, **extra: str) -> dict[str, str]:
+    return {"id": sid, "player": player, "points": str(points), "ts": str(ts), **extra}
+
+
+async def enqueue(r: aioredis.Redis, config: GameConfig, *entries: dict[str, str]) -> list[str]:
+    async with r.pipeline(transaction=False) as pipe:
+        for e in entries:
+            pipe.xadd(config.keys.submissions, e)  # type: ignore[arg-type]
+        return [str(i) for i in await pipe.execute()]
+
+
+async def drain(consumer: Consumer) -> None:
+    await asyncio.wait_for(consumer.run(burst=True), 5000 * MS)
+
+
+async def test_batches_are_applied_acked_and_deleted(r: aioredis.Redis, redis_url: str, config: GameConfig) -> None:
+    stats = Stats()
+    consumer = Consumer(r, settings_for(redis_url, config), stats, now=lambda: LATER)
+    entries = [slip(f"s{i}", f"p{i % 40}", i, NOW + i) for i in range(230)]
+    await enqueue(r, config, *entries)
+    await drain(consumer)
+    assert (stats.applied, stats.duplicates, stats.dead_letters) == (230, 0, 0)
+    assert stats.batches >= 5  # 230 entries in batches of at most 50
+    assert await r.xlen(config.keys.submissions) == 0  # the stream holds only what is not applied
+    assert (await r.xpending(config.keys.submissions, GROUP))["pending"] == 0
+    top = await Leaderboard(r, config).top("weekly", n=3, at=NOW)
+    assert [(e.player, e.score) for e in top] == [("p29", 229), ("p28", 228), ("p27", 227)]
+
+
+async def test_replayed_ids_change_nothing(r: aioredis.Redis, redis_url: str, config: GameConfig) -> None:
+    stats = Stats()
+    consumer = Consumer(r, settings_for(redis_url, config), stats, now=lambda: LATER)
+    await enqueue(r, config, slip("a", "ana", 10), slip("b", "ben", 20))
+    await drain(consumer)
+    # the same slips again (a game server retrying), one with different points: ids decide
+    await enqueue(r, config, slip("a", "ana", 10), slip("b", "ben", 999), slip("c", "cy", 5))
+    await drain(consumer)
+    assert (stats.applied, stats.duplicates) == (3, 2)
+    top = await Leaderboard(r, config).top("alltime", n=10, at=NOW)
+    assert [(e.player, e.score) for e in top] == [("ben", 20), ("ana", 10), ("cy", 5)]
+    assert await r.xlen(config.keys.activity) == 3
+
+
+async def test_refused_and_unparseable_entries_are_dead_lettered_without_blocking_the_batch(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    stats = Stats()
+    consumer = Consumer(r, settings_for(redis_url, config), stats, now=lambda: LATER)
+    ids = await enqueue(
+        r,
+        config,
+        slip("ok1", "ana", 10),
+        slip("bad-points", "ben", "-5"),
+        slip("far-future", "cy", 1, 999_999_999_999_999),  # past the year 9999: refused, not a crash
+        {"junk": "x"},
+        slip("ok2", "dee", 7),
+    )
+    # bytes that are not UTF-8 reach the consumer as surrogates: the general send path
+    raw = {"id": "raw", "player": b"\xffx", "points": "1", "ts": str(NOW)}
+    ids.append(str(await r.xadd(config.keys.submissions, raw)))  # type: ignore[arg-type]
+    await drain(consumer)
+    assert (stats.applied, stats.dead_letters) == (2, 4)
+    letters: Any = await r.xrange(config.keys.dead_letters)
+    by_source = {fields["dead.id"]: fields for _, fields in letters}
+    assert set(by_source) == {ids[1], ids[2], ids[3], ids[5]}
+    assert by_source[ids[5]]["dead.code"] == "invalid_player"
+    assert by_source[ids[1]]["dead.code"] == "invalid_points" and by_source[ids[1]]["player"] == "ben"
+    assert by_source[ids[2]]["dead.code"] == "timestamp_in_future"
+    assert by_source[ids[3]]["dead.code"] == "invalid_timestamp"
+    assert await r.xlen(config.keys.submissions) == 0  # acked: never retried
+
+
+async def test_entries_left_pending_by_a_dead_replica_are_claimed_and_applied_once(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    stream = config.keys.submissions
+    await r.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    await enqueue(r, config, *(slip(f"s{i}", f"p{i}", i) for i in range(30)))
+    # A replica reads 20 entries, applies the first 10, and dies before acknowledging anything.
+    reply: Any = await r.xreadgroup(GROUP, "dead", {stream: ">"}, count=20)
+    [[_, taken]] = reply
+    await Leaderboard(r, config).submit_batch([f for _, f in taken[:10]], now=LATER)
+
+    stats = Stats()
+    consumer = Consumer(r, settings_for(redis_url, config, name="live"), stats, now=lambda: LATER)
+    await drain(consumer)
+    assert stats.claimed == 20
+    assert (stats.applied, stats.duplicates) == (20, 10)  # the re-applied ten were no-ops
+    assert await r.xlen(config.keys.activity) == 30
+    assert (await r.xpending(stream, GROUP))["pending"] == 0
+
+
+async def test_stop_finishes_the_batch_in_flight(r: aioredis.Redis, redis_url: str, config: GameConfig) -> None:
+    stats = Stats()
+    consumer = Consumer(r, settings_for(redis_url, config, concurrency=1), stats, now=lambda: LATER)
+    await enqueue(r, config, *(slip(f"s{i}", f"p{i}", i) for i in range(500)))
+    stop = asyncio.Event()
+    handled = asyncio.Event()
+    original = consumer.handle
+
+    async def handle_then_stop(batch: list[tuple[str, dict[str, str]]]) -> None:
+        stop.set()  # stop arrives while this batch is in flight
+        await original(batch)
+        handled.set()
+
+    consumer.handle = handle_then_stop  # type: ignore[method-assign]
+    await asyncio.wait_for(consumer.run(stop), 5000 * MS)
+    assert handled.is_set() and stats.applied == 50  # that batch, and no further one
+    assert (await r.xpending(config.keys.submissions, GROUP))["pending"] == 0
+    assert await r.xlen(config.keys.submissions) == 450
+
+
+async def test_redis_down_is_retried_with_backoff_not_a_crash(redis_url: str, config: GameConfig) -> None:
+    dead = connect(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.05)
+    consumer = Consumer(dead, settings_for(redis_url, config), Stats(), now=lambda: LATER)
+    stop = asyncio.Event()
+    task = asyncio.create_task(consumer.run(stop, burst=True))
+    await asyncio.sleep(300 * MS)  # a few failed attempts
+    assert not task.done()
+    stop.set()
+    await asyncio.wait_for(task, 5000 * MS)
+    await dead.aclose()

@@ -1,0 +1,238 @@
+"""Whole scorer replicas: real ``python -m scorer`` processes killed and stopped by signals, the
+CLI, and an in-process replica's end-to-end path and metrics endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from leaderboard import WINDOWS, GameConfig, now_ms
+from leaderboard.redis_server import free_port
+from scorer import Scorer, ScorerSettings
+from scorer.consumer import GROUP
+
+from .conftest import MS
+
+
+def env_for(url: str, name: str, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "LB_REDIS_URL": url,
+        "LB_GAME": "test",
+        "LB_SCORER_NAME": name,
+        "LB_SCORER_METRICS_PORT": "0",
+        "LB_SCORER_STATS_S": "0",
+        "LB_SCORER_CLAIM_IDLE_MS": "400",
+        "LB_TICK_MS": "100",
+        "LB_LEASE_TTL_MS": "500",
+        "LB_ACTIVITY_MAXLEN": "1000000",
+        "PYTHONUNBUFFERED": "1",
+        **extra,
+    }
+
+
+class Replica:
+    """A ``python -m scorer`` child; its log is read as it comes so the pipe never fills."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self._started = asyncio.Event()
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc.stderr is not None
+        async for raw in self.proc.stderr:
+            line = raw.decode(errors="replace").rstrip()
+            self.lines.append(line)
+            if " started" in line:
+                self._started.set()
+
+    async def started(self) -> None:
+        await asyncio.wait_for(self._started.wait(), 10_000 * MS)
+
+    async def exited(self, seconds: float) -> int:
+        rc = await asyncio.wait_for(self.proc.wait(), seconds)
+        await self._reader
+        return rc
+
+
+@asynccontextmanager
+async def replica(url: str, name: str, *args: str, **extra: str) -> AsyncIterator[Replica]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "scorer", *args, env=env_for(url, name, **extra), stderr=asyncio.subprocess.PIPE
+    )
+    rep = Replica(proc)
+    try:
+        yield rep
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        rep._reader.cancel()
+
+
+async def flood(r: aioredis.Redis, config: GameConfig, unique: int, replays: int) -> list[dict[str, str]]:
+    """Pre-fill the queue with ``unique`` slips plus ``replays`` re-sent ones (same id and fields)."""
+    rnd = random.Random(7)
+    ts = now_ms() - 1000
+    slips = [
+        {
+            "id": f"s{i}",
+            "player": f"p{rnd.randrange(300)}",
+            "points": str(rnd.randrange(100_000)),
+            "ts": str(ts),
+        }
+        for i in range(unique)
+    ]
+    entries = slips + [rnd.choice(slips) for _ in range(replays)]
+    rnd.shuffle(entries)
+    async with r.pipeline(transaction=False) as pipe:
+        for e in entries:
+            pipe.xadd(config.keys.submissions, e)  # type: ignore[arg-type]
+        await pipe.execute()
+    return slips
+
+
+async def until(predicate: Any, seconds: float) -> None:
+    """Poll Redis-side state (no event to await there) every 5 ms, bounded."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not await predicate():
+        assert loop.time() < deadline, "condition not reached in time"
+        await asyncio.sleep(5 * MS)
+
+
+async def test_sigkill_mid_flood_loses_nothing_and_applies_nothing_twice(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    stream = config.keys.submissions
+    slips = await flood(r, config, unique=6000, replays=1000)
+    total = 7000
+    left: Any = []
+    for attempt in range(3):  # the kill must land while a batch is read and unacknowledged
+        name = f"victim{attempt}"
+        async with replica(redis_url, name, LB_SCORER_BATCH="100", LB_SCORER_CONCURRENCY="4") as victim:
+            await victim.started()
+            applied_before = total - int(await r.xlen(stream))
+
+            async def mid_batch(before: int = applied_before) -> bool:  # some acked, some read only
+                done = total - int(await r.xlen(stream)) - before
+                return done >= 500 and bool((await r.xpending(stream, GROUP))["pending"])
+
+            await until(mid_batch, 20_000 * MS)
+            victim.proc.send_signal(signal.SIGKILL)
+            assert await victim.exited(5) == -signal.SIGKILL
+        left = await r.xpending_range(stream, GROUP, "-", "+", 10_000, consumername=name)
+        if left:
+            break
+    assert left, "no victim died holding a batch; the scenario did not happen"
+    async with replica(redis_url, "survivor", "--burst", LB_SCORER_BATCH="200") as survivor:
+        assert await survivor.exited(60) == 0
+    assert await r.xlen(stream) == 0
+    assert (await r.xpending(stream, GROUP))["pending"] == 0
+    # exactly one activity entry per unique submission id: nothing lost, nothing applied twice
+    activity: Any = await r.xrange(config.keys.activity)
+    assert sorted(f["id"] for _, f in activity) == sorted(s["id"] for s in slips)
+    # the boards equal personal bests computed independently from the submitted data
+    best: dict[str, int] = {}
+    for s in slips:
+        best[s["player"]] = max(best.get(s["player"], -1), int(s["points"]))
+    period = WINDOWS["weekly"].period(int(slips[0]["ts"])).label
+    board: Any = await r.zrange(config.keys.board("weekly", period, "global"), 0, -1, withscores=True)
+    assert {p: WINDOWS["weekly"].unpack(score) for p, score in board} == best
+
+
+async def test_sigterm_finishes_the_batch_in_flight_and_exits_0(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    stream = config.keys.submissions
+    await flood(r, config, unique=4000, replays=0)
+    async with replica(redis_url, "graceful", LB_SCORER_BATCH="100") as rep:
+        await rep.started()
+
+        async def some_applied() -> bool:
+            return int(await r.xlen(stream)) < 3500
+
+        await until(some_applied, 20_000 * MS)
+        rep.proc.send_signal(signal.SIGTERM)
+        assert await rep.exited(10) == 0
+    assert any("stopped" in line for line in rep.lines)
+    assert (await r.xpending(stream, GROUP))["pending"] == 0  # what it read, it acknowledged
+    left = await r.xlen(stream)
+    assert left > 0  # it stopped reading rather than draining the queue
+    assert await r.xlen(config.keys.activity) == 4000 - left  # and applied exactly what it took
+
+
+async def cli(url: str, *args: str, **extra: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "scorer", "submit", *args, env=env_for(url, "cli", **extra),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 10)
+    return int(proc.returncode or 0), out.decode(), err.decode()
+
+
+async def test_cli_submit(r: aioredis.Redis, redis_url: str, config: GameConfig) -> None:
+    rc, out, _ = await cli(redis_url, "--player", "mia", "--points", "120", "--id", "m-1", "--region", "eu")
+    assert rc == 0
+    rows: Any = await r.xrange(config.keys.submissions)
+    [(sid, fields)] = rows
+    assert out.strip() == sid and fields["player"] == "mia" and fields["region"] == "eu"
+    rc, _, err = await cli(redis_url, "--player", "mia", "--points", "-3")
+    assert rc == 2 and "invalid_points" in err
+    rc, _, err = await cli(redis_url, "--player", "mia", "--points", "3", LB_BACKLOG_MAX="1")
+    assert rc == 3 and "backlog full" in err
+    assert await r.xlen(config.keys.submissions) == 1
+
+
+async def test_a_replica_end_to_end_with_prometheus_metrics(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    settings = ScorerSettings(
+        redis_url=redis_url, game=config, name="e2e", block_ms=20, tick_ms=50, lease_ttl_ms=200,
+        metrics_port=free_port(), stats_interval_s=0,
+    )  # fmt: skip
+    ts = now_ms()
+    async with r.pipeline(transaction=False) as pipe:
+        for i in range(10):
+            pipe.xadd(config.keys.submissions, {"id": f"s{i}", "player": f"p{i}", "points": str(i), "ts": str(ts)})
+        pipe.xadd(config.keys.submissions, {"id": "bad", "player": "x", "points": "-1", "ts": str(ts)})
+        await pipe.execute()
+    pubsub = r.pubsub()
+    await pubsub.subscribe(config.keys.snapshot_channel("alltime", "global"))
+    async with Scorer(settings) as scorer:
+
+        async def full_snapshot() -> Any:
+            while True:
+                msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                if msg and len(orjson.loads(msg["data"])["entries"]) == 10:
+                    return orjson.loads(msg["data"])
+
+        snap = await asyncio.wait_for(full_snapshot(), 5000 * MS)
+        assert snap["entries"][0] == {"rank": 1, "player": "p9", "score": 9}
+        reader, writer = await asyncio.open_connection("127.0.0.1", settings.metrics_port)
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        body = (await asyncio.wait_for(reader.read(), 5000 * MS)).decode()
+        writer.close()
+        assert body.startswith("HTTP/1.1 200 OK")
+        for line in (
+            "lb_scorer_applied_total 10.0",
+            "lb_scorer_dead_letters_total 1.0",
+            "lb_scorer_publisher 1.0",
+        ):
+            assert line in body
+        assert "lb_scorer_backlog" in body and "lb_scorer_oldest_age_seconds" in body
+        assert "lb_scorer_published_total" in body and "lb_scorer_badges_awarded_total" in body
+        assert scorer.stats.applied == 10
+    await pubsub.aclose()
+    assert not await r.exists(config.keys.publish_lease)  # released on close

@@ -1,0 +1,153 @@
+"""The snapshot publisher: only on change, one publisher among replicas, takeover, rollover."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from leaderboard import GameConfig, Leaderboard
+from scorer import Publisher, ScorerSettings, Stats
+
+from .conftest import MS, NOW
+
+SETTINGS: dict[str, Any] = dict(tick_ms=50, lease_ttl_ms=300, metrics_port=None)
+
+
+def slip(sid: str, player: str, points: int, ts: int = NOW) -> dict[str, str]:
+    return {"id": sid, "player": player, "points": str(points), "ts": str(ts)}
+
+
+class Channel:
+    """A subscription to one board's channel; ``quiet()`` proves no message came by publishing a
+    marker and requiring it to be the very next message."""
+
+    def __init__(self, r: aioredis.Redis, name: str) -> None:
+        self.r, self.name, self.pubsub = r, name, r.pubsub()
+
+    async def __aenter__(self) -> Channel:
+        await self.pubsub.subscribe(self.name)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.pubsub.aclose()
+
+    async def next(self) -> Any:
+        async def get() -> Any:
+            while True:
+                msg = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                if msg is not None:
+                    return orjson.loads(msg["data"])
+
+        return await asyncio.wait_for(get(), 3000 * MS)
+
+    async def quiet(self) -> bool:
+        await self.r.publish(self.name, b'"marker"')
+        return bool(await self.next() == "marker")
+
+
+def leads(p: Publisher) -> bool:
+    return p.leader  # a call, so the checker does not narrow the property between ticks
+
+
+def publisher(r: aioredis.Redis, config: GameConfig, owner: str, clock: list[int]) -> Publisher:
+    settings = ScorerSettings(redis_url="unused", game=config, name=owner, **SETTINGS)
+    return Publisher(r, settings, Stats(), now=lambda: clock[0])
+
+
+async def test_publishes_only_when_the_top_changes(r: aioredis.Redis, lb: Leaderboard, config: GameConfig) -> None:
+    clock = [NOW + 1000]
+    pub = publisher(r, config, "p1", clock)
+    async with Channel(r, config.keys.snapshot_channel("weekly", "global")) as channel:
+        await lb.submit_batch([slip("1", "ana", 50), slip("2", "ben", 70)], now=clock[0])
+        await lb.set_profile("ben", {"name": "Ben"})
+        await pub.tick()
+        snap = await channel.next()
+        assert snap["type"] == "snapshot" and snap["board"] == "global" and snap["window"] == "weekly"
+        assert snap["period"] == "2030-W48" and snap["version"] >= 1 and snap["ts"] == clock[0]
+        assert snap["entries"] == [
+            {"rank": 1, "player": "ben", "score": 70, "name": "Ben"},
+            {"rank": 2, "player": "ana", "score": 50},
+        ]
+        latest: Any = await r.get(config.keys.latest("weekly", "global"))
+        assert orjson.loads(latest) == snap and await r.ttl(config.keys.latest("weekly", "global")) > 0
+        for _ in range(4):  # several ticks, nothing changed
+            assert await pub.tick() == []
+        assert await channel.quiet()
+        await lb.submit_batch([slip("3", "ana", 10)], now=clock[0])  # below her best: no top change
+        assert await pub.tick() == []
+        await lb.submit_batch([slip("4", "ana", 90)], now=clock[0])
+        [due] = [d for d in await pub.tick() if d.window == "weekly"]
+        assert due.version > snap["version"]
+        assert [e["player"] for e in (await channel.next())["entries"]] == ["ana", "ben"]
+
+
+async def test_one_publisher_among_replicas_and_takeover_when_it_dies(
+    r: aioredis.Redis, lb: Leaderboard, config: GameConfig
+) -> None:
+    clock = [NOW + 1000]
+    a, b = publisher(r, config, "a", clock), publisher(r, config, "b", clock)
+    await lb.submit_batch([slip("1", "ana", 50)], now=clock[0])
+    published_a, published_b = await a.tick(), await b.tick()
+    assert leads(a) and not leads(b) and published_a and published_b == []
+    await lb.submit_batch([slip("2", "ben", 60)], now=clock[0])
+    assert await b.tick() == [] and len(await a.tick()) == 3  # three windows changed, a publishes
+    # a dies (stops ticking): b takes over once the lease expires, within the lease TTL
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while not leads(b):
+        assert loop.time() - started < 2000 * MS, "no takeover"
+        await b.tick()
+        await asyncio.sleep(50 * MS)  # b's own tick cadence
+    # b continues from the record of what a published: nothing changed, nothing republished
+    assert await b.tick() == []
+    await lb.submit_batch([slip("3", "cy", 70)], now=clock[0])
+    assert len(await b.tick()) == 3 and await a.tick() == [] and not leads(a)
+
+
+async def test_release_hands_the_lease_over_at_once(r: aioredis.Redis, config: GameConfig) -> None:
+    clock = [NOW]
+    a, b = publisher(r, config, "a", clock), publisher(r, config, "b", clock)
+    await a.tick()
+    await a.release()
+    await b.tick()
+    assert leads(b)
+
+
+async def test_rollover_publishes_the_new_empty_board(r: aioredis.Redis, lb: Leaderboard, config: GameConfig) -> None:
+    before_midnight = int(dt.datetime(2030, 11, 26, 23, 59, 58, tzinfo=dt.UTC).timestamp() * 1000)
+    clock = [before_midnight]
+    pub = publisher(r, config, "p", clock)
+    async with (
+        Channel(r, config.keys.snapshot_channel("daily", "region:eu")) as daily,
+        Channel(r, config.keys.snapshot_channel("weekly", "region:eu")) as weekly,
+    ):
+        await lb.submit_batch([{**slip("1", "ana", 50, before_midnight), "region": "eu"}], now=clock[0])
+        await pub.tick()
+        assert (await daily.next())["period"] == "2030-11-26"
+        assert (await weekly.next())["entries"][0]["player"] == "ana"
+        clock[0] = before_midnight + 3000  # 00:00:01 the next day, same ISO week
+        await pub.tick()
+        snap = await daily.next()
+        assert (snap["period"], snap["entries"], snap["version"]) == ("2030-11-27", [], 0)
+        assert await weekly.quiet()  # the week did not roll over: nothing new there
+        assert await pub.tick() == []
+        # versions of past periods are pruned at a rollover: the hash does not grow forever
+        fields: Any = await r.hkeys(config.keys.versions)
+        assert not [f for f in fields if f.startswith("daily:2030-11-26")]
+
+
+async def test_a_late_write_to_yesterday_does_not_replace_todays_board(
+    r: aioredis.Redis, lb: Leaderboard, config: GameConfig
+) -> None:
+    today = int(dt.datetime(2030, 11, 27, 0, 0, 5, tzinfo=dt.UTC).timestamp() * 1000)
+    clock = [today]
+    pub = publisher(r, config, "p", clock)
+    await lb.submit_batch([slip("1", "ana", 5, today)], now=today)
+    await pub.tick()
+    await lb.submit_batch([slip("2", "ben", 9, today - 10_000)], now=today)  # 23:59:55 yesterday
+    due = await pub.tick()
+    assert [d.window for d in due] == ["alltime", "weekly"]  # daily: today's top did not change
