@@ -1,8 +1,9 @@
 """The local fleet, one command: ``./dev run`` (``python -m fleet``).
 
-Starts the embedded redis-server (AOF on, data under var/) unless LB_REDIS_URL is set, loads the
-function library and feeds it demo traffic, printing the weekly top 10 every few seconds.
-Ctrl-C stops everything in order.
+Starts the embedded redis-server (AOF on, data under var/) unless a Redis URL is given, loads the
+function library, one scorer (with the badge worker), N gateway processes sharing one port
+(SO_REUSEPORT) and demo game-server traffic, then prints the page and metrics URLs. Ctrl-C stops
+everything in order: gateways drain, the scorer acks its last batch, Redis flushes its AOF.
 """
 
 from __future__ import annotations
@@ -16,79 +17,86 @@ import signal
 import sys
 from pathlib import Path
 
-from leaderboard import GameConfig, Leaderboard, connect
-from leaderboard.redis_server import RedisServer
+from leaderboard import GameConfig, connect
+from leaderboard.errors import BacklogFull
+from leaderboard.queue import Queue
 
 from .demo import submissions
+from .supervisor import Fleet, FleetSettings
 
 log = logging.getLogger("fleet")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m fleet", description=__doc__.split("\n\n")[0])
-    p.add_argument("--redis-url", default=os.environ.get("LB_REDIS_URL"),
+    env = os.environ.get
+    p = argparse.ArgumentParser(prog="./dev run", description=(__doc__ or "").split("\n\n")[1])
+    p.add_argument("--gateways", type=int, default=int(env("LB_FLEET_GATEWAYS", "2")),
+                   help="gateway processes on the port (env LB_FLEET_GATEWAYS, default 2)")  # fmt: skip
+    p.add_argument("--host", default=env("LB_FLEET_HOST", "127.0.0.1"), help="listen address (env LB_FLEET_HOST)")
+    p.add_argument("--port", type=int, default=int(env("LB_FLEET_PORT", "8000")),
+                   help="gateways' port, 0 = any free one (env LB_FLEET_PORT, default 8000)")  # fmt: skip
+    p.add_argument("--redis-url", default=env("LB_REDIS_URL"),
                    help="use this Redis instead of starting one (env LB_REDIS_URL)")  # fmt: skip
-    p.add_argument("--data-dir", default=os.environ.get("LB_DATA_DIR", "var"),
+    p.add_argument("--data-dir", default=env("LB_DATA_DIR", "var"),
                    help="embedded Redis data directory (env LB_DATA_DIR, default var/)")  # fmt: skip
-    p.add_argument("--demo-rate", type=float, default=float(os.environ.get("LB_DEMO_RATE", "300")),
+    p.add_argument("--demo-rate", type=float, default=float(env("LB_DEMO_RATE", "300")),
                    help="demo submissions per second (env LB_DEMO_RATE, default 300)")  # fmt: skip
-    p.add_argument("--no-demo", action="store_true", help="no demo traffic")
+    p.add_argument("--no-demo", action="store_true", help="no demo traffic and no demo tokens")
     p.add_argument("--duration", type=float, default=None, help="stop by itself after this many seconds")
-    p.add_argument("--log-level", default=os.environ.get("LB_LOG_LEVEL", "INFO"))
+    p.add_argument("--log-level", default=env("LB_LOG_LEVEL", "INFO"), help="env LB_LOG_LEVEL, default INFO")
     return p.parse_args(argv)
 
 
-async def demo_traffic(lb: Leaderboard, rate: float) -> None:
-    """Apply demo submissions in batches, ten times a second."""
-    source = submissions()
-    per_tick = max(1, int(rate / 10))
-    while True:
-        batch = [next(source).fields() for _ in range(per_tick)]
-        await lb.submit_batch(batch)
-        await asyncio.sleep(0.1)
-
-
-async def report(lb: Leaderboard) -> None:
-    while True:
-        await asyncio.sleep(5)
-        top = await lb.top("weekly", n=10)
-        players = await lb.distinct_players("weekly")
-        rows = ", ".join(f"#{e.rank} {e.name or e.player} {e.score}" for e in top[:5])
-        log.info("weekly top: %s | %d players this week", rows, players)
-
-
-async def serve(args: argparse.Namespace, url: str) -> None:
+async def demo_traffic(url: str, config: GameConfig, rate: float) -> None:
+    """File demo submissions into the queue, as game servers would, ten batches a second."""
     redis = connect(url)
-    lb = Leaderboard(redis, GameConfig.from_env())
-    await lb.load()
-    log.info("function library loaded; redis at %s", url)
+    queue = Queue(redis, config)
+    source = submissions()
+    per_tick = max(1, round(rate / 10))
+    try:
+        while True:
+            try:
+                await queue.submit_many([next(source) for _ in range(per_tick)])
+            except BacklogFull:
+                log.warning("demo traffic: backlog full, skipping a tick")
+            await asyncio.sleep(0.1)
+    finally:
+        await redis.aclose()
+
+
+async def serve(args: argparse.Namespace) -> int:
+    settings = FleetSettings(
+        redis_url=args.redis_url, data_dir=Path(args.data_dir), host=args.host, port=args.port,
+        gateways=args.gateways, demo_tokens=not args.no_demo, log_level=args.log_level.upper(),
+    )  # fmt: skip
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    tasks = [asyncio.create_task(report(lb))]
-    if not args.no_demo:
-        tasks.append(asyncio.create_task(demo_traffic(lb, args.demo_rate)))
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), args.duration)
-    log.info("stopping")
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    await redis.aclose()
+    async with Fleet(settings) as fleet:
+        tasks = []
+        if not args.no_demo:
+            tasks.append(asyncio.create_task(demo_traffic(fleet.redis_url, GameConfig.from_env(), args.demo_rate)))
+        print(f"\n  live page:  {fleet.page_url}\n  metrics:    {'  '.join(fleet.metrics_urls)}\n"
+              f"  websocket:  {fleet.ws_url}\n  Ctrl-C stops everything.\n", flush=True)  # fmt: skip
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), args.duration)
+        log.info("stopping the fleet")
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    log.info("stopped")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if args.redis_url:
-        asyncio.run(serve(args, args.redis_url))
-        return 0
-    with RedisServer(Path(args.data_dir) / "redis", aof=True) as server:
-        log.info("embedded redis-server on port %d (AOF on, data in %s)", server.port, server.data_dir)
-        asyncio.run(serve(args, server.url))
-    log.info("stopped")
-    return 0
+    try:
+        return asyncio.run(serve(args))
+    except (RuntimeError, ValueError) as exc:
+        log.error("%s", exc)
+        return 1
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ from types import TracebackType
 
 import redis
 
+from .children import die_with_parent
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
@@ -61,7 +63,11 @@ class RedisServer:
 
     def start(self) -> RedisServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL)
+        # Its own session: a Ctrl-C meant for the fleet must not stop Redis before the scorer has
+        # acked its last batch; the fleet stops it last, in order.
+        self.process = subprocess.Popen(
+            self.command(), stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent
+        )
         client = redis.Redis(host=self.host, port=self.port, socket_connect_timeout=0.2)
         deadline = time.monotonic() + self.startup_timeout
         try:
