@@ -130,3 +130,31 @@ async def _first(value: Any, expected: str) -> bool:
 
 async def _contains(value: Any, needle: str) -> bool:
     return needle in await value
+
+
+async def test_browser_backoff_is_full_jitter_and_spread(fleet: Fleet, browser: Any) -> None:
+    """The browser client's own backoff, run in the browser: bounds, growth, reset, hints, spread."""
+    page = await browser.new_page()
+    await page.goto(fleet.page_url)
+    result = await page.evaluate(
+        """async () => {
+            const { Backoff } = await import("/client.js");
+            const b = new Backoff();
+            const caps = [], inBounds = [];
+            for (let i = 0; i < 10; i++) { const cap = b.cap; caps.push(cap); const d = b.nextDelay();
+                                           inBounds.push(d >= 0 && d <= cap); }
+            b.connectedFor(3); const afterShort = b.cap; b.connectedFor(10); const afterStable = b.cap;
+            const drain = new Backoff(); const drains = [...Array(200)].map(() => drain.nextDelay(1012));
+            const over = [...Array(200)].map(() => new Backoff().nextDelay(1013));
+            const firsts = [...Array(1000)].map(() => new Backoff().nextDelay());
+            const buckets = Array(10).fill(0); for (const d of firsts) buckets[Math.min(9, Math.floor(d / 0.05))]++;
+            return { caps, inBounds, afterShort, afterStable, drainMax: Math.max(...drains),
+                     drainAttempt: drain.attempt, overMax: Math.max(...over), buckets };
+        }"""
+    )
+    assert result["caps"][:7] == [0.5, 1, 2, 4, 8, 16, 20] and all(result["inBounds"])
+    assert (result["afterShort"], result["afterStable"]) == (20, 0.5)
+    assert result["drainMax"] <= 1 and result["drainAttempt"] == 0
+    assert 2 < result["overMax"] <= 5
+    assert all(60 <= n <= 140 for n in result["buckets"]), result["buckets"]
+    await page.close()
