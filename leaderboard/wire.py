@@ -19,12 +19,6 @@ def encode(message: dict[str, Any]) -> bytes:
 
 def snapshot(*, board: str, window: str, period: str, version: int, ts_ms: int, entries: Iterable[Entry]) -> bytes:
     """The ``snapshot`` message of one board's top N."""
-    rows = []
-    for e in entries:
-        row: dict[str, Any] = {"rank": e.rank, "player": e.player, "score": e.score}
-        if e.name is not None:
-            row["name"] = e.name
-        rows.append(row)
     return encode(
         {
             "type": "snapshot",
@@ -33,16 +27,13 @@ def snapshot(*, board: str, window: str, period: str, version: int, ts_ms: int, 
             "period": period,
             "version": version,
             "ts": ts_ms,
-            "entries": rows,
+            "entries": _rows(entries),
         }
     )
 
 
 def error(code: str, message: str, request_id: Any = None) -> bytes:
-    msg: dict[str, Any] = {"type": "error", "code": code, "message": message}
-    if request_id is not None:
-        msg["id"] = request_id
-    return encode(msg)
+    return _with_id({"type": "error", "code": code, "message": message}, request_id)
 
 
 # ---------------------------------------------------------------- gateway messages
