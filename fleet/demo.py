@@ -14,8 +14,10 @@ MODES = ("solo", "duo")
 
 
 def display_name(index: int) -> str:
-    rnd = random.Random(index)
-    return f"{rnd.choice(FIRST)} {rnd.choice(LAST)}"
+    """A distinct, readable name per player: "Mia Storm", then "Mia Storm 2", ..."""
+    first, rest = FIRST[index % len(FIRST)], index // len(FIRST)
+    last, round_ = LAST[(5 * rest + index) % len(LAST)], rest // len(LAST)  # mixed, still one-to-one
+    return f"{first} {last}" + (f" {round_ + 1}" if round_ else "")
 
 
 def submissions(players: int = 3000, seed: int | None = None) -> Iterator[Submission]:

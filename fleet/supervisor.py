@@ -116,6 +116,7 @@ class Fleet:
         env = self.child_env(
             LB_GW_HOST=s.host, LB_GW_PORT=str(self.port), LB_GW_REUSE_PORT="1", LB_GW_ID=f"gw-{index + 1}",
             LB_GW_DEMO_TOKENS="1" if s.demo_tokens else "0", LB_GW_DRAIN_DELAY="0",
+            LB_GW_DEMO_PLAYERS="40",  # the demo's most active players: the page shows a real rank
             LB_GW_DRAIN_WINDOW=str(s.drain_window),
         )  # fmt: skip
         return await self._spawn(f"gw-{index + 1}", "-m", "gateway", env=env)

@@ -121,6 +121,7 @@ async function showAround() {
         const li = document.createElement("li");
         li.value = e.rank;
         li.textContent = `${e.name || e.player} — ${e.score.toLocaleString()}`;
+        if (e.player === reply.player) li.className = "me";
         return li;
       }),
     );
