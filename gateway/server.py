@@ -236,6 +236,12 @@ class Gateway:
             await ws.close(1013, "overloaded; retry later")
             return
         token = parse_qs(request.path.partition("?")[2]).get("token")
+        # websockets keeps the handshake request and response (headers and all) for the life of
+        # the connection; nothing reads them after this point, and at 10k sockets they were a
+        # sizeable share of the memory per connection. The request object itself must stay:
+        # websockets takes "request is None" to mean "handshake not done yet".
+        ws.response = None
+        request.headers.clear()
         if token and not await self._authenticate(client, token[0]):
             return
         self.clients.add(client)
