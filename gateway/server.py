@@ -107,8 +107,9 @@ class Gateway:
             s.port,
             process_request=routes.process_request,
             compression=None,  # frames are written pre-framed, identical for every socket
-            ping_interval=None,  # heartbeats come from one sweep task (heartbeat.py)
-            ping_timeout=None,
+            # heartbeats come from one sweep task (heartbeat.py) unless websockets' are asked for
+            ping_interval=s.ping_interval if s.heartbeat == "websockets" else None,
+            ping_timeout=s.ping_timeout if s.heartbeat == "websockets" else None,
             close_timeout=s.close_timeout,
             max_size=s.max_frame,  # beyond: websockets closes with 1009
             max_queue=4,  # a flooding client is paused by TCP, not buffered here
