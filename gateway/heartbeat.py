@@ -34,12 +34,15 @@ async def sweep_forever(
 
 
 async def sweep(clients: list[Client], hub: Hub, settings: GatewaySettings, metrics: Metrics) -> None:
+    pings = settings.heartbeat == "sweep"  # else websockets' keepalive task per socket pings
     for start in range(0, len(clients), _CHUNK):
         now = time.monotonic()
         for client in clients[start : start + _CHUNK]:
             if client.closed or client.ws.protocol.state is not State.OPEN:
                 continue
             hub.check_stalled(client, now)
+            if not pings:
+                continue
             waiter = client.ping_waiter
             if waiter is not None:
                 if waiter.done():

@@ -107,8 +107,9 @@ class Gateway:
             s.port,
             process_request=routes.process_request,
             compression=None,  # frames are written pre-framed, identical for every socket
-            ping_interval=None,  # heartbeats come from one sweep task (heartbeat.py)
-            ping_timeout=None,
+            # heartbeats come from one sweep task (heartbeat.py) unless websockets' are asked for
+            ping_interval=s.ping_interval if s.heartbeat == "websockets" else None,
+            ping_timeout=s.ping_timeout if s.heartbeat == "websockets" else None,
             close_timeout=s.close_timeout,
             max_size=s.max_frame,  # beyond: websockets closes with 1009
             max_queue=4,  # a flooding client is paused by TCP, not buffered here
@@ -236,6 +237,12 @@ class Gateway:
             await ws.close(1013, "overloaded; retry later")
             return
         token = parse_qs(request.path.partition("?")[2]).get("token")
+        # websockets keeps the handshake request and response (headers and all) for the life of
+        # the connection; nothing reads them after this point, and at 10k sockets they were a
+        # sizeable share of the memory per connection. The request object itself must stay:
+        # websockets takes "request is None" to mean "handshake not done yet".
+        ws.response = None
+        request.headers.clear()
         if token and not await self._authenticate(client, token[0]):
             return
         self.clients.add(client)

@@ -57,7 +57,10 @@ class GatewaySettings:
     stall_timeout: float = 10.0  # ... or this long above the bound
     fanout: str = "frame"  # "frame": frame once, write bytes; "broadcast": websockets.broadcast()
     # --- heartbeats
-    ping_interval: float = 20.0  # protocol pings, sent by one sweep task
+    # "sweep": one task pings every socket (heartbeat.py); "websockets": its keepalive task per
+    # connection (for comparison: docs/benchmarks.md)
+    heartbeat: str = "sweep"
+    ping_interval: float = 20.0  # protocol pings
     ping_timeout: float = 20.0
     client_ping_interval: float = 15.0  # advertised in welcome: app-level ping cadence
     close_timeout: float = 5.0
@@ -74,6 +77,8 @@ class GatewaySettings:
             raise ValueError(f"default window {self.default_window!r} is not a configured window")
         if self.fanout not in ("frame", "broadcast"):
             raise ValueError("fanout must be 'frame' or 'broadcast'")
+        if self.heartbeat not in ("sweep", "websockets"):
+            raise ValueError("heartbeat must be 'sweep' or 'websockets'")
         for name in (
             "max_frame",
             "max_subscriptions",
@@ -147,6 +152,7 @@ _ENV = {
     "max_skips": "LB_GW_MAX_SKIPS",
     "stall_timeout": "LB_GW_STALL_TIMEOUT",
     "fanout": "LB_GW_FANOUT",
+    "heartbeat": "LB_GW_HEARTBEAT",
     "ping_interval": "LB_GW_PING_INTERVAL",
     "ping_timeout": "LB_GW_PING_TIMEOUT",
     "client_ping_interval": "LB_GW_CLIENT_PING_INTERVAL",

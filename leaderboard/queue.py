@@ -17,7 +17,7 @@ from redis.exceptions import ResponseError
 
 from .config import GameConfig
 from .errors import BacklogFull
-from .library import now_ms
+from .library import execute_packed, now_ms
 from .submission import Submission
 
 
@@ -49,7 +49,7 @@ class Queue:
             for item in fields.items():
                 args += item
         try:
-            ids = await self.redis.fcall("lb_enqueue", 1, self.stream, *args)
+            [ids] = await execute_packed(self.redis, ("FCALL", "lb_enqueue", 1, self.stream, *args))
         except ResponseError as exc:
             code, _, message = str(exc).partition(" ")
             if code == "backlog_full":

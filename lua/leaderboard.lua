@@ -121,6 +121,7 @@ local function read_periods(keys, args, pos, count)
       unit_ms = tonumber(args[pos + 5]),
       expire_at = tonumber(args[pos + 6]),
       hll = keys[tonumber(args[pos + 7])],
+      players = {}, -- applied in this batch, for the distinct-player log
     }
     pos = pos + PERIOD_FIELDS
   end
@@ -189,11 +190,16 @@ end
 local function apply_board(board, player, name, ctx)
   local key = board.key
   local prev = redis.call('ZREVRANK', key, player) or nil -- a nil reply arrives as false
+  local old = board.old
   local changed
+  -- Writes that cannot change the member are not sent (the old score is already known): a
+  -- personal best not beaten is the common case, and every redis.call costs more than its command.
   if board.op == 'best' then
-    changed = redis.call('ZADD', key, 'GT', 'CH', board.score, player)
-  elseif board.op == 'incr' and board.old and board.total == math.floor(board.old / board.period.scale) then
+    changed = (old and board.score <= old) and 0 or redis.call('ZADD', key, 'GT', 'CH', board.score, player)
+  elseif board.op == 'incr' and old and board.total == math.floor(old / board.period.scale) then
     changed = 0 -- adding zero: keep the time the total was first reached
+  elseif old and board.score == old then
+    changed = 0
   else
     changed = redis.call('ZADD', key, 'CH', board.score, player)
   end
@@ -201,10 +207,10 @@ local function apply_board(board, player, name, ctx)
   if changed == 1 then
     rank = redis.call('ZREVRANK', key, player)
   end
-  local improved = changed == 1 and (board.old == nil or board.score > board.old)
+  local improved = changed == 1 and (old == nil or board.score > old)
   local points = board.total
-  if changed == 0 and board.old then
-    points = math.floor(board.old / board.period.scale)
+  if changed == 0 and old then
+    points = math.floor(old / board.period.scale)
   end
 
   if changed == 1 and (rank < ctx.top_n or (prev and prev < ctx.top_n)) then
@@ -234,21 +240,38 @@ local function update_profile_name(profiles, player, name)
   end
 end
 
+-- One PFADD per distinct-player log per batch instead of one per submission: the log's final
+-- state does not depend on the order or grouping of the adds. Chunked because unpack() is
+-- bounded by Lua's C stack.
+local function count_players(periods)
+  for _, period in ipairs(periods) do
+    local players = period.players
+    for i = 1, #players, 1000 do
+      redis.call('PFADD', period.hll, unpack(players, i, math.min(i + 999, #players)))
+    end
+    if #players > 0 and period.expire_at > 0 then
+      redis.call('EXPIREAT', period.hll, period.expire_at, 'NX')
+    end
+  end
+end
+
 local function apply_submission(keys, sub, periods, ctx)
   local err = text_field(sub.id, 'submission id', sub.id == '' and 'missing_id' or 'invalid_id', true)
   if err then
     return err
   end
+  -- SADD is both the duplicate check and the mark (one call instead of SISMEMBER + SADD); a
+  -- refused submission takes its id out again, and nothing else was written for it.
   local seen = keys[sub.seen_key]
-  if redis.call('SISMEMBER', seen, sub.id) == 1 then
+  if redis.call('SADD', seen, sub.id) == 0 then
     return { 'duplicate' }
   end
   local plan, failure = plan_submission(keys, sub, periods, ctx)
   if not plan then
+    redis.call('SREM', seen, sub.id)
     return failure
   end
 
-  redis.call('SADD', seen, sub.id)
   if not ctx.expiring[seen] then
     redis.call('EXPIREAT', seen, sub.seen_expire_at, 'NX')
     ctx.expiring[seen] = true
@@ -260,11 +283,7 @@ local function apply_submission(keys, sub, periods, ctx)
     rows[b] = row
     local period = board.period
     if not counted[period] then
-      redis.call('PFADD', period.hll, sub.player)
-      if period.expire_at > 0 and not ctx.expiring[period.hll] then
-        redis.call('EXPIREAT', period.hll, period.expire_at, 'NX')
-        ctx.expiring[period.hll] = true
-      end
+      period.players[#period.players + 1] = sub.player -- counted once per batch: count_players
       counted[period] = true
     end
   end
@@ -324,6 +343,7 @@ local function lb_submit(keys, args)
     end
     results[i] = apply_submission(keys, sub, periods, ctx)
   end
+  count_players(periods)
   return results
 end
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import hiredis
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from leaderboard import Leaderboard, SubmitResult, now_ms
-from leaderboard.library import _BatchPlan, decode_batch, encode_batch
+from leaderboard.library import Command, _BatchPlan, decode_batch, encode_batch, execute_packed
 
 from .settings import ScorerSettings
 from .stats import Stats
@@ -77,31 +76,31 @@ class Consumer(GroupWorker):
     async def handle(self, batch: Batch) -> None:
         results = await self.apply([fields for _, fields in batch])
         ids = [sid for sid, _ in batch]
-        at = self.now()
+        at = str(self.now())
         dead = 0
         # One MULTI: a dead letter is written exactly when its entry is acknowledged, and an entry
         # leaves the stream exactly when it is acknowledged (the backlog count stays exact).
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for (sid, fields), result in zip(batch, results, strict=True):
-                if result.status == "error":
-                    dead += 1
-                    letter = {
-                        **fields,
-                        "dead.id": sid,
-                        "dead.code": result.code or UNPROCESSABLE,
-                        "dead.message": result.message or "",
-                        "dead.at": str(at),
-                        "dead.by": self.consumer,
-                    }
-                    pipe.xadd(
-                        self.dead_letters,
-                        letter,  # type: ignore[arg-type]
-                        maxlen=self.settings.dead_letters_maxlen,
-                        approximate=True,
-                    )
-            pipe.xack(self.stream, self.group, *ids)
-            pipe.xdel(self.stream, *ids)
-            await pipe.execute()
+        commands: list[Command] = [("MULTI",)]
+        for (sid, fields), result in zip(batch, results, strict=True):
+            if result.status == "error":
+                dead += 1
+                letter = {
+                    **fields,
+                    "dead.id": sid,
+                    "dead.code": result.code or UNPROCESSABLE,
+                    "dead.message": result.message or "",
+                    "dead.at": at,
+                    "dead.by": self.consumer,
+                }
+                maxlen = self.settings.dead_letters_maxlen
+                commands.append(
+                    ("XADD", self.dead_letters, "MAXLEN", "~", maxlen, "*", *(x for kv in letter.items() for x in kv))
+                )
+        commands += [("XACK", self.stream, self.group, *ids), ("XDEL", self.stream, *ids), ("EXEC",)]
+        replies = await execute_packed(self.redis, *commands)
+        for reply in replies[-1]:  # errors inside EXEC come back as values, not raised
+            if isinstance(reply, Exception):
+                raise reply
         s = self.stats
         s.batches += 1
         s.dead_letters += dead
@@ -138,37 +137,17 @@ class Consumer(GroupWorker):
         return results
 
     async def _submit(self, entries: Sequence[Mapping[str, str]]) -> list[SubmitResult]:
-        """``Leaderboard.submit_batch``, with the command packed by hiredis (see _fcall)."""
+        """``Leaderboard.submit_batch``, with the command packed by hiredis (see execute_packed)."""
         plan = encode_batch(self.settings.game, entries, self.now())
         if plan.count == 0:  # every entry was refused before the call
             return decode_batch(plan, [])
         command = ("FCALL", "lb_submit", len(plan.keys), *plan.keys, *plan.args)
         try:
-            replies = await self._fcall(command)
+            [replies] = await execute_packed(self.redis, command)
         except ResponseError as exc:
             if "function not found" not in str(exc).lower():
                 raise
             # Redis restarted without the library (no persistence): load it and go on.
             await self.lb.load()
-            replies = await self._fcall(command)
+            [replies] = await execute_packed(self.redis, command)
         return statuses(plan, replies)
-
-    async def _fcall(self, command: tuple[str | int, ...]) -> Any:
-        """Send one batch FCALL packed by hiredis in C. redis-py's asyncio client packs every
-        argument in Python — some twenty per submission — which was half the consumer's CPU."""
-        try:
-            packed = hiredis.pack_command(command)  # type: ignore[arg-type]
-        except UnicodeEncodeError:  # undecodable bytes kept as surrogates: the general path
-            return await self.redis.execute_command(*command)  # type: ignore[no-untyped-call]
-        pool = self.redis.connection_pool
-        conn = await pool.get_connection()  # type: ignore[no-untyped-call]
-        try:
-            await conn.send_packed_command(packed, check_health=False)
-            return await conn.read_response()
-        except BaseException as exc:
-            if not isinstance(exc, ResponseError):
-                # A reply may still be in flight on this connection: never reuse it.
-                await conn.disconnect()
-            raise
-        finally:
-            await pool.release(conn)
