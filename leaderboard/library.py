@@ -240,7 +240,9 @@ def encode_batch(config: GameConfig, entries: Sequence[Mapping[str, str]], now: 
     return _BatchPlan(keys, [*head, count, *body], count, plan)
 
 
-def decode_batch(plan: _BatchPlan, replies: Sequence[Any]) -> list[SubmitResult]:
+def decode_batch(plan: _BatchPlan, replies: Sequence[Any], *, rows: bool = True) -> list[SubmitResult]:
+    """One result per entry. ``rows=False`` leaves out the per-board results: the scorer never
+    looks at them, and building a dataclass per board cost as much as the rest of the decoding."""
     results: list[SubmitResult] = []
     it = iter(replies)
     for item in plan.entries:
@@ -251,11 +253,11 @@ def decode_batch(plan: _BatchPlan, replies: Sequence[Any]) -> list[SubmitResult]
         reply = next(it)
         status = reply[0]
         if status == "ok":
-            rows = tuple(
+            per_board = tuple(
                 BoardResult(ref, bool(row[0]), int(row[1]), int(row[2]) or None, int(row[3]))
                 for ref, row in zip(boards, reply[1], strict=True)
-            )
-            results.append(SubmitResult(sub_id, "ok", rows))
+            ) if rows else ()  # fmt: skip
+            results.append(SubmitResult(sub_id, "ok", per_board))
         elif status == "duplicate":
             results.append(SubmitResult(sub_id, "duplicate"))
         else:
@@ -280,15 +282,26 @@ class Leaderboard:
 
     # --- writes
 
-    async def submit_batch(self, entries: Sequence[Mapping[str, str]], *, now: int | None = None) -> list[SubmitResult]:
-        """Apply submissions (stream-entry fields) in one atomic call; one result per entry."""
+    async def submit_batch(
+        self, entries: Sequence[Mapping[str, str]], *, now: int | None = None, rows: bool = True
+    ) -> list[SubmitResult]:
+        """Apply submissions (stream-entry fields) in one atomic call; one result per entry
+        (with per-board results unless ``rows=False``)."""
         if not entries:
             return []
         plan = encode_batch(self.config, entries, now_ms() if now is None else now)
         if plan.count == 0:  # every entry was refused before the call
             return decode_batch(plan, [])
-        replies = await self.redis.fcall("lb_submit", len(plan.keys), *plan.keys, *plan.args)
-        return decode_batch(plan, replies)
+        command = ("FCALL", "lb_submit", len(plan.keys), *plan.keys, *plan.args)
+        try:
+            [replies] = await execute_packed(self.redis, command)
+        except ResponseError as exc:
+            if "function not found" not in str(exc).lower():
+                raise
+            # Redis restarted without the library (no persistence): load it and go on.
+            await self.load()
+            [replies] = await execute_packed(self.redis, command)
+        return decode_batch(plan, replies, rows=rows)
 
     # --- reads (read-only: safe on replicas through FCALL_RO)
 

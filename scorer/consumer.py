@@ -15,10 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
 
 from leaderboard import Leaderboard, SubmitResult, now_ms
-from leaderboard.library import Command, _BatchPlan, decode_batch, encode_batch, execute_packed
+from leaderboard.library import Command, execute_packed
 
 from .settings import ScorerSettings
 from .stats import Stats
@@ -28,23 +27,9 @@ GROUP = "scorer"
 # Not a code of the function library: the entry broke the batch call itself (or the Python
 # encoder), so it was applied alone, failed alone, and went to the dead letters.
 UNPROCESSABLE = "unprocessable"
-
-
-def statuses(plan: _BatchPlan, replies: Sequence[Any]) -> list[SubmitResult]:
-    """``decode_batch`` without the per-board rows, which the consumer never looks at: building
-    a dataclass per board and submission cost as much as the rest of the decoding."""
-    results: list[SubmitResult] = []
-    it = iter(replies)
-    for item in plan.entries:
-        if isinstance(item, SubmitResult):
-            results.append(item)
-            continue
-        reply = next(it)
-        if reply[0] == "error":
-            results.append(SubmitResult(item[0], "error", code=reply[1], message=reply[2]))
-        else:
-            results.append(SubmitResult(item[0], reply[0]))
-    return results
+# Nor this: the entry was delivered max_deliveries times without being acknowledged — each reader
+# died while holding it (a crash no exception handler sees), so it is set aside, not retried forever.
+TOO_MANY_DELIVERIES = "too_many_deliveries"
 
 
 class Consumer(GroupWorker):
@@ -72,9 +57,13 @@ class Consumer(GroupWorker):
         self.stats = stats or Stats()
         self.now = now
         self.dead_letters = keys.dead_letters
+        self._poisoned: set[str] = set()  # claimed ids over the delivery cap: never applied
 
     async def handle(self, batch: Batch) -> None:
-        results = await self.apply([fields for _, fields in batch])
+        if self._poisoned.isdisjoint(sid for sid, _ in batch):
+            results = await self.apply([fields for _, fields in batch])
+        else:
+            results = await self._apply_unpoisoned(batch)
         ids = [sid for sid, _ in batch]
         at = str(self.now())
         dead = 0
@@ -113,7 +102,29 @@ class Consumer(GroupWorker):
     async def _claim(self) -> Batch:
         claimed = await super()._claim()
         self.stats.claimed += len(claimed)
+        if claimed:
+            # Delivery counts are only known to XPENDING; a claim is rare, so one more read is cheap.
+            pending: Any = await self.redis.xpending_range(
+                self.stream, self.group, min=claimed[0][0], max=claimed[-1][0], count=len(claimed),
+                consumername=self.consumer,
+            )  # fmt: skip
+            self._poisoned |= {
+                str(p["message_id"]) for p in pending if int(p["times_delivered"]) > self.settings.max_deliveries
+            }
         return claimed
+
+    async def _apply_unpoisoned(self, batch: Batch) -> list[SubmitResult]:
+        good = [(sid, fields) for sid, fields in batch if sid not in self._poisoned]
+        applied = iter(await self.apply([fields for _, fields in good]))
+        message = f"delivered more than {self.settings.max_deliveries} times without an acknowledgement"
+        results = []
+        for sid, fields in batch:
+            if sid in self._poisoned:
+                self._poisoned.discard(sid)
+                results.append(SubmitResult(fields.get("id", ""), "error", code=TOO_MANY_DELIVERIES, message=message))
+            else:
+                results.append(next(applied))
+        return results
 
     async def apply(self, entries: Sequence[Mapping[str, str]]) -> list[SubmitResult]:
         """One FCALL for the batch; if the call itself fails on bad data, each entry alone, so
@@ -137,17 +148,4 @@ class Consumer(GroupWorker):
         return results
 
     async def _submit(self, entries: Sequence[Mapping[str, str]]) -> list[SubmitResult]:
-        """``Leaderboard.submit_batch``, with the command packed by hiredis (see execute_packed)."""
-        plan = encode_batch(self.settings.game, entries, self.now())
-        if plan.count == 0:  # every entry was refused before the call
-            return decode_batch(plan, [])
-        command = ("FCALL", "lb_submit", len(plan.keys), *plan.keys, *plan.args)
-        try:
-            [replies] = await execute_packed(self.redis, command)
-        except ResponseError as exc:
-            if "function not found" not in str(exc).lower():
-                raise
-            # Redis restarted without the library (no persistence): load it and go on.
-            await self.lb.load()
-            [replies] = await execute_packed(self.redis, command)
-        return statuses(plan, replies)
+        return await self.lb.submit_batch(entries, now=self.now(), rows=False)

@@ -48,6 +48,7 @@ class ScorerSettings:
     block_ms: int = 250  # how long an idle read waits; also bounds how fast SIGTERM is noticed
     concurrency: int = 2  # read-apply-ack loops: one encodes while Redis runs the other's batch
     claim_idle_ms: int = 10_000  # entries pending longer than this are taken from dead replicas
+    max_deliveries: int = 5  # an entry claimed this often (it keeps killing its reader) is dead-lettered
     backlog_max: int = 1_000_000  # the queue refuses submissions beyond this many waiting
     dead_letters_maxlen: int = 100_000
     # --- publisher
@@ -69,8 +70,8 @@ class ScorerSettings:
     def __post_init__(self) -> None:
         if not 1 <= self.batch <= 10_000:
             raise ValueError("batch must be 1..10000")
-        if self.concurrency < 1 or self.block_ms < 1 or self.claim_idle_ms < 1:
-            raise ValueError("concurrency, block_ms and claim_idle_ms must be positive")
+        if self.concurrency < 1 or self.block_ms < 1 or self.claim_idle_ms < 1 or self.max_deliveries < 1:
+            raise ValueError("concurrency, block_ms, claim_idle_ms and max_deliveries must be positive")
         if self.tick_ms < 1 or self.lease_ttl_ms <= self.tick_ms:
             # the holder renews once per tick: a lease shorter than a tick would lapse between renewals
             raise ValueError("lease_ttl_ms must be longer than tick_ms")
@@ -108,6 +109,7 @@ _VARS = {
     "block_ms": "LB_SCORER_BLOCK_MS",
     "concurrency": "LB_SCORER_CONCURRENCY",
     "claim_idle_ms": "LB_SCORER_CLAIM_IDLE_MS",
+    "max_deliveries": "LB_SCORER_MAX_DELIVERIES",
     "backlog_max": "LB_BACKLOG_MAX",
     "dead_letters_maxlen": "LB_DEAD_LETTERS_MAXLEN",
     "tick_ms": "LB_TICK_MS",

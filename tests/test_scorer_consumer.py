@@ -116,6 +116,25 @@ async def test_entries_left_pending_by_a_dead_replica_are_claimed_and_applied_on
     assert (await r.xpending(stream, GROUP))["pending"] == 0
 
 
+async def test_an_entry_that_keeps_killing_its_readers_is_dead_lettered_not_retried_forever(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    stream = config.keys.submissions
+    await r.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    ids = await enqueue(r, config, slip("poison", "ana", 10), slip("fine", "ben", 20))
+    await r.xreadgroup(GROUP, "dead-1", {stream: ">"}, count=2)
+    for n in range(2, 6):  # four more replicas took the first entry over and died holding it
+        await r.xclaim(stream, GROUP, f"dead-{n}", 0, [ids[0]])
+    stats = Stats()
+    consumer = Consumer(r, settings_for(redis_url, config, max_deliveries=5), stats, now=lambda: LATER)
+    await drain(consumer)  # its own claim is the sixth delivery of "poison", the second of "fine"
+    letters: Any = await r.xrange(config.keys.dead_letters)
+    assert [(f["dead.id"], f["dead.code"]) for _, f in letters] == [(ids[0], "too_many_deliveries")]
+    assert stats.applied == 1 and await r.xlen(stream) == 0
+    top = await Leaderboard(r, config).top("alltime", n=10, at=NOW)
+    assert [e.player for e in top] == ["ben"]
+
+
 async def test_stop_finishes_the_batch_in_flight(r: aioredis.Redis, redis_url: str, config: GameConfig) -> None:
     stats = Stats()
     consumer = Consumer(r, settings_for(redis_url, config, concurrency=1), stats, now=lambda: LATER)
