@@ -113,6 +113,8 @@ def parser() -> argparse.ArgumentParser:
             load.add_argument("--victim-pid", type=int, default=0, help="gateway PID to kill (with --url)")
             load.add_argument("--replace", action="store_true", help="start a replacement gateway after the kill")
             load.add_argument("--replace-after", type=float, default=1.0)
+        m.add_argument("--time-limit", type=float, default=900.0,
+                       help="hard bound on the whole run in seconds (default 900); then everything is stopped")  # fmt: skip
         out = m.add_argument_group("output")
         out.add_argument("--out", help="report path stem (default loadtest-reports/<mode>-<timestamp>)")
         out.add_argument("--quiet", action="store_true", help="no live progress line")
@@ -192,15 +194,25 @@ def main(argv: list[str] | None = None) -> int:
         task = asyncio.current_task()
         assert task is not None
         loop = asyncio.get_running_loop()
+
+        def interrupt() -> None:
+            if task.cancelling():
+                os._exit(1)  # a second Ctrl-C: at once (children die with this process)
+            task.cancel()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, task.cancel)
-        return await run(args, progress)
+            loop.add_signal_handler(sig, interrupt)
+        async with asyncio.timeout(args.time_limit):
+            return await run(args, progress)
 
     try:
         result = asyncio.run(guarded())
     except asyncio.CancelledError:
         progress.note("interrupted: everything started was stopped")
         return 130
+    except TimeoutError:
+        progress.note(f"error: the run exceeded --time-limit {args.time_limit:.0f} s; everything was stopped")
+        return 1
     except (RuntimeError, ValueError) as exc:
         progress.note(f"error: {exc}")
         return 1

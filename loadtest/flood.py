@@ -90,6 +90,7 @@ class Flood:
         self.accepted = 0
         self.refused = 0  # chunks refused with backlog_full (retried, like a game server would)
         self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = False
         self._last: tuple[float, int, int] | None = None
         self.samples: list[tuple[float, float, float, int]] = []  # (time, accepted/s, applied/s, backlog)
 
@@ -102,7 +103,7 @@ class Flood:
 
     async def _produce(self) -> None:
         chunk = self.source.take(self.chunk)
-        while True:
+        while not self._stopped:
             if self.rate > 0:
                 due = self._started + (self.accepted + len(chunk)) / self.rate
                 wait = due - time.monotonic()
@@ -116,6 +117,13 @@ class Flood:
                 continue
             self.accepted += len(chunk)
             chunk = self.source.take(self.chunk)
+
+    async def drain(self, timeout: float) -> int:
+        """Wait (at most ``timeout`` s) until the scorer has applied everything; the backlog left."""
+        deadline = time.monotonic() + timeout
+        while (backlog := await self.backlog()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        return backlog
 
     async def sample(self) -> tuple[float, float]:
         """(accepted/s, applied/s) since the previous sample."""
@@ -131,6 +139,7 @@ class Flood:
         return acc, app
 
     async def stop(self) -> None:
+        self._stopped = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

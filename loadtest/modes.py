@@ -326,7 +326,9 @@ async def run_submit(target: Target, args: argparse.Namespace, progress: Progres
             ("chunks refused (backlog full)", flood.refused),
         ]
         if args.baseline == "single":
-            progress.note(f"baseline: one FCALL per submission, one at a time, {args.baseline_seconds:.0f} s")
+            left = await flood.drain(60)  # the baseline gets a Redis the scorer no longer keeps busy
+            progress.note(f"baseline: one FCALL per submission, one at a time, {args.baseline_seconds:.0f} s "
+                          f"(backlog left {left:,})")  # fmt: skip
             base = await one_at_a_time(redis, Source(players=args.players, op=args.op), args.baseline_seconds)
             result.figures["baseline_one_at_a_time_per_s"] = base
             result.rows += [("baseline one-at-a-time /s", base),
