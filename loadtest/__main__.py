@@ -52,8 +52,12 @@ def _env_pair(text: str) -> tuple[str, str]:
 
 def parser() -> argparse.ArgumentParser:
     doc = __doc__ or ""
-    p = argparse.ArgumentParser(prog="python -m loadtest", description=doc.split("\n\n")[0],
-                                epilog=doc.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m loadtest",
+        description=doc.split("\n\n")[0],
+        epilog=doc.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="mode", required=True, metavar="MODE")
     helps = {
         "sockets": "many sockets; latency, spread, loss, gateway CPU and RSS per connection",
@@ -66,55 +70,111 @@ def parser() -> argparse.ArgumentParser:
         m = sub.add_parser(mode, help=text, description=text)
         where = m.add_argument_group("target")
         where.add_argument("--url", help="ws://127.0.0.1:PORT/ws of a running fleet (default: start a private one)")
-        where.add_argument("--redis-url", help="the fleet's Redis (required with --url; without --url: use this "
-                           "Redis for the private fleet instead of an embedded one)")  # fmt: skip
-        where.add_argument("--gateway-pid", type=int, action="append", default=[],
-                           help="gateway PID for CPU/RSS (repeatable; default: processes listening on --url's port)")  # fmt: skip
-        where.add_argument("--game", default=os.environ.get("LB_GAME", "arena"),
-                           help="game name (key hash tag); default $LB_GAME or 'arena'")  # fmt: skip
+        where.add_argument(
+            "--redis-url",
+            help="the fleet's Redis (required with --url; without --url: use this "
+            "Redis for the private fleet instead of an embedded one)",
+        )
+        where.add_argument(
+            "--gateway-pid",
+            type=int,
+            action="append",
+            default=[],
+            help="gateway PID for CPU/RSS (repeatable; default: processes listening on --url's port)",
+        )
+        where.add_argument(
+            "--game",
+            default=os.environ.get("LB_GAME", "arena"),
+            help="game name (key hash tag); default $LB_GAME or 'arena'",
+        )
         where.add_argument("--jwt-secret", default="", help="HS256 secret for player tokens against --url")
-        where.add_argument("--gateways", type=int, default=d["gateways"],
-                           help=f"gateway processes of the private fleet (default {d['gateways']})")  # fmt: skip
-        where.add_argument("--gateway-env", type=_env_pair, action="append", default=[], metavar="LB_X=V",
-                           help="extra setting for the private fleet's processes (repeatable)")  # fmt: skip
+        where.add_argument(
+            "--gateways",
+            type=int,
+            default=d["gateways"],
+            help=f"gateway processes of the private fleet (default {d['gateways']})",
+        )
+        where.add_argument(
+            "--gateway-env",
+            type=_env_pair,
+            action="append",
+            default=[],
+            metavar="LB_X=V",
+            help="extra setting for the private fleet's processes (repeatable)",
+        )
         load = m.add_argument_group("load")
         if mode != "submit":
             load.add_argument("--sockets", type=int, default=d["sockets"], help=f"sockets (default {d['sockets']})")
             load.add_argument("--connect-rate", type=float, default=1000.0, help="connects per second (0 = flat out)")
-            load.add_argument("--clients", type=int, default=0,
-                              help="client processes (default: one per 8,000 sockets)")  # fmt: skip
-            load.add_argument("--players-share", type=float, default=0.0,
-                              help="share of sockets authenticated as distinct players (0..1; they get rank pushes)")  # fmt: skip
+            load.add_argument(
+                "--clients", type=int, default=0, help="client processes (default: one per 8,000 sockets)"
+            )
+            load.add_argument(
+                "--players-share",
+                type=float,
+                default=0.0,
+                help="share of sockets authenticated as distinct players (0..1; they get rank pushes)",
+            )
             load.add_argument("--window", default="weekly", help="the board's window (sockets get global/<window>)")
         if mode in ("submit", "mixed"):
-            load.add_argument("--rate", type=float, default=d["rate"],
-                              help=f"submissions per second, 0 = flat out (default {d['rate']:.0f})")  # fmt: skip
+            load.add_argument(
+                "--rate",
+                type=float,
+                default=d["rate"],
+                help=f"submissions per second, 0 = flat out (default {d['rate']:.0f})",
+            )
         if mode in ("sockets", "storm"):
-            load.add_argument("--feed-rate", type=float, default=100.0,
-                              help="submissions/s that keep the top 10 moving so snapshots flow (default 100; 0 = none)")  # fmt: skip
+            load.add_argument(
+                "--feed-rate",
+                type=float,
+                default=100.0,
+                help="submissions/s that keep the top 10 moving so snapshots flow (default 100; 0 = none)",
+            )
         load.add_argument("--players", type=int, default=100_000, help="player population of the submissions")
-        load.add_argument("--op", default="incr", choices=("incr", "best", "set"),
-                          help="submission operator (default incr: the top 10 moves every tick)")  # fmt: skip
+        load.add_argument(
+            "--op",
+            default="incr",
+            choices=("incr", "best", "set"),
+            help="submission operator (default incr: the top 10 moves every tick)",
+        )
         if mode != "storm":
-            load.add_argument("--duration", type=float, default=d["duration"],
-                              help=f"measured seconds (default {d['duration']:.0f})")  # fmt: skip
+            load.add_argument(
+                "--duration", type=float, default=d["duration"], help=f"measured seconds (default {d['duration']:.0f})"
+            )
         if mode == "submit":
             load.add_argument("--warmup", type=float, default=3.0, help="seconds of flood before measuring")
-            load.add_argument("--baseline", choices=("single",), help="also measure one FCALL per submission, one at a time")
+            load.add_argument(
+                "--baseline", choices=("single",), help="also measure one FCALL per submission, one at a time"
+            )
             load.add_argument("--baseline-seconds", type=float, default=10.0)
         if mode in ("sockets", "mixed"):
-            load.add_argument("--baseline", choices=("naive",),
-                              help="run the same load against loadtest/naive_gateway.py (websockets.broadcast)")  # fmt: skip
+            load.add_argument(
+                "--baseline",
+                choices=("naive",),
+                help="run the same load against loadtest/naive_gateway.py (websockets.broadcast)",
+            )
         if mode == "storm":
-            load.add_argument("--others", type=int, default=0,
-                              help="sockets opened after the other gateways start (spread over all of them)")  # fmt: skip
-            load.add_argument("--max-wait", type=float, default=60.0,
-                              help="longest wait for everyone to come back (seconds, default 60)")  # fmt: skip
+            load.add_argument(
+                "--others",
+                type=int,
+                default=0,
+                help="sockets opened after the other gateways start (spread over all of them)",
+            )
+            load.add_argument(
+                "--max-wait",
+                type=float,
+                default=60.0,
+                help="longest wait for everyone to come back (seconds, default 60)",
+            )
             load.add_argument("--victim-pid", type=int, default=0, help="gateway PID to kill (with --url)")
             load.add_argument("--replace", action="store_true", help="start a replacement gateway after the kill")
             load.add_argument("--replace-after", type=float, default=1.0)
-        m.add_argument("--time-limit", type=float, default=900.0,
-                       help="hard bound on the whole run in seconds (default 900); then everything is stopped")  # fmt: skip
+        m.add_argument(
+            "--time-limit",
+            type=float,
+            default=900.0,
+            help="hard bound on the whole run in seconds (default 900); then everything is stopped",
+        )
         out = m.add_argument_group("output")
         out.add_argument("--out", help="report path stem (default loadtest-reports/<mode>-<timestamp>)")
         out.add_argument("--quiet", action="store_true", help="no live progress line")
@@ -128,19 +188,23 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
             raise ValueError("--url needs --redis-url (submissions and the snapshot monitor use it)")
         _, port, _ = parse_ws_url(args.url)
         pids = args.gateway_pid or listening_pids(port)
-        yield Target(ws_url=args.url, redis_url=args.redis_url, game=args.game, jwt_secret=args.jwt_secret,
-                     gateway_pids=pids)  # fmt: skip
+        yield Target(
+            ws_url=args.url, redis_url=args.redis_url, game=args.game, jwt_secret=args.jwt_secret, gateway_pids=pids
+        )
         return
     gateways = 1 if args.mode == "storm" else args.gateways  # storm: the others start once the victim is full
     with tempfile.TemporaryDirectory(prefix="loadtest-") as tmp:
-        async with private_fleet(gateways=gateways, redis_url=args.redis_url, data_dir=Path(tmp), game=args.game,
-                                 env=dict(args.gateway_env)) as target:  # fmt: skip
+        async with private_fleet(
+            gateways=gateways, redis_url=args.redis_url, data_dir=Path(tmp), game=args.game, env=dict(args.gateway_env)
+        ) as target:
             yield target
 
 
 async def run(args: argparse.Namespace, progress: Progress) -> Result:
     async with open_target(args) as target:
-        progress.note(f"{args.mode}: target {target.ws_url} (gateway pids {target.gateway_pids}), redis {target.redis_url}")
+        progress.note(
+            f"{args.mode}: target {target.ws_url} (gateway pids {target.gateway_pids}), redis {target.redis_url}"
+        )
         if args.mode in ("sockets", "mixed"):
             return await run_load(args.mode, target, args, progress)
         if args.mode == "submit":

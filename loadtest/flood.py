@@ -76,9 +76,15 @@ class Flood:
     stopped; ``sample()`` once a second records accepted and applied per second."""
 
     def __init__(
-        self, redis: aioredis.Redis, config: GameConfig, source: Source, *, rate: float, chunk: int = 0,
+        self,
+        redis: aioredis.Redis,
+        config: GameConfig,
+        source: Source,
+        *,
+        rate: float,
+        chunk: int = 0,
         producers: int = 2,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.redis = redis
         self.queue = Queue(redis, config)
         self.stream = config.keys.submissions
@@ -121,7 +127,7 @@ class Flood:
     async def drain(self, timeout: float) -> int:
         """Wait (at most ``timeout`` s) until the scorer has applied everything; the backlog left."""
         deadline = time.monotonic() + timeout
-        while (backlog := await self.backlog()) and time.monotonic() < deadline:
+        while (backlog := await self.backlog()) and time.monotonic() < deadline:  # noqa: ASYNC110 (polling Redis)
             await asyncio.sleep(0.2)
         return backlog
 

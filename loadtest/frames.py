@@ -9,6 +9,7 @@ with a zero key (RFC 6455 allows any key).
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 
 import orjson
@@ -36,10 +37,8 @@ def response_status(head: bytes) -> tuple[int, float | None]:
     for line in lines[1:]:
         name, _, value = line.partition(b":")
         if name.strip().lower() == b"retry-after":
-            try:
+            with contextlib.suppress(ValueError):
                 retry_after = float(value.strip())
-            except ValueError:
-                pass
     return status, retry_after
 
 

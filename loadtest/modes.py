@@ -121,15 +121,27 @@ def channel_of(game: str, window: str) -> str:
 
 
 async def socket_phase(
-    label: str, url: str, pids: list[int], target: Target, args: argparse.Namespace, monitor: SnapshotMonitor,
-    flood: Flood | None, progress: Progress, first_source: int = 2,
-) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
+    label: str,
+    url: str,
+    pids: list[int],
+    target: Target,
+    args: argparse.Namespace,
+    monitor: SnapshotMonitor,
+    flood: Flood | None,
+    progress: Progress,
+    first_source: int = 2,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Open the sockets, measure ``args.duration`` seconds, report. (figures, series)"""
     rss_idle = rss_bytes(pids)
     swarm = Swarm(
-        url, sockets=args.sockets, rate=args.connect_rate, workers=args.clients, first_source=first_source,
-        token_secret=target.jwt_secret if args.players_share > 0 else "", token_share=args.players_share,
-    )  # fmt: skip
+        url,
+        sockets=args.sockets,
+        rate=args.connect_rate,
+        workers=args.clients,
+        first_source=first_source,
+        token_secret=target.jwt_secret if args.players_share > 0 else "",
+        token_share=args.players_share,
+    )
     async with swarm:
         watch = Watch(label, progress, [swarm], flood)
         t_ramp = time.monotonic()
@@ -149,7 +161,7 @@ async def socket_phase(
             await window.__aexit__()
         after = swarm.totals()
         await watch.run(GRACE)
-        cpu1 = cpu_s(pids)
+        cpu1, final = cpu_s(pids), swarm.totals()
         progress.end()
         expected = monitor.between(t0, t1)
         reports = await swarm.report([k for k, _ in expected], since=t0)
@@ -198,7 +210,11 @@ async def socket_phase(
         "rank_pushes": after["ranks"] - before["ranks"],
         "announces": after["announces"] - before["announces"],
         "msgs_per_s": (after["frames"] - before["frames"]) / max(seconds, 1e-6),
-        "gateway_cpu_ms_per_1k_deliveries": cpu_ms / deliveries * 1000 if deliveries else math.nan,
+        # every message the gateway wrote in the CPU window (snapshots, announces, rank pushes)
+        "messages_in_cpu_window": final["frames"] - before["frames"],
+        "gateway_cpu_ms_per_1k_deliveries": cpu_ms / (final["frames"] - before["frames"]) * 1000
+        if final["frames"] > before["frames"]
+        else math.nan,
         "gateway_cpu_pct": cpu_ms / 10 / max(seconds + GRACE, 1e-6),
         "gateway_rss_mb": rss_conn / 2**20,
         "gateway_rss_kb_per_conn": (rss_conn - rss_idle) / 1024 / max(opened, 1),
@@ -228,8 +244,12 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     ]
     if "submissions" in f:
         s = f["submissions"]
-        rows.append((f"{prefix}submissions applied /s", f"{s['applied_per_s']:,.0f} (offered {s['accepted_per_s']:,.0f}/s, "
-                     f"backlog {s['backlog_end']:,})"))  # fmt: skip
+        rows.append(
+            (
+                f"{prefix}submissions applied /s",
+                f"{s['applied_per_s']:,.0f} (offered {s['accepted_per_s']:,.0f}/s, backlog {s['backlog_end']:,})",
+            )
+        )
     return rows
 
 
@@ -242,8 +262,9 @@ def phase_charts(label: str, series: dict[str, Any]) -> list[str]:
     return [
         report.line_chart(f"{label}: publish→receipt latency CDF", series["latency_cdf"], "ms", "fraction"),
         report.line_chart(f"{label}: sockets open", [(r["t"], r["open"]) for r in tl], "seconds", "sockets"),
-        report.line_chart(f"{label}: messages received per second", [(r["t"], r["msgs_per_s"]) for r in tl],
-                          "seconds", "msgs/s"),  # fmt: skip
+        report.line_chart(
+            f"{label}: messages received per second", [(r["t"], r["msgs_per_s"]) for r in tl], "seconds", "msgs/s"
+        ),
     ]
 
 
@@ -260,8 +281,16 @@ async def run_load(mode: str, target: Target, args: argparse.Namespace, progress
             if flood is not None:
                 flood.start()
             await asyncio.sleep(1.0)  # the first tick: boards exist, stored snapshots too
-            figures, series = await socket_phase("gateway", target.ws_url, target.gateway_pids, target, args,
-                                                 monitor, flood if mode == "mixed" else None, progress)  # fmt: skip
+            figures, series = await socket_phase(
+                "gateway",
+                target.ws_url,
+                target.gateway_pids,
+                target,
+                args,
+                monitor,
+                flood if mode == "mixed" else None,
+                progress,
+            )
             result.figures["gateway"] = figures
             result.series["gateway"] = series
             result.rows += phase_rows(figures)
@@ -269,8 +298,17 @@ async def run_load(mode: str, target: Target, args: argparse.Namespace, progress
             if args.baseline == "naive":
                 async with NaiveGateway(target.redis_url, channel) as naive:
                     assert naive.proc is not None
-                    nf, ns = await socket_phase("naive", naive.ws_url, [naive.proc.pid], target, args, monitor,
-                                                flood if mode == "mixed" else None, progress, first_source=40)  # fmt: skip
+                    nf, ns = await socket_phase(
+                        "naive",
+                        naive.ws_url,
+                        [naive.proc.pid],
+                        target,
+                        args,
+                        monitor,
+                        flood if mode == "mixed" else None,
+                        progress,
+                        first_source=40,
+                    )
                 result.figures["naive"] = nf
                 result.series["naive"] = ns
                 result.rows += phase_rows(nf, "naive: ")
@@ -293,9 +331,14 @@ def ratio_rows(ours: dict[str, Any], naive: dict[str, Any]) -> list[tuple[str, A
         return a / b if b else math.nan
 
     return [
-        ("gateway / naive: CPU per delivery", ratio(ours["gateway_cpu_ms_per_1k_deliveries"],
-                                                     naive["gateway_cpu_ms_per_1k_deliveries"])),  # fmt: skip
-        ("gateway / naive: RSS per connection", ratio(ours["gateway_rss_kb_per_conn"], naive["gateway_rss_kb_per_conn"])),
+        (
+            "gateway / naive: CPU per delivery",
+            ratio(ours["gateway_cpu_ms_per_1k_deliveries"], naive["gateway_cpu_ms_per_1k_deliveries"]),
+        ),
+        (
+            "gateway / naive: RSS per connection",
+            ratio(ours["gateway_rss_kb_per_conn"], naive["gateway_rss_kb_per_conn"]),
+        ),
         ("gateway / naive: spread p99", ratio(ours["spread_ms"]["p99"], naive["spread_ms"]["p99"])),
         ("gateway / naive: latency p99", ratio(ours["latency_ms"]["p99"], naive["latency_ms"]["p99"])),
     ]
@@ -327,20 +370,25 @@ async def run_submit(target: Target, args: argparse.Namespace, progress: Progres
         ]
         if args.baseline == "single":
             left = await flood.drain(60)  # the baseline gets a Redis the scorer no longer keeps busy
-            progress.note(f"baseline: one FCALL per submission, one at a time, {args.baseline_seconds:.0f} s "
-                          f"(backlog left {left:,})")  # fmt: skip
+            progress.note(
+                f"baseline: one FCALL per submission, one at a time, {args.baseline_seconds:.0f} s "
+                f"(backlog left {left:,})"
+            )
             base = await one_at_a_time(redis, Source(players=args.players, op=args.op), args.baseline_seconds)
             result.figures["baseline_one_at_a_time_per_s"] = base
-            result.rows += [("baseline one-at-a-time /s", base),
-                            ("applied / baseline", fig["applied_per_s"] / base if base else math.nan)]  # fmt: skip
+            result.rows += [
+                ("baseline one-at-a-time /s", base),
+                ("applied / baseline", fig["applied_per_s"] / base if base else math.nan),
+            ]
     finally:
         await flood.stop()
         await redis.aclose()
     result.series["samples"] = flood.samples
     result.charts += [
         report.bar_chart("submissions applied per second", [s[2] for s in flood.samples], "seconds", "applied/s"),
-        report.line_chart("backlog (entries waiting)", [(i, s[3]) for i, s in enumerate(flood.samples)],
-                          "seconds", "entries"),  # fmt: skip
+        report.line_chart(
+            "backlog (entries waiting)", [(i, s[3]) for i, s in enumerate(flood.samples)], "seconds", "entries"
+        ),
     ]
     return result
 
@@ -356,9 +404,15 @@ async def run_storm(target: Target, args: argparse.Namespace, progress: Progress
     try:
         if args.feed_rate:
             flood.start()
-        victim_swarm = Swarm(target.ws_url, sockets=args.sockets, rate=args.connect_rate, workers=args.clients,
-                             reconnect=True, token_secret=target.jwt_secret if args.players_share > 0 else "",
-                             token_share=args.players_share)  # fmt: skip
+        victim_swarm = Swarm(
+            target.ws_url,
+            sockets=args.sockets,
+            rate=args.connect_rate,
+            workers=args.clients,
+            reconnect=True,
+            token_secret=target.jwt_secret if args.players_share > 0 else "",
+            token_share=args.players_share,
+        )
         swarms.append(await victim_swarm.start())
         watch = Watch("storm", progress, swarms, None)
         ramp_limit = args.sockets / max(args.connect_rate, 1) + 30
@@ -376,11 +430,18 @@ async def run_storm(target: Target, args: argparse.Namespace, progress: Progress
             if not victim_pid:
                 raise ValueError("storm against an existing fleet needs --victim-pid")
         if args.others:
-            others = Swarm(target.ws_url, sockets=args.others, rate=args.connect_rate, reconnect=True,
-                           first_source=20, first_index=args.sockets)  # fmt: skip
+            others = Swarm(
+                target.ws_url,
+                sockets=args.others,
+                rate=args.connect_rate,
+                reconnect=True,
+                first_source=20,
+                first_index=args.sockets,
+            )
             swarms.append(await others.start())
-            await watch.run(args.others / max(args.connect_rate, 1) + 30,
-                            until=lambda: others.totals()["open"] >= args.others)  # fmt: skip
+            await watch.run(
+                args.others / max(args.connect_rate, 1) + 30, until=lambda: others.totals()["open"] >= args.others
+            )
         await watch.run(2.0)
         total = sum(s.sockets for s in swarms)
         before_open = sum(s.totals()["open"] for s in swarms)
@@ -424,7 +485,9 @@ async def run_storm(target: Target, args: argparse.Namespace, progress: Progress
     victims = len(back) + never
     back.sort()
     attempts = sorted(t - t_kill for rep in reports for t in rep["attempt_times"] if t >= t_kill)
-    t99 = back[max(0, math.ceil(0.99 * victims) - 1)] if victims and len(back) >= math.ceil(0.99 * victims) else math.nan
+    t99 = (
+        back[max(0, math.ceil(0.99 * victims) - 1)] if victims and len(back) >= math.ceil(0.99 * victims) else math.nan
+    )
     t100 = back[-1] if victims and not never else math.nan
     per_s = per_second([t_kill + x for x in back], t_kill)
     window_s = max(1, math.ceil(back[-1])) if back else 1
@@ -457,13 +520,16 @@ async def run_storm(target: Target, args: argparse.Namespace, progress: Progress
         ("time to 99% / 100% back s", f"{t99:.2f} / {t100:.2f}"),
         ("reconnects /s peak / average", f"{peak:,} / {avg:,.0f} (peak {f['peak_over_avg']:.2f}× average)"),
         ("attempts (incl. refused 503)", f"{len(attempts):,} ({f['refused_503']:,} refused)"),
-        ("time to reconnect p50/p90/p99/max s", " / ".join(f"{f['time_to_reconnect_s'][k]:.2f}"
-                                                           for k in ("p50", "p90", "p99", "max"))),  # fmt: skip
+        (
+            "time to reconnect p50/p90/p99/max s",
+            " / ".join(f"{f['time_to_reconnect_s'][k]:.2f}" for k in ("p50", "p90", "p99", "max")),
+        ),
     ]
     result.charts += [
         report.bar_chart("reconnects per second after the kill", per_s, "seconds after the kill", "reconnects"),
-        report.bar_chart("connection attempts per second after the kill", f["attempts_per_s"],
-                         "seconds after the kill", "attempts"),  # fmt: skip
+        report.bar_chart(
+            "connection attempts per second after the kill", f["attempts_per_s"], "seconds after the kill", "attempts"
+        ),
         report.line_chart("sockets open", [(r["t"], r["open"]) for r in watch.timeline], "seconds", "sockets"),
     ]
     return result

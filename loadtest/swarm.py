@@ -53,10 +53,19 @@ def plan(sockets: int, workers: int = 0) -> list[int]:
 
 class Swarm:
     def __init__(
-        self, url: str, *, sockets: int, rate: float = 1000.0, workers: int = 0, first_source: int = 2,
-        reconnect: bool = False, token_secret: str = "", token_share: float = 0.0, first_index: int = 0,
+        self,
+        url: str,
+        *,
+        sockets: int,
+        rate: float = 1000.0,
+        workers: int = 0,
+        first_source: int = 2,
+        reconnect: bool = False,
+        token_secret: str = "",
+        token_share: float = 0.0,
+        first_index: int = 0,
         handshake_timeout: float = 15.0,
-    ) -> None:  # fmt: skip
+    ) -> None:
         host, port, path = parse_ws_url(url)
         counts = plan(sockets, workers)
         self.sockets = sockets
@@ -66,10 +75,18 @@ class Swarm:
             source = f"127.0.{(first_source + i) // 254}.{(first_source + i) % 254 + 1}"
             self.settings.append(
                 WorkerSettings(
-                    host=host, port=port, path=path, source=source, count=count, first=first,
-                    rate=rate / len(counts) if rate > 0 else 0.0, reconnect=reconnect,
-                    token_secret=token_secret, token_share=token_share, handshake_timeout=handshake_timeout,
-                )  # fmt: skip
+                    host=host,
+                    port=port,
+                    path=path,
+                    source=source,
+                    count=count,
+                    first=first,
+                    rate=rate / len(counts) if rate > 0 else 0.0,
+                    reconnect=reconnect,
+                    token_secret=token_secret,
+                    token_share=token_share,
+                    handshake_timeout=handshake_timeout,
+                )
             )
             first += count
         self.procs: list[asyncio.subprocess.Process] = []
@@ -88,9 +105,14 @@ class Swarm:
         self.started = time.time()
         for i, s in enumerate(self.settings):
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "loadtest.wsworker", stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, preexec_fn=die_with_parent, limit=1 << 28,
-            )  # fmt: skip
+                sys.executable,
+                "-m",
+                "loadtest.wsworker",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                preexec_fn=die_with_parent,
+                limit=1 << 28,
+            )
             assert proc.stdin is not None
             # the settings (with the token secret) go through the pipe, never the command line
             proc.stdin.write(orjson.dumps(asdict(s)) + b"\n")

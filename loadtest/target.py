@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,21 +93,31 @@ def fleet_settings(
         "LB_SCORER_STATS_S": "0",
     }
     return FleetSettings(
-        redis_url=redis_url, data_dir=data_dir, port=0, gateways=gateways, demo_tokens=False,
-        log_level="WARNING", env=tuple({**base, **env}.items()), drain_window=1.0,
-    )  # fmt: skip
+        redis_url=redis_url,
+        data_dir=data_dir,
+        port=0,
+        gateways=gateways,
+        demo_tokens=False,
+        log_level="WARNING",
+        env=tuple({**base, **env}.items()),
+        drain_window=1.0,
+    )
 
 
 @contextlib.asynccontextmanager
 async def private_fleet(
     *, gateways: int, redis_url: str | None, data_dir: Path, game: str, env: dict[str, str]
-) -> asyncio.AsyncIterator[Target]:  # type: ignore[name-defined]
+) -> AsyncIterator[Target]:
     settings = fleet_settings(gateways=gateways, redis_url=redis_url, data_dir=data_dir, game=game, env=env)
     async with Fleet(settings) as fleet:
         yield Target(
-            ws_url=fleet.ws_url, redis_url=fleet.redis_url, game=game, jwt_secret=settings.jwt_secret,
-            gateway_pids=[p.pid for p in fleet.gateways], fleet=fleet,
-        )  # fmt: skip
+            ws_url=fleet.ws_url,
+            redis_url=fleet.redis_url,
+            game=game,
+            jwt_secret=settings.jwt_secret,
+            gateway_pids=[p.pid for p in fleet.gateways],
+            fleet=fleet,
+        )
 
 
 async def wait_listening(port: int, pids: list[int], timeout: float = 15.0) -> None:
@@ -131,10 +142,18 @@ class NaiveGateway:
 
     async def __aenter__(self) -> NaiveGateway:
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "loadtest.naive_gateway", "--port", str(self.port), "--redis-url",
-            self.redis_url, "--channel", self.channel, stdin=asyncio.subprocess.DEVNULL,
+            sys.executable,
+            "-m",
+            "loadtest.naive_gateway",
+            "--port",
+            str(self.port),
+            "--redis-url",
+            self.redis_url,
+            "--channel",
+            self.channel,
+            stdin=asyncio.subprocess.DEVNULL,
             preexec_fn=die_with_parent,
-        )  # fmt: skip
+        )
         try:
             await wait_listening(self.port, [self.proc.pid])
         except BaseException:

@@ -227,9 +227,7 @@ class Worker:
             waiter: asyncio.Future[bool] = self.loop.create_future()
             self.waiters[index] = waiter
             try:
-                await self.loop.create_connection(
-                    lambda: conn, self.s.host, self.s.port, local_addr=(self.s.source, 0)
-                )
+                await self.loop.create_connection(lambda: conn, self.s.host, self.s.port, local_addr=(self.s.source, 0))
                 await asyncio.wait_for(waiter, self.s.handshake_timeout)
             except (OSError, TimeoutError):
                 self.waiters.pop(index, None)
@@ -260,10 +258,20 @@ class Worker:
     def tick(self) -> dict[str, Any]:
         lat, self.live_lat = self.live_lat, []
         return {
-            "ev": "tick", "t": time.time(), "open": self.open_now, "attempts": self.attempts,
-            "opened": self.opened, "failed": self.failed, "frames": self.frames, "snaps": self.snaps,
-            "ranks": self.ranks, "announces": self.announces, "drops": self.drops, "refused": self.refused, "lat": lat,
-        }  # fmt: skip
+            "ev": "tick",
+            "t": time.time(),
+            "open": self.open_now,
+            "attempts": self.attempts,
+            "opened": self.opened,
+            "failed": self.failed,
+            "frames": self.frames,
+            "snaps": self.snaps,
+            "ranks": self.ranks,
+            "announces": self.announces,
+            "drops": self.drops,
+            "refused": self.refused,
+            "lat": lat,
+        }
 
     def report(self, expected: list[str], since: float) -> dict[str, Any]:
         """Figures for the snapshots in ``expected`` (published in the measured window)."""
@@ -293,11 +301,18 @@ class Worker:
             if conn is not None and conn.state == 1:
                 gateways[conn.gateway] = gateways.get(conn.gateway, 0) + 1
         return {
-            **self.tick(), "ev": "report", "per_snapshot": per, "latencies": latencies, "eligible": eligible,
-            "complete": complete, "missing": missing, "gateways": gateways,
-            "open_events": self.open_events, "drop_events": self.drop_events,
+            **self.tick(),
+            "ev": "report",
+            "per_snapshot": per,
+            "latencies": latencies,
+            "eligible": eligible,
+            "complete": complete,
+            "missing": missing,
+            "gateways": gateways,
+            "open_events": self.open_events,
+            "drop_events": self.drop_events,
             "attempt_times": self.attempt_times,
-        }  # fmt: skip
+        }
 
 
 def _emit(msg: dict[str, Any]) -> None:
