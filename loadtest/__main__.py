@@ -1,0 +1,290 @@
+"""``python -m loadtest MODE`` — load tests of the leaderboard fleet, on loopback addresses only.
+
+Modes:
+  sockets  open N WebSocket connections (ramped, over several client processes and 127.0.0.x
+           source addresses) and measure every snapshot's publish→receipt latency at every socket
+  submit   flood the scorer's stream at a target rate (or flat out) with long-tailed submissions
+  mixed    both at once, for a given duration
+  storm    SIGKILL one gateway holding N sockets and measure how its clients come back
+
+By default a mode starts its own private fleet (embedded redis-server on a free port, a scorer,
+``--gateways`` gateway processes on one free port); ``--url`` and ``--redis-url`` target a running
+one instead. Every run is bounded in time and count and stops everything it started. Reports go to
+``loadtest-reports/<mode>-<timestamp>.{json,html}`` (or ``--out STEM``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import math
+import os
+import resource
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from . import report
+from .modes import Progress, Result, run_load, run_storm, run_submit
+from .swarm import parse_ws_url
+from .target import Target, listening_pids, private_fleet
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "sockets": {"sockets": 2000, "gateways": 1, "duration": 15.0},
+    "mixed": {"sockets": 2000, "gateways": 2, "duration": 30.0, "rate": 2000.0},
+    "submit": {"gateways": 1, "duration": 20.0, "rate": 0.0},
+    "storm": {"sockets": 5000, "gateways": 4, "duration": 0.0, "rate": 0.0},
+}
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.startswith("LB_"):
+        raise argparse.ArgumentTypeError("expected LB_NAME=VALUE")
+    return key, value
+
+
+def parser() -> argparse.ArgumentParser:
+    doc = __doc__ or ""
+    p = argparse.ArgumentParser(
+        prog="python -m loadtest",
+        description=doc.split("\n\n")[0],
+        epilog=doc.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="mode", required=True, metavar="MODE")
+    helps = {
+        "sockets": "many sockets; latency, spread, loss, gateway CPU and RSS per connection",
+        "submit": "submission flood; applied per second, backlog",
+        "mixed": "sockets and a submission flood together",
+        "storm": "kill one gateway and measure the reconnect storm",
+    }
+    for mode, text in helps.items():
+        d = DEFAULTS[mode]
+        m = sub.add_parser(mode, help=text, description=text)
+        where = m.add_argument_group("target")
+        where.add_argument("--url", help="ws://127.0.0.1:PORT/ws of a running fleet (default: start a private one)")
+        where.add_argument(
+            "--redis-url",
+            help="the fleet's Redis (required with --url; without --url: use this "
+            "Redis for the private fleet instead of an embedded one)",
+        )
+        where.add_argument(
+            "--gateway-pid",
+            type=int,
+            action="append",
+            default=[],
+            help="gateway PID for CPU/RSS (repeatable; default: processes listening on --url's port)",
+        )
+        where.add_argument(
+            "--game",
+            default=os.environ.get("LB_GAME", "arena"),
+            help="game name (key hash tag); default $LB_GAME or 'arena'",
+        )
+        where.add_argument("--jwt-secret", default="", help="HS256 secret for player tokens against --url")
+        where.add_argument(
+            "--gateways",
+            type=int,
+            default=d["gateways"],
+            help=f"gateway processes of the private fleet (default {d['gateways']})",
+        )
+        where.add_argument(
+            "--gateway-env",
+            type=_env_pair,
+            action="append",
+            default=[],
+            metavar="LB_X=V",
+            help="extra setting for the private fleet's processes (repeatable)",
+        )
+        load = m.add_argument_group("load")
+        if mode != "submit":
+            load.add_argument("--sockets", type=int, default=d["sockets"], help=f"sockets (default {d['sockets']})")
+            load.add_argument("--connect-rate", type=float, default=1000.0, help="connects per second (0 = flat out)")
+            load.add_argument(
+                "--clients", type=int, default=0, help="client processes (default: one per 8,000 sockets)"
+            )
+            load.add_argument(
+                "--players-share",
+                type=float,
+                default=0.0,
+                help="share of sockets authenticated as distinct players (0..1; they get rank pushes)",
+            )
+            load.add_argument("--window", default="weekly", help="the board's window (sockets get global/<window>)")
+        if mode in ("submit", "mixed"):
+            load.add_argument(
+                "--rate",
+                type=float,
+                default=d["rate"],
+                help=f"submissions per second, 0 = flat out (default {d['rate']:.0f})",
+            )
+        if mode in ("sockets", "storm"):
+            load.add_argument(
+                "--feed-rate",
+                type=float,
+                default=100.0,
+                help="submissions/s that keep the top 10 moving so snapshots flow (default 100; 0 = none)",
+            )
+        load.add_argument("--players", type=int, default=100_000, help="player population of the submissions")
+        load.add_argument(
+            "--op",
+            default="incr",
+            choices=("incr", "best", "set"),
+            help="submission operator (default incr: the top 10 moves every tick)",
+        )
+        if mode != "storm":
+            load.add_argument(
+                "--duration", type=float, default=d["duration"], help=f"measured seconds (default {d['duration']:.0f})"
+            )
+        if mode == "submit":
+            load.add_argument("--warmup", type=float, default=3.0, help="seconds of flood before measuring")
+            load.add_argument(
+                "--baseline", choices=("single",), help="also measure one FCALL per submission, one at a time"
+            )
+            load.add_argument("--baseline-seconds", type=float, default=10.0)
+        if mode in ("sockets", "mixed"):
+            load.add_argument(
+                "--baseline",
+                choices=("naive",),
+                help="run the same load against loadtest/naive_gateway.py (websockets.broadcast)",
+            )
+        if mode == "storm":
+            load.add_argument(
+                "--others",
+                type=int,
+                default=0,
+                help="sockets opened after the other gateways start (spread over all of them)",
+            )
+            load.add_argument(
+                "--max-wait",
+                type=float,
+                default=60.0,
+                help="longest wait for everyone to come back (seconds, default 60)",
+            )
+            load.add_argument("--victim-pid", type=int, default=0, help="gateway PID to kill (with --url)")
+            load.add_argument("--replace", action="store_true", help="start a replacement gateway after the kill")
+            load.add_argument("--replace-after", type=float, default=1.0)
+        m.add_argument(
+            "--time-limit",
+            type=float,
+            default=900.0,
+            help="hard bound on the whole run in seconds (default 900); then everything is stopped",
+        )
+        out = m.add_argument_group("output")
+        out.add_argument("--out", help="report path stem (default loadtest-reports/<mode>-<timestamp>)")
+        out.add_argument("--quiet", action="store_true", help="no live progress line")
+    return p
+
+
+@contextlib.asynccontextmanager
+async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
+    if args.url:
+        if not args.redis_url:
+            raise ValueError("--url needs --redis-url (submissions and the snapshot monitor use it)")
+        _, port, _ = parse_ws_url(args.url)
+        pids = args.gateway_pid or listening_pids(port)
+        yield Target(
+            ws_url=args.url, redis_url=args.redis_url, game=args.game, jwt_secret=args.jwt_secret, gateway_pids=pids
+        )
+        return
+    gateways = 1 if args.mode == "storm" else args.gateways  # storm: the others start once the victim is full
+    with tempfile.TemporaryDirectory(prefix="loadtest-") as tmp:
+        async with private_fleet(
+            gateways=gateways, redis_url=args.redis_url, data_dir=Path(tmp), game=args.game, env=dict(args.gateway_env)
+        ) as target:
+            yield target
+
+
+async def run(args: argparse.Namespace, progress: Progress) -> Result:
+    async with open_target(args) as target:
+        progress.note(
+            f"{args.mode}: target {target.ws_url} (gateway pids {target.gateway_pids}), redis {target.redis_url}"
+        )
+        if args.mode in ("sockets", "mixed"):
+            return await run_load(args.mode, target, args, progress)
+        if args.mode == "submit":
+            return await run_submit(target, args, progress)
+        return await run_storm(target, args, progress)
+
+
+def settings_of(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: v for k, v in vars(args).items() if k not in ("jwt_secret",)}
+
+
+def write_reports(args: argparse.Namespace, result: Result, argv: list[str], started: float) -> Path:
+    stamp = dt.datetime.fromtimestamp(started).strftime("%Y%m%d-%H%M%S")
+    stem = Path(args.out) if args.out else Path("loadtest-reports") / f"{args.mode}-{stamp}"
+    doc = {
+        "mode": args.mode,
+        "command": "python -m loadtest " + " ".join(argv),
+        "started": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
+        "seconds": time.time() - started,
+        "machine": {"cpus": os.cpu_count(), "nofile_hard": resource.getrlimit(resource.RLIMIT_NOFILE)[1]},
+        "settings": settings_of(args),
+        "figures": _clean(result.figures),
+        "series": _clean(result.series),
+    }
+    rows = [("command", doc["command"]), *result.rows]
+    report.write(stem, doc, rows, result.charts)
+    return stem
+
+
+def _clean(value: Any) -> Any:
+    """NaN/inf are not JSON: null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser().parse_args(argv)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    progress = Progress(args.quiet)
+    started = time.time()
+
+    async def guarded() -> Result:
+        # signals only here: Ctrl-C cancels the run, whose context managers stop what it started
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+
+        def interrupt() -> None:
+            if task.cancelling():
+                os._exit(1)  # a second Ctrl-C: at once (children die with this process)
+            task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, interrupt)
+        async with asyncio.timeout(args.time_limit):
+            return await run(args, progress)
+
+    try:
+        result = asyncio.run(guarded())
+    except asyncio.CancelledError:
+        progress.note("interrupted: everything started was stopped")
+        return 130
+    except TimeoutError:
+        progress.note(f"error: the run exceeded --time-limit {args.time_limit:.0f} s; everything was stopped")
+        return 1
+    except (RuntimeError, ValueError) as exc:
+        progress.note(f"error: {exc}")
+        return 1
+    stem = write_reports(args, result, argv, started)
+    print(report.table([("mode", args.mode), *result.rows]))
+    print(f"\nreports: {stem.with_suffix('.json')}  {stem.with_suffix('.html')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

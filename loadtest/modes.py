@@ -1,0 +1,538 @@
+"""The four load-test modes. Each returns a ``Result``: every figure, the time series behind
+the charts, and the terminal rows; ``__main__`` writes the reports.
+
+Measured windows: sockets open (ramp), settle, then ``duration`` seconds during which every
+snapshot published on the board's channel is recorded by a monitor subscription; after a grace
+period for stragglers each client process reports, per snapshot of the window, how many of its
+sockets got it and when. A socket counts for loss if it was open for the whole window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from leaderboard import GameConfig, connect
+from leaderboard.keys import GLOBAL_SCOPE
+
+from . import report
+from .flood import Flood, Source, Window, one_at_a_time
+from .stats import cdf_points, per_second, summary
+from .swarm import Swarm
+from .target import NaiveGateway, SnapshotMonitor, Target, cpu_s, listening_pids, rss_bytes, wait_listening
+
+GRACE = 2.0  # seconds after the window for the last snapshot's stragglers
+SETTLE = 1.5  # seconds after the ramp before measuring (welcomes, stored snapshots, allocations)
+
+
+@dataclass
+class Result:
+    mode: str
+    figures: dict[str, Any] = field(default_factory=dict)
+    series: dict[str, Any] = field(default_factory=dict)
+    rows: list[tuple[str, Any]] = field(default_factory=list)
+    charts: list[str] = field(default_factory=list)
+
+
+class Progress:
+    """One live line on a terminal (rewritten in place); a line every 5 s otherwise."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self._last_print = 0.0
+        self._dirty = False
+
+    def show(self, text: str) -> None:
+        if self.quiet:
+            return
+        if self.tty:
+            sys.stderr.write("\r\033[K" + text)
+            sys.stderr.flush()
+            self._dirty = True
+        elif time.monotonic() - self._last_print >= 5:
+            self._last_print = time.monotonic()
+            print(text, file=sys.stderr, flush=True)
+
+    def note(self, text: str) -> None:
+        self.end()
+        if not self.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    def end(self) -> None:
+        if self._dirty:
+            sys.stderr.write("\n")
+            self._dirty = False
+
+
+class Watch:
+    """Once a second: sample the swarms (and the flood) into a timeline and the progress line."""
+
+    def __init__(self, label: str, progress: Progress, swarms: list[Swarm], flood: Flood | None) -> None:
+        self.label, self.progress, self.swarms, self.flood = label, progress, swarms, flood
+        self.started = time.time()
+        self.timeline: list[dict[str, float]] = []
+        self._prev: tuple[float, int] | None = None
+
+    async def run(self, seconds: float, until: Callable[[], bool] | None = None) -> None:
+        deadline = time.monotonic() + seconds
+        next_sample = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            await asyncio.sleep(max(0.0, min(0.1, deadline - time.monotonic())))
+            if time.monotonic() >= next_sample or time.monotonic() >= deadline:
+                next_sample += 1.0
+                await self.sample()
+            if until is not None and until():
+                return
+
+    async def sample(self) -> None:
+        now = time.time()
+        opened = sum(s.totals()["open"] for s in self.swarms)
+        frames = sum(s.totals()["frames"] for s in self.swarms)
+        lat = sorted(x for s in self.swarms for x in s.live_lat[-20000:])
+        p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else math.nan
+        rate = 0.0
+        if self._prev is not None:
+            rate = (frames - self._prev[1]) / max(now - self._prev[0], 1e-6)
+        self._prev = (now, frames)
+        applied = 0.0
+        if self.flood is not None:
+            _, applied = await self.flood.sample()
+        self.timeline.append({"t": now - self.started, "open": opened, "msgs_per_s": rate, "applied_per_s": applied})
+        want = sum(s.sockets for s in self.swarms)
+        text = f"[{self.label}] {now - self.started:5.0f} s  open {opened:,}/{want:,}  msgs {rate:,.0f}/s"
+        if lat:
+            text += f"  p99 {p99:,.0f} ms"
+        if self.flood is not None:
+            text += f"  applied {applied:,.0f}/s"
+        self.progress.show(text)
+
+
+def channel_of(game: str, window: str) -> str:
+    return GameConfig(game=game).keys.snapshot_channel(window, GLOBAL_SCOPE)
+
+
+async def socket_phase(
+    label: str,
+    url: str,
+    pids: list[int],
+    target: Target,
+    args: argparse.Namespace,
+    monitor: SnapshotMonitor,
+    flood: Flood | None,
+    progress: Progress,
+    first_source: int = 2,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Open the sockets, measure ``args.duration`` seconds, report. (figures, series)"""
+    rss_idle = rss_bytes(pids)
+    swarm = Swarm(
+        url,
+        sockets=args.sockets,
+        rate=args.connect_rate,
+        workers=args.clients,
+        first_source=first_source,
+        token_secret=target.jwt_secret if args.players_share > 0 else "",
+        token_share=args.players_share,
+    )
+    async with swarm:
+        watch = Watch(label, progress, [swarm], flood)
+        t_ramp = time.monotonic()
+        ramp_limit = args.sockets / max(args.connect_rate, 1) + 30 if args.connect_rate > 0 else 60
+        await watch.run(ramp_limit, until=lambda: swarm.totals()["opened"] + swarm.totals()["failed"] >= swarm.sockets)
+        connect_s = time.monotonic() - t_ramp
+        ramp = swarm.totals()
+        await watch.run(SETTLE)
+        rss_conn = rss_bytes(pids)
+        cpu0, t0, before = cpu_s(pids), time.time(), swarm.totals()
+        window = Window(flood) if flood is not None else None
+        if window is not None:
+            await window.__aenter__()
+        await watch.run(args.duration)
+        t1 = time.time()
+        if window is not None:
+            await window.__aexit__()
+        after = swarm.totals()
+        await watch.run(GRACE)
+        cpu1, final = cpu_s(pids), swarm.totals()
+        progress.end()
+        expected = monitor.between(t0, t1)
+        reports = await swarm.report([k for k, _ in expected], since=t0)
+    per: dict[str, list[float]] = {}
+    latencies: list[float] = []
+    gateways: dict[str, int] = {}
+    for rep in reports:
+        latencies.extend(rep["latencies"])
+        for gw, n in rep["gateways"].items():
+            gateways[gw or "?"] = gateways.get(gw or "?", 0) + n
+        for key, (count, first, last) in rep["per_snapshot"].items():
+            agg = per.setdefault(key, [0, math.inf, -math.inf])
+            agg[0] += count
+            if count:
+                agg[1], agg[2] = min(agg[1], first), max(agg[2], last)
+    # the ramp's real duration: from the swarm's start to the last socket's 101
+    ramp_opens = [t for rep in reports for t, _ in rep["open_events"] if t <= t0]
+    connect_s = max(ramp_opens, default=swarm.started) - swarm.started
+    spreads = [(last - first) * 1000 for count, first, last in per.values() if count]
+    deliveries = int(sum(v[0] for v in per.values()))
+    eligible = sum(r["eligible"] for r in reports)
+    seconds = t1 - t0
+    cpu_ms = (cpu1 - cpu0) * 1000
+    opened = ramp["opened"]
+    figures: dict[str, Any] = {
+        "target": label,
+        "url": url,
+        "gateway_pids": pids,
+        "sockets": args.sockets,
+        "opened": opened,
+        "connect_failures": ramp["failed"],
+        "refused_503": ramp["refused"],
+        "connect_seconds": connect_s,
+        "connect_rate": opened / max(connect_s, 1e-6),
+        "sockets_per_gateway": gateways,
+        "window_seconds": seconds,
+        "snapshots": len(expected),
+        "deliveries": deliveries,
+        "expected_deliveries": eligible * len(expected),
+        "lost": sum(r["missing"] for r in reports),
+        "sockets_eligible": eligible,
+        "sockets_complete": sum(r["complete"] for r in reports),
+        "sockets_dropped": after["drops"] - before["drops"],
+        "latency_ms": summary(latencies),
+        "spread_ms": summary(spreads),
+        "rank_pushes": after["ranks"] - before["ranks"],
+        "announces": after["announces"] - before["announces"],
+        "msgs_per_s": (after["frames"] - before["frames"]) / max(seconds, 1e-6),
+        # every message the gateway wrote in the CPU window (snapshots, announces, rank pushes)
+        "messages_in_cpu_window": final["frames"] - before["frames"],
+        "gateway_cpu_ms_per_1k_deliveries": cpu_ms / (final["frames"] - before["frames"]) * 1000
+        if final["frames"] > before["frames"]
+        else math.nan,
+        "gateway_cpu_pct": cpu_ms / 10 / max(seconds + GRACE, 1e-6),
+        "gateway_rss_mb": rss_conn / 2**20,
+        "gateway_rss_kb_per_conn": (rss_conn - rss_idle) / 1024 / max(opened, 1),
+    }
+    if window is not None:
+        figures["submissions"] = window.figures()
+    series = {"timeline": watch.timeline, "latency_cdf": cdf_points(latencies)}
+    return figures, series
+
+
+def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    lat, spread = f["latency_ms"], f["spread_ms"]
+    rows: list[tuple[str, Any]] = [
+        (f"{prefix}sockets open / asked", f"{f['opened']:,} / {f['sockets']:,} ({f['connect_failures']} failed)"),
+        (f"{prefix}connect rate /s", f["connect_rate"]),
+        (f"{prefix}sockets per gateway", ", ".join(f"{k} {v:,}" for k, v in sorted(f["sockets_per_gateway"].items()))),
+        (f"{prefix}snapshots in window", f["snapshots"]),
+        (f"{prefix}deliveries / expected", f"{f['deliveries']:,} / {f['expected_deliveries']:,} (lost {f['lost']:,})"),
+        (f"{prefix}sockets with every snapshot", f"{f['sockets_complete']:,} / {f['sockets_eligible']:,}"),
+        (f"{prefix}latency p50/p90/p99/max ms", _quad(lat)),
+        (f"{prefix}fan-out spread p50/p90/p99/max ms", _quad(spread)),
+        (f"{prefix}rank pushes / announces", f"{f['rank_pushes']:,} / {f['announces']:,}"),
+        (f"{prefix}msgs received /s", f["msgs_per_s"]),
+        (f"{prefix}gateway CPU ms / 1k deliveries", f["gateway_cpu_ms_per_1k_deliveries"]),
+        (f"{prefix}gateway CPU % (all processes)", f["gateway_cpu_pct"]),
+        (f"{prefix}gateway RSS KB / connection", f["gateway_rss_kb_per_conn"]),
+    ]
+    if "submissions" in f:
+        s = f["submissions"]
+        rows.append(
+            (
+                f"{prefix}submissions applied /s",
+                f"{s['applied_per_s']:,.0f} (offered {s['accepted_per_s']:,.0f}/s, backlog {s['backlog_end']:,})",
+            )
+        )
+    return rows
+
+
+def _quad(s: dict[str, float]) -> str:
+    return " / ".join("–" if math.isnan(s[k]) else f"{s[k]:,.0f}" for k in ("p50", "p90", "p99", "max"))
+
+
+def phase_charts(label: str, series: dict[str, Any]) -> list[str]:
+    tl = series["timeline"]
+    return [
+        report.line_chart(f"{label}: publish→receipt latency CDF", series["latency_cdf"], "ms", "fraction"),
+        report.line_chart(f"{label}: sockets open", [(r["t"], r["open"]) for r in tl], "seconds", "sockets"),
+        report.line_chart(
+            f"{label}: messages received per second", [(r["t"], r["msgs_per_s"]) for r in tl], "seconds", "msgs/s"
+        ),
+    ]
+
+
+async def run_load(mode: str, target: Target, args: argparse.Namespace, progress: Progress) -> Result:
+    """``sockets`` (a light feed keeps snapshots coming) and ``mixed`` (a flood at ``--rate``)."""
+    rate = args.feed_rate if mode == "sockets" else args.rate
+    result = Result(mode)
+    config = GameConfig(game=target.game)
+    channel = channel_of(target.game, args.window)
+    redis = connect(target.redis_url)
+    flood = Flood(redis, config, Source(players=args.players, op=args.op), rate=rate) if rate != 0 else None
+    try:
+        async with SnapshotMonitor(target.redis_url, channel) as monitor:
+            if flood is not None:
+                flood.start()
+            await asyncio.sleep(1.0)  # the first tick: boards exist, stored snapshots too
+            figures, series = await socket_phase(
+                "gateway",
+                target.ws_url,
+                target.gateway_pids,
+                target,
+                args,
+                monitor,
+                flood if mode == "mixed" else None,
+                progress,
+            )
+            result.figures["gateway"] = figures
+            result.series["gateway"] = series
+            result.rows += phase_rows(figures)
+            result.charts += phase_charts("gateway", series)
+            if args.baseline == "naive":
+                async with NaiveGateway(target.redis_url, channel) as naive:
+                    assert naive.proc is not None
+                    nf, ns = await socket_phase(
+                        "naive",
+                        naive.ws_url,
+                        [naive.proc.pid],
+                        target,
+                        args,
+                        monitor,
+                        flood if mode == "mixed" else None,
+                        progress,
+                        first_source=40,
+                    )
+                result.figures["naive"] = nf
+                result.series["naive"] = ns
+                result.rows += phase_rows(nf, "naive: ")
+                result.rows += ratio_rows(figures, nf)
+                result.figures["ratios"] = dict(ratio_rows(figures, nf))
+                result.charts += phase_charts("naive", ns)
+    finally:
+        if flood is not None:
+            await flood.stop()
+        await redis.aclose()
+    if flood is not None and mode == "mixed":
+        result.charts.append(
+            report.bar_chart("submissions applied per second", [s[2] for s in flood.samples], "seconds", "applied/s")
+        )
+    return result
+
+
+def ratio_rows(ours: dict[str, Any], naive: dict[str, Any]) -> list[tuple[str, Any]]:
+    def ratio(a: float, b: float) -> float:
+        return a / b if b else math.nan
+
+    return [
+        (
+            "gateway / naive: CPU per delivery",
+            ratio(ours["gateway_cpu_ms_per_1k_deliveries"], naive["gateway_cpu_ms_per_1k_deliveries"]),
+        ),
+        (
+            "gateway / naive: RSS per connection",
+            ratio(ours["gateway_rss_kb_per_conn"], naive["gateway_rss_kb_per_conn"]),
+        ),
+        ("gateway / naive: spread p99", ratio(ours["spread_ms"]["p99"], naive["spread_ms"]["p99"])),
+        ("gateway / naive: latency p99", ratio(ours["latency_ms"]["p99"], naive["latency_ms"]["p99"])),
+    ]
+
+
+async def run_submit(target: Target, args: argparse.Namespace, progress: Progress) -> Result:
+    result = Result("submit")
+    redis = connect(target.redis_url)
+    source = Source(players=args.players, op=args.op)
+    flood = Flood(redis, GameConfig(game=target.game), source, rate=args.rate)
+    try:
+        watch = Watch("submit", progress, [], flood)
+        await flood.sample()
+        flood.start()
+        await watch.run(args.warmup)
+        async with Window(flood) as window:
+            await watch.run(args.duration)
+        await flood.stop()
+        progress.end()
+        fig = window.figures()
+        fig["refused_backlog_full_chunks"] = flood.refused
+        fig["scorer_cpu_pct"] = math.nan
+        result.figures["flood"] = fig
+        result.rows += [
+            ("offered (accepted by the queue) /s", fig["accepted_per_s"]),
+            ("applied by the scorer /s", fig["applied_per_s"]),
+            ("backlog at start / end", f"{fig['backlog_start']:,} / {fig['backlog_end']:,}"),
+            ("chunks refused (backlog full)", flood.refused),
+        ]
+        if args.baseline == "single":
+            left = await flood.drain(60)  # the baseline gets a Redis the scorer no longer keeps busy
+            progress.note(
+                f"baseline: one FCALL per submission, one at a time, {args.baseline_seconds:.0f} s "
+                f"(backlog left {left:,})"
+            )
+            base = await one_at_a_time(redis, Source(players=args.players, op=args.op), args.baseline_seconds)
+            result.figures["baseline_one_at_a_time_per_s"] = base
+            result.rows += [
+                ("baseline one-at-a-time /s", base),
+                ("applied / baseline", fig["applied_per_s"] / base if base else math.nan),
+            ]
+    finally:
+        await flood.stop()
+        await redis.aclose()
+    result.series["samples"] = flood.samples
+    result.charts += [
+        report.bar_chart("submissions applied per second", [s[2] for s in flood.samples], "seconds", "applied/s"),
+        report.line_chart(
+            "backlog (entries waiting)", [(i, s[3]) for i, s in enumerate(flood.samples)], "seconds", "entries"
+        ),
+    ]
+    return result
+
+
+async def run_storm(target: Target, args: argparse.Namespace, progress: Progress) -> Result:
+    """Sockets onto one gateway, then the others start, then that one is SIGKILLed; the
+    sockets come back (to the survivors) with full-jitter backoff."""
+    result = Result("storm")
+    fleet = target.fleet
+    redis = connect(target.redis_url)
+    flood = Flood(redis, GameConfig(game=target.game), Source(players=args.players, op=args.op), rate=args.feed_rate)
+    swarms: list[Swarm] = []
+    try:
+        if args.feed_rate:
+            flood.start()
+        victim_swarm = Swarm(
+            target.ws_url,
+            sockets=args.sockets,
+            rate=args.connect_rate,
+            workers=args.clients,
+            reconnect=True,
+            token_secret=target.jwt_secret if args.players_share > 0 else "",
+            token_share=args.players_share,
+        )
+        swarms.append(await victim_swarm.start())
+        watch = Watch("storm", progress, swarms, None)
+        ramp_limit = args.sockets / max(args.connect_rate, 1) + 30
+        await watch.run(ramp_limit, until=lambda: victim_swarm.totals()["open"] >= args.sockets)
+        if fleet is not None:
+            victim = fleet.gateways[0]
+            victim_pid = victim.pid
+            port = fleet.port
+            for i in range(len(fleet.gateways), args.gateways):
+                fleet.gateways.append(await fleet.start_gateway(i))
+            await wait_listening(port, [p.pid for p in fleet.gateways])
+            await asyncio.sleep(0.5)
+        else:
+            victim_pid = args.victim_pid
+            if not victim_pid:
+                raise ValueError("storm against an existing fleet needs --victim-pid")
+        if args.others:
+            others = Swarm(
+                target.ws_url,
+                sockets=args.others,
+                rate=args.connect_rate,
+                reconnect=True,
+                first_source=20,
+                first_index=args.sockets,
+            )
+            swarms.append(await others.start())
+            await watch.run(
+                args.others / max(args.connect_rate, 1) + 30, until=lambda: others.totals()["open"] >= args.others
+            )
+        await watch.run(2.0)
+        total = sum(s.sockets for s in swarms)
+        before_open = sum(s.totals()["open"] for s in swarms)
+        progress.note(f"killing gateway pid {victim_pid} (SIGKILL) with {before_open:,} sockets open in all")
+        t_kill = time.time()
+        os.kill(victim_pid, signal.SIGKILL)
+        if fleet is not None and args.replace:
+            await asyncio.sleep(args.replace_after)
+            fleet.gateways.append(await fleet.start_gateway(len(fleet.gateways)))
+
+        def all_back() -> bool:
+            return time.time() - t_kill > 2 and sum(s.totals()["open"] for s in swarms) >= total
+
+        await watch.run(args.max_wait, until=all_back)
+        await watch.run(1.0)
+        progress.end()
+        reports = [rep for s in swarms for rep in await s.report([], since=t_kill)]
+    finally:
+        for s in swarms:
+            await s.close()
+        await flood.stop()
+        await redis.aclose()
+    # victims: sockets whose connection dropped at/after the kill; back: their next open
+    back: list[float] = []
+    never = 0
+    gateways: dict[str, int] = {}
+    for w, rep in enumerate(reports):
+        opens: dict[int, list[float]] = {}
+        for t, idx in rep["open_events"]:
+            opens.setdefault(idx, []).append(t)
+        for t, idx, gw in rep["drop_events"]:
+            if t < t_kill:
+                continue
+            gateways[gw] = gateways.get(gw, 0) + 1
+            later = [x for x in opens.get(idx, []) if x > t]
+            if later:
+                back.append(min(later) - t_kill)
+            else:
+                never += 1
+        del w
+    victims = len(back) + never
+    back.sort()
+    attempts = sorted(t - t_kill for rep in reports for t in rep["attempt_times"] if t >= t_kill)
+    t99 = (
+        back[max(0, math.ceil(0.99 * victims) - 1)] if victims and len(back) >= math.ceil(0.99 * victims) else math.nan
+    )
+    t100 = back[-1] if victims and not never else math.nan
+    per_s = per_second([t_kill + x for x in back], t_kill)
+    window_s = max(1, math.ceil(back[-1])) if back else 1
+    avg = len(back) / window_s
+    peak = max(per_s, default=0)
+    f = {
+        "sockets_on_victim": args.sockets,
+        "other_sockets": args.others,
+        "victim_pid": victim_pid,
+        "victims": victims,
+        "victims_by_gateway": gateways,
+        "reconnected": len(back),
+        "never_back": never,
+        "t99_s": t99,
+        "t100_s": t100,
+        "reconnects_per_s": per_s,
+        "peak_reconnects_per_s": peak,
+        "avg_reconnects_per_s": avg,
+        "peak_over_avg": peak / avg if avg else math.nan,
+        "attempts": len(attempts),
+        "attempts_per_s": per_second([t_kill + x for x in attempts], t_kill),
+        "refused_503": sum(r["refused"] for r in reports),
+        "time_to_reconnect_s": summary(back),
+    }
+    result.figures["storm"] = f
+    result.series["timeline"] = watch.timeline
+    result.rows += [
+        ("sockets on the killed gateway", f"{victims:,} dropped (asked {args.sockets:,}; others {args.others:,})"),
+        ("back", f"{len(back):,} ({never} never within {args.max_wait:.0f} s)"),
+        ("time to 99% / 100% back s", f"{t99:.2f} / {t100:.2f}"),
+        ("reconnects /s peak / average", f"{peak:,} / {avg:,.0f} (peak {f['peak_over_avg']:.2f}× average)"),
+        ("attempts (incl. refused 503)", f"{len(attempts):,} ({f['refused_503']:,} refused)"),
+        (
+            "time to reconnect p50/p90/p99/max s",
+            " / ".join(f"{f['time_to_reconnect_s'][k]:.2f}" for k in ("p50", "p90", "p99", "max")),
+        ),
+    ]
+    result.charts += [
+        report.bar_chart("reconnects per second after the kill", per_s, "seconds after the kill", "reconnects"),
+        report.bar_chart(
+            "connection attempts per second after the kill", f["attempts_per_s"], "seconds after the kill", "attempts"
+        ),
+        report.line_chart("sockets open", [(r["t"], r["open"]) for r in watch.timeline], "seconds", "sockets"),
+    ]
+    return result
+
+
+__all__ = ["Progress", "Result", "listening_pids", "run_load", "run_storm", "run_submit"]

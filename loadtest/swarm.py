@@ -1,0 +1,197 @@
+"""A swarm: N sockets spread over several client processes (``loadtest.wsworker``), each on its
+own loopback source address, so neither the per-process descriptor limit nor a source address's
+ephemeral ports run out::
+
+    async with Swarm(url, sockets=20_000, rate=1000) as swarm:
+        await swarm.wait_open(timeout=60)
+        totals = swarm.totals()            # summed from the workers' last ticks
+        reports = await swarm.report(expected_keys, since=t0)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import resource
+import sys
+import time
+from dataclasses import asdict
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from leaderboard.children import die_with_parent
+
+from .wsworker import WorkerSettings
+
+PER_WORKER = 8000  # sockets per client process: well under the 20k descriptor cap
+COUNTERS = ("open", "attempts", "opened", "failed", "frames", "snaps", "ranks", "announces", "drops", "refused")
+
+
+def parse_ws_url(url: str) -> tuple[str, int, str]:
+    """(host, port, path) of a ws:// URL on a loopback address; anything else is refused."""
+    parts = urlsplit(url)
+    if parts.scheme != "ws" or not parts.hostname or parts.port is None:
+        raise ValueError(f"expected ws://127.x.x.x:PORT/path, got {url!r}")
+    if not parts.hostname.startswith("127."):
+        raise ValueError("the load test only sends traffic to loopback addresses (127.0.0.0/8)")
+    return parts.hostname, parts.port, parts.path or "/"
+
+
+def plan(sockets: int, workers: int = 0) -> list[int]:
+    """Sockets per worker process: ``workers`` of them (0: as few as PER_WORKER allows, min 1)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    per_cap = min(PER_WORKER, max(100, hard - 200))
+    k = workers or max(1, math.ceil(sockets / per_cap))
+    if sockets / k > per_cap:
+        raise ValueError(f"{sockets} sockets over {k} processes exceed {per_cap} per process")
+    return [sockets // k + (1 if i < sockets % k else 0) for i in range(k)]
+
+
+class Swarm:
+    def __init__(
+        self,
+        url: str,
+        *,
+        sockets: int,
+        rate: float = 1000.0,
+        workers: int = 0,
+        first_source: int = 2,
+        reconnect: bool = False,
+        token_secret: str = "",
+        token_share: float = 0.0,
+        first_index: int = 0,
+        handshake_timeout: float = 15.0,
+    ) -> None:
+        host, port, path = parse_ws_url(url)
+        counts = plan(sockets, workers)
+        self.sockets = sockets
+        self.settings: list[WorkerSettings] = []
+        first = first_index
+        for i, count in enumerate(counts):
+            source = f"127.0.{(first_source + i) // 254}.{(first_source + i) % 254 + 1}"
+            self.settings.append(
+                WorkerSettings(
+                    host=host,
+                    port=port,
+                    path=path,
+                    source=source,
+                    count=count,
+                    first=first,
+                    rate=rate / len(counts) if rate > 0 else 0.0,
+                    reconnect=reconnect,
+                    token_secret=token_secret,
+                    token_share=token_share,
+                    handshake_timeout=handshake_timeout,
+                )
+            )
+            first += count
+        self.procs: list[asyncio.subprocess.Process] = []
+        self.last: list[dict[str, Any]] = [{} for _ in counts]
+        self.live_lat: list[float] = []
+        self._readers: list[asyncio.Task[None]] = []
+        self._reports: list[asyncio.Future[dict[str, Any]]] = []
+        self.started = 0.0
+        self._closed = False
+
+    @property
+    def sources(self) -> list[str]:
+        return [s.source for s in self.settings]
+
+    async def start(self) -> Swarm:
+        self.started = time.time()
+        for i, s in enumerate(self.settings):
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "loadtest.wsworker",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                preexec_fn=die_with_parent,
+                limit=1 << 28,
+            )
+            assert proc.stdin is not None
+            # the settings (with the token secret) go through the pipe, never the command line
+            proc.stdin.write(orjson.dumps(asdict(s)) + b"\n")
+            await proc.stdin.drain()
+            self.procs.append(proc)
+            self._readers.append(asyncio.create_task(self._read(i, proc)))
+        return self
+
+    async def _read(self, i: int, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        while line := await proc.stdout.readline():
+            msg = orjson.loads(line)
+            if msg["ev"] == "tick":
+                self.live_lat.extend(msg.pop("lat"))
+                self.last[i] = msg
+            elif msg["ev"] == "report":
+                self.live_lat.extend(msg.pop("lat"))
+                self.last[i] = {k: msg[k] for k in COUNTERS}
+                if i < len(self._reports) and not self._reports[i].done():
+                    self._reports[i].set_result(msg)
+
+    def totals(self) -> dict[str, int]:
+        return {k: sum(int(t.get(k, 0)) for t in self.last) for k in COUNTERS}
+
+    def alive(self) -> bool:
+        return all(p.returncode is None for p in self.procs)
+
+    async def wait_open(self, timeout: float, *, want: int | None = None) -> bool:
+        """Until every socket has opened or failed (or ``want`` are open); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            t = self.totals()
+            if want is not None and t["open"] >= want:
+                return True
+            if want is None and len(self.last) == len(self.procs) and t["opened"] + t["failed"] >= self.sockets:
+                return True
+            if not self.alive():
+                raise RuntimeError("a load-test client process died")
+            await asyncio.sleep(0.1)
+        return False
+
+    async def report(self, expected: list[str], since: float, timeout: float = 60.0) -> list[dict[str, Any]]:
+        loop = asyncio.get_running_loop()
+        self._reports = [loop.create_future() for _ in self.procs]
+        line = orjson.dumps({"cmd": "report", "expected": expected, "since": since}) + b"\n"
+        for proc in self.procs:
+            assert proc.stdin is not None
+            proc.stdin.write(line)
+        return list(await asyncio.wait_for(asyncio.gather(*self._reports), timeout))
+
+    async def close(self) -> None:
+        """Stop every worker (idempotent): ask, then wait, then kill what hangs."""
+        if self._closed:
+            return
+        self._closed = True
+        for proc in self.procs:
+            if proc.stdin is not None and proc.returncode is None:
+                with contextlib.suppress(OSError, RuntimeError):
+                    proc.stdin.write(b'{"cmd":"stop"}\n')
+                    proc.stdin.close()
+        for proc in self.procs:
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        for task in self._readers:
+            task.cancel()
+        await asyncio.gather(*self._readers, return_exceptions=True)
+
+    async def __aenter__(self) -> Swarm:
+        try:
+            return await self.start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()

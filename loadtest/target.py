@@ -1,0 +1,207 @@
+"""What a load test runs against, and how it watches it.
+
+* ``private_fleet``: a fleet of its own (``fleet.supervisor.Fleet``: embedded redis-server on a
+  free port unless a Redis URL is given, a scorer, N gateways on one free port);
+* an existing fleet: ``--url`` and ``--redis-url``; gateway PIDs given or found in /proc as the
+  processes listening on the URL's port;
+* ``NaiveGateway``: loadtest/naive_gateway.py as a child, relaying the same board's channel.
+
+``SnapshotMonitor`` subscribes to the board's channel like a gateway does: what it sees published
+is what every socket should receive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis.asyncio as aioredis
+
+from fleet.supervisor import Fleet, FleetSettings
+from leaderboard.children import die_with_parent
+from leaderboard.redis_server import free_port
+
+from . import frames
+from .procstat import usage
+
+
+def listening_pids(port: int) -> list[int]:
+    """PIDs holding a listening TCP socket on ``port`` (own processes only: /proc/<pid>/fd of
+    others is unreadable), from /proc/net/tcp{,6} and each process's descriptors."""
+    inodes: set[str] = set()
+    for name in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/net/{name}").read_text().splitlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{cols[9]}]")
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry}/fd")
+            if any(os.readlink(f"/proc/{entry}/fd/{fd}") in inodes for fd in fds):
+                pids.append(int(entry))
+        except OSError:
+            continue
+    return sorted(pids)
+
+
+def cpu_s(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += usage(pid).cpu_s
+    return total
+
+
+def rss_bytes(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += usage(pid).rss_bytes
+    return total
+
+
+@dataclass
+class Target:
+    """Where sockets connect and submissions go; ``fleet`` is set when this tool started it."""
+
+    ws_url: str
+    redis_url: str
+    game: str
+    jwt_secret: str = ""
+    gateway_pids: list[int] = field(default_factory=list)
+    fleet: Fleet | None = None
+
+
+def fleet_settings(
+    *, gateways: int, redis_url: str | None, data_dir: Path, game: str, env: dict[str, str]
+) -> FleetSettings:
+    base = {
+        "LB_GAME": game,
+        # spread load-test handshakes are not an attack: the cap applies in storm only (see there)
+        "LB_GW_MAX_CONNECTIONS": "50000",
+        "LB_SCORER_STATS_S": "0",
+    }
+    return FleetSettings(
+        redis_url=redis_url,
+        data_dir=data_dir,
+        port=0,
+        gateways=gateways,
+        demo_tokens=False,
+        log_level="WARNING",
+        env=tuple({**base, **env}.items()),
+        drain_window=1.0,
+    )
+
+
+@contextlib.asynccontextmanager
+async def private_fleet(
+    *, gateways: int, redis_url: str | None, data_dir: Path, game: str, env: dict[str, str]
+) -> AsyncIterator[Target]:
+    settings = fleet_settings(gateways=gateways, redis_url=redis_url, data_dir=data_dir, game=game, env=env)
+    async with Fleet(settings) as fleet:
+        yield Target(
+            ws_url=fleet.ws_url,
+            redis_url=fleet.redis_url,
+            game=game,
+            jwt_secret=settings.jwt_secret,
+            gateway_pids=[p.pid for p in fleet.gateways],
+            fleet=fleet,
+        )
+
+
+async def wait_listening(port: int, pids: list[int], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not set(pids) <= set(listening_pids(port)):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"gateway processes {pids} do not listen on port {port}")
+        await asyncio.sleep(0.05)
+
+
+class NaiveGateway:
+    """``python -m loadtest.naive_gateway`` on a free port, relaying ``channel``."""
+
+    def __init__(self, redis_url: str, channel: str, host: str = "127.0.0.1") -> None:
+        self.redis_url, self.channel, self.host = redis_url, channel, host
+        self.port = free_port(host)
+        self.proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://{self.host}:{self.port}/ws"
+
+    async def __aenter__(self) -> NaiveGateway:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "loadtest.naive_gateway",
+            "--port",
+            str(self.port),
+            "--redis-url",
+            self.redis_url,
+            "--channel",
+            self.channel,
+            stdin=asyncio.subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+        )
+        try:
+            await wait_listening(self.port, [self.proc.pid])
+        except BaseException:
+            await self.__aexit__()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), 10)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+
+
+class SnapshotMonitor:
+    """Every snapshot published on ``channel``: (key, ts ms, wall time seen)."""
+
+    def __init__(self, redis_url: str, channel: str) -> None:
+        self.redis = aioredis.Redis.from_url(redis_url)
+        self.channel = channel
+        self.seen: list[tuple[str, int, float]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+
+    async def _run(self) -> None:
+        pubsub = self.redis.pubsub()
+        await pubsub.subscribe(self.channel)
+        self._ready.set()
+        async for message in pubsub.listen():
+            if message["type"] == "message":
+                ident = frames.snapshot_identity(message["data"])
+                if ident is not None:
+                    self.seen.append((ident[0], ident[1], time.time()))
+
+    async def __aenter__(self) -> SnapshotMonitor:
+        self._task = asyncio.create_task(self._run())
+        await asyncio.wait_for(self._ready.wait(), 10)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.redis.aclose()
+
+    def between(self, t0: float, t1: float) -> list[tuple[str, int]]:
+        """Snapshots built (``ts``) within [t0, t1] (wall seconds)."""
+        return [(k, ts) for k, ts, _ in self.seen if t0 <= ts / 1000 <= t1]

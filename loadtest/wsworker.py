@@ -1,0 +1,371 @@
+"""One load-test client process: thousands of WebSocket sockets from one 127.0.0.x address.
+
+Started by ``loadtest.swarm`` as ``python -m loadtest.wsworker``; it talks JSON lines:
+
+* stdin, first line: the settings (``WorkerSettings`` fields); then commands
+  ``{"cmd": "report", "expected": [key…], "since": t}`` and ``{"cmd": "stop"}``;
+* stdout: ``{"ev": "tick", …}`` once per ``tick`` seconds (counters and the latencies seen since
+  the last tick), ``{"ev": "report", …}`` in answer to ``report``.
+
+Every socket opens at its slot of the ramp (``rate`` per second), answers protocol pings, and
+notes for every snapshot its identity and arrival time. With ``reconnect`` on it comes back after
+any drop with ``client.backoff.Backoff`` (full jitter), as the product's clients do. A snapshot's
+latency (arrival wall time − its ``ts``) is taken only when the socket was open before the
+snapshot was built: the stored snapshot a socket gets at connect is a replay, not a push.
+The process stops on ``stop``, on EOF of stdin, or when its parent dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import resource
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import orjson
+
+from client.backoff import Backoff
+from leaderboard.children import die_with_parent
+
+from . import frames as f
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    path: str = "/ws"
+    source: str = "127.0.0.2"  # local address of every socket of this process
+    count: int = 100
+    first: int = 0  # global index of this process's first socket (player ids, token share)
+    rate: float = 500.0  # connects per second from this process; 0 = as fast as possible
+    inflight: int = 200  # handshakes in flight at once
+    handshake_timeout: float = 15.0
+    reconnect: bool = False  # come back after drops, with full-jitter backoff
+    backoff_base: float = 0.5
+    backoff_ceiling: float = 20.0
+    token_secret: str = ""  # sign player tokens with this HS256 secret ...
+    token_share: float = 0.0  # ... for this share of the sockets (0..1)
+    player_prefix: str = "p"  # players are <prefix><global index>
+    tick: float = 1.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Conn(asyncio.Protocol):
+    __slots__ = ("backoff", "buf", "code", "gateway", "index", "opened_at", "retry_after", "state", "transport", "w")
+
+    def __init__(self, worker: Worker, index: int) -> None:
+        self.w = worker
+        self.index = index
+        self.buf = b""
+        self.state = 0  # 0 connecting, 1 open, 2 closed
+        self.opened_at = 0.0  # wall time of the 101
+        self.gateway = ""
+        self.code: int | None = None  # close code the server sent
+        self.retry_after: float | None = None  # a refused handshake's Retry-After (HTTP 503)
+        self.transport: asyncio.Transport | None = None
+        self.backoff: Backoff | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
+        self.transport.write(f.handshake(self.w.s.host, self.w.path_for(self.index)))
+
+    def data_received(self, data: bytes) -> None:
+        now = time.time()
+        buf = self.buf + data if self.buf else data
+        if self.state == 0:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                self.buf = buf
+                return
+            status, retry_after = f.response_status(buf[:end])
+            if status != 101:
+                self.buf = b""
+                self.w.handshake_failed(self, retry_after)
+                return
+            self.state = 1
+            self.opened_at = now
+            self.w.handshake_done(self, now)
+            buf = buf[end + 4 :]
+        frames, self.buf = f.split_frames(buf)
+        w = self.w
+        for opcode, payload in frames:
+            w.frames += 1
+            if opcode == f.OP_TEXT:
+                kind = f.message_type(payload)
+                if kind == b"snapshot":
+                    w.on_snapshot(self, payload, now)
+                elif kind == b"rank":
+                    w.ranks += 1
+                elif kind == b"announce":
+                    w.announces += 1
+                elif kind == b"welcome":
+                    self.gateway = f.welcome_gateway(payload)
+                    w.welcomes += 1
+            elif opcode == f.OP_PING and self.transport is not None:
+                self.transport.write(f.client_frame(0xA, payload[:125]))
+            elif opcode == f.OP_CLOSE and self.transport is not None:
+                self.code = f.close_code(payload)
+                self.transport.write(f.client_frame(f.OP_CLOSE, payload[:2]))
+                self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.w.lost(self)
+
+
+class Worker:
+    def __init__(self, s: WorkerSettings) -> None:
+        self.s = s
+        self.loop = asyncio.get_running_loop()
+        self.rng = random.Random()  # one for all sockets' backoffs: a Random per socket costs 2.5 KB
+        self.conns: list[Conn | None] = [None] * s.count
+        self.tokens: dict[int, str] = {}
+        self.sem = asyncio.Semaphore(s.inflight)
+        self.stopping = False
+        # counters (cumulative)
+        self.attempts = self.opened = self.failed = self.frames = self.snaps = self.ranks = 0
+        self.welcomes = self.drops = self.open_now = self.refused = self.announces = 0
+        # snapshots: key -> small id; per id the ts and the arrival times of first receipts
+        self.sids: dict[str, int] = {}
+        self.ts: list[float] = []
+        self.arrivals: list[list[float]] = []
+        self.seen: list[int] = [0] * s.count  # bit sid set: socket got snapshot sid
+        self.live_lat: list[float] = []
+        # storm events: (wall time, socket index[, gateway])
+        self.open_events: list[tuple[float, int]] = []
+        self.drop_events: list[tuple[float, int, str]] = []
+        self.attempt_times: list[float] = []
+        self.waiters: dict[int, asyncio.Future[bool]] = {}
+        if s.token_secret and s.token_share > 0:
+            from gateway.auth import issue
+
+            exp = time.time() + 24 * 3600
+            for i in range(s.count):
+                g = s.first + i
+                if int((g + 1) * s.token_share) > int(g * s.token_share):
+                    self.tokens[i] = issue(f"{s.player_prefix}{g}", "player", s.token_secret, exp=exp)
+
+    def path_for(self, index: int) -> str:
+        token = self.tokens.get(index)
+        return f"{self.s.path}?token={token}" if token else self.s.path
+
+    # --- socket events
+
+    def handshake_done(self, conn: Conn, now: float) -> None:
+        self.opened += 1
+        self.open_now += 1
+        self.open_events.append((now, conn.index))
+        waiter = self.waiters.pop(conn.index, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(True)
+
+    def handshake_failed(self, conn: Conn, retry_after: float | None) -> None:
+        conn.retry_after = retry_after
+        self.refused += 1
+        if conn.transport is not None:
+            conn.transport.abort()  # lost() follows: counts the failure, schedules the retry
+
+    def on_snapshot(self, conn: Conn, payload: bytes, now: float) -> None:
+        self.snaps += 1
+        ident = f.snapshot_identity(payload)
+        if ident is None:
+            return
+        key, ts_ms = ident
+        sid = self.sids.get(key)
+        if sid is None:
+            sid = self.sids[key] = len(self.ts)
+            self.ts.append(ts_ms / 1000)
+            self.arrivals.append([])
+        bit = 1 << sid
+        seen = self.seen[conn.index]
+        if seen & bit:
+            return  # a replay on reconnect of one it already had
+        self.seen[conn.index] = seen | bit
+        ts = self.ts[sid]
+        if conn.opened_at <= ts:  # a push, not the stored snapshot sent at connect
+            self.arrivals[sid].append(now)
+            self.live_lat.append(round((now - ts) * 1000, 2))
+
+    def lost(self, conn: Conn) -> None:
+        now = time.time()
+        was_open = conn.state == 1
+        conn.state = 2
+        waiter = self.waiters.pop(conn.index, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(False)
+        if was_open:
+            self.open_now -= 1
+            self.drops += 1
+            self.drop_events.append((now, conn.index, conn.gateway))
+        else:
+            self.failed += 1
+        if self.stopping or not self.s.reconnect:
+            return
+        backoff = conn.backoff or Backoff(base=self.s.backoff_base, ceiling=self.s.backoff_ceiling, rng=self.rng)
+        if was_open:
+            backoff.connected_for(now - conn.opened_at)
+        delay = backoff.next_delay(close_code=conn.code, retry_after=conn.retry_after)
+        self.loop.call_later(delay, self._redial, conn.index, backoff)
+
+    def _redial(self, index: int, backoff: Backoff) -> None:
+        if not self.stopping:
+            self.loop.create_task(self.dial(index, backoff))
+
+    async def dial(self, index: int, backoff: Backoff | None = None) -> None:
+        async with self.sem:
+            if self.stopping:
+                return
+            conn = Conn(self, index)
+            conn.backoff = backoff
+            self.conns[index] = conn
+            self.attempts += 1
+            self.attempt_times.append(time.time())
+            waiter: asyncio.Future[bool] = self.loop.create_future()
+            self.waiters[index] = waiter
+            try:
+                await self.loop.create_connection(lambda: conn, self.s.host, self.s.port, local_addr=(self.s.source, 0))
+                await asyncio.wait_for(waiter, self.s.handshake_timeout)
+            except (OSError, TimeoutError):
+                self.waiters.pop(index, None)
+                if conn.transport is not None:
+                    conn.transport.abort()  # lost() follows and counts the failure
+                else:
+                    conn.state = 2
+                    self.lost(conn)
+
+    async def ramp(self) -> None:
+        s = self.s
+        started = self.loop.time()
+        i = 0
+        tasks: set[asyncio.Task[None]] = set()
+        while i < s.count and not self.stopping:
+            due = s.count if s.rate <= 0 else min(s.count, int((self.loop.time() - started) * s.rate) + 1)
+            while i < due:
+                task = self.loop.create_task(self.dial(i))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                i += 1
+            await asyncio.sleep(0.01)
+        if tasks:
+            await asyncio.wait(tasks)
+
+    # --- reporting
+
+    def tick(self) -> dict[str, Any]:
+        lat, self.live_lat = self.live_lat, []
+        return {
+            "ev": "tick",
+            "t": time.time(),
+            "open": self.open_now,
+            "attempts": self.attempts,
+            "opened": self.opened,
+            "failed": self.failed,
+            "frames": self.frames,
+            "snaps": self.snaps,
+            "ranks": self.ranks,
+            "announces": self.announces,
+            "drops": self.drops,
+            "refused": self.refused,
+            "lat": lat,
+        }
+
+    def report(self, expected: list[str], since: float) -> dict[str, Any]:
+        """Figures for the snapshots in ``expected`` (published in the measured window)."""
+        per: dict[str, list[float]] = {}
+        latencies: list[float] = []
+        mask = 0
+        for key in expected:
+            sid = self.sids.get(key)
+            if sid is None:
+                per[key] = [0, 0.0, 0.0]
+                continue
+            mask |= 1 << sid
+            times = self.arrivals[sid]
+            ts = self.ts[sid]
+            per[key] = [len(times), min(times, default=0.0), max(times, default=0.0)]
+            latencies.extend(round((t - ts) * 1000, 2) for t in times)
+        eligible = complete = missing = 0
+        for conn in self.conns:
+            if conn is None or conn.state != 1 or conn.opened_at > since:
+                continue
+            eligible += 1
+            lost = bin(mask & ~self.seen[conn.index]).count("1")
+            missing += lost
+            complete += lost == 0
+        gateways: dict[str, int] = {}
+        for conn in self.conns:
+            if conn is not None and conn.state == 1:
+                gateways[conn.gateway] = gateways.get(conn.gateway, 0) + 1
+        return {
+            **self.tick(),
+            "ev": "report",
+            "per_snapshot": per,
+            "latencies": latencies,
+            "eligible": eligible,
+            "complete": complete,
+            "missing": missing,
+            "gateways": gateways,
+            "open_events": self.open_events,
+            "drop_events": self.drop_events,
+            "attempt_times": self.attempt_times,
+        }
+
+
+def _emit(msg: dict[str, Any]) -> None:
+    sys.stdout.buffer.write(orjson.dumps(msg) + b"\n")
+    sys.stdout.buffer.flush()
+
+
+async def main() -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 26)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    line = await reader.readline()
+    if not line:
+        return
+    raw = orjson.loads(line)
+    worker = Worker(WorkerSettings(**raw))
+
+    async def ticker() -> None:
+        while True:
+            await asyncio.sleep(worker.s.tick)
+            _emit(worker.tick())
+
+    tasks = [loop.create_task(worker.ramp()), loop.create_task(ticker())]
+    try:
+        while True:
+            line = await reader.readline()
+            if not line:
+                break
+            cmd = orjson.loads(line)
+            if cmd["cmd"] == "report":
+                _emit(worker.report(cmd["expected"], float(cmd["since"])))
+            elif cmd["cmd"] == "stop":
+                break
+    finally:
+        worker.stopping = True
+        for task in tasks:
+            task.cancel()
+        for conn in worker.conns:
+            if conn is not None and conn.transport is not None:
+                conn.transport.abort()
+        with contextlib.suppress(BaseException):
+            await asyncio.gather(*tasks, return_exceptions=True)
+        _emit({"ev": "stopped"})
+
+
+def run() -> None:
+    die_with_parent()  # also set by the parent as preexec_fn; harmless twice
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    import uvloop
+
+    uvloop.run(main())
+
+
+if __name__ == "__main__":
+    run()

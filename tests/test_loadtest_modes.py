@@ -1,0 +1,135 @@
+"""Smoke runs of every ``python -m loadtest`` mode: a few hundred sockets, a few seconds, against
+a small fleet on the suite's redis-server. They assert the figures exist and are plausible —
+nothing lost, latencies positive and bounded, everyone back after a storm — not performance."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import orjson
+import pytest
+
+from loadtest.__main__ import main
+from loadtest.frames import client_frame, close_code, message_type, response_status, snapshot_identity, split_frames
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def run(mode: str, tmp_path: Path, redis_url: str, *extra: str) -> dict:  # type: ignore[type-arg]
+    stem = tmp_path / mode
+    argv = [
+        mode,
+        "--redis-url",
+        redis_url,
+        "--game",
+        f"lt{mode}",
+        "--quiet",
+        "--out",
+        str(stem),
+        "--time-limit",
+        "80",
+        *extra,
+    ]
+    assert main(argv) == 0
+    html = stem.with_suffix(".html").read_text()
+    assert "<svg" in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    doc = orjson.loads(stem.with_suffix(".json").read_bytes())
+    assert doc["mode"] == mode and doc["settings"]["mode"] == mode and "jwt_secret" not in doc["settings"]
+    return doc  # type: ignore[no-any-return]
+
+
+def check_load(f: dict, sockets: int) -> None:  # type: ignore[type-arg]
+    assert f["opened"] == sockets and f["connect_failures"] == 0
+    assert f["snapshots"] >= 2, "the feed keeps the top 10 moving: a snapshot per tick"
+    assert f["lost"] == 0 and f["deliveries"] == f["expected_deliveries"] == sockets * f["snapshots"]
+    assert f["sockets_complete"] == f["sockets_eligible"] == sockets
+    lat, spread = f["latency_ms"], f["spread_ms"]
+    assert lat["count"] == f["deliveries"]
+    assert 0 < lat["p50"] <= lat["p99"] <= lat["max"] < 2000
+    assert 0 <= spread["p99"] < 2000
+    assert f["gateway_cpu_ms_per_1k_deliveries"] > 0 and f["gateway_rss_kb_per_conn"] > 0
+
+
+def test_sockets_mode_with_naive_baseline(tmp_path: Path, redis_url: str) -> None:
+    doc = run(
+        "sockets",
+        tmp_path,
+        redis_url,
+        "--sockets",
+        "300",
+        "--duration",
+        "3",
+        "--players-share",
+        "0.5",
+        "--baseline",
+        "naive",
+    )
+    ours, naive = doc["figures"]["gateway"], doc["figures"]["naive"]
+    check_load(ours, 300)
+    check_load(naive, 300)
+    assert ours["sockets_per_gateway"] == {"gw-1": 300}
+    assert ours["rank_pushes"] > 0  # the authenticated half gets its own rank
+    assert math.isfinite(doc["figures"]["ratios"]["gateway / naive: CPU per delivery"])
+
+
+def test_mixed_mode_applies_the_flood(tmp_path: Path, redis_url: str) -> None:
+    doc = run("mixed", tmp_path, redis_url, "--sockets", "300", "--gateways", "2", "--duration", "4", "--rate", "500")
+    f = doc["figures"]["gateway"]
+    check_load(f, 300)
+    assert set(f["sockets_per_gateway"]) == {"gw-1", "gw-2"}
+    subs = f["submissions"]
+    assert 300 < subs["accepted_per_s"] < 700 and subs["applied_per_s"] > 300
+
+
+def test_submit_mode_with_baseline(tmp_path: Path, redis_url: str) -> None:
+    doc = run(
+        "submit",
+        tmp_path,
+        redis_url,
+        "--rate",
+        "1000",
+        "--duration",
+        "3",
+        "--warmup",
+        "1",
+        "--baseline",
+        "single",
+        "--baseline-seconds",
+        "1",
+    )
+    f = doc["figures"]["flood"]
+    assert 700 < f["accepted_per_s"] < 1300 and f["applied_per_s"] > 500
+    assert doc["figures"]["baseline_one_at_a_time_per_s"] > 0
+
+
+def test_storm_everyone_comes_back(tmp_path: Path, redis_url: str) -> None:
+    doc = run(
+        "storm", tmp_path, redis_url, "--sockets", "400", "--others", "100", "--gateways", "3", "--max-wait", "30"
+    )
+    f = doc["figures"]["storm"]
+    assert f["victims"] >= 400 and f["never_back"] == 0 and f["reconnected"] == f["victims"]
+    assert set(f["victims_by_gateway"]) == {"gw-1"}
+    assert 0 < f["t99_s"] <= f["t100_s"] < 30
+    assert sum(f["reconnects_per_s"]) == f["victims"] and f["peak_reconnects_per_s"] > 0
+
+
+def test_frames() -> None:
+    head = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 2\r\nContent-Length: 0"
+    assert response_status(head) == (503, 2.0)
+    assert response_status(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket") == (101, None)
+    snap = (
+        b'{"type":"snapshot","board":"global","window":"weekly","period":"2026-W48","version":7,'
+        b'"ts":1700000000123,"entries":[{"rank":1}]}'
+    )
+    assert message_type(snap) == b"snapshot"
+    assert snapshot_identity(snap) == ("global|weekly|2026-W48|7", 1700000000123)
+    assert message_type(b'{"board":"x","type":"rank"}') == b"rank"
+    big = b"x" * 300
+    wire = (
+        bytes([0x81, 126]) + len(big).to_bytes(2, "big") + big + bytes([0x88, 2]) + (1012).to_bytes(2, "big") + b"\x81"
+    )
+    frames, rest = split_frames(wire)
+    assert frames == [(1, big), (8, (1012).to_bytes(2, "big"))] and rest == b"\x81"
+    assert close_code(frames[1][1]) == 1012
+    assert client_frame(0xA, b"hi") == b"\x8a\x82\0\0\0\0hi"
