@@ -161,9 +161,12 @@ class _BatchPlan:
     entries: list[tuple[str, list[BoardRef]] | SubmitResult]
 
 
-def encode_batch(config: GameConfig, entries: Sequence[Mapping[str, str]], now: int) -> _BatchPlan:
+def encode_batch(
+    config: GameConfig, entries: Sequence[Mapping[str, str]], now: int, *, ranks: bool = True
+) -> _BatchPlan:
     """Lay out one lb_submit call. Only what naming the keys needs is checked here (timestamp,
-    scopes); the library checks everything else inside its atomic call."""
+    scopes); the library checks everything else inside its atomic call. ``ranks=False`` lets the
+    library skip reading the rank of boards a submission did not change (their rows say 0)."""
     names = config.keys
     keys = [names.versions, names.activity, names.profiles]
     key_index: dict[str, int] = {}
@@ -231,7 +234,7 @@ def encode_batch(config: GameConfig, entries: Sequence[Mapping[str, str]], now: 
 
     head: list[str | int] = [
         now, config.top_n, config.activity_maxlen, config.clock_skew_ms, idem_ms,
-        names.announce_channel, len(periods),
+        names.announce_channel, int(ranks), len(periods),
     ]  # fmt: skip
     for _, period in periods.values():
         w = period.window
@@ -289,7 +292,7 @@ class Leaderboard:
         (with per-board results unless ``rows=False``)."""
         if not entries:
             return []
-        plan = encode_batch(self.config, entries, now_ms() if now is None else now)
+        plan = encode_batch(self.config, entries, now_ms() if now is None else now, ranks=rows)
         if plan.count == 0:  # every entry was refused before the call
             return decode_batch(plan, [])
         command = ("FCALL", "lb_submit", len(plan.keys), *plan.keys, *plan.args)

@@ -185,42 +185,39 @@ local function plan_submission(keys, sub, periods, ctx)
   return { boards = boards, points = points, ts = ts }
 end
 
--- Writes for one planned board; returns the reply row {key index, improved, rank, previous
--- rank (0 = was unranked), points}.
-local function apply_board(board, player, name, ctx)
-  local key = board.key
-  local prev = redis.call('ZREVRANK', key, player) or nil -- a nil reply arrives as false
-  local old = board.old
-  local changed
-  -- Writes that cannot change the member are not sent (the old score is already known): a
-  -- personal best not beaten is the common case, and every redis.call costs more than its command.
+-- Writes for one planned board; returns the reply row {improved, rank, previous rank, points}
+-- (ranks 1-based; 0 = not on the board before, or not read). Every redis.call costs more than
+-- its command, so nothing is read or written that the outcome does not need.
+local function apply_board(board, player, name, ctx, need_rank)
+  local key, old, scale = board.key, board.old, board.period.scale
+  local write
   if board.op == 'best' then
-    changed = (old and board.score <= old) and 0 or redis.call('ZADD', key, 'GT', 'CH', board.score, player)
-  elseif board.op == 'incr' and old and board.total == math.floor(old / board.period.scale) then
-    changed = 0 -- adding zero: keep the time the total was first reached
-  elseif old and board.score == old then
-    changed = 0
+    write = old == nil or board.score > old
+  elseif board.op == 'incr' and old and board.total == math.floor(old / scale) then
+    write = false -- adding zero: keep the time the total was first reached
   else
-    changed = redis.call('ZADD', key, 'CH', board.score, player)
+    write = old == nil or board.score ~= old
   end
-  local rank = prev
-  if changed == 1 then
-    rank = redis.call('ZREVRANK', key, player)
+  if not write then
+    -- Nothing changes (a personal best not beaten: the common case). The rank is only read
+    -- when the caller wants it, or for the activity entry (first board).
+    local rank = need_rank and redis.call('ZREVRANK', key, player)
+    rank = rank and rank + 1 or 0
+    return { 0, rank, rank, string.format('%d', math.floor(old / scale)) }
   end
-  local improved = changed == 1 and (old == nil or board.score > old)
-  local points = board.total
-  if changed == 0 and old then
-    points = math.floor(old / board.period.scale)
-  end
-
-  if changed == 1 and (rank < ctx.top_n or (prev and prev < ctx.top_n)) then
+  local prev = old and redis.call('ZREVRANK', key, player) or nil -- a new member has none
+  -- the comparison above already decided the write, so a plain ZADD (not GT) is right here
+  redis.call('ZADD', key, board.score, player)
+  local rank = redis.call('ZREVRANK', key, player)
+  local improved = old == nil or board.score > old
+  if rank < ctx.top_n or (prev and prev < ctx.top_n) then
     local field = board.period.window .. ':' .. board.period.label .. ':' .. board.scope
     redis.call('HINCRBY', ctx.versions, field, 1)
     if rank < ctx.top_n and (prev == nil or prev >= ctx.top_n) then
       redis.call('PUBLISH', ctx.announce, cjson.encode({
         type = 'announce', board = board.scope, window = board.period.window,
         period = board.period.label, player = player, name = name ~= '' and name or nil,
-        rank = rank + 1, score = points,
+        rank = rank + 1, score = board.total,
       }))
     end
   end
@@ -228,7 +225,7 @@ local function apply_board(board, player, name, ctx)
     redis.call('EXPIREAT', key, board.period.expire_at, 'NX')
     ctx.expiring[key] = true
   end
-  return { improved and 1 or 0, rank + 1, prev and prev + 1 or 0, string.format('%d', points) }
+  return { improved and 1 or 0, rank + 1, prev and prev + 1 or 0, string.format('%d', board.total) }
 end
 
 local function update_profile_name(profiles, player, name)
@@ -278,7 +275,7 @@ local function apply_submission(keys, sub, periods, ctx)
   end
   local rows, improved_any, counted = {}, false, {}
   for b, board in ipairs(plan.boards) do
-    local row = apply_board(board, sub.player, sub.name, ctx)
+    local row = apply_board(board, sub.player, sub.name, ctx, ctx.ranks or b == 1)
     improved_any = improved_any or row[1] == 1
     rows[b] = row
     local period = board.period
@@ -304,25 +301,27 @@ Input:
   KEYS[1] versions hash, KEYS[2] activity stream, KEYS[3] profiles hash, KEYS[4..] the boards,
           distinct-player logs and seen-id buckets the batch touches
   ARGV    now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce_channel,
-          period_count, period records (8 fields each), submission_count, then per submission:
+          ranks ('1': every board's rank; '0': only when written, and the first board's, for
+          the activity entry), period_count, period records (8 fields each), submission_count,
+          then per submission:
           id, player, points, op ('' = each board's own), ts_ms, name ('' = none),
           seen key index, seen expire_at_s, board_count, then per board:
           key index, period index (1-based), default op, scope
 Output:
   one entry per submission: {'ok', {{improved, rank, previous_rank, points}, ...}} in board
-  order, {'duplicate'}, or {'error', code, message}
+  order (a rank not read is 0), {'duplicate'}, or {'error', code, message}
 ]]
 local function lb_submit(keys, args)
   local ctx = {
     versions = keys[1], activity = keys[2], profiles = keys[3],
     now = tonumber(args[1]), top_n = tonumber(args[2]), maxlen = args[3],
     skew = tonumber(args[4]), max_age = tonumber(args[5]), announce = args[6],
-    expiring = {},
+    ranks = args[7] == '1', expiring = {},
   }
   if not (ctx.now and ctx.top_n and tonumber(ctx.maxlen) and ctx.skew and ctx.max_age) then
     return redis.error_reply('ERR bad_request malformed batch header')
   end
-  local periods, pos = read_periods(keys, args, 8, tonumber(args[7]) or 0)
+  local periods, pos = read_periods(keys, args, 9, tonumber(args[8]) or 0)
   local count = tonumber(args[pos])
   pos = pos + 1
   local results = {}
