@@ -12,6 +12,7 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 class Usage:
     cpu_s: float  # user + system CPU seconds since the process started
     rss_bytes: int
+    user_s: float = 0.0  # of which in user space (the rest is the kernel's: syscalls, TCP)
 
 
 def usage(pid: int) -> Usage:
@@ -25,4 +26,4 @@ def usage(pid: int) -> Usage:
             if line.startswith("VmRSS:"):
                 rss_kb = int(line.split()[1])
                 break
-    return Usage((utime + stime) / _TICKS, rss_kb * 1024)
+    return Usage((utime + stime) / _TICKS, rss_kb * 1024, utime / _TICKS)
