@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-W, H, PAD = 560, 220, 40
+W, H, PAD = 560, 220, 56
 
 
 def table(rows: Sequence[tuple[str, Any]]) -> str:
