@@ -78,7 +78,8 @@ async def serve(args: argparse.Namespace) -> int:
         if not args.no_demo:
             tasks.append(asyncio.create_task(demo_traffic(fleet.redis_url, GameConfig.from_env(), args.demo_rate)))
         print(f"\n  live page:  {fleet.page_url}\n  metrics:    {'  '.join(fleet.metrics_urls)}\n"
-              f"  websocket:  {fleet.ws_url}\n  Ctrl-C stops everything.\n", flush=True)  # fmt: skip
+              f"  websocket:  {fleet.ws_url}\n  redis:      {fleet.redis_url}\n"
+              "  Ctrl-C stops everything.\n", flush=True)  # fmt: skip
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), args.duration)
         log.info("stopping the fleet")
