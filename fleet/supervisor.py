@@ -25,7 +25,7 @@ from types import TracebackType
 
 import redis
 
-from leaderboard.children import die_with_parent
+from leaderboard.children import die_with_parent, listening_pids
 from leaderboard.library import library_code
 from leaderboard.redis_server import RedisServer, free_port
 
@@ -147,7 +147,7 @@ class Fleet:
             await asyncio.sleep(0.1)
         # SO_REUSEPORT spreads connections over listening processes; give late ones a moment to bind
         for _ in range(50):
-            if all(_listens(p.pid, self.port) for p in self.gateways):
+            if {p.pid for p in self.gateways} <= set(listening_pids(self.port)):
                 return
             await asyncio.sleep(0.1)
 
@@ -203,21 +203,3 @@ async def _http_ok(host: str, port: int, path: str) -> bool:
         return False
     finally:
         writer.close()
-
-
-def _listens(pid: int, port: int) -> bool:
-    """Whether process ``pid`` holds a listening TCP socket on ``port`` (from /proc)."""
-    try:
-        inodes = {
-            os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1]
-            for fd in os.listdir(f"/proc/{pid}/fd")
-            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
-        }
-        lines = Path("/proc/net/tcp").read_text().splitlines()[1:] + Path("/proc/net/tcp6").read_text().splitlines()[1:]
-    except OSError:
-        return False
-    for line in lines:
-        cols = line.split()
-        if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port and cols[9] in inodes:
-            return True
-    return False

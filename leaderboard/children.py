@@ -1,10 +1,12 @@
-"""Child processes that never outlive their parent (Linux)."""
+"""Processes (Linux): children that never outlive their parent, and who listens on a port."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import signal
+from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
 
@@ -14,3 +16,26 @@ def die_with_parent() -> None:
     killed fleet or test run leaves no redis-server, scorer or gateway behind."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def listening_pids(port: int) -> list[int]:
+    """PIDs holding a listening TCP socket on ``port`` (own processes only: /proc/<pid>/fd of
+    others is unreadable), from /proc/net/tcp{,6} and each process's descriptors."""
+    inodes: set[str] = set()
+    for name in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/net/{name}").read_text().splitlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{cols[9]}]")
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry}/fd")
+            if any(os.readlink(f"/proc/{entry}/fd/{fd}") in inodes for fd in fds):
+                pids.append(int(entry))
+        except OSError:
+            continue
+    return sorted(pids)

@@ -30,10 +30,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from leaderboard.children import listening_pids
+
 from . import report
 from .modes import Progress, Result, run_load, run_storm, run_submit
 from .swarm import parse_ws_url
-from .target import Target, listening_pids, private_fleet
+from .target import Target, private_fleet
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "sockets": {"sockets": 2000, "gateways": 1, "duration": 15.0},

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leaderboard import GameConfig, connect
+from leaderboard.children import listening_pids
 from leaderboard.keys import GLOBAL_SCOPE
 
 from . import report
 from .flood import Flood, Source, Window, one_at_a_time
 from .stats import cdf_points, per_second, summary
 from .swarm import Swarm
-from .target import NaiveGateway, SnapshotMonitor, Target, cpu_s, listening_pids, rss_bytes, wait_listening
+from .target import NaiveGateway, SnapshotMonitor, Target, cpu_s, rss_bytes, wait_listening
 
 GRACE = 2.0  # seconds after the window for the last snapshot's stragglers
 SETTLE = 1.5  # seconds after the ramp before measuring (welcomes, stored snapshots, allocations)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 import time
@@ -25,34 +24,11 @@ from pathlib import Path
 import redis.asyncio as aioredis
 
 from fleet.supervisor import Fleet, FleetSettings
-from leaderboard.children import die_with_parent
+from leaderboard.children import die_with_parent, listening_pids
 from leaderboard.redis_server import free_port
 
 from . import frames
 from .procstat import usage
-
-
-def listening_pids(port: int) -> list[int]:
-    """PIDs holding a listening TCP socket on ``port`` (own processes only: /proc/<pid>/fd of
-    others is unreadable), from /proc/net/tcp{,6} and each process's descriptors."""
-    inodes: set[str] = set()
-    for name in ("tcp", "tcp6"):
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/net/{name}").read_text().splitlines()[1:]:
-                cols = line.split()
-                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
-                    inodes.add(f"socket:[{cols[9]}]")
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fds = os.listdir(f"/proc/{entry}/fd")
-            if any(os.readlink(f"/proc/{entry}/fd/{fd}") in inodes for fd in fds):
-                pids.append(int(entry))
-        except OSError:
-            continue
-    return sorted(pids)
 
 
 def cpu_s(pids: list[int]) -> float:
