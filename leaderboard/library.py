@@ -162,11 +162,12 @@ class _BatchPlan:
 
 
 def encode_batch(
-    config: GameConfig, entries: Sequence[Mapping[str, str]], now: int, *, ranks: bool = True
+    config: GameConfig, entries: Sequence[Mapping[str, str]], now: int, *, rows: bool = True
 ) -> _BatchPlan:
     """Lay out one lb_submit call. Only what naming the keys needs is checked here (timestamp,
-    scopes); the library checks everything else inside its atomic call. ``ranks=False`` lets the
-    library skip reading the rank of boards a submission did not change (their rows say 0)."""
+    scopes); the library checks everything else inside its atomic call. ``rows=False`` asks for
+    each submission's status only, so the library neither builds per-board rows nor reads the rank
+    of boards a submission did not change."""
     names = config.keys
     keys = [names.versions, names.activity, names.profiles]
     key_index: dict[str, int] = {}
@@ -234,7 +235,7 @@ def encode_batch(
 
     head: list[str | int] = [
         now, config.top_n, config.activity_maxlen, config.clock_skew_ms, idem_ms,
-        names.announce_channel, int(ranks), len(periods),
+        names.announce_channel, int(rows), len(periods),
     ]  # fmt: skip
     for _, period in periods.values():
         w = period.window
@@ -259,7 +260,7 @@ def decode_batch(plan: _BatchPlan, replies: Sequence[Any], *, rows: bool = True)
             per_board = tuple(
                 BoardResult(ref, bool(row[0]), int(row[1]), int(row[2]) or None, int(row[3]))
                 for ref, row in zip(boards, reply[1], strict=True)
-            ) if rows else ()  # fmt: skip
+            ) if len(reply) > 1 else ()  # fmt: skip
             results.append(SubmitResult(sub_id, "ok", per_board))
         elif status == "duplicate":
             results.append(SubmitResult(sub_id, "duplicate"))
@@ -292,7 +293,7 @@ class Leaderboard:
         (with per-board results unless ``rows=False``)."""
         if not entries:
             return []
-        plan = encode_batch(self.config, entries, now_ms() if now is None else now, ranks=rows)
+        plan = encode_batch(self.config, entries, now_ms() if now is None else now, rows=rows)
         if plan.count == 0:  # every entry was refused before the call
             return decode_batch(plan, [])
         command = ("FCALL", "lb_submit", len(plan.keys), *plan.keys, *plan.args)

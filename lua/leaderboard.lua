@@ -275,7 +275,7 @@ local function apply_submission(keys, sub, periods, ctx)
   end
   local rows, improved_any, counted = {}, false, {}
   for b, board in ipairs(plan.boards) do
-    local row = apply_board(board, sub.player, sub.name, ctx, ctx.ranks or b == 1)
+    local row = apply_board(board, sub.player, sub.name, ctx, ctx.rows or b == 1)
     improved_any = improved_any or row[1] == 1
     rows[b] = row
     local period = board.period
@@ -291,6 +291,9 @@ local function apply_submission(keys, sub, periods, ctx)
     'id', sub.id, 'player', sub.player, 'points', string.format('%d', plan.points),
     'op', sub.op, 'ts', string.format('%d', plan.ts), 'improved', improved_any and '1' or '0',
     'rank', rows[1] and rows[1][2] or 0)
+  if not ctx.rows then
+    return { 'ok' } -- the caller wants the status only: no rows to build and send
+  end
   return { 'ok', rows }
 end
 
@@ -301,22 +304,22 @@ Input:
   KEYS[1] versions hash, KEYS[2] activity stream, KEYS[3] profiles hash, KEYS[4..] the boards,
           distinct-player logs and seen-id buckets the batch touches
   ARGV    now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce_channel,
-          ranks ('1': every board's rank; '0': only when written, and the first board's, for
-          the activity entry), period_count, period records (8 fields each), submission_count,
+          rows ('1': per-board rows with every board's rank; '0': the status only, and ranks
+          read only where written or for the activity entry), period_count, period records (8 fields each), submission_count,
           then per submission:
           id, player, points, op ('' = each board's own), ts_ms, name ('' = none),
           seen key index, seen expire_at_s, board_count, then per board:
           key index, period index (1-based), default op, scope
 Output:
   one entry per submission: {'ok', {{improved, rank, previous_rank, points}, ...}} in board
-  order (a rank not read is 0), {'duplicate'}, or {'error', code, message}
+  order ({'ok'} without rows), {'duplicate'}, or {'error', code, message}
 ]]
 local function lb_submit(keys, args)
   local ctx = {
     versions = keys[1], activity = keys[2], profiles = keys[3],
     now = tonumber(args[1]), top_n = tonumber(args[2]), maxlen = args[3],
     skew = tonumber(args[4]), max_age = tonumber(args[5]), announce = args[6],
-    ranks = args[7] == '1', expiring = {},
+    rows = args[7] == '1', expiring = {},
   }
   if not (ctx.now and ctx.top_n and tonumber(ctx.maxlen) and ctx.skew and ctx.max_age) then
     return redis.error_reply('ERR bad_request malformed batch header')

@@ -326,14 +326,13 @@ def test_submission_fields_round_trip(config: GameConfig) -> None:
     }
 
 
-async def test_without_ranks_unchanged_boards_are_not_read_but_the_activity_rank_is(lb: Leaderboard) -> None:
+async def test_without_rows_only_statuses_come_back_and_the_activity_rank_is_kept(lb: Leaderboard) -> None:
     await submit(lb, slip("1", "ana", 500), slip("2", "ben", 900))
-    [lean] = await lb.submit_batch([slip("3", "ana", 100, NOW + 1000)], now=LATER, rows=True)
-    assert [b.rank for b in lean.boards] == [2, 2, 2]
-    plan = encode_batch(lb.config, [slip("4", "ana", 200, NOW + 2000), slip("5", "cy", 50, NOW + 2000)], LATER,
-                        ranks=False)  # fmt: skip
-    replies = await lb.redis.fcall("lb_submit", len(plan.keys), *plan.keys, *plan.args)
-    unchanged, new = decode_batch(plan, replies)
-    assert [(b.rank, b.improved) for b in unchanged.boards] == [(2, False), (0, False), (0, False)]
-    assert [(b.rank, b.previous_rank, b.improved) for b in new.boards] == [(3, None, True)] * 3  # written: read
-    assert [f["rank"] for f in await lb.feed(2)] == ["3", "2"]
+    [full] = await lb.submit_batch([slip("3", "ana", 100, NOW + 1000)], now=LATER)
+    assert [b.rank for b in full.boards] == [2, 2, 2]
+    lean = await lb.submit_batch(
+        [slip("4", "ana", 200, NOW + 2000), slip("5", "cy", 50, NOW + 2000), slip("4", "ana", 1)], now=LATER, rows=False
+    )
+    assert [(r.status, r.boards) for r in lean] == [("ok", ()), ("ok", ()), ("duplicate", ())]
+    assert [f["rank"] for f in await lb.feed(2)] == ["3", "2"]  # ana unchanged: still read for the feed
+    assert await scores(lb) == [("ben", 900), ("ana", 500), ("cy", 50)]
