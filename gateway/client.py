@@ -11,6 +11,7 @@ import asyncio
 from websockets.asyncio.server import ServerConnection
 
 from .auth import SPECTATOR, Identity
+from .fanout import socket_fd
 
 BoardKey = tuple[str, str]  # (window, scope)
 
@@ -21,6 +22,7 @@ class Client:
     __slots__ = (
         "boards",
         "closed",
+        "fd",
         "identity",
         "last_ping",
         "over_since",
@@ -39,6 +41,7 @@ class Client:
     def __init__(self, ws: ServerConnection, now: float, burst: int, identity: Identity = SPECTATOR) -> None:
         self.ws = ws
         self.transport: asyncio.WriteTransport = ws.transport
+        self.fd = socket_fd(ws.transport)  # for the fan-out's direct writes; -1: transport only
         self.identity = identity
         self.boards: set[BoardKey] = set()
         self.closed = False

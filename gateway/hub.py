@@ -4,7 +4,8 @@ The single reader task subscribes to the channels of boards that have at least o
 subscriber (plus the game's announce channel), and writes each message to every subscriber:
 
 * framed once (a WebSocket text frame is the same bytes for every server-side socket when
-  compression is off), then ``transport.write`` of those bytes per socket;
+  compression is off), then those bytes written to every socket (fanout.py: straight to the
+  socket when its transport has nothing queued, on ``fanout_threads`` threads);
 * a socket whose write buffer is over ``write_buffer`` skips the message (the next snapshot
   supersedes it); after ``max_skips`` consecutive skips, or ``stall_timeout`` over the bound, it is
   aborted. Nothing queues per socket beyond the bounded transport buffer.
@@ -33,6 +34,7 @@ from leaderboard import Leaderboard, wire
 from leaderboard.windows import window as window_spec
 
 from .client import BoardKey, Client
+from .fanout import Writer
 from .metrics import Metrics
 from .settings import GatewaySettings
 
@@ -70,6 +72,7 @@ class Hub:
         self.connected = asyncio.Event()  # set while the pub/sub connection is subscribed
         self._bound = settings.write_buffer
         self._broadcast = settings.fanout == "broadcast"
+        self._writer = Writer(settings.fanout_threads)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -85,6 +88,7 @@ class Hub:
                     await task
         self._reader = self._resync = None
         await self._close_pubsub()
+        self._writer.close()
 
     # ------------------------------------------------------------ subscriptions
 
@@ -290,20 +294,15 @@ class Hub:
         """Write one message to every client; returns how many got it."""
         started = time.perf_counter()
         now = time.monotonic()
-        sent = 0
+        ready = [c for c in tuple(clients) if self._admit(c, now)]  # a drop mutates the set
         if self._broadcast:
             # The comparison path (LB_GW_FANOUT=broadcast): same skip rules, websockets frames.
-            ready = [c for c in clients if self._admit(c, now)]
             broadcast([c.ws for c in ready], payload, text=True)
-            sent = len(ready)
         else:
-            for client in tuple(clients):  # a drop below mutates the set
-                if self._admit(client, now):
-                    client.transport.write(frame)
-                    sent += 1
-        self.metrics.deliveries.inc(sent)
+            self._writer.write(ready, frame)
+        self.metrics.deliveries.inc(len(ready))
         self.metrics.broadcast_seconds.observe(time.perf_counter() - started)
-        return sent
+        return len(ready)
 
     def write(self, client: Client, frame: bytes, now: float) -> bool:
         """Write one pre-framed message to one client, under the same flow-control rules."""

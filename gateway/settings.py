@@ -56,6 +56,9 @@ class GatewaySettings:
     max_skips: int = 5  # consecutive skipped messages before a slow socket is closed
     stall_timeout: float = 10.0  # ... or this long above the bound
     fanout: str = "frame"  # "frame": frame once, write bytes; "broadcast": websockets.broadcast()
+    # threads writing one snapshot's frames (system calls run outside the GIL): more than 1 only
+    # pays on a host with a core to spare for each, e.g. one gateway process on 2 cores
+    fanout_threads: int = 1
     # --- heartbeats
     # "sweep": one task pings every socket (heartbeat.py); "websockets": its keepalive task per
     # connection (for comparison: docs/benchmarks.md)
@@ -84,6 +87,7 @@ class GatewaySettings:
             "max_subscriptions",
             "burst",
             "max_connections",
+            "fanout_threads",
             "rank_chunk",
             "drain_batches",
         ):
@@ -152,6 +156,7 @@ _ENV = {
     "max_skips": "LB_GW_MAX_SKIPS",
     "stall_timeout": "LB_GW_STALL_TIMEOUT",
     "fanout": "LB_GW_FANOUT",
+    "fanout_threads": "LB_GW_FANOUT_THREADS",
     "heartbeat": "LB_GW_HEARTBEAT",
     "ping_interval": "LB_GW_PING_INTERVAL",
     "ping_timeout": "LB_GW_PING_TIMEOUT",

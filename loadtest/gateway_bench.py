@@ -188,6 +188,7 @@ class Result:
     expected: int
     cpu_ms_per_1k: float
     user_ms_per_1k: float  # the part spent in user space (Python), not in the kernel's TCP
+    clients_ms_per_1k: float  # the client processes': they share the cores, so they bound the spread
     rss_kb_per_conn: float
     spread_p50_ms: float
     spread_p99_ms: float
@@ -195,7 +196,9 @@ class Result:
     lat_p99_ms: float
 
 
-def _start_target(name: str, port: int, redis_url: str, ping_interval: float | None) -> subprocess.Popen[bytes]:
+def _start_target(
+    name: str, port: int, redis_url: str, ping_interval: float | None, fanout_threads: int
+) -> subprocess.Popen[bytes]:
     if name == "naive":
         cmd = [sys.executable, "-m", "loadtest.naive_gateway", "--port", str(port), "--redis-url", redis_url,
                "--channel", KEYS.snapshot_channel(WINDOW, BOARD)]  # fmt: skip
@@ -206,6 +209,7 @@ def _start_target(name: str, port: int, redis_url: str, ping_interval: float | N
             **os.environ, "LB_REDIS_URL": redis_url, "LB_GAME": GAME, "LB_GW_PORT": str(port),
             "LB_GW_CONNECT_RATE": "0", "LB_GW_MAX_CONNECTIONS": "50000", "LB_LOG_LEVEL": "WARNING",
             "LB_GW_FANOUT": "broadcast" if name == "gateway-broadcast" else "frame",
+            "LB_GW_FANOUT_THREADS": str(fanout_threads),
             "LB_GW_HEARTBEAT": "websockets" if name == "gateway-keepalive" else "sweep",
         }  # fmt: skip
         if ping_interval is not None:
@@ -230,7 +234,7 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
 def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespace) -> Result:
     port = free_port()
     r.set(KEYS.latest(WINDOW, BOARD), snapshot_bytes(999))  # what every socket gets on connect
-    proc = _start_target(name, port, redis_url, args.ping_interval)
+    proc = _start_target(name, port, redis_url, args.ping_interval, args.fanout_threads)
     try:
         _wait_listening(port, proc)
         time.sleep(0.5)
@@ -252,6 +256,7 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
         conn_kb = _rss_kb(proc.pid)
         published: dict[int, float] = {}
         cpu0 = usage(proc.pid)
+        clients0 = sum(usage(p.pid).cpu_s for p in procs if p.pid is not None)
         start = time.monotonic()
         for k in range(args.seconds):
             version = 1000 + k
@@ -263,6 +268,7 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
             r.publish(KEYS.snapshot_channel(WINDOW, BOARD), payload)
         time.sleep(1.5)  # the last snapshot's stragglers
         cpu1 = usage(proc.pid)
+        clients_s = sum(usage(p.pid).cpu_s for p in procs if p.pid is not None) - clients0
         sinks: list[dict[int, list[float]]] = []
         for pipe in pipes:
             pipe.send("report")
@@ -285,6 +291,7 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
         return Result(
             name, connected, deliveries, connected * len(published),
             cpu_ms / max(1, deliveries) * 1000, user_ms / max(1, deliveries) * 1000,
+            clients_s * 1000 / max(1, deliveries) * 1000,
             (conn_kb - idle_kb) / max(1, connected),
             _pct(spreads, 0.5), _pct(spreads, 0.99), _pct(lats, 0.5), _pct(lats, 0.99),
         )  # fmt: skip
@@ -302,11 +309,13 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
 
 def table(results: list[Result]) -> str:
     head = ("| target | sockets | deliveries | CPU ms / 1k deliveries (user space) | RSS KB / conn "
-            "| spread p50 / p99 ms | publish→receipt p50 / p99 ms |\n|---|---|---|---|---|---|---|\n")  # fmt: skip
+            "| spread p50 / p99 ms | publish→receipt p50 / p99 ms | clients' CPU ms / 1k |\n"
+            "|---|---|---|---|---|---|---|---|\n")  # fmt: skip
     rows = "".join(
         f"| {x.name} | {x.sockets} | {x.deliveries}/{x.expected} | {x.cpu_ms_per_1k:.1f} ({x.user_ms_per_1k:.1f}) "
         f"| {x.rss_kb_per_conn:.1f} "
-        f"| {x.spread_p50_ms:.0f} / {x.spread_p99_ms:.0f} | {x.lat_p50_ms:.0f} / {x.lat_p99_ms:.0f} |\n"
+        f"| {x.spread_p50_ms:.0f} / {x.spread_p99_ms:.0f} | {x.lat_p50_ms:.0f} / {x.lat_p99_ms:.0f} "
+        f"| {x.clients_ms_per_1k:.1f} |\n"
         for x in results
     )
     return head + rows
@@ -368,6 +377,12 @@ def main(argv: list[str] | None = None) -> int:
         default="gateway,gateway-broadcast,naive",
         help="comma-separated: gateway, gateway-broadcast, gateway-keepalive (websockets' keepalive task "
         "per socket instead of the sweep), naive",
+    )
+    p.add_argument(
+        "--fanout-threads",
+        type=int,
+        default=2,
+        help="LB_GW_FANOUT_THREADS of the gateway targets (default 2: one per core of this machine)",
     )
     p.add_argument(
         "--ping-interval", type=float, default=None, help="protocol ping interval and timeout of the gateway targets"

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from collections.abc import Sequence
 
 import orjson
 import pytest
 import redis.asyncio as aioredis
 from websockets.asyncio.client import connect
 
+from gateway import fanout
 from leaderboard import Leaderboard, Submission, now_ms
 from leaderboard.library import library_code
 from leaderboard.redis_server import RedisServer
@@ -41,8 +44,26 @@ async def test_a_board_without_a_stored_snapshot_is_built_at_version_0(redis_url
     assert [(e["player"], e["score"]) for e in snap["entries"]] == [("ana", 300)]
 
 
-async def test_every_socket_gets_every_snapshot_byte_for_byte(redis_url: str, r: aioredis.Redis) -> None:
-    async with running(redis_url) as gw:
+def writer_threads(monkeypatch: pytest.MonkeyPatch, per_thread: int) -> set[int]:
+    """Let small fan-outs use the writer threads, and note which threads wrote."""
+    seen: set[int] = set()
+    real = fanout.write_direct
+
+    def spy(targets: Sequence[fanout.Target], frame: bytes) -> list[fanout.Leftover]:
+        seen.add(threading.get_ident())
+        return real(targets, frame)
+
+    monkeypatch.setattr(fanout, "MIN_PER_THREAD", per_thread)
+    monkeypatch.setattr(fanout, "write_direct", spy)
+    return seen
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+async def test_every_socket_gets_every_snapshot_byte_for_byte(
+    redis_url: str, r: aioredis.Redis, monkeypatch: pytest.MonkeyPatch, threads: int
+) -> None:
+    seen = writer_threads(monkeypatch, per_thread=4)
+    async with running(redis_url, fanout_threads=threads) as gw:
         await publish(r, gw, snapshot(1))
         sockets = [await connect(url(gw), open_timeout=5 * T) for _ in range(40)]
         try:
@@ -53,6 +74,7 @@ async def test_every_socket_gets_every_snapshot_byte_for_byte(redis_url: str, r:
                 await publish(r, gw, payload)
                 got = await asyncio.gather(*(asyncio.wait_for(w.recv(decode=False), 2 * T) for w in sockets))
                 assert set(got) == {payload}
+            assert len(seen) == threads  # 40 sockets, 4 per thread at least: every writer took part
         finally:
             await asyncio.gather(*(ws.close() for ws in sockets))
 
@@ -79,11 +101,15 @@ async def test_subscribe_other_boards_and_announcements(redis_url: str, r: aiore
         assert (await request(ws, {"type": "ping"}))["type"] == "pong"  # nothing came in between
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 async def test_a_slow_reader_is_skipped_then_dropped_while_a_fast_one_stays_on_time(
-    redis_url: str, r: aioredis.Redis
+    redis_url: str, r: aioredis.Redis, monkeypatch: pytest.MonkeyPatch, threads: int
 ) -> None:
+    # Frames of 48 KB into a 4 KB receive buffer: the direct writes come back short, and the rest
+    # goes through the transport (on the writer thread too, when threads=2).
+    writer_threads(monkeypatch, per_thread=1)
     async with (
-        running(redis_url, write_buffer=64 * 1024, max_skips=3) as gw,
+        running(redis_url, write_buffer=64 * 1024, max_skips=3, fanout_threads=threads) as gw,
         client(gw, max_size=None) as fast,
     ):
         await greet(fast)
