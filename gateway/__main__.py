@@ -8,22 +8,47 @@ SIGTERM/SIGINT exits at once (status 1).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
 import sys
+import time
+from typing import Any
 
 import uvloop
 
+from .metrics import Metrics
 from .server import Gateway
 from .settings import GatewaySettings
 
 log = logging.getLogger("gateway")
 
 
+def tune_gc(threshold: int, metrics: Metrics) -> None:
+    """Fewer, cheaper collections, and each one timed (the loop stands still while it runs).
+
+    Everything alive at start-up lives as long as the process: frozen, it is never scanned."""
+    if threshold > 0:
+        gc.freeze()
+        _, older, oldest = gc.get_threshold()
+        gc.set_threshold(threshold, older, oldest)
+    started = 0.0
+
+    def timed(phase: str, info: dict[str, Any]) -> None:
+        nonlocal started
+        if phase == "start":
+            started = time.perf_counter()
+        else:
+            metrics.gc_pause_seconds.labels(str(info["generation"])).observe(time.perf_counter() - started)
+
+    gc.callbacks.append(timed)
+
+
 async def run(settings: GatewaySettings) -> int:
     loop = asyncio.get_running_loop()
     async with Gateway(settings) as gw:
+        tune_gc(settings.gc_threshold, gw.metrics)
         drain: asyncio.Task[None] | None = None
 
         def on_signal(signum: int) -> None:

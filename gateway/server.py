@@ -117,6 +117,7 @@ class Gateway:
             server_header=None,
             logger=self._ws_log,
             reuse_port=s.reuse_port,
+            backlog=s.backlog,
         )
         self._port = int(self._server.sockets[0].getsockname()[1])
         rank = RankPusher(lambda: self.clients, self.hub, self.lb, s, self.metrics)

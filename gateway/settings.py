@@ -49,6 +49,9 @@ class GatewaySettings:
     burst: int = 40  # ... and in a burst
     abuse_limit: int = 50  # rate-limited messages tolerated before close 1008
     max_connections: int = 20_000
+    # accept queue: asyncio's default of 100 overflows in a reconnect storm, and every SYN the
+    # kernel drops costs that client a 1 s, then 3 s, retransmission (capped by net.core.somaxconn)
+    backlog: int = 2048
     connect_rate: float = 1000.0  # handshakes per second (burst of the same size); 0 = no cap
     backlog_max: int = 1_000_000  # submissions stream cap (refuse with backlog_full)
     # --- flow control
@@ -59,6 +62,10 @@ class GatewaySettings:
     # threads writing one snapshot's frames (system calls run outside the GIL): more than 1 only
     # pays on a host with a core to spare for each, e.g. one gateway process on 2 cores
     fanout_threads: int = 1
+    # --- the process (python -m gateway only): young objects before a collection. Python's
+    # default, 700, runs a full collection every few thousand handshakes while sockets pile up,
+    # each pausing the loop for longer as the heap grows (docs/benchmarks.md); 0 keeps it.
+    gc_threshold: int = 10_000
     # --- heartbeats
     # "sweep": one task pings every socket (heartbeat.py); "websockets": its keepalive task per
     # connection (for comparison: docs/benchmarks.md)
@@ -87,12 +94,15 @@ class GatewaySettings:
             "max_subscriptions",
             "burst",
             "max_connections",
+            "backlog",
             "fanout_threads",
             "rank_chunk",
             "drain_batches",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if self.gc_threshold < 0:
+            raise ValueError("gc_threshold must be >= 0")
         for name in ("ping_interval", "ping_timeout", "rank_interval", "close_timeout", "rate"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0")
@@ -150,6 +160,7 @@ _ENV = {
     "burst": "LB_GW_BURST",
     "abuse_limit": "LB_GW_ABUSE_LIMIT",
     "max_connections": "LB_GW_MAX_CONNECTIONS",
+    "backlog": "LB_GW_BACKLOG",
     "connect_rate": "LB_GW_CONNECT_RATE",
     "backlog_max": "LB_BACKLOG_MAX",
     "write_buffer": "LB_GW_WRITE_BUFFER",
@@ -157,6 +168,7 @@ _ENV = {
     "stall_timeout": "LB_GW_STALL_TIMEOUT",
     "fanout": "LB_GW_FANOUT",
     "fanout_threads": "LB_GW_FANOUT_THREADS",
+    "gc_threshold": "LB_GW_GC_THRESHOLD",
     "heartbeat": "LB_GW_HEARTBEAT",
     "ping_interval": "LB_GW_PING_INTERVAL",
     "ping_timeout": "LB_GW_PING_TIMEOUT",

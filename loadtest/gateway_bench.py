@@ -189,6 +189,8 @@ class Result:
     cpu_ms_per_1k: float
     user_ms_per_1k: float  # the part spent in user space (Python), not in the kernel's TCP
     clients_ms_per_1k: float  # the client processes': they share the cores, so they bound the spread
+    gc_pauses: int  # the gateway's garbage collections over the whole run (connecting included) ...
+    gc_pause_ms: float  # ... and the time the loop stood still for them
     rss_kb_per_conn: float
     spread_p50_ms: float
     spread_p99_ms: float
@@ -215,6 +217,21 @@ def _start_target(
         if ping_interval is not None:
             env["LB_GW_PING_INTERVAL"] = env["LB_GW_PING_TIMEOUT"] = str(ping_interval)
     return subprocess.Popen(cmd, cwd=ROOT, env=env)
+
+
+def _gc_pauses(port: int) -> tuple[int, float]:
+    """The gateway's garbage collections so far (its /metrics): count, total ms."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    count, total = 0, 0.0
+    for line in text.splitlines():
+        if line.startswith("lb_gw_gc_pause_seconds_count"):
+            count += int(float(line.rsplit(" ", 1)[1]))
+        elif line.startswith("lb_gw_gc_pause_seconds_sum"):
+            total += float(line.rsplit(" ", 1)[1]) * 1000
+    return count, total
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
@@ -267,6 +284,7 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
             r.set(KEYS.latest(WINDOW, BOARD), payload)
             r.publish(KEYS.snapshot_channel(WINDOW, BOARD), payload)
         time.sleep(1.5)  # the last snapshot's stragglers
+        gc_pauses, gc_pause_ms = _gc_pauses(port) if name != "naive" else (0, 0.0)
         cpu1 = usage(proc.pid)
         clients_s = sum(usage(p.pid).cpu_s for p in procs if p.pid is not None) - clients0
         sinks: list[dict[int, list[float]]] = []
@@ -291,7 +309,7 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
         return Result(
             name, connected, deliveries, connected * len(published),
             cpu_ms / max(1, deliveries) * 1000, user_ms / max(1, deliveries) * 1000,
-            clients_s * 1000 / max(1, deliveries) * 1000,
+            clients_s * 1000 / max(1, deliveries) * 1000, gc_pauses, gc_pause_ms,
             (conn_kb - idle_kb) / max(1, connected),
             _pct(spreads, 0.5), _pct(spreads, 0.99), _pct(lats, 0.5), _pct(lats, 0.99),
         )  # fmt: skip
@@ -309,13 +327,13 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
 
 def table(results: list[Result]) -> str:
     head = ("| target | sockets | deliveries | CPU ms / 1k deliveries (user space) | RSS KB / conn "
-            "| spread p50 / p99 ms | publish→receipt p50 / p99 ms | clients' CPU ms / 1k |\n"
-            "|---|---|---|---|---|---|---|---|\n")  # fmt: skip
+            "| spread p50 / p99 ms | publish→receipt p50 / p99 ms | clients' CPU ms / 1k | GC pauses (ms) |\n"
+            "|---|---|---|---|---|---|---|---|---|\n")  # fmt: skip
     rows = "".join(
         f"| {x.name} | {x.sockets} | {x.deliveries}/{x.expected} | {x.cpu_ms_per_1k:.1f} ({x.user_ms_per_1k:.1f}) "
         f"| {x.rss_kb_per_conn:.1f} "
         f"| {x.spread_p50_ms:.0f} / {x.spread_p99_ms:.0f} | {x.lat_p50_ms:.0f} / {x.lat_p99_ms:.0f} "
-        f"| {x.clients_ms_per_1k:.1f} |\n"
+        f"| {x.clients_ms_per_1k:.1f} | {f'{x.gc_pauses} ({x.gc_pause_ms:.0f})' if x.name != 'naive' else '–'} |\n"
         for x in results
     )
     return head + rows

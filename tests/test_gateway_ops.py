@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,6 +16,9 @@ import orjson
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
+from gateway.__main__ import tune_gc
+from gateway.metrics import Metrics
+from gateway.settings import GatewaySettings
 from leaderboard.redis_server import free_port
 
 from .gw_helpers import T, client, greet, http_get, request, running, url
@@ -125,3 +131,33 @@ async def test_sigterm_drains_then_exits_0_and_a_second_signal_exits_at_once(red
             if proc.returncode is None:
                 proc.kill()
                 await proc.wait()
+
+
+async def test_listen_backlog_and_settings_from_env(redis_url: str) -> None:
+    env = {"LB_GW_BACKLOG": "777", "LB_GW_FANOUT_THREADS": "2", "LB_GW_GC_THRESHOLD": "0"}
+    s = GatewaySettings.from_env(env)
+    assert (s.backlog, s.fanout_threads, s.gc_threshold) == (777, 2, 0)
+    for bad in ({"LB_GW_BACKLOG": "0"}, {"LB_GW_FANOUT_THREADS": "0"}, {"LB_GW_GC_THRESHOLD": "-1"}):
+        with pytest.raises(ValueError):
+            GatewaySettings.from_env(bad)
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) is not installed")
+    async with running(redis_url, backlog=777) as gw:
+        ss = await asyncio.create_subprocess_exec("ss", "-ltnH", f"sport = :{gw.port}", stdout=subprocess.PIPE)
+        out, _ = await ss.communicate()
+    assert out.split()[2] == b"777"  # a listening socket's Send-Q is its accept queue's size
+
+
+def test_tune_gc_raises_the_threshold_and_times_every_collection() -> None:
+    before = gc.get_threshold()
+    metrics = Metrics()
+    try:
+        tune_gc(12_345, metrics)
+        assert gc.get_threshold() == (12_345, *before[1:])
+        gc.collect()
+        text = metrics.render().decode()
+        assert 'lb_gw_gc_pause_seconds_count{generation="2"}' in text
+    finally:
+        gc.callbacks.pop()
+        gc.unfreeze()
+        gc.set_threshold(*before)
