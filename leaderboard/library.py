@@ -182,6 +182,10 @@ def encode_batch(
     recent: dict[str, Period] = {}
     specs = [(spec, config.operator_for(spec.name)) for spec in config.window_specs]
     seen_boards: dict[tuple[str, str, str], tuple[int, int, str, str, BoardRef]] = {}
+    # A layout is what a submission's writes are laid out on: its boards and its seen-id bucket.
+    # Nearly every submission of a batch shares one, so it is sent once, not once per submission.
+    layouts: dict[tuple[tuple[int, ...], int], int] = {}
+    layout_args: list[str | int] = []
     body: list[str | int] = []
     count = 0
     plan: list[tuple[str, list[BoardRef]] | SubmitResult] = []
@@ -199,8 +203,7 @@ def encode_batch(
         except InvalidSubmission as exc:
             plan.append(SubmitResult(sub_id, "error", code=exc.code, message=exc.message))
             continue
-        refs: list[str | int] = []
-        boards: list[BoardRef] = []
+        refs: list[tuple[int, int, str, str, BoardRef]] = []
         for spec, op in specs:
             # Batches arrive in time order, so the previous entry's period almost always fits:
             # computing a period (calendar arithmetic) per entry was a third of the encoding cost.
@@ -215,23 +218,21 @@ def encode_batch(
                         slot = periods[spec.name, period.label] = (len(periods) + 1, period)
                     key = names.board(spec.name, period.label, scope)
                     ref = BoardRef(spec.name, period.label, scope)
-                    board = seen_boards[spec.name, period.label, scope] = (
-                        index(key),
-                        slot[0],
-                        op,
-                        scope,
-                        ref,
-                    )
-                refs += board[:4]
-                boards.append(board[4])
+                    board = seen_boards[spec.name, period.label, scope] = (index(key), slot[0], op, scope, ref)
+                refs.append(board)
         hour = ts // _HOUR_MS
-        body += [
-            sub_id, fields.get("player", ""), fields.get("points", ""), fields.get("op", ""),
-            ts, fields.get("name", ""),
-            index(names.seen(hour)), ((hour + 1) * _HOUR_MS + idem_ms) // 1000, len(boards), *refs,
-        ]  # fmt: skip
+        seen = index(names.seen(hour))
+        shape = (tuple(board[0] for board in refs), seen)
+        layout = layouts.get(shape)
+        if layout is None:
+            layout = layouts[shape] = len(layouts) + 1
+            layout_args += [seen, ((hour + 1) * _HOUR_MS + idem_ms) // 1000, len(refs)]
+            for board in refs:
+                layout_args += board[:4]
+        body += [sub_id, fields.get("player", ""), fields.get("points", ""), fields.get("op", ""),
+                 ts, fields.get("name", ""), layout]  # fmt: skip
         count += 1
-        plan.append((sub_id, boards))
+        plan.append((sub_id, [board[4] for board in refs]))
 
     head: list[str | int] = [
         now, config.top_n, config.activity_maxlen, config.clock_skew_ms, idem_ms,
@@ -241,6 +242,7 @@ def encode_batch(
         w = period.window
         head += [w.name, period.label, period.start_ms, period.end_ms, w.shift, w.unit_ms,
                  period.expire_at_s, index(names.players(w.name, period.label))]  # fmt: skip
+    head += [len(layouts), *layout_args]
     return _BatchPlan(keys, [*head, count, *body], count, plan)
 
 

@@ -128,6 +128,26 @@ local function read_periods(keys, args, pos, count)
   return periods, pos
 end
 
+-- Layouts, as leaderboard/library.py lays them out: what submissions write to, shared by all the
+-- submissions of a batch that have the same boards and seen-id bucket:
+--   seen key index, seen expire_at_s, board_count, then per board: key index, period index,
+--   default op, scope
+local function read_layouts(keys, args, pos, count)
+  local layouts = {}
+  pos = pos + 1
+  for l = 1, count do
+    local layout = { seen = keys[tonumber(args[pos])], seen_expire_at = args[pos + 1], refs = {} }
+    local nboards = tonumber(args[pos + 2])
+    pos = pos + 3
+    for b = 1, nboards do
+      layout.refs[b] = { key = tonumber(args[pos]), period = tonumber(args[pos + 1]), op = args[pos + 2], scope = args[pos + 3] }
+      pos = pos + 4
+    end
+    layouts[l] = layout
+  end
+  return layouts, pos
+end
+
 -- Per-submission validation and planning (no writes) ---------------------------------------
 
 -- Returns a plan {boards = {...}} or an error triple. Every check happens here, before any
@@ -185,9 +205,45 @@ local function plan_submission(keys, sub, periods, ctx)
   return { boards = boards, points = points, ts = ts }
 end
 
+-- The score of the board's N-th entry, or false while the board has fewer than N entries (then
+-- everyone on it is in the top N). Read once per batch and again only after the top N changed,
+-- so whether a write touches the top N is a comparison, not a ZREVRANK per board.
+local function nth_score(ctx, key)
+  local nth = ctx.nth[key]
+  if nth == nil then
+    local flat = redis.call('ZRANGE', key, ctx.top_n - 1, ctx.top_n - 1, 'REV', 'WITHSCORES')
+    nth = flat[2] and tonumber(flat[2]) or false
+    ctx.nth[key] = nth
+  end
+  return nth
+end
+
+-- Is a score in the top N, given the N-th score? An exact tie with the N-th entry is decided by
+-- member order, which only ZREVRANK knows.
+local function in_top(ctx, key, player, score, nth)
+  if nth == false or score > nth then
+    return true
+  end
+  return score == nth and redis.call('ZREVRANK', key, player) < ctx.top_n
+end
+
+local function touch_top(board, player, name, ctx, rank, entered)
+  redis.call('HINCRBY', ctx.versions, board.period.window .. ':' .. board.period.label .. ':' .. board.scope, 1)
+  ctx.nth[board.key] = nil -- the N-th entry may have changed
+  if entered then
+    rank = rank or redis.call('ZREVRANK', board.key, player)
+    redis.call('PUBLISH', ctx.announce, cjson.encode({
+      type = 'announce', board = board.scope, window = board.period.window,
+      period = board.period.label, player = player, name = name ~= '' and name or nil,
+      rank = rank + 1, score = board.total,
+    }))
+  end
+end
+
 -- Writes for one planned board; returns the reply row {improved, rank, previous rank, points}
 -- (ranks 1-based; 0 = not on the board before, or not read). Every redis.call costs more than
--- its command, so nothing is read or written that the outcome does not need.
+-- its command, so nothing is read or written that the outcome does not need: ranks only where
+-- the caller wants them (need_rank; ctx.rows for the previous rank too).
 local function apply_board(board, player, name, ctx, need_rank)
   local key, old, scale = board.key, board.old, board.period.scale
   local write
@@ -205,27 +261,23 @@ local function apply_board(board, player, name, ctx, need_rank)
     rank = rank and rank + 1 or 0
     return { 0, rank, rank, string.format('%d', math.floor(old / scale)) }
   end
-  local prev = old and redis.call('ZREVRANK', key, player) or nil -- a new member has none
+  local prev = ctx.rows and old and redis.call('ZREVRANK', key, player) or nil
+  local nth = nth_score(ctx, key)
+  local was_top = old ~= nil and (prev and prev < ctx.top_n or (not prev and in_top(ctx, key, player, old, nth)))
   -- the comparison above already decided the write, so a plain ZADD (not GT) is right here
   redis.call('ZADD', key, board.score, player)
-  local rank = redis.call('ZREVRANK', key, player)
-  local improved = old == nil or board.score > old
-  if rank < ctx.top_n or (prev and prev < ctx.top_n) then
-    local field = board.period.window .. ':' .. board.period.label .. ':' .. board.scope
-    redis.call('HINCRBY', ctx.versions, field, 1)
-    if rank < ctx.top_n and (prev == nil or prev >= ctx.top_n) then
-      redis.call('PUBLISH', ctx.announce, cjson.encode({
-        type = 'announce', board = board.scope, window = board.period.window,
-        period = board.period.label, player = player, name = name ~= '' and name or nil,
-        rank = rank + 1, score = board.total,
-      }))
-    end
+  local rank = need_rank and redis.call('ZREVRANK', key, player) or nil
+  if was_top then
+    touch_top(board, player, name, ctx, rank, false)
+  elseif rank and rank < ctx.top_n or (not rank and in_top(ctx, key, player, board.score, nth)) then
+    touch_top(board, player, name, ctx, rank, true)
   end
   if board.period.expire_at > 0 and not ctx.expiring[key] then
     redis.call('EXPIREAT', key, board.period.expire_at, 'NX')
     ctx.expiring[key] = true
   end
-  return { improved and 1 or 0, rank + 1, prev and prev + 1 or 0, string.format('%d', board.total) }
+  local improved = old == nil or board.score > old
+  return { improved and 1 or 0, rank and rank + 1 or 0, prev and prev + 1 or 0, string.format('%d', board.total) }
 end
 
 local function update_profile_name(profiles, player, name)
@@ -259,7 +311,7 @@ local function apply_submission(keys, sub, periods, ctx)
   end
   -- SADD is both the duplicate check and the mark (one call instead of SISMEMBER + SADD); a
   -- refused submission takes its id out again, and nothing else was written for it.
-  local seen = keys[sub.seen_key]
+  local seen = sub.seen
   if redis.call('SADD', seen, sub.id) == 0 then
     return { 'duplicate' }
   end
@@ -305,11 +357,9 @@ Input:
           distinct-player logs and seen-id buckets the batch touches
   ARGV    now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce_channel,
           rows ('1': per-board rows with every board's rank; '0': the status only, and ranks
-          read only where written or for the activity entry), period_count, period records (8 fields each), submission_count,
-          then per submission:
-          id, player, points, op ('' = each board's own), ts_ms, name ('' = none),
-          seen key index, seen expire_at_s, board_count, then per board:
-          key index, period index (1-based), default op, scope
+          read only where written or for the activity entry), period_count, period records (8 fields each),
+          layout_count, layouts (read_layouts), submission_count, then per submission:
+          id, player, points, op ('' = each board's own), ts_ms, name ('' = none), layout index (1-based)
 Output:
   one entry per submission: {'ok', {{improved, rank, previous_rank, points}, ...}} in board
   order ({'ok'} without rows), {'duplicate'}, or {'error', code, message}
@@ -319,30 +369,33 @@ local function lb_submit(keys, args)
     versions = keys[1], activity = keys[2], profiles = keys[3],
     now = tonumber(args[1]), top_n = tonumber(args[2]), maxlen = args[3],
     skew = tonumber(args[4]), max_age = tonumber(args[5]), announce = args[6],
-    rows = args[7] == '1', expiring = {},
+    rows = args[7] == '1', expiring = {}, nth = {},
   }
   if not (ctx.now and ctx.top_n and tonumber(ctx.maxlen) and ctx.skew and ctx.max_age) then
     return redis.error_reply('ERR bad_request malformed batch header')
   end
   local periods, pos = read_periods(keys, args, 9, tonumber(args[8]) or 0)
+  local layouts
+  layouts, pos = read_layouts(keys, args, pos, tonumber(args[pos]) or 0)
   local count = tonumber(args[pos])
   pos = pos + 1
+  if not count or #args ~= pos - 1 + 7 * count then
+    return redis.error_reply('ERR bad_request malformed batch')
+  end
+  for i = pos + 6, #args, 7 do -- every layout index checked before the first write
+    if not layouts[tonumber(args[i])] then
+      return redis.error_reply('ERR bad_request malformed batch')
+    end
+  end
   local results = {}
   for i = 1, count do
+    local layout = layouts[tonumber(args[pos + 6])]
     local sub = {
       id = args[pos], player = args[pos + 1], points = args[pos + 2], op = args[pos + 3],
-      ts = args[pos + 4], name = args[pos + 5], seen_key = tonumber(args[pos + 6]),
-      seen_expire_at = args[pos + 7], refs = {},
+      ts = args[pos + 4], name = args[pos + 5], seen = layout.seen,
+      seen_expire_at = layout.seen_expire_at, refs = layout.refs,
     }
-    local nboards = tonumber(args[pos + 8])
-    pos = pos + 9
-    for b = 1, nboards do
-      sub.refs[b] = {
-        key = tonumber(args[pos]), period = tonumber(args[pos + 1]),
-        op = args[pos + 2], scope = args[pos + 3],
-      }
-      pos = pos + 4
-    end
+    pos = pos + 7
     results[i] = apply_submission(keys, sub, periods, ctx)
   end
   count_players(periods)

@@ -311,6 +311,13 @@ async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Lea
 
     with pytest.raises(redis.exceptions.ResponseError, match="bad_request"):
         await r.fcall("lb_submit", 3, lb.keys.versions, lb.keys.activity, lb.keys.profiles, "x")
+    # A good first submission, then one naming a layout that does not exist, or a cut-off list:
+    # refused as a whole before the first write.
+    plan = encode_batch(lb.config, [slip("a", "ana", 5), slip("b", "ben", 6)], LATER)
+    for args in ([*plan.args[:-1], 99], plan.args[:-1]):
+        with pytest.raises(redis.exceptions.ResponseError, match="bad_request malformed batch"):
+            await r.fcall("lb_submit", len(plan.keys), *plan.keys, *args)
+    assert await r.dbsize() == 0
 
 
 def test_submission_fields_round_trip(config: GameConfig) -> None:
@@ -336,3 +343,56 @@ async def test_without_rows_only_statuses_come_back_and_the_activity_rank_is_kep
     assert [(r.status, r.boards) for r in lean] == [("ok", ()), ("ok", ()), ("duplicate", ())]
     assert [f["rank"] for f in await lb.feed(2)] == ["3", "2"]  # ana unchanged: still read for the feed
     assert await scores(lb) == [("ben", 900), ("ana", 500), ("cy", 50)]
+
+
+async def test_top_versions_and_announcements_match_an_independent_count(r: aioredis.Redis) -> None:
+    """One batch (the scorer's path: the top N judged against each board's N-th score) must bump
+    versions and announce exactly as often as the top N, read before and after every single
+    submission, really changed. Few points and few timestamps make ties with the N-th entry."""
+    import random
+
+    import orjson
+
+    from leaderboard.windows import window
+
+    rnd = random.Random(7)
+    subs = [
+        slip(f"s{i}", f"p{rnd.randrange(12)}", rnd.randrange(6), NOW - rnd.choice((0, 0, 1, MIN)),
+             op=rnd.choice(("best", "best", "incr", "set")))
+        for i in range(400)
+    ]  # fmt: skip
+    batch = Leaderboard(r, GameConfig(game="batch", top_n=3))
+    single = Leaderboard(r, GameConfig(game="single", top_n=3))
+    pubsub = r.pubsub()
+    await pubsub.subscribe(batch.keys.announce_channel)
+    await pubsub.get_message(timeout=1)
+    await batch.submit_batch(subs, now=LATER, rows=False)
+    announced = []
+    while (m := await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.3)) is not None:
+        msg = orjson.loads(m["data"])
+        announced.append((msg["window"], msg["player"], msg["rank"], msg["score"]))
+    await pubsub.aclose()
+
+    boards = {w: single.keys.board(w, window(w).period(NOW).label, "global") for w in single.config.windows}
+    changes = dict.fromkeys(boards, 0)
+    entered = []
+    for sub in subs:
+        before = {w: await r.zrange(k, 0, 2, desc=True, withscores=True) for w, k in boards.items()}
+        await single.submit_batch([sub], now=LATER)
+        for w, k in boards.items():
+            after = await r.zrange(k, 0, 2, desc=True, withscores=True)
+            if after != before[w]:
+                changes[w] += 1
+            was = {m for m, _ in before[w]}
+            for rank, (member, _) in enumerate(after):
+                if member in (sub["player"], sub["player"].encode()) and member not in was:
+                    total = next(e.score for e in await single.top(w, n=3, at=NOW) if e.player == sub["player"])
+                    entered.append((w, sub["player"], rank + 1, total))
+    got = {field.split(":")[0]: int(v) for field, v in (await versions(batch)).items()}
+    assert got == {w: n for w, n in changes.items() if n}
+    assert min(changes.values()) > 20  # the sequence does exercise the top
+    assert announced == entered
+    for k in boards.values():  # and both paths end with the same boards
+        assert await r.zrange(k, 0, -1, withscores=True) == await r.zrange(
+            k.replace("{single}", "{batch}"), 0, -1, withscores=True
+        )
