@@ -374,18 +374,25 @@ async def test_top_versions_and_announcements_match_an_independent_count(r: aior
     await pubsub.aclose()
 
     boards = {w: single.keys.board(w, window(w).period(NOW).label, "global") for w in single.config.windows}
+
+    async def top3(key: str) -> list[tuple[str, float]]:
+        return [
+            (m.decode() if isinstance(m, bytes) else m, s)
+            for m, s in await r.zrange(key, 0, 2, desc=True, withscores=True)
+        ]
+
     changes = dict.fromkeys(boards, 0)
     entered = []
     for sub in subs:
-        before = {w: await r.zrange(k, 0, 2, desc=True, withscores=True) for w, k in boards.items()}
+        before = {w: await top3(k) for w, k in boards.items()}
         await single.submit_batch([sub], now=LATER)
         for w, k in boards.items():
-            after = await r.zrange(k, 0, 2, desc=True, withscores=True)
+            after = await top3(k)
             if after != before[w]:
                 changes[w] += 1
             was = {m for m, _ in before[w]}
             for rank, (member, _) in enumerate(after):
-                if member in (sub["player"], sub["player"].encode()) and member not in was:
+                if member == sub["player"] and member not in was:
                     total = next(e.score for e in await single.top(w, n=3, at=NOW) if e.player == sub["player"])
                     entered.append((w, sub["player"], rank + 1, total))
     got = {field.split(":")[0]: int(v) for field, v in (await versions(batch)).items()}
