@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import cast
+from typing import Any, cast
 
 import pytest
 import redis.asyncio as aioredis
@@ -376,10 +376,8 @@ async def test_top_versions_and_announcements_match_an_independent_count(r: aior
     boards = {w: single.keys.board(w, window(w).period(NOW).label, "global") for w in single.config.windows}
 
     async def top3(key: str) -> list[tuple[str, float]]:
-        return [
-            (m.decode() if isinstance(m, bytes) else m, s)
-            for m, s in await r.zrange(key, 0, 2, desc=True, withscores=True)
-        ]
+        flat: list[Any] = await r.zrange(key, 0, 2, desc=True, withscores=True)
+        return [(m.decode() if isinstance(m, bytes) else str(m), float(s)) for m, s in flat]
 
     changes = dict.fromkeys(boards, 0)
     entered = []
