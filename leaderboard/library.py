@@ -186,6 +186,7 @@ def encode_batch(
     # Nearly every submission of a batch shares one, so it is sent once, not once per submission.
     layouts: dict[tuple[tuple[int, ...], int], int] = {}
     layout_args: list[str | int] = []
+    seen_index: dict[int, int] = {}  # hour -> key index of its seen-id bucket
     body: list[str | int] = []
     count = 0
     plan: list[tuple[str, list[BoardRef]] | SubmitResult] = []
@@ -221,7 +222,9 @@ def encode_batch(
                     board = seen_boards[spec.name, period.label, scope] = (index(key), slot[0], op, scope, ref)
                 refs.append(board)
         hour = ts // _HOUR_MS
-        seen = index(names.seen(hour))
+        seen = seen_index.get(hour)
+        if seen is None:
+            seen = seen_index[hour] = index(names.seen(hour))
         shape = (tuple(board[0] for board in refs), seen)
         layout = layouts.get(shape)
         if layout is None:

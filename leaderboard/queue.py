@@ -38,13 +38,13 @@ class Queue:
         Raises InvalidSubmission for the first bad one (nothing is appended then) and
         BacklogFull when the stream already holds ``backlog_max`` entries."""
         now, rules = now_ms(), self.config.rules()
-        for sub in submissions:  # every rule, also for objects built without parse()
-            Submission.parse(sub.fields(), now_ms=now, rules=rules)
-        if not submissions:
+        entries = [sub.fields() for sub in submissions]
+        for fields in entries:  # every rule, also for objects built without parse()
+            Submission.parse(fields, now_ms=now, rules=rules)
+        if not entries:
             return []
-        args: list[str | int] = [self.backlog_max, len(submissions)]
-        for sub in submissions:
-            fields = sub.fields()
+        args: list[str | int] = [self.backlog_max, len(entries)]
+        for fields in entries:
             args.append(len(fields))
             for item in fields.items():
                 args += item

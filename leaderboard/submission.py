@@ -92,6 +92,8 @@ class Submission:
 
 
 def scopes_of(region: str | None, mode: str | None) -> list[str]:
+    if region is None and mode is None:
+        return [GLOBAL_SCOPE]  # most submissions: no scope to check
     scopes = [GLOBAL_SCOPE]
     for kind, value in zip(SCOPE_KINDS, (region, mode), strict=True):
         if value is not None:
