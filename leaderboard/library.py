@@ -179,38 +179,23 @@ def encode_batch(
         return key_index[key]
 
     periods: dict[tuple[str, str], tuple[int, Period]] = {}
-    recent: dict[str, Period] = {}
     specs = [(spec, config.operator_for(spec.name)) for spec in config.window_specs]
     seen_boards: dict[tuple[str, str, str], tuple[int, int, str, str, BoardRef]] = {}
     # A layout is what a submission's writes are laid out on: its boards and its seen-id bucket.
     # Nearly every submission of a batch shares one, so it is sent once, not once per submission.
     layouts: dict[tuple[tuple[int, ...], int], int] = {}
     layout_args: list[str | int] = []
-    seen_index: dict[int, int] = {}  # hour -> key index of its seen-id bucket
-    body: list[str | int] = []
-    count = 0
-    plan: list[tuple[str, list[BoardRef]] | SubmitResult] = []
     idem_ms = config.idempotency_s * 1000
-    for fields in entries:
-        sub_id = fields.get("id", "")
-        try:
-            ts = parse_uint(fields.get("ts"), "invalid_timestamp", 15)
-            # checked here too (the library checks again) so periods are only computed for sane times
-            if ts > now + config.clock_skew_ms:
-                raise InvalidSubmission("timestamp_in_future", CODES["timestamp_in_future"])
-            if ts < now - idem_ms:
-                raise InvalidSubmission("timestamp_too_old", CODES["timestamp_too_old"])
-            scopes = scopes_of(fields.get("region") or None, fields.get("mode") or None)
-        except InvalidSubmission as exc:
-            plan.append(SubmitResult(sub_id, "error", code=exc.code, message=exc.message))
-            continue
+
+    def layout_for(ts: int, scopes: list[str]) -> tuple[int, list[BoardRef], int, int]:
+        """The layout of a submission at ``ts`` on ``scopes``, its boards, and the time span
+        [lo, hi) over which it stays the same (every period and the seen-id hour)."""
+        hour = ts // _HOUR_MS
+        lo, hi = hour * _HOUR_MS, (hour + 1) * _HOUR_MS
         refs: list[tuple[int, int, str, str, BoardRef]] = []
         for spec, op in specs:
-            # Batches arrive in time order, so the previous entry's period almost always fits:
-            # computing a period (calendar arithmetic) per entry was a third of the encoding cost.
-            period = recent.get(spec.name)
-            if period is None or not period.start_ms <= ts < period.end_ms:
-                period = recent[spec.name] = spec.period(ts)
+            period = spec.period(ts)
+            lo, hi = max(lo, period.start_ms), min(hi, period.end_ms)
             for scope in scopes:
                 board = seen_boards.get((spec.name, period.label, scope))
                 if board is None:
@@ -221,21 +206,44 @@ def encode_batch(
                     ref = BoardRef(spec.name, period.label, scope)
                     board = seen_boards[spec.name, period.label, scope] = (index(key), slot[0], op, scope, ref)
                 refs.append(board)
-        hour = ts // _HOUR_MS
-        seen = seen_index.get(hour)
-        if seen is None:
-            seen = seen_index[hour] = index(names.seen(hour))
+        seen = index(names.seen(hour))
         shape = (tuple(board[0] for board in refs), seen)
         layout = layouts.get(shape)
         if layout is None:
             layout = layouts[shape] = len(layouts) + 1
-            layout_args += [seen, ((hour + 1) * _HOUR_MS + idem_ms) // 1000, len(refs)]
+            layout_args.extend((seen, ((hour + 1) * _HOUR_MS + idem_ms) // 1000, len(refs)))
             for board in refs:
-                layout_args += board[:4]
+                layout_args.extend(board[:4])
+        return layout, [board[4] for board in refs], lo, hi
+
+    body: list[str | int] = []
+    count = 0
+    plan: list[tuple[str, list[BoardRef]] | SubmitResult] = []
+    # Batches arrive in time order: the previous entry's layout almost always fits the next
+    # one, and then no period (calendar arithmetic) or key name is computed for it.
+    last_scope: tuple[str | None, str | None] = (None, None)
+    boards: list[BoardRef] = []
+    layout, lo, hi = 0, 0, 0
+    for fields in entries:
+        sub_id = fields.get("id", "")
+        region, mode = fields.get("region") or None, fields.get("mode") or None
+        try:
+            ts = parse_uint(fields.get("ts"), "invalid_timestamp", 15)
+            # checked here too (the library checks again) so periods are only computed for sane times
+            if ts > now + config.clock_skew_ms:
+                raise InvalidSubmission("timestamp_in_future", CODES["timestamp_in_future"])
+            if ts < now - idem_ms:
+                raise InvalidSubmission("timestamp_too_old", CODES["timestamp_too_old"])
+            if not lo <= ts < hi or (region, mode) != last_scope:
+                layout, boards, lo, hi = layout_for(ts, scopes_of(region, mode))
+                last_scope = (region, mode)
+        except InvalidSubmission as exc:
+            plan.append(SubmitResult(sub_id, "error", code=exc.code, message=exc.message))
+            continue
         body += [sub_id, fields.get("player", ""), fields.get("points", ""), fields.get("op", ""),
                  ts, fields.get("name", ""), layout]  # fmt: skip
         count += 1
-        plan.append((sub_id, [board[4] for board in refs]))
+        plan.append((sub_id, boards))
 
     head: list[str | int] = [
         now, config.top_n, config.activity_maxlen, config.clock_skew_ms, idem_ms,
