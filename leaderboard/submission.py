@@ -75,7 +75,7 @@ class Submission:
         if op is not None and op not in OPERATORS:
             raise _invalid("invalid_operator")
         ts_ms = parse_uint(fields.get("ts"), "invalid_timestamp", 15)
-        region, mode = (fields.get(kind) or None for kind in SCOPE_KINDS)
+        region, mode = fields.get("region") or None, fields.get("mode") or None  # SCOPE_KINDS
         scopes_of(region, mode)
         sub = cls(sub_id, player, points, ts_ms, op, name, region, mode)
         sub.check(now_ms=now_ms, rules=rules)
@@ -119,6 +119,10 @@ def parse_uint(value: object, code: str, max_digits: int) -> int:
 
 
 def _check_text(value: str, code: str, max_bytes: int) -> None:
+    if value.isascii():  # the common case: one byte per character, nothing to encode
+        if len(value) > max_bytes:
+            raise _invalid(code)
+        return
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:  # lone surrogates, e.g. from a non-UTF-8 byte string
