@@ -142,12 +142,15 @@ async def baseline(r: aioredis.Redis, seconds: float) -> float:
     return done / (time.perf_counter() - started)
 
 
-async def sustained(url: str, r: aioredis.Redis, warmup: float, seconds: float, fig: Figures) -> None:
+async def sustained(
+    url: str, r: aioredis.Redis, warmup: float, seconds: float, fig: Figures, *, live: bool = False
+) -> None:
     config = GameConfig(game="bench")
     queue = Queue(r, config, backlog_max=SUSTAINED_BACKLOG)
     stream = config.keys.submissions
     source = Source("s-")
-    source.prepare(int((warmup + seconds + 2) * PREPARED_RATE))
+    if not live:
+        source.prepare(int((warmup + seconds + 2) * PREPARED_RATE))
     for _ in range(SUSTAINED_BACKLOG // CHUNK):  # a queue that is full before the scorer starts
         await queue.submit_many(source.take(CHUNK))
     offered = [SUSTAINED_BACKLOG]
@@ -258,7 +261,7 @@ async def run(args: argparse.Namespace) -> Figures:
         print("baseline ...", file=sys.stderr)
         fig.baseline = await baseline(r, args.baseline_s)
         print("sustained ...", file=sys.stderr)
-        await sustained(server.url, r, args.warmup_s, args.sustained_s, fig)
+        await sustained(server.url, r, args.warmup_s, args.sustained_s, fig, live=args.live_producer)
         rate = args.lag_rate or round(min(10_000.0, 0.75 * fig.sustained), -2)
         print(f"publish lag at {rate:,.0f}/s ...", file=sys.stderr)
         await publish_lag(server.url, r, rate, args.lag_s, fig)
@@ -273,6 +276,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sustained-s", type=float, default=15.0)
     p.add_argument("--lag-s", type=float, default=12.0)
     p.add_argument("--lag-rate", type=float, default=None, help="offered load while probing (default 10k/s)")
+    p.add_argument(
+        "--live-producer",
+        action="store_true",
+        help="generate the sustained run's submissions while measuring (on the same cores)",
+    )
     p.add_argument("--write", action="store_true", help="record the figures in docs/benchmarks.md")
     args = p.parse_args(argv)
     fig = asyncio.run(run(args))
