@@ -30,6 +30,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import resource
+import select
 import shutil
 import socket
 import struct
@@ -85,25 +86,26 @@ class _Socket:
             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
         )
 
-    def readable(self) -> None:
+    def readable(self) -> bool:
+        """Read what is there; False once the socket is closed."""
         try:
             data, ancillary, _, _ = self.sock.recvmsg(65536, 64)
         except BlockingIOError:
-            return
+            return True
         except OSError:
             data, ancillary = b"", []
         now = time.time()
         if not data:
-            asyncio.get_running_loop().remove_reader(self.sock.fileno())
             if not self.ready.done():
                 self.ready.set_exception(ConnectionError("closed during handshake"))
-            return
+            return False
         arrived = now
         for level, kind, raw in ancillary:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
                 sec, nsec = struct.unpack("qq", raw[:16])
                 arrived = sec + nsec / 1e9
         self.feed(data, now, arrived)
+        return True
 
     def feed(self, data: bytes, now: float, arrived: float) -> None:
         # The clients share the 2 cores with the gateway: every microsecond spent here delays the
@@ -152,42 +154,60 @@ Sink = dict[int, list[float]]  # snapshot version -> one time per socket that go
 Sinks = tuple[Sink, Sink]  # (read by the client, arrived: kernel timestamp)
 
 
-async def _client_main(conn: Connection, port: int, count: int, source: str) -> None:
+async def _client_main(conn: Connection, port: int, count: int, source: str, read_every: float) -> None:
+    """Open ``count`` sockets, then read them every ``read_every`` seconds.
+
+    Reading on a cadence rather than the moment bytes arrive: the arrival times come from the
+    kernel's timestamps either way, and the client processes, which share the 2 cores with the
+    gateway here (on a real network they are other machines), do not compete with the gateway's
+    fan-out while it is under way."""
     loop = asyncio.get_running_loop()
     sinks: Sinks = ({}, {})
-    socks: list[socket.socket] = []
+    peers: dict[int, _Socket] = {}
+    ready_fds = select.epoll()
     failed = 0
     sem = asyncio.Semaphore(100)  # handshakes in flight per process
+    interval = [0.002]  # while connecting: read at once
+
+    async def reader() -> None:
+        while True:
+            await asyncio.sleep(interval[0])
+            for fd, _ in ready_fds.poll(0):
+                peer = peers.get(fd)
+                if peer is not None and not peer.readable():
+                    ready_fds.unregister(fd)
+                    del peers[fd]
 
     async def one() -> None:
         nonlocal failed
         async with sem:
             ready: asyncio.Future[None] = loop.create_future()
             sock = socket.socket()
-            socks.append(sock)
             try:
                 sock.setblocking(False)
                 sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
                 sock.bind((source, 0))
                 await loop.sock_connect(sock, ("127.0.0.1", port))
-                peer = _Socket(sock, sinks, ready)
-                loop.add_reader(sock.fileno(), peer.readable)
+                peers[sock.fileno()] = peer = _Socket(sock, sinks, ready)
+                ready_fds.register(sock.fileno(), select.EPOLLIN)
                 peer.handshake()
                 await asyncio.wait_for(ready, 30)
             except (OSError, ConnectionError, TimeoutError):
                 failed += 1
 
+    task = loop.create_task(reader())
     await asyncio.gather(*(one() for _ in range(count)))
+    interval[0] = read_every
     conn.send(("connected", count - failed))
     await loop.run_in_executor(None, conn.recv)  # "report"
+    task.cancel()
     conn.send(("report", sinks))
-    for sock in socks:
-        with contextlib.suppress(ValueError, OSError):
-            loop.remove_reader(sock.fileno())
-        sock.close()
+    for peer in peers.values():
+        peer.sock.close()
+    ready_fds.close()
 
 
-def _client_process(conn: Connection, port: int, count: int, source: str) -> None:
+def _client_process(conn: Connection, port: int, count: int, source: str, read_every: float) -> None:
     import gc
 
     import uvloop
@@ -195,7 +215,7 @@ def _client_process(conn: Connection, port: int, count: int, source: str) -> Non
     # The measuring instrument must not pause: its few cycles (the transports) live until the end.
     gc.disable()
 
-    uvloop.run(_client_main(conn, port, count, source))
+    uvloop.run(_client_main(conn, port, count, source, read_every))
 
 
 # ---------------------------------------------------------------- measurement
@@ -308,7 +328,11 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
         ctx = mp.get_context("fork")
         for i, count in enumerate(per):
             parent, child = ctx.Pipe()
-            p = ctx.Process(target=_client_process, args=(child, port, count, f"127.0.0.{i + 2}"), daemon=True)
+            p = ctx.Process(
+                target=_client_process,
+                args=(child, port, count, f"127.0.0.{i + 2}", args.read_every_ms / 1000),
+                daemon=True,
+            )
             p.start()
             pipes.append(parent)
             procs.append(p)
@@ -449,6 +473,13 @@ def main(argv: list[str] | None = None) -> int:
         default="gateway,gateway-broadcast,naive",
         help="comma-separated: gateway, gateway-broadcast, gateway-keepalive (websockets' keepalive task "
         "per socket instead of the sweep), naive",
+    )
+    p.add_argument(
+        "--read-every-ms",
+        type=float,
+        default=100.0,
+        help="the client processes read their sockets this often once connected (arrival times are the "
+        "kernel's either way); 1 reads almost at once, competing with the fan-out for the cores",
     )
     p.add_argument(
         "--fanout-threads",
