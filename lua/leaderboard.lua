@@ -462,6 +462,36 @@ local function lb_lease(keys, args)
   return 1
 end
 
+--[[ lb_forget: remove the consumer names of replicas that are gone.
+A consumer name stays in its group after its replica dies. Names idle (no read attempted) for
+at least idle_ms and holding no pending entry are deleted; the check and the delete are one atomic
+call, so a name is never deleted while it holds entries.
+Input:  KEYS[1] stream;  ARGV group, idle_ms, the caller's own name (never deleted)
+Output: the names removed
+]]
+local function lb_forget(keys, args)
+  local idle_ms = tonumber(args[2])
+  if not idle_ms then
+    return redis.error_reply('ERR bad_request idle_ms must be a number')
+  end
+  local consumers = redis.pcall('XINFO', 'CONSUMERS', keys[1], args[1])
+  if type(consumers) ~= 'table' or consumers.err then
+    return {} -- no stream or no group yet: nothing to forget
+  end
+  local removed = {}
+  for _, flat in ipairs(consumers) do
+    local c = {}
+    for i = 1, #flat, 2 do
+      c[flat[i]] = flat[i + 1]
+    end
+    if c.pending == 0 and c.idle >= idle_ms and c.name ~= args[3] then
+      redis.call('XGROUP', 'DELCONSUMER', keys[1], args[1], c.name)
+      removed[#removed + 1] = c.name
+    end
+  end
+  return removed
+end
+
 local function entries_with_profiles(profiles, flat)
   local out, players = {}, {}
   for i = 1, #flat, 2 do
@@ -527,6 +557,7 @@ end
 redis.register_function('lb_submit', lb_submit)
 redis.register_function('lb_enqueue', lb_enqueue)
 redis.register_function('lb_lease', lb_lease)
+redis.register_function('lb_forget', lb_forget)
 redis.register_function { function_name = 'lb_top', callback = lb_top, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_around', callback = lb_around, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_ranks', callback = lb_ranks, flags = { 'no-writes' } }

@@ -45,6 +45,7 @@ class BadgeWorker(GroupWorker):
             batch=settings.batch,
             block_ms=settings.block_ms,
             claim_idle_ms=settings.claim_idle_ms,
+            forget_after_ms=settings.forget_after_s * 1000,
             start_id="0",  # a new group starts from the oldest activity still kept
         )
         self.keys = keys

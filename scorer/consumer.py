@@ -50,6 +50,7 @@ class Consumer(GroupWorker):
             batch=settings.batch,
             block_ms=settings.block_ms,
             claim_idle_ms=settings.claim_idle_ms,
+            forget_after_ms=settings.forget_after_s * 1000,
             concurrency=settings.concurrency,
         )
         self.lb = Leaderboard(redis, settings.game)

@@ -48,6 +48,7 @@ class ScorerSettings:
     block_ms: int = 250  # how long an idle read waits; also bounds how fast SIGTERM is noticed
     concurrency: int = 2  # read-apply-ack loops: one encodes while Redis runs the other's batch
     claim_idle_ms: int = 10_000  # entries pending longer than this are taken from dead replicas
+    forget_after_s: int = 3600  # a consumer name idle this long, holding nothing, is removed; 0: never
     max_deliveries: int = 5  # an entry claimed this often (it keeps killing its reader) is dead-lettered
     backlog_max: int = 1_000_000  # the queue refuses submissions beyond this many waiting
     dead_letters_maxlen: int = 100_000
@@ -75,6 +76,8 @@ class ScorerSettings:
         if self.tick_ms < 1 or self.lease_ttl_ms <= self.tick_ms:
             # the holder renews once per tick: a lease shorter than a tick would lapse between renewals
             raise ValueError("lease_ttl_ms must be longer than tick_ms")
+        if self.forget_after_s < 0:
+            raise ValueError("forget_after_s must be >= 0")
         if self.backlog_max < 1 or self.snapshot_ttl_s < 1:
             raise ValueError("backlog_max and snapshot_ttl_s must be positive")
 
@@ -109,6 +112,7 @@ _VARS = {
     "block_ms": "LB_SCORER_BLOCK_MS",
     "concurrency": "LB_SCORER_CONCURRENCY",
     "claim_idle_ms": "LB_SCORER_CLAIM_IDLE_MS",
+    "forget_after_s": "LB_SCORER_FORGET_AFTER_S",
     "max_deliveries": "LB_SCORER_MAX_DELIVERIES",
     "backlog_max": "LB_BACKLOG_MAX",
     "dead_letters_maxlen": "LB_DEAD_LETTERS_MAXLEN",

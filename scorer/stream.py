@@ -82,6 +82,7 @@ class GroupWorker:
         claim_idle_ms: int,
         concurrency: int = 1,
         start_id: str = "0",
+        forget_after_ms: int = 0,
     ) -> None:
         self.redis = redis
         self.stream = stream
@@ -94,6 +95,9 @@ class GroupWorker:
         self.start_id = start_id  # where a newly created group starts reading
         self._claim_cursor = "0-0"
         self._next_claim = 0.0  # loop time of the next XAUTOCLAIM scan
+        # consumer names idle this long with nothing pending are removed (0: never)
+        self.forget_after_ms = forget_after_ms
+        self._next_forget = 0.0
         self._down_since: float | None = None
 
     async def handle(self, batch: Batch) -> None:
@@ -111,6 +115,9 @@ class GroupWorker:
     async def read(self) -> Batch:
         """The next batch: entries dead replicas left pending (when a scan is due), else new ones."""
         loop = asyncio.get_running_loop()
+        if self.forget_after_ms and loop.time() >= self._next_forget:
+            self._next_forget = loop.time() + max(1.0, self.forget_after_ms / 4000)
+            await self._forget()
         if loop.time() >= self._next_claim:
             # Scan at most twice per idle timeout: an entry is then claimed at most 1.5 timeouts
             # after its reader died, and a busy stream is not scanned on every read.
@@ -149,6 +156,15 @@ class GroupWorker:
         if deleted:  # pending ids whose entries no longer exist: nothing left to apply
             await self.redis.xack(self.stream, self.group, *deleted)
         return [(sid, fields) for sid, fields in entries if fields is not None]
+
+    async def _forget(self) -> None:
+        """Remove the names of replicas that are gone (lb_forget: idle, nothing pending)."""
+        removed: Any = await self.redis.fcall(
+            "lb_forget", 1, self.stream, self.group, self.forget_after_ms, self.consumer
+        )
+        if removed:
+            self.log.info("%s: removed %d consumer names of gone replicas: %s", self.group, len(removed),
+                          ", ".join(map(str, removed)))  # fmt: skip
 
     async def _call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         try:

@@ -165,3 +165,27 @@ async def test_redis_down_is_retried_with_backoff_not_a_crash(redis_url: str, co
     stop.set()
     await asyncio.wait_for(task, 5000 * MS)
     await dead.aclose()
+
+
+async def test_names_of_gone_replicas_are_forgotten_unless_they_hold_entries(
+    redis_url: str, r: aioredis.Redis, config: GameConfig
+) -> None:
+    client = connect(redis_url)
+    consumer = Consumer(client, settings_for(redis_url, config, claim_idle_ms=60_000, forget_after_s=1))
+    stream = config.keys.submissions
+    await consumer.ensure_group()
+    await enqueue(r, config, slip("a", "ana", 5))
+    await r.xreadgroup(GROUP, "holder", {stream: ">"}, count=1)  # reads the entry, never acknowledges
+    await r.xgroup_createconsumer(stream, GROUP, "ghost")  # a replica that read nothing, then died
+    await r.xgroup_createconsumer(stream, GROUP, "c1")
+
+    async def names() -> set[str]:
+        return {str(c["name"]) for c in await r.xinfo_consumers(stream, GROUP)}
+
+    assert await names() == {"holder", "ghost", "c1"}
+    await asyncio.sleep(1.1)
+    assert await consumer.read() == []  # the holder's entry is not idle long enough to be claimed
+    assert await names() == {"holder", "c1"}  # the ghost is gone; a name holding an entry never is
+    # idle or not, a name holding entries stays, and so does the caller's own
+    assert await client.fcall("lb_forget", 1, stream, GROUP, "0", "c1") == []
+    await client.aclose()
