@@ -42,23 +42,30 @@ def response_status(head: bytes) -> tuple[int, float | None]:
     return status, retry_after
 
 
+def next_frame(buf: bytes) -> tuple[int, int, int] | None:
+    """(opcode, payload start, frame end) of the complete frame at the front of ``buf``, or
+    None while it is incomplete. Server frames are never masked."""
+    if len(buf) < 2:
+        return None
+    opcode, n, head = buf[0] & 0x0F, buf[1] & 0x7F, 2
+    if n == 126:
+        if len(buf) < 4:
+            return None
+        n, head = int.from_bytes(buf[2:4], "big"), 4
+    elif n == 127:
+        if len(buf) < 10:
+            return None
+        n, head = int.from_bytes(buf[2:10], "big"), 10
+    return (opcode, head, head + n) if len(buf) >= head + n else None
+
+
 def split_frames(buf: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
     """Complete (opcode, payload) frames at the front of ``buf``, and the incomplete rest."""
     frames = []
-    while len(buf) >= 2:
-        opcode, n, head = buf[0] & 0x0F, buf[1] & 0x7F, 2
-        if n == 126:
-            if len(buf) < 4:
-                break
-            n, head = int.from_bytes(buf[2:4], "big"), 4
-        elif n == 127:
-            if len(buf) < 10:
-                break
-            n, head = int.from_bytes(buf[2:10], "big"), 10
-        if len(buf) < head + n:
-            break
-        frames.append((opcode, buf[head : head + n]))
-        buf = buf[head + n :]
+    while (frame := next_frame(buf)) is not None:
+        opcode, head, end = frame
+        frames.append((opcode, buf[head:end]))
+        buf = buf[end:]
     return frames, buf
 
 

@@ -47,6 +47,7 @@ import redis
 from leaderboard import Entry, GameConfig, wire
 from leaderboard.redis_server import RedisServer, free_port
 
+from .frames import client_frame, next_frame
 from .procstat import usage
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,28 +125,17 @@ class _Socket:
             if not self.ready.done():
                 self.ready.set_result(None)
             buf = buf[end + 4 :]
-        while len(buf) >= 2:
-            opcode, n, head = buf[0] & 0x0F, buf[1] & 0x7F, 2
-            if n == 126:
-                if len(buf) < 4:
-                    break
-                n, head = int.from_bytes(buf[2:4], "big"), 4
-            elif n == 127:
-                if len(buf) < 10:
-                    break
-                n, head = int.from_bytes(buf[2:10], "big"), 10
-            end = head + n
-            if len(buf) < end:
-                break
+        while (frame := next_frame(buf)) is not None:
+            opcode, head, end = frame
             if opcode == 0x1:
                 if buf.startswith(b'{"type":"snapshot"', head):
                     i = buf.find(b'"version":', head, end) + 10
                     version = int(buf[i : buf.find(b",", i, end)])
                     self.read.setdefault(version, []).append(now)
                     self.arrived.setdefault(version, []).append(arrived)
-            elif opcode == 0x9 and n < 126:
+            elif opcode == 0x9 and end - head < 126:
                 with contextlib.suppress(OSError):
-                    self.sock.send(bytes([0x8A, 0x80 | n]) + b"\0\0\0\0" + buf[head:end])
+                    self.sock.send(client_frame(0xA, buf[head:end]))  # pong
             buf = buf[end:]
         self.buf = buf
 
