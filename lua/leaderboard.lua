@@ -462,6 +462,30 @@ local function lb_lease(keys, args)
   return 1
 end
 
+--[[ lb_publish: publish snapshots and store them as the latest, only while holding the lease.
+The lease check and the writes are one atomic call: a publisher that stalled past its lease (and
+was replaced) publishes nothing, so two replicas never publish in the same tick.
+Input:  KEYS[1] lease, KEYS[2] published record (hash), KEYS[3..] each board's latest snapshot
+        ARGV    owner, latest_ttl_s, then per board: channel, record field, record value, snapshot
+Output: 1 published; 0 not the lease holder (nothing written)
+]]
+local function lb_publish(keys, args)
+  local ttl = parse_uint(args[2], 9)
+  if not ttl or ttl < 1 or #args ~= 2 + 4 * (#keys - 2) then
+    return redis.error_reply('ERR bad_request malformed publish')
+  end
+  if redis.call('GET', keys[1]) ~= args[1] then
+    return 0
+  end
+  for b = 3, #keys do
+    local pos = 3 + 4 * (b - 3)
+    redis.call('PUBLISH', args[pos], args[pos + 3])
+    redis.call('SET', keys[b], args[pos + 3], 'EX', ttl)
+    redis.call('HSET', keys[2], args[pos + 1], args[pos + 2])
+  end
+  return 1
+end
+
 --[[ lb_forget: remove the consumer names of replicas that are gone.
 A consumer name stays in its group after its replica dies. Names idle (no read attempted) for
 at least idle_ms and holding no pending entry are deleted; the check and the delete are one atomic
@@ -558,6 +582,7 @@ redis.register_function('lb_submit', lb_submit)
 redis.register_function('lb_enqueue', lb_enqueue)
 redis.register_function('lb_lease', lb_lease)
 redis.register_function('lb_forget', lb_forget)
+redis.register_function('lb_publish', lb_publish)
 redis.register_function { function_name = 'lb_top', callback = lb_top, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_around', callback = lb_around, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_ranks', callback = lb_ranks, flags = { 'no-writes' } }

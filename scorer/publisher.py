@@ -2,8 +2,10 @@
 every board whose top-N version changed, and of every board whose window rolled over.
 
 Each snapshot is built once (``wire.snapshot``), published on the board's period-less channel and
-stored as the board's latest, in one MULTI with the record of what was published: a replica that
-takes the lease over continues from that record instead of republishing every board.
+stored as the board's latest, together with the record of what was published, in one call of
+``lb_publish`` that first checks the lease: a replica that stalled past its lease publishes
+nothing, and one that takes the lease over continues from the record instead of republishing
+every board.
 
 Only the current period of each window is published: a late submission for yesterday bumps
 yesterday's version, but the channel carries today's board.
@@ -164,15 +166,22 @@ class Publisher:
         assert self.published is not None
         # Reads first, concurrently: one round trip's worth of latency for all changed boards.
         tops = await asyncio.gather(*(self.lb.top(d.window, d.scope, n=self.config.top_n, at=now) for d in due))
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for d, top in zip(due, tops, strict=True):
-                payload = wire.snapshot(
-                    board=d.scope, window=d.window, period=d.period, version=d.version, ts_ms=now, entries=top
-                )
-                pipe.publish(self.keys.snapshot_channel(d.window, d.scope), payload)
-                pipe.set(self.keys.latest(d.window, d.scope), payload, ex=self.settings.snapshot_ttl_s)
-                pipe.hset(self.keys.published, f"{d.window}:{d.scope}", f"{d.period}:{d.version}")
-            await pipe.execute()
+        keys = [self.keys.publish_lease, self.keys.published]
+        args: list[str | int | bytes] = [self.owner, self.settings.snapshot_ttl_s]
+        for d, top in zip(due, tops, strict=True):
+            payload = wire.snapshot(
+                board=d.scope, window=d.window, period=d.period, version=d.version, ts_ms=now, entries=top
+            )
+            keys.append(self.keys.latest(d.window, d.scope))
+            args += [self.keys.snapshot_channel(d.window, d.scope), f"{d.window}:{d.scope}",
+                     f"{d.period}:{d.version}", payload]  # fmt: skip
+        # Fenced by the lease inside Redis: if this replica stalled past its lease and another took
+        # over, nothing is published and this one steps down.
+        if not await self.redis.fcall("lb_publish", len(keys), *keys, *args):
+            log.info("publish lease lost before publishing; nothing published")
+            self.published = None
+            self.stats.publisher = False
+            return
         for d in due:
             self.published[d.window, d.scope] = (d.period, d.version)
         self.stats.published += len(due)

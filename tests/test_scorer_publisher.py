@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 
 from leaderboard import GameConfig, Leaderboard
 from scorer import Publisher, ScorerSettings, Stats
+from scorer.publisher import due_boards
 
 from .conftest import MS, NOW
 
@@ -151,3 +152,27 @@ async def test_a_late_write_to_yesterday_does_not_replace_todays_board(
     await lb.submit_batch([slip("2", "ben", 9, today - 10_000)], now=today)  # 23:59:55 yesterday
     due = await pub.tick()
     assert [d.window for d in due] == ["alltime", "weekly"]  # daily: today's top did not change
+
+
+async def test_a_publisher_that_lost_its_lease_mid_tick_publishes_nothing(
+    r: aioredis.Redis, lb: Leaderboard, config: GameConfig
+) -> None:
+    clock = [NOW + 1000]
+    pub = publisher(r, config, "stalled", clock)
+    await lb.submit_batch([slip("1", "ana", 5)], now=clock[0])
+    async with Channel(r, config.keys.snapshot_channel("weekly", "global")) as weekly:
+        assert [d.window for d in await pub.tick()]  # holds the lease, publishes
+        await weekly.next()
+        await lb.submit_batch([slip("2", "ben", 9)], now=clock[0])
+        # It stalls after deciding what is due; its lease lapses and another replica takes it.
+        versions: Any = await r.hgetall(config.keys.versions)
+        periods = {w.name: w.period(clock[0]).label for w in config.window_specs}
+        assert pub.published is not None
+        due = due_boards(periods, versions, pub.published)
+        assert due
+        await r.set(config.keys.publish_lease, "other", px=3000)
+        latest_before = await r.get(config.keys.latest("weekly", "global"))
+        await pub._publish(due, clock[0])
+        assert await weekly.quiet()  # fenced: nothing went out
+        assert await r.get(config.keys.latest("weekly", "global")) == latest_before
+        assert not leads(pub)
