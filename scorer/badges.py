@@ -37,17 +37,8 @@ def awards(entry: Mapping[str, str], thresholds: Sequence[tuple[str, int]], top_
 class BadgeWorker(GroupWorker):
     def __init__(self, redis: aioredis.Redis, settings: ScorerSettings, stats: Stats | None = None) -> None:
         keys = settings.game.keys
-        super().__init__(
-            redis,
-            stream=keys.activity,
-            group=GROUP,
-            consumer=settings.name,
-            batch=settings.batch,
-            block_ms=settings.block_ms,
-            claim_idle_ms=settings.claim_idle_ms,
-            forget_after_ms=settings.forget_after_s * 1000,
-            start_id="0",  # a new group starts from the oldest activity still kept
-        )
+        # a new group starts from the oldest activity still kept
+        super().__init__(redis, settings, stream=keys.activity, group=GROUP, start_id="0")
         self.keys = keys
         self.thresholds = settings.badge_thresholds
         self.top_n = settings.game.top_n if settings.badge_top_n else None

@@ -42,17 +42,7 @@ class Consumer(GroupWorker):
         now: Callable[[], int] = now_ms,
     ) -> None:
         keys = settings.game.keys
-        super().__init__(
-            redis,
-            stream=keys.submissions,
-            group=GROUP,
-            consumer=settings.name,
-            batch=settings.batch,
-            block_ms=settings.block_ms,
-            claim_idle_ms=settings.claim_idle_ms,
-            forget_after_ms=settings.forget_after_s * 1000,
-            concurrency=settings.concurrency,
-        )
+        super().__init__(redis, settings, stream=keys.submissions, group=GROUP, concurrency=settings.concurrency)
         self.lb = Leaderboard(redis, settings.game)
         self.settings = settings
         self.stats = stats or Stats()

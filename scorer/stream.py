@@ -27,6 +27,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from .settings import ScorerSettings
+
 # Errors that mean "Redis is not there right now" (down, restarting, loading, failing over):
 # retried with backoff. Everything else is a bug or bad data and is not hidden by a retry.
 REDIS_DOWN: tuple[type[BaseException], ...] = (
@@ -73,30 +75,26 @@ class GroupWorker:
     def __init__(
         self,
         redis: aioredis.Redis,
+        settings: ScorerSettings,
         *,
         stream: str,
         group: str,
-        consumer: str,
-        batch: int,
-        block_ms: int,
-        claim_idle_ms: int,
         concurrency: int = 1,
         start_id: str = "0",
-        forget_after_ms: int = 0,
     ) -> None:
         self.redis = redis
         self.stream = stream
         self.group = group
-        self.consumer = consumer
-        self.batch = batch
-        self.block_ms = block_ms
-        self.claim_idle_ms = claim_idle_ms
+        self.consumer = settings.name
+        self.batch = settings.batch
+        self.block_ms = settings.block_ms
+        self.claim_idle_ms = settings.claim_idle_ms
         self.concurrency = concurrency
         self.start_id = start_id  # where a newly created group starts reading
+        # consumer names idle this long with nothing pending are removed (0: never)
+        self.forget_after_ms = settings.forget_after_s * 1000
         self._claim_cursor = "0-0"
         self._next_claim = 0.0  # loop time of the next XAUTOCLAIM scan
-        # consumer names idle this long with nothing pending are removed (0: never)
-        self.forget_after_ms = forget_after_ms
         self._next_forget = 0.0
         self._down_since: float | None = None
 
