@@ -67,7 +67,11 @@ async def run(settings: GatewaySettings) -> int:
 
 
 def main() -> int:
-    settings = GatewaySettings.from_env()
+    try:
+        settings = GatewaySettings.from_env()
+    except ValueError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
     logging.basicConfig(
         level=os.environ.get("LB_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(name)s %(levelname)s %(message)s",

@@ -126,18 +126,21 @@ class GatewaySettings:
             if var not in env:
                 continue
             raw, kind = env[var], types[name]
-            if kind == "tuple[str, ...]":
-                kwargs[name] = tuple(v.strip() for v in raw.split(",") if v.strip())
-            elif kind == "bool":
-                kwargs[name] = raw.strip().lower() in ("1", "true", "yes", "on")
-            elif kind == "int":
-                kwargs[name] = int(raw)
-            elif kind == "float":
-                kwargs[name] = float(raw)
-            elif kind == "Path":
-                kwargs[name] = Path(raw)
-            else:
-                kwargs[name] = raw
+            try:
+                if kind == "tuple[str, ...]":
+                    kwargs[name] = tuple(v.strip() for v in raw.split(",") if v.strip())
+                elif kind == "bool":
+                    kwargs[name] = raw.strip().lower() in ("1", "true", "yes", "on")
+                elif kind == "int":
+                    kwargs[name] = int(raw)
+                elif kind == "float":
+                    kwargs[name] = float(raw)
+                elif kind == "Path":
+                    kwargs[name] = Path(raw)
+                else:
+                    kwargs[name] = raw
+            except ValueError as exc:
+                raise ValueError(f"{var}={raw!r}: {exc}") from None
         return cls(**kwargs)
 
 

@@ -90,18 +90,21 @@ class ScorerSettings:
             if var not in env:
                 continue
             raw = env[var].strip()
-            if name == "metrics_port":
-                kwargs[name] = int(raw) if raw not in ("", "0") else None
-            elif name in ints:
-                kwargs[name] = int(raw)
-            elif name in ("stats_interval_s", "graceful_timeout_s"):
-                kwargs[name] = float(raw)
-            elif name == "badge_thresholds":
-                kwargs[name] = parse_thresholds(raw)
-            elif name in ("badge_top_n", "publish", "badges"):
-                kwargs[name] = raw.lower() not in ("0", "false", "no", "")
-            else:
-                kwargs[name] = raw
+            try:
+                if name == "metrics_port":
+                    kwargs[name] = int(raw) if raw not in ("", "0") else None
+                elif name in ints:
+                    kwargs[name] = int(raw)
+                elif name in ("stats_interval_s", "graceful_timeout_s"):
+                    kwargs[name] = float(raw)
+                elif name == "badge_thresholds":
+                    kwargs[name] = parse_thresholds(raw)
+                elif name in ("badge_top_n", "publish", "badges"):
+                    kwargs[name] = raw.lower() not in ("0", "false", "no", "")
+                else:
+                    kwargs[name] = raw
+            except ValueError as exc:
+                raise ValueError(f"{var}={raw!r}: {exc}") from None
         return cls(**kwargs)  # type: ignore[arg-type]
 
 

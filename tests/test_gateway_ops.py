@@ -140,6 +140,14 @@ async def test_listen_backlog_and_settings_from_env(redis_url: str) -> None:
     for bad in ({"LB_GW_BACKLOG": "0"}, {"LB_GW_FANOUT_THREADS": "0"}, {"LB_GW_GC_THRESHOLD": "-1"}):
         with pytest.raises(ValueError):
             GatewaySettings.from_env(bad)
+    with pytest.raises(ValueError, match="LB_GW_BACKLOG='lots'"):  # names the variable at fault
+        GatewaySettings.from_env({"LB_GW_BACKLOG": "lots"})
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gateway", cwd=ROOT, env={**os.environ, "LB_GW_BACKLOG": "lots"},
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await proc.communicate()
+    assert proc.returncode == 2 and err.decode().startswith("configuration error: LB_GW_BACKLOG='lots'")
     if shutil.which("ss") is None:
         pytest.skip("ss (iproute2) is not installed")
     async with running(redis_url, backlog=777) as gw:

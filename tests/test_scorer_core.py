@@ -59,6 +59,11 @@ def test_settings_from_env() -> None:
         ScorerSettings(tick_ms=1000, lease_ttl_ms=1000)
     with pytest.raises(ValueError, match="name=points"):
         ScorerSettings.from_env({"LB_BADGE_THRESHOLDS": "gold"})
+    assert ScorerSettings.from_env({"LB_SCORER_FORGET_AFTER_S": "0"}).forget_after_s == 0
+    with pytest.raises(ValueError, match="forget_after_s"):
+        ScorerSettings.from_env({"LB_SCORER_FORGET_AFTER_S": "-1"})
+    with pytest.raises(ValueError, match="LB_SCORER_FORGET_AFTER_S='soon'"):  # names the variable
+        ScorerSettings.from_env({"LB_SCORER_FORGET_AFTER_S": "soon"})
 
 
 def test_stats_line_reports_rates_and_lag() -> None:
