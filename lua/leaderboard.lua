@@ -107,10 +107,15 @@ end
 --   window, label, start_ms, end_ms, shift, unit_ms, expire_at_s (0 = never), hll key index
 local PERIOD_FIELDS = 8
 
+-- Both readers return nil for a malformed record, so the call is refused before its first write.
 local function read_periods(keys, args, pos, count)
   local periods = {}
   for p = 1, count do
     local shift = tonumber(args[pos + 4])
+    if not (shift and tonumber(args[pos + 2]) and tonumber(args[pos + 3]) and tonumber(args[pos + 5])
+        and tonumber(args[pos + 6]) and keys[tonumber(args[pos + 7])]) then
+      return nil
+    end
     periods[p] = {
       window = args[pos],
       label = args[pos + 1],
@@ -132,15 +137,22 @@ end
 -- submissions of a batch that have the same boards and seen-id bucket:
 --   seen key index, seen expire_at_s, board_count, then per board: key index, period index,
 --   default op, scope
-local function read_layouts(keys, args, pos, count)
+local function read_layouts(keys, periods, args, pos, count)
   local layouts = {}
   pos = pos + 1
   for l = 1, count do
     local layout = { seen = keys[tonumber(args[pos])], seen_expire_at = args[pos + 1], refs = {} }
     local nboards = tonumber(args[pos + 2])
+    if not (layout.seen and parse_uint(layout.seen_expire_at, 12) and nboards) then
+      return nil -- malformed: refused before the first write
+    end
     pos = pos + 3
     for b = 1, nboards do
-      layout.refs[b] = { key = tonumber(args[pos]), period = tonumber(args[pos + 1]), op = args[pos + 2], scope = args[pos + 3] }
+      local ref = { key = tonumber(args[pos]), period = tonumber(args[pos + 1]), op = args[pos + 2], scope = args[pos + 3] }
+      if not (ref.key and keys[ref.key] and periods[ref.period] and ref.op and ref.scope) then
+        return nil
+      end
+      layout.refs[b] = ref
       pos = pos + 4
     end
     layouts[l] = layout
@@ -376,9 +388,11 @@ local function lb_submit(keys, args)
   end
   local periods, pos = read_periods(keys, args, 9, tonumber(args[8]) or 0)
   local layouts
-  layouts, pos = read_layouts(keys, args, pos, tonumber(args[pos]) or 0)
-  local count = tonumber(args[pos])
-  pos = pos + 1
+  if periods then
+    layouts, pos = read_layouts(keys, periods, args, pos, tonumber(args[pos]) or 0)
+  end
+  local count = layouts and tonumber(args[pos])
+  pos = (pos or 0) + 1
   if not count or #args ~= pos - 1 + 7 * count then
     return redis.error_reply('ERR bad_request malformed batch')
   end
