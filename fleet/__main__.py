@@ -12,14 +12,24 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from leaderboard import GameConfig, connect
 from leaderboard.errors import BacklogFull
 from leaderboard.queue import Queue
+from leaderboard.settings import (
+    LOG_LEVELS,
+    argument_parser,
+    at_least,
+    between,
+    load_or_exit,
+    log_level,
+    setting,
+    validate,
+)
 
 from .demo import submissions
 from .supervisor import Fleet, FleetSettings
@@ -27,23 +37,34 @@ from .supervisor import Fleet, FleetSettings
 log = logging.getLogger("fleet")
 
 
+@dataclass(frozen=True, slots=True)
+class FleetOptions:
+    """What ``./dev run`` reads from the environment; each is also an option (which wins)."""
+
+    gateways: int = setting("LB_FLEET_GATEWAYS", 2, "gateway processes on the port", check=between(1, 64))
+    host: str = setting("LB_FLEET_HOST", "127.0.0.1", "the gateways' listen address")
+    port: int = setting("LB_FLEET_PORT", 8000, "the gateways' port; 0 = any free one", check=between(0, 65_535))
+    redis_url: str = setting("LB_REDIS_URL", "", "use this Redis instead of starting the embedded one")
+    data_dir: str = setting("LB_DATA_DIR", "var", "data directory of the embedded redis-server")
+    demo_rate: float = setting("LB_DEMO_RATE", 300.0, "demo submissions per second", check=at_least(0))
+    log_level: str = log_level()
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    env = os.environ.get
-    p = argparse.ArgumentParser(prog="./dev run", description=(__doc__ or "").split("\n\n")[1])
-    p.add_argument("--gateways", type=int, default=int(env("LB_FLEET_GATEWAYS", "2")),
-                   help="gateway processes on the port (env LB_FLEET_GATEWAYS, default 2)")  # fmt: skip
-    p.add_argument("--host", default=env("LB_FLEET_HOST", "127.0.0.1"), help="listen address (env LB_FLEET_HOST)")
-    p.add_argument("--port", type=int, default=int(env("LB_FLEET_PORT", "8000")),
-                   help="gateways' port, 0 = any free one (env LB_FLEET_PORT, default 8000)")  # fmt: skip
-    p.add_argument("--redis-url", default=env("LB_REDIS_URL"),
-                   help="use this Redis instead of starting one (env LB_REDIS_URL)")  # fmt: skip
-    p.add_argument("--data-dir", default=env("LB_DATA_DIR", "var"),
-                   help="embedded Redis data directory (env LB_DATA_DIR, default var/)")  # fmt: skip
-    p.add_argument("--demo-rate", type=float, default=float(env("LB_DEMO_RATE", "300")),
-                   help="demo submissions per second (env LB_DEMO_RATE, default 300)")  # fmt: skip
+    o = load_or_exit(FleetOptions)
+    p = argument_parser("./dev run", (__doc__ or "").split("\n\n")[1], FleetOptions, GameConfig)
+    p.add_argument("--gateways", type=int, default=o.gateways, help="gateway processes on the port")
+    p.add_argument("--host", default=o.host, help="listen address")
+    p.add_argument("--port", type=int, default=o.port, help="gateways' port, 0 = any free one")
+    p.add_argument("--redis-url", default=o.redis_url or None, help="use this Redis instead of starting one")
+    p.add_argument("--data-dir", default=o.data_dir, help="embedded Redis data directory")
+    p.add_argument("--demo-rate", type=float, default=o.demo_rate, help="demo submissions per second")
     p.add_argument("--no-demo", action="store_true", help="no demo traffic and no demo tokens")
     p.add_argument("--duration", type=float, default=None, help="stop by itself after this many seconds")
-    p.add_argument("--log-level", default=env("LB_LOG_LEVEL", "INFO"), help="env LB_LOG_LEVEL, default INFO")
+    p.add_argument("--log-level", default=o.log_level, choices=LOG_LEVELS, type=str.upper, help="log level")
     return p.parse_args(argv)
 
 
@@ -66,9 +87,14 @@ async def demo_traffic(url: str, config: GameConfig, rate: float) -> None:
 
 async def serve(args: argparse.Namespace) -> int:
     settings = FleetSettings(
-        redis_url=args.redis_url, data_dir=Path(args.data_dir), host=args.host, port=args.port,
-        gateways=args.gateways, demo_tokens=not args.no_demo, log_level=args.log_level.upper(),
-    )  # fmt: skip
+        redis_url=args.redis_url,
+        data_dir=Path(args.data_dir),
+        host=args.host,
+        port=args.port,
+        gateways=args.gateways,
+        demo_tokens=not args.no_demo,
+        log_level=args.log_level.upper(),
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -76,10 +102,13 @@ async def serve(args: argparse.Namespace) -> int:
     async with Fleet(settings) as fleet:
         tasks = []
         if not args.no_demo:
-            tasks.append(asyncio.create_task(demo_traffic(fleet.redis_url, GameConfig.from_env(), args.demo_rate)))
-        print(f"\n  live page:  {fleet.page_url}\n  metrics:    {'  '.join(fleet.metrics_urls)}\n"
-              f"  websocket:  {fleet.ws_url}\n  redis:      {fleet.redis_url}\n"
-              "  Ctrl-C stops everything.\n", flush=True)  # fmt: skip
+            tasks.append(asyncio.create_task(demo_traffic(fleet.redis_url, load_or_exit(GameConfig), args.demo_rate)))
+        print(
+            f"\n  live page:  {fleet.page_url}\n  metrics:    {'  '.join(fleet.metrics_urls)}\n"
+            f"  websocket:  {fleet.ws_url}\n  redis:      {fleet.redis_url}\n"
+            "  Ctrl-C stops everything.\n",
+            flush=True,
+        )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), args.duration)
         log.info("stopping the fleet")

@@ -18,6 +18,8 @@ from typing import Any
 
 import uvloop
 
+from leaderboard.settings import argument_parser, load_or_exit
+
 from .metrics import Metrics
 from .server import Gateway
 from .settings import GatewaySettings
@@ -66,16 +68,10 @@ async def run(settings: GatewaySettings) -> int:
     return 0
 
 
-def main() -> int:
-    try:
-        settings = GatewaySettings.from_env()
-    except ValueError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        level=os.environ.get("LB_LOG_LEVEL", "INFO").upper(),
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+def main(argv: list[str] | None = None) -> int:
+    argument_parser("python -m gateway", __doc__ or "", GatewaySettings).parse_args(argv)
+    settings = load_or_exit(GatewaySettings)
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     return uvloop.run(run(settings))
 
 

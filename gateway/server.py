@@ -194,7 +194,7 @@ class Gateway:
         if self.draining or self._closing is not None:
             self.metrics.refused.labels("draining").inc()
             return "draining"
-        if len(self.clients) >= s.max_connections:
+        if s.max_connections and len(self.clients) >= s.max_connections:
             self.metrics.refused.labels("cap").inc()
             return "connection cap reached"
         if s.connect_rate > 0:
@@ -233,7 +233,7 @@ class Gateway:
         if s.allowed_origins and request.headers.get("Origin") not in s.allowed_origins:
             await ws.close(1008, "forbidden origin")
             return
-        if len(self.clients) >= s.max_connections:  # handshakes in flight raced past _admit
+        if s.max_connections and len(self.clients) >= s.max_connections:  # handshakes in flight raced past _admit
             self.metrics.refused.labels("cap").inc()
             await ws.close(1013, "overloaded; retry later")
             return

@@ -1,11 +1,10 @@
 """The gateway's settings: one frozen object, read once from ``LB_``-prefixed environment variables
-(README's configuration table lists them all)::
+through ``leaderboard.settings`` (``python -m gateway --help`` and README's table list them)::
 
     settings = GatewaySettings.from_env()
     settings = GatewaySettings(port=0, redis_url=url, jwt_secrets=("s3cret",), ping_interval=0.2)
 
-Durations are seconds (floats). ``None`` never means "default": a limit of 0 disables it where the
-table says so.
+Durations are seconds (floats). A limit of 0 means "no cap" where its help says so.
 """
 
 from __future__ import annotations
@@ -13,13 +12,27 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
-from typing import Any
 
 from leaderboard import GameConfig
+from leaderboard.settings import (
+    DEFAULT_REDIS_URL,
+    SettingsError,
+    above,
+    at_least,
+    between,
+    load,
+    log_level,
+    nested,
+    one_of,
+    setting,
+    validate,
+)
 
-STATIC_DIR = Path(__file__).resolve().parent / "static"
+# package data: found the same way in a source tree and in an installed wheel
+STATIC_DIR = Path(str(files("gateway") / "static"))
 
 
 def _default_id() -> str:
@@ -29,83 +42,142 @@ def _default_id() -> str:
 @dataclass(frozen=True, slots=True)
 class GatewaySettings:
     # --- where
-    host: str = "127.0.0.1"
-    port: int = 8000
-    reuse_port: bool = True  # several processes share the port (SO_REUSEPORT)
-    gateway_id: str = field(default_factory=_default_id)
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    game: GameConfig = field(default_factory=GameConfig)
-    default_window: str = ""  # "" = weekly if kept, else the first configured window
-    static_dir: Path = STATIC_DIR
+    host: str = setting("LB_GW_HOST", "127.0.0.1", "listen address; the WebSocket is on /ws")
+    port: int = setting("LB_GW_PORT", 8000, "listen port; 0 = any free one", check=between(0, 65_535))
+    reuse_port: bool = setting(
+        "LB_GW_REUSE_PORT",
+        False,
+        "SO_REUSEPORT: several gateway processes share the port (the fleet sets it for its own gateways)",
+    )
+    gateway_id: str = setting(
+        "LB_GW_ID", factory=_default_id, shown="gw-<host>-<pid>", help="gateway id sent in welcome"
+    )
+    redis_url: str = setting("LB_REDIS_URL", DEFAULT_REDIS_URL, "Redis to use (./dev run prints the one it started)")
+    game: GameConfig = nested(GameConfig)
+    default_window: str = setting(
+        "LB_GW_WINDOW", "", "window of a connection's default board (empty: weekly if kept, else the first window)"
+    )
+    static_dir: Path = setting(
+        "LB_GW_STATIC_DIR",
+        STATIC_DIR,
+        shown="(the installed gateway/static)",
+        help="the page (/, /app.js, /style.css) and /client.js",
+    )
     # --- auth
-    jwt_secrets: tuple[str, ...] = ()  # first signs (elsewhere), all verify: key rotation
-    allowed_origins: tuple[str, ...] = ()  # empty: any origin (and clients without one)
-    demo_tokens: bool = False  # GET /demo-token hands out player tokens: local demo only
-    demo_players: int = 3000  # ... for player0 .. player<N-1>
+    jwt_secrets: tuple[str, ...] = setting(
+        "LB_JWT_SECRETS", (), "HS256 secrets, comma-separated; the first is current, all verify (rotation)"
+    )
+    allowed_origins: tuple[str, ...] = setting(
+        "LB_GW_ORIGINS", (), "allowed Origin values, comma-separated (empty: any); others are closed with 1008"
+    )
+    demo_tokens: bool = setting("LB_GW_DEMO_TOKENS", False, "local demo only: GET /demo-token hands out player tokens")
+    demo_players: int = setting(
+        "LB_GW_DEMO_PLAYERS", 3000, "demo tokens are for player0 .. player<N-1>", check=at_least(1)
+    )
     # --- limits
-    max_frame: int = 4096  # inbound frame bytes; beyond: close 1009
-    max_subscriptions: int = 8
-    rate: float = 20.0  # client messages per second, sustained
-    burst: int = 40  # ... and in a burst
-    abuse_limit: int = 50  # rate-limited messages tolerated before close 1008
-    max_connections: int = 20_000
+    max_frame: int = setting(
+        "LB_GW_MAX_FRAME", 4096, "largest inbound frame (bytes); beyond: close 1009", check=at_least(1)
+    )
+    max_subscriptions: int = setting("LB_GW_MAX_SUBSCRIPTIONS", 8, "boards per connection", check=at_least(1))
+    rate: float = setting("LB_GW_RATE", 20.0, "client messages per second, sustained", check=above(0))
+    burst: int = setting("LB_GW_BURST", 40, "client messages in a burst", check=at_least(1))
+    abuse_limit: int = setting(
+        "LB_GW_ABUSE_LIMIT",
+        50,
+        "rate-limited messages in 10 s before the connection is closed with 1008",
+        check=at_least(1),
+    )
+    max_connections: int = setting(
+        "LB_GW_MAX_CONNECTIONS", 20_000, "connections per process (0 = no cap); HTTP 503 beyond", check=at_least(0)
+    )
     # accept queue: asyncio's default of 100 overflows in a reconnect storm, and every SYN the
     # kernel drops costs that client a 1 s, then 3 s, retransmission (capped by net.core.somaxconn)
-    backlog: int = 2048
-    connect_rate: float = 1000.0  # handshakes per second (burst of the same size); 0 = no cap
-    backlog_max: int = 1_000_000  # submissions stream cap (refuse with backlog_full)
+    backlog: int = setting(
+        "LB_GW_BACKLOG", 2048, "the listener's accept queue (capped by net.core.somaxconn)", check=at_least(1)
+    )
+    connect_rate: float = setting(
+        "LB_GW_CONNECT_RATE",
+        1000.0,
+        "handshakes per second, burst of the same size (0 = no cap); HTTP 503 beyond",
+        check=at_least(0),
+    )
+    backlog_max: int = setting(
+        "LB_BACKLOG_MAX",
+        1_000_000,
+        "submissions the queue holds before submit is refused with backlog_full",
+        check=at_least(1),
+    )
     # --- flow control
-    write_buffer: int = 64 * 1024  # per-socket write buffer bound; above it a socket skips ticks
-    max_skips: int = 5  # consecutive skipped messages before a slow socket is closed
-    stall_timeout: float = 10.0  # ... or this long above the bound
-    fanout: str = "frame"  # "frame": frame once, write bytes; "broadcast": websockets.broadcast()
+    write_buffer: int = setting(
+        "LB_GW_WRITE_BUFFER",
+        64 * 1024,
+        "per-socket write buffer bound (bytes); above it a socket skips messages",
+        check=at_least(1),
+    )
+    max_skips: int = setting(
+        "LB_GW_MAX_SKIPS", 5, "consecutive skipped messages before a slow socket is closed", check=at_least(1)
+    )
+    stall_timeout: float = setting(
+        "LB_GW_STALL_TIMEOUT", 10.0, "seconds over the buffer bound before a slow socket is closed", check=above(0)
+    )
+    fanout: str = setting(
+        "LB_GW_FANOUT",
+        "frame",
+        "frame (frame once, write bytes) or broadcast (websockets.broadcast; for comparison)",
+        check=one_of("frame", "broadcast"),
+    )
     # threads writing one snapshot's frames (system calls run outside the GIL): more than 1 only
     # pays on a host with a core to spare for each, e.g. one gateway process on 2 cores
-    fanout_threads: int = 1
+    fanout_threads: int = setting(
+        "LB_GW_FANOUT_THREADS",
+        1,
+        "threads writing one snapshot's frames; 2 when a gateway has 2 cores to itself",
+        check=at_least(1),
+    )
     # --- the process (python -m gateway only): young objects before a collection. Python's
     # default, 700, runs a full collection every few thousand handshakes while sockets pile up,
     # each pausing the loop for longer as the heap grows (docs/benchmarks.md); 0 keeps it.
-    gc_threshold: int = 10_000
+    gc_threshold: int = setting(
+        "LB_GW_GC_THRESHOLD",
+        10_000,
+        "young objects before a garbage collection (0 keeps Python's default)",
+        check=at_least(0),
+    )
     # --- heartbeats
     # "sweep": one task pings every socket (heartbeat.py); "websockets": its keepalive task per
     # connection (for comparison: docs/benchmarks.md)
-    heartbeat: str = "sweep"
-    ping_interval: float = 20.0  # protocol pings
-    ping_timeout: float = 20.0
-    client_ping_interval: float = 15.0  # advertised in welcome: app-level ping cadence
-    close_timeout: float = 5.0
+    heartbeat: str = setting(
+        "LB_GW_HEARTBEAT",
+        "sweep",
+        "sweep (one task pings every socket) or websockets (a task per socket)",
+        check=one_of("sweep", "websockets"),
+    )
+    ping_interval: float = setting("LB_GW_PING_INTERVAL", 20.0, "protocol ping interval (s)", check=above(0))
+    ping_timeout: float = setting("LB_GW_PING_TIMEOUT", 20.0, "protocol ping timeout (s)", check=above(0))
+    client_ping_interval: float = setting(
+        "LB_GW_CLIENT_PING_INTERVAL", 15.0, "app-level ping cadence advertised in welcome (s)", check=above(0)
+    )
+    close_timeout: float = setting("LB_GW_CLOSE_TIMEOUT", 5.0, "closing handshake timeout (s)", check=above(0))
     # --- own rank
-    rank_interval: float = 5.0
-    rank_chunk: int = 500  # players per read (one FCALL_RO per board per chunk)
+    rank_interval: float = setting("LB_GW_RANK_INTERVAL", 5.0, "own-rank cadence (s)", check=above(0))
+    rank_chunk: int = setting("LB_GW_RANK_CHUNK", 500, "players per own-rank read", check=at_least(1))
     # --- drain
-    drain_delay: float = 2.0  # readiness fails this long before the listener closes
-    drain_window: float = 10.0  # sockets are closed in batches spread over this long
-    drain_batches: int = 10
+    drain_delay: float = setting(
+        "LB_GW_DRAIN_DELAY", 2.0, "drain: readiness fails this long before the listener closes (s)", check=at_least(0)
+    )
+    drain_window: float = setting(
+        "LB_GW_DRAIN_WINDOW",
+        10.0,
+        "drain: sockets are closed with 1012 in batches over this long (s)",
+        check=at_least(0),
+    )
+    drain_batches: int = setting("LB_GW_DRAIN_BATCHES", 10, "drain: number of batches", check=at_least(1))
+    log_level: str = log_level()
 
     def __post_init__(self) -> None:
+        validate(self)
         if self.default_window and self.default_window not in self.game.windows:
-            raise ValueError(f"default window {self.default_window!r} is not a configured window")
-        if self.fanout not in ("frame", "broadcast"):
-            raise ValueError("fanout must be 'frame' or 'broadcast'")
-        if self.heartbeat not in ("sweep", "websockets"):
-            raise ValueError("heartbeat must be 'sweep' or 'websockets'")
-        for name in (
-            "max_frame",
-            "max_subscriptions",
-            "burst",
-            "max_connections",
-            "backlog",
-            "fanout_threads",
-            "rank_chunk",
-            "drain_batches",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1")
-        if self.gc_threshold < 0:
-            raise ValueError("gc_threshold must be >= 0")
-        for name in ("ping_interval", "ping_timeout", "rank_interval", "close_timeout", "rate"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0")
+            raise SettingsError(f"LB_GW_WINDOW: {self.default_window!r} is not a configured window")
 
     @property
     def window(self) -> str:
@@ -114,72 +186,6 @@ class GatewaySettings:
             return self.default_window
         return "weekly" if "weekly" in self.game.windows else self.game.windows[0]
 
-    def with_(self, **changes: Any) -> GatewaySettings:
-        return replace(self, **changes)
-
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> GatewaySettings:
-        env = os.environ if env is None else env
-        kwargs: dict[str, Any] = {"game": GameConfig.from_env(env)}
-        types = {f.name: f.type for f in fields(cls)}
-        for name, var in _ENV.items():
-            if var not in env:
-                continue
-            raw, kind = env[var], types[name]
-            try:
-                if kind == "tuple[str, ...]":
-                    kwargs[name] = tuple(v.strip() for v in raw.split(",") if v.strip())
-                elif kind == "bool":
-                    kwargs[name] = raw.strip().lower() in ("1", "true", "yes", "on")
-                elif kind == "int":
-                    kwargs[name] = int(raw)
-                elif kind == "float":
-                    kwargs[name] = float(raw)
-                elif kind == "Path":
-                    kwargs[name] = Path(raw)
-                else:
-                    kwargs[name] = raw
-            except ValueError as exc:
-                raise ValueError(f"{var}={raw!r}: {exc}") from None
-        return cls(**kwargs)
-
-
-# field -> environment variable (README's configuration table, "gateway" rows)
-_ENV = {
-    "host": "LB_GW_HOST",
-    "port": "LB_GW_PORT",
-    "reuse_port": "LB_GW_REUSE_PORT",
-    "gateway_id": "LB_GW_ID",
-    "redis_url": "LB_REDIS_URL",
-    "default_window": "LB_GW_WINDOW",
-    "static_dir": "LB_GW_STATIC_DIR",
-    "jwt_secrets": "LB_JWT_SECRETS",
-    "allowed_origins": "LB_GW_ORIGINS",
-    "demo_tokens": "LB_GW_DEMO_TOKENS",
-    "demo_players": "LB_GW_DEMO_PLAYERS",
-    "max_frame": "LB_GW_MAX_FRAME",
-    "max_subscriptions": "LB_GW_MAX_SUBSCRIPTIONS",
-    "rate": "LB_GW_RATE",
-    "burst": "LB_GW_BURST",
-    "abuse_limit": "LB_GW_ABUSE_LIMIT",
-    "max_connections": "LB_GW_MAX_CONNECTIONS",
-    "backlog": "LB_GW_BACKLOG",
-    "connect_rate": "LB_GW_CONNECT_RATE",
-    "backlog_max": "LB_BACKLOG_MAX",
-    "write_buffer": "LB_GW_WRITE_BUFFER",
-    "max_skips": "LB_GW_MAX_SKIPS",
-    "stall_timeout": "LB_GW_STALL_TIMEOUT",
-    "fanout": "LB_GW_FANOUT",
-    "fanout_threads": "LB_GW_FANOUT_THREADS",
-    "gc_threshold": "LB_GW_GC_THRESHOLD",
-    "heartbeat": "LB_GW_HEARTBEAT",
-    "ping_interval": "LB_GW_PING_INTERVAL",
-    "ping_timeout": "LB_GW_PING_TIMEOUT",
-    "client_ping_interval": "LB_GW_CLIENT_PING_INTERVAL",
-    "close_timeout": "LB_GW_CLOSE_TIMEOUT",
-    "rank_interval": "LB_GW_RANK_INTERVAL",
-    "rank_chunk": "LB_GW_RANK_CHUNK",
-    "drain_delay": "LB_GW_DRAIN_DELAY",
-    "drain_window": "LB_GW_DRAIN_WINDOW",
-    "drain_batches": "LB_GW_DRAIN_BATCHES",
-}
+        return load(cls, env)

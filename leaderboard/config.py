@@ -1,7 +1,8 @@
 """Game configuration shared by every process: windows, operators and limits of one game.
 
 Each process builds its own frozen settings object from environment variables prefixed ``LB_``
-(see README's configuration table); this part is common to all of them::
+(through ``leaderboard.settings``; README's configuration table lists them); this part is common
+to all of them::
 
     config = GameConfig.from_env()            # LB_GAME, LB_WINDOWS, LB_OPERATOR, ...
     config = GameConfig(game="arena", windows=("daily", "alltime"))
@@ -9,27 +10,47 @@ Each process builds its own frozen settings object from environment variables pr
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .keys import Keys, check_name
+from .settings import at_least, between, load, parse_pairs, setting, validate
 from .submission import OPERATORS, Rules
 from .windows import Window, window
 
 
 @dataclass(frozen=True, slots=True)
 class GameConfig:
-    game: str = "arena"
-    windows: tuple[str, ...] = ("daily", "weekly", "alltime")
-    operator: str = "best"  # each board's default write operator
-    window_operators: Mapping[str, str] = field(default_factory=dict)  # per-window override
-    top_n: int = 10
-    activity_maxlen: int = 10_000
-    clock_skew_ms: int = 30_000
-    idempotency_s: int = 48 * 3600
+    game: str = setting("LB_GAME", "arena", "game name (the hash tag of every key)")
+    windows: tuple[str, ...] = setting(
+        "LB_WINDOWS", ("daily", "weekly", "alltime"), "windows kept: any of daily, weekly, monthly, alltime"
+    )
+    operator: str = setting("LB_OPERATOR", "best", "default write operator: best, incr or set")
+    window_operators: Mapping[str, str] = setting(
+        "LB_WINDOW_OPERATORS",
+        factory=dict,
+        shown="(none)",
+        parse=parse_pairs,
+        help="per-window operator, e.g. alltime=incr",
+    )
+    top_n: int = setting(
+        "LB_TOP_N", 10, "size of the top that snapshots and announcements track", check=between(1, 100)
+    )
+    activity_maxlen: int = setting(
+        "LB_ACTIVITY_MAXLEN", 10_000, "approximate length the activity stream is trimmed to", check=at_least(1)
+    )
+    clock_skew_ms: int = setting(
+        "LB_CLOCK_SKEW_MS", 30_000, "how far ahead of the server clock a timestamp may be", check=at_least(0)
+    )
+    idempotency_s: int = setting(
+        "LB_IDEMPOTENCY_S",
+        48 * 3600,
+        "how long a submission id is remembered (and the oldest timestamp accepted)",
+        check=at_least(60),
+    )
 
     def __post_init__(self) -> None:
+        validate(self)
         check_name("game", self.game)
         if not self.windows:
             raise ValueError("at least one window is required")
@@ -41,10 +62,6 @@ class GameConfig:
         for name in self.window_operators:
             if name not in self.windows:
                 raise ValueError(f"operator given for window {name!r}, which is not configured")
-        if not 1 <= self.top_n <= 100:
-            raise ValueError("top_n must be 1..100")
-        if self.activity_maxlen < 1 or self.clock_skew_ms < 0 or self.idempotency_s < 60:
-            raise ValueError("activity_maxlen >= 1, clock_skew_ms >= 0, idempotency_s >= 60")
         # A submission may be as old as the idempotency window; its period's keys must still be
         # alive then, or the write would land in a key that expires at once.
         retentions = [w.retention_s for w in self.window_specs if w.retention_s is not None]
@@ -71,23 +88,4 @@ class GameConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> GameConfig:
-        env = os.environ if env is None else env
-        kwargs: dict[str, object] = {}
-        if "LB_GAME" in env:
-            kwargs["game"] = env["LB_GAME"]
-        if "LB_WINDOWS" in env:
-            kwargs["windows"] = tuple(w.strip() for w in env["LB_WINDOWS"].split(",") if w.strip())
-        if "LB_OPERATOR" in env:
-            kwargs["operator"] = env["LB_OPERATOR"]
-        if "LB_WINDOW_OPERATORS" in env:  # e.g. "alltime=incr,daily=best"
-            pairs = (p.split("=", 1) for p in env["LB_WINDOW_OPERATORS"].split(",") if p.strip())
-            kwargs["window_operators"] = {k.strip(): v.strip() for k, v in pairs}
-        for name, var in (
-            ("top_n", "LB_TOP_N"),
-            ("activity_maxlen", "LB_ACTIVITY_MAXLEN"),
-            ("clock_skew_ms", "LB_CLOCK_SKEW_MS"),
-            ("idempotency_s", "LB_IDEMPOTENCY_S"),
-        ):
-            if var in env:
-                kwargs[name] = int(env[var])
-        return cls(**kwargs)  # type: ignore[arg-type]
+        return load(cls, env)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from leaderboard.children import listening_pids
+from leaderboard.settings import HelpFormatter, plain
 
 from . import report
 from .modes import Progress, Result, run_load, run_storm, run_submit
@@ -56,9 +57,9 @@ def parser() -> argparse.ArgumentParser:
     doc = __doc__ or ""
     p = argparse.ArgumentParser(
         prog="python -m loadtest",
-        description=doc.split("\n\n")[0],
-        epilog=doc.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=plain(doc.split("\n\n")[0]),
+        epilog=plain(doc.split("\n\n", 1)[1]),
+        formatter_class=HelpFormatter,
     )
     sub = p.add_subparsers(dest="mode", required=True, metavar="MODE")
     helps = {
@@ -69,7 +70,7 @@ def parser() -> argparse.ArgumentParser:
     }
     for mode, text in helps.items():
         d = DEFAULTS[mode]
-        m = sub.add_parser(mode, help=text, description=text)
+        m = sub.add_parser(mode, help=text, description=text, formatter_class=HelpFormatter)
         where = m.add_argument_group("target")
         where.add_argument("--url", help="ws://127.0.0.1:PORT/ws of a running fleet (default: start a private one)")
         where.add_argument(
@@ -148,7 +149,7 @@ def parser() -> argparse.ArgumentParser:
             load.add_argument(
                 "--baseline", choices=("single",), help="also measure one FCALL per submission, one at a time"
             )
-            load.add_argument("--baseline-seconds", type=float, default=10.0)
+            load.add_argument("--baseline-seconds", type=float, default=10.0, help="seconds of the baseline")
         if mode in ("sockets", "mixed"):
             load.add_argument(
                 "--baseline",
@@ -170,7 +171,9 @@ def parser() -> argparse.ArgumentParser:
             )
             load.add_argument("--victim-pid", type=int, default=0, help="gateway PID to kill (with --url)")
             load.add_argument("--replace", action="store_true", help="start a replacement gateway after the kill")
-            load.add_argument("--replace-after", type=float, default=1.0)
+            load.add_argument(
+                "--replace-after", type=float, default=1.0, help="seconds after the kill the replacement starts"
+            )
         m.add_argument(
             "--time-limit",
             type=float,

@@ -8,7 +8,6 @@ Redis core, and unlike wall-clock throughput it hardly moves with other load on 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import random
@@ -23,6 +22,7 @@ from leaderboard import GameConfig, Submission, connect, now_ms
 from leaderboard.library import library_code
 from leaderboard.queue import Queue
 from leaderboard.redis_server import RedisServer
+from leaderboard.settings import argument_parser
 
 CHUNK = 500
 
@@ -42,9 +42,9 @@ async def fill(url: str, count: int, seed: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m loadtest.drain_bench", description=(__doc__ or "").split("\n")[0])
-    p.add_argument("--submissions", type=int, default=60_000)
-    p.add_argument("--seed", type=int, default=1)
+    p = argument_parser("python -m loadtest.drain_bench", __doc__ or "")
+    p.add_argument("--submissions", type=int, default=60_000, help="submissions drained")
+    p.add_argument("--seed", type=int, default=1, help="seed of the generated workload")
     args = p.parse_args(argv)
     with RedisServer(tempfile.mkdtemp(prefix="drain-bench-")) as server:
         r = redis.Redis.from_url(server.url)

@@ -46,6 +46,7 @@ import redis
 
 from leaderboard import Entry, GameConfig, wire
 from leaderboard.redis_server import RedisServer, free_port
+from leaderboard.settings import argument_parser
 
 from .frames import client_frame, next_frame
 from .procstat import usage
@@ -454,8 +455,8 @@ def write_doc(text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m loadtest.gateway_bench", description="Gateway benchmark")
-    p.add_argument("--sockets", type=int, default=10_000)
+    p = argument_parser("python -m loadtest.gateway_bench", __doc__ or "")
+    p.add_argument("--sockets", type=int, default=10_000, help="sockets held open")
     p.add_argument("--seconds", type=int, default=15, help="snapshots published per target, one per second")
     p.add_argument("--clients", type=int, default=2, help="client processes")
     p.add_argument(

@@ -9,11 +9,11 @@ control, no heartbeat sweep, no own-rank pushes::
 
 from __future__ import annotations
 
-import argparse
-
 import redis.asyncio as aioredis
 import uvloop
 from websockets.asyncio.server import ServerConnection, broadcast, serve
+
+from leaderboard.settings import argument_parser
 
 
 async def main(port: int, redis_url: str, channel: str) -> None:
@@ -39,9 +39,9 @@ async def main(port: int, redis_url: str, channel: str) -> None:
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(prog="python -m loadtest.naive_gateway")
-    p.add_argument("--port", type=int, required=True)
-    p.add_argument("--redis-url", required=True)
-    p.add_argument("--channel", required=True)
+    p = argument_parser("python -m loadtest.naive_gateway", __doc__ or "")
+    p.add_argument("--port", type=int, required=True, help="listen port on 127.0.0.1")
+    p.add_argument("--redis-url", required=True, help="Redis whose channel it forwards")
+    p.add_argument("--channel", required=True, help="the pub/sub channel forwarded to every socket")
     args = p.parse_args()
     uvloop.run(main(args.port, args.redis_url, args.channel))

@@ -34,6 +34,7 @@ import redis.asyncio as aioredis
 from leaderboard import BacklogFull, GameConfig, Leaderboard, Submission, connect, now_ms
 from leaderboard.queue import Queue
 from leaderboard.redis_server import RedisServer
+from leaderboard.settings import argument_parser
 
 COMMAND = "python -m loadtest.scorer_bench --write"
 PLAYERS = 50_000
@@ -270,11 +271,11 @@ async def run(args: argparse.Namespace) -> Figures:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m loadtest.scorer_bench", description=__doc__.split("\n")[0])
-    p.add_argument("--baseline-s", type=float, default=8.0)
-    p.add_argument("--warmup-s", type=float, default=3.0)
-    p.add_argument("--sustained-s", type=float, default=15.0)
-    p.add_argument("--lag-s", type=float, default=12.0)
+    p = argument_parser("python -m loadtest.scorer_bench", __doc__ or "")
+    p.add_argument("--baseline-s", type=float, default=8.0, help="seconds of the one-call-per-submission baseline")
+    p.add_argument("--warmup-s", type=float, default=3.0, help="seconds of load before the sustained measurement")
+    p.add_argument("--sustained-s", type=float, default=15.0, help="seconds of the sustained measurement")
+    p.add_argument("--lag-s", type=float, default=12.0, help="seconds of the publish-lag probe")
     p.add_argument("--lag-rate", type=float, default=None, help="offered load while probing (default 10k/s)")
     p.add_argument(
         "--live-producer",

@@ -15,8 +15,11 @@ import signal
 import sys
 import uuid
 
+from redis.exceptions import RedisError
+
 from leaderboard import BacklogFull, InvalidSubmission, Submission, connect, now_ms
 from leaderboard.queue import Queue
+from leaderboard.settings import HelpFormatter, argument_parser, load_or_exit, unreachable
 
 from .service import Scorer
 from .settings import ScorerSettings
@@ -24,20 +27,27 @@ from .settings import ScorerSettings
 log = logging.getLogger("scorer")
 
 
+REDIS_URL_HELP = "Redis to use (default: LB_REDIS_URL, else redis://127.0.0.1:6379/0)"
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m scorer", description=__doc__.split("\n")[0])
+    p = argument_parser("python -m scorer", __doc__ or "", ScorerSettings)
     p.add_argument("--burst", action="store_true", help="exit once the queue is drained")
-    p.add_argument("--log-level", default=os.environ.get("LB_LOG_LEVEL", "INFO"))
-    sub = p.add_subparsers(dest="command")
-    s = sub.add_parser("submit", help="file one submission into the queue")
-    s.add_argument("--player", required=True)
-    s.add_argument("--points", required=True)
+    p.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
+    sub = p.add_subparsers(dest="command", metavar="{submit}")
+    s = sub.add_parser(
+        "submit", help="file one submission into the queue", description="File one submission into the queue.",
+        formatter_class=HelpFormatter,
+    )  # fmt: skip
+    s.add_argument("--player", required=True, help="player id")
+    s.add_argument("--points", required=True, help="points (a whole number)")
     s.add_argument("--id", help="submission id (default: a random one)")
     s.add_argument("--ts", help="timestamp, ms since the epoch (default: now)")
-    s.add_argument("--op", choices=("best", "incr", "set"))
+    s.add_argument("--op", choices=("best", "incr", "set"), help="write operator (default: the game's)")
     s.add_argument("--name", help="display name")
-    s.add_argument("--region")
-    s.add_argument("--mode")
+    s.add_argument("--region", help="region scope, e.g. eu")
+    s.add_argument("--mode", help="mode scope, e.g. ranked")
+    s.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
     return p.parse_args(argv)
 
 
@@ -65,7 +75,7 @@ async def run(settings: ScorerSettings, burst: bool) -> None:
         await scorer.close()
 
 
-async def submit(settings: ScorerSettings, args: argparse.Namespace) -> str:
+async def submit(settings: ScorerSettings, args: argparse.Namespace) -> tuple[Submission, str]:
     fields = {
         "id": args.id or uuid.uuid4().hex,
         "player": args.player,
@@ -79,29 +89,29 @@ async def submit(settings: ScorerSettings, args: argparse.Namespace) -> str:
     sub = Submission.parse(fields, now_ms=now_ms(), rules=config.rules())
     redis = connect(settings.redis_url)
     try:
-        return await Queue(redis, config, backlog_max=settings.backlog_max).submit(sub)
+        return sub, await Queue(redis, config, backlog_max=settings.backlog_max).submit(sub)
     finally:
         await redis.aclose()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    try:
-        settings = ScorerSettings.from_env()
-    except ValueError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
-        return 2
+    overrides = {"redis_url": args.redis_url} if "redis_url" in args else {}
+    settings = load_or_exit(ScorerSettings, **overrides)
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.command == "submit":
         try:
-            stream_id = asyncio.run(submit(settings, args))
+            sub, stream_id = asyncio.run(submit(settings, args))
         except InvalidSubmission as exc:
             print(f"refused: {exc}", file=sys.stderr)
             return 2
         except BacklogFull as exc:
             print(f"backlog full: {exc}", file=sys.stderr)
             return 3
-        print(stream_id)
+        except RedisError as exc:
+            print(unreachable(settings.redis_url, exc), file=sys.stderr)
+            return 1
+        print(f"queued {sub.id}: player {sub.player}, {sub.points} points (stream entry {stream_id})")
         return 0
     asyncio.run(run(settings, args.burst))
     return 0

@@ -47,9 +47,7 @@ class Scorer:
         self.badges = BadgeWorker(self.redis, settings, self.stats) if settings.badges else None
         self.monitor = Monitor(self.redis, settings.game, self.stats, settings.stats_interval_s)
         self.metrics = (
-            MetricsServer(self.stats, settings.metrics_host, settings.metrics_port)
-            if settings.metrics_port is not None
-            else None
+            MetricsServer(self.stats, settings.metrics_host, settings.metrics_port) if settings.metrics_port else None
         )
         self._stop = asyncio.Event()  # stop reading new work
         self._consuming: asyncio.Task[None] | None = None

@@ -19,7 +19,7 @@ LATER = NOW + 600_000  # the consumer's clock: every submission lies in the rece
 
 def settings_for(url: str, config: GameConfig, **kw: object) -> ScorerSettings:
     base: dict[str, object] = dict(
-        redis_url=url, game=config, name="c1", batch=50, block_ms=20, claim_idle_ms=200, metrics_port=None
+        redis_url=url, game=config, name="c1", batch=50, block_ms=20, claim_idle_ms=200, metrics_port=0
     )
     return ScorerSettings(**{**base, **kw})  # type: ignore[arg-type]
 

@@ -53,9 +53,9 @@ def test_settings_from_env() -> None:
         200,
         900,
     )
-    assert s.badge_thresholds == (("a", 1), ("b", 20)) and s.metrics_port is None
+    assert s.badge_thresholds == (("a", 1), ("b", 20)) and s.metrics_port == 0
     assert s.stats_interval_s == 2.5 and s.badge_top_n is False
-    with pytest.raises(ValueError, match="lease"):
+    with pytest.raises(ValueError, match="LB_LEASE_TTL_MS"):
         ScorerSettings(tick_ms=1000, lease_ttl_ms=1000)
     with pytest.raises(ValueError, match="name=points"):
         ScorerSettings.from_env({"LB_BADGE_THRESHOLDS": "gold"})

@@ -187,12 +187,32 @@ async def test_cli_submit(r: aioredis.Redis, redis_url: str, config: GameConfig)
     assert rc == 0
     rows: Any = await r.xrange(config.keys.submissions)
     [(sid, fields)] = rows
-    assert out.strip() == sid and fields["player"] == "mia" and fields["region"] == "eu"
+    assert fields["player"] == "mia" and fields["region"] == "eu"
+    assert out.strip() == f"queued m-1: player mia, 120 points (stream entry {sid})"  # says what it queued
     rc, _, err = await cli(redis_url, "--player", "mia", "--points", "-3")
     assert rc == 2 and "invalid_points" in err
     rc, _, err = await cli(redis_url, "--player", "mia", "--points", "3", LB_BACKLOG_MAX="1")
     assert rc == 3 and "backlog full" in err
     assert await r.xlen(config.keys.submissions) == 1
+
+
+async def test_cli_submit_names_the_redis_it_could_not_reach(
+    redis_url: str, r: aioredis.Redis, config: GameConfig
+) -> None:
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    rc, out, err = await cli(dead, "--player", "mia", "--points", "5")
+    # one line, naming the URL tried and how to point elsewhere; no traceback
+    assert rc == 1 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert dead in err and "--redis-url" in err and "LB_REDIS_URL" in err and "Traceback" not in err
+    # --redis-url wins over the environment, before or after the subcommand
+    for args in (("submit", "--redis-url", redis_url), ("--redis-url", redis_url, "submit")):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "scorer", *args, "--player", "mia", "--points", "5", env=env_for(dead, "cli"),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, err_b = await asyncio.wait_for(proc.communicate(), 10)
+        assert proc.returncode == 0, err_b
+    assert await r.xlen(config.keys.submissions) == 2
 
 
 async def test_a_replica_end_to_end_with_prometheus_metrics(

@@ -15,7 +15,7 @@ from scorer.publisher import due_boards
 
 from .conftest import MS, NOW
 
-SETTINGS: dict[str, Any] = dict(tick_ms=50, lease_ttl_ms=300, metrics_port=None)
+SETTINGS: dict[str, Any] = dict(tick_ms=50, lease_ttl_ms=300, metrics_port=0)
 
 
 def slip(sid: str, player: str, points: int, ts: int = NOW) -> dict[str, str]:

@@ -1,0 +1,291 @@
+"""One typed loader for every process's settings: field → variable → parse → check.
+
+Settings are frozen dataclasses whose fields are declared with ``setting()``; the same
+declaration gives the loader, the checks, ``--help`` and README's configuration table::
+
+    @dataclass(frozen=True, slots=True)
+    class ExampleSettings:
+        port: int = setting("LB_EX_PORT", 8000, "listen port; 0 = any free one", check=at_least(0))
+
+        def __post_init__(self) -> None:
+            validate(self)
+
+    s = load(ExampleSettings)              # from os.environ
+    s = ExampleSettings(port=0)            # tests: everything by keyword, checked the same way
+    print(describe(ExampleSettings))       # the variables with their defaults, for --help
+
+One set of rules for every process:
+
+- booleans: ``1 true yes on`` and ``0 false no off`` (any case); anything else is refused;
+- lists: comma-separated, blanks ignored;
+- a numeric limit of ``0`` means "off" / "no cap" wherever a field's help says so;
+- a value that does not parse, or fails its field's check, raises ``SettingsError`` naming the
+  variable, and the entry points turn that into one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+T = TypeVar("T")
+Check = Callable[[Any], str | None]  # returns what is wrong, or None
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+class SettingsError(ValueError):
+    """A variable that does not parse or is out of range; the message names the variable."""
+
+
+def parse_bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError("expected one of 1/0, true/false, yes/no, on/off")
+
+
+def parse_list(raw: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in raw.split(",") if v.strip())
+
+
+def parse_pairs(raw: str) -> dict[str, str]:
+    """``"alltime=incr,daily=best"`` -> ``{"alltime": "incr", "daily": "best"}``."""
+    out = {}
+    for part in parse_list(raw):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"expected name=value pairs, got {part!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def parse_int(raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise ValueError("expected a whole number") from None
+
+
+def parse_float(raw: str) -> float:
+    try:
+        return float(raw.strip())
+    except ValueError:
+        raise ValueError("expected a number") from None
+
+
+# parsers by the field's annotation (these modules use postponed annotations: types are strings)
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "int": parse_int,
+    "float": parse_float,
+    "bool": parse_bool,
+    "str": str.strip,
+    "Path": lambda raw: Path(raw.strip()),
+    "tuple[str, ...]": parse_list,
+}
+
+
+def setting(
+    var: str,
+    default: Any = dataclasses.MISSING,
+    help: str = "",
+    *,
+    factory: Callable[[], Any] | None = None,
+    shown: str | None = None,
+    parse: Callable[[str], Any] | None = None,
+    check: Check | None = None,
+) -> Any:
+    """A settings field read from ``var``. ``factory`` for a default computed per instance (then
+    ``shown`` is what ``--help`` prints for it); ``parse`` where the annotation's parser does not
+    fit; ``check`` is run on every instance, loaded or built by keyword."""
+    meta = {"var": var, "help": help, "parse": parse, "check": check, "shown": shown}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def nested(cls: type[Any]) -> Any:
+    """A field holding another settings object (e.g. ``GameConfig``), loaded from the same env."""
+    return dataclasses.field(default_factory=cls, metadata={"nested": cls})
+
+
+def log_level() -> Any:
+    return setting(
+        "LB_LOG_LEVEL",
+        "INFO",
+        "log level: DEBUG, INFO, WARNING, ERROR",
+        parse=lambda r: r.strip().upper(),
+        check=one_of(*LOG_LEVELS),
+    )
+
+
+# --- checks: each returns what is wrong with a value, or None
+
+
+def at_least(low: float) -> Check:
+    return lambda v: None if v >= low else f"must be >= {low:g}"
+
+
+def above(low: float) -> Check:
+    return lambda v: None if v > low else f"must be > {low:g}"
+
+
+def between(low: float, high: float) -> Check:
+    return lambda v: None if low <= v <= high else f"must be {low:g}..{high:g}"
+
+
+def one_of(*choices: str) -> Check:
+    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
+
+
+def validate(obj: Any) -> None:
+    """Run every field's check; call from ``__post_init__``. Raises ``SettingsError``."""
+    for f in dataclasses.fields(obj):
+        check = f.metadata.get("check")
+        if check is not None and (problem := check(getattr(obj, f.name))) is not None:
+            raise SettingsError(f"{f.metadata['var']} ({f.name}) {problem}, got {getattr(obj, f.name)!r}")
+
+
+def load(cls: type[T], env: Mapping[str, str] | None = None, **overrides: Any) -> T:
+    """Build ``cls`` from the variables present in ``env`` (default: the process environment);
+    absent ones keep their defaults, ``overrides`` win over both."""
+    env = os.environ if env is None else env
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in overrides:
+            continue
+        if "nested" in f.metadata:
+            kwargs[f.name] = load(f.metadata["nested"], env)
+            continue
+        var = f.metadata.get("var")
+        if var is None or var not in env:
+            continue
+        raw = env[var]
+        parse = f.metadata["parse"] or _PARSERS.get(str(f.type))
+        if parse is None:
+            raise TypeError(f"{cls.__name__}.{f.name}: no parser for {f.type}")
+        try:
+            kwargs[f.name] = parse(raw)
+        except ValueError as exc:
+            raise SettingsError(f"{var}={raw!r}: {exc}") from None
+    try:
+        return cls(**kwargs, **overrides)
+    except SettingsError:
+        raise
+    except ValueError as exc:  # a check across fields (__post_init__)
+        raise SettingsError(str(exc)) from None
+
+
+def variables(cls: type[Any]) -> list[tuple[str, str, str]]:
+    """``(variable, default as shown, help)`` for every variable ``cls`` reads, nested ones first."""
+    rows: list[tuple[str, str, str]] = []
+    for f in dataclasses.fields(cls):
+        if "nested" in f.metadata:
+            rows.extend(variables(f.metadata["nested"]))
+        elif "var" in f.metadata:
+            rows.append((f.metadata["var"], _shown(f), f.metadata["help"]))
+    return rows
+
+
+def _shown(f: dataclasses.Field[Any]) -> str:
+    if f.metadata.get("shown") is not None:
+        return str(f.metadata["shown"])
+    value = f.default
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value) or "(none)"
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={v}" for k, v in value.items()) or "(none)"
+    if value == "":
+        return "(none)"
+    return str(value)
+
+
+def describe(*classes: type[Any]) -> str:
+    """The environment variables of ``classes``, for the epilog of ``--help``."""
+    seen: set[str] = set()
+    lines = ["environment variables (default in brackets):"]
+    for cls in classes:
+        for var, default, text in variables(cls):
+            if var not in seen:
+                seen.add(var)
+                lines.append(f"  {var} [{default}]\n      {text}")
+    return "\n".join(lines)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Options with their defaults (where the help does not say it already); the description and
+    the variables' epilog as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def argument_parser(prog: str, description: str, *settings: type[Any]) -> argparse.ArgumentParser:
+    """An argument parser whose ``--help`` lists the options with their defaults and, below them,
+    every ``LB_`` variable the process reads."""
+    return argparse.ArgumentParser(
+        prog=prog,
+        description=plain(description),
+        epilog=describe(*settings) if settings else None,
+        formatter_class=HelpFormatter,
+    )
+
+
+def plain(text: str) -> str:
+    """Docstring text for a terminal: without reStructuredText's literal markup."""
+    return text.replace("``", "")
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password hidden: for logs and messages (credentials are never logged)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def unreachable(url: str, exc: BaseException) -> str:
+    """One line for a command that could not reach Redis: the URL it tried, and how to change it."""
+    return (
+        f"cannot reach Redis at {redacted(url)} ({exc}); point to another with --redis-url URL or "
+        "`export LB_REDIS_URL=URL` (./dev run prints the line for its embedded Redis)"
+    )
+
+
+def load_or_exit(cls: type[T], **overrides: Any) -> T:
+    """``load()`` for an entry point: a bad variable is one line on stderr and exit status 2."""
+    try:
+        return load(cls, **overrides)
+    except SettingsError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def markdown_table(*classes: type[Any]) -> str:
+    """README's configuration table, from the same declarations."""
+    lines = ["| variable | default | meaning |", "|---|---|---|"]
+    seen: set[str] = set()
+    for cls in classes:
+        for var, default, text in variables(cls):
+            if var not in seen:
+                seen.add(var)
+                lines.append(f"| `{var}` | `{default}` | {text} |")
+    return "\n".join(lines)
