@@ -44,7 +44,12 @@ class FleetOptions:
     gateways: int = setting("LB_FLEET_GATEWAYS", 2, "gateway processes on the port", check=between(1, 64))
     host: str = setting("LB_FLEET_HOST", "127.0.0.1", "the gateways' listen address")
     port: int = setting("LB_FLEET_PORT", 8000, "the gateways' port; 0 = any free one", check=between(0, 65_535))
-    redis_url: str = setting("LB_REDIS_URL", "", "use this Redis instead of starting the embedded one")
+    redis_url: str = setting(
+        "LB_REDIS_URL",
+        "",
+        "Redis to use; unset, ./dev run starts its own redis-server with AOF on, and the scorer and gateways "
+        "use redis://127.0.0.1:6379/0",
+    )
     data_dir: str = setting("LB_DATA_DIR", "var", "data directory of the embedded redis-server")
     demo_rate: float = setting("LB_DEMO_RATE", 300.0, "demo submissions per second", check=at_least(0))
     log_level: str = log_level()

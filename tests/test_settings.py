@@ -1,0 +1,106 @@
+"""The one settings loader: one boolean rule, errors that name the variable, 0 = no cap, and every
+entry point answering --help with its variables without starting anything."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fleet.__main__ import FleetOptions
+from fleet.config_table import table
+from gateway.settings import GatewaySettings
+from leaderboard import GameConfig
+from leaderboard.settings import SettingsError, parse_bool, redacted, variables
+from scorer.settings import ScorerSettings
+
+ROOT = Path(__file__).resolve().parent.parent
+CLASSES = (FleetOptions, GameConfig, ScorerSettings, GatewaySettings)
+
+
+def bool_fields(cls: type) -> list[tuple[str, str]]:
+    return [(f.name, f.metadata["var"]) for f in dataclasses.fields(cls) if f.type == "bool"]
+
+
+@pytest.mark.parametrize("cls", [ScorerSettings, GatewaySettings])
+def test_one_boolean_rule_for_every_process(cls: type) -> None:
+    assert bool_fields(cls), "each process has boolean settings"
+    for name, var in bool_fields(cls):
+        for raw, want in (("off", False), ("OFF", False), ("no", False), ("0", False), ("false", False),
+                          ("on", True), ("Yes", True), ("1", True), ("true", True)):  # fmt: skip
+            assert getattr(cls.from_env({var: raw}), name) is want, (var, raw)
+        with pytest.raises(SettingsError, match=f"{var}='maybe'"):
+            cls.from_env({var: "maybe"})
+
+
+def test_a_bad_value_names_its_variable() -> None:
+    for env, var in (
+        ({"LB_GW_MAX_FRAME": "big"}, "LB_GW_MAX_FRAME"),
+        ({"LB_GW_MAX_FRAME": "0"}, "LB_GW_MAX_FRAME"),
+        ({"LB_TOP_N": "1000"}, "LB_TOP_N"),
+        ({"LB_GW_FANOUT": "smoke"}, "LB_GW_FANOUT"),
+        ({"LB_LOG_LEVEL": "loud"}, "LB_LOG_LEVEL"),
+        ({"LB_WINDOW_OPERATORS": "alltime"}, "LB_WINDOW_OPERATORS"),
+    ):
+        with pytest.raises(SettingsError, match=var):
+            GatewaySettings.from_env(env)
+    with pytest.raises(SettingsError, match="LB_SCORER_METRICS_PORT"):
+        ScorerSettings.from_env({"LB_SCORER_METRICS_PORT": "70000"})
+    assert parse_bool(" On ") is True
+
+
+def test_zero_means_no_cap_or_off() -> None:
+    s = GatewaySettings.from_env({"LB_GW_MAX_CONNECTIONS": "0", "LB_GW_CONNECT_RATE": "0"})
+    assert (s.max_connections, s.connect_rate) == (0, 0)
+    assert ScorerSettings.from_env({"LB_SCORER_METRICS_PORT": "0"}).metrics_port == 0
+    assert ScorerSettings.from_env({"LB_SCORER_STATS_S": "0"}).stats_interval_s == 0
+    assert GatewaySettings().reuse_port is False  # a lone gateway never shares its port unasked
+
+
+def test_readme_holds_the_table_the_settings_declare() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert table() in readme, "README's configuration table is stale: python -m fleet.config_table"
+    every = {var for cls in CLASSES for var, _, _ in variables(cls)}
+    assert {"LB_LOG_LEVEL", "LB_GW_REUSE_PORT", "LB_REDIS_URL", "LB_SCORER_METRICS_PORT"} <= every
+    for cls in CLASSES:
+        assert all(text for _, _, text in variables(cls)), f"every variable of {cls.__name__} has help"
+
+
+def test_passwords_never_reach_a_log_line() -> None:
+    assert redacted("redis://:s3cr3t@127.0.0.1:7000/0") == "redis://:***@127.0.0.1:7000/0"
+    assert redacted("redis://fleet:s3cr3t@h:1/0") == "redis://fleet:***@h:1/0"
+    assert redacted("redis://127.0.0.1:7000/0") == "redis://127.0.0.1:7000/0"
+
+
+ENTRY_POINTS = [
+    (["-m", "gateway"], GatewaySettings),
+    (["-m", "scorer"], ScorerSettings),
+    (["-m", "scorer", "submit"], None),
+    (["-m", "fleet"], FleetOptions),
+    (["-m", "loadtest"], None),
+    (["-m", "loadtest", "sockets"], None),
+    (["-m", "loadtest", "storm"], None),
+    (["-m", "loadtest.gateway_bench"], None),
+    (["-m", "loadtest.scorer_bench"], None),
+    (["-m", "loadtest.drain_bench"], None),
+    (["-m", "loadtest.naive_gateway"], None),
+]
+
+
+@pytest.mark.parametrize(("args", "cls"), ENTRY_POINTS, ids=[" ".join(a[1:]) for a, _ in ENTRY_POINTS])
+def test_every_entry_point_answers_help_and_starts_nothing(args: list[str], cls: type | None) -> None:
+    # A Redis URL nobody listens on: an entry point that started instead of helping would hang or fail.
+    env = {"PATH": "/usr/bin:/bin", "LB_REDIS_URL": "redis://127.0.0.1:1/0", "LB_GW_PORT": "1"}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, *args, "--help"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=20)  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert time.monotonic() - started < 15
+    out = done.stdout
+    assert out.startswith("usage:") and "``" not in out  # plain text, no reStructuredText
+    for var, _, _ in variables(cls) if cls else ():
+        assert var in out, f"{' '.join(args)} --help does not list {var}"
