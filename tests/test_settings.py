@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ def bool_fields(cls: type) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("cls", [ScorerSettings, GatewaySettings])
-def test_one_boolean_rule_for_every_process(cls: type) -> None:
+def test_one_boolean_rule_for_every_process(cls: Any) -> None:
     assert bool_fields(cls), "each process has boolean settings"
     for name, var in bool_fields(cls):
         for raw, want in (("off", False), ("OFF", False), ("no", False), ("0", False), ("false", False),
