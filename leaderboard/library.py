@@ -1,4 +1,4 @@
-"""Typed Python wrappers of the function library (lua/leaderboard.lua), one per function.
+"""Typed Python wrappers of the function library (leaderboard/lua/leaderboard.lua), one per function.
 
 The wrappers turn replies into dataclasses and ``ERR <code>`` replies into the exception tree of
 errors.py. They take a ``redis.asyncio.Redis`` created with ``decode_responses=True`` (and,
@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources import files
 from typing import Any, cast
 
 import hiredis
@@ -30,12 +30,12 @@ from .keys import parse_scope
 from .submission import parse_uint, scopes_of
 from .windows import Period, window
 
-LUA_PATH = Path(__file__).resolve().parent.parent / "lua" / "leaderboard.lua"
 _HOUR_MS = 3_600_000
 
 
 def library_code() -> str:
-    return LUA_PATH.read_text(encoding="utf-8")
+    """The function library's source: package data, so an installed wheel has it too."""
+    return files("leaderboard").joinpath("lua", "leaderboard.lua").read_text(encoding="utf-8")
 
 
 def connect(url: str, **kwargs: Any) -> aioredis.Redis:

@@ -15,11 +15,11 @@ import signal
 import sys
 import uuid
 
-from redis.exceptions import RedisError
+from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
 
 from leaderboard import BacklogFull, InvalidSubmission, Submission, connect, now_ms
 from leaderboard.queue import Queue
-from leaderboard.settings import HelpFormatter, argument_parser, load_or_exit, unreachable
+from leaderboard.settings import HelpFormatter, argument_parser, load_or_exit, redacted, unreachable
 
 from .service import Scorer
 from .settings import ScorerSettings
@@ -108,8 +108,14 @@ def main(argv: list[str] | None = None) -> int:
         except BacklogFull as exc:
             print(f"backlog full: {exc}", file=sys.stderr)
             return 3
-        except RedisError as exc:
+        except (ConnectionError, TimeoutError, AuthenticationError) as exc:
             print(unreachable(settings.redis_url, exc), file=sys.stderr)
+            return 1
+        except ResponseError as exc:
+            if "function" not in str(exc).lower():
+                raise
+            print(f"Redis at {redacted(settings.redis_url)} has no leaderboard library loaded: start a scorer "
+                  f"(python -m scorer) against it first ({exc})", file=sys.stderr)  # fmt: skip
             return 1
         print(f"queued {sub.id}: player {sub.player}, {sub.points} points (stream entry {stream_id})")
         return 0

@@ -1,0 +1,81 @@
+"""The package as a user installs it: a built wheel (not the source tree) runs a scorer, which loads
+the function library it ships, and a gateway, which serves the page it ships."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from leaderboard import GameConfig, Leaderboard, connect
+from leaderboard.redis_server import free_port
+
+from .conftest import MS
+from .gw_helpers import http_get
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def install_wheel(tmp: Path) -> Path:
+    """Build the wheel and install it into a fresh virtualenv whose third-party packages come from
+    this one (a .pth line: no download, and no path to the source tree); returns its python."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp / "dist", ROOT],
+        check=True, cwd=tmp, timeout=120,
+    )  # fmt: skip
+    [wheel] = (tmp / "dist").glob("*.whl")
+    env_dir = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", env_dir], check=True, timeout=60)
+    python = env_dir / "bin" / "python"
+    site = Path(subprocess.check_output([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                        text=True).strip())  # fmt: skip
+    # Only the dependencies' directory: its editable-install hook (a .pth of its own) is not run
+    # from there, so `leaderboard` can come from nowhere but the wheel.
+    (site / "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site, wheel],
+                   check=True, timeout=120)  # fmt: skip
+    where = subprocess.check_output([python, "-c", "import leaderboard, gateway; print(leaderboard.__file__)"],
+                                    cwd=tmp, text=True)  # fmt: skip
+    assert str(ROOT) not in where and str(env_dir) in where  # the wheel's copy, not the tree
+    return python
+
+
+async def test_the_installed_wheel_runs_a_scorer_and_a_gateway(tmp_path: Path, redis_url: str) -> None:
+    python = install_wheel(tmp_path)
+
+    r = connect(redis_url)
+    await r.function_delete("leaderboard")  # the scorer must load the library from the wheel
+    env = {"PATH": os.environ["PATH"], "LB_REDIS_URL": redis_url, "LB_GAME": "wheel", "LB_LOG_LEVEL": "WARNING",
+           "LB_SCORER_METRICS_PORT": "0"}  # fmt: skip
+    try:
+        for args in (("--burst",), ("submit", "--player", "mia", "--points", "70"), ("--burst",)):
+            proc = await asyncio.create_subprocess_exec(python, "-m", "scorer", *args, cwd=tmp_path, env=env)
+            assert await asyncio.wait_for(proc.wait(), 30) == 0, args
+            # the first scorer loaded the library the wheel ships
+            assert "leaderboard" in str(await r.function_list())
+        [entry] = await Leaderboard(r, GameConfig(game="wheel")).top("alltime")
+        assert (entry.player, entry.score) == ("mia", 70)
+
+        port = free_port()
+        gateway = await asyncio.create_subprocess_exec(
+            python, "-m", "gateway", cwd=tmp_path, env={**env, "LB_GW_PORT": str(port)}
+        )
+        try:
+            async with asyncio.timeout(20_000 * MS):
+                while True:
+                    try:
+                        if (await http_get(port, "/readyz"))[0] == 200:
+                            break
+                    except OSError:
+                        await asyncio.sleep(0.05)
+            for path, source in (("/", "index.html"), ("/client.js", "client.js")):
+                status, _, body = await http_get(port, path)
+                assert status == 200 and body == (ROOT / "gateway" / "static" / source).read_bytes()
+        finally:
+            gateway.terminate()
+            await asyncio.wait_for(gateway.wait(), 20)
+    finally:
+        await r.aclose()
