@@ -213,16 +213,19 @@ def _shown(f: dataclasses.Field[Any]) -> str:
     return str(value)
 
 
+def _unique(*classes: type[Any]) -> list[tuple[str, str, str]]:
+    """``variables()`` of several classes, each variable once (the first class to read it says it)."""
+    seen: dict[str, tuple[str, str, str]] = {}
+    for cls in classes:
+        for row in variables(cls):
+            seen.setdefault(row[0], row)
+    return list(seen.values())
+
+
 def describe(*classes: type[Any]) -> str:
     """The environment variables of ``classes``, for the epilog of ``--help``."""
-    seen: set[str] = set()
-    lines = ["environment variables (default in brackets):"]
-    for cls in classes:
-        for var, default, text in variables(cls):
-            if var not in seen:
-                seen.add(var)
-                lines.append(f"  {var} [{default}]\n      {text}")
-    return "\n".join(lines)
+    lines = [f"  {var} [{default}]\n      {text}" for var, default, text in _unique(*classes)]
+    return "\n".join(["environment variables (default in brackets):", *lines])
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -281,11 +284,5 @@ def load_or_exit(cls: type[T], **overrides: Any) -> T:
 
 def markdown_table(*classes: type[Any]) -> str:
     """README's configuration table, from the same declarations."""
-    lines = ["| variable | default | meaning |", "|---|---|---|"]
-    seen: set[str] = set()
-    for cls in classes:
-        for var, default, text in variables(cls):
-            if var not in seen:
-                seen.add(var)
-                lines.append(f"| `{var}` | `{default}` | {text} |")
-    return "\n".join(lines)
+    rows = [f"| `{var}` | `{default}` | {text} |" for var, default, text in _unique(*classes)]
+    return "\n".join(["| variable | default | meaning |", "|---|---|---|", *rows])
