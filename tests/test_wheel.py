@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -22,8 +23,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def install_wheel(tmp: Path) -> Path:
     """Build the wheel and install it into a fresh virtualenv whose third-party packages come from
     this one (a .pth line: no download, and no path to the source tree); returns its python."""
+    # from a copy: a build leaves build/ behind, whose stale files a later build would ship
+    source = tmp / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".*", "var", "build", "*.egg-info", "__pycache__"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp / "dist", ROOT],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp / "dist", source],
         check=True, cwd=tmp, timeout=120,
     )  # fmt: skip
     [wheel] = (tmp / "dist").glob("*.whl")
