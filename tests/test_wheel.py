@@ -25,7 +25,11 @@ def install_wheel(tmp: Path) -> Path:
     this one (a .pth line: no download, and no path to the source tree); returns its python."""
     # from a copy: a build leaves build/ behind, whose stale files a later build would ship
     source = tmp / "source"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".*", "var", "build", "*.egg-info", "__pycache__"))
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(".*", "var", "build", "*.egg-info", "__pycache__", "loadtest-reports"),
+    )
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp / "dist", source],
         check=True, cwd=tmp, timeout=120,
