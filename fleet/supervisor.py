@@ -61,6 +61,9 @@ class Fleet:
         self.redis_url = settings.redis_url or ""
         self.scorer: asyncio.subprocess.Process | None = None
         self.gateways: list[asyncio.subprocess.Process] = []
+        # each gateway process answers /metrics on a port of its own (the shared port would reach
+        # a random one); the same port again when a gateway is replaced
+        self.gateway_metrics_ports: dict[int, int] = {}
         self._closed = False
 
     @property
@@ -74,7 +77,8 @@ class Fleet:
     @property
     def metrics_urls(self) -> list[str]:
         host = self.settings.host
-        return [f"http://{host}:{self.port}/metrics", f"http://{host}:{self.scorer_metrics_port}/metrics"]
+        ports = [*self.gateway_metrics_ports.values(), self.scorer_metrics_port]
+        return [f"http://{host}:{port}/metrics" for port in ports]
 
     def child_env(self, **extra: str) -> dict[str, str]:
         s = self.settings
@@ -113,8 +117,10 @@ class Fleet:
     async def start_gateway(self, index: int) -> asyncio.subprocess.Process:
         """Start gateway process ``index`` (also to replace one that died)."""
         s = self.settings
+        metrics_port = self.gateway_metrics_ports.setdefault(index, free_port(s.host))
         env = self.child_env(
             LB_GW_HOST=s.host, LB_GW_PORT=str(self.port), LB_GW_REUSE_PORT="1", LB_GW_ID=f"gw-{index + 1}",
+            LB_GW_METRICS_PORT=str(metrics_port),
             LB_GW_DEMO_TOKENS="1" if s.demo_tokens else "0", LB_GW_DRAIN_DELAY="0",
             LB_GW_DEMO_PLAYERS="40",  # the demo's most active players: the page shows a real rank
             LB_GW_DRAIN_WINDOW=str(s.drain_window),

@@ -9,6 +9,7 @@ without logging anybody out: add the new secret in front, re-sign, drop the old 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,10 +26,6 @@ class Identity:
     role: str  # "spectator" | "player" | "server"
     player: str | None = None
 
-    @property
-    def authenticated(self) -> bool:
-        return self.player is not None
-
 
 SPECTATOR = Identity("spectator")
 
@@ -42,11 +39,22 @@ class AuthError(Exception):
         self.message = message
 
 
+_NUMERIC = ("exp", "nbf", "iat")
+
+
 def authenticate(token: object, secrets: Sequence[str], *, leeway: float = 0.0) -> Identity:
+    """The identity a token proves, or ``AuthError`` with one of our own stable messages (the JWT
+    library's wording changes between versions and says more than a client needs)."""
     if not isinstance(token, str) or not token or len(token) > _MAX_TOKEN:
         raise AuthError("invalid_token", "token must be a non-empty string")
     if not secrets:
         raise AuthError("invalid_token", "this gateway accepts no tokens")
+    try:
+        header = jwt.get_unverified_header(token)
+    except jwt.InvalidTokenError:
+        raise AuthError("invalid_token", "the token is not a well-formed HS256 JWT") from None
+    if header.get("alg") != "HS256":
+        raise AuthError("invalid_token", "the token is not signed with HS256")
     claims: dict[str, object] | None = None
     for secret in secrets:
         try:
@@ -54,24 +62,33 @@ def authenticate(token: object, secrets: Sequence[str], *, leeway: float = 0.0) 
                 token,
                 secret,
                 algorithms=["HS256"],  # never "none", never an algorithm the token picks
-                options={"require": ["exp", "sub", "role"]},
-                leeway=leeway,
-            )
+                # time claims are checked below, once their types are: PyJWT would take "123"
+                options={"require": ["exp", "sub", "role"], "verify_exp": False, "verify_nbf": False,
+                         "verify_iat": False},
+            )  # fmt: skip
             break
         except jwt.InvalidSignatureError:
             continue  # perhaps signed with the other secret of a rotation
-        except jwt.ExpiredSignatureError:
-            # PyJWT checks the signature first: an expired token was genuine.
-            raise AuthError("token_expired", "the token has expired") from None
-        except jwt.InvalidTokenError as exc:
-            raise AuthError("invalid_token", f"invalid token: {exc}") from None
+        except jwt.MissingRequiredClaimError as exc:
+            raise AuthError("invalid_token", f"the token has no {exc.claim} claim") from None
+        except jwt.InvalidTokenError:
+            raise AuthError("invalid_token", "the token is not a well-formed HS256 JWT") from None
     if claims is None:
-        raise AuthError("invalid_token", "invalid token: signature does not verify")
+        raise AuthError("invalid_token", "the signature does not verify")
+    for name in _NUMERIC:
+        value = claims.get(name)
+        if name in claims and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise AuthError("invalid_token", f"{name} must be a number")
+    now = time.time()
+    if float(claims["exp"]) <= now - leeway:  # type: ignore[arg-type]
+        raise AuthError("token_expired", "the token has expired")
+    if "nbf" in claims and float(claims["nbf"]) > now + leeway:  # type: ignore[arg-type]
+        raise AuthError("invalid_token", "the token is not valid yet")
     sub, role = claims.get("sub"), claims.get("role")
     if not isinstance(sub, str) or not 0 < len(sub.encode("utf-8", "replace")) <= 64:
-        raise AuthError("invalid_token", "invalid token: sub must be a player id of 1-64 bytes")
+        raise AuthError("invalid_token", "sub must be a player id of 1-64 bytes")
     if role not in ROLES:
-        raise AuthError("invalid_token", "invalid token: role must be player or server")
+        raise AuthError("invalid_token", "role must be player or server")
     return Identity(str(role), sub)
 
 

@@ -1,7 +1,8 @@
 """Plain HTTP on the WebSocket port, through websockets' ``process_request`` hook.
 
 ``/ws`` goes on to the WebSocket handshake (unless admission refuses it with 503); ``/healthz``,
-``/readyz``, ``/metrics`` and the static files are answered here. Every other path is a 404.
+``/readyz`` and the static files are answered here. Every other path is a 404 — ``/metrics``
+too: it is served on an address of its own (``LB_GW_METRICS_HOST``/``_PORT``), away from players.
 """
 
 from __future__ import annotations
@@ -11,12 +12,9 @@ import mimetypes
 from collections.abc import Callable
 from pathlib import Path
 
-from prometheus_client import CONTENT_TYPE_LATEST
 from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
-
-from .metrics import Metrics
 
 WS_PATH = "/ws"
 _STATIC = {"/": "index.html", "/client.js": "client.js", "/app.js": "app.js", "/style.css": "style.css"}
@@ -44,13 +42,11 @@ class Routes:
         self,
         *,
         static_dir: Path,
-        metrics: Metrics,
         admit: Callable[[], str | None],
         not_ready: Callable[[], str | None],
         demo_token: Callable[[], bytes | None] = lambda: None,
     ) -> None:
         self._static = static_dir
-        self._metrics = metrics
         self._admit = admit  # None: go on with the handshake; else the reason for a 503
         self._not_ready = not_ready  # None: ready; else why not
         self._demo_token = demo_token  # None: no demo tokens here (production)
@@ -72,8 +68,6 @@ class Routes:
             body = self._demo_token()
             if body is not None:
                 return response(200, "OK", body, "application/json")
-        if path == "/metrics":
-            return response(200, "OK", self._metrics.render(), CONTENT_TYPE_LATEST)
         name = _STATIC.get(path)
         if name is not None:
             file = self._static / name

@@ -30,7 +30,8 @@ from websockets.asyncio.connection import broadcast
 from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 
-from leaderboard import Leaderboard, wire
+from leaderboard import Leaderboard, now_ms, wire
+from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.windows import window as window_spec
 
 from .client import BoardKey, Client
@@ -114,8 +115,20 @@ class Hub:
         if latest is not None and key in client.boards:
             self.write(client, latest, time.monotonic())
 
+    async def exists(self, key: BoardKey) -> bool:
+        """Whether a client may subscribe to ``key``: the global board, a configured one
+        (``LB_GW_BOARDS``), one somebody here already watches, or one with data in Redis. Anyone
+        can send a subscribe; only boards that exist may make this process SUBSCRIBE to a channel
+        and hold an entry in its maps, so those stay bounded by what trusted game servers wrote."""
+        win, scope = key
+        if scope == GLOBAL_SCOPE or scope in self.settings.boards or key in self._subs:
+            return True
+        period = window_spec(win).period(now_ms()).label
+        return bool(await self._raw.exists(self._keys.latest(win, scope), self._keys.board(win, period, scope)))
+
     def unsubscribe(self, client: Client, key: BoardKey) -> None:
         client.boards.discard(key)
+        client.ranks.pop(key, None)
         subs = self._subs.get(key)
         if subs is None:
             return
@@ -148,8 +161,14 @@ class Hub:
         async with self._sub_lock:
             if key in self._subs:  # someone subscribed again meanwhile
                 return
+            # Every per-board entry goes with the board's last subscriber: nothing here may grow
+            # with the number of boards ever watched.
             self._subscribed.discard(channel)
             self._latest.pop(key, None)
+            self._channel_board.pop(channel, None)
+            waiter = self._pending.pop(channel, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
             if self._pubsub is not None:
                 with contextlib.suppress(RedisError, OSError):
                     await self._pubsub.unsubscribe(channel)
@@ -173,7 +192,8 @@ class Hub:
             self.metrics.redis_errors.inc()
             return cached[1] if cached is not None else None
         frame = text_frame(stored)
-        self._latest[key] = (stored, frame, built)
+        if key in self._subs:  # its last subscriber may have left while Redis answered
+            self._latest[key] = (stored, frame, built)
         return frame
 
     async def _bytes(self, key: str) -> bytes | None:

@@ -36,6 +36,7 @@ from leaderboard import (
     wire,
 )
 from leaderboard.keys import GLOBAL_SCOPE
+from leaderboard.metrics_server import MetricsServer
 from leaderboard.queue import Queue
 from leaderboard.windows import window as window_spec
 
@@ -69,6 +70,11 @@ class Gateway:
         self._closing: asyncio.Task[None] | None = None
         self._closed = asyncio.Event()
         self._port = 0
+        self._metrics_server = (
+            MetricsServer(self.metrics.registry, settings.metrics_host, settings.metrics_port)
+            if settings.metrics_port
+            else None
+        )
         # connection-rate cap: a token bucket refilled at connect_rate per second
         self._conn_tokens = settings.connect_rate
         self._conn_refill = time.monotonic()
@@ -94,9 +100,10 @@ class Gateway:
         self.queue = Queue(self._redis, s.game, backlog_max=s.backlog_max)
         self.hub = Hub(s, self._raw, self.lb, self.metrics)
         self.hub.start()
+        if self._metrics_server is not None:
+            await self._metrics_server.start()
         routes = Routes(
             static_dir=s.static_dir,
-            metrics=self.metrics,
             admit=self._admit,
             not_ready=self._not_ready,
             demo_token=self._demo_token,
@@ -131,6 +138,11 @@ class Gateway:
     def port(self) -> int:
         """The bound port (still known after the listener closed)."""
         return self._port
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port of ``GET /metrics`` (None: turned off)."""
+        return self._metrics_server.port if self._metrics_server is not None else None
 
     async def serve_forever(self) -> None:
         await self._closed.wait()
@@ -184,6 +196,8 @@ class Gateway:
         for client in (self._redis, self._raw):
             if client is not None:
                 await client.aclose()
+        if self._metrics_server is not None:  # last: a scrape during the drain still answers
+            await self._metrics_server.close()
         self._closed.set()
         log.info("gateway %s closed", self.settings.gateway_id)
 
@@ -325,10 +339,13 @@ class Gateway:
                 await ws.send(self._welcome(client.identity, rid), text=True)
         elif isinstance(req, p.Subscribe):
             key = (req.window, req.board)
-            if key not in client.boards and len(client.boards) >= self.settings.max_subscriptions:
-                raise p.ProtocolError(
-                    "too_many_subscriptions", f"at most {self.settings.max_subscriptions} boards", rid
-                )
+            if key not in client.boards:
+                if len(client.boards) >= self.settings.max_subscriptions:
+                    raise p.ProtocolError(
+                        "too_many_subscriptions", f"at most {self.settings.max_subscriptions} boards", rid
+                    )
+                if not await self._read(req, self.hub.exists(key)):
+                    raise p.ProtocolError("bad_board", f"no board {req.board!r} in window {req.window!r}", rid)
             await ws.send(wire.subscribed(req.board, req.window, rid), text=True)
             await self.hub.subscribe(client, key)
         elif isinstance(req, p.Unsubscribe):

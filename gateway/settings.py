@@ -2,7 +2,7 @@
 through ``leaderboard.settings`` (``python -m gateway --help`` and README's table list them)::
 
     settings = GatewaySettings.from_env()
-    settings = GatewaySettings(port=0, redis_url=url, jwt_secrets=("s3cret",), ping_interval=0.2)
+    settings = GatewaySettings(port=0, redis_url=url, jwt_secrets=(secret_of_32_bytes,), ping_interval=0.2)
 
 Durations are seconds (floats). A limit of 0 means "no cap" where its help says so.
 """
@@ -17,6 +17,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from leaderboard import GameConfig
+from leaderboard.keys import parse_scope
 from leaderboard.settings import (
     DEFAULT_REDIS_URL,
     SettingsError,
@@ -27,9 +28,23 @@ from leaderboard.settings import (
     log_level,
     nested,
     one_of,
+    parse_list,
     setting,
     validate,
 )
+
+MIN_SECRET_BYTES = 32  # HS256 keys shorter than this can be brute-forced offline from any token
+
+
+def strong_secrets(secrets: tuple[str, ...]) -> str | None:
+    if any(len(secret.encode()) < MIN_SECRET_BYTES for secret in secrets):
+        return f"must each be at least {MIN_SECRET_BYTES} bytes (a short HS256 key is guessed from any token)"
+    return None
+
+
+def parse_boards(raw: str) -> tuple[str, ...]:
+    return tuple(parse_scope(board) for board in parse_list(raw))
+
 
 # package data: found the same way in a source tree and in an installed wheel
 STATIC_DIR = Path(str(files("gateway") / "static"))
@@ -65,7 +80,11 @@ class GatewaySettings:
     )
     # --- auth
     jwt_secrets: tuple[str, ...] = setting(
-        "LB_JWT_SECRETS", (), "HS256 secrets, comma-separated; the first is current, all verify (rotation)"
+        "LB_JWT_SECRETS",
+        (),
+        "HS256 secrets of at least 32 bytes, comma-separated; the first is current, all verify (rotation)",
+        check=strong_secrets,
+        secret=True,
     )
     allowed_origins: tuple[str, ...] = setting(
         "LB_GW_ORIGINS", (), "allowed Origin values, comma-separated (empty: any); others are closed with 1008"
@@ -73,6 +92,12 @@ class GatewaySettings:
     demo_tokens: bool = setting("LB_GW_DEMO_TOKENS", False, "local demo only: GET /demo-token hands out player tokens")
     demo_players: int = setting(
         "LB_GW_DEMO_PLAYERS", 3000, "demo tokens are for player0 .. player<N-1>", check=at_least(1)
+    )
+    boards: tuple[str, ...] = setting(
+        "LB_GW_BOARDS",
+        (),
+        "boards anyone may subscribe to besides global, e.g. region:eu,mode:duo (others only once they have data)",
+        parse=parse_boards,
     )
     # --- limits
     max_frame: int = setting(
@@ -106,6 +131,12 @@ class GatewaySettings:
         1_000_000,
         "submissions the queue holds before submit is refused with backlog_full",
         check=at_least(1),
+    )
+    # --- observability: per process (behind a shared port a scrape would reach a random one),
+    # and on loopback by default, away from the players' port
+    metrics_host: str = setting("LB_GW_METRICS_HOST", "127.0.0.1", "address of this process's GET /metrics")
+    metrics_port: int = setting(
+        "LB_GW_METRICS_PORT", 9320, "port of this process's GET /metrics; 0 turns it off", check=between(0, 65_535)
     )
     # --- flow control
     write_buffer: int = setting(

@@ -105,11 +105,13 @@ def setting(
     shown: str | None = None,
     parse: Callable[[str], Any] | None = None,
     check: Check | None = None,
+    secret: bool = False,
 ) -> Any:
     """A settings field read from ``var``. ``factory`` for a default computed per instance (then
     ``shown`` is what ``--help`` prints for it); ``parse`` where the annotation's parser does not
-    fit; ``check`` is run on every instance, loaded or built by keyword."""
-    meta = {"var": var, "help": help, "parse": parse, "check": check, "shown": shown}
+    fit; ``check`` is run on every instance, loaded or built by keyword; a ``secret``'s value is
+    never repeated in an error."""
+    meta = {"var": var, "help": help, "parse": parse, "check": check, "shown": shown, "secret": secret}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -154,7 +156,8 @@ def validate(obj: Any) -> None:
     for f in dataclasses.fields(obj):
         check = f.metadata.get("check")
         if check is not None and (problem := check(getattr(obj, f.name))) is not None:
-            raise SettingsError(f"{f.metadata['var']} ({f.name}) {problem}, got {getattr(obj, f.name)!r}")
+            got = "" if f.metadata["secret"] else f", got {getattr(obj, f.name)!r}"
+            raise SettingsError(f"{f.metadata['var']} ({f.name}) {problem}{got}")
 
 
 def load(cls: type[T], env: Mapping[str, str] | None = None, **overrides: Any) -> T:
@@ -178,7 +181,8 @@ def load(cls: type[T], env: Mapping[str, str] | None = None, **overrides: Any) -
         try:
             kwargs[f.name] = parse(raw)
         except ValueError as exc:
-            raise SettingsError(f"{var}={raw!r}: {exc}") from None
+            shown = "(secret)" if f.metadata["secret"] else repr(raw)
+            raise SettingsError(f"{var}={shown}: {exc}") from None
     try:
         return cls(**kwargs, **overrides)
     except SettingsError:

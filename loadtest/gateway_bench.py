@@ -256,7 +256,7 @@ class Result:
 
 
 def _start_target(
-    name: str, port: int, redis_url: str, ping_interval: float | None, fanout_threads: int
+    name: str, port: int, metrics_port: int, redis_url: str, ping_interval: float | None, fanout_threads: int
 ) -> subprocess.Popen[bytes]:
     if name == "naive":
         cmd = [sys.executable, "-m", "loadtest.naive_gateway", "--port", str(port), "--redis-url", redis_url,
@@ -270,6 +270,7 @@ def _start_target(
             "LB_GW_FANOUT": "broadcast" if name == "gateway-broadcast" else "frame",
             "LB_GW_FANOUT_THREADS": str(fanout_threads),
             "LB_GW_HEARTBEAT": "websockets" if name == "gateway-keepalive" else "sweep",
+            "LB_GW_METRICS_PORT": str(metrics_port),
         }  # fmt: skip
         if ping_interval is not None:
             env["LB_GW_PING_INTERVAL"] = env["LB_GW_PING_TIMEOUT"] = str(ping_interval)
@@ -308,7 +309,8 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
 def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespace) -> Result:
     port = free_port()
     r.set(KEYS.latest(WINDOW, BOARD), snapshot_bytes(999))  # what every socket gets on connect
-    proc = _start_target(name, port, redis_url, args.ping_interval, args.fanout_threads)
+    metrics_port = free_port()
+    proc = _start_target(name, port, metrics_port, redis_url, args.ping_interval, args.fanout_threads)
     try:
         _wait_listening(port, proc)
         time.sleep(0.5)
@@ -345,7 +347,7 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
             r.set(KEYS.latest(WINDOW, BOARD), payload)
             r.publish(KEYS.snapshot_channel(WINDOW, BOARD), payload)
         time.sleep(1.5)  # the last snapshot's stragglers
-        gc_pauses, gc_pause_ms = _gc_pauses(port) if name != "naive" else (0, 0.0)
+        gc_pauses, gc_pause_ms = _gc_pauses(metrics_port) if name != "naive" else (0, 0.0)
         cpu1 = usage(proc.pid)
         clients_s = sum(usage(p.pid).cpu_s for p in procs if p.pid is not None) - clients0
         reports: list[Sinks] = []

@@ -1,8 +1,5 @@
 """Observability: the lag gauges sampled from Redis, the periodic stats line, and the same
-figures as Prometheus metrics on a small HTTP endpoint (``GET /metrics``).
-
-The endpoint is served by asyncio in the scorer's own loop rather than prometheus_client's
-thread server, so it starts and stops with the scorer like everything else it owns.
+figures as a Prometheus registry (served by leaderboard.metrics_server, ``GET /metrics``).
 """
 
 from __future__ import annotations
@@ -13,7 +10,7 @@ import logging
 from collections.abc import Callable, Iterator
 
 import redis.asyncio as aioredis
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -102,42 +99,3 @@ class Monitor:
             if self.interval_s and elapsed >= self.interval_s:
                 log.info("%s", stats_line(self.stats, before, elapsed))
                 before, since = self.stats.copy(), loop.time()
-
-
-class MetricsServer:
-    """``GET /metrics`` over plain HTTP/1.1 (one request per connection)."""
-
-    def __init__(self, stats: Stats, host: str, port: int) -> None:
-        self.registry = registry_for(stats)
-        self.host = host
-        self.port = port
-        self._server: asyncio.Server | None = None
-
-    async def start(self) -> int:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]  # the real one when 0 was asked for
-        return self.port
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0)
-            parts = head.split(b" ", 2)
-            if len(parts) >= 2 and parts[0] == b"GET" and parts[1].split(b"?")[0] == b"/metrics":
-                body, status = generate_latest(self.registry), b"200 OK"
-            else:
-                body, status = b"not found\n", b"404 Not Found"
-            writer.write(
-                b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
-                b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body
-            )
-            await writer.drain()
-        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
-        finally:
-            writer.close()

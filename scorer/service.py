@@ -18,10 +18,11 @@ from types import TracebackType
 import redis.asyncio as aioredis
 
 from leaderboard import Leaderboard, connect, now_ms
+from leaderboard.metrics_server import MetricsServer
 
 from .badges import BadgeWorker
 from .consumer import Consumer
-from .metrics import MetricsServer, Monitor
+from .metrics import Monitor, registry_for
 from .publisher import Publisher
 from .settings import ScorerSettings
 from .stats import Stats
@@ -47,7 +48,9 @@ class Scorer:
         self.badges = BadgeWorker(self.redis, settings, self.stats) if settings.badges else None
         self.monitor = Monitor(self.redis, settings.game, self.stats, settings.stats_interval_s)
         self.metrics = (
-            MetricsServer(self.stats, settings.metrics_host, settings.metrics_port) if settings.metrics_port else None
+            MetricsServer(registry_for(self.stats), settings.metrics_host, settings.metrics_port)
+            if settings.metrics_port
+            else None
         )
         self._stop = asyncio.Event()  # stop reading new work
         self._consuming: asyncio.Task[None] | None = None

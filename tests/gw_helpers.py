@@ -18,6 +18,7 @@ from gateway.auth import issue
 from gateway.server import Gateway
 from gateway.settings import GatewaySettings
 from leaderboard import Entry, GameConfig, wire
+from leaderboard.redis_server import free_port
 
 from .conftest import MS
 
@@ -40,6 +41,7 @@ def settings(redis_url: str, **overrides: Any) -> GatewaySettings:
         "drain_delay": 0.05,
         "drain_window": 0.2,
         "close_timeout": 1.0,
+        "metrics_port": free_port(),
     }
     base.update(overrides)
     return GatewaySettings(**base)

@@ -38,7 +38,8 @@ async def test_health_readiness_metrics_and_static_files(redis_url: str, tmp_pat
         async with client(gw) as ws:
             await greet(ws)
             await request(ws, {"type": "nope"})
-            status, headers, body = await http_get(gw.port, "/metrics")
+            assert gw.metrics_port is not None
+            status, headers, body = await http_get(gw.metrics_port, "/metrics")
         assert status == 200 and headers["content-type"].startswith("text/plain")
         text = body.decode()
         for line in ("lb_gw_connections 1.0", "lb_gw_accepted_total 1.0", "lb_gw_bad_input_total 1.0",

@@ -179,7 +179,7 @@ async def test_own_rank_is_pushed_only_on_change(redis_url: str, lb: Leaderboard
 
 
 async def test_bad_input_gets_an_error_and_keeps_the_connection(redis_url: str) -> None:
-    async with running(redis_url, max_subscriptions=2) as gw, client(gw) as ws:
+    async with running(redis_url, max_subscriptions=2, boards=("mode:duo", "mode:solo")) as gw, client(gw) as ws:
         await greet(ws)
         for raw, code in [
             ("{nope", "bad_json"),

@@ -1,0 +1,51 @@
+"""``GET /metrics`` for a process's Prometheus registry, on an address of its own.
+
+Served by asyncio in the process's own loop rather than prometheus_client's thread server, so it
+starts and stops with the process like everything else it owns; and on its own address
+(loopback by default), never on the port players reach.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+
+class MetricsServer:
+    """``GET /metrics`` over plain HTTP/1.1 (one request per connection)."""
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+        self.registry = registry
+        self.host = host
+        self.port = port
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]  # the real one when 0 was asked for
+        return self.port
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0)
+            parts = head.split(b" ", 2)
+            if len(parts) >= 2 and parts[0] == b"GET" and parts[1].split(b"?")[0] == b"/metrics":
+                body, status = generate_latest(self.registry), b"200 OK"
+            else:
+                body, status = b"not found\n", b"404 Not Found"
+            writer.write(
+                b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body
+            )
+            await writer.drain()
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass
+        finally:
+            writer.close()

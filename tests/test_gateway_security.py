@@ -1,0 +1,120 @@
+"""What a probe from the player side found, each closed: boards that do not exist, per-process
+maps that only grew, weak secrets, metrics on the public port, the JWT library's wording."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jwt
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.auth import AuthError, authenticate
+from gateway.settings import GatewaySettings
+from leaderboard import Leaderboard, Submission
+from leaderboard.settings import SettingsError
+
+from .conftest import NOW
+from .gw_helpers import SECRETS, client, greet, http_get, recv, request, running
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def hub_maps(gw: object) -> dict[str, int]:
+    hub = gw.hub  # type: ignore[attr-defined]
+    return {name: len(getattr(hub, name)) for name in ("_subs", "_latest", "_channel_board", "_pending")}
+
+
+async def test_a_spectator_cannot_subscribe_to_boards_that_do_not_exist(redis_url: str, r: aioredis.Redis) -> None:
+    async with running(redis_url, boards=("mode:duo",)) as gw, client(gw) as ws:
+        await greet(ws)
+        before = hub_maps(gw)
+        for i in range(30):
+            reply = await request(ws, {"type": "subscribe", "board": f"region:nowhere{i}"})
+            assert (reply["type"], reply["code"]) == ("error", "bad_board"), reply
+        assert hub_maps(gw) == before
+        channels = await r.pubsub_channels()
+        assert not [c for c in channels if "nowhere" in str(c)]  # never SUBSCRIBEd in Redis
+        # a configured board exists before any score; so does one with data
+        assert (await request(ws, {"type": "subscribe", "board": "mode:duo"}, "subscribed"))["board"] == "mode:duo"
+        assert (await recv(ws))["type"] == "snapshot"
+        assert (await request(ws, {"type": "unsubscribe", "board": "region:nowhere1"}))["type"] == "unsubscribed"
+
+
+async def test_subscribe_and_unsubscribe_leave_the_maps_as_they_were(redis_url: str, lb: Leaderboard) -> None:
+    boards = [f"region:r{i}" for i in range(40)]
+    subs = [Submission(f"s{i}", f"p{i}", 10, NOW, region=b[7:]).fields() for i, b in enumerate(boards)]
+    await lb.submit_batch(subs, now=NOW)  # these boards have data: they exist
+    async with running(redis_url, rate=10_000.0, burst=10_000) as gw, client(gw) as ws:
+        await greet(ws)
+        before = hub_maps(gw)
+        for _ in range(3):
+            for board in boards:
+                await request(ws, {"type": "subscribe", "board": board, "window": "alltime"}, "subscribed")
+                await request(ws, {"type": "unsubscribe", "board": board, "window": "alltime"}, "unsubscribed")
+        await asyncio.sleep(0.2)  # releases run as tasks
+        assert hub_maps(gw) == before
+        assert len(next(iter(gw.clients)).ranks) <= 1
+
+
+def test_weak_secrets_are_refused_at_start() -> None:
+    with pytest.raises(SettingsError, match="LB_JWT_SECRETS"):
+        GatewaySettings(jwt_secrets=("abc",))
+    with pytest.raises(SettingsError, match="LB_JWT_SECRETS"):  # every secret of a rotation
+        GatewaySettings(jwt_secrets=(SECRETS[0], "short"))
+    env = {**os.environ, "LB_JWT_SECRETS": "abc", "LB_GW_PORT": "1"}
+    done = subprocess.run([sys.executable, "-m", "gateway"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=20)  # fmt: skip
+    assert done.returncode == 2 and done.stderr.startswith("configuration error: LB_JWT_SECRETS")
+    assert "abc" not in done.stderr  # a secret is never echoed
+
+
+async def test_metrics_are_not_on_the_public_port(redis_url: str) -> None:
+    async with running(redis_url) as gw:
+        assert (await http_get(gw.port, "/metrics"))[0] == 404
+        assert gw.metrics_port and gw.metrics_port != gw.port
+        status, _, body = await http_get(gw.metrics_port, "/metrics")
+        assert status == 200 and b"lb_gw_connections" in body
+    async with running(redis_url, metrics_port=0) as gw:
+        assert gw.metrics_port is None  # 0 turns the endpoint off
+
+
+def forge(claims: dict[str, object], secret: str = SECRETS[0]) -> str:
+    return jwt.encode(claims, secret, algorithm="HS256")
+
+
+@pytest.mark.parametrize(
+    ("claims", "code", "message"),
+    [
+        ({"sub": "mia", "role": "player", "exp": str(int(time.time()) + 60)}, "invalid_token", "exp must be a number"),
+        ({"sub": "mia", "role": "player", "exp": True}, "invalid_token", "exp must be a number"),
+        ({"sub": "mia", "role": "player", "exp": time.time() + 60, "nbf": "0"}, "invalid_token",
+         "nbf must be a number"),
+        ({"sub": "mia", "role": "player"}, "invalid_token", "the token has no exp claim"),
+        ({"sub": "mia", "exp": time.time() + 60}, "invalid_token", "the token has no role claim"),
+        ({"sub": "mia", "role": "player", "exp": time.time() - 60}, "token_expired", "the token has expired"),
+        ({"sub": "mia", "role": "player", "exp": time.time() + 60, "nbf": time.time() + 600}, "invalid_token",
+         "the token is not valid yet"),
+    ],
+)  # fmt: skip
+def test_token_errors_are_ours_and_stable(claims: dict[str, object], code: str, message: str) -> None:
+    with pytest.raises(AuthError) as exc:
+        authenticate(forge(claims), SECRETS)
+    assert (exc.value.code, exc.value.message) == (code, message)
+
+
+def test_malformed_tokens_get_one_message() -> None:
+    for token in ("not.a.jwt", "a.b", "x" * 100, forge({"sub": "m"}).rsplit(".", 1)[0] + ".AAAA"):
+        with pytest.raises(AuthError) as exc:
+            authenticate(token, SECRETS)
+        assert exc.value.code == "invalid_token"
+        assert exc.value.message in ("the token is not a well-formed HS256 JWT", "the signature does not verify")
+    none_alg = jwt.encode({"sub": "mia", "role": "server", "exp": time.time() + 60}, None, algorithm="none")
+    with pytest.raises(AuthError) as exc:
+        authenticate(none_alg, SECRETS)
+    assert exc.value.message == "the token is not signed with HS256"
