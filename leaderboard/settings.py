@@ -29,7 +29,7 @@ import argparse
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -226,9 +226,11 @@ def _unique(*classes: type[Any]) -> list[tuple[str, str, str]]:
     return list(seen.values())
 
 
-def describe(*classes: type[Any]) -> str:
-    """The environment variables of ``classes``, for the epilog of ``--help``."""
-    lines = [f"  {var} [{default}]\n      {text}" for var, default, text in _unique(*classes)]
+def describe(*classes: type[Any], only: Collection[str] | None = None) -> str:
+    """The environment variables of ``classes`` (or just those named in ``only``), for the epilog
+    of ``--help``."""
+    rows = [row for row in _unique(*classes) if only is None or row[0] in only]
+    lines = [f"  {var} [{default}]\n      {text}" for var, default, text in rows]
     return "\n".join(["environment variables (default in brackets):", *lines])
 
 
@@ -238,7 +240,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if action.default not in (None, False, argparse.SUPPRESS) and "default" not in text:
+        shown = action.default not in (None, False, "", [], argparse.SUPPRESS)
+        if shown and "default" not in text:
             text += " (default: %(default)s)"
         return text
 
@@ -269,11 +272,13 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
-def unreachable(url: str, exc: BaseException) -> str:
-    """One line for a command that could not reach Redis: the URL it tried, and how to change it."""
+def unreachable(url: str, exc: BaseException, *, env: bool = True) -> str:
+    """One line for a command that could not reach Redis: the URL it tried, and how to change it
+    (``env``: the command also reads ``LB_REDIS_URL``)."""
+    how = "--redis-url URL or `export LB_REDIS_URL=URL`" if env else "--redis-url URL"
     return (
-        f"cannot reach Redis at {redacted(url)} ({exc}); point to another with --redis-url URL or "
-        "`export LB_REDIS_URL=URL` (./dev run prints the line for its embedded Redis)"
+        f"cannot reach Redis at {redacted(url)} ({exc}); point to another with {how} "
+        "(./dev run prints the line for its embedded Redis)"
     )
 
 

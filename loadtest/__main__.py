@@ -30,8 +30,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from leaderboard import GameConfig
 from leaderboard.children import listening_pids
-from leaderboard.settings import HelpFormatter, plain
+from leaderboard.settings import HelpFormatter, describe, plain, unreachable
 
 from . import report
 from .modes import Progress, Result, run_load, run_storm, run_submit
@@ -53,12 +57,19 @@ def _env_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
+# the private fleet's scorer and gateways inherit the environment: their variables apply too
+VARIABLES = (
+    describe(GameConfig, only={"LB_GAME"})
+    + "\n  (a private fleet's processes also read those of python -m scorer --help and python -m gateway --help)"
+)
+
+
 def parser() -> argparse.ArgumentParser:
     doc = __doc__ or ""
     p = argparse.ArgumentParser(
         prog="python -m loadtest",
         description=plain(doc.split("\n\n")[0]),
-        epilog=plain(doc.split("\n\n", 1)[1]),
+        epilog=plain(doc.split("\n\n", 1)[1]) + "\n" + VARIABLES,
         formatter_class=HelpFormatter,
     )
     sub = p.add_subparsers(dest="mode", required=True, metavar="MODE")
@@ -70,7 +81,7 @@ def parser() -> argparse.ArgumentParser:
     }
     for mode, text in helps.items():
         d = DEFAULTS[mode]
-        m = sub.add_parser(mode, help=text, description=text, formatter_class=HelpFormatter)
+        m = sub.add_parser(mode, help=text, description=text, epilog=VARIABLES, formatter_class=HelpFormatter)
         where = m.add_argument_group("target")
         where.add_argument("--url", help="ws://127.0.0.1:PORT/ws of a running fleet (default: start a private one)")
         where.add_argument(
@@ -274,16 +285,23 @@ def main(argv: list[str] | None = None) -> int:
         async with asyncio.timeout(args.time_limit):
             return await run(args, progress)
 
+    def fail(text: str) -> None:
+        progress.end()  # errors are shown even with --quiet: the run did not complete
+        print(text, file=sys.stderr, flush=True)
+
     try:
         result = asyncio.run(guarded())
     except asyncio.CancelledError:
-        progress.note("interrupted: everything started was stopped")
+        fail("interrupted: everything started was stopped")
         return 130
     except TimeoutError:
-        progress.note(f"error: the run exceeded --time-limit {args.time_limit:.0f} s; everything was stopped")
+        fail(f"error: the run exceeded --time-limit {args.time_limit:.0f} s; everything was stopped")
+        return 1
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        fail(f"error: {unreachable(args.redis_url or 'the private fleet redis-server', exc, env=False)}")
         return 1
     except (RuntimeError, ValueError) as exc:
-        progress.note(f"error: {exc}")
+        fail(f"error: {exc}")
         return 1
     stem = write_reports(args, result, argv, started)
     print(report.table([("mode", args.mode), *result.rows]))

@@ -154,22 +154,24 @@ class SnapshotMonitor:
         self.redis = aioredis.Redis.from_url(redis_url)
         self.channel = channel
         self.seen: list[tuple[str, int, float]] = []
+        self.pubsub = self.redis.pubsub()
         self._task: asyncio.Task[None] | None = None
-        self._ready = asyncio.Event()
 
     async def _run(self) -> None:
-        pubsub = self.redis.pubsub()
-        await pubsub.subscribe(self.channel)
-        self._ready.set()
-        async for message in pubsub.listen():
+        async for message in self.pubsub.listen():
             if message["type"] == "message":
                 ident = frames.snapshot_identity(message["data"])
                 if ident is not None:
                     self.seen.append((ident[0], ident[1], time.time()))
 
     async def __aenter__(self) -> SnapshotMonitor:
+        # subscribed here, not in the task: an unreachable Redis fails the run at once, by name
+        try:
+            await asyncio.wait_for(self.pubsub.subscribe(self.channel), 10)
+        except BaseException:
+            await self.redis.aclose()
+            raise
         self._task = asyncio.create_task(self._run())
-        await asyncio.wait_for(self._ready.wait(), 10)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

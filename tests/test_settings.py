@@ -105,3 +105,44 @@ def test_every_entry_point_answers_help_and_starts_nothing(args: list[str], cls:
     assert out.startswith("usage:") and "``" not in out  # plain text, no reStructuredText
     for var, _, _ in variables(cls) if cls else ():
         assert var in out, f"{' '.join(args)} --help does not list {var}"
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (["-m", "gateway"], {"LB_GW_REUSE_PORT": "maybe"}),
+        (["-m", "scorer"], {"LB_SCORER_PUBLISH": "off-ish"}),
+        (["-m", "scorer", "submit", "--player", "mia", "--points", "5"], {"LB_TOP_N": "ten"}),
+        (["-m", "fleet"], {"LB_FLEET_PORT": "eighty"}),
+    ],
+    ids=["gateway", "scorer", "scorer submit", "fleet"],
+)
+def test_a_bad_variable_stops_the_process_with_one_line_and_status_2(args: list[str], env: dict[str, str]) -> None:
+    [(var, raw)] = env.items()
+    base = {"PATH": "/usr/bin:/bin", "LB_REDIS_URL": "redis://127.0.0.1:1/0", "LB_GW_PORT": "0"}
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, env={**base, **env}, capture_output=True, text=True,
+                          timeout=20)  # fmt: skip
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    [line] = done.stderr.splitlines()  # one line, no traceback
+    assert line.startswith(f"configuration error: {var}={raw!r}: "), line
+
+
+def test_loadtest_help_lists_the_variables_it_reads_and_no_empty_defaults() -> None:
+    for args in (["--help"], ["submit", "--help"], ["sockets", "--help"]):
+        out = subprocess.run([sys.executable, "-m", "loadtest", *args], cwd=ROOT, capture_output=True, text=True,
+                             timeout=20, check=True).stdout  # fmt: skip
+        assert "LB_GAME [arena]" in out, args
+        assert "(default: )" not in out and "(default: [])" not in out, out
+
+
+def test_loadtest_names_the_redis_it_could_not_reach(tmp_path: Path) -> None:
+    dead = "redis://127.0.0.1:1/0"
+    for mode in ("submit", "sockets"):
+        done = subprocess.run(
+            [sys.executable, "-m", "loadtest", mode, "--url", "ws://127.0.0.1:1/ws", "--redis-url", dead,
+             "--duration", "1", "--quiet", "--out", str(tmp_path / mode)],
+            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        [line] = done.stderr.strip().splitlines()
+        assert dead in line and "--redis-url" in line, line

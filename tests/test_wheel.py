@@ -78,7 +78,8 @@ async def test_the_installed_wheel_runs_a_scorer_and_a_gateway(tmp_path: Path, r
                         if (await http_get(port, "/readyz"))[0] == 200:
                             break
                     except OSError:
-                        await asyncio.sleep(0.05)
+                        pass  # not listening yet
+                    await asyncio.sleep(0.05)
             for path, source in (("/", "index.html"), ("/client.js", "client.js")):
                 status, _, body = await http_get(port, path)
                 assert status == 200 and body == (ROOT / "gateway" / "static" / source).read_bytes()
