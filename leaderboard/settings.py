@@ -18,7 +18,9 @@ One set of rules for every process:
 
 - booleans: ``1 true yes on`` and ``0 false no off`` (any case); anything else is refused;
 - lists: comma-separated, blanks ignored;
-- a numeric limit of ``0`` means "off" / "no cap" wherever a field's help says so;
+- a numeric limit of ``0`` means "off" / "no cap" wherever a field's help says so; the limits that
+  keep one client from hurting the others (frame size, subscriptions, rate, write buffer, backlog)
+  have no "off", and their check refuses ``0``;
 - a value that does not parse, or fails its field's check, raises ``SettingsError`` naming the
   variable, and the entry points turn that into one line on stderr and exit status 2.
 """

@@ -37,7 +37,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     sub = p.add_subparsers(dest="command", metavar="{submit}")
     s = sub.add_parser(
         "submit", help="file one submission into the queue", description="File one submission into the queue.",
-        formatter_class=HelpFormatter,
+        formatter_class=HelpFormatter, epilog=p.epilog,  # it loads the same settings as a replica
     )  # fmt: skip
     s.add_argument("--player", required=True, help="player id")
     s.add_argument("--points", required=True, help="points (a whole number)")

@@ -80,7 +80,7 @@ def test_passwords_never_reach_a_log_line() -> None:
 ENTRY_POINTS = [
     (["-m", "gateway"], GatewaySettings),
     (["-m", "scorer"], ScorerSettings),
-    (["-m", "scorer", "submit"], None),
+    (["-m", "scorer", "submit"], ScorerSettings),
     (["-m", "fleet"], FleetOptions),
     (["-m", "loadtest"], None),
     (["-m", "loadtest", "sockets"], None),
