@@ -44,9 +44,13 @@ T = TypeVar("T")
 
 class Backoff:
     """Capped exponential backoff with full jitter: replicas that lost Redis together must not
-    all come back in the same instant."""
+    all come back in the same instant.
 
-    def __init__(self, initial: float = 0.1, cap: float = 5.0) -> None:
+    The cap is short on purpose: a few replicas probing a Redis that is down cost it nothing (a
+    refused connect, or a LOADING reply), while every second of the cap is a second after Redis
+    is back during which scores wait and sockets show a stale top 10."""
+
+    def __init__(self, initial: float = 0.05, cap: float = 0.5) -> None:
         self.initial = initial
         self.cap = cap
         self.attempt = 0
