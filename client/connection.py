@@ -31,7 +31,7 @@ log = logging.getLogger("leaderboard.client")
 
 Message = dict[str, Any]
 Listener = Callable[[Message], None]
-BoardKey = tuple[str, str]  # (board, window)
+Subscription = tuple[str, str]  # (board, window)
 
 
 class LeaderboardClient:
@@ -50,10 +50,10 @@ class LeaderboardClient:
         self.status = "idle"  # idle, connecting, live, reconnecting, closed
         self.retry_in: float | None = None  # seconds until the next attempt while reconnecting
         self.welcome: Message | None = None
-        self.snapshots: dict[BoardKey, Message] = {}
-        self.ranks: dict[BoardKey, Message] = {}
+        self.snapshots: dict[Subscription, Message] = {}
+        self.ranks: dict[Subscription, Message] = {}
         self.connects = 0
-        self._subscriptions: dict[BoardKey, None] = {}  # ordered set
+        self._subscriptions: dict[Subscription, None] = {}  # ordered set
         self._listeners: list[Listener] = []
         self._pending: dict[str, asyncio.Future[Message]] = {}
         self._ids = itertools.count(1)
@@ -232,7 +232,7 @@ class LeaderboardClient:
         return self._closing
 
     @staticmethod
-    def _subscribe_message(key: BoardKey) -> Message:
+    def _subscribe_message(key: Subscription) -> Message:
         board, window = key
         return {"type": "subscribe", "board": board, **({"window": window} if window else {})}
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import jwt
 
+from leaderboard.errors import LeaderboardError
+
 ROLES = ("player", "server")
 _MAX_TOKEN = 4096
 
@@ -30,7 +32,7 @@ class Identity:
 SPECTATOR = Identity("spectator")
 
 
-class AuthError(Exception):
+class AuthError(LeaderboardError):
     """``code`` is ``invalid_token`` or ``token_expired`` (docs/protocol.md)."""
 
     def __init__(self, code: str, message: str) -> None:

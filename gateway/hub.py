@@ -30,7 +30,7 @@ from websockets.asyncio.connection import broadcast
 from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 
-from leaderboard import Leaderboard, now_ms, wire
+from leaderboard import Leaderboard, now_ms, snapshot
 from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.windows import window as window_spec
 
@@ -204,9 +204,8 @@ class Hub:
         """No snapshot stored yet (new period, scorer not running yet): the top N, version 0."""
         win, scope = key
         now = int(time.time() * 1000)
-        entries = await self._lb.top(win, scope, self.settings.game.top_n, at=now)
-        period = window_spec(win).period(now).label
-        return wire.snapshot(board=scope, window=win, period=period, version=0, ts_ms=now, entries=entries)
+        top = await self._lb.top(win, scope, self.settings.game.top_n, at=now)
+        return snapshot.build(scope, top, version=0, ts_ms=now)
 
     async def _resend_latest(self) -> None:
         """After a reconnect: boards whose stored latest differs from what we last sent get it."""

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from leaderboard.errors import LeaderboardError
 from leaderboard.keys import GLOBAL_SCOPE, parse_scope
 
 MAX_ID_CHARS = 64
@@ -23,7 +24,7 @@ MAX_AROUND = 25
 MAX_FRIENDS = 100
 
 
-class ProtocolError(Exception):
+class ProtocolError(LeaderboardError):
     def __init__(self, code: str, message: str, request_id: Any = None) -> None:
         super().__init__(message)
         self.code = code

@@ -15,8 +15,7 @@ from collections.abc import Callable, Collection
 
 from redis.exceptions import RedisError
 
-from leaderboard import Leaderboard, Standing, now_ms, wire
-from leaderboard.windows import window as window_spec
+from leaderboard import Leaderboard, Standing, wire
 
 from .client import BoardKey, Client
 from .hub import Hub, text_frame
@@ -70,10 +69,8 @@ class RankPusher:
             log.debug("rank read failed: %s", exc)
             return 0
         now = time.monotonic()
-        at = now_ms()
         sent = 0
-        for key, (size, standings) in zip(keys, results, strict=True):
-            period = window_spec(key[0]).period(at).label
+        for key, (period, size, standings) in zip(keys, results, strict=True):
             for client in by_board[key]:
                 standing = standings.get(client.identity.player or "")
                 if standing is None or client.closed:
@@ -92,7 +89,7 @@ class RankPusher:
         self._metrics.rank_push_seconds.observe(time.perf_counter() - t0)
         return sent
 
-    async def _read(self, key: BoardKey, clients: list[Client]) -> tuple[int, dict[str, Standing]]:
+    async def _read(self, key: BoardKey, clients: list[Client]) -> tuple[str, int, dict[str, Standing]]:
         players = list({c.identity.player for c in clients if c.identity.player is not None})
-        size, standings = await self._lb.ranks(players, key[0], key[1])
-        return size, {s.player: s for s in standings}
+        ranks = await self._lb.ranks(players, key[0], key[1])
+        return ranks.period.label, ranks.size, {s.player: s for s in ranks.standings}

@@ -38,7 +38,6 @@ from leaderboard import (
 from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.metrics_server import MetricsServer
 from leaderboard.queue import Queue
-from leaderboard.windows import window as window_spec
 
 from . import protocol as p
 from .auth import SPECTATOR, AuthError, Identity, authenticate, issue
@@ -352,18 +351,17 @@ class Gateway:
             self.hub.unsubscribe(client, (req.window, req.board))
             await ws.send(wire.subscribed(req.board, req.window, rid, type_="unsubscribed"), text=True)
         elif isinstance(req, p.Top):
-            entries = await self._read(req, self.lb.top(req.window, req.board, req.n))
+            top = await self._read(req, self.lb.top(req.window, req.board, req.n))
             await ws.send(
-                wire.top(board=req.board, window=req.window, period=_period(req.window), entries=entries,
+                wire.top(board=req.board, window=req.window, period=top.period.label, entries=top.entries,
                          request_id=rid),
                 text=True,
             )  # fmt: skip
         elif isinstance(req, p.Stats):
-            size = await self._read(req, self.lb.size(req.window, req.board))
-            players = await self._read(req, self.lb.distinct_players(req.window))
+            st = await self._read(req, self.lb.stats(req.window, req.board))
             await ws.send(
-                wire.stats(board=req.board, window=req.window, period=_period(req.window), size=size,
-                           players=players, request_id=rid),
+                wire.stats(board=req.board, window=req.window, period=st.period.label, size=st.size,
+                           players=st.players, request_id=rid),
                 text=True,
             )  # fmt: skip
         elif isinstance(req, p.Rank | p.Around | p.Ranks):
@@ -377,22 +375,33 @@ class Gateway:
             raise p.ProtocolError("auth_required", "this request needs a player or server token", req.id)
         board, win, rid = req.board, req.window, req.id
         if isinstance(req, p.Ranks):
-            size, standings = await self._read(req, self.lb.ranks(list(req.players), win, board))
+            ranks = await self._read(req, self.lb.ranks(list(req.players), win, board))
             msg = wire.ranks(
-                board=board, window=win, period=_period(win), size=size, standings=standings, request_id=rid
+                board=board,
+                window=win,
+                period=ranks.period.label,
+                size=ranks.size,
+                standings=ranks.standings,
+                request_id=rid,
             )
         elif isinstance(req, p.Around):
             player = req.player or me
-            entries = await self._read(req, self.lb.around(player, win, board, req.k))
+            around = await self._read(req, self.lb.around(player, win, board, req.k))
             msg = wire.around(
-                board=board, window=win, period=_period(win), player=player, entries=entries, request_id=rid
+                board=board,
+                window=win,
+                period=around.period.label,
+                player=player,
+                entries=around.entries,
+                request_id=rid,
             )
         else:
             player = req.player or me
-            size, [st] = await self._read(req, self.lb.ranks([player], win, board))
+            ranks = await self._read(req, self.lb.ranks([player], win, board))
+            [st] = ranks.standings
             msg = wire.rank(
-                board=board, window=win, period=_period(win), player=player, rank=st.rank, score=st.score,
-                size=size, request_id=rid,
+                board=board, window=win, period=ranks.period.label, player=player, rank=st.rank, score=st.score,
+                size=ranks.size, request_id=rid,
             )  # fmt: skip
         await client.ws.send(msg, text=True)
 
@@ -410,7 +419,7 @@ class Gateway:
         fields = dict(req.fields)
         fields.setdefault("ts", now_ms())
         try:
-            sub = Submission.parse(fields, now_ms=now_ms(), rules=self.settings.game.rules())
+            sub = Submission.parse(fields)  # the queue checks the clock and the game's limits
             stream_id = await self.queue.submit(sub)
         except InvalidSubmission as exc:
             raise p.ProtocolError(exc.code, exc.message, req.id) from None
@@ -422,7 +431,3 @@ class Gateway:
         if client.ws.protocol.state is State.OPEN:
             with contextlib.suppress(Exception):
                 await client.ws.close(code, reason)
-
-
-def _period(win: str) -> str:
-    return window_spec(win).period(now_ms()).label

@@ -1,21 +1,24 @@
 """Shared contract of the leaderboard fleet: key schema, windows and score encoding,
-submissions and their validation, game configuration, and the function library's wrappers.
-The scorer, the gateways and the load test all import it from here."""
+submissions and their validation, game configuration, the function library's wrappers and the
+snapshot builder. The scorer, the gateways and the load test all import it from here."""
 
 from .config import GameConfig
 from .errors import CODES, BacklogFull, BadRequest, InvalidSubmission, LeaderboardError
 from .keys import Keys
-from .library import (
+from .library import Leaderboard
+from .results import (
+    BoardEntries,
     BoardRef,
     BoardResult,
+    BoardStats,
     Entry,
-    Leaderboard,
+    Publication,
+    Ranks,
     Standing,
     SubmitResult,
-    connect,
-    now_ms,
 )
 from .submission import Rules, Submission
+from .transport import connect, now_ms
 from .windows import WINDOWS, Period, Window, window
 
 __all__ = [
@@ -23,8 +26,10 @@ __all__ = [
     "WINDOWS",
     "BacklogFull",
     "BadRequest",
+    "BoardEntries",
     "BoardRef",
     "BoardResult",
+    "BoardStats",
     "Entry",
     "GameConfig",
     "InvalidSubmission",
@@ -32,6 +37,8 @@ __all__ = [
     "Leaderboard",
     "LeaderboardError",
     "Period",
+    "Publication",
+    "Ranks",
     "Rules",
     "Standing",
     "Submission",

@@ -1,13 +1,17 @@
-"""The exception tree of the leaderboard package.
+"""The exception tree of the leaderboard fleet: every error raised on purpose, by the library
+wrappers, the queue and the gateways, has one root and a stable ``code``.
 
 ::
 
-    LeaderboardError
-    ├── InvalidSubmission   a submission broke a rule; ``code`` is stable (see CODES)
-    ├── BadRequest          a read was called with impossible arguments (n, k, board name)
-    └── BacklogFull         the submissions queue is at its cap; retry later
+    LeaderboardError                 code, message
+    ├── InvalidSubmission            a submission broke a rule (code from CODES)
+    ├── BadRequest                   bad_request: impossible read arguments, or a malformed call
+    ├── BacklogFull                  backlog_full: the submissions queue is at its cap; retry later
+    ├── gateway.protocol.ProtocolError   a client message was refused (docs/protocol.md codes)
+    └── gateway.auth.AuthError           invalid_token, token_expired
 
-Redis' own connection errors are not wrapped: callers retry those (see scorer/).
+``ERR <code> <message>`` replies of the function library become these exceptions in one place,
+``from_reply()``. Redis' own connection errors are not wrapped: callers retry those (see scorer/).
 """
 
 from __future__ import annotations
@@ -30,19 +34,43 @@ CODES = {
 
 
 class LeaderboardError(Exception):
-    """Base class of every error this package raises on purpose."""
+    """Base class of every error the fleet raises on purpose; ``code`` is stable."""
+
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class InvalidSubmission(LeaderboardError):
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
+        super().__init__(message)
         self.code = code
-        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
 
 
 class BadRequest(LeaderboardError):
-    pass
+    code = "bad_request"
 
 
 class BacklogFull(LeaderboardError):
-    pass
+    code = "backlog_full"
+
+
+# The codes a whole call of the function library can fail with (``ERR <code> <message>``).
+_REPLY_ERRORS: dict[str, type[LeaderboardError]] = {"bad_request": BadRequest, "backlog_full": BacklogFull}
+
+
+def from_reply(reply: str) -> LeaderboardError | None:
+    """The exception for an error reply of the function library (redis-py drops the ``ERR``
+    prefix), or None when the reply is not one of the library's codes (a Redis error)."""
+    code, _, message = reply.partition(" ")
+    kind = _REPLY_ERRORS.get(code)
+    if kind is None:
+        return None
+    if kind is BacklogFull:
+        message = f"{message}; retry later"
+    return kind(message)

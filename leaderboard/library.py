@@ -1,36 +1,47 @@
-"""Typed Python wrappers of the function library (leaderboard/lua/leaderboard.lua), one per function.
-
-The wrappers turn replies into dataclasses and ``ERR <code>`` replies into the exception tree of
-errors.py. They take a ``redis.asyncio.Redis`` created with ``decode_responses=True`` (and,
-so that a non-UTF-8 byte never poisons a whole batch, ``encoding_errors="surrogateescape"``;
-see ``connect()``)::
+"""Typed Python wrappers of the function library (leaderboard/lua/leaderboard.lua): one method per
+registered function, replies as the dataclasses of results.py, ``ERR <code>`` replies as the
+exception tree of errors.py (``errors.from_reply``). They take a ``redis.asyncio.Redis`` made
+by ``connect()`` (str replies; undecodable bytes kept so one never poisons a whole batch)::
 
     lb = Leaderboard(await connect(url), GameConfig(game="arena"))
     await lb.load()
     [result] = await lb.submit_batch([Submission("m-1", "mia", 120, now_ms).fields()])
-    top = await lb.top("weekly")
+    top = await lb.top("weekly")          # top.period, top.entries
+
+=============  ==================================  ==============================
+function       wrapper                             used by
+=============  ==================================  ==============================
+lb_submit      ``submit_batch``                    scorer consumer
+lb_enqueue     ``enqueue``                         queue.Queue (submit API)
+lb_lease       ``lease``                           scorer publisher
+lb_publish     ``publish``                         scorer publisher
+lb_forget      ``forget``                          scorer stream workers
+lb_top         ``top``                             publisher, gateways
+lb_around      ``around``                          gateways
+lb_ranks       ``ranks``, ``rank``                 gateways (requests, own rank)
+=============  ==================================  ==============================
+
+The transport (``connect``, ``execute_packed``) is in transport.py and the batch layout of
+``lb_submit`` in batch.py.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any, cast
 
-import hiredis
 import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from .batch import decode_batch, encode_batch
 from .config import GameConfig
-from .errors import CODES, BadRequest, InvalidSubmission
+from .errors import BadRequest, from_reply
 from .keys import parse_scope
-from .submission import parse_uint, scopes_of
+from .results import BoardEntries, BoardStats, Entry, Publication, Ranks, Standing, SubmitResult
+from .transport import Command, execute_packed, now_ms
 from .windows import Period, window
-
-_HOUR_MS = 3_600_000
 
 
 def library_code() -> str:
@@ -38,251 +49,16 @@ def library_code() -> str:
     return files("leaderboard").joinpath("lua", "leaderboard.lua").read_text(encoding="utf-8")
 
 
-def connect(url: str, **kwargs: Any) -> aioredis.Redis:
-    """A client as the wrappers expect it: str replies, undecodable bytes kept, not raised."""
-    return aioredis.Redis.from_url(url, decode_responses=True, encoding_errors="surrogateescape", **kwargs)
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-Command = Sequence[str | int]
-
-
-async def execute_packed(redis: aioredis.Redis, *commands: Command) -> list[Any]:
-    """Send ``commands`` packed by hiredis in C, pipelined on one pooled connection; one reply
-    each, and the first error reply raised once every reply has been read.
-
-    For the hot paths that send thousands of arguments per call (a batch FCALL carries about
-    twenty per submission, an enqueue eight, an acknowledgement one per entry): redis-py's
-    asyncio client packs each argument in Python, which was the largest cost of those calls."""
-    packed = b"".join(_pack(command) for command in commands)
-    pool = redis.connection_pool
-    conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+async def _execute(redis: aioredis.Redis, command: Command) -> Any:
+    """One packed call, its library error reply raised as the exception tree's."""
     try:
-        await conn.send_packed_command(packed, check_health=False)
-        replies: list[Any] = []
-        error: ResponseError | None = None
-        for _ in commands:
-            try:
-                replies.append(await conn.read_response())
-            except ResponseError as exc:  # read on: the connection must end in step with Redis
-                error = error or exc
-                replies.append(exc)
-        if error is not None:
-            raise error
-        return replies
-    except BaseException as exc:
-        if not isinstance(exc, ResponseError):
-            # A reply may still be in flight on this connection: never reuse it.
-            await conn.disconnect()
-        raise
-    finally:
-        await pool.release(conn)
-
-
-def _pack(command: Command) -> bytes:
-    try:
-        return cast(bytes, hiredis.pack_command(tuple(command)))  # type: ignore[arg-type]  # stub: 1-tuple
-    except UnicodeEncodeError:
-        # Undecodable bytes kept as surrogates (see connect()): send back the original bytes.
-        raw = tuple(a.encode("utf-8", "surrogateescape") if isinstance(a, str) else a for a in command)
-        return cast(bytes, hiredis.pack_command(raw))  # type: ignore[arg-type]
-
-
-# ---------------------------------------------------------------- replies as dataclasses
-
-
-@dataclass(frozen=True, slots=True)
-class BoardRef:
-    """One board of one period, e.g. weekly 2026-W48 region:eu."""
-
-    window: str
-    period: str
-    scope: str
-
-
-@dataclass(frozen=True, slots=True)
-class BoardResult:
-    board: BoardRef
-    improved: bool
-    rank: int  # 1-based, after this submission
-    previous_rank: int | None  # None: the player was not on this board before
-    best: int  # the player's points on this board after this submission
-
-
-@dataclass(frozen=True, slots=True)
-class SubmitResult:
-    """``status`` is ``ok``, ``duplicate`` or ``error`` (then ``code`` and ``message`` are set)."""
-
-    id: str
-    status: str
-    boards: tuple[BoardResult, ...] = ()
-    code: str | None = None
-    message: str | None = None
-
-    @property
-    def improved(self) -> bool:
-        return any(b.improved for b in self.boards)
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    rank: int
-    player: str
-    score: int
-    profile: Mapping[str, Any] | None = None
-
-    @property
-    def name(self) -> str | None:
-        name = self.profile.get("name") if self.profile else None
-        return name if isinstance(name, str) else None
-
-
-@dataclass(frozen=True, slots=True)
-class Standing:
-    """A player's place on a board; ``rank`` and ``score`` are None when unranked."""
-
-    player: str
-    rank: int | None
-    score: int | None
-
-
-# ---------------------------------------------------------------- batch encoding (pure)
-
-
-@dataclass(slots=True)
-class _BatchPlan:
-    keys: list[str]
-    args: list[str | int]
-    count: int  # submissions sent to the library
-    # per entry: the boards sent to Lua, or a result decided before the call (a local refusal)
-    entries: list[tuple[str, list[BoardRef]] | SubmitResult]
-
-
-def encode_batch(
-    config: GameConfig, entries: Sequence[Mapping[str, str]], now: int, *, rows: bool = True
-) -> _BatchPlan:
-    """Lay out one lb_submit call. Only what naming the keys needs is checked here (timestamp,
-    scopes); the library checks everything else inside its atomic call. ``rows=False`` asks for
-    each submission's status only, so the library neither builds per-board rows nor reads the rank
-    of boards a submission did not change."""
-    names = config.keys
-    keys = [names.versions, names.activity, names.profiles]
-    key_index: dict[str, int] = {}
-
-    def index(key: str) -> int:
-        if key not in key_index:
-            keys.append(key)
-            key_index[key] = len(keys)
-        return key_index[key]
-
-    periods: dict[tuple[str, str], tuple[int, Period]] = {}
-    specs = [(spec, config.operator_for(spec.name)) for spec in config.window_specs]
-    seen_boards: dict[tuple[str, str, str], tuple[int, int, str, str, BoardRef]] = {}
-    # A layout is what a submission's writes are laid out on: its boards and its seen-id bucket.
-    # Nearly every submission of a batch shares one, so it is sent once, not once per submission.
-    layouts: dict[tuple[tuple[int, ...], int], int] = {}
-    layout_args: list[str | int] = []
-    idem_ms = config.idempotency_s * 1000
-
-    def layout_for(ts: int, scopes: list[str]) -> tuple[int, list[BoardRef], int, int]:
-        """The layout of a submission at ``ts`` on ``scopes``, its boards, and the time span
-        [lo, hi) over which it stays the same (every period and the seen-id hour)."""
-        hour = ts // _HOUR_MS
-        lo, hi = hour * _HOUR_MS, (hour + 1) * _HOUR_MS
-        refs: list[tuple[int, int, str, str, BoardRef]] = []
-        for spec, op in specs:
-            period = spec.period(ts)
-            lo, hi = max(lo, period.start_ms), min(hi, period.end_ms)
-            for scope in scopes:
-                board = seen_boards.get((spec.name, period.label, scope))
-                if board is None:
-                    slot = periods.get((spec.name, period.label))
-                    if slot is None:
-                        slot = periods[spec.name, period.label] = (len(periods) + 1, period)
-                    key = names.board(spec.name, period.label, scope)
-                    ref = BoardRef(spec.name, period.label, scope)
-                    board = seen_boards[spec.name, period.label, scope] = (index(key), slot[0], op, scope, ref)
-                refs.append(board)
-        seen = index(names.seen(hour))
-        shape = (tuple(board[0] for board in refs), seen)
-        layout = layouts.get(shape)
-        if layout is None:
-            layout = layouts[shape] = len(layouts) + 1
-            layout_args.extend((seen, ((hour + 1) * _HOUR_MS + idem_ms) // 1000, len(refs)))
-            for board in refs:
-                layout_args.extend(board[:4])
-        return layout, [board[4] for board in refs], lo, hi
-
-    body: list[str | int] = []
-    count = 0
-    plan: list[tuple[str, list[BoardRef]] | SubmitResult] = []
-    # Batches arrive in time order: the previous entry's layout almost always fits the next
-    # one, and then no period (calendar arithmetic) or key name is computed for it.
-    last_scope: tuple[str | None, str | None] = (None, None)
-    boards: list[BoardRef] = []
-    layout, lo, hi = 0, 0, 0
-    for fields in entries:
-        sub_id = fields.get("id", "")
-        region, mode = fields.get("region") or None, fields.get("mode") or None
-        try:
-            ts = parse_uint(fields.get("ts"), "invalid_timestamp", 15)
-            # checked here too (the library checks again) so periods are only computed for sane times
-            if ts > now + config.clock_skew_ms:
-                raise InvalidSubmission("timestamp_in_future", CODES["timestamp_in_future"])
-            if ts < now - idem_ms:
-                raise InvalidSubmission("timestamp_too_old", CODES["timestamp_too_old"])
-            if not lo <= ts < hi or (region, mode) != last_scope:
-                layout, boards, lo, hi = layout_for(ts, scopes_of(region, mode))
-                last_scope = (region, mode)
-        except InvalidSubmission as exc:
-            plan.append(SubmitResult(sub_id, "error", code=exc.code, message=exc.message))
-            continue
-        body += [sub_id, fields.get("player", ""), fields.get("points", ""), fields.get("op", ""),
-                 ts, fields.get("name", ""), layout]  # fmt: skip
-        count += 1
-        plan.append((sub_id, boards))
-
-    head: list[str | int] = [
-        now, config.top_n, config.activity_maxlen, config.clock_skew_ms, idem_ms,
-        names.announce_channel, int(rows), len(periods),
-    ]  # fmt: skip
-    for _, period in periods.values():
-        w = period.window
-        head += [w.name, period.label, period.start_ms, period.end_ms, w.shift, w.unit_ms,
-                 period.expire_at_s, index(names.players(w.name, period.label))]  # fmt: skip
-    head += [len(layouts), *layout_args]
-    return _BatchPlan(keys, [*head, count, *body], count, plan)
-
-
-def decode_batch(plan: _BatchPlan, replies: Sequence[Any], *, rows: bool = True) -> list[SubmitResult]:
-    """One result per entry. ``rows=False`` leaves out the per-board results: the scorer never
-    looks at them, and building a dataclass per board cost as much as the rest of the decoding."""
-    results: list[SubmitResult] = []
-    it = iter(replies)
-    for item in plan.entries:
-        if isinstance(item, SubmitResult):
-            results.append(item)
-            continue
-        sub_id, boards = item
-        reply = next(it)
-        status = reply[0]
-        if status == "ok":
-            per_board = tuple(
-                BoardResult(ref, bool(row[0]), int(row[1]), int(row[2]) or None, int(row[3]))
-                for ref, row in zip(boards, reply[1], strict=True)
-            ) if len(reply) > 1 else ()  # fmt: skip
-            results.append(SubmitResult(sub_id, "ok", per_board))
-        elif status == "duplicate":
-            results.append(SubmitResult(sub_id, "duplicate"))
-        else:
-            results.append(SubmitResult(sub_id, "error", code=reply[1], message=reply[2]))
-    return results
-
-
-# ---------------------------------------------------------------- the wrappers
+        [reply] = await execute_packed(redis, command)
+    except ResponseError as exc:
+        mapped = from_reply(str(exc))
+        if mapped is None:
+            raise
+        raise mapped from None
+    return reply
 
 
 class Leaderboard:
@@ -302,8 +78,8 @@ class Leaderboard:
     async def submit_batch(
         self, entries: Sequence[Mapping[str, str]], *, now: int | None = None, rows: bool = True
     ) -> list[SubmitResult]:
-        """Apply submissions (stream-entry fields) in one atomic call; one result per entry
-        (with per-board results unless ``rows=False``)."""
+        """lb_submit: apply submissions (stream-entry fields) in one atomic call; one result per
+        entry (with per-board results unless ``rows=False``)."""
         if not entries:
             return []
         plan = encode_batch(self.config, entries, now_ms() if now is None else now, rows=rows)
@@ -311,14 +87,50 @@ class Leaderboard:
             return decode_batch(plan, [])
         command = ("FCALL", "lb_submit", len(plan.keys), *plan.keys, *plan.args)
         try:
-            [replies] = await execute_packed(self.redis, command)
+            replies = await _execute(self.redis, command)
         except ResponseError as exc:
             if "function not found" not in str(exc).lower():
                 raise
             # Redis restarted without the library (no persistence): load it and go on.
             await self.load()
-            [replies] = await execute_packed(self.redis, command)
+            replies = await _execute(self.redis, command)
         return decode_batch(plan, replies, rows=rows)
+
+    async def enqueue(self, entries: Sequence[Mapping[str, str]], *, backlog_max: int) -> list[str]:
+        """lb_enqueue: append stream entries to the submissions queue, all or none; their ids.
+        Raises BacklogFull when that would take the queue past ``backlog_max``."""
+        args: list[str | int] = [backlog_max, len(entries)]
+        for fields in entries:
+            args.append(len(fields))
+            for item in fields.items():
+                args += item
+        ids = await _execute(self.redis, ("FCALL", "lb_enqueue", 1, self.keys.submissions, *args))
+        return [str(i) for i in ids]
+
+    async def lease(self, owner: str, ttl_ms: int, *, release: bool = False) -> bool:
+        """lb_lease on the publish lease: take or renew it for ``ttl_ms`` (or give it up);
+        whether ``owner`` holds it afterwards."""
+        action = "release" if release else "hold"
+        reply = await _execute(self.redis, ("FCALL", "lb_lease", 1, self.keys.publish_lease, owner, ttl_ms, action))
+        return bool(reply)
+
+    async def publish(self, owner: str, ttl_s: int, publications: Sequence[Publication]) -> bool:
+        """lb_publish: publish each snapshot, store it as its board's latest (for ``ttl_s``) and
+        record it as published, only if ``owner`` holds the publish lease; whether it did."""
+        keys = [self.keys.publish_lease, self.keys.published]
+        args: list[str | int | bytes] = [owner, ttl_s]
+        for pub in publications:
+            keys.append(self.keys.latest(pub.window, pub.scope))
+            args += [self.keys.snapshot_channel(pub.window, pub.scope), f"{pub.window}:{pub.scope}",
+                     f"{pub.period}:{pub.version}", pub.payload]  # fmt: skip
+        command: Any = ("FCALL", "lb_publish", len(keys), *keys, *args)
+        return bool(await _execute(self.redis, command))
+
+    async def forget(self, stream: str, group: str, *, idle_ms: int, keep: str) -> list[str]:
+        """lb_forget: remove the consumer names of ``group`` idle ``idle_ms`` with nothing
+        pending, except ``keep`` (the caller); the names removed."""
+        removed = await _execute(self.redis, ("FCALL", "lb_forget", 1, stream, group, idle_ms, keep))
+        return [str(name) for name in removed]
 
     # --- reads (read-only: safe on replicas through FCALL_RO)
 
@@ -337,27 +149,29 @@ class Leaderboard:
         try:
             return await self.redis.fcall_ro(name, len(keys), *keys, *args)
         except ResponseError as exc:
-            code, _, message = str(exc).partition(" ")
-            if code == "bad_request":
-                raise BadRequest(message) from None
-            raise
+            mapped = from_reply(str(exc))
+            if mapped is None:
+                raise
+            raise mapped from None
 
-    async def top(self, window_name: str, scope: str = "global", n: int = 10, *, at: int | None = None) -> list[Entry]:
+    async def top(self, window_name: str, scope: str = "global", n: int = 10, *, at: int | None = None) -> BoardEntries:
+        """lb_top: the first ``n`` entries of the board's current period (or the one at ``at``)."""
         key, period = self._board(window_name, scope, at)
         flat = await self._fcall_ro("lb_top", [key, self.keys.profiles], n)
-        return _entries(period, 1, flat)
+        return BoardEntries(period, _entries(period, 1, flat))
 
     async def around(
         self, player: str, window_name: str, scope: str = "global", k: int = 5, *, at: int | None = None
-    ) -> list[Entry]:
+    ) -> BoardEntries:
+        """lb_around: the entries ``k`` above and below ``player`` (none when unranked)."""
         key, period = self._board(window_name, scope, at)
         flat = await self._fcall_ro("lb_around", [key, self.keys.profiles], player, k)
-        return _entries(period, int(flat[0]), flat[1:]) if flat else []
+        return BoardEntries(period, _entries(period, int(flat[0]), flat[1:]) if flat else [])
 
     async def ranks(
         self, players: Sequence[str], window_name: str, scope: str = "global", *, at: int | None = None
-    ) -> tuple[int, list[Standing]]:
-        """Board size and each player's standing, in the order given."""
+    ) -> Ranks:
+        """lb_ranks: board size and each player's standing, in the order given."""
         key, period = self._board(window_name, scope, at)
         flat = await self._fcall_ro("lb_ranks", [key], *players)
         unpack = period.window.unpack
@@ -365,10 +179,10 @@ class Leaderboard:
             Standing(p, None if r is None else int(r), None if s is None else unpack(s))
             for p, r, s in zip(players, flat[1::2], flat[2::2], strict=True)
         ]
-        return int(flat[0]), standings
+        return Ranks(period, int(flat[0]), standings)
 
     async def rank(self, player: str, window_name: str, scope: str = "global", *, at: int | None = None) -> Standing:
-        _, [standing] = await self.ranks([player], window_name, scope, at=at)
+        [standing] = (await self.ranks([player], window_name, scope, at=at)).standings
         return standing
 
     async def size(self, window_name: str, scope: str = "global", *, at: int | None = None) -> int:
@@ -376,12 +190,20 @@ class Leaderboard:
         return int(await self.redis.zcard(key))
 
     async def distinct_players(self, window_name: str, *, at: int | None = None) -> int:
-        """Approximate distinct players of a window period (HyperLogLog, ~0.8% error).
+        """Approximate distinct players of a window period (HyperLogLog, ~0.8% error)."""
+        return (await self.stats(window_name, at=at)).players
 
-        A plain PFCOUNT: Redis refuses it inside no-writes functions because it may cache the
-        count, but it is allowed on replicas."""
-        _, period = self._board(window_name, "global", at)
-        return int(await self.redis.pfcount(self.keys.players(window_name, period.label)))
+    async def stats(self, window_name: str, scope: str = "global", *, at: int | None = None) -> BoardStats:
+        """Board size and distinct players of the window period, both of one period.
+
+        The count is a plain PFCOUNT: Redis refuses it inside no-writes functions because it may
+        cache the count, but it is allowed on replicas."""
+        key, period = self._board(window_name, scope, at)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zcard(key)
+            pipe.pfcount(self.keys.players(window_name, period.label))
+            size, players = await pipe.execute()
+        return BoardStats(period, int(size), int(players))
 
     async def feed(self, n: int = 20) -> list[dict[str, str]]:
         """The newest applied submissions, newest first."""

@@ -13,17 +13,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
 
 from .config import GameConfig
-from .errors import BacklogFull
-from .library import execute_packed, now_ms
+from .library import Leaderboard
 from .submission import Submission
+from .transport import now_ms
 
 
 class Queue:
     def __init__(self, redis: aioredis.Redis, config: GameConfig, *, backlog_max: int = 1_000_000) -> None:
-        self.redis = redis
+        self.lb = Leaderboard(redis, config)
         self.config = config
         self.backlog_max = backlog_max
         self.stream = config.keys.submissions
@@ -33,26 +32,14 @@ class Queue:
         return stream_id
 
     async def submit_many(self, submissions: Sequence[Submission]) -> list[str]:
-        """Validate, then append every submission (pipelined); returns their stream ids.
+        """Check the clock and the game's limits, then append every submission in one call;
+        returns their stream ids. The rest of the rules held when each Submission was made.
 
         Raises InvalidSubmission for the first bad one (nothing is appended then) and
         BacklogFull when the stream already holds ``backlog_max`` entries."""
-        now, rules = now_ms(), self.config.rules()
-        entries = [sub.fields() for sub in submissions]
-        for fields in entries:  # every rule, also for objects built without parse()
-            Submission.parse(fields, now_ms=now, rules=rules)
-        if not entries:
+        if not submissions:
             return []
-        args: list[str | int] = [self.backlog_max, len(entries)]
-        for fields in entries:
-            args.append(len(fields))
-            for item in fields.items():
-                args += item
-        try:
-            [ids] = await execute_packed(self.redis, ("FCALL", "lb_enqueue", 1, self.stream, *args))
-        except ResponseError as exc:
-            code, _, message = str(exc).partition(" ")
-            if code == "backlog_full":
-                raise BacklogFull(f"{message}; retry later") from None
-            raise
-        return [str(i) for i in ids]
+        now, rules = now_ms(), self.config.rules()
+        for sub in submissions:
+            sub.check(now_ms=now, rules=rules)
+        return await self.lb.enqueue([sub.fields() for sub in submissions], backlog_max=self.backlog_max)

@@ -1,8 +1,10 @@
 """Score submissions: the slip a game server files, and its validation (pure: no I/O).
 
-The function library checks every rule again inside its atomic call; validating here as well
-lets the submit API refuse bad input at once instead of dead-lettering it later. Both layers
-use the same stable codes (errors.CODES).
+A submission is validated once per hop. In the submitting process, a ``Submission`` is valid by
+construction (``parse()`` turns raw fields into one) and the queue checks only what depends on
+the clock and the game (``check()``); it travels as stream fields, and the function library checks
+every rule again inside its atomic call, so a slip that bypassed the queue is refused there, not
+applied. Both layers use the same stable codes (errors.CODES).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import CODES, InvalidSubmission
 from .keys import GLOBAL_SCOPE, SCOPE_KINDS, check_name, scope_label
@@ -43,6 +46,24 @@ class Submission:
     region: str | None = None
     mode: str | None = None
 
+    def __post_init__(self) -> None:
+        """Every rule that depends on the submission alone: a Submission is valid by construction,
+        so whoever receives one (the queue) checks only the clock and the game's limits."""
+        if self.id == "":
+            raise _invalid("missing_id")
+        _check_text(self.id, "invalid_id", MAX_ID_BYTES)
+        if self.player == "":
+            raise _invalid("invalid_player")
+        _check_text(self.player, "invalid_player", MAX_ID_BYTES)
+        if self.name is not None:
+            _check_text(self.name, "invalid_name", MAX_NAME_BYTES)
+        parse_uint(self.points, "invalid_points", 16)
+        if self.op is not None and self.op not in OPERATORS:
+            raise _invalid("invalid_operator")
+        parse_uint(self.ts_ms, "invalid_timestamp", 15)
+        if self.region is not None or self.mode is not None:
+            scopes_of(self.region, self.mode)
+
     def fields(self) -> dict[str, str]:
         """The stream entry for this submission (absent optionals are left out)."""
         out = {"id": self.id, "player": self.player, "points": str(self.points), "ts": str(self.ts_ms)}
@@ -52,33 +73,23 @@ class Submission:
                 out[key] = value
         return out
 
-    def scopes(self) -> list[str]:
-        """Boards this submission lands on within each window: global, then region, then mode."""
-        return scopes_of(self.region, self.mode)
-
     @classmethod
-    def parse(cls, fields: Mapping[str, str], *, now_ms: int, rules: Rules) -> Submission:
-        """Validate raw string fields (a stream entry or a wire message); raise InvalidSubmission."""
-        sub_id = fields.get("id", "")
-        if sub_id == "":
-            raise _invalid("missing_id")
-        _check_text(sub_id, "invalid_id", MAX_ID_BYTES)
-        player = fields.get("player", "")
-        if player == "":
-            raise _invalid("invalid_player")
-        _check_text(player, "invalid_player", MAX_ID_BYTES)
-        name = fields.get("name") or None
-        if name is not None:
-            _check_text(name, "invalid_name", MAX_NAME_BYTES)
-        points = parse_uint(fields.get("points"), "invalid_points", 16)
-        op = fields.get("op") or None
-        if op is not None and op not in OPERATORS:
-            raise _invalid("invalid_operator")
-        ts_ms = parse_uint(fields.get("ts"), "invalid_timestamp", 15)
-        region, mode = fields.get("region") or None, fields.get("mode") or None  # SCOPE_KINDS
-        scopes_of(region, mode)
-        sub = cls(sub_id, player, points, ts_ms, op, name, region, mode)
-        sub.check(now_ms=now_ms, rules=rules)
+    def parse(cls, fields: Mapping[str, Any], *, now_ms: int | None = None, rules: Rules | None = None) -> Submission:
+        """A Submission from raw fields (a wire message, command-line arguments); raises
+        InvalidSubmission. With ``now_ms`` and ``rules``, the clock and limits are checked too
+        (``check()``); the queue checks those itself, so its callers need not."""
+        sub = cls(
+            _text(fields.get("id"), "invalid_id"),
+            _text(fields.get("player"), "invalid_player"),
+            parse_uint(fields.get("points"), "invalid_points", 16),
+            parse_uint(fields.get("ts"), "invalid_timestamp", 15),
+            _text(fields.get("op"), "invalid_operator") or None,
+            _text(fields.get("name"), "invalid_name") or None,
+            _text(fields.get("region"), "invalid_scope") or None,
+            _text(fields.get("mode"), "invalid_scope") or None,
+        )
+        if now_ms is not None and rules is not None:
+            sub.check(now_ms=now_ms, rules=rules)
         return sub
 
     def check(self, *, now_ms: int, rules: Rules) -> None:
@@ -89,6 +100,14 @@ class Submission:
             raise _invalid("timestamp_in_future")
         if self.ts_ms < now_ms - rules.max_age_ms:
             raise _invalid("timestamp_too_old")
+
+
+def _text(value: object, code: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _invalid(code)
+    return value
 
 
 def scopes_of(region: str | None, mode: str | None) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from .library import Entry, Standing
+from .results import Entry, Standing
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -86,7 +86,7 @@ async def submit(settings: ScorerSettings, args: argparse.Namespace) -> tuple[Su
         if getattr(args, key):
             fields[key] = getattr(args, key)
     config = settings.game
-    sub = Submission.parse(fields, now_ms=now_ms(), rules=config.rules())
+    sub = Submission.parse(fields)  # the queue checks the clock and the game's limits
     redis = connect(settings.redis_url)
     try:
         return sub, await Queue(redis, config, backlog_max=settings.backlog_max).submit(sub)

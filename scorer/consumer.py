@@ -16,8 +16,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from leaderboard import Leaderboard, SubmitResult, now_ms
-from leaderboard.library import Command, execute_packed
+from leaderboard import SubmitResult, now_ms
+from leaderboard.transport import Command, execute_packed
 
 from .settings import ScorerSettings
 from .stats import Stats
@@ -43,7 +43,6 @@ class Consumer(GroupWorker):
     ) -> None:
         keys = settings.game.keys
         super().__init__(redis, settings, stream=keys.submissions, group=GROUP, concurrency=settings.concurrency)
-        self.lb = Leaderboard(redis, settings.game)
         self.settings = settings
         self.stats = stats or Stats()
         self.now = now

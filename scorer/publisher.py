@@ -1,7 +1,7 @@
 """The snapshot publisher: once per tick, the replica holding the lease publishes the top N of
 every board whose top-N version changed, and of every board whose window rolled over.
 
-Each snapshot is built once (``wire.snapshot``), published on the board's period-less channel and
+Each snapshot is built once (``leaderboard.snapshot.build``), published on the board's period-less channel and
 stored as the board's latest, together with the record of what was published, in one call of
 ``lb_publish`` that first checks the lease: a replica that stalled past its lease publishes
 nothing, and one that takes the lease over continues from the record instead of republishing
@@ -22,7 +22,7 @@ from typing import cast
 
 import redis.asyncio as aioredis
 
-from leaderboard import Leaderboard, now_ms, wire
+from leaderboard import Leaderboard, Publication, now_ms, snapshot
 
 from .settings import ScorerSettings
 from .stats import Stats
@@ -99,10 +99,7 @@ class Publisher:
 
     async def tick(self) -> list[Due]:
         """Take or renew the lease, then publish what is due; returns what was published."""
-        held = await self.redis.fcall(
-            "lb_lease", 1, self.keys.publish_lease, self.owner, self.settings.lease_ttl_ms, "hold"
-        )
-        if not held:
+        if not await self.lb.lease(self.owner, self.settings.lease_ttl_ms):
             if self.published is not None:
                 log.info("publish lease lost to another replica")
             self.published = None
@@ -128,9 +125,7 @@ class Publisher:
 
     async def release(self) -> None:
         """Give the lease up at once (on shutdown), so another replica need not wait it out."""
-        await self.redis.fcall(
-            "lb_lease", 1, self.keys.publish_lease, self.owner, self.settings.lease_ttl_ms, "release"
-        )
+        await self.lb.lease(self.owner, self.settings.lease_ttl_ms, release=True)
         self.published = None
         self.stats.publisher = False
 
@@ -166,18 +161,15 @@ class Publisher:
         assert self.published is not None
         # Reads first, concurrently: one round trip's worth of latency for all changed boards.
         tops = await asyncio.gather(*(self.lb.top(d.window, d.scope, n=self.config.top_n, at=now) for d in due))
-        keys = [self.keys.publish_lease, self.keys.published]
-        args: list[str | int | bytes] = [self.owner, self.settings.snapshot_ttl_s]
-        for d, top in zip(due, tops, strict=True):
-            payload = wire.snapshot(
-                board=d.scope, window=d.window, period=d.period, version=d.version, ts_ms=now, entries=top
+        publications = [
+            Publication(
+                d.window, d.scope, d.period, d.version, snapshot.build(d.scope, top, version=d.version, ts_ms=now)
             )
-            keys.append(self.keys.latest(d.window, d.scope))
-            args += [self.keys.snapshot_channel(d.window, d.scope), f"{d.window}:{d.scope}",
-                     f"{d.period}:{d.version}", payload]  # fmt: skip
+            for d, top in zip(due, tops, strict=True)
+        ]
         # Fenced by the lease inside Redis: if this replica stalled past its lease and another took
         # over, nothing is published and this one steps down.
-        if not await self.redis.fcall("lb_publish", len(keys), *keys, *args):
+        if not await self.lb.publish(self.owner, self.settings.snapshot_ttl_s, publications):
             log.info("publish lease lost before publishing; nothing published")
             self.published = None
             self.stats.publisher = False

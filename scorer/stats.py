@@ -3,7 +3,7 @@ Prometheus endpoint read them, so both always say the same thing."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 
 @dataclass(slots=True)
@@ -24,9 +24,6 @@ class Stats:
 
     def copy(self) -> Stats:
         return replace(self)
-
-
-COUNTERS = tuple(f.name for f in fields(Stats) if f.type == "int" and f.name not in ("backlog", "pending"))
 
 
 def stats_line(now: Stats, before: Stats, elapsed_s: float) -> str:

@@ -27,6 +27,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from leaderboard import Leaderboard
+
 from .settings import ScorerSettings
 
 # Errors that mean "Redis is not there right now" (down, restarting, loading, failing over):
@@ -87,6 +89,7 @@ class GroupWorker:
         start_id: str = "0",
     ) -> None:
         self.redis = redis
+        self.lb = Leaderboard(redis, settings.game)
         self.stream = stream
         self.group = group
         self.consumer = settings.name
@@ -161,9 +164,7 @@ class GroupWorker:
 
     async def _forget(self) -> None:
         """Remove the names of replicas that are gone (lb_forget: idle, nothing pending)."""
-        removed: Any = await self.redis.fcall(
-            "lb_forget", 1, self.stream, self.group, self.forget_after_ms, self.consumer
-        )
+        removed = await self.lb.forget(self.stream, self.group, idle_ms=self.forget_after_ms, keep=self.consumer)
         if removed:
             self.log.info("%s: removed %d consumer names of gone replicas: %s", self.group, len(removed),
                           ", ".join(map(str, removed)))  # fmt: skip

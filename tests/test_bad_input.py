@@ -8,7 +8,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from leaderboard import CODES, WINDOWS, GameConfig, InvalidSubmission, Leaderboard, Submission
-from leaderboard.library import decode_batch, encode_batch
+from leaderboard.batch import decode_batch, encode_batch
 from leaderboard.submission import parse_uint
 
 from .conftest import NOW

@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from leaderboard import WINDOWS, BadRequest, GameConfig, Leaderboard, Submission, SubmitResult
-from leaderboard.library import decode_batch, encode_batch
+from leaderboard.batch import decode_batch, encode_batch
 
 from .conftest import NOW
 
@@ -27,7 +27,7 @@ async def submit(lb: Leaderboard, *entries: dict[str, str], now: int = LATER) ->
 
 
 async def scores(lb: Leaderboard, window: str = "weekly", scope: str = "global") -> list[tuple[str, int]]:
-    return [(e.player, e.score) for e in await lb.top(window, scope, 100, at=NOW)]
+    return [(e.player, e.score) for e in (await lb.top(window, scope, 100, at=NOW)).entries]
 
 
 async def test_personal_best_only_goes_up(lb: Leaderboard) -> None:
@@ -80,7 +80,7 @@ async def test_points_limit_per_window_is_enforced_before_any_write(r: aioredis.
     assert limit == 2 ** (53 - WINDOWS[name].shift) - 1
     [ok] = await submit(lb, slip("1", "ana", limit))
     assert ok.status == "ok" and ok.boards[0].best == limit
-    assert (await lb.top(name, n=1, at=NOW))[0].score == limit  # exact: no precision lost
+    assert (await lb.top(name, n=1, at=NOW)).entries[0].score == limit  # exact: no precision lost
     before = await r.dbsize()
     [bad] = await submit(lb, slip("2", "ben", limit + 1))
     assert (bad.status, bad.code) == ("error", "points_out_of_range")
@@ -228,29 +228,31 @@ async def test_reads_top_around_ranks(lb: Leaderboard) -> None:
     await submit(lb, *(slip(f"s{i}", f"p{i:02}", i * 10) for i in range(20)))
     await lb.set_profile("p19", {"name": "Nineteen", "country": "NO"})
     top = await lb.top("weekly", n=3, at=NOW)
-    assert [(e.rank, e.player, e.score, e.name) for e in top] == [
+    assert top.period == WINDOWS["weekly"].period(NOW)
+    assert [(e.rank, e.player, e.score, e.name) for e in top.entries] == [
         (1, "p19", 190, "Nineteen"),
         (2, "p18", 180, None),
         (3, "p17", 170, None),
     ]
     around = await lb.around("p10", "weekly", k=2, at=NOW)
-    assert [(e.rank, e.player) for e in around] == [
+    assert [(e.rank, e.player) for e in around.entries] == [
         (8, "p12"),
         (9, "p11"),
         (10, "p10"),
         (11, "p09"),
         (12, "p08"),
     ]
-    assert [(e.rank, e.player) for e in await lb.around("p18", "weekly", k=2, at=NOW)] == [
+    assert [(e.rank, e.player) for e in (await lb.around("p18", "weekly", k=2, at=NOW)).entries] == [
         (1, "p19"),
         (2, "p18"),
         (3, "p17"),
         (4, "p16"),
     ]
-    assert [e.rank for e in await lb.around("p00", "weekly", k=2, at=NOW)] == [18, 19, 20]
-    assert await lb.around("nobody", "weekly", at=NOW) == []
-    size, standings = await lb.ranks(["p05", "nobody", "p19"], "weekly", at=NOW)
-    assert size == 20 == await lb.size("weekly", at=NOW)
+    assert [e.rank for e in (await lb.around("p00", "weekly", k=2, at=NOW)).entries] == [18, 19, 20]
+    assert (await lb.around("nobody", "weekly", at=NOW)).entries == []
+    ranks = await lb.ranks(["p05", "nobody", "p19"], "weekly", at=NOW)
+    size, standings = ranks.size, ranks.standings
+    assert ranks.period == WINDOWS["weekly"].period(NOW) and size == 20 == await lb.size("weekly", at=NOW)
     assert [(s.player, s.rank, s.score) for s in standings] == [
         ("p05", 15, 50),
         ("nobody", None, None),
@@ -262,7 +264,7 @@ async def test_reads_top_around_ranks(lb: Leaderboard) -> None:
 async def test_display_name_from_a_submission_joins_the_top(lb: Leaderboard) -> None:
     await lb.set_profile("mia", {"avatar": "a.png"})
     await submit(lb, slip("1", "mia", 5, name="Mia 🎮"))
-    [entry] = await lb.top("daily", at=NOW)
+    [entry] = (await lb.top("daily", at=NOW)).entries
     assert entry.name == "Mia 🎮" and entry.profile == {"avatar": "a.png", "name": "Mia 🎮"}
 
 
@@ -290,7 +292,7 @@ async def test_eight_concurrent_writers_end_at_their_maximum(lb: Leaderboard, re
         await client.aclose()
 
     await asyncio.gather(*(player(i) for i in range(8)))
-    top = await lb.top("weekly", n=10, at=NOW)
+    top = (await lb.top("weekly", n=10, at=NOW)).entries
     assert len(top) == 8 and all(e.score == 1995 for e in top)
 
 
@@ -394,7 +396,9 @@ async def test_top_versions_and_announcements_match_an_independent_count(r: aior
             was = {m for m, _ in before[w]}
             for rank, (member, _) in enumerate(after):
                 if member == sub["player"] and member not in was:
-                    total = next(e.score for e in await single.top(w, n=3, at=NOW) if e.player == sub["player"])
+                    total = next(
+                        e.score for e in (await single.top(w, n=3, at=NOW)).entries if e.player == sub["player"]
+                    )
                     entered.append((w, sub["player"], rank + 1, total))
     got = {field.split(":")[0]: int(v) for field, v in (await versions(batch)).items()}
     assert got == {w: n for w, n in changes.items() if n}

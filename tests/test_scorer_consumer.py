@@ -49,7 +49,7 @@ async def test_batches_are_applied_acked_and_deleted(r: aioredis.Redis, redis_ur
     assert stats.batches >= 5  # 230 entries in batches of at most 50
     assert await r.xlen(config.keys.submissions) == 0  # the stream holds only what is not applied
     assert (await r.xpending(config.keys.submissions, GROUP))["pending"] == 0
-    top = await Leaderboard(r, config).top("weekly", n=3, at=NOW)
+    top = (await Leaderboard(r, config).top("weekly", n=3, at=NOW)).entries
     assert [(e.player, e.score) for e in top] == [("p29", 229), ("p28", 228), ("p27", 227)]
 
 
@@ -62,7 +62,7 @@ async def test_replayed_ids_change_nothing(r: aioredis.Redis, redis_url: str, co
     await enqueue(r, config, slip("a", "ana", 10), slip("b", "ben", 999), slip("c", "cy", 5))
     await drain(consumer)
     assert (stats.applied, stats.duplicates) == (3, 2)
-    top = await Leaderboard(r, config).top("alltime", n=10, at=NOW)
+    top = (await Leaderboard(r, config).top("alltime", n=10, at=NOW)).entries
     assert [(e.player, e.score) for e in top] == [("ben", 20), ("ana", 10), ("cy", 5)]
     assert await r.xlen(config.keys.activity) == 3
 
@@ -131,7 +131,7 @@ async def test_an_entry_that_keeps_killing_its_readers_is_dead_lettered_not_retr
     letters: Any = await r.xrange(config.keys.dead_letters)
     assert [(f["dead.id"], f["dead.code"]) for _, f in letters] == [(ids[0], "too_many_deliveries")]
     assert stats.applied == 1 and await r.xlen(stream) == 0
-    top = await Leaderboard(r, config).top("alltime", n=10, at=NOW)
+    top = (await Leaderboard(r, config).top("alltime", n=10, at=NOW)).entries
     assert [e.player for e in top] == ["ben"]
 
 

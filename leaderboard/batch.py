@@ -1,0 +1,170 @@
+"""Batch encoding of ``lb_submit`` (pure: no I/O): stream entries to the call's KEYS and ARGV,
+and the call's replies back to one SubmitResult per entry.
+
+The layout of the arguments is documented at ``lb_submit`` in lua/leaderboard.lua::
+
+    plan = encode_batch(config, entries, now_ms())
+    replies = ...FCALL lb_submit len(plan.keys) *plan.keys *plan.args...
+    results = decode_batch(plan, replies)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .config import GameConfig
+from .errors import CODES, InvalidSubmission
+from .results import BoardRef, BoardResult, SubmitResult
+from .submission import parse_uint, scopes_of
+from .windows import Period
+
+_HOUR_MS = 3_600_000
+
+# A board as laid out for Lua: key index, period index, default operator, scope; and its ref.
+_Board = tuple[int, int, str, str, BoardRef]
+
+
+@dataclass(slots=True)
+class BatchPlan:
+    keys: list[str]
+    args: list[str | int]
+    count: int  # submissions sent to the library
+    # per entry: the boards sent to Lua, or a result decided before the call (a local refusal)
+    entries: list[tuple[str, list[BoardRef]] | SubmitResult]
+
+
+class _Layouts:
+    """The keys, periods and layouts of one batch, each sent once however many submissions
+    share it. A layout is what a submission's writes land on: its boards and its seen-id bucket;
+    nearly every submission of a batch shares one."""
+
+    def __init__(self, config: GameConfig) -> None:
+        self.config = config
+        self.names = config.keys
+        self.keys = [self.names.versions, self.names.activity, self.names.profiles]
+        self._key_index: dict[str, int] = {}
+        self.periods: dict[tuple[str, str], tuple[int, Period]] = {}
+        self._specs = [(spec, config.operator_for(spec.name)) for spec in config.window_specs]
+        self._boards: dict[tuple[str, str, str], _Board] = {}
+        self._layouts: dict[tuple[tuple[int, ...], int], int] = {}
+        self.args: list[str | int] = []  # the layouts' records, in index order
+        self.idem_ms = config.idempotency_s * 1000
+
+    def __len__(self) -> int:
+        return len(self._layouts)
+
+    def index(self, key: str) -> int:
+        """The 1-based KEYS index of ``key``, added on first use."""
+        found = self._key_index.get(key)
+        if found is None:
+            self.keys.append(key)
+            found = self._key_index[key] = len(self.keys)
+        return found
+
+    def layout_for(self, ts: int, scopes: list[str]) -> tuple[int, list[BoardRef], int, int]:
+        """The layout of a submission at ``ts`` on ``scopes``, its boards, and the time span
+        [lo, hi) over which it stays the same (every period and the seen-id hour)."""
+        hour = ts // _HOUR_MS
+        lo, hi = hour * _HOUR_MS, (hour + 1) * _HOUR_MS
+        refs: list[_Board] = []
+        for spec, op in self._specs:
+            period = spec.period(ts)
+            lo, hi = max(lo, period.start_ms), min(hi, period.end_ms)
+            for scope in scopes:
+                board = self._boards.get((spec.name, period.label, scope))
+                if board is None:
+                    board = self._boards[spec.name, period.label, scope] = self._board(spec.name, period, op, scope)
+                refs.append(board)
+        seen = self.index(self.names.seen(hour))
+        shape = (tuple(board[0] for board in refs), seen)
+        layout = self._layouts.get(shape)
+        if layout is None:
+            layout = self._layouts[shape] = len(self._layouts) + 1
+            self.args.extend((seen, ((hour + 1) * _HOUR_MS + self.idem_ms) // 1000, len(refs)))
+            for board in refs:
+                self.args.extend(board[:4])
+        return layout, [board[4] for board in refs], lo, hi
+
+    def _board(self, window: str, period: Period, op: str, scope: str) -> _Board:
+        slot = self.periods.get((window, period.label))
+        if slot is None:
+            slot = self.periods[window, period.label] = (len(self.periods) + 1, period)
+        key = self.index(self.names.board(window, period.label, scope))
+        return (key, slot[0], op, scope, BoardRef(window, period.label, scope))
+
+    def head(self, now: int, rows: bool) -> list[str | int]:
+        """ARGV up to the submission count: the call's settings, the periods, the layouts."""
+        config, names = self.config, self.names
+        head: list[str | int] = [
+            now, config.top_n, config.activity_maxlen, config.clock_skew_ms, self.idem_ms,
+            names.announce_channel, int(rows), len(self.periods),
+        ]  # fmt: skip
+        for _, period in self.periods.values():
+            w = period.window
+            head += [w.name, period.label, period.start_ms, period.end_ms, w.shift, w.unit_ms,
+                     period.expire_at_s, self.index(names.players(w.name, period.label))]  # fmt: skip
+        return [*head, len(self._layouts), *self.args]
+
+
+def encode_batch(config: GameConfig, entries: Sequence[Mapping[str, str]], now: int, *, rows: bool = True) -> BatchPlan:
+    """Lay out one lb_submit call. Only what naming the keys needs is checked here (timestamp,
+    scopes); the library checks everything else inside its atomic call. ``rows=False`` asks for
+    each submission's status only, so the library neither builds per-board rows nor reads the rank
+    of boards a submission did not change."""
+    layouts = _Layouts(config)
+    idem_ms, latest_ok = layouts.idem_ms, now + config.clock_skew_ms
+    body: list[str | int] = []
+    plan: list[tuple[str, list[BoardRef]] | SubmitResult] = []
+    # Batches arrive in time order: the previous entry's layout almost always fits the next
+    # one, and then no period (calendar arithmetic) or key name is computed for it.
+    last_scope: tuple[str | None, str | None] = (None, None)
+    boards: list[BoardRef] = []
+    layout, lo, hi = 0, 0, 0
+    for fields in entries:
+        sub_id = fields.get("id", "")
+        region, mode = fields.get("region") or None, fields.get("mode") or None
+        try:
+            ts = parse_uint(fields.get("ts"), "invalid_timestamp", 15)
+            # checked here too (the library checks again) so periods are only computed for sane times
+            if ts > latest_ok:
+                raise InvalidSubmission("timestamp_in_future", CODES["timestamp_in_future"])
+            if ts < now - idem_ms:
+                raise InvalidSubmission("timestamp_too_old", CODES["timestamp_too_old"])
+            if not lo <= ts < hi or (region, mode) != last_scope:
+                layout, boards, lo, hi = layouts.layout_for(ts, scopes_of(region, mode))
+                last_scope = (region, mode)
+        except InvalidSubmission as exc:
+            plan.append(SubmitResult(sub_id, "error", code=exc.code, message=exc.message))
+            continue
+        body += [sub_id, fields.get("player", ""), fields.get("points", ""), fields.get("op", ""),
+                 ts, fields.get("name", ""), layout]  # fmt: skip
+        plan.append((sub_id, boards))
+    count = len(body) // 7
+    return BatchPlan(layouts.keys, [*layouts.head(now, rows), count, *body], count, plan)
+
+
+def decode_batch(plan: BatchPlan, replies: Sequence[Any], *, rows: bool = True) -> list[SubmitResult]:
+    """One result per entry. ``rows=False`` leaves out the per-board results: the scorer never
+    looks at them, and building a dataclass per board cost as much as the rest of the decoding."""
+    results: list[SubmitResult] = []
+    it = iter(replies)
+    for item in plan.entries:
+        if isinstance(item, SubmitResult):
+            results.append(item)
+            continue
+        sub_id, boards = item
+        reply = next(it)
+        status = reply[0]
+        if status == "ok":
+            per_board = tuple(
+                BoardResult(ref, bool(row[0]), int(row[1]), int(row[2]) or None, int(row[3]))
+                for ref, row in zip(boards, reply[1], strict=True)
+            ) if len(reply) > 1 else ()  # fmt: skip
+            results.append(SubmitResult(sub_id, "ok", per_board))
+        elif status == "duplicate":
+            results.append(SubmitResult(sub_id, "duplicate"))
+        else:
+            results.append(SubmitResult(sub_id, "error", code=reply[1], message=reply[2]))
+    return results

@@ -1,0 +1,103 @@
+"""What the function library's wrappers return: replies as frozen dataclasses (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .windows import Period
+
+
+@dataclass(frozen=True, slots=True)
+class BoardRef:
+    """One board of one period, e.g. weekly 2026-W48 region:eu."""
+
+    window: str
+    period: str
+    scope: str
+
+
+@dataclass(frozen=True, slots=True)
+class BoardResult:
+    board: BoardRef
+    improved: bool
+    rank: int  # 1-based, after this submission
+    previous_rank: int | None  # None: the player was not on this board before
+    best: int  # the player's points on this board after this submission
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitResult:
+    """``status`` is ``ok``, ``duplicate`` or ``error`` (then ``code`` and ``message`` are set)."""
+
+    id: str
+    status: str
+    boards: tuple[BoardResult, ...] = ()
+    code: str | None = None
+    message: str | None = None
+
+    @property
+    def improved(self) -> bool:
+        return any(b.improved for b in self.boards)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    rank: int
+    player: str
+    score: int
+    profile: Mapping[str, Any] | None = None
+
+    @property
+    def name(self) -> str | None:
+        name = self.profile.get("name") if self.profile else None
+        return name if isinstance(name, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """A player's place on a board; ``rank`` and ``score`` are None when unranked."""
+
+    player: str
+    rank: int | None
+    score: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class BoardEntries:
+    """Entries of one board (its top, or the slice around a player) with the period they were
+    read from: whoever labels them (a snapshot, a reply) uses this period, never one computed
+    again from the clock, which could name the next period at a rollover."""
+
+    period: Period
+    entries: list[Entry]
+
+
+@dataclass(frozen=True, slots=True)
+class Ranks:
+    """Board size and the standings of the players asked about, in the order asked."""
+
+    period: Period
+    size: int
+    standings: list[Standing]
+
+
+@dataclass(frozen=True, slots=True)
+class BoardStats:
+    """Board size (exact) and distinct players of the window period (HyperLogLog, ~0.8%)."""
+
+    period: Period
+    size: int
+    players: int
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """One snapshot for ``lb_publish``: where it goes and what the published record says."""
+
+    window: str
+    scope: str
+    period: str
+    version: int
+    payload: bytes
