@@ -14,6 +14,27 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:profiles                          HASH    player -> profile JSON {"name", "avatar", ...}
   lb:{g}:submissions                       STREAM  the queue: only entries not yet applied and acked
   lb:{g}:publisher                         STRING  the publish lease: the holder's owner token (PX)
+  lb:{g}:published                         HASH    "<window>:<scope>" -> "<period>:<version>" last
+                                                   published
+  lb:{g}:latest:<window>:<scope>           STRING  the board's last published snapshot JSON (EX)
+
+Channels:
+
+  lb:{g}:snap:<window>:<scope>             snapshot JSON of the board's current period
+  lb:{g}:announce                          {"type":"announce",...} when a player enters a top N
+
+Functions (each documented where it is defined; Python wrappers in leaderboard/library.py):
+
+  lb_submit    apply a batch of submissions        boards, players, seen, versions, activity,
+                                                   profiles; PUBLISH announce
+  lb_enqueue   append to the queue under its cap   submissions
+  lb_lease     take, renew or release the lease    publisher
+  lb_publish   publish snapshots under the lease   publisher (read), published, latest;
+                                                   PUBLISH snap
+  lb_forget    drop gone consumers of a group      the stream given (any group)
+  lb_top       top N with profiles (no-writes)     a board, profiles
+  lb_around    entries around a player (no-writes) a board, profiles
+  lb_ranks     ranks of listed players (no-writes) a board
 
 Score packing (see docs/data-model.md): score = points * 2^k + (2^k - 1 - t), where t is the
 time since the window's start in the window's tie unit. An earlier arrival at the same points
