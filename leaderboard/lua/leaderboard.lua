@@ -124,7 +124,7 @@ end
 
 -- Argument readers --------------------------------------------------------------------------
 
--- A period record, as leaderboard/library.py lays it out:
+-- A period record, as leaderboard/batch.py lays it out:
 --   window, label, start_ms, end_ms, shift, unit_ms, expire_at_s (0 = never), hll key index
 local PERIOD_FIELDS = 8
 
@@ -154,7 +154,7 @@ local function read_periods(keys, args, pos, count)
   return periods, pos
 end
 
--- Layouts, as leaderboard/library.py lays them out: what submissions write to, shared by all the
+-- Layouts, as leaderboard/batch.py lays them out: what submissions write to, shared by all the
 -- submissions of a batch that have the same boards and seen-id bucket:
 --   seen key index, seen expire_at_s, board_count, then per board: key index, period index,
 --   default op, scope
