@@ -64,7 +64,7 @@ async def test_the_installed_wheel_runs_a_scorer_and_a_gateway(tmp_path: Path, r
             assert await asyncio.wait_for(proc.wait(), 30) == 0, args
             # the first scorer loaded the library the wheel ships
             assert "leaderboard" in str(await r.function_list())
-        [entry] = await Leaderboard(r, GameConfig(game="wheel")).top("alltime")
+        [entry] = (await Leaderboard(r, GameConfig(game="wheel")).top("alltime")).entries
         assert (entry.player, entry.score) == ("mia", 70)
 
         port = free_port()
