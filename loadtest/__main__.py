@@ -98,8 +98,8 @@ def parser() -> argparse.ArgumentParser:
         )
         where.add_argument(
             "--game",
-            default=os.environ.get("LB_GAME", "arena"),
-            help="game name (key hash tag); default $LB_GAME or 'arena'",
+            help="game the load writes into (key hash tag): required with --url, since its synthetic players stay "
+            "on that game's boards; a private fleet uses $LB_GAME or 'loadtest'",
         )
         where.add_argument("--jwt-secret", default="", help="HS256 secret for player tokens against --url")
         where.add_argument(
@@ -202,6 +202,14 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
     if args.url:
         if not args.redis_url:
             raise ValueError("--url needs --redis-url (submissions and the snapshot monitor use it)")
+        if not args.game:
+            # A load test against a live fleet must not pour synthetic players into a real game by
+            # default: they would stay on its boards for good.
+            raise ValueError(
+                "--url needs --game: the load adds synthetic players to that game's boards for good. Run the "
+                "fleet under a game of its own (LB_GAME=loadtest ./dev run --port 8100 --data-dir var/loadtest) "
+                "and pass --game loadtest"
+            )
         _, port, _ = parse_ws_url(args.url)
         pids = args.gateway_pid or listening_pids(port)
         yield Target(
@@ -211,7 +219,11 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
     gateways = 1 if args.mode == "storm" else args.gateways  # storm: the others start once the victim is full
     with tempfile.TemporaryDirectory(prefix="loadtest-") as tmp:
         async with private_fleet(
-            gateways=gateways, redis_url=args.redis_url, data_dir=Path(tmp), game=args.game, env=dict(args.gateway_env)
+            gateways=gateways,
+            redis_url=args.redis_url,
+            data_dir=Path(tmp),
+            env=dict(args.gateway_env),
+            game=args.game or os.environ.get("LB_GAME", "loadtest"),
         ) as target:
             yield target
 

@@ -226,6 +226,16 @@ async def socket_phase(
     return figures, series
 
 
+MIN_SAMPLES = 100  # below this a p99 is the largest value or close to it: no percentile to speak of
+
+
+def too_few(count: int) -> str:
+    """A warning for a table cell whose percentiles rest on too few samples to mean anything."""
+    if count >= MIN_SAMPLES:
+        return ""
+    return f"  (only {count} sample{'s' * (count != 1)}: too few to mean anything; run longer or with more sockets)"
+
+
 def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     lat, spread = f["latency_ms"], f["spread_ms"]
     rows: list[tuple[str, Any]] = [
@@ -255,7 +265,8 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def _quad(s: dict[str, float]) -> str:
-    return " / ".join("–" if math.isnan(s[k]) else f"{s[k]:,.0f}" for k in ("p50", "p90", "p99", "max"))
+    text = " / ".join("–" if math.isnan(s[k]) else f"{s[k]:,.0f}" for k in ("p50", "p90", "p99", "max"))
+    return text + too_few(int(s["count"]))
 
 
 def phase_charts(label: str, series: dict[str, Any]) -> list[str]:

@@ -133,3 +133,11 @@ def test_frames() -> None:
     assert frames == [(1, big), (8, (1012).to_bytes(2, "big"))] and rest == b"\x81"
     assert close_code(frames[1][1]) == 1012
     assert client_frame(0xA, b"hi") == b"\x8a\x82\0\0\0\0hi"
+
+
+def test_a_run_against_a_live_fleet_must_name_its_game(capsys: pytest.CaptureFixture[str], redis_url: str) -> None:
+    # Without --game its synthetic players would land on the live game's boards for good.
+    argv = ["sockets", "--url", "ws://127.0.0.1:9/ws", "--redis-url", redis_url, "--quiet", "--time-limit", "10"]
+    assert main(argv) != 0
+    err = capsys.readouterr().err
+    assert "--url needs --game" in err and len(err.strip().splitlines()) == 1

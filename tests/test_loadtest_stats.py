@@ -28,3 +28,12 @@ def test_cdf_and_rates() -> None:
 def test_usage_of_this_process() -> None:
     u = usage(os.getpid())
     assert u.cpu_s > 0 and u.rss_bytes > 10 * 1024 * 1024
+
+
+def test_a_percentile_of_too_few_samples_says_so() -> None:
+    from loadtest.modes import MIN_SAMPLES, _quad, too_few
+
+    assert too_few(MIN_SAMPLES) == ""
+    one = _quad(summary([42.0]))  # e.g. the fan-out spread of a run that saw a single snapshot
+    assert one.startswith("42 / 42 / 42 / 42") and "only 1 sample: too few to mean anything" in one
+    assert "too few" not in _quad(summary(range(500)))
