@@ -139,8 +139,8 @@ def test_loadtest_names_the_redis_it_could_not_reach(tmp_path: Path) -> None:
     dead = "redis://127.0.0.1:1/0"
     for mode in ("submit", "sockets"):
         done = subprocess.run(
-            [sys.executable, "-m", "loadtest", mode, "--url", "ws://127.0.0.1:1/ws", "--redis-url", dead, "--game", "lt",
-             "--duration", "1", "--quiet", "--out", str(tmp_path / mode)],
+            [sys.executable, "-m", "loadtest", mode, "--url", "ws://127.0.0.1:1/ws", "--redis-url", dead,
+             "--game", "lt", "--duration", "1", "--quiet", "--out", str(tmp_path / mode)],
             cwd=tmp_path, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
