@@ -165,7 +165,7 @@ def parser() -> argparse.ArgumentParser:
             load.add_argument(
                 "--baseline",
                 choices=("naive",),
-                help="run the same load against loadtest/naive_gateway.py (websockets.broadcast)",
+                help="run the same load against bench/naive_gateway.py (websockets.broadcast)",
             )
         if mode == "storm":
             load.add_argument(

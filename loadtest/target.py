@@ -4,7 +4,7 @@
   free port unless a Redis URL is given, a scorer, N gateways on one free port);
 * an existing fleet: ``--url`` and ``--redis-url``; gateway PIDs given or found in /proc as the
   processes listening on the URL's port;
-* ``NaiveGateway``: loadtest/naive_gateway.py as a child, relaying the same board's channel.
+* ``NaiveGateway``: bench/naive_gateway.py as a child, relaying the same board's channel.
 
 ``SnapshotMonitor`` subscribes to the board's channel like a gateway does: what it sees published
 is what every socket should receive.
@@ -105,7 +105,7 @@ async def wait_listening(port: int, pids: list[int], timeout: float = 15.0) -> N
 
 
 class NaiveGateway:
-    """``python -m loadtest.naive_gateway`` on a free port, relaying ``channel``."""
+    """``python -m bench.naive_gateway`` on a free port, relaying ``channel``."""
 
     def __init__(self, redis_url: str, channel: str, host: str = "127.0.0.1") -> None:
         self.redis_url, self.channel, self.host = redis_url, channel, host
@@ -120,7 +120,7 @@ class NaiveGateway:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "loadtest.naive_gateway",
+            "bench.naive_gateway",
             "--port",
             str(self.port),
             "--redis-url",

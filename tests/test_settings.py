@@ -85,10 +85,10 @@ ENTRY_POINTS = [
     (["-m", "loadtest"], None),
     (["-m", "loadtest", "sockets"], None),
     (["-m", "loadtest", "storm"], None),
-    (["-m", "loadtest.gateway_bench"], None),
-    (["-m", "loadtest.scorer_bench"], None),
-    (["-m", "loadtest.drain_bench"], None),
-    (["-m", "loadtest.naive_gateway"], None),
+    (["-m", "bench.gateway"], None),
+    (["-m", "bench.scorer"], None),
+    (["-m", "bench.drain"], None),
+    (["-m", "bench.naive_gateway"], None),
 ]
 
 

@@ -1,4 +1,4 @@
-"""Redis time per submission of the scorer's path: ``python -m loadtest.drain_bench``.
+"""Redis time per submission of the scorer's path: ``python -m bench.drain``.
 
 Queues N submissions (random points over 50,000 players, three windows), drains them with one
 ``python -m scorer --burst`` replica, and reads ``INFO commandstats``: microseconds of Redis time
@@ -42,7 +42,7 @@ async def fill(url: str, count: int, seed: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argument_parser("python -m loadtest.drain_bench", __doc__ or "")
+    p = argument_parser("python -m bench.drain", __doc__ or "")
     p.add_argument("--submissions", type=int, default=60_000, help="submissions drained")
     p.add_argument("--seed", type=int, default=1, help="seed of the generated workload")
     args = p.parse_args(argv)

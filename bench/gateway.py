@@ -1,11 +1,11 @@
 """Gateway benchmark: N sockets on ONE gateway process, a ~1 KB snapshot every second.
 
-    python -m loadtest.gateway_bench                 # 10,000 sockets, 15 snapshots per target
-    python -m loadtest.gateway_bench --sockets 2000 --seconds 5 --no-write
+    python -m bench.gateway                 # 10,000 sockets, 15 snapshots per target
+    python -m bench.gateway --sockets 2000 --seconds 5 --no-write
 
 Starts a private redis-server, then for each target in turn — this project's gateway
 (``python -m gateway``, frame-once fan-out), the same gateway with ``LB_GW_FANOUT=broadcast``
-(websockets.broadcast), and the naive gateway (loadtest/naive_gateway.py) — opens the sockets
+(websockets.broadcast), and the naive gateway (bench/naive_gateway.py) — opens the sockets
 from several client processes (raw non-blocking sockets read with recvmsg, each process on its own 127.0.0.x source
 address), publishes snapshots as the scorer does (SET latest + PUBLISH), and measures:
 
@@ -47,9 +47,8 @@ import redis
 from leaderboard import Entry, GameConfig, wire
 from leaderboard.redis_server import RedisServer, free_port
 from leaderboard.settings import argument_parser
-
-from .frames import client_frame, next_frame
-from .procstat import usage
+from loadtest.frames import client_frame, next_frame
+from loadtest.procstat import usage
 
 ROOT = Path(__file__).resolve().parent.parent
 GAME = "bench"
@@ -259,7 +258,7 @@ def _start_target(
     name: str, port: int, metrics_port: int, redis_url: str, ping_interval: float | None, fanout_threads: int
 ) -> subprocess.Popen[bytes]:
     if name == "naive":
-        cmd = [sys.executable, "-m", "loadtest.naive_gateway", "--port", str(port), "--redis-url", redis_url,
+        cmd = [sys.executable, "-m", "bench.naive_gateway", "--port", str(port), "--redis-url", redis_url,
                "--channel", KEYS.snapshot_channel(WINDOW, BOARD)]  # fmt: skip
         env = dict(os.environ)
     else:
@@ -457,7 +456,7 @@ def write_doc(text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argument_parser("python -m loadtest.gateway_bench", __doc__ or "")
+    p = argument_parser("python -m bench.gateway", __doc__ or "")
     p.add_argument("--sockets", type=int, default=10_000, help="sockets held open")
     p.add_argument("--seconds", type=int, default=15, help="snapshots published per target, one per second")
     p.add_argument("--clients", type=int, default=2, help="client processes")
@@ -504,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = ratios(results)
     print(summary)
     if not args.no_write:
-        cmd = "python -m loadtest.gateway_bench " + " ".join(argv if argv is not None else sys.argv[1:])
+        cmd = "python -m bench.gateway " + " ".join(argv if argv is not None else sys.argv[1:])
         write_doc(
             "## Gateway\n\n"
             f"Command: `{cmd.strip()}` (one run, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores shared "

@@ -1,4 +1,4 @@
-"""Scorer benchmark: ``python -m loadtest.scorer_bench`` (about a minute and a half).
+"""Scorer benchmark: ``python -m bench.scorer`` (about a minute and a half).
 
 In one run, against a private redis-server it starts and stops itself:
 
@@ -36,7 +36,7 @@ from leaderboard.queue import Queue
 from leaderboard.redis_server import RedisServer
 from leaderboard.settings import argument_parser
 
-COMMAND = "python -m loadtest.scorer_bench --write"
+COMMAND = "python -m bench.scorer --write"
 PLAYERS = 50_000
 REPLAY_SHARE = 0.1
 CHUNK = 500  # submissions per submit_many call of the producer
@@ -271,7 +271,7 @@ async def run(args: argparse.Namespace) -> Figures:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argument_parser("python -m loadtest.scorer_bench", __doc__ or "")
+    p = argument_parser("python -m bench.scorer", __doc__ or "")
     p.add_argument("--baseline-s", type=float, default=8.0, help="seconds of the one-call-per-submission baseline")
     p.add_argument("--warmup-s", type=float, default=3.0, help="seconds of load before the sustained measurement")
     p.add_argument("--sustained-s", type=float, default=15.0, help="seconds of the sustained measurement")

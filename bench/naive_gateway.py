@@ -4,7 +4,7 @@
 ``websockets.broadcast`` of every message to every connection. No snapshot on connect, no flow
 control, no heartbeat sweep, no own-rank pushes::
 
-    python -m loadtest.naive_gateway --port 8100 --redis-url redis://127.0.0.1:7000/0 --channel CHANNEL
+    python -m bench.naive_gateway --port 8100 --redis-url redis://127.0.0.1:7000/0 --channel CHANNEL
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ async def main(port: int, redis_url: str, channel: str) -> None:
 
 
 if __name__ == "__main__":
-    p = argument_parser("python -m loadtest.naive_gateway", __doc__ or "")
+    p = argument_parser("python -m bench.naive_gateway", __doc__ or "")
     p.add_argument("--port", type=int, required=True, help="listen port on 127.0.0.1")
     p.add_argument("--redis-url", required=True, help="Redis whose channel it forwards")
     p.add_argument("--channel", required=True, help="the pub/sub channel forwarded to every socket")

@@ -1,0 +1,9 @@
+"""The benchmarks behind docs/benchmarks.md, apart from the load-test tool users run
+(``python -m loadtest``): each starts its own private processes, measures against a baseline in
+the same run and prints the figures.
+
+- ``python -m bench.scorer``: sustained submissions/s end to end vs one call per submission.
+- ``python -m bench.drain``: Redis time per submission of the scorer's path.
+- ``python -m bench.gateway``: CPU per delivery, RSS per connection and fan-out spread at 10k sockets,
+  against ``bench.naive_gateway`` (websockets.broadcast of every message).
+"""
