@@ -31,6 +31,7 @@ from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 
 from leaderboard import Leaderboard, now_ms, snapshot
+from leaderboard.backoff import redis_backoff
 from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.windows import window as window_spec
 
@@ -41,7 +42,6 @@ from .settings import GatewaySettings
 
 log = logging.getLogger("gateway.hub")
 
-_BACKOFF_MIN, _BACKOFF_MAX = 0.05, 2.0
 _CONFIRM_TIMEOUT = 2.0  # how long a subscribe waits for Redis to confirm the channel
 _BUILT_TTL = 1.0  # a snapshot built from the board (no latest stored yet) is reused this long
 
@@ -222,7 +222,7 @@ class Hub:
     # ------------------------------------------------------------ the reader
 
     async def _read_forever(self) -> None:
-        backoff = _BACKOFF_MIN
+        backoff = redis_backoff()
         down_since: float | None = None
         while True:
             try:
@@ -243,7 +243,7 @@ class Hub:
                             # SUBSCRIBE of many channels is applied at once: the first confirmation
                             # means all of them are live, so stored latests can be compared now.
                             first = False
-                            backoff = _BACKOFF_MIN
+                            backoff.reset()
                             self.connected.set()
                             self.metrics.redis_up.set(1)
                             if down_since is not None:
@@ -262,8 +262,7 @@ class Hub:
             finally:
                 self._subscribed.clear()
                 await self._close_pubsub()
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, _BACKOFF_MAX)
+            await asyncio.sleep(backoff.next_delay())
 
     async def _close_pubsub(self) -> None:
         pubsub, self._pubsub = self._pubsub, None

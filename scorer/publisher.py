@@ -23,10 +23,11 @@ from typing import cast
 import redis.asyncio as aioredis
 
 from leaderboard import Leaderboard, Publication, now_ms, snapshot
+from leaderboard.backoff import redis_backoff
 
 from .settings import ScorerSettings
 from .stats import Stats
-from .stream import REDIS_DOWN, Backoff, sleep_unless
+from .stream import REDIS_DOWN, sleep_unless
 
 log = logging.getLogger("scorer.publisher")
 
@@ -133,7 +134,7 @@ class Publisher:
         interval = self.settings.tick_ms / 1000
         loop = asyncio.get_running_loop()
         next_tick = loop.time()
-        backoff = Backoff()
+        backoff = redis_backoff()
         while not stop.is_set():
             try:
                 await self.tick()

@@ -18,6 +18,7 @@ from types import TracebackType
 import redis.asyncio as aioredis
 
 from leaderboard import Leaderboard, connect, now_ms
+from leaderboard.backoff import redis_backoff
 from leaderboard.metrics_server import MetricsServer
 
 from .badges import BadgeWorker
@@ -26,7 +27,7 @@ from .metrics import Monitor, registry_for
 from .publisher import Publisher
 from .settings import ScorerSettings
 from .stats import Stats
-from .stream import REDIS_DOWN, Backoff, sleep_unless
+from .stream import REDIS_DOWN, sleep_unless
 
 log = logging.getLogger("scorer")
 
@@ -80,7 +81,7 @@ class Scorer:
 
     async def _load_library(self) -> None:
         """Load the function library, waiting for Redis if it is not up yet (never crash-loop)."""
-        backoff = Backoff()
+        backoff = redis_backoff()
         while True:
             try:
                 await Leaderboard(self.redis, self.settings.game).load()

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -28,6 +27,7 @@ from redis.exceptions import ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from leaderboard import Leaderboard
+from leaderboard.backoff import redis_backoff
 
 from .settings import ScorerSettings
 
@@ -42,28 +42,6 @@ REDIS_DOWN: tuple[type[BaseException], ...] = (
 
 Batch = list[tuple[str, dict[str, str]]]
 T = TypeVar("T")
-
-
-class Backoff:
-    """Capped exponential backoff with full jitter: replicas that lost Redis together must not
-    all come back in the same instant.
-
-    The cap is short on purpose: a few replicas probing a Redis that is down cost it nothing (a
-    refused connect, or a LOADING reply), while every second of the cap is a second after Redis
-    is back during which scores wait and sockets show a stale top 10."""
-
-    def __init__(self, initial: float = 0.05, cap: float = 0.5) -> None:
-        self.initial = initial
-        self.cap = cap
-        self.attempt = 0
-
-    def next_delay(self) -> float:
-        delay = random.uniform(0, min(self.cap, self.initial * 2**self.attempt))
-        self.attempt = min(self.attempt + 1, 30)
-        return delay
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 async def sleep_unless(event: asyncio.Event, seconds: float) -> bool:
@@ -204,7 +182,7 @@ class GroupWorker:
 
     async def _until_done(self, op: Callable[[], Awaitable[T]], stop: asyncio.Event | None) -> T | None:
         """Run ``op`` until it succeeds, backing off while Redis is down; None if stopped first."""
-        backoff = Backoff()
+        backoff = redis_backoff()
         while True:
             try:
                 result = await op()

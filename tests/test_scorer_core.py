@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from leaderboard.backoff import redis_backoff
 from scorer import Due, ScorerSettings, Stats, due_boards, stats_line
-from scorer.stream import Backoff
 
 PERIODS = {"daily": "2030-11-27", "weekly": "2030-W48"}
 
@@ -75,8 +75,8 @@ def test_stats_line_reports_rates_and_lag() -> None:
 
 
 def test_backoff_is_capped_and_jittered() -> None:
-    b = Backoff(initial=0.1, cap=1.0)
-    delays = [b.next_delay() for _ in range(20)]
-    assert all(0 <= d <= 1.0 for d in delays) and len(set(delays)) > 1
+    b = redis_backoff()
+    delays = [b.next_delay() for _ in range(2000)]  # far past the cap: 2.0**attempt must not overflow
+    assert all(0 <= d <= 0.5 for d in delays) and len(set(delays)) > 1
     b.reset()
-    assert b.next_delay() <= 0.1
+    assert b.next_delay() <= 0.05
