@@ -1,0 +1,49 @@
+"""A bot watching its own standing on its region's weekly board, live over the gateway.
+
+export LB_JWT_SECRETS=...          # the gateways' secret: the game backend signs player tokens
+python examples/bot.py ws://127.0.0.1:8000/ws mia --board region:eu --updates 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from client import LeaderboardClient
+from gateway.auth import issue
+
+
+def newer_snapshot(board: str, window: str, version: int) -> Callable[[dict[str, Any]], bool]:
+    return lambda m: m["type"] == "snapshot" and (m["board"], m["window"]) == (board, window) and m["version"] > version
+
+
+async def watch(url: str, player: str, board: str, updates: int) -> None:
+    # What the game backend does at login: sign a player token (HS256, the gateways' secret).
+    secret = os.environ["LB_JWT_SECRETS"].split(",")[0]
+    token = issue(player, "player", secret, exp=time.time() + 3600)
+    async with LeaderboardClient(url, token=token) as client:
+        client.subscribe(board, "weekly")
+        seen = -1
+        for _ in range(updates):
+            # the next snapshot of the board we subscribed to (the connection also gets the default
+            # board's); a snapshot can arrive twice around a subscribe, so versions tell what is new
+            snap = await client.wait_for(newer_snapshot(board, "weekly", seen), timeout=30)
+            seen = snap["version"]
+            leader = snap["entries"][0] if snap["entries"] else None
+            me = await client.request({"type": "rank", "board": board, "window": "weekly"})
+            print(f"{board} weekly v{snap['version']}: leader {leader and leader['player']}, "
+                  f"{player} is #{me['rank']} with {me['score']}", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description="Watch a player's rank on a board, live.")
+    p.add_argument("url", help="the gateway's WebSocket URL, e.g. ws://127.0.0.1:8000/ws")
+    p.add_argument("player")
+    p.add_argument("--board", default="global", help="global, region:<name> or mode:<name>")
+    p.add_argument("--updates", type=int, default=3, help="snapshots to watch before exiting")
+    args = p.parse_args()
+    asyncio.run(watch(args.url, args.player, args.board, args.updates))
