@@ -95,6 +95,10 @@ class Submit(Request):
 
 
 def parse(raw: str | bytes, *, windows: Sequence[str], default_window: str) -> Request:
+    """A text frame's request. ``bytes`` is a binary frame: the protocol is JSON text only (a
+    binary frame would skip the UTF-8 check websockets makes of text), so it is refused."""
+    if isinstance(raw, bytes):
+        raise ProtocolError("binary_frame", "messages are JSON text frames; binary frames are refused")
     try:
         msg = orjson.loads(raw)
     except orjson.JSONDecodeError:

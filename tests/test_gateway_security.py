@@ -20,7 +20,7 @@ from leaderboard import Leaderboard, Submission
 from leaderboard.settings import SettingsError
 
 from .conftest import NOW
-from .gw_helpers import SECRETS, client, greet, http_get, recv, request, running
+from .gw_helpers import SECRETS, client, greet, http_get, raw_ws, recv, request, running
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -118,3 +118,26 @@ def test_malformed_tokens_get_one_message() -> None:
     with pytest.raises(AuthError) as exc:
         authenticate(none_alg, SECRETS)
     assert exc.value.message == "the token is not signed with HS256"
+
+
+async def test_binary_frames_are_refused_and_invalid_utf8_is_closed_with_1007(redis_url: str) -> None:
+    async with running(redis_url) as gw:
+        async with client(gw) as ws:
+            await greet(ws)
+            await ws.send(b'{"type":"ping","id":1}')  # JSON, but in a binary frame
+            reply = await recv(ws)
+            assert (reply["type"], reply["code"]) == ("error", "binary_frame")
+            assert (await request(ws, {"type": "ping", "id": 2}))["type"] == "pong"  # the connection is kept
+        sock = await raw_ws(gw)
+        try:
+            # a masked text frame whose payload is not UTF-8
+            payload = b"\xff\xfe"
+            sock.sendall(bytes([0x81, 0x80 | len(payload)]) + b"\0\0\0\0" + payload)
+            data = b""
+            async with asyncio.timeout(5):  # the gateway closes; it ends the TCP connection after
+                while chunk := await asyncio.get_running_loop().sock_recv(sock, 4096):
+                    data += chunk
+            close = data[data.rindex(b"\x88") :]  # the last frame: close (unmasked, from the server)
+            assert int.from_bytes(close[2:4], "big") == 1007
+        finally:
+            sock.close()
