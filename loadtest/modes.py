@@ -121,6 +121,20 @@ def channel_of(game: str, window: str) -> str:
     return GameConfig(game=game).keys.snapshot_channel(window, GLOBAL_SCOPE)
 
 
+def swarm_of(args: argparse.Namespace, target: Target, url: str, **extra: Any) -> Swarm:
+    """The client processes of a run: ``--sockets`` at ``--connect-rate`` over ``--clients``
+    processes, ``--players-share`` of them players with tokens."""
+    return Swarm(
+        url,
+        sockets=args.sockets,
+        rate=args.connect_rate,
+        workers=args.clients,
+        token_secret=target.jwt_secret if args.players_share > 0 else "",
+        token_share=args.players_share,
+        **extra,
+    )
+
+
 async def socket_phase(
     label: str,
     url: str,
@@ -134,15 +148,7 @@ async def socket_phase(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Open the sockets, measure ``args.duration`` seconds, report. (figures, series)"""
     rss_idle = rss_bytes(pids)
-    swarm = Swarm(
-        url,
-        sockets=args.sockets,
-        rate=args.connect_rate,
-        workers=args.clients,
-        first_source=first_source,
-        token_secret=target.jwt_secret if args.players_share > 0 else "",
-        token_share=args.players_share,
-    )
+    swarm = swarm_of(args, target, url, first_source=first_source)
     async with swarm:
         watch = Watch(label, progress, [swarm], flood)
         t_ramp = time.monotonic()
@@ -416,15 +422,7 @@ async def run_storm(target: Target, args: argparse.Namespace, progress: Progress
     try:
         if args.feed_rate:
             flood.start()
-        victim_swarm = Swarm(
-            target.ws_url,
-            sockets=args.sockets,
-            rate=args.connect_rate,
-            workers=args.clients,
-            reconnect=True,
-            token_secret=target.jwt_secret if args.players_share > 0 else "",
-            token_share=args.players_share,
-        )
+        victim_swarm = swarm_of(args, target, target.ws_url, reconnect=True)
         swarms.append(await victim_swarm.start())
         watch = Watch("storm", progress, swarms, None)
         ramp_limit = args.sockets / max(args.connect_rate, 1) + 30
