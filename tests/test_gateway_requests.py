@@ -44,18 +44,19 @@ def test_tokens_verify_with_either_secret_and_fail_with_stable_codes() -> None:
 
 def test_parse_defaults_and_codes() -> None:
     w = ["daily", "weekly"]
-    assert parse(b'{"type":"subscribe","id":"a"}', windows=w, default_window="weekly") == Subscribe(
+    assert parse('{"type":"subscribe","id":"a"}', windows=w, default_window="weekly") == Subscribe(
         "a", "global", "weekly"
     )
     for raw, code in [
-        (b"{", "bad_json"),
-        (b"[1]", "bad_json"),
-        (b'{"type":"dance"}', "unknown_type"),
-        (b'{"type":"top","n":500}', "bad_message"),
-        (b'{"type":"top","board":"planet:x"}', "bad_board"),
-        (b'{"type":"top","window":"monthly"}', "bad_board"),
-        (b'{"type":"ranks","players":[]}', "bad_message"),
-        (b'{"type":"ping","id":{"x":1}}', "bad_message"),
+        ("{", "bad_json"),
+        ("[1]", "bad_json"),
+        ('{"type":"dance"}', "unknown_type"),
+        ('{"type":"top","n":500}', "bad_message"),
+        ('{"type":"top","board":"planet:x"}', "bad_board"),
+        ('{"type":"top","window":"monthly"}', "bad_board"),
+        ('{"type":"ranks","players":[]}', "bad_message"),
+        ('{"type":"ping","id":{"x":1}}', "bad_message"),
+        (b'{"type":"ping"}', "binary_frame"),  # valid JSON, but a binary frame
     ]:
         with pytest.raises(ProtocolError) as exc:
             parse(raw, windows=w, default_window="weekly")
