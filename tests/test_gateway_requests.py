@@ -47,7 +47,7 @@ def test_parse_defaults_and_codes() -> None:
     assert parse('{"type":"subscribe","id":"a"}', windows=w, default_window="weekly") == Subscribe(
         "a", "global", "weekly"
     )
-    for raw, code in [
+    cases: list[tuple[str | bytes, str]] = [
         ("{", "bad_json"),
         ("[1]", "bad_json"),
         ('{"type":"dance"}', "unknown_type"),
@@ -57,7 +57,8 @@ def test_parse_defaults_and_codes() -> None:
         ('{"type":"ranks","players":[]}', "bad_message"),
         ('{"type":"ping","id":{"x":1}}', "bad_message"),
         (b'{"type":"ping"}', "binary_frame"),  # valid JSON, but a binary frame
-    ]:
+    ]
+    for raw, code in cases:
         with pytest.raises(ProtocolError) as exc:
             parse(raw, windows=w, default_window="weekly")
         assert exc.value.code == code, raw
