@@ -18,10 +18,10 @@ import time
 
 import redis
 
+from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Submission, connect, now_ms
 from leaderboard.library import library_code
 from leaderboard.queue import Queue
-from leaderboard.redis_server import RedisServer
 from leaderboard.settings import argument_parser
 
 CHUNK = 500

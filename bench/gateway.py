@@ -44,8 +44,8 @@ from pathlib import Path
 
 import redis
 
+from fleet.redis_server import RedisServer, free_port
 from leaderboard import Entry, GameConfig, wire
-from leaderboard.redis_server import RedisServer, free_port
 from leaderboard.settings import argument_parser
 from loadtest.frames import client_frame, next_frame
 from loadtest.procstat import usage

@@ -31,9 +31,9 @@ from pathlib import Path
 import orjson
 import redis.asyncio as aioredis
 
+from fleet.redis_server import RedisServer
 from leaderboard import BacklogFull, GameConfig, Leaderboard, Submission, connect, now_ms
 from leaderboard.queue import Queue
-from leaderboard.redis_server import RedisServer
 from leaderboard.settings import argument_parser
 
 COMMAND = "python -m bench.scorer --write"

@@ -25,9 +25,10 @@ from types import TracebackType
 
 import redis
 
-from leaderboard.children import die_with_parent, listening_pids
 from leaderboard.library import library_code
-from leaderboard.redis_server import RedisServer, free_port
+
+from .children import die_with_parent, listening_pids
+from .redis_server import RedisServer, free_port
 
 log = logging.getLogger("fleet")
 

@@ -33,8 +33,8 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from fleet.children import listening_pids
 from leaderboard import GameConfig
-from leaderboard.children import listening_pids
 from leaderboard.settings import HelpFormatter, describe, plain, unreachable
 
 from . import report

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleet.children import listening_pids
 from leaderboard import GameConfig, connect
-from leaderboard.children import listening_pids
 from leaderboard.keys import GLOBAL_SCOPE
 
 from . import report

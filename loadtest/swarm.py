@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from leaderboard.children import die_with_parent
+from fleet.children import die_with_parent
 
 from .wsworker import WorkerSettings
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
+from fleet.children import die_with_parent, listening_pids
+from fleet.redis_server import free_port
 from fleet.supervisor import Fleet, FleetSettings
-from leaderboard.children import die_with_parent, listening_pids
-from leaderboard.redis_server import free_port
 
 from . import frames
 from .procstat import usage

@@ -29,7 +29,7 @@ from typing import Any, cast
 import orjson
 
 from client.backoff import Backoff
-from leaderboard.children import die_with_parent
+from fleet.children import die_with_parent
 
 from . import frames as f
 

@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis
 
+from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Leaderboard, connect
 from leaderboard.library import library_code
-from leaderboard.redis_server import RedisServer
 
 # A fixed instant (Tuesday 2030-11-26 10:00 UTC, ISO week 2030-W48) so periods are deterministic.
 # It lies in the future on purpose: expiry times derived from it (EXPIREAT) must not be past.

@@ -14,11 +14,11 @@ from typing import Any
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
 
+from fleet.redis_server import free_port
 from gateway.auth import issue
 from gateway.server import Gateway
 from gateway.settings import GatewaySettings
 from leaderboard import Entry, GameConfig, wire
-from leaderboard.redis_server import free_port
 
 from .conftest import MS
 

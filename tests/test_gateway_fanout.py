@@ -12,10 +12,10 @@ import pytest
 import redis.asyncio as aioredis
 from websockets.asyncio.client import connect
 
+from fleet.redis_server import RedisServer
 from gateway import fanout
 from leaderboard import Leaderboard, Submission, now_ms
 from leaderboard.library import library_code
-from leaderboard.redis_server import RedisServer
 
 from .gw_helpers import T, client, greet, publish, raw_ws, recv, recv_type, request, running, snapshot, url
 

@@ -16,10 +16,10 @@ import orjson
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
+from fleet.redis_server import free_port
 from gateway.__main__ import tune_gc
 from gateway.metrics import Metrics
 from gateway.settings import GatewaySettings
-from leaderboard.redis_server import free_port
 
 from .gw_helpers import T, client, greet, http_get, request, running, url
 

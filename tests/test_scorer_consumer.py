@@ -7,8 +7,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from fleet.redis_server import free_port
 from leaderboard import GameConfig, Leaderboard, connect
-from leaderboard.redis_server import free_port
 from scorer import Consumer, ScorerSettings, Stats
 from scorer.consumer import GROUP
 

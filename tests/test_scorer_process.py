@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
+from fleet.redis_server import free_port
 from leaderboard import WINDOWS, GameConfig, now_ms
-from leaderboard.redis_server import free_port
 from scorer import Scorer, ScorerSettings
 from scorer.consumer import GROUP
 

@@ -11,8 +11,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from fleet.redis_server import free_port
 from leaderboard import GameConfig, Leaderboard, connect
-from leaderboard.redis_server import free_port
 
 from .conftest import MS
 from .gw_helpers import http_get
