@@ -1,9 +1,12 @@
 """The local fleet, one command: ``./dev run`` (``python -m fleet``).
 
-Starts the embedded redis-server (AOF on, data under var/) unless a Redis URL is given, loads the
-function library, one scorer (with the badge worker), N gateway processes sharing one port
-(SO_REUSEPORT) and demo game-server traffic, then prints the page and metrics URLs. Ctrl-C stops
-everything in order: gateways drain, the scorer acks its last batch, Redis flushes its AOF.
+Starts the embedded redis-server (loopback, a fresh password, AOF on, data under var/) unless a
+Redis URL is given, loads the function library, one scorer (with the badge worker), N gateway
+processes sharing one port (SO_REUSEPORT) and demo game-server traffic, then prints the page and
+metrics URLs and writes var/fleet.env for other commands (source it). A gateway or the scorer that
+dies is restarted with backoff. A second fleet on the same data directory, or on a port something
+else listens on (unless --join), is refused. Ctrl-C stops everything in order: gateways drain, the
+scorer acks its last batch, Redis flushes its AOF.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from leaderboard.settings import (
     between,
     load_or_exit,
     log_level,
+    redacted,
     setting,
     validate,
 )
@@ -47,10 +51,12 @@ class FleetOptions:
     redis_url: str = setting(
         "LB_REDIS_URL",
         "",
-        "Redis to use; unset, ./dev run starts its own redis-server with AOF on, and the scorer and gateways "
-        "use redis://127.0.0.1:6379/0",
+        "Redis to use; unset, ./dev run starts its own (loopback, random port, a password, AOF on) and "
+        "writes its URL to <data dir>/fleet.env",
     )
-    data_dir: str = setting("LB_DATA_DIR", "var", "data directory of the embedded redis-server")
+    data_dir: str = setting(
+        "LB_DATA_DIR", "var", "the fleet's data directory (locked while it runs): Redis's data, fleet.env"
+    )
     demo_rate: float = setting("LB_DEMO_RATE", 300.0, "demo submissions per second", check=at_least(0))
     log_level: str = log_level()
 
@@ -64,6 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gateways", type=int, default=o.gateways, help="gateway processes on the port")
     p.add_argument("--host", default=o.host, help="listen address")
     p.add_argument("--port", type=int, default=o.port, help="gateways' port, 0 = any free one")
+    p.add_argument("--join", action="store_true", help="share the port with processes already listening on it")
     p.add_argument("--redis-url", default=o.redis_url or None, help="use this Redis instead of starting one")
     p.add_argument("--data-dir", default=o.data_dir, help="embedded Redis data directory")
     p.add_argument("--demo-rate", type=float, default=o.demo_rate, help="demo submissions per second")
@@ -97,6 +104,7 @@ async def serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         gateways=args.gateways,
+        join=args.join,
         demo_tokens=not args.no_demo,
         log_level=args.log_level.upper(),
     )
@@ -104,13 +112,14 @@ async def serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with Fleet(settings) as fleet:
+    async with Fleet(settings, on_status=lambda line: print(line, flush=True)) as fleet:
         tasks = []
         if not args.no_demo:
             tasks.append(asyncio.create_task(demo_traffic(fleet.redis_url, load_or_exit(GameConfig), args.demo_rate)))
         print(
             f"\n  live page:  {fleet.page_url}\n  metrics:    {'  '.join(fleet.metrics_urls)}\n"
-            f"  websocket:  {fleet.ws_url}\n  redis:      {fleet.redis_url}\n"
+            f"  websocket:  {fleet.ws_url}\n  redis:      {redacted(fleet.redis_url)}\n"
+            f"  other commands (scorer submit, loadtest) find Redis after:  source {fleet.env_file}\n"
             "  Ctrl-C stops everything.\n",
             flush=True,
         )

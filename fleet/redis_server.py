@@ -1,15 +1,22 @@
 """A private redis-server child process: the embedded default of the local fleet, and the
 server every test talks to. It never touches the default port 6379 or a server someone else runs.
+
+With a ``password`` the server wants it from every client (``requirepass``). The password reaches
+redis-server as configuration on its stdin: on the command line every local user could read it in
+/proc/<pid>/cmdline, and in a file it would outlive the server.
 """
 
 from __future__ import annotations
 
+import contextlib
+import re
 import shutil
 import socket
 import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import quote
 
 import redis
 
@@ -34,6 +41,8 @@ class RedisServer:
         aof: bool = False,
         executable: str | None = None,
         startup_timeout: float = 10.0,
+        password: str | None = None,
+        pass_fds: tuple[int, ...] = (),
     ) -> None:
         self.data_dir = Path(data_dir).resolve()  # redis-server changes into it before logging
         self.host = host
@@ -41,15 +50,22 @@ class RedisServer:
         self.aof = aof
         self.executable = executable or shutil.which("redis-server") or "redis-server"
         self.startup_timeout = startup_timeout
+        if password is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,512}", password):
+            raise ValueError("the Redis password must be 1..512 letters, digits, '-' or '_'")
+        self.password = password
+        self.pass_fds = pass_fds  # descriptors the server holds too (the fleet's data-directory lock)
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://{self.host}:{self.port}/0"
+        """The URL clients use, with the password in it: never log it, log ``redacted(url)``."""
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}{self.host}:{self.port}/0"
 
     def command(self) -> list[str]:
         return [
             self.executable,
+            *(["-"] if self.password else []),  # "-": configuration from stdin first (the password)
             "--port", str(self.port),
             "--bind", self.host,
             "--dir", str(self.data_dir),
@@ -66,9 +82,18 @@ class RedisServer:
         # Its own session: a Ctrl-C meant for the fleet must not stop Redis before the scorer has
         # acked its last batch; the fleet stops it last, in order.
         self.process = subprocess.Popen(
-            self.command(), stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent
+            self.command(),
+            stdin=subprocess.PIPE if self.password else subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,  # its one line before the logfile applies ("Reading config from stdin")
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+            pass_fds=self.pass_fds,
         )
-        client = redis.Redis(host=self.host, port=self.port, socket_connect_timeout=0.2)
+        if self.password:
+            assert self.process.stdin is not None
+            with contextlib.suppress(BrokenPipeError), self.process.stdin:  # exited: reported below
+                self.process.stdin.write(f'requirepass "{self.password}"\n'.encode())
+        client = redis.Redis(host=self.host, port=self.port, password=self.password, socket_connect_timeout=0.2)
         deadline = time.monotonic() + self.startup_timeout
         try:
             while True:
@@ -86,6 +111,9 @@ class RedisServer:
                     time.sleep(0.02)
         finally:
             client.close()
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server (idempotent): SIGTERM lets it flush the AOF, SIGKILL if it hangs."""

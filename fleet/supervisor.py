@@ -6,25 +6,37 @@ The load test and the tests use it too::
         print(fleet.page_url)
 
 Children run in their own sessions (a Ctrl-C in the terminal reaches only this process, which
-then stops them in order) and die with this process if it is killed (PR_SET_PDEATHSIG).
+then stops them in order) and die with this process if it is killed (PR_SET_PDEATHSIG). A gateway
+or the scorer that exits while the fleet runs is logged and started again with backoff.
+
+The fleet protects what it owns: its data directory is locked (``fleet.lock``, flock) for its life,
+so a second fleet cannot start a second redis-server on the same AOF, and it refuses a port that
+something else listens on unless told to join it. The embedded redis-server listens on loopback
+only and wants a password generated at each start; the URL with it goes to the child processes'
+environment and to ``<data dir>/fleet.env`` (0600), never to a log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import fcntl
 import logging
 import os
 import secrets
 import signal
+import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 import redis
 
+from client.backoff import Backoff
 from leaderboard.library import library_code
 
 from .children import die_with_parent, listening_pids
@@ -40,6 +52,8 @@ class FleetSettings:
     host: str = "127.0.0.1"
     port: int = 8000  # 0: a free port
     gateways: int = 2
+    join: bool = False  # add our gateways to a port other processes already listen on
+    restart: bool = True  # restart a gateway or the scorer that exits, with backoff
     scorer_metrics_port: int = 0  # 0: a free port
     jwt_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     demo_tokens: bool = True  # the page gets a demo player token from /demo-token
@@ -47,14 +61,30 @@ class FleetSettings:
     env: tuple[tuple[str, str], ...] = ()  # extra environment for every child (LB_* settings)
     start_timeout: float = 20.0
     drain_window: float = 1.0  # a local Ctrl-C should not take the production drain window
+    stable_after: float = 10.0  # a child up this long gets its restart backoff reset
 
     def __post_init__(self) -> None:
         if not 1 <= self.gateways <= 64:
             raise ValueError("gateways must be 1..64")
 
 
+class FleetRefused(RuntimeError):
+    """The data directory or the port belongs to someone else; nothing was started."""
+
+
+@dataclass(slots=True)
+class _Child:
+    """A supervised process: the scorer (``index`` None) or gateway ``index``."""
+
+    name: str
+    index: int | None
+    proc: asyncio.subprocess.Process
+    started: float = field(default_factory=time.monotonic)
+    backoff: Backoff = field(default_factory=lambda: Backoff(base=0.5, ceiling=30.0))
+
+
 class Fleet:
-    def __init__(self, settings: FleetSettings) -> None:
+    def __init__(self, settings: FleetSettings, *, on_status: Callable[[str], None] | None = None) -> None:
         self.settings = settings
         self.port = settings.port or free_port(settings.host)
         self.scorer_metrics_port = settings.scorer_metrics_port or free_port(settings.host)
@@ -65,6 +95,11 @@ class Fleet:
         # each gateway process answers /metrics on a port of its own (the shared port would reach
         # a random one); the same port again when a gateway is replaced
         self.gateway_metrics_ports: dict[int, int] = {}
+        self.on_status = on_status
+        self._lock = DataDirLock(settings.data_dir)
+        self._stopping = asyncio.Event()
+        self._watchers: list[asyncio.Task[None]] = []
+        self._redis_watch: int | None = None  # pidfd of the embedded redis-server
         self._closed = False
 
     @property
@@ -76,10 +111,29 @@ class Fleet:
         return f"ws://{self.settings.host}:{self.port}/ws"
 
     @property
+    def env_file(self) -> Path:
+        """``export LB_REDIS_URL=…`` for other commands; only the user can read it (the URL holds
+        the password), removed when the fleet stops."""
+        return self.settings.data_dir / "fleet.env"
+
+    @property
     def metrics_urls(self) -> list[str]:
         host = self.settings.host
         ports = [*self.gateway_metrics_ports.values(), self.scorer_metrics_port]
         return [f"http://{host}:{port}/metrics" for port in ports]
+
+    def status(self) -> str:
+        """One line: ``fleet: 2/2 gateways, scorer up, redis up``."""
+        up = sum(g.returncode is None for g in self.gateways)
+        scorer = "up" if self.scorer is not None and self.scorer.returncode is None else "DOWN"
+        redis_state = "up" if self.redis_server is None or self.redis_server.running() else "DOWN"
+        if self.redis_server is None:
+            redis_state = "external"
+        return f"fleet: {up}/{len(self.gateways)} gateways, scorer {scorer}, redis {redis_state}"
+
+    def _status_changed(self) -> None:
+        if self.on_status is not None:
+            self.on_status(self.status())
 
     def child_env(self, **extra: str) -> dict[str, str]:
         s = self.settings
@@ -96,24 +150,41 @@ class Fleet:
 
     async def start(self) -> Fleet:
         s = self.settings
+        # Both checks before anything starts: a refused fleet must leave the running one untouched
+        # (a second redis-server appending to the same AOF would corrupt it).
+        self._lock.acquire(f"fleet pid {os.getpid()}, page {self.page_url}")
+        if not s.join:
+            check_port_free(s.host, self.port)
         if s.redis_url is None:
             # Redis first: everything else needs it. AOF on, so a restart loses no applied score.
-            self.redis_server = RedisServer(s.data_dir / "redis", aof=True).start()
+            # It inherits the lock: a fleet killed outright keeps the directory locked until its
+            # redis-server has flushed and exited.
+            self.redis_server = RedisServer(
+                s.data_dir / "redis", aof=True, password=secrets.token_hex(24), pass_fds=(self._lock.fd,)
+            ).start()
             self.redis_url = self.redis_server.url
-            log.info("embedded redis-server on port %d (AOF on, data in %s)", self.redis_server.port,
-                     self.redis_server.data_dir)  # fmt: skip
+            log.info("embedded redis-server on port %d (AOF on, password set, data in %s)",
+                     self.redis_server.port, self.redis_server.data_dir)  # fmt: skip
+            self._watch_redis()
+        write_private(self.env_file, f"export LB_REDIS_URL={self.redis_url}\n")
         client = redis.Redis.from_url(self.redis_url)
         try:
             client.function_load(library_code(), replace=True)  # before any child calls it
         finally:
             client.close()
-        self.scorer = await self._spawn(
-            "scorer", "-m", "scorer", env=self.child_env(LB_SCORER_METRICS_PORT=str(self.scorer_metrics_port))
-        )
+        self.scorer = await self.start_scorer()
         for i in range(s.gateways):
             self.gateways.append(await self.start_gateway(i))
         await self._wait_ready()
+        self._watchers = [asyncio.create_task(self._watch(_Child("scorer", None, self.scorer)))]
+        self._watchers += [
+            asyncio.create_task(self._watch(_Child(f"gw-{i + 1}", i, proc))) for i, proc in enumerate(self.gateways)
+        ]
         return self
+
+    async def start_scorer(self) -> asyncio.subprocess.Process:
+        env = self.child_env(LB_SCORER_METRICS_PORT=str(self.scorer_metrics_port))
+        return await self._spawn("scorer", "-m", "scorer", env=env)
 
     async def start_gateway(self, index: int) -> asyncio.subprocess.Process:
         """Start gateway process ``index`` (also to replace one that died)."""
@@ -136,6 +207,63 @@ class Fleet:
         log.info("started %s (pid %d)", name, proc.pid)
         return proc
 
+    async def _watch(self, child: _Child) -> None:
+        """Log the child's exit and, unless the fleet is stopping, start it again after a jittered,
+        growing delay (reset once a child stayed up ``stable_after``): a crash loop waits longer
+        and longer instead of spinning, and a one-off crash is healed within half a second."""
+        while True:
+            exited = asyncio.ensure_future(child.proc.wait())
+            stopping = asyncio.ensure_future(self._stopping.wait())
+            await asyncio.wait({exited, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if self._stopping.is_set():
+                exited.cancel()
+                return  # close() stops it, in order
+            uptime = time.monotonic() - child.started
+            log.warning("%s (pid %d) %s after %.1f s", child.name, child.proc.pid, exit_status(exited.result()), uptime)
+            self._status_changed()
+            if not self.settings.restart:
+                return
+            if uptime >= self.settings.stable_after:
+                child.backoff.attempt = 0
+            delay = child.backoff.next_delay()
+            log.info("restarting %s in %.1f s", child.name, delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+            if self._stopping.is_set():
+                return
+            # not cancelled midway (close() waits for this task): a process half-started could be lost
+            try:
+                if child.index is None:
+                    child.proc = self.scorer = await self.start_scorer()
+                else:
+                    child.proc = self.gateways[child.index] = await self.start_gateway(child.index)
+            except OSError as exc:  # e.g. out of processes: the next round waits longer
+                log.error("could not restart %s: %s", child.name, exc)
+                continue
+            child.started = time.monotonic()
+            self._status_changed()
+
+    def _watch_redis(self) -> None:
+        """Learn at once that the embedded redis-server died (a pidfd becomes readable); it is not
+        restarted (its clients would find their data gone if it could not reload), only reported."""
+        assert self.redis_server is not None and self.redis_server.process is not None
+        proc = self.redis_server.process
+        try:
+            fd = os.pidfd_open(proc.pid)
+        except (OSError, AttributeError):
+            return  # an old kernel: the status line still asks the process
+        self._redis_watch = fd
+
+        def exited() -> None:
+            asyncio.get_running_loop().remove_reader(fd)
+            if self._stopping.is_set():
+                return
+            log.error("redis-server (pid %d) %s", proc.pid, exit_status(proc.wait()))
+            self._status_changed()
+
+        asyncio.get_running_loop().add_reader(fd, exited)
+
     async def _wait_ready(self) -> None:
         """Every gateway listens (each answers /readyz on its own connection) and the scorer's
         metrics endpoint answers."""
@@ -144,7 +272,7 @@ class Fleet:
         while pending:
             for proc in (self.scorer, *self.gateways):
                 if proc is not None and proc.returncode is not None:
-                    raise RuntimeError(f"a fleet process (pid {proc.pid}) exited with {proc.returncode}")
+                    raise RuntimeError(f"a fleet process (pid {proc.pid}) {exit_status(proc.returncode)} at start")
             for port in list(pending):
                 path = "/readyz" if port == self.port else "/metrics"
                 if await _http_ok(self.settings.host, port, path):
@@ -173,16 +301,27 @@ class Fleet:
         return proc.returncode if proc.returncode is not None else -1
 
     async def close(self) -> None:
-        """Stop in order (idempotent): gateways drain first so clients move on, then the scorer
-        finishes and acks its batch, then Redis flushes its AOF."""
+        """Stop in order (idempotent): no more restarts; gateways drain first so clients move on,
+        then the scorer finishes and acks its batch, then Redis flushes its AOF; the lock goes last,
+        when nothing of this fleet writes to the data directory any more."""
         if self._closed:
             return
         self._closed = True
+        self._stopping.set()
+        await asyncio.gather(*self._watchers)  # each returns at once, or after a restart it is finishing
         await asyncio.gather(*(self.stop_process(g, self.settings.drain_window + 10) for g in self.gateways))
         if self.scorer is not None:
             await self.stop_process(self.scorer, 20)
+        if self._redis_watch is not None:
+            with contextlib.suppress(ValueError, RuntimeError):
+                asyncio.get_running_loop().remove_reader(self._redis_watch)
+            os.close(self._redis_watch)
         if self.redis_server is not None:
             self.redis_server.stop()
+        if self._lock.held:
+            with contextlib.suppress(FileNotFoundError):
+                self.env_file.unlink()
+        self._lock.release()
 
     async def __aenter__(self) -> Fleet:
         try:
@@ -195,6 +334,89 @@ class Fleet:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+class DataDirLock:
+    """``flock`` on ``<data dir>/fleet.lock``, held for the fleet's life: one fleet per data
+    directory. The file says who holds it, so the next one can name the running fleet."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.path = data_dir / "fleet.lock"
+        self.fd = -1
+
+    @property
+    def held(self) -> bool:
+        return self.fd >= 0
+
+    def acquire(self, owner: str) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        # no O_TRUNC: the holder's description must survive our failed attempt
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 4096).decode(errors="replace").strip() or "a process"
+            os.close(fd)
+            raise FleetRefused(
+                f"the data directory {self.data_dir} is in use by another fleet ({holder}); stop that one "
+                "first (Ctrl-C in its terminal), or give this one another --data-dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{owner}\n".encode())
+        self.fd = fd
+
+    def release(self) -> None:
+        """Idempotent. The file stays: removing it would let a process that opened it a moment
+        ago lock an orphaned inode while a third locks a new file."""
+        if self.fd < 0:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(self.fd, 0)
+        os.close(self.fd)
+        self.fd = -1
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse a port something already listens on: our gateways bind with SO_REUSEPORT and
+    would otherwise silently share it with a stray gateway or another fleet."""
+    with socket.socket() as probe:
+        # SO_REUSEADDR: a port with only TIME_WAIT connections left on it is free
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+            return
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+    holders = listening_pids(port)
+    who = f" (pid {', '.join(map(str, holders))})" if holders else ""
+    raise FleetRefused(
+        f"port {port} on {host} is already in use{who}; stop what listens there, choose another --port, "
+        "or give --join to add this fleet's gateways to the processes on it"
+    )
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a file only its owner can read (created 0600, never world-readable)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def exit_status(code: int | None) -> str:
+    """``exited with 1`` / ``killed by SIGKILL``, for the log."""
+    if code is None:
+        return "is running"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exited with {code}"
 
 
 async def _http_ok(host: str, port: int, path: str) -> bool:
