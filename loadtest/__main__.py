@@ -35,7 +35,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fleet.children import listening_pids
 from leaderboard import GameConfig
-from leaderboard.settings import HelpFormatter, describe, plain, unreachable
+from leaderboard.settings import HelpFormatter, describe, plain, redacted, unreachable
 
 from . import report
 from .modes import Progress, Result, run_load, run_storm, run_submit
@@ -231,7 +231,8 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
 async def run(args: argparse.Namespace, progress: Progress) -> Result:
     async with open_target(args) as target:
         progress.note(
-            f"{args.mode}: target {target.ws_url} (gateway pids {target.gateway_pids}), redis {target.redis_url}"
+            f"{args.mode}: target {target.ws_url} (gateway pids {target.gateway_pids}), "
+            f"redis {redacted(target.redis_url)}"
         )
         if args.mode in ("sockets", "mixed"):
             return await run_load(args.mode, target, args, progress)

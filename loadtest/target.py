@@ -77,6 +77,7 @@ def fleet_settings(
         log_level="WARNING",
         env=tuple({**base, **env}.items()),
         drain_window=1.0,
+        restart=False,  # storm kills a gateway on purpose and measures the survivors
     )
 
 
