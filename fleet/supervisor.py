@@ -36,7 +36,7 @@ from types import TracebackType
 
 import redis
 
-from client.backoff import Backoff
+from leaderboard.backoff import Backoff
 from leaderboard.library import library_code
 
 from .children import die_with_parent, listening_pids
@@ -79,8 +79,8 @@ class _Child:
     name: str
     index: int | None
     proc: asyncio.subprocess.Process
+    backoff: Backoff
     started: float = field(default_factory=time.monotonic)
-    backoff: Backoff = field(default_factory=lambda: Backoff(base=0.5, ceiling=30.0))
 
 
 class Fleet:
@@ -176,11 +176,13 @@ class Fleet:
         for i in range(s.gateways):
             self.gateways.append(await self.start_gateway(i))
         await self._wait_ready()
-        self._watchers = [asyncio.create_task(self._watch(_Child("scorer", None, self.scorer)))]
-        self._watchers += [
-            asyncio.create_task(self._watch(_Child(f"gw-{i + 1}", i, proc))) for i, proc in enumerate(self.gateways)
-        ]
+        children = [_Child("scorer", None, self.scorer, self._backoff())]
+        children += [_Child(f"gw-{i + 1}", i, proc, self._backoff()) for i, proc in enumerate(self.gateways)]
+        self._watchers = [asyncio.create_task(self._watch(child)) for child in children]
         return self
+
+    def _backoff(self) -> Backoff:
+        return Backoff(base=0.5, ceiling=30.0, stable_after=self.settings.stable_after)
 
     async def start_scorer(self) -> asyncio.subprocess.Process:
         env = self.child_env(LB_SCORER_METRICS_PORT=str(self.scorer_metrics_port))
@@ -224,8 +226,7 @@ class Fleet:
             self._status_changed()
             if not self.settings.restart:
                 return
-            if uptime >= self.settings.stable_after:
-                child.backoff.attempt = 0
+            child.backoff.connected_for(uptime)
             delay = child.backoff.next_delay()
             log.info("restarting %s in %.1f s", child.name, delay)
             with contextlib.suppress(TimeoutError):

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from websockets.asyncio.client import ClientConnection
 
+from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Submission, connect, now_ms
 from leaderboard.library import library_code
 from leaderboard.queue import Queue
-from leaderboard.redis_server import RedisServer
 from scorer import Scorer, ScorerSettings
 
 from .gw_helpers import T, client, greet, recv_type, running
