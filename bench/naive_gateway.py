@@ -9,6 +9,8 @@ control, no heartbeat sweep, no own-rank pushes::
 
 from __future__ import annotations
 
+import os
+
 import redis.asyncio as aioredis
 import uvloop
 from websockets.asyncio.server import ServerConnection, broadcast, serve
@@ -41,7 +43,8 @@ async def main(port: int, redis_url: str, channel: str) -> None:
 if __name__ == "__main__":
     p = argument_parser("python -m bench.naive_gateway", __doc__ or "")
     p.add_argument("--port", type=int, required=True, help="listen port on 127.0.0.1")
-    p.add_argument("--redis-url", required=True, help="Redis whose channel it forwards")
+    p.add_argument("--redis-url", help="Redis whose channel it forwards (default: LB_REDIS_URL)")
     p.add_argument("--channel", required=True, help="the pub/sub channel forwarded to every socket")
     args = p.parse_args()
+    args.redis_url = args.redis_url or os.environ.get("LB_REDIS_URL") or p.error("--redis-url or LB_REDIS_URL needed")
     uvloop.run(main(args.port, args.redis_url, args.channel))

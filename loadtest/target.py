@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 import time
@@ -124,10 +125,10 @@ class NaiveGateway:
             "bench.naive_gateway",
             "--port",
             str(self.port),
-            "--redis-url",
-            self.redis_url,
             "--channel",
             self.channel,
+            # in the environment, not the command line: any local user can read /proc/<pid>/cmdline
+            env={**os.environ, "LB_REDIS_URL": self.redis_url},
             stdin=asyncio.subprocess.DEVNULL,
             preexec_fn=die_with_parent,
         )
