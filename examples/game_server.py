@@ -1,6 +1,6 @@
 """A game server filing a match result into the leaderboard queue.
 
-export LB_REDIS_URL=redis://127.0.0.1:PORT/0    # the line `./dev run` prints
+source var/fleet.env    # written by ./dev run: export LB_REDIS_URL=redis://:PASSWORD@127.0.0.1:PORT/0
 python examples/game_server.py mia 1200 --region eu
 """
 

@@ -280,7 +280,7 @@ def unreachable(url: str, exc: BaseException, *, env: bool = True) -> str:
     how = "--redis-url URL or `export LB_REDIS_URL=URL`" if env else "--redis-url URL"
     return (
         f"cannot reach Redis at {redacted(url)} ({exc}); point to another with {how} "
-        "(./dev run prints the line for its embedded Redis)"
+        "(./dev run writes its embedded Redis's URL to var/fleet.env)"
     )
 
 

@@ -52,7 +52,7 @@ def parse_thresholds(text: str) -> tuple[tuple[str, int], ...]:
 
 @dataclass(frozen=True, slots=True)
 class ScorerSettings:
-    redis_url: str = setting("LB_REDIS_URL", DEFAULT_REDIS_URL, "Redis to use (./dev run prints the one it started)")
+    redis_url: str = setting("LB_REDIS_URL", DEFAULT_REDIS_URL, "Redis to use (./dev run's own: in var/fleet.env)")
     game: GameConfig = nested(GameConfig)
     name: str = setting(
         "LB_SCORER_NAME",
