@@ -20,6 +20,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from redis.exceptions import AuthenticationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from leaderboard import GameConfig, connect
 from leaderboard.errors import BacklogFull
 from leaderboard.queue import Queue
@@ -31,7 +35,9 @@ from leaderboard.settings import (
     load_or_exit,
     log_level,
     redacted,
+    redis_url,
     setting,
+    unreachable,
     validate,
 )
 
@@ -48,8 +54,7 @@ class FleetOptions:
     gateways: int = setting("LB_FLEET_GATEWAYS", 2, "gateway processes on the port", check=between(1, 64))
     host: str = setting("LB_FLEET_HOST", "127.0.0.1", "the gateways' listen address")
     port: int = setting("LB_FLEET_PORT", 8000, "the gateways' port; 0 = any free one", check=between(0, 65_535))
-    redis_url: str = setting(
-        "LB_REDIS_URL",
+    redis_url: str = redis_url(
         "",
         "Redis to use; unset, ./dev run starts its own (loopback, random port, a password, AOF on) and "
         "writes its URL to <data dir>/fleet.env",
@@ -138,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         return asyncio.run(serve(args))
+    except (RedisConnectionError, RedisTimeoutError, AuthenticationError) as exc:
+        log.error("%s", unreachable(args.redis_url or "the embedded redis-server", exc))
+        return 1
     except (RuntimeError, ValueError) as exc:
         log.error("%s", exc)
         return 1

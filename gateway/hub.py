@@ -33,6 +33,7 @@ from websockets.protocol import State
 from leaderboard import Leaderboard, now_ms, snapshot
 from leaderboard.backoff import redis_backoff
 from leaderboard.keys import GLOBAL_SCOPE
+from leaderboard.settings import redacted
 from leaderboard.windows import window as window_spec
 
 from .client import BoardKey, Client
@@ -258,7 +259,8 @@ class Hub:
                 self.metrics.redis_up.set(0)
                 if down_since is None:
                     down_since = time.monotonic()
-                    log.warning("pub/sub connection lost (%s); reconnecting", exc or type(exc).__name__)
+                    log.warning("pub/sub: redis at %s unavailable (%s); reconnecting with backoff",
+                                redacted(self.settings.redis_url), exc or type(exc).__name__)  # fmt: skip
             finally:
                 self._subscribed.clear()
                 await self._close_pubsub()

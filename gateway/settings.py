@@ -19,7 +19,6 @@ from pathlib import Path
 from leaderboard import GameConfig
 from leaderboard.keys import parse_scope
 from leaderboard.settings import (
-    DEFAULT_REDIS_URL,
     SettingsError,
     above,
     at_least,
@@ -29,6 +28,7 @@ from leaderboard.settings import (
     nested,
     one_of,
     parse_list,
+    redis_url,
     setting,
     validate,
 )
@@ -67,7 +67,7 @@ class GatewaySettings:
     gateway_id: str = setting(
         "LB_GW_ID", factory=_default_id, shown="gw-<host>-<pid>", help="gateway id sent in welcome"
     )
-    redis_url: str = setting("LB_REDIS_URL", DEFAULT_REDIS_URL, "Redis to use (./dev run's own: in var/fleet.env)")
+    redis_url: str = redis_url(help="Redis to use (./dev run's own: in var/fleet.env)")
     game: GameConfig = nested(GameConfig)
     default_window: str = setting(
         "LB_GW_WINDOW", "", "window of a connection's default board (empty: weekly if kept, else the first window)"

@@ -34,7 +34,9 @@ import sys
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
+
+from redis.connection import parse_url
 
 T = TypeVar("T")
 Check = Callable[[Any], str | None]  # returns what is wrong, or None
@@ -242,7 +244,9 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        shown = action.default not in (None, False, "", [], argparse.SUPPRESS)
+        # "is", not "in": a default of 0 or 0.0 equals False and must still be shown
+        default = action.default
+        shown = not any(default is v for v in (None, False, argparse.SUPPRESS)) and default not in ("", [])
         if shown and "default" not in text:
             text += " (default: %(default)s)"
         return text
@@ -265,13 +269,45 @@ def plain(text: str) -> str:
 
 
 def redacted(url: str) -> str:
-    """``url`` with its password hidden: for logs and messages (credentials are never logged)."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """``url`` with its password hidden, in the user part or the query (``unix://…?password=``):
+    for logs and messages (credentials are never logged)."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not even a URL: it may still hold a secret
+        return "(unparsable URL)"
+    netloc, query = parts.netloc, parts.query
+    if password is not None:
+        netloc = f"{parts.username or ''}:***@{netloc.rsplit('@', 1)[1]}"
+    query = "&".join("password=***" if p.startswith("password=") else p for p in query.split("&"))
+    if (netloc, query) == (parts.netloc, parts.query):
         return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+    # by hand, not urlunsplit: that drops the empty host of unix:///path
+    return (
+        f"{parts.scheme}://{netloc}{parts.path}"
+        + (f"?{query}" if query else "")
+        + (f"#{parts.fragment}" if parts.fragment else "")
+    )
+
+
+def redis_url_problem(url: str) -> str | None:
+    """What is wrong with a Redis URL, checked as the client will read it (None: nothing)."""
+    try:
+        parse_url(url)  # type: ignore[no-untyped-call]
+    except ValueError as exc:
+        return f"is not a Redis URL (redis://, rediss:// or unix://): {exc}; got {redacted(url)!r}"
+    return None
+
+
+def redis_url(
+    default: str = DEFAULT_REDIS_URL, help: str = "Redis to use (./dev run prints the one it started)"
+) -> Any:
+    """The ``LB_REDIS_URL`` field; ``""`` as default means "none given" and is accepted as such.
+    Marked secret: the check shows the value redacted instead."""
+    return setting(
+        "LB_REDIS_URL", default, help, check=lambda v: None if v == default == "" else redis_url_problem(v),
+        secret=True,
+    )  # fmt: skip
 
 
 def unreachable(url: str, exc: BaseException, *, env: bool = True) -> str:

@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 from leaderboard import Leaderboard, connect, now_ms
 from leaderboard.backoff import redis_backoff
 from leaderboard.metrics_server import MetricsServer
+from leaderboard.settings import redacted
 
 from .badges import BadgeWorker
 from .consumer import Consumer
@@ -62,7 +63,8 @@ class Scorer:
         if self.metrics is not None:
             port = await self.metrics.start()
             log.info("metrics on http://%s:%d/metrics", self.settings.metrics_host, port)
-        await self._load_library()
+        if not await self._load_library():
+            return  # stopped while waiting for Redis: nothing was started, wait() returns at once
         self._consuming = asyncio.create_task(self.consumer.run(self._stop, burst=self.burst))
         workers = [self.monitor.run(self._stop)]
         if self.publisher is not None:
@@ -79,22 +81,27 @@ class Scorer:
             " (burst)" if self.burst else "",
         )
 
-    async def _load_library(self) -> None:
-        """Load the function library, waiting for Redis if it is not up yet (never crash-loop)."""
+    async def _load_library(self) -> bool:
+        """Load the function library, waiting for Redis if it is not up yet (never crash-loop);
+        False if stopped first."""
         backoff = redis_backoff()
         while True:
             try:
                 await Leaderboard(self.redis, self.settings.game).load()
-                return
+                return True
             except REDIS_DOWN as exc:
                 if backoff.attempt == 0:
-                    log.warning("redis unavailable at start (%s); waiting", exc)
+                    log.warning(
+                        "redis at %s unavailable at start (%s); waiting for it", redacted(self.settings.redis_url), exc
+                    )
                 if await sleep_unless(self._stop, backoff.next_delay()):
-                    return
+                    return False
 
     async def wait(self) -> None:
         """Until the consumer returns: stopped, or (burst) drained; any worker's crash is raised."""
-        assert self._consuming is not None, "start() first"
+        if self._consuming is None:
+            assert self._stop.is_set(), "start() first"
+            return
         pending = {self._consuming, *self._others}
         while self._consuming in pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)

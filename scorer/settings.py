@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 from leaderboard import GameConfig
 from leaderboard.settings import (
-    DEFAULT_REDIS_URL,
     SettingsError,
     at_least,
     between,
     load,
     log_level,
     nested,
+    redis_url,
     setting,
     validate,
 )
@@ -52,7 +52,7 @@ def parse_thresholds(text: str) -> tuple[tuple[str, int], ...]:
 
 @dataclass(frozen=True, slots=True)
 class ScorerSettings:
-    redis_url: str = setting("LB_REDIS_URL", DEFAULT_REDIS_URL, "Redis to use (./dev run's own: in var/fleet.env)")
+    redis_url: str = redis_url(help="Redis to use (./dev run's own: in var/fleet.env)")
     game: GameConfig = nested(GameConfig)
     name: str = setting(
         "LB_SCORER_NAME",

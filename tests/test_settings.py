@@ -4,8 +4,11 @@ entry point answering --help with its variables without starting anything."""
 from __future__ import annotations
 
 import dataclasses
+import queue
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from fleet.__main__ import FleetOptions
 from fleet.config_table import table
 from gateway.settings import GatewaySettings
 from leaderboard import GameConfig
-from leaderboard.settings import SettingsError, parse_bool, redacted, variables
+from leaderboard.settings import SettingsError, argument_parser, parse_bool, redacted, variables
 from scorer.settings import ScorerSettings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,3 +149,90 @@ def test_loadtest_names_the_redis_it_could_not_reach(tmp_path: Path) -> None:
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
         [line] = done.stderr.strip().splitlines()
         assert dead in line and "--redis-url" in line, line
+
+
+def test_a_password_in_the_query_string_is_hidden_too() -> None:
+    assert redacted("unix:///run/redis.sock?db=2&password=s3cr3t") == "unix:///run/redis.sock?db=2&password=***"
+    assert redacted("redis://u:a@h:1/0?password=b") == "redis://u:***@h:1/0?password=***"
+
+
+def test_help_shows_a_default_of_zero() -> None:
+    p = argument_parser("prog", "what it does")
+    p.add_argument("--share", type=float, default=0.0, help="share of players")
+    p.add_argument("--count", type=int, default=0, help="how many")
+    p.add_argument("--flag", action="store_true", help="a switch")
+    out = " ".join(p.format_help().split())
+    assert "share of players (default: 0.0)" in out and "how many (default: 0)" in out
+    assert "a switch (default" not in out
+
+
+DEAD = "redis://:hunter2@127.0.0.1:1/0"  # nobody listens on port 1; the password must never be shown
+QUIET = {"PATH": "/usr/bin:/bin", "LB_GW_PORT": "0", "LB_GW_METRICS_PORT": "0", "LB_SCORER_METRICS_PORT": "0"}
+
+
+@pytest.mark.parametrize(
+    ("args", "url"),
+    [
+        (["-m", "gateway"], "http://:hunter2@127.0.0.1:1/0"),
+        (["-m", "scorer"], "redis://127.0.0.1:six/0"),
+        (["-m", "scorer", "submit", "--player", "mia", "--points", "5"], "http://:hunter2@127.0.0.1:1/0"),
+        (["-m", "fleet", "--port", "0"], "localhost:6379"),
+    ],
+    ids=["gateway", "scorer", "scorer submit", "fleet"],
+)
+def test_a_malformed_redis_url_is_a_configuration_error(args: list[str], url: str) -> None:
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, env={**QUIET, "LB_REDIS_URL": url}, capture_output=True,
+                          text=True, timeout=20)  # fmt: skip
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("configuration error: LB_REDIS_URL") and "hunter2" not in line, line
+
+
+def test_a_malformed_redis_url_option_is_refused_in_one_line() -> None:
+    done = subprocess.run([sys.executable, "-m", "scorer", "submit", "--player", "mia", "--points", "5",
+                           "--redis-url", "127.0.0.1:6379"], cwd=ROOT, env=QUIET, capture_output=True, text=True,
+                          timeout=20)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    assert "LB_REDIS_URL" in line and "127.0.0.1:6379" in line, line
+
+
+def test_the_fleet_names_the_redis_it_could_not_reach_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "fleet", "--port", "0", "--no-demo", "--redis-url", DEAD],
+                          cwd=ROOT, env=QUIET, capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    [line] = done.stderr.splitlines()
+    assert "redis://:***@127.0.0.1:1/0" in line and "--redis-url" in line and "hunter2" not in line, line
+
+
+@pytest.mark.parametrize("module", ["gateway", "scorer"])
+def test_a_daemon_waiting_for_redis_names_it_once_redacted(module: str) -> None:
+    """The daemons wait for Redis by design (no crash loop); their warning says which Redis."""
+    proc = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env={**QUIET, "LB_REDIS_URL": DEAD},
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        for x in proc.stderr or ():
+            lines.put(x)
+
+    pumping = threading.Thread(target=pump, daemon=True)
+    pumping.start()
+    # SIGTERM once its signal handlers are in place: the gateway's come when it listens
+    wanted = {"redis://:***@127.0.0.1:1/0": "", **({"listening on": ""} if module == "gateway" else {})}
+    try:
+        deadline = time.monotonic() + 15
+        while not all(wanted.values()):
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            assert "Traceback" not in line, line
+            for text in wanted:
+                wanted[text] = wanted[text] or (line if text in line else "")
+        warning = wanted["redis://:***@127.0.0.1:1/0"]
+        assert "WARNING" in warning, warning
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    pumping.join(timeout=5)  # stderr closed with the process: every line is queued
+    rest = [lines.get_nowait() for _ in range(lines.qsize())]
+    assert proc.returncode == 0 and "hunter2" not in "".join([*wanted.values(), *rest])
+    assert not [x for x in rest if "127.0.0.1:1" in x], rest  # once, not per retry
