@@ -36,6 +36,7 @@ from leaderboard.settings import (
     log_level,
     redacted,
     redis_url,
+    redis_url_arg,
     setting,
     unreachable,
     validate,
@@ -76,7 +77,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--host", default=o.host, help="listen address")
     p.add_argument("--port", type=int, default=o.port, help="gateways' port, 0 = any free one")
     p.add_argument("--join", action="store_true", help="share the port with processes already listening on it")
-    p.add_argument("--redis-url", default=o.redis_url or None, help="use this Redis instead of starting one")
+    p.add_argument(
+        "--redis-url", default=o.redis_url or None, type=redis_url_arg, help="use this Redis instead of starting one"
+    )
     p.add_argument("--data-dir", default=o.data_dir, help="embedded Redis data directory")
     p.add_argument("--demo-rate", type=float, default=o.demo_rate, help="demo submissions per second")
     p.add_argument("--no-demo", action="store_true", help="no demo traffic and no demo tokens")

@@ -299,6 +299,13 @@ def redis_url_problem(url: str) -> str | None:
     return None
 
 
+def redis_url_arg(text: str) -> str:
+    """``type=`` of a ``--redis-url`` option: a malformed URL is a usage error, not a traceback."""
+    if (problem := redis_url_problem(text)) is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def redis_url(
     default: str = DEFAULT_REDIS_URL, help: str = "Redis to use (./dev run prints the one it started)"
 ) -> Any:

@@ -35,7 +35,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fleet.children import listening_pids
 from leaderboard import GameConfig
-from leaderboard.settings import HelpFormatter, describe, plain, redacted, unreachable
+from leaderboard.settings import HelpFormatter, describe, plain, redacted, redis_url_arg, unreachable
 
 from . import report
 from .modes import Progress, Result, run_load, run_storm, run_submit
@@ -86,6 +86,7 @@ def parser() -> argparse.ArgumentParser:
         where.add_argument("--url", help="ws://127.0.0.1:PORT/ws of a running fleet (default: start a private one)")
         where.add_argument(
             "--redis-url",
+            type=redis_url_arg,
             help="the fleet's Redis (required with --url; without --url: use this "
             "Redis for the private fleet instead of an embedded one)",
         )
@@ -197,6 +198,16 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    return True
+
+
 @contextlib.asynccontextmanager
 async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
     if args.url:
@@ -211,6 +222,9 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
                 "and pass --game loadtest"
             )
         _, port, _ = parse_ws_url(args.url)
+        for pid in [*args.gateway_pid, getattr(args, "victim_pid", 0)]:
+            if pid and not _running(pid):
+                raise ValueError(f"no process {pid} (--gateway-pid / --victim-pid)")
         pids = args.gateway_pid or listening_pids(port)
         yield Target(
             ws_url=args.url, redis_url=args.redis_url, game=args.game, jwt_secret=args.jwt_secret, gateway_pids=pids

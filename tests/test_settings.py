@@ -236,3 +236,31 @@ def test_a_daemon_waiting_for_redis_names_it_once_redacted(module: str) -> None:
     rest = [lines.get_nowait() for _ in range(lines.qsize())]
     assert proc.returncode == 0 and "hunter2" not in "".join([*wanted.values(), *rest])
     assert not [x for x in rest if "127.0.0.1:1" in x], rest  # once, not per retry
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["-m", "loadtest", "submit", "--duration", "1"], ["-m", "fleet", "--port", "0", "--no-demo"]],
+    ids=["loadtest", "fleet"],
+)
+def test_a_malformed_redis_url_option_is_a_usage_error(args: list[str], tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, *args, "--redis-url", "http://:hunter2@127.0.0.1:1/0"], cwd=tmp_path,
+                          env={**QUIET, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                          timeout=20)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "argument --redis-url: is not a Redis URL" in done.stderr and "hunter2" not in done.stderr
+
+
+def test_loadtest_refuses_a_gateway_pid_that_is_not_running(tmp_path: Path) -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "loadtest", "storm", "--url", "ws://127.0.0.1:1/ws", "--redis-url", "redis://127.0.0.1:1/0",
+         "--game", "lt", "--victim-pid", gone, "--quiet", "--out", str(tmp_path / "storm")],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert time.monotonic() - started < 10, "refused before any load starts"
+    [line] = done.stderr.strip().splitlines()
+    assert f"no process {gone}" in line, line
