@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .keys import Keys, check_name
-from .settings import at_least, between, load, parse_pairs, setting, validate
+from .settings import SettingsError, at_least, between, load, parse_pairs, setting, validate
 from .submission import OPERATORS, Rules
 from .windows import Window, window
 
@@ -51,22 +51,34 @@ class GameConfig:
 
     def __post_init__(self) -> None:
         validate(self)
-        check_name("game", self.game)
+        try:
+            check_name("game", self.game)
+        except ValueError as exc:
+            raise SettingsError(f"LB_GAME: {exc}") from None
         if not self.windows:
-            raise ValueError("at least one window is required")
+            raise SettingsError("LB_WINDOWS: at least one window is required")
         for name in self.windows:
-            window(name)
-        for op in (self.operator, *self.window_operators.values()):
+            try:
+                window(name)
+            except ValueError as exc:
+                raise SettingsError(f"LB_WINDOWS: {exc}") from None
+        for var, op in (
+            ("LB_OPERATOR", self.operator),
+            *(("LB_WINDOW_OPERATORS", o) for o in self.window_operators.values()),
+        ):
             if op not in OPERATORS:
-                raise ValueError(f"operator must be one of {', '.join(OPERATORS)}, got {op!r}")
+                raise SettingsError(f"{var}: operator must be one of {', '.join(OPERATORS)}, got {op!r}")
         for name in self.window_operators:
             if name not in self.windows:
-                raise ValueError(f"operator given for window {name!r}, which is not configured")
+                raise SettingsError(f"LB_WINDOW_OPERATORS: operator given for window {name!r}, not in LB_WINDOWS")
         # A submission may be as old as the idempotency window; its period's keys must still be
         # alive then, or the write would land in a key that expires at once.
         retentions = [w.retention_s for w in self.window_specs if w.retention_s is not None]
         if retentions and self.idempotency_s > min(retentions):
-            raise ValueError(f"idempotency_s must not exceed the shortest retention ({min(retentions)} s)")
+            raise SettingsError(
+                f"LB_IDEMPOTENCY_S: must not exceed the shortest retention of LB_WINDOWS ({min(retentions)} s), "
+                f"got {self.idempotency_s}"
+            )
 
     @property
     def keys(self) -> Keys:

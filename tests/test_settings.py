@@ -264,3 +264,20 @@ def test_loadtest_refuses_a_gateway_pid_that_is_not_running(tmp_path: Path) -> N
     assert time.monotonic() - started < 10, "refused before any load starts"
     [line] = done.stderr.strip().splitlines()
     assert f"no process {gone}" in line, line
+
+
+@pytest.mark.parametrize(
+    ("env", "var"),
+    [
+        ({"LB_OPERATOR": "max"}, "LB_OPERATOR"),
+        ({"LB_WINDOW_OPERATORS": "alltime=max"}, "LB_WINDOW_OPERATORS"),
+        ({"LB_WINDOW_OPERATORS": "monthly=incr"}, "LB_WINDOW_OPERATORS"),
+        ({"LB_WINDOWS": "hourly"}, "LB_WINDOWS"),
+        ({"LB_WINDOWS": ","}, "LB_WINDOWS"),
+        ({"LB_GAME": "a{b"}, "LB_GAME"),
+        ({"LB_IDEMPOTENCY_S": "99999999"}, "LB_IDEMPOTENCY_S"),
+    ],
+)
+def test_the_game_checks_name_the_variable_too(env: dict[str, str], var: str) -> None:
+    with pytest.raises(SettingsError, match=f"^{var}: "):
+        GameConfig.from_env(env)
