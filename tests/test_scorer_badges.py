@@ -29,7 +29,7 @@ def slip(sid: str, player: str, points: int) -> dict[str, str]:
 
 async def test_a_redelivered_entry_awards_nothing_twice(r: aioredis.Redis, lb: Leaderboard, config: GameConfig) -> None:
     settings = ScorerSettings(
-        redis_url="unused",
+        redis_url="redis://unused",
         game=config,
         name="w1",
         block_ms=20,

@@ -55,7 +55,7 @@ def leads(p: Publisher) -> bool:
 
 
 def publisher(r: aioredis.Redis, config: GameConfig, owner: str, clock: list[int]) -> Publisher:
-    settings = ScorerSettings(redis_url="unused", game=config, name=owner, **SETTINGS)
+    settings = ScorerSettings(redis_url="redis://unused", game=config, name=owner, **SETTINGS)
     return Publisher(r, settings, Stats(), now=lambda: clock[0])
 
 

@@ -234,7 +234,8 @@ def test_a_daemon_waiting_for_redis_names_it_once_redacted(module: str) -> None:
         proc.wait(timeout=20)
     pumping.join(timeout=5)  # stderr closed with the process: every line is queued
     rest = [lines.get_nowait() for _ in range(lines.qsize())]
-    assert proc.returncode == 0 and "hunter2" not in "".join([*wanted.values(), *rest])
+    # a SIGTERM that beats the gateway's signal handlers (installed after "listening") ends it unhandled
+    assert proc.returncode in (0, -signal.SIGTERM) and "hunter2" not in "".join([*wanted.values(), *rest])
     assert not [x for x in rest if "127.0.0.1:1" in x], rest  # once, not per retry
 
 
