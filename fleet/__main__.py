@@ -24,9 +24,7 @@ from redis.exceptions import AuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from leaderboard import GameConfig, connect
-from leaderboard.errors import BacklogFull
-from leaderboard.queue import Queue
+from leaderboard import GameConfig
 from leaderboard.settings import (
     LOG_LEVELS,
     argument_parser,
@@ -42,7 +40,7 @@ from leaderboard.settings import (
     validate,
 )
 
-from .demo import submissions
+from . import demo
 from .supervisor import Fleet, FleetSettings
 
 log = logging.getLogger("fleet")
@@ -88,23 +86,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-async def demo_traffic(url: str, config: GameConfig, rate: float) -> None:
-    """File demo submissions into the queue, as game servers would, ten batches a second."""
-    redis = connect(url)
-    queue = Queue(redis, config)
-    source = submissions()
-    per_tick = max(1, round(rate / 10))
-    try:
-        while True:
-            try:
-                await queue.submit_many([next(source) for _ in range(per_tick)])
-            except BacklogFull:
-                log.warning("demo traffic: backlog full, skipping a tick")
-            await asyncio.sleep(0.1)
-    finally:
-        await redis.aclose()
-
-
 async def serve(args: argparse.Namespace) -> int:
     settings = FleetSettings(
         redis_url=args.redis_url,
@@ -123,7 +104,7 @@ async def serve(args: argparse.Namespace) -> int:
     async with Fleet(settings, on_status=lambda line: print(line, flush=True)) as fleet:
         tasks = []
         if not args.no_demo:
-            tasks.append(asyncio.create_task(demo_traffic(fleet.redis_url, load_or_exit(GameConfig), args.demo_rate)))
+            tasks.append(asyncio.create_task(demo.traffic(fleet.redis_url, load_or_exit(GameConfig), args.demo_rate)))
         print(
             f"\n  live page:  {fleet.page_url}\n  metrics:    {'  '.join(fleet.metrics_urls)}\n"
             f"  websocket:  {fleet.ws_url}\n  redis:      {redacted(fleet.redis_url)}\n"
