@@ -17,7 +17,13 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 WS_PATH = "/ws"
-_STATIC = {"/": "index.html", "/client.js": "client.js", "/app.js": "app.js", "/style.css": "style.css"}
+_STATIC = {
+    "/": "index.html",
+    "/client.js": "client.js",
+    "/app.js": "app.js",
+    "/style.css": "style.css",
+    "/favicon.ico": "favicon.ico",
+}
 
 
 def response(status: int, reason: str, body: bytes, content_type: str, **extra: str) -> Response:

@@ -32,13 +32,23 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update"]  # fmt: skip
 
 
-@pytest.fixture
-async def fleet(redis_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
-    settings = FleetSettings(
-        redis_url=redis_url, data_dir=tmp_path, port=0, gateways=1, jwt_secret=SECRET, demo_tokens=False,
+def fleet_settings(redis_url: str, tmp_path: Path, *, demo_tokens: bool = False) -> FleetSettings:
+    return FleetSettings(
+        redis_url=redis_url, data_dir=tmp_path, port=0, gateways=1, jwt_secret=SECRET, demo_tokens=demo_tokens,
         log_level="WARNING", env=(("LB_GAME", "test"), ("LB_GW_RANK_INTERVAL", "1")),
     )  # fmt: skip
-    async with Fleet(settings) as f:
+
+
+@pytest.fixture
+async def fleet(redis_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
+    async with Fleet(fleet_settings(redis_url, tmp_path)) as f:
+        yield f
+
+
+@pytest.fixture
+async def demo_fleet(redis_url: str, tmp_path: Path) -> AsyncIterator[Fleet]:
+    """A fleet as ``./dev run`` starts it: demo tokens on (the demo traffic is up to each test)."""
+    async with Fleet(fleet_settings(redis_url, tmp_path, demo_tokens=True)) as f:
         yield f
 
 
@@ -59,7 +69,7 @@ async def submit(r: aioredis.Redis, *subs: tuple[str, int, str]) -> None:
 
 
 async def rows(page: Any) -> list[str]:
-    return list(await page.locator("#top tbody tr td:nth-child(3)").all_inner_texts())
+    return list(await page.locator("#top tbody tr .name").all_inner_texts())
 
 
 async def wait_until(check: Any, timeout: float) -> float:
@@ -112,10 +122,95 @@ async def test_rank_panel_shows_and_updates(fleet: Fleet, browser: Any, r: aiore
     await page.goto(f"{fleet.page_url}#token={token}")
     await wait_until(lambda: _eq(page.inner_text("#my-rank"), "#3"), 10)
     assert not await page.locator("#me").is_hidden()
+    await wait_until(lambda: _eq(around_me(page), "3"), 5)  # the neighbours come without asking
     await submit(r, ("mia", 900, "Mia"))
     await wait_until(lambda: _eq(page.inner_text("#my-rank"), "#1"), 5)
-    await page.click("#around-button")
-    await wait_until(lambda: _contains(page.inner_text("#around"), "Mia"), 5)
+    await wait_until(lambda: _eq(around_me(page), "1"), 5)
+    assert await page.locator("#top tbody tr.me .you").count() == 1  # marked in the top 10, not only bold
+    assert await page.locator("#around li.me .you").count() == 1
+    await page.close()
+
+
+async def around_me(page: Any) -> str | None:
+    """The rank the "players around you" list shows for the player, or None."""
+    me = page.locator("#around li.me")
+    return await me.get_attribute("value") if await me.count() == 1 else None
+
+
+async def test_around_follows_the_rank_push_and_the_counts_agree(fleet: Fleet, browser: Any, r: aioredis.Redis) -> None:
+    await submit(r, ("ana", 500, "Ana"), ("mia", 300, "Mia"), ("leo", 100, "Leo"))
+    token = issue("mia", "player", SECRET, exp=time.time() + 600)
+    page = await browser.new_page()
+    await page.goto(f"{fleet.page_url}#token={token}")
+    await wait_until(lambda: _eq(around_me(page), "2"), 10)
+    # Others overtake the player, who does not play: the rank push must carry the list along.
+    await submit(r, ("zoe", 400, "Zoe"), ("kai", 350, "Kai"))
+    await wait_until(lambda: _eq(page.inner_text("#my-rank"), "#4"), 5)
+    await wait_until(lambda: _eq(around_me(page), "4"), 5)
+    around = await page.locator("#around li .name").all_inner_texts()
+    assert around == ["Zoe", "Kai", "Mia", "Leo"], around
+    # One player count on the page, whichever message brought it last.
+    assert await page.inner_text("#players") == "5"
+    assert "of 5 players" in await page.inner_text("#my-score")
+    await page.close()
+
+
+async def test_switching_windows_marks_no_row_new(fleet: Fleet, browser: Any, r: aioredis.Redis) -> None:
+    await submit(r, *((f"p{i}", 100 * i, f"Player {i}") for i in range(1, 13)))
+    page = await browser.new_page()
+    await page.goto(fleet.page_url)
+    await wait_until(lambda: _eq(rows(page), [f"Player {i}" for i in range(12, 2, -1)]), 10)
+    assert await marked(page) == 0  # a first look shows no movement either
+    for name in ("weekly", "alltime", "daily"):
+        await page.click(f"#windows button:text-is('{name}')")
+        await wait_until(lambda: _eq(page.inner_text("#windows [aria-pressed=true]"), name), 5)  # noqa: B023
+        await wait_until(lambda: _eq(rows(page), [f"Player {i}" for i in range(12, 2, -1)]), 5)
+        assert await marked(page) == 0, (name, await page.inner_html("#top tbody"))
+    await submit(r, ("mia", 550, "Mia"))  # a real entry is still shown as one
+    await wait_until(lambda: _contains(rows(page), "Mia"), 5)
+    assert await page.locator('#top tbody tr[data-player="mia"] .move').get_attribute("title") == "new in the top 10"
+    await page.close()
+
+
+async def marked(page: Any) -> int:
+    """Rows showing a movement mark or the change highlight."""
+    return int(await page.locator("#top tbody tr.moved, #top tbody tr .move:not(:empty)").count())
+
+
+async def test_favicon_is_served_and_the_page_loads_without_errors(demo_fleet: Fleet, browser: Any) -> None:
+    """As ``./dev run`` serves it (a fleet without demo tokens answers the page's /demo-token with 404)."""
+    fleet = demo_fleet
+    page = await browser.new_page()
+    failures: list[str] = []
+    page.on("console", lambda m: m.type == "error" and failures.append(m.text))
+    page.on("response", lambda resp: resp.status >= 400 and failures.append(f"{resp.status} {resp.url}"))
+    await page.goto(fleet.page_url)
+    await wait_until(lambda: _eq(page.inner_text("#status-text"), "Live"), 10)
+    icon = await page.request.get(f"{fleet.page_url}favicon.ico")
+    assert icon.status == 200 and icon.headers["content-type"].startswith("image/")
+    assert (await icon.body())[:4] == b"\x00\x00\x01\x00"  # an ICO file
+    assert await page.get_attribute("link[rel=icon]", "href") == "/favicon.ico"
+    assert failures == []
+    await page.close()
+
+
+async def test_a_rejected_token_on_a_demo_fleet_is_replaced(demo_fleet: Fleet, browser: Any) -> None:
+    """An expired or foreign token (a demo restarted with a new secret): get a demo token, go on."""
+    stale = issue("mia", "player", "another-secret-of-at-least-32-bytes!!", exp=time.time() + 600)
+    page = await browser.new_page()
+    await page.goto(f"{demo_fleet.page_url}#token={stale}")
+    await wait_until(lambda: _eq(page.inner_text("#status-text"), "Live"), 10)
+    player = await page.evaluate("window.leaderboard.welcome.player")
+    assert player and player.startswith("player")  # a demo player, not mia and not a spectator
+    assert not await page.locator("#me").is_hidden()
+    await page.close()
+
+
+async def test_a_rejected_token_without_demo_tokens_stops(fleet: Fleet, browser: Any) -> None:
+    """Production: no /demo-token, so retrying cannot help and the page says why."""
+    page = await browser.new_page()
+    await page.goto(f"{fleet.page_url}#token=not-a-token")
+    await wait_until(lambda: _contains(page.inner_text("#status-text"), "Disconnected: invalid_token"), 10)
     await page.close()
 
 

@@ -1,14 +1,23 @@
-// The live leaderboard page: top 10 updating in place, your rank, players this period, and a
-// feed of top-10 entries. Token: #token=... in the URL, or a demo token if the gateway offers one.
+// The live leaderboard page: top 10 updating in place with movement, your rank with its trend and
+// the players around you, the board's player count, and a feed of top-10 entries.
+// Token: #token=... in the URL, or a demo token if the gateway offers one (also when a token is
+// refused: a restarted demo fleet signs with a new secret).
 import { LeaderboardClient } from "/client.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.hash.slice(1) || location.search.slice(1));
 const board = params.get("board") || "global";
+const TREND = 30; // rank pushes the sparkline shows
 let token = params.get("token");
 let windowName = params.get("window") || null;
-let previousRanks = new Map(); // player -> rank in the last rendered snapshot
+let shownRanks = null; // player -> rank on screen; null: nothing shown yet for this window
 let countdown = null;
+let lastSnapshotTs = null;
+let me = null; // this page's player id, from welcome
+let mine = { rank: null, score: null }; // what the page shows as the player's standing
+let boardSize = null; // one count for the whole page: the newest of stats and rank replies
+let trend = []; // the player's last ranks, oldest first
+let aroundSeq = 0; // only the newest "around" reply is drawn
 
 async function demoToken() {
   try {
@@ -18,9 +27,17 @@ async function demoToken() {
   return null;
 }
 
+const el = (tag, props = {}, ...children) => {
+  const node = Object.assign(document.createElement(tag), props);
+  node.append(...children);
+  return node;
+};
+const you = () => el("span", { className: "you", textContent: "you" });
+const fmt = (n) => n.toLocaleString();
+
 function setStatus({ status, retryIn, reason }) {
-  const el = $("status");
-  el.dataset.state = status;
+  const box = $("status");
+  box.dataset.state = status;
   clearInterval(countdown);
   const text = $("status-text");
   if (status === "live") text.textContent = "Live";
@@ -38,12 +55,9 @@ function setStatus({ status, retryIn, reason }) {
 }
 
 function renderWindows(windows) {
-  const nav = $("windows");
-  nav.replaceChildren(
+  $("windows").replaceChildren(
     ...windows.map((w) => {
-      const b = document.createElement("button");
-      b.type = "button";
-      b.textContent = w;
+      const b = el("button", { type: "button", textContent: w });
       b.setAttribute("aria-pressed", String(w === windowName));
       b.addEventListener("click", () => switchWindow(w));
       return b;
@@ -51,88 +65,186 @@ function renderWindows(windows) {
   );
 }
 
+function resetStanding() {
+  shownRanks = null; // the next window's first snapshot is a first look, not a movement
+  lastSnapshotTs = null;
+  mine = { rank: null, score: null };
+  boardSize = null;
+  trend = [];
+  $("top").tBodies[0].replaceChildren();
+  $("around").replaceChildren();
+  renderStanding();
+  renderFresh();
+}
+
 function switchWindow(w) {
   if (w === windowName) return;
   client.unsubscribe(board, windowName);
   windowName = w;
-  previousRanks = new Map();
+  resetStanding();
+  resetFeed();
   renderWindows(client.welcome.windows);
   client.subscribe(board, windowName);
-  refreshStats();
+  refresh();
 }
 
 function renderSnapshot(snap) {
   if (snap.board !== board || snap.window !== windowName) return;
   $("period").textContent = `· ${snap.window} ${snap.period}`;
-  const me = client.welcome && client.welcome.player;
+  $("top").dataset.window = snap.window;
+  lastSnapshotTs = snap.ts;
+  renderFresh();
   const tbody = $("top").tBodies[0];
+  const before = shownRanks;
   const rows = snap.entries.map((e) => {
-    const tr = document.createElement("tr");
-    tr.dataset.player = e.player;
-    const before = previousRanks.get(e.player);
     const old = tbody.querySelector(`tr[data-player="${CSS.escape(e.player)}"]`);
-    if (!old || old.dataset.score !== String(e.score) || before !== e.rank) tr.classList.add("changed");
-    if (e.player === me) tr.classList.add("me");
+    const tr = el("tr");
+    tr.dataset.player = e.player;
     tr.dataset.score = String(e.score);
-    const move = document.createElement("td");
-    move.className = "move";
-    if (before === undefined) [move.textContent, move.title] = ["●", "new"];
-    else if (e.rank < before) [move.textContent, move.className, move.title] = ["▲", "move up", `up from #${before}`];
-    else if (e.rank > before) [move.textContent, move.className, move.title] = ["▼", "move down", `down from #${before}`];
-    const cells = [e.rank, null, e.name || e.player, e.score.toLocaleString()].map((v, i) => {
-      if (i === 1) return move;
-      const td = document.createElement("td");
-      td.textContent = v;
-      if (i === 3) td.className = "num";
-      return td;
-    });
-    tr.append(...cells);
+    const move = el("td", { className: "move" });
+    const was = before ? before.get(e.player) : undefined;
+    if (before && was === undefined) {
+      Object.assign(move, { textContent: "★", title: "new in the top 10" });
+      move.classList.add("new");
+    } else if (was !== undefined && was > e.rank) {
+      Object.assign(move, { textContent: `▲${was - e.rank}`, title: `up from #${was}` });
+      move.classList.add("up");
+    } else if (was !== undefined && was < e.rank) {
+      Object.assign(move, { textContent: `▼${e.rank - was}`, title: `down from #${was}` });
+      move.classList.add("down");
+    }
+    if (before && was !== e.rank) tr.classList.add("moved"); // changed place: a brief highlight
+    else if (old && old.dataset.score !== tr.dataset.score) tr.classList.add("scored");
+    const name = el("td", { className: "player" }, el("span", { className: "name", textContent: e.name || e.player }));
+    if (e.player === me) {
+      tr.classList.add("me");
+      name.append(you());
+    }
+    tr.append(el("td", { className: "rank", textContent: e.rank }), move, name, el("td", { className: "num", textContent: fmt(e.score) }));
     return tr;
   });
   tbody.replaceChildren(...rows);
-  previousRanks = new Map(snap.entries.map((e) => [e.player, e.rank]));
+  shownRanks = new Map(snap.entries.map((e) => [e.player, e.rank]));
 }
 
-function renderRank(msg) {
-  if (msg.board !== board || msg.window !== windowName) return;
-  $("my-rank").textContent = msg.rank == null ? "Not ranked yet" : `#${msg.rank.toLocaleString()}`;
-  $("my-score").textContent = msg.score == null ? "" : `${msg.score.toLocaleString()} points of ${msg.size.toLocaleString()} players`;
+function renderFresh() {
+  const fresh = $("fresh");
+  if (lastSnapshotTs == null) {
+    fresh.textContent = "waiting for data…";
+    return;
+  }
+  const age = Math.max(0, Math.round((Date.now() - lastSnapshotTs) / 1000));
+  fresh.textContent = age < 60 ? `updated ${age} s ago` : `updated ${Math.floor(age / 60)} min ago`;
+  fresh.dataset.stale = String(age >= 10);
 }
 
-function addFeed(msg) {
-  const li = document.createElement("li");
-  li.textContent = `${msg.name || msg.player} is now #${msg.rank} (${msg.window})`;
-  $("feed").prepend(li);
-  while ($("feed").children.length > 8) $("feed").lastElementChild.remove();
+function setSize(size) {
+  if (typeof size === "number") boardSize = size;
 }
 
-async function refreshStats() {
+// Rank pushes and rank replies: the player's standing, then the neighbours read after it.
+function onRank(msg) {
+  if (msg.board !== board || msg.window !== windowName || msg.player !== me) return;
+  setSize(msg.size);
+  setMine(msg.rank, msg.score);
+  refreshAround();
+}
+
+function setMine(rank, score) {
+  if (rank !== mine.rank && rank != null) {
+    trend.push(rank);
+    if (trend.length > TREND) trend.shift();
+  }
+  mine = { rank, score };
+  renderStanding();
+}
+
+function renderStanding() {
+  $("players").textContent = boardSize == null ? "–" : fmt(boardSize);
+  $("my-rank").textContent = mine.rank == null ? "Not ranked yet" : `#${fmt(mine.rank)}`;
+  $("my-score").textContent =
+    mine.score == null ? "Play a match to get on this board." : `${fmt(mine.score)} points · of ${boardSize == null ? "–" : fmt(boardSize)} players`;
+  renderTrend();
+}
+
+// The sparkline: rank 1 at the top, so climbing draws a rising line.
+function renderTrend() {
+  const svg = $("spark");
+  const [line, dot] = [svg.querySelector("polyline"), svg.querySelector("circle")];
+  svg.dataset.points = String(trend.length);
+  if (!trend.length) {
+    line.setAttribute("points", "");
+    dot.setAttribute("cx", "-10");
+    return;
+  }
+  const lo = Math.min(...trend), hi = Math.max(...trend);
+  const x = (i) => (trend.length === 1 ? 116 : 4 + (112 * i) / (trend.length - 1));
+  const y = (r) => (hi === lo ? 16 : 4 + (24 * (r - lo)) / (hi - lo));
+  line.setAttribute("points", trend.map((r, i) => `${x(i).toFixed(1)},${y(r).toFixed(1)}`).join(" "));
+  dot.setAttribute("cx", x(trend.length - 1).toFixed(1));
+  dot.setAttribute("cy", y(trend[trend.length - 1]).toFixed(1));
+  svg.setAttribute("aria-label", `Your rank over the last ${trend.length} updates: ${trend.join(", ")}`);
+}
+
+async function refreshAround() {
+  if (!me) return;
+  const seq = ++aroundSeq;
+  const win = windowName;
   try {
-    const stats = await client.request({ type: "stats", board, window: windowName });
-    $("players").textContent = stats.players.toLocaleString();
-  } catch {}
-}
-
-async function showAround() {
-  try {
-    const reply = await client.request({ type: "around", board, window: windowName, k: 2 });
+    const reply = await client.request({ type: "around", board, window: win, k: 2 });
+    if (seq !== aroundSeq || win !== windowName) return;
+    const mineRow = reply.entries.find((e) => e.player === me);
+    // The around read is newer than the rank it followed: where they differ the player moved in
+    // between, and the page must not show two different ranks.
+    if (mineRow && (mineRow.rank !== mine.rank || mineRow.score !== mine.score)) setMine(mineRow.rank, mineRow.score);
     $("around").replaceChildren(
       ...reply.entries.map((e) => {
-        const li = document.createElement("li");
-        li.value = e.rank;
-        li.textContent = `${e.name || e.player} — ${e.score.toLocaleString()}`;
-        if (e.player === reply.player) li.className = "me";
+        const li = el("li", { value: e.rank }, el("span", { className: "name", textContent: e.name || e.player }), el("span", { className: "num", textContent: fmt(e.score) }));
+        if (e.player === me) {
+          li.className = "me";
+          li.insertBefore(you(), li.lastChild);
+        }
         return li;
       }),
     );
   } catch (err) {
-    $("around").replaceChildren(Object.assign(document.createElement("li"), { textContent: String(err.message) }));
+    if (seq === aroundSeq) $("around").replaceChildren(el("li", { className: "muted", textContent: String(err.message) }));
   }
+}
+
+function resetFeed() {
+  $("feed").replaceChildren(el("li", { className: "placeholder muted", textContent: "No one has entered the top 10 yet — watch this space." }));
+}
+
+function addFeed(msg) {
+  if (msg.board !== board || msg.window !== windowName) return;
+  const feed = $("feed");
+  feed.querySelector(".placeholder")?.remove();
+  const time = new Date().toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  const li = el("li", {}, el("span", { className: "name", textContent: msg.name || msg.player }), ` entered at #${msg.rank}`, el("time", { className: "muted", textContent: time }));
+  if (msg.player === me) li.className = "me";
+  feed.prepend(li);
+  while (feed.children.length > 8) feed.lastElementChild.remove();
+}
+
+async function refreshStats() {
+  const win = windowName;
+  try {
+    const stats = await client.request({ type: "stats", board, window: win });
+    if (win !== windowName) return;
+    setSize(stats.size);
+    renderStanding();
+  } catch {}
+}
+
+function refresh() {
+  refreshStats();
+  if (me) client.request({ type: "rank", board, window: windowName }).then(onRank, () => {});
 }
 
 if (!token) token = await demoToken();
 const scheme = location.protocol === "https:" ? "wss" : "ws";
-const client = new LeaderboardClient(`${scheme}://${location.host}/ws`, { token });
+const client = new LeaderboardClient(`${scheme}://${location.host}/ws`, { token, renewToken: demoToken });
 window.leaderboard = client; // for the console and for tests
 
 client.addEventListener("status", (e) => setStatus(e.detail));
@@ -143,17 +255,20 @@ client.addEventListener("welcome", (e) => {
     windowName = w.window;
     client.subscribe(board, windowName);
   }
+  if (w.player !== me) {
+    me = w.player;
+    resetStanding();
+  }
   renderWindows(w.windows);
-  $("me").hidden = !w.player;
-  if (w.player) client.request({ type: "rank", board, window: windowName }).then(renderRank, () => {});
-  refreshStats();
+  $("me").hidden = !me;
+  refresh();
 });
 client.addEventListener("snapshot", (e) => renderSnapshot(e.detail));
-client.addEventListener("rank", (e) => renderRank(e.detail));
-client.addEventListener("reply", (e) => e.detail.type === "rank" && renderRank(e.detail));
+client.addEventListener("rank", (e) => onRank(e.detail));
 client.addEventListener("announce", (e) => addFeed(e.detail));
-$("around-button").addEventListener("click", showAround);
-setInterval(refreshStats, 10000);
+// The neighbours move without the player's rank moving; the count moves with every newcomer.
+setInterval(() => client.status === "live" && (refreshStats(), refreshAround()), 10000);
+setInterval(renderFresh, 1000);
 
 if (windowName) client.subscribe(board, windowName);
 client.start();

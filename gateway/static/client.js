@@ -8,12 +8,16 @@
 //
 // Events (CustomEvent, payload in `detail`): welcome, snapshot, rank, announce, reply, error,
 // status ({status: "connecting" | "live" | "reconnecting" | "stopped", retryIn: seconds | null}).
+// A refused token (close 1008 "invalid_token" / "token_expired") stops the client, unless a
+// `renewToken` callback is given: it is asked once for a fresh token (null: stop), and the
+// client reconnects with it.
 // The last snapshot of every board stays in `client.snapshots`, so a UI never blanks while the
 // client reconnects.
 
 const DRAINING = 1012; // the gateway restarts: another one answers at once
 const OVERLOADED = 1013; // the gateway is full: stay away for a while
 const POLICY = 1008; // bad token or abuse: retrying with the same token cannot help
+const TOKEN_REFUSED = new Set(["invalid_token", "token_expired"]); // the 1008 close reasons a new token can cure
 
 // Exponential backoff with FULL jitter: wait a random time in [0, cap]; the cap doubles from
 // 0.5 s to 20 s and resets once a connection has been stable. Without the randomness every
@@ -42,10 +46,12 @@ export class Backoff {
 }
 
 export class LeaderboardClient extends EventTarget {
-  constructor(url, { token = null, backoff = new Backoff() } = {}) {
+  constructor(url, { token = null, backoff = new Backoff(), renewToken = null } = {}) {
     super();
     this.url = url;
     this.token = token;
+    this.renewToken = renewToken; // async () => a new token or null
+    this.renewed = false; // one renewal per successful welcome: a renewed token refused again stops
     this.backoff = backoff;
     this.status = "idle";
     this.retryIn = null;
@@ -133,12 +139,34 @@ export class LeaderboardClient extends EventTarget {
       if (this.openedAt) this.backoff.connectedFor((performance.now() - this.openedAt) / 1000);
       this.openedAt = 0;
       if (event.code === POLICY) {
-        this.stopped = true;
-        this.#setStatus("stopped", event.reason || "refused by the gateway");
+        const reason = event.reason || "refused by the gateway";
+        if (TOKEN_REFUSED.has(event.reason) && this.renewToken && !this.renewed) this.#renew(reason);
+        else this.#stop(reason);
         return;
       }
       this.#scheduleReconnect(event.code || null);
     };
+  }
+
+  #stop(reason) {
+    this.stopped = true;
+    this.#setStatus("stopped", reason);
+  }
+
+  async #renew(reason) {
+    this.renewed = true;
+    this.#setStatus("reconnecting");
+    let token = null;
+    try {
+      token = await this.renewToken();
+    } catch {}
+    if (this.stopped) return;
+    if (!token) {
+      this.#stop(reason);
+      return;
+    }
+    this.token = token;
+    this.#scheduleReconnect(null);
   }
 
   #scheduleReconnect(closeCode) {
@@ -165,6 +193,7 @@ export class LeaderboardClient extends EventTarget {
     switch (msg.type) {
       case "welcome":
         this.welcome = msg;
+        this.renewed = false;
         if (this.status !== "live") {
           this.#setStatus("live");
           for (const { board, window } of this.subscriptions.values()) {
