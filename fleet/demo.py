@@ -40,12 +40,12 @@ MAX_PLAYERS = 50_000  # beyond it an arrival takes a retired player's slot: memo
 ROOKIE_RATING = 1000.0
 LEARN_MATCHES = 15.0  # a rookie reaches ~63 % of the way to their potential after this many matches
 PULL = 0.25  # how far one match moves the rating towards the player's current strength
-NOISE = 45.0  # one match's luck, in rating points
+NOISE = 15.0  # one match's luck, in rating points: more, and the top 10 turns over every second
 MAX_RATING = 9999  # far below every window's points ceiling (docs/data-model.md)
 # Who plays the next match: an arrival, a grinder near the top, a rookie of the last few
 # arrivals, or anyone at all.
-P_ARRIVE, P_TOP, P_ROOKIE = 0.01, 0.3, 0.2
-TOP_SET = 40  # the "grinders": the highest ratings this ladder has handed out, kept current
+P_ARRIVE, P_TOP, P_ROOKIE = 0.01, 0.2, 0.2
+TOP_SET = 100  # the "grinders": the highest ratings this ladder has handed out, kept current
 ROOKIES = 32  # at most this many rookies play their first evening at once (others drop by) ...
 ROOKIE_MATCHES = 50  # ... of this many matches
 P_PRODIGY = 0.04  # arrivals with top-10 potential: without them no newcomer would ever get there
@@ -81,6 +81,10 @@ class Ladder:
             self._rating[slot] = self._potential[slot] + self._rnd.gauss(0, NOISE)
             self._note_top(slot)
         self._rookies.clear()
+        # The regulars all play first (one match each, in random order), so every demo token's
+        # player is on the boards within the first START_PLAYERS submissions.
+        self._roll_call = list(range(players))
+        self._rnd.shuffle(self._roll_call)
 
     @property
     def players(self) -> int:
@@ -91,7 +95,9 @@ class Ladder:
         """Play one match and return its result: the player's new rating, sent with ``op="set"``."""
         rnd = self._rnd
         u = rnd.random()
-        if u < P_ARRIVE:
+        if self._roll_call:
+            slot = self._roll_call.pop()
+        elif u < P_ARRIVE:
             slot = self._arrive()
         elif u < P_ARRIVE + P_TOP and self._top:
             slot = rnd.choice(list(self._top))

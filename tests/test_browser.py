@@ -6,6 +6,7 @@ Skipped, with the reason, only where Chromium cannot be installed (./dev test in
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import shutil
 import signal
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from fleet import demo
 from fleet.supervisor import Fleet, FleetSettings
 from gateway.auth import issue
 from leaderboard import GameConfig, Submission, now_ms
@@ -84,7 +86,7 @@ async def wait_until(check: Any, timeout: float) -> float:
 
 async def test_top10_shows_and_a_change_appears_within_2_s(fleet: Fleet, browser: Any, r: aioredis.Redis) -> None:
     await submit(r, *((f"p{i}", 100 * i, f"Player {i}") for i in range(1, 13)))
-    page = await browser.new_page(viewport={"width": 420, "height": 900})  # a phone screen
+    page = await browser.new_page(viewport={"width": 390, "height": 844})  # a phone screen
     await page.goto(fleet.page_url)
     await wait_until(lambda: _eq(rows(page), [f"Player {i}" for i in range(12, 2, -1)]), 10)
     assert await page.inner_text("#status-text") == "Live"
@@ -92,10 +94,14 @@ async def test_top10_shows_and_a_change_appears_within_2_s(fleet: Fleet, browser
     took = await wait_until(lambda: _first(rows(page), "Mia Storm"), 2.0)
     assert took <= 2.0
     assert await page.locator("#top tbody tr").count() == 10
-    await asyncio.sleep(0.3)  # let the change highlight settle before the picture
-    shot = ROOT / "docs" / "screenshot.png" if os.environ.get("LB_UPDATE_SCREENSHOT") else None
-    await page.screenshot(path=str(shot) if shot else None, full_page=True)
+    await submit(r, ("long", 6000, "Maximilian Alexander von Habsburg-Lothringen der Zweite"))
+    await wait_until(lambda: _first(rows(page), "Maximilian Alexander von Habsburg-Lothringen der Zweite"), 2.0)
+    assert await no_horizontal_scroll(page)
     await page.close()
+
+
+async def no_horizontal_scroll(page: Any) -> bool:
+    return bool(await page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth"))
 
 
 async def test_page_reconnects_by_itself_after_its_gateway_dies(fleet: Fleet, browser: Any, r: aioredis.Redis) -> None:
@@ -253,3 +259,48 @@ async def test_browser_backoff_is_full_jitter_and_spread(fleet: Fleet, browser: 
     assert 2 < result["overMax"] <= 5
     assert all(60 <= n <= 140 for n in result["buckets"]), result["buckets"]
     await page.close()
+
+
+async def test_the_demo_stays_a_race_for_a_minute(demo_fleet: Fleet, browser: Any, tmp_path: Path) -> None:
+    """The page on ``./dev run``'s traffic: the top 10 keeps changing and the entries feed fills."""
+    desktop = await browser.new_page(viewport={"width": 1100, "height": 760})
+    phone = await browser.new_page(viewport={"width": 390, "height": 844})
+    for page in (desktop, phone):
+        await page.goto(demo_fleet.page_url)
+        await wait_until(lambda: _eq(page.inner_text("#status-text"), "Live"), 10)  # noqa: B023
+    assert await desktop.locator("#feed .placeholder").count() == 1  # until the first entry
+    traffic = asyncio.create_task(demo.traffic(demo_fleet.redis_url, GameConfig(game="test"), DEMO_RATE, seed=1))
+    try:
+        seen: list[list[str]] = []
+        start = time.monotonic()
+        while time.monotonic() - start < 60:
+            seen.append(await rows(desktop))
+            await asyncio.sleep(1)
+        changes = sum(a != b for a, b in itertools.pairwise(seen))
+        assert changes >= 30, f"the top 10 changed in only {changes} of {len(seen) - 1} seconds"
+        assert {name for top in seen[-10:] for name in top} - {name for top in seen[:10] for name in top}
+        entries = await desktop.locator("#feed li:not(.placeholder)").count()
+        assert entries >= 5 and await desktop.locator("#feed .placeholder").count() == 0, entries
+        fresh = await desktop.inner_text("#fresh")
+        assert fresh in ("updated 0 s ago", "updated 1 s ago", "updated 2 s ago"), fresh
+        assert int(await desktop.get_attribute("#spark", "data-points") or 0) >= 1
+        for page in (desktop, phone):
+            assert await no_horizontal_scroll(page)
+        await wait_until(lambda: rank_and_around_agree(desktop), 5)
+        if os.environ.get("LB_UPDATE_SCREENSHOT"):
+            await desktop.screenshot(path=str(ROOT / "docs" / "screenshot.png"))
+            await phone.screenshot(path=str(tmp_path / "phone.png"), full_page=True)  # to look at, not kept
+            print(f"phone screenshot: {tmp_path / 'phone.png'}")
+    finally:
+        traffic.cancel()
+        await asyncio.gather(traffic, return_exceptions=True)
+        for page in (desktop, phone):
+            await page.close()
+
+
+DEMO_RATE = 200  # submissions/s: a shared test machine; the fleet's default is 300
+
+
+async def rank_and_around_agree(page: Any) -> bool:
+    shown = (await page.inner_text("#my-rank")).removeprefix("#").replace(",", "")
+    return shown == await around_me(page)
