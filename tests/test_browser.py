@@ -188,8 +188,17 @@ async def test_favicon_is_served_and_the_page_loads_without_errors(demo_fleet: F
     fleet = demo_fleet
     page = await browser.new_page()
     failures: list[str] = []
-    page.on("console", lambda m: m.type == "error" and failures.append(m.text))
-    page.on("response", lambda resp: resp.status >= 400 and failures.append(f"{resp.status} {resp.url}"))
+
+    def on_console(message: Any) -> None:
+        if message.type == "error":
+            failures.append(message.text)
+
+    def on_response(resp: Any) -> None:
+        if resp.status >= 400:
+            failures.append(f"{resp.status} {resp.url}")
+
+    page.on("console", on_console)
+    page.on("response", on_response)
     await page.goto(fleet.page_url)
     await wait_until(lambda: _eq(page.inner_text("#status-text"), "Live"), 10)
     icon = await page.request.get(f"{fleet.page_url}favicon.ico")
@@ -303,4 +312,4 @@ DEMO_RATE = 200  # submissions/s: a shared test machine; the fleet's default is 
 
 async def rank_and_around_agree(page: Any) -> bool:
     shown = (await page.inner_text("#my-rank")).removeprefix("#").replace(",", "")
-    return shown == await around_me(page)
+    return bool(shown == await around_me(page))
