@@ -226,6 +226,22 @@ async def test_a_rejected_token_without_demo_tokens_stops(fleet: Fleet, browser:
     page = await browser.new_page()
     await page.goto(f"{fleet.page_url}#token=not-a-token")
     await wait_until(lambda: _contains(page.inner_text("#status-text"), "Disconnected: invalid_token"), 10)
+    # A renewed token refused again stops too: one renewal per welcome, never a loop.
+    renewals = await page.evaluate(
+        """async () => {
+            const { LeaderboardClient } = await import("/client.js");
+            let calls = 0;
+            const c = new LeaderboardClient(`ws://${location.host}/ws`,
+                { token: "bad", renewToken: async () => (calls++, "still-bad") });
+            const stopped = new Promise((resolve) => c.addEventListener("status",
+                (e) => e.detail.status === "stopped" && resolve(e.detail.reason)));
+            c.start();
+            const reason = await Promise.race([stopped, new Promise((r) => setTimeout(() => r("timeout"), 5000))]);
+            c.stop();
+            return { calls, reason };
+        }"""
+    )
+    assert renewals == {"calls": 1, "reason": "invalid_token"}
     await page.close()
 
 

@@ -193,7 +193,9 @@ export class LeaderboardClient extends EventTarget {
     switch (msg.type) {
       case "welcome":
         this.welcome = msg;
-        this.renewed = false;
+        // The gateway greets every connection as a spectator before it reads the hello: only a
+        // welcome that accepted the token proves the renewed one good.
+        if (!this.token || msg.role !== "spectator") this.renewed = false;
         if (this.status !== "live") {
           this.#setStatus("live");
           for (const { board, window } of this.subscriptions.values()) {
