@@ -88,17 +88,18 @@ def forge(claims: dict[str, object], secret: str = SECRETS[0]) -> str:
     return jwt.encode(claims, secret, algorithm="HS256")
 
 
+# The claims are built when the module is collected: a long suite must not age them past a bound.
 @pytest.mark.parametrize(
     ("claims", "code", "message"),
     [
         ({"sub": "mia", "role": "player", "exp": str(int(time.time()) + 60)}, "invalid_token", "exp must be a number"),
         ({"sub": "mia", "role": "player", "exp": True}, "invalid_token", "exp must be a number"),
-        ({"sub": "mia", "role": "player", "exp": time.time() + 60, "nbf": "0"}, "invalid_token",
+        ({"sub": "mia", "role": "player", "exp": time.time() + 86400, "nbf": "0"}, "invalid_token",
          "nbf must be a number"),
         ({"sub": "mia", "role": "player"}, "invalid_token", "the token has no exp claim"),
-        ({"sub": "mia", "exp": time.time() + 60}, "invalid_token", "the token has no role claim"),
+        ({"sub": "mia", "exp": time.time() + 86400}, "invalid_token", "the token has no role claim"),
         ({"sub": "mia", "role": "player", "exp": time.time() - 60}, "token_expired", "the token has expired"),
-        ({"sub": "mia", "role": "player", "exp": time.time() + 60, "nbf": time.time() + 600}, "invalid_token",
+        ({"sub": "mia", "role": "player", "exp": time.time() + 86400, "nbf": time.time() + 43200}, "invalid_token",
          "the token is not valid yet"),
     ],
 )  # fmt: skip
