@@ -20,7 +20,6 @@ import asyncio
 import logging
 import math
 import random
-from collections.abc import Iterator
 
 from leaderboard import GameConfig, Submission, connect, now_ms
 from leaderboard.errors import BacklogFull
@@ -162,13 +161,6 @@ class Ladder:
         if rating > top[low]:
             del top[low]
             top[slot] = rating
-
-
-def submissions(players: int = START_PLAYERS, seed: int | None = None) -> Iterator[Submission]:
-    """An endless stream of demo match results, stamped with the current time."""
-    ladder = Ladder(seed, players=players)
-    while True:
-        yield ladder.next(now_ms())
 
 
 async def traffic(url: str, config: GameConfig, rate: float, *, seed: int | None = None) -> None:
