@@ -14,33 +14,29 @@ import time
 from collections.abc import Callable, Collection
 
 from websockets.exceptions import ConnectionClosed
-from websockets.protocol import State
 
 from .client import Client
-from .hub import Hub
-from .metrics import Metrics
+from .outbound import Outbound, is_open
 from .settings import GatewaySettings
 
 _CHUNK = 1000  # sockets handled between yields to the loop
 
 
-async def sweep_forever(
-    clients: Callable[[], Collection[Client]], hub: Hub, settings: GatewaySettings, metrics: Metrics
-) -> None:
+async def sweep_forever(clients: Callable[[], Collection[Client]], out: Outbound, settings: GatewaySettings) -> None:
     tick = max(0.01, min(settings.ping_interval, settings.ping_timeout) / 4)
     while True:
         await asyncio.sleep(tick)
-        await sweep(list(clients()), hub, settings, metrics)
+        await sweep(list(clients()), out, settings)
 
 
-async def sweep(clients: list[Client], hub: Hub, settings: GatewaySettings, metrics: Metrics) -> None:
+async def sweep(clients: list[Client], out: Outbound, settings: GatewaySettings) -> None:
     pings = settings.heartbeat == "sweep"  # else websockets' keepalive task per socket pings
     for start in range(0, len(clients), _CHUNK):
         now = time.monotonic()
         for client in clients[start : start + _CHUNK]:
-            if client.closed or client.ws.protocol.state is not State.OPEN:
+            if not is_open(client):
                 continue
-            hub.check_stalled(client, now)
+            out.check_stalled(client, now)
             if not pings:
                 continue
             waiter = client.ping_waiter
@@ -50,7 +46,8 @@ async def sweep(clients: list[Client], hub: Hub, settings: GatewaySettings, metr
                     if not waiter.cancelled():
                         waiter.exception()  # retrieved, so asyncio does not log it
                 elif now - client.ping_sent >= settings.ping_timeout:
-                    _dead(client, hub)
+                    # the peer is gone or wedged: 1011 as websockets' own keepalive sends it
+                    out.fail(client, 1011, "keepalive ping timeout", "heartbeat")
                     continue
             if client.ping_waiter is None and now - client.last_ping >= settings.ping_interval:
                 client.last_ping = client.ping_sent = now
@@ -58,13 +55,3 @@ async def sweep(clients: list[Client], hub: Hub, settings: GatewaySettings, metr
                 with contextlib.suppress(ConnectionClosed):
                     client.ping_waiter = await client.ws.ping()  # type: ignore[assignment]
         await asyncio.sleep(0)
-
-
-def _dead(client: Client, hub: Hub) -> None:
-    """No pong within the timeout: the peer is gone or wedged. Send a 1011 close as websockets'
-    own keepalive does, then abort without waiting for the closing handshake."""
-    ws = client.ws
-    with contextlib.suppress(Exception):
-        ws.protocol.fail(1011, "keepalive ping timeout")
-        ws.send_data()
-    hub.drop(client, "heartbeat")

@@ -1,14 +1,9 @@
 """Subscriptions and fan-out: board -> local sockets, one pub/sub connection per process.
 
 The single reader task subscribes to the channels of boards that have at least one local
-subscriber (plus the game's announce channel), and writes each message to every subscriber:
-
-* framed once (a WebSocket text frame is the same bytes for every server-side socket when
-  compression is off), then those bytes written to every socket (fanout.py: straight to the
-  socket when its transport has nothing queued, on ``fanout_threads`` threads);
-* a socket whose write buffer is over ``write_buffer`` skips the message (the next snapshot
-  supersedes it); after ``max_skips`` consecutive skips, or ``stall_timeout`` over the bound, it is
-  aborted. Nothing queues per socket beyond the bounded transport buffer.
+subscriber (plus the game's announce channel), and hands each message to outbound.py, framed
+once (a WebSocket text frame is the same bytes for every server-side socket when compression is
+off), to be written to every subscriber under its flow-control rules (skip, stall, drop).
 
 When Redis drops, the reader reconnects with backoff, subscribes again, and re-sends each board's
 latest snapshot to its subscribers when it differs from the last one they got.
@@ -20,15 +15,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
 
 import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
-from websockets.asyncio.connection import broadcast
-from websockets.frames import Frame, Opcode
-from websockets.protocol import State
 
 from leaderboard import Leaderboard, now_ms, snapshot
 from leaderboard.backoff import redis_backoff
@@ -37,8 +28,8 @@ from leaderboard.settings import redacted
 from leaderboard.windows import window as window_spec
 
 from .client import BoardKey, Client
-from .fanout import Writer
 from .metrics import Metrics
+from .outbound import Outbound, text_frame
 from .settings import GatewaySettings
 
 log = logging.getLogger("gateway.hub")
@@ -47,15 +38,13 @@ _CONFIRM_TIMEOUT = 2.0  # how long a subscribe waits for Redis to confirm the ch
 _BUILT_TTL = 1.0  # a snapshot built from the board (no latest stored yet) is reused this long
 
 
-def text_frame(payload: bytes) -> bytes:
-    """A server-side (unmasked, uncompressed) text frame: identical bytes for every socket."""
-    return Frame(Opcode.TEXT, payload).serialize(mask=False)
-
-
 class Hub:
-    def __init__(self, settings: GatewaySettings, raw: aioredis.Redis, lb: Leaderboard, metrics: Metrics) -> None:
+    def __init__(
+        self, settings: GatewaySettings, raw: aioredis.Redis, lb: Leaderboard, metrics: Metrics, out: Outbound
+    ) -> None:
         self.settings = settings
         self.metrics = metrics
+        self._out = out
         self._raw = raw  # bytes replies: snapshots are forwarded unchanged
         self._lb = lb
         self._keys = settings.game.keys
@@ -72,9 +61,6 @@ class Hub:
         self._reader: asyncio.Task[None] | None = None
         self._resync: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()  # set while the pub/sub connection is subscribed
-        self._bound = settings.write_buffer
-        self._broadcast = settings.fanout == "broadcast"
-        self._writer = Writer(settings.fanout_threads)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -90,18 +76,11 @@ class Hub:
                     await task
         self._reader = self._resync = None
         await self._close_pubsub()
-        self._writer.close()
 
     # ------------------------------------------------------------ subscriptions
 
     def channel(self, key: BoardKey) -> bytes:
         return self._keys.snapshot_channel(*key).encode()
-
-    def subscribers(self, key: BoardKey) -> set[Client]:
-        return self._subs.get(key, set())
-
-    def boards(self) -> list[BoardKey]:
-        return list(self._subs)
 
     async def subscribe(self, client: Client, key: BoardKey) -> None:
         """Add a subscriber and send it the board's latest snapshot at once."""
@@ -114,7 +93,7 @@ class Hub:
         # can be missed (at worst the client sees one snapshot twice; versions tell).
         latest = await self._load_latest(key)
         if latest is not None and key in client.boards:
-            self.write(client, latest, time.monotonic())
+            self._out.push(client, latest, time.monotonic())
 
     async def exists(self, key: BoardKey) -> bool:
         """Whether a client may subscribe to ``key``: the global board, a configured one
@@ -300,7 +279,7 @@ class Hub:
             self._observe_lag(payload)
         subs = self._subs.get(key)
         if subs:
-            self.fanout(subs, payload, frame)
+            self._out.fanout(subs, payload, frame)
 
     def _observe_lag(self, payload: bytes) -> None:
         try:
@@ -309,60 +288,3 @@ class Hub:
             return
         if isinstance(ts, int):
             self.metrics.pubsub_lag_seconds.observe(max(0.0, time.time() - ts / 1000))
-
-    def fanout(self, clients: Iterable[Client], payload: bytes, frame: bytes) -> int:
-        """Write one message to every client; returns how many got it."""
-        started = time.perf_counter()
-        now = time.monotonic()
-        ready = [c for c in tuple(clients) if self._admit(c, now)]  # a drop mutates the set
-        if self._broadcast:
-            # The comparison path (LB_GW_FANOUT=broadcast): same skip rules, websockets frames.
-            broadcast([c.ws for c in ready], payload, text=True)
-        else:
-            self._writer.write(ready, frame)
-        self.metrics.deliveries.inc(len(ready))
-        self.metrics.broadcast_seconds.observe(time.perf_counter() - started)
-        return len(ready)
-
-    def write(self, client: Client, frame: bytes, now: float) -> bool:
-        """Write one pre-framed message to one client, under the same flow-control rules."""
-        if self._admit(client, now):
-            client.transport.write(frame)
-            return True
-        return False
-
-    def _admit(self, client: Client, now: float) -> bool:
-        if client.closed or client.ws.protocol.state is not State.OPEN:
-            return False
-        if client.transport.get_write_buffer_size() <= self._bound:
-            client.skips = 0
-            client.over_since = 0.0
-            return True
-        client.skips += 1
-        self.metrics.skipped.inc()
-        if not client.over_since:
-            client.over_since = now
-        if client.skips > self.settings.max_skips:
-            self.drop(client, "slow")
-        elif now - client.over_since >= self.settings.stall_timeout:
-            self.drop(client, "stalled")
-        return False
-
-    def check_stalled(self, client: Client, now: float) -> None:
-        """Called by the sweep: a buffer over the bound for too long drops the socket even
-        when no message has come to skip."""
-        if client.over_since and now - client.over_since >= self.settings.stall_timeout:
-            if client.transport.get_write_buffer_size() > self._bound:
-                self.drop(client, "stalled")
-            else:
-                client.over_since = 0.0
-
-    def drop(self, client: Client, reason: str) -> None:
-        """Abort a socket now: its backlog is discarded with it, so memory is freed at once.
-        The client sees an abnormal close and reconnects with backoff."""
-        if client.closed:
-            return
-        client.closed = True
-        self.metrics.dropped.labels(reason).inc()
-        self.remove(client)
-        client.transport.abort()

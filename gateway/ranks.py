@@ -18,8 +18,8 @@ from redis.exceptions import RedisError
 from leaderboard import Leaderboard, Standing, wire
 
 from .client import BoardKey, Client
-from .hub import Hub, text_frame
 from .metrics import Metrics
+from .outbound import Outbound, text_frame
 from .settings import GatewaySettings
 
 log = logging.getLogger("gateway.ranks")
@@ -29,13 +29,13 @@ class RankPusher:
     def __init__(
         self,
         clients: Callable[[], Collection[Client]],
-        hub: Hub,
+        out: Outbound,
         lb: Leaderboard,
         settings: GatewaySettings,
         metrics: Metrics,
     ) -> None:
         self._clients = clients
-        self._hub = hub
+        self._out = out
         self._lb = lb
         self._interval = settings.rank_interval
         self._chunk = settings.rank_chunk
@@ -82,7 +82,7 @@ class RankPusher:
                     board=key[1], window=key[0], period=period, player=standing.player,
                     rank=standing.rank, score=standing.score, size=size,
                 )  # fmt: skip
-                if self._hub.write(client, text_frame(msg), now):
+                if self._out.push(client, text_frame(msg), now):
                     client.ranks[key] = seen  # only what was really sent counts as seen
                     sent += 1
         self._metrics.rank_pushes.inc(sent)

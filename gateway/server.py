@@ -16,36 +16,25 @@ import contextlib
 import logging
 import random
 import time
-from typing import Any
 from urllib.parse import parse_qs
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
-from websockets.protocol import State
 
-from leaderboard import (
-    BacklogFull,
-    BadRequest,
-    InvalidSubmission,
-    Leaderboard,
-    Submission,
-    connect,
-    now_ms,
-    wire,
-)
+from leaderboard import Leaderboard, connect, wire
 from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.metrics_server import MetricsServer
 from leaderboard.queue import Queue
 
-from . import protocol as p
-from .auth import SPECTATOR, AuthError, Identity, authenticate, issue
+from .auth import issue
 from .client import Client
+from .handlers import Handlers
 from .heartbeat import sweep_forever
 from .http import Routes
 from .hub import Hub
 from .metrics import Metrics
+from .outbound import Outbound
 from .ranks import RankPusher
 from .settings import GatewaySettings
 
@@ -56,26 +45,30 @@ DRAIN_REASON = "draining; reconnect"
 
 class Gateway:
     def __init__(self, settings: GatewaySettings) -> None:
-        self.settings = settings
+        s = self.settings = settings
         self.metrics = Metrics()
         self.clients: set[Client] = set()
         self.draining = False
-        self._windows = settings.game.windows
-        self._default = (settings.window, GLOBAL_SCOPE)
-        self._redis: aioredis.Redis | None = None
-        self._raw: aioredis.Redis | None = None
+        self._default = (s.window, GLOBAL_SCOPE)
+        # Everything is built here, nothing connects yet: start() only starts, and close() can
+        # run after a start() that failed half-way.
+        self._redis = connect(s.redis_url)
+        self._raw = aioredis.Redis.from_url(s.redis_url)  # bytes: snapshots pass through unchanged
+        self.lb = Leaderboard(self._redis, s.game)
+        self.queue = Queue(self._redis, s.game, backlog_max=s.backlog_max)
+        # a dropped socket leaves its boards at once (the hub is built just below)
+        self.out = Outbound(s, self.metrics, on_drop=lambda client: self.hub.remove(client))
+        self.hub = Hub(s, self._raw, self.lb, self.metrics, self.out)
+        self.handlers = Handlers(s, self.out, self.hub, self.lb, self.queue, self.metrics)
+        self._ranks = RankPusher(lambda: self.clients, self.out, self.lb, s, self.metrics)
+        self._metrics_server = MetricsServer(self.metrics.registry, s.metrics_host, s.metrics_port)
         self._server: Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closing: asyncio.Task[None] | None = None
         self._closed = asyncio.Event()
         self._port = 0
-        self._metrics_server = (
-            MetricsServer(self.metrics.registry, settings.metrics_host, settings.metrics_port)
-            if settings.metrics_port
-            else None
-        )
         # connection-rate cap: a token bucket refilled at connect_rate per second
-        self._conn_tokens = settings.connect_rate
+        self._conn_tokens = s.connect_rate
         self._conn_refill = time.monotonic()
         # websockets logs every connection at INFO; our policy is lifecycle only.
         self._ws_log = logging.getLogger("gateway.websockets")
@@ -93,13 +86,8 @@ class Gateway:
 
     async def start(self) -> None:
         s = self.settings
-        self._redis = connect(s.redis_url)
-        self._raw = aioredis.Redis.from_url(s.redis_url)  # bytes: snapshots pass through unchanged
-        self.lb = Leaderboard(self._redis, s.game)
-        self.queue = Queue(self._redis, s.game, backlog_max=s.backlog_max)
-        self.hub = Hub(s, self._raw, self.lb, self.metrics)
         self.hub.start()
-        if self._metrics_server is not None:
+        if s.metrics_port:
             await self._metrics_server.start()
         routes = Routes(
             static_dir=s.static_dir,
@@ -126,10 +114,9 @@ class Gateway:
             backlog=s.backlog,
         )
         self._port = int(self._server.sockets[0].getsockname()[1])
-        rank = RankPusher(lambda: self.clients, self.hub, self.lb, s, self.metrics)
         self._tasks = [
-            asyncio.create_task(sweep_forever(lambda: self.clients, self.hub, s, self.metrics), name="sweep"),
-            asyncio.create_task(rank.run_forever(), name="ranks"),
+            asyncio.create_task(sweep_forever(lambda: self.clients, self.out, s), name="sweep"),
+            asyncio.create_task(self._ranks.run_forever(), name="ranks"),
         ]
         log.info("gateway %s listening on %s:%d", s.gateway_id, s.host, self.port)
 
@@ -141,7 +128,7 @@ class Gateway:
     @property
     def metrics_port(self) -> int | None:
         """The port of ``GET /metrics`` (None: turned off)."""
-        return self._metrics_server.port if self._metrics_server is not None else None
+        return self._metrics_server.port if self.settings.metrics_port else None
 
     async def serve_forever(self) -> None:
         await self._closed.wait()
@@ -166,7 +153,7 @@ class Gateway:
         closes: list[asyncio.Task[None]] = []
         for i in range(batch_count):
             for client in pending[i * size : (i + 1) * size]:
-                closes.append(asyncio.create_task(self._close_client(client, 1012, DRAIN_REASON)))
+                closes.append(asyncio.create_task(self.out.close(client, 1012, DRAIN_REASON)))
             if i < batch_count - 1 and size:
                 await asyncio.sleep(s.drain_window / batch_count)
         if closes:
@@ -189,14 +176,12 @@ class Gateway:
             self._server.close(code=1012, reason=DRAIN_REASON)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._server.wait_closed(), self.settings.close_timeout + 1)
-        # The hub last: handlers unsubscribe on their way out.
-        if hasattr(self, "hub"):
-            await self.hub.close()
-        for client in (self._redis, self._raw):
-            if client is not None:
-                await client.aclose()
-        if self._metrics_server is not None:  # last: a scrape during the drain still answers
-            await self._metrics_server.close()
+        # The hub next: handlers unsubscribe on their way out.
+        await self.hub.close()
+        self.out.stop()
+        for redis in (self._redis, self._raw):
+            await redis.aclose()
+        await self._metrics_server.close()  # last: a scrape during the drain still answers
         self._closed.set()
         log.info("gateway %s closed", self.settings.gateway_id)
 
@@ -244,11 +229,11 @@ class Gateway:
         request = ws.request
         assert request is not None
         if s.allowed_origins and request.headers.get("Origin") not in s.allowed_origins:
-            await ws.close(1008, "forbidden origin")
+            await self.out.close(client, 1008, "forbidden origin")
             return
         if s.max_connections and len(self.clients) >= s.max_connections:  # handshakes in flight raced past _admit
             self.metrics.refused.labels("cap").inc()
-            await ws.close(1013, "overloaded; retry later")
+            await self.out.close(client, 1013, "overloaded; retry later")
             return
         token = parse_qs(request.path.partition("?")[2]).get("token")
         # websockets keeps the handshake request and response (headers and all) for the life of
@@ -257,16 +242,16 @@ class Gateway:
         # websockets takes "request is None" to mean "handshake not done yet".
         ws.response = None
         request.headers.clear()
-        if token and not await self._authenticate(client, token[0]):
+        if token and not await self.handlers.authenticate(client, token[0]):
             return
         self.clients.add(client)
         self.metrics.accepted.inc()
         self.metrics.connections.inc()
         try:
-            await ws.send(self._welcome(client.identity), text=True)
+            await self.out.reply(client, self.handlers.welcome(client))
             await self.hub.subscribe(client, self._default)
             async for raw in ws:
-                await self._on_message(client, raw)
+                await self.handlers.on_message(client, raw)
         except ConnectionClosed:
             pass
         finally:
@@ -274,160 +259,3 @@ class Gateway:
             self.metrics.connections.dec()
             self.hub.remove(client)
             client.closed = True
-
-    async def _authenticate(self, client: Client, token: str | None) -> bool:
-        """Set the client's identity from a token; on a bad one, error then close 1008."""
-        if token is None:
-            client.identity = SPECTATOR
-        else:
-            try:
-                client.identity = authenticate(token, self.settings.jwt_secrets)
-            except AuthError as exc:
-                with contextlib.suppress(ConnectionClosed):
-                    await client.ws.send(wire.error(exc.code, exc.message), text=True)
-                    await client.ws.close(1008, exc.code)
-                return False
-        client.ranks.clear()
-        return True
-
-    def _welcome(self, identity: Identity, request_id: Any = None) -> bytes:
-        s = self.settings
-        return wire.welcome(
-            gateway=s.gateway_id,
-            player=identity.player,
-            role=identity.role,
-            heartbeat_interval=s.client_ping_interval,
-            heartbeat_timeout=2 * s.client_ping_interval,
-            windows=self._windows,
-            window=s.window,
-            top=s.game.top_n,
-            request_id=request_id,
-        )
-
-    async def _on_message(self, client: Client, raw: str | bytes) -> None:
-        s, ws = self.settings, client.ws
-        now = time.monotonic()
-        if not client.allow(now, s.rate, s.burst):
-            self.metrics.rate_limited.inc()
-            if client.strike(now) > s.abuse_limit:
-                await ws.close(1008, "rate limit exceeded")
-            else:
-                await ws.send(wire.error("rate_limited", "too many messages; slow down"), text=True)
-            return
-        try:
-            req = p.parse(raw, windows=self._windows, default_window=s.window)
-        except p.ProtocolError as exc:
-            self.metrics.bad_input.inc()
-            await ws.send(wire.error(exc.code, exc.message, exc.request_id), text=True)
-            return
-        try:
-            await self._dispatch(client, req)
-        except p.ProtocolError as exc:
-            self.metrics.bad_input.inc()
-            await ws.send(wire.error(exc.code, exc.message, exc.request_id), text=True)
-        except (RedisError, OSError):
-            self.metrics.redis_errors.inc()
-            await ws.send(wire.error("unavailable", "Redis is unreachable; retry later", req.id), text=True)
-
-    async def _dispatch(self, client: Client, req: p.Request) -> None:
-        ws, rid = client.ws, req.id
-        if isinstance(req, p.Ping):
-            await ws.send(wire.pong(now_ms(), rid), text=True)
-        elif isinstance(req, p.Hello):
-            if await self._authenticate(client, req.token):
-                await ws.send(self._welcome(client.identity, rid), text=True)
-        elif isinstance(req, p.Subscribe):
-            key = (req.window, req.board)
-            if key not in client.boards:
-                if len(client.boards) >= self.settings.max_subscriptions:
-                    raise p.ProtocolError(
-                        "too_many_subscriptions", f"at most {self.settings.max_subscriptions} boards", rid
-                    )
-                if not await self._read(req, self.hub.exists(key)):
-                    raise p.ProtocolError("bad_board", f"no board {req.board!r} in window {req.window!r}", rid)
-            await ws.send(wire.subscribed(req.board, req.window, rid), text=True)
-            await self.hub.subscribe(client, key)
-        elif isinstance(req, p.Unsubscribe):
-            self.hub.unsubscribe(client, (req.window, req.board))
-            await ws.send(wire.subscribed(req.board, req.window, rid, type_="unsubscribed"), text=True)
-        elif isinstance(req, p.Top):
-            top = await self._read(req, self.lb.top(req.window, req.board, req.n))
-            await ws.send(
-                wire.top(board=req.board, window=req.window, period=top.period.label, entries=top.entries,
-                         request_id=rid),
-                text=True,
-            )  # fmt: skip
-        elif isinstance(req, p.Stats):
-            st = await self._read(req, self.lb.stats(req.window, req.board))
-            await ws.send(
-                wire.stats(board=req.board, window=req.window, period=st.period.label, size=st.size,
-                           players=st.players, request_id=rid),
-                text=True,
-            )  # fmt: skip
-        elif isinstance(req, p.Rank | p.Around | p.Ranks):
-            await self._standing(client, req)
-        elif isinstance(req, p.Submit):
-            await self._submit(client, req)
-
-    async def _standing(self, client: Client, req: p.Rank | p.Around | p.Ranks) -> None:
-        me = client.identity.player
-        if me is None:
-            raise p.ProtocolError("auth_required", "this request needs a player or server token", req.id)
-        board, win, rid = req.board, req.window, req.id
-        if isinstance(req, p.Ranks):
-            ranks = await self._read(req, self.lb.ranks(list(req.players), win, board))
-            msg = wire.ranks(
-                board=board,
-                window=win,
-                period=ranks.period.label,
-                size=ranks.size,
-                standings=ranks.standings,
-                request_id=rid,
-            )
-        elif isinstance(req, p.Around):
-            player = req.player or me
-            around = await self._read(req, self.lb.around(player, win, board, req.k))
-            msg = wire.around(
-                board=board,
-                window=win,
-                period=around.period.label,
-                player=player,
-                entries=around.entries,
-                request_id=rid,
-            )
-        else:
-            player = req.player or me
-            ranks = await self._read(req, self.lb.ranks([player], win, board))
-            [st] = ranks.standings
-            msg = wire.rank(
-                board=board, window=win, period=ranks.period.label, player=player, rank=st.rank, score=st.score,
-                size=ranks.size, request_id=rid,
-            )  # fmt: skip
-        await client.ws.send(msg, text=True)
-
-    async def _read(self, req: p.Request, call: Any) -> Any:
-        try:
-            return await call
-        except BadRequest as exc:
-            raise p.ProtocolError("bad_message", str(exc), req.id) from None
-
-    async def _submit(self, client: Client, req: p.Submit) -> None:
-        role = client.identity.role
-        if role != "server":
-            code = "auth_required" if role == "spectator" else "forbidden"
-            raise p.ProtocolError(code, "only game server connections may submit", req.id)
-        fields = dict(req.fields)
-        fields.setdefault("ts", now_ms())
-        try:
-            sub = Submission.parse(fields)  # the queue checks the clock and the game's limits
-            stream_id = await self.queue.submit(sub)
-        except InvalidSubmission as exc:
-            raise p.ProtocolError(exc.code, exc.message, req.id) from None
-        except BacklogFull as exc:
-            raise p.ProtocolError("backlog_full", str(exc), req.id) from None
-        await client.ws.send(wire.submitted(sub.id, stream_id, req.id), text=True)
-
-    async def _close_client(self, client: Client, code: int, reason: str) -> None:
-        if client.ws.protocol.state is State.OPEN:
-            with contextlib.suppress(Exception):
-                await client.ws.close(code, reason)

@@ -74,7 +74,9 @@ async def test_every_socket_gets_every_snapshot_byte_for_byte(
                 await publish(r, gw, payload)
                 got = await asyncio.gather(*(asyncio.wait_for(w.recv(decode=False), 2 * T) for w in sockets))
                 assert set(got) == {payload}
-            assert len(seen) == threads  # 40 sockets, 4 per thread at least: every writer took part
+            # 40 sockets, 4 per thread at least: the pool took part. Which of its idle threads takes
+            # each part is the executor's choice, so one pool thread may take both.
+            assert len(seen) == 1 if threads == 1 else len(seen) >= 2
         finally:
             await asyncio.gather(*(ws.close() for ws in sockets))
 

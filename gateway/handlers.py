@@ -1,0 +1,218 @@
+"""What the gateway does with each client message: one handler per request type, found in a
+table as protocol.py finds its parsers (``_HANDLERS``).
+
+``Handlers.on_message`` takes one frame through the rate limit, the parser and the handler; every
+failure becomes an ``error`` reply with a stable code (docs/protocol.md) and changes nothing.
+Every reply goes out through outbound.py, the socket's one write path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from redis.exceptions import RedisError
+
+from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, Submission, now_ms, wire
+from leaderboard.queue import Queue
+
+from . import protocol as p
+from .auth import SPECTATOR, AuthError, authenticate
+from .client import Client
+from .hub import Hub
+from .metrics import Metrics
+from .outbound import Outbound
+from .settings import GatewaySettings
+
+T = TypeVar("T")
+
+
+class Handlers:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        out: Outbound,
+        hub: Hub,
+        lb: Leaderboard,
+        queue: Queue,
+        metrics: Metrics,
+    ) -> None:
+        self.settings = settings
+        self._out = out
+        self._hub = hub
+        self._lb = lb
+        self._queue = queue
+        self._metrics = metrics
+        self._windows = settings.game.windows
+
+    # ------------------------------------------------------------ one frame
+
+    async def on_message(self, client: Client, raw: str | bytes) -> None:
+        s = self.settings
+        now = time.monotonic()
+        if not client.allow(now, s.rate, s.burst):
+            self._metrics.rate_limited.inc()
+            if client.strike(now) > s.abuse_limit:
+                await self._out.close(client, 1008, "rate limit exceeded")
+            else:
+                await self._out.reply(client, wire.error("rate_limited", "too many messages; slow down"))
+            return
+        rid: Any = None
+        try:
+            req = p.parse(raw, windows=self._windows, default_window=s.window)
+            rid = req.id
+            await _HANDLERS[type(req)](self, client, req)
+        except p.ProtocolError as exc:
+            self._metrics.bad_input.inc()
+            await self._out.reply(client, wire.error(exc.code, exc.message, exc.request_id))
+        except (RedisError, OSError):
+            self._metrics.redis_errors.inc()
+            await self._out.reply(client, wire.error("unavailable", "Redis is unreachable; retry later", rid))
+
+    # ------------------------------------------------------------ identity
+
+    async def authenticate(self, client: Client, token: str | None) -> bool:
+        """Set the client's identity from a token; on a bad one, error then close 1008."""
+        if token is None:
+            client.identity = SPECTATOR
+        else:
+            try:
+                client.identity = authenticate(token, self.settings.jwt_secrets)
+            except AuthError as exc:
+                await self._out.reply(client, wire.error(exc.code, exc.message))
+                await self._out.close(client, 1008, exc.code)
+                return False
+        client.ranks.clear()
+        return True
+
+    def welcome(self, client: Client, request_id: Any = None) -> bytes:
+        s, identity = self.settings, client.identity
+        return wire.welcome(
+            gateway=s.gateway_id,
+            player=identity.player,
+            role=identity.role,
+            heartbeat_interval=s.client_ping_interval,
+            heartbeat_timeout=2 * s.client_ping_interval,
+            windows=self._windows,
+            window=s.window,
+            top=s.game.top_n,
+            request_id=request_id,
+        )
+
+    # ------------------------------------------------------------ the handlers
+
+    async def ping(self, client: Client, req: p.Ping) -> None:
+        await self._out.reply(client, wire.pong(now_ms(), req.id))
+
+    async def hello(self, client: Client, req: p.Hello) -> None:
+        if await self.authenticate(client, req.token):
+            await self._out.reply(client, self.welcome(client, req.id))
+
+    async def subscribe(self, client: Client, req: p.Subscribe) -> None:
+        key, cap = (req.window, req.board), self.settings.max_subscriptions
+        if key not in client.boards:
+            if len(client.boards) >= cap:
+                raise p.ProtocolError("too_many_subscriptions", f"at most {cap} boards", req.id)
+            if not await _read(req, self._hub.exists(key)):
+                raise p.ProtocolError("bad_board", f"no board {req.board!r} in window {req.window!r}", req.id)
+        # the reply first: the board's first snapshot follows it on the same write path
+        await self._out.reply(client, wire.subscribed(req.board, req.window, req.id))
+        await self._hub.subscribe(client, key)
+
+    async def unsubscribe(self, client: Client, req: p.Unsubscribe) -> None:
+        self._hub.unsubscribe(client, (req.window, req.board))
+        await self._out.reply(client, wire.subscribed(req.board, req.window, req.id, type_="unsubscribed"))
+
+    async def top(self, client: Client, req: p.Top) -> None:
+        top = await _read(req, self._lb.top(req.window, req.board, req.n))
+        msg = wire.top(
+            board=req.board, window=req.window, period=top.period.label, entries=top.entries, request_id=req.id
+        )
+        await self._out.reply(client, msg)
+
+    async def stats(self, client: Client, req: p.Stats) -> None:
+        st = await _read(req, self._lb.stats(req.window, req.board))
+        msg = wire.stats(
+            board=req.board, window=req.window, period=st.period.label, size=st.size, players=st.players,
+            request_id=req.id,
+        )  # fmt: skip
+        await self._out.reply(client, msg)
+
+    async def rank(self, client: Client, req: p.Rank) -> None:
+        me = _player(client, req)  # even to ask about someone else
+        player = req.player or me
+        ranks = await _read(req, self._lb.ranks([player], req.window, req.board))
+        [st] = ranks.standings
+        msg = wire.rank(
+            board=req.board, window=req.window, period=ranks.period.label, player=player, rank=st.rank,
+            score=st.score, size=ranks.size, request_id=req.id,
+        )  # fmt: skip
+        await self._out.reply(client, msg)
+
+    async def around(self, client: Client, req: p.Around) -> None:
+        me = _player(client, req)  # even to ask about someone else
+        player = req.player or me
+        around = await _read(req, self._lb.around(player, req.window, req.board, req.k))
+        msg = wire.around(
+            board=req.board, window=req.window, period=around.period.label, player=player, entries=around.entries,
+            request_id=req.id,
+        )  # fmt: skip
+        await self._out.reply(client, msg)
+
+    async def ranks(self, client: Client, req: p.Ranks) -> None:
+        _player(client, req)
+        ranks = await _read(req, self._lb.ranks(list(req.players), req.window, req.board))
+        msg = wire.ranks(
+            board=req.board, window=req.window, period=ranks.period.label, size=ranks.size,
+            standings=ranks.standings, request_id=req.id,
+        )  # fmt: skip
+        await self._out.reply(client, msg)
+
+    async def submit(self, client: Client, req: p.Submit) -> None:
+        role = client.identity.role
+        if role != "server":
+            code = "auth_required" if role == "spectator" else "forbidden"
+            raise p.ProtocolError(code, "only game server connections may submit", req.id)
+        fields = dict(req.fields)
+        fields.setdefault("ts", now_ms())
+        try:
+            sub = Submission.parse(fields)  # the queue checks the clock and the game's limits
+            stream_id = await self._queue.submit(sub)
+        except InvalidSubmission as exc:
+            raise p.ProtocolError(exc.code, exc.message, req.id) from None
+        except BacklogFull as exc:
+            raise p.ProtocolError("backlog_full", str(exc), req.id) from None
+        await self._out.reply(client, wire.submitted(sub.id, stream_id, req.id))
+
+
+Handler = Callable[[Handlers, Client, Any], Awaitable[None]]
+
+_HANDLERS: dict[type[p.Request], Handler] = {
+    p.Ping: Handlers.ping,
+    p.Hello: Handlers.hello,
+    p.Subscribe: Handlers.subscribe,
+    p.Unsubscribe: Handlers.unsubscribe,
+    p.Top: Handlers.top,
+    p.Stats: Handlers.stats,
+    p.Rank: Handlers.rank,
+    p.Around: Handlers.around,
+    p.Ranks: Handlers.ranks,
+    p.Submit: Handlers.submit,
+}
+
+
+def _player(client: Client, req: p.Request) -> str:
+    """The connection's own player; requests about standings need a player or server token."""
+    me = client.identity.player
+    if me is None:
+        raise p.ProtocolError("auth_required", "this request needs a player or server token", req.id)
+    return me
+
+
+async def _read(req: p.Request, call: Awaitable[T]) -> T:
+    """A read whose arguments Redis refused: the client's bad input, in the client's words."""
+    try:
+        return await call
+    except BadRequest as exc:
+        raise p.ProtocolError("bad_message", str(exc), req.id) from None

@@ -1,0 +1,146 @@
+"""Every byte this process writes to a WebSocket goes through here: one write path per socket.
+
+Two kinds of message share one flow-control rule, a bound on the transport's write buffer
+(``write_buffer``):
+
+* **pushes** (snapshots, announcements, own-rank pushes) may be skipped, because the next one
+  supersedes them. A socket over the bound skips; after ``max_skips`` consecutive skips, or
+  ``stall_timeout`` over the bound, it is aborted. Fan-out pushes are framed once and written by
+  fanout.py (``os.write`` when the transport has nothing queued, optional writer threads);
+* **replies** (welcome, answers to requests, errors) are never skipped. They go through websockets'
+  ``send``, which waits while the buffer is over the same bound (``write_limit``): a client that
+  sends requests without reading stops being read, and TCP pushes back on it. The stall clock
+  runs meanwhile (``check_stalled``), so such a socket is dropped like a slow reader.
+
+Both write synchronously, in call order (``send`` writes before it waits), so a reply written
+before a push reaches the client first: hub.py relies on it (``subscribed`` precedes the board's
+first snapshot). Nothing queues per socket beyond the bounded transport buffer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable
+
+from websockets.asyncio.connection import broadcast
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import Frame, Opcode
+from websockets.protocol import State
+
+from .client import Client
+from .fanout import Writer
+from .metrics import Metrics
+from .settings import GatewaySettings
+
+
+def text_frame(payload: bytes) -> bytes:
+    """A server-side (unmasked, uncompressed) text frame: identical bytes for every socket."""
+    return Frame(Opcode.TEXT, payload).serialize(mask=False)
+
+
+def is_open(client: Client) -> bool:
+    return not client.closed and client.ws.state is State.OPEN
+
+
+class Outbound:
+    def __init__(self, settings: GatewaySettings, metrics: Metrics, on_drop: Callable[[Client], None]) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self._on_drop = on_drop  # the hub forgets a dropped socket's subscriptions at once
+        self._bound = settings.write_buffer
+        self._broadcast = settings.fanout == "broadcast"
+        self._writer = Writer(settings.fanout_threads)
+
+    def stop(self) -> None:
+        """Release the writer threads (the process is stopping)."""
+        self._writer.close()
+
+    # ------------------------------------------------------------ replies: never skipped
+
+    async def reply(self, client: Client, payload: bytes) -> None:
+        """Send one message that must arrive (a reply); waits while the buffer is over the bound."""
+        if client.closed:
+            return
+        # A socket closing under us ends its handler's read loop anyway: nothing to report.
+        with contextlib.suppress(ConnectionClosed):
+            await client.ws.send(payload, text=True)
+
+    async def close(self, client: Client, code: int, reason: str) -> None:
+        """The closing handshake (websockets' own; bounded by its ``close_timeout``)."""
+        if client.ws.state is State.OPEN:
+            with contextlib.suppress(Exception):
+                await client.ws.close(code, reason)
+
+    # ------------------------------------------------------------ pushes: skipped when slow
+
+    def push(self, client: Client, frame: bytes, now: float) -> bool:
+        """Write one pre-framed message that a newer one supersedes; False when skipped (or closed)."""
+        if self._admit(client, now):
+            client.transport.write(frame)
+            return True
+        return False
+
+    def fanout(self, clients: Iterable[Client], payload: bytes, frame: bytes) -> int:
+        """Write one pre-framed message to every client; returns how many got it."""
+        started = time.perf_counter()
+        now = time.monotonic()
+        ready = [c for c in tuple(clients) if self._admit(c, now)]  # a drop mutates the set
+        if self._broadcast:
+            # The comparison path (LB_GW_FANOUT=broadcast): same skip rules, websockets frames.
+            broadcast([c.ws for c in ready], payload, text=True)
+        else:
+            self._writer.write(ready, frame)
+        self.metrics.deliveries.inc(len(ready))
+        self.metrics.broadcast_seconds.observe(time.perf_counter() - started)
+        return len(ready)
+
+    def _admit(self, client: Client, now: float) -> bool:
+        if not is_open(client):
+            return False
+        if client.transport.get_write_buffer_size() <= self._bound:
+            client.skips = 0
+            client.over_since = 0.0
+            return True
+        client.skips += 1
+        self.metrics.skipped.inc()
+        if not client.over_since:
+            client.over_since = now
+        if client.skips > self.settings.max_skips:
+            self.drop(client, "slow")
+        elif now - client.over_since >= self.settings.stall_timeout:
+            self.drop(client, "stalled")
+        return False
+
+    # ------------------------------------------------------------ dropping
+
+    def check_stalled(self, client: Client, now: float) -> None:
+        """Called by the sweep: a buffer over the bound for ``stall_timeout`` drops the socket
+        even when no push came to skip (a reply waiting for its buffer to drain, say)."""
+        if client.transport.get_write_buffer_size() <= self._bound:
+            client.over_since = 0.0
+        elif not client.over_since:
+            client.over_since = now
+        elif now - client.over_since >= self.settings.stall_timeout:
+            self.drop(client, "stalled")
+
+    def drop(self, client: Client, reason: str) -> None:
+        """Abort a socket now: its backlog is discarded with it, so memory is freed at once.
+        The client sees an abnormal close and reconnects with backoff."""
+        if client.closed:
+            return
+        client.closed = True
+        self.metrics.dropped.labels(reason).inc()
+        self._on_drop(client)
+        client.transport.abort()
+
+    def fail(self, client: Client, code: int, reason: str, metric: str) -> None:
+        """Send a close frame without waiting for the closing handshake, then abort.
+
+        websockets has no public call for this (``close()`` waits for the peer, which a dead line
+        never answers); its own keepalive does the same two steps, so they are used here, in this
+        one place."""
+        with contextlib.suppress(Exception):
+            client.ws.protocol.fail(code, reason)
+            client.ws.send_data()
+        self.drop(client, metric)
