@@ -20,14 +20,14 @@ from leaderboard import Leaderboard, Submission
 from leaderboard.settings import SettingsError
 
 from .conftest import NOW
-from .gw_helpers import SECRETS, client, greet, http_get, raw_ws, recv, request, running
+from .gw_helpers import SECRETS, T, client, greet, http_get, raw_ws, recv, request, running
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def hub_maps(gw: object) -> dict[str, int]:
     hub = gw.hub  # type: ignore[attr-defined]
-    return {name: len(getattr(hub, name)) for name in ("_subs", "_latest", "_channel_board", "_pending")}
+    return {name: len(getattr(hub, name)) for name in ("_subs", "_latest", "_channel_board", "_pending", "_subscribed")}
 
 
 async def test_a_spectator_cannot_subscribe_to_boards_that_do_not_exist(redis_url: str, r: aioredis.Redis) -> None:
@@ -141,4 +141,32 @@ async def test_binary_frames_are_refused_and_invalid_utf8_is_closed_with_1007(re
             close = data[data.rindex(b"\x88") :]  # the last frame: close (unmasked, from the server)
             assert int.from_bytes(close[2:4], "big") == 1007
         finally:
+            sock.close()
+
+
+def client_text_frame(payload: bytes) -> bytes:
+    """A masked client text frame (mask key 0: the payload stays as it is)."""
+    size = len(payload)
+    head = bytes([0x81, 0x80 | size]) if size < 126 else bytes([0x81, 0x80 | 126]) + size.to_bytes(2, "big")
+    return head + b"\0\0\0\0" + payload
+
+
+async def test_a_client_that_requests_without_reading_is_dropped_as_stalled(redis_url: str, lb: Leaderboard) -> None:
+    subs = [Submission(f"s{i}", f"player-{i:04d}", i, NOW, name=f"name-{i:04d}").fields() for i in range(100)]
+    await lb.submit_batch(subs, now=NOW)
+    limits = {"write_buffer": 16 * 1024, "stall_timeout": 0.5 * T, "rate": 1e6, "burst": 1_000_000}
+    async with running(redis_url, **limits) as gw:
+        sock = await raw_ws(gw, rcvbuf=4096)
+        loop = asyncio.get_running_loop()
+        ask = client_text_frame(b'{"type":"top","window":"alltime","n":100}')
+        # replies of ~8 KB each, never read: once the gateway stops reading, this send can only
+        # end when the gateway aborts the socket
+        flood = asyncio.create_task(loop.sock_sendall(sock, ask * 200_000))
+        try:
+            with pytest.raises(ConnectionError):  # reset by the gateway, before the heartbeat (5 s) would
+                await asyncio.wait_for(flood, 4 * T)
+            assert gw.metrics.dropped.labels("stalled")._value.get() == 1
+            assert not gw.metrics.dropped.labels("heartbeat")._value.get()
+        finally:
+            flood.cancel()
             sock.close()
