@@ -96,7 +96,8 @@ class Outbound:
         return len(ready)
 
     def _admit(self, client: Client, now: float) -> bool:
-        if not is_open(client):
+        # is_open() inlined: this runs once per socket per delivery
+        if client.closed or client.ws.state is not State.OPEN:
             return False
         if client.transport.get_write_buffer_size() <= self._bound:
             client.skips = 0
