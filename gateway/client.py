@@ -1,7 +1,7 @@
 """One connection's state, kept small: at 10k sockets every slot counts (``__slots__``).
 
 No per-connection task or queue lives here: the connection handler (websockets' own task) reads,
-the hub writes pre-framed bytes, the sweep task pings. ``BoardKey`` is ``(window, scope)``.
+outbound.py does every write, the sweep task pings. ``BoardKey`` is ``(window, scope)``.
 """
 
 from __future__ import annotations

@@ -9,11 +9,8 @@ handle per connection; at 10k sockets one sweep is smaller (docs/benchmarks.md h
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Collection
-
-from websockets.exceptions import ConnectionClosed
 
 from .client import Client
 from .outbound import Outbound, is_open
@@ -51,7 +48,5 @@ async def sweep(clients: list[Client], out: Outbound, settings: GatewaySettings)
                     continue
             if client.ping_waiter is None and now - client.last_ping >= settings.ping_interval:
                 client.last_ping = client.ping_sent = now
-                # ping() only awaits when a fragmented send is in progress; we never fragment.
-                with contextlib.suppress(ConnectionClosed):
-                    client.ping_waiter = await client.ws.ping()  # type: ignore[assignment]
+                client.ping_waiter = await out.ping(client)
         await asyncio.sleep(0)

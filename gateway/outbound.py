@@ -19,6 +19,7 @@ first snapshot). Nothing queues per socket beyond the bounded transport buffer.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable
@@ -65,6 +66,13 @@ class Outbound:
         # A socket closing under us ends its handler's read loop anyway: nothing to report.
         with contextlib.suppress(ConnectionClosed):
             await client.ws.send(payload, text=True)
+
+    async def ping(self, client: Client) -> asyncio.Future[float] | None:
+        """A protocol ping (the sweep's heartbeat); the future resolves with the pong."""
+        # ping() only awaits when a fragmented send is in progress; we never fragment.
+        with contextlib.suppress(ConnectionClosed):
+            return await client.ws.ping()  # type: ignore[return-value]  # typed Awaitable, a Future in fact
+        return None
 
     async def close(self, client: Client, code: int, reason: str) -> None:
         """The closing handshake (websockets' own; bounded by its ``close_timeout``)."""
