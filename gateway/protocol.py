@@ -3,7 +3,7 @@
 ``parse()`` returns a request dataclass or raises ``ProtocolError`` with a stable code; nothing
 here knows about sockets, roles or Redis::
 
-    parse(b'{"type":"subscribe","board":"region:eu","id":3}', windows=["weekly"], default_window="weekly")
+    parse('{"type":"subscribe","board":"region:eu","id":3}', windows=["weekly"], default_window="weekly")
     # Subscribe(id=3, board="region:eu", window="weekly")
 """
 
