@@ -44,7 +44,7 @@ async def submit(url: str, config: GameConfig, sid: str, player: str, points: in
 async def test_every_socket_has_the_current_snapshot_within_2s_of_redis_answering(tmp_path: Path, kill: bool) -> None:
     server = RedisServer(tmp_path, aof=True).start()
     config = GameConfig(game="test")
-    settings = ScorerSettings(redis_url=server.url, game=config, name="restart", stats_interval_s=0)
+    settings = ScorerSettings(redis_url=server.url, game=config, name="restart", stats_interval_s=0, metrics_port=0)
     try:
         admin = connect(server.url)
         await admin.function_load(library_code(), replace=True)
