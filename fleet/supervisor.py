@@ -32,12 +32,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 import redis
 
 from leaderboard.backoff import Backoff
 from leaderboard.library import library_code
+from leaderboard.lifecycle import Service
 
 from .children import die_with_parent, listening_pids
 from .redis_server import RedisServer, free_port
@@ -83,7 +83,7 @@ class _Child:
     started: float = field(default_factory=time.monotonic)
 
 
-class Fleet:
+class Fleet(Service):
     def __init__(self, settings: FleetSettings, *, on_status: Callable[[str], None] | None = None) -> None:
         self.settings = settings
         self.port = settings.port or free_port(settings.host)
@@ -323,18 +323,6 @@ class Fleet:
             with contextlib.suppress(FileNotFoundError):
                 self.env_file.unlink()
         self._lock.release()
-
-    async def __aenter__(self) -> Fleet:
-        try:
-            return await self.start()
-        except BaseException:
-            await self.close()
-            raise
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
 
 
 class DataDirLock:

@@ -17,13 +17,13 @@ import resource
 import sys
 import time
 from dataclasses import asdict
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
 
 from fleet.children import die_with_parent
+from leaderboard.lifecycle import Service
 
 from .wsworker import WorkerSettings
 
@@ -51,7 +51,7 @@ def plan(sockets: int, workers: int = 0) -> list[int]:
     return [sockets // k + (1 if i < sockets % k else 0) for i in range(k)]
 
 
-class Swarm:
+class Swarm(Service):
     def __init__(
         self,
         url: str,
@@ -183,15 +183,3 @@ class Swarm:
         for task in self._readers:
             task.cancel()
         await asyncio.gather(*self._readers, return_exceptions=True)
-
-    async def __aenter__(self) -> Swarm:
-        try:
-            return await self.start()
-        except BaseException:
-            await self.close()
-            raise
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
