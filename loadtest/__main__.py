@@ -34,13 +34,17 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fleet.children import listening_pids
-from leaderboard import GameConfig
+from leaderboard import GameConfig, connect
 from leaderboard.settings import HelpFormatter, describe, plain, redacted, redis_url_arg, unreachable
 
 from . import report
+from .cleanup import clean_up, remove_players, run_prefix
+from .flood import BASELINE_GAME
 from .modes import Progress, Result, run_load, run_storm, run_submit
 from .swarm import parse_ws_url
 from .target import Target, private_fleet
+
+CLEANUP_BOUND = 120.0  # seconds the removal itself may take, after the wait for the scorer
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "sockets": {"sockets": 2000, "gateways": 1, "duration": 15.0},
@@ -99,8 +103,8 @@ def parser() -> argparse.ArgumentParser:
         )
         where.add_argument(
             "--game",
-            help="game the load writes into (key hash tag): required with --url, since its synthetic players stay "
-            "on that game's boards; a private fleet uses $LB_GAME or 'loadtest'",
+            help="game the load writes into (key hash tag): required with --url, where it must be the game the "
+            "fleet serves (its LB_GAME); a private fleet uses $LB_GAME or 'loadtest'",
         )
         where.add_argument("--jwt-secret", default="", help="HS256 secret for player tokens against --url")
         where.add_argument(
@@ -187,6 +191,13 @@ def parser() -> argparse.ArgumentParser:
                 "--replace-after", type=float, default=1.0, help="seconds after the kill the replacement starts"
             )
         m.add_argument(
+            "--cleanup-wait",
+            type=float,
+            default=60.0,
+            help="against a Redis this tool did not start: longest wait for the scorer to apply the run's "
+            "submissions before its synthetic players are removed (seconds, default 60)",
+        )
+        m.add_argument(
             "--time-limit",
             type=float,
             default=900.0,
@@ -214,20 +225,31 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
         if not args.redis_url:
             raise ValueError("--url needs --redis-url (submissions and the snapshot monitor use it)")
         if not args.game:
-            # A load test against a live fleet must not pour synthetic players into a real game by
-            # default: they would stay on its boards for good.
+            # A gateway serves one game: the load must write into that one, and a default could
+            # only guess it (then every socket would wait for snapshots that never come).
             raise ValueError(
-                "--url needs --game: the load adds synthetic players to that game's boards for good. Run the "
-                "fleet under a game of its own (LB_GAME=loadtest ./dev run --port 8100 --data-dir var/loadtest) "
-                "and pass --game loadtest"
+                "--url needs --game: the game the fleet serves (its LB_GAME). The run adds synthetic players "
+                "to that game's boards and removes them afterwards"
             )
         _, port, _ = parse_ws_url(args.url)
         for pid in [*args.gateway_pid, getattr(args, "victim_pid", 0)]:
             if pid and not _running(pid):
                 raise ValueError(f"no process {pid} (--gateway-pid / --victim-pid)")
         pids = args.gateway_pid or listening_pids(port)
+        # an unreachable Redis stops the run here, before anything is written or to be removed
+        redis = connect(args.redis_url)
+        try:
+            await redis.ping()
+        finally:
+            await redis.aclose()
         yield Target(
-            ws_url=args.url, redis_url=args.redis_url, game=args.game, jwt_secret=args.jwt_secret, gateway_pids=pids
+            ws_url=args.url,
+            redis_url=args.redis_url,
+            game=args.game,
+            jwt_secret=args.jwt_secret,
+            gateway_pids=pids,
+            player_prefix=run_prefix(),
+            clean_up=True,
         )
         return
     gateways = 1 if args.mode == "storm" else args.gateways  # storm: the others start once the victim is full
@@ -239,6 +261,9 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
             env=dict(args.gateway_env),
             game=args.game or os.environ.get("LB_GAME", "loadtest"),
         ) as target:
+            if args.redis_url:
+                # the private fleet's processes write into a Redis that outlives the run
+                target.player_prefix, target.clean_up = run_prefix(), True
             yield target
 
 
@@ -248,11 +273,45 @@ async def run(args: argparse.Namespace, progress: Progress) -> Result:
             f"{args.mode}: target {target.ws_url} (gateway pids {target.gateway_pids}), "
             f"redis {redacted(target.redis_url)}"
         )
-        if args.mode in ("sockets", "mixed"):
-            return await run_load(args.mode, target, args, progress)
-        if args.mode == "submit":
-            return await run_submit(target, args, progress)
-        return await run_storm(target, args, progress)
+        try:
+            result = await run_mode(target, args, progress)
+        except BaseException:
+            # a failed or interrupted run wrote into that Redis all the same
+            if target.clean_up:
+                line = await remove_synthetic_players(target, args.cleanup_wait)
+                print(f"synthetic players removed: {line}", file=sys.stderr, flush=True)
+            raise
+        if target.clean_up:
+            line = await remove_synthetic_players(target, args.cleanup_wait)
+            result.rows.append(("synthetic players removed", line))
+            result.figures["cleanup"] = line
+        return result
+
+
+async def run_mode(target: Target, args: argparse.Namespace, progress: Progress) -> Result:
+    if args.mode in ("sockets", "mixed"):
+        return await run_load(args.mode, target, args, progress)
+    if args.mode == "submit":
+        return await run_submit(target, args, progress)
+    return await run_storm(target, args, progress)
+
+
+async def remove_synthetic_players(target: Target, wait: float) -> str:
+    """The run's players out of the target's game (and the submit baseline's scratch game)."""
+    redis = connect(target.redis_url)
+    try:
+        async with asyncio.timeout(wait + CLEANUP_BOUND):
+            done = await clean_up(redis, GameConfig(game=target.game), target.player_prefix, wait=wait)
+            scratch = await remove_players(redis, GameConfig(game=BASELINE_GAME), target.player_prefix)
+    except (TimeoutError, RedisConnectionError, RedisTimeoutError) as exc:
+        return (
+            f"FAILED ({exc.__class__.__name__}: {exc}); the run's players are named {target.player_prefix}<n> "
+            f"in game {target.game!r}: remove them with python -m loadtest.cleanup"
+        )
+    finally:
+        await redis.aclose()
+    done.removed += scratch.removed
+    return done.line()
 
 
 def settings_of(args: argparse.Namespace) -> dict[str, Any]:

@@ -180,7 +180,10 @@ class Window:
         }
 
 
-async def one_at_a_time(redis: aioredis.Redis, source: Source, seconds: float, game: str = "loadtest-base") -> float:
+BASELINE_GAME = "loadtest-base"
+
+
+async def one_at_a_time(redis: aioredis.Redis, source: Source, seconds: float, game: str = BASELINE_GAME) -> float:
     """The baseline: one FCALL per submission, each awaited before the next (the seed lesson's
     path), on a scratch game so it leaves the measured boards alone. Submissions per second."""
     lb = Leaderboard(redis, GameConfig(game=game))

@@ -131,6 +131,7 @@ def swarm_of(args: argparse.Namespace, target: Target, url: str, **extra: Any) -
         workers=args.clients,
         token_secret=target.jwt_secret if args.players_share > 0 else "",
         token_share=args.players_share,
+        player_prefix=target.player_prefix,
         **extra,
     )
 
@@ -233,13 +234,22 @@ async def socket_phase(
 
 
 MIN_SAMPLES = 100  # below this a p99 is the largest value or close to it: no percentile to speak of
+# Every socket's latency for one snapshot comes from the same publish, the same loop turn of the
+# gateway: thousands of deliveries of a few snapshots are a few observations, not thousands.
+MIN_SNAPSHOTS = 10
 
 
-def too_few(count: int) -> str:
-    """A warning for a table cell whose percentiles rest on too few samples to mean anything."""
-    if count >= MIN_SAMPLES:
-        return ""
-    return f"  (only {count} sample{'s' * (count != 1)}: too few to mean anything; run longer or with more sockets)"
+def too_few(count: int, snapshots: int | None = None) -> str:
+    """A warning for a table cell whose percentiles rest on too few samples to mean anything:
+    fewer than MIN_SAMPLES values, or (for latencies) values of fewer than MIN_SNAPSHOTS snapshots."""
+    if count < MIN_SAMPLES:
+        return f"  (only {count} sample{'s' * (count != 1)}: too few to mean anything; run longer or with more sockets)"
+    if snapshots is not None and snapshots < MIN_SNAPSHOTS:
+        return (
+            f"  (from only {snapshots} snapshot{'s' * (snapshots != 1)}: too few to mean anything; run longer "
+            "or keep the top 10 moving)"
+        )
+    return ""
 
 
 def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -251,7 +261,7 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
         (f"{prefix}snapshots in window", f["snapshots"]),
         (f"{prefix}deliveries / expected", f"{f['deliveries']:,} / {f['expected_deliveries']:,} (lost {f['lost']:,})"),
         (f"{prefix}sockets with every snapshot", f"{f['sockets_complete']:,} / {f['sockets_eligible']:,}"),
-        (f"{prefix}latency p50/p90/p99/max ms", _quad(lat)),
+        (f"{prefix}latency p50/p90/p99/max ms", _quad(lat, f["snapshots"])),
         (f"{prefix}fan-out spread p50/p90/p99/max ms", _quad(spread)),
         (f"{prefix}rank pushes / announces", f"{f['rank_pushes']:,} / {f['announces']:,}"),
         (f"{prefix}msgs received /s", f["msgs_per_s"]),
@@ -270,9 +280,9 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     return rows
 
 
-def _quad(s: dict[str, float]) -> str:
+def _quad(s: dict[str, float], snapshots: int | None = None) -> str:
     text = " / ".join("–" if math.isnan(s[k]) else f"{s[k]:,.0f}" for k in ("p50", "p90", "p99", "max"))
-    return text + too_few(int(s["count"]))
+    return text + too_few(int(s["count"]), snapshots)
 
 
 def phase_charts(label: str, series: dict[str, Any]) -> list[str]:
@@ -293,7 +303,11 @@ async def run_load(mode: str, target: Target, args: argparse.Namespace, progress
     config = GameConfig(game=target.game)
     channel = channel_of(target.game, args.window)
     redis = connect(target.redis_url)
-    flood = Flood(redis, config, Source(players=args.players, op=args.op), rate=rate) if rate != 0 else None
+    flood = (
+        Flood(redis, config, Source(players=args.players, op=args.op, prefix=target.player_prefix), rate=rate)
+        if rate != 0
+        else None
+    )
     try:
         async with SnapshotMonitor(target.redis_url, channel) as monitor:
             if flood is not None:
@@ -365,7 +379,7 @@ def ratio_rows(ours: dict[str, Any], naive: dict[str, Any]) -> list[tuple[str, A
 async def run_submit(target: Target, args: argparse.Namespace, progress: Progress) -> Result:
     result = Result("submit")
     redis = connect(target.redis_url)
-    source = Source(players=args.players, op=args.op)
+    source = Source(players=args.players, op=args.op, prefix=target.player_prefix)
     flood = Flood(redis, GameConfig(game=target.game), source, rate=args.rate)
     try:
         watch = Watch("submit", progress, [], flood)
@@ -392,7 +406,9 @@ async def run_submit(target: Target, args: argparse.Namespace, progress: Progres
                 f"baseline: one FCALL per submission, one at a time, {args.baseline_seconds:.0f} s "
                 f"(backlog left {left:,})"
             )
-            base = await one_at_a_time(redis, Source(players=args.players, op=args.op), args.baseline_seconds)
+            base = await one_at_a_time(
+                redis, Source(players=args.players, op=args.op, prefix=target.player_prefix), args.baseline_seconds
+            )
             result.figures["baseline_one_at_a_time_per_s"] = base
             result.rows += [
                 ("baseline one-at-a-time /s", base),
@@ -417,7 +433,12 @@ async def run_storm(target: Target, args: argparse.Namespace, progress: Progress
     result = Result("storm")
     fleet = target.fleet
     redis = connect(target.redis_url)
-    flood = Flood(redis, GameConfig(game=target.game), Source(players=args.players, op=args.op), rate=args.feed_rate)
+    flood = Flood(
+        redis,
+        GameConfig(game=target.game),
+        Source(players=args.players, op=args.op, prefix=target.player_prefix),
+        rate=args.feed_rate,
+    )
     swarms: list[Swarm] = []
     try:
         if args.feed_rate:
@@ -447,6 +468,7 @@ async def run_storm(target: Target, args: argparse.Namespace, progress: Progress
                 reconnect=True,
                 first_source=20,
                 first_index=args.sockets,
+                player_prefix=target.player_prefix,
             )
             swarms.append(await others.start())
             await watch.run(

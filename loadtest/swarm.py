@@ -65,6 +65,7 @@ class Swarm(Service):
         token_share: float = 0.0,
         first_index: int = 0,
         handshake_timeout: float = 15.0,
+        player_prefix: str = "p",
     ) -> None:
         host, port, path = parse_ws_url(url)
         counts = plan(sockets, workers)
@@ -86,6 +87,7 @@ class Swarm(Service):
                     token_secret=token_secret,
                     token_share=token_share,
                     handshake_timeout=handshake_timeout,
+                    player_prefix=player_prefix,
                 )
             )
             first += count

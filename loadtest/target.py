@@ -50,7 +50,11 @@ def rss_bytes(pids: list[int]) -> int:
 
 @dataclass
 class Target:
-    """Where sockets connect and submissions go; ``fleet`` is set when this tool started it."""
+    """Where sockets connect and submissions go; ``fleet`` is set when this tool started it.
+
+    ``player_prefix`` names the run's synthetic players (``<prefix><index>``); in a Redis this tool
+    did not start it is unique to the run (``cleanup.run_prefix()``), and ``clean_up`` is set: the
+    run removes its players afterwards (loadtest/cleanup.py)."""
 
     ws_url: str
     redis_url: str
@@ -58,6 +62,8 @@ class Target:
     jwt_secret: str = ""
     gateway_pids: list[int] = field(default_factory=list)
     fleet: Fleet | None = None
+    player_prefix: str = "p"
+    clean_up: bool = False
 
 
 def fleet_settings(

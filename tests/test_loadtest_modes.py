@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+import redis
 
 from loadtest.__main__ import main
 from loadtest.frames import client_frame, close_code, message_type, response_status, snapshot_identity, split_frames
@@ -36,6 +37,14 @@ def run(mode: str, tmp_path: Path, redis_url: str, *extra: str) -> dict:  # type
     assert "<svg" in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
     doc = orjson.loads(stem.with_suffix(".json").read_bytes())
     assert doc["mode"] == mode and doc["settings"]["mode"] == mode and "jwt_secret" not in doc["settings"]
+    # the private fleet wrote into a Redis it did not start: the run's players are gone from it
+    assert "WARNING" not in doc["figures"]["cleanup"], doc["figures"]["cleanup"]
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        for key in client.scan_iter(match="lb:*:board:*"):
+            assert not [m for m in client.zrange(key, 0, -1) if str(m).startswith("lt-")], key
+    finally:
+        client.close()
     return doc  # type: ignore[no-any-return]
 
 

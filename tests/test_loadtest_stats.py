@@ -37,3 +37,23 @@ def test_a_percentile_of_too_few_samples_says_so() -> None:
     one = _quad(summary([42.0]))  # e.g. the fan-out spread of a run that saw a single snapshot
     assert one.startswith("42 / 42 / 42 / 42") and "only 1 sample: too few to mean anything" in one
     assert "too few" not in _quad(summary(range(500)))
+
+
+def test_latencies_of_one_snapshot_say_so_however_many_sockets_got_it() -> None:
+    from loadtest.modes import MIN_SNAPSHOTS, phase_rows
+
+    def latency_cell(snapshots: int) -> str:
+        figures = {
+            "opened": 2000, "sockets": 2000, "connect_failures": 0, "connect_rate": 1000.0, "sockets_per_gateway": {},
+            "snapshots": snapshots, "deliveries": 2000 * snapshots, "expected_deliveries": 2000 * snapshots,
+            "lost": 0, "sockets_complete": 2000, "sockets_eligible": 2000, "rank_pushes": 0, "announces": 0,
+            "msgs_per_s": 0.0, "gateway_cpu_ms_per_1k_deliveries": 1.0, "gateway_cpu_pct": 1.0,
+            "gateway_rss_kb_per_conn": 1.0,
+            "latency_ms": summary([float(i % 50) for i in range(2000 * snapshots)]),
+            "spread_ms": summary([float(i) for i in range(max(snapshots, 100))]),
+        }  # fmt: skip
+        return str(dict(phase_rows(figures))["latency p50/p90/p99/max ms"])
+
+    one = latency_cell(1)  # 2,000 deliveries, but every one of the same publish
+    assert "from only 1 snapshot: too few to mean anything" in one
+    assert "too few" not in latency_cell(MIN_SNAPSHOTS)

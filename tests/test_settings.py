@@ -88,6 +88,7 @@ ENTRY_POINTS = [
     (["-m", "loadtest"], None),
     (["-m", "loadtest", "sockets"], None),
     (["-m", "loadtest", "storm"], None),
+    (["-m", "loadtest.cleanup"], None),
     (["-m", "bench.gateway"], None),
     (["-m", "bench.scorer"], None),
     (["-m", "bench.drain"], None),
