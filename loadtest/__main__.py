@@ -8,9 +8,10 @@ Modes:
   storm    SIGKILL one gateway holding N sockets and measure how its clients come back
 
 By default a mode starts its own private fleet (embedded redis-server on a free port, a scorer,
-``--gateways`` gateway processes on one free port); ``--url`` and ``--redis-url`` target a running
-one instead. Every run is bounded in time and count and stops everything it started. Reports go to
-``loadtest-reports/<mode>-<timestamp>.{json,html}`` (or ``--out STEM``).
+``--gateways`` gateway processes on one free port); ``--url``, ``--redis-url`` and ``--game`` target a
+running one instead. Every run is bounded in time and count and stops everything it started. In a
+Redis it did not start, its synthetic players are removed at the end (loadtest/cleanup.py says
+what stays). Reports go to ``loadtest-reports/<mode>-<timestamp>.{json,html}`` (or ``--out STEM``).
 """
 
 from __future__ import annotations
