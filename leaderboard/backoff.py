@@ -9,6 +9,12 @@ with it their returns spread evenly over the cap. A connection that stayed up fo
 
     backoff = Backoff(base=0.05, ceiling=0.5)     # a server process waiting for Redis
     await asyncio.sleep(backoff.next_delay())
+
+Why it lives here and not in ``client``: imports run one way, leaderboard ← scorer, gateway ←
+fleet, loadtest, so the scorer and the gateway can share only what sits in ``leaderboard``. The
+app-facing ``client`` package re-exports it (``client.backoff``) instead of owning it: a server
+process must never import the package apps embed, and an app's clients reconnecting with the same
+code the fleet was tested with keeps one definition of "full jitter".
 """
 
 from __future__ import annotations
