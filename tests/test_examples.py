@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -58,6 +59,7 @@ def test_the_readme_quotes_the_examples() -> None:
     readme = (ROOT / "README.md").read_text()
     for name in ("game_server.py", "bot.py"):
         source = (ROOT / "examples" / name).read_text()
-        start = source.index("async def ")
-        body = source[start : source.index('\n\n\nif __name__ == "__main__":')]
-        assert body in readme, f"README must quote examples/{name}'s function as it is"
+        start = re.search(r"^(async )?def ", source, re.MULTILINE)
+        assert start is not None
+        body = source[start.start() : source.index('\n\n\nif __name__ == "__main__":')]
+        assert body in readme, f"README must quote examples/{name}'s functions as they are"
