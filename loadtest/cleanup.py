@@ -32,7 +32,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from leaderboard import GameConfig, connect
-from leaderboard.settings import argument_parser, unreachable
+from leaderboard.settings import argument_parser, redis_url_arg, unreachable
 
 SCAN_COUNT = 1000
 PREFIX = re.compile(r"lt-[0-9a-f]{10}-")  # what run_prefix() makes: nothing wider may be removed by hand
@@ -154,7 +154,7 @@ def _prefix(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m loadtest.cleanup", __doc__ or "")
-    p.add_argument("--redis-url", required=True, help="the fleet's Redis")
+    p.add_argument("--redis-url", required=True, type=redis_url_arg, help="the fleet's Redis")
     p.add_argument("--game", required=True, help="the game the run wrote into")
     p.add_argument("--prefix", required=True, type=_prefix, help="the run's player-id prefix (lt-<10 hex digits>-)")
     p.add_argument("--wait", type=float, default=10.0, help="longest wait for the scorer to apply what is queued (s)")

@@ -96,6 +96,9 @@ def test_the_cleanup_command_refuses_any_prefix_but_a_runs(redis_url: str, capsy
         with pytest.raises(SystemExit) as exit_:
             main(["--redis-url", redis_url, "--game", "live", "--prefix", wide])
         assert exit_.value.code == 2 and "expected a run's prefix" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["--redis-url", "127.0.0.1:6379", "--game", "live", "--prefix", run_prefix()])
+    assert exit_.value.code == 2 and "--redis-url" in capsys.readouterr().err
     assert main(["--redis-url", redis_url, "--game", "live", "--prefix", run_prefix(), "--wait", "0"]) == 0
     assert capsys.readouterr().out.startswith("synthetic players removed: 0 from 0 boards")
 
