@@ -1,0 +1,119 @@
+"""Property: the Python validator and the function library give every submission the same verdict.
+
+Inputs are stream entries (what the library reads): any bytes, kept as surrogates where they
+are not UTF-8, plus the values next to each rule's edge. A valid base slip gets one or more
+fields replaced. With one field replaced, both layers must give the same code; with several,
+both must refuse, each with a code that one of the bad fields alone would get (the layers may
+check fields in different orders). A refused slip writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+import redis.asyncio as aioredis
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+from leaderboard import WINDOWS, GameConfig, InvalidSubmission, Leaderboard, Submission, connect
+from leaderboard.batch import decode_batch, encode_batch
+from leaderboard.redis_server import RedisServer
+
+from .conftest import NOW
+from .properties import bounded
+
+HOUR = 3_600_000
+BASE = {"id": "sub-1", "player": "ana", "points": "10", "ts": str(NOW)}
+CONFIGS = [("daily", "weekly", "alltime"), ("daily",), ("weekly", "monthly"), ("alltime",)]
+
+
+def _stream_text(max_size: int) -> st.SearchStrategy[str]:
+    """A stream field as the wrappers read it: bytes, undecodable ones kept as surrogates."""
+    return st.binary(max_size=max_size).map(lambda b: b.decode("utf-8", "surrogateescape")) | st.text(max_size=max_size)
+
+
+_limits = [str(w.max_points + d) for w in WINDOWS.values() for d in (0, 1)]
+_plain = st.text("abcXYZ019_-é", min_size=1, max_size=12)  # valid in every text field
+# Per field: values at a rule's edge, plausible valid values, and anything at all.
+FIELDS: dict[str, st.SearchStrategy[str]] = {
+    "id": st.sampled_from(["", "i" * 64, "i" * 65, "é" * 32, "é" * 33]) | _plain | _stream_text(70),
+    "player": st.sampled_from(["", "p" * 64, "p" * 65, "ok\udcff", "\udced\udca0\udc80"]) | _plain | _stream_text(70),
+    "name": st.sampled_from(["", "n" * 64, "n" * 65, "Ünïcødé ✓"]) | _plain | _stream_text(70),
+    "points": st.one_of(
+        st.sampled_from(_limits),
+        st.sampled_from(["", "-5", "1.5", "nan", "inf", "1e3", " 12", "0x10", "٣", "007", "9" * 16, "9" * 17]),
+        st.integers(0, 10**17).map(str),
+        _stream_text(20),
+    ),
+    "op": st.sampled_from(["", "best", "incr", "set", "max", "BEST", "best "]) | _stream_text(8),
+    "ts": st.one_of(
+        st.sampled_from(["", "-1", str(NOW) + ".0", "9" * 15, "9" * 16, str(NOW - 48 * HOUR), str(NOW + 30_000)]),
+        st.integers(NOW - 50 * HOUR, NOW + 90_000).map(str),
+        _stream_text(16),
+    ),
+    "region": st.sampled_from(["", "eu", "e u", "r" * 32, "r" * 33, "eu:west", "EU_w-1"]) | _stream_text(40),
+    "mode": st.sampled_from(["", "duel", "m" * 33, "m:x"]) | _stream_text(40),
+}
+overrides = st.dictionaries(st.sampled_from(list(FIELDS)), st.just(""), min_size=1, max_size=4).flatmap(
+    lambda chosen: st.fixed_dictionaries({name: FIELDS[name] for name in chosen})
+)
+
+
+def python_verdict(fields: Mapping[str, str], config: GameConfig) -> str:
+    try:
+        Submission.parse(fields, now_ms=NOW, rules=config.rules())
+    except InvalidSubmission as exc:
+        return exc.code
+    return "ok"
+
+
+async def library_verdicts(lb: Leaderboard, r: aioredis.Redis, fields: dict[str, str]) -> list[str]:
+    """The verdict of the wrapper the scorer uses, and where the wrapper refuses a timestamp before
+    the call, the library's own (called with a clock at which the wrapper lets it through)."""
+    verdicts = []
+    for direct in (False, True):
+        await r.flushall()  # keys only: the function library stays loaded
+        if not direct:
+            [result] = await lb.submit_batch([fields], now=NOW)
+        else:
+            ts = fields["ts"]
+            if not (ts.isascii() and ts.isdigit() and abs(int(ts) - NOW) < 60 * HOUR):
+                continue
+            plan = encode_batch(lb.config, [fields], int(ts))
+            if plan.count == 0:  # refused before the call for another reason (a scope)
+                continue
+            plan.args[0] = NOW  # the function's clock argument
+            [result] = decode_batch(plan, await r.fcall("lb_submit", len(plan.keys), *plan.keys, *plan.args))
+        verdict = "ok" if result.status == "ok" else str(result.code)
+        assert result.status in ("ok", "error"), result
+        if verdict != "ok":
+            assert result.message
+            assert await r.dbsize() == 0, f"refused ({verdict}) but wrote keys"
+        verdicts.append(verdict)
+    return verdicts
+
+
+def test_python_and_library_give_the_same_verdict(redis_server: RedisServer) -> None:
+    with asyncio.Runner() as runner:
+        r = connect(redis_server.url)
+
+        @bounded(250)
+        @given(st.sampled_from(CONFIGS), overrides)
+        def check(windows: tuple[str, ...], override: dict[str, str]) -> None:
+            config = GameConfig(game="prop", windows=windows)
+            fields = {**BASE, **override}
+            expected = python_verdict(fields, config)
+            alone = {python_verdict({**BASE, name: value}, config) for name, value in override.items()}
+            assert expected in alone  # a refusal is caused by one field, never by a combination
+            event(expected)
+            for verdict in runner.run(library_verdicts(Leaderboard(r, config), r, fields)):
+                if len(override) == 1 or expected == "ok" or verdict == "ok":
+                    assert verdict == expected, (fields, verdict, expected)
+                else:
+                    assert verdict in alone - {"ok"}, (fields, verdict, alone)
+
+        try:
+            check()
+        finally:
+            runner.run(r.aclose())
