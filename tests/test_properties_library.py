@@ -1,6 +1,8 @@
 """Property: random batches through lb_submit leave every board exactly as a plain model of the
 rules says: personal bests, running totals and overwrites per window, ties to whoever got there
-first, a replayed id changing nothing, a total past a window's limit refused as a whole.
+first, a replayed id changing nothing, a total past a window's limit refused as a whole; and
+each submission's per-board rows (improved, rank, previous rank, points) and the top-N version
+counters agree with it too.
 
 Few players, points values and instants, so ties, duplicates and limits happen often. The model
 takes the calendar (which period an instant falls in) from leaderboard.windows; every rule about
@@ -88,12 +90,20 @@ def configs(draw: st.DrawFn) -> GameConfig:
     windows = draw(st.lists(st.sampled_from(list(SHIFT)), min_size=1, max_size=4, unique=True))
     per_window = draw(st.dictionaries(st.sampled_from(windows), st.sampled_from(OPERATORS)))
     return GameConfig(
-        game="prop", windows=tuple(windows), operator=draw(st.sampled_from(OPERATORS)), window_operators=per_window
+        game="prop",
+        windows=tuple(windows),
+        operator=draw(st.sampled_from(OPERATORS)),
+        window_operators=per_window,
+        top_n=draw(st.sampled_from([1, 2, 3, 10])),  # small tops: writes land in, out of and below them
     )
 
 
 Board = tuple[str, str, str]  # window, period label, scope
 Standing = tuple[int, int]  # points, time unit reached (since the period's start)
+
+
+# One board's row of a submit result: improved, rank after, rank before (None: not on it), points.
+Row = tuple[bool, int, int | None, int]
 
 
 class Model:
@@ -103,10 +113,12 @@ class Model:
         self.config = config
         self.boards: dict[Board, dict[str, Standing]] = {}
         self.seen: set[tuple[str, int]] = set()  # ids are remembered per hour of their timestamp
+        self.versions: dict[str, int] = {}  # "<window>:<period>:<scope>" -> writes that moved the top N
 
-    def submit(self, slip: Slip) -> str:
+    def submit(self, slip: Slip) -> tuple[str, list[Row]]:
+        """The slip's status and its rows, one per board in the library's order."""
         if (slip.id, slip.ts // HOUR) in self.seen:
-            return "duplicate"
+            return "duplicate", []
         scopes = ["global"] + [f"{kind}:{v}" for kind, v in (("region", slip.region), ("mode", slip.mode)) if v]
         writes: list[tuple[Board, Standing | None]] = []
         for name in self.config.windows:
@@ -118,13 +130,31 @@ class Model:
                 old = self.boards.get(board, {}).get(slip.player)
                 new = self._apply(op, old, slip.points, t)
                 if new is not None and new[0] > LIMIT[name]:
-                    return "points_out_of_range"  # refused as a whole: nothing below happens
+                    return "points_out_of_range", []  # refused as a whole: nothing below happens
                 writes.append((board, new))
         self.seen.add((slip.id, slip.ts // HOUR))
-        for board, new in writes:
-            if new is not None:
-                self.boards.setdefault(board, {})[slip.player] = new
-        return "ok"
+        return "ok", [self._write(board, slip.player, new) for board, new in writes]
+
+    def _write(self, board: Board, player: str, new: Standing | None) -> Row:
+        entries = self.boards.setdefault(board, {})
+        old = entries.get(player)
+        before = self.rank(board, player)
+        if new is None:
+            assert old is not None and before is not None
+            return (False, before, before, old[0])
+        entries[player] = new
+        after = self.rank(board, player)
+        assert after is not None
+        top_n = self.config.top_n
+        if (before is not None and before <= top_n) or after <= top_n:  # entered, moved in or left the top N
+            label = ":".join(board)
+            self.versions[label] = self.versions.get(label, 0) + 1
+        improved = old is None or (new[0], -new[1]) > (old[0], -old[1])
+        return (improved, after, before, new[0])
+
+    def rank(self, board: Board, player: str) -> int | None:
+        players = [row[0] for row in self.standings(board)]
+        return players.index(player) + 1 if player in players else None
 
     @staticmethod
     def _apply(op: str, old: Standing | None, points: int, t: int) -> Standing | None:
@@ -136,7 +166,7 @@ class Model:
             if old is None:
                 return (points, t)
             return None if points == 0 else (old[0] + points, t)  # +0 keeps when the total was reached
-        return (points, t)  # set
+        return None if old == (points, t) else (points, t)  # set: the same score again is no write
 
     def standings(self, board: Board) -> list[tuple[str, int, int]]:
         """The board as ZRANGE REV lists it: points down, earlier first, then player id down."""
@@ -162,11 +192,16 @@ async def check_history(
     await r.flushall()  # keys only: the function library stays loaded
     lb, model = Leaderboard(r, config), Model(config)
     expected = [model.submit(slip) for slip in history]
-    got: list[str] = []
+    got: list[tuple[str, list[Row]]] = []
     bounds = sorted({0, len(history), *(c % (len(history) + 1) for c in cuts)})
     for i, (lo, hi) in enumerate(pairwise(bounds)):
-        results = await lb.submit_batch([slip.fields() for slip in history[lo:hi]], now=CLOCK, rows=rows[i % len(rows)])
-        got += [res.status if res.status != "error" else str(res.code) for res in results]
+        with_rows = rows[i % len(rows)]
+        results = await lb.submit_batch([slip.fields() for slip in history[lo:hi]], now=CLOCK, rows=with_rows)
+        for res, (_, want) in zip(results, expected[lo:hi], strict=True):
+            status = res.status if res.status != "error" else str(res.code)
+            got.append(
+                (status, [(b.improved, b.rank, b.previous_rank, b.best) for b in res.boards] if with_rows else want)
+            )
     assert got == expected, [(s.fields(), g, e) for s, g, e in zip(history, got, expected, strict=True) if g != e]
 
     keys = config.keys
@@ -175,7 +210,8 @@ async def check_history(
     for board in model.boards:
         got_rows, want_rows = await redis_standings(r, keys.board(*board), board[0]), model.standings(board)
         assert got_rows == want_rows, (board, got_rows, want_rows)
-    assert await r.xlen(keys.activity) == expected.count("ok")
+    assert await r.xlen(keys.activity) == sum(status == "ok" for status, _ in expected)
+    assert {k: int(v) for k, v in (await r.hgetall(keys.versions)).items()} == model.versions
 
 
 def test_batches_leave_every_board_as_the_model_says(redis_server: RedisServer) -> None:
