@@ -20,8 +20,8 @@ import redis.asyncio as aioredis
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Leaderboard, connect
-from leaderboard.redis_server import RedisServer
 from leaderboard.windows import window
 
 from .conftest import NOW

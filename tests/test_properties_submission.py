@@ -16,9 +16,9 @@ import redis.asyncio as aioredis
 from hypothesis import event, given
 from hypothesis import strategies as st
 
+from fleet.redis_server import RedisServer
 from leaderboard import WINDOWS, GameConfig, InvalidSubmission, Leaderboard, Submission, connect
 from leaderboard.batch import decode_batch, encode_batch
-from leaderboard.redis_server import RedisServer
 
 from .conftest import NOW
 from .properties import bounded
