@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from redis.exceptions import RedisError
 
 from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, Submission, now_ms, wire
+from leaderboard.errors import TournamentError
 from leaderboard.queue import Queue
 
 from . import protocol as p
@@ -125,14 +126,14 @@ class Handlers:
         await self._out.reply(client, wire.subscribed(req.board, req.window, req.id, type_="unsubscribed"))
 
     async def top(self, client: Client, req: p.Top) -> None:
-        top = await _read(req, self._lb.top(req.window, req.board, req.n))
+        top = await _read(req, self._lb.top(req.window, req.board, req.n, period=req.period))
         msg = wire.top(
             board=req.board, window=req.window, period=top.period.label, entries=top.entries, request_id=req.id
         )
         await self._out.reply(client, msg)
 
     async def stats(self, client: Client, req: p.Stats) -> None:
-        st = await _read(req, self._lb.stats(req.window, req.board))
+        st = await _read(req, self._lb.stats(req.window, req.board, period=req.period))
         msg = wire.stats(
             board=req.board, window=req.window, period=st.period.label, size=st.size, players=st.players,
             request_id=req.id,
@@ -142,7 +143,7 @@ class Handlers:
     async def rank(self, client: Client, req: p.Rank) -> None:
         me = _player(client, req)  # even to ask about someone else
         player = req.player or me
-        ranks = await _read(req, self._lb.ranks([player], req.window, req.board))
+        ranks = await _read(req, self._lb.ranks([player], req.window, req.board, period=req.period))
         [st] = ranks.standings
         msg = wire.rank(
             board=req.board, window=req.window, period=ranks.period.label, player=player, rank=st.rank,
@@ -153,7 +154,7 @@ class Handlers:
     async def around(self, client: Client, req: p.Around) -> None:
         me = _player(client, req)  # even to ask about someone else
         player = req.player or me
-        around = await _read(req, self._lb.around(player, req.window, req.board, req.k))
+        around = await _read(req, self._lb.around(player, req.window, req.board, req.k, period=req.period))
         msg = wire.around(
             board=req.board, window=req.window, period=around.period.label, player=player, entries=around.entries,
             request_id=req.id,
@@ -162,7 +163,7 @@ class Handlers:
 
     async def ranks(self, client: Client, req: p.Ranks) -> None:
         _player(client, req)
-        ranks = await _read(req, self._lb.ranks(list(req.players), req.window, req.board))
+        ranks = await _read(req, self._lb.ranks(list(req.players), req.window, req.board, period=req.period))
         msg = wire.ranks(
             board=req.board, window=req.window, period=ranks.period.label, size=ranks.size,
             standings=ranks.standings, request_id=req.id,
@@ -185,6 +186,16 @@ class Handlers:
             raise p.ProtocolError("backlog_full", str(exc), req.id) from None
         await self._out.reply(client, wire.submitted(sub.id, stream_id, req.id))
 
+    async def join(self, client: Client, req: p.Join) -> None:
+        # Entry is the game's decision (fees, qualification, invitations), so players cannot
+        # enter themselves: only a game server connection (or the Python API) enters them.
+        role = client.identity.role
+        if role != "server":
+            code = "auth_required" if role == "spectator" else "forbidden"
+            raise p.ProtocolError(code, "only game server connections may enter players in a tournament", req.id)
+        added = await _read(req, self._lb.join(req.tournament, req.players))
+        await self._out.reply(client, wire.joined(req.tournament, req.players, added, req.id))
+
 
 Handler = Callable[[Handlers, Client, Any], Awaitable[None]]
 
@@ -199,6 +210,7 @@ _HANDLERS: dict[type[p.Request], Handler] = {
     p.Around: Handlers.around,
     p.Ranks: Handlers.ranks,
     p.Submit: Handlers.submit,
+    p.Join: Handlers.join,
 }
 
 
@@ -214,5 +226,6 @@ async def _read(req: p.Request, call: Awaitable[T]) -> T:
     """A read whose arguments Redis refused: the client's bad input, in the client's words."""
     try:
         return await call
-    except BadRequest as exc:
-        raise p.ProtocolError("bad_message", str(exc), req.id) from None
+    except (BadRequest, TournamentError) as exc:
+        code = "bad_message" if exc.code == "bad_request" else exc.code
+        raise p.ProtocolError(code, str(exc), req.id) from None

@@ -25,7 +25,6 @@ from leaderboard import Leaderboard, now_ms, snapshot
 from leaderboard.backoff import redis_backoff
 from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.settings import redacted
-from leaderboard.windows import window as window_spec
 
 from .client import BoardKey, Client
 from .metrics import Metrics
@@ -101,9 +100,13 @@ class Hub:
         can send a subscribe; only boards that exist may make this process SUBSCRIBE to a channel
         and hold an entry in its maps, so those stay bounded by what trusted game servers wrote."""
         win, scope = key
-        if scope == GLOBAL_SCOPE or scope in self.settings.boards or key in self._subs:
+        if key in self._subs:
             return True
-        period = window_spec(win).period(now_ms()).label
+        # A tournament window must exist before anything else: its name comes from the client.
+        spec = await self._lb.window_of(win)
+        if scope == GLOBAL_SCOPE or scope in self.settings.boards:
+            return True
+        period = spec.period(now_ms()).label
         return bool(await self._raw.exists(self._keys.latest(win, scope), self._keys.board(win, period, scope)))
 
     def unsubscribe(self, client: Client, key: BoardKey) -> None:

@@ -17,11 +17,14 @@ import orjson
 
 from leaderboard.errors import LeaderboardError
 from leaderboard.keys import GLOBAL_SCOPE, parse_scope
+from leaderboard.windows import check_tournament, tournament_of
 
 MAX_ID_CHARS = 64
 MAX_TOP = 100
 MAX_AROUND = 25
 MAX_FRIENDS = 100
+MAX_JOIN = 1000
+MAX_PERIOD_CHARS = 32
 
 
 class ProtocolError(LeaderboardError):
@@ -63,30 +66,44 @@ class Unsubscribe(BoardRequest):
     pass
 
 
+# Reads take a ``period``: None (the current one), "previous", or a label such as "2026-W48";
+# whether it exists and is still readable is the library's to say (BadPeriod).
+
+
 @dataclass(frozen=True, slots=True)
 class Top(BoardRequest):
     n: int
+    period: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Rank(BoardRequest):
     player: str | None  # None: the connection's own player
+    period: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Around(BoardRequest):
     player: str | None
     k: int
+    period: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Ranks(BoardRequest):
     players: tuple[str, ...]
+    period: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Stats(BoardRequest):
-    pass
+    period: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Join(Request):
+    tournament: str
+    players: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,9 +158,23 @@ def _board(msg: dict[str, Any], windows: Sequence[str], default_window: str) -> 
         parse_scope(board)
     except ValueError as exc:
         raise ProtocolError("bad_board", str(exc)) from None
-    if win not in windows:
-        raise ProtocolError("bad_board", f"window must be one of {', '.join(windows)}")
+    if win not in windows and tournament_of(win) is None:
+        raise ProtocolError("bad_board", f"window must be one of {', '.join(windows)} or t-<tournament>")
     return board, win
+
+
+def _period(msg: dict[str, Any]) -> str | None:
+    period = msg.get("period")
+    if period is None:
+        return None
+    if not isinstance(period, str) or not 0 < len(period) <= MAX_PERIOD_CHARS:
+        raise ProtocolError("bad_period", f"period must be a label of 1-{MAX_PERIOD_CHARS} characters, e.g. previous")
+    return period
+
+
+def _live(msg: dict[str, Any]) -> None:
+    if msg.get("period") is not None:
+        raise ProtocolError("bad_period", "subscriptions follow the current period; read past ones with top or rank")
 
 
 def _int(msg: dict[str, Any], name: str, default: int, lo: int, hi: int) -> int:
@@ -175,6 +206,7 @@ def _ping(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Req
 
 
 def _subscribe(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    _live(msg)
     return Subscribe(rid, *_board(msg, windows, dw))
 
 
@@ -184,17 +216,17 @@ def _unsubscribe(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str)
 
 def _top(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
     board, win = _board(msg, windows, dw)
-    return Top(rid, board, win, _int(msg, "n", 10, 1, MAX_TOP))
+    return Top(rid, board, win, _int(msg, "n", 10, 1, MAX_TOP), _period(msg))
 
 
 def _rank(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
     board, win = _board(msg, windows, dw)
-    return Rank(rid, board, win, _optional_player(msg))
+    return Rank(rid, board, win, _optional_player(msg), _period(msg))
 
 
 def _around(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
     board, win = _board(msg, windows, dw)
-    return Around(rid, board, win, _optional_player(msg), _int(msg, "k", 5, 0, MAX_AROUND))
+    return Around(rid, board, win, _optional_player(msg), _int(msg, "k", 5, 0, MAX_AROUND), _period(msg))
 
 
 def _ranks(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
@@ -202,11 +234,23 @@ def _ranks(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Re
     players = msg.get("players")
     if not isinstance(players, list) or not 1 <= len(players) <= MAX_FRIENDS:
         raise _bad(f"players must be a list of 1-{MAX_FRIENDS} player ids")
-    return Ranks(rid, board, win, tuple(_player(p, "players[]") for p in players))
+    return Ranks(rid, board, win, tuple(_player(p, "players[]") for p in players), _period(msg))
 
 
 def _stats(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
-    return Stats(rid, *_board(msg, windows, dw))
+    return Stats(rid, *_board(msg, windows, dw), _period(msg))
+
+
+def _join(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    tournament = msg.get("tournament")
+    try:
+        check_tournament(tournament)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise _bad(str(exc)[:120]) from None
+    players = msg.get("players")
+    if not isinstance(players, list) or not 1 <= len(players) <= MAX_JOIN:
+        raise _bad(f"players must be a list of 1-{MAX_JOIN} player ids")
+    return Join(rid, tournament, tuple(_player(p, "players[]") for p in players))  # type: ignore[arg-type]
 
 
 def _submit(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
@@ -230,4 +274,5 @@ _PARSERS = {
     "ranks": _ranks,
     "stats": _stats,
     "submit": _submit,
+    "join": _join,
 }

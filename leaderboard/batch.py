@@ -18,7 +18,7 @@ from .config import GameConfig
 from .errors import CODES, InvalidSubmission
 from .results import BoardRef, BoardResult, SubmitResult
 from .submission import parse_uint, scopes_of
-from .windows import Period
+from .windows import Period, Window
 
 _HOUR_MS = 3_600_000
 
@@ -63,13 +63,17 @@ class _Layouts:
             found = self._key_index[key] = len(self.keys)
         return found
 
-    def layout_for(self, ts: int, scopes: list[str]) -> tuple[int, list[BoardRef], int, int]:
-        """The layout of a submission at ``ts`` on ``scopes``, its boards, and the time span
+    def layout_for(
+        self, ts: int, scopes: list[str], tournament: Window | None = None
+    ) -> tuple[int, list[BoardRef], int, int]:
+        """The layout of a submission at ``ts`` on ``scopes`` (on a tournament's boards instead
+        of the game's windows when ``tournament`` is given), its boards, and the time span
         [lo, hi) over which it stays the same (every period and the seen-id hour)."""
         hour = ts // _HOUR_MS
         lo, hi = hour * _HOUR_MS, (hour + 1) * _HOUR_MS
         refs: list[_Board] = []
-        for spec, op in self._specs:
+        specs = self._specs if tournament is None else [(tournament, self.config.operator)]
+        for spec, op in specs:
             period = spec.period(ts)
             lo, hi = max(lo, period.start_ms), min(hi, period.end_ms)
             for scope in scopes:
@@ -103,28 +107,38 @@ class _Layouts:
         ]  # fmt: skip
         for _, period in self.periods.values():
             w = period.window
+            entrants = self.index(names.entrants(w.tournament)) if w.tournament is not None else 0
             head += [w.name, period.label, period.start_ms, period.end_ms, w.shift, w.unit_ms,
-                     period.expire_at_s, self.index(names.players(w.name, period.label))]  # fmt: skip
+                     period.expire_at_s, self.index(names.players(w.name, period.label)), entrants]  # fmt: skip
         return [*head, len(self._layouts), *self.args]
 
 
-def encode_batch(config: GameConfig, entries: Sequence[Mapping[str, str]], now: int, *, rows: bool = True) -> BatchPlan:
+def encode_batch(
+    config: GameConfig,
+    entries: Sequence[Mapping[str, str]],
+    now: int,
+    *,
+    rows: bool = True,
+    tournaments: Mapping[str, Window] | None = None,
+) -> BatchPlan:
     """Lay out one lb_submit call. Only what naming the keys needs is checked here (timestamp,
-    scopes); the library checks everything else inside its atomic call. ``rows=False`` asks for
-    each submission's status only, so the library neither builds per-board rows nor reads the rank
-    of boards a submission did not change."""
+    scopes, tournament); the library checks everything else inside its atomic call. ``rows=False``
+    asks for each submission's status only, so the library neither builds per-board rows nor
+    reads the rank of boards a submission did not change. ``tournaments`` holds the windows of
+    the tournaments the entries name (a name missing from it is refused as unknown)."""
     layouts = _Layouts(config)
     idem_ms, latest_ok = layouts.idem_ms, now + config.clock_skew_ms
     body: list[str | int] = []
     plan: list[tuple[str, list[BoardRef]] | SubmitResult] = []
     # Batches arrive in time order: the previous entry's layout almost always fits the next
     # one, and then no period (calendar arithmetic) or key name is computed for it.
-    last_scope: tuple[str | None, str | None] = (None, None)
+    last_scope: tuple[str | None, str | None, str | None] = (None, None, None)
     boards: list[BoardRef] = []
     layout, lo, hi = 0, 0, 0
     for fields in entries:
         sub_id = fields.get("id", "")
         region, mode = fields.get("region") or None, fields.get("mode") or None
+        tournament = fields.get("tournament") or None
         try:
             ts = parse_uint(fields.get("ts"), "invalid_timestamp", 15)
             # checked here too (the library checks again) so periods are only computed for sane times
@@ -132,9 +146,14 @@ def encode_batch(config: GameConfig, entries: Sequence[Mapping[str, str]], now: 
                 raise InvalidSubmission("timestamp_in_future", CODES["timestamp_in_future"])
             if ts < now - idem_ms:
                 raise InvalidSubmission("timestamp_too_old", CODES["timestamp_too_old"])
-            if not lo <= ts < hi or (region, mode) != last_scope:
-                layout, boards, lo, hi = layouts.layout_for(ts, scopes_of(region, mode))
-                last_scope = (region, mode)
+            if not lo <= ts < hi or (region, mode, tournament) != last_scope:
+                spec = None
+                if tournament is not None:
+                    spec = (tournaments or {}).get(tournament)
+                    if spec is None:
+                        raise InvalidSubmission("unknown_tournament", f"no tournament {tournament!r}"[:120])
+                layout, boards, lo, hi = layouts.layout_for(ts, scopes_of(region, mode), spec)
+                last_scope = (region, mode, tournament)
         except InvalidSubmission as exc:
             plan.append(SubmitResult(sub_id, "error", code=exc.code, message=exc.message))
             continue

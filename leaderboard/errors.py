@@ -6,6 +6,8 @@ wrappers, the queue and the gateways, has one root and a stable ``code``.
     LeaderboardError                 code, message
     ├── InvalidSubmission            a submission broke a rule (code from CODES)
     ├── BadRequest                   bad_request: impossible read arguments, or a malformed call
+    │   └── BadPeriod                bad_period: a period that is not readable (unknown, future, expired)
+    ├── TournamentError              unknown_tournament, tournament_exists, tournament_ended
     ├── BacklogFull                  backlog_full: the submissions queue is at its cap; retry later
     ├── gateway.protocol.ProtocolError   a client message was refused (docs/protocol.md codes)
     └── gateway.auth.AuthError           invalid_token, token_expired
@@ -30,6 +32,9 @@ CODES = {
     "timestamp_too_old": "timestamp is older than the idempotency window",
     "timestamp_outside_window": "timestamp is outside the board's window period",
     "invalid_scope": "region and mode must be 1-32 characters of A-Z a-z 0-9 _ -",
+    "invalid_tournament": "tournament must be 1-32 characters of A-Z a-z 0-9 _ -",
+    "unknown_tournament": "no such tournament",
+    "not_entered": "player is not entered in the tournament",
 }
 
 
@@ -60,8 +65,26 @@ class BacklogFull(LeaderboardError):
     code = "backlog_full"
 
 
+class BadPeriod(BadRequest):
+    code = "bad_period"
+
+
+class TournamentError(LeaderboardError):
+    """A tournament that does not exist, exists already with other bounds, or has ended."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 # The codes a whole call of the function library can fail with (``ERR <code> <message>``).
-_REPLY_ERRORS: dict[str, type[LeaderboardError]] = {"bad_request": BadRequest, "backlog_full": BacklogFull}
+_REPLY_ERRORS: dict[str, type[LeaderboardError]] = {
+    "bad_request": BadRequest,
+    "backlog_full": BacklogFull,
+    "unknown_tournament": TournamentError,
+    "tournament_exists": TournamentError,
+    "tournament_ended": TournamentError,
+}
 
 
 def from_reply(reply: str) -> LeaderboardError | None:
@@ -73,4 +96,6 @@ def from_reply(reply: str) -> LeaderboardError | None:
         return None
     if kind is BacklogFull:
         message = f"{message}; retry later"
+    if kind is TournamentError:
+        return TournamentError(code, message)
     return kind(message)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .windows import tournament_of
+
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 GLOBAL_SCOPE = "global"
@@ -109,3 +111,26 @@ class Keys:
 
     def badges(self, player: str) -> str:
         return f"{self.prefix}:badges:{player}"
+
+    # --- closed periods and tournaments
+    @property
+    def closed(self) -> str:
+        """Stream of close events: one per window period, with its final top N (rewards read it)."""
+        return f"{self.prefix}:closed"
+
+    def closed_marker(self, window: str, period: str) -> str:
+        """Set (NX) in the same call that adds a period's close event: it is added once."""
+        return f"{self.prefix}:closedmark:{window}:{period}"
+
+    def finals(self, window: str) -> str:
+        """List of the newest close events of a window (all tournaments share one), newest first."""
+        return f"{self.prefix}:finals:{'tournaments' if tournament_of(window) else window}"
+
+    @property
+    def tournaments(self) -> str:
+        """Hash tournament id -> definition JSON {"start_ms", "end_ms"}."""
+        return f"{self.prefix}:tournaments"
+
+    def entrants(self, tournament: str) -> str:
+        """Set of the players entered in a tournament."""
+        return f"{self.prefix}:entrants:{tournament}"

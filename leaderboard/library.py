@@ -19,7 +19,18 @@ lb_forget      ``forget``                          scorer stream workers
 lb_top         ``top``                             publisher, gateways
 lb_around      ``around``                          gateways
 lb_ranks       ``ranks``, ``rank``                 gateways (requests, own rank)
+lb_close       ``close``                           scorer publisher (closed periods)
+lb_tournament  ``create_tournament``               operators (API, ``python -m scorer``)
+lb_join        ``join``                            operators, game servers
 =============  ==================================  ==============================
+
+Reads take ``period``: None or ``"current"``, ``"previous"``, or a label such as ``"2026-W48"``
+(see ``Window.resolve``). A tournament is read as its window ``t-<id>``::
+
+    last_week = await lb.rank("mia", "weekly", period="previous")
+    await lb.create_tournament("spring", start_ms, end_ms)
+    await lb.join("spring", ["mia", "leo"])
+    top = await lb.top("t-spring")
 
 The transport (``connect``, ``execute_packed``) is in transport.py and the batch layout of
 ``lb_submit`` in batch.py.
@@ -37,11 +48,23 @@ from redis.exceptions import ResponseError
 
 from .batch import decode_batch, encode_batch
 from .config import GameConfig
-from .errors import BadRequest, from_reply
+from .errors import BadPeriod, BadRequest, TournamentError, from_reply
 from .keys import parse_scope
 from .results import BoardEntries, BoardStats, Entry, Publication, Ranks, Standing, SubmitResult
 from .transport import Command, execute_packed, now_ms
-from .windows import Period, window
+from .windows import (
+    TOURNAMENT_PREFIX,
+    TOURNAMENT_RETENTION_S,
+    Period,
+    Window,
+    check_tournament,
+    tournament_of,
+    tournament_window,
+    window,
+)
+
+# Entries per lb_join call: the function unpacks them onto Lua's C stack, which is bounded.
+_JOIN_CHUNK = 1000
 
 
 def library_code() -> str:
@@ -68,6 +91,8 @@ class Leaderboard:
         self.redis = redis
         self.config = config
         self.keys = config.keys
+        # Tournament windows by id: a tournament's definition never changes once created.
+        self._tournaments: dict[str, Window] = {}
 
     async def load(self) -> None:
         """Load (or replace) the function library; idempotent."""
@@ -82,7 +107,9 @@ class Leaderboard:
         entry (with per-board results unless ``rows=False``)."""
         if not entries:
             return []
-        plan = encode_batch(self.config, entries, now_ms() if now is None else now, rows=rows)
+        named = {t for fields in entries if (t := fields.get("tournament"))}
+        tournaments = {t: w for t in named if (w := await self.tournament(t)) is not None} if named else None
+        plan = encode_batch(self.config, entries, now_ms() if now is None else now, rows=rows, tournaments=tournaments)
         if plan.count == 0:  # every entry was refused before the call
             return decode_batch(plan, [])
         command = ("FCALL", "lb_submit", len(plan.keys), *plan.keys, *plan.args)
@@ -132,17 +159,121 @@ class Leaderboard:
         removed = await _execute(self.redis, ("FCALL", "lb_forget", 1, stream, group, idle_ms, keep))
         return [str(name) for name in removed]
 
+    async def close(self, period: Period, scopes: Sequence[str], *, top_n: int, keep: int, maxlen: int) -> str | None:
+        """lb_close: add the period's close event (its final top ``top_n`` of each scope) once,
+        and keep it in the window's finals (the newest ``keep``); the event's stream id, or None
+        if the period was closed before. Either way the period's boards leave the versions hash."""
+        w = period.window
+        keys = [self.keys.closed_marker(w.name, period.label), self.keys.closed, self.keys.finals(w.name),
+                self.keys.versions, *(self.keys.board(w.name, period.label, scope) for scope in scopes)]  # fmt: skip
+        args: list[str | int] = [w.name, period.label, period.start_ms, period.end_ms, w.shift, top_n,
+                period.expire_at_s, keep, maxlen, now_ms(), *scopes]  # fmt: skip
+        reply = await _execute(self.redis, ("FCALL", "lb_close", len(keys), *keys, *args))
+        return None if reply is None else str(reply)
+
+    async def create_tournament(self, tournament: str, start_ms: int, end_ms: int) -> Window:
+        """lb_tournament: create a tournament running [start_ms, end_ms); its window (``t-<id>``).
+        Creating it again with the same bounds is a no-op; TournamentError(tournament_exists)
+        for other bounds, (tournament_ended) when it would end in the past."""
+        try:
+            spec = tournament_window(tournament, start_ms, end_ms)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        command = ("FCALL", "lb_tournament", 1, self.keys.tournaments, tournament, start_ms, end_ms, now_ms())
+        await _execute(self.redis, command)
+        self._tournaments[tournament] = spec
+        return spec
+
+    async def join(self, tournament: str, players: Sequence[str]) -> int:
+        """lb_join: enter players in a tournament (before it starts or while it runs); how many
+        were newly entered. TournamentError(unknown_tournament / tournament_ended)."""
+        spec = await self.tournament(tournament)
+        if spec is None:
+            raise TournamentError("unknown_tournament", f"no tournament {tournament!r}")
+        if not players:
+            raise BadRequest("players must not be empty")
+        expire_at = spec.period(0).end_ms // 1000 + TOURNAMENT_RETENTION_S
+        added = 0
+        for i in range(0, len(players), _JOIN_CHUNK):
+            chunk = players[i : i + _JOIN_CHUNK]
+            command: Command = ("FCALL", "lb_join", 2, self.keys.tournaments, self.keys.entrants(tournament),
+                       tournament, now_ms(), expire_at, *chunk)  # fmt: skip
+            added += int(await _execute(self.redis, command))
+        return added
+
+    async def entered(self, tournament: str, players: Sequence[str]) -> list[bool]:
+        """Whether each player is entered in the tournament."""
+        found = await self.redis.smismember(self.keys.entrants(tournament), list(players))
+        return [bool(x) for x in found]
+
+    async def tournament(self, tournament: str) -> Window | None:
+        """The window of a tournament, or None if there is no such tournament."""
+        spec = self._tournaments.get(tournament)
+        if spec is not None:
+            return spec
+        try:
+            check_tournament(tournament)
+        except ValueError:
+            return None
+        raw = await self.redis.hget(self.keys.tournaments, tournament)
+        if raw is None:
+            return None
+        spec = self._tournament_from(tournament, str(raw))
+        if spec is not None:
+            self._tournaments[tournament] = spec
+        return spec
+
+    async def tournaments(self) -> list[Window]:
+        """Every tournament defined (running, upcoming or finished), by start."""
+        raw = cast(dict[str, str], await self.redis.hgetall(self.keys.tournaments))
+        found = [w for t, d in raw.items() if (w := self._tournament_from(t, d)) is not None]
+        for w in found:
+            self._tournaments.setdefault(w.name.removeprefix(TOURNAMENT_PREFIX), w)
+        return sorted(found, key=lambda w: (w.period(0).start_ms, w.name))
+
+    @staticmethod
+    def _tournament_from(tournament: str, raw: str) -> Window | None:
+        try:
+            d = orjson.loads(raw)
+            return tournament_window(tournament, int(d["start_ms"]), int(d["end_ms"]))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return None  # written by something else: not a tournament this code can read
+
+    async def finals(self, window_name: str, n: int = 10) -> list[dict[str, Any]]:
+        """The newest close events kept for a window (tournaments: for all of them), newest first."""
+        raw = await self.redis.lrange(self.keys.finals(window_name), 0, n - 1)
+        return [orjson.loads(item) for item in raw]
+
     # --- reads (read-only: safe on replicas through FCALL_RO)
 
-    def _board(self, window_name: str, scope: str, at: int | None) -> tuple[str, Period]:
+    async def window_of(self, window_name: str) -> Window:
+        """A window a read may name: one the game keeps, or a tournament's (``t-<id>``)."""
+        tournament = tournament_of(window_name)
+        if tournament is not None:
+            spec = await self.tournament(tournament)
+            if spec is None:
+                raise TournamentError("unknown_tournament", f"no tournament {tournament!r}")
+            return spec
         try:
             spec = window(window_name)
-            parse_scope(scope)
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
         if window_name not in self.config.windows:
             raise BadRequest(f"window {window_name!r} is not kept for game {self.config.game!r}")
-        period = spec.period(now_ms() if at is None else at)
+        return spec
+
+    async def _board(
+        self, window_name: str, scope: str, at: int | None, period_name: str | None = None
+    ) -> tuple[str, Period]:
+        try:
+            parse_scope(scope)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        spec = await self.window_of(window_name)
+        try:
+            period = spec.resolve(period_name, now_ms() if at is None else at)
+        except ValueError as exc:
+            raise BadPeriod(str(exc)) from None
         return self.keys.board(spec.name, period.label, scope), period
 
     async def _fcall_ro(self, name: str, keys: list[str], *args: str | int) -> Any:
@@ -154,56 +285,76 @@ class Leaderboard:
                 raise
             raise mapped from None
 
-    async def top(self, window_name: str, scope: str = "global", n: int = 10, *, at: int | None = None) -> BoardEntries:
-        """lb_top: the first ``n`` entries of the board's current period (or the one at ``at``)."""
-        key, period = self._board(window_name, scope, at)
+    async def top(
+        self, window_name: str, scope: str = "global", n: int = 10, *, at: int | None = None, period: str | None = None
+    ) -> BoardEntries:
+        """lb_top: the first ``n`` entries of the board's current period (or the one at ``at``,
+        or the one ``period`` names)."""
+        key, found = await self._board(window_name, scope, at, period)
         flat = await self._fcall_ro("lb_top", [key, self.keys.profiles], n)
-        return BoardEntries(period, _entries(period, 1, flat))
+        return BoardEntries(found, _entries(found, 1, flat))
 
     async def around(
-        self, player: str, window_name: str, scope: str = "global", k: int = 5, *, at: int | None = None
+        self,
+        player: str,
+        window_name: str,
+        scope: str = "global",
+        k: int = 5,
+        *,
+        at: int | None = None,
+        period: str | None = None,
     ) -> BoardEntries:
         """lb_around: the entries ``k`` above and below ``player`` (none when unranked)."""
-        key, period = self._board(window_name, scope, at)
+        key, found = await self._board(window_name, scope, at, period)
         flat = await self._fcall_ro("lb_around", [key, self.keys.profiles], player, k)
-        return BoardEntries(period, _entries(period, int(flat[0]), flat[1:]) if flat else [])
+        return BoardEntries(found, _entries(found, int(flat[0]), flat[1:]) if flat else [])
 
     async def ranks(
-        self, players: Sequence[str], window_name: str, scope: str = "global", *, at: int | None = None
+        self,
+        players: Sequence[str],
+        window_name: str,
+        scope: str = "global",
+        *,
+        at: int | None = None,
+        period: str | None = None,
     ) -> Ranks:
         """lb_ranks: board size and each player's standing, in the order given."""
-        key, period = self._board(window_name, scope, at)
+        key, found = await self._board(window_name, scope, at, period)
         flat = await self._fcall_ro("lb_ranks", [key], *players)
-        unpack = period.window.unpack
+        unpack = found.window.unpack
         standings = [
             Standing(p, None if r is None else int(r), None if s is None else unpack(s))
             for p, r, s in zip(players, flat[1::2], flat[2::2], strict=True)
         ]
-        return Ranks(period, int(flat[0]), standings)
+        return Ranks(found, int(flat[0]), standings)
 
-    async def rank(self, player: str, window_name: str, scope: str = "global", *, at: int | None = None) -> Standing:
-        [standing] = (await self.ranks([player], window_name, scope, at=at)).standings
+    async def rank(
+        self, player: str, window_name: str, scope: str = "global", *, at: int | None = None, period: str | None = None
+    ) -> Standing:
+        [standing] = (await self.ranks([player], window_name, scope, at=at, period=period)).standings
         return standing
 
     async def size(self, window_name: str, scope: str = "global", *, at: int | None = None) -> int:
-        key, _ = self._board(window_name, scope, at)
+        key, _ = await self._board(window_name, scope, at)
         return int(await self.redis.zcard(key))
 
     async def distinct_players(self, window_name: str, *, at: int | None = None) -> int:
         """Approximate distinct players of a window period (HyperLogLog, ~0.8% error)."""
         return (await self.stats(window_name, at=at)).players
 
-    async def stats(self, window_name: str, scope: str = "global", *, at: int | None = None) -> BoardStats:
+    async def stats(
+        self, window_name: str, scope: str = "global", *, at: int | None = None, period: str | None = None
+    ) -> BoardStats:
         """Board size and distinct players of the window period, both of one period.
 
         The count is a plain PFCOUNT: Redis refuses it inside no-writes functions because it may
         cache the count, but it is allowed on replicas."""
-        key, period = self._board(window_name, scope, at)
+        key, found = await self._board(window_name, scope, at, period)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.zcard(key)
-            pipe.pfcount(self.keys.players(window_name, period.label))
+            pipe.pfcount(self.keys.players(window_name, found.label))
             size, players = await pipe.execute()
-        return BoardStats(period, int(size), int(players))
+        return BoardStats(found, int(size), int(players))
 
     async def feed(self, n: int = 20) -> list[dict[str, str]]:
         """The newest applied submissions, newest first."""

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import redis.asyncio as aioredis
 
 from .config import GameConfig
+from .errors import CODES, InvalidSubmission
 from .library import Leaderboard
 from .submission import Submission
 from .transport import now_ms
@@ -42,4 +43,25 @@ class Queue:
         now, rules = now_ms(), self.config.rules()
         for sub in submissions:
             sub.check(now_ms=now, rules=rules)
+        if any(sub.tournament for sub in submissions):
+            await self._check_entries([sub for sub in submissions if sub.tournament])
         return await self.lb.enqueue([sub.fields() for sub in submissions], backlog_max=self.backlog_max)
+
+    async def _check_entries(self, submissions: Sequence[Submission]) -> None:
+        """Tournament submissions: refused here, at once, if the tournament is unknown, not
+        running at their time, or the player is not entered. The function library checks entry
+        again when it applies them (an entry could not be withdrawn in between, but the check
+        costs one SISMEMBER and keeps the library safe against writers that bypass the queue)."""
+        for sub in submissions:
+            assert sub.tournament is not None
+            spec = await self.lb.tournament(sub.tournament)
+            if spec is None:
+                raise InvalidSubmission("unknown_tournament", f"no tournament {sub.tournament!r}")
+            period = spec.period(sub.ts_ms)
+            if not period.start_ms <= sub.ts_ms < period.end_ms:
+                raise InvalidSubmission(
+                    "timestamp_outside_window", f"timestamp is outside tournament {sub.tournament}'s start and end"
+                )
+            [entered] = await self.lb.entered(sub.tournament, [sub.player])
+            if not entered:
+                raise InvalidSubmission("not_entered", f"{CODES['not_entered']}: {sub.tournament}")

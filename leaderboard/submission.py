@@ -16,12 +16,13 @@ from typing import Any
 
 from .errors import CODES, InvalidSubmission
 from .keys import GLOBAL_SCOPE, SCOPE_KINDS, check_name, scope_label
+from .windows import TOURNAMENT_SHIFT, check_tournament
 
 OPERATORS = ("best", "incr", "set")
 MAX_ID_BYTES = 64
 MAX_NAME_BYTES = 64
 # Stream fields of a submission, in the order they are written.
-FIELDS = ("id", "player", "points", "op", "ts", "name", "region", "mode")
+FIELDS = ("id", "player", "points", "op", "ts", "name", "region", "mode", "tournament")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,9 @@ class Submission:
     name: str | None = None
     region: str | None = None
     mode: str | None = None
+    # A tournament submission goes to that tournament's boards only (not the game's windows),
+    # and counts only if the player is entered.
+    tournament: str | None = None
 
     def __post_init__(self) -> None:
         """Every rule that depends on the submission alone: a Submission is valid by construction,
@@ -63,11 +67,16 @@ class Submission:
         parse_uint(self.ts_ms, "invalid_timestamp", 15)
         if self.region is not None or self.mode is not None:
             scopes_of(self.region, self.mode)
+        if self.tournament is not None:
+            try:
+                check_tournament(self.tournament)
+            except ValueError:
+                raise _invalid("invalid_tournament") from None
 
     def fields(self) -> dict[str, str]:
         """The stream entry for this submission (absent optionals are left out)."""
         out = {"id": self.id, "player": self.player, "points": str(self.points), "ts": str(self.ts_ms)}
-        for key in ("op", "name", "region", "mode"):
+        for key in ("op", "name", "region", "mode", "tournament"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -87,6 +96,7 @@ class Submission:
             _text(fields.get("name"), "invalid_name") or None,
             _text(fields.get("region"), "invalid_scope") or None,
             _text(fields.get("mode"), "invalid_scope") or None,
+            _text(fields.get("tournament"), "invalid_tournament") or None,
         )
         if now_ms is not None and rules is not None:
             sub.check(now_ms=now_ms, rules=rules)
@@ -94,8 +104,9 @@ class Submission:
 
     def check(self, *, now_ms: int, rules: Rules) -> None:
         """The rules that depend on configuration and the clock."""
-        if self.points > rules.max_points:
-            raise InvalidSubmission("points_out_of_range", f"points must stay below {rules.max_points + 1}")
+        max_points = (1 << (53 - TOURNAMENT_SHIFT)) - 1 if self.tournament else rules.max_points
+        if self.points > max_points:
+            raise InvalidSubmission("points_out_of_range", f"points must stay below {max_points + 1}")
         if self.ts_ms > now_ms + rules.clock_skew_ms:
             raise _invalid("timestamp_in_future")
         if self.ts_ms < now_ms - rules.max_age_ms:

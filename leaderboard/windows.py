@@ -20,16 +20,37 @@ alltime    1 min     2**26 min (to 2151)    26         134,217,727
 
 The all-time board counts whole minutes from 2024-01-01 UTC: seconds would cost five more bits of
 points. Two players reaching the same all-time score within the same minute are ordered by id.
+
+A live tournament is a window of its own, named ``t-<id>``, with exactly one period (labelled
+``<id>``) whose bounds are the tournament's start and end (``tournament_window``). It packs like
+a monthly board (1 s ties, k = 22), so a tournament lasts at most 2**22 s (48.5 days) and
+accepts points up to 2,147,483,647. Everything keyed by window (boards, channels, stored
+snapshots, rank pushes) therefore treats a tournament like any other window.
+
+Past periods are named by their label (``Window.named``, e.g. ``2026-W48``) or relative to the
+current one (``Window.resolve``: ``current``, ``previous``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 
 _UTC = dt.UTC
 ALLTIME_EPOCH_MS = int(dt.datetime(2024, 1, 1, tzinfo=_UTC).timestamp() * 1000)
 _DAY_S = 86_400
+TOURNAMENT_PREFIX = "t-"
+TOURNAMENT_SHIFT = 22
+TOURNAMENT_MAX_MS = (1 << TOURNAMENT_SHIFT) * 1000
+TOURNAMENT_RETENTION_S = 35 * _DAY_S  # a finished tournament's boards stay readable this long
+_TOURNAMENT_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
+_LABELS = {
+    "daily": re.compile(r"\d{4}-\d{2}-\d{2}"),
+    "weekly": re.compile(r"\d{4}-W\d{2}"),
+    "monthly": re.compile(r"\d{4}-\d{2}"),
+    "alltime": re.compile(r"all"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +94,12 @@ class Window:
     shift: int
     unit_ms: int
     retention_s: int | None  # how long keys outlive the period's end; None keeps them forever
+    span: tuple[int, int] | None = None  # a tournament's one period (start_ms, end_ms)
+
+    @property
+    def tournament(self) -> str | None:
+        """The tournament id when this window is a tournament, else None."""
+        return self.name[len(TOURNAMENT_PREFIX) :] if self.span is not None else None
 
     @property
     def max_points(self) -> int:
@@ -84,6 +111,8 @@ class Window:
 
     def period(self, ts_ms: int) -> Period:
         """The period of this window that contains ``ts_ms``."""
+        if self.span is not None:
+            return Period(self, self.name[len(TOURNAMENT_PREFIX) :], *self.span)
         when = dt.datetime.fromtimestamp(ts_ms / 1000, tz=_UTC)
         day = dt.datetime(when.year, when.month, when.day, tzinfo=_UTC)
         if self.name == "daily":
@@ -100,6 +129,73 @@ class Window:
         else:
             return Period(self, "all", ALLTIME_EPOCH_MS, ALLTIME_EPOCH_MS + (self.unit_ms << self.shift))
         return Period(self, label, _ms(start), _ms(end))
+
+    def named(self, label: str) -> Period:
+        """The period with this label (``2026-W48``, ``2026-11-30``, ``2026-11``, ``all``, or a
+        tournament's id); ValueError for a label this window never produces."""
+        if self.span is not None:
+            if label != self.name[len(TOURNAMENT_PREFIX) :]:
+                raise ValueError(f"tournament {self.name} has one period, {self.name[len(TOURNAMENT_PREFIX) :]!r}")
+            return self.period(self.span[0])
+        pattern = _LABELS.get(self.name)
+        if pattern is None or not isinstance(label, str) or not pattern.fullmatch(label):
+            raise ValueError(f"{label!r} is not a {self.name} period label")
+        try:
+            if self.name == "daily":
+                start = dt.datetime.strptime(label, "%Y-%m-%d").replace(tzinfo=_UTC)
+            elif self.name == "weekly":
+                year, week = int(label[:4]), int(label[6:])
+                start = dt.datetime.fromisocalendar(year, week, 1).replace(tzinfo=_UTC)
+            elif self.name == "monthly":
+                start = dt.datetime.strptime(label, "%Y-%m").replace(tzinfo=_UTC)
+            else:
+                return self.period(ALLTIME_EPOCH_MS)
+        except ValueError:
+            raise ValueError(f"{label!r} is not a {self.name} period label") from None
+        return self.period(_ms(start))
+
+    def resolve(self, name: str | None, now_ms: int) -> Period:
+        """The period a read names: None or ``current`` (the one at ``now_ms``), ``previous``
+        (the one before it), or a label. A period that has not started yet, or whose keys have
+        expired, is refused (ValueError): there is nothing to read there."""
+        current = self.period(now_ms)
+        if name is None or name == "current":
+            return current
+        if name == "previous":
+            if self.span is not None or self.retention_s is None:
+                raise ValueError(f"the {self.name} window has no previous period")
+            found = self.period(current.start_ms - 1)
+        else:
+            found = self.named(name)
+        if found.start_ms > now_ms:
+            raise ValueError(f"{self.name} period {found.label} has not started yet")
+        if found.expire_at_s and found.expire_at_s * 1000 <= now_ms:
+            raise ValueError(f"{self.name} period {found.label} has expired")
+        return found
+
+
+def tournament_window(tournament: str, start_ms: int, end_ms: int) -> Window:
+    """The window of a tournament: one period, [start_ms, end_ms)."""
+    check_tournament(tournament)
+    if not 0 <= start_ms < end_ms or end_ms - start_ms > TOURNAMENT_MAX_MS:
+        raise ValueError(f"a tournament must end after it starts and last at most {TOURNAMENT_MAX_MS // 1000} s")
+    return Window(
+        TOURNAMENT_PREFIX + tournament, TOURNAMENT_SHIFT, 1000, TOURNAMENT_RETENTION_S, span=(start_ms, end_ms)
+    )
+
+
+def check_tournament(tournament: str) -> str:
+    if not isinstance(tournament, str) or not _TOURNAMENT_ID.fullmatch(tournament):
+        raise ValueError(f"tournament id must be 1-32 characters of A-Z a-z 0-9 _ -, got {tournament!r}")
+    return tournament
+
+
+def tournament_of(window_name: str) -> str | None:
+    """``t-spring`` -> ``spring``: the tournament a window name designates, or None."""
+    if not window_name.startswith(TOURNAMENT_PREFIX):
+        return None
+    tournament = window_name[len(TOURNAMENT_PREFIX) :]
+    return tournament if _TOURNAMENT_ID.fullmatch(tournament) else None
 
 
 def _ms(when: dt.datetime) -> int:

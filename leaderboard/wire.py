@@ -149,5 +149,10 @@ def stats(*, board: str, window: str, period: str, size: int, players: int, requ
     return _with_id(msg, request_id)
 
 
+def joined(tournament: str, players: Iterable[str], added: int, request_id: Any = None) -> bytes:
+    msg = {"type": "joined", "tournament": tournament, "players": list(players), "added": added}
+    return _with_id(msg, request_id)
+
+
 def submitted(submission: str, stream_id: str, request_id: Any = None) -> bytes:
     return _with_id({"type": "submitted", "submission": submission, "stream_id": stream_id}, request_id)

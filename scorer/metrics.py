@@ -30,6 +30,7 @@ _HELP = {
     "claimed": "Entries claimed from replicas that stopped acknowledging",
     "published": "Snapshots published",
     "badges_awarded": "Badges awarded",
+    "closed": "Close events added for ended window periods and tournaments",
 }
 
 

@@ -8,7 +8,14 @@ nothing, and one that takes the lease over continues from the record instead of 
 every board.
 
 Only the current period of each window is published: a late submission for yesterday bumps
-yesterday's version, but the channel carries today's board.
+yesterday's version, but the channel carries today's board. A tournament is a window of its own
+(``t-<id>``) whose one period is current from its creation until its close.
+
+Closing: a period whose end lies ``LB_CLOSE_DELAY_S`` in the past while its boards still have
+fields in the versions hash gets its close event (``lb_close``: once, whoever asks, so a replica
+that took the lease over, or one started after the scorer was down at the close moment, adds
+exactly the events still missing). The same call removes those fields: the hash only ever holds
+current periods and periods not closed yet.
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ from typing import cast
 
 import redis.asyncio as aioredis
 
-from leaderboard import Leaderboard, Publication, now_ms, snapshot
+from leaderboard import Leaderboard, Period, Publication, now_ms, snapshot
 from leaderboard.backoff import redis_backoff
+from leaderboard.windows import tournament_of, window
 
 from .settings import ScorerSettings
 from .stats import Stats
@@ -91,7 +99,6 @@ class Publisher:
         self.owner = owner or settings.name
         # What was last published; loaded from Redis when the lease is won, None while not held.
         self.published: dict[tuple[str, str], tuple[str, int]] | None = None
-        self._periods: dict[str, str] = {}
         self._refreshed = 0.0  # monotonic time of the last refresh of the latest snapshots' TTLs
 
     @property
@@ -113,13 +120,16 @@ class Publisher:
 
         now = self.now()
         periods = {w.name: w.period(now).label for w in self.config.window_specs}
+        delay_ms = self.settings.close_delay_s * 1000
+        for t in await self.lb.tournaments():
+            period = t.period(now)
+            if now < period.end_ms + delay_ms:
+                periods[t.name] = period.label
         versions = cast(dict[str, str], await self.redis.hgetall(self.keys.versions))
         due = due_boards(periods, versions, self.published)
         if due:
             await self._publish(due, now)
-        if self._periods and periods != self._periods:
-            await self._prune(versions, periods)
-        self._periods = periods
+        await self._close(versions, periods, now)
         if time.monotonic() - self._refreshed > self.settings.snapshot_ttl_s / 2:
             await self._refresh_latest()
         return due
@@ -185,16 +195,59 @@ class Publisher:
         for field, value in raw.items():
             window, _, scope = field.partition(":")
             period, _, version = value.rpartition(":")
-            if window in self.config.windows and version.isdigit():
+            if (window in self.config.windows or tournament_of(window)) and version.isdigit():
                 out[window, scope] = (period, int(version))
         return out
 
-    async def _prune(self, versions: Mapping[str, str], periods: Mapping[str, str]) -> None:
-        """At a rollover, forget the versions of past periods (only current ones are published);
-        a late write to a past period recreates its field, which the next rollover prunes."""
-        stale = [f for f in versions if periods.get(f.split(":", 2)[0]) != f.split(":", 2)[1]]
-        if stale:
-            await self.redis.hdel(self.keys.versions, *stale)
+    async def _close(self, versions: Mapping[str, str], periods: Mapping[str, str], now: int) -> None:
+        """Close every past period still in the versions hash once its end is ``close_delay_s``
+        behind; fields this code cannot place (a window no longer kept) are just removed."""
+        stale: dict[tuple[str, str], list[str]] = {}
+        for field in versions:
+            win, label, scope = field.split(":", 2)
+            if periods.get(win) != label:
+                stale.setdefault((win, label), []).append(scope)
+        orphans: list[str] = []
+        s = self.settings
+        for (win, label), scopes in sorted(stale.items()):
+            period = await self._period(win, label)
+            if period is None:
+                orphans += [f"{win}:{label}:{scope}" for scope in scopes]
+                continue
+            if now < period.end_ms + s.close_delay_s * 1000:
+                continue  # not over yet, or within the grace for slips still on their way
+            event = await self.lb.close(
+                period, sorted(scopes), top_n=s.closed_top_n, keep=s.closed_keep, maxlen=s.closed_maxlen
+            )
+            if event is not None:
+                self.stats.closed += 1
+                log.info("closed %s %s (event %s)", win, label, event)
+            if period.window.tournament is not None:
+                await self._forget_window(win)
+        if orphans:
+            await self.redis.hdel(self.keys.versions, *orphans)
+
+    async def _period(self, win: str, label: str) -> Period | None:
+        tournament = tournament_of(win)
+        if tournament is not None:
+            spec = await self.lb.tournament(tournament)
+            return None if spec is None else spec.period(0)
+        if win not in self.config.windows:
+            return None
+        try:
+            return window(win).named(label)
+        except ValueError:
+            return None
+
+    async def _forget_window(self, win: str) -> None:
+        """A closed tournament is never published again: drop its published records, so its
+        stored latest snapshots are no longer kept alive and simply expire."""
+        assert self.published is not None
+        gone = [key for key in self.published if key[0] == win]
+        if gone:
+            await self.redis.hdel(self.keys.published, *(f"{w}:{scope}" for w, scope in gone))
+            for key in gone:
+                del self.published[key]
 
     async def _refresh_latest(self) -> None:
         """Keep the stored latest snapshot of boards that simply did not change alive."""

@@ -114,6 +114,25 @@ class ScorerSettings:
         "lifetime of a board's stored latest snapshot (refreshed while the scorer runs)",
         check=at_least(1),
     )
+    # --- closed periods (the publisher adds their close events)
+    close_delay_s: int = setting(
+        "LB_CLOSE_DELAY_S",
+        60,
+        "delay after a period's end before its close event, so slips still queued or a little late count",
+        check=at_least(0),
+    )
+    closed_top_n: int = setting(
+        "LB_CLOSED_TOP_N", 100, "entries per board in a period's close event and kept finals", check=between(1, 1000)
+    )
+    closed_keep: int = setting(
+        "LB_CLOSED_KEEP",
+        10,
+        "closed periods whose final top N is kept per window (tournaments: in all); 0 keeps none",
+        check=between(0, 100_000),
+    )
+    closed_maxlen: int = setting(
+        "LB_CLOSED_MAXLEN", 10_000, "approximate length the close-event stream is trimmed to", check=at_least(1)
+    )
     # --- which workers this replica runs (the consumer always runs)
     publish: bool = setting("LB_SCORER_PUBLISH", True, "this replica competes for the publish lease")
     badges: bool = setting(

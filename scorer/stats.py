@@ -16,6 +16,7 @@ class Stats:
     claimed: int = 0  # entries taken over from replicas that stopped acknowledging
     published: int = 0  # snapshots published
     badges_awarded: int = 0
+    closed: int = 0  # close events added (window periods and tournaments)
     # gauges (sampled)
     backlog: int = 0  # entries in the submissions stream: not yet applied and acknowledged
     pending: int = 0  # of those, delivered to a replica and not yet acknowledged

@@ -136,7 +136,10 @@ async def test_rollover_publishes_the_new_empty_board(r: aioredis.Redis, lb: Lea
         assert (snap["period"], snap["entries"], snap["version"]) == ("2030-11-27", [], 0)
         assert await weekly.quiet()  # the week did not roll over: nothing new there
         assert await pub.tick() == []
-        # versions of past periods are pruned at a rollover: the hash does not grow forever
+        # versions of past periods go when the period is closed (LB_CLOSE_DELAY_S after its
+        # end, 60 s here): the hash does not grow forever
+        clock[0] = before_midnight + 62_000
+        await pub.tick()
         fields: Any = await r.hkeys(config.keys.versions)
         assert not [f for f in fields if f.startswith("daily:2030-11-26")]
 

@@ -17,6 +17,15 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:published                         HASH    "<window>:<scope>" -> "<period>:<version>" last
                                                    published
   lb:{g}:latest:<window>:<scope>           STRING  the board's last published snapshot JSON (EX)
+  lb:{g}:closed                            STREAM  close events: a period's final top N (MAXLEN ~)
+  lb:{g}:closedmark:<window>:<period>      STRING  set with the period's close event (EXPIREAT)
+  lb:{g}:finals:<window>                   LIST    the newest close events of a window (LTRIM);
+                                                   all tournaments share finals:tournaments
+  lb:{g}:tournaments                       HASH    tournament id -> {"start_ms","end_ms"} JSON
+  lb:{g}:entrants:<tournament>             SET     players entered in a tournament (EXPIREAT)
+
+A tournament is a window of its own, t-<id>, with one period labelled <id>: its boards, versions,
+channels and latest snapshots are those of any window.
 
 Channels:
 
@@ -35,6 +44,10 @@ Functions (each documented where it is defined; Python wrappers in leaderboard/l
   lb_top       top N with profiles (no-writes)     a board, profiles
   lb_around    entries around a player (no-writes) a board, profiles
   lb_ranks     ranks of listed players (no-writes) a board
+  lb_close     a period's close event, once        closedmark, closed, finals, versions; boards
+                                                   (read)
+  lb_tournament  create a tournament               tournaments
+  lb_join      enter players in a tournament       tournaments (read), entrants
 
 Score packing (see docs/data-model.md): score = points * 2^k + (2^k - 1 - t), where t is the
 time since the window's start in the window's tie unit. An earlier arrival at the same points
@@ -125,8 +138,9 @@ end
 -- Argument readers --------------------------------------------------------------------------
 
 -- A period record, as leaderboard/batch.py lays it out:
---   window, label, start_ms, end_ms, shift, unit_ms, expire_at_s (0 = never), hll key index
-local PERIOD_FIELDS = 8
+--   window, label, start_ms, end_ms, shift, unit_ms, expire_at_s (0 = never), hll key index,
+--   entrants key index (0 = anyone may write: not a tournament)
+local PERIOD_FIELDS = 9
 
 -- Both readers return nil for a malformed record, so the call is refused before its first write.
 local function read_periods(keys, args, pos, count)
@@ -134,7 +148,11 @@ local function read_periods(keys, args, pos, count)
   for p = 1, count do
     local shift = tonumber(args[pos + 4])
     if not (shift and tonumber(args[pos + 2]) and tonumber(args[pos + 3]) and tonumber(args[pos + 5])
-        and tonumber(args[pos + 6]) and keys[tonumber(args[pos + 7])]) then
+        and tonumber(args[pos + 6]) and keys[tonumber(args[pos + 7])] and tonumber(args[pos + 8])) then
+      return nil
+    end
+    local entrants = tonumber(args[pos + 8])
+    if entrants ~= 0 and not keys[entrants] then
       return nil
     end
     periods[p] = {
@@ -147,6 +165,7 @@ local function read_periods(keys, args, pos, count)
       unit_ms = tonumber(args[pos + 5]),
       expire_at = tonumber(args[pos + 6]),
       hll = keys[tonumber(args[pos + 7])],
+      entrants = entrants ~= 0 and keys[entrants] or nil,
       players = {}, -- applied in this batch, for the distinct-player log
     }
     pos = pos + PERIOD_FIELDS
@@ -216,6 +235,9 @@ local function plan_submission(keys, sub, periods, ctx)
     local period = periods[ref.period]
     if ts < period.start_ms or ts >= period.end_ms then
       return nil, fail('timestamp_outside_window', 'timestamp is outside the ' .. period.window .. ' window ' .. period.label)
+    end
+    if period.entrants and redis.call('SISMEMBER', period.entrants, sub.player) == 0 then
+      return nil, fail('not_entered', 'player is not entered in tournament ' .. period.label)
     end
     local op = sub.op ~= '' and sub.op or ref.op
     local key = keys[ref.key]
@@ -613,11 +635,122 @@ local function lb_ranks(keys, args)
   return out
 end
 
+-- Closed periods and tournaments ----------------------------------------------------------
+
+--[[ lb_close: a period's close event with its final top N, added once however often (and by
+however many replicas) it is asked for: the marker is set NX in the same atomic call that adds
+the event. The versions fields of the period's boards are removed either way (its boards are no
+longer published), which is also how a late write to a closed period is cleaned up.
+Input:  KEYS[1] marker, KEYS[2] closed stream, KEYS[3] finals list, KEYS[4] versions hash,
+        KEYS[5..] the period's boards
+        ARGV    window, period, start_ms, end_ms, shift, n, marker expire_at_s (0 = never),
+                finals kept, stream maxlen, now_ms, then per board: scope
+Output: the close event's stream id, or false if the period was closed before
+]]
+local function lb_close(keys, args)
+  local shift, n, expire_at = parse_uint(args[5], 2), parse_uint(args[6], 4), parse_uint(args[7], 12)
+  local kept, maxlen, now = parse_uint(args[8], 6), parse_uint(args[9], 9), parse_uint(args[10], 15)
+  if not (shift and n and n >= 1 and expire_at and kept and maxlen and now) or #args ~= 10 + #keys - 4 then
+    return redis.error_reply('ERR bad_request malformed close')
+  end
+  for b = 5, #keys do
+    redis.call('HDEL', keys[4], args[1] .. ':' .. args[2] .. ':' .. args[b + 6])
+  end
+  local marked
+  if expire_at > 0 then
+    marked = redis.call('SET', keys[1], now, 'NX', 'EXAT', expire_at)
+  else
+    marked = redis.call('SET', keys[1], now, 'NX')
+  end
+  if not marked then
+    return false
+  end
+  local scale = 2 ^ shift
+  local top = {}
+  for b = 5, #keys do
+    local flat = redis.call('ZRANGE', keys[b], 0, n - 1, 'REV', 'WITHSCORES')
+    local entries = {}
+    for i = 1, #flat, 2 do
+      entries[#entries + 1] = { rank = (i + 1) / 2, player = flat[i], points = math.floor(tonumber(flat[i + 1]) / scale) }
+    end
+    top[args[b + 6]] = entries
+  end
+  local id = args[1] .. ':' .. args[2]
+  -- cjson writes an empty table as {}; a board with no entries is simply left out
+  local top_json = next(top) and cjson.encode(top) or '{}'
+  local event_id = redis.call('XADD', keys[2], 'MAXLEN', '~', maxlen, '*', 'id', id, 'window', args[1],
+    'period', args[2], 'start_ms', args[3], 'end_ms', args[4], 'closed_ms', args[10], 'top', top_json)
+  if kept > 0 then
+    redis.call('LPUSH', keys[3], cjson.encode({
+      id = id, window = args[1], period = args[2], start_ms = tonumber(args[3]), end_ms = tonumber(args[4]),
+      closed_ms = now, event = event_id, top = cjson.decode(top_json),
+    }))
+    redis.call('LTRIM', keys[3], 0, kept - 1)
+  end
+  return event_id
+end
+
+--[[ lb_tournament: create a tournament; its definition never changes afterwards.
+Input:  KEYS[1] tournaments hash; ARGV id, start_ms, end_ms, now_ms
+Output: 1 created; 0 it exists with the same bounds (a retried create); ERR tournament_exists
+        when it exists with other bounds, ERR tournament_ended when end_ms is not after now
+]]
+local function lb_tournament(keys, args)
+  local start_ms, end_ms, now = parse_uint(args[2], 15), parse_uint(args[3], 15), parse_uint(args[4], 15)
+  if not (start_ms and end_ms and now) or start_ms >= end_ms or not args[1]:match('^[%w_-]+$') or #args[1] > 32 then
+    return redis.error_reply('ERR bad_request malformed tournament')
+  end
+  local def = cjson.encode({ start_ms = start_ms, end_ms = end_ms })
+  local old = redis.call('HGET', keys[1], args[1])
+  if old then
+    local was = cjson.decode(old)
+    if was.start_ms == start_ms and was.end_ms == end_ms then
+      return 0
+    end
+    return redis.error_reply('ERR tournament_exists tournament ' .. args[1] .. ' exists with other start and end')
+  end
+  if end_ms <= now then
+    return redis.error_reply('ERR tournament_ended tournament ' .. args[1] .. ' would end in the past')
+  end
+  redis.call('HSET', keys[1], args[1], def)
+  return 1
+end
+
+--[[ lb_join: enter players in a tournament, before it starts or while it runs.
+Input:  KEYS[1] tournaments hash, KEYS[2] the tournament's entrants; ARGV id, now_ms,
+        entrants expire_at_s, players...
+Output: how many players were newly entered; ERR unknown_tournament, ERR tournament_ended
+]]
+local function lb_join(keys, args)
+  local now, expire_at = parse_uint(args[2], 15), parse_uint(args[3], 12)
+  if not (now and expire_at) or #args < 4 then
+    return redis.error_reply('ERR bad_request malformed join')
+  end
+  local raw = redis.call('HGET', keys[1], args[1])
+  if not raw then
+    return redis.error_reply('ERR unknown_tournament no tournament ' .. args[1])
+  end
+  if now >= cjson.decode(raw).end_ms then
+    return redis.error_reply('ERR tournament_ended tournament ' .. args[1] .. ' has ended')
+  end
+  for i = 4, #args do
+    if args[i] == '' or #args[i] > MAX_ID_BYTES or not valid_utf8(args[i]) then
+      return redis.error_reply('ERR bad_request player must be valid UTF-8 of 1-' .. MAX_ID_BYTES .. ' bytes')
+    end
+  end
+  local added = redis.call('SADD', keys[2], unpack(args, 4))
+  redis.call('EXPIREAT', keys[2], expire_at)
+  return added
+end
+
 redis.register_function('lb_submit', lb_submit)
 redis.register_function('lb_enqueue', lb_enqueue)
 redis.register_function('lb_lease', lb_lease)
 redis.register_function('lb_forget', lb_forget)
 redis.register_function('lb_publish', lb_publish)
+redis.register_function('lb_close', lb_close)
+redis.register_function('lb_tournament', lb_tournament)
+redis.register_function('lb_join', lb_join)
 redis.register_function { function_name = 'lb_top', callback = lb_top, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_around', callback = lb_around, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_ranks', callback = lb_ranks, flags = { 'no-writes' } }
