@@ -127,6 +127,11 @@ class Keys:
         return f"{self.prefix}:finals:{'tournaments' if tournament_of(window) else window}"
 
     @property
+    def rewards(self) -> str:
+        """Hash ``<event id>|<scope>|<player>`` -> reward: the ledger of examples/rewards.py."""
+        return f"{self.prefix}:rewards"
+
+    @property
     def tournaments(self) -> str:
         """Hash tournament id -> definition JSON {"start_ms", "end_ms"}."""
         return f"{self.prefix}:tournaments"

@@ -1,5 +1,6 @@
 """``python -m scorer``: run a scorer replica (consumer, publisher, badge worker, metrics).
 ``python -m scorer submit --player mia --points 120``: file one submission into the queue.
+``python -m scorer tournament create|join|list``: live tournaments (boards ``t-<id>``).
 
 Configuration comes from ``LB_`` environment variables (README's table). SIGTERM or Ctrl-C: stop
 reading, finish and acknowledge the batch in flight, exit 0; a second signal exits at once.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import logging
 import os
 import signal
@@ -17,7 +19,8 @@ import uuid
 
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
 
-from leaderboard import BacklogFull, InvalidSubmission, Submission, connect, now_ms
+from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, Submission, connect, now_ms
+from leaderboard.errors import TournamentError
 from leaderboard.queue import Queue
 from leaderboard.settings import HelpFormatter, argument_parser, load_or_exit, redacted, unreachable
 
@@ -34,7 +37,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argument_parser("python -m scorer", __doc__ or "", ScorerSettings)
     p.add_argument("--burst", action="store_true", help="exit once the queue is drained")
     p.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
-    sub = p.add_subparsers(dest="command", metavar="{submit}")
+    sub = p.add_subparsers(dest="command", metavar="{submit,tournament}")
     s = sub.add_parser(
         "submit", help="file one submission into the queue", description="File one submission into the queue.",
         formatter_class=HelpFormatter, epilog=p.epilog,  # it loads the same settings as a replica
@@ -47,8 +50,62 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     s.add_argument("--name", help="display name")
     s.add_argument("--region", help="region scope, e.g. eu")
     s.add_argument("--mode", help="mode scope, e.g. ranked")
+    s.add_argument("--tournament", help="tournament id: the slip counts on that tournament's boards only")
     s.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
+    t = sub.add_parser(
+        "tournament", help="create a tournament, enter players, list tournaments",
+        description="Live tournaments: boards t-<id> with a start, an end and an entry list.",
+        formatter_class=HelpFormatter, epilog=p.epilog,
+    )  # fmt: skip
+    tsub = t.add_subparsers(dest="action", metavar="{create,join,list}", required=True)
+    c = tsub.add_parser("create", help="create a tournament (again with the same bounds: no-op)")
+    c.add_argument("id", help="tournament id (1-32 of A-Z a-z 0-9 _ -); its boards are window t-<id>")
+    c.add_argument("--start", required=True, help="start: ms since the epoch, or ISO 8601 UTC")
+    c.add_argument("--end", required=True, help="end (exclusive): ms since the epoch, or ISO 8601 UTC")
+    j = tsub.add_parser("join", help="enter players (before the start or while it runs)")
+    j.add_argument("id", help="tournament id")
+    j.add_argument("players", nargs="+", help="player ids")
+    tsub.add_parser("list", help="every tournament with its start and end")
+    for parser in (c, j, t):
+        parser.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
     return p.parse_args(argv)
+
+
+def parse_time(text: str) -> int:
+    """ms since the epoch, given as such or as an ISO 8601 time (UTC unless it says otherwise)."""
+    if text.isdigit():
+        return int(text)
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"not a time: {text!r} (ms since the epoch, or ISO 8601)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1000)
+
+
+async def tournament(settings: ScorerSettings, args: argparse.Namespace) -> str:
+    redis = connect(settings.redis_url)
+    try:
+        lb = Leaderboard(redis, settings.game)
+        if args.action == "create":
+            spec = await lb.create_tournament(args.id, parse_time(args.start), parse_time(args.end))
+            period = spec.period(0)
+            return f"tournament {args.id}: board window {spec.name}, {_iso(period.start_ms)} to {_iso(period.end_ms)}"
+        if args.action == "join":
+            added = await lb.join(args.id, args.players)
+            return f"tournament {args.id}: {added} of {len(args.players)} players newly entered"
+        lines = []
+        for spec in await lb.tournaments():
+            period = spec.period(0)
+            lines.append(f"{spec.tournament}\t{spec.name}\t{_iso(period.start_ms)}\t{_iso(period.end_ms)}")
+        return "\n".join(lines) or "no tournaments"
+    finally:
+        await redis.aclose()
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat()
 
 
 async def run(settings: ScorerSettings, burst: bool) -> None:
@@ -82,7 +139,7 @@ async def submit(settings: ScorerSettings, args: argparse.Namespace) -> tuple[Su
         "points": args.points,
         "ts": args.ts or str(now_ms()),
     }
-    for key in ("op", "name", "region", "mode"):
+    for key in ("op", "name", "region", "mode", "tournament"):
         if getattr(args, key):
             fields[key] = getattr(args, key)
     config = settings.game
@@ -99,6 +156,16 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {"redis_url": args.redis_url} if "redis_url" in args else {}
     settings = load_or_exit(ScorerSettings, **overrides)
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.command == "tournament":
+        try:
+            print(asyncio.run(tournament(settings, args)))
+        except (BadRequest, TournamentError, ValueError) as exc:
+            print(f"refused: {exc}", file=sys.stderr)
+            return 2
+        except (ConnectionError, TimeoutError, AuthenticationError) as exc:
+            print(unreachable(settings.redis_url, exc), file=sys.stderr)
+            return 1
+        return 0
     if args.command == "submit":
         try:
             sub, stream_id = asyncio.run(submit(settings, args))

@@ -1,0 +1,175 @@
+"""Past periods, close events, kept finals and the example rewards service, against a real
+redis-server (and the publisher that closes periods)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+
+from leaderboard import GameConfig, Leaderboard, window
+from leaderboard.errors import BadPeriod
+from scorer import Publisher, ScorerSettings, Stats
+
+from .conftest import NOW
+
+DAY = 86_400_000
+WEEK = 7 * DAY
+# 2030-11-27 00:01:05: yesterday (2030-11-26) ended 65 s ago, past the 60 s close delay
+AFTER_MIDNIGHT = int(dt.datetime(2030, 11, 27, 0, 1, 5, tzinfo=dt.UTC).timestamp() * 1000)
+
+
+def slip(sid: str, player: str, points: int, ts: int) -> dict[str, str]:
+    return {"id": sid, "player": player, "points": str(points), "ts": str(ts)}
+
+
+def publisher(r: aioredis.Redis, config: GameConfig, clock: list[int], owner: str = "p", **kw: Any) -> Publisher:
+    settings = ScorerSettings(
+        redis_url="redis://unused", game=config, name=owner, tick_ms=50, lease_ttl_ms=300, metrics_port=0, **kw
+    )
+    return Publisher(r, settings, Stats(), now=lambda: clock[0])
+
+
+async def events(r: aioredis.Redis, config: GameConfig) -> list[dict[str, Any]]:
+    return [fields for _, fields in await r.xrange(config.keys.closed)]
+
+
+# ---------------------------------------------------------------- pure
+
+
+def test_period_labels_name_the_periods_they_label() -> None:
+    for name in ("daily", "weekly", "monthly", "alltime"):
+        w = window(name)
+        for ts in (NOW, NOW - 40 * DAY, NOW + 400 * DAY):
+            assert w.named(w.period(ts).label) == w.period(ts)
+    weekly = window("weekly")
+    assert weekly.resolve("previous", NOW).label == "2030-W47"
+    assert weekly.resolve(None, NOW) == weekly.resolve("current", NOW) == weekly.period(NOW)
+    refused = {
+        ("weekly", "2030-W99"): "not a weekly period label",
+        ("weekly", "2030-11-26"): "not a weekly period label",
+        ("daily", "2030-02-30"): "not a daily period label",
+        ("weekly", "2030-W49"): "has not started yet",
+        ("weekly", "2030-W40"): "has expired",  # 35 days of retention after its end
+        ("alltime", "previous"): "has no previous period",
+    }
+    for (name, label), message in refused.items():
+        with pytest.raises(ValueError, match=message):
+            window(name).resolve(label, NOW)
+
+
+# ---------------------------------------------------------------- past periods
+
+
+async def test_last_weeks_board_reads_like_this_weeks(lb: Leaderboard) -> None:
+    last = NOW - WEEK
+    await lb.submit_batch([slip("1", "ana", 50, last), slip("2", "ben", 70, last)], now=last)
+    await lb.submit_batch([slip("3", "ana", 10, NOW)], now=NOW)
+    mine = await lb.rank("ana", "weekly", period="previous", at=NOW)
+    assert (mine.rank, mine.score) == (2, 50)
+    top = await lb.top("weekly", period="2030-W47", at=NOW)
+    assert top.period.label == "2030-W47" and [(e.player, e.score) for e in top.entries] == [("ben", 70), ("ana", 50)]
+    around = await lb.around("ana", "weekly", k=1, period="previous", at=NOW)
+    assert [e.rank for e in around.entries] == [1, 2]
+    assert [(e.player, e.rank) for e in (await lb.top("weekly", at=NOW)).entries] == [("ana", 1)]
+    for bad in ("2030-W49", "2030-W40", "yesterday"):
+        with pytest.raises(BadPeriod):
+            await lb.top("weekly", period=bad, at=NOW)
+
+
+# ---------------------------------------------------------------- close events
+
+
+async def test_a_period_closes_once_with_its_final_top_even_after_downtime(
+    r: aioredis.Redis, lb: Leaderboard, config: GameConfig
+) -> None:
+    yesterday = AFTER_MIDNIGHT - DAY
+    eu = {**slip("3", "cy", 5, yesterday), "region": "eu"}
+    await lb.submit_batch([slip("1", "ana", 50, yesterday), slip("2", "ben", 70, yesterday), eu], now=yesterday)
+    # No publisher ran at midnight (the scorer was down); the first one to start closes the day.
+    clock = [AFTER_MIDNIGHT]
+    first, second = publisher(r, config, clock, "a"), publisher(r, config, clock, "b")
+    await first.tick()
+    [event] = await events(r, config)
+    assert (event["id"], event["window"], event["period"]) == ("daily:2030-11-26", "daily", "2030-11-26")
+    top = orjson.loads(event["top"])
+    assert [(e["rank"], e["player"], e["points"]) for e in top["global"]] == [
+        (1, "ben", 70),
+        (2, "ana", 50),
+        (3, "cy", 5),
+    ]
+    assert [e["player"] for e in top["region:eu"]] == ["cy"]
+    assert first.stats.closed == 1
+    # Another replica asking again (it took the lease over, or raced) adds nothing; so does a tick.
+    assert await lb.close(window("daily").period(yesterday), ["global"], top_n=10, keep=10, maxlen=100) is None
+    await first.tick()
+    await second.tick()
+    assert len(await events(r, config)) == 1
+    # A late write to the closed day changes its board but adds no second event.
+    await lb.submit_batch([slip("4", "dee", 99, yesterday)], now=AFTER_MIDNIGHT)
+    await first.tick()
+    assert len(await events(r, config)) == 1
+    assert not [f for f in await r.hkeys(config.keys.versions) if f.startswith("daily:2030-11-26")]
+
+
+async def test_a_period_is_not_closed_before_its_delay(r: aioredis.Redis, lb: Leaderboard, config: GameConfig) -> None:
+    yesterday = AFTER_MIDNIGHT - DAY
+    await lb.submit_batch([slip("1", "ana", 50, yesterday)], now=yesterday)
+    clock = [AFTER_MIDNIGHT]
+    pub = publisher(r, config, clock, close_delay_s=600)
+    await pub.tick()
+    assert await events(r, config) == []
+    clock[0] += 600_000
+    await pub.tick()
+    assert [e["id"] for e in await events(r, config)] == ["daily:2030-11-26"]
+
+
+async def test_finals_keep_the_newest_closed_periods(r: aioredis.Redis, lb: Leaderboard, config: GameConfig) -> None:
+    for days in (3, 2, 1):
+        ts = AFTER_MIDNIGHT - days * DAY
+        await lb.submit_batch([slip(f"s{days}", "ana", days, ts)], now=ts)
+        await lb.close(window("daily").period(ts), ["global"], top_n=5, keep=2, maxlen=100)
+    finals = await lb.finals("daily")
+    assert [f["period"] for f in finals] == ["2030-11-26", "2030-11-25"]
+    assert finals[0]["top"]["global"] == [{"rank": 1, "player": "ana", "points": 1}]
+
+
+# ---------------------------------------------------------------- the example rewards service
+
+
+def rewards_module() -> Any:
+    path = Path(__file__).resolve().parents[1] / "examples" / "rewards.py"
+    spec = importlib.util.spec_from_file_location("rewards_example", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_rewards_are_granted_once_per_event_even_after_a_crash(
+    r: aioredis.Redis, lb: Leaderboard, config: GameConfig
+) -> None:
+    rewards = rewards_module()
+    for days in (2, 1):
+        ts = AFTER_MIDNIGHT - days * DAY
+        await lb.submit_batch([slip(f"a{days}", "ana", 50, ts), slip(f"b{days}", "ben", 70, ts)], now=ts)
+        await lb.close(window("daily").period(ts), ["global"], top_n=10, keep=10, maxlen=100)
+    await r.xgroup_create(config.keys.closed, rewards.GROUP, id="0")
+    # A consumer reads the first event and dies before granting it: the event stays pending.
+    await r.xreadgroup(rewards.GROUP, "crashed", {config.keys.closed: ">"}, count=1)
+    assert await rewards.run(r, config, consumer="other", burst=True, block_ms=50) == 2  # the second event
+    assert await rewards.run(r, config, consumer="crashed", burst=True, block_ms=50) == 2  # its pending one
+    assert await rewards.run(r, config, consumer="crashed", burst=True, block_ms=50) == 0
+    ledger = await r.hgetall(config.keys.rewards)
+    assert ledger == {
+        "daily:2030-11-25|global|ben": "1000", "daily:2030-11-25|global|ana": "500",
+        "daily:2030-11-26|global|ben": "1000", "daily:2030-11-26|global|ana": "500",
+    }  # fmt: skip
+    assert (await r.xpending(config.keys.closed, rewards.GROUP))["pending"] == 0
