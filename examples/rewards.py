@@ -6,9 +6,9 @@ python examples/rewards.py --burst      # grant what is waiting, then exit
 
 Each event is read through a consumer group, so several copies of this service share the work.
 The grants of an event and its XACK are one MULTI: the ledger holds an event's grants exactly
-when the event is acknowledged. An event delivered again (this process died before the MULTI)
-meets HSETNX on fields that already exist only if the MULTI ran, which it then did not: a grant
-is never written twice. Redis assigns the event id ``<window>:<period>`` once per period.
+when the event is acknowledged. An event delivered again (this process died before its MULTI)
+has no grant in the ledger yet, and HSETNX keeps a grant single even if two consumers race on
+one event. The event id ``<window>:<period>`` is added once per period by the function library.
 """
 
 from __future__ import annotations

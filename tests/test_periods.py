@@ -37,7 +37,8 @@ def publisher(r: aioredis.Redis, config: GameConfig, clock: list[int], owner: st
 
 
 async def events(r: aioredis.Redis, config: GameConfig) -> list[dict[str, Any]]:
-    return [fields for _, fields in await r.xrange(config.keys.closed)]
+    entries: Any = await r.xrange(config.keys.closed)
+    return [fields for _, fields in entries]
 
 
 # ---------------------------------------------------------------- pure
@@ -115,7 +116,8 @@ async def test_a_period_closes_once_with_its_final_top_even_after_downtime(
     await lb.submit_batch([slip("4", "dee", 99, yesterday)], now=AFTER_MIDNIGHT)
     await first.tick()
     assert len(await events(r, config)) == 1
-    assert not [f for f in await r.hkeys(config.keys.versions) if f.startswith("daily:2030-11-26")]
+    fields: Any = await r.hkeys(config.keys.versions)
+    assert not [f for f in fields if f.startswith("daily:2030-11-26")]
 
 
 async def test_a_period_is_not_closed_before_its_delay(r: aioredis.Redis, lb: Leaderboard, config: GameConfig) -> None:
