@@ -62,10 +62,9 @@ async def run(redis: aioredis.Redis, config: GameConfig, *, consumer: str, burst
     backlog = True  # first what this consumer was given and did not acknowledge (a crash), then new
     while True:
         start = "0" if backlog else ">"
-        reply = await redis.xreadgroup(
-            GROUP, consumer, {keys.closed: start}, count=10, block=None if backlog else block_ms
-        )
-        events = reply[0][1] if reply else []
+        block = None if backlog else block_ms
+        reply: Any = await redis.xreadgroup(GROUP, consumer, {keys.closed: start}, count=10, block=block)
+        events: list[tuple[str, dict[str, Any]]] = reply[0][1] if reply else []
         if backlog and not events:
             backlog = False
             continue
