@@ -13,11 +13,12 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from leaderboard import GameConfig, Leaderboard, window
+from leaderboard import GameConfig, Leaderboard, now_ms, window
 from leaderboard.errors import BadPeriod
 from scorer import Publisher, ScorerSettings, Stats
 
 from .conftest import NOW
+from .gw_helpers import client, greet, request, running, token
 
 DAY = 86_400_000
 WEEK = 7 * DAY
@@ -175,3 +176,24 @@ async def test_rewards_are_granted_once_per_event_even_after_a_crash(
         "daily:2030-11-26|global|ben": "1000", "daily:2030-11-26|global|ana": "500",
     }  # fmt: skip
     assert (await r.xpending(config.keys.closed, rewards.GROUP))["pending"] == 0
+
+
+async def test_your_rank_last_week_over_the_socket(redis_url: str, lb: Leaderboard) -> None:
+    now = now_ms()
+    last_week = now - WEEK
+    await lb.submit_batch([slip("1", "ben", 90, last_week), slip("2", "mia", 40, last_week)], now=last_week)
+    label = window("weekly").period(last_week).label
+    async with running(redis_url) as gw, client(gw, f"?token={token('mia')}") as ws:
+        await greet(ws)
+        for period in ("previous", label):
+            reply = await request(ws, {"type": "rank", "window": "weekly", "period": period, "id": 1}, "rank")
+            assert (reply["rank"], reply["score"], reply["period"], reply["size"]) == (2, 40, label, 2)
+        now_rank = await request(ws, {"type": "rank", "window": "weekly", "id": 2}, "rank")
+        assert now_rank["rank"] is None  # nothing this week yet
+        top = await request(ws, {"type": "top", "window": "weekly", "period": "previous", "n": 1}, "top")
+        assert [e["player"] for e in top["entries"]] == ["ben"]
+        for bad in ({"period": "2001-W01"}, {"period": 7}, {"period": "tomorrow"}):
+            err = await request(ws, {"type": "top", "window": "weekly", **bad, "id": 3}, "error")
+            assert (err["code"], err["id"]) == ("bad_period", 3)
+        err = await request(ws, {"type": "subscribe", "window": "weekly", "period": "previous"}, "error")
+        assert err["code"] == "bad_period"
