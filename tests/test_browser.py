@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 from fleet import demo
 from fleet.supervisor import Fleet, FleetSettings
 from gateway.auth import issue
-from leaderboard import GameConfig, Submission, now_ms
+from leaderboard import GameConfig, Leaderboard, Submission, now_ms
 from leaderboard.queue import Queue
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -134,6 +134,22 @@ async def test_rank_panel_shows_and_updates(fleet: Fleet, browser: Any, r: aiore
     await wait_until(lambda: _eq(around_me(page), "1"), 5)
     assert await page.locator("#top tbody tr.me .you").count() == 1  # marked in the top 10, not only bold
     assert await page.locator("#around li.me .you").count() == 1
+    await page.close()
+
+
+async def test_rank_panel_shows_your_rank_last_week(fleet: Fleet, browser: Any, r: aioredis.Redis) -> None:
+    last_week = now_ms() - 7 * 86_400_000
+    lb = Leaderboard(r, GameConfig(game="test"))
+    slips = [Submission(f"lw-{p}", p, pts, last_week).fields() for p, pts in (("ana", 500), ("mia", 100))]
+    await lb.submit_batch(slips, now=last_week)
+    await submit(r, ("mia", 50, "Mia"))
+    token = issue("mia", "player", SECRET, exp=time.time() + 600)
+    page = await browser.new_page()
+    await page.goto(f"{fleet.page_url}#token={token}")
+    await wait_until(lambda: _contains(page.inner_text("#my-past"), "#2 of 2"), 10)
+    assert (await page.inner_text("#my-past")).startswith("Last week (")
+    await page.locator("#windows button", has_text="alltime").click()
+    await wait_until(lambda: page.locator("#my-past").is_hidden(), 5)  # the all-time board has no past
     await page.close()
 
 

@@ -237,8 +237,28 @@ async function refreshStats() {
   } catch {}
 }
 
+// "Your rank last week": the window's previous period, read once per window switch and welcome
+// (it no longer changes). The all-time board and tournaments have no previous period.
+const PREVIOUS = { daily: "Yesterday", weekly: "Last week", monthly: "Last month" };
+
+async function refreshPast() {
+  const win = windowName;
+  const past = $("my-past");
+  past.hidden = true;
+  if (!me || !PREVIOUS[win]) return;
+  try {
+    const r = await client.request({ type: "rank", board, window: win, period: "previous" });
+    if (win !== windowName) return;
+    past.textContent = r.rank == null
+      ? `${PREVIOUS[win]} (${r.period}): not ranked`
+      : `${PREVIOUS[win]} (${r.period}): #${fmt(r.rank)} of ${fmt(r.size)} · ${fmt(r.score)} points`;
+    past.hidden = false;
+  } catch {}
+}
+
 function refresh() {
   refreshStats();
+  refreshPast();
   if (me) client.request({ type: "rank", board, window: windowName }).then(onRank, () => {});
 }
 
