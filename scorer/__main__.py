@@ -165,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
         except (ConnectionError, TimeoutError, AuthenticationError) as exc:
             print(unreachable(settings.redis_url, exc), file=sys.stderr)
             return 1
+        except ResponseError as exc:
+            if "function" not in str(exc).lower():
+                raise
+            print(f"Redis at {redacted(settings.redis_url)} has no leaderboard library loaded: start a scorer "
+                  f"(python -m scorer) against it first ({exc})", file=sys.stderr)  # fmt: skip
+            return 1
         return 0
     if args.command == "submit":
         try:
