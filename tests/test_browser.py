@@ -153,6 +153,23 @@ async def test_rank_panel_shows_your_rank_last_week(fleet: Fleet, browser: Any, 
     await page.close()
 
 
+async def test_a_tournament_shows_live_beside_the_windows(fleet: Fleet, browser: Any, r: aioredis.Redis) -> None:
+    lb = Leaderboard(r, GameConfig(game="test"))
+    now = now_ms()
+    await lb.create_tournament("cup", now - 60_000, now + 3_600_000)
+    await lb.join("cup", ["mia", "leo"])
+    await Queue(r, GameConfig(game="test")).submit(Submission("t1", "leo", 300, now, name="Leo", tournament="cup"))
+    token = issue("mia", "player", SECRET, exp=time.time() + 600)
+    page = await browser.new_page()
+    await page.goto(f"{fleet.page_url}#window=t-cup&token={token}")
+    await wait_until(lambda: _eq(rows(page), ["Leo"]), 10)
+    assert await page.locator("#windows button", has_text="t-cup").get_attribute("aria-pressed") == "true"
+    await Queue(r, GameConfig(game="test")).submit(Submission("t2", "mia", 500, now_ms(), name="Mia", tournament="cup"))
+    await wait_until(lambda: _eq(page.inner_text("#my-rank"), "#1"), 5)  # own-rank pushes work on it too
+    await wait_until(lambda: _eq(rows(page), ["Mia", "Leo"]), 5)
+    await page.close()
+
+
 async def around_me(page: Any) -> str | None:
     """The rank the "players around you" list shows for the player, or None."""
     me = page.locator("#around li.me")

@@ -1,7 +1,8 @@
 // The live leaderboard page: top 10 updating in place with movement, your rank with its trend and
 // the players around you, the board's player count, and a feed of top-10 entries.
 // Token: #token=... in the URL, or a demo token if the gateway offers one (also when a token is
-// refused: a restarted demo fleet signs with a new secret).
+// refused: a restarted demo fleet signs with a new secret). #window=t-<id> shows a tournament:
+// it is a window like the game's, so the page only has to offer it beside them.
 import { LeaderboardClient } from "/client.js";
 
 const $ = (id) => document.getElementById(id);
@@ -10,6 +11,9 @@ const board = params.get("board") || "global";
 const TREND = 30; // rank pushes the sparkline shows
 let token = params.get("token");
 let windowName = params.get("window") || null;
+const isTournament = (w) => /^t-[A-Za-z0-9_-]{1,32}$/.test(w || "");
+const tournament = isTournament(windowName) ? windowName : null; // stays on offer after a switch
+const offered = (windows) => (tournament ? [...windows, tournament] : windows);
 let shownRanks = null; // player -> rank on screen; null: nothing shown yet for this window
 let countdown = null;
 let lastSnapshotTs = null;
@@ -83,7 +87,7 @@ function switchWindow(w) {
   windowName = w;
   resetStanding();
   resetFeed();
-  renderWindows(client.welcome.windows);
+  renderWindows(offered(client.welcome.windows));
   client.subscribe(board, windowName);
   refresh();
 }
@@ -270,7 +274,7 @@ window.leaderboard = client; // for the console and for tests
 client.addEventListener("status", (e) => setStatus(e.detail));
 client.addEventListener("welcome", (e) => {
   const w = e.detail;
-  if (!windowName || !w.windows.includes(windowName)) {
+  if (!windowName || !offered(w.windows).includes(windowName)) {
     client.unsubscribe(board, windowName);
     windowName = w.window;
     client.subscribe(board, windowName);
@@ -279,7 +283,7 @@ client.addEventListener("welcome", (e) => {
     me = w.player;
     resetStanding();
   }
-  renderWindows(w.windows);
+  renderWindows(offered(w.windows));
   $("me").hidden = !me;
   refresh();
 });

@@ -54,8 +54,10 @@ time since the window's start in the window's tie unit. An earlier arrival at th
 leaves a larger remainder and so ranks higher. k and the unit come from the caller per window;
 points must stay below 2^(53 - k) so the packed value is an exact double.
 
-Errors: whole-call problems raise 'ERR <code> <message>' (bad_request, backlog_full); a bad submission inside a batch
-yields {'error', code, message} for that entry only and writes nothing for it.
+Errors: whole-call problems raise 'ERR <code> <message>' (bad_request, backlog_full,
+unknown_tournament, tournament_exists, tournament_ended); a bad submission inside a batch
+yields {'error', code, message} for that entry only and writes nothing for it (not_entered for a
+tournament slip of a player not entered).
 ]]
 
 local MAX_ID_BYTES = 64
