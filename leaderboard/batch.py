@@ -18,7 +18,7 @@ from .config import GameConfig
 from .errors import CODES, InvalidSubmission
 from .results import BoardRef, BoardResult, SubmitResult
 from .submission import parse_uint, scopes_of
-from .windows import Period, Window
+from .windows import Period, Window, check_tournament
 
 _HOUR_MS = 3_600_000
 
@@ -113,6 +113,14 @@ class _Layouts:
         return [*head, len(self._layouts), *self.args]
 
 
+def valid_tournament(tournament: str) -> bool:
+    try:
+        check_tournament(tournament)
+    except ValueError:
+        return False
+    return True
+
+
 def encode_batch(
     config: GameConfig,
     entries: Sequence[Mapping[str, str]],
@@ -149,6 +157,8 @@ def encode_batch(
             if not lo <= ts < hi or (region, mode, tournament) != last_scope:
                 spec = None
                 if tournament is not None:
+                    if not valid_tournament(tournament):  # the same code as Submission's
+                        raise InvalidSubmission("invalid_tournament", CODES["invalid_tournament"])
                     spec = (tournaments or {}).get(tournament)
                     if spec is None:
                         raise InvalidSubmission("unknown_tournament", f"no tournament {tournament!r}"[:120])

@@ -52,6 +52,8 @@ CASES = [
     ({"region": "e u"}, "invalid_scope"),
     ({"mode": "m" * 33}, "invalid_scope"),
     ({"region": "eu:west"}, "invalid_scope"),
+    ({"tournament": "spring cup"}, "invalid_tournament"),
+    ({"tournament": "t" * 33}, "invalid_tournament"),
 ]
 
 
