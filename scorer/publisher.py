@@ -121,10 +121,15 @@ class Publisher:
         now = self.now()
         periods = {w.name: w.period(now).label for w in self.config.window_specs}
         delay_ms = self.settings.close_delay_s * 1000
+        expired = []
         for t in await self.lb.tournaments():
             period = t.period(now)
             if now < period.end_ms + delay_ms:
                 periods[t.name] = period.label
+            elif period.expire_at_s * 1000 <= now:
+                expired.append(period.label)  # its boards and entry list are gone: so goes its definition
+        if expired:
+            await self.redis.hdel(self.keys.tournaments, *expired)
         versions = cast(dict[str, str], await self.redis.hgetall(self.keys.versions))
         due = due_boards(periods, versions, self.published)
         if due:

@@ -113,6 +113,9 @@ async def test_a_tournament_is_published_live_then_closed_once(
     assert [(e["id"], orjson.loads(e["top"])["global"][0]["player"]) for _, e in events] == [("t-cup:cup", "ana")]
     assert [f["id"] for f in await lb.finals("t-cup")] == ["t-cup:cup"]
     assert not await r.hexists(config.keys.published, "t-cup:global")  # no longer kept alive
+    clock[0] = END + 35 * 86_400_000  # its boards have expired: its definition goes too
+    await pub.tick()
+    assert not await r.hexists(config.keys.tournaments, "cup")
 
 
 async def test_tournaments_over_the_socket(redis_url: str, r: aioredis.Redis, config: GameConfig) -> None:
