@@ -13,6 +13,7 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.protocol import Join, ProtocolError, Rank, Top, parse
 from leaderboard import GameConfig, Leaderboard, now_ms, window
 from leaderboard.errors import BadPeriod
 from scorer import Publisher, ScorerSettings, Stats
@@ -64,6 +65,31 @@ def test_period_labels_name_the_periods_they_label() -> None:
     for (name, label), message in refused.items():
         with pytest.raises(ValueError, match=message):
             window(name).resolve(label, NOW)
+
+
+def test_the_parser_takes_periods_and_tournament_windows() -> None:
+    w = ["daily", "weekly"]
+    top = parse('{"type":"top","window":"weekly","period":"previous"}', windows=w, default_window="weekly")
+    assert isinstance(top, Top) and top.period == "previous"
+    rank = parse('{"type":"rank","window":"t-spring"}', windows=w, default_window="weekly")
+    assert isinstance(rank, Rank) and (rank.window, rank.period) == ("t-spring", None)
+    join = parse('{"type":"join","tournament":"spring","players":["mia"]}', windows=w, default_window="weekly")
+    assert join == Join(None, "spring", ("mia",))
+    cases = [
+        ('{"type":"top","period":7}', "bad_period"),
+        ('{"type":"top","period":""}', "bad_period"),
+        ('{"type":"rank","period":"' + "x" * 33 + '"}', "bad_period"),
+        ('{"type":"subscribe","period":"previous"}', "bad_period"),
+        ('{"type":"top","window":"t-"}', "bad_board"),
+        ('{"type":"top","window":"t-a b"}', "bad_board"),
+        ('{"type":"join","tournament":"a b","players":["mia"]}', "bad_message"),
+        ('{"type":"join","tournament":"cup","players":[]}', "bad_message"),
+        ('{"type":"join","players":["mia"]}', "bad_message"),
+    ]
+    for raw, code in cases:
+        with pytest.raises(ProtocolError) as exc:
+            parse(raw, windows=w, default_window="weekly")
+        assert exc.value.code == code, raw
 
 
 # ---------------------------------------------------------------- past periods
