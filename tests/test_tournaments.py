@@ -153,8 +153,9 @@ async def test_the_scorer_command_creates_and_enters(redis_url: str, lb: Leaderb
     env = {**os.environ, "LB_REDIS_URL": redis_url, "LB_GAME": "test"}
 
     async def scorer(*args: str) -> tuple[int, str]:
+        command = args if args[0] == "submit" else ("tournament", *args)
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "scorer", "tournament", *args, env=env,
+            sys.executable, "-m", "scorer", *command, env=env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip
         out, _ = await asyncio.wait_for(proc.communicate(), 30 * T)
@@ -167,3 +168,13 @@ async def test_the_scorer_command_creates_and_enters(redis_url: str, lb: Leaderb
     code, out = await scorer("join", "autumn", "ana")
     assert code == 2 and "no tournament" in out, out
     assert await lb.entered("spring", ["ana", "eve"]) == [True, False]
+    now = now_ms()
+    code, out = await scorer("create", "live", "--start", str(now - MIN), "--end", str(now + 60 * MIN))
+    assert code == 0, out
+    await lb.join("live", ["ana"])
+    code, out = await scorer("submit", "--player", "eve", "--points", "5", "--tournament", "live")
+    assert code == 2 and "not_entered" in out, out
+    code, out = await scorer("submit", "--player", "ana", "--points", "5", "--tournament", "live")
+    assert code == 0 and "queued" in out, out
+    code, out = await scorer("list")
+    assert code == 0 and "spring\tt-spring\t2030-11-26T10:00:00+00:00" in out, out
