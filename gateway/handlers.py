@@ -186,6 +186,10 @@ class Handlers:
             raise p.ProtocolError("backlog_full", str(exc), req.id) from None
         await self._out.reply(client, wire.submitted(sub.id, stream_id, req.id))
 
+    async def finals(self, client: Client, req: p.Finals) -> None:
+        kept = await _read(req, self._lb.finals(req.window, req.n))
+        await self._out.reply(client, wire.finals(board=req.board, window=req.window, periods=kept, request_id=req.id))
+
     async def join(self, client: Client, req: p.Join) -> None:
         # Entry is the game's decision (fees, qualification, invitations), so players cannot
         # enter themselves: only a game server connection (or the Python API) enters them.
@@ -211,6 +215,7 @@ _HANDLERS: dict[type[p.Request], Handler] = {
     p.Ranks: Handlers.ranks,
     p.Submit: Handlers.submit,
     p.Join: Handlers.join,
+    p.Finals: Handlers.finals,
 }
 
 

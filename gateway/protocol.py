@@ -24,6 +24,7 @@ MAX_TOP = 100
 MAX_AROUND = 25
 MAX_FRIENDS = 100
 MAX_JOIN = 1000
+MAX_FINALS = 10
 MAX_PERIOD_CHARS = 32
 
 
@@ -98,6 +99,11 @@ class Ranks(BoardRequest):
 @dataclass(frozen=True, slots=True)
 class Stats(BoardRequest):
     period: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finals(BoardRequest):
+    n: int  # closed periods, newest first
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +247,11 @@ def _stats(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Re
     return Stats(rid, *_board(msg, windows, dw), _period(msg))
 
 
+def _finals(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    board, win = _board(msg, windows, dw)
+    return Finals(rid, board, win, _int(msg, "n", 1, 1, MAX_FINALS))
+
+
 def _join(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
     tournament = msg.get("tournament")
     try:
@@ -275,4 +286,5 @@ _PARSERS = {
     "stats": _stats,
     "submit": _submit,
     "join": _join,
+    "finals": _finals,
 }

@@ -240,9 +240,13 @@ class Leaderboard:
             return None  # written by something else: not a tournament this code can read
 
     async def finals(self, window_name: str, n: int = 10) -> list[dict[str, Any]]:
-        """The newest close events kept for a window (tournaments: for all of them), newest first."""
-        raw = await self.redis.lrange(self.keys.finals(window_name), 0, n - 1)
-        return [orjson.loads(item) for item in raw]
+        """The newest close events kept for a window, newest first: ``{"id", "window", "period",
+        "start_ms", "end_ms", "closed_ms", "event", "top": {scope: [{"rank", "player",
+        "points"}, ...]}}``. All tournaments share one list (LB_CLOSED_KEEP long), read whole."""
+        shared = tournament_of(window_name) is not None
+        raw = await self.redis.lrange(self.keys.finals(window_name), 0, -1 if shared else n - 1)
+        found = [orjson.loads(item) for item in raw]
+        return [f for f in found if f.get("window") == window_name][:n]
 
     # --- reads (read-only: safe on replicas through FCALL_RO)
 

@@ -149,6 +149,17 @@ def stats(*, board: str, window: str, period: str, size: int, players: int, requ
     return _with_id(msg, request_id)
 
 
+def finals(*, board: str, window: str, periods: Iterable[dict[str, Any]], request_id: Any = None) -> bytes:
+    """The kept final top N of a window's closed periods (rows as in a snapshot)."""
+    out = [
+        {"period": f["period"], "start_ms": f["start_ms"], "end_ms": f["end_ms"], "closed_ms": f["closed_ms"],
+         "entries": [{"rank": e["rank"], "player": e["player"], "score": e["points"]}
+                     for e in f["top"].get(board, ())]}
+        for f in periods
+    ]  # fmt: skip
+    return _with_id({"type": "finals", "board": board, "window": window, "periods": out}, request_id)
+
+
 def joined(tournament: str, players: Iterable[str], added: int, request_id: Any = None) -> bytes:
     msg = {"type": "joined", "tournament": tournament, "players": list(players), "added": added}
     return _with_id(msg, request_id)

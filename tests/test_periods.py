@@ -223,3 +223,12 @@ async def test_your_rank_last_week_over_the_socket(redis_url: str, lb: Leaderboa
             assert (err["code"], err["id"]) == ("bad_period", 3)
         err = await request(ws, {"type": "subscribe", "window": "weekly", "period": "previous"}, "error")
         assert err["code"] == "bad_period"
+        # once last week is closed, its final top N stays readable as long as it is kept
+        await lb.close(window("weekly").period(last_week), ["global"], top_n=10, keep=5, maxlen=100)
+        finals = await request(ws, {"type": "finals", "window": "weekly", "id": 5}, "finals")
+        [kept] = finals["periods"]
+        assert kept["period"] == label and [(e["rank"], e["player"], e["score"]) for e in kept["entries"]] == [
+            (1, "ben", 90), (2, "mia", 40)
+        ]  # fmt: skip
+        none = await request(ws, {"type": "finals", "window": "daily", "board": "region:eu"}, "finals")
+        assert none["periods"] == []
