@@ -134,6 +134,8 @@ class Publisher:
         due = due_boards(periods, versions, self.published)
         if due:
             await self._publish(due, now)
+            if self.published is None:
+                return []  # the lease was lost while publishing: the new holder closes periods too
         await self._close(versions, periods, now)
         if time.monotonic() - self._refreshed > self.settings.snapshot_ttl_s / 2:
             await self._refresh_latest()

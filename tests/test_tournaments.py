@@ -178,3 +178,26 @@ async def test_the_scorer_command_creates_and_enters(redis_url: str, lb: Leaderb
     assert code == 0 and "queued" in out, out
     code, out = await scorer("list")
     assert code == 0 and "spring\tt-spring\t2030-11-26T10:00:00+00:00" in out, out
+
+
+async def test_a_tick_that_loses_the_lease_while_publishing_closes_nothing(
+    r: aioredis.Redis, lb: Leaderboard, config: GameConfig
+) -> None:
+    await lb.create_tournament("cup", START, END)
+    await lb.join("cup", ["ana"])
+    await lb.submit_batch([slip("1", "ana", 50, START + MIN)], now=START + MIN)
+    clock = [END + 61_000]  # the tournament is due to close, and the weekly board to publish
+    settings = ScorerSettings(
+        redis_url="redis://unused", game=config, name="p", tick_ms=50, lease_ttl_ms=300, metrics_port=0
+    )
+    pub = Publisher(r, settings, Stats(), now=lambda: clock[0])
+    await lb.submit_batch([slip("2", "ben", 9, clock[0] - 1000, tournament=None)], now=clock[0])
+    publish = pub.lb.publish
+
+    async def stalled(*args: Any, **kwargs: Any) -> bool:
+        await r.set(config.keys.publish_lease, "other", px=3000)  # another replica took over meanwhile
+        return await publish(*args, **kwargs)
+
+    pub.lb.publish = stalled  # type: ignore[method-assign]
+    assert await pub.tick() == []
+    assert not pub.leader and await r.xlen(config.keys.closed) == 0
