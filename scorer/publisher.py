@@ -134,7 +134,7 @@ class Publisher:
         due = due_boards(periods, versions, self.published)
         if due:
             await self._publish(due, now)
-            if self.published is None:
+            if not self.leader:
                 return []  # the lease was lost while publishing: the new holder closes periods too
         await self._close(versions, periods, now)
         if time.monotonic() - self._refreshed > self.settings.snapshot_ttl_s / 2:
