@@ -4,6 +4,8 @@ the same run and prints the figures.
 
 - ``python -m bench.scorer``: sustained submissions/s end to end vs one call per submission.
 - ``python -m bench.drain``: Redis time per submission of the scorer's path.
+- ``python -m bench.windows``: past-period reads, close events and tournament submissions on
+  1M-member boards, each against its everyday counterpart.
 - ``python -m bench.gateway``: CPU per delivery, RSS per connection and fan-out spread at 10k sockets,
   against ``bench.naive_gateway`` (websockets.broadcast of every message).
 """
