@@ -48,6 +48,8 @@ async def test_only_entrants_count_and_others_get_their_own_error(lb: Leaderboar
     # a tournament slip counts on the tournament only, not on the game's windows
     assert (await lb.top("weekly", at=START + 3 * MIN)).entries == []
     assert (await lb.rank("ana", "t-cup", at=START + 3 * MIN)).rank == 2
+    # the activity feed's rank is the game's first board's (badges read it): not a tournament's
+    assert [(e["player"], e["rank"]) for e in await lb.feed()] == [("ben", "0"), ("ana", "0")]
 
 
 async def test_tournament_bad_input_is_refused_with_stable_codes(lb: Leaderboard) -> None:

@@ -399,7 +399,8 @@ local function apply_submission(keys, sub, periods, ctx)
   redis.call('XADD', ctx.activity, 'MAXLEN', '~', ctx.maxlen, '*',
     'id', sub.id, 'player', sub.player, 'points', string.format('%d', plan.points),
     'op', sub.op, 'ts', string.format('%d', plan.ts), 'improved', improved_any and '1' or '0',
-    'rank', rows[1] and rows[1][2] or 0)
+    -- the rank on the game's first board (badges read it); a tournament slip is not on it
+    'rank', rows[1] and not plan.boards[1].period.entrants and rows[1][2] or 0)
   if not ctx.rows then
     return { 'ok' } -- the caller wants the status only: no rows to build and send
   end
