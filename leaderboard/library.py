@@ -186,7 +186,8 @@ class Leaderboard:
 
     async def join(self, tournament: str, players: Sequence[str]) -> int:
         """lb_join: enter players in a tournament (before it starts or while it runs); how many
-        were newly entered. TournamentError(unknown_tournament / tournament_ended)."""
+        were newly entered. TournamentError(unknown_tournament / tournament_ended). Each call
+        of the function enters up to 1,000 players atomically; a longer list takes several."""
         spec = await self.tournament(tournament)
         if spec is None:
             raise TournamentError("unknown_tournament", f"no tournament {tournament!r}")
