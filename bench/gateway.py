@@ -344,7 +344,7 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
             time.sleep(max(0.0, start + k + 0.5 - time.monotonic()))
             published[version] = time.time()
             r.set(KEYS.latest(WINDOW, BOARD), payload)
-            r.publish(KEYS.snapshot_channel(WINDOW, BOARD), payload)
+            r.spublish(KEYS.snapshot_channel(WINDOW, BOARD), payload)
         time.sleep(1.5)  # the last snapshot's stragglers
         gc_pauses, gc_pause_ms = _gc_pauses(metrics_port) if name != "naive" else (0, 0.0)
         cpu1 = usage(proc.pid)

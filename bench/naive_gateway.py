@@ -31,9 +31,9 @@ async def main(port: int, redis_url: str, channel: str) -> None:
 
     async def relay() -> None:
         pubsub = redis.pubsub()
-        await pubsub.subscribe(channel)
+        await pubsub.ssubscribe(channel)
         async for message in pubsub.listen():
-            if message["type"] == "message":
+            if message["type"] == "smessage":
                 broadcast(connections, message["data"])
 
     async with serve(handler, "127.0.0.1", port, compression=None):

@@ -178,7 +178,7 @@ async def publish_lag(url: str, r: aioredis.Redis, rate: float, seconds: float, 
     queue = Queue(r, config, backlog_max=BACKLOG_MAX)
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "scorer", env=scorer_env(url, "lag"))
     pubsub = r.pubsub()
-    await pubsub.subscribe(config.keys.snapshot_channel("weekly", "global"))
+    await pubsub.ssubscribe(config.keys.snapshot_channel("weekly", "global"))
     accepted: dict[str, float] = {}
     lags: list[float] = []
 

@@ -23,6 +23,7 @@ class Client:
         "boards",
         "closed",
         "fd",
+        "game",
         "identity",
         "last_ping",
         "over_since",
@@ -43,6 +44,7 @@ class Client:
         self.transport: asyncio.WriteTransport = ws.transport
         self.fd = socket_fd(ws.transport)  # for the fan-out's direct writes; -1: transport only
         self.identity = identity
+        self.game = ""  # the game it connected to (gateway/games.py), set once at connect
         self.boards: set[BoardKey] = set()
         self.closed = False
         # flow control: consecutive skipped messages, and since when the buffer is over the bound

@@ -9,19 +9,18 @@ Every reply goes out through outbound.py, the socket's one write path.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
-from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, Submission, now_ms, wire
+from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Submission, now_ms, wire
 from leaderboard.errors import TournamentError
-from leaderboard.queue import Queue
 
 from . import protocol as p
 from .auth import SPECTATOR, AuthError, authenticate
 from .client import Client
-from .hub import Hub
+from .games import Game
 from .metrics import Metrics
 from .outbound import Outbound
 from .settings import GatewaySettings
@@ -34,16 +33,12 @@ class Handlers:
         self,
         settings: GatewaySettings,
         out: Outbound,
-        hub: Hub,
-        lb: Leaderboard,
-        queue: Queue,
+        games: Mapping[str, Game],
         metrics: Metrics,
     ) -> None:
         self.settings = settings
         self._out = out
-        self._hub = hub
-        self._lb = lb
-        self._queue = queue
+        self._games = games  # a client's requests go to its game's wrappers, queue and hub
         self._metrics = metrics
         self._windows = settings.game.windows
 
@@ -98,6 +93,7 @@ class Handlers:
             windows=self._windows,
             window=s.window,
             top=s.game.top_n,
+            game=client.game,
             request_id=request_id,
         )
 
@@ -115,25 +111,25 @@ class Handlers:
         if key not in client.boards:
             if len(client.boards) >= cap:
                 raise p.ProtocolError("too_many_subscriptions", f"at most {cap} boards", req.id)
-            if not await _read(req, self._hub.exists(key)):
+            if not await _read(req, self._games[client.game].hub.exists(key)):
                 raise p.ProtocolError("bad_board", f"no board {req.board!r} in window {req.window!r}", req.id)
         # the reply first: the board's first snapshot follows it on the same write path
         await self._out.reply(client, wire.subscribed(req.board, req.window, req.id))
-        await self._hub.subscribe(client, key)
+        await self._games[client.game].hub.subscribe(client, key)
 
     async def unsubscribe(self, client: Client, req: p.Unsubscribe) -> None:
-        self._hub.unsubscribe(client, (req.window, req.board))
+        self._games[client.game].hub.unsubscribe(client, (req.window, req.board))
         await self._out.reply(client, wire.subscribed(req.board, req.window, req.id, type_="unsubscribed"))
 
     async def top(self, client: Client, req: p.Top) -> None:
-        top = await _read(req, self._lb.top(req.window, req.board, req.n, period=req.period))
+        top = await _read(req, self._games[client.game].lb.top(req.window, req.board, req.n, period=req.period))
         msg = wire.top(
             board=req.board, window=req.window, period=top.period.label, entries=top.entries, request_id=req.id
         )
         await self._out.reply(client, msg)
 
     async def stats(self, client: Client, req: p.Stats) -> None:
-        st = await _read(req, self._lb.stats(req.window, req.board, period=req.period))
+        st = await _read(req, self._games[client.game].lb.stats(req.window, req.board, period=req.period))
         msg = wire.stats(
             board=req.board, window=req.window, period=st.period.label, size=st.size, players=st.players,
             request_id=req.id,
@@ -143,7 +139,7 @@ class Handlers:
     async def rank(self, client: Client, req: p.Rank) -> None:
         me = _player(client, req)  # even to ask about someone else
         player = req.player or me
-        ranks = await _read(req, self._lb.ranks([player], req.window, req.board, period=req.period))
+        ranks = await _read(req, self._games[client.game].lb.ranks([player], req.window, req.board, period=req.period))
         [st] = ranks.standings
         msg = wire.rank(
             board=req.board, window=req.window, period=ranks.period.label, player=player, rank=st.rank,
@@ -154,7 +150,7 @@ class Handlers:
     async def around(self, client: Client, req: p.Around) -> None:
         me = _player(client, req)  # even to ask about someone else
         player = req.player or me
-        around = await _read(req, self._lb.around(player, req.window, req.board, req.k, period=req.period))
+        around = await _read(req, self._games[client.game].lb.around(player, req.window, req.board, req.k, period=req.period))
         msg = wire.around(
             board=req.board, window=req.window, period=around.period.label, player=player, entries=around.entries,
             request_id=req.id,
@@ -163,7 +159,7 @@ class Handlers:
 
     async def ranks(self, client: Client, req: p.Ranks) -> None:
         _player(client, req)
-        ranks = await _read(req, self._lb.ranks(list(req.players), req.window, req.board, period=req.period))
+        ranks = await _read(req, self._games[client.game].lb.ranks(list(req.players), req.window, req.board, period=req.period))
         msg = wire.ranks(
             board=req.board, window=req.window, period=ranks.period.label, size=ranks.size,
             standings=ranks.standings, request_id=req.id,
@@ -179,7 +175,7 @@ class Handlers:
         fields.setdefault("ts", now_ms())
         try:
             sub = Submission.parse(fields)  # the queue checks the clock and the game's limits
-            stream_id = await self._queue.submit(sub)
+            stream_id = await self._games[client.game].queue.submit(sub)
         except InvalidSubmission as exc:
             raise p.ProtocolError(exc.code, exc.message, req.id) from None
         except BacklogFull as exc:
@@ -187,7 +183,7 @@ class Handlers:
         await self._out.reply(client, wire.submitted(sub.id, stream_id, req.id))
 
     async def finals(self, client: Client, req: p.Finals) -> None:
-        kept = await _read(req, self._lb.finals(req.window, req.n))
+        kept = await _read(req, self._games[client.game].lb.finals(req.window, req.n))
         await self._out.reply(client, wire.finals(board=req.board, window=req.window, periods=kept, request_id=req.id))
 
     async def join(self, client: Client, req: p.Join) -> None:
@@ -197,7 +193,7 @@ class Handlers:
         if role != "server":
             code = "auth_required" if role == "spectator" else "forbidden"
             raise p.ProtocolError(code, "only game server connections may enter players in a tournament", req.id)
-        added = await _read(req, self._lb.join(req.tournament, req.players))
+        added = await _read(req, self._games[client.game].lb.join(req.tournament, req.players))
         await self._out.reply(client, wire.joined(req.tournament, req.players, added, req.id))
 
 

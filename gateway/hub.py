@@ -1,12 +1,17 @@
-"""Subscriptions and fan-out: board -> local sockets, one pub/sub connection per process.
+"""Subscriptions and fan-out: board -> local sockets, one pub/sub connection per game served.
 
-The single reader task subscribes to the channels of boards that have at least one local
+Snapshots and announcements travel over sharded pub/sub (SPUBLISH in the function library): the
+hub's reader task opens its connection to the node that owns the game's slot (on a single server,
+the server itself) and SSUBSCRIBEs there to the channels of boards that have at least one local
 subscriber (plus the game's announce channel), and hands each message to outbound.py, framed
 once (a WebSocket text frame is the same bytes for every server-side socket when compression is
 off), to be written to every subscriber under its flow-control rules (skip, stall, drop).
 
-When Redis drops, the reader reconnects with backoff, subscribes again, and re-sends each board's
-latest snapshot to its subscribers when it differs from the last one they got.
+When Redis drops, the reader reconnects with backoff (on a cluster, to whichever node owns the
+slot by then: a promoted replica after a failover, the new owner after a resharding, which also
+ends the old node's subscriptions with an unasked ``sunsubscribe``), subscribes again, and
+re-sends each board's latest snapshot to its subscribers when it differs from the last one they
+got.
 """
 
 from __future__ import annotations
@@ -17,14 +22,14 @@ import logging
 import time
 
 import orjson
-import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
-from leaderboard import Leaderboard, now_ms, snapshot
+from leaderboard import Leaderboard, RedisClient, now_ms, snapshot
 from leaderboard.backoff import redis_backoff
 from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.settings import redacted
+from leaderboard.transport import shard_pubsub
 
 from .client import BoardKey, Client
 from .metrics import Metrics
@@ -34,19 +39,21 @@ from .settings import GatewaySettings
 log = logging.getLogger("gateway.hub")
 
 _CONFIRM_TIMEOUT = 2.0  # how long a subscribe waits for Redis to confirm the channel
+_RESEND_TRIES = 4  # reads of a stored latest after a reconnect, before waiting for the next publish
 _BUILT_TTL = 1.0  # a snapshot built from the board (no latest stored yet) is reused this long
 
 
 class Hub:
     def __init__(
-        self, settings: GatewaySettings, raw: aioredis.Redis, lb: Leaderboard, metrics: Metrics, out: Outbound
+        self, settings: GatewaySettings, raw: RedisClient, lb: Leaderboard, metrics: Metrics, out: Outbound
     ) -> None:
+        """One game's hub: ``lb``'s game (``lb.config``)."""
         self.settings = settings
         self.metrics = metrics
         self._out = out
         self._raw = raw  # bytes replies: snapshots are forwarded unchanged
         self._lb = lb
-        self._keys = settings.game.keys
+        self._keys = lb.keys
         self._subs: dict[BoardKey, set[Client]] = {}
         # board -> (payload, frame, built_at); built_at > 0 for snapshots built here (version 0)
         self._latest: dict[BoardKey, tuple[bytes, bytes, float]] = {}
@@ -134,7 +141,7 @@ class Hub:
                 if self._pubsub is not None:
                     # On failure the reader reconnects and subscribes every wanted channel.
                     with contextlib.suppress(RedisError, OSError):
-                        await self._pubsub.subscribe(channel)
+                        await self._pubsub.ssubscribe(channel)
         # Without Redis the client still gets the cached snapshot; live ones follow the reconnect.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(waiter), _CONFIRM_TIMEOUT)
@@ -154,7 +161,7 @@ class Hub:
                 waiter.set_result(None)
             if self._pubsub is not None:
                 with contextlib.suppress(RedisError, OSError):
-                    await self._pubsub.unsubscribe(channel)
+                    await self._pubsub.sunsubscribe(channel)
 
     def _wanted(self) -> list[bytes]:
         return [self._announce, *(self.channel(key) for key in self._subs)]
@@ -187,17 +194,23 @@ class Hub:
         """No snapshot stored yet (new period, scorer not running yet): the top N, version 0."""
         win, scope = key
         now = int(time.time() * 1000)
-        top = await self._lb.top(win, scope, self.settings.game.top_n, at=now)
+        top = await self._lb.top(win, scope, self._lb.config.top_n, at=now)
         return snapshot.build(scope, top, version=0, ts_ms=now)
 
     async def _resend_latest(self) -> None:
         """After a reconnect: boards whose stored latest differs from what we last sent get it."""
         for key in list(self._subs):
-            try:
-                payload = await self._bytes(self._keys.latest(*key))
-            except (RedisError, OSError):
-                self.metrics.redis_errors.inc()
-                return
+            for attempt in range(_RESEND_TRIES):
+                try:
+                    payload = await self._bytes(self._keys.latest(*key))
+                    break
+                except (RedisError, OSError):
+                    # The first read after a restart may take a pooled connection to the old
+                    # server (or, on a cluster, to the failed master); it is dropped, so retry.
+                    self.metrics.redis_errors.inc()
+                    if attempt == _RESEND_TRIES - 1:
+                        return
+                    await asyncio.sleep(0.05 * (attempt + 1))
             cached = self._latest.get(key)
             if payload is not None and (cached is None or cached[0] != payload):
                 self._deliver(key, payload, snapshot=True)
@@ -209,21 +222,24 @@ class Hub:
         down_since: float | None = None
         while True:
             try:
-                pubsub = self._pubsub = self._raw.pubsub()
+                pubsub = self._pubsub = await shard_pubsub(self._raw, self._announce.decode())
                 async with self._sub_lock:
-                    await pubsub.subscribe(*self._wanted())
+                    await pubsub.ssubscribe(*self._wanted())
                 first = True
                 while True:
                     msg = await pubsub.get_message(timeout=None)
                     if msg is None:
                         continue
                     kind = msg["type"]
-                    if kind == "message":
+                    if kind == "smessage":
                         self._on_message(msg["channel"], msg["data"])
-                    elif kind == "subscribe":
+                    elif kind == "sunsubscribe" and msg["channel"] in self._subscribed:
+                        # Not asked for: the slot moved to another node (resharding, failover).
+                        raise ConnectionError("slot moved; subscribing on its new owner")
+                    elif kind == "ssubscribe":
                         self._confirmed(msg["channel"])
                         if first:
-                            # SUBSCRIBE of many channels is applied at once: the first confirmation
+                            # SSUBSCRIBE of many channels is applied at once: the first confirmation
                             # means all of them are live, so stored latests can be compared now.
                             first = False
                             backoff.reset()

@@ -18,24 +18,22 @@ import random
 import time
 from urllib.parse import parse_qs
 
-import redis.asyncio as aioredis
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from leaderboard import Leaderboard, connect, wire
+from leaderboard import connect, wire
 from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.metrics_server import MetricsServer
-from leaderboard.queue import Queue
 
 from .auth import issue
 from .client import Client
+from .games import Game, build_games
 from .handlers import Handlers
 from .heartbeat import sweep_forever
 from .http import Routes
 from .hub import Hub
 from .metrics import Metrics
 from .outbound import Outbound
-from .ranks import RankPusher
 from .settings import GatewaySettings
 
 log = logging.getLogger("gateway")
@@ -53,14 +51,12 @@ class Gateway:
         # Everything is built here, nothing connects yet: start() only starts, and close() can
         # run after a start() that failed half-way.
         self._redis = connect(s.redis_url)
-        self._raw = aioredis.Redis.from_url(s.redis_url)  # bytes: snapshots pass through unchanged
-        self.lb = Leaderboard(self._redis, s.game)
-        self.queue = Queue(self._redis, s.game, backlog_max=s.backlog_max)
-        # a dropped socket leaves its boards at once (the hub is built just below)
-        self.out = Outbound(s, self.metrics, on_drop=lambda client: self.hub.remove(client))
-        self.hub = Hub(s, self._raw, self.lb, self.metrics, self.out)
-        self.handlers = Handlers(s, self.out, self.hub, self.lb, self.queue, self.metrics)
-        self._ranks = RankPusher(lambda: self.clients, self.out, self.lb, s, self.metrics)
+        self._raw = connect(s.redis_url, decode=False)  # bytes: snapshots pass through unchanged
+        # a dropped socket leaves its boards at once (the games are built just below)
+        self.out = Outbound(s, self.metrics, on_drop=self._dropped)
+        self.games: dict[str, Game] = build_games(s, self._redis, self._raw, self.metrics, self.out)
+        self.default_game = next(iter(self.games.values()))
+        self.handlers = Handlers(s, self.out, self.games, self.metrics)
         self._metrics_server = MetricsServer(self.metrics.registry, s.metrics_host, s.metrics_port)
         self._server: Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -86,7 +82,8 @@ class Gateway:
 
     async def start(self) -> None:
         s = self.settings
-        self.hub.start()
+        for game in self.games.values():
+            game.hub.start()
         if s.metrics_port:
             await self._metrics_server.start()
         routes = Routes(
@@ -116,9 +113,24 @@ class Gateway:
         self._port = int(self._server.sockets[0].getsockname()[1])
         self._tasks = [
             asyncio.create_task(sweep_forever(lambda: self.clients, self.out, s), name="sweep"),
-            asyncio.create_task(self._ranks.run_forever(), name="ranks"),
+            *(asyncio.create_task(g.ranks.run_forever(), name=f"ranks-{g.name}") for g in self.games.values()),
         ]
         log.info("gateway %s listening on %s:%d", s.gateway_id, s.host, self.port)
+
+    def _dropped(self, client: Client) -> None:
+        game = self.games.get(client.game)  # none yet: refused before it was admitted
+        if game is not None:
+            game.hub.remove(client)
+
+    @property
+    def hub(self) -> Hub:
+        """The default game's hub (the only one with a single game)."""
+        return self.default_game.hub
+
+    @property
+    def connected(self) -> bool:
+        """Every game's pub/sub connection is subscribed."""
+        return all(g.hub.connected.is_set() for g in self.games.values())
 
     @property
     def port(self) -> int:
@@ -177,7 +189,8 @@ class Gateway:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._server.wait_closed(), self.settings.close_timeout + 1)
         # The hub next: handlers unsubscribe on their way out.
-        await self.hub.close()
+        for game in self.games.values():
+            await game.hub.close()
         self.out.stop()
         for redis in (self._redis, self._raw):
             await redis.aclose()
@@ -217,7 +230,7 @@ class Gateway:
     def _not_ready(self) -> str | None:
         if self.draining or self._closing is not None:
             return "draining"
-        if not self.hub.connected.is_set():
+        if not self.connected:
             return "redis unreachable"
         return None
 
@@ -235,27 +248,37 @@ class Gateway:
             self.metrics.refused.labels("cap").inc()
             await self.out.close(client, 1013, "overloaded; retry later")
             return
-        token = parse_qs(request.path.partition("?")[2]).get("token")
+        query = parse_qs(request.path.partition("?")[2])
+        token = query.get("token")
+        game = self.games.get(query["game"][0]) if "game" in query else self.default_game
         # websockets keeps the handshake request and response (headers and all) for the life of
         # the connection; nothing reads them after this point, and at 10k sockets they were a
         # sizeable share of the memory per connection. The request object itself must stay:
         # websockets takes "request is None" to mean "handshake not done yet".
         ws.response = None
         request.headers.clear()
+        if game is None:
+            names = ", ".join(self.games)
+            await self.out.reply(client, wire.error("unknown_game", f"this gateway serves {names}"))
+            await self.out.close(client, 1008, "unknown_game")
+            return
+        client.game = game.name
         if token and not await self.handlers.authenticate(client, token[0]):
             return
         self.clients.add(client)
+        game.clients.add(client)
         self.metrics.accepted.inc()
         self.metrics.connections.inc()
         try:
             await self.out.reply(client, self.handlers.welcome(client))
-            await self.hub.subscribe(client, self._default)
+            await game.hub.subscribe(client, self._default)
             async for raw in ws:
                 await self.handlers.on_message(client, raw)
         except ConnectionClosed:
             pass
         finally:
             self.clients.discard(client)
+            game.clients.discard(client)
             self.metrics.connections.dec()
-            self.hub.remove(client)
+            game.hub.remove(client)
             client.closed = True

@@ -18,7 +18,7 @@ from .results import (
     SubmitResult,
 )
 from .submission import Rules, Submission
-from .transport import connect, now_ms
+from .transport import RedisClient, connect, now_ms
 from .windows import WINDOWS, Period, Window, window
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "Period",
     "Publication",
     "Ranks",
+    "RedisClient",
     "Rules",
     "Standing",
     "Submission",

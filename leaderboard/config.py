@@ -1,4 +1,5 @@
-"""Game configuration shared by every process: windows, operators and limits of one game.
+"""Game configuration shared by every process: windows, operators and limits of one game, and
+which games a process serves.
 
 Each process builds its own frozen settings object from environment variables prefixed ``LB_``
 (through ``leaderboard.settings``; README's configuration table lists them); this part is common
@@ -6,12 +7,18 @@ to all of them::
 
     config = GameConfig.from_env()            # LB_GAME, LB_WINDOWS, LB_OPERATOR, ...
     config = GameConfig(game="arena", windows=("daily", "alltime"))
+
+One gateway process or scorer replica can serve several games (``LB_GAMES``); each game gets
+the same windows, operators and limits (``for_game``)::
+
+    config = GameConfig(games=("arena", "kart"))
+    [c.game for c in config.served]            # ["arena", "kart"]
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .keys import Keys, check_name
 from .settings import SettingsError, at_least, between, load, parse_pairs, setting, validate
@@ -22,6 +29,13 @@ from .windows import Window, window
 @dataclass(frozen=True, slots=True)
 class GameConfig:
     game: str = setting("LB_GAME", "arena", "game name (the hash tag of every key)")
+    games: tuple[str, ...] = setting(
+        "LB_GAMES",
+        (),
+        shown="(LB_GAME)",
+        help="games this process serves, comma-separated (replaces LB_GAME; the first is the default for "
+        "clients that name none); every game gets the same windows and limits",
+    )
     windows: tuple[str, ...] = setting(
         "LB_WINDOWS", ("daily", "weekly", "alltime"), "windows kept: any of daily, weekly, monthly, alltime"
     )
@@ -55,6 +69,13 @@ class GameConfig:
             check_name("game", self.game)
         except ValueError as exc:
             raise SettingsError(f"LB_GAME: {exc}") from None
+        for name in self.games:
+            try:
+                check_name("game", name)
+            except ValueError as exc:
+                raise SettingsError(f"LB_GAMES: {exc}") from None
+        if len(set(self.games)) != len(self.games):
+            raise SettingsError(f"LB_GAMES: a game is listed twice: {','.join(self.games)}")
         if not self.windows:
             raise SettingsError("LB_WINDOWS: at least one window is required")
         for name in self.windows:
@@ -83,6 +104,15 @@ class GameConfig:
     @property
     def keys(self) -> Keys:
         return Keys(self.game)
+
+    @property
+    def served(self) -> tuple[GameConfig, ...]:
+        """One configuration per game served (``LB_GAMES``, or ``LB_GAME`` alone), the default first."""
+        return tuple(self.for_game(name) for name in self.games or (self.game,))
+
+    def for_game(self, name: str) -> GameConfig:
+        """This configuration for one game (windows, operators and limits are shared)."""
+        return replace(self, game=name, games=())
 
     @property
     def window_specs(self) -> tuple[Window, ...]:

@@ -43,7 +43,6 @@ from importlib.resources import files
 from typing import Any, cast
 
 import orjson
-import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from .batch import decode_batch, encode_batch
@@ -51,7 +50,7 @@ from .config import GameConfig
 from .errors import BadPeriod, BadRequest, TournamentError, from_reply
 from .keys import parse_scope
 from .results import BoardEntries, BoardStats, Entry, Publication, Ranks, Standing, SubmitResult
-from .transport import Command, execute_packed, now_ms
+from .transport import Command, RedisClient, execute_packed, now_ms
 from .windows import (
     TOURNAMENT_PREFIX,
     TOURNAMENT_RETENTION_S,
@@ -72,7 +71,7 @@ def library_code() -> str:
     return files("leaderboard").joinpath("lua", "leaderboard.lua").read_text(encoding="utf-8")
 
 
-async def _execute(redis: aioredis.Redis, command: Command) -> Any:
+async def _execute(redis: RedisClient, command: Command) -> Any:
     """One packed call, its library error reply raised as the exception tree's."""
     try:
         [reply] = await execute_packed(redis, command)
@@ -87,7 +86,7 @@ async def _execute(redis: aioredis.Redis, command: Command) -> Any:
 class Leaderboard:
     """One game's boards, reached through the function library."""
 
-    def __init__(self, redis: aioredis.Redis, config: GameConfig) -> None:
+    def __init__(self, redis: RedisClient, config: GameConfig) -> None:
         self.redis = redis
         self.config = config
         self.keys = config.keys

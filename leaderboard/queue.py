@@ -12,17 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import redis.asyncio as aioredis
-
 from .config import GameConfig
 from .errors import CODES, InvalidSubmission
 from .library import Leaderboard
 from .submission import Submission
-from .transport import now_ms
+from .transport import RedisClient, now_ms
 
 
 class Queue:
-    def __init__(self, redis: aioredis.Redis, config: GameConfig, *, backlog_max: int = 1_000_000) -> None:
+    def __init__(self, redis: RedisClient, config: GameConfig, *, backlog_max: int = 1_000_000) -> None:
         self.lb = Leaderboard(redis, config)
         self.config = config
         self.backlog_max = backlog_max

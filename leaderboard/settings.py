@@ -292,10 +292,16 @@ def redacted(url: str) -> str:
 
 def redis_url_problem(url: str) -> str | None:
     """What is wrong with a Redis URL, checked as the client will read it (None: nothing)."""
+    scheme, sep, rest = url.partition("://")
+    if scheme.lower() in ("redis+cluster", "rediss+cluster"):  # a cluster node's address
+        url = f"{scheme[: -len('+cluster')]}{sep}{rest}"
     try:
         parse_url(url)  # type: ignore[no-untyped-call]
     except ValueError as exc:
-        return f"is not a Redis URL (redis://, rediss:// or unix://): {exc}; got {redacted(url)!r}"
+        return (
+            f"is not a Redis URL (redis://, rediss://, unix://, or redis+cluster:// for a cluster): {exc}; "
+            f"got {redacted(url)!r}"
+        )
     return None
 
 

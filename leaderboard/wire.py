@@ -67,12 +67,14 @@ def welcome(
     windows: Iterable[str],
     window: str,
     top: int,
+    game: str,
     request_id: Any = None,
 ) -> bytes:
     return _with_id(
         {
             "type": "welcome",
             "gateway": gateway,
+            "game": game,
             "player": player,
             "role": role,
             "heartbeat": {"interval": heartbeat_interval, "timeout": heartbeat_timeout},

@@ -167,7 +167,7 @@ class SnapshotMonitor:
 
     async def _run(self) -> None:
         async for message in self.pubsub.listen():
-            if message["type"] == "message":
+            if message["type"] == "smessage":
                 ident = frames.snapshot_identity(message["data"])
                 if ident is not None:
                     self.seen.append((ident[0], ident[1], time.time()))
@@ -175,7 +175,7 @@ class SnapshotMonitor:
     async def __aenter__(self) -> SnapshotMonitor:
         # subscribed here, not in the task: an unreachable Redis fails the run at once, by name
         try:
-            await asyncio.wait_for(self.pubsub.subscribe(self.channel), 10)
+            await asyncio.wait_for(self.pubsub.ssubscribe(self.channel), 10)
         except BaseException:
             await self.redis.aclose()
             raise

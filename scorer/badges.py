@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import redis.asyncio as aioredis
+from leaderboard import RedisClient
 
 from .settings import ScorerSettings
 from .stats import Stats
@@ -35,7 +35,7 @@ def awards(entry: Mapping[str, str], thresholds: Sequence[tuple[str, int]], top_
 
 
 class BadgeWorker(GroupWorker):
-    def __init__(self, redis: aioredis.Redis, settings: ScorerSettings, stats: Stats | None = None) -> None:
+    def __init__(self, redis: RedisClient, settings: ScorerSettings, stats: Stats | None = None) -> None:
         keys = settings.game.keys
         # a new group starts from the oldest activity still kept
         super().__init__(redis, settings, stream=keys.activity, group=GROUP, start_id="0")

@@ -14,9 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import redis.asyncio as aioredis
-
-from leaderboard import SubmitResult, now_ms
+from leaderboard import RedisClient, SubmitResult, now_ms
 from leaderboard.transport import Command, execute_packed
 
 from .settings import ScorerSettings
@@ -35,7 +33,7 @@ TOO_MANY_DELIVERIES = "too_many_deliveries"
 class Consumer(GroupWorker):
     def __init__(
         self,
-        redis: aioredis.Redis,
+        redis: RedisClient,
         settings: ScorerSettings,
         stats: Stats | None = None,
         *,

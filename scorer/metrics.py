@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from leaderboard import GameConfig, now_ms
+from leaderboard import GameConfig, RedisClient, now_ms
 
 from .consumer import GROUP
 from .stats import Stats, stats_line
@@ -58,7 +58,7 @@ def registry_for(stats: Stats) -> CollectorRegistry:
     return registry
 
 
-async def sample_lag(redis: aioredis.Redis, config: GameConfig, stats: Stats, now: Callable[[], int] = now_ms) -> None:
+async def sample_lag(redis: RedisClient, config: GameConfig, stats: Stats, now: Callable[[], int] = now_ms) -> None:
     """Backlog, pending and the oldest waiting entry's age: the stream holds only entries not yet
     applied (the consumer deletes what it acknowledges), so its first entry is the oldest."""
     stream = config.keys.submissions
@@ -84,7 +84,7 @@ async def sample_lag(redis: aioredis.Redis, config: GameConfig, stats: Stats, no
 class Monitor:
     """Samples the lag gauges every second and logs the stats line every ``interval_s``."""
 
-    def __init__(self, redis: aioredis.Redis, config: GameConfig, stats: Stats, interval_s: float) -> None:
+    def __init__(self, redis: RedisClient, config: GameConfig, stats: Stats, interval_s: float) -> None:
         self.redis = redis
         self.config = config
         self.stats = stats

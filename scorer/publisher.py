@@ -27,9 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
-import redis.asyncio as aioredis
-
-from leaderboard import Leaderboard, Period, Publication, now_ms, snapshot
+from leaderboard import Leaderboard, Period, Publication, RedisClient, now_ms, snapshot
 from leaderboard.backoff import redis_backoff
 from leaderboard.windows import tournament_of, window
 
@@ -82,7 +80,7 @@ def due_boards(
 class Publisher:
     def __init__(
         self,
-        redis: aioredis.Redis,
+        redis: RedisClient,
         settings: ScorerSettings,
         stats: Stats | None = None,
         *,

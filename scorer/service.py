@@ -15,9 +15,7 @@ import logging
 from collections.abc import Callable
 from types import TracebackType
 
-import redis.asyncio as aioredis
-
-from leaderboard import Leaderboard, connect, now_ms
+from leaderboard import Leaderboard, RedisClient, connect, now_ms
 from leaderboard.backoff import redis_backoff
 from leaderboard.metrics_server import MetricsServer
 from leaderboard.settings import redacted
@@ -44,7 +42,7 @@ class Scorer:
         self.settings = settings
         self.burst = burst  # return once the queue is drained (scripts, tests, catch-up jobs)
         self.stats = Stats()
-        self.redis: aioredis.Redis = connect(settings.redis_url, health_check_interval=30)
+        self.redis: RedisClient = connect(settings.redis_url, health_check_interval=30)
         self.consumer = Consumer(self.redis, settings, self.stats, now=now)
         self.publisher = Publisher(self.redis, settings, self.stats, now=now) if settings.publish else None
         self.badges = BadgeWorker(self.redis, settings, self.stats) if settings.badges else None

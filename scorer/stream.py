@@ -21,12 +21,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from leaderboard import Leaderboard
+from leaderboard import Leaderboard, RedisClient
 from leaderboard.backoff import redis_backoff
 
 from .settings import ScorerSettings
@@ -58,7 +57,7 @@ class GroupWorker:
 
     def __init__(
         self,
-        redis: aioredis.Redis,
+        redis: RedisClient,
         settings: ScorerSettings,
         *,
         stream: str,

@@ -116,7 +116,7 @@ async def publish(r: Any, gw: Gateway, payload: bytes, *, board: str = "global",
     """Play the scorer: store the latest, then publish it."""
     keys = gw.settings.game.keys
     await r.set(keys.latest(window, board), payload)
-    await r.publish(keys.snapshot_channel(window, board), payload)
+    await r.spublish(keys.snapshot_channel(window, board), payload)
 
 
 async def raw_ws(gw: Gateway, *, rcvbuf: int | None = None, query: str = "") -> socket.socket:

@@ -27,7 +27,7 @@ async def test_welcome_then_the_stored_snapshot_at_once(redis_url: str, r: aiore
         async with client(gw) as ws:
             welcome, _ = await greet(ws)  # the snapshot came from the stored latest
         assert welcome == {
-            "type": "welcome", "gateway": "gw-test", "player": None, "role": "spectator",
+            "type": "welcome", "gateway": "gw-test", "game": "test", "player": None, "role": "spectator",
             "heartbeat": {"interval": 15.0, "timeout": 30.0}, "windows": ["daily", "weekly", "alltime"],
             "window": "weekly", "top": 10,
         }  # fmt: skip
@@ -94,11 +94,11 @@ async def test_subscribe_other_boards_and_announcements(redis_url: str, r: aiore
         assert (await recv(ws))["version"] == 5
         announce = {"type": "announce", "board": "region:eu", "window": "daily", "period": "2030-11-26",
                     "player": "leo", "rank": 3, "score": 10}  # fmt: skip
-        await r.publish(gw.settings.game.keys.announce_channel, orjson.dumps(announce))
+        await r.spublish(gw.settings.game.keys.announce_channel, orjson.dumps(announce))
         assert await recv(ws) == announce
         reply = await request(ws, {"type": "unsubscribe", "board": "region:eu", "window": "daily"})
         assert reply == {"type": "unsubscribed", "board": "region:eu", "window": "daily"}
-        await r.publish(gw.settings.game.keys.announce_channel, orjson.dumps(announce))
+        await r.spublish(gw.settings.game.keys.announce_channel, orjson.dumps(announce))
         await publish(r, gw, snapshot(6, board="region:eu", window="daily"), board="region:eu", window="daily")
         assert (await request(ws, {"type": "ping"}))["type"] == "pong"  # nothing came in between
 

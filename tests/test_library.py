@@ -195,7 +195,7 @@ async def test_top_version_moves_only_when_the_top_changes(r: aioredis.Redis) ->
 
 async def test_announcement_when_a_player_enters_the_top(lb: Leaderboard, r: aioredis.Redis) -> None:
     pubsub = r.pubsub()
-    await pubsub.subscribe(lb.keys.announce_channel)
+    await pubsub.ssubscribe(lb.keys.announce_channel)
     await pubsub.get_message(timeout=1)  # the subscribe confirmation
     await submit(lb, *(slip(f"a{i}", f"p{i}", 100 + i) for i in range(10)))
     while await pubsub.get_message(timeout=0.2):  # ten players entering an empty board
@@ -369,7 +369,7 @@ async def test_top_versions_and_announcements_match_an_independent_count(r: aior
     batch = Leaderboard(r, GameConfig(game="batch", top_n=3))
     single = Leaderboard(r, GameConfig(game="single", top_n=3))
     pubsub = r.pubsub()
-    await pubsub.subscribe(batch.keys.announce_channel)
+    await pubsub.ssubscribe(batch.keys.announce_channel)
     await pubsub.get_message(timeout=1)
     await batch.submit_batch(subs, now=LATER, rows=False)
     announced = []

@@ -229,7 +229,7 @@ async def test_a_replica_end_to_end_with_prometheus_metrics(
         pipe.xadd(config.keys.submissions, {"id": "bad", "player": "x", "points": "-1", "ts": str(ts)})
         await pipe.execute()
     pubsub = r.pubsub()
-    await pubsub.subscribe(config.keys.snapshot_channel("alltime", "global"))
+    await pubsub.ssubscribe(config.keys.snapshot_channel("alltime", "global"))
     async with Scorer(settings) as scorer:
 
         async def full_snapshot() -> Any:

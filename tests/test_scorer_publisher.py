@@ -30,7 +30,7 @@ class Channel:
         self.r, self.name, self.pubsub = r, name, r.pubsub()
 
     async def __aenter__(self) -> Channel:
-        await self.pubsub.subscribe(self.name)
+        await self.pubsub.ssubscribe(self.name)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -27,7 +27,8 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
 A tournament is a window of its own, t-<id>, with one period labelled <id>: its boards, versions,
 channels and latest snapshots are those of any window.
 
-Channels:
+Channels (sharded pub/sub: SPUBLISH, received with SSUBSCRIBE; on a Cluster a channel lives on
+the shard owning its slot, the game's, and on a single server it works the same):
 
   lb:{g}:snap:<window>:<scope>             snapshot JSON of the board's current period
   lb:{g}:announce                          {"type":"announce",...} when a player enters a top N
@@ -35,11 +36,11 @@ Channels:
 Functions (each documented where it is defined; Python wrappers in leaderboard/library.py):
 
   lb_submit    apply a batch of submissions        boards, players, seen, versions, activity,
-                                                   profiles; PUBLISH announce
+                                                   profiles; SPUBLISH announce
   lb_enqueue   append to the queue under its cap   submissions
   lb_lease     take, renew or release the lease    publisher
   lb_publish   publish snapshots under the lease   publisher (read), published, latest;
-                                                   PUBLISH snap
+                                                   SPUBLISH snap
   lb_forget    drop gone consumers of a group      the stream given (any group)
   lb_top       top N with profiles (no-writes)     a board, profiles
   lb_around    entries around a player (no-writes) a board, profiles
@@ -289,7 +290,7 @@ local function touch_top(board, player, name, ctx, rank, entered)
   ctx.nth[board.key] = nil -- the N-th entry may have changed
   if entered then
     rank = rank or redis.call('ZREVRANK', board.key, player)
-    redis.call('PUBLISH', ctx.announce, cjson.encode({
+    redis.call('SPUBLISH', ctx.announce, cjson.encode({
       type = 'announce', board = board.scope, window = board.period.window,
       period = board.period.label, player = player, name = name ~= '' and name or nil,
       rank = rank + 1, score = board.total,
@@ -539,7 +540,7 @@ local function lb_publish(keys, args)
   end
   for b = 3, #keys do
     local pos = 3 + 4 * (b - 3)
-    redis.call('PUBLISH', args[pos], args[pos + 3])
+    redis.call('SPUBLISH', args[pos], args[pos + 3])
     redis.call('SET', keys[b], args[pos + 3], 'EX', ttl)
     redis.call('HSET', keys[2], args[pos + 1], args[pos + 2])
   end

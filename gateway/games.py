@@ -1,0 +1,53 @@
+"""The games one gateway process serves (``LB_GAMES``): per game, its function wrappers, its
+queue, its hub (one sharded pub/sub connection, on the node that owns the game's slot) and its
+own-rank pusher. A connection belongs to one game, named when it connects (``/ws?game=arena``;
+docs/protocol.md), for its whole life; the Redis clients and the sockets' write path are shared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from leaderboard import GameConfig, Leaderboard, RedisClient
+from leaderboard.queue import Queue
+
+from .client import Client
+from .hub import Hub
+from .metrics import Metrics
+from .outbound import Outbound
+from .ranks import RankPusher
+from .settings import GatewaySettings
+
+
+@dataclass(eq=False)
+class Game:
+    config: GameConfig
+    lb: Leaderboard
+    queue: Queue
+    hub: Hub
+    ranks: RankPusher
+    clients: set[Client] = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return self.config.game
+
+
+def build_games(
+    settings: GatewaySettings, redis: RedisClient, raw: RedisClient, metrics: Metrics, out: Outbound
+) -> dict[str, Game]:
+    """One ``Game`` per game served, the default (first) first."""
+    games: dict[str, Game] = {}
+    for config in settings.game.served:
+        lb = Leaderboard(redis, config)
+        hub = Hub(settings, raw, lb, metrics, out)
+        clients: set[Client] = set()
+        ranks = RankPusher(_getter(clients), out, lb, settings, metrics)
+        queue = Queue(redis, config, backlog_max=settings.backlog_max)
+        games[config.game] = Game(config, lb, queue, hub, ranks, clients)
+    return games
+
+
+def _getter(clients: set[Client]) -> Callable[[], set[Client]]:
+    return lambda: clients
