@@ -51,6 +51,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     s.add_argument("--region", help="region scope, e.g. eu")
     s.add_argument("--mode", help="mode scope, e.g. ranked")
     s.add_argument("--tournament", help="tournament id: the slip counts on that tournament's boards only")
+    s.add_argument("--game", help="game to submit to (default: the first of LB_GAMES, else LB_GAME)")
     s.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
     t = sub.add_parser(
         "tournament", help="create a tournament, enter players, list tournaments",
@@ -87,7 +88,7 @@ def parse_time(text: str) -> int:
 async def tournament(settings: ScorerSettings, args: argparse.Namespace) -> str:
     redis = connect(settings.redis_url)
     try:
-        lb = Leaderboard(redis, settings.game)
+        lb = Leaderboard(redis, settings.game.served[0])  # with LB_GAMES: the first game
         if args.action == "create":
             spec = await lb.create_tournament(args.id, parse_time(args.start), parse_time(args.end))
             period = spec.period(0)
@@ -142,7 +143,10 @@ async def submit(settings: ScorerSettings, args: argparse.Namespace) -> tuple[Su
     for key in ("op", "name", "region", "mode", "tournament"):
         if getattr(args, key):
             fields[key] = getattr(args, key)
-    config = settings.game
+    served = {c.game: c for c in settings.game.served}
+    config = served.get(args.game or next(iter(served)))
+    if config is None:
+        raise InvalidSubmission("unknown_game", f"game {args.game!r} is not served here ({', '.join(served)})")
     sub = Submission.parse(fields)  # the queue checks the clock and the game's limits
     redis = connect(settings.redis_url)
     try:

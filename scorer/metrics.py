@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
@@ -49,7 +49,9 @@ class StatsCollector(Collector):
         yield GaugeMetricFamily(
             "lb_scorer_oldest_age_seconds", "Age of the oldest submission waiting", value=s.oldest_age_s
         )
-        yield GaugeMetricFamily("lb_scorer_publisher", "1 if this replica holds the publish lease", value=s.publisher)
+        yield GaugeMetricFamily(
+            "lb_scorer_publisher", "Publish leases this replica holds (one per game it publishes)", value=s.publisher
+        )
 
 
 def registry_for(stats: Stats) -> CollectorRegistry:
@@ -82,11 +84,12 @@ async def sample_lag(redis: RedisClient, config: GameConfig, stats: Stats, now: 
 
 
 class Monitor:
-    """Samples the lag gauges every second and logs the stats line every ``interval_s``."""
+    """Samples the lag gauges every second and logs the stats line every ``interval_s``; with
+    several games, the gauges add up their queues (the oldest age is the oldest of all)."""
 
-    def __init__(self, redis: RedisClient, config: GameConfig, stats: Stats, interval_s: float) -> None:
+    def __init__(self, redis: RedisClient, configs: Sequence[GameConfig], stats: Stats, interval_s: float) -> None:
         self.redis = redis
-        self.config = config
+        self.configs = configs
         self.stats = stats
         self.interval_s = interval_s
 
@@ -95,8 +98,16 @@ class Monitor:
         before, since = self.stats.copy(), loop.time()
         while not await sleep_unless(stop, 1.0):
             with contextlib.suppress(*REDIS_DOWN):  # the workers log outages; gauges keep old values
-                await sample_lag(self.redis, self.config, self.stats)
+                await self.sample()
             elapsed = loop.time() - since
             if self.interval_s and elapsed >= self.interval_s:
                 log.info("%s", stats_line(self.stats, before, elapsed))
                 before, since = self.stats.copy(), loop.time()
+
+    async def sample(self) -> None:
+        parts = [Stats() for _ in self.configs]
+        for config, part in zip(self.configs, parts, strict=True):
+            await sample_lag(self.redis, config, part)
+        self.stats.backlog = sum(p.backlog for p in parts)
+        self.stats.pending = sum(p.pending for p in parts)
+        self.stats.oldest_age_s = max(p.oldest_age_s for p in parts)

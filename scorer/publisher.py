@@ -97,11 +97,18 @@ class Publisher:
         self.owner = owner or settings.name
         # What was last published; loaded from Redis when the lease is won, None while not held.
         self.published: dict[tuple[str, str], tuple[str, int]] | None = None
+        self._holding = False  # counted in stats.publisher
         self._refreshed = 0.0  # monotonic time of the last refresh of the latest snapshots' TTLs
 
     @property
     def leader(self) -> bool:
         return self.published is not None
+
+    def _counted(self, held: bool) -> None:
+        """Keep the replica's count of held leases (one per game) in step with this game's."""
+        if held != self._holding:
+            self._holding = held
+            self.stats.publisher += 1 if held else -1
 
     async def tick(self) -> list[Due]:
         """Take or renew the lease, then publish what is due; returns what was published."""
@@ -109,11 +116,11 @@ class Publisher:
             if self.published is not None:
                 log.info("publish lease lost to another replica")
             self.published = None
-            self.stats.publisher = False
+            self._counted(False)
             return []
         if self.published is None:
             self.published = await self._load_published()
-            self.stats.publisher = True
+            self._counted(True)
             log.info("publish lease taken (%s)", self.owner)
 
         now = self.now()
@@ -143,7 +150,7 @@ class Publisher:
         """Give the lease up at once (on shutdown), so another replica need not wait it out."""
         await self.lb.lease(self.owner, self.settings.lease_ttl_ms, release=True)
         self.published = None
-        self.stats.publisher = False
+        self._counted(False)
 
     async def run(self, stop: asyncio.Event) -> None:
         interval = self.settings.tick_ms / 1000
@@ -160,7 +167,7 @@ class Publisher:
                 if backoff.attempt == 0:
                     log.warning("publisher: redis unavailable (%s); retrying", exc)
                 self.published = None
-                self.stats.publisher = False
+                self._counted(False)
                 if await sleep_unless(stop, backoff.next_delay()):
                     break
                 next_tick = loop.time()
@@ -188,7 +195,7 @@ class Publisher:
         if not await self.lb.publish(self.owner, self.settings.snapshot_ttl_s, publications):
             log.info("publish lease lost before publishing; nothing published")
             self.published = None
-            self.stats.publisher = False
+            self._counted(False)
             return
         for d in due:
             self.published[d.window, d.scope] = (d.period, d.version)

@@ -1,5 +1,6 @@
-"""One scorer replica: the consumer, the publisher, the badge worker and the metrics, with one
-lifecycle::
+"""One scorer replica: the consumer, the publisher and the badge worker of each game it serves
+(``LB_GAMES``: each game's stream is consumed and each game's publish lease competed for on its
+own), and the metrics, with one lifecycle::
 
     async with Scorer(settings) as scorer:    # connected, library loaded, workers running
         await scorer.wait()                    # until stopped (or drained, with burst=True)
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 from types import TracebackType
@@ -43,17 +45,18 @@ class Scorer:
         self.burst = burst  # return once the queue is drained (scripts, tests, catch-up jobs)
         self.stats = Stats()
         self.redis: RedisClient = connect(settings.redis_url, health_check_interval=30)
-        self.consumer = Consumer(self.redis, settings, self.stats, now=now)
-        self.publisher = Publisher(self.redis, settings, self.stats, now=now) if settings.publish else None
-        self.badges = BadgeWorker(self.redis, settings, self.stats) if settings.badges else None
-        self.monitor = Monitor(self.redis, settings.game, self.stats, settings.stats_interval_s)
+        per_game = [dataclasses.replace(settings, game=config) for config in settings.game.served]
+        self.consumers = [Consumer(self.redis, s, self.stats, now=now) for s in per_game]
+        self.publishers = [Publisher(self.redis, s, self.stats, now=now) for s in per_game] if settings.publish else []
+        self.badges = [BadgeWorker(self.redis, s, self.stats) for s in per_game] if settings.badges else []
+        self.monitor = Monitor(self.redis, settings.game.served, self.stats, settings.stats_interval_s)
         self.metrics = (
             MetricsServer(registry_for(self.stats), settings.metrics_host, settings.metrics_port)
             if settings.metrics_port
             else None
         )
         self._stop = asyncio.Event()  # stop reading new work
-        self._consuming: asyncio.Task[None] | None = None
+        self._consuming: list[asyncio.Task[None]] = []
         self._others: list[asyncio.Task[None]] = []
         self._closed = False
 
@@ -63,17 +66,14 @@ class Scorer:
             log.info("metrics on http://%s:%d/metrics", self.settings.metrics_host, port)
         if not await self._load_library():
             return  # stopped while waiting for Redis: nothing was started, wait() returns at once
-        self._consuming = asyncio.create_task(self.consumer.run(self._stop, burst=self.burst))
-        workers = [self.monitor.run(self._stop)]
-        if self.publisher is not None:
-            workers.append(self.publisher.run(self._stop))
-        if self.badges is not None:
-            workers.append(self.badges.run(self._stop))
+        self._consuming = [asyncio.create_task(c.run(self._stop, burst=self.burst)) for c in self.consumers]
+        workers = [self.monitor.run(self._stop), *(p.run(self._stop) for p in self.publishers)]
+        workers += [b.run(self._stop) for b in self.badges]
         self._others = [asyncio.create_task(w) for w in workers]
         log.info(
             "scorer %s started: game %s, windows %s, batch %d%s",
             self.settings.name,
-            self.settings.game.game,
+            ",".join(c.game for c in self.settings.game.served),
             ",".join(self.settings.game.windows),
             self.settings.batch,
             " (burst)" if self.burst else "",
@@ -85,6 +85,8 @@ class Scorer:
         backoff = redis_backoff()
         while True:
             try:
+                # Once per process: FUNCTION LOAD goes to every master of a cluster, and replicas
+                # (promoted ones included) get the library by replication.
                 await Leaderboard(self.redis, self.settings.game).load()
                 return True
             except REDIS_DOWN as exc:
@@ -96,12 +98,12 @@ class Scorer:
                     return False
 
     async def wait(self) -> None:
-        """Until the consumer returns: stopped, or (burst) drained; any worker's crash is raised."""
-        if self._consuming is None:
+        """Until the consumers return: stopped, or (burst) drained; any worker's crash is raised."""
+        if not self._consuming:
             assert self._stop.is_set(), "start() first"
             return
-        pending = {self._consuming, *self._others}
-        while self._consuming in pending:
+        pending = {*self._consuming, *self._others}
+        while any(task in pending for task in self._consuming):
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 task.result()  # a worker that died of a bug takes the replica down, loudly
@@ -116,16 +118,17 @@ class Scorer:
             return
         self._closed = True
         self._stop.set()
-        tasks = [t for t in (self._consuming, *self._others) if t is not None]
+        tasks = [*self._consuming, *self._others]
         # In-flight batches first: they were read, so they are finished and acknowledged.
         _, late = await asyncio.wait(tasks, timeout=self.settings.graceful_timeout_s) if tasks else ((), ())
         for task in late:
             task.cancel()  # stuck on a Redis that is gone: their entries stay pending, claimed later
         await asyncio.gather(*tasks, return_exceptions=True)
         # Then hand the lease over at once instead of letting another replica wait for its expiry.
-        if self.publisher is not None and self.publisher.leader:
-            with contextlib.suppress(*REDIS_DOWN):
-                await self.publisher.release()
+        for publisher in self.publishers:
+            if publisher.leader:
+                with contextlib.suppress(*REDIS_DOWN):
+                    await publisher.release()
         if self.metrics is not None:
             await self.metrics.close()
         await self.redis.aclose()

@@ -21,7 +21,7 @@ class Stats:
     backlog: int = 0  # entries in the submissions stream: not yet applied and acknowledged
     pending: int = 0  # of those, delivered to a replica and not yet acknowledged
     oldest_age_s: float = 0.0  # age of the oldest entry still waiting
-    publisher: bool = False  # this replica holds the publish lease
+    publisher: int = 0  # publish leases this replica holds (one per game it publishes)
 
     def copy(self) -> Stats:
         return replace(self)

@@ -46,7 +46,7 @@ class Channel:
         return await asyncio.wait_for(get(), 3000 * MS)
 
     async def quiet(self) -> bool:
-        await self.r.publish(self.name, b'"marker"')
+        await self.r.spublish(self.name, b'"marker"')
         return bool(await self.next() == "marker")
 
 
