@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-import redis.asyncio as aioredis
 
 from fleet.redis_server import RedisServer
-from leaderboard import BacklogFull, GameConfig, Leaderboard, Submission, connect, now_ms
+from leaderboard import BacklogFull, GameConfig, Leaderboard, RedisClient, Submission, connect, now_ms
 from leaderboard.queue import Queue
 from leaderboard.settings import argument_parser
 
@@ -130,7 +129,7 @@ async def produce(queue: Queue, source: Source, stop: asyncio.Event, rate: float
         chunk = source.take(CHUNK)
 
 
-async def baseline(r: aioredis.Redis, seconds: float) -> float:
+async def baseline(r: RedisClient, seconds: float) -> float:
     lb = Leaderboard(r, GameConfig(game="base"))
     source = Source("b-")
     subs = [s.fields() for s in source.take(200_000)]
@@ -144,7 +143,7 @@ async def baseline(r: aioredis.Redis, seconds: float) -> float:
 
 
 async def sustained(
-    url: str, r: aioredis.Redis, warmup: float, seconds: float, fig: Figures, *, live: bool = False
+    url: str, r: RedisClient, warmup: float, seconds: float, fig: Figures, *, live: bool = False
 ) -> None:
     config = GameConfig(game="bench")
     queue = Queue(r, config, backlog_max=SUSTAINED_BACKLOG)
@@ -173,7 +172,7 @@ async def sustained(
         await asyncio.wait_for(proc.wait(), 15)
 
 
-async def publish_lag(url: str, r: aioredis.Redis, rate: float, seconds: float, fig: Figures) -> None:
+async def publish_lag(url: str, r: RedisClient, rate: float, seconds: float, fig: Figures) -> None:
     config = GameConfig(game="lag")
     queue = Queue(r, config, backlog_max=BACKLOG_MAX)
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "scorer", env=scorer_env(url, "lag"))

@@ -27,11 +27,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import cast
 
-import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from leaderboard import GameConfig, connect
+from leaderboard import GameConfig, RedisClient, connect
 from leaderboard.settings import argument_parser, redis_url_arg, unreachable
 
 SCAN_COUNT = 1000
@@ -64,7 +63,7 @@ class Cleanup:
         return text
 
 
-async def wait_applied(redis: aioredis.Redis, config: GameConfig, prefix: str, timeout: float) -> int:
+async def wait_applied(redis: RedisClient, config: GameConfig, prefix: str, timeout: float) -> int:
     """Wait until every entry queued so far has been applied (the scorer deletes what it applied,
     in queue order); how many of the run's own (players starting with ``prefix``) were still
     queued when ``timeout`` ran out (0: all applied)."""
@@ -82,7 +81,7 @@ async def wait_applied(redis: aioredis.Redis, config: GameConfig, prefix: str, t
     return 0
 
 
-async def _entries(redis: aioredis.Redis, stream: str, last: str) -> AsyncIterator[dict[str, str]]:
+async def _entries(redis: RedisClient, stream: str, last: str) -> AsyncIterator[dict[str, str]]:
     start = "-"
     while batch := cast(list[tuple[str, dict[str, str]]], await redis.xrange(stream, start, last, count=SCAN_COUNT)):
         for _, fields in batch:
@@ -90,14 +89,14 @@ async def _entries(redis: aioredis.Redis, stream: str, last: str) -> AsyncIterat
         start = "(" + batch[-1][0]
 
 
-async def _stream_last_id(redis: aioredis.Redis, stream: str) -> str | None:
+async def _stream_last_id(redis: RedisClient, stream: str) -> str | None:
     if not await redis.exists(stream):
         return None
     info = await redis.xinfo_stream(stream)
     return str(info["last-generated-id"])
 
 
-async def remove_players(redis: aioredis.Redis, config: GameConfig, prefix: str) -> Cleanup:
+async def remove_players(redis: RedisClient, config: GameConfig, prefix: str) -> Cleanup:
     """Remove every player whose id starts with ``prefix`` from the game's boards, profiles and
     badges; a board whose top N held one of them gets its version bumped, so the scorer
     publishes its top N again without them at its next tick."""
@@ -130,7 +129,7 @@ async def remove_players(redis: aioredis.Redis, config: GameConfig, prefix: str)
     return done
 
 
-async def clean_up(redis: aioredis.Redis, config: GameConfig, prefix: str, *, wait: float) -> Cleanup:
+async def clean_up(redis: RedisClient, config: GameConfig, prefix: str, *, wait: float) -> Cleanup:
     """Wait (at most ``wait`` s) for the run's submissions to be applied, then remove its players."""
     still_queued = await wait_applied(redis, config, prefix, wait)
     done = await remove_players(redis, config, prefix)

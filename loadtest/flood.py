@@ -20,9 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import redis.asyncio as aioredis
-
-from leaderboard import GameConfig, Leaderboard, Submission, now_ms
+from leaderboard import GameConfig, Leaderboard, RedisClient, Submission, now_ms
 from leaderboard.errors import BacklogFull
 from leaderboard.queue import Queue
 
@@ -77,7 +75,7 @@ class Flood:
 
     def __init__(
         self,
-        redis: aioredis.Redis,
+        redis: RedisClient,
         config: GameConfig,
         source: Source,
         *,
@@ -183,7 +181,7 @@ class Window:
 BASELINE_GAME = "loadtest-base"
 
 
-async def one_at_a_time(redis: aioredis.Redis, source: Source, seconds: float, game: str = BASELINE_GAME) -> float:
+async def one_at_a_time(redis: RedisClient, source: Source, seconds: float, game: str = BASELINE_GAME) -> float:
     """The baseline: one FCALL per submission, each awaited before the next (the seed lesson's
     path), on a scratch game so it leaves the measured boards alone. Submissions per second."""
     lb = Leaderboard(redis, GameConfig(game=game))

@@ -40,6 +40,7 @@ def redis_url(redis_server: RedisServer) -> Iterator[str]:
 @pytest.fixture
 async def r(redis_url: str) -> AsyncIterator[redis.asyncio.Redis]:
     client = connect(redis_url)
+    assert isinstance(client, redis.asyncio.Redis)  # a plain server's URL: a plain client
     yield client
     await client.aclose()
 

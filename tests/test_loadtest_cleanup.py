@@ -110,6 +110,7 @@ async def test_a_run_against_a_running_fleet_leaves_its_game_as_it_found_it(tmp_
                              log_level="WARNING", env=(("LB_GAME", "arena"),))  # fmt: skip
     async with Fleet(settings) as fleet:
         r = connect(fleet.redis_url)
+        assert isinstance(r, aioredis.Redis)
         try:
             await Queue(r, game).submit_many([Submission("real-1", "mia", 3, now_ms(), "best")])
             stem = tmp_path / "run"

@@ -217,6 +217,7 @@ async def check_history(
 def test_batches_leave_every_board_as_the_model_says(redis_server: RedisServer) -> None:
     with asyncio.Runner() as runner:
         r = connect(redis_server.url)
+        assert isinstance(r, aioredis.Redis)
 
         @bounded(120)
         @given(

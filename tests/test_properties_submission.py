@@ -97,6 +97,7 @@ async def library_verdicts(lb: Leaderboard, r: aioredis.Redis, fields: dict[str,
 def test_python_and_library_give_the_same_verdict(redis_server: RedisServer) -> None:
     with asyncio.Runner() as runner:
         r = connect(redis_server.url)
+        assert isinstance(r, aioredis.Redis)
 
         @bounded(250)
         @given(st.sampled_from(CONFIGS), overrides)
