@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from redis.exceptions import RedisError
 
 from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Submission, now_ms, wire
-from leaderboard.errors import TournamentError
+from leaderboard.errors import NotReplicated, TournamentError
 
 from . import protocol as p
 from .auth import SPECTATOR, AuthError, authenticate
@@ -150,7 +150,9 @@ class Handlers:
     async def around(self, client: Client, req: p.Around) -> None:
         me = _player(client, req)  # even to ask about someone else
         player = req.player or me
-        around = await _read(req, self._games[client.game].lb.around(player, req.window, req.board, req.k, period=req.period))
+        around = await _read(
+            req, self._games[client.game].lb.around(player, req.window, req.board, req.k, period=req.period)
+        )
         msg = wire.around(
             board=req.board, window=req.window, period=around.period.label, player=player, entries=around.entries,
             request_id=req.id,
@@ -159,7 +161,9 @@ class Handlers:
 
     async def ranks(self, client: Client, req: p.Ranks) -> None:
         _player(client, req)
-        ranks = await _read(req, self._games[client.game].lb.ranks(list(req.players), req.window, req.board, period=req.period))
+        ranks = await _read(
+            req, self._games[client.game].lb.ranks(list(req.players), req.window, req.board, period=req.period)
+        )
         msg = wire.ranks(
             board=req.board, window=req.window, period=ranks.period.label, size=ranks.size,
             standings=ranks.standings, request_id=req.id,
@@ -178,8 +182,8 @@ class Handlers:
             stream_id = await self._games[client.game].queue.submit(sub)
         except InvalidSubmission as exc:
             raise p.ProtocolError(exc.code, exc.message, req.id) from None
-        except BacklogFull as exc:
-            raise p.ProtocolError("backlog_full", str(exc), req.id) from None
+        except (BacklogFull, NotReplicated) as exc:
+            raise p.ProtocolError(exc.code, str(exc), req.id) from None
         await self._out.reply(client, wire.submitted(sub.id, stream_id, req.id))
 
     async def finals(self, client: Client, req: p.Finals) -> None:

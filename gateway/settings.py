@@ -132,6 +132,19 @@ class GatewaySettings:
         "submissions the queue holds before submit is refused with backlog_full",
         check=at_least(1),
     )
+    wait_replicas: int = setting(
+        "LB_WAIT_REPLICAS",
+        0,
+        "replicas that must confirm a submission before it is acknowledged (WAIT; 0 = none: a failover "
+        "can lose the last acknowledged ones)",
+        check=at_least(0),
+    )
+    wait_timeout_ms: int = setting(
+        "LB_WAIT_TIMEOUT_MS",
+        100,
+        "how long a submission waits for LB_WAIT_REPLICAS before it is refused with not_replicated",
+        check=at_least(1),
+    )
     # --- observability: per process (behind a shared port a scrape would reach a random one),
     # and on loopback by default, away from the players' port
     metrics_host: str = setting("LB_GW_METRICS_HOST", "127.0.0.1", "address of this process's GET /metrics")

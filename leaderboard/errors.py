@@ -9,6 +9,8 @@ wrappers, the queue and the gateways, has one root and a stable ``code``.
     │   └── BadPeriod                bad_period: a period that is not readable (unknown, future, expired)
     ├── TournamentError              unknown_tournament, tournament_exists, tournament_ended
     ├── BacklogFull                  backlog_full: the submissions queue is at its cap; retry later
+    ├── NotReplicated                not_replicated: queued on the master, no replica confirmed it in
+    │                                time (LB_WAIT_REPLICAS); retry with the same id
     ├── gateway.protocol.ProtocolError   a client message was refused (docs/protocol.md codes)
     └── gateway.auth.AuthError           invalid_token, token_expired
 
@@ -75,6 +77,14 @@ class TournamentError(LeaderboardError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class NotReplicated(LeaderboardError):
+    """The submissions were queued on the master, but fewer replicas than asked confirmed them
+    before the timeout: a failover now could lose them. Retrying with the same ids is safe (a
+    submission id is applied once)."""
+
+    code = "not_replicated"
 
 
 # The codes a whole call of the function library can fail with (``ERR <code> <message>``).

@@ -47,7 +47,7 @@ from redis.exceptions import ResponseError
 
 from .batch import decode_batch, encode_batch
 from .config import GameConfig
-from .errors import BadPeriod, BadRequest, TournamentError, from_reply
+from .errors import BadPeriod, BadRequest, NotReplicated, TournamentError, from_reply
 from .keys import parse_scope
 from .results import BoardEntries, BoardStats, Entry, Publication, Ranks, Standing, SubmitResult
 from .transport import Command, RedisClient, execute_packed, now_ms
@@ -122,15 +122,42 @@ class Leaderboard:
             replies = await _execute(self.redis, command)
         return decode_batch(plan, replies, rows=rows)
 
-    async def enqueue(self, entries: Sequence[Mapping[str, str]], *, backlog_max: int) -> list[str]:
+    async def enqueue(
+        self,
+        entries: Sequence[Mapping[str, str]],
+        *,
+        backlog_max: int,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 0,
+    ) -> list[str]:
         """lb_enqueue: append stream entries to the submissions queue, all or none; their ids.
-        Raises BacklogFull when that would take the queue past ``backlog_max``."""
+        Raises BacklogFull when that would take the queue past ``backlog_max``.
+
+        ``wait_replicas`` > 0: then ``WAIT`` on the same connection until that many replicas
+        have the entries (at most ``wait_timeout_ms``), so an acknowledged submission survives
+        its master's failover; NotReplicated if fewer confirmed (the entries stay queued)."""
         args: list[str | int] = [backlog_max, len(entries)]
         for fields in entries:
             args.append(len(fields))
             for item in fields.items():
                 args += item
-        ids = await _execute(self.redis, ("FCALL", "lb_enqueue", 1, self.keys.submissions, *args))
+        command: Command = ("FCALL", "lb_enqueue", 1, self.keys.submissions, *args)
+        if not wait_replicas:
+            ids = await _execute(self.redis, command)
+            return [str(i) for i in ids]
+        # WAIT counts the replicas that have every write this connection made: one pipeline.
+        try:
+            ids, acked = await execute_packed(self.redis, command, ("WAIT", wait_replicas, wait_timeout_ms))
+        except ResponseError as exc:
+            mapped = from_reply(str(exc))
+            if mapped is None:
+                raise
+            raise mapped from None
+        if int(acked) < wait_replicas:
+            raise NotReplicated(
+                f"queued, but {acked} of {wait_replicas} replicas confirmed within {wait_timeout_ms} ms; "
+                "retry with the same id"
+            )
         return [str(i) for i in ids]
 
     async def lease(self, owner: str, ttl_ms: int, *, release: bool = False) -> bool:

@@ -20,10 +20,20 @@ from .transport import RedisClient, now_ms
 
 
 class Queue:
-    def __init__(self, redis: RedisClient, config: GameConfig, *, backlog_max: int = 1_000_000) -> None:
+    def __init__(
+        self,
+        redis: RedisClient,
+        config: GameConfig,
+        *,
+        backlog_max: int = 1_000_000,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 100,
+    ) -> None:
         self.lb = Leaderboard(redis, config)
         self.config = config
         self.backlog_max = backlog_max
+        self.wait_replicas = wait_replicas  # see Leaderboard.enqueue: WAIT before acknowledging
+        self.wait_timeout_ms = wait_timeout_ms
         self.stream = config.keys.submissions
 
     async def submit(self, submission: Submission) -> str:
@@ -35,7 +45,8 @@ class Queue:
         returns their stream ids. The rest of the rules held when each Submission was made.
 
         Raises InvalidSubmission for the first bad one (nothing is appended then) and
-        BacklogFull when the stream already holds ``backlog_max`` entries."""
+        BacklogFull when the stream already holds ``backlog_max`` entries; NotReplicated when
+        ``wait_replicas`` replicas did not confirm them in time."""
         if not submissions:
             return []
         now, rules = now_ms(), self.config.rules()
@@ -43,7 +54,12 @@ class Queue:
             sub.check(now_ms=now, rules=rules)
         if any(sub.tournament for sub in submissions):
             await self._check_entries([sub for sub in submissions if sub.tournament])
-        return await self.lb.enqueue([sub.fields() for sub in submissions], backlog_max=self.backlog_max)
+        return await self.lb.enqueue(
+            [sub.fields() for sub in submissions],
+            backlog_max=self.backlog_max,
+            wait_replicas=self.wait_replicas,
+            wait_timeout_ms=self.wait_timeout_ms,
+        )
 
     async def _check_entries(self, submissions: Sequence[Submission]) -> None:
         """Tournament submissions: refused here, at once, if the tournament is unknown, not

@@ -24,12 +24,19 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import Connection
 from redis.exceptions import AskError, ClusterDownError, MovedError, ResponseError, TryAgainError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 RedisClient: TypeAlias = aioredis.Redis | RedisCluster
 """What ``connect()`` returns: a plain client, or a cluster-aware one for a cluster URL."""
 
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 _REDIRECTS = (MovedError, AskError, TryAgainError, ClusterDownError)
+_NODE_OPTIONS = {
+    "connection_class", "username", "password", "credential_provider", "client_name", "protocol",
+    "socket_timeout", "socket_connect_timeout", "socket_keepalive", "socket_keepalive_options",
+    "decode_responses", "encoding", "encoding_errors",
+}  # fmt: skip
 _REDIRECT_TRIES = 5  # a slot moving, or a failover being agreed on, settles within a few retries
 
 
@@ -88,6 +95,17 @@ async def _execute_cluster(cluster: RedisCluster, packed: bytes, commands: Seque
             raise ClusterDownError(f"no node serves the slot of {key!r}")
         conn = node.acquire_connection()
         try:
+            if not conn.is_connected:
+                try:
+                    await conn.connect()  # type: ignore[no-untyped-call]
+                except (ConnectionError, TimeoutError, OSError, RedisConnectionError, RedisTimeoutError):
+                    # Nothing was sent: the node is gone (a failover) or the layout is stale.
+                    # Learn it anew and retry; until a replica is promoted this still fails.
+                    if attempt == _REDIRECT_TRIES - 1:
+                        raise
+                    await _refresh_later(cluster)
+                    await asyncio.sleep(0.05 * (attempt + 1))
+                    continue
             return await _send(conn, packed, len(commands))
         except _REDIRECTS:
             # Nothing ran (a redirect is refused before execution): learn the new layout, retry.
@@ -95,7 +113,7 @@ async def _execute_cluster(cluster: RedisCluster, packed: bytes, commands: Seque
                 raise
             await cluster.nodes_manager.initialize()
             await asyncio.sleep(0.05 * attempt)
-        except (ConnectionError, TimeoutError, OSError):
+        except (ConnectionError, TimeoutError, OSError, RedisConnectionError, RedisTimeoutError):
             # The master may be gone: learn the layout anew on the next call. Not retried here,
             # because the command may have run; the callers' backoff decides.
             await _refresh_later(cluster)
@@ -164,8 +182,11 @@ async def shard_pubsub(redis: RedisClient, channel: str) -> PubSub:
     if not isinstance(redis, RedisCluster):
         return redis.pubsub()
     host, port = cast(tuple[str, int], await shard_address(redis, channel))
-    kwargs: dict[str, Any] = {k: v for k, v in redis.get_connection_kwargs().items() if k not in ("host", "port")}
-    kwargs.setdefault("connection_class", Connection)
+    # The cluster's connection options that make sense for one connection (credentials, timeouts,
+    # TLS, decoding); the rest are the cluster client's own (its callbacks, its pool sizes).
+    kwargs: dict[str, Any] = {
+        k: v for k, v in redis.get_connection_kwargs().items() if k in _NODE_OPTIONS or k.startswith("ssl")
+    }
     pool = aioredis.ConnectionPool(host=host, port=port, **kwargs)
     return aioredis.Redis(connection_pool=pool).pubsub()
 

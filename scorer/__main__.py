@@ -20,7 +20,7 @@ import uuid
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
 
 from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, Submission, connect, now_ms
-from leaderboard.errors import TournamentError
+from leaderboard.errors import NotReplicated, TournamentError
 from leaderboard.queue import Queue
 from leaderboard.settings import HelpFormatter, argument_parser, load_or_exit, redacted, unreachable
 
@@ -150,7 +150,14 @@ async def submit(settings: ScorerSettings, args: argparse.Namespace) -> tuple[Su
     sub = Submission.parse(fields)  # the queue checks the clock and the game's limits
     redis = connect(settings.redis_url)
     try:
-        return sub, await Queue(redis, config, backlog_max=settings.backlog_max).submit(sub)
+        queue = Queue(
+            redis,
+            config,
+            backlog_max=settings.backlog_max,
+            wait_replicas=settings.wait_replicas,
+            wait_timeout_ms=settings.wait_timeout_ms,
+        )
+        return sub, await queue.submit(sub)
     finally:
         await redis.aclose()
 
@@ -185,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         except BacklogFull as exc:
             print(f"backlog full: {exc}", file=sys.stderr)
             return 3
+        except NotReplicated as exc:
+            print(f"not replicated: {exc}", file=sys.stderr)
+            return 4
         except (ConnectionError, TimeoutError, AuthenticationError) as exc:
             print(unreachable(settings.redis_url, exc), file=sys.stderr)
             return 1

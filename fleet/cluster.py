@@ -1,0 +1,247 @@
+"""A private Redis Cluster on loopback: N masters with R replicas each, for the cluster tests,
+the cluster benchmark and anyone who wants to run the fleet against a cluster by hand::
+
+    python -m fleet.cluster --dir var/cluster        # prints LB_REDIS_URL=redis+cluster://...
+
+    with Cluster(tmp_path) as cluster:               # 3 masters, 1 replica each
+        cluster.url                                  # redis+cluster://127.0.0.1:<port>
+        node = cluster.owner("lb:{arena}:versions")  # the master serving that key's slot
+        cluster.kill(node)                           # SIGKILL; a replica takes over
+        cluster.wait_owner_changes(node, "lb:{arena}:versions")
+
+Every node listens on a free loopback port and a free cluster-bus port (``cluster-port``), so
+it never collides with another server on the machine. ``cluster-node-timeout`` is short (1 s by
+default) so a failover completes within a few seconds. No password: it only listens on loopback
+and lives as long as the process that started it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+from leaderboard.settings import argument_parser
+
+from .redis_server import RedisServer, free_port
+
+
+class ClusterNode(RedisServer):
+    """One redis-server with cluster mode on, its bus on a port of its own."""
+
+    def __init__(self, data_dir: Path | str, *, node_timeout_ms: int, aof: bool = False) -> None:
+        super().__init__(data_dir, aof=aof)
+        self.bus_port = free_port(self.host)
+        self.node_timeout_ms = node_timeout_ms
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        return [
+            *super().command(),
+            "--cluster-enabled", "yes",
+            "--cluster-port", str(self.bus_port),
+            "--cluster-config-file", "nodes.conf",
+            "--cluster-node-timeout", str(self.node_timeout_ms),
+            # The slots of a dead master are served again once its replica is promoted; until
+            # then, only its slots are down, not the whole cluster.
+            "--cluster-require-full-coverage", "no",
+        ]  # fmt: skip
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host=self.host, port=self.port, socket_timeout=2, decode_responses=True)
+
+
+class Cluster:
+    """``with Cluster(data_dir) as cluster: cluster.url`` — created, then stopped."""
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        *,
+        masters: int = 3,
+        replicas: int = 1,
+        node_timeout_ms: int = 1000,
+        aof: bool = False,
+        startup_timeout: float = 20.0,
+    ) -> None:
+        if masters < 3:
+            raise ValueError("Redis Cluster needs at least 3 masters")
+        self.data_dir = Path(data_dir).resolve()
+        self.startup_timeout = startup_timeout
+        count = masters * (1 + replicas)
+        self.replicas = replicas
+        self.nodes = [
+            ClusterNode(self.data_dir / f"node{i}", node_timeout_ms=node_timeout_ms, aof=aof) for i in range(count)
+        ]
+
+    @property
+    def url(self) -> str:
+        """The URL the fleet takes (LB_REDIS_URL): any node; the client learns the rest."""
+        return f"redis+cluster://{self.nodes[0].address}"
+
+    @property
+    def seed_urls(self) -> list[str]:
+        return [f"redis://{node.address}/0" for node in self.nodes]
+
+    def start(self) -> Cluster:
+        try:
+            for node in self.nodes:
+                node.start()
+            cli = shutil.which("redis-cli") or "redis-cli"
+            subprocess.run(
+                [cli, "--cluster", "create", *(n.address for n in self.nodes),
+                 "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=self.startup_timeout,
+            )  # fmt: skip
+            self._wait(self._settled, "the cluster did not settle")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _settled(self) -> bool:
+        """Every live node says the cluster is ok and knows every master and replica."""
+        for node in self.live():
+            with node.client() as c:
+                info = c.execute_command("CLUSTER", "INFO")
+                if "cluster_state:ok" not in info:
+                    return False
+                nodes = [line.split() for line in c.execute_command("CLUSTER", "NODES").splitlines() if line]
+                if len(nodes) < len(self.nodes):
+                    return False
+                # A master's replicas online: WAIT (LB_WAIT_REPLICAS) counts only those.
+                repl = c.info("replication")
+                if repl.get("role") == "master":
+                    links = [v for k, v in repl.items() if k.startswith("slave") and isinstance(v, dict)]
+                    if sum(1 for link in links if link.get("state") == "online") < self.replicas:
+                        return False
+        return True
+
+    def _wait(self, ready: object, message: str, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (timeout or self.startup_timeout)
+        while True:
+            with contextlib.suppress(redis.RedisError, OSError):
+                if ready():  # type: ignore[operator]
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeError(message)
+            time.sleep(0.05)
+
+    def live(self) -> list[ClusterNode]:
+        return [n for n in self.nodes if n.running()]
+
+    def node_at(self, address: str) -> ClusterNode:
+        return next(n for n in self.nodes if n.address == address)
+
+    def owner(self, key: str) -> ClusterNode:
+        """The master serving ``key``'s slot, as a live node sees the cluster now."""
+        with self.live()[0].client() as c:
+            slot = int(c.execute_command("CLUSTER", "KEYSLOT", key))
+            for start, end, master, *_ in c.execute_command("CLUSTER", "SLOTS"):
+                if start <= slot <= end:
+                    return self.node_at(f"{master[0]}:{master[1]}")
+        raise RuntimeError(f"no master serves the slot of {key!r}")
+
+    def masters(self) -> list[ClusterNode]:
+        with self.live()[0].client() as c:
+            return [self.node_at(f"{m[0]}:{m[1]}") for _, _, m, *_ in c.execute_command("CLUSTER", "SLOTS")]
+
+    def kill(self, node: ClusterNode) -> None:
+        """SIGKILL: no goodbye to clients or replicas, as when a host dies."""
+        assert node.process is not None
+        node.process.kill()
+        node.process.wait()
+
+    def wait_owner_changes(self, old: ClusterNode, key: str, timeout: float = 20.0) -> ClusterNode:
+        """Until a live node serves ``key``'s slot instead of ``old`` (a replica was promoted)."""
+        found: list[ClusterNode] = []
+
+        def promoted() -> bool:
+            node = self.owner(key)
+            if node is old or not node.running():
+                return False
+            with node.client() as c:
+                if "cluster_state:ok" not in c.execute_command("CLUSTER", "INFO"):
+                    return False
+            found.append(node)
+            return True
+
+        self._wait(promoted, f"no replica took over the slot of {key!r}", timeout)
+        return found[-1]
+
+    def wait_replicas_online(self, master: ClusterNode, timeout: float = 30.0) -> None:
+        """Until ``master`` has its replicas online (a restarted node rejoins as a replica)."""
+
+        def online() -> bool:
+            with master.client() as c:
+                repl = c.info("replication")
+            links = [v for k, v in repl.items() if k.startswith("slave") and isinstance(v, dict)]
+            return sum(1 for link in links if link.get("state") == "online") >= self.replicas
+
+        self._wait(online, f"{master.address} has no replica online", timeout)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> Cluster:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def keyslot_names(masters: list[ClusterNode], prefix: str, count: int) -> list[str]:
+    """Game names ``<prefix>1``, ``<prefix>2`` … one per master (by CLUSTER KEYSLOT of its hash
+    tag), so ``count`` games land on ``count`` different masters."""
+    with masters[0].client() as c:
+        ranges: dict[str, list[tuple[int, int]]] = {}
+        for start, end, m, *_ in c.execute_command("CLUSTER", "SLOTS"):
+            ranges.setdefault(f"{m[0]}:{m[1]}", []).append((start, end))
+        names: dict[str, str] = {}
+        i = 0
+        while len(names) < count:
+            i += 1
+            name = f"{prefix}{i}"
+            slot = int(c.execute_command("CLUSTER", "KEYSLOT", f"{{{name}}}"))
+            owner = next(a for a, rs in ranges.items() if any(s <= slot <= e for s, e in rs))
+            names.setdefault(owner, name)
+        return list(names.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argument_parser("python -m fleet.cluster", __doc__ or "")
+    p.add_argument("--dir", default="var/cluster", help="data directory (one subdirectory per node)")
+    p.add_argument("--masters", type=int, default=3, help="masters (at least 3)")
+    p.add_argument("--replicas", type=int, default=1, help="replicas per master")
+    p.add_argument("--node-timeout-ms", type=int, default=1000, help="cluster-node-timeout: failure detection")
+    p.add_argument("--aof", action="store_true", help="appendonly on every node")
+    args: argparse.Namespace = p.parse_args(argv)
+    cluster = Cluster(
+        args.dir, masters=args.masters, replicas=args.replicas, node_timeout_ms=args.node_timeout_ms, aof=args.aof
+    )
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # taken by sigwait below
+    with cluster:
+        print(f"LB_REDIS_URL={cluster.url}", flush=True)
+        for node in cluster.nodes:
+            print(f"  node {node.address} (bus {node.bus_port})", flush=True)
+        print("Ctrl-C stops every node.", flush=True)
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

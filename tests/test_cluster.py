@@ -1,0 +1,202 @@
+"""The fleet on a private Redis Cluster (3 masters, 1 replica each, fleet/cluster.py): three games
+whose hash tags land on three different masters, one scorer replica and two gateways serving all
+three; then a master is SIGKILLed, its replica is promoted, and scorer and gateways recover by
+themselves. Submissions acknowledged with WAIT 1 (LB_WAIT_REPLICAS=1) survive the failover."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from redis.exceptions import RedisError
+from websockets.asyncio.client import ClientConnection
+
+from fleet.cluster import Cluster, keyslot_names
+from gateway.server import Gateway
+from leaderboard import GameConfig, Leaderboard, RedisClient, Submission, connect, now_ms
+from leaderboard.errors import NotReplicated
+from leaderboard.queue import Queue
+from scorer import Scorer, ScorerSettings
+
+from .gw_helpers import T, client, greet, recv_type, request, running, token
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with Cluster(tmp_path_factory.mktemp("cluster"), node_timeout_ms=1000) as c:
+        yield c
+
+
+@contextlib.asynccontextmanager
+async def fleet(cluster: Cluster, config: GameConfig) -> AsyncIterator[tuple[Scorer, list[Gateway]]]:
+    settings = ScorerSettings(
+        redis_url=cluster.url, game=config, name="cluster", tick_ms=100, claim_idle_ms=2000, stats_interval_s=0,
+        metrics_port=0,
+    )  # fmt: skip
+    async with (
+        Scorer(settings) as scorer,
+        running(cluster.url, game=config) as a,
+        running(cluster.url, game=config) as b,
+    ):
+        for gw in (a, b):
+            await asyncio.wait_for(asyncio.gather(*(g.hub.connected.wait() for g in gw.games.values())), 10 * T)
+        yield scorer, [a, b]
+
+
+async def until_player(ws: ClientConnection, player: str, within: float) -> dict[str, Any]:
+    async with asyncio.timeout(within):
+        while True:
+            snap = await recv_type(ws, "snapshot", within)
+            if any(e["player"] == player for e in snap["entries"]):
+                return snap
+
+
+async def submit(queue: Queue, sid: str, player: str, points: int) -> None:
+    await queue.submit(Submission(sid, player, points, now_ms()))
+
+
+async def submit_retrying(queue: Queue, sid: str, player: str, points: int, within: float) -> None:
+    """As a game server does: retry (same id) until acknowledged."""
+    async with asyncio.timeout(within):
+        while True:
+            try:
+                return await submit(queue, sid, player, points)
+            except (RedisError, OSError, NotReplicated):
+                await asyncio.sleep(0.1)
+
+
+def crossslot_errors(cluster: Cluster) -> int:
+    total = 0
+    for node in cluster.live():
+        with node.client() as c:
+            total += int(c.info("errorstats").get("errorstat_CROSSSLOT", {"count": 0})["count"])
+    return total
+
+
+async def test_three_games_on_three_masters_then_a_failover(cluster: Cluster) -> None:
+    games = keyslot_names(cluster.masters(), "game", 3)
+    owners = {cluster.owner(f"{{{g}}}") for g in games}
+    assert len(owners) == 3, "each game on its own master"
+    config = GameConfig(games=tuple(games))
+    redis = connect(cluster.url)
+    queues = {c.game: Queue(redis, c, wait_replicas=1, wait_timeout_ms=1000) for c in config.served}
+    try:
+        async with fleet(cluster, config) as (_, gateways), contextlib.AsyncExitStack() as stack:
+            # --- every game works, through either gateway: fan-out, submissions, ranks
+            sockets = [
+                await stack.enter_async_context(client(gateways[i % 2], f"?game={g}&token={token(f'p-{g}')}"))
+                for i, g in enumerate(games)
+            ]
+            for ws in sockets:
+                await greet(ws)
+            for g in games:
+                await submit(queues[g], f"{g}-1", f"p-{g}", 100)
+            for g, ws in zip(games, sockets, strict=True):
+                snap = await until_player(ws, f"p-{g}", 5 * T)
+                assert [e["player"] for e in snap["entries"]] == [f"p-{g}"]  # its own game only
+                rank = await request(ws, {"type": "rank", "id": 1}, "rank")
+                assert (rank["rank"], rank["score"]) == (1, 100)
+            assert crossslot_errors(cluster) == 0
+
+            # --- kill the master of the first game while submissions keep coming
+            victim_game, other_game = games[0], games[1]
+            key = f"{{{victim_game}}}"
+            victim = cluster.owner(key)
+            acked: list[str] = []
+            refused = 0
+            stop = asyncio.Event()
+
+            async def keep_submitting() -> None:
+                nonlocal refused
+                i = 0
+                while not stop.is_set():
+                    i += 1
+                    player = f"f-{i}"
+                    try:
+                        await submit(queues[victim_game], f"f-{i}", player, 10 + i)
+                        acked.append(player)
+                    except (RedisError, OSError, NotReplicated):
+                        refused += 1  # not acknowledged: the game server would retry it
+                        await asyncio.sleep(0.05)
+                    await asyncio.sleep(0.005)
+
+            submitter = asyncio.create_task(keep_submitting())
+            await asyncio.sleep(0.5)
+            killed_at = time.monotonic()
+            cluster.kill(victim)
+            promoted = cluster.wait_owner_changes(victim, key, timeout=30)
+            promoted_s = time.monotonic() - killed_at
+            with promoted.client() as c:
+                assert any(
+                    lib["library_name"] == "leaderboard" for lib in _libraries(c.execute_command("FUNCTION", "LIST"))
+                )
+            await asyncio.sleep(0.5)
+            stop.set()
+            await submitter
+
+            # --- the dead node comes back and rejoins as the new master's replica: with one replica
+            # per master, WAIT 1 (the promise) cannot be kept for this game until then
+            victim.start()
+            cluster.wait_replicas_online(promoted)
+
+            # --- scorer and gateways recovered by themselves: a new submission reaches the sockets
+            await submit_retrying(queues[victim_game], "after-1", "after", 10_000, 10 * T)
+            await until_player(sockets[0], "after", 20 * T)
+            await submit_retrying(queues[other_game], "after-2", "after2", 10_000, 10 * T)
+            await until_player(sockets[1], "after2", 5 * T)
+            recovered_s = time.monotonic() - killed_at
+
+            # --- what the failover lost: acknowledged (WAIT 1) but not on the board
+            lb = Leaderboard(redis, config.for_game(victim_game))
+            lost = await _missing(lb, acked, within=15 * T)
+            print(
+                f"\nfailover: promoted after {promoted_s:.1f} s, recovered after {recovered_s:.1f} s; "
+                f"{len(acked)} acknowledged, {refused} refused during the failover, {len(lost)} lost"
+            )
+            assert acked and not lost
+    finally:
+        await redis.aclose()
+
+
+def _libraries(reply: Any) -> list[dict[str, Any]]:
+    """FUNCTION LIST's reply as dicts (RESP2 gives flat lists)."""
+    out = []
+    for lib in reply:
+        if isinstance(lib, dict):
+            out.append(lib)
+        else:
+            out.append(dict(zip(lib[::2], lib[1::2], strict=True)))
+    return out
+
+
+async def _missing(lb: Leaderboard, players: list[str], within: float) -> list[str]:
+    """Players still not on the all-time board once the queue drained (bounded wait)."""
+    deadline = time.monotonic() + within
+    while True:
+        ranks = await lb.ranks(players, "alltime")
+        missing = [p for p, st in zip(players, ranks.standings, strict=True) if st.rank is None]
+        if not missing or time.monotonic() > deadline:
+            return missing
+        await asyncio.sleep(0.2)
+
+
+async def test_cluster_url_gives_a_cluster_client(cluster: Cluster) -> None:
+    redis: RedisClient = connect(cluster.url)
+    try:
+        assert type(redis).__name__ == "RedisCluster"
+        assert await redis.ping()
+    finally:
+        await redis.aclose()
+
+
+def test_python_m_fleet_cluster_help() -> None:
+    out = subprocess.run([sys.executable, "-m", "fleet.cluster", "--help"], capture_output=True, text=True, check=True)
+    assert "redis+cluster://" in out.stdout
