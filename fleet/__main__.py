@@ -104,7 +104,11 @@ async def serve(args: argparse.Namespace) -> int:
     async with Fleet(settings, on_status=lambda line: print(line, flush=True)) as fleet:
         tasks = []
         if not args.no_demo:
-            tasks.append(asyncio.create_task(demo.traffic(fleet.redis_url, load_or_exit(GameConfig), args.demo_rate)))
+            served = load_or_exit(GameConfig).served  # demo traffic to every game, the rate shared
+            tasks += [
+                asyncio.create_task(demo.traffic(fleet.redis_url, game, args.demo_rate / len(served)))
+                for game in served
+            ]
         print(
             f"\n  live page:  {fleet.page_url}\n  metrics:    {'  '.join(fleet.metrics_urls)}\n"
             f"  websocket:  {fleet.ws_url}\n  redis:      {redacted(fleet.redis_url)}\n"

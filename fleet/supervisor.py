@@ -33,11 +33,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import redis
-
 from leaderboard.backoff import Backoff
 from leaderboard.library import library_code
 from leaderboard.lifecycle import Service
+from leaderboard.transport import connect
 
 from .children import die_with_parent, listening_pids
 from .redis_server import RedisServer, free_port
@@ -167,11 +166,11 @@ class Fleet(Service):
                      self.redis_server.port, self.redis_server.data_dir)  # fmt: skip
             self._watch_redis()
         write_private(self.env_file, f"export LB_REDIS_URL={self.redis_url}\n")
-        client = redis.Redis.from_url(self.redis_url)
+        client = connect(self.redis_url)  # a cluster URL loads it on every master
         try:
-            client.function_load(library_code(), replace=True)  # before any child calls it
+            await client.function_load(library_code(), replace=True)  # before any child calls it
         finally:
-            client.close()
+            await client.aclose()
         self.scorer = await self.start_scorer()
         for i in range(s.gateways):
             self.gateways.append(await self.start_gateway(i))
