@@ -157,6 +157,25 @@ class Cluster:
         with self.live()[0].client() as c:
             return [self.node_at(f"{m[0]}:{m[1]}") for _, _, m, *_ in c.execute_command("CLUSTER", "SLOTS")]
 
+    def move_slot(self, key: str, to: ClusterNode) -> None:
+        """Reshard ``key``'s slot (its keys included) to the master ``to``, as ``redis-cli --cluster
+        reshard`` does, one slot: IMPORTING / MIGRATING, MIGRATE the keys, then SETSLOT NODE on
+        every master. Clients of the old owner get ``MOVED`` (and its sharded subscribers an
+        unasked ``sunsubscribe``) from then on."""
+        source = self.owner(key)
+        if source is to:
+            raise ValueError(f"{key!r} is already served by {to.address}")
+        with source.client() as src, to.client() as dst:
+            slot = int(src.execute_command("CLUSTER", "KEYSLOT", key))
+            src_id, dst_id = src.execute_command("CLUSTER", "MYID"), dst.execute_command("CLUSTER", "MYID")
+            dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+            src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+            while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+                src.execute_command("MIGRATE", to.host, to.port, "", 0, 5000, "KEYS", *keys)
+            for master in self.masters():
+                with master.client() as c:
+                    c.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+
     def kill(self, node: ClusterNode) -> None:
         """SIGKILL: no goodbye to clients or replicas, as when a host dies."""
         assert node.process is not None

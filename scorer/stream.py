@@ -150,9 +150,11 @@ class GroupWorker:
         try:
             return await fn(*args, **kwargs)
         except ResponseError as exc:
-            if "NOGROUP" not in str(exc):
+            if "NOGROUP" not in str(exc) and "UNBLOCKED" not in str(exc):
                 raise
-            # The stream or group vanished (FLUSHALL, a Redis restart without persistence)
+            # The stream or group vanished (FLUSHALL, a Redis restart without persistence), or
+            # was deleted under a blocked read (UNBLOCKED; on a cluster, also when its slot
+            # moves to another node: the group is found there, through MOVED)
             await self.ensure_group()
             return await fn(*args, **kwargs)
 

@@ -166,6 +166,31 @@ async def test_three_games_on_three_masters_then_a_failover(cluster: Cluster) ->
         await redis.aclose()
 
 
+async def test_a_resharded_game_follows_its_slot(cluster: Cluster) -> None:
+    """The game's slot moves to another master while scorer and gateway run: the packed calls
+    follow MOVED, the hub's subscription follows the unasked sunsubscribe to the new owner."""
+    [game] = keyslot_names(cluster.masters(), "moving", 1)
+    key = f"{{{game}}}"
+    config = GameConfig(games=(game,))
+    redis = connect(cluster.url)
+    queue = Queue(redis, config.served[0])
+    try:
+        async with fleet(cluster, config) as (_, gateways), client(gateways[0], f"?game={game}") as ws:
+            await greet(ws)
+            await submit(queue, "m-1", "before", 100)
+            await until_player(ws, "before", 5 * T)
+            old = cluster.owner(key)
+            new = next(m for m in cluster.masters() if m is not old)
+            cluster.move_slot(key, new)
+            assert cluster.owner(key) is new
+            await submit_retrying(queue, "m-2", "after", 200, 10 * T)
+            snap = await until_player(ws, "after", 10 * T)
+            assert [e["player"] for e in snap["entries"]] == ["after", "before"]  # data moved with the slot
+            assert crossslot_errors(cluster) == 0
+    finally:
+        await redis.aclose()
+
+
 def _libraries(reply: Any) -> list[dict[str, Any]]:
     """FUNCTION LIST's reply as dicts (RESP2 gives flat lists)."""
     out = []

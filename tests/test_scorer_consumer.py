@@ -189,3 +189,34 @@ async def test_names_of_gone_replicas_are_forgotten_unless_they_hold_entries(
     # idle or not, a name holding entries stays, and so does the caller's own
     assert await client.fcall("lb_forget", 1, stream, GROUP, "0", "c1") == []
     await client.aclose()
+
+
+async def blocked_reads(r: aioredis.Redis) -> int:
+    return sum("cmd=xreadgroup" in line for line in (await r.execute_command("CLIENT", "LIST")).splitlines())
+
+
+async def test_a_stream_deleted_under_a_blocked_read_is_recreated(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    """Redis answers a read blocked on a stream that is deleted (DEL, FLUSHALL, or the slot moving
+    to another cluster node) with UNBLOCKED: the consumer makes the group again and goes on."""
+    stats = Stats()
+    consumer = Consumer(r, settings_for(redis_url, config, block_ms=60_000), stats, now=lambda: LATER)
+    stop = asyncio.Event()
+    task = asyncio.create_task(consumer.run(stop))
+    try:
+        async with asyncio.timeout(5000 * MS):  # until both reads are blocked on the stream
+            while await blocked_reads(r) < 2:  # noqa: ASYNC110 (a state inside Redis: no event to await)
+                await asyncio.sleep(0.01)
+        await r.delete(config.keys.submissions)
+        await enqueue(r, config, slip("late", "lia", 5))
+        async with asyncio.timeout(5000 * MS):
+            while stats.applied < 1:
+                assert not task.done(), task.exception()
+                await asyncio.sleep(0.01)
+    finally:
+        stop.set()
+        r2 = connect(redis_url)
+        await r2.xadd(config.keys.submissions, {"wake": "1"})  # the blocked reads return, and see stop
+        await r2.aclose()
+        await asyncio.wait_for(task, 5000 * MS)
