@@ -252,8 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     cluster = Cluster(
         args.dir, masters=args.masters, replicas=args.replicas, node_timeout_ms=args.node_timeout_ms, aof=args.aof
     )
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # taken by sigwait below
     with cluster:
+        # Blocked only now, for sigwait below: the nodes started above must not inherit the mask,
+        # or they would ignore the SIGTERM that stops them.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         print(f"LB_REDIS_URL={cluster.url}", flush=True)
         for node in cluster.nodes:
             print(f"  node {node.address} (bus {node.bus_port})", flush=True)
