@@ -31,10 +31,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from fleet.redis_server import RedisServer
-from leaderboard import GameConfig, Leaderboard, connect, now_ms
+from leaderboard import GameConfig, Leaderboard, RedisClient, connect, now_ms
 from leaderboard.settings import argument_parser
 from leaderboard.windows import Period
 
@@ -47,7 +45,7 @@ def player(i: int) -> str:
     return f"p{i:07d}"
 
 
-async def fill(r: aioredis.Redis, key: str, period: Period, members: int, rnd: random.Random) -> None:
+async def fill(r: RedisClient, key: str, period: Period, members: int, rnd: random.Random) -> None:
     span = period.end_ms - period.start_ms
     for lo in range(0, members, FILL_CHUNK * 10):
         async with r.pipeline(transaction=False) as pipe:

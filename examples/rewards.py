@@ -19,10 +19,9 @@ import os
 from typing import Any
 
 import orjson
-import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from leaderboard import GameConfig, connect
+from leaderboard import GameConfig, RedisClient, connect
 
 GROUP = "rewards"
 # rank -> coins; everyone else in the event's top N gets the last amount
@@ -37,7 +36,7 @@ def reward_for(rank: int) -> int:
     return PARTICIPATION
 
 
-async def grant(redis: aioredis.Redis, config: GameConfig, stream_id: str, event: dict[str, Any]) -> int:
+async def grant(redis: RedisClient, config: GameConfig, stream_id: str, event: dict[str, Any]) -> int:
     """Grant one event's rewards and acknowledge it, atomically; how many grants were new."""
     keys = config.keys
     top = orjson.loads(event.get("top", "{}"))
@@ -50,7 +49,7 @@ async def grant(redis: aioredis.Redis, config: GameConfig, stream_id: str, event
     return sum(int(r) for r in replies[:-1])
 
 
-async def run(redis: aioredis.Redis, config: GameConfig, *, consumer: str, burst: bool, block_ms: int = 5000) -> int:
+async def run(redis: RedisClient, config: GameConfig, *, consumer: str, burst: bool, block_ms: int = 5000) -> int:
     """Consume close events; with ``burst``, return once none is waiting. Grants made."""
     keys = config.keys
     try:
