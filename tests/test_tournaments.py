@@ -97,7 +97,7 @@ async def test_a_tournament_is_published_live_then_closed_once(
     )
     pub = Publisher(r, settings, Stats(), now=lambda: clock[0])
     pubsub = r.pubsub()
-    await pubsub.subscribe(config.keys.snapshot_channel("t-cup", "global"))
+    await pubsub.ssubscribe(config.keys.snapshot_channel("t-cup", "global"))
     try:
         await lb.submit_batch([slip("1", "ana", 50, START + MIN)], now=clock[0])
         assert [(d.window, d.period) for d in await pub.tick()] == [("t-cup", "cup")]
