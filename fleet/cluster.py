@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -31,16 +32,46 @@ import redis
 
 from leaderboard.settings import argument_parser
 
-from .redis_server import RedisServer, free_port
+from .redis_server import RedisServer
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct free ports: all bound at once, so none is handed out twice."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind((host, 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
 
 
 class ClusterNode(RedisServer):
     """One redis-server with cluster mode on, its bus on a port of its own."""
 
-    def __init__(self, data_dir: Path | str, *, node_timeout_ms: int, aof: bool = False) -> None:
+    def __init__(
+        self, data_dir: Path | str, *, node_timeout_ms: int, aof: bool = False, ports: tuple[int, int] | None = None
+    ) -> None:
         super().__init__(data_dir, aof=aof)
-        self.bus_port = free_port(self.host)
+        self.port, self.bus_port = ports or free_ports(2, self.host)
         self.node_timeout_ms = node_timeout_ms
+
+    def start(self) -> ClusterNode:
+        # The ports were free when picked, not reserved: another process (or a sibling node) may
+        # have taken one since. Pick again; the data directory is new, so nothing refers to them.
+        for attempt in range(3):
+            try:
+                super().start()
+                return self
+            except RuntimeError:
+                if attempt == 2 or "Address already in use" not in self._log_tail():
+                    raise
+                self.port, self.bus_port = free_ports(2, self.host)
+        return self
+
+    def _log_tail(self) -> str:
+        try:
+            return (self.data_dir / "redis.log").read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
 
     @property
     def address(self) -> str:
@@ -81,8 +112,15 @@ class Cluster:
         self.startup_timeout = startup_timeout
         count = masters * (1 + replicas)
         self.replicas = replicas
+        ports = free_ports(2 * count)  # at once: no two nodes get the same port
         self.nodes = [
-            ClusterNode(self.data_dir / f"node{i}", node_timeout_ms=node_timeout_ms, aof=aof) for i in range(count)
+            ClusterNode(
+                self.data_dir / f"node{i}",
+                node_timeout_ms=node_timeout_ms,
+                aof=aof,
+                ports=(ports[2 * i], ports[2 * i + 1]),
+            )
+            for i in range(count)
         ]
 
     @property
