@@ -149,7 +149,15 @@ async def test_three_games_on_three_masters_then_a_failover(cluster: Cluster) ->
 
             # --- scorer and gateways recovered by themselves: a new submission reaches the sockets
             await submit_retrying(queues[victim_game], "after-1", "after", 10_000, 10 * T)
-            await until_player(sockets[0], "after", 20 * T)
+            try:
+                await until_player(sockets[0], "after", 20 * T)
+            except TimeoutError:
+                keys = config.for_game(victim_game).keys
+                raise AssertionError(
+                    f"no snapshot with the new player: stream {await redis.xlen(keys.submissions)} entries, "
+                    f"latest {await redis.get(keys.latest('weekly', 'global'))!r}, "
+                    f"hubs connected {[g.hub.connected.is_set() for gw in gateways for g in gw.games.values()]}"
+                ) from None
             await submit_retrying(queues[other_game], "after-2", "after2", 10_000, 10 * T)
             await until_player(sockets[1], "after2", 5 * T)
             recovered_s = time.monotonic() - killed_at
