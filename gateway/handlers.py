@@ -161,9 +161,10 @@ class Handlers:
 
     async def ranks(self, client: Client, req: p.Ranks) -> None:
         _player(client, req)
-        ranks = await _read(
-            req, self._games[client.game].lb.ranks(list(req.players), req.window, req.board, period=req.period)
+        call = self._games[client.game].lb.ranks(
+            list(req.players), req.window, req.board, period=req.period, profiles=True
         )
+        ranks = await _read(req, call)
         msg = wire.ranks(
             board=req.board, window=req.window, period=ranks.period.label, size=ranks.size,
             standings=ranks.standings, request_id=req.id,

@@ -43,7 +43,7 @@ class _Layouts:
     def __init__(self, config: GameConfig) -> None:
         self.config = config
         self.names = config.keys
-        self.keys = [self.names.versions, self.names.activity, self.names.profiles]
+        self.keys = [self.names.versions, self.names.activity, self.names.profiles, self.names.banned]
         self._key_index: dict[str, int] = {}
         self.periods: dict[tuple[str, str], tuple[int, Period]] = {}
         self._specs = [(spec, config.operator_for(spec.name)) for spec in config.window_specs]

@@ -11,6 +11,8 @@ wrappers, the queue and the gateways, has one root and a stable ``code``.
     ├── BacklogFull                  backlog_full: the submissions queue is at its cap; retry later
     ├── NotReplicated                not_replicated: queued on the master, no replica confirmed it in
     │                                time (LB_WAIT_REPLICAS); retry with the same id
+    ├── InvalidInput                 a moderation or profile call broke a rule (code from INPUT_CODES)
+    ├── Banned                       banned: the player is banned (a correction waits for an unban)
     ├── gateway.protocol.ProtocolError   a client message was refused (docs/protocol.md codes)
     └── gateway.auth.AuthError           invalid_token, token_expired
 
@@ -37,6 +39,24 @@ CODES = {
     "invalid_tournament": "tournament must be 1-32 characters of A-Z a-z 0-9 _ -",
     "unknown_tournament": "no such tournament",
     "not_entered": "player is not entered in the tournament",
+    "banned": "player is banned from this game",
+}
+
+# Stable error codes of moderation and profile calls (leaderboard/moderation.py, profiles.py);
+# the function library refuses with the same ones (``ERR <code> <message>``).
+INPUT_CODES = {
+    "invalid_player": "player must be valid UTF-8 of 1-64 bytes",
+    "invalid_actor": "actor must be 1-64 bytes of UTF-8 text",
+    "invalid_reason": "reason must be 1-256 bytes of UTF-8 text",
+    "invalid_points": "points must be a non-negative integer",
+    "points_out_of_range": "points exceed the largest value a board's encoding holds",
+    "invalid_window": "window must be one of the game's windows",
+    "invalid_period": "period must name a period of the window",
+    "invalid_scope": "scope must be global, region:<name> or mode:<name>",
+    "invalid_name": "name must be 1-64 bytes of UTF-8 text without control characters",
+    "invalid_avatar": "avatar must be an https:// URL of at most 256 bytes",
+    "invalid_country": "country must be an ISO 3166-1 alpha-2 code in capitals",
+    "invalid_profile": "profile fields are name, avatar and country",
 }
 
 
@@ -87,6 +107,21 @@ class NotReplicated(LeaderboardError):
     code = "not_replicated"
 
 
+class InvalidInput(LeaderboardError):
+    """A moderation or profile call was refused before anything changed; ``code`` in INPUT_CODES."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class Banned(LeaderboardError):
+    code = "banned"
+
+
 # The codes a whole call of the function library can fail with (``ERR <code> <message>``).
 _REPLY_ERRORS: dict[str, type[LeaderboardError]] = {
     "bad_request": BadRequest,
@@ -94,6 +129,8 @@ _REPLY_ERRORS: dict[str, type[LeaderboardError]] = {
     "unknown_tournament": TournamentError,
     "tournament_exists": TournamentError,
     "tournament_ended": TournamentError,
+    "banned": Banned,
+    **dict.fromkeys(INPUT_CODES, InvalidInput),
 }
 
 
@@ -108,4 +145,6 @@ def from_reply(reply: str) -> LeaderboardError | None:
         message = f"{message}; retry later"
     if kind is TournamentError:
         return TournamentError(code, message)
+    if kind is InvalidInput:
+        return InvalidInput(code, message)
     return kind(message)

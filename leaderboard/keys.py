@@ -78,6 +78,16 @@ class Keys:
     def profiles(self) -> str:
         return f"{self.prefix}:profiles"
 
+    @property
+    def banned(self) -> str:
+        """Hash player -> ban record JSON: the tombstone every submission is checked against."""
+        return f"{self.prefix}:banned"
+
+    @property
+    def board_pattern(self) -> str:
+        """SCAN pattern of every board key of the game, all windows, periods and scopes."""
+        return f"{self.prefix}:board:*"
+
     # --- channels
     @property
     def announce_channel(self) -> str:

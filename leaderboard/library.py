@@ -22,6 +22,10 @@ lb_ranks       ``ranks``, ``rank``                 gateways (requests, own rank)
 lb_close       ``close``                           scorer publisher (closed periods)
 lb_tournament  ``create_tournament``               operators (API, ``python -m scorer``)
 lb_join        ``join``                            operators, game servers
+lb_ban         ``ban``                             moderation.Moderation
+lb_unban       ``unban``                           moderation.Moderation
+lb_correct     ``correct``                         moderation.Moderation
+lb_profile     ``profile``                         moderation.Moderation
 =============  ==================================  ==============================
 
 Reads take ``period``: None or ``"current"``, ``"previous"``, or a label such as ``"2026-W48"``
@@ -31,6 +35,9 @@ Reads take ``period``: None or ``"current"``, ``"previous"``, or a label such as
     await lb.create_tournament("spring", start_ms, end_ms)
     await lb.join("spring", ["mia", "leo"])
     top = await lb.top("t-spring")
+
+The boards a moderation or profile call touches are found by moderation.py (``Moderation`` is
+the high-level call operators use); these wrappers take them as given.
 
 The transport (``connect``, ``execute_packed``) is in transport.py and the batch layout of
 ``lb_submit`` in batch.py.
@@ -49,7 +56,7 @@ from .batch import decode_batch, encode_batch
 from .config import GameConfig
 from .errors import BadPeriod, BadRequest, NotReplicated, TournamentError, from_reply
 from .keys import parse_scope
-from .results import BoardEntries, BoardStats, Entry, Publication, Ranks, Standing, SubmitResult
+from .results import BoardEntries, BoardRef, BoardStats, Correction, Entry, Publication, Ranks, Standing, SubmitResult
 from .transport import Command, RedisClient, execute_packed, now_ms
 from .windows import (
     TOURNAMENT_PREFIX,
@@ -275,6 +282,63 @@ class Leaderboard:
         found = [orjson.loads(item) for item in raw]
         return [f for f in found if f.get("window") == window_name][:n]
 
+    # --- moderation and profiles (the boards named by the caller: see moderation.py)
+
+    async def ban(
+        self, player: str, boards: Sequence[BoardRef], *, actor: str, reason: str, now: int | None = None
+    ) -> tuple[int, int]:
+        """lb_ban: tombstone ``player`` and remove them from ``boards``; (boards they were on,
+        of those the boards whose top N changed)."""
+        keys = [self.keys.banned, self.keys.versions, self.keys.activity]
+        keys += [self.keys.board(b.window, b.period, b.scope) for b in boards]
+        args: list[str | int] = [player, actor, reason, now_ms() if now is None else now, self.config.activity_maxlen,
+                                 self.config.top_n, *(f"{b.window}:{b.period}:{b.scope}" for b in boards)]  # fmt: skip
+        removed, touched = await _execute(self.redis, ("FCALL", "lb_ban", len(keys), *keys, *args))
+        return int(removed), int(touched)
+
+    async def unban(self, player: str, *, actor: str, reason: str = "") -> bool:
+        """lb_unban: lift a ban; whether there was one."""
+        keys = (self.keys.banned, self.keys.activity)
+        args = (player, actor, reason, self.config.activity_maxlen)
+        return bool(await _execute(self.redis, ("FCALL", "lb_unban", 2, *keys, *args)))
+
+    async def correct(
+        self,
+        player: str,
+        points: int,
+        boards: Sequence[tuple[Period, str]],
+        *,
+        actor: str,
+        reason: str,
+        now: int | None = None,
+    ) -> list[Correction]:
+        """lb_correct: set ``player``'s points on each (period, scope) board given."""
+        keys = [self.keys.banned, self.keys.versions, self.keys.activity]
+        args: list[str | int] = [player, points, actor, reason, now_ms() if now is None else now,
+                                 self.config.activity_maxlen, self.config.top_n]  # fmt: skip
+        for period, scope in boards:
+            w = period.window
+            keys.append(self.keys.board(w.name, period.label, scope))
+            args += [f"{w.name}:{period.label}:{scope}", period.start_ms, period.end_ms, w.shift, w.unit_ms,
+                     period.expire_at_s]  # fmt: skip
+        rows = await _execute(self.redis, ("FCALL", "lb_correct", len(keys), *keys, *args))
+        return [
+            Correction(BoardRef(p.window.name, p.label, scope), None if int(prev) < 0 else int(prev), int(rank))
+            for (p, scope), (prev, rank) in zip(boards, rows, strict=True)
+        ]
+
+    async def profile(self, player: str, changes: Mapping[str, str], boards: Sequence[BoardRef]) -> Mapping[str, Any]:
+        """lb_profile: set (``""``: clear) profile fields of ``player``; ``boards`` are those whose
+        snapshot shows the profile (the current ones). Returns the profile after the write."""
+        keys = [self.keys.profiles, self.keys.versions]
+        keys += [self.keys.board(b.window, b.period, b.scope) for b in boards]
+        args: list[str | int] = [player, self.config.top_n, len(boards)]
+        args += [f"{b.window}:{b.period}:{b.scope}" for b in boards]
+        for item in changes.items():
+            args += item
+        raw = await _execute(self.redis, ("FCALL", "lb_profile", len(keys), *keys, *args))
+        return _profile(raw) or {}
+
     # --- reads (read-only: safe on replicas through FCALL_RO)
 
     async def window_of(self, window_name: str) -> Window:
@@ -348,14 +412,29 @@ class Leaderboard:
         *,
         at: int | None = None,
         period: str | None = None,
+        profiles: bool = False,
     ) -> Ranks:
-        """lb_ranks: board size and each player's standing, in the order given."""
+        """lb_ranks: board size and each player's standing, in the order given; with
+        ``profiles``, each standing carries the player's profile too (a friends list), read by
+        one HMGET in the same round trip (own-rank pushes leave it out: they show no names)."""
         key, found = await self._board(window_name, scope, at, period)
-        flat = await self._fcall_ro("lb_ranks", [key], *players)
+        if profiles and players:
+            try:
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    pipe.fcall_ro("lb_ranks", 1, key, *players)
+                    pipe.hmget(self.keys.profiles, list(players))
+                    flat, joined = await pipe.execute()
+            except ResponseError as exc:
+                mapped = from_reply(str(exc))
+                if mapped is None:
+                    raise
+                raise mapped from None
+        else:
+            flat, joined = await self._fcall_ro("lb_ranks", [key], *players), [None] * len(players)
         unpack = found.window.unpack
         standings = [
-            Standing(p, None if r is None else int(r), None if s is None else unpack(s))
-            for p, r, s in zip(players, flat[1::2], flat[2::2], strict=True)
+            Standing(p, None if r is None else int(r), None if s is None else unpack(s), _profile(f))
+            for p, r, s, f in zip(players, flat[1::2], flat[2::2], joined, strict=True)
         ]
         return Ranks(found, int(flat[0]), standings)
 

@@ -62,6 +62,7 @@ class Standing:
     player: str
     rank: int | None
     score: int | None
+    profile: Mapping[str, Any] | None = None  # read only where asked for (friends lists)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,3 +102,13 @@ class Publication:
     period: str
     version: int
     payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Correction:
+    """One board of a score correction: the player's points before (None: not on the board) and
+    their rank after (1-based)."""
+
+    board: BoardRef
+    previous: int | None
+    rank: int

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from .profiles import display
 from .results import Entry, Standing
 
 
@@ -42,13 +43,7 @@ def error(code: str, message: str, request_id: Any = None) -> bytes:
 
 
 def _rows(entries: Iterable[Entry]) -> list[dict[str, Any]]:
-    rows = []
-    for e in entries:
-        row: dict[str, Any] = {"rank": e.rank, "player": e.player, "score": e.score}
-        if e.name is not None:
-            row["name"] = e.name
-        rows.append(row)
-    return rows
+    return [{"rank": e.rank, "player": e.player, "score": e.score, **display(e.profile)} for e in entries]
 
 
 def _with_id(msg: dict[str, Any], request_id: Any) -> bytes:
@@ -137,7 +132,7 @@ def ranks(
     standings: Iterable[Standing],
     request_id: Any = None,
 ) -> bytes:
-    players = [{"player": s.player, "rank": s.rank, "score": s.score} for s in standings]
+    players = [{"player": s.player, "rank": s.rank, "score": s.score, **display(s.profile)} for s in standings]
     msg = {
         "type": "ranks", "board": board, "window": window, "period": period,
         "size": size, "players": players,

@@ -11,7 +11,9 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
                                                    submission's own timestamp hour
   lb:{g}:versions                          HASH    "<window>:<period>:<scope>" -> top-N version
   lb:{g}:activity                          STREAM  one entry per applied submission (MAXLEN ~)
-  lb:{g}:profiles                          HASH    player -> profile JSON {"name", "avatar", ...}
+  lb:{g}:profiles                          HASH    player -> profile JSON {"name", "avatar", "country"}
+  lb:{g}:banned                            HASH    player -> ban record JSON {"by", "reason", "at"}: the
+                                                   tombstone lb_submit checks before any write
   lb:{g}:submissions                       STREAM  the queue: only entries not yet applied and acked
   lb:{g}:publisher                         STRING  the publish lease: the holder's owner token (PX)
   lb:{g}:published                         HASH    "<window>:<scope>" -> "<period>:<version>" last
@@ -35,8 +37,8 @@ the shard owning its slot, the game's, and on a single server it works the same)
 
 Functions (each documented where it is defined; Python wrappers in leaderboard/library.py):
 
-  lb_submit    apply a batch of submissions        boards, players, seen, versions, activity,
-                                                   profiles; SPUBLISH announce
+  lb_submit    apply a batch of submissions        banned (read), boards, players, seen, versions,
+                                                   activity, profiles; SPUBLISH announce
   lb_enqueue   append to the queue under its cap   submissions
   lb_lease     take, renew or release the lease    publisher
   lb_publish   publish snapshots under the lease   publisher (read), published, latest;
@@ -49,6 +51,10 @@ Functions (each documented where it is defined; Python wrappers in leaderboard/l
                                                    (read)
   lb_tournament  create a tournament               tournaments
   lb_join      enter players in a tournament       tournaments (read), entrants
+  lb_ban       remove a player everywhere, tombstone banned, versions, activity, the boards given
+  lb_unban     lift a ban                          banned, activity
+  lb_correct   set a player's points, with reason  banned (read), versions, activity, the boards given
+  lb_profile   set a player's profile fields       profiles, versions, the boards given (read)
 
 Score packing (see docs/data-model.md): score = points * 2^k + (2^k - 1 - t), where t is the
 time since the window's start in the window's tie unit. An earlier arrival at the same points
@@ -369,6 +375,11 @@ local function apply_submission(keys, sub, periods, ctx)
   end
   -- SADD is both the duplicate check and the mark (one call instead of SISMEMBER + SADD); a
   -- refused submission takes its id out again, and nothing else was written for it.
+  -- The tombstone: one HEXISTS per submission, before the dedupe mark, so a banned player's
+  -- replayed or late slip writes nothing at all (not even its id).
+  if redis.call('HEXISTS', ctx.banned, sub.player) == 1 then
+    return fail('banned', 'player is banned from this game')
+  end
   local seen = sub.seen
   if redis.call('SADD', seen, sub.id) == 0 then
     return { 'duplicate' }
@@ -412,7 +423,8 @@ end
 
 --[[ lb_submit: apply a batch of submissions atomically, one result per submission.
 Input:
-  KEYS[1] versions hash, KEYS[2] activity stream, KEYS[3] profiles hash, KEYS[4..] the boards,
+  KEYS[1] versions hash, KEYS[2] activity stream, KEYS[3] profiles hash, KEYS[4] banned hash,
+          KEYS[5..] the boards,
           distinct-player logs and seen-id buckets the batch touches
   ARGV    now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce_channel,
           rows ('1': per-board rows with every board's rank; '0': the status only, and ranks
@@ -425,7 +437,7 @@ Output:
 ]]
 local function lb_submit(keys, args)
   local ctx = {
-    versions = keys[1], activity = keys[2], profiles = keys[3],
+    versions = keys[1], activity = keys[2], profiles = keys[3], banned = keys[4],
     now = tonumber(args[1]), top_n = tonumber(args[2]), maxlen = args[3],
     skew = tonumber(args[4]), max_age = tonumber(args[5]), announce = args[6],
     rows = args[7] == '1', expiring = {}, nth = {},
@@ -747,6 +759,257 @@ local function lb_join(keys, args)
   return added
 end
 
+-- Moderation and profiles -------------------------------------------------------------------
+-- Operator actions (ban, unban, correct) and profile writes. The Python side names every board
+-- a call touches (KEYS) with its version field (ARGV), as lb_submit's caller does; each function
+-- checks all of its input before its first write, so a refused call changes nothing.
+
+local MAX_REASON_BYTES = 256
+local MAX_AVATAR_BYTES = 256
+
+-- Valid UTF-8 without control characters: C0, DEL, C1, the line and paragraph separators and
+-- the bidirectional overrides and isolates (they would reorder the text around a name on a
+-- page). leaderboard/profiles.py applies the same rules before the call.
+local function plain_text(s)
+  if s:find('[%z\1-\31\127]') or s:find('\194[\128-\159]') or s:find('\226\128[\168-\174]')
+      or s:find('\226\129[\166-\169]') then
+    return false
+  end
+  return valid_utf8(s)
+end
+
+local function refuse(code, message)
+  return redis.error_reply('ERR ' .. code .. ' ' .. message)
+end
+
+-- The actor and the reason every moderation action records; nil when both are acceptable.
+local function check_audit(actor, reason, reason_required)
+  if type(actor) ~= 'string' or #actor == 0 or #actor > MAX_ID_BYTES or not plain_text(actor) then
+    return refuse('invalid_actor', 'actor must be 1-' .. MAX_ID_BYTES .. ' bytes of UTF-8 text')
+  end
+  if type(reason) ~= 'string' or (reason_required and #reason == 0) or #reason > MAX_REASON_BYTES
+      or not plain_text(reason) then
+    return refuse('invalid_reason', 'reason must be 1-' .. MAX_REASON_BYTES .. ' bytes of UTF-8 text')
+  end
+  return nil
+end
+
+local function check_player(player)
+  if type(player) ~= 'string' or #player == 0 or #player > MAX_ID_BYTES or not valid_utf8(player) then
+    return refuse('invalid_player', 'player must be valid UTF-8 of 1-' .. MAX_ID_BYTES .. ' bytes')
+  end
+  return nil
+end
+
+-- Bump a board's top-N version when the player was or is now in its top N: the publisher
+-- republishes exactly the boards whose snapshot can differ.
+local function bump_if_top(versions, field, before, after, top_n)
+  if (before and before < top_n) or (after and after < top_n) then
+    redis.call('HINCRBY', versions, field, 1)
+    return 1
+  end
+  return 0
+end
+
+--[[ lb_ban: remove a player from the boards given and leave a tombstone, so that no replayed
+or later submission can put them back (lb_submit refuses it with the per-entry code 'banned').
+Banning again updates the record and removes whatever is on the boards given.
+Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, KEYS[4..] boards
+        ARGV    player, actor, reason, now_ms, activity_maxlen, top_n, then per board its
+                version field "<window>:<period>:<scope>"
+Output: {boards the player was removed from, of those the boards whose top N changed}
+]]
+local function lb_ban(keys, args)
+  local err = check_player(args[1]) or check_audit(args[2], args[3], true)
+  if err then
+    return err
+  end
+  local now, maxlen, top_n = parse_uint(args[4], 15), parse_uint(args[5], 12), parse_uint(args[6], 6)
+  if not (now and maxlen and top_n) or #args ~= 6 + #keys - 3 then
+    return refuse('bad_request', 'malformed ban')
+  end
+  local player = args[1]
+  redis.call('HSET', keys[1], player, cjson.encode({ by = args[2], reason = args[3], at = now }))
+  local removed, touched = 0, 0
+  for b = 4, #keys do
+    local rank = redis.call('ZREVRANK', keys[b], player)
+    if rank then
+      redis.call('ZREM', keys[b], player)
+      removed = removed + 1
+      touched = touched + bump_if_top(keys[2], args[b + 3], rank, nil, top_n)
+    end
+  end
+  redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'action', 'ban', 'player', player,
+    'by', args[2], 'reason', args[3], 'boards', removed)
+  return { removed, touched }
+end
+
+--[[ lb_unban: lift a ban. The scores the ban removed stay removed; the player starts again.
+Input:  KEYS[1] banned hash, KEYS[2] activity stream
+        ARGV    player, actor, reason ('' allowed), activity_maxlen
+Output: 1 if the player was banned, 0 if not (then nothing is recorded)
+]]
+local function lb_unban(keys, args)
+  local err = check_player(args[1]) or check_audit(args[2], args[3], false)
+  if err then
+    return err
+  end
+  local maxlen = parse_uint(args[4], 12)
+  if not maxlen or #args ~= 4 then
+    return refuse('bad_request', 'malformed unban')
+  end
+  if redis.call('HDEL', keys[1], args[1]) == 0 then
+    return 0
+  end
+  redis.call('XADD', keys[2], 'MAXLEN', '~', maxlen, '*', 'action', 'unban', 'player', args[1],
+    'by', args[2], 'reason', args[3])
+  return 1
+end
+
+-- A board record of lb_correct, as leaderboard/moderation.py lays it out:
+--   version field, start_ms, end_ms, shift, unit_ms, expire_at_s (0 = never)
+local CORRECT_FIELDS = 6
+
+--[[ lb_correct: set a player's points on the boards given (a correction, with its reason).
+A player already on a board keeps the time part of their score (ties stay ordered as they were
+reached); a player not on it is placed as of now (clamped into the board's period).
+Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, KEYS[4..] boards
+        ARGV    player, points, actor, reason, now_ms, activity_maxlen, top_n, then per board
+                a record of CORRECT_FIELDS fields
+Output: per board {previous points or -1 (not on it), rank after (1-based)}
+        ERR banned when the player is banned (lift the ban first); ERR points_out_of_range
+]]
+local function lb_correct(keys, args)
+  local err = check_player(args[1]) or check_audit(args[3], args[4], true)
+  if err then
+    return err
+  end
+  local points = parse_uint(args[2], 16)
+  if points == nil then
+    return refuse('invalid_points', 'points must be a non-negative integer')
+  end
+  local now, maxlen, top_n = parse_uint(args[5], 15), parse_uint(args[6], 12), parse_uint(args[7], 6)
+  if not (now and maxlen and top_n) or #keys < 4 or #args ~= 7 + CORRECT_FIELDS * (#keys - 3) then
+    return refuse('bad_request', 'malformed correction')
+  end
+  local player = args[1]
+  if redis.call('HEXISTS', keys[1], player) == 1 then
+    return refuse('banned', 'player is banned from this game; unban first')
+  end
+  local plans = {}
+  for b = 4, #keys do -- every board checked before the first write
+    local pos = 8 + CORRECT_FIELDS * (b - 4)
+    local start_ms, end_ms, shift = tonumber(args[pos + 1]), tonumber(args[pos + 2]), tonumber(args[pos + 3])
+    local unit_ms, expire_at = tonumber(args[pos + 4]), tonumber(args[pos + 5])
+    if not (start_ms and end_ms and shift and unit_ms and expire_at) or end_ms <= start_ms then
+      return refuse('bad_request', 'malformed correction')
+    end
+    local scale = 2 ^ shift
+    if points > 2 ^ (53 - shift) - 1 then
+      return refuse('points_out_of_range', 'points must stay below ' .. string.format('%d', 2 ^ (53 - shift)) .. ' on board ' .. args[pos])
+    end
+    local old = redis.call('ZSCORE', keys[b], player)
+    old = old and tonumber(old) or nil
+    local tie
+    if old then
+      tie = old % scale
+    else
+      local at = math.min(math.max(now, start_ms), end_ms - 1)
+      tie = scale - 1 - math.floor((at - start_ms) / unit_ms)
+    end
+    plans[b] = { old = old, score = points * scale + tie, scale = scale, field = args[pos], expire_at = expire_at }
+  end
+  local rows = {}
+  for b = 4, #keys do
+    local plan = plans[b]
+    local before = plan.old and redis.call('ZREVRANK', keys[b], player) or nil
+    redis.call('ZADD', keys[b], plan.score, player)
+    if plan.expire_at > 0 then
+      redis.call('EXPIREAT', keys[b], plan.expire_at, 'NX')
+    end
+    local after = redis.call('ZREVRANK', keys[b], player)
+    bump_if_top(keys[2], plan.field, before, after, top_n)
+    rows[#rows + 1] = { plan.old and string.format('%d', math.floor(plan.old / plan.scale)) or -1, after + 1 }
+  end
+  redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'action', 'correct', 'player', player,
+    'by', args[3], 'reason', args[4], 'value', string.format('%d', points), 'boards', #rows)
+  return rows
+end
+
+local PROFILE_CHECKS = {
+  name = function(v)
+    return #v <= MAX_NAME_BYTES and plain_text(v)
+  end,
+  avatar = function(v)
+    return #v <= MAX_AVATAR_BYTES and v:match('^https://[%w%-%.]+') ~= nil
+      and v:match("^[%w%-%._~:/%?#%[%]@!%$&'%(%)%*%+,;=%%]+$") ~= nil
+  end,
+  country = function(v)
+    return v:match('^[A-Z][A-Z]$') ~= nil
+  end,
+}
+
+local PROFILE_RULES = {
+  name = 'name must be 1-' .. MAX_NAME_BYTES .. ' bytes of UTF-8 text without control characters',
+  avatar = 'avatar must be an https:// URL of at most ' .. MAX_AVATAR_BYTES .. ' bytes',
+  country = 'country must be an ISO 3166-1 alpha-2 code in capitals',
+}
+
+--[[ lb_profile: set (or, with '', clear) fields of a player's profile: name, avatar, country.
+Fields not named are kept. A change bumps the version of each board given on whose top N the
+player stands, so the next snapshot carries it.
+Input:  KEYS[1] profiles hash, KEYS[2] versions hash, KEYS[3..] boards (the current ones)
+        ARGV    player, top_n, board_count, per board its version field, then field, value, ...
+Output: the profile JSON after the call
+]]
+local function lb_profile(keys, args)
+  local err = check_player(args[1])
+  if err then
+    return err
+  end
+  local top_n, nboards = parse_uint(args[2], 6), parse_uint(args[3], 6)
+  if not (top_n and nboards) or nboards ~= #keys - 2 or (#args - 3 - nboards) % 2 ~= 0 then
+    return refuse('bad_request', 'malformed profile')
+  end
+  local changes = {}
+  for i = 4 + nboards, #args, 2 do
+    local field, value = args[i], args[i + 1]
+    local check = PROFILE_CHECKS[field]
+    if not check then
+      return refuse('bad_request', 'profile fields are name, avatar and country')
+    end
+    if value ~= '' and not check(value) then
+      return refuse('invalid_' .. field, PROFILE_RULES[field])
+    end
+    changes[field] = value
+  end
+  local player = args[1]
+  local raw = redis.call('HGET', keys[1], player)
+  local profile = raw and cjson.decode(raw) or {}
+  local changed = false
+  for field, value in pairs(changes) do
+    local new = value ~= '' and value or nil
+    if profile[field] ~= new then
+      profile[field] = new
+      changed = true
+    end
+  end
+  if not changed then
+    return raw or '{}'
+  end
+  local encoded = next(profile) and cjson.encode(profile) or '{}'
+  if encoded == '{}' then
+    redis.call('HDEL', keys[1], player)
+  else
+    redis.call('HSET', keys[1], player, encoded)
+  end
+  for b = 3, #keys do
+    local rank = redis.call('ZREVRANK', keys[b], player)
+    bump_if_top(keys[2], args[b + 1], rank, nil, top_n)
+  end
+  return encoded
+end
+
 redis.register_function('lb_submit', lb_submit)
 redis.register_function('lb_enqueue', lb_enqueue)
 redis.register_function('lb_lease', lb_lease)
@@ -758,3 +1021,7 @@ redis.register_function('lb_join', lb_join)
 redis.register_function { function_name = 'lb_top', callback = lb_top, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_around', callback = lb_around, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_ranks', callback = lb_ranks, flags = { 'no-writes' } }
+redis.register_function('lb_ban', lb_ban)
+redis.register_function('lb_unban', lb_unban)
+redis.register_function('lb_correct', lb_correct)
+redis.register_function('lb_profile', lb_profile)

@@ -1,0 +1,220 @@
+"""Operator actions on a game's boards: ban, unban, correct a score, and set a player's profile.
+This is the high-level call operators use (the scorer's ``ban``/``unban``/``correct``/``profile``
+commands and the gateways' ``server``-role requests go through it)::
+
+    mod = Moderation(lb)
+    await mod.ban("p-42", actor="ops:alice", reason="speed hack, ticket 991")
+    await mod.correct("p-7", 1200, actor="ops:alice", reason="double-counted match")
+    await mod.set_profile("p-7", Profile(name="Zoë", country="FR"))
+
+Each action is one atomic call of the function library (lb_ban, lb_unban, lb_correct,
+lb_profile), recorded in the activity stream with its actor and reason (profiles excepted), and
+it bumps the top-N version of every board whose top N it changed, so the next snapshot carries
+it; own-rank pushes read the boards again every interval, so they follow by themselves.
+
+Finding the boards is this module's part: the function library never builds a key name (every
+key reaches it through KEYS, so it runs on a Cluster). A ban must reach every window, period and
+scope, including scopes no configuration lists, so it enumerates the game's board keys with SCAN
+(the keyspace holds a few keys per board, however many members each board has). A board created
+between the scan and the call cannot hold the banned player afterwards except through a write
+made before the tombstone: the scan is repeated after the call and the call made again for any
+new board, until a scan finds nothing new.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .errors import INPUT_CODES, InvalidInput
+from .keys import GLOBAL_SCOPE, parse_scope
+from .library import Leaderboard
+from .profiles import MAX_NAME_BYTES, Profile, normalise_text
+from .results import BoardRef, Correction
+from .transport import now_ms
+from .windows import Period, window
+
+MAX_ACTOR_BYTES = 64
+MAX_REASON_BYTES = 256
+_SCAN_COUNT = 1000
+_BAN_ROUNDS = 5  # new boards appear at a rollover or with a new scope: one more round is the norm
+_WEEK = re.compile(r"(\d{4})-W(\d{2})")
+
+
+@dataclass(frozen=True, slots=True)
+class BanResult:
+    boards: int  # boards the player was removed from
+    top_changed: int  # of those, the boards whose top N changed (their snapshot is republished)
+
+
+def _invalid(code: str, message: str | None = None) -> InvalidInput:
+    return InvalidInput(code, message or INPUT_CODES[code])
+
+
+def check_player(player: object) -> str:
+    if not isinstance(player, str) or not 0 < len(player.encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES:
+        raise _invalid("invalid_player")
+    return player
+
+
+def check_audit(actor: object, reason: object, *, reason_required: bool = True) -> tuple[str, str]:
+    """The actor and reason every action records, normalised as display text is (NFC)."""
+    actor = normalise_text(actor, "invalid_actor", MAX_ACTOR_BYTES)
+    reason = normalise_text(reason, "invalid_reason", MAX_REASON_BYTES, required=reason_required)
+    return actor, reason
+
+
+def _points(points: object) -> int:
+    if isinstance(points, str) and points.isascii() and points.isdigit() and len(points) <= 16:
+        return int(points)
+    if isinstance(points, int) and not isinstance(points, bool) and 0 <= points < 10**16:
+        return points
+    raise _invalid("invalid_points")
+
+
+def period_of(window_name: str, label: str) -> Period:
+    """The period of ``window_name`` named ``label`` (2026-11-30, 2026-W48, 2026-11, all)."""
+    spec = window(window_name)
+    try:
+        if spec.name == "alltime":
+            day = dt.date(2024, 1, 1)
+        elif spec.name == "daily":
+            day = dt.date.fromisoformat(label)
+        elif spec.name == "weekly":
+            found = _WEEK.fullmatch(label)
+            if not found:
+                raise ValueError(label)
+            day = dt.date.fromisocalendar(int(found[1]), int(found[2]), 1)
+        else:
+            day = dt.date.fromisoformat(f"{label}-01")
+    except ValueError:
+        raise _invalid("invalid_period", f"{label!r} is not a {spec.name} period") from None
+    period = spec.period(int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()) * 1000)
+    if period.label != label:
+        raise _invalid("invalid_period", f"{label!r} is not a {spec.name} period")
+    return period
+
+
+class Moderation:
+    """Operator actions on one game; ``lb`` is its Leaderboard."""
+
+    def __init__(self, lb: Leaderboard) -> None:
+        self.lb = lb
+        self.keys = lb.keys
+        self._board_prefix = self.keys.board_pattern[:-1]
+
+    async def boards(self) -> set[BoardRef]:
+        """Every board of the game that exists now: all windows, periods and scopes."""
+        found: set[BoardRef] = set()
+        async for key in self.lb.redis.scan_iter(match=self.keys.board_pattern, count=_SCAN_COUNT, _type="zset"):
+            window_name, _, rest = str(key)[len(self._board_prefix) :].partition(":")
+            period, _, scope = rest.partition(":")
+            if scope:
+                found.add(BoardRef(window_name, period, scope))
+        return found
+
+    async def ban(self, player: str, *, actor: str, reason: str) -> BanResult:
+        """Remove ``player`` from every board of the game and refuse their submissions from now
+        on (lb_submit's per-entry code ``banned``), until ``unban``."""
+        check_player(player)
+        actor, reason = check_audit(actor, reason)
+        done: set[BoardRef] = set()
+        total = BanResult(0, 0)
+        for _ in range(_BAN_ROUNDS):
+            boards = sorted((await self.boards()) - done, key=lambda b: (b.window, b.period, b.scope))
+            if done and not boards:
+                break
+            removed, touched = await self.lb.ban(player, boards, actor=actor, reason=reason)
+            total = BanResult(total.boards + removed, total.top_changed + touched)
+            done.update(boards)
+        return total
+
+    async def unban(self, player: str, *, actor: str, reason: str = "") -> bool:
+        """Lift a ban (whether there was one). Removed scores are not restored."""
+        check_player(player)
+        actor, reason = check_audit(actor, reason, reason_required=False)
+        return await self.lb.unban(player, actor=actor, reason=reason)
+
+    async def banned(self, player: str) -> dict[str, Any] | None:
+        """The ban record of ``player`` ({"by", "reason", "at"}), or None."""
+        raw = await self.lb.redis.hget(self.keys.banned, player)
+        return None if raw is None else dict(orjson.loads(raw))
+
+    async def correct(
+        self,
+        player: str,
+        points: int | str,
+        *,
+        actor: str,
+        reason: str,
+        window_name: str | None = None,
+        period: str | None = None,
+        scopes: Sequence[str] | None = None,
+        at: int | None = None,
+    ) -> list[Correction]:
+        """Set ``player``'s points (a correction: the score is overwritten, higher or lower).
+
+        Which boards: the current period of every window the game keeps, or of ``window_name``;
+        ``period`` (with ``window_name``) names another period still kept. On each, the
+        ``global`` board and every scope board the player is on, or the ``scopes`` given."""
+        check_player(player)
+        value = _points(points)
+        actor, reason = check_audit(actor, reason)
+        config = self.lb.config
+        if window_name is not None and window_name not in config.windows:
+            raise _invalid("invalid_window", f"window must be one of {', '.join(config.windows)}")
+        if period is not None and window_name is None:
+            raise _invalid("invalid_period", "a period needs its window")
+        when = now_ms() if at is None else at
+        if window_name and period:
+            periods = [period_of(window_name, period)]
+        else:
+            periods = [window(n).period(when) for n in ([window_name] if window_name else config.windows)]
+        if scopes is not None:
+            try:
+                chosen = [(p, parse_scope(s)) for p in periods for s in dict.fromkeys(scopes)]
+            except ValueError as exc:
+                raise _invalid("invalid_scope", str(exc)) from None
+        else:
+            chosen = await self._boards_of(player, periods)
+        if not chosen:
+            raise _invalid("invalid_scope", "no board to correct")
+        return await self.lb.correct(player, value, chosen, actor=actor, reason=reason, now=when)
+
+    async def _boards_of(self, player: str, periods: Sequence[Period]) -> list[tuple[Period, str]]:
+        """``global`` of each period, and the scope boards of those periods the player is on."""
+        wanted = {(p.window.name, p.label): p for p in periods}
+        scoped = sorted(
+            (b for b in await self.boards() if (b.window, b.period) in wanted and b.scope != GLOBAL_SCOPE),
+            key=lambda b: (b.window, b.period, b.scope),
+        )
+        async with self.lb.redis.pipeline(transaction=False) as pipe:
+            for b in scoped:
+                pipe.zscore(self.keys.board(b.window, b.period, b.scope), player)
+            scores = await pipe.execute() if scoped else []
+        chosen = [(p, GLOBAL_SCOPE) for p in periods]
+        chosen += [(wanted[b.window, b.period], b.scope) for b, s in zip(scoped, scores, strict=True) if s is not None]
+        return chosen
+
+    async def set_profile(self, player: str, profile: Profile, *, at: int | None = None) -> dict[str, Any]:
+        """Set the fields ``profile`` names (``""`` clears one); the stored profile after it.
+        The boards whose snapshot may show the player are the current periods' boards, listed
+        by the versions hash (every board with an entry in its current period has a field)."""
+        check_player(player)
+        changes = profile.changes()
+        if not changes:
+            raise _invalid("invalid_profile", "name at least one of name, avatar, country")
+        when = now_ms() if at is None else at
+        current = {(spec.name, spec.period(when).label) for spec in self.lb.config.window_specs}
+        fields = await self.lb.redis.hkeys(self.keys.versions)
+        boards = []
+        for field in fields:
+            window_name, period, scope = str(field).split(":", 2)
+            if (window_name, period) in current:
+                boards.append(BoardRef(window_name, period, scope))
+        return dict(await self.lb.profile(player, changes, boards))
