@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -15,7 +15,7 @@ from leaderboard.profiles import Profile
 from leaderboard.results import BoardRef
 
 from .conftest import NOW
-from .test_library import LATER, slip, submit
+from .test_library import slip, submit
 
 ACTOR = "ops:alice"
 
@@ -25,11 +25,11 @@ async def top(lb: Leaderboard, window: str = "weekly", scope: str = "global") ->
 
 
 async def versions(r: aioredis.Redis, lb: Leaderboard) -> dict[str, str]:
-    return dict(await r.hgetall(lb.keys.versions))
+    return cast(dict[str, str], await r.hgetall(lb.keys.versions))
 
 
 async def activity(r: aioredis.Redis, lb: Leaderboard) -> list[dict[str, Any]]:
-    return [dict(fields) for _, fields in await r.xrange(lb.keys.activity)]
+    return [cast(dict[str, Any], fields) for _, fields in await r.xrange(lb.keys.activity) or ()]
 
 
 async def test_ban_removes_the_player_from_every_window_period_and_scope(lb: Leaderboard, r: aioredis.Redis) -> None:
@@ -86,8 +86,14 @@ async def test_correct_sets_points_up_or_down_keeping_the_tie_time(lb: Leaderboa
     [c] = await mod.correct("cy", 42, actor=ACTOR, reason="lost submission", window_name="weekly", at=NOW)
     assert (c.board, c.previous, c.rank) == (BoardRef("weekly", "2030-W48", "global"), None, 3)
     *_, entry = await activity(r, lb)
-    assert entry == {"action": "correct", "player": "cy", "by": ACTOR, "reason": "lost submission", "value": "42",
-                     "boards": "1"}  # fmt: skip
+    assert entry == {
+        "action": "correct",
+        "player": "cy",
+        "by": ACTOR,
+        "reason": "lost submission",
+        "value": "42",
+        "boards": "1",
+    }
 
 
 async def test_correct_names_another_period_and_refuses_a_banned_player(lb: Leaderboard) -> None:
@@ -142,11 +148,11 @@ async def test_bad_corrections_are_refused_and_change_nothing(
         (
             ("lb_correct", 4, "b", "v", "a", "z", "p", "-5", ACTOR, "r", NOW, 10, 10, "f", 0, 1000, 20, 1000, 0),
             "invalid_points",
-        ),  # fmt: skip
+        ),
         (
             ("lb_correct", 4, "b", "v", "a", "z", "p", "1", ACTOR, "r", NOW, 10, 10, "f", 0, 1000, 20, 1000),
             "bad_request",
-        ),  # fmt: skip
+        ),
         (("lb_profile", 2, "pr", "v", "p", 10, 0, "name", "a\x07b"), "invalid_name"),
         (("lb_profile", 2, "pr", "v", "p", 10, 0, "name", "\xff"), "invalid_name"),
         (("lb_profile", 2, "pr", "v", "p", 10, 0, "avatar", "http://x.example/a.png"), "invalid_avatar"),
@@ -237,4 +243,4 @@ def test_period_labels_name_their_periods() -> None:
 
 async def test_the_ban_record_is_json(lb: Leaderboard, r: aioredis.Redis) -> None:
     await Moderation(lb).ban("p", actor=ACTOR, reason="r")
-    assert orjson.loads(await r.hget(lb.keys.banned, "p"))["reason"] == "r"
+    assert orjson.loads(cast(str, await r.hget(lb.keys.banned, "p")))["reason"] == "r"
