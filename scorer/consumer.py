@@ -58,9 +58,13 @@ class Consumer(GroupWorker):
         # One MULTI: a dead letter is written exactly when its entry is acknowledged, and an entry
         # leaves the stream exactly when it is acknowledged (the backlog count stays exact).
         commands: list[Command] = [("MULTI",)]
+        banned = 0
         for (sid, fields), result in zip(batch, results, strict=True):
             if result.status == "error":
                 dead += 1
+                # a banned player's slip is refused like any bad one (kept in the dead letters,
+                # with its code) and counted on its own, so a ban's effect is visible
+                banned += result.code == "banned"
                 letter = {
                     **fields,
                     "dead.id": sid,
@@ -81,6 +85,7 @@ class Consumer(GroupWorker):
         s = self.stats
         s.batches += 1
         s.dead_letters += dead
+        s.banned += banned
         for result in results:
             if result.status == "ok":
                 s.applied += 1

@@ -26,6 +26,7 @@ _HELP = {
     "applied": "Submissions applied by the function library",
     "duplicates": "Submissions whose id had already been applied",
     "dead_letters": "Submissions refused and moved to the dead-letter stream",
+    "banned": "Submissions of banned players refused (also counted as dead letters)",
     "batches": "Batches applied (one FCALL each)",
     "claimed": "Entries claimed from replicas that stopped acknowledging",
     "published": "Snapshots published",

@@ -12,6 +12,7 @@ class Stats:
     applied: int = 0  # submissions written by the function library
     duplicates: int = 0  # submissions whose id had already been applied
     dead_letters: int = 0  # submissions refused and moved to the dead-letter stream
+    banned: int = 0  # of those, submissions of banned players (code "banned")
     batches: int = 0
     claimed: int = 0  # entries taken over from replicas that stopped acknowledging
     published: int = 0  # snapshots published
@@ -33,7 +34,7 @@ def stats_line(now: Stats, before: Stats, elapsed_s: float) -> str:
     return (
         f"applied {rate:.0f}/s (total {now.applied}), "
         f"duplicates {now.duplicates - before.duplicates}, "
-        f"dead letters {now.dead_letters - before.dead_letters}, "
+        f"dead letters {now.dead_letters - before.dead_letters} (banned {now.banned - before.banned}), "
         f"claimed {now.claimed - before.claimed}, "
         f"lag {now.backlog} entries (pending {now.pending}, oldest {now.oldest_age_s:.1f} s), "
         f"published {now.published - before.published}{' (publisher)' if now.publisher else ''}, "

@@ -9,6 +9,7 @@ import redis.asyncio as aioredis
 
 from fleet.redis_server import free_port
 from leaderboard import GameConfig, Leaderboard, connect
+from leaderboard.moderation import Moderation
 from scorer import Consumer, ScorerSettings, Stats
 from scorer.consumer import GROUP
 
@@ -220,3 +221,17 @@ async def test_a_stream_deleted_under_a_blocked_read_is_recreated(
         await r2.xadd(config.keys.submissions, {"wake": "1"})  # the blocked reads return, and see stop
         await r2.aclose()
         await asyncio.wait_for(task, 5000 * MS)
+
+
+async def test_a_banned_players_slips_are_dead_lettered_and_counted(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    await Moderation(Leaderboard(r, config)).ban("cheat", actor="ops", reason="bot")
+    stats = Stats()
+    consumer = Consumer(r, settings_for(redis_url, config), stats, now=lambda: LATER)
+    await enqueue(r, config, slip("a", "cheat", 10), slip("b", "ben", 20))
+    await drain(consumer)
+    assert (stats.applied, stats.dead_letters, stats.banned) == (1, 1, 1)
+    [(_, letter)] = await r.xrange(config.keys.dead_letters) or []
+    assert letter is not None
+    assert letter["player"] == "cheat" and letter["dead.code"] == "banned"
