@@ -1,6 +1,7 @@
 """``python -m scorer``: run a scorer replica (consumer, publisher, badge worker, metrics).
 ``python -m scorer submit --player mia --points 120``: file one submission into the queue.
 ``python -m scorer tournament create|join|list``: live tournaments (boards ``t-<id>``).
+``python -m scorer ban|unban|correct|profile ...``: operator actions (docs/operations.md).
 
 Configuration comes from ``LB_`` environment variables (README's table). SIGTERM or Ctrl-C: stop
 reading, finish and acknowledge the batch in flight, exit 0; a second signal exits at once.
@@ -11,16 +12,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import getpass
 import logging
 import os
 import signal
+import socket
 import sys
 import uuid
+from typing import Any
 
+import orjson
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
 
 from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, Submission, connect, now_ms
-from leaderboard.errors import NotReplicated, TournamentError
+from leaderboard.errors import Banned, InvalidInput, NotReplicated, TournamentError
+from leaderboard.moderation import Moderation
+from leaderboard.profiles import Profile
 from leaderboard.queue import Queue
 from leaderboard.settings import HelpFormatter, argument_parser, load_or_exit, redacted, unreachable
 
@@ -37,7 +44,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argument_parser("python -m scorer", __doc__ or "", ScorerSettings)
     p.add_argument("--burst", action="store_true", help="exit once the queue is drained")
     p.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
-    sub = p.add_subparsers(dest="command", metavar="{submit,tournament}")
+    sub = p.add_subparsers(dest="command", metavar="{submit,tournament,ban,unban,correct,profile}")
     s = sub.add_parser(
         "submit", help="file one submission into the queue", description="File one submission into the queue.",
         formatter_class=HelpFormatter, epilog=p.epilog,  # it loads the same settings as a replica
@@ -69,6 +76,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     tsub.add_parser("list", help="every tournament with its start and end")
     for parser in (c, j, t):
         parser.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
+    _operator_commands(sub, p.epilog or "")
     return p.parse_args(argv)
 
 
@@ -101,6 +109,77 @@ async def tournament(settings: ScorerSettings, args: argparse.Namespace) -> str:
             period = spec.period(0)
             lines.append(f"{spec.tournament}\t{spec.name}\t{_iso(period.start_ms)}\t{_iso(period.end_ms)}")
         return "\n".join(lines) or "no tournaments"
+    finally:
+        await redis.aclose()
+
+
+def _operator_commands(sub: Any, epilog: str) -> None:
+    """ban, unban, correct, profile: each one atomic call of the function library, applied at
+    once (not queued), recorded in the activity stream with --actor and --reason."""
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        c: argparse.ArgumentParser = sub.add_parser(
+            name, help=text, description=text[0].upper() + text[1:] + ".", formatter_class=HelpFormatter, epilog=epilog
+        )
+        c.add_argument("--player", required=True, help="player id")
+        c.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
+        return c
+
+    actor_help = "who does it, recorded with the action (default: user@host)"
+    c = command("ban", "remove a player from every board of the game and refuse their submissions")
+    c.add_argument("--reason", required=True, help="why, recorded with the ban")
+    c.add_argument("--actor", help=actor_help)
+    c = command("unban", "lift a ban (removed scores are not restored)")
+    c.add_argument("--reason", default="", help="why, recorded with the unban")
+    c.add_argument("--actor", help=actor_help)
+    c = command("correct", "set a player's points (higher or lower) on the current period of every window")
+    c.add_argument("--points", required=True, help="the corrected points (a whole number)")
+    c.add_argument("--reason", required=True, help="why, recorded with the correction")
+    c.add_argument("--actor", help=actor_help)
+    c.add_argument("--window", help="only this window (default: every window of the game)")
+    c.add_argument("--period", help="with --window: another period still kept, e.g. 2026-W48 (default: the current)")
+    c.add_argument(
+        "--scope", action="append", help="board scope, repeatable (default: global and every scope the player is on)"
+    )
+    c = command("profile", "set a player's display name, avatar and country ('' clears a field)")
+    c.add_argument("--name", help="display name (NFC-normalised; 1-64 bytes, no control characters)")
+    c.add_argument("--avatar", help="avatar image URL (https only, at most 256 bytes)")
+    c.add_argument("--country", help="ISO 3166-1 alpha-2 country code, e.g. FR")
+
+
+def _default_actor() -> str:
+    return f"{getpass.getuser()}@{socket.gethostname()}"[:64]
+
+
+async def operate(settings: ScorerSettings, args: argparse.Namespace) -> str:
+    """Run one operator command; the line to print."""
+    redis = connect(settings.redis_url)
+    try:
+        lb = Leaderboard(redis, settings.game)
+        await lb.load()  # the library may be older than this command (or absent): operators need the new one
+        mod = Moderation(lb)
+        actor = getattr(args, "actor", None) or _default_actor()
+        if args.command == "ban":
+            result = await mod.ban(args.player, actor=actor, reason=args.reason)
+            top = f"top {settings.game.top_n}"
+            return f"banned {args.player}: removed from {result.boards} boards ({result.top_changed} {top}s changed)"
+        if args.command == "unban":
+            was = await mod.unban(args.player, actor=actor, reason=args.reason)
+            return f"unbanned {args.player}" if was else f"{args.player} was not banned: nothing changed"
+        if args.command == "correct":
+            rows = await mod.correct(
+                args.player, args.points, actor=actor, reason=args.reason, window_name=args.window,
+                period=args.period, scopes=args.scope,
+            )  # fmt: skip
+            boards = ", ".join(
+                f"{c.board.window} {c.board.period} {c.board.scope}: "
+                f"{'-' if c.previous is None else c.previous} -> {args.points} (#{c.rank})"
+                for c in rows
+            )
+            return f"corrected {args.player}: {boards}"
+        profile = Profile.parse({k: v for k in ("name", "avatar", "country") if (v := getattr(args, k)) is not None})
+        stored = await mod.set_profile(args.player, profile)
+        return f"profile of {args.player}: {orjson.dumps(stored).decode()}"
     finally:
         await redis.aclose()
 
@@ -167,6 +246,16 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {"redis_url": args.redis_url} if "redis_url" in args else {}
     settings = load_or_exit(ScorerSettings, **overrides)
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.command in ("ban", "unban", "correct", "profile"):
+        try:
+            print(asyncio.run(operate(settings, args)))
+        except (InvalidInput, Banned) as exc:
+            print(f"refused: {exc.code}: {exc.message}", file=sys.stderr)
+            return 2
+        except (ConnectionError, TimeoutError, AuthenticationError) as exc:
+            print(unreachable(settings.redis_url, exc), file=sys.stderr)
+            return 1
+        return 0
     if args.command == "tournament":
         try:
             print(asyncio.run(tournament(settings, args)))

@@ -16,7 +16,7 @@ import orjson
 import redis.asyncio as aioredis
 
 from fleet.redis_server import free_port
-from leaderboard import WINDOWS, GameConfig, now_ms
+from leaderboard import WINDOWS, GameConfig, Leaderboard, now_ms
 from scorer import Scorer, ScorerSettings
 from scorer.consumer import GROUP
 
@@ -213,6 +213,40 @@ async def test_cli_submit_names_the_redis_it_could_not_reach(
         _, err_b = await asyncio.wait_for(proc.communicate(), 10)
         assert proc.returncode == 0, err_b
     assert await r.xlen(config.keys.submissions) == 2
+
+
+async def operator(url: str, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "scorer", *args, env=env_for(url, "cli"),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 10)
+    return int(proc.returncode or 0), out.decode().strip(), err.decode().strip()
+
+
+async def test_cli_ban_correct_unban_and_profile(r: aioredis.Redis, redis_url: str, config: GameConfig) -> None:
+    lb = Leaderboard(r, config)
+    ts = now_ms()
+    await lb.submit_batch([{"id": "1", "player": "mia", "points": "50", "ts": str(ts), "region": "eu"},
+                           {"id": "2", "player": "cheat", "points": "900", "ts": str(ts)}])  # fmt: skip
+    rc, out, err = await operator(redis_url, "ban", "--player", "cheat", "--reason", "aimbot", "--actor", "ops")
+    assert rc == 0 and out == "banned cheat: removed from 3 boards (3 top 10s changed)", err
+    rc, out, err = await operator(redis_url, "correct", "--player", "mia", "--points", "40", "--reason", "dup",
+                                  "--window", "weekly")  # fmt: skip
+    assert rc == 0 and out.startswith("corrected mia: weekly ") and "region:eu: 50 -> 40 (#1)" in out, err
+    rc, out, err = await operator(redis_url, "correct", "--player", "cheat", "--points", "1", "--reason", "x")
+    assert rc == 2 and out == "" and err.startswith("refused: banned: "), err
+    rc, out, err = await operator(redis_url, "correct", "--player", "mia", "--points", "1", "--reason", "")
+    assert rc == 2 and err.startswith("refused: invalid_reason: "), err
+    rc, out, _ = await operator(redis_url, "unban", "--player", "cheat")
+    assert rc == 0 and out == "unbanned cheat"
+    rc, out, _ = await operator(redis_url, "profile", "--player", "mia", "--name", "Mia", "--country", "SE")
+    assert rc == 0 and out == 'profile of mia: {"name":"Mia","country":"SE"}'
+    rc, _, err = await operator(redis_url, "profile", "--player", "mia", "--avatar", "http://x/a.png")
+    assert rc == 2 and "invalid_avatar" in err
+    rows: Any = await r.xrange(config.keys.activity)
+    actions = [(f["action"], f["by"]) for _, f in rows if "action" in f]
+    assert actions[0] == ("ban", "ops") and [a for a, _ in actions] == ["ban", "correct", "unban"]
 
 
 async def test_a_replica_end_to_end_with_prometheus_metrics(

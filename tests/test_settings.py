@@ -84,6 +84,7 @@ ENTRY_POINTS = [
     (["-m", "gateway"], GatewaySettings),
     (["-m", "scorer"], ScorerSettings),
     (["-m", "scorer", "submit"], ScorerSettings),
+    *((["-m", "scorer", command], ScorerSettings) for command in ("ban", "unban", "correct", "profile")),
     (["-m", "fleet"], FleetOptions),
     (["-m", "loadtest"], None),
     (["-m", "loadtest", "sockets"], None),
