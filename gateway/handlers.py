@@ -15,7 +15,9 @@ from typing import Any, TypeVar
 from redis.exceptions import RedisError
 
 from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Submission, now_ms, wire
-from leaderboard.errors import NotReplicated, TournamentError
+from leaderboard.errors import Banned, InvalidInput, NotReplicated, TournamentError
+from leaderboard.moderation import Moderation
+from leaderboard.profiles import Profile
 
 from . import protocol as p
 from .auth import SPECTATOR, AuthError, authenticate
@@ -41,6 +43,8 @@ class Handlers:
         self._games = games  # a client's requests go to its game's wrappers, queue and hub
         self._metrics = metrics
         self._windows = settings.game.windows
+        # operator actions per game: each game's boards are found and written through its own wrappers
+        self._mods = {name: Moderation(game.lb) for name, game in games.items()}
 
     # ------------------------------------------------------------ one frame
 
@@ -201,6 +205,58 @@ class Handlers:
         added = await _read(req, self._games[client.game].lb.join(req.tournament, req.players))
         await self._out.reply(client, wire.joined(req.tournament, req.players, added, req.id))
 
+    # ------------------------------------------------------------ operator requests (server role)
+
+    def _operator(self, client: Client, req: p.Request) -> str:
+        """The actor of an operator request: the server token's subject. Players never moderate."""
+        role, who = client.identity.role, client.identity.player
+        if role != "server" or who is None:
+            code = "auth_required" if role == "spectator" else "forbidden"
+            raise p.ProtocolError(code, "only game server connections may moderate", req.id)
+        return who
+
+    async def ban(self, client: Client, req: p.Ban) -> None:
+        actor = self._operator(client, req)
+        result = await _act(req, self._mods[client.game].ban(req.player, actor=actor, reason=req.reason))
+        msg = {"type": "banned", "player": req.player, "boards": result.boards}
+        await self._out.reply(client, wire.reply(msg, req.id))
+
+    async def unban(self, client: Client, req: p.Unban) -> None:
+        actor = self._operator(client, req)
+        was = await _act(req, self._mods[client.game].unban(req.player, actor=actor, reason=req.reason))
+        await self._out.reply(client, wire.reply({"type": "unbanned", "player": req.player, "was_banned": was}, req.id))
+
+    async def correct(self, client: Client, req: p.Correct) -> None:
+        actor = self._operator(client, req)
+        call = self._mods[client.game].correct(
+            req.player, req.points, actor=actor, reason=req.reason, window_name=req.window, period=req.period,
+            scopes=req.scopes,
+        )  # fmt: skip
+        rows = await _act(req, call)
+        boards = [
+            {"window": c.board.window, "period": c.board.period, "board": c.board.scope, "previous": c.previous,
+             "rank": c.rank}
+            for c in rows
+        ]  # fmt: skip
+        msg = {"type": "corrected", "player": req.player, "points": req.points, "boards": boards}
+        await self._out.reply(client, wire.reply(msg, req.id))
+
+    async def profile(self, client: Client, req: p.SetProfile) -> None:
+        """A server sets any player's profile; a player may set their own name and country (an
+        avatar is an image every viewer's browser fetches, so only the game backend sets it)."""
+        identity = client.identity
+        if identity.player is None:
+            raise p.ProtocolError("auth_required", "setting a profile needs a player or server token", req.id)
+        player = req.player or identity.player
+        if identity.role != "server" and (player != identity.player or "avatar" in req.fields):
+            raise p.ProtocolError("forbidden", "a player may set only their own name and country", req.id)
+        try:
+            profile = Profile.parse(dict(req.fields))
+        except InvalidInput as exc:
+            raise p.ProtocolError(exc.code, exc.message, req.id) from None
+        stored = await _act(req, self._mods[client.game].set_profile(player, profile))
+        await self._out.reply(client, wire.reply({"type": "profile", "player": player, "profile": stored}, req.id))
+
 
 Handler = Callable[[Handlers, Client, Any], Awaitable[None]]
 
@@ -217,6 +273,10 @@ _HANDLERS: dict[type[p.Request], Handler] = {
     p.Submit: Handlers.submit,
     p.Join: Handlers.join,
     p.Finals: Handlers.finals,
+    p.Ban: Handlers.ban,
+    p.Unban: Handlers.unban,
+    p.Correct: Handlers.correct,
+    p.SetProfile: Handlers.profile,
 }
 
 
@@ -226,6 +286,14 @@ def _player(client: Client, req: p.Request) -> str:
     if me is None:
         raise p.ProtocolError("auth_required", "this request needs a player or server token", req.id)
     return me
+
+
+async def _act(req: p.Request, call: Awaitable[T]) -> T:
+    """An operator action refused by its checks: the error's own stable code, nothing changed."""
+    try:
+        return await call
+    except (InvalidInput, Banned) as exc:
+        raise p.ProtocolError(exc.code, exc.message, req.id) from None
 
 
 async def _read(req: p.Request, call: Awaitable[T]) -> T:

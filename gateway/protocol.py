@@ -117,6 +117,34 @@ class Submit(Request):
     fields: Mapping[str, Any]  # checked by Submission.parse (same codes as the scorer)
 
 
+@dataclass(frozen=True, slots=True)
+class Ban(Request):
+    player: str
+    reason: str  # checked by leaderboard.moderation (same codes as the scorer's commands)
+
+
+@dataclass(frozen=True, slots=True)
+class Unban(Request):
+    player: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Correct(Request):
+    player: str
+    points: int
+    reason: str
+    window: str | None  # None: every window
+    period: str | None  # None: the current one
+    scopes: tuple[str, ...] | None  # None: global and every scope the player is on
+
+
+@dataclass(frozen=True, slots=True)
+class SetProfile(Request):
+    player: str | None  # None: the connection's own player
+    fields: Mapping[str, str]  # checked by leaderboard.profiles.Profile
+
+
 def parse(raw: str | bytes, *, windows: Sequence[str], default_window: str) -> Request:
     """A text frame's request. ``bytes`` is a binary frame: the protocol is JSON text only (a
     binary frame would skip the UTF-8 check websockets makes of text), so it is refused."""
@@ -274,6 +302,51 @@ def _submit(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> R
     return Submit(rid, sub)
 
 
+def _text(msg: dict[str, Any], name: str, *, required: bool = True) -> str:
+    value = msg.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise _bad(f"{name} must be a string")
+    return value
+
+
+def _ban(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    return Ban(rid, _player(msg.get("player")), _text(msg, "reason"))
+
+
+def _unban(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    return Unban(rid, _player(msg.get("player")), _text(msg, "reason", required=False))
+
+
+def _correct(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    points = msg.get("points")
+    if isinstance(points, bool) or not isinstance(points, int) or points < 0:
+        raise ProtocolError("invalid_points", "points must be a non-negative integer")
+    window, period, scopes = msg.get("window"), msg.get("period"), msg.get("scopes")
+    if window is not None and window not in windows:
+        raise ProtocolError("bad_board", f"window must be one of {', '.join(windows)}")
+    if period is not None and not isinstance(period, str):
+        raise _bad("period must be a string")
+    if scopes is not None:
+        if not isinstance(scopes, list) or not 1 <= len(scopes) <= 10:
+            raise _bad("scopes must be a list of 1-10 boards")
+        for scope in scopes:
+            try:
+                parse_scope(scope)
+            except (ValueError, TypeError):
+                raise ProtocolError("bad_board", f"no board {str(scope)[:40]!r}") from None
+    return Correct(rid, _player(msg.get("player")), points, _text(msg, "reason"), window, period,
+                   None if scopes is None else tuple(scopes))  # fmt: skip
+
+
+def _profile(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    fields = msg.get("profile")
+    if not isinstance(fields, dict) or not fields:
+        raise _bad("profile must be an object with name, avatar and/or country")
+    return SetProfile(rid, _optional_player(msg), fields)
+
+
 _PARSERS = {
     "hello": _hello,
     "ping": _ping,
@@ -287,4 +360,8 @@ _PARSERS = {
     "submit": _submit,
     "join": _join,
     "finals": _finals,
+    "ban": _ban,
+    "unban": _unban,
+    "correct": _correct,
+    "profile": _profile,
 }

@@ -164,3 +164,8 @@ def joined(tournament: str, players: Iterable[str], added: int, request_id: Any 
 
 def submitted(submission: str, stream_id: str, request_id: Any = None) -> bytes:
     return _with_id({"type": "submitted", "submission": submission, "stream_id": stream_id}, request_id)
+
+
+def reply(message: dict[str, Any], request_id: Any = None) -> bytes:
+    """A reply to an operator request (``banned``, ``unbanned``, ``corrected``, ``profile``)."""
+    return _with_id(message, request_id)

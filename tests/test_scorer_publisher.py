@@ -10,6 +10,8 @@ import orjson
 import redis.asyncio as aioredis
 
 from leaderboard import GameConfig, Leaderboard
+from leaderboard.moderation import Moderation
+from leaderboard.profiles import Profile
 from scorer import Publisher, ScorerSettings, Stats
 from scorer.publisher import due_boards
 
@@ -179,3 +181,27 @@ async def test_a_publisher_that_lost_its_lease_mid_tick_publishes_nothing(
         assert await weekly.quiet()  # fenced: nothing went out
         assert await r.get(config.keys.latest("weekly", "global")) == latest_before
         assert not leads(pub)
+
+
+async def test_the_next_snapshot_reflects_a_ban_a_correction_and_a_profile(
+    r: aioredis.Redis, lb: Leaderboard, config: GameConfig
+) -> None:
+    clock = [NOW + 1000]
+    pub = publisher(r, config, "p1", clock)
+    mod = Moderation(lb)
+    async with Channel(r, config.keys.snapshot_channel("weekly", "global")) as channel:
+        await lb.submit_batch([slip("1", "ana", 50), slip("2", "cheat", 90), slip("3", "ben", 70)], now=clock[0])
+        await pub.tick()
+        assert [e["player"] for e in (await channel.next())["entries"]] == ["cheat", "ben", "ana"]
+        await mod.ban("cheat", actor="ops", reason="bot")
+        await pub.tick()
+        assert [e["player"] for e in (await channel.next())["entries"]] == ["ben", "ana"]
+        await mod.correct("ana", 80, actor="ops", reason="lost match", window_name="weekly", at=clock[0])
+        await pub.tick()
+        assert [(e["player"], e["score"]) for e in (await channel.next())["entries"]] == [("ana", 80), ("ben", 70)]
+        await mod.set_profile("ben", Profile(name="Ben", country="NO", avatar="https://cdn.example/b.png"), at=clock[0])
+        await pub.tick()
+        assert (await channel.next())["entries"][1] == {
+            "rank": 2, "player": "ben", "score": 70, "name": "Ben", "avatar": "https://cdn.example/b.png",
+            "country": "NO",
+        }  # fmt: skip
