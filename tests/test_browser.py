@@ -22,6 +22,8 @@ from fleet import demo
 from fleet.supervisor import Fleet, FleetSettings
 from gateway.auth import issue
 from leaderboard import GameConfig, Leaderboard, Submission, now_ms
+from leaderboard.moderation import Moderation
+from leaderboard.profiles import Profile
 from leaderboard.queue import Queue
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -362,3 +364,28 @@ DEMO_RATE = 200  # submissions/s: a shared test machine; the fleet's default is 
 async def rank_and_around_agree(page: Any) -> bool:
     shown = (await page.inner_text("#my-rank")).removeprefix("#").replace(",", "")
     return bool(shown == await around_me(page))
+
+
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c6360000002"
+    "0001e221bc330000000049454e44ae426082"
+)
+
+
+async def test_the_top_shows_profiles_escaped(fleet: Fleet, browser: Any, r: aioredis.Redis) -> None:
+    await submit(r, ("ana", 500, "Ana"), ("zoe", 300, "Zoe"))
+    page = await browser.new_page()
+    # the avatar host is answered inside the browser: no traffic leaves the machine
+    await page.route("https://cdn.example/**", lambda route: route.fulfill(content_type="image/png", body=PNG))
+    await page.goto(fleet.page_url)
+    await wait_until(lambda: _eq(rows(page), ["Ana", "Zoe"]), 10)
+    mod = Moderation(Leaderboard(r, GameConfig(game="test")))
+    html = '<img src=x onerror="window.pwned=1">'
+    await mod.set_profile("ana", Profile(name=html, avatar="https://cdn.example/ana.png", country="SE"))
+    await wait_until(lambda: _first(rows(page), html), 5)  # the name as text, not markup
+    ana = page.locator("#top tbody tr").first
+    assert await ana.locator(".flag").get_attribute("title") == "SE"
+    assert await ana.locator(".flag").inner_text() == "\U0001f1f8\U0001f1ea"
+    assert await ana.locator("img.avatar").get_attribute("src") == "https://cdn.example/ana.png"
+    assert not await page.evaluate("window.pwned === 1")
+    await page.close()

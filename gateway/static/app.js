@@ -37,6 +37,27 @@ const el = (tag, props = {}, ...children) => {
   return node;
 };
 const you = () => el("span", { className: "you", textContent: "you" });
+
+// A player's name with their avatar and country flag, from the profile fields of a snapshot row
+// (or an around/ranks row). Built with DOM properties only, never HTML: a name is shown as text
+// whatever it holds. The server accepts only https avatars and ISO country codes; the page checks
+// again, so a profile written to Redis by other means still cannot inject a javascript: URL.
+const COUNTRY = /^[A-Z]{2}$/;
+function who(e) {
+  const parts = [];
+  if (typeof e.avatar === "string" && e.avatar.startsWith("https://")) {
+    const img = el("img", { className: "avatar", src: e.avatar, alt: "", width: 20, height: 20, loading: "lazy", referrerPolicy: "no-referrer" });
+    img.addEventListener("error", () => img.remove()); // a broken image leaves no broken icon
+    parts.push(img);
+  }
+  parts.push(el("span", { className: "name", textContent: e.name || e.player }));
+  if (typeof e.country === "string" && COUNTRY.test(e.country)) {
+    // the flag emoji: the two regional indicator symbols of the code
+    const flag = String.fromCodePoint(...[...e.country].map((c) => 0x1f1e6 + c.charCodeAt(0) - 65));
+    parts.push(el("span", { className: "flag", textContent: flag, title: e.country }));
+  }
+  return parts;
+}
 const fmt = (n) => n.toLocaleString();
 
 function setStatus({ status, retryIn, reason }) {
@@ -119,7 +140,7 @@ function renderSnapshot(snap) {
     }
     if (before && was !== e.rank) tr.classList.add("moved"); // changed place: a brief highlight
     else if (old && old.dataset.score !== tr.dataset.score) tr.classList.add("scored");
-    const name = el("td", { className: "player" }, el("span", { className: "name", textContent: e.name || e.player }));
+    const name = el("td", { className: "player" }, ...who(e));
     if (e.player === me) {
       tr.classList.add("me");
       name.append(you());
@@ -203,7 +224,7 @@ async function refreshAround() {
     if (mineRow && (mineRow.rank !== mine.rank || mineRow.score !== mine.score)) setMine(mineRow.rank, mineRow.score);
     $("around").replaceChildren(
       ...reply.entries.map((e) => {
-        const li = el("li", { value: e.rank }, el("span", { className: "name", textContent: e.name || e.player }), el("span", { className: "num", textContent: fmt(e.score) }));
+        const li = el("li", { value: e.rank }, ...who(e), el("span", { className: "num", textContent: fmt(e.score) }));
         if (e.player === me) {
           li.className = "me";
           li.insertBefore(you(), li.lastChild);
