@@ -93,6 +93,7 @@ ENTRY_POINTS = [
     (["-m", "bench.gateway"], None),
     (["-m", "bench.scorer"], None),
     (["-m", "bench.drain"], None),
+    (["-m", "bench.moderation"], None),
     (["-m", "bench.naive_gateway"], None),
 ]
 

@@ -1,0 +1,188 @@
+"""Cost of moderation and profiles on a board of 1,000,000 members: ``python -m bench.moderation``.
+
+Fills a private redis-server fast (ZADD pipelines of packed scores, no submissions): every window
+of the game (daily, weekly, alltime) gets a ``global`` board of ``--members`` players and
+``--regions`` region boards splitting them, and ``--profiles`` players get a profile. Then it times,
+alternating one of each per round so load on the shared machine falls on all alike:
+
+- baseline: the top 10 as a plain ZRANGE (what ``lb_top`` reads, without the profile join);
+- top with profiles: ``Leaderboard.top`` (``lb_top``: the same ZRANGE and one HMGET);
+- ban: ``Moderation.ban`` of a random player (SCAN of the game's boards, then ``lb_ban``);
+- correct: ``Moderation.correct`` of a random player on every window (SCAN, ZSCOREs, ``lb_correct``);
+- profile: ``Moderation.set_profile`` (the versions hash, then ``lb_profile``);
+
+and, on two more servers, the cost of the tombstone check in ``lb_submit``: batches of 500
+submissions against the library as shipped and against the same library with the one
+``HEXISTS`` line taken out, alternating, as Redis time per submission (INFO commandstats).
+Figures are medians (and p90) of wall-clock time per call, and ratios to the baseline's median.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
+from typing import Any
+
+import orjson
+import redis
+import redis.asyncio as aioredis
+
+from fleet.redis_server import RedisServer
+from leaderboard import GameConfig, Leaderboard, Submission, connect, now_ms, snapshot
+from leaderboard.library import library_code
+from leaderboard.moderation import Moderation
+from leaderboard.profiles import Profile
+from leaderboard.settings import argument_parser
+
+GAME = "bench"
+CHUNK = 10_000
+TOMBSTONE = "  if redis.call('HEXISTS', ctx.banned, sub.player) == 1 then\n"
+
+
+async def fill(r: aioredis.Redis, config: GameConfig, members: int, regions: int, profiles: int, now: int) -> None:
+    keys, rnd = config.keys, random.Random(1)
+    points = [rnd.randrange(1_000_000) for _ in range(members)]
+    for spec in config.window_specs:
+        period = spec.period(now)
+        t = now - 3_600_000 if spec.name != "alltime" else now
+        boards = [keys.board(spec.name, period.label, "global")]
+        boards += [keys.board(spec.name, period.label, f"region:r{i}") for i in range(regions)]
+        for start in range(0, members, CHUNK):
+            global_args: list[Any] = []
+            regional: dict[int, list[Any]] = {}
+            for i in range(start, min(start + CHUNK, members)):
+                score = period.pack(points[i], t + (i % 3_600) * 1000 if spec.name != "alltime" else t)
+                global_args += [score, f"p{i}"]
+                if regions:
+                    regional.setdefault(i % regions, []).extend((score, f"p{i}"))
+            async with r.pipeline(transaction=False) as pipe:
+                pipe.zadd(boards[0], dict(zip(global_args[1::2], global_args[::2], strict=True)))
+                for region, args in regional.items():
+                    pipe.zadd(boards[1 + region], dict(zip(args[1::2], args[::2], strict=True)))
+                await pipe.execute()
+        fields: dict[str | bytes, str | bytes] = {f"{spec.name}:{period.label}:global": "1"}
+        fields |= {f"{spec.name}:{period.label}:region:r{i}": "1" for i in range(regions)}
+        await r.hset(keys.versions, mapping=fields)  # type: ignore[arg-type]
+    for start in range(0, profiles, CHUNK):
+        chunk = range(start, min(start + CHUNK, profiles))
+        await r.hset(keys.profiles, mapping={
+            f"p{i}": orjson.dumps({"name": f"Player {i}", "country": "SE",
+                                   "avatar": f"https://cdn.example/avatars/{i}.png"}).decode()
+            for i in chunk
+        })  # fmt: skip
+
+
+def summary(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[int(0.9 * (len(ordered) - 1))]
+
+
+async def timed(call: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> float:
+    t0 = time.perf_counter()
+    await call(*args, **kwargs)
+    return time.perf_counter() - t0
+
+
+async def actions(url: str, args: Any) -> list[str]:
+    config = GameConfig(game=GAME)
+    r = connect(url)
+    lb = Leaderboard(r, config)
+    mod = Moderation(lb)
+    now = now_ms()
+    t0 = time.perf_counter()
+    await fill(r, config, args.members, args.regions, args.profiles, now)
+    info = await r.info("memory")
+    out = [f"filled {len(config.windows)} windows x (global + {args.regions} regions) of {args.members:,} members "
+           f"and {args.profiles:,} profiles in {time.perf_counter() - t0:.1f} s; "
+           f"used_memory {int(info['used_memory']) / 2**20:,.0f} MiB"]  # fmt: skip
+    board = config.keys.board("weekly", config.window_specs[1].period(now).label, "global")
+    rnd = random.Random(2)
+    victims = rnd.sample(range(args.members), 2 * args.rounds)
+    samples: dict[str, list[float]] = {k: [] for k in ("baseline", "top", "ban", "correct", "profile")}
+    for n in range(args.rounds):
+        ban_p, fix_p = f"p{victims[2 * n]}", f"p{victims[2 * n + 1]}"
+        samples["baseline"].append(await timed(r.zrange, board, 0, 9, desc=True, withscores=True))
+        samples["top"].append(await timed(lb.top, "weekly", n=10, at=now))
+        samples["ban"].append(await timed(mod.ban, ban_p, actor="bench", reason="bench"))
+        samples["correct"].append(await timed(mod.correct, fix_p, 999_999, actor="bench", reason="bench", at=now))
+        profile = Profile(name=f"Fixed {n}", country="NO")
+        samples["profile"].append(await timed(mod.set_profile, fix_p, profile, at=now))
+    base, _ = summary(samples["baseline"])
+    out.append(f"{args.rounds} rounds, one of each per round (A/B/C/D/E), wall clock per call:")
+    for name, values in samples.items():
+        med, p90 = summary(values)
+        out.append(f"  {name:<9} median {med * 1000:8.3f} ms  p90 {p90 * 1000:8.3f} ms  x{med / base:7.1f} baseline")
+    plain = await lb.top("weekly", n=10, at=now)
+    stripped = type(plain)(plain.period, [type(e)(e.rank, e.player, e.score, None) for e in plain.entries])
+    with_profiles = snapshot.build("global", plain, version=1, ts_ms=now)
+    without = snapshot.build("global", stripped, version=1, ts_ms=now)
+    out.append(f"snapshot of the top 10: {len(with_profiles)} bytes with profiles (name, avatar, country), "
+               f"{len(without)} without (x{len(with_profiles) / len(without):.2f})")  # fmt: skip
+    await r.aclose()
+    return out
+
+
+async def submit_cost(urls: tuple[str, str], args: Any) -> list[str]:
+    """Redis time per submission of lb_submit with and without the tombstone check."""
+    config = GameConfig(game=GAME)
+    clients = [connect(u) for u in urls]
+    lbs = [Leaderboard(c, config) for c in clients]
+    for c in clients:
+        await c.hset(config.keys.banned, mapping={f"banned{i}": "{}" for i in range(1000)})
+        await c.config_resetstat()
+    rnd, now = random.Random(3), now_ms()
+    usec = [0.0, 0.0]
+    for batch in range(args.batches):
+        entries = [
+            Submission(f"s{batch}-{i}", f"p{rnd.randrange(args.members)}", rnd.randrange(1_000_000), now).fields()
+            for i in range(500)
+        ]
+        for which in (0, 1) if batch % 2 == 0 else (1, 0):
+            before = (await clients[which].info("commandstats")).get("cmdstat_fcall", {}).get("usec", 0)
+            await lbs[which].submit_batch(entries, now=now, rows=False)
+            after = (await clients[which].info("commandstats"))["cmdstat_fcall"]["usec"]
+            usec[which] += after - before
+    n = args.batches * 500
+    for c in clients:
+        await c.aclose()
+    shipped, without = usec[0] / n, usec[1] / n
+    return [
+        f"lb_submit, {n:,} submissions per library in batches of 500, alternating, 1,000 players banned:",
+        f"  with the tombstone check {shipped:.2f} us of Redis time per submission, without {without:.2f} us "
+        f"(x{shipped / without:.3f})",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argument_parser("python -m bench.moderation", __doc__ or "")
+    p.add_argument("--members", type=int, default=1_000_000, help="members of each global board")
+    p.add_argument("--regions", type=int, default=4, help="region boards per window, splitting the members")
+    p.add_argument("--profiles", type=int, default=100_000, help="players with a profile")
+    p.add_argument("--rounds", type=int, default=50, help="rounds of the timed calls")
+    p.add_argument("--batches", type=int, default=200, help="lb_submit batches of 500 per library")
+    args = p.parse_args(argv)
+    code = library_code()
+    assert TOMBSTONE in code, "the tombstone check moved: update bench.moderation"
+    variant = code.replace(TOMBSTONE, "  if false then\n")
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    with ExitStack() as stack:
+        servers = [stack.enter_context(RedisServer(tempfile.mkdtemp(prefix="mod-bench-"))) for _ in range(3)]
+        for server, lib in zip(servers, (code, code, variant), strict=True):
+            client = redis.Redis.from_url(server.url)
+            client.function_load(lib, replace=True)
+            client.close()
+        lines = asyncio.run(actions(servers[0].url, args))
+        lines += asyncio.run(submit_cost((servers[1].url, servers[2].url), args))
+    print(f"bench.moderation, {started}")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
