@@ -132,7 +132,7 @@ class Unban(Request):
 @dataclass(frozen=True, slots=True)
 class Correct(Request):
     player: str
-    points: int
+    points: Any  # checked by leaderboard.moderation (invalid_points, as on the command line)
     reason: str
     window: str | None  # None: every window
     period: str | None  # None: the current one
@@ -320,9 +320,6 @@ def _unban(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Re
 
 
 def _correct(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
-    points = msg.get("points")
-    if isinstance(points, bool) or not isinstance(points, int) or points < 0:
-        raise ProtocolError("invalid_points", "points must be a non-negative integer")
     window, period, scopes = msg.get("window"), msg.get("period"), msg.get("scopes")
     if window is not None and window not in windows:
         raise ProtocolError("bad_board", f"window must be one of {', '.join(windows)}")
@@ -336,7 +333,7 @@ def _correct(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> 
                 parse_scope(scope)
             except (ValueError, TypeError):
                 raise ProtocolError("bad_board", f"no board {str(scope)[:40]!r}") from None
-    return Correct(rid, _player(msg.get("player")), points, _text(msg, "reason"), window, period,
+    return Correct(rid, _player(msg.get("player")), msg.get("points"), _text(msg, "reason"), window, period,
                    None if scopes is None else tuple(scopes))  # fmt: skip
 
 

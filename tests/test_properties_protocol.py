@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from gateway import protocol as p
 from leaderboard import CODES, InvalidSubmission, Submission
+from leaderboard.errors import INPUT_CODES, InvalidInput
 from leaderboard.keys import parse_scope
+from leaderboard.profiles import Profile
 
 from .conftest import NOW
 from .properties import bounded
@@ -19,7 +21,8 @@ from .properties import bounded
 WINDOWS = ["daily", "weekly", "alltime"]
 # The codes parse() may raise (docs/protocol.md); the others come from the dispatch.
 PARSE_CODES = {"binary_frame", "bad_json", "bad_message", "unknown_type", "bad_board", "bad_period"}
-TYPES = ["hello", "ping", "subscribe", "unsubscribe", "top", "rank", "around", "ranks", "stats", "submit"]
+TYPES = ["hello", "ping", "subscribe", "unsubscribe", "top", "rank", "around", "ranks", "stats", "submit",
+         "ban", "unban", "correct", "profile"]  # fmt: skip
 
 # Any JSON value, with the numbers that break naive code: huge, negative, fractional, bool.
 scalars = st.one_of(
@@ -46,6 +49,15 @@ near_values: dict[str, st.SearchStrategy[Any]] = {
     "player": players,
     "players": st.lists(players, max_size=102),
     "token": st.text(max_size=20),
+    "reason": st.one_of(st.text(max_size=260), st.sampled_from(["", "bot", "a\u202eb"])),
+    "points": st.one_of(st.integers(-5, 2**60), st.sampled_from(["12", "1e3", True])),
+    "period": st.sampled_from(["2030-W48", "2030-W99", "2030-11-26", "all", ""]),
+    "scopes": st.lists(boards, max_size=11),
+    "profile": st.dictionaries(
+        st.sampled_from(["name", "avatar", "country", "colour"]),
+        st.one_of(json_values, st.sampled_from(["Zoë", "https://cdn.example/a.png", "http://x/a", "SE", "se", ""])),
+        max_size=4,
+    ),
     "submission": st.dictionaries(
         st.sampled_from(["id", "player", "points", "op", "ts", "name", "region", "mode", "extra"]),
         st.one_of(json_values, st.sampled_from(["1", "best", "incr", "eu", str(NOW), "١٢"])),
@@ -109,6 +121,13 @@ def _check_request(req: p.Request) -> None:
         assert 0 < len(req.player.encode()) <= 64
     if isinstance(req, p.Submit):
         _check_submission(req.fields)
+    if isinstance(req, p.SetProfile):
+        try:  # what the gateway does with it: a Profile, or an error with a stable input code
+            Profile.parse(dict(req.fields))
+        except InvalidInput as exc:
+            assert exc.code in INPUT_CODES, exc.code
+    if isinstance(req, p.Ban | p.Unban | p.Correct):
+        assert 0 < len(req.player.encode()) <= 64 and isinstance(req.reason, str)
 
 
 def _check_submission(fields: Any) -> None:
