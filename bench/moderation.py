@@ -10,6 +10,8 @@ alternating one of each per round so load on the shared machine falls on all ali
 - ban: ``Moderation.ban`` of a random player (SCAN of the game's boards, then ``lb_ban``);
 - correct: ``Moderation.correct`` of a random player on every window (SCAN, ZSCOREs, ``lb_correct``);
 - profile: ``Moderation.set_profile`` (the versions hash, then ``lb_profile``);
+- a friends list of 100 players with a profile each: ``Leaderboard.ranks`` without and with
+  ``profiles=True`` (``lb_ranks`` and one HMGET in the same round trip);
 
 and, on two more servers, the cost of the tombstone check in ``lb_submit``: batches of 500
 submissions against the library as shipped and against the same library with the one
@@ -104,7 +106,8 @@ async def actions(url: str, args: Any) -> list[str]:
     board = config.keys.board("weekly", config.window_specs[1].period(now).label, "global")
     rnd = random.Random(2)
     victims = rnd.sample(range(args.members), 2 * args.rounds)
-    samples: dict[str, list[float]] = {k: [] for k in ("baseline", "top", "ban", "correct", "profile")}
+    kinds = ("baseline", "top", "ban", "correct", "profile", "friends", "friends+p")
+    samples: dict[str, list[float]] = {k: [] for k in kinds}
     for n in range(args.rounds):
         ban_p, fix_p = f"p{victims[2 * n]}", f"p{victims[2 * n + 1]}"
         samples["baseline"].append(await timed(r.zrange, board, 0, 9, desc=True, withscores=True))
@@ -113,11 +116,16 @@ async def actions(url: str, args: Any) -> list[str]:
         samples["correct"].append(await timed(mod.correct, fix_p, 999_999, actor="bench", reason="bench", at=now))
         profile = Profile(name=f"Fixed {n}", country="NO")
         samples["profile"].append(await timed(mod.set_profile, fix_p, profile, at=now))
+        friends = [f"p{i}" for i in rnd.sample(range(min(args.profiles, args.members)), 100)]
+        samples["friends"].append(await timed(lb.ranks, friends, "weekly", at=now))
+        samples["friends+p"].append(await timed(lb.ranks, friends, "weekly", at=now, profiles=True))
     base, _ = summary(samples["baseline"])
-    out.append(f"{args.rounds} rounds, one of each per round (A/B/C/D/E), wall clock per call:")
+    friends_base, _ = summary(samples["friends"])
+    out.append(f"{args.rounds} rounds, one of each per round in this order, wall clock per call:")
     for name, values in samples.items():
         med, p90 = summary(values)
         out.append(f"  {name:<9} median {med * 1000:8.3f} ms  p90 {p90 * 1000:8.3f} ms  x{med / base:7.1f} baseline")
+    out.append(f"  friends list with profiles / without: x{summary(samples['friends+p'])[0] / friends_base:.2f}")
     plain = await lb.top("weekly", n=10, at=now)
     stripped = type(plain)(plain.period, [type(e)(e.rank, e.player, e.score, None) for e in plain.entries])
     with_profiles = snapshot.build("global", plain, version=1, ts_ms=now)
