@@ -3,14 +3,17 @@ submissions and their validation, game configuration, the function library's wra
 snapshot builder. The scorer, the gateways and the load test all import it from here."""
 
 from .config import GameConfig
-from .errors import CODES, BacklogFull, BadRequest, InvalidSubmission, LeaderboardError
+from .errors import CODES, BacklogFull, BadRequest, Banned, InvalidInput, InvalidSubmission, LeaderboardError
 from .keys import Keys
 from .library import Leaderboard
+from .moderation import BanResult, Moderation
+from .profiles import Profile
 from .results import (
     BoardEntries,
     BoardRef,
     BoardResult,
     BoardStats,
+    Correction,
     Entry,
     Publication,
     Ranks,
@@ -26,17 +29,23 @@ __all__ = [
     "WINDOWS",
     "BacklogFull",
     "BadRequest",
+    "BanResult",
+    "Banned",
     "BoardEntries",
     "BoardRef",
     "BoardResult",
     "BoardStats",
+    "Correction",
     "Entry",
     "GameConfig",
+    "InvalidInput",
     "InvalidSubmission",
     "Keys",
     "Leaderboard",
     "LeaderboardError",
+    "Moderation",
     "Period",
+    "Profile",
     "Publication",
     "Ranks",
     "RedisClient",

@@ -472,6 +472,8 @@ class Leaderboard:
         return [cast(dict[str, str], fields) for _, fields in rows or ()]
 
     async def set_profile(self, player: str, profile: Mapping[str, Any]) -> None:
+        """Store a profile as given: no checks, no version bump (tests and tools). Operators and
+        players go through ``Moderation.set_profile`` (lb_profile), which validates and republishes."""
         await self.redis.hset(self.keys.profiles, player, orjson.dumps(dict(profile)).decode())
 
 
