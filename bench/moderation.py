@@ -13,6 +13,9 @@ alternating one of each per round so load on the shared machine falls on all ali
 - a friends list of 100 players with a profile each: ``Leaderboard.ranks`` without and with
   ``profiles=True`` (``lb_ranks`` and one HMGET in the same round trip);
 
+then fills the database with ``--other-keys`` keys of another game and times the ban again
+(with its baseline), since the ban's SCAN walks every key of the database;
+
 and, on two more servers, the cost of the tombstone check in ``lb_submit``: batches of 500
 submissions against the library as shipped and against the same library with the one
 ``HEXISTS`` line taken out, alternating, as Redis time per submission (INFO commandstats).
@@ -126,6 +129,21 @@ async def actions(url: str, args: Any) -> list[str]:
         med, p90 = summary(values)
         out.append(f"  {name:<9} median {med * 1000:8.3f} ms  p90 {p90 * 1000:8.3f} ms  x{med / base:7.1f} baseline")
     out.append(f"  friends list with profiles / without: x{summary(samples['friends+p'])[0] / friends_base:.2f}")
+    if args.other_keys:
+        for start in range(0, args.other_keys, CHUNK):
+            await r.mset({f"lb:{{other}}:k{i}": "x" for i in range(start, min(start + CHUNK, args.other_keys))})
+        more: dict[str, list[float]] = {"baseline": [], "ban": []}
+        extra = random.Random(4).sample(range(args.members), args.rounds)
+        for player in extra:
+            more["baseline"].append(await timed(r.zrange, board, 0, 9, desc=True, withscores=True))
+            more["ban"].append(await timed(mod.ban, f"p{player}", actor="bench", reason="bench"))
+        base2, _ = summary(more["baseline"])
+        med, p90 = summary(more["ban"])
+        keys = await r.dbsize()
+        out.append(f"with {args.other_keys:,} keys of another game ({keys:,} keys in the database), "
+                   f"{args.rounds} rounds:")  # fmt: skip
+        out.append(f"  baseline  median {base2 * 1000:8.3f} ms")
+        out.append(f"  ban       median {med * 1000:8.3f} ms  p90 {p90 * 1000:8.3f} ms  x{med / base2:7.1f} baseline")
     plain = await lb.top("weekly", n=10, at=now)
     stripped = type(plain)(plain.period, [type(e)(e.rank, e.player, e.score, None) for e in plain.entries])
     with_profiles = snapshot.build("global", plain, version=1, ts_ms=now)
@@ -173,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--regions", type=int, default=4, help="region boards per window, splitting the members")
     p.add_argument("--profiles", type=int, default=100_000, help="players with a profile")
     p.add_argument("--rounds", type=int, default=50, help="rounds of the timed calls")
+    p.add_argument("--other-keys", type=int, default=100_000, help="keys of another game, for the ban's SCAN")
     p.add_argument("--batches", type=int, default=200, help="lb_submit batches of 500 per library")
     args = p.parse_args(argv)
     code = library_code()

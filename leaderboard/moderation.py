@@ -41,7 +41,7 @@ from .windows import Period, window
 
 MAX_ACTOR_BYTES = 64
 MAX_REASON_BYTES = 256
-_SCAN_COUNT = 1000
+_SCAN_COUNT = 10_000
 _BAN_ROUNDS = 5  # new boards appear at a rollover or with a new scope: one more round is the norm
 _WEEK = re.compile(r"(\d{4})-W(\d{2})")
 
@@ -111,7 +111,7 @@ class Moderation:
     async def boards(self) -> set[BoardRef]:
         """Every board of the game that exists now: all windows, periods and scopes."""
         found: set[BoardRef] = set()
-        async for key in self.lb.redis.scan_iter(match=self.keys.board_pattern, count=_SCAN_COUNT, _type="zset"):
+        async for key in self.lb.redis.scan_iter(match=self.keys.board_pattern, count=_SCAN_COUNT):
             window_name, _, rest = str(key)[len(self._board_prefix) :].partition(":")
             period, _, scope = rest.partition(":")
             if scope:
