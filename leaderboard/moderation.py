@@ -15,7 +15,8 @@ it; own-rank pushes read the boards again every interval, so they follow by them
 Finding the boards is this module's part: the function library never builds a key name (every
 key reaches it through KEYS, so it runs on a Cluster). A ban must reach every window, period and
 scope, including scopes no configuration lists, so it enumerates the game's board keys with SCAN
-(the keyspace holds a few keys per board, however many members each board has). A board created
+(which walks every key of the database, in steps of _SCAN_COUNT keys: its cost follows the key
+count, not the boards' sizes; bans are rare, a registry would cost every batch). A board created
 between the scan and the call cannot hold the banned player afterwards except through a write
 made before the tombstone: the scan is repeated after the call and the call made again for any
 new board, until a scan finds nothing new.
