@@ -70,6 +70,10 @@ def check_audit(actor: object, reason: object, *, reason_required: bool = True) 
     return actor, reason
 
 
+def _ordered(boards: set[BoardRef]) -> list[BoardRef]:
+    return sorted(boards, key=lambda b: (b.window, b.period, b.scope))
+
+
 def _points(points: object) -> int:
     if isinstance(points, str) and points.isascii() and points.isdigit() and len(points) <= 16:
         return int(points)
@@ -124,16 +128,16 @@ class Moderation:
         on (lb_submit's per-entry code ``banned``), until ``unban``."""
         check_player(player)
         actor, reason = check_audit(actor, reason)
-        done: set[BoardRef] = set()
-        total = BanResult(0, 0)
-        for _ in range(_BAN_ROUNDS):
-            boards = sorted((await self.boards()) - done, key=lambda b: (b.window, b.period, b.scope))
-            if done and not boards:
+        done = await self.boards()
+        removed, touched = await self.lb.ban(player, _ordered(done), actor=actor, reason=reason)
+        for _ in range(_BAN_ROUNDS):  # boards created between the scan and the tombstone
+            new = (await self.boards()) - done
+            if not new:
                 break
-            removed, touched = await self.lb.ban(player, boards, actor=actor, reason=reason)
-            total = BanResult(total.boards + removed, total.top_changed + touched)
-            done.update(boards)
-        return total
+            more, more_touched = await self.lb.ban(player, _ordered(new), actor=actor, reason=reason)
+            removed, touched = removed + more, touched + more_touched
+            done |= new
+        return BanResult(removed, touched)
 
     async def unban(self, player: str, *, actor: str, reason: str = "") -> bool:
         """Lift a ban (whether there was one). Removed scores are not restored."""

@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 
 from leaderboard import WINDOWS, Leaderboard
 from leaderboard.errors import Banned, InvalidInput
-from leaderboard.moderation import Moderation, period_of
+from leaderboard.moderation import BanResult, Moderation, period_of
 from leaderboard.profiles import Profile
 from leaderboard.results import BoardRef
 
@@ -244,3 +244,10 @@ def test_period_labels_name_their_periods() -> None:
 async def test_the_ban_record_is_json(lb: Leaderboard, r: aioredis.Redis) -> None:
     await Moderation(lb).ban("p", actor=ACTOR, reason="r")
     assert orjson.loads(cast(str, await r.hget(lb.keys.banned, "p")))["reason"] == "r"
+
+
+async def test_banning_a_player_on_no_board_records_one_action(lb: Leaderboard, r: aioredis.Redis) -> None:
+    assert await Moderation(lb).ban("nobody", actor=ACTOR, reason="pre-emptive") == BanResult(0, 0)
+    assert [a["action"] for a in await activity(r, lb)] == ["ban"]
+    [slip_result] = await submit(lb, slip("1", "nobody", 5))
+    assert slip_result.code == "banned"
