@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import redis.asyncio as aioredis
 
@@ -388,4 +389,22 @@ async def test_the_top_shows_profiles_escaped(fleet: Fleet, browser: Any, r: aio
     assert await ana.locator(".flag").inner_text() == "\U0001f1f8\U0001f1ea"
     assert await ana.locator("img.avatar").get_attribute("src") == "https://cdn.example/ana.png"
     assert not await page.evaluate("window.pwned === 1")
+    await page.close()
+
+
+async def test_a_player_sets_their_display_name_from_the_page(fleet: Fleet, browser: Any, r: aioredis.Redis) -> None:
+    await submit(r, ("mia", 500, "Mia"), ("ana", 300, "Ana"))
+    token = issue("mia", "player", SECRET, exp=time.time() + 600)
+    page = await browser.new_page()
+    await page.goto(f"{fleet.page_url}#token={token}")
+    await wait_until(lambda: _eq(rows(page), ["Mia", "Ana"]), 10)
+    await page.fill("#name-input", "Mi\u0301a \u2728")  # a combining accent: stored as one code point
+    await page.click("#name-form button")
+    await wait_until(lambda: _eq(page.inner_text("#name-status"), "Saved"), 5)
+    profile: Any = await r.hget(GameConfig(game="test").keys.profiles, "mia")
+    assert orjson.loads(profile)["name"] == "M\u00eda \u2728"
+    await wait_until(lambda: _first(rows(page), "M\u00eda \u2728"), 5)  # the next snapshot carries it
+    await page.fill("#name-input", "bad\u202ename")
+    await page.click("#name-form button")
+    await wait_until(lambda: _contains(page.inner_text("#name-status"), "name must be"), 5)
     await page.close()

@@ -287,6 +287,20 @@ function refresh() {
   if (me) client.request({ type: "rank", board, window: windowName }).then(onRank, () => {});
 }
 
+// The player's own display name (a `profile` request: players may set their name and country).
+$("name-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const status = $("name-status");
+  status.textContent = "Saving…";
+  try {
+    const reply = await client.request({ type: "profile", profile: { name: $("name-input").value } });
+    $("name-input").value = reply.profile.name || "";
+    status.textContent = "Saved";
+  } catch (err) {
+    status.textContent = String(err.message);
+  }
+});
+
 if (!token) token = await demoToken();
 const scheme = location.protocol === "https:" ? "wss" : "ws";
 const client = new LeaderboardClient(`${scheme}://${location.host}/ws`, { token, renewToken: demoToken });
