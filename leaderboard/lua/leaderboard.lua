@@ -373,13 +373,13 @@ local function apply_submission(keys, sub, periods, ctx)
   if err then
     return err
   end
-  -- SADD is both the duplicate check and the mark (one call instead of SISMEMBER + SADD); a
-  -- refused submission takes its id out again, and nothing else was written for it.
   -- The tombstone: one HEXISTS per submission, before the dedupe mark, so a banned player's
   -- replayed or late slip writes nothing at all (not even its id).
   if redis.call('HEXISTS', ctx.banned, sub.player) == 1 then
     return fail('banned', 'player is banned from this game')
   end
+  -- SADD is both the duplicate check and the mark (one call instead of SISMEMBER + SADD); a
+  -- refused submission takes its id out again, and nothing else was written for it.
   local seen = sub.seen
   if redis.call('SADD', seen, sub.id) == 0 then
     return { 'duplicate' }
