@@ -101,6 +101,11 @@ async def test_correct_names_another_period_and_refuses_a_banned_player(lb: Lead
     last_week = WINDOWS["weekly"].period(NOW - 7 * 86_400_000)
     [c] = await mod.correct("ana", 3, actor=ACTOR, reason="r", window_name="weekly", period=last_week.label, at=NOW)
     assert c.board.period == last_week.label
+    rows = await mod.correct("ana", 4, actor=ACTOR, reason="r", scopes=["region:eu", "global", "region:eu"], at=NOW)
+    assert sorted((c.board.window, c.board.scope) for c in rows) == [
+        (w, s) for w in ("alltime", "daily", "weekly") for s in ("global", "region:eu")
+    ]
+    assert await top(lb, "daily", "region:eu") == [("ana", 4)]  # named: created where it was not
     await submit(lb, slip("1", "cheat", 1))
     await mod.ban("cheat", actor=ACTOR, reason="bot")
     with pytest.raises(Banned):
