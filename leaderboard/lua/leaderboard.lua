@@ -62,7 +62,8 @@ leaves a larger remainder and so ranks higher. k and the unit come from the call
 points must stay below 2^(53 - k) so the packed value is an exact double.
 
 Errors: whole-call problems raise 'ERR <code> <message>' (bad_request, backlog_full,
-unknown_tournament, tournament_exists, tournament_ended); a bad submission inside a batch
+unknown_tournament, tournament_exists, tournament_ended; the moderation and profile functions'
+input codes, invalid_player ... invalid_country, and banned); a bad submission inside a batch
 yields {'error', code, message} for that entry only and writes nothing for it (not_entered for a
 tournament slip of a player not entered).
 ]]
