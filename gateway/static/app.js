@@ -54,7 +54,10 @@ function who(e) {
   if (typeof e.country === "string" && COUNTRY.test(e.country)) {
     // the flag emoji: the two regional indicator symbols of the code
     const flag = String.fromCodePoint(...[...e.country].map((c) => 0x1f1e6 + c.charCodeAt(0) - 65));
-    parts.push(el("span", { className: "flag", textContent: flag, title: e.country }));
+    const span = el("span", { className: "flag", textContent: flag, title: e.country });
+    span.setAttribute("role", "img"); // read as the country code, not as two letter symbols
+    span.setAttribute("aria-label", e.country);
+    parts.push(span);
   }
   return parts;
 }
