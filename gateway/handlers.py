@@ -238,7 +238,7 @@ class Handlers:
              "rank": c.rank}
             for c in rows
         ]  # fmt: skip
-        msg = {"type": "corrected", "player": req.player, "points": req.points, "boards": boards}
+        msg = {"type": "corrected", "player": req.player, "points": int(req.points), "boards": boards}
         await self._out.reply(client, wire.reply(msg, req.id))
 
     async def profile(self, client: Client, req: p.SetProfile) -> None:
@@ -247,6 +247,8 @@ class Handlers:
         identity = client.identity
         if identity.player is None:
             raise p.ProtocolError("auth_required", "setting a profile needs a player or server token", req.id)
+        if identity.role == "server" and req.player is None:
+            raise p.ProtocolError("bad_message", "player is required on a server connection", req.id)
         player = req.player or identity.player
         if identity.role != "server" and (player != identity.player or "avatar" in req.fields):
             raise p.ProtocolError("forbidden", "a player may set only their own name and country", req.id)

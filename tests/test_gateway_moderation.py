@@ -44,10 +44,16 @@ async def test_only_server_connections_moderate(redis_url: str, r: aioredis.Redi
             bad = await request(server, {"type": "correct", "player": "cheat", "points": 5, "reason": "r", "id": 3})
             assert bad["code"] == "banned"
             fixed = await request(
-                server, {"type": "correct", "player": "ana", "points": 7, "reason": "r", "window": "weekly", "id": 4}
+                server, {"type": "correct", "player": "ana", "points": "7", "reason": "r", "window": "weekly", "id": 4}
             )
             [row] = fixed["boards"]
-            assert (fixed["type"], row["board"], row["previous"], row["rank"]) == ("corrected", "global", 10, 1)
+            assert (fixed["type"], fixed["points"], row["board"], row["previous"], row["rank"]) == (
+                "corrected",
+                7,
+                "global",
+                10,
+                1,
+            )
             undone = await request(server, {"type": "unban", "player": "cheat", "id": 5})
             assert undone == {"type": "unbanned", "player": "cheat", "was_banned": True, "id": 5}
     assert (await lb.rank("cheat", "weekly")).rank is None and (await lb.rank("ana", "weekly")).score == 7
@@ -96,6 +102,8 @@ async def test_profiles_from_players_and_servers_join_friends_lists(redis_url: s
                 assert refused["code"] == code, (msg, refused)
         async with ws_client(gw, f"?token={token('backend', 'server')}") as server:
             await greet(server)
+            nobody = await request(server, {"type": "profile", "profile": {"name": "x"}})
+            assert nobody["code"] == "bad_message"  # a server names the player
             avatar = "https://cdn.example/ana.png"
             reply = await request(server, {"type": "profile", "player": "ana", "profile": {"avatar": avatar}})
             assert reply["profile"] == {"avatar": avatar}
