@@ -27,7 +27,7 @@ CODES = {
     "missing_id": "submission id is required",
     "invalid_id": "submission id must be valid UTF-8 of at most 64 bytes",
     "invalid_player": "player must be valid UTF-8 of 1-64 bytes",
-    "invalid_name": "name must be valid UTF-8 of at most 64 bytes",
+    "invalid_name": "name must be valid UTF-8 of at most 64 bytes, without control characters",
     "invalid_points": "points must be a non-negative integer",
     "points_out_of_range": "points exceed the largest value a board's encoding holds",
     "invalid_operator": "operator must be best, incr or set",

@@ -13,7 +13,8 @@ clears it::
 The profile lives in the game's profiles hash (player -> JSON), the one home of display data:
 lb_top and lb_around join it into snapshots and replies, friends lists (``ranks``) read it too.
 A submission carrying a ``name`` also sets the name there (the game server's view of it wins
-until the next profile write).
+until the next profile write); its name is checked for the same refused code points
+(``has_forbidden``) in both layers, but not normalised.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ def _invalid(code: str) -> InvalidInput:
     return InvalidInput(code, INPUT_CODES[code])
 
 
+def has_forbidden(text: str) -> bool:
+    """Whether ``text`` holds a code point no page should show (see _FORBIDDEN)."""
+    return any(ord(c) in _FORBIDDEN for c in text)
+
+
 def normalise_text(value: object, code: str, max_bytes: int, *, required: bool = True) -> str:
     """The one normalisation of display text (NFC), then its checks: valid Unicode, 1..max_bytes
     of UTF-8 (0 allowed unless ``required``), no refused code point."""
@@ -67,7 +73,7 @@ def normalise_text(value: object, code: str, max_bytes: int, *, required: bool =
         size = len(text.encode("utf-8"))  # lone surrogates (undecodable input) are refused here
     except UnicodeEncodeError:
         raise _invalid(code) from None
-    if size > max_bytes or (required and size == 0) or any(ord(c) in _FORBIDDEN for c in text):
+    if size > max_bytes or (required and size == 0) or has_forbidden(text):
         raise _invalid(code)
     return text
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from .errors import CODES, InvalidSubmission
 from .keys import GLOBAL_SCOPE, SCOPE_KINDS, check_name, scope_label
+from .profiles import has_forbidden
 from .windows import TOURNAMENT_SHIFT, check_tournament
 
 OPERATORS = ("best", "incr", "set")
@@ -61,6 +62,8 @@ class Submission:
         _check_text(self.player, "invalid_player", MAX_ID_BYTES)
         if self.name is not None:
             _check_text(self.name, "invalid_name", MAX_NAME_BYTES)
+            if has_forbidden(self.name):  # shown on every page as a profile name
+                raise _invalid("invalid_name")
         parse_uint(self.points, "invalid_points", 16)
         if self.op is not None and self.op not in OPERATORS:
             raise _invalid("invalid_operator")

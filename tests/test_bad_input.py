@@ -49,6 +49,8 @@ CASES = [
     ({"ts": str(NOW - 49 * HOUR)}, "timestamp_too_old"),
     ({"name": "n" * 65}, "invalid_name"),
     ({"name": "\udcfe"}, "invalid_name"),
+    ({"name": "evil\u202egnp.exe"}, "invalid_name"),  # a bidi override would reorder the page's text
+    ({"name": "two\nlines"}, "invalid_name"),
     ({"region": "e u"}, "invalid_scope"),
     ({"mode": "m" * 33}, "invalid_scope"),
     ({"region": "eu:west"}, "invalid_scope"),

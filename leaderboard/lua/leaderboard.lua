@@ -119,6 +119,17 @@ local function valid_utf8(s)
   return true
 end
 
+-- Valid UTF-8 without control characters: C0, DEL, C1, the line and paragraph separators and
+-- the bidirectional overrides and isolates (they would reorder the text around a name on a
+-- page). leaderboard/profiles.py applies the same rules before the call.
+local function plain_text(s)
+  if s:find('[%z\1-\31\127]') or s:find('\194[\128-\159]') or s:find('\226\128[\168-\174]')
+      or s:find('\226\129[\166-\169]') then
+    return false
+  end
+  return valid_utf8(s)
+end
+
 -- A non-negative integer written in plain decimal digits; anything else (sign, point,
 -- exponent, nan, inf, hex) is refused before tonumber can be lenient about it.
 local function parse_uint(s, max_digits)
@@ -219,8 +230,8 @@ local function plan_submission(keys, sub, periods, ctx)
   if err then
     return nil, err
   end
-  if #sub.name > MAX_NAME_BYTES or not valid_utf8(sub.name) then
-    return nil, fail('invalid_name', 'name must be valid UTF-8 of at most ' .. MAX_NAME_BYTES .. ' bytes')
+  if #sub.name > MAX_NAME_BYTES or not plain_text(sub.name) then
+    return nil, fail('invalid_name', 'name must be valid UTF-8 of at most ' .. MAX_NAME_BYTES .. ' bytes, without control characters')
   end
   local points = parse_uint(sub.points, 16)
   if points == nil then
@@ -767,17 +778,6 @@ end
 
 local MAX_REASON_BYTES = 256
 local MAX_AVATAR_BYTES = 256
-
--- Valid UTF-8 without control characters: C0, DEL, C1, the line and paragraph separators and
--- the bidirectional overrides and isolates (they would reorder the text around a name on a
--- page). leaderboard/profiles.py applies the same rules before the call.
-local function plain_text(s)
-  if s:find('[%z\1-\31\127]') or s:find('\194[\128-\159]') or s:find('\226\128[\168-\174]')
-      or s:find('\226\129[\166-\169]') then
-    return false
-  end
-  return valid_utf8(s)
-end
 
 local function refuse(code, message)
   return redis.error_reply('ERR ' .. code .. ' ' .. message)
