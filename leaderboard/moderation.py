@@ -35,8 +35,9 @@ import orjson
 from .errors import INPUT_CODES, InvalidInput
 from .keys import GLOBAL_SCOPE, parse_scope
 from .library import Leaderboard
-from .profiles import MAX_NAME_BYTES, Profile, normalise_text
+from .profiles import Profile, normalise_text
 from .results import BoardRef, Correction
+from .submission import MAX_ID_BYTES
 from .transport import now_ms
 from .windows import Period, window
 
@@ -58,9 +59,14 @@ def _invalid(code: str, message: str | None = None) -> InvalidInput:
 
 
 def check_player(player: object) -> str:
-    if not isinstance(player, str) or not 0 < len(player.encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES:
+    """A player id as submissions have them: 1-64 bytes of UTF-8."""
+    try:
+        size = len(player.encode("utf-8")) if isinstance(player, str) else 0
+    except UnicodeEncodeError:  # lone surrogates: bytes that were not UTF-8
+        size = 0
+    if not 0 < size <= MAX_ID_BYTES:
         raise _invalid("invalid_player")
-    return player
+    return str(player)
 
 
 def check_audit(actor: object, reason: object, *, reason_required: bool = True) -> tuple[str, str]:
