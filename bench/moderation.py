@@ -25,6 +25,7 @@ Figures are medians (and p90) of wall-clock time per call, and ratios to the bas
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import statistics
 import sys
@@ -198,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     assert TOMBSTONE in code, "the tombstone check moved: update bench.moderation"
     variant = code.replace(TOMBSTONE, "  if false then\n")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())  # the machine is shared: say how busy it was
     with ExitStack() as stack:
         servers = [stack.enter_context(RedisServer(tempfile.mkdtemp(prefix="mod-bench-"))) for _ in range(3)]
         for server, lib in zip(servers, (code, code, variant), strict=True):
@@ -206,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             client.close()
         lines = asyncio.run(actions(servers[0].url, args))
         lines += asyncio.run(submit_cost((servers[1].url, servers[2].url), args))
-    print(f"bench.moderation, {started}")
+    print(f"bench.moderation, {started} (load average at the start: {load})")
     print("\n".join(lines))
     return 0
 
