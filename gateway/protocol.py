@@ -321,8 +321,10 @@ def _unban(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Re
 
 def _correct(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
     window, period, scopes = msg.get("window"), msg.get("period"), msg.get("scopes")
-    if window is not None and window not in windows:
-        raise ProtocolError("bad_board", f"window must be one of {', '.join(windows)}")
+    if window is not None and (
+        not isinstance(window, str) or (window not in windows and tournament_of(window) is None)
+    ):
+        raise ProtocolError("bad_board", f"window must be one of {', '.join(windows)} or t-<tournament>")
     if period is not None and not isinstance(period, str):
         raise _bad("period must be a string")
     if scopes is not None:

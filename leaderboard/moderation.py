@@ -24,28 +24,25 @@ new board, until a scan finds nothing new.
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from .errors import INPUT_CODES, InvalidInput
+from .errors import INPUT_CODES, BadRequest, InvalidInput, TournamentError
 from .keys import GLOBAL_SCOPE, parse_scope
 from .library import Leaderboard
 from .profiles import Profile, normalise_text
 from .results import BoardRef, Correction
 from .submission import MAX_ID_BYTES
 from .transport import now_ms
-from .windows import Period, window
+from .windows import TOURNAMENT_PREFIX, Period
 
 MAX_ACTOR_BYTES = 64
 MAX_REASON_BYTES = 256
 _SCAN_COUNT = 10_000
 _BAN_ROUNDS = 5  # new boards appear at a rollover or with a new scope: one more round is the norm
-_WEEK = re.compile(r"(\d{4})-W(\d{2})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,29 +83,6 @@ def _points(points: object) -> int:
     if isinstance(points, int) and not isinstance(points, bool) and 0 <= points < 10**16:
         return points
     raise _invalid("invalid_points")
-
-
-def period_of(window_name: str, label: str) -> Period:
-    """The period of ``window_name`` named ``label`` (2026-11-30, 2026-W48, 2026-11, all)."""
-    spec = window(window_name)
-    try:
-        if spec.name == "alltime":
-            day = dt.date(2024, 1, 1)
-        elif spec.name == "daily":
-            day = dt.date.fromisoformat(label)
-        elif spec.name == "weekly":
-            found = _WEEK.fullmatch(label)
-            if not found:
-                raise ValueError(label)
-            day = dt.date.fromisocalendar(int(found[1]), int(found[2]), 1)
-        else:
-            day = dt.date.fromisoformat(f"{label}-01")
-    except ValueError:
-        raise _invalid("invalid_period", f"{label!r} is not a {spec.name} period") from None
-    period = spec.period(int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()) * 1000)
-    if period.label != label:
-        raise _invalid("invalid_period", f"{label!r} is not a {spec.name} period")
-    return period
 
 
 class Moderation:
@@ -170,22 +144,27 @@ class Moderation:
     ) -> list[Correction]:
         """Set ``player``'s points (a correction: the score is overwritten, higher or lower).
 
-        Which boards: the current period of every window the game keeps, or of ``window_name``;
-        ``period`` (with ``window_name``) names another period still kept. On each, the
-        ``global`` board and every scope board the player is on, or the ``scopes`` given."""
+        Which boards: the current period of every window the game keeps, or of ``window_name``
+        (a tournament's ``t-<id>`` too); ``period`` (with ``window_name``) names another period
+        still kept, as reads do (``previous`` or a label). On each, the ``global`` board and
+        every scope board the player is on, or the ``scopes`` given."""
         check_player(player)
         value = _points(points)
         actor, reason = check_audit(actor, reason)
-        config = self.lb.config
-        if window_name is not None and window_name not in config.windows:
-            raise _invalid("invalid_window", f"window must be one of {', '.join(config.windows)}")
-        if period is not None and window_name is None:
-            raise _invalid("invalid_period", "a period needs its window")
         when = now_ms() if at is None else at
-        if window_name and period:
-            periods = [period_of(window_name, period)]
+        if window_name is not None:
+            try:  # a window the game keeps, or a tournament's (t-<id>)
+                spec = await self.lb.window_of(window_name)
+            except (BadRequest, TournamentError) as exc:
+                raise _invalid("invalid_window", exc.message) from None
+            try:  # None or "current", "previous", or a label; not one expired or not started
+                periods = [spec.resolve(period, when)]
+            except ValueError as exc:
+                raise _invalid("invalid_period", str(exc)) from None
+        elif period is not None:
+            raise _invalid("invalid_period", "a period needs its window")
         else:
-            periods = [window(n).period(when) for n in ([window_name] if window_name else config.windows)]
+            periods = [spec.period(when) for spec in self.lb.config.window_specs]
         if scopes is not None:
             try:
                 chosen = [(p, parse_scope(s)) for p in periods for s in dict.fromkeys(scopes)]
@@ -226,6 +205,7 @@ class Moderation:
         boards = []
         for field in fields:
             window_name, period, scope = str(field).split(":", 2)
-            if (window_name, period) in current:
+            # a tournament's field stays until its close event: it is published until then
+            if (window_name, period) in current or window_name.startswith(TOURNAMENT_PREFIX):
                 boards.append(BoardRef(window_name, period, scope))
         return dict(await self.lb.profile(player, changes, boards))

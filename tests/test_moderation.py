@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 
 from leaderboard import WINDOWS, Leaderboard
 from leaderboard.errors import Banned, InvalidInput
-from leaderboard.moderation import BanResult, Moderation, period_of
+from leaderboard.moderation import BanResult, Moderation
 from leaderboard.profiles import Profile
 from leaderboard.results import BoardRef
 
@@ -238,12 +238,16 @@ async def test_profile_refusals_in_python_and_lua_agree(lb: Leaderboard) -> None
         assert in_python.value.code == in_lua.value.code == f"invalid_{field}"
 
 
-def test_period_labels_name_their_periods() -> None:
-    for window in ("daily", "weekly", "monthly", "alltime"):
-        period = WINDOWS[window].period(NOW)
-        assert period_of(window, period.label) == period
-    with pytest.raises(InvalidInput):
-        period_of("weekly", "2030-11-26")
+async def test_correct_takes_periods_as_reads_do(lb: Leaderboard) -> None:
+    mod = Moderation(lb)
+    [c] = await mod.correct("ana", 3, actor=ACTOR, reason="r", window_name="weekly", period="previous", at=NOW)
+    assert c.board.period == WINDOWS["weekly"].period(NOW - 7 * 86_400_000).label
+    with pytest.raises(InvalidInput) as caught:  # a period that has not started: nothing to correct
+        await mod.correct("ana", 3, actor=ACTOR, reason="r", window_name="weekly", period="2031-W02", at=NOW)
+    assert caught.value.code == "invalid_period"
+    with pytest.raises(InvalidInput) as caught:
+        await mod.correct("ana", 3, actor=ACTOR, reason="r", window_name="t-nope", at=NOW)
+    assert caught.value.code == "invalid_window"
 
 
 async def test_the_ban_record_is_json(lb: Leaderboard, r: aioredis.Redis) -> None:
@@ -256,3 +260,19 @@ async def test_banning_a_player_on_no_board_records_one_action(lb: Leaderboard, 
     assert [a["action"] for a in await activity(r, lb)] == ["ban"]
     [slip_result] = await submit(lb, slip("1", "nobody", 5))
     assert slip_result.code == "banned"
+
+
+async def test_tournaments_are_moderated_like_windows(lb: Leaderboard, r: aioredis.Redis) -> None:
+    await lb.create_tournament("cup", NOW, NOW + 3_600_000)
+    await lb.join("cup", ["cheat", "ana"])
+    later = NOW + 60_000
+    cup = [{**slip(f"t{i}", p, n, later), "tournament": "cup"} for i, (p, n) in enumerate([("cheat", 90), ("ana", 50)])]
+    assert [x.status for x in await submit(lb, *cup, now=later)] == ["ok", "ok"]
+    mod = Moderation(lb)
+    before = await versions(r, lb)
+    await mod.set_profile("ana", Profile(country="NO"), at=later)
+    assert int((await versions(r, lb))["t-cup:cup:global"]) > int(before["t-cup:cup:global"])  # republished
+    assert (await mod.ban("cheat", actor=ACTOR, reason="bot")).boards == 1
+    assert [(e.player, e.score) for e in (await lb.top("t-cup", at=later)).entries] == [("ana", 50)]
+    [c] = await mod.correct("ana", 55, actor=ACTOR, reason="r", window_name="t-cup", at=later)
+    assert (c.board, c.previous, c.rank) == (BoardRef("t-cup", "cup", "global"), 50, 1)
