@@ -137,9 +137,7 @@ def _operator_commands(sub: Any, epilog: str) -> None:
     c.add_argument("--reason", required=True, help="why, recorded with the correction")
     c.add_argument("--actor", help=actor_help)
     c.add_argument("--window", help="only this window, or a tournament's t-<id> (default: every window of the game)")
-    c.add_argument(
-        "--period", help="with --window: previous, or a period's label such as 2026-W48 (default: the current)"
-    )
+    c.add_argument("--period", help="with --window: previous, or a label such as 2026-W48 (default: the current)")
     c.add_argument(
         "--scope", action="append", help="board scope, repeatable (default: global and every scope the player is on)"
     )
