@@ -37,7 +37,6 @@ from typing import Any
 
 import orjson
 import redis
-import redis.asyncio as aioredis
 
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Leaderboard, Submission, connect, now_ms, snapshot
@@ -45,13 +44,14 @@ from leaderboard.library import library_code
 from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
 from leaderboard.settings import argument_parser
+from leaderboard.transport import RedisClient
 
 GAME = "bench"
 CHUNK = 10_000
 TOMBSTONE = "  if redis.call('HEXISTS', ctx.banned, sub.player) == 1 then\n"
 
 
-async def fill(r: aioredis.Redis, config: GameConfig, members: int, regions: int, profiles: int, now: int) -> None:
+async def fill(r: RedisClient, config: GameConfig, members: int, regions: int, profiles: int, now: int) -> None:
     keys, rnd = config.keys, random.Random(1)
     points = [rnd.randrange(1_000_000) for _ in range(members)]
     for spec in config.window_specs:
