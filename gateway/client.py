@@ -2,11 +2,18 @@
 
 No per-connection task or queue lives here: the connection handler (websockets' own task) reads,
 outbound.py does every write, the sweep task pings. ``BoardKey`` is ``(window, scope)``.
+
+``LeanConnection`` is websockets' server connection minus what an idle subscribed socket does not
+use (docs/benchmarks.md has the per-connection breakdown this follows): two empty deques of
+760 bytes each (an empty deque holds a whole 64-slot block) become lists, and the per-connection
+``LoggerAdapter`` (with a weak proxy and a dict) becomes the server's one logger.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
 from websockets.asyncio.server import ServerConnection
 
@@ -14,6 +21,42 @@ from .auth import SPECTATOR, Identity
 from .fanout import socket_fd
 
 BoardKey = tuple[str, str]  # (window, scope)
+
+T = TypeVar("T")
+
+
+class _SmallQueue(list[T]):
+    """The deque operations websockets' frame queue uses, on a list: it holds at most
+    ``max_queue`` frames, so popping from the front costs nothing measurable, and an empty list
+    is 56 bytes where an empty deque is 760."""
+
+    __slots__ = ()
+
+    def popleft(self) -> T:
+        return self.pop(0)
+
+    def extendleft(self, items: Iterable[T]) -> None:
+        for item in items:
+            self.insert(0, item)
+
+
+class LeanConnection(ServerConnection):
+    """websockets' ``ServerConnection`` (``serve(create_connection=...)``), lighter per socket."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # websockets wraps the logger per connection to name it in debug lines, which this
+        # server never enables (its logging policy: lifecycle only): one shared logger will do.
+        adapter = self.protocol.logger
+        shared = getattr(adapter, "logger", adapter)
+        self.protocol.logger = self.logger = shared
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        # Same operations (append, iterate, remove), a list instead of an empty 760-byte deque.
+        self.drain_waiters = []  # type: ignore[assignment]
+        self.recv_messages.frames.queue = _SmallQueue()  # type: ignore[assignment]
+
 
 ABUSE_WINDOW_S = 10.0
 
@@ -45,7 +88,8 @@ class Client:
         self.fd = socket_fd(ws.transport)  # for the fan-out's direct writes; -1: transport only
         self.identity = identity
         self.game = ""  # the game it connected to (gateway/games.py), set once at connect
-        self.boards: set[BoardKey] = set()
+        # a tuple (48 bytes for one board) rather than a set (216): a socket watches a handful
+        self.boards: tuple[BoardKey, ...] = ()
         self.closed = False
         # flow control: consecutive skipped messages, and since when the buffer is over the bound
         self.skips = 0
@@ -61,6 +105,14 @@ class Client:
         self.refill_at = now
         self.strikes = 0
         self.strikes_since = now
+
+    def add_board(self, key: BoardKey) -> None:
+        if key not in self.boards:
+            self.boards = (*self.boards, key)
+
+    def discard_board(self, key: BoardKey) -> None:
+        if key in self.boards:
+            self.boards = tuple(k for k in self.boards if k != key)
 
     def allow(self, now: float, rate: float, burst: int) -> bool:
         """Take a token for one client message; False when the bucket is empty."""

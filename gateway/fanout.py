@@ -14,15 +14,29 @@ Safe because the event loop's thread waits for the writers: no callback runs mea
 transport writes, closes, or hands a closed descriptor's number to a new connection while the
 writers hold it. Only transports that are open and expose a plain (non-TLS) socket are written
 to directly.
+
+**One write per socket per tick** (``plan``). A socket watching three boards that all change in
+one tick would otherwise cost three ``write()`` calls, and the kernel's per-call work is most of a
+delivery's cost. The gateway gathers one tick's messages for a short bounded window
+(``LB_GW_COALESCE``; 0 writes each message at once) and writes each socket's frames joined in one
+buffer: still separate WebSocket messages, in the order they arrived. Sockets watching the same
+boards get the same bytes, so a buffer is joined once per distinct set of boards and written to
+all of them, as a single message is (encode once, send many). Own-rank pushes held for the tick
+(``LB_GW_RANK_HOLD``) join their socket's buffer. Gathering in the gateway rather than having the
+scorer publish one message per tick per game keeps every board on its own channel: a gateway
+receives only the boards its sockets watch (the channel is the filter, and Redis Cluster's
+sharded pub/sub stays per board), the wire protocol and the stored latest snapshots do not
+change, and the scorer already publishes a tick's boards in one function call, so they reach
+the gateway back to back: a few milliseconds of window catch them all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 MIN_PER_THREAD = 512  # below this many sockets per thread, a thread hand-off costs more than it saves
 
@@ -43,6 +57,45 @@ class Target(Protocol):
 
 
 Leftover = tuple[Target, bytes]
+
+T = TypeVar("T", bound=Hashable)
+
+
+def plan(
+    messages: Sequence[tuple[Collection[T], bytes]], extras: Mapping[T, Sequence[bytes]] | None = None
+) -> list[tuple[bytes, int, list[T]]]:
+    """One tick's writes: ``messages`` are (subscribers, frame) in arrival order, ``extras`` a
+    socket's own frames (rank pushes) to add after them.
+
+    Returns (buffer, messages in it, targets): each target appears once, with the frames of every
+    message it subscribes to, in message order, then its extras, joined; "messages" counts the
+    tick's messages, not the extras. Targets with the same frames share one buffer (joined
+    once)."""
+    extras = extras or {}
+    mine: dict[T, list[int]] = {}
+    for i, (targets, _) in enumerate(messages):
+        for target in targets:
+            got = mine.get(target)
+            if got is None:
+                mine[target] = [i]
+            else:
+                got.append(i)
+    groups: dict[tuple[int, ...], list[T]] = {}
+    for target, indexes in mine.items():
+        if target not in extras:
+            key = tuple(indexes)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [target]
+            else:
+                group.append(target)
+    writes = [(b"".join([messages[i][1] for i in key]), len(key), targets) for key, targets in groups.items()]
+    for target, own in extras.items():
+        frames = [messages[i][1] for i in mine.get(target, ())]
+        count = len(frames)
+        frames.extend(own)
+        writes.append((b"".join(frames), count, [target]))
+    return writes
 
 
 def write_direct(targets: Sequence[Target], frame: bytes) -> list[Leftover]:

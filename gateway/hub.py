@@ -90,7 +90,7 @@ class Hub:
 
     async def subscribe(self, client: Client, key: BoardKey) -> None:
         """Add a subscriber and send it the board's latest snapshot at once."""
-        client.boards.add(key)
+        client.add_board(key)
         self._subs.setdefault(key, set()).add(client)
         channel = self.channel(key)
         self._channel_board[channel] = key
@@ -117,7 +117,7 @@ class Hub:
         return bool(await self._raw.exists(self._keys.latest(win, scope), self._keys.board(win, period, scope)))
 
     def unsubscribe(self, client: Client, key: BoardKey) -> None:
-        client.boards.discard(key)
+        client.discard_board(key)
         client.ranks.pop(key, None)
         subs = self._subs.get(key)
         if subs is None:
@@ -298,7 +298,7 @@ class Hub:
             self._observe_lag(payload)
         subs = self._subs.get(key)
         if subs:
-            self._out.fanout(subs, payload, frame)
+            self._out.publish(subs, payload, frame)
 
     def _observe_lag(self, payload: bytes) -> None:
         try:

@@ -20,6 +20,9 @@ class Metrics:
         self.accepted = Counter("lb_gw_accepted", "WebSocket connections accepted", registry=r)
         self.refused = Counter("lb_gw_refused", "handshakes refused (cap, rate, draining)", ["reason"], registry=r)
         self.deliveries = Counter("lb_gw_deliveries", "messages written to sockets by fan-out", registry=r)
+        self.writes = Counter(
+            "lb_gw_writes", "socket writes by fan-out (a tick's messages to one socket: one write)", registry=r
+        )
         self.skipped = Counter("lb_gw_skipped", "fan-out messages skipped for a full write buffer", registry=r)
         self.dropped = Counter(
             "lb_gw_dropped", "sockets closed by the gateway (slow, stalled, dead)", ["reason"], registry=r

@@ -6,7 +6,11 @@ Two kinds of message share one flow-control rule, a bound on the transport's wri
 * **pushes** (snapshots, announcements, own-rank pushes) may be skipped, because the next one
   supersedes them. A socket over the bound skips; after ``max_skips`` consecutive skips, or
   ``stall_timeout`` over the bound, it is aborted. Fan-out pushes are framed once and written by
-  fanout.py (``os.write`` when the transport has nothing queued, optional writer threads);
+  fanout.py (``os.write`` when the transport has nothing queued, optional writer threads). A
+  tick's messages are gathered for ``coalesce`` seconds and each socket gets them in one write
+  (``publish``, fanout.py says why); own-rank pushes wait up to ``rank_hold`` to join that write
+  (``push_held``). A socket is admitted once per tick: a socket over the bound skips the whole
+  tick, and a held rank push it skips is forgotten as seen, so the next round sends it again;
 * **replies** (welcome, answers to requests, errors) are never skipped. They go through websockets'
   ``send``, which waits while the buffer is over the same bound (``write_limit``): a client that
   sends requests without reading stops being read, and TCP pushes back on it. The stall clock
@@ -14,7 +18,9 @@ Two kinds of message share one flow-control rule, a bound on the transport's wri
 
 Both write synchronously, in call order (``send`` writes before it waits), so a reply written
 before a push reaches the client first: hub.py relies on it (``subscribed`` precedes the board's
-first snapshot). Nothing queues per socket beyond the bounded transport buffer.
+first snapshot, which is pushed at once, never gathered). Nothing queues per socket beyond the
+bounded transport buffer and, while a tick is gathered, the tick's shared frames (once per
+process) and held rank pushes (one small frame per board a player watches).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from websockets.asyncio.connection import broadcast
 from websockets.exceptions import ConnectionClosed
@@ -30,7 +36,7 @@ from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 
 from .client import Client
-from .fanout import Writer
+from .fanout import Writer, plan
 from .metrics import Metrics
 from .settings import GatewaySettings
 
@@ -52,9 +58,17 @@ class Outbound:
         self._bound = settings.write_buffer
         self._broadcast = settings.fanout == "broadcast"
         self._writer = Writer(settings.fanout_threads)
+        self._coalesce = settings.coalesce
+        self._tick: list[tuple[Collection[Client], bytes, bytes]] = []  # (subscribers, payload, frame)
+        self._held: dict[Client, list[bytes]] = {}  # own-rank frames waiting for the tick's write
+        self._flush_at: asyncio.TimerHandle | None = None
 
     def stop(self) -> None:
-        """Release the writer threads (the process is stopping)."""
+        """Release the writer threads and the pending tick (the process is stopping)."""
+        if self._flush_at is not None:
+            self._flush_at.cancel()
+            self._flush_at = None
+        self._tick, self._held = [], {}
         self._writer.close()
 
     # ------------------------------------------------------------ replies: never skipped
@@ -89,6 +103,74 @@ class Outbound:
             return True
         return False
 
+    def publish(self, clients: Collection[Client], payload: bytes, frame: bytes) -> None:
+        """A tick's message for every socket in ``clients`` (a board's live subscriber set: who
+        gets it is decided when it is written). With ``coalesce`` > 0 it is gathered with the
+        rest of the tick and written by ``flush``; else written at once."""
+        if self._coalesce <= 0:
+            self.fanout(clients, payload, frame)
+            return
+        self._tick.append((clients, payload, frame))
+        self._flush_in(self._coalesce)
+
+    def push_held(self, client: Client, frames: list[bytes], now: float, hold: float) -> bool:
+        """Own-rank pushes of one socket: admitted now, then written in one write, at once or
+        (coalescing on, ``hold`` > 0) with the next tick's frames within ``hold`` seconds."""
+        if not self._admit(client, now):
+            return False
+        if self._coalesce <= 0 or hold <= 0:
+            client.transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+            return True
+        held = self._held.get(client)
+        if held is None:
+            self._held[client] = list(frames)
+        else:
+            held.extend(frames)
+        self._flush_in(hold)
+        return True
+
+    def _flush_in(self, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        at = loop.time() + delay
+        pending = self._flush_at
+        if pending is not None:
+            if pending.when() <= at:
+                return
+            pending.cancel()
+        self._flush_at = loop.call_at(at, self.flush)
+
+    def flush(self) -> None:
+        """Write the gathered tick: one write per socket (fanout.plan), same skip rules."""
+        self._flush_at = None
+        tick, self._tick = self._tick, []
+        held, self._held = self._held, {}
+        if self._broadcast:  # the comparison path writes each message as it always did
+            for clients, payload, frame in tick:
+                self.fanout(clients, payload, frame)
+            for client, frames in held.items():
+                if not client.closed:
+                    client.transport.write(b"".join(frames))
+            return
+        started = time.perf_counter()
+        now = time.monotonic()
+        delivered = writes = 0
+        # plan() reads the subscriber sets before any admission below can drop a socket (a drop
+        # removes it from those sets)
+        for buffer, count, targets in plan([(clients, frame) for clients, _, frame in tick], held):
+            ready = [c for c in targets if self._admit(c, now)]
+            if len(ready) < len(targets) and held:
+                for client in targets:
+                    if client in held and client not in ready:
+                        client.ranks.clear()  # its held rank push was skipped: send it next round
+            if ready:
+                self._writer.write(ready, buffer)
+            delivered += count * len(ready)
+            writes += len(ready)
+        self.metrics.deliveries.inc(delivered)
+        self.metrics.writes.inc(writes)
+        if tick:
+            self.metrics.broadcast_seconds.observe(time.perf_counter() - started)
+
     def fanout(self, clients: Iterable[Client], payload: bytes, frame: bytes) -> int:
         """Write one pre-framed message to every client; returns how many got it."""
         started = time.perf_counter()
@@ -100,6 +182,7 @@ class Outbound:
         else:
             self._writer.write(ready, frame)
         self.metrics.deliveries.inc(len(ready))
+        self.metrics.writes.inc(len(ready))
         self.metrics.broadcast_seconds.observe(time.perf_counter() - started)
         return len(ready)
 

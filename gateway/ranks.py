@@ -3,7 +3,9 @@ board it subscribes to, pushed only when they changed.
 
 Players are read in chunks of ``rank_chunk`` (one read-only ``lb_ranks`` call per board per chunk,
 the boards of a chunk in flight together), and the chunks are spread evenly across the interval,
-so Redis sees a steady trickle instead of a burst every five seconds.
+so Redis sees a steady trickle instead of a burst every five seconds. A player's pushes of one
+round go out in one write, held up to ``rank_hold`` to share the next snapshot tick's write
+(outbound.py).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class RankPusher:
         self._lb = lb
         self._interval = settings.rank_interval
         self._chunk = settings.rank_chunk
+        self._hold = settings.rank_hold
         self._metrics = metrics
 
     async def run_forever(self) -> None:
@@ -69,7 +72,8 @@ class RankPusher:
             log.debug("rank read failed: %s", exc)
             return 0
         now = time.monotonic()
-        sent = 0
+        # a player's boards in one write: (board, what it saw, frame) per socket
+        pushes: dict[Client, list[tuple[BoardKey, tuple[int | None, int | None], bytes]]] = {}
         for key, (period, size, standings) in zip(keys, results, strict=True):
             for client in by_board[key]:
                 standing = standings.get(client.identity.player or "")
@@ -82,9 +86,13 @@ class RankPusher:
                     board=key[1], window=key[0], period=period, player=standing.player,
                     rank=standing.rank, score=standing.score, size=size,
                 )  # fmt: skip
-                if self._out.push(client, text_frame(msg), now):
+                pushes.setdefault(client, []).append((key, seen, text_frame(msg)))
+        sent = 0
+        for client, mine in pushes.items():
+            if self._out.push_held(client, [frame for _, _, frame in mine], now, self._hold):
+                for key, seen, _ in mine:
                     client.ranks[key] = seen  # only what was really sent counts as seen
-                    sent += 1
+                sent += len(mine)
         self._metrics.rank_pushes.inc(sent)
         self._metrics.rank_push_seconds.observe(time.perf_counter() - t0)
         return sent

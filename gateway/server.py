@@ -26,7 +26,7 @@ from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.metrics_server import MetricsServer
 
 from .auth import issue
-from .client import Client
+from .client import Client, LeanConnection
 from .games import Game, build_games
 from .handlers import Handlers
 from .heartbeat import sweep_forever
@@ -109,6 +109,7 @@ class Gateway:
             logger=self._ws_log,
             reuse_port=s.reuse_port,
             backlog=s.backlog,
+            create_connection=LeanConnection,
         )
         self._port = int(self._server.sockets[0].getsockname()[1])
         self._tasks = [
@@ -254,7 +255,8 @@ class Gateway:
         # websockets keeps the handshake request and response (headers and all) for the life of
         # the connection; nothing reads them after this point, and at 10k sockets they were a
         # sizeable share of the memory per connection. The request object itself must stay:
-        # websockets takes "request is None" to mean "handshake not done yet".
+        # websockets takes "request is None" to mean "handshake not done yet" (and its parser's
+        # suspended frame holds it too), so only its headers go.
         ws.response = None
         request.headers.clear()
         if game is None:
@@ -272,8 +274,10 @@ class Gateway:
         try:
             await self.out.reply(client, self.handlers.welcome(client))
             await game.hub.subscribe(client, self._default)
-            async for raw in ws:
-                await self.handlers.on_message(client, raw)
+            # recv() rather than "async for": the async generator and its asend object would
+            # stay alive per idle socket (docs/benchmarks.md, memory per connection).
+            while True:
+                await self.handlers.on_message(client, await ws.recv())
         except ConnectionClosed:
             pass
         finally:

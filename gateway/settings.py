@@ -178,6 +178,14 @@ class GatewaySettings:
         "threads writing one snapshot's frames; 2 when a gateway has 2 cores to itself",
         check=at_least(1),
     )
+    # a tick's boards reach the gateway back to back (the scorer publishes them in one call), so
+    # a few milliseconds gather them: each socket then gets its tick in one write (fanout.py)
+    coalesce: float = setting(
+        "LB_GW_COALESCE",
+        0.005,
+        "seconds a tick's messages are gathered so each socket gets them in one write (0 = off: one write each)",
+        check=at_least(0),
+    )
     # --- the process (python -m gateway only): young objects before a collection. Python's
     # default, 700, runs a full collection every few thousand handshakes while sockets pile up,
     # each pausing the loop for longer as the heap grows (docs/benchmarks.md); 0 keeps it.
@@ -205,6 +213,12 @@ class GatewaySettings:
     # --- own rank
     rank_interval: float = setting("LB_GW_RANK_INTERVAL", 5.0, "own-rank cadence (s)", check=above(0))
     rank_chunk: int = setting("LB_GW_RANK_CHUNK", 500, "players per own-rank read", check=at_least(1))
+    rank_hold: float = setting(
+        "LB_GW_RANK_HOLD",
+        1.0,
+        "own-rank pushes wait up to this long (s) to share the next tick's write (LB_GW_COALESCE > 0; 0 = at once)",
+        check=at_least(0),
+    )
     # --- drain
     drain_delay: float = setting(
         "LB_GW_DRAIN_DELAY", 2.0, "drain: readiness fails this long before the listener closes (s)", check=at_least(0)

@@ -14,10 +14,11 @@ from websockets.asyncio.client import connect
 
 from fleet.redis_server import RedisServer
 from gateway import fanout
+from gateway.server import Gateway
 from leaderboard import Leaderboard, Submission, now_ms
 from leaderboard.library import library_code
 
-from .gw_helpers import T, client, greet, publish, raw_ws, recv, recv_type, request, running, snapshot, url
+from .gw_helpers import T, client, greet, publish, raw_ws, recv, recv_type, request, running, snapshot, token, url
 
 
 async def test_welcome_then_the_stored_snapshot_at_once(redis_url: str, r: aioredis.Redis) -> None:
@@ -172,3 +173,60 @@ async def test_both_fanout_paths_deliver_the_same_bytes(redis_url: str, r: aiore
         payload = snapshot(9)
         await publish(r, gw, payload)
         assert await asyncio.wait_for(ws.recv(decode=False), 2 * T) == payload
+
+
+# ---------------------------------------------------------------- one write per socket per tick
+
+
+def test_plan_gives_each_socket_its_frames_in_order_and_shares_equal_buffers() -> None:
+    a, b, c = "a", "b", "c"  # sockets
+    messages = [({a, b, c}, b"G1"), ({a, b}, b"E1"), ({a, c}, b"D1"), ({a}, b"X")]
+    writes = {(buffer, count, tuple(sorted(targets))) for buffer, count, targets in fanout.plan(messages)}
+    assert writes == {(b"G1E1D1X", 4, (a,)), (b"G1E1", 2, (b,)), (b"G1D1", 2, (c,))}
+    same = fanout.plan([({a, b, c}, b"G1"), ({a, b, c}, b"E1")])
+    assert same == [(b"G1E1", 2, [a, b, c])] or sorted(same[0][2]) == [a, b, c]
+    # own frames (rank pushes) go after the tick's, and count apart from its messages
+    with_ranks = fanout.plan([({a, b}, b"G1")], {b: [b"R1", b"R2"], c: [b"R3"]})
+    assert sorted(with_ranks, key=lambda w: w[2]) == [(b"G1", 1, [a]), (b"G1R1R2", 1, [b]), (b"R3", 0, [c])]
+
+
+def written(gw: Gateway) -> tuple[float, float]:
+    """(socket writes, messages delivered) by fan-out so far."""
+    return gw.metrics.writes._value.get(), gw.metrics.deliveries._value.get()
+
+
+@pytest.mark.parametrize("coalesce", [0.1, 0.0])
+async def test_a_ticks_boards_reach_a_socket_in_one_write(redis_url: str, r: aioredis.Redis, coalesce: float) -> None:
+    boards = ("region:eu", "mode:duo")
+    async with running(redis_url, boards=boards, coalesce=coalesce * T) as gw, client(gw) as ws:
+        await greet(ws)
+        for board in boards:
+            await request(ws, {"type": "subscribe", "board": board}, "subscribed")
+            assert (await recv(ws))["board"] == board  # its snapshot at once, never gathered
+        before = written(gw)
+        keys = gw.settings.game.keys
+        async with r.pipeline(transaction=False) as pipe:  # one tick, as the scorer publishes it
+            for version, board in enumerate(("global", *boards)):
+                pipe.publish(keys.snapshot_channel("weekly", board), snapshot(10 + version, board=board))
+            await pipe.execute()
+        got = [await recv(ws) for _ in range(3)]
+        assert [(m["board"], m["version"]) for m in got] == [("global", 10), ("region:eu", 11), ("mode:duo", 12)]
+        writes, delivered = (now - then for now, then in zip(written(gw), before, strict=True))
+        assert (writes, delivered) == ((1, 3) if coalesce else (3, 3))
+
+
+async def test_a_held_rank_push_shares_the_ticks_write(redis_url: str, r: aioredis.Redis, lb: Leaderboard) -> None:
+    await lb.submit_batch([Submission("s1", "mia", 300, now_ms()).fields()])
+    async with (
+        running(redis_url, coalesce=0.05 * T, rank_interval=0.1 * T, rank_hold=10 * T) as gw,
+        client(gw, f"?token={token('mia')}") as ws,
+    ):
+        await greet(ws)
+        async with asyncio.timeout(2 * T):  # the first round's push is held for the next tick
+            while not gw.metrics.rank_pushes._value.get():  # noqa: ASYNC110 (a counter: no event to await)
+                await asyncio.sleep(0.01)
+        before = written(gw)
+        await publish(r, gw, snapshot(20))
+        snap, rank = await recv(ws), await recv(ws)
+        assert (snap["type"], snap["version"], rank["type"], rank["rank"]) == ("snapshot", 20, "rank", 1)
+        assert written(gw)[0] - before[0] == 1
