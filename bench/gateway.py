@@ -2,6 +2,7 @@
 
     python -m bench.gateway                 # 10,000 sockets, 15 snapshots per target
     python -m bench.gateway --sockets 2000 --seconds 5 --no-write
+    python -m bench.gateway --boards 3 --targets gateway,gateway-nocoalesce,gateway,gateway-nocoalesce
 
 Starts a private redis-server, then for each target in turn — this project's gateway
 (``python -m gateway``, frame-once fan-out), the same gateway with ``LB_GW_FANOUT=broadcast``
@@ -19,6 +20,12 @@ address), publishes snapshots as the scorer does (SET latest + PUBLISH), and mea
 
 It prints a table and (unless --no-write) rewrites the ``## Gateway`` section of
 docs/benchmarks.md. Nothing is written that this run did not measure.
+
+With ``--boards 3`` every socket also subscribes to ``region:eu`` and ``mode:duo``, and each second
+all three boards change, published back to back as the scorer publishes a tick (one pipeline).
+Then ``gateway`` (a tick's messages joined in one write per socket) runs against
+``gateway-nocoalesce`` (``LB_GW_COALESCE=0``: one write per message), best alternated A/B/A/B in
+one run; the table is printed only (docs/benchmarks.md's section for it is written by hand).
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GAME = "bench"
 KEYS = GameConfig(game=GAME).keys
 WINDOW, BOARD = "weekly", "global"
+EXTRA_BOARDS = ("region:eu", "mode:duo")  # --boards 3: what every socket also watches
 
 # ---------------------------------------------------------------- client processes
 
@@ -71,14 +79,15 @@ class _Socket:
     Frames are parsed just enough to split them (server frames are never masked); pings are
     answered with a pong masked by a zero key so the gateways' heartbeats see a live peer."""
 
-    __slots__ = ("arrived", "buf", "open", "read", "ready", "sock")
+    __slots__ = ("arrived", "buf", "open", "read", "ready", "sock", "subscribe")
 
-    def __init__(self, sock: socket.socket, sinks: Sinks, ready: asyncio.Future[None]) -> None:
+    def __init__(self, sock: socket.socket, sinks: Sinks, ready: asyncio.Future[None], subscribe: bytes) -> None:
         self.sock = sock
         self.read, self.arrived = sinks
         self.buf = b""
         self.open = False
         self.ready = ready
+        self.subscribe = subscribe  # client frames sent once the handshake is done
 
     def handshake(self) -> None:
         key = base64.b64encode(os.urandom(16)).decode()
@@ -122,6 +131,9 @@ class _Socket:
                     self.ready.set_exception(ConnectionError(buf[:40].decode(errors="replace")))
                 return
             self.open = True
+            if self.subscribe:
+                with contextlib.suppress(OSError):
+                    self.sock.send(self.subscribe)
             if not self.ready.done():
                 self.ready.set_result(None)
             buf = buf[end + 4 :]
@@ -144,7 +156,9 @@ Sink = dict[int, list[float]]  # snapshot version -> one time per socket that go
 Sinks = tuple[Sink, Sink]  # (read by the client, arrived: kernel timestamp)
 
 
-async def _client_main(conn: Connection, port: int, count: int, source: str, read_every: float) -> None:
+async def _client_main(
+    conn: Connection, port: int, count: int, source: str, read_every: float, boards: int = 1
+) -> None:
     """Open ``count`` sockets, then read them every ``read_every`` seconds.
 
     Reading on a cadence rather than the moment bytes arrive: the arrival times come from the
@@ -158,6 +172,9 @@ async def _client_main(conn: Connection, port: int, count: int, source: str, rea
     failed = 0
     sem = asyncio.Semaphore(100)  # handshakes in flight per process
     interval = [0.002]  # while connecting: read at once
+    subscribe = b"".join(
+        client_frame(0x1, b'{"type":"subscribe","board":"%s"}' % board.encode()) for board in EXTRA_BOARDS[: boards - 1]
+    )
 
     async def reader() -> None:
         while True:
@@ -178,7 +195,7 @@ async def _client_main(conn: Connection, port: int, count: int, source: str, rea
                 sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
                 sock.bind((source, 0))
                 await loop.sock_connect(sock, ("127.0.0.1", port))
-                peers[sock.fileno()] = peer = _Socket(sock, sinks, ready)
+                peers[sock.fileno()] = peer = _Socket(sock, sinks, ready, subscribe)
                 ready_fds.register(sock.fileno(), select.EPOLLIN)
                 peer.handshake()
                 await asyncio.wait_for(ready, 30)
@@ -197,7 +214,7 @@ async def _client_main(conn: Connection, port: int, count: int, source: str, rea
     ready_fds.close()
 
 
-def _client_process(conn: Connection, port: int, count: int, source: str, read_every: float) -> None:
+def _client_process(conn: Connection, port: int, count: int, source: str, read_every: float, boards: int = 1) -> None:
     import gc
 
     import uvloop
@@ -205,7 +222,7 @@ def _client_process(conn: Connection, port: int, count: int, source: str, read_e
     # The measuring instrument must not pause: its few cycles (the transports) live until the end.
     gc.disable()
 
-    uvloop.run(_client_main(conn, port, count, source, read_every))
+    uvloop.run(_client_main(conn, port, count, source, read_every, boards))
 
 
 # ---------------------------------------------------------------- measurement
@@ -222,14 +239,14 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def snapshot_bytes(version: int) -> bytes:
+def snapshot_bytes(version: int, board: str = BOARD) -> bytes:
     """A realistic ~1 KB top-10 snapshot."""
     entries = [
         Entry(i + 1, f"player-{i:04d}-{'x' * 20}", 100_000 - i * 37, {"name": f"Display Name {i} {'y' * 24}"})
         for i in range(10)
     ]
     return wire.snapshot(
-        board=BOARD, window=WINDOW, period="2026-W48", version=version, ts_ms=int(time.time() * 1000),
+        board=board, window=WINDOW, period="2026-W48", version=version, ts_ms=int(time.time() * 1000),
         entries=entries,
     )  # fmt: skip
 
@@ -255,7 +272,13 @@ class Result:
 
 
 def _start_target(
-    name: str, port: int, metrics_port: int, redis_url: str, ping_interval: float | None, fanout_threads: int
+    name: str,
+    port: int,
+    metrics_port: int,
+    redis_url: str,
+    ping_interval: float | None,
+    fanout_threads: int,
+    boards: int = 1,
 ) -> subprocess.Popen[bytes]:
     if name == "naive":
         cmd = [sys.executable, "-m", "bench.naive_gateway", "--port", str(port), "--redis-url", redis_url,
@@ -269,7 +292,8 @@ def _start_target(
             "LB_GW_FANOUT": "broadcast" if name == "gateway-broadcast" else "frame",
             "LB_GW_FANOUT_THREADS": str(fanout_threads),
             "LB_GW_HEARTBEAT": "websockets" if name == "gateway-keepalive" else "sweep",
-            "LB_GW_METRICS_PORT": str(metrics_port),
+            "LB_GW_METRICS_PORT": str(metrics_port), "LB_GW_BOARDS": ",".join(EXTRA_BOARDS[: boards - 1]),
+            "LB_GW_COALESCE": "0" if name == "gateway-nocoalesce" else "0.005",
         }  # fmt: skip
         if ping_interval is not None:
             env["LB_GW_PING_INTERVAL"] = env["LB_GW_PING_TIMEOUT"] = str(ping_interval)
@@ -307,9 +331,11 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
 
 def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespace) -> Result:
     port = free_port()
-    r.set(KEYS.latest(WINDOW, BOARD), snapshot_bytes(999))  # what every socket gets on connect
+    boards = (BOARD, *EXTRA_BOARDS[: args.boards - 1])
+    for board in boards:
+        r.set(KEYS.latest(WINDOW, board), snapshot_bytes(999, board))  # what every socket gets on connect
     metrics_port = free_port()
-    proc = _start_target(name, port, metrics_port, redis_url, args.ping_interval, args.fanout_threads)
+    proc = _start_target(name, port, metrics_port, redis_url, args.ping_interval, args.fanout_threads, args.boards)
     try:
         _wait_listening(port, proc)
         time.sleep(0.5)
@@ -322,7 +348,7 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
             parent, child = ctx.Pipe()
             p = ctx.Process(
                 target=_client_process,
-                args=(child, port, count, f"127.0.0.{i + 2}", args.read_every_ms / 1000),
+                args=(child, port, count, f"127.0.0.{i + 2}", args.read_every_ms / 1000, args.boards),
                 daemon=True,
             )
             p.start()
@@ -338,13 +364,17 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
         clients0 = sum(usage(p.pid).cpu_s for p in procs if p.pid is not None)
         start = time.monotonic()
         for k in range(args.seconds):
-            version = 1000 + k
-            payload = snapshot_bytes(version)
-            # sleep to the next whole second of the run: one snapshot per second, like the scorer
+            # one tick: every board changes, each snapshot with its own version
+            payloads = [(1000 + k * len(boards) + i, board) for i, board in enumerate(boards)]
+            built = [(version, board, snapshot_bytes(version, board)) for version, board in payloads]
+            # sleep to the next whole second of the run: one tick per second, like the scorer
             time.sleep(max(0.0, start + k + 0.5 - time.monotonic()))
-            published[version] = time.time()
-            r.set(KEYS.latest(WINDOW, BOARD), payload)
-            r.spublish(KEYS.snapshot_channel(WINDOW, BOARD), payload)
+            tick = r.pipeline(transaction=False)  # back to back, as the scorer's one call publishes them
+            for version, board, payload in built:
+                published[version] = time.time()
+                tick.set(KEYS.latest(WINDOW, board), payload)
+                tick.spublish(KEYS.snapshot_channel(WINDOW, board), payload)  # sharded, as the scorer's
+            tick.execute()
         time.sleep(1.5)  # the last snapshot's stragglers
         gc_pauses, gc_pause_ms = _gc_pauses(metrics_port) if name != "naive" else (0, 0.0)
         cpu1 = usage(proc.pid)
@@ -372,7 +402,7 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
         user_ms = (cpu1.user_s - cpu0.user_s) * 1000
         print(f"  {name}: {connected}/{args.sockets} sockets connected in {connect_s:.1f} s", flush=True)
         return Result(
-            name, connected, deliveries, connected * len(published),
+            name, connected, deliveries, connected * len(published) if name != "naive" or args.boards == 1 else 0,
             cpu_ms / max(1, deliveries) * 1000, user_ms / max(1, deliveries) * 1000,
             clients_s * 1000 / max(1, deliveries) * 1000, gc_pauses, gc_pause_ms,
             (conn_kb - idle_kb) / max(1, connected),
@@ -444,6 +474,29 @@ def ratios(results: list[Result]) -> str:
     return "\n".join(lines) + "\n" + keepalive
 
 
+def coalescing(results: list[Result]) -> str:
+    """The --boards comparison: each target's runs pooled (A/B/A/B), then on / off."""
+
+    def pooled(name: str) -> tuple[float, float, float, int, int] | None:
+        runs = [x for x in results if x.name == name]
+        if not runs:
+            return None
+        deliveries = sum(x.deliveries for x in runs)
+        cpu = sum(x.cpu_ms_per_1k * x.deliveries for x in runs) / max(1, deliveries)
+        user = sum(x.user_ms_per_1k * x.deliveries for x in runs) / max(1, deliveries)
+        return cpu, user, max(x.spread_p99_ms for x in runs), deliveries, sum(x.expected for x in runs)
+
+    on, off = pooled("gateway"), pooled("gateway-nocoalesce")
+    if on is None or off is None:
+        return ""
+    return (
+        f"- coalescing on / off, CPU per delivered snapshot: **{on[0] / off[0]:.2f}×** ({on[0]:.1f} vs "
+        f"{off[0]:.1f} ms / 1k; target ≤ 0.5×); user space only {on[1] / off[1]:.2f}× ({on[1]:.1f} vs {off[1]:.1f})\n"
+        f"- spread p99 at arrival, worst run: on {on[2]:.0f} ms, off {off[2]:.0f} ms (target ≤ 100 ms)\n"
+        f"- delivered / expected: on {on[3]:,} / {on[4]:,}, off {off[3]:,} / {off[4]:,}\n"
+    )
+
+
 def write_doc(text: str) -> None:
     path = ROOT / "docs" / "benchmarks.md"
     intro = "# Benchmarks\n\nFigures measured on this project's machine, each with the command that made it.\n"
@@ -482,6 +535,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--ping-interval", type=float, default=None, help="protocol ping interval and timeout of the gateway targets"
     )
+    p.add_argument(
+        "--boards",
+        type=int,
+        default=1,
+        choices=(1, 2, 3),
+        help="boards every socket watches, all changing every second (>1: the coalescing comparison; "
+        "targets gateway and gateway-nocoalesce; the table is printed, docs are not written)",
+    )
     p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = p.parse_args(argv)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -500,6 +561,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     out = table(results)
     print(out)
+    if args.boards > 1:
+        print(coalescing(results))
+        return 0
     summary = ratios(results)
     print(summary)
     if not args.no_write:

@@ -42,6 +42,12 @@ class Metrics:
         self.rank_push_seconds = Histogram(
             "lb_gw_rank_push_seconds", "one own-rank chunk: read and push", buckets=_LAG, registry=r
         )
+        self.rank_push_lag_seconds = Histogram(
+            "lb_gw_rank_push_lag_seconds",
+            "own-rank push: from its round's due time to its write (the read, then held for a tick's write)",
+            buckets=_LAG,
+            registry=r,
+        )
         self.rank_pushes = Counter("lb_gw_rank_pushes", "rank messages pushed on change", registry=r)
         self.redis_errors = Counter("lb_gw_redis_errors", "failed Redis calls and lost connections", registry=r)
         self.redis_up = Gauge("lb_gw_redis_up", "1 while the pub/sub connection is subscribed", registry=r)

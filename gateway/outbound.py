@@ -61,6 +61,7 @@ class Outbound:
         self._coalesce = settings.coalesce
         self._tick: list[tuple[Collection[Client], bytes, bytes]] = []  # (subscribers, payload, frame)
         self._held: dict[Client, list[bytes]] = {}  # own-rank frames waiting for the tick's write
+        self._held_due: list[float] = []  # when each held push was due (loop time)
         self._flush_at: asyncio.TimerHandle | None = None
 
     def stop(self) -> None:
@@ -68,7 +69,7 @@ class Outbound:
         if self._flush_at is not None:
             self._flush_at.cancel()
             self._flush_at = None
-        self._tick, self._held = [], {}
+        self._tick, self._held, self._held_due = [], {}, []
         self._writer.close()
 
     # ------------------------------------------------------------ replies: never skipped
@@ -113,14 +114,17 @@ class Outbound:
         self._tick.append((clients, payload, frame))
         self._flush_in(self._coalesce)
 
-    def push_held(self, client: Client, frames: list[bytes], now: float, hold: float) -> bool:
+    def push_held(self, client: Client, frames: list[bytes], now: float, hold: float, due: float) -> bool:
         """Own-rank pushes of one socket: admitted now, then written in one write, at once or
-        (coalescing on, ``hold`` > 0) with the next tick's frames within ``hold`` seconds."""
+        (coalescing on, ``hold`` > 0) with the next tick's frames within ``hold`` seconds.
+        ``due``: the loop time the push was due (``lb_gw_rank_push_lag_seconds`` counts from it)."""
         if not self._admit(client, now):
             return False
         if self._coalesce <= 0 or hold <= 0:
             client.transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+            self.metrics.rank_push_lag_seconds.observe(asyncio.get_running_loop().time() - due)
             return True
+        self._held_due.append(due)
         held = self._held.get(client)
         if held is None:
             self._held[client] = list(frames)
@@ -144,12 +148,14 @@ class Outbound:
         self._flush_at = None
         tick, self._tick = self._tick, []
         held, self._held = self._held, {}
+        held_due, self._held_due = self._held_due, []
         if self._broadcast:  # the comparison path writes each message as it always did
             for clients, payload, frame in tick:
                 self.fanout(clients, payload, frame)
             for client, frames in held.items():
                 if not client.closed:
                     client.transport.write(b"".join(frames))
+            self._observe_lag(held_due)
             return
         started = time.perf_counter()
         now = time.monotonic()
@@ -170,6 +176,14 @@ class Outbound:
         self.metrics.writes.inc(writes)
         if tick:
             self.metrics.broadcast_seconds.observe(time.perf_counter() - started)
+        self._observe_lag(held_due)
+
+    def _observe_lag(self, held_due: list[float]) -> None:
+        if held_due:
+            written_at = asyncio.get_running_loop().time()
+            lag = self.metrics.rank_push_lag_seconds
+            for due in held_due:
+                lag.observe(written_at - due)
 
     def fanout(self, clients: Iterable[Client], payload: bytes, frame: bytes) -> int:
         """Write one pre-framed message to every client; returns how many got it."""

@@ -53,13 +53,16 @@ class RankPusher:
             step = self._interval / len(chunks)
             for i, chunk in enumerate(chunks):
                 if chunk:
-                    await self.push(chunk)
+                    await self.push(chunk, due=started + i * step)
                 # chunk i+1 starts at started + (i+1)·step, whatever this one cost
                 await asyncio.sleep(max(0.0, started + (i + 1) * step - loop.time()))
 
-    async def push(self, clients: list[Client]) -> int:
-        """Read and push one chunk; returns how many rank messages were sent."""
+    async def push(self, clients: list[Client], due: float | None = None) -> int:
+        """Read and push one chunk; returns how many rank messages were sent. ``due``: the loop
+        time its round slot began (the lag metric counts from there; default now)."""
         t0 = time.perf_counter()
+        if due is None:
+            due = asyncio.get_running_loop().time()
         by_board: dict[BoardKey, list[Client]] = {}
         for client in clients:
             for key in client.boards:
@@ -89,7 +92,7 @@ class RankPusher:
                 pushes.setdefault(client, []).append((key, seen, text_frame(msg)))
         sent = 0
         for client, mine in pushes.items():
-            if self._out.push_held(client, [frame for _, _, frame in mine], now, self._hold):
+            if self._out.push_held(client, [frame for _, _, frame in mine], now, self._hold, due):
                 for key, seen, _ in mine:
                     client.ranks[key] = seen  # only what was really sent counts as seen
                 sent += len(mine)
