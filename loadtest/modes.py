@@ -20,11 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from fleet.children import listening_pids
 from leaderboard import GameConfig, connect
 from leaderboard.keys import GLOBAL_SCOPE
 
-from . import report
+from . import probes, report
 from .flood import Flood, Source, Window, one_at_a_time
 from .stats import cdf_points, per_second, summary
 from .swarm import Swarm
@@ -159,6 +161,7 @@ async def socket_phase(
         ramp = swarm.totals()
         await watch.run(SETTLE)
         rss_conn = rss_bytes(pids)
+        probe0 = await _probe(target, label)
         cpu0, t0, before = cpu_s(pids), time.time(), swarm.totals()
         window = Window(flood) if flood is not None else None
         if window is not None:
@@ -168,6 +171,7 @@ async def socket_phase(
         if window is not None:
             await window.__aexit__()
         after = swarm.totals()
+        probe1 = await _probe(target, label)
         await watch.run(GRACE)
         cpu1, final = cpu_s(pids), swarm.totals()
         progress.end()
@@ -229,8 +233,30 @@ async def socket_phase(
     }
     if window is not None:
         figures["submissions"] = window.figures()
+    if probe0 is not None and probe1 is not None:
+        (gw0, (calls0, usec0)), (gw1, (calls1, usec1)) = probe0, probe1
+        calls = calls1 - calls0
+        figures["fleet"] = probes.window_figures(
+            gw0,
+            gw1,
+            {"redis_rank_reads": calls, "redis_usec_per_rank_read": (usec1 - usec0) / calls if calls else math.nan},
+        )
     series = {"timeline": watch.timeline, "latency_cdf": cdf_points(latencies)}
     return figures, series
+
+
+async def _probe(target: Target, label: str) -> tuple[dict[str, float], tuple[float, float]] | None:
+    """The fleet's own counters (gateways' /metrics, Redis's FCALL_RO time); None for the naive
+    gateway or when Redis does not answer INFO."""
+    if label != "gateway":
+        return None
+    redis = connect(target.redis_url)
+    try:
+        return await probes.gateways(target), await probes.fcall_ro(redis)
+    except (RedisError, OSError):
+        return None
+    finally:
+        await redis.aclose()
 
 
 MIN_SAMPLES = 100  # below this a p99 is the largest value or close to it: no percentile to speak of
@@ -269,6 +295,17 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
         (f"{prefix}gateway CPU % (all processes)", f["gateway_cpu_pct"]),
         (f"{prefix}gateway RSS KB / connection", f["gateway_rss_kb_per_conn"]),
     ]
+    if "fleet" in f:
+        g = f["fleet"]
+        rows += [
+            (f"{prefix}gateway socket writes / messages delivered (their /metrics)",
+             f"{g['gateway_writes']:,.0f} / {g['gateway_deliveries']:,.0f}"),
+            (f"{prefix}own-rank pushes (gateways), lag p50 / p99 (bucket bound) / mean s",
+             f"{g['gateway_rank_pushes']:,.0f}, ≤ {g['rank_lag_p50_le_s']:g} / ≤ {g['rank_lag_p99_le_s']:g} / "
+             f"{g['rank_lag_mean_s']:.3f}"),
+            (f"{prefix}Redis FCALL_RO calls, µs per call (own-rank reads)",
+             f"{g['redis_rank_reads']:,.0f}, {g['redis_usec_per_rank_read']:,.1f}"),
+        ]  # fmt: skip
     if "submissions" in f:
         s = f["submissions"]
         rows.append(

@@ -1,0 +1,101 @@
+"""What the fleet itself says about a measured window: its gateways' ``/metrics`` and Redis's
+command statistics, read before and after, so the report can give per-window figures the client
+side cannot see (socket writes, own-rank push lag, Redis time per rank read).
+
+Only a private fleet's gateways are scraped (their metrics ports are known); against ``--url``
+the gateway figures are left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import urllib.request
+from typing import Any
+
+from redis.asyncio import Redis
+
+from .target import Target
+
+_SUMMED = ("lb_gw_writes_total", "lb_gw_deliveries_total", "lb_gw_rank_pushes_total")
+_LAG = "lb_gw_rank_push_lag_seconds"
+
+
+def parse(text: str) -> dict[str, float]:
+    """Samples of a Prometheus text page, labels kept in the name (``name{le="0.5"}``)."""
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        try:
+            samples[name] = float(value)
+        except ValueError:
+            continue
+    return samples
+
+
+def _scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        return parse(reply.read().decode())
+
+
+async def gateways(target: Target) -> dict[str, float]:
+    """The gateways' counters and the lag histogram's buckets, summed over processes."""
+    if target.fleet is None:
+        return {}
+    pages = await asyncio.gather(
+        *(asyncio.to_thread(_scrape, port) for port in target.fleet.gateway_metrics_ports.values()),
+        return_exceptions=True,
+    )
+    total: dict[str, float] = {}
+    for page in pages:
+        if isinstance(page, BaseException):
+            continue
+        for name, value in page.items():
+            if name in _SUMMED or name.startswith(_LAG):
+                total[name] = total.get(name, 0.0) + value
+    return total
+
+
+def quantile(buckets: dict[float, float], q: float) -> float:
+    """The upper bound of the histogram bucket holding quantile ``q`` (cumulative counts)."""
+    bounds = sorted(buckets)
+    count = buckets.get(math.inf, 0.0)
+    if count <= 0:
+        return math.nan
+    for bound in bounds:
+        if buckets[bound] >= q * count:
+            return bound
+    return math.inf
+
+
+def window_figures(before: dict[str, float], after: dict[str, float], redis: dict[str, Any]) -> dict[str, Any]:
+    """Per-window gateway and Redis figures (deltas of what ``gateways`` and ``commandstats`` read)."""
+    delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    buckets: dict[float, float] = {}
+    prefix = _LAG + '_bucket{le="'
+    for name, value in delta.items():
+        if name.startswith(prefix):
+            bound = name[len(prefix) : name.index('"', len(prefix))]
+            buckets[math.inf if bound == "+Inf" else float(bound)] = value
+    figures: dict[str, Any] = {
+        "gateway_writes": delta.get("lb_gw_writes_total", math.nan),
+        "gateway_deliveries": delta.get("lb_gw_deliveries_total", math.nan),
+        "gateway_rank_pushes": delta.get("lb_gw_rank_pushes_total", math.nan),
+        "rank_lag_count": buckets.get(math.inf, 0.0),
+        "rank_lag_p50_le_s": quantile(buckets, 0.5) if buckets else math.nan,
+        "rank_lag_p99_le_s": quantile(buckets, 0.99) if buckets else math.nan,
+        "rank_lag_mean_s": delta.get(_LAG + "_sum", math.nan) / delta[_LAG + "_count"]
+        if delta.get(_LAG + "_count")
+        else math.nan,
+    }
+    figures.update(redis)
+    return figures
+
+
+async def fcall_ro(redis: Redis) -> tuple[float, float]:
+    """(calls, microseconds) of FCALL_RO so far: the gateways' reads (own ranks, top N)."""
+    stats = await redis.info("commandstats")
+    entry = stats.get("cmdstat_fcall_ro") or {}
+    return float(entry.get("calls", 0)), float(entry.get("usec", 0))
