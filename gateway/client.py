@@ -6,7 +6,8 @@ outbound.py does every write, the sweep task pings. ``BoardKey`` is ``(window, s
 ``LeanConnection`` is websockets' server connection minus what an idle subscribed socket does not
 use (docs/benchmarks.md has the per-connection breakdown this follows): two empty deques of
 760 bytes each (an empty deque holds a whole 64-slot block) become lists, and the per-connection
-``LoggerAdapter`` (with a weak proxy and a dict) becomes the server's one logger.
+``LoggerAdapter`` (with a weak proxy and a dict) becomes the server's one logger, and the future
+the handshake waited on goes once it is done.
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ class LeanConnection(ServerConnection):
         adapter = self.protocol.logger
         shared = getattr(adapter, "logger", adapter)
         self.protocol.logger = self.logger = shared
+
+    async def handshake(self, *args: Any, **kwargs: Any) -> None:
+        await super().handshake(*args, **kwargs)
+        # Only the handshake waits on this future (set when the request arrived): not kept.
+        self.request_rcvd = None  # type: ignore[assignment]
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
