@@ -21,8 +21,9 @@ delivery's cost. The gateway gathers one tick's messages for a short bounded win
 (``LB_GW_COALESCE``; 0 writes each message at once) and writes each socket's frames joined in one
 buffer: still separate WebSocket messages, in the order they arrived. Sockets watching the same
 boards get the same bytes, so a buffer is joined once per distinct set of boards and written to
-all of them, as a single message is (encode once, send many). Own-rank pushes held for the tick
-(``LB_GW_RANK_HOLD``) join their socket's buffer. Gathering in the gateway rather than having the
+all of them, as a single message is (encode once, send many). Announcements and own-rank
+pushes, which come between ticks, are held for the next one (``LB_GW_PUSH_HOLD``, 1 s) and join
+its buffers: a socket then gets one write per tick, not one per event. Gathering in the gateway rather than having the
 scorer publish one message per tick per game keeps every board on its own channel: a gateway
 receives only the boards its sockets watch (the channel is the filter, and Redis Cluster's
 sharded pub/sub stays per board), the wire protocol and the stored latest snapshots do not

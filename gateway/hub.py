@@ -298,7 +298,7 @@ class Hub:
             self._observe_lag(payload)
         subs = self._subs.get(key)
         if subs:
-            self._out.publish(subs, payload, frame)
+            self._out.publish(subs, payload, frame, held=not snapshot)  # announcements wait for the tick
 
     def _observe_lag(self, payload: bytes) -> None:
         try:

@@ -8,9 +8,10 @@ Two kinds of message share one flow-control rule, a bound on the transport's wri
   ``stall_timeout`` over the bound, it is aborted. Fan-out pushes are framed once and written by
   fanout.py (``os.write`` when the transport has nothing queued, optional writer threads). A
   tick's messages are gathered for ``coalesce`` seconds and each socket gets them in one write
-  (``publish``, fanout.py says why); own-rank pushes wait up to ``rank_hold`` to join that write
-  (``push_held``). A socket is admitted once per tick: a socket over the bound skips the whole
-  tick, and a held rank push it skips is forgotten as seen, so the next round sends it again;
+  (``publish``, fanout.py says why); announcements and own-rank pushes wait up to ``push_hold``
+  to join that write (``publish(held=True)``, ``push_held``). A socket is admitted once per
+  tick: one over the bound skips the whole tick, and a held rank push it skips is forgotten as
+  seen, so the next round sends it again;
 * **replies** (welcome, answers to requests, errors) are never skipped. They go through websockets'
   ``send``, which waits while the buffer is over the same bound (``write_limit``): a client that
   sends requests without reading stops being read, and TCP pushes back on it. The stall clock
@@ -20,7 +21,8 @@ Both write synchronously, in call order (``send`` writes before it waits), so a 
 before a push reaches the client first: hub.py relies on it (``subscribed`` precedes the board's
 first snapshot, which is pushed at once, never gathered). Nothing queues per socket beyond the
 bounded transport buffer and, while a tick is gathered, the tick's shared frames (once per
-process) and held rank pushes (one small frame per board a player watches).
+process: snapshots and held announcements) and held rank pushes (one small frame per board a
+player watches).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class Outbound:
         self._broadcast = settings.fanout == "broadcast"
         self._writer = Writer(settings.fanout_threads)
         self._coalesce = settings.coalesce
+        self._hold = settings.push_hold
         self._tick: list[tuple[Collection[Client], bytes, bytes]] = []  # (subscribers, payload, frame)
         self._held: dict[Client, list[bytes]] = {}  # own-rank frames waiting for the tick's write
         self._held_due: list[float] = []  # when each held push was due (loop time)
@@ -104,15 +107,16 @@ class Outbound:
             return True
         return False
 
-    def publish(self, clients: Collection[Client], payload: bytes, frame: bytes) -> None:
-        """A tick's message for every socket in ``clients`` (a board's live subscriber set: who
-        gets it is decided when it is written). With ``coalesce`` > 0 it is gathered with the
-        rest of the tick and written by ``flush``; else written at once."""
+    def publish(self, clients: Collection[Client], payload: bytes, frame: bytes, *, held: bool = False) -> None:
+        """A message for every socket in ``clients`` (a board's live subscriber set: who gets it
+        is decided when it is written). With ``coalesce`` > 0 it is gathered with the rest of
+        the tick and written by ``flush``, at most ``coalesce`` seconds later, or ``push_hold``
+        for a ``held`` one (an announcement: it waits for the next tick); else written at once."""
         if self._coalesce <= 0:
             self.fanout(clients, payload, frame)
             return
         self._tick.append((clients, payload, frame))
-        self._flush_in(self._coalesce)
+        self._flush_in(self._hold if held and self._hold > 0 else self._coalesce)
 
     def push_held(self, client: Client, frames: list[bytes], now: float, hold: float, due: float) -> bool:
         """Own-rank pushes of one socket: admitted now, then written in one write, at once or

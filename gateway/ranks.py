@@ -4,7 +4,7 @@ board it subscribes to, pushed only when they changed.
 Players are read in chunks of ``rank_chunk`` (one read-only ``lb_ranks`` call per board per chunk,
 the boards of a chunk in flight together), and the chunks are spread evenly across the interval,
 so Redis sees a steady trickle instead of a burst every five seconds. A player's pushes of one
-round go out in one write, held up to ``rank_hold`` to share the next snapshot tick's write
+round go out in one write, held up to ``push_hold`` to share the next snapshot tick's write
 (outbound.py).
 """
 
@@ -41,7 +41,7 @@ class RankPusher:
         self._lb = lb
         self._interval = settings.rank_interval
         self._chunk = settings.rank_chunk
-        self._hold = settings.rank_hold
+        self._hold = settings.push_hold
         self._metrics = metrics
 
     async def run_forever(self) -> None:

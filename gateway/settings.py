@@ -213,10 +213,13 @@ class GatewaySettings:
     # --- own rank
     rank_interval: float = setting("LB_GW_RANK_INTERVAL", 5.0, "own-rank cadence (s)", check=above(0))
     rank_chunk: int = setting("LB_GW_RANK_CHUNK", 500, "players per own-rank read", check=at_least(1))
-    rank_hold: float = setting(
-        "LB_GW_RANK_HOLD",
+    # announcements come whenever a submission enters a top 10, own ranks on their own cadence:
+    # held for the next snapshot tick, they share its write instead of costing one each
+    push_hold: float = setting(
+        "LB_GW_PUSH_HOLD",
         1.0,
-        "own-rank pushes wait up to this long (s) to share the next tick's write (LB_GW_COALESCE > 0; 0 = at once)",
+        "announcements and own-rank pushes wait up to this long (s) to share the next tick's write "
+        "(needs LB_GW_COALESCE > 0; 0 = at once)",
         check=at_least(0),
     )
     # --- drain

@@ -218,7 +218,7 @@ async def test_a_ticks_boards_reach_a_socket_in_one_write(redis_url: str, r: aio
 async def test_a_held_rank_push_shares_the_ticks_write(redis_url: str, r: aioredis.Redis, lb: Leaderboard) -> None:
     await lb.submit_batch([Submission("s1", "mia", 300, now_ms()).fields()])
     async with (
-        running(redis_url, coalesce=0.05 * T, rank_interval=0.1 * T, rank_hold=10 * T) as gw,
+        running(redis_url, coalesce=0.05 * T, rank_interval=0.1 * T, push_hold=10 * T) as gw,
         client(gw, f"?token={token('mia')}") as ws,
     ):
         await greet(ws)
@@ -230,3 +230,16 @@ async def test_a_held_rank_push_shares_the_ticks_write(redis_url: str, r: aiored
         snap, rank = await recv(ws), await recv(ws)
         assert (snap["type"], snap["version"], rank["type"], rank["rank"]) == ("snapshot", 20, "rank", 1)
         assert written(gw)[0] - before[0] == 1
+
+
+async def test_an_announcement_waits_for_the_tick_and_shares_its_write(redis_url: str, r: aioredis.Redis) -> None:
+    async with running(redis_url, coalesce=0.05 * T, push_hold=10 * T) as gw, client(gw) as ws:
+        await greet(ws)
+        before = written(gw)
+        announce = {"type": "announce", "board": "global", "window": "weekly", "period": "2030-W48",
+                    "player": "leo", "rank": 3, "score": 10}  # fmt: skip
+        await r.publish(gw.settings.game.keys.announce_channel, orjson.dumps(announce))
+        await publish(r, gw, snapshot(30))  # the tick: written within the coalescing window
+        assert await recv(ws) == announce  # held, then first: messages keep their order
+        assert (await recv(ws))["version"] == 30
+        assert tuple(now - then for now, then in zip(written(gw), before, strict=True)) == (1, 2)
