@@ -15,7 +15,7 @@ import os
 import orjson
 
 OP_TEXT, OP_CLOSE, OP_PING = 0x1, 0x8, 0x9
-_ENTRIES = b',"entries":'
+ENTRIES = b',"entries":'
 
 
 def handshake(host: str, path: str) -> bytes:
@@ -45,18 +45,25 @@ def response_status(head: bytes) -> tuple[int, float | None]:
 def next_frame(buf: bytes) -> tuple[int, int, int] | None:
     """(opcode, payload start, frame end) of the complete frame at the front of ``buf``, or
     None while it is incomplete. Server frames are never masked."""
-    if len(buf) < 2:
+    return frame_at(buf, 0)
+
+
+def frame_at(buf: bytes, pos: int) -> tuple[int, int, int] | None:
+    """``next_frame`` for the frame starting at ``pos``: a reader walks a buffer of several
+    frames (a tick's, written at once) without copying what follows each one."""
+    size = len(buf)
+    if size - pos < 2:
         return None
-    opcode, n, head = buf[0] & 0x0F, buf[1] & 0x7F, 2
+    opcode, n, head = buf[pos] & 0x0F, buf[pos + 1] & 0x7F, pos + 2
     if n == 126:
-        if len(buf) < 4:
+        if size - pos < 4:
             return None
-        n, head = int.from_bytes(buf[2:4], "big"), 4
+        n, head = int.from_bytes(buf[pos + 2 : pos + 4], "big"), pos + 4
     elif n == 127:
-        if len(buf) < 10:
+        if size - pos < 10:
             return None
-        n, head = int.from_bytes(buf[2:10], "big"), 10
-    return (opcode, head, head + n) if len(buf) >= head + n else None
+        n, head = int.from_bytes(buf[pos + 2 : pos + 10], "big"), pos + 10
+    return (opcode, head, head + n) if size >= head + n else None
 
 
 def split_frames(buf: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
@@ -97,7 +104,7 @@ def snapshot_identity(payload: bytes) -> tuple[str, int] | None:
 
     Only the head before the entries is parsed: the fields that identify the snapshot come
     first in the scorer's encoding, so a socket does not decode 1 KB per delivery."""
-    cut = payload.find(_ENTRIES)
+    cut = payload.find(ENTRIES)
     try:
         msg = orjson.loads(payload[:cut] + b"}" if cut > 0 else payload)
         key = f"{msg['board']}|{msg['window']}|{msg.get('period', '')}|{msg['version']}"
