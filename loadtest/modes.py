@@ -206,6 +206,9 @@ async def socket_phase(
         "opened": opened,
         "connect_failures": ramp["failed"],
         "refused_503": ramp["refused"],
+        "failed_connect": ramp["failed_connect"],  # no TCP connection
+        "failed_timeout": ramp["failed_timeout"],  # no 101 within the handshake timeout
+        "failed_closed": ramp["failed_closed"],  # closed by the server before its 101
         "connect_seconds": connect_s,
         "connect_rate": opened / max(connect_s, 1e-6),
         "sockets_per_gateway": gateways,
@@ -281,7 +284,12 @@ def too_few(count: int, snapshots: int | None = None) -> str:
 def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     lat, spread = f["latency_ms"], f["spread_ms"]
     rows: list[tuple[str, Any]] = [
-        (f"{prefix}sockets open / asked", f"{f['opened']:,} / {f['sockets']:,} ({f['connect_failures']} failed)"),
+        (
+            f"{prefix}sockets open / asked",
+            f"{f['opened']:,} / {f['sockets']:,} ({f['connect_failures']} failed: {f.get('failed_connect', 0)} no "
+            f"connection, {f.get('failed_timeout', 0)} no 101 in time, {f.get('failed_closed', 0)} closed by the "
+            f"server, {f.get('refused_503', 0)} refused with 503)",
+        ),
         (f"{prefix}connect rate /s", f["connect_rate"]),
         (f"{prefix}sockets per gateway", ", ".join(f"{k} {v:,}" for k, v in sorted(f["sockets_per_gateway"].items()))),
         (f"{prefix}snapshots in window", f["snapshots"]),

@@ -28,7 +28,10 @@ from leaderboard.lifecycle import Service
 from .wsworker import WorkerSettings
 
 PER_WORKER = 8000  # sockets per client process: well under the 20k descriptor cap
-COUNTERS = ("open", "attempts", "opened", "failed", "frames", "snaps", "ranks", "announces", "drops", "refused")
+COUNTERS = (
+    "open", "attempts", "opened", "failed", "frames", "snaps", "ranks", "announces", "drops", "refused",
+    "failed_connect", "failed_timeout", "failed_closed",
+)  # fmt: skip
 
 
 def parse_ws_url(url: str) -> tuple[str, int, str]:

@@ -56,7 +56,9 @@ class WorkerSettings:
 
 
 class Conn(asyncio.Protocol):
-    __slots__ = ("backoff", "buf", "code", "gateway", "index", "opened_at", "retry_after", "state", "transport", "w")
+    __slots__ = (
+        "backoff", "buf", "code", "gateway", "index", "opened_at", "retry_after", "state", "transport", "w", "why",
+    )  # fmt: skip
 
     def __init__(self, worker: Worker, index: int) -> None:
         self.w = worker
@@ -69,6 +71,7 @@ class Conn(asyncio.Protocol):
         self.retry_after: float | None = None  # a refused handshake's Retry-After (HTTP 503)
         self.transport: asyncio.Transport | None = None
         self.backoff: Backoff | None = None
+        self.why = "closed"  # why a handshake failed: closed by the server unless found otherwise
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
@@ -143,6 +146,9 @@ class Worker:
         # counters (cumulative)
         self.attempts = self.opened = self.failed = self.frames = self.snaps = self.ranks = 0
         self.welcomes = self.drops = self.open_now = self.refused = self.announces = 0
+        # failed handshakes by cause (refused = HTTP 503): no TCP connection, no 101 within the
+        # handshake timeout, or closed by the server before its 101
+        self.failed_connect = self.failed_timeout = self.failed_closed = 0
         # snapshots: key -> small id; per id the ts and the arrival times of first receipts
         self.sids: dict[str, int] = {}
         self.idents: dict[bytes, tuple[str, int]] = {}  # a snapshot's head -> its identity
@@ -180,6 +186,7 @@ class Worker:
 
     def handshake_failed(self, conn: Conn, retry_after: float | None) -> None:
         conn.retry_after = retry_after
+        conn.why = "refused"
         self.refused += 1
         if conn.transport is not None:
             conn.transport.abort()  # lost() follows: counts the failure, schedules the retry
@@ -227,6 +234,12 @@ class Worker:
             self.drop_events.append((now, conn.index, conn.gateway))
         else:
             self.failed += 1
+            if conn.why == "connect":
+                self.failed_connect += 1
+            elif conn.why == "timeout":
+                self.failed_timeout += 1
+            elif conn.why == "closed":
+                self.failed_closed += 1
         if self.stopping or not self.s.reconnect:
             return
         backoff = conn.backoff or Backoff(base=self.s.backoff_base, ceiling=self.s.backoff_ceiling, rng=self.rng)
@@ -253,7 +266,8 @@ class Worker:
             try:
                 await self.loop.create_connection(lambda: conn, self.s.host, self.s.port, local_addr=(self.s.source, 0))
                 await asyncio.wait_for(waiter, self.s.handshake_timeout)
-            except (OSError, TimeoutError):
+            except (OSError, TimeoutError) as exc:
+                conn.why = "timeout" if isinstance(exc, TimeoutError) else "connect"
                 self.waiters.pop(index, None)
                 if conn.transport is not None:
                     conn.transport.abort()  # lost() follows and counts the failure
@@ -294,6 +308,9 @@ class Worker:
             "announces": self.announces,
             "drops": self.drops,
             "refused": self.refused,
+            "failed_connect": self.failed_connect,
+            "failed_timeout": self.failed_timeout,
+            "failed_closed": self.failed_closed,
             "lat": lat,
         }
 
