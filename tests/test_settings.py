@@ -95,6 +95,7 @@ ENTRY_POINTS = [
     (["-m", "bench.drain"], None),
     (["-m", "bench.moderation"], None),
     (["-m", "bench.naive_gateway"], None),
+    (["-m", "bench.conn_memory"], None),
 ]
 
 
