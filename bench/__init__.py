@@ -7,5 +7,8 @@ the same run and prints the figures.
 - ``python -m bench.windows``: past-period reads, close events and tournament submissions on
   1M-member boards, each against its everyday counterpart.
 - ``python -m bench.gateway``: CPU per delivery, RSS per connection and fan-out spread at 10k sockets,
-  against ``bench.naive_gateway`` (websockets.broadcast of every message).
+  against ``bench.naive_gateway`` (websockets.broadcast of every message); ``--boards 3``: one
+  write per socket per tick against one write per message.
+- ``python -m bench.conn_memory``: where an idle subscribed connection's bytes go (tracemalloc by
+  allocation site, live objects by type).
 """
