@@ -13,7 +13,7 @@ import math
 import urllib.request
 from typing import Any
 
-from redis.asyncio import Redis
+from leaderboard.transport import RedisClient
 
 from .target import Target
 
@@ -94,8 +94,15 @@ def window_figures(before: dict[str, float], after: dict[str, float], redis: dic
     return figures
 
 
-async def fcall_ro(redis: Redis) -> tuple[float, float]:
-    """(calls, microseconds) of FCALL_RO so far: the gateways' reads (own ranks, top N)."""
-    stats = await redis.info("commandstats")
-    entry = stats.get("cmdstat_fcall_ro") or {}
-    return float(entry.get("calls", 0)), float(entry.get("usec", 0))
+async def fcall_ro(redis: RedisClient) -> tuple[float, float]:
+    """(calls, microseconds) of FCALL_RO so far: the gateways' reads (own ranks, top N), summed
+    over the nodes when the fleet's Redis is a cluster."""
+    stats: dict[str, Any] = await redis.info("commandstats")
+    nodes = [stats] if "cmdstat_fcall_ro" in stats or not stats else list(stats.values())
+    calls = usec = 0.0
+    for node in nodes:
+        entry = node.get("cmdstat_fcall_ro") if isinstance(node, dict) else None
+        if isinstance(entry, dict):
+            calls += float(entry.get("calls", 0))
+            usec += float(entry.get("usec", 0))
+    return calls, usec
