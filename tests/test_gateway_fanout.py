@@ -207,7 +207,7 @@ async def test_a_ticks_boards_reach_a_socket_in_one_write(redis_url: str, r: aio
         keys = gw.settings.game.keys
         async with r.pipeline(transaction=False) as pipe:  # one tick, as the scorer publishes it
             for version, board in enumerate(("global", *boards)):
-                pipe.publish(keys.snapshot_channel("weekly", board), snapshot(10 + version, board=board))
+                pipe.spublish(keys.snapshot_channel("weekly", board), snapshot(10 + version, board=board))
             await pipe.execute()
         got = [await recv(ws) for _ in range(3)]
         assert [(m["board"], m["version"]) for m in got] == [("global", 10), ("region:eu", 11), ("mode:duo", 12)]
@@ -238,7 +238,7 @@ async def test_an_announcement_waits_for_the_tick_and_shares_its_write(redis_url
         before = written(gw)
         announce = {"type": "announce", "board": "global", "window": "weekly", "period": "2030-W48",
                     "player": "leo", "rank": 3, "score": 10}  # fmt: skip
-        await r.publish(gw.settings.game.keys.announce_channel, orjson.dumps(announce))
+        await r.spublish(gw.settings.game.keys.announce_channel, orjson.dumps(announce))
         await publish(r, gw, snapshot(30))  # the tick: written within the coalescing window
         assert await recv(ws) == announce  # held, then first: messages keep their order
         assert (await recv(ws))["version"] == 30
