@@ -48,7 +48,7 @@ class Routes:
         self,
         *,
         static_dir: Path,
-        admit: Callable[[], str | None],
+        admit: Callable[[ServerConnection, Request], str | None],
         not_ready: Callable[[], str | None],
         demo_token: Callable[[], bytes | None] = lambda: None,
     ) -> None:
@@ -60,7 +60,7 @@ class Routes:
     def process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         path = request.path.partition("?")[0]
         if path == WS_PATH:
-            refused = self._admit()
+            refused = self._admit(connection, request)
             if refused is None:
                 return None
             # Clients back off after a 503 as after a 1013 close (docs/protocol.md).

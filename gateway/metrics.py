@@ -18,7 +18,9 @@ class Metrics:
         r = self.registry = CollectorRegistry(auto_describe=True)
         self.connections = Gauge("lb_gw_connections", "open WebSocket connections", registry=r)
         self.accepted = Counter("lb_gw_accepted", "WebSocket connections accepted", registry=r)
-        self.refused = Counter("lb_gw_refused", "handshakes refused (cap, rate, draining)", ["reason"], registry=r)
+        self.refused = Counter(
+            "lb_gw_refused", "handshakes refused (cap, address, rate, draining)", ["reason"], registry=r
+        )
         self.deliveries = Counter("lb_gw_deliveries", "messages written to sockets by fan-out", registry=r)
         self.writes = Counter(
             "lb_gw_writes", "socket writes by fan-out (a tick's messages to one socket: one write)", registry=r

@@ -20,11 +20,13 @@ from urllib.parse import parse_qs
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request
 
 from leaderboard import connect, wire
 from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.metrics_server import MetricsServer
 
+from .address import client_address, networks
 from .auth import issue
 from .client import Client, LeanConnection
 from .games import Game, build_games
@@ -66,6 +68,8 @@ class Gateway:
         # connection-rate cap: a token bucket refilled at connect_rate per second
         self._conn_tokens = s.connect_rate
         self._conn_refill = time.monotonic()
+        self._trusted = networks(s.trusted_proxies)
+        self._per_address: dict[str, int] = {}  # open connections by client address (only when capped)
         # websockets logs every connection at INFO; our policy is lifecycle only.
         self._ws_log = logging.getLogger("gateway.websockets")
         if self._ws_log.level == logging.NOTSET:
@@ -201,7 +205,12 @@ class Gateway:
 
     # ------------------------------------------------------------ admission and readiness
 
-    def _admit(self) -> str | None:
+    def client_address(self, connection: ServerConnection, request: Request) -> str:
+        """The client's address: the peer's, or the one a trusted balancer forwarded."""
+        peer = connection.remote_address[0] if connection.remote_address else ""
+        return client_address(str(peer), request.headers.get("X-Forwarded-For"), self._trusted)
+
+    def _admit(self, connection: ServerConnection, request: Request) -> str | None:
         s = self.settings
         if self.draining or self._closing is not None:
             self.metrics.refused.labels("draining").inc()
@@ -209,6 +218,10 @@ class Gateway:
         if s.max_connections and len(self.clients) >= s.max_connections:
             self.metrics.refused.labels("cap").inc()
             return "connection cap reached"
+        cap = s.max_per_address
+        if cap and self._per_address.get(self.client_address(connection, request), 0) >= cap:
+            self.metrics.refused.labels("address").inc()
+            return "too many connections from this address"
         if s.connect_rate > 0:
             now = time.monotonic()
             self._conn_tokens = min(s.connect_rate, self._conn_tokens + (now - self._conn_refill) * s.connect_rate)
@@ -249,6 +262,11 @@ class Gateway:
             self.metrics.refused.labels("cap").inc()
             await self.out.close(client, 1013, "overloaded; retry later")
             return
+        address = self.client_address(ws, request) if s.max_per_address else ""
+        if address and self._per_address.get(address, 0) >= s.max_per_address:  # raced past _admit too
+            self.metrics.refused.labels("address").inc()
+            await self.out.close(client, 1013, "too many connections from this address; retry later")
+            return
         query = parse_qs(request.path.partition("?")[2])
         token = query.get("token")
         game = self.games.get(query["game"][0]) if "game" in query else self.default_game
@@ -269,6 +287,8 @@ class Gateway:
             return
         self.clients.add(client)
         game.clients.add(client)
+        if address:
+            self._per_address[address] = self._per_address.get(address, 0) + 1
         self.metrics.accepted.inc()
         self.metrics.connections.inc()
         try:
@@ -283,6 +303,10 @@ class Gateway:
         finally:
             self.clients.discard(client)
             game.clients.discard(client)
+            if address:
+                left = self._per_address.pop(address) - 1
+                if left:
+                    self._per_address[address] = left
             self.metrics.connections.dec()
             game.hub.remove(client)
             client.closed = True

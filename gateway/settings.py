@@ -33,12 +33,22 @@ from leaderboard.settings import (
     validate,
 )
 
+from .address import parse_networks
+
 MIN_SECRET_BYTES = 32  # HS256 keys shorter than this can be brute-forced offline from any token
 
 
 def strong_secrets(secrets: tuple[str, ...]) -> str | None:
     if any(len(secret.encode()) < MIN_SECRET_BYTES for secret in secrets):
         return f"must each be at least {MIN_SECRET_BYTES} bytes (a short HS256 key is guessed from any token)"
+    return None
+
+
+def valid_networks(items: tuple[str, ...]) -> str | None:
+    try:
+        parse_networks(",".join(items))
+    except ValueError as exc:
+        return f"must be IP addresses or networks: {exc}"
     return None
 
 
@@ -114,6 +124,21 @@ class GatewaySettings:
     )
     max_connections: int = setting(
         "LB_GW_MAX_CONNECTIONS", 20_000, "connections per process (0 = no cap); HTTP 503 beyond", check=at_least(0)
+    )
+    max_per_address: int = setting(
+        "LB_GW_MAX_PER_ADDRESS",
+        0,
+        "connections per client address (0 = no cap; mind players behind one NAT); HTTP 503 beyond",
+        check=at_least(0),
+    )
+    # behind a balancer every peer is the balancer: its X-Forwarded-For names the client, but
+    # only a balancer of ours may say so (gateway/address.py)
+    trusted_proxies: tuple[str, ...] = setting(
+        "LB_GW_TRUSTED_PROXIES",
+        (),
+        "balancer addresses or networks, comma-separated, whose X-Forwarded-For (last value) is the client's address",
+        parse=parse_networks,
+        check=valid_networks,
     )
     # accept queue: asyncio's default of 100 overflows in a reconnect storm, and every SYN the
     # kernel drops costs that client a 1 s, then 3 s, retransmission (capped by net.core.somaxconn)

@@ -1,0 +1,291 @@
+"""HAProxy in front of the gateways: the configuration, rendered from the gateway list, and a
+process that runs it (the fleet's ``--balancer haproxy``, the tests, the load test).
+
+``python -m fleet.haproxy --gateway 10.0.1.11:8000 --gateway 10.0.1.12:8000`` prints the
+configuration; ``deploy/haproxy.cfg`` is that output for the example in docs/operations.md (a test
+keeps the two equal). What the configuration does, and why:
+
+* ``mode http`` with ``timeout tunnel 1h``: the upgrade request is read as HTTP (so the balancer
+  can answer ``/metrics`` itself and add ``X-Forwarded-For``), then the WebSocket is a tunnel that
+  lives an hour without traffic limits of its own — the gateways' heartbeats find dead peers;
+* ``balance leastconn``: WebSockets live for hours, so the number open, not the number of new
+  requests, is what should be even across gateways (a restarted gateway fills up first);
+* health checks ``GET /readyz`` every second: a draining gateway, or one without Redis, answers
+  503 and gets no new connections after two failed checks; its open tunnels are left alone (the
+  gateway closes them itself, in staggered batches with 1012);
+* the client's address: any ``X-Forwarded-For`` the client sent is deleted and the balancer's own
+  is added, so the gateway (``LB_GW_TRUSTED_PROXIES``) can believe the last value;
+* ``/metrics`` is answered 404 at the balancer: the gateways serve it on a loopback port of their
+  own, and nothing on the players' port should lead there;
+* a stats socket (the runtime API, ``level admin``): ``python -m fleet rollout`` puts a server in
+  ``drain`` before it restarts that gateway, and back to ``ready`` once it answers ``/readyz``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from leaderboard.lifecycle import Service
+from leaderboard.settings import argument_parser
+
+from .children import die_with_parent
+
+log = logging.getLogger("fleet.haproxy")
+
+BACKEND = "gateways"
+# descriptors per player: the client's connection and the one to its gateway
+FDS_PER_CONNECTION = 2
+FD_RESERVE = 200  # listeners, health checks, the stats socket, logs
+
+
+@dataclass(frozen=True, slots=True)
+class Gateway:
+    """One backend server: ``gw-1`` at ``127.0.0.2:8000``."""
+
+    name: str
+    address: str  # host:port
+
+    @classmethod
+    def parse(cls, text: str, index: int) -> Gateway:
+        """``host:port`` or ``name=host:port``; the name defaults to ``gw-<index + 1>``."""
+        name, _, address = text.rpartition("=")
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65_536:
+            raise ValueError(f"a gateway is host:port or name=host:port, not {text!r}")
+        return cls(name or f"gw-{index + 1}", address)
+
+
+@dataclass(frozen=True, slots=True)
+class BalancerConfig:
+    gateways: tuple[Gateway, ...]
+    bind: str = ":80"  # host:port the players connect to
+    tls_cert: str = ""  # a PEM (certificate + key): the bind speaks TLS
+    stats_socket: str = "/run/haproxy/leaderboard.sock"
+    maxconn: int = 9_000  # per process: 2 descriptors each, under a 20,000 descriptor limit
+    threads: int = 1
+    check_interval_ms: int = 1000
+    # a gateway is taken out after this many failed checks, and back in after as many good ones
+    check_fall: int = 2
+    check_rise: int = 2
+
+    def __post_init__(self) -> None:
+        if not self.gateways:
+            raise ValueError("a balancer needs at least one gateway")
+        names = [g.name for g in self.gateways]
+        if len(set(names)) != len(names):
+            raise ValueError(f"gateway names must be unique: {', '.join(names)}")
+        if self.maxconn < 1 or self.threads < 1:
+            raise ValueError("maxconn and threads must be at least 1")
+
+    @property
+    def fd_limit(self) -> int:
+        """Descriptors the process needs at ``maxconn``."""
+        return self.maxconn * FDS_PER_CONNECTION + FD_RESERVE
+
+
+def render(c: BalancerConfig) -> str:
+    """The haproxy.cfg text (HAProxy 2.6, Debian 12's)."""
+    tls = f" ssl crt {c.tls_cert} alpn http/1.1" if c.tls_cert else ""
+    servers = "\n".join(f"    server {g.name} {g.address}" for g in c.gateways)
+    return f"""\
+# Rendered by `python -m fleet.haproxy` from the gateway list: change the list and render again.
+global
+    maxconn {c.maxconn}
+    nbthread {c.threads}
+    # the runtime API: the rolling restart drains one server at a time through it
+    stats socket {c.stats_socket} mode 600 level admin
+    # each connection holds two descriptors (client side, gateway side)
+    fd-hard-limit {c.fd_limit}
+
+defaults
+    mode http
+    timeout connect 5s
+    timeout http-request 10s
+    timeout client 30s
+    timeout server 30s
+    # once upgraded, a WebSocket is a tunnel: idle for up to an hour (the gateways ping every 20 s)
+    timeout tunnel 1h
+    timeout client-fin 5s
+    timeout server-fin 5s
+
+frontend players
+    bind {c.bind}{tls}
+    maxconn {c.maxconn}
+    # metrics are an operator's, on each gateway's own loopback port: never through here
+    http-request deny deny_status 404 if {{ path /metrics }} || {{ path_beg /metrics/ }}
+    # only the balancer says where a client comes from
+    http-request del-header X-Forwarded-For
+    default_backend {BACKEND}
+
+backend {BACKEND}
+    balance leastconn
+    option forwardfor
+    # websockets answers HTTP/1.1 only; /readyz is 503 while draining or without Redis
+    option httpchk
+    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host gateway
+    http-check expect status 200
+    default-server check inter {c.check_interval_ms} fall {c.check_fall} rise {c.check_rise}
+{servers}
+"""
+
+
+class Haproxy(Service):
+    """One haproxy process on a rendered configuration, and its runtime API::
+
+        async with Haproxy(BalancerConfig((Gateway("gw-1", "127.0.0.2:8000"),), bind="127.0.0.1:8080")) as lb:
+            await lb.set_state("gw-1", "drain")
+
+    ``stats_socket`` and the configuration file live in a private temporary directory unless the
+    config names a socket. Several may share one ``bind`` (haproxy binds with SO_REUSEPORT): one
+    process holds at most ``maxconn`` players under the descriptor limit.
+    """
+
+    def __init__(self, config: BalancerConfig, *, name: str = "haproxy") -> None:
+        self._dir = Path(tempfile.mkdtemp(prefix="lb-haproxy-"))
+        self.name = name
+        self.config = config
+        self.proc: asyncio.subprocess.Process | None = None
+
+    @staticmethod
+    def binary() -> str | None:
+        return shutil.which("haproxy") or next(
+            (p for p in ("/usr/sbin/haproxy", "/usr/local/sbin/haproxy") if os.access(p, os.X_OK)), None
+        )
+
+    @property
+    def stats_socket(self) -> str:
+        return self.config.stats_socket
+
+    async def start(self) -> Haproxy:
+        binary = self.binary()
+        if binary is None:
+            raise RuntimeError("haproxy is not installed (./dev install installs Debian's)")
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard != resource.RLIM_INFINITY and self.config.fd_limit > hard:
+            raise ValueError(
+                f"haproxy with maxconn {self.config.maxconn} needs {self.config.fd_limit} descriptors, the "
+                f"limit is {hard}: lower maxconn and run more haproxy processes on the same port"
+            )
+        cfg = self._dir / "haproxy.cfg"
+        cfg.write_text(render(self.config))
+        check = await asyncio.create_subprocess_exec(
+            binary, "-c", "-q", "-f", str(cfg), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        out, _ = await check.communicate()
+        if check.returncode != 0:
+            raise RuntimeError(f"haproxy refused its configuration: {out.decode(errors='replace').strip()}")
+        self.proc = await asyncio.create_subprocess_exec(
+            binary, "-db", "-f", str(cfg), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL, stderr=sys.stderr,
+            start_new_session=True, preexec_fn=_haproxy_child,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while True:
+            if self.proc.returncode is not None:
+                raise RuntimeError(f"haproxy exited with {self.proc.returncode} at start")
+            with contextlib.suppress(OSError):
+                await self.command("show info")
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("haproxy did not open its stats socket within 10 s")
+            await asyncio.sleep(0.05)
+        log.info("%s (pid %d) on %s in front of %d gateways", self.name, self.proc.pid,
+                 self.config.bind, len(self.config.gateways))  # fmt: skip
+        return self
+
+    async def command(self, line: str, timeout: float = 5.0) -> str:
+        """One runtime API command on the stats socket; its answer."""
+        reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(self.stats_socket), timeout)
+        try:
+            writer.write(line.encode() + b"\n")
+            await writer.drain()
+            return (await asyncio.wait_for(reader.read(), timeout)).decode()
+        finally:
+            writer.close()
+
+    async def set_state(self, server: str, state: str) -> None:
+        """``ready``, ``drain`` (no new connections, open ones stay) or ``maint``."""
+        answer = (await self.command(f"set server {BACKEND}/{server} state {state}")).strip()
+        if answer:
+            raise RuntimeError(f"haproxy: set server {server} state {state}: {answer}")
+
+    async def servers(self) -> dict[str, dict[str, str]]:
+        """Per server: ``status`` (UP, DOWN, DRAIN, MAINT, …), ``scur`` (connections open), …"""
+        text = await self.command("show stat")
+        lines = [line for line in text.splitlines() if line]
+        header = lines[0].lstrip("# ").split(",")
+        out: dict[str, dict[str, str]] = {}
+        for line in lines[1:]:
+            row = dict(zip(header, line.split(","), strict=False))
+            if row.get("pxname") == BACKEND and row.get("svname") not in ("FRONTEND", "BACKEND"):
+                out[row["svname"]] = row
+        return out
+
+    async def close(self) -> None:
+        """Idempotent: SIGTERM (haproxy closes every connection at once), SIGKILL if it hangs."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _haproxy_child() -> None:
+    die_with_parent()
+    # haproxy wants the descriptors of its maxconn; the hard limit is checked before the start
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def private_config(
+    gateways: Sequence[Gateway], bind: str, *, maxconn: int = 9_000, threads: int = 1, directory: Path
+) -> BalancerConfig:
+    """A configuration for a local balancer: the stats socket in ``directory`` (the fleet's own)."""
+    return BalancerConfig(
+        tuple(gateways), bind=bind, stats_socket=str(directory / "haproxy.sock"), maxconn=maxconn, threads=threads
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argument_parser("python -m fleet.haproxy", (__doc__ or "").split("\n\n")[1])
+    p.add_argument(
+        "--gateway", action="append", default=[], metavar="[NAME=]HOST:PORT", help="a gateway (repeat for each)"
+    )
+    p.add_argument("--bind", default=":443", help="where players connect, host:port")
+    p.add_argument("--tls-cert", default="", help="PEM with certificate and key: TLS at the balancer")
+    p.add_argument("--stats-socket", default="/run/haproxy/leaderboard.sock", help="the runtime API's socket")
+    p.add_argument("--maxconn", type=int, default=9_000, help="connections per haproxy process")
+    p.add_argument("--threads", type=int, default=1, help="haproxy threads (nbthread)")
+    args = p.parse_args(argv)
+    try:
+        gateways = tuple(Gateway.parse(text, i) for i, text in enumerate(args.gateway))
+        config = BalancerConfig(
+            gateways, bind=args.bind, tls_cert=args.tls_cert, stats_socket=args.stats_socket,
+            maxconn=args.maxconn, threads=args.threads,
+        )  # fmt: skip
+    except ValueError as exc:
+        p.error(str(exc))
+    sys.stdout.write(render(config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
