@@ -33,7 +33,7 @@ def test_the_forwarded_address_is_believed_only_from_a_trusted_peer() -> None:
 def test_trusted_proxies_must_be_addresses_or_networks() -> None:
     env = {"LB_GW_TRUSTED_PROXIES": "127.0.0.1, 10.0.0.0/8"}
     assert GatewaySettings.from_env(env).trusted_proxies == ("127.0.0.1/32", "10.0.0.0/8")
-    with pytest.raises(SettingsError, match="LB_GW_TRUSTED_PROXIES.*'haproxy' is not an IP address"):
+    with pytest.raises(SettingsError, match=r"LB_GW_TRUSTED_PROXIES.*'haproxy' is not an IP address"):
         GatewaySettings.from_env({"LB_GW_TRUSTED_PROXIES": "127.0.0.1,haproxy"})
 
 
@@ -62,7 +62,9 @@ async def test_behind_a_trusted_proxy_the_cap_counts_each_forwarded_address(redi
 
 async def test_from_an_untrusted_peer_a_forged_header_changes_nothing(redis_url: str) -> None:
     for trusted in ((), ("10.0.0.0/8",)):
-        async with running(redis_url, max_per_address=2, trusted_proxies=trusted) as gw:
-            async with contextlib.AsyncExitStack() as stack:
-                forged = ["203.0.113.1", "203.0.113.2", "203.0.113.3"]
-                assert [await _status(gw, address, stack) for address in forged] == [101, 101, 503]
+        async with (
+            running(redis_url, max_per_address=2, trusted_proxies=trusted) as gw,
+            contextlib.AsyncExitStack() as stack,
+        ):
+            forged = ["203.0.113.1", "203.0.113.2", "203.0.113.3"]
+            assert [await _status(gw, address, stack) for address in forged] == [101, 101, 503]
