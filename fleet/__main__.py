@@ -7,6 +7,10 @@ metrics URLs and writes var/fleet.env for other commands (source it). A gateway 
 dies is restarted with backoff. A second fleet on the same data directory, or on a port something
 else listens on (unless --join), is refused. Ctrl-C stops everything in order: gateways drain, the
 scorer acks its last batch, Redis flushes its AOF.
+
+With --balancer haproxy the gateways listen on addresses of their own (127.0.0.2, .3, …, as if on
+several hosts) behind haproxy on the port; ``python -m fleet rollout`` then restarts them one by
+one without losing a player (fleet/rollout.py).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from leaderboard.settings import (
     between,
     load_or_exit,
     log_level,
+    one_of,
     redacted,
     redis_url,
     redis_url_arg,
@@ -40,7 +45,7 @@ from leaderboard.settings import (
     validate,
 )
 
-from . import demo
+from . import demo, rollout
 from .supervisor import Fleet, FleetSettings
 
 log = logging.getLogger("fleet")
@@ -62,6 +67,24 @@ class FleetOptions:
         "LB_DATA_DIR", "var", "the fleet's data directory (locked while it runs): Redis's data, fleet.env"
     )
     demo_rate: float = setting("LB_DEMO_RATE", 300.0, "demo submissions per second", check=at_least(0))
+    balancer: str = setting(
+        "LB_FLEET_BALANCER",
+        "none",
+        "none (gateways share the port) or haproxy (gateways on 127.0.0.2, .3, … behind haproxy on the port)",
+        check=one_of("none", "haproxy"),
+    )
+    balancers: int = setting(
+        "LB_FLEET_BALANCERS",
+        1,
+        "haproxy processes on the port (each holds LB_FLEET_BALANCER_MAXCONN)",
+        check=between(1, 16),
+    )
+    balancer_maxconn: int = setting(
+        "LB_FLEET_BALANCER_MAXCONN",
+        9_000,
+        "players per haproxy process (2 descriptors each: mind ulimit -n)",
+        check=at_least(1),
+    )
     log_level: str = log_level()
 
     def __post_init__(self) -> None:
@@ -79,6 +102,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--redis-url", default=o.redis_url or None, type=redis_url_arg, help="use this Redis instead of starting one"
     )
     p.add_argument("--data-dir", default=o.data_dir, help="embedded Redis data directory")
+    p.add_argument("--balancer", default=o.balancer, choices=("none", "haproxy"), help="a load balancer in front")
+    p.add_argument("--balancers", type=int, default=o.balancers, help="haproxy processes on the port")
+    p.add_argument("--balancer-maxconn", type=int, default=o.balancer_maxconn, help="players per haproxy process")
     p.add_argument("--demo-rate", type=float, default=o.demo_rate, help="demo submissions per second")
     p.add_argument("--no-demo", action="store_true", help="no demo traffic and no demo tokens")
     p.add_argument("--duration", type=float, default=None, help="stop by itself after this many seconds")
@@ -96,6 +122,9 @@ async def serve(args: argparse.Namespace) -> int:
         join=args.join,
         demo_tokens=not args.no_demo,
         log_level=args.log_level.upper(),
+        balancer="" if args.balancer == "none" else args.balancer,
+        balancers=args.balancers,
+        balancer_maxconn=args.balancer_maxconn,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -109,11 +138,15 @@ async def serve(args: argparse.Namespace) -> int:
                 asyncio.create_task(demo.traffic(fleet.redis_url, game, args.demo_rate / len(served)))
                 for game in served
             ]
+        balancer = (
+            f"  balancer:   haproxy × {len(fleet.balancers)} (rolling restart: "
+            f"python -m fleet rollout --data-dir {args.data_dir})\n"
+        )
         print(
             f"\n  live page:  {fleet.page_url}\n  metrics:    {'  '.join(fleet.metrics_urls)}\n"
             f"  websocket:  {fleet.ws_url}\n  redis:      {redacted(fleet.redis_url)}\n"
             f"  other commands (scorer submit, loadtest) find Redis after:  source {fleet.env_file}\n"
-            "  Ctrl-C stops everything.\n",
+            f"{balancer if fleet.balancers else ''}  Ctrl-C stops everything.\n",
             flush=True,
         )
         with contextlib.suppress(TimeoutError):
@@ -127,6 +160,9 @@ async def serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["rollout"]:
+        return rollout.main(argv[1:], data_dir=load_or_exit(FleetOptions).data_dir)
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:

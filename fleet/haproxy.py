@@ -10,6 +10,8 @@ keeps the two equal). What the configuration does, and why:
   lives an hour without traffic limits of its own — the gateways' heartbeats find dead peers;
 * ``balance leastconn``: WebSockets live for hours, so the number open, not the number of new
   requests, is what should be even across gateways (a restarted gateway fills up first);
+* a handshake refused by one gateway (its listener closed, or a 503 while it drains or is full)
+  is retried on another, so a player never sees one gateway's restart;
 * health checks ``GET /readyz`` every second: a draining gateway, or one without Redis, answers
   503 and gets no new connections after two failed checks; its open tunnels are left alone (the
   gateway closes them itself, in staggered batches with 1012);
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import resource
@@ -33,7 +36,6 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,7 +74,7 @@ class BalancerConfig:
     gateways: tuple[Gateway, ...]
     bind: str = ":80"  # host:port the players connect to
     tls_cert: str = ""  # a PEM (certificate + key): the bind speaks TLS
-    stats_socket: str = "/run/haproxy/leaderboard.sock"
+    stats_socket: str = "/run/haproxy/leaderboard.sock"  # empty: a private one (class Haproxy)
     maxconn: int = 9_000  # per process: 2 descriptors each, under a 20,000 descriptor limit
     threads: int = 1
     check_interval_ms: int = 1000
@@ -132,6 +134,11 @@ frontend players
 backend {BACKEND}
     balance leastconn
     option forwardfor
+    # a gateway that just closed its listener (drain) refuses the connection, one at its cap or
+    # draining answers 503: try another gateway instead of failing the player
+    retries 3
+    option redispatch 1
+    retry-on conn-failure empty-response 503
     # websockets answers HTTP/1.1 only; /readyz is 503 while draining or without Redis
     option httpchk
     http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host gateway
@@ -141,73 +148,15 @@ backend {BACKEND}
 """
 
 
-class Haproxy(Service):
-    """One haproxy process on a rendered configuration, and its runtime API::
+class Runtime:
+    """HAProxy's runtime API on its stats socket (``level admin``)."""
 
-        async with Haproxy(BalancerConfig((Gateway("gw-1", "127.0.0.2:8000"),), bind="127.0.0.1:8080")) as lb:
-            await lb.set_state("gw-1", "drain")
-
-    ``stats_socket`` and the configuration file live in a private temporary directory unless the
-    config names a socket. Several may share one ``bind`` (haproxy binds with SO_REUSEPORT): one
-    process holds at most ``maxconn`` players under the descriptor limit.
-    """
-
-    def __init__(self, config: BalancerConfig, *, name: str = "haproxy") -> None:
-        self._dir = Path(tempfile.mkdtemp(prefix="lb-haproxy-"))
-        self.name = name
-        self.config = config
-        self.proc: asyncio.subprocess.Process | None = None
-
-    @staticmethod
-    def binary() -> str | None:
-        return shutil.which("haproxy") or next(
-            (p for p in ("/usr/sbin/haproxy", "/usr/local/sbin/haproxy") if os.access(p, os.X_OK)), None
-        )
-
-    @property
-    def stats_socket(self) -> str:
-        return self.config.stats_socket
-
-    async def start(self) -> Haproxy:
-        binary = self.binary()
-        if binary is None:
-            raise RuntimeError("haproxy is not installed (./dev install installs Debian's)")
-        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard != resource.RLIM_INFINITY and self.config.fd_limit > hard:
-            raise ValueError(
-                f"haproxy with maxconn {self.config.maxconn} needs {self.config.fd_limit} descriptors, the "
-                f"limit is {hard}: lower maxconn and run more haproxy processes on the same port"
-            )
-        cfg = self._dir / "haproxy.cfg"
-        cfg.write_text(render(self.config))
-        check = await asyncio.create_subprocess_exec(
-            binary, "-c", "-q", "-f", str(cfg), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-        )
-        out, _ = await check.communicate()
-        if check.returncode != 0:
-            raise RuntimeError(f"haproxy refused its configuration: {out.decode(errors='replace').strip()}")
-        self.proc = await asyncio.create_subprocess_exec(
-            binary, "-db", "-f", str(cfg), stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL, stderr=sys.stderr,
-            start_new_session=True, preexec_fn=_haproxy_child,
-        )  # fmt: skip
-        deadline = time.monotonic() + 10
-        while True:
-            if self.proc.returncode is not None:
-                raise RuntimeError(f"haproxy exited with {self.proc.returncode} at start")
-            with contextlib.suppress(OSError):
-                await self.command("show info")
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("haproxy did not open its stats socket within 10 s")
-            await asyncio.sleep(0.05)
-        log.info("%s (pid %d) on %s in front of %d gateways", self.name, self.proc.pid,
-                 self.config.bind, len(self.config.gateways))  # fmt: skip
-        return self
+    def __init__(self, socket_path: str) -> None:
+        self.socket_path = socket_path
 
     async def command(self, line: str, timeout: float = 5.0) -> str:
         """One runtime API command on the stats socket; its answer."""
-        reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(self.stats_socket), timeout)
+        reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(self.socket_path), timeout)
         try:
             writer.write(line.encode() + b"\n")
             await writer.drain()
@@ -233,6 +182,83 @@ class Haproxy(Service):
                 out[row["svname"]] = row
         return out
 
+
+class Haproxy(Service):
+    """One haproxy process on a rendered configuration, and its runtime API::
+
+        async with Haproxy(BalancerConfig((Gateway("gw-1", "127.0.0.2:8000"),), bind="127.0.0.1:8080")) as lb:
+            await lb.set_state("gw-1", "drain")
+
+    The configuration file, and the stats socket unless the config names one, live in a private
+    temporary directory. Several may share one ``bind`` (haproxy binds with SO_REUSEPORT): one
+    process holds at most ``maxconn`` players under the descriptor limit.
+    """
+
+    def __init__(self, config: BalancerConfig, *, name: str = "haproxy") -> None:
+        self._dir = Path(tempfile.mkdtemp(prefix="lb-haproxy-"))
+        self.name = name
+        if not config.stats_socket:  # short: a Unix socket's path holds at most 107 bytes
+            config = dataclasses.replace(config, stats_socket=str(self._dir / "stats.sock"))
+        self.config = config
+        self.proc: asyncio.subprocess.Process | None = None
+        self.runtime = Runtime(config.stats_socket)
+
+    @staticmethod
+    def binary() -> str | None:
+        return shutil.which("haproxy") or next(
+            (p for p in ("/usr/sbin/haproxy", "/usr/local/sbin/haproxy") if os.access(p, os.X_OK)), None
+        )
+
+    @property
+    def stats_socket(self) -> str:
+        return self.config.stats_socket
+
+    async def start(self) -> Haproxy:
+        binary = self.binary()
+        if binary is None:
+            raise RuntimeError("haproxy is not installed (./dev install installs Debian's)")
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard != resource.RLIM_INFINITY and self.config.fd_limit > hard:
+            raise ValueError(
+                f"haproxy with maxconn {self.config.maxconn} needs {self.config.fd_limit} descriptors, the "
+                f"limit is {hard}: lower maxconn and run more haproxy processes on the same port"
+            )
+        cfg = self._dir / "haproxy.cfg"
+        cfg.write_text(render(self.config))
+        check = await asyncio.create_subprocess_exec(
+            binary, "-c", "-f", str(cfg), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        out, _ = await check.communicate()
+        if check.returncode != 0:
+            raise RuntimeError(f"haproxy refused its configuration: {out.decode(errors='replace').strip()}")
+        self.proc = await asyncio.create_subprocess_exec(
+            binary, "-db", "-f", str(cfg), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL, stderr=sys.stderr,
+            start_new_session=True, preexec_fn=_haproxy_child,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while True:
+            if self.proc.returncode is not None:
+                raise RuntimeError(f"haproxy exited with {self.proc.returncode} at start")
+            with contextlib.suppress(OSError):
+                await self.command("show info")
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("haproxy did not open its stats socket within 10 s")
+            await asyncio.sleep(0.05)
+        log.info("%s (pid %d) on %s in front of %d gateways", self.name, self.proc.pid,
+                 self.config.bind, len(self.config.gateways))  # fmt: skip
+        return self
+
+    async def command(self, line: str, timeout: float = 5.0) -> str:
+        return await self.runtime.command(line, timeout)
+
+    async def set_state(self, server: str, state: str) -> None:
+        await self.runtime.set_state(server, state)
+
+    async def servers(self) -> dict[str, dict[str, str]]:
+        return await self.runtime.servers()
+
     async def close(self) -> None:
         """Idempotent: SIGTERM (haproxy closes every connection at once), SIGKILL if it hangs."""
         proc, self.proc = self.proc, None
@@ -255,13 +281,11 @@ def _haproxy_child() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def private_config(
-    gateways: Sequence[Gateway], bind: str, *, maxconn: int = 9_000, threads: int = 1, directory: Path
-) -> BalancerConfig:
-    """A configuration for a local balancer: the stats socket in ``directory`` (the fleet's own)."""
-    return BalancerConfig(
-        tuple(gateways), bind=bind, stats_socket=str(directory / "haproxy.sock"), maxconn=maxconn, threads=threads
-    )
+# deploy/haproxy.cfg: three gateway hosts, TLS at the balancer (docs/operations.md)
+EXAMPLE_ARGS = (
+    "--gateway", "gw-1=10.0.1.11:8000", "--gateway", "gw-2=10.0.1.12:8000", "--gateway", "gw-3=10.0.1.13:8000",
+    "--bind", ":443", "--tls-cert", "/etc/haproxy/certs/leaderboard.pem",
+)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

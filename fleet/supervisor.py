@@ -39,7 +39,9 @@ from leaderboard.lifecycle import Service
 from leaderboard.transport import connect
 
 from .children import die_with_parent, listening_pids
+from .haproxy import BalancerConfig, Gateway, Haproxy
 from .redis_server import RedisServer, free_port
+from .rollout import Layout, Member
 
 log = logging.getLogger("fleet")
 
@@ -61,10 +63,19 @@ class FleetSettings:
     start_timeout: float = 20.0
     drain_window: float = 1.0  # a local Ctrl-C should not take the production drain window
     stable_after: float = 10.0  # a child up this long gets its restart backoff reset
+    # "haproxy": gateways on their own loopback addresses (127.0.0.2, .3, … as if on several
+    # hosts), ``balancers`` haproxy processes in front of them on host:port
+    balancer: str = ""
+    balancers: int = 1
+    balancer_maxconn: int = 9_000  # per haproxy process (two descriptors per player)
 
     def __post_init__(self) -> None:
         if not 1 <= self.gateways <= 64:
             raise ValueError("gateways must be 1..64")
+        if self.balancer not in ("", "haproxy"):
+            raise ValueError(f"balancer must be haproxy or empty, not {self.balancer!r}")
+        if not 1 <= self.balancers <= 16:
+            raise ValueError("balancers must be 1..16")
 
 
 class FleetRefused(RuntimeError):
@@ -94,6 +105,9 @@ class Fleet(Service):
         # each gateway process answers /metrics on a port of its own (the shared port would reach
         # a random one); the same port again when a gateway is replaced
         self.gateway_metrics_ports: dict[int, int] = {}
+        # behind a balancer: each gateway's own address, kept when it is replaced
+        self.gateway_addresses: dict[int, tuple[str, int]] = {}
+        self.balancers: list[Haproxy] = []
         self.on_status = on_status
         self._lock = DataDirLock(settings.data_dir)
         self._stopping = asyncio.Event()
@@ -128,7 +142,35 @@ class Fleet(Service):
         redis_state = "up" if self.redis_server is None or self.redis_server.running() else "DOWN"
         if self.redis_server is None:
             redis_state = "external"
-        return f"fleet: {up}/{len(self.gateways)} gateways, scorer {scorer}, redis {redis_state}"
+        line = f"fleet: {up}/{len(self.gateways)} gateways, scorer {scorer}, redis {redis_state}"
+        if self.balancers:
+            running = sum(b.proc is not None and b.proc.returncode is None for b in self.balancers)
+            line += f", haproxy {running}/{len(self.balancers)}"
+        return line
+
+    @property
+    def layout_file(self) -> Path:
+        """The balancer's stats sockets and the gateways behind it, for ``python -m fleet rollout``."""
+        return self.settings.data_dir / "fleet.json"
+
+    def layout(self) -> Layout:
+        return Layout(
+            tuple(b.stats_socket for b in self.balancers),
+            tuple(
+                Member(f"gw-{i + 1}", *self.gateway_address(i), self.gateway_metrics_ports[i])
+                for i in range(len(self.gateways))
+            ),
+        )
+
+    def gateway_address(self, index: int) -> tuple[str, int]:
+        """Where gateway ``index`` listens: the shared port, or behind a balancer 127.0.0.<index + 2>
+        on a port of its own."""
+        if not self.settings.balancer:
+            return self.settings.host, self.port
+        if index not in self.gateway_addresses:
+            host = f"127.0.0.{index + 2}"
+            self.gateway_addresses[index] = (host, free_port(host))
+        return self.gateway_addresses[index]
 
     def _status_changed(self) -> None:
         if self.on_status is not None:
@@ -175,6 +217,10 @@ class Fleet(Service):
         for i in range(s.gateways):
             self.gateways.append(await self.start_gateway(i))
         await self._wait_ready()
+        if s.balancer:
+            # after the gateways answer: haproxy's first health checks find them up
+            await self._start_balancers()
+            await self._wait_ready()
         children = [_Child("scorer", None, self.scorer, self._backoff())]
         children += [_Child(f"gw-{i + 1}", i, proc, self._backoff()) for i, proc in enumerate(self.gateways)]
         self._watchers = [asyncio.create_task(self._watch(child)) for child in children]
@@ -187,12 +233,26 @@ class Fleet(Service):
         env = self.child_env(LB_SCORER_METRICS_PORT=str(self.scorer_metrics_port))
         return await self._spawn("scorer", "-m", "scorer", env=env)
 
+    async def _start_balancers(self) -> None:
+        s = self.settings
+        members = [Gateway(f"gw-{i + 1}", "{}:{}".format(*self.gateway_address(i))) for i in range(s.gateways)]
+        for n in range(s.balancers):
+            config = BalancerConfig(
+                tuple(members), bind=f"{s.host}:{self.port}", maxconn=s.balancer_maxconn, stats_socket="",
+            )  # fmt: skip
+            self.balancers.append(await Haproxy(config, name=f"haproxy-{n + 1}").start())
+        write_private(self.layout_file, self.layout().dump())
+
     async def start_gateway(self, index: int) -> asyncio.subprocess.Process:
         """Start gateway process ``index`` (also to replace one that died)."""
         s = self.settings
         metrics_port = self.gateway_metrics_ports.setdefault(index, free_port(s.host))
+        host, port = self.gateway_address(index)
+        # behind the balancer every peer is haproxy (from 127.0.0.1): its X-Forwarded-For is the player
+        behind = {"LB_GW_TRUSTED_PROXIES": "127.0.0.1"} if s.balancer else {}
         env = self.child_env(
-            LB_GW_HOST=s.host, LB_GW_PORT=str(self.port), LB_GW_REUSE_PORT="1", LB_GW_ID=f"gw-{index + 1}",
+            LB_GW_HOST=host, LB_GW_PORT=str(port), LB_GW_REUSE_PORT="0" if s.balancer else "1",
+            LB_GW_ID=f"gw-{index + 1}", **behind,
             LB_GW_METRICS_PORT=str(metrics_port),
             LB_GW_DEMO_TOKENS="1" if s.demo_tokens else "0", LB_GW_DRAIN_DELAY="0",
             LB_GW_DEMO_PLAYERS="40",  # the demo's most active players: the page shows a real rank
@@ -221,7 +281,10 @@ class Fleet(Service):
                 exited.cancel()
                 return  # close() stops it, in order
             uptime = time.monotonic() - child.started
-            log.warning("%s (pid %d) %s after %.1f s", child.name, child.proc.pid, exit_status(exited.result()), uptime)
+            code = exited.result()
+            # 0 is a gateway that drained on SIGTERM (a rolling restart): expected, not a fault
+            log.log(logging.INFO if code == 0 else logging.WARNING, "%s (pid %d) %s after %.1f s",
+                    child.name, child.proc.pid, exit_status(code), uptime)  # fmt: skip
             self._status_changed()
             if not self.settings.restart:
                 return
@@ -268,18 +331,23 @@ class Fleet(Service):
         """Every gateway listens (each answers /readyz on its own connection) and the scorer's
         metrics endpoint answers."""
         deadline = time.monotonic() + self.settings.start_timeout
-        pending = {self.port, self.scorer_metrics_port}
+        host = self.settings.host
+        pending = {(host, self.scorer_metrics_port, "/metrics")}
+        if self.balancers or not self.settings.balancer:
+            pending.add((host, self.port, "/readyz"))  # the players' port: a gateway, or through haproxy
+        pending |= {(*self.gateway_address(i), "/readyz") for i in range(len(self.gateways))}
         while pending:
             for proc in (self.scorer, *self.gateways):
                 if proc is not None and proc.returncode is not None:
                     raise RuntimeError(f"a fleet process (pid {proc.pid}) {exit_status(proc.returncode)} at start")
-            for port in list(pending):
-                path = "/readyz" if port == self.port else "/metrics"
-                if await _http_ok(self.settings.host, port, path):
-                    pending.discard(port)
+            for where in list(pending):
+                if await _http_ok(*where):
+                    pending.discard(where)
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the fleet did not become ready within {self.settings.start_timeout} s")
             await asyncio.sleep(0.1)
+        if self.balancers:
+            return  # each gateway answered on its own address
         # SO_REUSEPORT spreads connections over listening processes; give late ones a moment to bind
         for _ in range(50):
             if {p.pid for p in self.gateways} <= set(listening_pids(self.port)):
@@ -310,6 +378,12 @@ class Fleet(Service):
         self._stopping.set()
         await asyncio.gather(*self._watchers)  # each returns at once, or after a restart it is finishing
         await asyncio.gather(*(self.stop_process(g, self.settings.drain_window + 10) for g in self.gateways))
+        # the balancers after the gateways: the drained players' reconnects find a 503, not a refusal
+        for balancer in self.balancers:
+            await balancer.close()
+        if self.balancers:
+            with contextlib.suppress(FileNotFoundError):
+                self.layout_file.unlink()
         if self.scorer is not None:
             await self.stop_process(self.scorer, 20)
         if self._redis_watch is not None:
