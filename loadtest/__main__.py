@@ -6,6 +6,8 @@ Modes:
   submit   flood the scorer's stream at a target rate (or flat out) with long-tailed submissions
   mixed    both at once, for a given duration
   storm    SIGKILL one gateway holding N sockets and measure how its clients come back
+  rollout  gateways behind haproxy, N sockets through it, then a rolling restart of every
+           gateway: reconnects per second, longest gap between snapshots, snapshots missed
 
 By default a mode starts its own private fleet (embedded redis-server on a free port, a scorer,
 ``--gateways`` gateway processes on one free port); ``--url``, ``--redis-url`` and ``--game`` target a
@@ -41,7 +43,7 @@ from leaderboard.settings import HelpFormatter, describe, plain, redacted, redis
 from . import report
 from .cleanup import clean_up, remove_players, run_prefix
 from .flood import BASELINE_GAME
-from .modes import Progress, Result, run_load, run_storm, run_submit
+from .modes import Progress, Result, run_load, run_rollout, run_storm, run_submit
 from .swarm import parse_ws_url
 from .target import Target, private_fleet
 
@@ -52,6 +54,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "mixed": {"sockets": 2000, "gateways": 2, "duration": 30.0, "rate": 2000.0},
     "submit": {"gateways": 1, "duration": 20.0, "rate": 0.0},
     "storm": {"sockets": 5000, "gateways": 4, "duration": 0.0, "rate": 0.0},
+    "rollout": {"sockets": 4000, "gateways": 4, "duration": 0.0, "rate": 0.0},
 }
 
 
@@ -83,6 +86,7 @@ def parser() -> argparse.ArgumentParser:
         "submit": "submission flood; applied per second, backlog",
         "mixed": "sockets and a submission flood together",
         "storm": "kill one gateway and measure the reconnect storm",
+        "rollout": "restart every gateway behind haproxy in turn, under load",
     }
     for mode, text in helps.items():
         d = DEFAULTS[mode]
@@ -122,6 +126,23 @@ def parser() -> argparse.ArgumentParser:
             metavar="LB_X=V",
             help="extra setting for the private fleet's processes (repeatable)",
         )
+        if mode in ("sockets", "mixed", "rollout"):
+            if mode != "rollout":
+                where.add_argument(
+                    "--balancer",
+                    choices=("none", "haproxy"),
+                    default="none",
+                    help="private fleet: gateways on 127.0.0.2, .3, … behind haproxy (sockets go through it)",
+                )
+            where.add_argument(
+                "--balancers",
+                type=int,
+                default=0,
+                help="haproxy processes on the port (default: one per --balancer-maxconn sockets)",
+            )
+            where.add_argument(
+                "--balancer-maxconn", type=int, default=9_000, help="players per haproxy process (default 9000)"
+            )
         load = m.add_argument_group("load")
         if mode != "submit":
             load.add_argument("--sockets", type=int, default=d["sockets"], help=f"sockets (default {d['sockets']})")
@@ -143,7 +164,7 @@ def parser() -> argparse.ArgumentParser:
                 default=d["rate"],
                 help=f"submissions per second, 0 = flat out (default {d['rate']:.0f})",
             )
-        if mode in ("sockets", "storm"):
+        if mode in ("sockets", "storm", "rollout"):
             load.add_argument(
                 "--feed-rate",
                 type=float,
@@ -157,7 +178,7 @@ def parser() -> argparse.ArgumentParser:
             choices=("incr", "best", "set"),
             help="submission operator (default incr: the top 10 moves every tick)",
         )
-        if mode != "storm":
+        if mode not in ("storm", "rollout"):
             load.add_argument(
                 "--duration", type=float, default=d["duration"], help=f"measured seconds (default {d['duration']:.0f})"
             )
@@ -170,8 +191,23 @@ def parser() -> argparse.ArgumentParser:
         if mode in ("sockets", "mixed"):
             load.add_argument(
                 "--baseline",
-                choices=("naive",),
-                help="run the same load against bench/naive_gateway.py (websockets.broadcast)",
+                choices=("naive", "direct"),
+                help="run the same load against bench/naive_gateway.py (websockets.broadcast), or with "
+                "--balancer haproxy straight to the gateways (what the balancer adds)",
+            )
+        if mode == "rollout":
+            load.add_argument(
+                "--max-wait",
+                type=float,
+                default=60.0,
+                help="longest wait per gateway, and for everyone to be back (seconds, default 60)",
+            )
+            load.add_argument(
+                "--drain-window",
+                type=float,
+                default=5.0,
+                help="each gateway closes its sockets with 1012 over this many seconds (LB_GW_DRAIN_WINDOW, "
+                "default 5; production's default is 10)",
             )
         if mode == "storm":
             load.add_argument(
@@ -254,6 +290,11 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
         )
         return
     gateways = 1 if args.mode == "storm" else args.gateways  # storm: the others start once the victim is full
+    balancer = "haproxy" if args.mode == "rollout" or getattr(args, "balancer", "none") == "haproxy" else ""
+    maxconn = getattr(args, "balancer_maxconn", 9_000)
+    balancers = getattr(args, "balancers", 0) or max(1, math.ceil(getattr(args, "sockets", 0) / maxconn))
+    if getattr(args, "baseline", None) == "direct" and not balancer:
+        raise ValueError("--baseline direct compares with --balancer haproxy: give both")
     with tempfile.TemporaryDirectory(prefix="loadtest-") as tmp:
         async with private_fleet(
             gateways=gateways,
@@ -261,6 +302,10 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
             data_dir=Path(tmp),
             env=dict(args.gateway_env),
             game=args.game or os.environ.get("LB_GAME", "loadtest"),
+            balancer=balancer,
+            balancers=balancers,
+            balancer_maxconn=maxconn,
+            drain_window=getattr(args, "drain_window", 1.0),
         ) as target:
             if args.redis_url:
                 # the private fleet's processes write into a Redis that outlives the run
@@ -294,6 +339,8 @@ async def run_mode(target: Target, args: argparse.Namespace, progress: Progress)
         return await run_load(args.mode, target, args, progress)
     if args.mode == "submit":
         return await run_submit(target, args, progress)
+    if args.mode == "rollout":
+        return await run_rollout(target, args, progress)
     return await run_storm(target, args, progress)
 
 

@@ -17,12 +17,13 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from redis.exceptions import RedisError
 
 from fleet.children import listening_pids
+from fleet.rollout import Step, rollout
 from leaderboard import GameConfig, connect
 from leaderboard.keys import GLOBAL_SCOPE
 
@@ -148,10 +149,17 @@ async def socket_phase(
     flood: Flood | None,
     progress: Progress,
     first_source: int = 2,
+    balancer_pids: list[int] | None = None,
+    spread: list[str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Open the sockets, measure ``args.duration`` seconds, report. (figures, series)"""
+    """Open the sockets, measure ``args.duration`` seconds, report. (figures, series)
+
+    ``balancer_pids``: haproxy in front; its CPU and memory are reported apart from the gateways'.
+    ``spread``: the client processes connect to these URLs in turn (each gateway directly)."""
+    balancer_pids = balancer_pids or []
     rss_idle = rss_bytes(pids)
-    swarm = swarm_of(args, target, url, first_source=first_source)
+    lb_rss_idle = rss_bytes(balancer_pids)
+    swarm = swarm_of(args, target, url, first_source=first_source, spread=spread or ())
     async with swarm:
         watch = Watch(label, progress, [swarm], flood)
         t_ramp = time.monotonic()
@@ -162,7 +170,9 @@ async def socket_phase(
         await watch.run(SETTLE)
         rss_conn = rss_bytes(pids)
         probe0 = await _probe(target, label)
+        lb_rss_conn = rss_bytes(balancer_pids)
         cpu0, t0, before = cpu_s(pids), time.time(), swarm.totals()
+        lb_cpu0 = cpu_s(balancer_pids)
         window = Window(flood) if flood is not None else None
         if window is not None:
             await window.__aenter__()
@@ -174,6 +184,7 @@ async def socket_phase(
         probe1 = await _probe(target, label)
         await watch.run(GRACE)
         cpu1, final = cpu_s(pids), swarm.totals()
+        lb_cpu1 = cpu_s(balancer_pids)
         progress.end()
         expected = monitor.between(t0, t1)
         reports = await swarm.report([k for k, _ in expected], since=t0)
@@ -234,6 +245,14 @@ async def socket_phase(
         "gateway_rss_mb": rss_conn / 2**20,
         "gateway_rss_kb_per_conn": (rss_conn - rss_idle) / 1024 / max(opened, 1),
     }
+    if balancer_pids:
+        messages = final["frames"] - before["frames"]
+        figures["balancer_pids"] = balancer_pids
+        figures["balancer_cpu_ms_per_1k_deliveries"] = (
+            (lb_cpu1 - lb_cpu0) * 1000 / messages * 1000 if messages else math.nan
+        )
+        figures["balancer_cpu_pct"] = (lb_cpu1 - lb_cpu0) * 100 / max(seconds + GRACE, 1e-6)
+        figures["balancer_rss_kb_per_conn"] = (lb_rss_conn - lb_rss_idle) / 1024 / max(opened, 1)
     if window is not None:
         figures["submissions"] = window.figures()
     if probe0 is not None and probe1 is not None:
@@ -314,6 +333,12 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
             (f"{prefix}Redis FCALL_RO calls, µs per call (own-rank reads)",
              f"{g['redis_rank_reads']:,.0f}, {g['redis_usec_per_rank_read']:,.1f}"),
         ]  # fmt: skip
+    if "balancer_pids" in f:
+        rows += [
+            (f"{prefix}haproxy CPU ms / 1k deliveries", f["balancer_cpu_ms_per_1k_deliveries"]),
+            (f"{prefix}haproxy CPU % (all processes)", f["balancer_cpu_pct"]),
+            (f"{prefix}haproxy RSS KB / connection", f["balancer_rss_kb_per_conn"]),
+        ]
     if "submissions" in f:
         s = f["submissions"]
         rows.append(
@@ -358,8 +383,9 @@ async def run_load(mode: str, target: Target, args: argparse.Namespace, progress
             if flood is not None:
                 flood.start()
             await asyncio.sleep(1.0)  # the first tick: boards exist, stored snapshots too
+            label = "haproxy" if target.balancer_pids else "gateway"
             figures, series = await socket_phase(
-                "gateway",
+                label,
                 target.ws_url,
                 target.gateway_pids,
                 target,
@@ -367,11 +393,24 @@ async def run_load(mode: str, target: Target, args: argparse.Namespace, progress
                 monitor,
                 flood if mode == "mixed" else None,
                 progress,
+                balancer_pids=target.balancer_pids,
             )
-            result.figures["gateway"] = figures
-            result.series["gateway"] = series
-            result.rows += phase_rows(figures)
-            result.charts += phase_charts("gateway", series)
+            result.figures[label] = figures
+            result.series[label] = series
+            result.rows += phase_rows(figures, "haproxy: " if target.balancer_pids else "")
+            result.charts += phase_charts(label, series)
+            if args.baseline == "direct":
+                # the same sockets straight to the gateways' own addresses, the balancer idle
+                df, ds = await socket_phase(
+                    "direct", target.ws_url, target.gateway_pids, target, args, monitor,
+                    flood if mode == "mixed" else None, progress, first_source=40, spread=target.direct_urls,
+                )  # fmt: skip
+                result.figures["direct"] = df
+                result.series["direct"] = ds
+                result.rows += phase_rows(df, "direct: ")
+                result.rows += balancer_rows(figures, df)
+                result.figures["through_haproxy_vs_direct"] = dict(balancer_rows(figures, df))
+                result.charts += phase_charts("direct", ds)
             if args.baseline == "naive":
                 async with NaiveGateway(target.redis_url, channel) as naive:
                     assert naive.proc is not None
@@ -401,6 +440,22 @@ async def run_load(mode: str, target: Target, args: argparse.Namespace, progress
             report.bar_chart("submissions applied per second", [s[2] for s in flood.samples], "seconds", "applied/s")
         )
     return result
+
+
+def balancer_rows(lb: dict[str, Any], direct: dict[str, Any]) -> list[tuple[str, Any]]:
+    """What the balancer adds, from two phases of the same run."""
+    lat, dlat = lb["latency_ms"], direct["latency_ms"]
+    return [
+        ("haproxy − direct: latency p50 ms", lat["p50"] - dlat["p50"]),
+        ("haproxy − direct: latency p99 ms", lat["p99"] - dlat["p99"]),
+        ("haproxy / direct: gateway CPU per delivery",
+         lb["gateway_cpu_ms_per_1k_deliveries"] / direct["gateway_cpu_ms_per_1k_deliveries"]
+         if direct["gateway_cpu_ms_per_1k_deliveries"] else math.nan),
+        ("haproxy CPU per delivery / gateway CPU per delivery",
+         lb["balancer_cpu_ms_per_1k_deliveries"] / lb["gateway_cpu_ms_per_1k_deliveries"]
+         if lb["gateway_cpu_ms_per_1k_deliveries"] else math.nan),
+        ("sockets held: haproxy / direct", f"{lb['sockets_complete']:,} / {direct['sockets_complete']:,}"),
+    ]  # fmt: skip
 
 
 def ratio_rows(ours: dict[str, Any], naive: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -612,4 +667,108 @@ async def run_storm(target: Target, args: argparse.Namespace, progress: Progress
     return result
 
 
-__all__ = ["Progress", "Result", "listening_pids", "run_load", "run_storm", "run_submit"]
+async def run_rollout(target: Target, args: argparse.Namespace, progress: Progress) -> Result:
+    """Sockets through haproxy onto every gateway, then a rolling restart (``fleet.rollout``) of
+    every gateway in turn; the sockets come back through the balancer with full-jitter backoff."""
+    result = Result("rollout")
+    fleet = target.fleet
+    if fleet is None or not fleet.balancers:
+        raise ValueError("rollout runs against a private fleet behind haproxy (without --url)")
+    redis = connect(target.redis_url)
+    source = Source(players=args.players, op=args.op, prefix=target.player_prefix)
+    flood = Flood(redis, GameConfig(game=target.game), source, rate=args.feed_rate)
+    swarm = swarm_of(args, target, target.ws_url, reconnect=True)
+    steps: list[Step] = []
+
+    def note(step: Step) -> None:
+        progress.note(
+            f"{step.gateway}: drained in {step.drained_s:.1f} s, ready {step.restarted_s:.1f} s later, "
+            f"UP in the balancer after {step.back_in_s:.1f} s"
+        )
+
+    try:
+        async with SnapshotMonitor(target.redis_url, channel_of(target.game, args.window)) as monitor:
+            if args.feed_rate:
+                flood.start()
+            await asyncio.sleep(1.0)  # the first tick: the board and its stored snapshot exist
+            await swarm.start()
+            watch = Watch("rollout", progress, [swarm], None)
+            ramp_limit = args.sockets / max(args.connect_rate, 1) + 30
+            await watch.run(ramp_limit, until=lambda: swarm.totals()["open"] >= args.sockets)
+            await watch.run(SETTLE)
+            before = swarm.totals()
+            progress.note(f"rolling restart of {len(fleet.gateways)} gateways, {before['open']:,} sockets open")
+            t0 = time.time()
+            task = asyncio.create_task(rollout(fleet.layout(), on_step=note))
+            await watch.run(args.max_wait * len(fleet.gateways), until=task.done)
+            if not task.done():
+                task.cancel()
+                raise RuntimeError(f"the rolling restart did not finish within {args.max_wait * len(fleet.gateways)} s")
+            steps = task.result()
+            t_done = time.time()
+            await watch.run(args.max_wait, until=lambda: swarm.totals()["open"] >= args.sockets)
+            await watch.run(3.0)  # a few ticks with everyone back: a snapshot missed would show
+            t1 = time.time()
+            await watch.run(GRACE)
+            progress.end()
+            expected = monitor.between(t0, t1)
+            reports = await swarm.report([k for k, _ in expected], since=t0)
+    finally:
+        await swarm.close()
+        await flood.stop()
+        await redis.aclose()
+    drops = sorted(t for rep in reports for t, _, _ in rep["drop_events"] if t >= t0)
+    reopens = sorted(t for rep in reports for t, _ in rep["open_events"] if t >= t0)
+    per_s = per_second(reopens, t0)
+    seconds = max(1, math.ceil(t_done - t0))
+    avg = len(reopens) / seconds
+    peak = max(per_s, default=0)
+    gaps = [g for rep in reports for g in rep["max_gaps"]]
+    f: dict[str, Any] = {
+        "sockets": args.sockets,
+        "gateways": len(fleet.gateways),
+        "balancers": len(fleet.balancers),
+        "rollout_seconds": t_done - t0,
+        "steps": [asdict(s) for s in steps],
+        "drops": len(drops),
+        "reconnects": len(reopens),
+        "reconnects_per_s": per_s,
+        "peak_reconnects_per_s": peak,
+        "avg_reconnects_per_s": avg,
+        "peak_over_avg": peak / avg if avg else math.nan,
+        "attempts": sum(1 for rep in reports for t in rep["attempt_times"] if t >= t0),
+        "refused_503": sum(r["refused"] for r in reports) - before["refused"],
+        "longest_gap_s": summary(gaps),
+        "snapshots_published": len(expected),
+        "sockets_moved": sum(r["moved"] for r in reports),
+        "snapshots_missed_after_reconnect": sum(r["moved_missed"] for r in reports),
+        "snapshots_missed_by_sockets_never_moved": sum(r["missing"] for r in reports),
+        "sockets_lost": sum(r["not_open"] for r in reports),
+    }
+    result.figures["rollout"] = f
+    result.series["timeline"] = watch.timeline
+    g = f["longest_gap_s"]
+    result.rows += [
+        ("gateways restarted / haproxy processes", f"{len(steps)} / {len(fleet.balancers)}"),
+        ("rolling restart took s", f["rollout_seconds"]),
+        *[(f"  {s.gateway}: drain / ready / UP s", f"{s.drained_s:.1f} / {s.restarted_s:.1f} / {s.back_in_s:.1f}")
+          for s in steps],
+        ("sockets dropped (1012) / reconnected", f"{len(drops):,} / {len(reopens):,}"),
+        ("reconnects /s peak / average", f"{peak:,} / {avg:,.0f} (peak {f['peak_over_avg']:.2f}× average)"),
+        ("attempts (refused 503)", f"{f['attempts']:,} ({f['refused_503']:,})"),
+        ("longest gap between snapshots per socket p50/p99/max s",
+         " / ".join(f"{g[k]:.2f}" for k in ("p50", "p99", "max"))),
+        ("snapshots published during the restart", len(expected)),
+        ("snapshots missed after reconnect", f"{f['snapshots_missed_after_reconnect']:,} (by {f['sockets_moved']:,} "
+         "sockets that moved)"),
+        ("snapshots missed by sockets never moved", f["snapshots_missed_by_sockets_never_moved"]),
+        ("sockets lost for good", f"{f['sockets_lost']:,} of {args.sockets:,}"),
+    ]  # fmt: skip
+    result.charts += [
+        report.bar_chart("reconnects per second during the rolling restart", per_s, "seconds", "reconnects"),
+        report.line_chart("sockets open", [(r["t"], r["open"]) for r in watch.timeline], "seconds", "sockets"),
+    ]
+    return result
+
+
+__all__ = ["Progress", "Result", "listening_pids", "run_load", "run_rollout", "run_storm", "run_submit"]

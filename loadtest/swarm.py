@@ -16,6 +16,7 @@ import math
 import resource
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlsplit
@@ -69,14 +70,20 @@ class Swarm(Service):
         first_index: int = 0,
         handshake_timeout: float = 15.0,
         player_prefix: str = "p",
+        spread: Sequence[str] = (),
     ) -> None:
-        host, port, path = parse_ws_url(url)
+        """``spread``: URLs the client processes take in turn instead of ``url`` (straight to each
+        gateway of a fleet whose gateways listen on addresses of their own)."""
+        targets = [parse_ws_url(u) for u in spread] or [parse_ws_url(url)]
+        if spread and not workers:  # as many processes per URL, so each gets the same share
+            workers = math.ceil(len(plan(sockets)) / len(targets)) * len(targets)
         counts = plan(sockets, workers)
         self.sockets = sockets
         self.settings: list[WorkerSettings] = []
         first = first_index
         for i, count in enumerate(counts):
             source = f"127.0.{(first_source + i) // 254}.{(first_source + i) % 254 + 1}"
+            host, port, path = targets[i % len(targets)]
             self.settings.append(
                 WorkerSettings(
                     host=host,

@@ -62,12 +62,23 @@ class Target:
     jwt_secret: str = ""
     gateway_pids: list[int] = field(default_factory=list)
     fleet: Fleet | None = None
+    balancer_pids: list[int] = field(default_factory=list)  # haproxy in front (--balancer haproxy)
+    direct_urls: list[str] = field(default_factory=list)  # each gateway's own URL, behind a balancer
     player_prefix: str = "p"
     clean_up: bool = False
 
 
 def fleet_settings(
-    *, gateways: int, redis_url: str | None, data_dir: Path, game: str, env: dict[str, str]
+    *,
+    gateways: int,
+    redis_url: str | None,
+    data_dir: Path,
+    game: str,
+    env: dict[str, str],
+    balancer: str = "",
+    balancers: int = 1,
+    balancer_maxconn: int = 9_000,
+    drain_window: float = 1.0,
 ) -> FleetSettings:
     base = {
         "LB_GAME": game,
@@ -83,16 +94,33 @@ def fleet_settings(
         demo_tokens=False,
         log_level="WARNING",
         env=tuple({**base, **env}.items()),
-        drain_window=1.0,
-        restart=False,  # storm kills a gateway on purpose and measures the survivors
+        drain_window=drain_window,
+        # storm kills a gateway on purpose and measures the survivors; a rolling restart needs
+        # the fleet to start each drained gateway again
+        restart=balancer != "",
+        balancer=balancer,
+        balancers=balancers,
+        balancer_maxconn=balancer_maxconn,
     )
 
 
 @contextlib.asynccontextmanager
 async def private_fleet(
-    *, gateways: int, redis_url: str | None, data_dir: Path, game: str, env: dict[str, str]
+    *,
+    gateways: int,
+    redis_url: str | None,
+    data_dir: Path,
+    game: str,
+    env: dict[str, str],
+    balancer: str = "",
+    balancers: int = 1,
+    balancer_maxconn: int = 9_000,
+    drain_window: float = 1.0,
 ) -> AsyncIterator[Target]:
-    settings = fleet_settings(gateways=gateways, redis_url=redis_url, data_dir=data_dir, game=game, env=env)
+    settings = fleet_settings(
+        gateways=gateways, redis_url=redis_url, data_dir=data_dir, game=game, env=env,
+        balancer=balancer, balancers=balancers, balancer_maxconn=balancer_maxconn, drain_window=drain_window,
+    )  # fmt: skip
     async with Fleet(settings) as fleet:
         yield Target(
             ws_url=fleet.ws_url,
@@ -101,7 +129,11 @@ async def private_fleet(
             jwt_secret=settings.jwt_secret,
             gateway_pids=[p.pid for p in fleet.gateways],
             fleet=fleet,
-        )
+            balancer_pids=[b.proc.pid for b in fleet.balancers if b.proc is not None],
+            direct_urls=[
+                "ws://{}:{}/ws".format(*fleet.gateway_address(i)) for i in range(len(fleet.gateways))
+            ] if fleet.balancers else [],
+        )  # fmt: skip
 
 
 async def wait_listening(port: int, pids: list[int], timeout: float = 15.0) -> None:

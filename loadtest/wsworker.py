@@ -160,6 +160,14 @@ class Worker:
         self.open_events: list[tuple[float, int]] = []
         self.drop_events: list[tuple[float, int, str]] = []
         self.attempt_times: list[float] = []
+        # continuity per socket index, across its reconnects (rollout): the longest wait between
+        # two snapshots, and per reconnect (last snapshot before, first after) to tell a snapshot
+        # missed from one replaced by the stored latest it got on reconnect
+        self.last_at: list[float] = [0.0] * s.count
+        self.last_sid: list[int] = [-1] * s.count
+        self.max_gap: list[float] = [0.0] * s.count
+        self.resuming: set[int] = set()
+        self.resumes: dict[int, list[tuple[int, int]]] = {}
         self.waiters: dict[int, asyncio.Future[bool]] = {}
         if s.token_secret and s.token_share > 0:
             from gateway.auth import issue
@@ -180,6 +188,8 @@ class Worker:
         self.opened += 1
         self.open_now += 1
         self.open_events.append((now, conn.index))
+        if self.last_sid[conn.index] >= 0:
+            self.resuming.add(conn.index)
         waiter = self.waiters.pop(conn.index, None)
         if waiter is not None and not waiter.done():
             waiter.set_result(True)
@@ -211,6 +221,14 @@ class Worker:
             sid = self.sids[key] = len(self.ts)
             self.ts.append(ts_ms / 1000)
             self.arrivals.append([])
+        index = conn.index
+        if index in self.resuming:
+            self.resuming.discard(index)
+            self.resumes.setdefault(index, []).append((self.last_sid[index], sid))
+        if self.last_at[index]:
+            self.max_gap[index] = max(self.max_gap[index], now - self.last_at[index])
+        self.last_at[index] = now
+        self.last_sid[index] = sid
         bit = 1 << sid
         seen = self.seen[conn.index]
         if seen & bit:
@@ -341,6 +359,20 @@ class Worker:
         for conn in self.conns:
             if conn is not None and conn.state == 1:
                 gateways[conn.gateway] = gateways.get(conn.gateway, 0) + 1
+        # sockets that reconnected: snapshots published from the one they resumed with on that
+        # they never got (those published while away, up to the stored latest, are replaced by it)
+        position = {self.sids[key]: i for i, key in enumerate(expected) if key in self.sids}
+        moved_missed = 0
+        for index, pairs in self.resumes.items():
+            excused: set[int] = set()
+            for before, after in pairs:
+                lo, hi = position.get(before, -1), position.get(after, -1)
+                excused.update(range(lo + 1, hi + 1))
+            start = position.get(pairs[0][1], len(expected))
+            for i in range(start, len(expected)):
+                sid = self.sids.get(expected[i])
+                if (sid is None or not self.seen[index] >> sid & 1) and i not in excused:
+                    moved_missed += 1
         return {
             **self.tick(),
             "ev": "report",
@@ -353,6 +385,10 @@ class Worker:
             "open_events": self.open_events,
             "drop_events": self.drop_events,
             "attempt_times": self.attempt_times,
+            "max_gaps": [round(g, 3) for g in self.max_gap if g],
+            "moved": len(self.resumes),
+            "moved_missed": moved_missed,
+            "not_open": sum(conn is None or conn.state != 1 for conn in self.conns),
         }
 
 
