@@ -138,7 +138,7 @@ def parser() -> argparse.ArgumentParser:
                 "--balancers",
                 type=int,
                 default=0,
-                help="haproxy processes on the port (default: one per --balancer-maxconn sockets)",
+                help="haproxy processes on the port (default: enough for the sockets at 80 %% of --balancer-maxconn)",
             )
             where.add_argument(
                 "--balancer-maxconn", type=int, default=9_000, help="players per haproxy process (default 9000)"
@@ -292,7 +292,8 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
     gateways = 1 if args.mode == "storm" else args.gateways  # storm: the others start once the victim is full
     balancer = "haproxy" if args.mode == "rollout" or getattr(args, "balancer", "none") == "haproxy" else ""
     maxconn = getattr(args, "balancer_maxconn", 9_000)
-    balancers = getattr(args, "balancers", 0) or max(1, math.ceil(getattr(args, "sockets", 0) / maxconn))
+    # SO_REUSEPORT spreads connections over the haproxy processes by a hash, not evenly: a fifth of headroom
+    balancers = getattr(args, "balancers", 0) or max(1, math.ceil(getattr(args, "sockets", 0) * 1.2 / maxconn))
     if getattr(args, "baseline", None) == "direct" and not balancer:
         raise ValueError("--baseline direct compares with --balancer haproxy: give both")
     with tempfile.TemporaryDirectory(prefix="loadtest-") as tmp:
