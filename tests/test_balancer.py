@@ -25,10 +25,12 @@ from fleet.haproxy import EXAMPLE_ARGS, BalancerConfig, Gateway, Haproxy, main, 
 from fleet.redis_server import free_port
 from fleet.rollout import rollout
 from fleet.supervisor import Fleet, FleetSettings
+from gateway.server import Gateway as GatewayServer
 from leaderboard import GameConfig
 
 from .conftest import MS
 from .gw_helpers import http_get, running
+from .gw_helpers import settings as gw_settings
 
 T = 1000 * MS
 REPO = Path(__file__).resolve().parent.parent
@@ -280,3 +282,28 @@ async def test_the_gateway_counts_players_by_the_address_haproxy_forwards(redis_
             got = [await status(source) for source in ("127.0.0.5", "127.0.0.6", "127.0.0.5")]
             # the forged header is deleted by haproxy either way
             assert got == ([101, 101, 503] if trusted else [101, 503, 503])
+
+
+@needs_haproxy
+async def test_a_gateway_without_redis_gets_no_new_players(redis_url: str) -> None:
+    """/readyz is 503 while a gateway's pub/sub is down: haproxy's checks take it out."""
+    lost = GatewayServer(gw_settings(f"redis://127.0.0.1:{free_port()}/0", gateway_id="gw-lost"))
+    await lost.start()
+    try:
+        async with running(redis_url, gateway_id="gw-fine") as fine:
+            config = BalancerConfig(
+                (Gateway("gw-lost", f"127.0.0.1:{lost.port}"), Gateway("gw-fine", f"127.0.0.1:{fine.port}")),
+                bind=f"127.0.0.1:{free_port()}", stats_socket="",
+            )  # fmt: skip
+            async with Haproxy(config) as lb:
+                servers: dict[str, dict[str, str]] = {}
+                async with asyncio.timeout(10 * T):
+                    while servers.get("gw-lost", {}).get("status") != "DOWN":
+                        servers = await lb.servers()
+                        await asyncio.sleep(0.1)
+                assert servers["gw-lost"]["check_code"] == "503"
+                for _ in range(6):
+                    async with connect(f"ws://{config.bind}/ws", open_timeout=5 * T) as ws:
+                        assert orjson.loads(await ws.recv())["gateway"] == "gw-fine"
+    finally:
+        await lost.close()
