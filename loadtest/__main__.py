@@ -195,6 +195,9 @@ def parser() -> argparse.ArgumentParser:
                 help="run the same load against bench/naive_gateway.py (websockets.broadcast), or with "
                 "--balancer haproxy straight to the gateways (what the balancer adds)",
             )
+            load.add_argument(
+                "--direct-first", action="store_true", help="with --baseline direct: the direct phase first"
+            )
         if mode == "rollout":
             load.add_argument(
                 "--max-wait",

@@ -384,33 +384,28 @@ async def run_load(mode: str, target: Target, args: argparse.Namespace, progress
                 flood.start()
             await asyncio.sleep(1.0)  # the first tick: boards exist, stored snapshots too
             label = "haproxy" if target.balancer_pids else "gateway"
-            figures, series = await socket_phase(
-                label,
-                target.ws_url,
-                target.gateway_pids,
-                target,
-                args,
-                monitor,
-                flood if mode == "mixed" else None,
-                progress,
-                balancer_pids=target.balancer_pids,
-            )
-            result.figures[label] = figures
-            result.series[label] = series
-            result.rows += phase_rows(figures, "haproxy: " if target.balancer_pids else "")
-            result.charts += phase_charts(label, series)
-            if args.baseline == "direct":
-                # the same sockets straight to the gateways' own addresses, the balancer idle
-                df, ds = await socket_phase(
-                    "direct", target.ws_url, target.gateway_pids, target, args, monitor,
-                    flood if mode == "mixed" else None, progress, first_source=40, spread=target.direct_urls,
+            phases = [label, "direct"] if args.baseline == "direct" else [label]
+            if getattr(args, "direct_first", False):
+                phases.reverse()  # runs alternate the order: what the machine did meanwhile shows
+            for phase in phases:
+                through = phase != "direct"
+                f, ser = await socket_phase(
+                    phase, target.ws_url, target.gateway_pids, target, args, monitor,
+                    flood if mode == "mixed" else None, progress,
+                    # direct: the same sockets straight to the gateways' own addresses, the balancer idle
+                    first_source=2 if through else 40,
+                    balancer_pids=target.balancer_pids if through else None,
+                    spread=None if through else target.direct_urls,
                 )  # fmt: skip
-                result.figures["direct"] = df
-                result.series["direct"] = ds
-                result.rows += phase_rows(df, "direct: ")
-                result.rows += balancer_rows(figures, df)
-                result.figures["through_haproxy_vs_direct"] = dict(balancer_rows(figures, df))
-                result.charts += phase_charts("direct", ds)
+                result.figures[phase] = f
+                result.series[phase] = ser
+                result.rows += phase_rows(f, f"{phase}: " if target.balancer_pids else "")
+                result.charts += phase_charts(phase, ser)
+            figures = result.figures[label]
+            if args.baseline == "direct":
+                rows = balancer_rows(figures, result.figures["direct"])
+                result.rows += rows
+                result.figures["through_haproxy_vs_direct"] = dict(rows)
             if args.baseline == "naive":
                 async with NaiveGateway(target.redis_url, channel) as naive:
                     assert naive.proc is not None
