@@ -181,6 +181,12 @@ class Hub:
         except (RedisError, OSError):
             self.metrics.redis_errors.inc()
             return cached[1] if cached is not None else None
+        arrived = self._latest.get(key)
+        if arrived is not None and arrived is not cached and not arrived[2]:
+            # A snapshot was published while we read: it is at least as new as what we read (the
+            # channel was live before the read), and a version 0 built from the board must not
+            # replace it — new subscribers would get the older one for _BUILT_TTL.
+            return arrived[1]
         frame = text_frame(stored)
         if key in self._subs:  # its last subscriber may have left while Redis answered
             self._latest[key] = (stored, frame, built)
