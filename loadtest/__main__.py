@@ -420,8 +420,15 @@ def main(argv: list[str] | None = None) -> int:
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, interrupt)
-        async with asyncio.timeout(args.time_limit):
-            return await run(args, progress)
+        limit = asyncio.timeout(args.time_limit)
+        try:
+            async with limit:
+                return await run(args, progress)
+        except TimeoutError:
+            if limit.expired():
+                raise
+            # a bounded wait inside the run (a client process's report, a fleet's start), not the limit
+            raise RuntimeError("a step of the run timed out: the machine may be too busy for this load") from None
 
     def fail(text: str) -> None:
         progress.end()  # errors are shown even with --quiet: the run did not complete
