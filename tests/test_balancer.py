@@ -147,11 +147,11 @@ async def balanced_fleet(
 async def published_versions(redis_url: str, into: list[int], ready: asyncio.Event, changes: Changes) -> None:
     r = aioredis.Redis.from_url(redis_url)
     pubsub = r.pubsub()
-    await pubsub.subscribe(GAME.keys.snapshot_channel("weekly", "global"))
+    await pubsub.ssubscribe(GAME.keys.snapshot_channel("weekly", "global"))  # sharded, as the scorer publishes
     ready.set()
     try:
         async for msg in pubsub.listen():
-            if msg["type"] == "message":
+            if msg["type"] == "smessage":
                 into.append(orjson.loads(msg["data"])["version"])
                 changes.bump()
     finally:
