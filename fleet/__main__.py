@@ -64,7 +64,7 @@ class FleetOptions:
         "writes its URL to <data dir>/fleet.env",
     )
     data_dir: str = setting(
-        "LB_DATA_DIR", "var", "the fleet's data directory (locked while it runs): Redis's data, fleet.env"
+        "LB_DATA_DIR", "var", "the fleet's data directory (locked while it runs): Redis's data, fleet.env, scores.db"
     )
     demo_rate: float = setting("LB_DEMO_RATE", 300.0, "demo submissions per second", check=at_least(0))
     balancer: str = setting(

@@ -231,6 +231,9 @@ class Fleet(Service):
 
     async def start_scorer(self) -> asyncio.subprocess.Process:
         env = self.child_env(LB_SCORER_METRICS_PORT=str(self.scorer_metrics_port))
+        # The durable score log: SQLite beside Redis's data unless LB_DURABLE_URL says otherwise
+        # (set empty: none).
+        env.setdefault("LB_DURABLE_URL", f"sqlite:///{self.settings.data_dir.resolve()}/scores.db")
         return await self._spawn("scorer", "-m", "scorer", env=env)
 
     async def _start_balancers(self) -> None:

@@ -98,12 +98,12 @@ class _Layouts:
         key = self.index(self.names.board(window, period.label, scope))
         return (key, slot[0], op, scope, BoardRef(window, period.label, scope))
 
-    def head(self, now: int, rows: bool) -> list[str | int]:
+    def head(self, now: int, rows: bool, announce: str) -> list[str | int]:
         """ARGV up to the submission count: the call's settings, the periods, the layouts."""
         config, names = self.config, self.names
         head: list[str | int] = [
             now, config.top_n, config.activity_maxlen, config.clock_skew_ms, self.idem_ms,
-            names.announce_channel, int(rows), len(self.periods),
+            announce, int(rows), len(self.periods),
         ]  # fmt: skip
         for _, period in self.periods.values():
             w = period.window
@@ -128,12 +128,14 @@ def encode_batch(
     *,
     rows: bool = True,
     tournaments: Mapping[str, Window] | None = None,
+    announce: str | None = None,
 ) -> BatchPlan:
     """Lay out one lb_submit call. Only what naming the keys needs is checked here (timestamp,
     scopes, tournament); the library checks everything else inside its atomic call. ``rows=False``
     asks for each submission's status only, so the library neither builds per-board rows nor
     reads the rank of boards a submission did not change. ``tournaments`` holds the windows of
-    the tournaments the entries name (a name missing from it is refused as unknown)."""
+    the tournaments the entries name (a name missing from it is refused as unknown). ``announce``
+    replaces the announcement channel (a rebuild replaying history must not announce it again)."""
     layouts = _Layouts(config)
     idem_ms, latest_ok = layouts.idem_ms, now + config.clock_skew_ms
     body: list[str | int] = []
@@ -171,7 +173,8 @@ def encode_batch(
                  ts, fields.get("name", ""), layout]  # fmt: skip
         plan.append((sub_id, boards))
     count = len(body) // 7
-    return BatchPlan(layouts.keys, [*layouts.head(now, rows), count, *body], count, plan)
+    head = layouts.head(now, rows, announce or layouts.names.announce_channel)
+    return BatchPlan(layouts.keys, [*head, count, *body], count, plan)
 
 
 def decode_batch(plan: BatchPlan, replies: Sequence[Any], *, rows: bool = True) -> list[SubmitResult]:

@@ -93,6 +93,11 @@ class Keys:
     def announce_channel(self) -> str:
         return f"{self.prefix}:announce"
 
+    @property
+    def replay_channel(self) -> str:
+        """Where a rebuild's lb_submit calls announce (nobody listens): history is not news."""
+        return f"{self.prefix}:replay"
+
     def snapshot_channel(self, window: str, scope: str) -> str:
         return f"{self.prefix}:snap:{window}:{scope}"
 

@@ -107,15 +107,22 @@ class Leaderboard:
     # --- writes
 
     async def submit_batch(
-        self, entries: Sequence[Mapping[str, str]], *, now: int | None = None, rows: bool = True
+        self,
+        entries: Sequence[Mapping[str, str]],
+        *,
+        now: int | None = None,
+        rows: bool = True,
+        announce: str | None = None,
     ) -> list[SubmitResult]:
         """lb_submit: apply submissions (stream-entry fields) in one atomic call; one result per
-        entry (with per-board results unless ``rows=False``)."""
+        entry (with per-board results unless ``rows=False``); ``announce``: another channel for
+        the top-N announcements (encode_batch)."""
         if not entries:
             return []
         named = {t for fields in entries if (t := fields.get("tournament"))}
         tournaments = {t: w for t in named if (w := await self.tournament(t)) is not None} if named else None
-        plan = encode_batch(self.config, entries, now_ms() if now is None else now, rows=rows, tournaments=tournaments)
+        plan = encode_batch(self.config, entries, now_ms() if now is None else now, rows=rows,
+                            tournaments=tournaments, announce=announce)  # fmt: skip
         if plan.count == 0:  # every entry was refused before the call
             return decode_batch(plan, [])
         command = ("FCALL", "lb_submit", len(plan.keys), *plan.keys, *plan.args)

@@ -2,6 +2,8 @@
 ``python -m scorer submit --player mia --points 120``: file one submission into the queue.
 ``python -m scorer tournament create|join|list``: live tournaments (boards ``t-<id>``).
 ``python -m scorer ban|unban|correct|profile ...``: operator actions (docs/operations.md).
+``python -m scorer rebuild``: restore the boards from the durable score log (LB_DURABLE_URL)
+into a Redis that lost them.
 
 Configuration comes from ``LB_`` environment variables (README's table). SIGTERM or Ctrl-C: stop
 reading, finish and acknowledge the batch in flight, exit 0; a second signal exits at once.
@@ -31,6 +33,8 @@ from leaderboard.profiles import Profile
 from leaderboard.queue import Queue
 from leaderboard.settings import HelpFormatter, argument_parser, load_or_exit, redacted, unreachable
 
+from .durable import StoreError, open_store
+from .rebuild import RebuildRefused, Restored, rebuild
 from .service import Scorer
 from .settings import ScorerSettings
 
@@ -44,7 +48,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argument_parser("python -m scorer", __doc__ or "", ScorerSettings)
     p.add_argument("--burst", action="store_true", help="exit once the queue is drained")
     p.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
-    sub = p.add_subparsers(dest="command", metavar="{submit,tournament,ban,unban,correct,profile}")
+    sub = p.add_subparsers(dest="command", metavar="{submit,tournament,ban,unban,correct,profile,rebuild}")
     s = sub.add_parser(
         "submit", help="file one submission into the queue", description="File one submission into the queue.",
         formatter_class=HelpFormatter, epilog=p.epilog,  # it loads the same settings as a replica
@@ -77,6 +81,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for parser in (c, j, t):
         parser.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
     _operator_commands(sub, p.epilog or "")
+    b = sub.add_parser(
+        "rebuild", help="restore the boards from the durable score log into an empty Redis",
+        description="Restore every board and window, the distinct-player counts, the names and the "
+        "idempotency memory from the durable score log (LB_DURABLE_URL) into an empty Redis. "
+        "Stop the scorers first.",
+        formatter_class=HelpFormatter, epilog=p.epilog,
+    )  # fmt: skip
+    b.add_argument("--force", action="store_true", help="write over a Redis that already holds data of the game")
+    b.add_argument("--batch", type=int, default=1000, help="submissions per lb_submit call (default 1000)")
+    b.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
     return p.parse_args(argv)
 
 
@@ -241,6 +255,17 @@ async def submit(settings: ScorerSettings, args: argparse.Namespace) -> tuple[Su
         await redis.aclose()
 
 
+async def rebuild_command(settings: ScorerSettings, args: argparse.Namespace) -> Restored:
+    store = open_store(settings.durable_url)
+    redis = connect(settings.redis_url)
+    try:
+        await store.open()
+        return await rebuild(redis, store, settings.game, force=args.force, batch=args.batch)
+    finally:
+        await redis.aclose()
+        await store.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     overrides = {"redis_url": args.redis_url} if "redis_url" in args else {}
@@ -294,6 +319,26 @@ def main(argv: list[str] | None = None) -> int:
                   f"(python -m scorer) against it first ({exc})", file=sys.stderr)  # fmt: skip
             return 1
         print(f"queued {sub.id}: player {sub.player}, {sub.points} points (stream entry {stream_id})")
+        return 0
+    if args.command == "rebuild":
+        if not settings.durable_url:
+            print("rebuild reads the durable score log: set LB_DURABLE_URL", file=sys.stderr)
+            return 2
+        if args.batch < 1:
+            print("--batch must be at least 1", file=sys.stderr)
+            return 2
+        try:
+            restored = asyncio.run(rebuild_command(settings, args))
+        except RebuildRefused as exc:
+            print(f"refused: {exc}", file=sys.stderr)
+            return 3
+        except StoreError as exc:
+            print(str(exc), file=sys.stderr)
+            return 1
+        except (ConnectionError, TimeoutError, AuthenticationError) as exc:
+            print(unreachable(settings.redis_url, exc), file=sys.stderr)
+            return 1
+        print("\n".join(restored.lines()))
         return 0
     asyncio.run(run(settings, args.burst))
     return 0

@@ -7,16 +7,24 @@ length *is* the backlog the submit API checks, with no extra reads per batch. MI
 need the oldest pending id of the whole group (XPENDING) and the group's read position before
 every trim, and would still count acknowledged entries newer than the oldest pending one.
 Entries are deleted roughly in arrival order, so the stream's nodes empty and are freed quickly.
+
+With a durable log (LB_DURABLE_URL), each batch goes apply → record → acknowledge. Both writes
+are idempotent by submission id and the acknowledgement comes last, so a crash between any two
+steps leaves the entries pending: they are redelivered, lb_submit answers ``duplicate`` for the
+ones it applied, and those are recorded then (the store ignores ids it already holds). Nothing
+is acknowledged that is not both applied and recorded; nothing is applied or recorded twice.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from leaderboard import RedisClient, SubmitResult, now_ms
 from leaderboard.transport import Command, execute_packed
 
+from .durable.recorder import Recorder
 from .settings import ScorerSettings
 from .stats import Stats
 from .stream import REDIS_DOWN, Batch, GroupWorker
@@ -38,6 +46,7 @@ class Consumer(GroupWorker):
         stats: Stats | None = None,
         *,
         now: Callable[[], int] = now_ms,
+        recorder: Recorder | None = None,
     ) -> None:
         keys = settings.game.keys
         super().__init__(redis, settings, stream=keys.submissions, group=GROUP, concurrency=settings.concurrency)
@@ -46,12 +55,22 @@ class Consumer(GroupWorker):
         self.now = now
         self.dead_letters = keys.dead_letters
         self._poisoned: set[str] = set()  # claimed ids over the delivery cap: never applied
+        self.recorder = recorder
+
+    def _crash_point(self, step: str) -> None:
+        if self.settings.crash_at == step:  # LB_SCORER_CRASH_AT: the crash tests' hook
+            self.log.warning("LB_SCORER_CRASH_AT=%s: exiting abruptly", step)
+            os._exit(70)
 
     async def handle(self, batch: Batch) -> None:
         if self._poisoned.isdisjoint(sid for sid, _ in batch):
             results = await self.apply([fields for _, fields in batch])
         else:
             results = await self._apply_unpoisoned(batch)
+        self._crash_point("applied")
+        if self.recorder is not None:
+            await self.recorder.record([fields for _, fields in batch], results)
+            self._crash_point("recorded")
         ids = [sid for sid, _ in batch]
         at = str(self.now())
         dead = 0

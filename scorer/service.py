@@ -24,6 +24,8 @@ from leaderboard.settings import redacted
 
 from .badges import BadgeWorker
 from .consumer import Consumer
+from .durable import open_store
+from .durable.recorder import Recorder
 from .metrics import Monitor, registry_for
 from .publisher import Publisher
 from .settings import ScorerSettings
@@ -46,7 +48,18 @@ class Scorer:
         self.stats = Stats()
         self.redis: RedisClient = connect(settings.redis_url, health_check_interval=30)
         per_game = [dataclasses.replace(settings, game=config) for config in settings.game.served]
-        self.consumers = [Consumer(self.redis, s, self.stats, now=now) for s in per_game]
+        # The durable score log (LB_DURABLE_URL): one store, a recorder per game
+        store = open_store(settings.durable_url) if settings.durable_url else None
+        self.recorders = [
+            Recorder(store, s.game, retention_days=settings.durable_retention_days,
+                     compact_every_s=settings.durable_compact_s)
+            for s in per_game
+        ] if store is not None else []  # fmt: skip
+        recorders: list[Recorder | None] = [*self.recorders] or [None] * len(per_game)
+        self.consumers = [
+            Consumer(self.redis, s, self.stats, now=now, recorder=rec)
+            for s, rec in zip(per_game, recorders, strict=True)
+        ]
         self.publishers = [Publisher(self.redis, s, self.stats, now=now) for s in per_game] if settings.publish else []
         self.badges = [BadgeWorker(self.redis, s, self.stats) for s in per_game] if settings.badges else []
         self.monitor = Monitor(self.redis, settings.game.served, self.stats, settings.stats_interval_s)
@@ -66,9 +79,13 @@ class Scorer:
             log.info("metrics on http://%s:%d/metrics", self.settings.metrics_host, port)
         if not await self._load_library():
             return  # stopped while waiting for Redis: nothing was started, wait() returns at once
+        for recorder in self.recorders:
+            await recorder.open()
         self._consuming = [asyncio.create_task(c.run(self._stop, burst=self.burst)) for c in self.consumers]
         workers = [self.monitor.run(self._stop), *(p.run(self._stop) for p in self.publishers)]
         workers += [b.run(self._stop) for b in self.badges]
+        if self.settings.durable_compact_s:
+            workers += [recorder.run(self._stop) for recorder in self.recorders]
         self._others = [asyncio.create_task(w) for w in workers]
         log.info(
             "scorer %s started: game %s, windows %s, batch %d%s",
@@ -129,6 +146,8 @@ class Scorer:
             if publisher.leader:
                 with contextlib.suppress(*REDIS_DOWN):
                     await publisher.release()
+        for recorder in self.recorders:
+            await recorder.close()  # after the consumers: their last batches were recorded
         if self.metrics is not None:
             await self.metrics.close()
         await self.redis.aclose()

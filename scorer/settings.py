@@ -20,15 +20,19 @@ from dataclasses import dataclass
 from leaderboard import GameConfig
 from leaderboard.settings import (
     SettingsError,
+    above,
     at_least,
     between,
     load,
     log_level,
     nested,
+    one_of,
     redis_url,
     setting,
     validate,
 )
+
+from .durable import check_url as check_store_url
 
 
 def default_name() -> str:
@@ -116,6 +120,32 @@ class ScorerSettings:
     dead_letters_maxlen: int = setting(
         "LB_DEAD_LETTERS_MAXLEN", 100_000, "approximate length the dead-letter stream is trimmed to", check=at_least(1)
     )
+    # --- durable score log (scorer/durable/)
+    durable_url: str = setting(
+        "LB_DURABLE_URL",
+        "",
+        "durable score log: sqlite:///<path> (./dev run: <data dir>/scores.db) or postgresql://...; empty: off",
+        check=lambda v: check_store_url(v) if v else None,
+        secret=True,
+    )
+    durable_retention_days: float = setting(
+        "LB_DURABLE_RETENTION_DAYS",
+        30.0,
+        "raw submissions kept this long; older ones are folded into per-board bests (kept while the board lives)",
+        check=above(0),
+    )
+    durable_compact_s: float = setting(
+        "LB_DURABLE_COMPACT_S",
+        3600.0,
+        "how often a replica folds raw submissions past their retention (s); 0 never",
+        check=at_least(0),
+    )
+    crash_at: str = setting(
+        "LB_SCORER_CRASH_AT",
+        "",
+        "testing only: exit abruptly (no cleanup) in the first batch after this step: applied, recorded",
+        check=one_of("", "applied", "recorded"),
+    )
     # --- publisher
     tick_ms: int = setting("LB_TICK_MS", 1000, "snapshot publish tick (ms)", check=at_least(1))
     lease_ttl_ms: int = setting(
@@ -183,6 +213,9 @@ class ScorerSettings:
         if self.lease_ttl_ms <= self.tick_ms:
             # the holder renews once per tick: a lease shorter than a tick would lapse between renewals
             raise SettingsError("LB_LEASE_TTL_MS must be longer than LB_TICK_MS")
+        if self.durable_retention_days * 86_400 < self.game.idempotency_s:
+            # a rebuild restores the idempotency memory from raw submissions: they must outlive it
+            raise SettingsError("LB_DURABLE_RETENTION_DAYS must cover LB_IDEMPOTENCY_S")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ScorerSettings:

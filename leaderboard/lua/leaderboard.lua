@@ -34,6 +34,8 @@ the shard owning its slot, the game's, and on a single server it works the same)
 
   lb:{g}:snap:<window>:<scope>             snapshot JSON of the board's current period
   lb:{g}:announce                          {"type":"announce",...} when a player enters a top N
+  lb:{g}:replay                            the same, from a rebuild replaying history (nobody
+                                           listens: the caller names the channel in ARGV)
 
 Functions (each documented where it is defined; Python wrappers in leaderboard/library.py):
 

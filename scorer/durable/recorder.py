@@ -1,0 +1,97 @@
+"""The scorer's side of the durable log: turn an applied batch into records and write them,
+waiting out a store that is unavailable (the batch stays unacknowledged meanwhile), and compact
+the log now and then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
+
+from leaderboard import GameConfig, InvalidSubmission, Submission, SubmitResult, now_ms
+from leaderboard.backoff import redis_backoff
+
+from .base import Compaction, Record, Store
+from .fold import Folder
+
+log = logging.getLogger("scorer.durable")
+T = TypeVar("T")
+
+
+def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult]) -> list[Record]:
+    """The records of an applied batch: every ``ok``, and every ``duplicate`` (its first outcome
+    may have been lost in a crash before it was recorded; if it was not, the store ignores it)."""
+    out = []
+    for fields, result in zip(entries, results, strict=True):
+        if result.status == "ok":
+            replayed = False
+        elif result.status == "duplicate":
+            replayed = True
+        else:
+            continue
+        try:
+            # A duplicate is answered before the function validates anything: its fields may be junk.
+            sub = Submission.parse(fields)
+        except InvalidSubmission:
+            continue
+        out.append(Record(sub.id, sub.player, sub.points, sub.ts_ms, sub.op or "", sub.name or "",
+                          sub.region or "", sub.mode or "", replayed))  # fmt: skip
+    return out
+
+
+class Recorder:
+    def __init__(self, store: Store, config: GameConfig, *, retention_days: float, compact_every_s: float) -> None:
+        self.store = store
+        self.config = config
+        self.retention_ms = int(retention_days * 86_400_000)
+        self.compact_every_s = compact_every_s
+        self.recorded = 0  # new rows written by this process
+        self._opened = False
+
+    async def open(self) -> None:
+        await self._retry(self.store.open, "open")
+        self._opened = True
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def record(self, entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult]) -> None:
+        """Returns once the batch's records are durable; retries while the store is unavailable."""
+        records = records_of(entries, results)
+        if not records:
+            return
+        if not self._opened:
+            await self.open()
+        self.recorded += await self._retry(lambda: self.store.record(self.config.game, records), "record")
+
+    async def _retry(self, op: Callable[[], Awaitable[T]], what: str) -> T:
+        backoff = redis_backoff()
+        while True:
+            try:
+                return await op()
+            except self.store.unavailable as exc:
+                if backoff.attempt == 0:
+                    log.warning("durable store unavailable (%s: %s); retrying, batch not acknowledged", what, exc)
+                await asyncio.sleep(backoff.next_delay())
+
+    async def compact(self) -> Compaction:
+        now = now_ms()
+        result = await self.store.compact(
+            self.config.game, before_ts=now - self.retention_ms, now_s=now // 1000, folder=Folder(self.config)
+        )
+        if result.folded or result.expired:
+            log.info("durable log compacted: %d submissions folded into %d board rows, %d expired rows dropped",
+                     result.folded, result.board_rows, result.expired)  # fmt: skip
+        return result
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Compact every ``compact_every_s`` until ``stop`` (several replicas may: it is serialised)."""
+        from ..stream import sleep_unless
+
+        while not await sleep_unless(stop, self.compact_every_s):
+            try:
+                await self.compact()
+            except self.store.unavailable as exc:
+                log.warning("durable log compaction failed (%s); next try in %.0f s", exc, self.compact_every_s)

@@ -1,0 +1,180 @@
+"""The embedded backend: one SQLite file in WAL mode (``sqlite:///var/scores.db``), through
+aiosqlite (the database runs on one thread of its own; the event loop never waits on the disk).
+
+WAL with ``synchronous=NORMAL``: a commit is durable against a crash of the process (the scorer
+acknowledges only after it), and against a power loss up to the last checkpoint; ``FULL`` would
+cost an fsync per batch for the power-loss case (docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import aiosqlite
+
+from .base import BoardRow, Compaction, Record, Store, StoreError
+from .fold import Folder
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS submissions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    game TEXT NOT NULL, id TEXT NOT NULL, player TEXT NOT NULL, points INTEGER NOT NULL,
+    ts INTEGER NOT NULL, op TEXT NOT NULL, name TEXT NOT NULL, region TEXT NOT NULL,
+    mode TEXT NOT NULL, replayed INTEGER NOT NULL,
+    UNIQUE (game, id)
+);
+CREATE INDEX IF NOT EXISTS submissions_ts ON submissions (game, ts);
+CREATE TABLE IF NOT EXISTS board_rows (
+    game TEXT NOT NULL, window TEXT NOT NULL, period TEXT NOT NULL, scope TEXT NOT NULL,
+    player TEXT NOT NULL, score INTEGER NOT NULL, expire_at INTEGER NOT NULL,
+    PRIMARY KEY (game, window, period, scope, player)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS names (
+    game TEXT NOT NULL, player TEXT NOT NULL, name TEXT NOT NULL,
+    PRIMARY KEY (game, player)
+) WITHOUT ROWID;
+"""
+
+_COLUMNS = "id, player, points, ts, op, name, region, mode, replayed"
+
+
+class SQLiteStore(Store):
+    # locked past busy_timeout, disk full, I/O errors
+    unavailable = (OSError, TimeoutError, sqlite3.OperationalError)
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._db: aiosqlite.Connection | None = None
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise StoreError("the store is not open")
+        return self._db
+
+    async def open(self) -> None:
+        if self._db is not None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE below), so a
+            # writer takes the lock before reading what it will rewrite.
+            self._db = await aiosqlite.connect(self.path, isolation_level=None)
+        except (OSError, aiosqlite.Error) as exc:
+            raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from None
+        await self.db.execute("PRAGMA journal_mode=WAL")
+        await self.db.execute("PRAGMA synchronous=NORMAL")
+        await self.db.execute("PRAGMA busy_timeout=10000")  # other replicas on the same file
+        await self.db.executescript(SCHEMA)
+
+    async def close(self) -> None:
+        if self._db is not None:
+            db, self._db = self._db, None
+            await db.close()
+
+    async def record(self, game: str, records: Sequence[Record]) -> int:
+        if not records:
+            return 0
+        rows = [
+            (game, r.id, r.player, r.points, r.ts, r.op, r.name, r.region, r.mode, int(r.replayed)) for r in records
+        ]
+        db = self.db
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            before = db.total_changes
+            await db.executemany(
+                f"INSERT OR IGNORE INTO submissions (game, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", rows
+            )
+            added = db.total_changes - before
+            await db.execute("COMMIT")
+        except BaseException:
+            await db.execute("ROLLBACK")
+            raise
+        return added
+
+    async def scan(self, game: str, *, batch: int = 5_000) -> AsyncIterator[list[tuple[int, Record]]]:
+        after = 0
+        while True:
+            async with self.db.execute(
+                f"SELECT seq, {_COLUMNS} FROM submissions WHERE game = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (game, after, batch),
+            ) as cursor:
+                rows = list(await cursor.fetchall())
+            if not rows:
+                return
+            after = rows[-1][0]
+            yield [(row[0], _record(row[1:])) for row in rows]
+
+    async def board_rows(self, game: str, *, now_s: int, batch: int = 5_000) -> AsyncIterator[list[BoardRow]]:
+        async with self.db.execute(
+            "SELECT window, period, scope, player, score, expire_at FROM board_rows"
+            " WHERE game = ? AND (expire_at = 0 OR expire_at > ?)",
+            (game, now_s),
+        ) as cursor:
+            while rows := list(await cursor.fetchmany(batch)):
+                yield [BoardRow(*row) for row in rows]
+
+    async def names(self, game: str) -> dict[str, str]:
+        async with self.db.execute("SELECT player, name FROM names WHERE game = ?", (game,)) as cursor:
+            return {player: name for player, name in await cursor.fetchall()}
+
+    async def last_seq_before(self, game: str, ts: int) -> int:
+        async with self.db.execute("SELECT max(seq) FROM submissions WHERE game = ? AND ts < ?", (game, ts)) as cursor:
+            row = await cursor.fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    async def count(self, game: str) -> int:
+        async with self.db.execute("SELECT count(*) FROM submissions WHERE game = ?", (game,)) as cursor:
+            row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Folder) -> Compaction:
+        db = self.db
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            async with db.execute(
+                "SELECT min(seq) FROM submissions WHERE game = ? AND ts >= ?", (game, before_ts)
+            ) as cursor:
+                row = await cursor.fetchone()
+            cut = row[0] if row and row[0] is not None else None
+            where, args = ("game = ? AND seq < ?", (game, cut)) if cut is not None else ("game = ?", (game,))
+            async with db.execute(f"SELECT {_COLUMNS} FROM submissions WHERE {where} ORDER BY seq", args) as cursor:
+                records = [_record(r) for r in await cursor.fetchall()]
+            if not records:
+                cursor = await db.execute(
+                    "DELETE FROM board_rows WHERE game = ? AND expire_at > 0 AND expire_at <= ?", (game, now_s)
+                )
+                await db.execute("COMMIT")
+                return Compaction(0, 0, max(cursor.rowcount, 0))
+            async with db.execute(
+                "SELECT window, period, scope, player, score, expire_at FROM board_rows WHERE game = ?", (game,)
+            ) as cursor:
+                old = [BoardRow(*r) for r in await cursor.fetchall()]
+            folder.load(old)
+            folder.apply(records)
+            rows = folder.rows(now_s=now_s)
+            await db.execute("DELETE FROM board_rows WHERE game = ?", (game,))
+            await db.executemany(
+                "INSERT INTO board_rows VALUES (?,?,?,?,?,?,?)",
+                [(game, r.window, r.period, r.scope, r.player, r.score, r.expire_at_s) for r in rows],
+            )
+            await db.executemany(
+                "INSERT INTO names VALUES (?,?,?) ON CONFLICT (game, player) DO UPDATE SET name = excluded.name",
+                [(game, player, name) for player, name in folder.names.items()],
+            )
+            await db.execute(f"DELETE FROM submissions WHERE {where}", args)
+            await db.execute("COMMIT")
+        except BaseException:
+            await db.execute("ROLLBACK")
+            raise
+        kept = {(r.window, r.period, r.scope, r.player) for r in rows}
+        expired = sum(1 for r in old if (r.window, r.period, r.scope, r.player) not in kept)
+        return Compaction(len(records), len(rows), expired)
+
+
+def _record(row: Sequence[object]) -> Record:
+    id_, player, points, ts, op, name, region, mode, replayed = row
+    return Record(str(id_), str(player), int(points), int(ts), str(op), str(name), str(region), str(mode),  # type: ignore[call-overload]
+                  bool(replayed))  # fmt: skip

@@ -1,0 +1,267 @@
+"""``python -m scorer rebuild``: restore a game's boards from the durable score log into a Redis
+that lost them (a failover that dropped writes, a wiped volume, a FLUSHALL).
+
+What comes back: every board of every window period that has not expired, each member with its
+exact packed score; the distinct-player counts (the same HyperLogLog registers: they depend only
+on the set of players added); display names in the profiles; the idempotency memory (every id
+whose seen-bucket would still be alive); the activity feed of the replayed part; the top-N
+versions, so the publisher publishes every restored board.
+
+How, in the order the submissions were applied (the log's ``seq``):
+
+1. the oldest part — the folded board rows, then the raw rows up to the last one timestamped
+   outside the idempotency horizon — is folded in Python (``durable/fold.py``, the function's
+   rules) and written as final states: one ZADD per member instead of one call per submission,
+   and ``lb_submit`` would refuse those timestamps as too old anyway;
+2. the rest goes through ``lb_submit`` itself, in batches, with its original timestamps: the same
+   rules, the same seen ids, the same activity entries; its announcements go to a channel nobody
+   listens to (history is not news).
+
+A rebuild refuses a Redis that already holds data of the game unless ``force`` (then it writes
+over it: folded states replace members, replayed ids already seen are duplicates). Run it with the
+scorers stopped: a submission applied meanwhile could be overwritten by an older folded state.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import orjson
+import redis.asyncio as aioredis
+
+from leaderboard import GameConfig, Leaderboard, now_ms
+from leaderboard.keys import GLOBAL_SCOPE
+from leaderboard.transport import Command, execute_packed
+
+from .durable import Folder, Record, Store
+
+_HOUR_MS = 3_600_000
+_CHUNK = 1_000  # members per ZADD / SADD / PFADD
+
+
+class RebuildRefused(Exception):
+    """The target Redis already holds data of the game (and ``force`` was not given)."""
+
+
+@dataclass(slots=True)
+class Restored:
+    folded: int = 0  # submissions restored through the fold
+    board_rows: int = 0  # folded board rows read from the store (older than the raw log)
+    replayed: int = 0  # submissions sent through lb_submit
+    applied: int = 0
+    duplicates: int = 0
+    refused: dict[str, int] = field(default_factory=dict)  # code -> count (lb_submit or the fold)
+    boards: int = 0
+    entries: int = 0  # board members written by the fold
+    seen_ids: int = 0  # ids written to the idempotency memory by the fold
+    names: int = 0
+    seconds: float = 0.0
+
+    def lines(self) -> list[str]:
+        total = self.folded + self.replayed
+        rate = total / self.seconds if self.seconds else 0.0
+        refused = ", ".join(f"{code} {n}" for code, n in sorted(self.refused.items())) or "none"
+        return [
+            f"restored {total:,} submissions in {self.seconds:.1f} s ({rate:,.0f}/s)",
+            f"  folded: {self.folded:,} submissions and {self.board_rows:,} board rows into {self.boards:,} boards, "
+            f"{self.entries:,} members, {self.names:,} names, {self.seen_ids:,} ids remembered",
+            f"  through lb_submit: {self.replayed:,} ({self.applied:,} applied, {self.duplicates:,} duplicates)",
+            f"  refused: {refused}",
+        ]
+
+
+class Progress:
+    """A progress bar on a terminal, a plain line per tenth elsewhere (logs, CI)."""
+
+    def __init__(self, total: int, out: TextIO | None = None, *, what: str = "submissions") -> None:
+        self.total = max(total, 1)
+        self.out = out if out is not None else sys.stderr
+        self.tty = self.out.isatty()
+        self.what = what
+        self.done = 0
+        self.started = time.monotonic()
+        self._next_tenth = 1
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        share = min(self.done / self.total, 1.0)
+        rate = self.done / max(time.monotonic() - self.started, 1e-9)
+        text = f"{share:4.0%} {self.done:,}/{self.total:,} {self.what}, {rate:,.0f}/s"
+        if self.tty:
+            bar = "#" * int(share * 30)
+            self.out.write(f"\rrebuild [{bar:<30}] {text}")
+            self.out.flush()
+        elif share * 10 >= self._next_tenth:
+            self._next_tenth = int(share * 10) + 1
+            print(f"rebuild: {text}", file=self.out, flush=True)
+
+    def finish(self) -> None:
+        if self.tty:
+            self.out.write("\n")
+            self.out.flush()
+
+
+# Keys a game keeps that are not state a rebuild restores: their presence does not make a Redis
+# "non-empty" (a scorer started on the empty Redis creates the queue and its group at once).
+def _operational(config: GameConfig) -> tuple[set[str], tuple[str, ...]]:
+    k = config.keys
+    exact = {k.submissions, k.dead_letters, k.publish_lease, k.published}
+    return exact, (f"{k.prefix}:latest:",)
+
+
+async def existing_keys(redis: aioredis.Redis, config: GameConfig, *, limit: int = 5) -> list[str]:
+    """Up to ``limit`` keys of the game that a rebuild would write over."""
+    exact, prefixes = _operational(config)
+    found: list[str] = []
+    async for key in redis.scan_iter(match=f"{config.keys.prefix}:*", count=1000):
+        if key in exact or key.startswith(prefixes):
+            continue
+        found.append(key)
+        if len(found) >= limit:
+            break
+    return found
+
+
+async def rebuild(
+    redis: aioredis.Redis,
+    store: Store,
+    config: GameConfig,
+    *,
+    force: bool = False,
+    batch: int = 1_000,
+    progress_to: TextIO | None = None,
+    now: int | None = None,
+) -> Restored:
+    started = time.monotonic()
+    present = await existing_keys(redis, config)
+    if present and not force:
+        raise RebuildRefused(
+            f"Redis already holds data of game {config.game!r} (e.g. {', '.join(present)}); "
+            "rebuild into an empty one, or pass --force to write over it"
+        )
+    lb = Leaderboard(redis, config)
+    await lb.load()
+    now = now_ms() if now is None else now
+    game = config.game
+    idem_ms = config.idempotency_s * 1000
+    # Everything up to the last submission lb_submit would refuse as too old is folded; the
+    # rest, a suffix of the log in applied order, goes through lb_submit.
+    cut = await store.last_seq_before(game, now - idem_ms)
+    restored = Restored()
+    progress = Progress(await store.count(game), progress_to)
+    folder = Folder(config)
+    async for rows in store.board_rows(game, now_s=now // 1000):
+        folder.load(rows)
+        restored.board_rows += len(rows)
+    seen: dict[int, list[str]] = {}  # hour -> folded ids whose bucket is still alive
+    pending: list[dict[str, str]] = []
+    folded_written = False
+    async for chunk in store.scan(game, batch=max(batch, 5_000)):
+        for seq, record in chunk:
+            if seq <= cut:
+                folder.apply([record])
+                hour = record.ts // _HOUR_MS
+                if ((hour + 1) * _HOUR_MS + idem_ms) // 1000 > now // 1000:
+                    seen.setdefault(hour, []).append(record.id)
+                restored.folded += 1
+                continue
+            if not folded_written:  # before the first replayed one: it builds on the folded state
+                await _write_folded(redis, config, folder, seen, await store.names(game), restored, now)
+                folded_written = True
+            pending.append(_fields(record))
+            if len(pending) >= batch:
+                await _replay(lb, pending, now, restored)
+                pending = []
+        progress.advance(len(chunk))
+    if not folded_written:
+        await _write_folded(redis, config, folder, seen, await store.names(game), restored, now)
+    if pending:
+        await _replay(lb, pending, now, restored)
+    progress.finish()
+    for code, n in (("points_out_of_range (fold)", folder.refused),):
+        if n:
+            restored.refused[code] = n
+    restored.seconds = time.monotonic() - started
+    return restored
+
+
+def _fields(record: Record) -> dict[str, str]:
+    fields = {"id": record.id, "player": record.player, "points": str(record.points), "ts": str(record.ts)}
+    for key in ("op", "name", "region", "mode"):
+        value = getattr(record, key)
+        if value:
+            fields[key] = value
+    return fields
+
+
+async def _replay(lb: Leaderboard, entries: list[dict[str, str]], now: int, restored: Restored) -> None:
+    results = await lb.submit_batch(entries, now=now, rows=False, announce=lb.keys.replay_channel)
+    restored.replayed += len(entries)
+    for result in results:
+        if result.status == "ok":
+            restored.applied += 1
+        elif result.status == "duplicate":
+            restored.duplicates += 1
+        else:
+            code = result.code or "error"
+            restored.refused[code] = restored.refused.get(code, 0) + 1
+
+
+async def _write_folded(
+    redis: aioredis.Redis,
+    config: GameConfig,
+    folder: Folder,
+    seen: Mapping[int, list[str]],
+    stored_names: Mapping[str, str],
+    restored: Restored,
+    now: int,
+) -> None:
+    """The folded state as final values: members, distinct-player logs, versions, names, ids."""
+    keys, now_s = config.keys, now // 1000
+    commands: list[Command] = []
+
+    async def flush(force: bool = False) -> None:
+        if commands and (force or len(commands) >= 200):
+            await execute_packed(redis, *commands)
+            commands.clear()
+
+    for (window, period, scope), members in folder.boards.items():
+        expire_at = folder.expire_at[(window, period, scope)]
+        if (expire_at and expire_at <= now_s) or not members:
+            continue
+        key = keys.board(window, period, scope)
+        items = list(members.items())
+        for i in range(0, len(items), _CHUNK):
+            commands.append(("ZADD", key, *(x for player, score in items[i : i + _CHUNK] for x in (score, player))))
+            await flush()
+        if scope == GLOBAL_SCOPE:  # every applied submission lands on its window's global board
+            hll = keys.players(window, period)
+            for i in range(0, len(items), _CHUNK):
+                commands.append(("PFADD", hll, *(player for player, _ in items[i : i + _CHUNK])))
+            if expire_at:
+                commands.append(("EXPIREAT", hll, expire_at, "NX"))
+        if expire_at:
+            commands.append(("EXPIREAT", key, expire_at, "NX"))
+        # a version the publisher has not published: it publishes the restored board's top N
+        commands.append(("HINCRBY", keys.versions, f"{window}:{period}:{scope}", 1))
+        restored.boards += 1
+        restored.entries += len(items)
+        await flush()
+    names = {**stored_names, **folder.names}
+    for player, name in names.items():
+        commands.append(("HSET", keys.profiles, player, orjson.dumps({"name": name}).decode()))
+        await flush()
+    restored.names = len(names)
+    idem_ms = config.idempotency_s * 1000
+    for hour, ids in seen.items():
+        bucket = keys.seen(hour)
+        for i in range(0, len(ids), _CHUNK):
+            commands.append(("SADD", bucket, *ids[i : i + _CHUNK]))
+        commands.append(("EXPIREAT", bucket, ((hour + 1) * _HOUR_MS + idem_ms) // 1000, "NX"))
+        restored.seen_ids += len(ids)
+        await flush()
+    await flush(force=True)

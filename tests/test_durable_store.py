@@ -1,0 +1,84 @@
+"""The durable score log's store, the same tests for every backend (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import pytest
+
+from leaderboard import GameConfig
+from leaderboard.settings import SettingsError
+from scorer.durable import Folder, Record, Store, StoreError, open_store
+from scorer.settings import ScorerSettings
+
+from .conftest import NOW
+
+pytest_plugins = ("tests.durable_fixtures",)  # fixtures: store_url, store (one per backend)
+
+DAY = 86_400_000
+
+
+def rec(i: int, player: str = "mia", points: int = 10, ts: int = NOW, **kw: object) -> Record:
+    return Record(f"s{i}", player, points, ts, **kw)  # type: ignore[arg-type]
+
+
+async def scanned(store: Store, game: str = "g") -> list[tuple[int, Record]]:
+    return [item async for chunk in store.scan(game, batch=3) for item in chunk]
+
+
+async def test_records_are_kept_once_per_id_in_the_order_recorded(store: Store) -> None:
+    first = [rec(i, points=i, op="incr" if i % 2 else "", region="eu" if i == 3 else "") for i in range(5)]
+    assert await store.record("g", first) == 5
+    # a replay of ids already held changes nothing, whatever it carries
+    assert await store.record("g", [rec(2, points=999), rec(5, name="Mia", replayed=True)]) == 1
+    assert await store.record("other", [rec(2)]) == 1  # ids are per game
+    rows = await scanned(store)
+    assert [r for _, r in rows] == [*first, rec(5, name="Mia", replayed=True)]
+    seqs = [seq for seq, _ in rows]
+    assert seqs == sorted(seqs)
+    assert await store.count("g") == 6
+    assert await store.last_seq_before("g", NOW) == 0
+    assert await store.last_seq_before("g", NOW + 1) == seqs[-1]
+
+
+async def test_compaction_folds_the_oldest_prefix_and_drops_expired_boards(store: Store) -> None:
+    config = GameConfig(game="g", windows=("daily", "alltime"))
+    old, recent = NOW - 10 * DAY, NOW - DAY
+    # applied order: old, old, recent, old (a late arrival), recent
+    records = [rec(0, "a", 5, old), rec(1, "b", 7, old, name="Bee"), rec(2, "a", 9, recent), rec(3, "c", 1, old),
+               rec(4, "b", 8, recent)]  # fmt: skip
+    await store.record("g", records)
+    done = await store.compact("g", before_ts=NOW - 2 * DAY, now_s=NOW // 1000, folder=Folder(config))
+    # only the prefix before the first recent one: the late old one stays raw, after it
+    assert done.folded == 2
+    assert [r.id for _, r in await scanned(store)] == ["s2", "s3", "s4"]
+    rows = [row async for chunk in store.board_rows("g", now_s=NOW // 1000) for row in chunk]
+    # the daily boards of ten days ago expired after seven: only the all-time rows are kept
+    assert {(r.window, r.player) for r in rows} == {("alltime", "a"), ("alltime", "b")}
+    assert await store.names("g") == {"b": "Bee"}
+    # folding the same records in one go gives the same rows
+    whole = Folder(config)
+    whole.apply(records[:2])
+    assert sorted(rows, key=str) == sorted(whole.rows(now_s=NOW // 1000), key=str)
+    # later, when every board expired (all-time never does) and nothing raw is old enough
+    later = await store.compact("g", before_ts=0, now_s=NOW // 1000, folder=Folder(config))
+    assert later.folded == 0
+
+
+async def test_board_rows_of_expired_periods_are_not_read(store: Store) -> None:
+    config = GameConfig(game="g", windows=("daily",))
+    await store.record("g", [rec(0, "a", 5, NOW - DAY)])
+    await store.compact("g", before_ts=NOW, now_s=NOW // 1000, folder=Folder(config))
+    now_s = NOW // 1000
+    assert [r async for r in store.board_rows("g", now_s=now_s)] != []
+    assert [r async for r in store.board_rows("g", now_s=now_s + 8 * 86_400)] == []
+
+
+def test_store_urls_are_checked() -> None:
+    with pytest.raises(StoreError, match="scheme"):
+        open_store("mysql://x")
+    with pytest.raises(StoreError, match="path"):
+        open_store("sqlite://")
+    with pytest.raises(SettingsError, match="LB_DURABLE_URL"):
+        ScorerSettings.from_env({"LB_DURABLE_URL": "redis://x"})
+    with pytest.raises(SettingsError, match="LB_DURABLE_RETENTION_DAYS"):
+        ScorerSettings.from_env({"LB_DURABLE_RETENTION_DAYS": "1"})  # shorter than the 48 h idempotency
+    assert ScorerSettings.from_env({}).durable_url == ""
