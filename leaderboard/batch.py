@@ -177,9 +177,10 @@ def encode_batch(
     return BatchPlan(layouts.keys, [*head, count, *body], count, plan)
 
 
-def decode_batch(plan: BatchPlan, replies: Sequence[Any], *, rows: bool = True) -> list[SubmitResult]:
+def decode_batch(plan: BatchPlan, replies: Sequence[Any], *, rows: bool = True, stamp: int = 0) -> list[SubmitResult]:
     """One result per entry. ``rows=False`` leaves out the per-board results: the scorer never
-    looks at them, and building a dataclass per board cost as much as the rest of the decoding."""
+    looks at them, and building a dataclass per board cost as much as the rest of the decoding.
+    ``stamp``: the call's ``applied_us`` (0: not asked for)."""
     results: list[SubmitResult] = []
     it = iter(replies)
     for item in plan.entries:
@@ -194,9 +195,9 @@ def decode_batch(plan: BatchPlan, replies: Sequence[Any], *, rows: bool = True) 
                 BoardResult(ref, bool(row[0]), int(row[1]), int(row[2]) or None, int(row[3]))
                 for ref, row in zip(boards, reply[1], strict=True)
             ) if len(reply) > 1 else ()  # fmt: skip
-            results.append(SubmitResult(sub_id, "ok", per_board))
+            results.append(SubmitResult(sub_id, "ok", per_board, applied_us=stamp))
         elif status == "duplicate":
-            results.append(SubmitResult(sub_id, "duplicate"))
+            results.append(SubmitResult(sub_id, "duplicate", applied_us=stamp))
         else:
             results.append(SubmitResult(sub_id, "error", code=reply[1], message=reply[2]))
     return results

@@ -113,10 +113,13 @@ class Leaderboard:
         now: int | None = None,
         rows: bool = True,
         announce: str | None = None,
+        stamp: bool = False,
     ) -> list[SubmitResult]:
         """lb_submit: apply submissions (stream-entry fields) in one atomic call; one result per
         entry (with per-board results unless ``rows=False``); ``announce``: another channel for
-        the top-N announcements (encode_batch)."""
+        the top-N announcements (encode_batch). ``stamp=True`` runs the call and a TIME in one
+        MULTI, so each result carries when Redis applied it (``applied_us``): the durable log
+        orders batches applied by several connections with it."""
         if not entries:
             return []
         named = {t for fields in entries if (t := fields.get("tournament"))}
@@ -126,15 +129,28 @@ class Leaderboard:
         if plan.count == 0:  # every entry was refused before the call
             return decode_batch(plan, [])
         command = ("FCALL", "lb_submit", len(plan.keys), *plan.keys, *plan.args)
+        call = self._stamped if stamp else self._plain
         try:
-            replies = await _execute(self.redis, command)
+            replies, applied_us = await call(command)
         except ResponseError as exc:
             if "function not found" not in str(exc).lower():
                 raise
             # Redis restarted without the library (no persistence): load it and go on.
             await self.load()
-            replies = await _execute(self.redis, command)
-        return decode_batch(plan, replies, rows=rows)
+            replies, applied_us = await call(command)
+        return decode_batch(plan, replies, rows=rows, stamp=applied_us)
+
+    async def _plain(self, command: Command) -> tuple[Any, int]:
+        return await _execute(self.redis, command), 0
+
+    async def _stamped(self, command: Command) -> tuple[Any, int]:
+        # Inside MULTI, TIME answers the time the transaction started executing: batches applied
+        # one after another get increasing stamps, whichever connection sent them.
+        *_, (reply, (seconds, micros)) = await execute_packed(self.redis, ("MULTI",), command, ("TIME",), ("EXEC",))
+        if isinstance(reply, ResponseError):  # errors inside EXEC come back as values
+            mapped = from_reply(str(reply))
+            raise mapped or reply
+        return reply, int(seconds) * 1_000_000 + int(micros)
 
     async def enqueue(
         self,

@@ -29,13 +29,16 @@ class BoardResult:
 
 @dataclass(frozen=True, slots=True)
 class SubmitResult:
-    """``status`` is ``ok``, ``duplicate`` or ``error`` (then ``code`` and ``message`` are set)."""
+    """``status`` is ``ok``, ``duplicate`` or ``error`` (then ``code`` and ``message`` are set).
+    ``applied_us``: Redis's clock (µs) when the call ran, if asked for (``stamp=True``): the
+    order in which batches from several connections were applied; 0 otherwise."""
 
     id: str
     status: str
     boards: tuple[BoardResult, ...] = ()
     code: str | None = None
     message: str | None = None
+    applied_us: int = 0
 
     @property
     def improved(self) -> bool:

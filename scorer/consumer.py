@@ -160,4 +160,5 @@ class Consumer(GroupWorker):
         return results
 
     async def _submit(self, entries: Sequence[Mapping[str, str]]) -> list[SubmitResult]:
-        return await self.lb.submit_batch(entries, now=self.now(), rows=False)
+        # With a durable log, each batch carries when Redis applied it: the log's order (durable/base.py)
+        return await self.lb.submit_batch(entries, now=self.now(), rows=False, stamp=self.recorder is not None)

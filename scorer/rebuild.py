@@ -7,10 +7,10 @@ on the set of players added); display names in the profiles; the idempotency mem
 whose seen-bucket would still be alive); the activity feed of the replayed part; the top-N
 versions, so the publisher publishes every restored board.
 
-How, in the order the submissions were applied (the log's ``seq``):
+How, in the order the submissions were applied (the log's ``applied, seq``):
 
 1. the oldest part — the folded board rows, then the raw rows up to the last one timestamped
-   outside the idempotency horizon — is folded in Python (``durable/fold.py``, the function's
+   outside the idempotency horizon (in applied order) — is folded in Python (``durable/fold.py``, the function's
    rules) and written as final states: one ZADD per member instead of one call per submission,
    and ``lb_submit`` would refuse those timestamps as too old anyway;
 2. the rest goes through ``lb_submit`` itself, in batches, with its original timestamps: the same
@@ -150,7 +150,7 @@ async def rebuild(
     idem_ms = config.idempotency_s * 1000
     # Everything up to the last submission lb_submit would refuse as too old is folded; the
     # rest, a suffix of the log in applied order, goes through lb_submit.
-    cut = await store.last_seq_before(game, now - idem_ms)
+    cut = await store.last_before(game, now - idem_ms)
     restored = Restored()
     progress = Progress(await store.count(game), progress_to)
     folder = Folder(config)
@@ -161,8 +161,8 @@ async def rebuild(
     pending: list[dict[str, str]] = []
     folded_written = False
     async for chunk in store.scan(game, batch=max(batch, 5_000)):
-        for seq, record in chunk:
-            if seq <= cut:
+        for position, record in chunk:
+            if cut is not None and position <= cut:
                 folder.apply([record])
                 hour = record.ts // _HOUR_MS
                 if ((hour + 1) * _HOUR_MS + idem_ms) // 1000 > now // 1000:

@@ -7,6 +7,7 @@ import pytest
 from leaderboard import GameConfig
 from leaderboard.settings import SettingsError
 from scorer.durable import Folder, Record, Store, StoreError, open_store
+from scorer.durable.base import Position
 from scorer.settings import ScorerSettings
 
 from .conftest import NOW
@@ -20,23 +21,33 @@ def rec(i: int, player: str = "mia", points: int = 10, ts: int = NOW, **kw: obje
     return Record(f"s{i}", player, points, ts, **kw)  # type: ignore[arg-type]
 
 
-async def scanned(store: Store, game: str = "g") -> list[tuple[int, Record]]:
+async def scanned(store: Store, game: str = "g") -> list[tuple[Position, Record]]:
     return [item async for chunk in store.scan(game, batch=3) for item in chunk]
 
 
-async def test_records_are_kept_once_per_id_in_the_order_recorded(store: Store) -> None:
-    first = [rec(i, points=i, op="incr" if i % 2 else "", region="eu" if i == 3 else "") for i in range(5)]
+async def test_records_are_kept_once_per_id_in_the_order_applied(store: Store) -> None:
+    first = [rec(i, points=i, op="incr" if i % 2 else "", region="eu" if i == 3 else "", applied_us=200, index=i)
+             for i in range(5)]  # fmt: skip
     assert await store.record("g", first) == 5
-    # a replay of ids already held changes nothing, whatever it carries
-    assert await store.record("g", [rec(2, points=999), rec(5, name="Mia", replayed=True)]) == 1
+    # a copy applied later (a duplicate) changes nothing, whatever it carries
+    replay = rec(5, name="Mia", replayed=True, applied_us=300)
+    await store.record("g", [rec(2, points=999, applied_us=300, index=1), replay])
+    # a batch Redis applied before the first one, recorded after it (another replica's)
+    earlier = [rec(6, ts=NOW - 5, applied_us=100), rec(7, applied_us=100)]
+    assert await store.record("g", earlier) == 2
     assert await store.record("other", [rec(2)]) == 1  # ids are per game
     rows = await scanned(store)
-    assert [r for _, r in rows] == [*first, rec(5, name="Mia", replayed=True)]
-    seqs = [seq for seq, _ in rows]
-    assert seqs == sorted(seqs)
-    assert await store.count("g") == 6
-    assert await store.last_seq_before("g", NOW) == 0
-    assert await store.last_seq_before("g", NOW + 1) == seqs[-1]
+    assert [r for _, r in rows] == [*earlier, *first, replay]
+    positions = [p for p, _ in rows]
+    assert positions == sorted(positions) and positions[0][0] == 100
+    assert await store.count("g") == 8
+    # the original of a copy recorded first takes its place (concurrent batches: see base.py)
+    await store.record("g", [rec(5, applied_us=250, index=3)])
+    rows = await scanned(store)
+    assert [r for _, r in rows] == [*earlier, *first, rec(5, applied_us=250, index=3)]
+    assert await store.last_before("g", NOW + 1) == rows[-1][0]
+    assert await store.last_before("g", NOW - 5) is None
+    assert await store.last_before("g", NOW) == positions[0]
 
 
 async def test_compaction_folds_the_oldest_prefix_and_drops_expired_boards(store: Store) -> None:

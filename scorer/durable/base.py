@@ -10,12 +10,20 @@ submission whose first outcome was lost in a crash (it is recorded when its rede
 
 Two tables per store, each keyed by game:
 
-* ``submissions``: the raw log, one row per applied submission id, in the order recorded
-  (``seq``). Kept ``LB_DURABLE_RETENTION_DAYS``; older rows are folded into ``board_rows``.
+* ``submissions``: the raw log, one row per applied submission id, in the order Redis applied
+  them: ``applied`` (Redis's clock when the batch ran, the same for a whole batch, increasing
+  from one batch to the next whichever replica sent it), then ``idx`` (the place in its batch),
+  then ``seq`` (the order recorded). Kept ``LB_DURABLE_RETENTION_DAYS``; older rows are folded
+  into ``board_rows``.
+
+  An id recorded twice keeps the earlier application: with batches applied concurrently, a
+  re-sent copy applied later (``duplicate``) can reach the store before its original does, and
+  the original then takes its place (``EARLIER``).
 * ``board_rows``: per board period and player, the packed score the folded submissions left
   (plus ``names``: each player's last display name), kept until the board's period expires.
 
-A rebuild reads ``board_rows``, then the raw log in ``seq`` order.
+A rebuild reads ``board_rows``, then the raw log in applied order. A ``Position`` is a row's
+place in that order, ``(applied, idx, seq)``.
 """
 
 from __future__ import annotations
@@ -29,6 +37,18 @@ if TYPE_CHECKING:
     from .fold import Folder
 
 
+Position = tuple[int, int, int]  # (applied_us, index in its batch, seq): a raw row's place in the applied order
+
+# The upsert of a record whose id is already held: it replaces the row only if it was applied
+# earlier (same SQL for both backends).
+UPDATE_SET = (
+    "player = excluded.player, points = excluded.points, ts = excluded.ts, op = excluded.op, "
+    "name = excluded.name, region = excluded.region, mode = excluded.mode, replayed = excluded.replayed, "
+    "applied = excluded.applied, idx = excluded.idx"
+)
+EARLIER = "(excluded.applied, excluded.idx) < (submissions.applied, submissions.idx)"
+
+
 class StoreError(Exception):
     """The store cannot be opened or used (bad URL, unreachable database)."""
 
@@ -38,7 +58,8 @@ class Record:
     """One applied submission, as the queue carried it (``op`` and scopes ``""`` when absent).
 
     ``replayed``: Redis answered ``duplicate`` when it was recorded — it had been applied before
-    and that first outcome was lost (a crash between apply and record)."""
+    and that first outcome was lost (a crash between apply and record); ``applied_us`` is then
+    the replay's, not the first application's (docs/operations.md says what that can change)."""
 
     id: str
     player: str
@@ -49,6 +70,8 @@ class Record:
     region: str = ""
     mode: str = ""
     replayed: bool = False
+    applied_us: int = 0  # Redis's clock when the batch that applied it ran
+    index: int = 0  # its place in that batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +113,13 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def record(self, game: str, records: Sequence[Record]) -> int:
-        """Append ``records`` in one transaction, ignoring ids already recorded; how many were new.
-        Returns only once the rows are durable (committed)."""
+        """Append ``records`` in one transaction; an id already recorded keeps the earlier of its
+        two applications (``EARLIER``). Ids must be distinct within the call. Returns the rows
+        written, once they are durable (committed)."""
 
     @abc.abstractmethod
-    def scan(self, game: str, *, batch: int = 5_000) -> AsyncIterator[list[tuple[int, Record]]]:
-        """The raw log in ``seq`` order, in lists of up to ``batch`` ``(seq, record)``."""
+    def scan(self, game: str, *, batch: int = 5_000) -> AsyncIterator[list[tuple[Position, Record]]]:
+        """The raw log in applied order, in lists of up to ``batch`` ``(position, record)``."""
 
     @abc.abstractmethod
     def board_rows(self, game: str, *, now_s: int, batch: int = 5_000) -> AsyncIterator[list[BoardRow]]:
@@ -106,8 +130,8 @@ class Store(abc.ABC):
         """Each player's last display name among folded submissions."""
 
     @abc.abstractmethod
-    async def last_seq_before(self, game: str, ts: int) -> int:
-        """The highest ``seq`` of a raw row timestamped before ``ts`` (0: none)."""
+    async def last_before(self, game: str, ts: int) -> Position | None:
+        """The last position (in applied order) of a raw row timestamped before ``ts``."""
 
     @abc.abstractmethod
     async def count(self, game: str) -> int:
@@ -115,6 +139,6 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Folder) -> Compaction:
-        """Fold the oldest raw rows — the longest ``seq`` prefix whose timestamps are all before
-        ``before_ts`` — into ``board_rows`` and ``names`` and delete them; drop board rows whose
-        period expired at ``now_s``. One transaction, serialised between replicas."""
+        """Fold the oldest raw rows — the longest prefix, in applied order, whose timestamps are
+        all before ``before_ts`` — into ``board_rows`` and ``names`` and delete them; drop board
+        rows whose period expired at ``now_s``. One transaction, serialised between replicas."""

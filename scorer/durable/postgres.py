@@ -1,7 +1,9 @@
 """The production backend: PostgreSQL through asyncpg (``postgresql://user:pass@host/db``).
 
 A batch is one INSERT of unnested arrays (one round trip, one statement, however many rows):
-``executemany`` would cost a round of the protocol per row.
+``executemany`` would cost a round of the protocol per row. Rows go in id order: two replicas
+writing the same ids (an original and its re-sent copy) then lock them in the same order and
+cannot deadlock; the order of application is in ``applied`` and ``idx``, not in ``seq``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Any
 
 import asyncpg
 
-from .base import BoardRow, Compaction, Record, Store, StoreError
+from .base import EARLIER, UPDATE_SET, BoardRow, Compaction, Position, Record, Store, StoreError
 from .fold import Folder
 
 SCHEMA = """
@@ -19,10 +21,11 @@ CREATE TABLE IF NOT EXISTS submissions (
     seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     game text NOT NULL, id text NOT NULL, player text NOT NULL, points bigint NOT NULL,
     ts bigint NOT NULL, op text NOT NULL, name text NOT NULL, region text NOT NULL,
-    mode text NOT NULL, replayed boolean NOT NULL,
+    mode text NOT NULL, replayed boolean NOT NULL, applied bigint NOT NULL, idx integer NOT NULL,
     UNIQUE (game, id)
 );
 CREATE INDEX IF NOT EXISTS submissions_ts ON submissions (game, ts);
+CREATE INDEX IF NOT EXISTS submissions_applied ON submissions (game, applied, idx, seq);
 CREATE TABLE IF NOT EXISTS board_rows (
     game text NOT NULL, "window" text NOT NULL, period text NOT NULL, scope text NOT NULL,
     player text NOT NULL, score bigint NOT NULL, expire_at bigint NOT NULL,
@@ -34,15 +37,15 @@ CREATE TABLE IF NOT EXISTS names (
 );
 """
 
-_COLUMNS = "id, player, points, ts, op, name, region, mode, replayed"
+_COLUMNS = "id, player, points, ts, op, name, region, mode, replayed, applied, idx"
 _INSERT = f"""
 INSERT INTO submissions (game, {_COLUMNS})
-SELECT $1, u.id, u.player, u.points, u.ts, u.op, u.name, u.region, u.mode, u.replayed
+SELECT $1, u.id, u.player, u.points, u.ts, u.op, u.name, u.region, u.mode, u.replayed, u.applied, u.idx
 FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::text[],
-                           $8::text[], $9::text[], $10::boolean[]) WITH ORDINALITY
-     AS u(id, player, points, ts, op, name, region, mode, replayed, n)
-ORDER BY n
-ON CONFLICT (game, id) DO NOTHING
+            $8::text[], $9::text[], $10::boolean[], $11::bigint[], $12::integer[])
+     AS u(id, player, points, ts, op, name, region, mode, replayed, applied, idx)
+ORDER BY u.id
+ON CONFLICT (game, id) DO UPDATE SET {UPDATE_SET} WHERE {EARLIER}
 """
 _BOARD_COLUMNS = '"window", period, scope, player, score, expire_at'
 
@@ -55,6 +58,7 @@ class PostgresStore(Store):
         asyncpg.InterfaceError,  # a pooled connection that broke under us
         asyncpg.exceptions.AdminShutdownError,
         asyncpg.exceptions.CrashShutdownError,
+        asyncpg.exceptions.DeadlockDetectedError,  # the write is idempotent: simply written again
     )
 
     def __init__(self, url: str) -> None:
@@ -87,26 +91,27 @@ class PostgresStore(Store):
     async def record(self, game: str, records: Sequence[Record]) -> int:
         if not records:
             return 0
-        columns: list[list[Any]] = [[] for _ in range(9)]
+        columns: list[list[Any]] = [[] for _ in range(11)]
         for r in records:
-            for column, value in zip(
-                columns, (r.id, r.player, r.points, r.ts, r.op, r.name, r.region, r.mode, r.replayed), strict=True
-            ):
+            values = (r.id, r.player, r.points, r.ts, r.op, r.name, r.region, r.mode, r.replayed, r.applied_us, r.index)
+            for column, value in zip(columns, values, strict=True):
                 column.append(value)
         status: str = await self.pool.execute(_INSERT, game, *columns)
         return int(status.rsplit(" ", 1)[1])  # "INSERT 0 <rows>"
 
-    async def scan(self, game: str, *, batch: int = 5_000) -> AsyncIterator[list[tuple[int, Record]]]:
-        after = 0
+    async def scan(self, game: str, *, batch: int = 5_000) -> AsyncIterator[list[tuple[Position, Record]]]:
+        after: Position = (-1, -1, -1)
         while True:
             rows = await self.pool.fetch(
-                f"SELECT seq, {_COLUMNS} FROM submissions WHERE game = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-                game, after, batch,
+                f"SELECT seq, {_COLUMNS} FROM submissions WHERE game = $1 AND (applied, idx, seq) > ($2, $3, $4)"
+                " ORDER BY applied, idx, seq LIMIT $5",
+                game, *after, batch,
             )  # fmt: skip
             if not rows:
                 return
-            after = rows[-1][0]
-            yield [(row[0], Record(*row[1:])) for row in rows]
+            chunk = [((row[-2], row[-1], row[0]), Record(*row[1:])) for row in rows]
+            after = chunk[-1][0]
+            yield chunk
 
     async def board_rows(self, game: str, *, now_s: int, batch: int = 5_000) -> AsyncIterator[list[BoardRow]]:
         async with self.pool.acquire() as conn, conn.transaction():
@@ -127,9 +132,13 @@ class PostgresStore(Store):
         rows = await self.pool.fetch("SELECT player, name FROM names WHERE game = $1", game)
         return {row[0]: row[1] for row in rows}
 
-    async def last_seq_before(self, game: str, ts: int) -> int:
-        seq = await self.pool.fetchval("SELECT max(seq) FROM submissions WHERE game = $1 AND ts < $2", game, ts)
-        return int(seq or 0)
+    async def last_before(self, game: str, ts: int) -> Position | None:
+        row = await self.pool.fetchrow(
+            "SELECT applied, idx, seq FROM submissions WHERE game = $1 AND ts < $2"
+            " ORDER BY applied DESC, idx DESC, seq DESC LIMIT 1",
+            game, ts,
+        )  # fmt: skip
+        return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
     async def count(self, game: str) -> int:
         return int(await self.pool.fetchval("SELECT count(*) FROM submissions WHERE game = $1", game))
@@ -137,9 +146,17 @@ class PostgresStore(Store):
     async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Folder) -> Compaction:
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext('lb-durable-compact:' || $1))", game)
-            cut = await conn.fetchval("SELECT min(seq) FROM submissions WHERE game = $1 AND ts >= $2", game, before_ts)
-            where, args = ("game = $1 AND seq < $2", (game, cut)) if cut is not None else ("game = $1", (game,))
-            raw = await conn.fetch(f"SELECT {_COLUMNS} FROM submissions WHERE {where} ORDER BY seq", *args)
+            cut = await conn.fetchrow(
+                "SELECT applied, idx, seq FROM submissions WHERE game = $1 AND ts >= $2"
+                " ORDER BY applied, idx, seq LIMIT 1",
+                game, before_ts,
+            )  # fmt: skip
+            where, args = (
+                ("game = $1 AND (applied, idx, seq) < ($2, $3, $4)", (game, *cut)) if cut else ("game = $1", (game,))
+            )
+            raw = await conn.fetch(
+                f"SELECT {_COLUMNS} FROM submissions WHERE {where} ORDER BY applied, idx, seq", *args
+            )
             if not raw:
                 status = await conn.execute(
                     "DELETE FROM board_rows WHERE game = $1 AND expire_at > 0 AND expire_at <= $2", game, now_s

@@ -24,7 +24,8 @@ def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitRes
     """The records of an applied batch: every ``ok``, and every ``duplicate`` (its first outcome
     may have been lost in a crash before it was recorded; if it was not, the store ignores it)."""
     out = []
-    for fields, result in zip(entries, results, strict=True):
+    ids: set[str] = set()
+    for index, (fields, result) in enumerate(zip(entries, results, strict=True)):
         if result.status == "ok":
             replayed = False
         elif result.status == "duplicate":
@@ -36,8 +37,11 @@ def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitRes
             sub = Submission.parse(fields)
         except InvalidSubmission:
             continue
+        if sub.id in ids:  # the same id twice in one batch: the first was applied, the second is its duplicate
+            continue
+        ids.add(sub.id)
         out.append(Record(sub.id, sub.player, sub.points, sub.ts_ms, sub.op or "", sub.name or "",
-                          sub.region or "", sub.mode or "", replayed))  # fmt: skip
+                          sub.region or "", sub.mode or "", replayed, result.applied_us, index))  # fmt: skip
     return out
 
 

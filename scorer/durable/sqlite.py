@@ -11,10 +11,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 
-from .base import BoardRow, Compaction, Record, Store, StoreError
+from .base import EARLIER, UPDATE_SET, BoardRow, Compaction, Position, Record, Store, StoreError
 from .fold import Folder
 
 SCHEMA = """
@@ -22,10 +23,11 @@ CREATE TABLE IF NOT EXISTS submissions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     game TEXT NOT NULL, id TEXT NOT NULL, player TEXT NOT NULL, points INTEGER NOT NULL,
     ts INTEGER NOT NULL, op TEXT NOT NULL, name TEXT NOT NULL, region TEXT NOT NULL,
-    mode TEXT NOT NULL, replayed INTEGER NOT NULL,
+    mode TEXT NOT NULL, replayed INTEGER NOT NULL, applied INTEGER NOT NULL, idx INTEGER NOT NULL,
     UNIQUE (game, id)
 );
 CREATE INDEX IF NOT EXISTS submissions_ts ON submissions (game, ts);
+CREATE INDEX IF NOT EXISTS submissions_applied ON submissions (game, applied, idx, seq);
 CREATE TABLE IF NOT EXISTS board_rows (
     game TEXT NOT NULL, window TEXT NOT NULL, period TEXT NOT NULL, scope TEXT NOT NULL,
     player TEXT NOT NULL, score INTEGER NOT NULL, expire_at INTEGER NOT NULL,
@@ -37,7 +39,8 @@ CREATE TABLE IF NOT EXISTS names (
 ) WITHOUT ROWID;
 """
 
-_COLUMNS = "id, player, points, ts, op, name, region, mode, replayed"
+_COLUMNS = "id, player, points, ts, op, name, region, mode, replayed, applied, idx"
+_ON_CONFLICT = f"ON CONFLICT (game, id) DO UPDATE SET {UPDATE_SET} WHERE {EARLIER}"
 
 
 class SQLiteStore(Store):
@@ -78,14 +81,28 @@ class SQLiteStore(Store):
         if not records:
             return 0
         rows = [
-            (game, r.id, r.player, r.points, r.ts, r.op, r.name, r.region, r.mode, int(r.replayed)) for r in records
+            (
+                game,
+                r.id,
+                r.player,
+                r.points,
+                r.ts,
+                r.op,
+                r.name,
+                r.region,
+                r.mode,
+                int(r.replayed),
+                r.applied_us,
+                r.index,
+            )
+            for r in records
         ]
         db = self.db
         await db.execute("BEGIN IMMEDIATE")
         try:
             before = db.total_changes
             await db.executemany(
-                f"INSERT OR IGNORE INTO submissions (game, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", rows
+                f"INSERT INTO submissions (game, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) {_ON_CONFLICT}", rows
             )
             added = db.total_changes - before
             await db.execute("COMMIT")
@@ -94,18 +111,20 @@ class SQLiteStore(Store):
             raise
         return added
 
-    async def scan(self, game: str, *, batch: int = 5_000) -> AsyncIterator[list[tuple[int, Record]]]:
-        after = 0
+    async def scan(self, game: str, *, batch: int = 5_000) -> AsyncIterator[list[tuple[Position, Record]]]:
+        after: Position = (-1, -1, -1)
         while True:
             async with self.db.execute(
-                f"SELECT seq, {_COLUMNS} FROM submissions WHERE game = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (game, after, batch),
+                f"SELECT seq, {_COLUMNS} FROM submissions WHERE game = ? AND (applied, idx, seq) > (?, ?, ?)"
+                " ORDER BY applied, idx, seq LIMIT ?",
+                (game, *after, batch),
             ) as cursor:
                 rows = list(await cursor.fetchall())
             if not rows:
                 return
-            after = rows[-1][0]
-            yield [(row[0], _record(row[1:])) for row in rows]
+            chunk = [((int(row[-2]), int(row[-1]), int(row[0])), _record(row[1:])) for row in rows]
+            after = chunk[-1][0]
+            yield chunk
 
     async def board_rows(self, game: str, *, now_s: int, batch: int = 5_000) -> AsyncIterator[list[BoardRow]]:
         async with self.db.execute(
@@ -120,10 +139,14 @@ class SQLiteStore(Store):
         async with self.db.execute("SELECT player, name FROM names WHERE game = ?", (game,)) as cursor:
             return {player: name for player, name in await cursor.fetchall()}
 
-    async def last_seq_before(self, game: str, ts: int) -> int:
-        async with self.db.execute("SELECT max(seq) FROM submissions WHERE game = ? AND ts < ?", (game, ts)) as cursor:
+    async def last_before(self, game: str, ts: int) -> Position | None:
+        async with self.db.execute(
+            "SELECT applied, idx, seq FROM submissions WHERE game = ? AND ts < ?"
+            " ORDER BY applied DESC, idx DESC, seq DESC LIMIT 1",
+            (game, ts),
+        ) as cursor:
             row = await cursor.fetchone()
-        return int(row[0]) if row and row[0] is not None else 0
+        return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
     async def count(self, game: str) -> int:
         async with self.db.execute("SELECT count(*) FROM submissions WHERE game = ?", (game,)) as cursor:
@@ -135,12 +158,17 @@ class SQLiteStore(Store):
         await db.execute("BEGIN IMMEDIATE")
         try:
             async with db.execute(
-                "SELECT min(seq) FROM submissions WHERE game = ? AND ts >= ?", (game, before_ts)
+                "SELECT applied, idx, seq FROM submissions WHERE game = ? AND ts >= ?"
+                " ORDER BY applied, idx, seq LIMIT 1",
+                (game, before_ts),
             ) as cursor:
                 row = await cursor.fetchone()
-            cut = row[0] if row and row[0] is not None else None
-            where, args = ("game = ? AND seq < ?", (game, cut)) if cut is not None else ("game = ?", (game,))
-            async with db.execute(f"SELECT {_COLUMNS} FROM submissions WHERE {where} ORDER BY seq", args) as cursor:
+            where, args = (
+                ("game = ? AND (applied, idx, seq) < (?, ?, ?)", (game, *row)) if row else ("game = ?", (game,))
+            )
+            async with db.execute(
+                f"SELECT {_COLUMNS} FROM submissions WHERE {where} ORDER BY applied, idx, seq", args
+            ) as cursor:
                 records = [_record(r) for r in await cursor.fetchall()]
             if not records:
                 cursor = await db.execute(
@@ -174,7 +202,6 @@ class SQLiteStore(Store):
         return Compaction(len(records), len(rows), expired)
 
 
-def _record(row: Sequence[object]) -> Record:
-    id_, player, points, ts, op, name, region, mode, replayed = row
-    return Record(str(id_), str(player), int(points), int(ts), str(op), str(name), str(region), str(mode),  # type: ignore[call-overload]
-                  bool(replayed))  # fmt: skip
+def _record(row: Sequence[Any]) -> Record:
+    id_, player, points, ts, op, name, region, mode, replayed, applied, index = row
+    return Record(id_, player, int(points), int(ts), op, name, region, mode, bool(replayed), int(applied), int(index))
