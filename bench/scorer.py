@@ -13,6 +13,10 @@ c) publish lag: while the producer offers a steady load, probe submissions that 
    weekly snapshot containing them.
 
 ``--write`` appends the figures to docs/benchmarks.md under "## Scorer".
+
+``--durable`` measures instead the cost of the durable score log: (a) repeated without the log,
+with SQLite (a file in a temporary directory) and with PostgreSQL (a private server, fsync on),
+alternating, ``--rounds`` times, and prints the ratios.
 """
 
 from __future__ import annotations
@@ -143,9 +147,17 @@ async def baseline(r: RedisClient, seconds: float) -> float:
 
 
 async def sustained(
-    url: str, r: RedisClient, warmup: float, seconds: float, fig: Figures, *, live: bool = False
+    url: str,
+    r: RedisClient,
+    warmup: float,
+    seconds: float,
+    fig: Figures,
+    *,
+    live: bool = False,
+    game: str = "bench",
+    env: dict[str, str] | None = None,
 ) -> None:
-    config = GameConfig(game="bench")
+    config = GameConfig(game=game)
     queue = Queue(r, config, backlog_max=SUSTAINED_BACKLOG)
     stream = config.keys.submissions
     source = Source("s-")
@@ -156,7 +168,9 @@ async def sustained(
     offered = [SUSTAINED_BACKLOG]
     stop = asyncio.Event()
     producer = asyncio.create_task(produce(queue, source, stop, None, offered))
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "scorer", env=scorer_env(url, "bench"))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "scorer", env=scorer_env(url, game, **(env or {}))
+    )
     try:
         await asyncio.sleep(warmup)
         t0, applied0, offered0 = time.perf_counter(), offered[0] - await r.xlen(stream), offered[0]
@@ -269,6 +283,39 @@ async def run(args: argparse.Namespace) -> Figures:
     return fig
 
 
+async def durable_cost(args: argparse.Namespace) -> list[str]:
+    """(a) without the log, with SQLite, with PostgreSQL, alternating, in one run."""
+    from fleet.postgres_server import PostgresServer
+
+    results: dict[str, list[float]] = {"off": [], "sqlite": [], "postgres": []}
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        RedisServer(Path(tmp)) as server,
+        PostgresServer(durable=True) as pg,
+    ):
+        r = connect(server.url)
+        await Leaderboard(r, GameConfig(game="bench")).load()
+        urls = {"off": "", "sqlite": f"sqlite:///{tmp}/scores.db", "postgres": pg.url}
+        for round_ in range(args.rounds):
+            for kind, url in urls.items():
+                fig = Figures()
+                game = f"d{round_}{kind[:2]}"  # fresh boards each run, the same shape of work
+                await sustained(server.url, r, args.warmup_s, args.sustained_s, fig, game=game,
+                                env={"LB_DURABLE_URL": url})  # fmt: skip
+                results[kind].append(fig.sustained)
+                print(f"round {round_ + 1} {kind}: {fig.sustained:,.0f} /s", file=sys.stderr)
+        await r.aclose()
+    off = statistics.mean(results["off"])
+    lines = ["| durable log | sustained /s, each run | mean | vs no log |", "|---|---|---|---|"]
+    for kind, label in (("off", "none"), ("sqlite", "SQLite (WAL, synchronous=NORMAL)"),
+                        ("postgres", "PostgreSQL 15 (fsync on)")):  # fmt: skip
+        runs = results[kind]
+        mean = statistics.mean(runs)
+        lines.append(f"| {label} | {', '.join(f'{x:,.0f}' for x in runs)} | {mean:,.0f} | "
+                     f"{'' if kind == 'off' else f'**{mean / off - 1:+.0%}**'} |")  # fmt: skip
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m bench.scorer", __doc__ or "")
     p.add_argument("--baseline-s", type=float, default=8.0, help="seconds of the one-call-per-submission baseline")
@@ -282,7 +329,12 @@ def main(argv: list[str] | None = None) -> int:
         help="generate the sustained run's submissions while measuring (on the same cores)",
     )
     p.add_argument("--write", action="store_true", help="record the figures in docs/benchmarks.md")
+    p.add_argument("--durable", action="store_true", help="measure (a) without and with the durable log instead")
+    p.add_argument("--rounds", type=int, default=2, help="--durable: rounds of (none, SQLite, PostgreSQL)")
     args = p.parse_args(argv)
+    if args.durable:
+        print("\n".join(asyncio.run(durable_cost(args))))
+        return 0
     fig = asyncio.run(run(args))
     lines = table(fig)
     print("\n".join(lines))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from leaderboard import GameConfig
@@ -93,3 +95,11 @@ def test_store_urls_are_checked() -> None:
     with pytest.raises(SettingsError, match="LB_DURABLE_RETENTION_DAYS"):
         ScorerSettings.from_env({"LB_DURABLE_RETENTION_DAYS": "1"})  # shorter than the 48 h idempotency
     assert ScorerSettings.from_env({}).durable_url == ""
+
+
+async def test_concurrent_writers_of_one_store_take_turns(store: Store) -> None:
+    # the scorer's loops share one store: their transactions must not interleave on it
+    batches = [[rec(b * 100 + i, applied_us=b, index=i) for i in range(100)] for b in range(8)]
+    written = await asyncio.gather(*(store.record("g", batch) for batch in batches))
+    assert written == [100] * 8
+    assert await store.count("g") == 800

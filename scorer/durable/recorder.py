@@ -26,22 +26,27 @@ def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitRes
     out = []
     ids: set[str] = set()
     for index, (fields, result) in enumerate(zip(entries, results, strict=True)):
-        if result.status == "ok":
-            replayed = False
-        elif result.status == "duplicate":
-            replayed = True
+        status = result.status
+        if status == "ok":
+            # the function validated every field before applying it: only the numbers to convert
+            fields_ok = True
+        elif status == "duplicate":
+            # answered before the function validates anything: its fields may be junk
+            try:
+                Submission.parse(fields)
+                fields_ok = True
+            except InvalidSubmission:
+                fields_ok = False
         else:
             continue
-        try:
-            # A duplicate is answered before the function validates anything: its fields may be junk.
-            sub = Submission.parse(fields)
-        except InvalidSubmission:
+        sid = fields["id"] if fields_ok else ""
+        if not fields_ok or sid in ids:  # the same id twice in a batch: the second is a duplicate
             continue
-        if sub.id in ids:  # the same id twice in one batch: the first was applied, the second is its duplicate
-            continue
-        ids.add(sub.id)
-        out.append(Record(sub.id, sub.player, sub.points, sub.ts_ms, sub.op or "", sub.name or "",
-                          sub.region or "", sub.mode or "", replayed, result.applied_us, index))  # fmt: skip
+        ids.add(sid)
+        get = fields.get
+        out.append(Record(sid, fields["player"], int(fields["points"]), int(fields["ts"]), get("op", ""),
+                          get("name", ""), get("region", ""), get("mode", ""), status == "duplicate",
+                          result.applied_us, index))  # fmt: skip
     return out
 
 

@@ -8,6 +8,7 @@ cost an fsync per batch for the power-loss case (docs/operations.md).
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -50,6 +51,9 @@ class SQLiteStore(Store):
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._db: aiosqlite.Connection | None = None
+        # One connection, shared by the scorer's loops: its write transactions must not interleave
+        # (a second BEGIN on it would fail), so they take turns. SQLite has one writer anyway.
+        self._writing = asyncio.Lock()
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -97,6 +101,10 @@ class SQLiteStore(Store):
             )
             for r in records
         ]
+        async with self._writing:
+            return await self._record(rows)
+
+    async def _record(self, rows: Sequence[tuple[object, ...]]) -> int:
         db = self.db
         await db.execute("BEGIN IMMEDIATE")
         try:
@@ -154,6 +162,10 @@ class SQLiteStore(Store):
         return int(row[0]) if row else 0
 
     async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Folder) -> Compaction:
+        async with self._writing:
+            return await self._compact(game, before_ts=before_ts, now_s=now_s, folder=folder)
+
+    async def _compact(self, game: str, *, before_ts: int, now_s: int, folder: Folder) -> Compaction:
         db = self.db
         await db.execute("BEGIN IMMEDIATE")
         try:

@@ -1,0 +1,158 @@
+"""Durable score log benchmark: ``python -m bench.durable`` (a few minutes).
+
+In one run, with a private redis-server and PostgreSQL server it starts and stops itself:
+
+a) size: ``--submissions`` applied submissions (``--players`` players, three windows, a third
+   with a region) recorded in batches of 500 into SQLite and into PostgreSQL — bytes per million
+   submissions; then compacted into per-board rows — bytes per player;
+b) rebuild speed from SQLite into an empty Redis: once with every submission inside the
+   idempotency horizon (all through ``lb_submit``: the case right after a loss), once as seen three
+   days later (all folded in Python and written as final states).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import asyncpg
+
+from fleet.postgres_server import PostgresServer
+from fleet.redis_server import RedisServer
+from leaderboard import GameConfig, connect, now_ms
+from leaderboard.settings import argument_parser
+from scorer.durable import Folder, Record, Store, open_store
+from scorer.rebuild import rebuild
+
+COMMAND = "python -m bench.durable"
+BATCH = 500
+DAY_MS = 86_400_000
+
+
+def batches(n: int, players: int, now: int, seed: int = 1) -> list[list[Record]]:
+    """The log of a scorer that applied ``n`` submissions over the last hour, batch by batch."""
+    rnd = random.Random(seed)
+    out = []
+    start_us = (now - 3_600_000) * 1000
+    for b in range(0, n, BATCH):
+        applied = start_us + b * 3_600_000_000 // n
+        out.append([
+            Record(f"m-{i:09d}", f"player-{rnd.randrange(players):07d}", rnd.randrange(1_000_000),
+                   now - 3_600_000 + i * 3_600_000 // n, region=rnd.choice(("eu", "us", "")) if i % 3 == 0 else "",
+                   applied_us=applied, index=i - b)
+            for i in range(b, min(b + BATCH, n))
+        ])  # fmt: skip
+    return out
+
+
+async def fill(store: Store, log: list[list[Record]]) -> float:
+    started = time.perf_counter()
+    for batch in log:
+        await store.record("bench", batch)
+    return sum(map(len, log)) / (time.perf_counter() - started)
+
+
+async def sqlite_size(path: Path) -> int:
+    store = open_store(f"sqlite:///{path}")
+    await store.open()
+    db = store.db  # type: ignore[attr-defined]
+    async with db.execute("PRAGMA wal_checkpoint(TRUNCATE)"):
+        pass
+    async with db.execute("VACUUM"):
+        pass
+    await store.close()
+    return files_size(path)
+
+
+def files_size(path: Path) -> int:
+    """The database file and its -wal / -shm companions."""
+    return path.stat().st_size + sum(p.stat().st_size for p in path.parent.glob(path.name + "-*"))
+
+
+async def postgres_size(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("VACUUM FULL submissions, board_rows, names")
+        return int(await conn.fetchval(
+            "SELECT pg_total_relation_size('submissions') + pg_total_relation_size('board_rows')"
+            " + pg_total_relation_size('names')"
+        ))  # fmt: skip
+    finally:
+        await conn.close()
+
+
+async def run(args: argparse.Namespace) -> list[str]:
+    config = GameConfig(game="bench")
+    now = now_ms()
+    log = batches(args.submissions, args.players, now)
+    n = args.submissions
+    lines = [
+        f"{n:,} submissions of {args.players:,} players (three windows: daily, weekly, all-time; a third with a "
+        "region), recorded 500 per batch:",
+        "",
+        "| | SQLite | PostgreSQL |",
+        "|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory() as tmp, PostgresServer(durable=True) as pg, RedisServer(Path(tmp)) as redis:
+        path = Path(tmp) / "scores.db"
+        stores = {"sqlite": open_store(f"sqlite:///{path}"), "postgres": open_store(pg.url)}
+        rates, raw, compacted, rows = {}, {}, {}, {}
+        for kind, store in stores.items():
+            await store.open()
+            print(f"{kind}: recording ...", file=sys.stderr)
+            rates[kind] = await fill(store, log)
+            await store.close()
+            raw[kind] = await (sqlite_size(path) if kind == "sqlite" else postgres_size(pg.url))
+        # b) rebuild speed from SQLite, before compaction (compaction empties the raw log)
+        r = connect(redis.url)
+        speeds = {}
+        store = stores["sqlite"]
+        await store.open()
+        for label, at in (("within the horizon (lb_submit)", now), ("three days later (folded)", now + 3 * DAY_MS)):
+            await r.flushall()
+            print(f"rebuild {label} ...", file=sys.stderr)
+            restored = await rebuild(r, store, config, batch=1000, progress_to=io.StringIO(), now=at)
+            speeds[label] = (restored.folded + restored.replayed) / restored.seconds
+        await store.close()
+        await r.aclose()
+        for kind, store in stores.items():
+            await store.open()
+            print(f"{kind}: compacting ...", file=sys.stderr)
+            done = await store.compact("bench", before_ts=now + 1, now_s=now // 1000, folder=Folder(config))
+            rows[kind] = done.board_rows
+            await store.close()
+            compacted[kind] = await (sqlite_size(path) if kind == "sqlite" else postgres_size(pg.url))
+    players = len({rec.player for batch in log for rec in batch})
+    lines += [
+        f"| recording, rows/s (one transaction per 500) | {rates['sqlite']:,.0f} | {rates['postgres']:,.0f} |",
+        f"| raw log, bytes per million submissions | {raw['sqlite'] * 1e6 / n / 1e6:,.0f} MB "
+        f"| {raw['postgres'] * 1e6 / n / 1e6:,.0f} MB |",
+        f"| compacted: board rows ({rows['sqlite'] / players:.1f} per player) + names, bytes per player "
+        f"| {compacted['sqlite'] / players:,.0f} | {compacted['postgres'] / players:,.0f} |",
+        "",
+        f"Rebuild from SQLite into an empty Redis ({n:,} submissions, {players:,} players):",
+        "",
+        "| rebuild | submissions/s |",
+        "|---|---|",
+        *(f"| {label} | **{speed:,.0f}** |" for label, speed in speeds.items()),
+    ]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argument_parser("python -m bench.durable", __doc__ or "")
+    p.add_argument("--submissions", type=int, default=1_000_000, help="submissions in the log (default 1,000,000)")
+    p.add_argument("--players", type=int, default=100_000, help="distinct players drawn from (default 100,000)")
+    args = p.parse_args(argv)
+    print("\n".join(asyncio.run(run(args))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
