@@ -90,6 +90,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )  # fmt: skip
     b.add_argument("--force", action="store_true", help="write over a Redis that already holds data of the game")
     b.add_argument("--batch", type=int, default=1000, help="submissions per lb_submit call (default 1000)")
+    b.add_argument(
+        "--replay", type=int, default=None,
+        help="the newest submissions sent through lb_submit, the rest folded (default: LB_ACTIVITY_MAXLEN, "
+        "which restores the activity feed)",
+    )  # fmt: skip
     b.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
     return p.parse_args(argv)
 
@@ -260,7 +265,7 @@ async def rebuild_command(settings: ScorerSettings, args: argparse.Namespace) ->
     redis = connect(settings.redis_url)
     try:
         await store.open()
-        return await rebuild(redis, store, settings.game, force=args.force, batch=args.batch)
+        return await rebuild(redis, store, settings.game, force=args.force, batch=args.batch, replay=args.replay)
     finally:
         await redis.aclose()
         await store.close()
@@ -324,8 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         if not settings.durable_url:
             print("rebuild reads the durable score log: set LB_DURABLE_URL", file=sys.stderr)
             return 2
-        if args.batch < 1:
-            print("--batch must be at least 1", file=sys.stderr)
+        if args.batch < 1 or (args.replay is not None and args.replay < 0):
+            print("--batch must be at least 1 and --replay at least 0", file=sys.stderr)
             return 2
         try:
             restored = asyncio.run(rebuild_command(settings, args))

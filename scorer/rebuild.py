@@ -7,15 +7,17 @@ on the set of players added); display names in the profiles; the idempotency mem
 whose seen-bucket would still be alive); the activity feed of the replayed part; the top-N
 versions, so the publisher publishes every restored board.
 
-How, in the order the submissions were applied (the log's ``applied, seq``):
+How, in the order the submissions were applied (the log's ``applied, idx, seq``):
 
-1. the oldest part — the folded board rows, then the raw rows up to the last one timestamped
-   outside the idempotency horizon (in applied order) — is folded in Python (``durable/fold.py``, the function's
-   rules) and written as final states: one ZADD per member instead of one call per submission,
-   and ``lb_submit`` would refuse those timestamps as too old anyway;
-2. the rest goes through ``lb_submit`` itself, in batches, with its original timestamps: the same
-   rules, the same seen ids, the same activity entries; its announcements go to a channel nobody
-   listens to (history is not news).
+1. all but the newest part — the folded board rows, then the raw rows — is folded in Python
+   (``durable/fold.py``, the function's rules) and written as final states: one ZADD per member
+   instead of one call per submission, so a rebuild is not bounded by Redis's speed at running
+   ``lb_submit``; the ids still inside the idempotency horizon are added to their seen buckets;
+2. the newest ``replay`` submissions (default: as many as the activity feed keeps) go through
+   ``lb_submit`` itself, in batches, with their original timestamps, on top of that state: the
+   same rules, and the activity feed comes back as it was; their announcements go to a channel
+   nobody listens to (history is not news). Any of them timestamped outside the horizon (which
+   ``lb_submit`` would refuse as too old) is folded instead.
 
 A rebuild refuses a Redis that already holds data of the game unless ``force`` (then it writes
 over it: folded states replace members, replayed ids already seen are duplicates). Run it with the
@@ -133,6 +135,7 @@ async def rebuild(
     *,
     force: bool = False,
     batch: int = 1_000,
+    replay: int | None = None,
     progress_to: TextIO | None = None,
     now: int | None = None,
 ) -> Restored:
@@ -148,11 +151,13 @@ async def rebuild(
     now = now_ms() if now is None else now
     game = config.game
     idem_ms = config.idempotency_s * 1000
-    # Everything up to the last submission lb_submit would refuse as too old is folded; the
-    # rest, a suffix of the log in applied order, goes through lb_submit.
+    # Folded: a prefix of the log in applied order, up to the last submission lb_submit would
+    # refuse as too old, and at least all but the newest ``replay``.
     cut = await store.last_before(game, now - idem_ms)
+    total = await store.count(game)
+    fold_first = total - (config.activity_maxlen if replay is None else replay)
     restored = Restored()
-    progress = Progress(await store.count(game), progress_to)
+    progress = Progress(total, progress_to)
     folder = Folder(config)
     async for rows in store.board_rows(game, now_s=now // 1000):
         folder.load(rows)
@@ -162,7 +167,7 @@ async def rebuild(
     folded_written = False
     async for chunk in store.scan(game, batch=max(batch, 5_000)):
         for position, record in chunk:
-            if cut is not None and position <= cut:
+            if restored.folded < fold_first or (cut is not None and position <= cut):
                 folder.apply([record])
                 hour = record.ts // _HOUR_MS
                 if ((hour + 1) * _HOUR_MS + idem_ms) // 1000 > now // 1000:

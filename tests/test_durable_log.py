@@ -177,6 +177,10 @@ async def fill(r: aioredis.Redis, redis_url: str, store: Store, slips: list[dict
     return clock
 
 
+async def newest_activity(r: aioredis.Redis) -> list[Any]:
+    return [fields for _, fields in await r.xrevrange(CONFIG.keys.activity, count=100) or []]
+
+
 def alive_seen(state: dict[str, Any], at: int) -> dict[str, Any]:
     """The state less the seen buckets that would have expired by ``at``."""
     out = {}
@@ -189,9 +193,11 @@ def alive_seen(state: dict[str, Any], at: int) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.parametrize("later_h", [0, 30], ids=["at-once", "30-hours-later"])
+@pytest.mark.parametrize(
+    ("later_h", "replay"), [(0, None), (0, 150), (30, None)], ids=["at-once", "at-once-150-replayed", "30-hours-later"]
+)
 async def test_rebuild_restores_every_board_member_and_score_exactly(
-    r: aioredis.Redis, redis_url: str, store: Store, later_h: int
+    r: aioredis.Redis, redis_url: str, store: Store, later_h: int, replay: int | None
 ) -> None:
     # 100 hours of history: more than the 48-hour idempotency horizon, so every path is taken:
     # board rows compacted from the log, raw rows folded, the rest through lb_submit
@@ -204,15 +210,20 @@ async def test_rebuild_restores_every_board_member_and_score_exactly(
     clock = await fill(r, redis_url, store, slips[900:])
     before = await redis_state(r, CONFIG)
     assert sum(":board:" in k for k in before) > 20
+    feed = await newest_activity(r)
 
     await r.flushall()
     out = io.StringIO()
     at = clock + later_h * HOUR
-    restored = await rebuild(r, store, CONFIG, batch=100, progress_to=out, now=at)
+    restored = await rebuild(r, store, CONFIG, batch=100, replay=replay, progress_to=out, now=at)
     after = await redis_state(r, CONFIG)
     assert after == alive_seen(before, at)
     assert restored.refused == {}
     assert restored.board_rows > 0 and restored.folded > 0 and restored.replayed > 0
+    if replay:
+        assert restored.replayed == replay
+    # the newest entries of the activity feed come back as they were (only their stream ids differ)
+    assert await newest_activity(r) == feed
     assert "rebuild: 100%" in out.getvalue()  # not a terminal: plain progress lines
 
     # the rebuilt Redis remembers the ids: the same slips again change nothing

@@ -13,7 +13,7 @@ which ``lb_submit`` refuses as too old.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from leaderboard import GameConfig
 from leaderboard.submission import scopes_of
@@ -22,6 +22,21 @@ from leaderboard.windows import Period
 from .base import BoardRow, Record
 
 BoardId = tuple[str, str, str]  # window, period label, scope
+
+
+class _Slot:
+    """One window's current period, with what the arithmetic needs, computed once per period."""
+
+    __slots__ = ("end", "expire_at", "label", "max_points", "members", "scale", "shift", "start", "tie_base", "unit")
+
+    def __init__(self, period: Period) -> None:
+        w = period.window
+        self.start, self.end, self.label = period.start_ms, period.end_ms, period.label
+        self.shift, self.unit, self.max_points = w.shift, w.unit_ms, w.max_points
+        self.scale = 1 << w.shift
+        self.tie_base = self.scale - 1  # tie = scale - 1 - t
+        self.expire_at = period.expire_at_s
+        self.members: dict[str, dict[str, int]] = {}  # scope -> the board's members
 
 
 class Folder:
@@ -33,7 +48,10 @@ class Folder:
         self.applied = 0
         self.refused = 0  # records the rules refuse on the folded state (points out of range)
         self._specs = [(spec, config.operator_for(spec.name)) for spec in config.window_specs]
-        self._periods: dict[tuple[str, int], Period] = {}  # (window, period start) cache
+        # The period each window was last asked for: the log runs in time order (nearly), so the
+        # calendar arithmetic is done once per period, not once per record.
+        self._slots: list[_Slot | None] = [None] * len(self._specs)
+        self._scopes: dict[tuple[str, str], list[str]] = {}
 
     def load(self, rows: Iterable[BoardRow]) -> None:
         for row in rows:
@@ -41,45 +59,51 @@ class Folder:
             self.boards.setdefault(board, {})[row.player] = row.score
             self.expire_at[board] = row.expire_at_s
 
-    def apply(self, records: Sequence[Record]) -> None:
+    def apply(self, records: Iterable[Record]) -> None:
         for record in records:
             self._apply(record)
 
     def _apply(self, rec: Record) -> None:
+        ts, player = rec.ts, rec.player
+        scopes = self._scopes.get((rec.region, rec.mode))
+        if scopes is None:
+            scopes = self._scopes[rec.region, rec.mode] = scopes_of(rec.region or None, rec.mode or None)
         # Plan every board first, as the function does: a refusal writes nothing at all.
-        planned: list[tuple[BoardId, int, int | None, str, int, int]] = []
-        scopes = scopes_of(rec.region or None, rec.mode or None)
-        for spec, default_op in self._specs:
-            period = spec.period(rec.ts)
+        planned: list[tuple[dict[str, int], int | None, str, int, int, int]] = []
+        for w, (spec, default_op) in enumerate(self._specs):
+            slot = self._slots[w]
+            if slot is None or not slot.start <= ts < slot.end:
+                slot = self._slots[w] = _Slot(spec.period(ts))
             op = rec.op or default_op
-            scale = 1 << spec.shift
-            tie = scale - 1 - (rec.ts - period.start_ms) // spec.unit_ms
+            tie = slot.tie_base - (ts - slot.start) // slot.unit
             for scope in scopes:
-                board = (spec.name, period.label, scope)
-                old = self.boards.get(board, {}).get(rec.player)
+                members = slot.members.get(scope)
+                if members is None:
+                    board = (spec.name, slot.label, scope)
+                    members = slot.members[scope] = self.boards.setdefault(board, {})
+                    self.expire_at[board] = slot.expire_at
+                old = members.get(player)
                 total = rec.points
                 if op == "incr" and old is not None:
-                    total = (old >> spec.shift) + rec.points
-                if total > spec.max_points:
+                    total += old >> slot.shift
+                if total > slot.max_points:
                     self.refused += 1
                     return
-                planned.append((board, total * scale + tie, old, op, total, period.expire_at_s))
-        for board, score, old, op, total, expire_at in planned:
-            if op == "best":
-                write = old is None or score > old
-            elif op == "incr" and old is not None and total == old >> self._shift(board):
-                write = False  # adding zero keeps the time the total was first reached
-            else:
-                write = old is None or score != old
-            if write:
-                self.boards.setdefault(board, {})[rec.player] = score
-                self.expire_at[board] = expire_at
+                planned.append((members, old, op, total, total * slot.scale + tie, slot.shift))
+        for members, old, op, total, score, shift in planned:
+            if old is None:
+                members[player] = score
+            elif op == "best":
+                if score > old:
+                    members[player] = score
+            elif op == "incr":
+                if total != old >> shift:  # adding zero keeps the time the total was first reached
+                    members[player] = score
+            elif score != old:
+                members[player] = score
         if rec.name:
             self.names[rec.player] = rec.name
         self.applied += 1
-
-    def _shift(self, board: BoardId) -> int:
-        return next(spec.shift for spec, _ in self._specs if spec.name == board[0])
 
     def rows(self, *, now_s: int) -> list[BoardRow]:
         """Every player's score on every board whose period has not expired at ``now_s``."""

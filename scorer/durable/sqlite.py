@@ -130,7 +130,7 @@ class SQLiteStore(Store):
                 rows = list(await cursor.fetchall())
             if not rows:
                 return
-            chunk = [((int(row[-2]), int(row[-1]), int(row[0])), _record(row[1:])) for row in rows]
+            chunk = [((row[-2], row[-1], row[0]), _record(row[1:])) for row in rows]
             after = chunk[-1][0]
             yield chunk
 
@@ -215,5 +215,5 @@ class SQLiteStore(Store):
 
 
 def _record(row: Sequence[Any]) -> Record:
-    id_, player, points, ts, op, name, region, mode, replayed, applied, index = row
-    return Record(id_, player, int(points), int(ts), op, name, region, mode, bool(replayed), int(applied), int(index))
+    # the columns are declared INTEGER and TEXT: SQLite hands back int and str already
+    return Record(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], bool(row[8]), row[9], row[10])
