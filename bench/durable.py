@@ -114,7 +114,7 @@ async def run(args: argparse.Namespace) -> list[str]:
         speeds = {}
         store = stores["sqlite"]
         await store.open()
-        for label, at in (("within the horizon (lb_submit)", now), ("three days later (folded)", now + 3 * DAY_MS)):
+        for label, at in (("right after the loss", now), ("three days later", now + 3 * DAY_MS)):
             await r.flushall()
             print(f"rebuild {label} ...", file=sys.stderr)
             restored = await rebuild(r, store, config, batch=1000, progress_to=io.StringIO(), now=at)
