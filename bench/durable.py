@@ -5,9 +5,9 @@ In one run, with a private redis-server and PostgreSQL server it starts and stop
 a) size: ``--submissions`` applied submissions (``--players`` players, three windows, a third
    with a region) recorded in batches of 500 into SQLite and into PostgreSQL — bytes per million
    submissions; then compacted into per-board rows — bytes per player;
-b) rebuild speed from SQLite into an empty Redis: once with every submission inside the
-   idempotency horizon (all through ``lb_submit``: the case right after a loss), once as seen three
-   days later (all folded in Python and written as final states).
+b) rebuild speed from SQLite into an empty Redis: right after the loss (every submission inside
+   the idempotency horizon: folded, their ids restored, the newest 10,000 through ``lb_submit``),
+   and as if three days later (every one outside the horizon: all folded).
 """
 
 from __future__ import annotations
