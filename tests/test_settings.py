@@ -85,6 +85,7 @@ ENTRY_POINTS = [
     (["-m", "scorer"], ScorerSettings),
     (["-m", "scorer", "submit"], ScorerSettings),
     *((["-m", "scorer", command], ScorerSettings) for command in ("ban", "unban", "correct", "profile")),
+    (["-m", "scorer", "rebuild"], ScorerSettings),
     (["-m", "fleet"], FleetOptions),
     (["-m", "loadtest"], None),
     (["-m", "loadtest", "sockets"], None),
@@ -94,6 +95,7 @@ ENTRY_POINTS = [
     (["-m", "bench.scorer"], None),
     (["-m", "bench.drain"], None),
     (["-m", "bench.moderation"], None),
+    (["-m", "bench.durable"], None),
     (["-m", "bench.naive_gateway"], None),
     (["-m", "bench.conn_memory"], None),
 ]
