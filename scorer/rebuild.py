@@ -61,6 +61,7 @@ class Restored:
     entries: int = 0  # board members written by the fold
     seen_ids: int = 0  # ids written to the idempotency memory by the fold
     names: int = 0
+    tournament_slips: int = 0  # not restored: tournament definitions and entrants are not in the log
     seconds: float = 0.0
 
     def lines(self) -> list[str]:
@@ -73,7 +74,9 @@ class Restored:
             f"{self.entries:,} members, {self.names:,} names, {self.seen_ids:,} ids remembered",
             f"  through lb_submit: {self.replayed:,} ({self.applied:,} applied, {self.duplicates:,} duplicates)",
             f"  refused: {refused}",
-        ]
+            *([f"  not restored: {self.tournament_slips:,} tournament submissions (tournaments are defined in Redis "
+               "only: create them and their entrants again)"] if self.tournament_slips else []),
+        ]  # fmt: skip
 
 
 class Progress:
@@ -177,6 +180,9 @@ async def rebuild(
             if not folded_written:  # before the first replayed one: it builds on the folded state
                 await _write_folded(redis, config, folder, seen, await store.names(game), restored, now)
                 folded_written = True
+            if record.tournament:
+                restored.tournament_slips += 1
+                continue
             pending.append(_fields(record))
             if len(pending) >= batch:
                 await _replay(lb, pending, now, restored)
@@ -187,9 +193,9 @@ async def rebuild(
     if pending:
         await _replay(lb, pending, now, restored)
     progress.finish()
-    for code, n in (("points_out_of_range (fold)", folder.refused),):
-        if n:
-            restored.refused[code] = n
+    if folder.refused:
+        restored.refused["points_out_of_range (fold)"] = folder.refused
+    restored.tournament_slips += folder.tournament_slips
     restored.seconds = time.monotonic() - started
     return restored
 

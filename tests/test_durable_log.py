@@ -251,6 +251,7 @@ async def test_rebuild_command_prints_what_it_restored(r: aioredis.Redis, redis_
     await log.open()
     ts = now_ms() - 1000
     await log.record("test", [Record(f"s{i}", f"p{i % 7}", i, ts, name="Ann" if i == 3 else "") for i in range(50)])
+    await log.record("test", [Record("t1", "p1", 10**6, ts, tournament="cup", applied_us=1)])
     await log.close()
     env = {**os.environ, "LB_REDIS_URL": redis_url, "LB_GAME": "test", "LB_DURABLE_URL": url}
 
@@ -265,7 +266,8 @@ async def test_rebuild_command_prints_what_it_restored(r: aioredis.Redis, redis_
     rc, out, err = await command()
     assert rc == 0, err
     assert "restored 50 submissions" in out and "50 applied" in out
-    assert "rebuild: 100% 50/50 submissions" in err
+    assert "not restored: 1 tournament submissions" in out
+    assert "rebuild: 100% 51/51 submissions" in err
     assert (await Leaderboard(r, CONFIG).rank("p6", "alltime", at=ts)).score == 48
     rc, out, err = await command()
     assert rc == 3 and "refused: Redis already holds data of game 'test'" in err

@@ -28,8 +28,8 @@ async def scanned(store: Store, game: str = "g") -> list[tuple[Position, Record]
 
 
 async def test_records_are_kept_once_per_id_in_the_order_applied(store: Store) -> None:
-    first = [rec(i, points=i, op="incr" if i % 2 else "", region="eu" if i == 3 else "", applied_us=200, index=i)
-             for i in range(5)]  # fmt: skip
+    first = [rec(i, points=i, op="incr" if i % 2 else "", region="eu" if i == 3 else "", applied_us=200, index=i,
+                 tournament="cup" if i == 4 else "") for i in range(5)]  # fmt: skip
     assert await store.record("g", first) == 5
     # a copy applied later (a duplicate) changes nothing, whatever it carries
     replay = rec(5, name="Mia", replayed=True, applied_us=300)

@@ -44,7 +44,7 @@ Position = tuple[int, int, int]  # (applied_us, index in its batch, seq): a raw 
 UPDATE_SET = (
     "player = excluded.player, points = excluded.points, ts = excluded.ts, op = excluded.op, "
     "name = excluded.name, region = excluded.region, mode = excluded.mode, replayed = excluded.replayed, "
-    "applied = excluded.applied, idx = excluded.idx"
+    "applied = excluded.applied, idx = excluded.idx, tournament = excluded.tournament"
 )
 EARLIER = "(excluded.applied, excluded.idx) < (submissions.applied, submissions.idx)"
 
@@ -72,6 +72,9 @@ class Record:
     replayed: bool = False
     applied_us: int = 0  # Redis's clock when the batch that applied it ran
     index: int = 0  # its place in that batch
+    # A tournament slip counts on that tournament's boards only. Kept in the log, but a rebuild
+    # does not restore tournaments: their definitions and entrants live in Redis only.
+    tournament: str = ""
 
 
 @dataclass(frozen=True, slots=True)

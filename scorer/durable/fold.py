@@ -47,6 +47,7 @@ class Folder:
         self.names: dict[str, str] = {}
         self.applied = 0
         self.refused = 0  # records the rules refuse on the folded state (points out of range)
+        self.tournament_slips = 0  # not folded: a tournament's window is defined in Redis only
         self._specs = [(spec, config.operator_for(spec.name)) for spec in config.window_specs]
         # The period each window was last asked for: the log runs in time order (nearly), so the
         # calendar arithmetic is done once per period, not once per record.
@@ -64,6 +65,9 @@ class Folder:
             self._apply(record)
 
     def _apply(self, rec: Record) -> None:
+        if rec.tournament:
+            self.tournament_slips += 1
+            return
         ts, player = rec.ts, rec.player
         scopes = self._scopes.get((rec.region, rec.mode))
         if scopes is None:

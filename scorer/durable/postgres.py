@@ -22,6 +22,7 @@ CREATE TABLE IF NOT EXISTS submissions (
     game text NOT NULL, id text NOT NULL, player text NOT NULL, points bigint NOT NULL,
     ts bigint NOT NULL, op text NOT NULL, name text NOT NULL, region text NOT NULL,
     mode text NOT NULL, replayed boolean NOT NULL, applied bigint NOT NULL, idx integer NOT NULL,
+    tournament text NOT NULL,
     UNIQUE (game, id)
 );
 CREATE INDEX IF NOT EXISTS submissions_applied ON submissions (game, applied, idx, seq);
@@ -38,13 +39,14 @@ CREATE TABLE IF NOT EXISTS names (
 
 # No index on ts: every write pays for each index, and the two queries that filter on ts (a
 # rebuild's cut, a compaction's) walk the applied-order index from one end, once per run.
-_COLUMNS = "id, player, points, ts, op, name, region, mode, replayed, applied, idx"
+_COLUMNS = "id, player, points, ts, op, name, region, mode, replayed, applied, idx, tournament"
 _INSERT = f"""
 INSERT INTO submissions (game, {_COLUMNS})
-SELECT $1, u.id, u.player, u.points, u.ts, u.op, u.name, u.region, u.mode, u.replayed, u.applied, u.idx
+SELECT $1, u.id, u.player, u.points, u.ts, u.op, u.name, u.region, u.mode, u.replayed, u.applied, u.idx,
+       u.tournament
 FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::text[],
-            $8::text[], $9::text[], $10::boolean[], $11::bigint[], $12::integer[])
-     AS u(id, player, points, ts, op, name, region, mode, replayed, applied, idx)
+            $8::text[], $9::text[], $10::boolean[], $11::bigint[], $12::integer[], $13::text[])
+     AS u(id, player, points, ts, op, name, region, mode, replayed, applied, idx, tournament)
 ORDER BY u.id
 ON CONFLICT (game, id) DO UPDATE SET {UPDATE_SET} WHERE {EARLIER}
 """
@@ -92,9 +94,10 @@ class PostgresStore(Store):
     async def record(self, game: str, records: Sequence[Record]) -> int:
         if not records:
             return 0
-        columns: list[list[Any]] = [[] for _ in range(11)]
+        columns: list[list[Any]] = [[] for _ in range(12)]
         for r in records:
-            values = (r.id, r.player, r.points, r.ts, r.op, r.name, r.region, r.mode, r.replayed, r.applied_us, r.index)
+            values = (r.id, r.player, r.points, r.ts, r.op, r.name, r.region, r.mode, r.replayed, r.applied_us, r.index,
+                      r.tournament)  # fmt: skip
             for column, value in zip(columns, values, strict=True):
                 column.append(value)
         status: str = await self.pool.execute(_INSERT, game, *columns)
@@ -110,7 +113,7 @@ class PostgresStore(Store):
             )  # fmt: skip
             if not rows:
                 return
-            chunk = [((row[-2], row[-1], row[0]), Record(*row[1:])) for row in rows]
+            chunk = [((row[-3], row[-2], row[0]), Record(*row[1:])) for row in rows]
             after = chunk[-1][0]
             yield chunk
 

@@ -46,7 +46,7 @@ def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitRes
         get = fields.get
         out.append(Record(sid, fields["player"], int(fields["points"]), int(fields["ts"]), get("op", ""),
                           get("name", ""), get("region", ""), get("mode", ""), status == "duplicate",
-                          result.applied_us, index))  # fmt: skip
+                          result.applied_us, index, get("tournament", "")))  # fmt: skip
     return out
 
 

@@ -25,6 +25,7 @@ CREATE TABLE IF NOT EXISTS submissions (
     game TEXT NOT NULL, id TEXT NOT NULL, player TEXT NOT NULL, points INTEGER NOT NULL,
     ts INTEGER NOT NULL, op TEXT NOT NULL, name TEXT NOT NULL, region TEXT NOT NULL,
     mode TEXT NOT NULL, replayed INTEGER NOT NULL, applied INTEGER NOT NULL, idx INTEGER NOT NULL,
+    tournament TEXT NOT NULL,
     UNIQUE (game, id)
 );
 CREATE INDEX IF NOT EXISTS submissions_applied ON submissions (game, applied, idx, seq);
@@ -41,7 +42,7 @@ CREATE TABLE IF NOT EXISTS names (
 
 # No index on ts: every write pays for each index, and the two queries that filter on ts (a
 # rebuild's cut, a compaction's) walk the applied-order index from one end, once per run.
-_COLUMNS = "id, player, points, ts, op, name, region, mode, replayed, applied, idx"
+_COLUMNS = "id, player, points, ts, op, name, region, mode, replayed, applied, idx, tournament"
 _ON_CONFLICT = f"ON CONFLICT (game, id) DO UPDATE SET {UPDATE_SET} WHERE {EARLIER}"
 
 
@@ -99,6 +100,7 @@ class SQLiteStore(Store):
                 int(r.replayed),
                 r.applied_us,
                 r.index,
+                r.tournament,
             )
             for r in records
         ]
@@ -111,7 +113,7 @@ class SQLiteStore(Store):
         try:
             before = db.total_changes
             await db.executemany(
-                f"INSERT INTO submissions (game, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) {_ON_CONFLICT}", rows
+                f"INSERT INTO submissions (game, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) {_ON_CONFLICT}", rows
             )
             added = db.total_changes - before
             await db.execute("COMMIT")
@@ -131,7 +133,7 @@ class SQLiteStore(Store):
                 rows = list(await cursor.fetchall())
             if not rows:
                 return
-            chunk = [((row[-2], row[-1], row[0]), _record(row[1:])) for row in rows]
+            chunk = [((row[-3], row[-2], row[0]), _record(row[1:])) for row in rows]
             after = chunk[-1][0]
             yield chunk
 
@@ -217,4 +219,5 @@ class SQLiteStore(Store):
 
 def _record(row: Sequence[Any]) -> Record:
     # the columns are declared INTEGER and TEXT: SQLite hands back int and str already
-    return Record(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], bool(row[8]), row[9], row[10])
+    return Record(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], bool(row[8]), row[9], row[10],
+                  row[11])  # fmt: skip
