@@ -33,11 +33,10 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 import orjson
-import redis.asyncio as aioredis
 
 from leaderboard import GameConfig, Leaderboard, now_ms
 from leaderboard.keys import GLOBAL_SCOPE
-from leaderboard.transport import Command, execute_packed
+from leaderboard.transport import Command, RedisClient, execute_packed
 
 from .durable import Folder, Record, Store
 
@@ -118,7 +117,7 @@ def _operational(config: GameConfig) -> tuple[set[str], tuple[str, ...]]:
     return exact, (f"{k.prefix}:latest:",)
 
 
-async def existing_keys(redis: aioredis.Redis, config: GameConfig, *, limit: int = 5) -> list[str]:
+async def existing_keys(redis: RedisClient, config: GameConfig, *, limit: int = 5) -> list[str]:
     """Up to ``limit`` keys of the game that a rebuild would write over."""
     exact, prefixes = _operational(config)
     found: list[str] = []
@@ -132,7 +131,7 @@ async def existing_keys(redis: aioredis.Redis, config: GameConfig, *, limit: int
 
 
 async def rebuild(
-    redis: aioredis.Redis,
+    redis: RedisClient,
     store: Store,
     config: GameConfig,
     *,
@@ -223,7 +222,7 @@ async def _replay(lb: Leaderboard, entries: list[dict[str, str]], now: int, rest
 
 
 async def _write_folded(
-    redis: aioredis.Redis,
+    redis: RedisClient,
     config: GameConfig,
     folder: Folder,
     seen: Mapping[int, list[str]],
