@@ -52,8 +52,12 @@ class Gateway:
         self._default = (s.window, GLOBAL_SCOPE)
         # Everything is built here, nothing connects yet: start() only starts, and close() can
         # run after a start() that failed half-way.
-        self._redis = connect(s.redis_url)
-        self._raw = connect(s.redis_url, decode=False)  # bytes: snapshots pass through unchanged
+        # Every read is bounded (redis_timeout); the hub's blocking pub/sub read is not: redis-py
+        # waits for a pushed message without the socket timeout.
+        bound = s.redis_timeout or None
+        self._redis = connect(s.redis_url, socket_timeout=bound, socket_connect_timeout=bound)
+        # bytes: snapshots pass through unchanged
+        self._raw = connect(s.redis_url, decode=False, socket_timeout=bound, socket_connect_timeout=bound)
         # a dropped socket leaves its boards at once (the games are built just below)
         self.out = Outbound(s, self.metrics, on_drop=self._dropped)
         self.games: dict[str, Game] = build_games(s, self._redis, self._raw, self.metrics, self.out)

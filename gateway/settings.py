@@ -170,6 +170,15 @@ class GatewaySettings:
         "how long a submission waits for LB_WAIT_REPLICAS before it is refused with not_replicated",
         check=at_least(1),
     )
+    # A Redis that keeps its connections but answers nothing (wedged, or a path that drops
+    # packets) would otherwise hold every request until TCP gives up, minutes later: with a bound
+    # the client gets ``unavailable`` and may retry (a submit with the same id is applied once).
+    redis_timeout: float = setting(
+        "LB_GW_REDIS_TIMEOUT",
+        2.0,
+        "seconds a Redis read or connect may take before the request is answered unavailable (0 = no bound)",
+        check=at_least(0),
+    )
     # --- observability: per process (behind a shared port a scrape would reach a random one),
     # and on loopback by default, away from the players' port
     metrics_host: str = setting("LB_GW_METRICS_HOST", "127.0.0.1", "address of this process's GET /metrics")

@@ -5,10 +5,12 @@ queue, the boards, the lease and the record of what was published all survive)."
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from websockets.asyncio.client import ClientConnection
 
@@ -18,7 +20,7 @@ from leaderboard.library import library_code
 from leaderboard.queue import Queue
 from scorer import Scorer, ScorerSettings
 
-from .gw_helpers import T, client, greet, recv_type, running
+from .gw_helpers import T, client, greet, publish, recv_type, request, running, snapshot, token
 
 OUTAGE_S = 3.0  # long enough for every reconnect loop to have backed off several times
 
@@ -71,3 +73,47 @@ async def test_every_socket_has_the_current_snapshot_within_2s_of_redis_answerin
             assert elapsed <= 2 * T, f"current snapshot {elapsed:.2f} s after Redis answered again"
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("kind", ["top", "submit"])
+async def test_a_request_while_redis_hangs_is_answered_unavailable(tmp_path: Path, kind: str) -> None:
+    """A Redis that holds its connections open but answers nothing (stopped, wedged, or a network
+    path that drops packets): requests must still get ``unavailable``, not wait with it."""
+    server = RedisServer(tmp_path, aof=True).start()
+    try:
+        admin = connect(server.url)
+        await admin.function_load(library_code(), replace=True)
+        await admin.aclose()
+        query = "?token=" + token("game-1", "server") if kind == "submit" else ""
+        async with running(server.url, close_timeout=0.5) as gw, client(gw, query) as ws:
+            await greet(ws)
+            assert (await request(ws, {"type": "top", "id": 1}))["type"] == "top"  # its connection is open
+            assert server.process is not None
+            server.process.send_signal(signal.SIGSTOP)
+            try:
+                msg: dict[str, Any] = {"type": "top", "id": 2}
+                if kind == "submit":
+                    msg = {"type": "submit", "id": 2, "submission": {"id": "h1", "player": "ana", "points": 5}}
+                await ws.send(orjson.dumps(msg).decode())
+                reply = await recv_type(ws, "error", 6 * T)
+                assert (reply["code"], reply["id"]) == ("unavailable", 2)
+            finally:
+                server.process.send_signal(signal.SIGCONT)
+    finally:
+        server.stop()
+
+
+async def test_a_quiet_pubsub_outlives_the_redis_timeout(redis_url: str) -> None:
+    """The read bound must not apply to the pub/sub read, which waits for pushes as long as the
+    boards are quiet (redis-py before 8 applied socket_timeout there: a reconnect every bound)."""
+    async with running(redis_url, redis_timeout=0.2) as gw, client(gw) as ws:
+        await greet(ws)
+        await asyncio.sleep(1.0)  # five bounds of silence: the condition under test, not a wait
+        r = connect(redis_url)
+        try:
+            await publish(r, gw, snapshot(7))
+        finally:
+            await r.aclose()
+        assert (await recv_type(ws, "snapshot"))["version"] == 7
+        assert gw.hub.connected.is_set()
+        assert gw.metrics.redis_errors._value.get() == 0
