@@ -8,6 +8,8 @@ Modes:
   storm    SIGKILL one gateway holding N sockets and measure how its clients come back
   rollout  gateways behind haproxy, N sockets through it, then a rolling restart of every
            gateway: reconnects per second, longest gap between snapshots, snapshots missed
+  chaos    every fault (scorer, Redis and gateway kills, bad readers, long property tests)
+           against private fleets; writes docs/reliability.md (loadtest/chaos/)
 
 By default a mode starts its own private fleet (embedded redis-server on a free port, a scorer,
 ``--gateways`` gateway processes on one free port); ``--url``, ``--redis-url`` and ``--game`` target a
@@ -41,6 +43,8 @@ from leaderboard import GameConfig, connect
 from leaderboard.settings import HelpFormatter, describe, plain, redacted, redis_url_arg, unreachable
 
 from . import report
+from .chaos import add_arguments as chaos_args
+from .chaos import main as chaos_main
 from .cleanup import clean_up, remove_players, run_prefix
 from .flood import BASELINE_GAME
 from .modes import Progress, Result, run_load, run_rollout, run_storm, run_submit
@@ -246,6 +250,8 @@ def parser() -> argparse.ArgumentParser:
         out = m.add_argument_group("output")
         out.add_argument("--out", help="report path stem (default loadtest-reports/<mode>-<timestamp>)")
         out.add_argument("--quiet", action="store_true", help="no live progress line")
+    text = "every fault against private fleets, counted against a model; writes docs/reliability.md"
+    chaos_args(sub.add_parser("chaos", help=text, description=text, epilog=VARIABLES, formatter_class=HelpFormatter))
     return p
 
 
@@ -404,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if args.mode == "chaos":
+        return chaos_main(args, argv)
     progress = Progress(args.quiet)
     started = time.time()
 
