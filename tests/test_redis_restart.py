@@ -117,3 +117,35 @@ async def test_a_quiet_pubsub_outlives_the_redis_timeout(redis_url: str) -> None
         assert (await recv_type(ws, "snapshot"))["version"] == 7
         assert gw.hub.connected.is_set()
         assert gw.metrics.redis_errors._value.get() == 0
+
+
+async def test_a_snapshot_stored_while_the_gateway_was_away_reaches_its_sockets(tmp_path: Path) -> None:
+    """After a restart the hub compares each board's stored latest with what it last sent. The
+    read goes over a pooled connection from before the restart, which is dead: it must be retried
+    on a fresh one, not give up (a board that changed meanwhile would stay stale until its next
+    change, for as long as the top holds)."""
+    server = RedisServer(tmp_path, aof=True).start()
+    try:
+        admin = connect(server.url)
+        await admin.function_load(library_code(), replace=True)
+        await admin.aclose()
+        async with running(server.url, close_timeout=0.5) as gw, client(gw) as ws:
+            await greet(ws)
+            r = connect(server.url)
+            try:
+                await publish(r, gw, snapshot(1))
+                assert (await recv_type(ws, "snapshot"))["version"] == 1
+                # stored, not published: only the resync after the restart can bring it
+                await r.set(gw.settings.game.keys.latest("weekly", "global"), snapshot(2))
+            finally:
+                await r.aclose()
+            assert server.process is not None
+            server.process.terminate()  # the AOF keeps version 2
+            server.process.wait(10)
+            async with asyncio.timeout(5 * T):
+                while gw.hub.connected.is_set():  # noqa: ASYNC110 (the hub has no "lost" event)
+                    await asyncio.sleep(0.01)
+            server.start()
+            assert (await recv_type(ws, "snapshot", 5 * T))["version"] == 2
+    finally:
+        server.stop()
