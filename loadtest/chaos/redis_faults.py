@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from gateway.auth import issue
 from leaderboard import GameConfig, connect
 
@@ -36,6 +38,7 @@ class Plan:
     feed_every_s: float = 0.05  # one queue submission this often, outages included
     probe_every_s: float = 0.5  # one request and one socket submission this often in an outage
     wait_snapshot_s: float = 15.0
+    phases: tuple[str, ...] = ("sigterm", "sigkill", "down", "frozen")
 
 
 async def run(tmp: Path, plan: Plan, rng: random.Random, say: Any) -> dict[str, Any]:
@@ -70,7 +73,7 @@ async def run(tmp: Path, plan: Plan, rng: random.Random, say: Any) -> dict[str, 
             await game_server.open()
             feeder = asyncio.create_task(feed())
             await asyncio.sleep(1.0)
-            for phase in ("sigterm", "sigkill", "down", "frozen"):
+            for phase in plan.phases:
                 say(f"redis faults: {phase}")
                 phases.append(await _phase(phase, plan, server, sender, model, sockets, game_server, rng))
             stop.set()
@@ -83,10 +86,10 @@ async def run(tmp: Path, plan: Plan, rng: random.Random, say: Any) -> dict[str, 
                 await asyncio.gather(feeder, return_exceptions=True)
             await asyncio.gather(*(s.close() for s in [*sockets, game_server]))
             await redis.aclose()
-    kill = next(p for p in phases if p["phase"] == "sigkill")
+    kills = [p["t_fault"] for p in phases if p["phase"] == "sigkill"]
     in_window = [
         sid for sid in verdict.lost_ids
-        if kill["t_fault"] - KILL_LOSS_WINDOW_S <= model.slips[sid].acked_at <= kill["t_fault"]
+        if any(t - KILL_LOSS_WINDOW_S <= model.slips[sid].acked_at <= t for t in kills)
     ]  # fmt: skip
     for p in phases:
         p.pop("t_fault")
@@ -151,6 +154,7 @@ async def _phase(
         marker.ts_ms = 0
         if marker.sends >= 3:
             break
+    stored = await _stored_after(sender, marker.player, t_back)
     deadline = time.monotonic() + plan.wait_snapshot_s
     # hundreds of sockets: polled, not an event each
     while time.monotonic() < deadline and not all(s.has(marker.player) for s in sockets if s.open_now):  # noqa: ASYNC110
@@ -159,6 +163,11 @@ async def _phase(
     open_now = [s for s in sockets if s.open_now]
     closed = sum(1 for s in sockets if s.closed_at and s.closed_at >= t_fault)
     worst = max(got) - t_back if got else float("nan")
+    by_gateway: dict[str, float] = {}
+    for s in open_now:
+        t = s.has(marker.player)
+        late = round(t - t_back, 2) if t is not None else float("inf")
+        by_gateway[s.gateway] = max(by_gateway.get(s.gateway, 0.0), late)
     return {
         "phase": phase,
         "t_fault": t_fault,
@@ -171,5 +180,20 @@ async def _phase(
         "current_snapshot_sockets": len(got),
         "current_snapshot_missing": len(open_now) - len(got),
         "current_snapshot_s": round(worst, 3),
+        "stored_snapshot_s": stored,
+        "current_snapshot_s_by_gateway": dict(sorted(by_gateway.items())),
         "current_snapshot_ok": len(got) == len(open_now) and worst <= SNAPSHOT_TARGET_S,
     }
+
+
+async def _stored_after(sender: Sender, player: str, t_back: float, within: float = 10.0) -> float:
+    """Seconds from Redis answering until the board's stored latest snapshot shows ``player``: the
+    scorer's part of the delay (the rest is the gateways')."""
+    key = sender.config.keys.latest("weekly", "global")
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        with contextlib.suppress(RedisError, OSError):
+            if player in (await sender.redis.get(key) or ""):
+                return round(time.time() - t_back, 3)
+        await asyncio.sleep(0.02)
+    return float("nan")

@@ -175,6 +175,7 @@ class Socket:
         self.url = url + (f"?token={token}" if token else "")
         self.ws: ClientConnection | None = None
         self.snaps: list[tuple[float, list[str]]] = []  # (arrival, players of the top)
+        self.gateway = ""  # the welcome's gateway id
         self.replies: dict[Any, dict[str, Any]] = {}
         self.closed_at = 0.0
         self._waiters: dict[Any, asyncio.Future[dict[str, Any]]] = {}
@@ -190,8 +191,11 @@ class Socket:
         with contextlib.suppress(WebSocketException, OSError):
             async for raw in self.ws:
                 msg = orjson.loads(raw)
-                if msg.get("type") == "snapshot":
+                kind = msg.get("type")
+                if kind == "snapshot":
                     self.snaps.append((time.time(), [e["player"] for e in msg["entries"]]))
+                elif kind == "welcome":
+                    self.gateway = str(msg.get("gateway"))
                 elif "id" in msg:
                     self.replies[msg["id"]] = msg
                     waiter = self._waiters.pop(msg["id"], None)
