@@ -18,11 +18,13 @@ TRIED = {
     ),
     "redis": (
         "Spectator sockets on two gateways, a game-server socket and a queue sender at 20 submissions/s, "
-        "while redis-server (AOF on, `appendfsync everysec`, password set) is stopped three ways: "
-        "SIGTERM (it writes its AOF and exits), SIGKILL (the last second of writes may not be on disk) "
-        "and a long outage (stopped, started again later). In each outage a spectator asks for the top "
+        "while redis-server (AOF on, `appendfsync everysec`, password set) is stopped four ways: "
+        "SIGTERM (it writes its AOF and exits), SIGKILL (the last second of writes may not be on disk), "
+        "a long outage (stopped, started again later) and a freeze (SIGSTOP, then SIGCONT: its "
+        "connections stay open and nothing answers). In each outage a spectator asks for the top "
         "and the game-server socket submits, twice a second. Once Redis answers again a new leader is "
-        "submitted and every socket must show it."
+        "submitted and every socket must show it. A submission refused before it reached Redis "
+        "(connection refused) must not be applied; one whose call timed out may be, once."
     ),
     "gateway": (
         "Sockets spread over the gateways (SO_REUSEPORT), reconnecting with full-jitter backoff like "
@@ -136,7 +138,9 @@ def _figures(fault: str, r: dict[str, Any]) -> list[tuple[str, Any]]:
                 (f"{n}: replies to requests in the outage", ph["requests"]),
                 (f"{n}: replies to socket submissions in the outage", ph["socket_submits"]),
                 (f"{n}: submissions refused or timed out (queue API and socket)", ph["refused_or_unknown"]),
+                (f"{n}: the stored snapshot had it after s (the scorer's part)", ph["stored_snapshot_s"]),
                 (f"{n}: every socket had the current top after s", ph["current_snapshot_s"]),
+                (f"{n}: the same, by gateway", ph["current_snapshot_s_by_gateway"]),
                 (f"{n}: sockets without it", ph["current_snapshot_missing"]),
             ]  # fmt: skip
         rows += [
