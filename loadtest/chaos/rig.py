@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import orjson
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
@@ -28,6 +27,7 @@ from fleet.redis_server import free_port
 from fleet.supervisor import Fleet
 from leaderboard import BacklogFull, GameConfig, Submission, now_ms
 from leaderboard.queue import Queue
+from leaderboard.transport import RedisClient
 from leaderboard.windows import window
 
 from ..target import Target, private_fleet
@@ -91,7 +91,7 @@ class Replicas:
 class Sender:
     """Sends slips through the queue API a game server uses, recording each outcome."""
 
-    redis: aioredis.Redis
+    redis: RedisClient
     config: GameConfig
     model: Model
     timeout: float = 5.0
@@ -132,7 +132,7 @@ def replay_pick(model: Model, rng: random.Random, pool: list[Slip]) -> Slip | No
     return None
 
 
-async def wait_drained(redis: aioredis.Redis, config: GameConfig, timeout: float) -> float:
+async def wait_drained(redis: RedisClient, config: GameConfig, timeout: float) -> float:
     """Until the scorer has applied every queued submission (it deletes each once applied, so
     the stream's length is what still waits); the seconds it took."""
     t0 = time.monotonic()
@@ -146,7 +146,7 @@ async def wait_drained(redis: aioredis.Redis, config: GameConfig, timeout: float
         await asyncio.sleep(0.2)
 
 
-async def read_boards(redis: aioredis.Redis, config: GameConfig, model: Model) -> dict[str, dict[str, int]]:
+async def read_boards(redis: RedisClient, config: GameConfig, model: Model) -> dict[str, dict[str, int]]:
     """Every board the model's slips can reach: ``scope/window`` → player → points (periods of
     one window summed: a run that crosses midnight splits the daily board)."""
     out: dict[str, dict[str, int]] = {}
@@ -164,7 +164,7 @@ async def read_boards(redis: aioredis.Redis, config: GameConfig, model: Model) -
     return out
 
 
-async def dead_letters(redis: aioredis.Redis, config: GameConfig) -> int:
+async def dead_letters(redis: RedisClient, config: GameConfig) -> int:
     return int(await redis.xlen(config.keys.dead_letters))
 
 
