@@ -128,7 +128,12 @@ class Handlers:
     async def top(self, client: Client, req: p.Top) -> None:
         top = await _read(req, self._games[client.game].lb.top(req.window, req.board, req.n, period=req.period))
         msg = wire.top(
-            board=req.board, window=req.window, period=top.period.label, entries=top.entries, request_id=req.id
+            board=req.board,
+            window=req.window,
+            period=top.period.label,
+            entries=top.entries,
+            mode=top.mode,
+            request_id=req.id,
         )
         await self._out.reply(client, msg)
 
@@ -147,7 +152,8 @@ class Handlers:
         [st] = ranks.standings
         msg = wire.rank(
             board=req.board, window=req.window, period=ranks.period.label, player=player, rank=st.rank,
-            score=st.score, size=ranks.size, request_id=req.id,
+            score=st.score, size=ranks.size, top_percent=st.top_percent, approx=st.approx, mode=ranks.mode,
+            request_id=req.id,
         )  # fmt: skip
         await self._out.reply(client, msg)
 
@@ -159,7 +165,7 @@ class Handlers:
         )
         msg = wire.around(
             board=req.board, window=req.window, period=around.period.label, player=player, entries=around.entries,
-            request_id=req.id,
+            mode=around.mode, request_id=req.id,
         )  # fmt: skip
         await self._out.reply(client, msg)
 
@@ -171,7 +177,7 @@ class Handlers:
         ranks = await _read(req, call)
         msg = wire.ranks(
             board=req.board, window=req.window, period=ranks.period.label, size=ranks.size,
-            standings=ranks.standings, request_id=req.id,
+            standings=ranks.standings, mode=ranks.mode, request_id=req.id,
         )  # fmt: skip
         await self._out.reply(client, msg)
 

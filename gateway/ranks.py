@@ -6,6 +6,10 @@ the boards of a chunk in flight together), and the chunks are spread evenly acro
 so Redis sees a steady trickle instead of a burst every five seconds. A player's pushes of one
 round go out in one write, held up to ``push_hold`` to share the next snapshot tick's write
 (outbound.py).
+
+Players beyond ``deep_rank_from`` get an approximate rank from the board's histogram, rounded to
+three significant digits (``approx``): the read costs O(1) per player instead of O(log N), and the
+push goes out only when the shown number changes, not each time anyone far above moves.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class RankPusher:
         self._interval = settings.rank_interval
         self._chunk = settings.rank_chunk
         self._hold = settings.push_hold
+        self._deep_from = settings.deep_rank_from
         self._metrics = metrics
 
     async def run_forever(self) -> None:
@@ -77,17 +82,21 @@ class RankPusher:
         now = time.monotonic()
         # a player's boards in one write: (board, what it saw, frame) per socket
         pushes: dict[Client, list[tuple[BoardKey, tuple[int | None, int | None], bytes]]] = {}
-        for key, (period, size, standings) in zip(keys, results, strict=True):
+        for key, (period, size, mode, standings) in zip(keys, results, strict=True):
             for client in by_board[key]:
                 standing = standings.get(client.identity.player or "")
                 if standing is None or client.closed:
                     continue
-                seen = (standing.rank, standing.score)
+                # an approximate rank is remembered negated: the same number read exactly later is
+                # still a change to push (the marker goes away), at no extra memory per connection
+                rank = standing.rank
+                seen = (-rank if standing.approx and rank is not None else rank, standing.score)
                 if client.ranks.get(key) == seen:
                     continue
                 msg = wire.rank(
                     board=key[1], window=key[0], period=period, player=standing.player,
-                    rank=standing.rank, score=standing.score, size=size,
+                    rank=standing.rank, score=standing.score, size=size, top_percent=standing.top_percent,
+                    approx=standing.approx, mode=mode,
                 )  # fmt: skip
                 pushes.setdefault(client, []).append((key, seen, text_frame(msg)))
         sent = 0
@@ -100,7 +109,7 @@ class RankPusher:
         self._metrics.rank_push_seconds.observe(time.perf_counter() - t0)
         return sent
 
-    async def _read(self, key: BoardKey, clients: list[Client]) -> tuple[str, int, dict[str, Standing]]:
+    async def _read(self, key: BoardKey, clients: list[Client]) -> tuple[str, int, str, dict[str, Standing]]:
         players = list({c.identity.player for c in clients if c.identity.player is not None})
-        ranks = await self._lb.ranks(players, key[0], key[1])
-        return ranks.period.label, ranks.size, {s.player: s for s in ranks.standings}
+        ranks = await self._lb.ranks(players, key[0], key[1], deep_from=self._deep_from)
+        return ranks.period.label, ranks.size, ranks.mode, {s.player: s for s in ranks.standings}

@@ -256,6 +256,12 @@ class GatewaySettings:
         "(needs LB_GW_COALESCE > 0; 0 = at once)",
         check=at_least(0),
     )
+    deep_rank_from: int = setting(
+        "LB_GW_DEEP_RANK_FROM",
+        10_000,
+        "own-rank pushes beyond this rank are approximate (histogram, 3 digits); 0 = always exact",
+        check=at_least(0),
+    )
     # --- drain
     drain_delay: float = setting(
         "LB_GW_DRAIN_DELAY", 2.0, "drain: readiness fails this long before the listener closes (s)", check=at_least(0)

@@ -22,8 +22,9 @@ from .windows import Period, Window, check_tournament
 
 _HOUR_MS = 3_600_000
 
-# A board as laid out for Lua: key index, period index, default operator, scope; and its ref.
-_Board = tuple[int, int, str, str, BoardRef]
+# A board as laid out for Lua: key index, period index, default operator, scope, histogram key
+# index, points key index; and its ref.
+_Board = tuple[int, int, str, str, int, int, BoardRef]
 
 
 @dataclass(slots=True)
@@ -88,15 +89,17 @@ class _Layouts:
             layout = self._layouts[shape] = len(self._layouts) + 1
             self.args.extend((seen, ((hour + 1) * _HOUR_MS + self.idem_ms) // 1000, len(refs)))
             for board in refs:
-                self.args.extend(board[:4])
-        return layout, [board[4] for board in refs], lo, hi
+                self.args.extend(board[:6])
+        return layout, [board[6] for board in refs], lo, hi
 
     def _board(self, window: str, period: Period, op: str, scope: str) -> _Board:
         slot = self.periods.get((window, period.label))
         if slot is None:
             slot = self.periods[window, period.label] = (len(self.periods) + 1, period)
         key = self.index(self.names.board(window, period.label, scope))
-        return (key, slot[0], op, scope, BoardRef(window, period.label, scope))
+        hist = self.index(self.names.histogram(window, period.label, scope))
+        points = self.index(self.names.points(window, period.label, scope))
+        return (key, slot[0], op, scope, hist, points, BoardRef(window, period.label, scope))
 
     def head(self, now: int, rows: bool, announce: str) -> list[str | int]:
         """ARGV up to the submission count: the call's settings, the periods, the layouts."""
@@ -109,7 +112,8 @@ class _Layouts:
             w = period.window
             entrants = self.index(names.entrants(w.tournament)) if w.tournament is not None else 0
             head += [w.name, period.label, period.start_ms, period.end_ms, w.shift, w.unit_ms,
-                     period.expire_at_s, self.index(names.players(w.name, period.label)), entrants]  # fmt: skip
+                     period.expire_at_s, self.index(names.players(w.name, period.label)), entrants,
+                     config.rank_mode_for(w.name)]  # fmt: skip
         return [*head, len(self._layouts), *self.args]
 
 

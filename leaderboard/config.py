@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from .keys import Keys, check_name
+from .ranking import RANK_MODES
 from .settings import SettingsError, at_least, between, load, parse_pairs, setting, validate
 from .submission import OPERATORS, Rules
 from .windows import Window, window
@@ -46,6 +47,16 @@ class GameConfig:
         shown="(none)",
         parse=parse_pairs,
         help="per-window operator, e.g. alltime=incr",
+    )
+    rank_mode: str = setting(
+        "LB_RANK_MODE", "ordinal", "how ties rank: ordinal (by time), dense (1,1,2) or competition (1,1,3)"
+    )
+    window_rank_modes: Mapping[str, str] = setting(
+        "LB_WINDOW_RANK_MODES",
+        factory=dict,
+        shown="(none)",
+        parse=parse_pairs,
+        help="per-window rank mode, e.g. alltime=dense",
     )
     top_n: int = setting(
         "LB_TOP_N", 10, "size of the top that snapshots and announcements track", check=between(1, 100)
@@ -92,6 +103,15 @@ class GameConfig:
         for name in self.window_operators:
             if name not in self.windows:
                 raise SettingsError(f"LB_WINDOW_OPERATORS: operator given for window {name!r}, not in LB_WINDOWS")
+        for var, mode in (
+            ("LB_RANK_MODE", self.rank_mode),
+            *(("LB_WINDOW_RANK_MODES", m) for m in self.window_rank_modes.values()),
+        ):
+            if mode not in RANK_MODES:
+                raise SettingsError(f"{var}: rank mode must be one of {', '.join(RANK_MODES)}, got {mode!r}")
+        for name in self.window_rank_modes:
+            if name not in self.windows:
+                raise SettingsError(f"LB_WINDOW_RANK_MODES: rank mode given for window {name!r}, not in LB_WINDOWS")
         # A submission may be as old as the idempotency window; its period's keys must still be
         # alive then, or the write would land in a key that expires at once.
         retentions = [w.retention_s for w in self.window_specs if w.retention_s is not None]
@@ -120,6 +140,9 @@ class GameConfig:
 
     def operator_for(self, window_name: str) -> str:
         return self.window_operators.get(window_name, self.operator)
+
+    def rank_mode_for(self, window_name: str) -> str:
+        return self.window_rank_modes.get(window_name, self.rank_mode)
 
     def rules(self) -> Rules:
         return Rules(

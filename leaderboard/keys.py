@@ -57,6 +57,15 @@ class Keys:
     def board(self, window: str, period: str, scope: str) -> str:
         return f"{self.prefix}:board:{window}:{period}:{scope}"
 
+    def histogram(self, window: str, period: str, scope: str) -> str:
+        """Hash points bucket -> members of the board in it (leaderboard/ranking.py), for
+        approximate deep ranks; written with the board, expires with it."""
+        return f"{self.prefix}:hist:{window}:{period}:{scope}"
+
+    def points(self, window: str, period: str, scope: str) -> str:
+        """Sorted set of the board's distinct points values, for dense ranks."""
+        return f"{self.prefix}:points:{window}:{period}:{scope}"
+
     def players(self, window: str, period: str) -> str:
         """HyperLogLog of distinct players in one window period."""
         return f"{self.prefix}:players:{window}:{period}"

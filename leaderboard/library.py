@@ -28,6 +28,8 @@ lb_correct     ``correct``                         moderation.Moderation
 lb_profile     ``profile``                         moderation.Moderation
 =============  ==================================  ==============================
 
+Reads rank in the window's rank mode (``GameConfig.rank_mode_for``, leaderboard/ranking.py).
+
 Reads take ``period``: None or ``"current"``, ``"previous"``, or a label such as ``"2026-W48"``
 (see ``Window.resolve``). A tournament is read as its window ``t-<id>``::
 
@@ -56,6 +58,7 @@ from .batch import decode_batch, encode_batch
 from .config import GameConfig
 from .errors import BadPeriod, BadRequest, NotReplicated, TournamentError, from_reply
 from .keys import parse_scope
+from .ranking import assign_ranks, round_rank, top_percent
 from .results import BoardEntries, BoardRef, BoardStats, Correction, Entry, Publication, Ranks, Standing, SubmitResult
 from .transport import Command, RedisClient, execute_packed, now_ms
 from .windows import (
@@ -410,7 +413,8 @@ class Leaderboard:
         or the one ``period`` names)."""
         key, found = await self._board(window_name, scope, at, period)
         flat = await self._fcall_ro("lb_top", [key, self.keys.profiles], n)
-        return BoardEntries(found, _entries(found, 1, flat))
+        mode = self.config.rank_mode_for(window_name)
+        return BoardEntries(found, _entries(found, mode, 1, 1, flat), mode)
 
     async def around(
         self,
@@ -424,8 +428,10 @@ class Leaderboard:
     ) -> BoardEntries:
         """lb_around: the entries ``k`` above and below ``player`` (none when unranked)."""
         key, found = await self._board(window_name, scope, at, period)
-        flat = await self._fcall_ro("lb_around", [key, self.keys.profiles], player, k)
-        return BoardEntries(found, _entries(found, int(flat[0]), flat[1:]) if flat else [])
+        mode, w = self.config.rank_mode_for(window_name), found.window
+        keys = [key, self.keys.profiles, self.keys.points(w.name, found.label, scope)]
+        flat = await self._fcall_ro("lb_around", keys, player, k, mode, w.shift)
+        return BoardEntries(found, _entries(found, mode, int(flat[0]), int(flat[1]), flat[2:]) if flat else [], mode)
 
     async def ranks(
         self,
@@ -436,15 +442,21 @@ class Leaderboard:
         at: int | None = None,
         period: str | None = None,
         profiles: bool = False,
+        deep_from: int = 0,
     ) -> Ranks:
         """lb_ranks: board size and each player's standing, in the order given; with
         ``profiles``, each standing carries the player's profile too (a friends list), read by
-        one HMGET in the same round trip (own-rank pushes leave it out: they show no names)."""
+        one HMGET in the same round trip (own-rank pushes leave it out: they show no names). A
+        player whose rank is beyond ``deep_from`` (0: nobody) may get an approximate rank from
+        the board's histogram (``approx``), rounded to three significant digits."""
         key, found = await self._board(window_name, scope, at, period)
+        mode, w = self.config.rank_mode_for(window_name), found.window
+        keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
+        args: list[str | int] = [mode, w.shift, deep_from, *players]
         if profiles and players:
             try:
                 async with self.redis.pipeline(transaction=False) as pipe:
-                    pipe.fcall_ro("lb_ranks", 1, key, *players)
+                    pipe.fcall_ro("lb_ranks", len(keys), *keys, *args)
                     pipe.hmget(self.keys.profiles, list(players))
                     flat, joined = await pipe.execute()
             except ResponseError as exc:
@@ -453,18 +465,25 @@ class Leaderboard:
                     raise
                 raise mapped from None
         else:
-            flat, joined = await self._fcall_ro("lb_ranks", [key], *players), [None] * len(players)
-        unpack = found.window.unpack
+            flat, joined = await self._fcall_ro("lb_ranks", keys, *args), [None] * len(players)
+        size = int(flat[0])
+        rows = zip(players, flat[1::4], flat[2::4], flat[3::4], flat[4::4], joined, strict=True)
         standings = [
-            Standing(p, None if r is None else int(r), None if s is None else unpack(s), _profile(f))
-            for p, r, s, f in zip(players, flat[1::2], flat[2::2], joined, strict=True)
+            _standing(p, size, w.unpack, r, s, pos, approx, _profile(f)) for p, r, s, pos, approx, f in rows
         ]
-        return Ranks(found, int(flat[0]), standings)
+        return Ranks(found, size, standings, mode)
 
     async def rank(
-        self, player: str, window_name: str, scope: str = "global", *, at: int | None = None, period: str | None = None
+        self,
+        player: str,
+        window_name: str,
+        scope: str = "global",
+        *,
+        at: int | None = None,
+        period: str | None = None,
+        deep_from: int = 0,
     ) -> Standing:
-        [standing] = (await self.ranks([player], window_name, scope, at=at, period=period)).standings
+        [standing] = (await self.ranks([player], window_name, scope, at=at, period=period, deep_from=deep_from)).standings
         return standing
 
     async def size(self, window_name: str, scope: str = "global", *, at: int | None = None) -> int:
@@ -500,12 +519,26 @@ class Leaderboard:
         await self.redis.hset(self.keys.profiles, player, orjson.dumps(dict(profile)).decode())
 
 
-def _entries(period: Period, first_rank: int, flat: Sequence[Any]) -> list[Entry]:
+def _entries(period: Period, mode: str, first_ordinal: int, first_rank: int, flat: Sequence[Any]) -> list[Entry]:
     unpack = period.window.unpack
+    points = [unpack(flat[j + 1]) for j in range(0, len(flat), 3)]
+    ranks = assign_ranks(mode, first_ordinal, first_rank, points)
     return [
-        Entry(first_rank + i, flat[j], unpack(flat[j + 1]), _profile(flat[j + 2]))
-        for i, j in enumerate(range(0, len(flat), 3))
+        Entry(rank, flat[j], p, _profile(flat[j + 2]))
+        for rank, p, j in zip(ranks, points, range(0, len(flat), 3), strict=True)
     ]
+
+
+def _standing(
+    player: str, size: int, unpack: Any, rank: Any, score: Any, position: Any, approx: Any, profile: Any
+) -> Standing:
+    if rank is None:
+        return Standing(player, None, None, profile)
+    deep = int(approx) == 1
+    shown = round_rank(int(rank)) if deep else int(rank)
+    # an estimate can overshoot the board's size by its rounding: the percentile stays in range
+    percent = top_percent(min(int(position), size), size)
+    return Standing(player, shown, unpack(score), profile, top_percent=percent, approx=deep)
 
 
 def _profile(raw: str | None) -> Mapping[str, Any] | None:

@@ -60,12 +60,16 @@ class Entry:
 
 @dataclass(frozen=True, slots=True)
 class Standing:
-    """A player's place on a board; ``rank`` and ``score`` are None when unranked."""
+    """A player's place on a board; ``rank``, ``score`` and ``top_percent`` are None when
+    unranked. ``rank`` is in the board's rank mode; ``approx`` marks a deep rank estimated from the
+    board's histogram (rounded, leaderboard/ranking.py) instead of read exactly."""
 
     player: str
     rank: int | None
     score: int | None
     profile: Mapping[str, Any] | None = None  # read only where asked for (friends lists)
+    top_percent: float | None = None
+    approx: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,7 @@ class BoardEntries:
 
     period: Period
     entries: list[Entry]
+    mode: str = "ordinal"  # the rank mode of the entries' ranks
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +90,7 @@ class Ranks:
     period: Period
     size: int
     standings: list[Standing]
+    mode: str = "ordinal"
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,5 +19,5 @@ def build(scope: str, top: BoardEntries, *, version: int, ts_ms: int) -> bytes:
     period = top.period
     return wire.snapshot(
         board=scope, window=period.window.name, period=period.label, version=version, ts_ms=ts_ms,
-        entries=top.entries,
+        entries=top.entries, mode=top.mode,
     )  # fmt: skip

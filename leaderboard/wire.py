@@ -18,8 +18,10 @@ def encode(message: dict[str, Any]) -> bytes:
     return orjson.dumps(message)
 
 
-def snapshot(*, board: str, window: str, period: str, version: int, ts_ms: int, entries: Iterable[Entry]) -> bytes:
-    """The ``snapshot`` message of one board's top N."""
+def snapshot(
+    *, board: str, window: str, period: str, version: int, ts_ms: int, entries: Iterable[Entry], mode: str = "ordinal"
+) -> bytes:
+    """The ``snapshot`` message of one board's top N; ``mode`` is how its ranks treat ties."""
     return encode(
         {
             "type": "snapshot",
@@ -28,6 +30,7 @@ def snapshot(*, board: str, window: str, period: str, version: int, ts_ms: int, 
             "period": period,
             "version": version,
             "ts": ts_ms,
+            "mode": mode,
             "entries": _rows(entries),
         }
     )
@@ -90,8 +93,10 @@ def subscribed(board: str, window: str, request_id: Any = None, *, type_: str = 
     return _with_id({"type": type_, "board": board, "window": window}, request_id)
 
 
-def top(*, board: str, window: str, period: str, entries: Iterable[Entry], request_id: Any = None) -> bytes:
-    msg = {"type": "top", "board": board, "window": window, "period": period, "entries": _rows(entries)}
+def top(
+    *, board: str, window: str, period: str, entries: Iterable[Entry], mode: str = "ordinal", request_id: Any = None
+) -> bytes:
+    msg = {"type": "top", "board": board, "window": window, "period": period, "mode": mode, "entries": _rows(entries)}
     return _with_id(msg, request_id)
 
 
@@ -104,20 +109,32 @@ def rank(
     rank: int | None,
     score: int | None,
     size: int,
+    top_percent: float | None = None,
+    approx: bool = False,
+    mode: str = "ordinal",
     request_id: Any = None,
 ) -> bytes:
+    """A player's standing: ``rank`` in ``mode``; ``approx`` when it is a rounded estimate."""
     msg = {
-        "type": "rank", "board": board, "window": window, "period": period,
-        "player": player, "rank": rank, "score": score, "size": size,
+        "type": "rank", "board": board, "window": window, "period": period, "mode": mode,
+        "player": player, "rank": rank, "score": score, "size": size, "top_percent": top_percent,
+        "approx": approx,
     }  # fmt: skip
     return _with_id(msg, request_id)
 
 
 def around(
-    *, board: str, window: str, period: str, player: str, entries: Iterable[Entry], request_id: Any = None
+    *,
+    board: str,
+    window: str,
+    period: str,
+    player: str,
+    entries: Iterable[Entry],
+    mode: str = "ordinal",
+    request_id: Any = None,
 ) -> bytes:
     msg = {
-        "type": "around", "board": board, "window": window, "period": period,
+        "type": "around", "board": board, "window": window, "period": period, "mode": mode,
         "player": player, "entries": _rows(entries),
     }  # fmt: skip
     return _with_id(msg, request_id)
@@ -130,11 +147,16 @@ def ranks(
     period: str,
     size: int,
     standings: Iterable[Standing],
+    mode: str = "ordinal",
     request_id: Any = None,
 ) -> bytes:
-    players = [{"player": s.player, "rank": s.rank, "score": s.score, **display(s.profile)} for s in standings]
+    players = [
+        {"player": s.player, "rank": s.rank, "score": s.score, "top_percent": s.top_percent, "approx": s.approx,
+         **display(s.profile)}
+        for s in standings
+    ]  # fmt: skip
     msg = {
-        "type": "ranks", "board": board, "window": window, "period": period,
+        "type": "ranks", "board": board, "window": window, "period": period, "mode": mode,
         "size": size, "players": players,
     }  # fmt: skip
     return _with_id(msg, request_id)

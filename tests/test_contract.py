@@ -93,7 +93,7 @@ def test_the_snapshot_is_labelled_with_the_period_of_its_read() -> None:
     message: Any = orjson.loads(snapshot.build("region:eu", top, version=4, ts_ms=NOW))
     assert message == {
         "type": "snapshot", "board": "region:eu", "window": "weekly", "period": period.label, "version": 4,
-        "ts": NOW, "entries": [{"rank": 1, "player": "mia", "score": 50, "name": "Mia"},
+        "ts": NOW, "mode": "ordinal", "entries": [{"rank": 1, "player": "mia", "score": 50, "name": "Mia"},
                                {"rank": 2, "player": "bo", "score": 40}],
     }  # fmt: skip
 

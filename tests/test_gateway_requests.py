@@ -142,8 +142,8 @@ async def test_rank_around_ranks_and_top(redis_url: str, lb: Leaderboard) -> Non
         assert [e["player"] for e in around["entries"]] == ["ana", "mia", "leo"]
         ranks = await request(ws, {"type": "ranks", "players": ["leo", "nobody"]})
         assert ranks["players"] == [
-            {"player": "leo", "rank": 3, "score": 100},
-            {"player": "nobody", "rank": None, "score": None},
+            {"player": "leo", "rank": 3, "score": 100, "top_percent": 100.0, "approx": False},
+            {"player": "nobody", "rank": None, "score": None, "top_percent": None, "approx": False},
         ]
         top = await request(ws, {"type": "top", "n": 2, "window": "daily"})
         assert [e["player"] for e in top["entries"]] == ["ana", "mia"]

@@ -6,6 +6,9 @@ Key schema (every key of one game carries the hash tag {game}, so a Cluster keep
 slot; the names are built by leaderboard/keys.py and reach every function through KEYS):
 
   lb:{g}:board:<window>:<period>:<scope>   ZSET    player -> packed score (points and time)
+  lb:{g}:hist:<window>:<period>:<scope>    HASH    points bucket -> members of the board in it
+  lb:{g}:points:<window>:<period>:<scope>  ZSET    each distinct points value on the board (member
+                                                   and score: the value), for dense ranks
   lb:{g}:players:<window>:<period>         HLL     distinct players of one window period
   lb:{g}:seen:<hour>                       SET     submission ids applied, bucketed by the
                                                    submission's own timestamp hour
@@ -39,16 +42,17 @@ the shard owning its slot, the game's, and on a single server it works the same)
 
 Functions (each documented where it is defined; Python wrappers in leaderboard/library.py):
 
-  lb_submit    apply a batch of submissions        banned (read), boards, players, seen, versions,
-                                                   activity, profiles; SPUBLISH announce
+  lb_submit    apply a batch of submissions        banned (read), boards (with their hist and
+                                                   points), players, seen, versions, activity,
+                                                   profiles; SPUBLISH announce
   lb_enqueue   append to the queue under its cap   submissions
   lb_lease     take, renew or release the lease    publisher
   lb_publish   publish snapshots under the lease   publisher (read), published, latest;
                                                    SPUBLISH snap
   lb_forget    drop gone consumers of a group      the stream given (any group)
   lb_top       top N with profiles (no-writes)     a board, profiles
-  lb_around    entries around a player (no-writes) a board, profiles
-  lb_ranks     ranks of listed players (no-writes) a board
+  lb_around    entries around a player (no-writes) a board, its points, profiles
+  lb_ranks     ranks of listed players (no-writes) a board, its points and hist
   lb_close     a period's close event, once        closedmark, closed, finals, versions; boards
                                                    (read)
   lb_tournament  create a tournament               tournaments
@@ -62,6 +66,10 @@ Score packing (see docs/data-model.md): score = points * 2^k + (2^k - 1 - t), wh
 time since the window's start in the window's tie unit. An earlier arrival at the same points
 leaves a larger remainder and so ranks higher. k and the unit come from the caller per window;
 points must stay below 2^(53 - k) so the packed value is an exact double.
+
+Rank modes (see leaderboard/ranking.py): ordinal (ties by time, ZREVRANK), competition (1 + members
+with strictly more points: one ZCOUNT on the board), dense (1 + distinct points values above: one
+ZCOUNT on the board's points set). Reads take the mode as an argument; no read scans the board.
 
 Errors: whole-call problems raise 'ERR <code> <message>' (bad_request, backlog_full,
 unknown_tournament, tournament_exists, tournament_ended; the moderation and profile functions'
@@ -158,12 +166,119 @@ local function text_field(value, what, code, required)
   return nil
 end
 
+-- Rank modes, histogram and distinct points ------------------------------------------------
+-- Every board has two companions, kept in the same atomic write as the board (board_score_changed):
+-- a histogram (HASH bucket -> members) for approximate deep ranks and a set of its distinct points
+-- values (ZSET value -> value) for dense ranks. leaderboard/ranking.py has the same buckets.
+
+local RANK_MODES = { ordinal = true, dense = true, competition = true }
+local SUB_BUCKETS = 16 -- buckets per power of two: each spans at most 1/16 of its lower bound
+
+-- Integer-exact (doubles below 2^53): frexp gives the power of two, the rest is a shift.
+local function bucket_of(points)
+  if points <= 0 then
+    return 0
+  end
+  local _, ex = math.frexp(points)
+  local base = 2 ^ (ex - 1)
+  return 1 + (ex - 1) * SUB_BUCKETS + math.floor((points - base) * SUB_BUCKETS / base)
+end
+
+-- The points range [lo, hi) of a bucket.
+local function bucket_bounds(b)
+  if b == 0 then
+    return 0, 1
+  end
+  local e, sub = math.floor((b - 1) / SUB_BUCKETS), (b - 1) % SUB_BUCKETS
+  local base = 2 ^ e
+  local hi = sub == SUB_BUCKETS - 1 and 2 * base or base + math.ceil((sub + 1) * base / SUB_BUCKETS)
+  return base + math.ceil(sub * base / SUB_BUCKETS), hi
+end
+
+local function fmt_points(points)
+  return string.format('%d', points)
+end
+
+--[[ board_score_changed: keep a board's histogram and distinct points right after a member's
+packed score went from old to new (either nil: the member was added or removed). Call it AFTER the
+board itself was written (ZADD / ZREM): whether the old points value is still held by someone is
+read from the board. O(1) for the histogram, O(log N) for the points set; nothing when the points
+stay the same (only the time part moved). Any function that moves scores (submit, a correction, a
+ban) calls it, so dense ranks and the histogram stay exact.
+]]
+local function board_score_changed(board_key, hist_key, points_key, scale, old, new)
+  local old_points = old and math.floor(old / scale) or nil
+  local new_points = new and math.floor(new / scale) or nil
+  if old_points == new_points then
+    return
+  end
+  if new_points then
+    redis.call('ZADD', points_key, new_points, fmt_points(new_points))
+  end
+  local old_bucket, new_bucket = old_points and bucket_of(old_points), new_points and bucket_of(new_points)
+  if new_bucket ~= old_bucket then
+    if new_bucket then
+      redis.call('HINCRBY', hist_key, new_bucket, 1)
+    end
+    if old_bucket and redis.call('HINCRBY', hist_key, old_bucket, -1) <= 0 then
+      redis.call('HDEL', hist_key, old_bucket)
+    end
+  end
+  if old_points and redis.call('ZCOUNT', board_key, old_points * scale, (old_points + 1) * scale - 1) == 0 then
+    redis.call('ZREM', points_key, fmt_points(old_points))
+  end
+end
+
+-- The rank of a member holding `points`, in `mode`, given its ordinal rank (1-based).
+local function mode_rank(board_key, points_key, scale, mode, points, ordinal)
+  if mode == 'competition' then
+    return redis.call('ZCOUNT', board_key, (points + 1) * scale, '+inf') + 1
+  elseif mode == 'dense' then
+    return redis.call('ZCOUNT', points_key, '(' .. fmt_points(points), '+inf') + 1
+  end
+  return ordinal
+end
+
+-- The histogram read once per call: for each bucket present, how many members sit in buckets
+-- above it. O(B log B) for B buckets (at most 16 per power of two), then O(1) per player.
+local function read_histogram(hist_key)
+  local flat = redis.call('HGETALL', hist_key)
+  local buckets, counts = {}, {}
+  for i = 1, #flat, 2 do
+    local b = tonumber(flat[i])
+    buckets[#buckets + 1] = b
+    counts[b] = tonumber(flat[i + 1])
+  end
+  table.sort(buckets, function(x, y) return x > y end)
+  local above, acc = {}, 0
+  for _, b in ipairs(buckets) do
+    above[b] = acc
+    acc = acc + counts[b]
+  end
+  return { above = above, counts = counts }
+end
+
+-- Approximate ordinal rank of a member with `points`: the members of every bucket above, plus its
+-- place inside its own bucket estimated as if the bucket's members were spread evenly over the
+-- bucket's points range. nil when the histogram does not know the bucket.
+local function approx_rank(hist, points)
+  local b = bucket_of(points)
+  local count = hist.counts[b]
+  if not count then
+    return nil
+  end
+  local lo, hi = bucket_bounds(b)
+  local inside = math.ceil(count * (hi - points) / (hi - lo))
+  return hist.above[b] + math.max(1, math.min(count, inside))
+end
+
 -- Argument readers --------------------------------------------------------------------------
 
 -- A period record, as leaderboard/batch.py lays it out:
 --   window, label, start_ms, end_ms, shift, unit_ms, expire_at_s (0 = never), hll key index,
---   entrants key index (0 = anyone may write: not a tournament)
-local PERIOD_FIELDS = 9
+--   entrants key index (0 = anyone may write: not a tournament), rank mode (ordinal, dense or
+--   competition: the rank an announcement names)
+local PERIOD_FIELDS = 10
 
 -- Both readers return nil for a malformed record, so the call is refused before its first write.
 local function read_periods(keys, args, pos, count)
@@ -171,7 +286,8 @@ local function read_periods(keys, args, pos, count)
   for p = 1, count do
     local shift = tonumber(args[pos + 4])
     if not (shift and tonumber(args[pos + 2]) and tonumber(args[pos + 3]) and tonumber(args[pos + 5])
-        and tonumber(args[pos + 6]) and keys[tonumber(args[pos + 7])] and tonumber(args[pos + 8])) then
+        and tonumber(args[pos + 6]) and keys[tonumber(args[pos + 7])] and tonumber(args[pos + 8])
+        and RANK_MODES[args[pos + 9]]) then
       return nil
     end
     local entrants = tonumber(args[pos + 8])
@@ -189,6 +305,7 @@ local function read_periods(keys, args, pos, count)
       expire_at = tonumber(args[pos + 6]),
       hll = keys[tonumber(args[pos + 7])],
       entrants = entrants ~= 0 and keys[entrants] or nil,
+      mode = args[pos + 9],
       players = {}, -- applied in this batch, for the distinct-player log
     }
     pos = pos + PERIOD_FIELDS
@@ -199,7 +316,7 @@ end
 -- Layouts, as leaderboard/batch.py lays them out: what submissions write to, shared by all the
 -- submissions of a batch that have the same boards and seen-id bucket:
 --   seen key index, seen expire_at_s, board_count, then per board: key index, period index,
---   default op, scope
+--   default op, scope, histogram key index, points key index
 local function read_layouts(keys, periods, args, pos, count)
   local layouts = {}
   pos = pos + 1
@@ -211,12 +328,13 @@ local function read_layouts(keys, periods, args, pos, count)
     end
     pos = pos + 3
     for b = 1, nboards do
-      local ref = { key = tonumber(args[pos]), period = tonumber(args[pos + 1]), op = args[pos + 2], scope = args[pos + 3] }
-      if not (ref.key and keys[ref.key] and periods[ref.period] and ref.op and ref.scope) then
+      local ref = { key = tonumber(args[pos]), period = tonumber(args[pos + 1]), op = args[pos + 2], scope = args[pos + 3],
+        hist = keys[tonumber(args[pos + 4])], pts = keys[tonumber(args[pos + 5])] }
+      if not (ref.key and keys[ref.key] and periods[ref.period] and ref.op and ref.scope and ref.hist and ref.pts) then
         return nil
       end
       layout.refs[b] = ref
-      pos = pos + 4
+      pos = pos + 6
     end
     layouts[l] = layout
   end
@@ -276,7 +394,7 @@ local function plan_submission(keys, sub, periods, ctx)
       return nil, fail('points_out_of_range', 'points must stay below ' .. string.format('%d', period.max_points + 1) .. ' on the ' .. period.window .. ' board')
     end
     boards[b] = {
-      key = key, period = period, scope = ref.scope, op = op, old = old,
+      key = key, hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope, op = op, old = old,
       total = total, score = total * period.scale + tie,
     }
   end
@@ -313,7 +431,8 @@ local function touch_top(board, player, name, ctx, rank, entered)
     redis.call('SPUBLISH', ctx.announce, cjson.encode({
       type = 'announce', board = board.scope, window = board.period.window,
       period = board.period.label, player = player, name = name ~= '' and name or nil,
-      rank = rank + 1, score = board.total,
+      rank = mode_rank(board.key, board.pts, board.period.scale, board.period.mode, board.total, rank + 1),
+      score = board.total,
     }))
   end
 end
@@ -344,6 +463,7 @@ local function apply_board(board, player, name, ctx, need_rank)
   local was_top = old ~= nil and (prev and prev < ctx.top_n or (not prev and in_top(ctx, key, player, old, nth)))
   -- the comparison above already decided the write, so a plain ZADD (not GT) is right here
   redis.call('ZADD', key, board.score, player)
+  board_score_changed(key, board.hist, board.pts, scale, old, board.score)
   local rank = need_rank and redis.call('ZREVRANK', key, player) or nil
   if was_top then
     touch_top(board, player, name, ctx, rank, false)
@@ -351,7 +471,10 @@ local function apply_board(board, player, name, ctx, need_rank)
     touch_top(board, player, name, ctx, rank, true)
   end
   if board.period.expire_at > 0 and not ctx.expiring[key] then
+    -- after board_score_changed: EXPIREAT on a key not yet created would do nothing
     redis.call('EXPIREAT', key, board.period.expire_at, 'NX')
+    redis.call('EXPIREAT', board.hist, board.period.expire_at, 'NX')
+    redis.call('EXPIREAT', board.pts, board.period.expire_at, 'NX')
     ctx.expiring[key] = true
   end
   local improved = old == nil or board.score > old
@@ -631,13 +754,19 @@ local function lb_top(keys, args)
 end
 
 --[[ lb_around: the entries k above and k below a player, clamped at the board's edges.
-Input:  KEYS[1] board, KEYS[2] profiles; ARGV[1] player, ARGV[2] k
-Output: {first rank (1-based), player, packed score, profile JSON or nil, ...}; {} if unranked
+Input:  KEYS[1] board, KEYS[2] profiles, KEYS[3] the board's points set;
+        ARGV[1] player, ARGV[2] k, ARGV[3] rank mode, ARGV[4] shift (k of the score packing)
+Output: {first ordinal rank (1-based), first rank in the mode, player, packed score,
+        profile JSON or nil, ...}; {} if unranked
 ]]
 local function lb_around(keys, args)
   local k = parse_uint(args[2], 3)
   if not k or k > 100 then
     return redis.error_reply('ERR bad_request k must be 0..100')
+  end
+  local shift = parse_uint(args[4], 2)
+  if not RANK_MODES[args[3]] or not shift or shift > 52 then
+    return redis.error_reply('ERR bad_request rank mode and shift required')
   end
   local rank = redis.call('ZREVRANK', keys[1], args[1])
   if not rank then
@@ -646,21 +775,53 @@ local function lb_around(keys, args)
   local start = math.max(0, rank - k)
   local flat = redis.call('ZRANGE', keys[1], start, rank + k, 'REV', 'WITHSCORES')
   local out = entries_with_profiles(keys[2], flat)
+  local scale = 2 ^ shift
+  local first = mode_rank(keys[1], keys[3], scale, args[3], math.floor(tonumber(flat[2]) / scale), start + 1)
+  table.insert(out, 1, first)
   table.insert(out, 1, start + 1)
   return out
 end
 
 --[[ lb_ranks: rank and packed score of each listed player (a friends list, or the players
 a gateway pushes own-rank updates to), plus the board size.
-Input:  KEYS[1] board; ARGV players
-Output: {board size, rank (1-based) or nil, packed score or nil, ...} in ARGV order
+A player whose approximate rank (from the histogram) is beyond deep_from gets that approximation
+(ordinal and competition modes; dense ranks are always exact): O(1) per player after one read of
+the histogram, instead of O(log N). deep_from 0: every rank exact.
+Input:  KEYS[1] board, KEYS[2] its points set, KEYS[3] its histogram;
+        ARGV[1] rank mode, ARGV[2] shift, ARGV[3] deep_from, ARGV[4..] players
+Output: {board size, then per player: rank (1-based) or nil, packed score or nil, position or nil
+        (the ordinal rank in ordinal mode, else the competition rank: what a percentile counts),
+        1 if approximate else 0} in ARGV order
 ]]
 local function lb_ranks(keys, args)
-  local out = { redis.call('ZCARD', keys[1]) }
-  for _, player in ipairs(args) do
-    local rank = redis.call('ZREVRANK', keys[1], player)
-    out[#out + 1] = rank and rank + 1 or false
-    out[#out + 1] = rank and redis.call('ZSCORE', keys[1], player) or false
+  local mode, shift, deep_from = args[1], parse_uint(args[2], 2), parse_uint(args[3], 12)
+  if not RANK_MODES[mode] or not shift or shift > 52 or not deep_from then
+    return redis.error_reply('ERR bad_request rank mode, shift and deep_from required')
+  end
+  local board, scale = keys[1], 2 ^ shift
+  local out = { redis.call('ZCARD', board) }
+  local hist = deep_from > 0 and mode ~= 'dense' and out[1] > deep_from and read_histogram(keys[3]) or nil
+  for i = 4, #args do
+    local player = args[i]
+    local score = redis.call('ZSCORE', board, player)
+    local rank, position, approx
+    if score then
+      local points = math.floor(tonumber(score) / scale)
+      approx = hist and approx_rank(hist, points)
+      if approx and approx > deep_from then
+        rank, position = approx, approx
+      else
+        approx = nil
+        -- one O(log N) read per mode: ZREVRANK only where the ordinal rank is the answer
+        local ordinal = mode == 'ordinal' and redis.call('ZREVRANK', board, player) + 1 or nil
+        rank = mode_rank(board, keys[2], scale, mode, points, ordinal)
+        position = mode == 'dense' and mode_rank(board, keys[2], scale, 'competition', points, nil) or rank
+      end
+    end
+    out[#out + 1] = rank or false
+    out[#out + 1] = score or false
+    out[#out + 1] = position or false
+    out[#out + 1] = approx and 1 or 0
   end
   return out
 end
