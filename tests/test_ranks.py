@@ -1,0 +1,223 @@
+"""Rank modes, percentiles and deep ranks, against a real redis-server."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from leaderboard import GameConfig, Leaderboard, Submission, now_ms
+from leaderboard.ranking import assign_ranks, bucket_of, round_rank, top_percent
+from leaderboard.settings import SettingsError
+from leaderboard.windows import WINDOWS
+
+from .conftest import NOW
+from .gw_helpers import T, client, greet, recv_type, request, running, token
+from .test_library import slip, submit
+
+# points 500 500 400 300 300 200, first arrivals first (ties by time in ordinal mode)
+TIED = [("ana", 500), ("bo", 500), ("cy", 400), ("di", 300), ("ed", 300), ("fi", 200)]
+EXPECTED = {
+    "ordinal": [1, 2, 3, 4, 5, 6],
+    "competition": [1, 1, 3, 4, 4, 6],
+    "dense": [1, 1, 2, 3, 3, 4],
+}
+
+
+def board(mode: str, **extra: Any) -> GameConfig:
+    return GameConfig(game="test", windows=("weekly",), rank_mode=mode, **extra)
+
+
+async def tied_board(r: aioredis.Redis, mode: str) -> Leaderboard:
+    lb = Leaderboard(r, board(mode))
+    await submit(lb, *(slip(f"s{i}", p, pts, NOW + i * 1000) for i, (p, pts) in enumerate(TIED)))
+    return lb
+
+
+@pytest.mark.parametrize("mode", list(EXPECTED))
+async def test_every_read_ranks_ties_in_the_board_mode(r: aioredis.Redis, mode: str) -> None:
+    lb = await tied_board(r, mode)
+    expected = EXPECTED[mode]
+    top = await lb.top("weekly", at=NOW)
+    assert top.mode == mode and [e.rank for e in top.entries] == expected
+    # a slice that starts inside a tie group still ranks its first entry right
+    around = await lb.around("ed", "weekly", k=1, at=NOW)
+    assert [(e.player, e.rank) for e in around.entries] == [
+        ("di", expected[3]),
+        ("ed", expected[4]),
+        ("fi", expected[5]),
+    ]
+    around = await lb.around("di", "weekly", k=0, at=NOW)
+    assert [(e.player, e.rank) for e in around.entries] == [("di", expected[3])]
+    ranks = await lb.ranks([p for p, _ in TIED] + ["nobody"], "weekly", at=NOW)
+    assert ranks.mode == mode
+    assert [s.rank for s in ranks.standings] == [*expected, None]
+
+
+async def test_percentile_is_the_share_at_or_above_rounded_up(r: aioredis.Redis) -> None:
+    ordinal = await tied_board(r, "ordinal")
+    ranks = await ordinal.ranks(["ana", "bo", "fi", "nobody"], "weekly", at=NOW)
+    # ceil(1000 * position / 6) / 10; ordinal mode: the ordinal rank is the position
+    assert [s.top_percent for s in ranks.standings] == [16.7, 33.4, 100.0, None]
+    dense = Leaderboard(ordinal.redis, board("dense"))
+    ranks = await dense.ranks(["bo", "di", "ed"], "weekly", at=NOW)
+    # dense ranks 1, 3, 3 but tied players share the competition position: 1, 4, 4
+    assert [(s.rank, s.top_percent) for s in ranks.standings] == [(1, 16.7), (3, 66.7), (3, 66.7)]
+
+
+def test_percentile_formula_and_rounding() -> None:
+    assert top_percent(1, 1_000_000) == 0.1
+    assert top_percent(30_000, 1_000_000) == 3.0
+    assert top_percent(30_001, 1_000_000) == 3.1
+    assert top_percent(1_000_000, 1_000_000) == 100.0
+    with pytest.raises(ValueError):
+        top_percent(0, 10)
+    assert [round_rank(n) for n in (7, 999, 1234, 412_345, 412_500, 999_999)] == [
+        7,
+        999,
+        1230,
+        412_000,
+        413_000,
+        1_000_000,
+    ]
+
+
+def test_assign_ranks_continues_a_slice_from_its_first_rank() -> None:
+    points = [300, 300, 200, 200, 200, 100]
+    assert assign_ranks("ordinal", 7, 7, points) == [7, 8, 9, 10, 11, 12]
+    assert assign_ranks("competition", 7, 6, points) == [6, 6, 9, 9, 9, 12]
+    assert assign_ranks("dense", 7, 4, points) == [4, 4, 5, 5, 5, 6]
+    assert assign_ranks("dense", 1, 1, []) == []
+
+
+async def structures(r: aioredis.Redis, lb: Leaderboard, window: str = "weekly") -> tuple[Any, Any, Any]:
+    """(histogram as found, histogram recomputed from the board, distinct points found vs board)."""
+    spec = WINDOWS[window]
+    label = spec.period(NOW).label
+    keys = lb.keys
+    members = await r.zrange(keys.board(window, label, "global"), 0, -1, withscores=True)
+    points = [spec.unpack(s) for _, s in members]
+    found = {int(b): int(c) for b, c in (await r.hgetall(keys.histogram(window, label, "global"))).items()}
+    distinct = sorted(int(p) for p in await r.zrange(keys.points(window, label, "global"), 0, -1))
+    return (found, distinct), dict(Counter(bucket_of(p) for p in points)), sorted(set(points))
+
+
+async def test_histogram_and_distinct_points_follow_every_operator(r: aioredis.Redis) -> None:
+    """Random best / incr / set writes, including moves down and to equal points; after each
+    batch both structures equal what the board itself says."""
+    rng = random.Random(13)
+    lb = Leaderboard(r, GameConfig(game="test", windows=("weekly",), operator="best"))
+    players = [f"p{i}" for i in range(40)]
+    # the boundaries of buckets (powers of two and their neighbours) are where Lua and Python
+    # could disagree on a bucket
+    edges = [0, 1, 2, 3, 15, 16, 17, 31, 32, 33, 1023, 1024, 1025, 2**40 - 1, 2**40, 2**40 + 1]
+    n = 0
+    for _ in range(12):
+        batch = []
+        for _ in range(30):
+            n += 1
+            op = rng.choice(["best", "incr", "set"])
+            points = rng.choice(edges) if op != "incr" else rng.randrange(0, 50)
+            batch.append(slip(f"s{n}", rng.choice(players), points, NOW + n, op=op))
+        await submit(lb, *batch)
+        (hist, distinct), want_hist, want_distinct = await structures(r, lb)
+        assert hist == want_hist and distinct == want_distinct
+
+
+def test_bucket_edges() -> None:
+    assert [bucket_of(p) for p in (0, 1, 2, 3, 4, 5, 6, 7)] == [0, 1, 17, 25, 33, 37, 41, 45]
+    # buckets grow with the points and never span more than 1/16 of their lower bound
+    last = 0
+    for p in range(1, 5000):
+        assert bucket_of(p) >= last
+        last = bucket_of(p)
+    assert bucket_of(2**47 - 1) < 48 * 16 + 1
+
+
+async def test_companions_expire_with_their_board(lb: Leaderboard, r: aioredis.Redis) -> None:
+    await submit(lb, slip("1", "ana", 10))
+    label = WINDOWS["weekly"].period(NOW).label
+    ttl = await r.ttl(lb.keys.board("weekly", label, "global"))
+    assert ttl > 0
+    assert await r.ttl(lb.keys.histogram("weekly", label, "global")) == ttl
+    assert await r.ttl(lb.keys.points("weekly", label, "global")) == ttl
+    alltime = "all"
+    assert await r.ttl(lb.keys.histogram("alltime", alltime, "global")) == -1  # kept forever, like the board
+
+
+async def test_deep_ranks_are_approximate_rounded_and_marked(r: aioredis.Redis) -> None:
+    lb = Leaderboard(r, board("ordinal"))
+    rng = random.Random(7)
+    entries = [slip(f"s{i}", f"p{i}", rng.randrange(0, 100_000), NOW + i) for i in range(3000)]
+    for i in range(0, len(entries), 500):
+        await submit(lb, *entries[i : i + 500])
+    players = [f"p{i}" for i in range(0, 3000, 10)]
+    exact = await lb.ranks(players, "weekly", at=NOW)
+    deep = await lb.ranks(players, "weekly", at=NOW, deep_from=100)
+    assert all(not s.approx for s in exact.standings)
+    for e, d in zip(exact.standings, deep.standings, strict=True):
+        assert e.rank is not None and d.rank is not None and e.score == d.score
+        if d.approx:
+            assert e.rank > 50  # only deep players are estimated
+            assert d.rank == round_rank(d.rank)
+            assert abs(d.rank - e.rank) <= 0.05 * 3000, (e, d)
+        else:
+            assert d == e  # the top stays exact
+    assert sum(d.approx for d in deep.standings) > 200
+    # dense ranks are always exact: the histogram counts members, not distinct values
+    dense = await Leaderboard(r, board("dense")).ranks(players, "weekly", at=NOW, deep_from=100)
+    assert not any(s.approx for s in dense.standings)
+
+
+async def test_announcement_names_the_rank_in_the_board_mode(r: aioredis.Redis) -> None:
+    lb = Leaderboard(r, board("competition"))
+    await submit(lb, slip("1", "ana", 500, NOW))
+    async with r.pubsub() as ps:
+        await ps.subscribe(lb.keys.announce_channel)
+        await ps.get_message(timeout=1)  # the subscribe confirmation
+        await submit(lb, slip("2", "bo", 500, NOW + 1000))
+        msg = await ps.get_message(ignore_subscribe_messages=True, timeout=2)
+    assert msg is not None
+    announce = orjson.loads(msg["data"])
+    assert (announce["player"], announce["rank"]) == ("bo", 1)  # tied with ana: competition rank 1
+
+
+async def test_bad_rank_modes_are_refused(r: aioredis.Redis, lb: Leaderboard) -> None:
+    with pytest.raises(SettingsError, match="LB_RANK_MODE"):
+        GameConfig(game="test", rank_mode="olympic")
+    with pytest.raises(SettingsError, match="LB_WINDOW_RANK_MODES"):
+        GameConfig(game="test", windows=("weekly",), window_rank_modes={"weekly": "fractional"})
+    with pytest.raises(SettingsError, match="not in LB_WINDOWS"):
+        GameConfig(game="test", windows=("weekly",), window_rank_modes={"daily": "dense"})
+    env = GameConfig.from_env({"LB_WINDOWS": "weekly,alltime", "LB_WINDOW_RANK_MODES": "alltime=dense"})
+    assert (env.rank_mode_for("weekly"), env.rank_mode_for("alltime")) == ("ordinal", "dense")
+    key = lb.keys.board("weekly", "x", "global")
+    for args in (("lb_ranks", key, "olympic", 20, 0, "ana"), ("lb_ranks", key, "dense", 20, -1, "ana"),
+                 ("lb_around", key, "ana", 1, "dense", 99), ("lb_around", key, "ana", 1, "", 20)):  # fmt: skip
+        with pytest.raises(ResponseError, match="bad_request"):
+            await r.fcall_ro(args[0], 3, args[1], "p", "q", *args[2:])  # type: ignore[misc]
+
+
+async def test_a_deep_player_gets_an_approximate_rank_push_with_percentile(redis_url: str, r: aioredis.Redis) -> None:
+    config = GameConfig(game="test", rank_mode="competition")
+    lb = Leaderboard(r, config)
+    now = now_ms()
+    await lb.submit_batch([Submission(f"s{i}", f"p{i}", 10 * i + 5, now).fields() for i in range(400)])
+    async with running(redis_url, game=config, rank_interval=0.2, deep_rank_from=50) as gw:
+        async with client(gw, f"?token={token('p3')}") as deep, client(gw, f"?token={token('p399')}") as top:
+            _, snap = await greet(deep)
+            assert snap["mode"] == "competition"
+            push = await recv_type(deep, "rank", 5 * T)
+            assert (push["approx"], push["mode"], push["score"], push["size"]) == (True, "competition", 35, 400)
+            assert abs(push["rank"] - 397) <= 20 and push["top_percent"] >= 95.0
+            await greet(top)
+            push = await recv_type(top, "rank", 5 * T)
+            assert (push["approx"], push["rank"], push["top_percent"]) == (False, 1, 0.3)
+            # asked directly, a rank is always exact
+            reply = await request(deep, {"type": "rank", "id": 1}, "rank")
+            assert (reply["approx"], reply["rank"], reply["top_percent"]) == (False, 397, 99.3)
