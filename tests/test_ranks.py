@@ -100,10 +100,11 @@ async def structures(r: aioredis.Redis, lb: Leaderboard, window: str = "weekly")
     spec = WINDOWS[window]
     label = spec.period(NOW).label
     keys = lb.keys
-    members = await r.zrange(keys.board(window, label, "global"), 0, -1, withscores=True)
+    members: list[Any] = await r.zrange(keys.board(window, label, "global"), 0, -1, withscores=True)
     points = [spec.unpack(s) for _, s in members]
     found = {int(b): int(c) for b, c in (await r.hgetall(keys.histogram(window, label, "global"))).items()}
-    distinct = sorted(int(p) for p in await r.zrange(keys.points(window, label, "global"), 0, -1))
+    values: list[Any] = await r.zrange(keys.points(window, label, "global"), 0, -1)
+    distinct = sorted(int(p) for p in values)
     return (found, distinct), dict(Counter(bucket_of(p) for p in points)), sorted(set(points))
 
 
@@ -200,7 +201,7 @@ async def test_bad_rank_modes_are_refused(r: aioredis.Redis, lb: Leaderboard) ->
     for args in (("lb_ranks", key, "olympic", 20, 0, "ana"), ("lb_ranks", key, "dense", 20, -1, "ana"),
                  ("lb_around", key, "ana", 1, "dense", 99), ("lb_around", key, "ana", 1, "", 20)):  # fmt: skip
         with pytest.raises(ResponseError, match="bad_request"):
-            await r.fcall_ro(args[0], 3, args[1], "p", "q", *args[2:])  # type: ignore[misc]
+            await r.fcall_ro(args[0], 3, args[1], "p", "q", *args[2:])
 
 
 async def test_a_deep_player_gets_an_approximate_rank_push_with_percentile(redis_url: str, r: aioredis.Redis) -> None:
@@ -208,16 +209,19 @@ async def test_a_deep_player_gets_an_approximate_rank_push_with_percentile(redis
     lb = Leaderboard(r, config)
     now = now_ms()
     await lb.submit_batch([Submission(f"s{i}", f"p{i}", 10 * i + 5, now).fields() for i in range(400)])
-    async with running(redis_url, game=config, rank_interval=0.2, deep_rank_from=50) as gw:
-        async with client(gw, f"?token={token('p3')}") as deep, client(gw, f"?token={token('p399')}") as top:
-            _, snap = await greet(deep)
-            assert snap["mode"] == "competition"
-            push = await recv_type(deep, "rank", 5 * T)
-            assert (push["approx"], push["mode"], push["score"], push["size"]) == (True, "competition", 35, 400)
-            assert abs(push["rank"] - 397) <= 20 and push["top_percent"] >= 95.0
-            await greet(top)
-            push = await recv_type(top, "rank", 5 * T)
-            assert (push["approx"], push["rank"], push["top_percent"]) == (False, 1, 0.3)
-            # asked directly, a rank is always exact
-            reply = await request(deep, {"type": "rank", "id": 1}, "rank")
-            assert (reply["approx"], reply["rank"], reply["top_percent"]) == (False, 397, 99.3)
+    async with (
+        running(redis_url, game=config, rank_interval=0.2, deep_rank_from=50) as gw,
+        client(gw, f"?token={token('p3')}") as deep,
+        client(gw, f"?token={token('p399')}") as top,
+    ):
+        _, snap = await greet(deep)
+        assert snap["mode"] == "competition"
+        push = await recv_type(deep, "rank", 5 * T)
+        assert (push["approx"], push["mode"], push["score"], push["size"]) == (True, "competition", 35, 400)
+        assert abs(push["rank"] - 397) <= 20 and push["top_percent"] >= 95.0
+        await greet(top)
+        push = await recv_type(top, "rank", 5 * T)
+        assert (push["approx"], push["rank"], push["top_percent"]) == (False, 1, 0.3)
+        # asked directly, a rank is always exact
+        reply = await request(deep, {"type": "rank", "id": 1}, "rank")
+        assert (reply["approx"], reply["rank"], reply["top_percent"]) == (False, 397, 99.3)
