@@ -6,6 +6,7 @@ Skipped, with the reason, only where Chromium cannot be installed (./dev test in
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import os
 import shutil
@@ -195,6 +196,35 @@ async def test_around_follows_the_rank_push_and_the_counts_agree(fleet: Fleet, b
     assert await page.inner_text("#players") == "5"
     assert "of 5 players" in await page.inner_text("#my-score")
     await page.close()
+
+
+async def test_ties_share_a_rank_and_a_deep_rank_is_marked_approximate(
+    redis_url: str, tmp_path: Path, browser: Any, r: aioredis.Redis
+) -> None:
+    env = (("LB_RANK_MODE", "competition"), ("LB_GW_DEEP_RANK_FROM", "5"))
+    settings = fleet_settings(redis_url, tmp_path)
+    settings = dataclasses.replace(settings, env=settings.env + env)
+    await submit(r, ("ana", 5000, "Ana"), ("bo", 5000, "Bo"), ("cy", 4000, "Cy"),
+                 *((f"p{i}", 100 + i, f"P{i}") for i in range(40)), ("mia", 10, "Mia"))  # fmt: skip
+    token = issue("mia", "player", SECRET, exp=time.time() + 600)
+    async with Fleet(settings) as fleet:
+        page = await browser.new_page()
+        await page.goto(f"{fleet.page_url}#token={token}")
+        await wait_until(
+            lambda: _eq(
+                page.locator("#top tbody tr .rank").all_inner_texts(), ["1", "1", "3", *map(str, range(4, 11))]
+            ),
+            10,
+        )
+        assert "(1, 1, 3)" in await page.inner_text("#mode")
+        # mia is last of 44: far past the exact ranks, so the push is an estimate, marked as such
+        await wait_until(lambda: _startswith(page.inner_text("#my-rank"), "≈ #"), 10)
+        assert (await page.inner_text("#my-pct")).startswith("top ")
+        await page.close()
+
+
+async def _startswith(text: Any, prefix: str) -> bool:
+    return str(await text).startswith(prefix)
 
 
 async def test_switching_windows_marks_no_row_new(fleet: Fleet, browser: Any, r: aioredis.Redis) -> None:

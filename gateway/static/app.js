@@ -18,7 +18,8 @@ let shownRanks = null; // player -> rank on screen; null: nothing shown yet for 
 let countdown = null;
 let lastSnapshotTs = null;
 let me = null; // this page's player id, from welcome
-let mine = { rank: null, score: null }; // what the page shows as the player's standing
+// what the page shows as the player's standing; approx: a rounded deep-rank estimate ("≈ #412,000")
+let mine = { rank: null, score: null, pct: null, approx: false };
 let boardSize = null; // one count for the whole page: the newest of stats and rank replies
 let trend = []; // the player's last ranks, oldest first
 let aroundSeq = 0; // only the newest "around" reply is drawn
@@ -62,6 +63,12 @@ function who(e) {
   return parts;
 }
 const fmt = (n) => n.toLocaleString();
+// How the board ranks ties, in the players' words (the snapshot's mode).
+const MODES = {
+  ordinal: "ties: first to reach the score ranks higher",
+  competition: "ties share a rank (1, 1, 3)",
+  dense: "ties share a rank (1, 1, 2)",
+};
 
 function setStatus({ status, retryIn, reason }) {
   const box = $("status");
@@ -96,7 +103,7 @@ function renderWindows(windows) {
 function resetStanding() {
   shownRanks = null; // the next window's first snapshot is a first look, not a movement
   lastSnapshotTs = null;
-  mine = { rank: null, score: null };
+  mine = { rank: null, score: null, pct: null, approx: false };
   boardSize = null;
   trend = [];
   $("top").tBodies[0].replaceChildren();
@@ -119,6 +126,8 @@ function switchWindow(w) {
 function renderSnapshot(snap) {
   if (snap.board !== board || snap.window !== windowName) return;
   $("period").textContent = `· ${snap.window} ${snap.period}`;
+  $("mode").textContent = MODES[snap.mode] || "";
+  $("mode").dataset.mode = snap.mode || "";
   $("top").dataset.window = snap.window;
   lastSnapshotTs = snap.ts;
   renderFresh();
@@ -174,22 +183,24 @@ function setSize(size) {
 function onRank(msg) {
   if (msg.board !== board || msg.window !== windowName || msg.player !== me) return;
   setSize(msg.size);
-  setMine(msg.rank, msg.score);
+  setMine(msg.rank, msg.score, msg.top_percent ?? null, msg.approx === true);
   refreshAround();
 }
 
-function setMine(rank, score) {
+function setMine(rank, score, pct = mine.pct, approx = false) {
   if (rank !== mine.rank && rank != null) {
     trend.push(rank);
     if (trend.length > TREND) trend.shift();
   }
-  mine = { rank, score };
+  mine = { rank, score, pct: rank == null ? null : pct, approx };
   renderStanding();
 }
 
 function renderStanding() {
   $("players").textContent = boardSize == null ? "–" : fmt(boardSize);
-  $("my-rank").textContent = mine.rank == null ? "Not ranked yet" : `#${fmt(mine.rank)}`;
+  $("my-rank").textContent = mine.rank == null ? "Not ranked yet" : `${mine.approx ? "≈ " : ""}#${fmt(mine.rank)}`;
+  $("my-rank").title = mine.approx ? "approximate: far down a large board, the rank is estimated" : "";
+  $("my-pct").textContent = mine.pct == null ? "" : `top ${mine.pct} %`;
   $("my-score").textContent =
     mine.score == null ? "Play a match to get on this board." : `${fmt(mine.score)} points · of ${boardSize == null ? "–" : fmt(boardSize)} players`;
   renderTrend();
@@ -223,8 +234,10 @@ async function refreshAround() {
     if (seq !== aroundSeq || win !== windowName) return;
     const mineRow = reply.entries.find((e) => e.player === me);
     // The around read is newer than the rank it followed: where they differ the player moved in
-    // between, and the page must not show two different ranks.
-    if (mineRow && (mineRow.rank !== mine.rank || mineRow.score !== mine.score)) setMine(mineRow.rank, mineRow.score);
+    // between, and the page must not show two different ranks. An approximate rank is kept while
+    // the score stands: it is marked as such, and the list shows the exact neighbours.
+    const moved = mineRow && mineRow.score !== mine.score;
+    if (mineRow && (moved || (!mine.approx && mineRow.rank !== mine.rank))) setMine(mineRow.rank, mineRow.score);
     $("around").replaceChildren(
       ...reply.entries.map((e) => {
         const li = el("li", { value: e.rank }, ...who(e), el("span", { className: "num", textContent: fmt(e.score) }));
