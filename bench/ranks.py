@@ -1,0 +1,254 @@
+"""Rank modes, percentiles and deep ranks on 1,000,000-member boards: ``python -m bench.ranks``.
+
+In one run, against a private redis-server it starts and stops itself, for each of two boards of
+``--members`` players (one submission each through ``lb_submit``, so the histogram and the
+distinct points are built by the real write path):
+
+- ``lognormal``: points = exp(N(9, 1.2)), many ties at the low end (a typical game's spread);
+- ``uniform``: points uniform in 0..999,999, nearly no ties.
+
+a) write cost at 1M: ``--updates`` personal-best submissions of random members (about half land)
+   after the board is full; Redis time per submission of the FCALL, and of the commands only the
+   histogram and the distinct-points set issue (INFO commandstats; calls made inside a function
+   are counted in the FCALL and again on their own);
+b) reads: ``lb_ranks`` for ``--sample`` random members in chunks of 500 (as the gateway's own-rank
+   push reads them), in each rank mode and approximate, alternated round by round (ordinal,
+   competition, dense, approximate, ordinal, ...): Redis time per player (commandstats of
+   FCALL_RO, reset before each measurement) and wall-clock per call; ``lb_around`` (k = 5) the same
+   way, per call;
+c) error of the approximate rank against the exact ordinal rank for the same sample: the raw
+   estimate, in ranks and in percentile points, by depth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from fleet.redis_server import RedisServer
+from leaderboard import GameConfig, Leaderboard, connect, now_ms
+from leaderboard.ranking import RANK_MODES
+
+COMMAND = "flock /work/bench.lock .venv/bin/python -m bench.ranks"
+CHUNK = 500
+LOAD_BATCH = 1000
+COMPANION_COMMANDS = ("hincrby", "hdel", "zcount", "zrem")
+
+
+def points_of(dist: str, rng: random.Random) -> int:
+    if dist == "lognormal":
+        return int(math.exp(rng.gauss(9, 1.2)))
+    return rng.randrange(1_000_000)
+
+
+async def load(lb: Leaderboard, dist: str, members: int, rng: random.Random) -> float:
+    """One submission per member; returns seconds taken."""
+    now = now_ms()
+    started = time.perf_counter()
+    for start in range(0, members, LOAD_BATCH):
+        batch = [
+            {"id": f"l{i}", "player": f"p{i}", "points": str(points_of(dist, rng)), "ts": str(now)}
+            for i in range(start, min(members, start + LOAD_BATCH))
+        ]
+        await lb.submit_batch(batch, rows=False)
+    return time.perf_counter() - started
+
+
+async def commandstats(r: aioredis.Redis) -> dict[str, dict[str, Any]]:
+    stats: dict[str, dict[str, Any]] = await r.info("commandstats")
+    return {name.removeprefix("cmdstat_"): value for name, value in stats.items()}
+
+
+async def write_cost(lb: Leaderboard, dist: str, members: int, updates: int, rng: random.Random) -> dict[str, Any]:
+    r = lb.redis
+    await r.config_resetstat()
+    now = now_ms()
+    for start in range(0, updates, LOAD_BATCH):
+        batch = [
+            {"id": f"u{i}", "player": f"p{rng.randrange(members)}", "points": str(points_of(dist, rng)),
+             "ts": str(now)}
+            for i in range(start, start + LOAD_BATCH)
+        ]  # fmt: skip
+        await lb.submit_batch(batch, rows=False)
+    stats = await commandstats(r)
+    fcall = stats["fcall"]["usec"] / updates
+    companions = sum(stats.get(c, {}).get("usec", 0) for c in COMPANION_COMMANDS) / updates
+    zadd = stats.get("zadd", {})
+    return {"fcall_us": fcall, "companion_us": companions, "zadd_calls": zadd.get("calls", 0),
+            "zadd_us": zadd.get("usec", 0) / updates}  # fmt: skip
+
+
+async def redis_us(r: aioredis.Redis, body: Callable[[], Awaitable[int]]) -> tuple[float, float]:
+    """Redis time per unit (FCALL_RO commandstats) and wall-clock per call of ``body``, which
+    returns how many units (players or calls) it read and makes ``calls`` calls."""
+    await r.config_resetstat()
+    started = time.perf_counter()
+    units = await body()
+    wall = time.perf_counter() - started
+    stats = await commandstats(r)
+    fcall_ro = stats.get("fcall_ro", {})
+    calls = fcall_ro.get("calls", 1)
+    return fcall_ro.get("usec", 0) / units, wall / calls * 1e6
+
+
+async def reads(
+    r: aioredis.Redis, game: str, players: list[str], around_players: list[str], rounds: int
+) -> dict[str, Any]:
+    variants = [(mode, 0) for mode in RANK_MODES] + [("ordinal", 1)]
+    ranks: dict[str, list[tuple[float, float]]] = {}
+    around: dict[str, list[tuple[float, float]]] = {}
+    for _ in range(rounds):
+        for mode, deep in variants:
+            lb = Leaderboard(r, GameConfig(game=game, windows=("weekly",), rank_mode=mode))
+            name = "approximate" if deep else mode
+
+            async def read_ranks(lb: Leaderboard = lb, deep: int = deep) -> int:
+                for i in range(0, len(players), CHUNK):
+                    await lb.ranks(players[i : i + CHUNK], "weekly", deep_from=deep)
+                return len(players)
+
+            ranks.setdefault(name, []).append(await redis_us(r, read_ranks))
+            if deep:
+                continue
+
+            async def read_around(lb: Leaderboard = lb) -> int:
+                for p in around_players:
+                    await lb.around(p, "weekly", k=5)
+                return len(around_players)
+
+            around.setdefault(name, []).append(await redis_us(r, read_around))
+    med = {name: (statistics.median(v[0] for v in runs), statistics.median(v[1] for v in runs))
+           for name, runs in ranks.items()}  # fmt: skip
+    med_around = {name: (statistics.median(v[0] for v in runs), statistics.median(v[1] for v in runs))
+                  for name, runs in around.items()}  # fmt: skip
+    return {"ranks": med, "around": med_around}
+
+
+async def error(r: aioredis.Redis, lb: Leaderboard, players: list[str]) -> list[tuple[str, int, float, float, float]]:
+    """Per depth band: (band, members sampled, median / p99 relative error, p99 error in percentile
+    points) of the raw estimate against the exact ordinal rank."""
+    spec = lb.config.window_specs[0]
+    period = spec.period(now_ms())
+    keys = [lb.keys.board("weekly", period.label, "global"), lb.keys.points("weekly", period.label, "global"),
+            lb.keys.histogram("weekly", period.label, "global")]  # fmt: skip
+    pairs: list[tuple[int, int]] = []
+    size = 0
+    for i in range(0, len(players), CHUNK):
+        chunk = players[i : i + CHUNK]
+        exact = await r.fcall_ro("lb_ranks", 3, *keys, "ordinal", spec.shift, 0, *chunk)  # type: ignore[misc]
+        approx = await r.fcall_ro("lb_ranks", 3, *keys, "ordinal", spec.shift, 1, *chunk)  # type: ignore[misc]
+        size = int(exact[0])
+        pairs += [(int(e), int(a)) for e, a in zip(exact[1::4], approx[1::4], strict=True)]
+    bands = [("rank ≤ 10,000", 1, 10_000), ("10,001–100,000", 10_001, 100_000), ("> 100,000", 100_001, size),
+             ("all", 1, size)]  # fmt: skip
+    out = []
+    for name, lo, hi in bands:
+        rel = sorted(abs(a - e) / e for e, a in pairs if lo <= e <= hi)
+        pts = sorted(100 * abs(a - e) / size for e, a in pairs if lo <= e <= hi)
+        if rel:
+            out.append(
+                (name, len(rel), rel[len(rel) // 2], rel[int(0.99 * (len(rel) - 1))], pts[int(0.99 * (len(pts) - 1))])
+            )
+    return out
+
+
+async def run(args: argparse.Namespace) -> list[str]:
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)) as server:
+        r = connect(server.url)
+        for dist in ("lognormal", "uniform"):
+            rng = random.Random(args.seed)
+            lb = Leaderboard(r, GameConfig(game=dist, windows=("weekly",)))
+            await lb.load()
+            print(f"{dist}: loading {args.members:,} members ...", file=sys.stderr)
+            took = await load(lb, dist, args.members, rng)
+            period = lb.config.window_specs[0].period(now_ms())
+            key = lb.keys.board("weekly", period.label, "global")
+            hist, pts = (
+                lb.keys.histogram("weekly", period.label, "global"),
+                lb.keys.points("weekly", period.label, "global"),
+            )
+            sizes = [await r.zcard(key), await r.hlen(hist), await r.zcard(pts)]
+            memory = [await r.memory_usage(k) or 0 for k in (key, hist, pts)]
+            print(f"{dist}: write cost ...", file=sys.stderr)
+            cost = await write_cost(lb, dist, args.members, args.updates, rng)
+            sample = [f"p{i}" for i in rng.sample(range(args.members), args.sample)]
+            print(f"{dist}: reads ...", file=sys.stderr)
+            read = await reads(r, dist, sample, sample[: args.around], args.rounds)
+            print(f"{dist}: error ...", file=sys.stderr)
+            err = await error(r, lb, sample)
+            lines += report(dist, args, took, sizes, memory, cost, read, err)
+            await r.flushall()
+        await r.aclose()
+    return lines
+
+
+def report(dist: str, args: argparse.Namespace, took: float, sizes: list[int], memory: list[int],
+           cost: dict[str, Any], read: dict[str, Any], err: list[Any]) -> list[str]:  # fmt: skip
+    base_r, base_a = read["ranks"]["ordinal"], read["around"]["ordinal"]
+    lines = [
+        f"### {dist} board: {sizes[0]:,} members, {sizes[2]:,} distinct points values, {sizes[1]} histogram buckets",
+        "",
+        f"Loaded through lb_submit in {took:.1f} s ({sizes[0] / took:,.0f} members/s). Memory (MEMORY USAGE): "
+        f"board {memory[0] / 2**20:.1f} MiB, distinct points {memory[2] / 2**20:.2f} MiB, histogram "
+        f"{memory[1] / 1024:.1f} KiB.",
+        "",
+        f"Write cost at {sizes[0]:,} members ({args.updates:,} personal-best submissions, about half land): "
+        f"lb_submit {cost['fcall_us']:.2f} µs of Redis time per submission, of which the commands only "
+        f"the companions issue (HINCRBY, HDEL, ZCOUNT, ZREM) {cost['companion_us']:.2f} µs "
+        f"({100 * cost['companion_us'] / cost['fcall_us']:.0f} %); ZADD (board and distinct points together) "
+        f"{cost['zadd_us']:.2f} µs in {cost['zadd_calls']:,} calls.",
+        "",
+        f"| read ({args.sample:,} players, chunks of {CHUNK}; median of {args.rounds} alternated rounds) "
+        "| Redis µs / player | vs ordinal | wall µs / call | vs ordinal |",
+        "|---|---|---|---|---|",
+    ]
+    for name, (us, wall) in read["ranks"].items():
+        lines.append(f"| lb_ranks {name} | {us:.2f} | {us / base_r[0]:.2f}× | {wall:,.0f} | {wall / base_r[1]:.2f}× |")
+    for name, (us, wall) in read["around"].items():
+        lines.append(
+            f"| lb_around k=5 {name} ({args.around:,} calls) | {us:.2f} per call | {us / base_a[0]:.2f}× "
+            f"| {wall:,.0f} | {wall / base_a[1]:.2f}× |"
+        )
+    lines += [
+        "",
+        f"| approximate vs exact ordinal rank ({args.sample:,} random members) | members | median error "
+        "| p99 error | p99 error in percentile points |",
+        "|---|---|---|---|---|",
+    ]
+    for name, n, med, p99, pts in err:
+        lines.append(f"| {name} | {n:,} | {100 * med:.2f} % | {100 * p99:.2f} % | {pts:.3f} |")
+    return [*lines, ""]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from leaderboard.settings import argument_parser
+
+    p = argument_parser("python -m bench.ranks", __doc__ or "")
+    p.add_argument("--members", type=int, default=1_000_000, help="members per board")
+    p.add_argument("--updates", type=int, default=100_000, help="submissions of the write-cost phase")
+    p.add_argument("--sample", type=int, default=10_000, help="players read per rank variant and round")
+    p.add_argument("--around", type=int, default=2_000, help="lb_around calls per mode and round")
+    p.add_argument("--rounds", type=int, default=3, help="alternated rounds of the reads")
+    p.add_argument("--seed", type=int, default=1, help="seed of the generated boards")
+    args = p.parse_args(argv)
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = asyncio.run(run(args))
+    print(f"Measured {when} with: {COMMAND} " + " ".join(argv if argv is not None else sys.argv[1:]))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
