@@ -146,8 +146,8 @@ async def error(r: aioredis.Redis, lb: Leaderboard, players: list[str]) -> list[
     size = 0
     for i in range(0, len(players), CHUNK):
         chunk = players[i : i + CHUNK]
-        exact = await r.fcall_ro("lb_ranks", 3, *keys, "ordinal", spec.shift, 0, *chunk)  # type: ignore[misc]
-        approx = await r.fcall_ro("lb_ranks", 3, *keys, "ordinal", spec.shift, 1, *chunk)  # type: ignore[misc]
+        exact = await r.fcall_ro("lb_ranks", 3, *keys, "ordinal", spec.shift, 0, *chunk)
+        approx = await r.fcall_ro("lb_ranks", 3, *keys, "ordinal", spec.shift, 1, *chunk)
         size = int(exact[0])
         pairs += [(int(e), int(a)) for e, a in zip(exact[1::4], approx[1::4], strict=True)]
     bands = [("rank ≤ 10,000", 1, 10_000), ("10,001–100,000", 10_001, 100_000), ("> 100,000", 100_001, size),
