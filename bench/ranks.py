@@ -17,7 +17,8 @@ b) reads: ``lb_ranks`` for ``--sample`` random members in chunks of 500 (as the 
    FCALL_RO, reset before each measurement) and wall-clock per call; ``lb_around`` (k = 5) the same
    way, per call;
 c) error of the approximate rank against the exact ordinal rank for the same sample: the raw
-   estimate, in ranks and in percentile points, by depth.
+   estimate, in ranks and in percentile points, by depth;
+d) the time of ``lb_rank_rebuild`` (both companions rebuilt from the board, one atomic call).
 """
 
 from __future__ import annotations
@@ -188,14 +189,18 @@ async def run(args: argparse.Namespace) -> list[str]:
             read = await reads(r, dist, sample, sample[: args.around], args.rounds)
             print(f"{dist}: error ...", file=sys.stderr)
             err = await error(r, lb, sample)
-            lines += report(dist, args, took, sizes, memory, cost, read, err)
+            print(f"{dist}: rebuild ...", file=sys.stderr)
+            started = time.perf_counter()
+            await lb.rebuild_rank_index("weekly")
+            rebuild = time.perf_counter() - started
+            lines += report(dist, args, took, sizes, memory, cost, read, err, rebuild)
             await r.flushall()
         await r.aclose()
     return lines
 
 
 def report(dist: str, args: argparse.Namespace, took: float, sizes: list[int], memory: list[int],
-           cost: dict[str, Any], read: dict[str, Any], err: list[Any]) -> list[str]:  # fmt: skip
+           cost: dict[str, Any], read: dict[str, Any], err: list[Any], rebuild: float) -> list[str]:  # fmt: skip
     base_r, base_a = read["ranks"]["ordinal"], read["around"]["ordinal"]
     lines = [
         f"### {dist} board: {sizes[0]:,} members, {sizes[2]:,} distinct points values, {sizes[1]} histogram buckets",
@@ -208,7 +213,8 @@ def report(dist: str, args: argparse.Namespace, took: float, sizes: list[int], m
         f"lb_submit {cost['fcall_us']:.2f} µs of Redis time per submission, of which the commands only "
         f"the companions issue (HINCRBY, HDEL, ZCOUNT, ZREM) {cost['companion_us']:.2f} µs "
         f"({100 * cost['companion_us'] / cost['fcall_us']:.0f} %); ZADD (board and distinct points together) "
-        f"{cost['zadd_us']:.2f} µs in {cost['zadd_calls']:,} calls.",
+        f"{cost['zadd_us']:.2f} µs in {cost['zadd_calls']:,} calls. Rebuilding both companions from the board "
+        f"(lb_rank_rebuild, one atomic call): {rebuild:.2f} s.",
         "",
         f"| read ({args.sample:,} players, chunks of {CHUNK}; median of {args.rounds} alternated rounds) "
         "| Redis µs / player | vs ordinal | wall µs / call | vs ordinal |",

@@ -8,25 +8,26 @@ by ``connect()`` (str replies; undecodable bytes kept so one never poisons a who
     [result] = await lb.submit_batch([Submission("m-1", "mia", 120, now_ms).fields()])
     top = await lb.top("weekly")          # top.period, top.entries
 
-=============  ==================================  ==============================
-function       wrapper                             used by
-=============  ==================================  ==============================
-lb_submit      ``submit_batch``                    scorer consumer
-lb_enqueue     ``enqueue``                         queue.Queue (submit API)
-lb_lease       ``lease``                           scorer publisher
-lb_publish     ``publish``                         scorer publisher
-lb_forget      ``forget``                          scorer stream workers
-lb_top         ``top``                             publisher, gateways
-lb_around      ``around``                          gateways
-lb_ranks       ``ranks``, ``rank``                 gateways (requests, own rank)
-lb_close       ``close``                           scorer publisher (closed periods)
-lb_tournament  ``create_tournament``               operators (API, ``python -m scorer``)
-lb_join        ``join``                            operators, game servers
-lb_ban         ``ban``                             moderation.Moderation
-lb_unban       ``unban``                           moderation.Moderation
-lb_correct     ``correct``                         moderation.Moderation
-lb_profile     ``profile``                         moderation.Moderation
-=============  ==================================  ==============================
+===============  ==================================  ==============================
+function         wrapper                             used by
+===============  ==================================  ==============================
+lb_submit        ``submit_batch``                    scorer consumer
+lb_enqueue       ``enqueue``                         queue.Queue (submit API)
+lb_lease         ``lease``                           scorer publisher
+lb_publish       ``publish``                         scorer publisher
+lb_forget        ``forget``                          scorer stream workers
+lb_top           ``top``                             publisher, gateways
+lb_around        ``around``                          gateways
+lb_ranks         ``ranks``, ``rank``                 gateways (requests, own rank)
+lb_close         ``close``                           scorer publisher (closed periods)
+lb_tournament    ``create_tournament``               operators (API, ``python -m scorer``)
+lb_join          ``join``                            operators, game servers
+lb_ban           ``ban``                             moderation.Moderation
+lb_unban         ``unban``                           moderation.Moderation
+lb_correct       ``correct``                         moderation.Moderation
+lb_profile       ``profile``                         moderation.Moderation
+lb_rank_rebuild  ``rebuild_rank_index``              operators, once per board after an upgrade
+===============  ==================================  ==============================
 
 Reads rank in the window's rank mode (``GameConfig.rank_mode_for``, leaderboard/ranking.py).
 
@@ -485,6 +486,15 @@ class Leaderboard:
     ) -> Standing:
         [standing] = (await self.ranks([player], window_name, scope, at=at, period=period, deep_from=deep_from)).standings
         return standing
+
+    async def rebuild_rank_index(self, window_name: str, scope: str = "global", *, at: int | None = None) -> int:
+        """lb_rank_rebuild: rebuild the board's histogram and distinct points from the board (for
+        boards written before they had them); O(N) in one atomic call. Returns the member count."""
+        key, found = await self._board(window_name, scope, at)
+        w = found.window
+        keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
+        reply = await _execute(self.redis, ("FCALL", "lb_rank_rebuild", len(keys), *keys, w.shift))
+        return int(reply[0])
 
     async def size(self, window_name: str, scope: str = "global", *, at: int | None = None) -> int:
         key, _ = await self._board(window_name, scope, at)

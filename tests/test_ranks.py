@@ -225,3 +225,18 @@ async def test_a_deep_player_gets_an_approximate_rank_push_with_percentile(redis
         # asked directly, a rank is always exact
         reply = await request(deep, {"type": "rank", "id": 1}, "rank")
         assert (reply["approx"], reply["rank"], reply["top_percent"]) == (False, 397, 99.3)
+
+
+async def test_rebuild_restores_the_companions_of_an_older_board(r: aioredis.Redis) -> None:
+    lb = Leaderboard(r, GameConfig(game="test", windows=("weekly",)))
+    rng = random.Random(3)
+    await submit(lb, *(slip(f"s{i}", f"p{i}", rng.choice([0, 1, 7, 100, 2**32]), NOW + i) for i in range(300)))
+    before = await structures(r, lb)
+    assert before[0] == (before[1], before[2])
+    label = WINDOWS["weekly"].period(NOW).label
+    companions = (lb.keys.histogram("weekly", label, "global"), lb.keys.points("weekly", label, "global"))
+    await r.delete(*companions)  # as a board written before it had them
+    assert await lb.rebuild_rank_index("weekly", at=NOW) == 300
+    assert await structures(r, lb) == before
+    board_expiry = await r.pexpiretime(lb.keys.board("weekly", label, "global"))
+    assert [await r.pexpiretime(k) for k in companions] == [board_expiry, board_expiry]

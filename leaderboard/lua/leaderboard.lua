@@ -61,6 +61,7 @@ Functions (each documented where it is defined; Python wrappers in leaderboard/l
   lb_unban     lift a ban                          banned, activity
   lb_correct   set a player's points, with reason  banned (read), versions, activity, the boards given
   lb_profile   set a player's profile fields       profiles, versions, the boards given (read)
+  lb_rank_rebuild  rebuild a board's companions      a board, its points and hist
 
 Score packing (see docs/data-model.md): score = points * 2^k + (2^k - 1 - t), where t is the
 time since the window's start in the window's tie unit. An earlier arrival at the same points
@@ -1174,6 +1175,61 @@ local function lb_profile(keys, args)
   return encoded
 end
 
+--[[ lb_rank_rebuild: rebuild a board's histogram and distinct points from the board itself.
+For boards written before they had companions (or to repair them): O(N), one atomic call, so no
+write interleaves; about a second per million members, during which Redis serves nothing else.
+The companions get the board's expiry.
+Input:  KEYS[1] board, KEYS[2] its points set, KEYS[3] its histogram; ARGV[1] shift
+Output: {members, distinct points values, histogram buckets}
+]]
+local function lb_rank_rebuild(keys, args)
+  local shift = parse_uint(args[1], 2)
+  if not shift or shift > 52 then
+    return redis.error_reply('ERR bad_request shift must be 0..52')
+  end
+  local board, scale = keys[1], 2 ^ shift
+  redis.call('DEL', keys[2], keys[3])
+  local counts, distinct, buckets, values = {}, {}, 0, 0
+  local size, step = redis.call('ZCARD', board), 10000
+  for start = 0, size - 1, step do
+    local flat = redis.call('ZRANGE', board, start, start + step - 1, 'WITHSCORES')
+    for i = 2, #flat, 2 do
+      local points = math.floor(tonumber(flat[i]) / scale)
+      local b = bucket_of(points)
+      if not counts[b] then
+        counts[b], buckets = 0, buckets + 1
+      end
+      counts[b] = counts[b] + 1
+      if not distinct[points] then
+        distinct[points], values = true, values + 1
+      end
+    end
+  end
+  local batch = {}
+  local function flush(cmd, key)
+    if #batch > 0 then
+      redis.call(cmd, key, unpack(batch))
+      batch = {}
+    end
+  end
+  for b, n in pairs(counts) do
+    batch[#batch + 1], batch[#batch + 2] = b, n
+    if #batch >= 2000 then flush('HSET', keys[3]) end
+  end
+  flush('HSET', keys[3])
+  for points in pairs(distinct) do
+    batch[#batch + 1], batch[#batch + 2] = points, fmt_points(points)
+    if #batch >= 2000 then flush('ZADD', keys[2]) end
+  end
+  flush('ZADD', keys[2])
+  local expire = redis.call('PEXPIRETIME', board)
+  if expire > 0 then
+    redis.call('PEXPIREAT', keys[2], expire)
+    redis.call('PEXPIREAT', keys[3], expire)
+  end
+  return { size, values, buckets }
+end
+
 redis.register_function('lb_submit', lb_submit)
 redis.register_function('lb_enqueue', lb_enqueue)
 redis.register_function('lb_lease', lb_lease)
@@ -1189,3 +1245,4 @@ redis.register_function('lb_ban', lb_ban)
 redis.register_function('lb_unban', lb_unban)
 redis.register_function('lb_correct', lb_correct)
 redis.register_function('lb_profile', lb_profile)
+redis.register_function('lb_rank_rebuild', lb_rank_rebuild)
