@@ -6,6 +6,7 @@ the same run and prints the figures.
 - ``python -m bench.drain``: Redis time per submission of the scorer's path.
 - ``python -m bench.windows``: past-period reads, close events and tournament submissions on
   1M-member boards, each against its everyday counterpart.
+- ``python -m bench.ranks``: rank modes, percentiles and deep-rank error on 1M-member boards.
 - ``python -m bench.gateway``: CPU per delivery, RSS per connection and fan-out spread at 10k sockets,
   against ``bench.naive_gateway`` (websockets.broadcast of every message); ``--boards 3``: one
   write per socket per tick against one write per message.
