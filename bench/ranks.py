@@ -8,9 +8,10 @@ distinct points are built by the real write path):
 - ``uniform``: points uniform in 0..999,999, nearly no ties.
 
 a) write cost at 1M: ``--updates`` personal-best submissions of random members (about half land)
-   after the board is full; Redis time per submission of the FCALL, and of the commands only the
-   histogram and the distinct-points set issue (INFO commandstats; calls made inside a function
-   are counted in the FCALL and again on their own);
+   after the board is full, in alternated phases of ordinal mode (histogram kept) and dense mode
+   (histogram and distinct-points set kept); Redis time per submission of the FCALL, and of the
+   commands only the companions issue (INFO commandstats; calls made inside a function are counted
+   in the FCALL and again on their own);
 b) reads: ``lb_ranks`` for ``--sample`` random members in chunks of 500 (as the gateway's own-rank
    push reads them), in each rank mode and approximate, alternated round by round (ordinal,
    competition, dense, approximate, ordinal, ...): Redis time per player (commandstats of
@@ -71,13 +72,26 @@ async def commandstats(r: aioredis.Redis) -> dict[str, dict[str, Any]]:
     return {name.removeprefix("cmdstat_"): value for name, value in stats.items()}
 
 
-async def write_cost(lb: Leaderboard, dist: str, members: int, updates: int, rng: random.Random) -> dict[str, Any]:
+async def write_cost(
+    r: aioredis.Redis, game: str, dist: str, members: int, updates: int, rng: random.Random, rounds: int
+) -> dict[str, dict[str, Any]]:
+    """Alternated phases of ``updates // (2 * rounds)`` submissions in ordinal mode (histogram
+    only) and dense mode (histogram and points set); the median of each mode's phases."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for _ in range(rounds):
+        for mode in ("ordinal", "dense"):
+            lb = Leaderboard(r, GameConfig(game=game, windows=("weekly",), rank_mode=mode))
+            runs.setdefault(mode, []).append(await write_phase(lb, dist, members, updates // (2 * rounds), rng))
+    return {mode: {k: statistics.median(p[k] for p in phases) for k in phases[0]} for mode, phases in runs.items()}
+
+
+async def write_phase(lb: Leaderboard, dist: str, members: int, updates: int, rng: random.Random) -> dict[str, Any]:
     r = lb.redis
     await r.config_resetstat()
     now = now_ms()
     for start in range(0, updates, LOAD_BATCH):
         batch = [
-            {"id": f"u{i}", "player": f"p{rng.randrange(members)}", "points": str(points_of(dist, rng)),
+            {"id": f"u{rng.random()}", "player": f"p{rng.randrange(members)}", "points": str(points_of(dist, rng)),
              "ts": str(now)}
             for i in range(start, start + LOAD_BATCH)
         ]  # fmt: skip
@@ -170,7 +184,8 @@ async def run(args: argparse.Namespace) -> list[str]:
         r = connect(server.url)
         for dist in ("lognormal", "uniform"):
             rng = random.Random(args.seed)
-            lb = Leaderboard(r, GameConfig(game=dist, windows=("weekly",)))
+            # loaded in dense mode: both companions built, so every mode's reads find theirs
+            lb = Leaderboard(r, GameConfig(game=dist, windows=("weekly",), rank_mode="dense"))
             await lb.load()
             print(f"{dist}: loading {args.members:,} members ...", file=sys.stderr)
             took = await load(lb, dist, args.members, rng)
@@ -182,13 +197,13 @@ async def run(args: argparse.Namespace) -> list[str]:
             )
             sizes = [await r.zcard(key), await r.hlen(hist), await r.zcard(pts)]
             memory = [await r.memory_usage(k) or 0 for k in (key, hist, pts)]
-            print(f"{dist}: write cost ...", file=sys.stderr)
-            cost = await write_cost(lb, dist, args.members, args.updates, rng)
             sample = [f"p{i}" for i in rng.sample(range(args.members), args.sample)]
             print(f"{dist}: reads ...", file=sys.stderr)
             read = await reads(r, dist, sample, sample[: args.around], args.rounds)
             print(f"{dist}: error ...", file=sys.stderr)
             err = await error(r, lb, sample)
+            print(f"{dist}: write cost ...", file=sys.stderr)  # last: ordinal phases leave the points set stale
+            cost = await write_cost(r, dist, dist, args.members, args.updates, rng, args.rounds)
             print(f"{dist}: rebuild ...", file=sys.stderr)
             started = time.perf_counter()
             await lb.rebuild_rank_index("weekly")
@@ -199,8 +214,17 @@ async def run(args: argparse.Namespace) -> list[str]:
     return lines
 
 
-def report(dist: str, args: argparse.Namespace, took: float, sizes: list[int], memory: list[int],
-           cost: dict[str, Any], read: dict[str, Any], err: list[Any], rebuild: float) -> list[str]:  # fmt: skip
+def report(
+    dist: str,
+    args: argparse.Namespace,
+    took: float,
+    sizes: list[int],
+    memory: list[int],
+    cost: dict[str, dict[str, Any]],
+    read: dict[str, Any],
+    err: list[Any],
+    rebuild: float,
+) -> list[str]:
     base_r, base_a = read["ranks"]["ordinal"], read["around"]["ordinal"]
     lines = [
         f"### {dist} board: {sizes[0]:,} members, {sizes[2]:,} distinct points values, {sizes[1]} histogram buckets",
@@ -209,12 +233,20 @@ def report(dist: str, args: argparse.Namespace, took: float, sizes: list[int], m
         f"board {memory[0] / 2**20:.1f} MiB, distinct points {memory[2] / 2**20:.2f} MiB, histogram "
         f"{memory[1] / 1024:.1f} KiB.",
         "",
-        f"Write cost at {sizes[0]:,} members ({args.updates:,} personal-best submissions, about half land): "
-        f"lb_submit {cost['fcall_us']:.2f} µs of Redis time per submission, of which the commands only "
-        f"the companions issue (HINCRBY, HDEL, ZCOUNT, ZREM) {cost['companion_us']:.2f} µs "
-        f"({100 * cost['companion_us'] / cost['fcall_us']:.0f} %); ZADD (board and distinct points together) "
-        f"{cost['zadd_us']:.2f} µs in {cost['zadd_calls']:,} calls. Rebuilding both companions from the board "
-        f"(lb_rank_rebuild, one atomic call): {rebuild:.2f} s.",
+        f"Write cost at {sizes[0]:,} members ({args.updates:,} personal-best submissions of random members, "
+        f"about half land; {args.rounds} alternated phases per mode, medians): Redis time per submission",
+        "",
+        "| mode (companions kept) | lb_submit µs | HINCRBY + HDEL + ZCOUNT + ZREM µs (companions only) | share "
+        "| ZADD µs (board + points set) | ZADD calls |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {mode} ({'histogram + points set' if mode == 'dense' else 'histogram'}) | {c['fcall_us']:.2f} "
+            f"| {c['companion_us']:.2f} | {100 * c['companion_us'] / c['fcall_us']:.0f} % | {c['zadd_us']:.2f} "
+            f"| {c['zadd_calls']:,.0f} |"
+            for mode, c in cost.items()
+        ),
+        "",
+        f"Rebuilding both companions from the board (lb_rank_rebuild, dense mode, one atomic call): {rebuild:.2f} s.",
         "",
         f"| read ({args.sample:,} players, chunks of {CHUNK}; median of {args.rounds} alternated rounds) "
         "| Redis µs / player | vs ordinal | wall µs / call | vs ordinal |",

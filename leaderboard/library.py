@@ -488,12 +488,13 @@ class Leaderboard:
         return standing
 
     async def rebuild_rank_index(self, window_name: str, scope: str = "global", *, at: int | None = None) -> int:
-        """lb_rank_rebuild: rebuild the board's histogram and distinct points from the board (for
-        boards written before they had them); O(N) in one atomic call. Returns the member count."""
+        """lb_rank_rebuild: rebuild the board's histogram, and in dense mode its distinct points,
+        from the board: for boards written before they had them, and after the window's mode
+        changed to dense. O(N) in one atomic call. Returns the member count."""
         key, found = await self._board(window_name, scope, at)
-        w = found.window
+        w, mode = found.window, self.config.rank_mode_for(window_name)
         keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
-        reply = await _execute(self.redis, ("FCALL", "lb_rank_rebuild", len(keys), *keys, w.shift))
+        reply = await _execute(self.redis, ("FCALL", "lb_rank_rebuild", len(keys), *keys, w.shift, mode))
         return int(reply[0])
 
     async def size(self, window_name: str, scope: str = "global", *, at: int | None = None) -> int:

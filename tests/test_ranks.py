@@ -64,7 +64,9 @@ async def test_percentile_is_the_share_at_or_above_rounded_up(r: aioredis.Redis)
     ranks = await ordinal.ranks(["ana", "bo", "fi", "nobody"], "weekly", at=NOW)
     # ceil(1000 * position / 6) / 10; ordinal mode: the ordinal rank is the position
     assert [s.top_percent for s in ranks.standings] == [16.7, 33.4, 100.0, None]
+    # a window switched to dense mode: its boards get their distinct points set once
     dense = Leaderboard(ordinal.redis, board("dense"))
+    assert await dense.rebuild_rank_index("weekly", at=NOW) == len(TIED)
     ranks = await dense.ranks(["bo", "di", "ed"], "weekly", at=NOW)
     # dense ranks 1, 3, 3 but tied players share the competition position: 1, 4, 4
     assert [(s.rank, s.top_percent) for s in ranks.standings] == [(1, 16.7), (3, 66.7), (3, 66.7)]
@@ -112,7 +114,7 @@ async def test_histogram_and_distinct_points_follow_every_operator(r: aioredis.R
     """Random best / incr / set writes, including moves down and to equal points; after each
     batch both structures equal what the board itself says."""
     rng = random.Random(13)
-    lb = Leaderboard(r, GameConfig(game="test", windows=("weekly",), operator="best"))
+    lb = Leaderboard(r, GameConfig(game="test", windows=("weekly",), rank_mode="dense"))
     players = [f"p{i}" for i in range(40)]
     # the boundaries of buckets (powers of two and their neighbours) are where Lua and Python
     # could disagree on a bucket
@@ -140,7 +142,8 @@ def test_bucket_edges() -> None:
     assert bucket_of(2**47 - 1) < 48 * 16 + 1
 
 
-async def test_companions_expire_with_their_board(lb: Leaderboard, r: aioredis.Redis) -> None:
+async def test_companions_expire_with_their_board(r: aioredis.Redis) -> None:
+    lb = Leaderboard(r, GameConfig(game="test", rank_mode="dense"))
     await submit(lb, slip("1", "ana", 10))
     label = WINDOWS["weekly"].period(NOW).label
     ttl = await r.ttl(lb.keys.board("weekly", label, "global"))
@@ -228,7 +231,7 @@ async def test_a_deep_player_gets_an_approximate_rank_push_with_percentile(redis
 
 
 async def test_rebuild_restores_the_companions_of_an_older_board(r: aioredis.Redis) -> None:
-    lb = Leaderboard(r, GameConfig(game="test", windows=("weekly",)))
+    lb = Leaderboard(r, GameConfig(game="test", windows=("weekly",), rank_mode="dense"))
     rng = random.Random(3)
     await submit(lb, *(slip(f"s{i}", f"p{i}", rng.choice([0, 1, 7, 100, 2**32]), NOW + i) for i in range(300)))
     before = await structures(r, lb)
@@ -240,3 +243,9 @@ async def test_rebuild_restores_the_companions_of_an_older_board(r: aioredis.Red
     assert await structures(r, lb) == before
     board_expiry = await r.pexpiretime(lb.keys.board("weekly", label, "global"))
     assert [await r.pexpiretime(k) for k in companions] == [board_expiry, board_expiry]
+    # outside dense mode only the histogram is kept: the points set would cost memory for nothing
+    ordinal = Leaderboard(r, GameConfig(game="test", windows=("weekly",)))
+    await ordinal.rebuild_rank_index("weekly", at=NOW)
+    assert not await r.exists(companions[1]) and await r.exists(companions[0])
+    await submit(ordinal, slip("late", "zed", 5, NOW + 1000))
+    assert not await r.exists(companions[1])

@@ -8,7 +8,7 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:board:<window>:<period>:<scope>   ZSET    player -> packed score (points and time)
   lb:{g}:hist:<window>:<period>:<scope>    HASH    points bucket -> members of the board in it
   lb:{g}:points:<window>:<period>:<scope>  ZSET    each distinct points value on the board (member
-                                                   and score: the value), for dense ranks
+                                                   and score: the value); dense-mode windows only
   lb:{g}:players:<window>:<period>         HLL     distinct players of one window period
   lb:{g}:seen:<hour>                       SET     submission ids applied, bucketed by the
                                                    submission's own timestamp hour
@@ -168,9 +168,10 @@ local function text_field(value, what, code, required)
 end
 
 -- Rank modes, histogram and distinct points ------------------------------------------------
--- Every board has two companions, kept in the same atomic write as the board (board_score_changed):
--- a histogram (HASH bucket -> members) for approximate deep ranks and a set of its distinct points
--- values (ZSET value -> value) for dense ranks. leaderboard/ranking.py has the same buckets.
+-- A board has companions, kept in the same atomic write as the board (board_score_changed): always
+-- a histogram (HASH bucket -> members) for approximate deep ranks, and in dense mode only a set of
+-- its distinct points values (ZSET value -> value): on a board where nearly every member has its own
+-- points value that set costs about as much memory as the board. ranking.py has the same buckets.
 
 local RANK_MODES = { ordinal = true, dense = true, competition = true }
 local SUB_BUCKETS = 16 -- buckets per power of two: each spans at most 1/16 of its lower bound
@@ -203,9 +204,10 @@ end
 --[[ board_score_changed: keep a board's histogram and distinct points right after a member's
 packed score went from old to new (either nil: the member was added or removed). Call it AFTER the
 board itself was written (ZADD / ZREM): whether the old points value is still held by someone is
-read from the board. O(1) for the histogram, O(log N) for the points set; nothing when the points
-stay the same (only the time part moved). Any function that moves scores (submit, a correction, a
-ban) calls it, so dense ranks and the histogram stay exact.
+read from the board. points_key: the board's points set in dense mode, nil otherwise. O(1) for the
+histogram, O(log N) for the points set; nothing when the points stay the same (only the time part
+moved). Any function that moves scores (submit, a correction, a ban) calls it, so dense ranks and
+the histogram stay exact.
 ]]
 local function board_score_changed(board_key, hist_key, points_key, scale, old, new)
   local old_points = old and math.floor(old / scale) or nil
@@ -213,7 +215,7 @@ local function board_score_changed(board_key, hist_key, points_key, scale, old, 
   if old_points == new_points then
     return
   end
-  if new_points then
+  if new_points and points_key then
     redis.call('ZADD', points_key, new_points, fmt_points(new_points))
   end
   local old_bucket, new_bucket = old_points and bucket_of(old_points), new_points and bucket_of(new_points)
@@ -225,7 +227,7 @@ local function board_score_changed(board_key, hist_key, points_key, scale, old, 
       redis.call('HDEL', hist_key, old_bucket)
     end
   end
-  if old_points and redis.call('ZCOUNT', board_key, old_points * scale, (old_points + 1) * scale - 1) == 0 then
+  if old_points and points_key and redis.call('ZCOUNT', board_key, old_points * scale, (old_points + 1) * scale - 1) == 0 then
     redis.call('ZREM', points_key, fmt_points(old_points))
   end
 end
@@ -241,8 +243,15 @@ local function mode_rank(board_key, points_key, scale, mode, points, ordinal)
 end
 
 -- The histogram read once per call: for each bucket present, how many members sit in buckets
--- above it. O(B log B) for B buckets (at most 16 per power of two), then O(1) per player.
-local function read_histogram(hist_key)
+-- above it. O(B log B) for B buckets (at most 16 per power of two), then O(1) per player. The
+-- board's best and worst points bound the top and bottom buckets: those are often filled only in
+-- part, and spreading their members over the whole bucket would misplace them.
+local function read_histogram(hist_key, board_key, scale)
+  local best = redis.call('ZRANGE', board_key, -1, -1, 'WITHSCORES')
+  local worst = redis.call('ZRANGE', board_key, 0, 0, 'WITHSCORES')
+  if not best[2] then
+    return nil
+  end
   local flat = redis.call('HGETALL', hist_key)
   local buckets, counts = {}, {}
   for i = 1, #flat, 2 do
@@ -256,7 +265,10 @@ local function read_histogram(hist_key)
     above[b] = acc
     acc = acc + counts[b]
   end
-  return { above = above, counts = counts }
+  return {
+    above = above, counts = counts,
+    best = math.floor(tonumber(best[2]) / scale), worst = math.floor(tonumber(worst[2]) / scale),
+  }
 end
 
 -- Approximate ordinal rank of a member with `points`: the members of every bucket above, plus its
@@ -269,6 +281,7 @@ local function approx_rank(hist, points)
     return nil
   end
   local lo, hi = bucket_bounds(b)
+  hi, lo = math.min(hi, hist.best + 1), math.max(lo, hist.worst)
   local inside = math.ceil(count * (hi - points) / (hi - lo))
   return hist.above[b] + math.max(1, math.min(count, inside))
 end
@@ -464,7 +477,7 @@ local function apply_board(board, player, name, ctx, need_rank)
   local was_top = old ~= nil and (prev and prev < ctx.top_n or (not prev and in_top(ctx, key, player, old, nth)))
   -- the comparison above already decided the write, so a plain ZADD (not GT) is right here
   redis.call('ZADD', key, board.score, player)
-  board_score_changed(key, board.hist, board.pts, scale, old, board.score)
+  board_score_changed(key, board.hist, board.period.mode == 'dense' and board.pts or nil, scale, old, board.score)
   local rank = need_rank and redis.call('ZREVRANK', key, player) or nil
   if was_top then
     touch_top(board, player, name, ctx, rank, false)
@@ -475,7 +488,9 @@ local function apply_board(board, player, name, ctx, need_rank)
     -- after board_score_changed: EXPIREAT on a key not yet created would do nothing
     redis.call('EXPIREAT', key, board.period.expire_at, 'NX')
     redis.call('EXPIREAT', board.hist, board.period.expire_at, 'NX')
-    redis.call('EXPIREAT', board.pts, board.period.expire_at, 'NX')
+    if board.period.mode == 'dense' then
+      redis.call('EXPIREAT', board.pts, board.period.expire_at, 'NX')
+    end
     ctx.expiring[key] = true
   end
   local improved = old == nil or board.score > old
@@ -801,7 +816,7 @@ local function lb_ranks(keys, args)
   end
   local board, scale = keys[1], 2 ^ shift
   local out = { redis.call('ZCARD', board) }
-  local hist = deep_from > 0 and mode ~= 'dense' and out[1] > deep_from and read_histogram(keys[3]) or nil
+  local hist = deep_from > 0 and mode ~= 'dense' and out[1] > deep_from and read_histogram(keys[3], board, scale) or nil
   for i = 4, #args do
     local player = args[i]
     local score = redis.call('ZSCORE', board, player)
@@ -1175,18 +1190,20 @@ local function lb_profile(keys, args)
   return encoded
 end
 
---[[ lb_rank_rebuild: rebuild a board's histogram and distinct points from the board itself.
-For boards written before they had companions (or to repair them): O(N), one atomic call, so no
-write interleaves; about a second per million members, during which Redis serves nothing else.
-The companions get the board's expiry.
-Input:  KEYS[1] board, KEYS[2] its points set, KEYS[3] its histogram; ARGV[1] shift
-Output: {members, distinct points values, histogram buckets}
+--[[ lb_rank_rebuild: rebuild a board's histogram, and in dense mode its distinct points, from the
+board itself. For boards written before they had companions, and after a window's mode changed to
+dense (the points set is kept only in dense mode): O(N), one atomic call, so no write interleaves;
+a few seconds per million members, during which Redis serves nothing else. The companions get the
+board's expiry; outside dense mode the points set is deleted.
+Input:  KEYS[1] board, KEYS[2] its points set, KEYS[3] its histogram; ARGV[1] shift, ARGV[2] mode
+Output: {members, distinct points values (0 outside dense mode), histogram buckets}
 ]]
 local function lb_rank_rebuild(keys, args)
   local shift = parse_uint(args[1], 2)
-  if not shift or shift > 52 then
-    return redis.error_reply('ERR bad_request shift must be 0..52')
+  if not shift or shift > 52 or not RANK_MODES[args[2]] then
+    return redis.error_reply('ERR bad_request shift (0..52) and rank mode required')
   end
+  local dense = args[2] == 'dense'
   local board, scale = keys[1], 2 ^ shift
   redis.call('DEL', keys[2], keys[3])
   local counts, distinct, buckets, values = {}, {}, 0, 0
@@ -1200,7 +1217,7 @@ local function lb_rank_rebuild(keys, args)
         counts[b], buckets = 0, buckets + 1
       end
       counts[b] = counts[b] + 1
-      if not distinct[points] then
+      if dense and not distinct[points] then
         distinct[points], values = true, values + 1
       end
     end
