@@ -97,6 +97,26 @@ def test_assign_ranks_continues_a_slice_from_its_first_rank() -> None:
     assert assign_ranks("dense", 1, 1, []) == []
 
 
+def brute_force(mode: str, points: list[int]) -> list[int]:
+    """Each member's rank by definition, scanning the whole board."""
+    if mode == "ordinal":
+        return list(range(1, len(points) + 1))
+    if mode == "competition":
+        return [1 + sum(q > p for q in points) for p in points]
+    return [1 + len({q for q in points if q > p}) for p in points]
+
+
+def test_every_slice_continues_the_ranks_of_the_whole_board() -> None:
+    rng = random.Random(5)
+    for _ in range(200):
+        points = sorted((rng.randrange(6) for _ in range(rng.randrange(1, 15))), reverse=True)
+        start = rng.randrange(len(points))
+        stop = rng.randrange(start, len(points)) + 1
+        for mode in EXPECTED:
+            whole = brute_force(mode, points)
+            assert assign_ranks(mode, start + 1, whole[start], points[start:stop]) == whole[start:stop]
+
+
 async def structures(r: aioredis.Redis, lb: Leaderboard, window: str = "weekly") -> tuple[Any, Any, Any]:
     """(histogram as found, histogram recomputed from the board, distinct points found vs board)."""
     spec = WINDOWS[window]
