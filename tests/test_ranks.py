@@ -269,3 +269,16 @@ async def test_rebuild_restores_the_companions_of_an_older_board(r: aioredis.Red
     assert not await r.exists(companions[1]) and await r.exists(companions[0])
     await submit(ordinal, slip("late", "zed", 5, NOW + 1000))
     assert not await r.exists(companions[1])
+
+
+async def test_estimates_respect_a_partly_filled_top_bucket(r: aioredis.Redis) -> None:
+    """Every member in the lower half of one bucket [65536, 69632): spread over the whole bucket,
+    the best would be estimated near the middle of the board instead of near the top."""
+    lb = Leaderboard(r, board("ordinal"))
+    await submit(lb, *(slip(f"s{i}", f"p{i}", 65_536 + 2 * i, NOW + i) for i in range(1000)))
+    players = [f"p{i}" for i in range(0, 1000, 37)]
+    exact = await lb.ranks(players, "weekly", at=NOW)
+    deep = await lb.ranks(players, "weekly", at=NOW, deep_from=1)
+    for e, d in zip(exact.standings, deep.standings, strict=True):
+        assert e.rank is not None and d.rank is not None
+        assert abs(d.rank - e.rank) <= 10, (e, d)
