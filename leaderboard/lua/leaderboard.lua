@@ -171,7 +171,7 @@ end
 -- A board has companions, kept in the same atomic write as the board (board_score_changed): always
 -- a histogram (HASH bucket -> members) for approximate deep ranks, and in dense mode only a set of
 -- its distinct points values (ZSET value -> value): on a board where nearly every member has its own
--- points value that set costs about as much memory as the board. ranking.py has the same buckets.
+-- points value that set costs about two thirds of the board's memory. ranking.py has the same buckets.
 
 local RANK_MODES = { ordinal = true, dense = true, competition = true }
 local SUB_BUCKETS = 16 -- buckets per power of two: each spans at most 1/16 of its lower bound
