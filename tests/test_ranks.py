@@ -248,6 +248,10 @@ async def test_a_deep_player_gets_an_approximate_rank_push_with_percentile(redis
         # asked directly, a rank is always exact
         reply = await request(deep, {"type": "rank", "id": 1}, "rank")
         assert (reply["approx"], reply["rank"], reply["top_percent"]) == (False, 397, 99.3)
+        # climbing into the exact ranks: the next push is exact, unmarked
+        await lb.submit_batch([Submission("climb", "p3", 10_000, now_ms()).fields()])
+        push = await recv_type(deep, "rank", 5 * T)
+        assert (push["approx"], push["rank"], push["score"], push["top_percent"]) == (False, 1, 10_000, 0.3)
 
 
 async def test_rebuild_restores_the_companions_of_an_older_board(r: aioredis.Redis) -> None:
