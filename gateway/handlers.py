@@ -165,7 +165,7 @@ class Handlers:
         )
         msg = wire.around(
             board=req.board, window=req.window, period=around.period.label, player=player, entries=around.entries,
-            mode=around.mode, request_id=req.id,
+            mode=around.mode, size=around.size, request_id=req.id,
         )  # fmt: skip
         await self._out.reply(client, msg)
 

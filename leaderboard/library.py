@@ -49,6 +49,7 @@ The transport (``connect``, ``execute_packed``) is in transport.py and the batch
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from importlib.resources import files
 from typing import Any, cast
 
@@ -59,7 +60,7 @@ from .batch import decode_batch, encode_batch
 from .config import GameConfig
 from .errors import BadPeriod, BadRequest, NotReplicated, TournamentError, from_reply
 from .keys import parse_scope
-from .ranking import assign_ranks, round_rank, top_percent
+from .ranking import COMPETITION, ORDINAL, assign_ranks, round_rank, top_percent
 from .results import BoardEntries, BoardRef, BoardStats, Correction, Entry, Publication, Ranks, Standing, SubmitResult
 from .transport import Command, RedisClient, execute_packed, now_ms
 from .windows import (
@@ -432,7 +433,16 @@ class Leaderboard:
         mode, w = self.config.rank_mode_for(window_name), found.window
         keys = [key, self.keys.profiles, self.keys.points(w.name, found.label, scope)]
         flat = await self._fcall_ro("lb_around", keys, player, k, mode, w.shift)
-        return BoardEntries(found, _entries(found, mode, int(flat[0]), int(flat[1]), flat[2:]) if flat else [], mode)
+        if not flat:
+            return BoardEntries(found, [], mode)
+        first_ordinal, size = int(flat[0]), int(flat[3])
+        entries = _entries(found, mode, first_ordinal, int(flat[1]), flat[4:])
+        # the percentile's position: ordinal in ordinal mode, else the competition rank
+        positions = assign_ranks(
+            ORDINAL if mode == ORDINAL else COMPETITION, first_ordinal, int(flat[2]), [e.score for e in entries]
+        )
+        entries = [replace(e, top_percent=top_percent(pos, size)) for e, pos in zip(entries, positions, strict=True)]
+        return BoardEntries(found, entries, mode, size)
 
     async def ranks(
         self,

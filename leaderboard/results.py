@@ -51,6 +51,7 @@ class Entry:
     player: str
     score: int
     profile: Mapping[str, Any] | None = None
+    top_percent: float | None = None  # set by reads around a player (leaderboard/ranking.py)
 
     @property
     def name(self) -> str | None:
@@ -81,6 +82,7 @@ class BoardEntries:
     period: Period
     entries: list[Entry]
     mode: str = "ordinal"  # the rank mode of the entries' ranks
+    size: int | None = None  # the board's member count, where the read took it (around)
 
 
 @dataclass(frozen=True, slots=True)

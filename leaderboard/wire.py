@@ -46,7 +46,13 @@ def error(code: str, message: str, request_id: Any = None) -> bytes:
 
 
 def _rows(entries: Iterable[Entry]) -> list[dict[str, Any]]:
-    return [{"rank": e.rank, "player": e.player, "score": e.score, **display(e.profile)} for e in entries]
+    rows = []
+    for e in entries:
+        row: dict[str, Any] = {"rank": e.rank, "player": e.player, "score": e.score, **display(e.profile)}
+        if e.top_percent is not None:
+            row["top_percent"] = e.top_percent
+        rows.append(row)
+    return rows
 
 
 def _with_id(msg: dict[str, Any], request_id: Any) -> bytes:
@@ -131,11 +137,13 @@ def around(
     player: str,
     entries: Iterable[Entry],
     mode: str = "ordinal",
+    size: int | None = None,
     request_id: Any = None,
 ) -> bytes:
+    """The entries around a player, each with its ``top_percent``; ``size``: the board's."""
     msg = {
         "type": "around", "board": board, "window": window, "period": period, "mode": mode,
-        "player": player, "entries": _rows(entries),
+        "player": player, "size": size, "entries": _rows(entries),
     }  # fmt: skip
     return _with_id(msg, request_id)
 

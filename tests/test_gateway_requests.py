@@ -140,6 +140,7 @@ async def test_rank_around_ranks_and_top(redis_url: str, lb: Leaderboard) -> Non
         )
         around = await request(ws, {"type": "around", "k": 1})
         assert [e["player"] for e in around["entries"]] == ["ana", "mia", "leo"]
+        assert (around["size"], [e["top_percent"] for e in around["entries"]]) == (3, [33.4, 66.7, 100.0])
         ranks = await request(ws, {"type": "ranks", "players": ["leo", "nobody"]})
         assert ranks["players"] == [
             {"player": "leo", "rank": 3, "score": 100, "top_percent": 100.0, "approx": False},

@@ -54,6 +54,10 @@ async def test_every_read_ranks_ties_in_the_board_mode(r: aioredis.Redis, mode: 
     ]
     around = await lb.around("di", "weekly", k=0, at=NOW)
     assert [(e.player, e.rank) for e in around.entries] == [("di", expected[3])]
+    # percentiles around a player: tied members share one outside ordinal mode (positions 4, 4, 6 of 6)
+    around = await lb.around("ed", "weekly", k=1, at=NOW)
+    share = [66.7, 83.4, 100.0] if mode == "ordinal" else [66.7, 66.7, 100.0]
+    assert (around.size, [e.top_percent for e in around.entries]) == (6, share)
     ranks = await lb.ranks([p for p, _ in TIED] + ["nobody"], "weekly", at=NOW)
     assert ranks.mode == mode
     assert [s.rank for s in ranks.standings] == [*expected, None]

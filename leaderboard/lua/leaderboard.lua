@@ -772,7 +772,8 @@ end
 --[[ lb_around: the entries k above and k below a player, clamped at the board's edges.
 Input:  KEYS[1] board, KEYS[2] profiles, KEYS[3] the board's points set;
         ARGV[1] player, ARGV[2] k, ARGV[3] rank mode, ARGV[4] shift (k of the score packing)
-Output: {first ordinal rank (1-based), first rank in the mode, player, packed score,
+Output: {first ordinal rank (1-based), first rank in the mode, first percentile position (the
+        ordinal rank in ordinal mode, else the competition rank), board size, player, packed score,
         profile JSON or nil, ...}; {} if unranked
 ]]
 local function lb_around(keys, args)
@@ -792,10 +793,10 @@ local function lb_around(keys, args)
   local flat = redis.call('ZRANGE', keys[1], start, rank + k, 'REV', 'WITHSCORES')
   local out = entries_with_profiles(keys[2], flat)
   local scale = 2 ^ shift
-  local first = mode_rank(keys[1], keys[3], scale, args[3], math.floor(tonumber(flat[2]) / scale), start + 1)
-  table.insert(out, 1, first)
-  table.insert(out, 1, start + 1)
-  return out
+  local points = math.floor(tonumber(flat[2]) / scale)
+  local first = mode_rank(keys[1], keys[3], scale, args[3], points, start + 1)
+  local position = args[3] == 'dense' and mode_rank(keys[1], keys[3], scale, 'competition', points, nil) or first
+  return { start + 1, first, position, redis.call('ZCARD', keys[1]), unpack(out) }
 end
 
 --[[ lb_ranks: rank and packed score of each listed player (a friends list, or the players
