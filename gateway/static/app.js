@@ -237,7 +237,7 @@ async function refreshAround() {
     // between, and the page must not show two different ranks. An approximate rank is kept while
     // the score stands: it is marked as such, and the list shows the exact neighbours.
     const moved = mineRow && mineRow.score !== mine.score;
-    if (mineRow && (moved || (!mine.approx && mineRow.rank !== mine.rank))) setMine(mineRow.rank, mineRow.score);
+    if (mineRow && (moved || (!mine.approx && mineRow.rank !== mine.rank))) setMine(mineRow.rank, mineRow.score, mineRow.top_percent ?? null);
     $("around").replaceChildren(
       ...reply.entries.map((e) => {
         const li = el("li", { value: e.rank }, ...who(e), el("span", { className: "num", textContent: fmt(e.score) }));
