@@ -316,7 +316,7 @@ async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Lea
     # A good first submission, then one naming a layout that does not exist, or a cut-off list:
     # refused as a whole before the first write.
     plan = encode_batch(lb.config, [slip("a", "ana", 5), slip("b", "ben", 6)], LATER)
-    head = 8 + 9 * 3 + 1  # the header, three period records, the layout count
+    head = 8 + 10 * 3 + 1  # the header, three period records, the layout count
     bad_key = [*plan.args[:head], 999, *plan.args[head + 1 :]]  # a layout naming no key
     bad_period = [*plan.args[:8], "weekly", "x", "soon", *plan.args[11:]]  # a period record's start
     for args in ([*plan.args[:-1], 99], plan.args[:-1], bad_key, bad_period):
