@@ -228,7 +228,7 @@ class Leaderboard:
         keys = [self.keys.closed_marker(w.name, period.label), self.keys.closed, self.keys.finals(w.name),
                 self.keys.versions, *(self.keys.board(w.name, period.label, scope) for scope in scopes)]  # fmt: skip
         args: list[str | int] = [w.name, period.label, period.start_ms, period.end_ms, w.shift, top_n,
-                period.expire_at_s, keep, maxlen, now_ms(), *scopes]  # fmt: skip
+                period.expire_at_s, keep, maxlen, now_ms(), self.config.rank_mode_for(w.name), *scopes]  # fmt: skip
         reply = await _execute(self.redis, ("FCALL", "lb_close", len(keys), *keys, *args))
         return None if reply is None else str(reply)
 
@@ -494,8 +494,8 @@ class Leaderboard:
         period: str | None = None,
         deep_from: int = 0,
     ) -> Standing:
-        [standing] = (await self.ranks([player], window_name, scope, at=at, period=period, deep_from=deep_from)).standings
-        return standing
+        ranks = await self.ranks([player], window_name, scope, at=at, period=period, deep_from=deep_from)
+        return ranks.standings[0]
 
     async def rebuild_rank_index(self, window_name: str, scope: str = "global", *, at: int | None = None) -> int:
         """lb_rank_rebuild: rebuild the board's histogram, and in dense mode its distinct points,

@@ -290,3 +290,13 @@ async def test_estimates_respect_a_partly_filled_top_bucket(r: aioredis.Redis) -
     for e, d in zip(exact.standings, deep.standings, strict=True):
         assert e.rank is not None and d.rank is not None
         assert abs(d.rank - e.rank) <= 10, (e, d)
+
+
+@pytest.mark.parametrize("mode", ["competition", "dense"])
+async def test_a_close_event_names_the_ranks_of_the_board_mode(r: aioredis.Redis, mode: str) -> None:
+    """Rewards are granted by the event's ranks: tied players must get the same one."""
+    lb = await tied_board(r, mode)
+    event = await lb.close(WINDOWS["weekly"].period(NOW), ["global"], top_n=10, keep=1, maxlen=100)
+    assert event is not None
+    [final] = await lb.finals("weekly")
+    assert [e["rank"] for e in final["top"]["global"]] == EXPECTED[mode]

@@ -852,17 +852,19 @@ longer published), which is also how a late write to a closed period is cleaned 
 Input:  KEYS[1] marker, KEYS[2] closed stream, KEYS[3] finals list, KEYS[4] versions hash,
         KEYS[5..] the period's boards
         ARGV    window, period, start_ms, end_ms, shift, n, marker expire_at_s (0 = never),
-                finals kept, stream maxlen, now_ms, then per board: scope
+                finals kept, stream maxlen, now_ms, rank mode (the ranks the event names), then
+                per board: scope
 Output: the close event's stream id, or false if the period was closed before
 ]]
 local function lb_close(keys, args)
   local shift, n, expire_at = parse_uint(args[5], 2), parse_uint(args[6], 4), parse_uint(args[7], 12)
   local kept, maxlen, now = parse_uint(args[8], 6), parse_uint(args[9], 9), parse_uint(args[10], 15)
-  if not (shift and n and n >= 1 and expire_at and kept and maxlen and now) or #args ~= 10 + #keys - 4 then
+  if not (shift and n and n >= 1 and expire_at and kept and maxlen and now and RANK_MODES[args[11]])
+      or #args ~= 11 + #keys - 4 then
     return redis.error_reply('ERR bad_request malformed close')
   end
   for b = 5, #keys do
-    redis.call('HDEL', keys[4], args[1] .. ':' .. args[2] .. ':' .. args[b + 6])
+    redis.call('HDEL', keys[4], args[1] .. ':' .. args[2] .. ':' .. args[b + 7])
   end
   local marked
   if expire_at > 0 then
@@ -879,9 +881,17 @@ local function lb_close(keys, args)
     local flat = redis.call('ZRANGE', keys[b], 0, n - 1, 'REV', 'WITHSCORES')
     local entries = {}
     for i = 1, #flat, 2 do
-      entries[#entries + 1] = { rank = (i + 1) / 2, player = flat[i], points = math.floor(tonumber(flat[i + 1]) / scale) }
+      local points, rank = math.floor(tonumber(flat[i + 1]) / scale), (i + 1) / 2
+      local prev = entries[#entries]
+      -- the list starts at rank 1, so a tie's rank follows from the entry before it
+      if prev and prev.points == points and args[11] ~= 'ordinal' then
+        rank = prev.rank
+      elseif prev and args[11] == 'dense' then
+        rank = prev.rank + 1
+      end
+      entries[#entries + 1] = { rank = rank, player = flat[i], points = points }
     end
-    top[args[b + 6]] = entries
+    top[args[b + 7]] = entries
   end
   local id = args[1] .. ':' .. args[2]
   -- cjson writes an empty table as {}; a board with no entries is simply left out
