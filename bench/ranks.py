@@ -205,9 +205,12 @@ async def run(args: argparse.Namespace) -> list[str]:
             print(f"{dist}: write cost ...", file=sys.stderr)  # last: ordinal phases leave the points set stale
             cost = await write_cost(r, dist, dist, args.members, args.updates, rng, args.rounds)
             print(f"{dist}: rebuild ...", file=sys.stderr)
+            # seconds per million members: longer than a client's default 5 s read timeout
+            patient = connect(server.url, socket_timeout=None)
             started = time.perf_counter()
-            await lb.rebuild_rank_index("weekly")
+            await Leaderboard(patient, lb.config).rebuild_rank_index("weekly")
             rebuild = time.perf_counter() - started
+            await patient.aclose()
             lines += report(dist, args, took, sizes, memory, cost, read, err, rebuild)
             await r.flushall()
         await r.aclose()

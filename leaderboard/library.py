@@ -500,7 +500,9 @@ class Leaderboard:
     async def rebuild_rank_index(self, window_name: str, scope: str = "global", *, at: int | None = None) -> int:
         """lb_rank_rebuild: rebuild the board's histogram, and in dense mode its distinct points,
         from the board: for boards written before they had them, and after the window's mode
-        changed to dense. O(N) in one atomic call. Returns the member count."""
+        changed to dense. O(N) in one atomic call: seconds on a board of a million members, so
+        call it on a client made with ``connect(url, socket_timeout=None)``. Returns the member
+        count."""
         key, found = await self._board(window_name, scope, at)
         w, mode = found.window, self.config.rank_mode_for(window_name)
         keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
