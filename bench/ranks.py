@@ -36,11 +36,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Leaderboard, connect, now_ms
 from leaderboard.ranking import RANK_MODES
+from leaderboard.transport import RedisClient
 
 COMMAND = "flock /work/bench.lock .venv/bin/python -m bench.ranks"
 CHUNK = 500
@@ -67,13 +66,13 @@ async def load(lb: Leaderboard, dist: str, members: int, rng: random.Random) -> 
     return time.perf_counter() - started
 
 
-async def commandstats(r: aioredis.Redis) -> dict[str, dict[str, Any]]:
+async def commandstats(r: RedisClient) -> dict[str, dict[str, Any]]:
     stats: dict[str, dict[str, Any]] = await r.info("commandstats")
     return {name.removeprefix("cmdstat_"): value for name, value in stats.items()}
 
 
 async def write_cost(
-    r: aioredis.Redis, game: str, dist: str, members: int, updates: int, rng: random.Random, rounds: int
+    r: RedisClient, game: str, dist: str, members: int, updates: int, rng: random.Random, rounds: int
 ) -> dict[str, dict[str, Any]]:
     """Alternated phases of ``updates // (2 * rounds)`` submissions in ordinal mode (histogram
     only) and dense mode (histogram and points set); the median of each mode's phases."""
@@ -104,7 +103,7 @@ async def write_phase(lb: Leaderboard, dist: str, members: int, updates: int, rn
             "zadd_us": zadd.get("usec", 0) / updates}  # fmt: skip
 
 
-async def redis_us(r: aioredis.Redis, body: Callable[[], Awaitable[int]]) -> tuple[float, float]:
+async def redis_us(r: RedisClient, body: Callable[[], Awaitable[int]]) -> tuple[float, float]:
     """Redis time per unit (FCALL_RO commandstats) and wall-clock per call of ``body``, which
     returns how many units (players or calls) it read and makes ``calls`` calls."""
     await r.config_resetstat()
@@ -118,7 +117,7 @@ async def redis_us(r: aioredis.Redis, body: Callable[[], Awaitable[int]]) -> tup
 
 
 async def reads(
-    r: aioredis.Redis, game: str, players: list[str], around_players: list[str], rounds: int
+    r: RedisClient, game: str, players: list[str], around_players: list[str], rounds: int
 ) -> dict[str, Any]:
     variants = [(mode, 0) for mode in RANK_MODES] + [("ordinal", 1)]
     ranks: dict[str, list[tuple[float, float]]] = {}
@@ -150,7 +149,7 @@ async def reads(
     return {"ranks": med, "around": med_around}
 
 
-async def error(r: aioredis.Redis, lb: Leaderboard, players: list[str]) -> list[tuple[str, int, float, float, float]]:
+async def error(r: RedisClient, lb: Leaderboard, players: list[str]) -> list[tuple[str, int, float, float, float]]:
     """Per depth band: (band, members sampled, median / p99 relative error, p99 error in percentile
     points) of the raw estimate against the exact ordinal rank."""
     spec = lb.config.window_specs[0]
