@@ -479,9 +479,7 @@ class Leaderboard:
             flat, joined = await self._fcall_ro("lb_ranks", keys, *args), [None] * len(players)
         size = int(flat[0])
         rows = zip(players, flat[1::4], flat[2::4], flat[3::4], flat[4::4], joined, strict=True)
-        standings = [
-            _standing(p, size, w.unpack, r, s, pos, approx, _profile(f)) for p, r, s, pos, approx, f in rows
-        ]
+        standings = [_standing(p, size, w.unpack, r, s, pos, approx, _profile(f)) for p, r, s, pos, approx, f in rows]
         return Ranks(found, size, standings, mode)
 
     async def rank(
