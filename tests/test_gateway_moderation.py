@@ -109,9 +109,17 @@ async def test_profiles_from_players_and_servers_join_friends_lists(redis_url: s
             assert reply["profile"] == {"avatar": avatar}
             friends = await request(server, {"type": "ranks", "players": ["mia", "ana", "nobody"]})
             assert friends["players"] == [
-                {"player": "mia", "rank": 1, "score": 50, "name": "M\u00eda", "country": "SE"},
-                {"player": "ana", "rank": 2, "score": 40, "avatar": avatar},
-                {"player": "nobody", "rank": None, "score": None},
+                {
+                    "player": "mia",
+                    "rank": 1,
+                    "score": 50,
+                    "top_percent": 50.0,
+                    "approx": False,
+                    "name": "M\u00eda",
+                    "country": "SE",
+                },
+                {"player": "ana", "rank": 2, "score": 40, "top_percent": 100.0, "approx": False, "avatar": avatar},
+                {"player": "nobody", "rank": None, "score": None, "top_percent": None, "approx": False},
             ]
             top = await request(server, {"type": "top", "n": 2})
             assert top["entries"][0]["name"] == "M\u00eda" and top["entries"][1]["avatar"] == avatar
