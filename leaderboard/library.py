@@ -318,11 +318,30 @@ class Leaderboard:
         """lb_ban: tombstone ``player`` and remove them from ``boards``; (boards they were on,
         of those the boards whose top N changed)."""
         keys = [self.keys.banned, self.keys.versions, self.keys.activity]
-        keys += [self.keys.board(b.window, b.period, b.scope) for b in boards]
         args: list[str | int] = [player, actor, reason, now_ms() if now is None else now, self.config.activity_maxlen,
-                                 self.config.top_n, *(f"{b.window}:{b.period}:{b.scope}" for b in boards)]  # fmt: skip
+                                 self.config.top_n]  # fmt: skip
+        shifts = {name: await self._shift_of(name) for name in {b.window for b in boards}}
+        for b in boards:  # the companions (histogram, points set) follow the board's removal
+            keys += self._board_keys(b.window, b.period, b.scope)
+            args += [f"{b.window}:{b.period}:{b.scope}", shifts[b.window], self.config.rank_mode_for(b.window)]
         removed, touched = await _execute(self.redis, ("FCALL", "lb_ban", len(keys), *keys, *args))
         return int(removed), int(touched)
+
+    def _board_keys(self, window_name: str, period: str, scope: str) -> tuple[str, str, str]:
+        """A board and its companions, as lb_ban and lb_correct take them."""
+        at = (window_name, period, scope)
+        return self.keys.board(*at), self.keys.histogram(*at), self.keys.points(*at)
+
+    async def _shift_of(self, window_name: str) -> int:
+        """The score shift of a board's window, -1 when its window is no longer known (a
+        tournament whose definition is gone): its companions are then left alone."""
+        try:
+            return (await self.window_of(window_name)).shift
+        except (BadRequest, TournamentError):
+            try:  # a window the game no longer keeps still has its fixed encoding
+                return window(window_name).shift
+            except ValueError:
+                return -1
 
     async def unban(self, player: str, *, actor: str, reason: str = "") -> bool:
         """lb_unban: lift a ban; whether there was one."""
@@ -346,9 +365,9 @@ class Leaderboard:
                                  self.config.activity_maxlen, self.config.top_n]  # fmt: skip
         for period, scope in boards:
             w = period.window
-            keys.append(self.keys.board(w.name, period.label, scope))
+            keys += self._board_keys(w.name, period.label, scope)
             args += [f"{w.name}:{period.label}:{scope}", period.start_ms, period.end_ms, w.shift, w.unit_ms,
-                     period.expire_at_s]  # fmt: skip
+                     period.expire_at_s, self.config.rank_mode_for(w.name)]  # fmt: skip
         rows = await _execute(self.redis, ("FCALL", "lb_correct", len(keys), *keys, *args))
         return [
             Correction(BoardRef(p.window.name, p.label, scope), None if int(prev) < 0 else int(prev), int(rank))

@@ -149,6 +149,7 @@ async def test_bad_corrections_are_refused_and_change_nothing(
         (("lb_ban", 3, "b", "v", "a", "p", ACTOR, "", NOW, 10, 10), "invalid_reason"),
         (("lb_ban", 3, "b", "v", "a", "p", ACTOR, "\u202eevil", NOW, 10, 10), "invalid_reason"),
         (("lb_ban", 4, "b", "v", "a", "z", "p", ACTOR, "r", NOW, 10, 10), "bad_request"),
+        (("lb_ban", 6, "b", "v", "a", "z", "h", "pt", "p", ACTOR, "r", NOW, 10, 10, "f", 20, "odd"), "bad_request"),
         (("lb_unban", 2, "b", "a", "p", "\x00", "", 10), "invalid_actor"),
         (
             ("lb_correct", 4, "b", "v", "a", "z", "p", "-5", ACTOR, "r", NOW, 10, 10, "f", 0, 1000, 20, 1000, 0),

@@ -300,3 +300,23 @@ async def test_a_close_event_names_the_ranks_of_the_board_mode(r: aioredis.Redis
     assert event is not None
     [final] = await lb.finals("weekly")
     assert [e["rank"] for e in final["top"]["global"]] == EXPECTED[mode]
+
+
+async def test_bans_and_corrections_keep_the_histogram_and_distinct_points_right(r: aioredis.Redis) -> None:
+    """A ban removes a member and a correction moves one outside lb_submit: both must keep the
+    board's companions equal to what the board says, or dense ranks and estimates go stale."""
+    from leaderboard.moderation import Moderation
+
+    lb = Leaderboard(r, GameConfig(game="test", windows=("weekly",), rank_mode="dense"))
+    mod = Moderation(lb)
+    await submit(lb, *(slip(f"s{i}", f"p{i}", [5, 5, 9, 40, 1024][i], NOW + i) for i in range(5)))
+    for action in (
+        mod.ban("p3", actor="ops", reason="cheat"),  # the only member on 40: its value goes
+        mod.correct("p0", 2048, actor="ops", reason="fix", at=NOW + 10),  # 5 is still held by p1
+        mod.correct("p1", 7, actor="ops", reason="fix", at=NOW + 11),  # 5 is now held by nobody
+    ):
+        await action
+        (hist, distinct), want_hist, want_distinct = await structures(r, lb)
+        assert hist == want_hist and distinct == want_distinct
+    ranks = await lb.ranks(["p2", "p1"], "weekly", at=NOW + 12)
+    assert [s.rank for s in ranks.standings] == [3, 4]  # 2048, 1024, 9, 7: dense ranks

@@ -58,8 +58,10 @@ Functions (each documented where it is defined; Python wrappers in leaderboard/l
   lb_tournament  create a tournament               tournaments
   lb_join      enter players in a tournament       tournaments (read), entrants
   lb_ban       remove a player everywhere, tombstone banned, versions, activity, the boards given
+                                                   and their histograms and points sets
   lb_unban     lift a ban                          banned, activity
   lb_correct   set a player's points, with reason  banned (read), versions, activity, the boards given
+                                                   and their histograms and points sets
   lb_profile   set a player's profile fields       profiles, versions, the boards given (read)
   lb_rank_rebuild  rebuild a board's companions      a board, its points and hist
 
@@ -1005,29 +1007,46 @@ end
 --[[ lb_ban: remove a player from the boards given and leave a tombstone, so that no replayed
 or later submission can put them back (lb_submit refuses it with the per-entry code 'banned').
 Banning again updates the record and removes whatever is on the boards given.
-Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, KEYS[4..] boards
+Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, then per board
+        three keys: the board, its histogram, its points set
         ARGV    player, actor, reason, now_ms, activity_maxlen, top_n, then per board its
-                version field "<window>:<period>:<scope>"
+                version field "<window>:<period>:<scope>", its window's shift (-1: unknown, the
+                companions are left alone) and rank mode
 Output: {boards the player was removed from, of those the boards whose top N changed}
 ]]
+local BAN_KEYS, BAN_FIELDS = 3, 3
+
 local function lb_ban(keys, args)
   local err = check_player(args[1]) or check_audit(args[2], args[3], true)
   if err then
     return err
   end
   local now, maxlen, top_n = parse_uint(args[4], 15), parse_uint(args[5], 12), parse_uint(args[6], 6)
-  if not (now and maxlen and top_n) or #args ~= 6 + #keys - 3 then
+  local count = (#keys - 3) / BAN_KEYS
+  if not (now and maxlen and top_n) or count ~= math.floor(count) or #args ~= 6 + BAN_FIELDS * count then
     return refuse('bad_request', 'malformed ban')
+  end
+  for i = 1, count do -- every record checked before the first write
+    local pos = 7 + BAN_FIELDS * (i - 1)
+    if not tonumber(args[pos + 1]) or not RANK_MODES[args[pos + 2]] then
+      return refuse('bad_request', 'malformed ban')
+    end
   end
   local player = args[1]
   redis.call('HSET', keys[1], player, cjson.encode({ by = args[2], reason = args[3], at = now }))
   local removed, touched = 0, 0
-  for b = 4, #keys do
-    local rank = redis.call('ZREVRANK', keys[b], player)
+  for i = 1, count do
+    local k, pos = 4 + BAN_KEYS * (i - 1), 7 + BAN_FIELDS * (i - 1)
+    local board, shift = keys[k], tonumber(args[pos + 1])
+    local rank = redis.call('ZREVRANK', board, player)
     if rank then
-      redis.call('ZREM', keys[b], player)
+      local old = tonumber(redis.call('ZSCORE', board, player))
+      redis.call('ZREM', board, player)
+      if shift >= 0 then
+        board_score_changed(board, keys[k + 1], args[pos + 2] == 'dense' and keys[k + 2] or nil, 2 ^ shift, old, nil)
+      end
       removed = removed + 1
-      touched = touched + bump_if_top(keys[2], args[b + 3], rank, nil, top_n)
+      touched = touched + bump_if_top(keys[2], args[pos], rank, nil, top_n)
     end
   end
   redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'action', 'ban', 'player', player,
@@ -1057,14 +1076,16 @@ local function lb_unban(keys, args)
   return 1
 end
 
--- A board record of lb_correct, as leaderboard/moderation.py lays it out:
---   version field, start_ms, end_ms, shift, unit_ms, expire_at_s (0 = never)
-local CORRECT_FIELDS = 6
+-- A board record of lb_correct, as leaderboard/library.py lays it out:
+--   version field, start_ms, end_ms, shift, unit_ms, expire_at_s (0 = never), rank mode
+-- and its keys: the board, its histogram, its points set.
+local CORRECT_FIELDS, CORRECT_KEYS = 7, 3
 
 --[[ lb_correct: set a player's points on the boards given (a correction, with its reason).
 A player already on a board keeps the time part of their score (ties stay ordered as they were
 reached); a player not on it is placed as of now (clamped into the board's period).
-Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, KEYS[4..] boards
+Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, then per board
+        CORRECT_KEYS keys (board, histogram, points set)
         ARGV    player, points, actor, reason, now_ms, activity_maxlen, top_n, then per board
                 a record of CORRECT_FIELDS fields
 Output: per board {previous points or -1 (not on it), rank after (1-based)}
@@ -1080,7 +1101,9 @@ local function lb_correct(keys, args)
     return refuse('invalid_points', 'points must be a non-negative integer')
   end
   local now, maxlen, top_n = parse_uint(args[5], 15), parse_uint(args[6], 12), parse_uint(args[7], 6)
-  if not (now and maxlen and top_n) or #keys < 4 or #args ~= 7 + CORRECT_FIELDS * (#keys - 3) then
+  local count = (#keys - 3) / CORRECT_KEYS
+  if not (now and maxlen and top_n) or count < 1 or count ~= math.floor(count)
+      or #args ~= 7 + CORRECT_FIELDS * count then
     return refuse('bad_request', 'malformed correction')
   end
   local player = args[1]
@@ -1088,18 +1111,18 @@ local function lb_correct(keys, args)
     return refuse('banned', 'player is banned from this game; unban first')
   end
   local plans = {}
-  for b = 4, #keys do -- every board checked before the first write
-    local pos = 8 + CORRECT_FIELDS * (b - 4)
+  for b = 1, count do -- every board checked before the first write
+    local pos, k = 8 + CORRECT_FIELDS * (b - 1), 4 + CORRECT_KEYS * (b - 1)
     local start_ms, end_ms, shift = tonumber(args[pos + 1]), tonumber(args[pos + 2]), tonumber(args[pos + 3])
-    local unit_ms, expire_at = tonumber(args[pos + 4]), tonumber(args[pos + 5])
-    if not (start_ms and end_ms and shift and unit_ms and expire_at) or end_ms <= start_ms then
+    local unit_ms, expire_at, mode = tonumber(args[pos + 4]), tonumber(args[pos + 5]), args[pos + 6]
+    if not (start_ms and end_ms and shift and unit_ms and expire_at and RANK_MODES[mode]) or end_ms <= start_ms then
       return refuse('bad_request', 'malformed correction')
     end
     local scale = 2 ^ shift
     if points > 2 ^ (53 - shift) - 1 then
       return refuse('points_out_of_range', 'points must stay below ' .. string.format('%d', 2 ^ (53 - shift)) .. ' on board ' .. args[pos])
     end
-    local old = redis.call('ZSCORE', keys[b], player)
+    local old = redis.call('ZSCORE', keys[k], player)
     old = old and tonumber(old) or nil
     local tie
     if old then
@@ -1108,17 +1131,24 @@ local function lb_correct(keys, args)
       local at = math.min(math.max(now, start_ms), end_ms - 1)
       tie = scale - 1 - math.floor((at - start_ms) / unit_ms)
     end
-    plans[b] = { old = old, score = points * scale + tie, scale = scale, field = args[pos], expire_at = expire_at }
+    plans[b] = { old = old, score = points * scale + tie, scale = scale, field = args[pos], expire_at = expire_at,
+                 board = keys[k], hist = keys[k + 1], pts = mode == 'dense' and keys[k + 2] or nil }
   end
   local rows = {}
-  for b = 4, #keys do
+  for b = 1, count do
     local plan = plans[b]
-    local before = plan.old and redis.call('ZREVRANK', keys[b], player) or nil
-    redis.call('ZADD', keys[b], plan.score, player)
+    local before = plan.old and redis.call('ZREVRANK', plan.board, player) or nil
+    redis.call('ZADD', plan.board, plan.score, player)
+    board_score_changed(plan.board, plan.hist, plan.pts, plan.scale, plan.old, plan.score)
     if plan.expire_at > 0 then
-      redis.call('EXPIREAT', keys[b], plan.expire_at, 'NX')
+      -- after board_score_changed: EXPIREAT on a key not yet created would do nothing
+      redis.call('EXPIREAT', plan.board, plan.expire_at, 'NX')
+      redis.call('EXPIREAT', plan.hist, plan.expire_at, 'NX')
+      if plan.pts then
+        redis.call('EXPIREAT', plan.pts, plan.expire_at, 'NX')
+      end
     end
-    local after = redis.call('ZREVRANK', keys[b], player)
+    local after = redis.call('ZREVRANK', plan.board, player)
     bump_if_top(keys[2], plan.field, before, after, top_n)
     rows[#rows + 1] = { plan.old and string.format('%d', math.floor(plan.old / plan.scale)) or -1, after + 1 }
   end
