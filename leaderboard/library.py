@@ -514,13 +514,16 @@ class Leaderboard:
         ranks = await self.ranks([player], window_name, scope, at=at, period=period, deep_from=deep_from)
         return ranks.standings[0]
 
-    async def rebuild_rank_index(self, window_name: str, scope: str = "global", *, at: int | None = None) -> int:
+    async def rebuild_rank_index(
+        self, window_name: str, scope: str = "global", *, at: int | None = None, period: str | None = None
+    ) -> int:
         """lb_rank_rebuild: rebuild the board's histogram, and in dense mode its distinct points,
-        from the board: for boards written before they had them, and after the window's mode
-        changed to dense. O(N) in one atomic call: seconds on a board of a million members, so
-        call it on a client made with ``connect(url, socket_timeout=None)``. Returns the member
-        count."""
-        key, found = await self._board(window_name, scope, at)
+        from the board: for boards written before they had them, after the window's mode changed
+        to dense, and after a rebuild from the durable log wrote its members. O(N) in one atomic
+        call: seconds on a board of a million members, so call it on a client made with
+        ``connect(url, socket_timeout=None)``. ``period`` names a past one as reads do. Returns
+        the member count."""
+        key, found = await self._board(window_name, scope, at, period)
         w, mode = found.window, self.config.rank_mode_for(window_name)
         keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
         reply = await _execute(self.redis, ("FCALL", "lb_rank_rebuild", len(keys), *keys, w.shift, mode))

@@ -262,7 +262,9 @@ async def submit(settings: ScorerSettings, args: argparse.Namespace) -> tuple[Su
 
 async def rebuild_command(settings: ScorerSettings, args: argparse.Namespace) -> Restored:
     store = open_store(settings.durable_url)
-    redis = connect(settings.redis_url)
+    # no read timeout: computing a restored board's rank companions is one O(N) call, seconds
+    # on a board of a million members
+    redis = connect(settings.redis_url, socket_timeout=None)
     try:
         await store.open()
         return await rebuild(redis, store, settings.game, force=args.force, batch=args.batch, replay=args.replay)

@@ -13,6 +13,7 @@ How, in the order the submissions were applied (the log's ``applied, idx, seq``)
    (``durable/fold.py``, the function's rules) and written as final states: one ZADD per member
    instead of one call per submission, so a rebuild is not bounded by Redis's speed at running
    ``lb_submit``; the ids still inside the idempotency horizon are added to their seen buckets;
+   then each board's rank companions (histogram, distinct points) are computed from its members;
 2. the newest ``replay`` submissions (default: as many as the activity feed keeps) go through
    ``lb_submit`` itself, in batches, with their original timestamps, on top of that state: the
    same rules, and the activity feed comes back as it was; their announcements go to a channel
@@ -177,7 +178,7 @@ async def rebuild(
                 restored.folded += 1
                 continue
             if not folded_written:  # before the first replayed one: it builds on the folded state
-                await _write_folded(redis, config, folder, seen, await store.names(game), restored, now)
+                await _write_folded(lb, folder, seen, await store.names(game), restored, now)
                 folded_written = True
             if record.tournament:
                 restored.tournament_slips += 1
@@ -188,7 +189,7 @@ async def rebuild(
                 pending = []
         progress.advance(len(chunk))
     if not folded_written:
-        await _write_folded(redis, config, folder, seen, await store.names(game), restored, now)
+        await _write_folded(lb, folder, seen, await store.names(game), restored, now)
     if pending:
         await _replay(lb, pending, now, restored)
     progress.finish()
@@ -222,16 +223,18 @@ async def _replay(lb: Leaderboard, entries: list[dict[str, str]], now: int, rest
 
 
 async def _write_folded(
-    redis: RedisClient,
-    config: GameConfig,
+    lb: Leaderboard,
     folder: Folder,
     seen: Mapping[int, list[str]],
     stored_names: Mapping[str, str],
     restored: Restored,
     now: int,
 ) -> None:
-    """The folded state as final values: members, distinct-player logs, versions, names, ids."""
+    """The folded state as final values: members, distinct-player logs, versions, names, ids,
+    and each board's rank companions (histogram, distinct points) computed from its members."""
+    redis, config = lb.redis, lb.config
     keys, now_s = config.keys, now // 1000
+    written: list[tuple[str, str, str]] = []
     commands: list[Command] = []
 
     async def flush(force: bool = False) -> None:
@@ -260,6 +263,7 @@ async def _write_folded(
         commands.append(("HINCRBY", keys.versions, f"{window}:{period}:{scope}", 1))
         restored.boards += 1
         restored.entries += len(items)
+        written.append((window, period, scope))
         await flush()
     names = {**stored_names, **folder.names}
     for player, name in names.items():
@@ -275,3 +279,7 @@ async def _write_folded(
         restored.seen_ids += len(ids)
         await flush()
     await flush(force=True)
+    # lb_submit keeps the companions as it writes; members written whole need them computed once,
+    # before the replayed part builds on them
+    for window, period, scope in written:
+        await lb.rebuild_rank_index(window, scope, at=now, period=period)
