@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import os
@@ -39,3 +40,20 @@ def listening_pids(port: int) -> list[int]:
         except OSError:
             continue
     return sorted(pids)
+
+
+async def http_ok(host: str, port: int, path: str) -> bool:
+    """Whether GET ``path`` answers 200 (a gateway's /readyz): connect within 1 s, status
+    line within 2 s."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1)
+    except (OSError, TimeoutError):
+        return False
+    try:
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        line = await asyncio.wait_for(reader.readline(), 2)
+        return line.split()[1:2] == [b"200"]
+    except (OSError, TimeoutError, IndexError):
+        return False
+    finally:
+        writer.close()

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from leaderboard.settings import argument_parser
 
-from .children import listening_pids
+from .children import http_ok, listening_pids
 from .haproxy import Runtime
 
 log = logging.getLogger("fleet.rollout")
@@ -103,7 +103,7 @@ async def _restart(gw: Member, balancers: list[Runtime], drain_timeout: float, s
 
     async def ready() -> bool:
         new = _pid_of(gw)
-        return new is not None and new != pid and await _http_ok(gw.host, gw.port, "/readyz")
+        return new is not None and new != pid and await http_ok(gw.host, gw.port, "/readyz")
 
     await _until_async(ready, start_timeout, f"{gw.name} was not started again and ready")
     t2 = time.monotonic()
@@ -146,21 +146,6 @@ async def _until_async(check: Callable[[], Awaitable[bool]], timeout: float, fai
         if time.monotonic() > deadline:
             raise RuntimeError(f"{failure} within {timeout:.0f} s")
         await asyncio.sleep(0.05)
-
-
-async def _http_ok(host: str, port: int, path: str) -> bool:
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1)
-    except (OSError, TimeoutError):
-        return False
-    try:
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
-        line = await asyncio.wait_for(reader.readline(), 2)
-        return line.split()[1:2] == [b"200"]
-    except (OSError, TimeoutError, IndexError):
-        return False
-    finally:
-        writer.close()
 
 
 def main(argv: Sequence[str] | None = None, *, data_dir: str = "var") -> int:

@@ -38,7 +38,7 @@ from leaderboard.library import library_code
 from leaderboard.lifecycle import Service
 from leaderboard.transport import connect
 
-from .children import die_with_parent, listening_pids
+from .children import die_with_parent, http_ok, listening_pids
 from .haproxy import BalancerConfig, Gateway, Haproxy
 from .redis_server import RedisServer, free_port
 from .rollout import Layout, Member
@@ -344,7 +344,7 @@ class Fleet(Service):
                 if proc is not None and proc.returncode is not None:
                     raise RuntimeError(f"a fleet process (pid {proc.pid}) {exit_status(proc.returncode)} at start")
             for where in list(pending):
-                if await _http_ok(*where):
+                if await http_ok(*where):
                     pending.discard(where)
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the fleet did not become ready within {self.settings.start_timeout} s")
@@ -482,18 +482,3 @@ def exit_status(code: int | None) -> str:
             return f"killed by {signal.Signals(-code).name}"
         return f"killed by signal {-code}"
     return f"exited with {code}"
-
-
-async def _http_ok(host: str, port: int, path: str) -> bool:
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1)
-    except (OSError, TimeoutError):
-        return False
-    try:
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
-        line = await asyncio.wait_for(reader.readline(), 2)
-        return line.split()[1:2] == [b"200"]
-    except (OSError, TimeoutError, IndexError):
-        return False
-    finally:
-        writer.close()

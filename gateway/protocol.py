@@ -332,6 +332,8 @@ def _correct(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> 
             raise _bad("scopes must be a list of 1-10 boards")
         for scope in scopes:
             try:
+                if not isinstance(scope, str):  # parse_scope expects text: null or 3 is no board
+                    raise TypeError(scope)
                 parse_scope(scope)
             except (ValueError, TypeError):
                 raise ProtocolError("bad_board", f"no board {str(scope)[:40]!r}") from None

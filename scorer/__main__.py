@@ -273,6 +273,19 @@ async def rebuild_command(settings: ScorerSettings, args: argparse.Namespace) ->
         await store.close()
 
 
+def _redis_trouble(settings: ScorerSettings, exc: Exception) -> int:
+    """One line and exit status 1 for a Redis an operator command cannot use: unreachable, or
+    without the function library. Any other error reply is a bug: raised."""
+    if not isinstance(exc, ResponseError):
+        print(unreachable(settings.redis_url, exc), file=sys.stderr)
+    elif "function" in str(exc).lower():
+        print(f"Redis at {redacted(settings.redis_url)} has no leaderboard library loaded: start a scorer "
+              f"(python -m scorer) against it first ({exc})", file=sys.stderr)  # fmt: skip
+    else:
+        raise exc
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     overrides = {"redis_url": args.redis_url} if "redis_url" in args else {}
@@ -284,9 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         except (InvalidInput, Banned) as exc:
             print(f"refused: {exc.code}: {exc.message}", file=sys.stderr)
             return 2
-        except (ConnectionError, TimeoutError, AuthenticationError) as exc:
-            print(unreachable(settings.redis_url, exc), file=sys.stderr)
-            return 1
+        except (ConnectionError, TimeoutError, AuthenticationError, ResponseError) as exc:
+            return _redis_trouble(settings, exc)
         return 0
     if args.command == "tournament":
         try:
@@ -294,15 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         except (BadRequest, TournamentError, ValueError) as exc:
             print(f"refused: {exc}", file=sys.stderr)
             return 2
-        except (ConnectionError, TimeoutError, AuthenticationError) as exc:
-            print(unreachable(settings.redis_url, exc), file=sys.stderr)
-            return 1
-        except ResponseError as exc:
-            if "function" not in str(exc).lower():
-                raise
-            print(f"Redis at {redacted(settings.redis_url)} has no leaderboard library loaded: start a scorer "
-                  f"(python -m scorer) against it first ({exc})", file=sys.stderr)  # fmt: skip
-            return 1
+        except (ConnectionError, TimeoutError, AuthenticationError, ResponseError) as exc:
+            return _redis_trouble(settings, exc)
         return 0
     if args.command == "submit":
         try:
@@ -316,15 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         except NotReplicated as exc:
             print(f"not replicated: {exc}", file=sys.stderr)
             return 4
-        except (ConnectionError, TimeoutError, AuthenticationError) as exc:
-            print(unreachable(settings.redis_url, exc), file=sys.stderr)
-            return 1
-        except ResponseError as exc:
-            if "function" not in str(exc).lower():
-                raise
-            print(f"Redis at {redacted(settings.redis_url)} has no leaderboard library loaded: start a scorer "
-                  f"(python -m scorer) against it first ({exc})", file=sys.stderr)  # fmt: skip
-            return 1
+        except (ConnectionError, TimeoutError, AuthenticationError, ResponseError) as exc:
+            return _redis_trouble(settings, exc)
         print(f"queued {sub.id}: player {sub.player}, {sub.points} points (stream entry {stream_id})")
         return 0
     if args.command == "rebuild":

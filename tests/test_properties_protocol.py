@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gateway import protocol as p
@@ -85,6 +85,8 @@ frames = st.one_of(
 
 @bounded(400)
 @given(frames)
+@example('{"type":"correct","scopes":[null]}')  # once an AttributeError, found by a longer search
+@example('{"type":"correct","scopes":[3]}')
 def test_any_frame_is_a_request_or_a_stable_error(frame: str | bytes) -> None:
     try:
         req = p.parse(frame, windows=WINDOWS, default_window="weekly")
