@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import logging
 import os
 import signal
 from pathlib import Path
@@ -57,3 +58,20 @@ async def http_ok(host: str, port: int, path: str) -> bool:
         return False
     finally:
         writer.close()
+
+
+async def stop_process(proc: asyncio.subprocess.Process, timeout: float, *, sig: int | None = signal.SIGTERM) -> int:
+    """Send ``sig`` (None: the caller already asked it to stop), wait up to ``timeout`` s,
+    SIGKILL if it hangs; the exit code (-1 if unknown)."""
+    if proc.returncode is None:
+        if sig is not None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            logging.getLogger(__name__).warning("pid %d did not stop in %.0f s: killing it", proc.pid, timeout)
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+    return proc.returncode if proc.returncode is not None else -1

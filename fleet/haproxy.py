@@ -32,7 +32,6 @@ import logging
 import os
 import resource
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -42,7 +41,7 @@ from pathlib import Path
 from leaderboard.lifecycle import Service
 from leaderboard.settings import argument_parser
 
-from .children import die_with_parent
+from .children import die_with_parent, stop_process
 
 log = logging.getLogger("fleet.haproxy")
 
@@ -262,15 +261,8 @@ class Haproxy(Service):
     async def close(self) -> None:
         """Idempotent: SIGTERM (haproxy closes every connection at once), SIGKILL if it hangs."""
         proc, self.proc = self.proc, None
-        if proc is not None and proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
+        if proc is not None:
+            await stop_process(proc, 10)
         shutil.rmtree(self._dir, ignore_errors=True)
 
 

@@ -38,7 +38,7 @@ from leaderboard.library import library_code
 from leaderboard.lifecycle import Service
 from leaderboard.transport import connect
 
-from .children import die_with_parent, http_ok, listening_pids
+from .children import die_with_parent, http_ok, listening_pids, stop_process
 from .haproxy import BalancerConfig, Gateway, Haproxy
 from .redis_server import RedisServer, free_port
 from .rollout import Layout, Member
@@ -359,17 +359,7 @@ class Fleet(Service):
 
     async def stop_process(self, proc: asyncio.subprocess.Process, timeout: float) -> int:
         """SIGTERM (the process drains or finishes its batch), SIGKILL if it hangs; the exit code."""
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), timeout)
-            except TimeoutError:
-                log.warning("pid %d did not stop in %.0f s: killing it", proc.pid, timeout)
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-        return proc.returncode if proc.returncode is not None else -1
+        return await stop_process(proc, timeout)
 
     async def close(self) -> None:
         """Stop in order (idempotent): no more restarts; gateways drain first so clients move on,

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from fleet.children import die_with_parent
+from fleet.children import die_with_parent, stop_process
 from leaderboard.lifecycle import Service
 
 from .wsworker import WorkerSettings
@@ -186,12 +186,7 @@ class Swarm(Service):
                     proc.stdin.write(b'{"cmd":"stop"}\n')
                     proc.stdin.close()
         for proc in self.procs:
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
+            await stop_process(proc, 10, sig=None)  # asked above, on stdin
         for task in self._readers:
             task.cancel()
         await asyncio.gather(*self._readers, return_exceptions=True)
