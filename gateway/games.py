@@ -44,13 +44,7 @@ def build_games(
         hub = Hub(settings, raw, lb, metrics, out)
         clients: set[Client] = set()
         ranks = RankPusher(_getter(clients), out, lb, settings, metrics)
-        queue = Queue(
-            redis,
-            config,
-            backlog_max=settings.backlog_max,
-            wait_replicas=settings.wait_replicas,
-            wait_timeout_ms=settings.wait_timeout_ms,
-        )
+        queue = Queue(redis, config)
         games[config.game] = Game(config, lb, queue, hub, ranks, clients)
     return games
 

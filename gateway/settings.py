@@ -151,25 +151,6 @@ class GatewaySettings:
         "handshakes per second, burst of the same size (0 = no cap); HTTP 503 beyond",
         check=at_least(0),
     )
-    backlog_max: int = setting(
-        "LB_BACKLOG_MAX",
-        1_000_000,
-        "submissions the queue holds before submit is refused with backlog_full",
-        check=at_least(1),
-    )
-    wait_replicas: int = setting(
-        "LB_WAIT_REPLICAS",
-        0,
-        "replicas that must confirm a submission before it is acknowledged (WAIT; 0 = none: a failover "
-        "can lose the last acknowledged ones)",
-        check=at_least(0),
-    )
-    wait_timeout_ms: int = setting(
-        "LB_WAIT_TIMEOUT_MS",
-        100,
-        "how long a submission waits for LB_WAIT_REPLICAS before it is refused with not_replicated",
-        check=at_least(1),
-    )
     # A Redis that keeps its connections but answers nothing (wedged, or a path that drops
     # packets) would otherwise hold every request until TCP gives up, minutes later: with a bound
     # the client gets ``unavailable`` and may retry (a submit with the same id is applied once).

@@ -74,6 +74,28 @@ class GameConfig:
         check=at_least(60),
     )
 
+    # The queue's rules: the scorer's `submit` command and the gateways' server connections both
+    # file slips, so both read them here.
+    backlog_max: int = setting(
+        "LB_BACKLOG_MAX",
+        1_000_000,
+        "submissions the queue holds before a submit is refused with backlog_full",
+        check=at_least(1),
+    )
+    wait_replicas: int = setting(
+        "LB_WAIT_REPLICAS",
+        0,
+        "replicas that must confirm a submission before it is acknowledged (WAIT; 0 = none: a failover "
+        "can lose the last acknowledged ones)",
+        check=at_least(0),
+    )
+    wait_timeout_ms: int = setting(
+        "LB_WAIT_TIMEOUT_MS",
+        100,
+        "how long a submission waits for LB_WAIT_REPLICAS before it is refused with not_replicated",
+        check=at_least(1),
+    )
+
     def __post_init__(self) -> None:
         validate(self)
         try:

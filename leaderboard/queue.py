@@ -4,7 +4,7 @@ is full instead of trimming ones nobody has applied yet. The check and the appen
 ``lb_enqueue``, and the scorer deletes entries once applied, so the stream's length is exactly the
 number of slips still waiting::
 
-    queue = Queue(redis, config, backlog_max=1_000_000)
+    queue = Queue(redis, config)  # LB_BACKLOG_MAX etc. from config
     stream_id = await queue.submit(Submission("m-1", "mia", 120, now_ms()))
 """
 
@@ -25,15 +25,18 @@ class Queue:
         redis: RedisClient,
         config: GameConfig,
         *,
-        backlog_max: int = 1_000_000,
-        wait_replicas: int = 0,
-        wait_timeout_ms: int = 100,
+        backlog_max: int | None = None,
+        wait_replicas: int | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> None:
+        """The queue's rules come from ``config`` (LB_BACKLOG_MAX, LB_WAIT_REPLICAS,
+        LB_WAIT_TIMEOUT_MS); a keyword given here overrides its rule for this queue."""
         self.lb = Leaderboard(redis, config)
         self.config = config
-        self.backlog_max = backlog_max
-        self.wait_replicas = wait_replicas  # see Leaderboard.enqueue: WAIT before acknowledging
-        self.wait_timeout_ms = wait_timeout_ms
+        self.backlog_max = config.backlog_max if backlog_max is None else backlog_max
+        # see Leaderboard.enqueue: WAIT before acknowledging
+        self.wait_replicas = config.wait_replicas if wait_replicas is None else wait_replicas
+        self.wait_timeout_ms = config.wait_timeout_ms if wait_timeout_ms is None else wait_timeout_ms
         self.stream = config.keys.submissions
 
     async def submit(self, submission: Submission) -> str:

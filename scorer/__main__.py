@@ -248,13 +248,7 @@ async def submit(settings: ScorerSettings, args: argparse.Namespace) -> tuple[Su
     sub = Submission.parse(fields)  # the queue checks the clock and the game's limits
     redis = connect(settings.redis_url)
     try:
-        queue = Queue(
-            redis,
-            config,
-            backlog_max=settings.backlog_max,
-            wait_replicas=settings.wait_replicas,
-            wait_timeout_ms=settings.wait_timeout_ms,
-        )
+        queue = Queue(redis, config)
         return sub, await queue.submit(sub)
     finally:
         await redis.aclose()

@@ -98,25 +98,6 @@ class ScorerSettings:
         "an entry delivered more often than this without an ack (it keeps killing its readers) is dead-lettered",
         check=at_least(1),
     )
-    backlog_max: int = setting(
-        "LB_BACKLOG_MAX",
-        1_000_000,
-        "submissions the queue holds before the submit API refuses with backlog_full",
-        check=at_least(1),
-    )
-    wait_replicas: int = setting(
-        "LB_WAIT_REPLICAS",
-        0,
-        "replicas that must confirm a submission before it is acknowledged (WAIT; 0 = none: a failover "
-        "can lose the last acknowledged ones)",
-        check=at_least(0),
-    )
-    wait_timeout_ms: int = setting(
-        "LB_WAIT_TIMEOUT_MS",
-        100,
-        "how long a submission waits for LB_WAIT_REPLICAS before it is refused with not_replicated",
-        check=at_least(1),
-    )
     dead_letters_maxlen: int = setting(
         "LB_DEAD_LETTERS_MAXLEN", 100_000, "approximate length the dead-letter stream is trimmed to", check=at_least(1)
     )

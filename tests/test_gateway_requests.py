@@ -13,7 +13,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from gateway.auth import AuthError, authenticate, issue
 from gateway.protocol import ProtocolError, Subscribe, parse
-from leaderboard import Leaderboard, Submission, now_ms
+from leaderboard import GameConfig, Leaderboard, Submission, now_ms
 
 from .gw_helpers import SECRETS, T, client, greet, raw_ws, recv, recv_type, request, running, token, url
 
@@ -87,7 +87,10 @@ async def test_hello_with_a_valid_token_then_submit_roles(redis_url: str, r: aio
         assert await r.xlen(gw.settings.game.keys.submissions) == 1
         bad = await request(ws, {"type": "submit", "submission": {**sub, "points": -1}})
         assert bad["code"] == "invalid_points"
-    async with running(redis_url, backlog_max=1) as gw, client(gw, f"?token={token('gs', 'server')}") as ws:
+    async with (
+        running(redis_url, game=GameConfig(game="test", backlog_max=1)) as gw,
+        client(gw, f"?token={token('gs', 'server')}") as ws,
+    ):
         await greet(ws)
         full = await request(ws, {"type": "submit", "submission": {**sub, "id": "m-2"}})
         assert full["code"] == "backlog_full"
