@@ -163,3 +163,11 @@ class Keys:
     def entrants(self, tournament: str) -> str:
         """Set of the players entered in a tournament."""
         return f"{self.prefix}:entrants:{tournament}"
+
+    # --- the durable log's journal
+    @property
+    def journal(self) -> str:
+        """Stream of the changes submissions do not carry (bans, unbans, corrections, profiles,
+        tournaments, entrants, closes), each appended by the function making it; the scorer
+        records them in the durable log and deletes them (scorer/journal.py)."""
+        return f"{self.prefix}:journal"

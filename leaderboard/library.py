@@ -226,7 +226,8 @@ class Leaderboard:
         if the period was closed before. Either way the period's boards leave the versions hash."""
         w = period.window
         keys = [self.keys.closed_marker(w.name, period.label), self.keys.closed, self.keys.finals(w.name),
-                self.keys.versions, *(self.keys.board(w.name, period.label, scope) for scope in scopes)]  # fmt: skip
+                self.keys.versions, self.keys.journal,
+                *(self.keys.board(w.name, period.label, scope) for scope in scopes)]  # fmt: skip
         args: list[str | int] = [w.name, period.label, period.start_ms, period.end_ms, w.shift, top_n,
                 period.expire_at_s, keep, maxlen, now_ms(), self.config.rank_mode_for(w.name), *scopes]  # fmt: skip
         reply = await _execute(self.redis, ("FCALL", "lb_close", len(keys), *keys, *args))
@@ -240,7 +241,8 @@ class Leaderboard:
             spec = tournament_window(tournament, start_ms, end_ms)
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
-        command = ("FCALL", "lb_tournament", 1, self.keys.tournaments, tournament, start_ms, end_ms, now_ms())
+        command = ("FCALL", "lb_tournament", 2, self.keys.tournaments, self.keys.journal, tournament, start_ms, end_ms,
+                   now_ms())  # fmt: skip
         await _execute(self.redis, command)
         self._tournaments[tournament] = spec
         return spec
@@ -258,8 +260,8 @@ class Leaderboard:
         added = 0
         for i in range(0, len(players), _JOIN_CHUNK):
             chunk = players[i : i + _JOIN_CHUNK]
-            command: Command = ("FCALL", "lb_join", 2, self.keys.tournaments, self.keys.entrants(tournament),
-                       tournament, now_ms(), expire_at, *chunk)  # fmt: skip
+            command: Command = ("FCALL", "lb_join", 3, self.keys.tournaments, self.keys.entrants(tournament),
+                       self.keys.journal, tournament, now_ms(), expire_at, *chunk)  # fmt: skip
             added += int(await _execute(self.redis, command))
         return added
 
@@ -317,7 +319,7 @@ class Leaderboard:
     ) -> tuple[int, int]:
         """lb_ban: tombstone ``player`` and remove them from ``boards``; (boards they were on,
         of those the boards whose top N changed)."""
-        keys = [self.keys.banned, self.keys.versions, self.keys.activity]
+        keys = [self.keys.banned, self.keys.versions, self.keys.activity, self.keys.journal]
         args: list[str | int] = [player, actor, reason, now_ms() if now is None else now, self.config.activity_maxlen,
                                  self.config.top_n]  # fmt: skip
         shifts = {name: await self._shift_of(name) for name in {b.window for b in boards}}
@@ -345,9 +347,9 @@ class Leaderboard:
 
     async def unban(self, player: str, *, actor: str, reason: str = "") -> bool:
         """lb_unban: lift a ban; whether there was one."""
-        keys = (self.keys.banned, self.keys.activity)
+        keys = (self.keys.banned, self.keys.activity, self.keys.journal)
         args = (player, actor, reason, self.config.activity_maxlen)
-        return bool(await _execute(self.redis, ("FCALL", "lb_unban", 2, *keys, *args)))
+        return bool(await _execute(self.redis, ("FCALL", "lb_unban", len(keys), *keys, *args)))
 
     async def correct(
         self,
@@ -360,7 +362,7 @@ class Leaderboard:
         now: int | None = None,
     ) -> list[Correction]:
         """lb_correct: set ``player``'s points on each (period, scope) board given."""
-        keys = [self.keys.banned, self.keys.versions, self.keys.activity]
+        keys = [self.keys.banned, self.keys.versions, self.keys.activity, self.keys.journal]
         args: list[str | int] = [player, points, actor, reason, now_ms() if now is None else now,
                                  self.config.activity_maxlen, self.config.top_n]  # fmt: skip
         for period, scope in boards:
@@ -377,7 +379,7 @@ class Leaderboard:
     async def profile(self, player: str, changes: Mapping[str, str], boards: Sequence[BoardRef]) -> Mapping[str, Any]:
         """lb_profile: set (``""``: clear) profile fields of ``player``; ``boards`` are those whose
         snapshot shows the profile (the current ones). Returns the profile after the write."""
-        keys = [self.keys.profiles, self.keys.versions]
+        keys = [self.keys.profiles, self.keys.versions, self.keys.journal]
         keys += [self.keys.board(b.window, b.period, b.scope) for b in boards]
         args: list[str | int] = [player, self.config.top_n, len(boards)]
         args += [f"{b.window}:{b.period}:{b.scope}" for b in boards]

@@ -28,6 +28,11 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
                                                    all tournaments share finals:tournaments
   lb:{g}:tournaments                       HASH    tournament id -> {"start_ms","end_ms"} JSON
   lb:{g}:entrants:<tournament>             SET     players entered in a tournament (EXPIREAT)
+  lb:{g}:journal                           STREAM  one entry per change of lb_ban, lb_unban,
+                                                   lb_correct, lb_profile, lb_tournament, lb_join,
+                                                   lb_close: {fn, at (Redis TIME, us), args (JSON
+                                                   array)}; the durable log's recorder deletes what
+                                                   it recorded (MAXLEN ~ JOURNAL_MAXLEN)
 
 A tournament is a window of its own, t-<id>, with one period labelled <id>: its boards, versions,
 channels and latest snapshots are those of any window.
@@ -53,16 +58,17 @@ Functions (each documented where it is defined; Python wrappers in leaderboard/l
   lb_top       top N with profiles (no-writes)     a board, profiles
   lb_around    entries around a player (no-writes) a board, its points, profiles
   lb_ranks     ranks of listed players (no-writes) a board, its points and hist
-  lb_close     a period's close event, once        closedmark, closed, finals, versions; boards
+  lb_close     a period's close event, once        closedmark, closed, finals, versions, journal;
+                                                   boards (read)
+  lb_tournament  create a tournament               tournaments, journal
+  lb_join      enter players in a tournament       tournaments (read), entrants, journal
+  lb_ban       remove a player everywhere, tombstone banned, versions, activity, journal, the boards
+                                                   given and their histograms and points sets
+  lb_unban     lift a ban                          banned, activity, journal
+  lb_correct   set a player's points, with reason  banned (read), versions, activity, journal, the
+                                                   boards given and their histograms and points sets
+  lb_profile   set a player's profile fields       profiles, versions, journal, the boards given
                                                    (read)
-  lb_tournament  create a tournament               tournaments
-  lb_join      enter players in a tournament       tournaments (read), entrants
-  lb_ban       remove a player everywhere, tombstone banned, versions, activity, the boards given
-                                                   and their histograms and points sets
-  lb_unban     lift a ban                          banned, activity
-  lb_correct   set a player's points, with reason  banned (read), versions, activity, the boards given
-                                                   and their histograms and points sets
-  lb_profile   set a player's profile fields       profiles, versions, the boards given (read)
   lb_rank_rebuild  rebuild a board's companions      a board, its points and hist
 
 Score packing (see docs/data-model.md): score = points * 2^k + (2^k - 1 - t), where t is the
@@ -150,6 +156,20 @@ local function parse_uint(s, max_digits)
     return nil
   end
   return tonumber(s)
+end
+
+-- The journal of state changes the submissions log does not carry (operator actions, profiles,
+-- tournaments, closes): one entry per change, appended in the same atomic call as the change, so
+-- whoever made it (a scorer command, a gateway's server-role request) cannot leave it out. The
+-- scorer records the entries in the durable log and deletes them (scorer/journal.py); the cap
+-- only bounds a journal nobody records (no durable log configured): changes are rare next to
+-- submissions. 'at' is Redis's clock in microseconds, the clock of the log's 'applied' order.
+local JOURNAL_MAXLEN = 100000
+
+local function journal(key, fn, ...)
+  local t = redis.call('TIME')
+  redis.call('XADD', key, 'MAXLEN', '~', JOURNAL_MAXLEN, '*', 'fn', fn,
+    'at', t[1] .. string.format('%06d', tonumber(t[2])), 'args', cjson.encode({ ... }))
 end
 
 local function fail(code, message)
@@ -852,21 +872,23 @@ however many replicas) it is asked for: the marker is set NX in the same atomic 
 the event. The versions fields of the period's boards are removed either way (its boards are no
 longer published), which is also how a late write to a closed period is cleaned up.
 Input:  KEYS[1] marker, KEYS[2] closed stream, KEYS[3] finals list, KEYS[4] versions hash,
-        KEYS[5..] the period's boards
+        KEYS[5] journal stream, KEYS[6..] the period's boards
         ARGV    window, period, start_ms, end_ms, shift, n, marker expire_at_s (0 = never),
                 finals kept, stream maxlen, now_ms, rank mode (the ranks the event names), then
                 per board: scope
 Output: the close event's stream id, or false if the period was closed before
 ]]
+local CLOSE_KEYS = 5
+
 local function lb_close(keys, args)
   local shift, n, expire_at = parse_uint(args[5], 2), parse_uint(args[6], 4), parse_uint(args[7], 12)
   local kept, maxlen, now = parse_uint(args[8], 6), parse_uint(args[9], 9), parse_uint(args[10], 15)
   if not (shift and n and n >= 1 and expire_at and kept and maxlen and now and RANK_MODES[args[11]])
-      or #args ~= 11 + #keys - 4 then
+      or #args ~= 11 + #keys - CLOSE_KEYS then
     return redis.error_reply('ERR bad_request malformed close')
   end
-  for b = 5, #keys do
-    redis.call('HDEL', keys[4], args[1] .. ':' .. args[2] .. ':' .. args[b + 7])
+  for b = CLOSE_KEYS + 1, #keys do
+    redis.call('HDEL', keys[4], args[1] .. ':' .. args[2] .. ':' .. args[b + 11 - CLOSE_KEYS])
   end
   local marked
   if expire_at > 0 then
@@ -879,7 +901,7 @@ local function lb_close(keys, args)
   end
   local scale = 2 ^ shift
   local top = {}
-  for b = 5, #keys do
+  for b = CLOSE_KEYS + 1, #keys do
     local flat = redis.call('ZRANGE', keys[b], 0, n - 1, 'REV', 'WITHSCORES')
     local entries = {}
     for i = 1, #flat, 2 do
@@ -893,25 +915,28 @@ local function lb_close(keys, args)
       end
       entries[#entries + 1] = { rank = rank, player = flat[i], points = points }
     end
-    top[args[b + 7]] = entries
+    top[args[b + 11 - CLOSE_KEYS]] = entries
   end
   local id = args[1] .. ':' .. args[2]
   -- cjson writes an empty table as {}; a board with no entries is simply left out
   local top_json = next(top) and cjson.encode(top) or '{}'
   local event_id = redis.call('XADD', keys[2], 'MAXLEN', '~', maxlen, '*', 'id', id, 'window', args[1],
     'period', args[2], 'start_ms', args[3], 'end_ms', args[4], 'closed_ms', args[10], 'top', top_json)
+  local final = ''
   if kept > 0 then
-    redis.call('LPUSH', keys[3], cjson.encode({
+    final = cjson.encode({
       id = id, window = args[1], period = args[2], start_ms = tonumber(args[3]), end_ms = tonumber(args[4]),
       closed_ms = now, event = event_id, top = cjson.decode(top_json),
-    }))
+    })
+    redis.call('LPUSH', keys[3], final)
     redis.call('LTRIM', keys[3], 0, kept - 1)
   end
+  journal(keys[5], 'close', args[1], args[2], args[7], args[8], args[10], final)
   return event_id
 end
 
 --[[ lb_tournament: create a tournament; its definition never changes afterwards.
-Input:  KEYS[1] tournaments hash; ARGV id, start_ms, end_ms, now_ms
+Input:  KEYS[1] tournaments hash, KEYS[2] journal stream; ARGV id, start_ms, end_ms, now_ms
 Output: 1 created; 0 it exists with the same bounds (a retried create); ERR tournament_exists
         when it exists with other bounds, ERR tournament_ended when end_ms is not after now
 ]]
@@ -933,11 +958,13 @@ local function lb_tournament(keys, args)
     return redis.error_reply('ERR tournament_ended tournament ' .. args[1] .. ' would end in the past')
   end
   redis.call('HSET', keys[1], args[1], def)
+  journal(keys[2], 'tournament', args[1], args[2], args[3])
   return 1
 end
 
 --[[ lb_join: enter players in a tournament, before it starts or while it runs.
-Input:  KEYS[1] tournaments hash, KEYS[2] the tournament's entrants; ARGV id, now_ms,
+Input:  KEYS[1] tournaments hash, KEYS[2] the tournament's entrants, KEYS[3] journal stream;
+        ARGV id, now_ms,
         entrants expire_at_s, players...
 Output: how many players were newly entered; ERR unknown_tournament, ERR tournament_ended
 ]]
@@ -960,6 +987,9 @@ local function lb_join(keys, args)
   end
   local added = redis.call('SADD', keys[2], unpack(args, 4))
   redis.call('EXPIREAT', keys[2], expire_at)
+  if added > 0 then
+    journal(keys[3], 'join', args[1], args[3], unpack(args, 4))
+  end
   return added
 end
 
@@ -1007,14 +1037,14 @@ end
 --[[ lb_ban: remove a player from the boards given and leave a tombstone, so that no replayed
 or later submission can put them back (lb_submit refuses it with the per-entry code 'banned').
 Banning again updates the record and removes whatever is on the boards given.
-Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, then per board
-        three keys: the board, its histogram, its points set
+Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, KEYS[4] journal
+        stream, then per board three keys: the board, its histogram, its points set
         ARGV    player, actor, reason, now_ms, activity_maxlen, top_n, then per board its
                 version field "<window>:<period>:<scope>", its window's shift (-1: unknown, the
                 companions are left alone) and rank mode
 Output: {boards the player was removed from, of those the boards whose top N changed}
 ]]
-local BAN_KEYS, BAN_FIELDS = 3, 3
+local BAN_FIXED, BAN_KEYS, BAN_FIELDS = 4, 3, 3
 
 local function lb_ban(keys, args)
   local err = check_player(args[1]) or check_audit(args[2], args[3], true)
@@ -1022,8 +1052,8 @@ local function lb_ban(keys, args)
     return err
   end
   local now, maxlen, top_n = parse_uint(args[4], 15), parse_uint(args[5], 12), parse_uint(args[6], 6)
-  local count = (#keys - 3) / BAN_KEYS
-  if not (now and maxlen and top_n) or count ~= math.floor(count) or #args ~= 6 + BAN_FIELDS * count then
+  local count = (#keys - BAN_FIXED) / BAN_KEYS
+  if not (now and maxlen and top_n) or count < 0 or count ~= math.floor(count) or #args ~= 6 + BAN_FIELDS * count then
     return refuse('bad_request', 'malformed ban')
   end
   for i = 1, count do -- every record checked before the first write
@@ -1036,7 +1066,7 @@ local function lb_ban(keys, args)
   redis.call('HSET', keys[1], player, cjson.encode({ by = args[2], reason = args[3], at = now }))
   local removed, touched = 0, 0
   for i = 1, count do
-    local k, pos = 4 + BAN_KEYS * (i - 1), 7 + BAN_FIELDS * (i - 1)
+    local k, pos = BAN_FIXED + 1 + BAN_KEYS * (i - 1), 7 + BAN_FIELDS * (i - 1)
     local board, shift = keys[k], tonumber(args[pos + 1])
     local rank = redis.call('ZREVRANK', board, player)
     if rank then
@@ -1051,11 +1081,13 @@ local function lb_ban(keys, args)
   end
   redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'action', 'ban', 'player', player,
     'by', args[2], 'reason', args[3], 'boards', removed)
+  -- the durable log folds a ban as "off every board": the boards given need not be journaled
+  journal(keys[4], 'ban', player, args[2], args[3], args[4])
   return { removed, touched }
 end
 
 --[[ lb_unban: lift a ban. The scores the ban removed stay removed; the player starts again.
-Input:  KEYS[1] banned hash, KEYS[2] activity stream
+Input:  KEYS[1] banned hash, KEYS[2] activity stream, KEYS[3] journal stream
         ARGV    player, actor, reason ('' allowed), activity_maxlen
 Output: 1 if the player was banned, 0 if not (then nothing is recorded)
 ]]
@@ -1073,19 +1105,20 @@ local function lb_unban(keys, args)
   end
   redis.call('XADD', keys[2], 'MAXLEN', '~', maxlen, '*', 'action', 'unban', 'player', args[1],
     'by', args[2], 'reason', args[3])
+  journal(keys[3], 'unban', args[1], args[2], args[3])
   return 1
 end
 
 -- A board record of lb_correct, as leaderboard/library.py lays it out:
 --   version field, start_ms, end_ms, shift, unit_ms, expire_at_s (0 = never), rank mode
 -- and its keys: the board, its histogram, its points set.
-local CORRECT_FIELDS, CORRECT_KEYS = 7, 3
+local CORRECT_FIELDS, CORRECT_FIXED, CORRECT_KEYS = 7, 4, 3
 
 --[[ lb_correct: set a player's points on the boards given (a correction, with its reason).
 A player already on a board keeps the time part of their score (ties stay ordered as they were
 reached); a player not on it is placed as of now (clamped into the board's period).
-Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, then per board
-        CORRECT_KEYS keys (board, histogram, points set)
+Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, KEYS[4] journal
+        stream, then per board CORRECT_KEYS keys (board, histogram, points set)
         ARGV    player, points, actor, reason, now_ms, activity_maxlen, top_n, then per board
                 a record of CORRECT_FIELDS fields
 Output: per board {previous points or -1 (not on it), rank after (1-based)}
@@ -1101,7 +1134,7 @@ local function lb_correct(keys, args)
     return refuse('invalid_points', 'points must be a non-negative integer')
   end
   local now, maxlen, top_n = parse_uint(args[5], 15), parse_uint(args[6], 12), parse_uint(args[7], 6)
-  local count = (#keys - 3) / CORRECT_KEYS
+  local count = (#keys - CORRECT_FIXED) / CORRECT_KEYS
   if not (now and maxlen and top_n) or count < 1 or count ~= math.floor(count)
       or #args ~= 7 + CORRECT_FIELDS * count then
     return refuse('bad_request', 'malformed correction')
@@ -1112,7 +1145,7 @@ local function lb_correct(keys, args)
   end
   local plans = {}
   for b = 1, count do -- every board checked before the first write
-    local pos, k = 8 + CORRECT_FIELDS * (b - 1), 4 + CORRECT_KEYS * (b - 1)
+    local pos, k = 8 + CORRECT_FIELDS * (b - 1), CORRECT_FIXED + 1 + CORRECT_KEYS * (b - 1)
     local start_ms, end_ms, shift = tonumber(args[pos + 1]), tonumber(args[pos + 2]), tonumber(args[pos + 3])
     local unit_ms, expire_at, mode = tonumber(args[pos + 4]), tonumber(args[pos + 5]), args[pos + 6]
     if not (start_ms and end_ms and shift and unit_ms and expire_at and RANK_MODES[mode]) or end_ms <= start_ms then
@@ -1154,6 +1187,8 @@ local function lb_correct(keys, args)
   end
   redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'action', 'correct', 'player', player,
     'by', args[3], 'reason', args[4], 'value', string.format('%d', points), 'boards', #rows)
+  -- player, points, actor, reason, now_ms and the board records: all a replay of it needs
+  journal(keys[4], 'correct', args[1], args[2], args[3], args[4], args[5], unpack(args, 8))
   return rows
 end
 
@@ -1179,7 +1214,8 @@ local PROFILE_RULES = {
 --[[ lb_profile: set (or, with '', clear) fields of a player's profile: name, avatar, country.
 Fields not named are kept. A change bumps the version of each board given on whose top N the
 player stands, so the next snapshot carries it.
-Input:  KEYS[1] profiles hash, KEYS[2] versions hash, KEYS[3..] boards (the current ones)
+Input:  KEYS[1] profiles hash, KEYS[2] versions hash, KEYS[3] journal stream, KEYS[4..] boards
+        (the current ones)
         ARGV    player, top_n, board_count, per board its version field, then field, value, ...
 Output: the profile JSON after the call
 ]]
@@ -1189,7 +1225,7 @@ local function lb_profile(keys, args)
     return err
   end
   local top_n, nboards = parse_uint(args[2], 6), parse_uint(args[3], 6)
-  if not (top_n and nboards) or nboards ~= #keys - 2 or (#args - 3 - nboards) % 2 ~= 0 then
+  if not (top_n and nboards) or nboards ~= #keys - 3 or (#args - 3 - nboards) % 2 ~= 0 then
     return refuse('bad_request', 'malformed profile')
   end
   local changes = {}
@@ -1224,10 +1260,11 @@ local function lb_profile(keys, args)
   else
     redis.call('HSET', keys[1], player, encoded)
   end
-  for b = 3, #keys do
+  for b = 4, #keys do
     local rank = redis.call('ZREVRANK', keys[b], player)
-    bump_if_top(keys[2], args[b + 1], rank, nil, top_n)
+    bump_if_top(keys[2], args[b], rank, nil, top_n)
   end
+  journal(keys[3], 'profile', player, unpack(args, 4 + nboards))
   return encoded
 end
 
