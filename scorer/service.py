@@ -1,5 +1,5 @@
-"""One scorer replica: the consumer, the publisher and the badge worker of each game it serves
-(``LB_GAMES``: each game's stream is consumed and each game's publish lease competed for on its
+"""One scorer replica: the consumer, the publisher, the badge worker (and, with a durable log, the
+journal worker) of each game it serves (``LB_GAMES``: each game's stream is consumed and each game's publish lease competed for on its
 own), and the metrics, with one lifecycle::
 
     async with Scorer(settings) as scorer:    # connected, library loaded, workers running
@@ -26,6 +26,7 @@ from .badges import BadgeWorker
 from .consumer import Consumer
 from .durable import open_store
 from .durable.recorder import Recorder
+from .journal import JournalWorker
 from .metrics import Monitor, registry_for
 from .publisher import Publisher
 from .settings import ScorerSettings
@@ -60,6 +61,10 @@ class Scorer:
             Consumer(self.redis, s, self.stats, now=now, recorder=rec)
             for s, rec in zip(per_game, recorders, strict=True)
         ]
+        # the journal of operator actions, profiles, tournaments and closes, into the same log
+        self.journals = [
+            JournalWorker(self.redis, s, rec) for s, rec in zip(per_game, recorders, strict=True) if rec is not None
+        ]
         self.publishers = [Publisher(self.redis, s, self.stats, now=now) for s in per_game] if settings.publish else []
         self.badges = [BadgeWorker(self.redis, s, self.stats) for s in per_game] if settings.badges else []
         self.monitor = Monitor(self.redis, settings.game.served, self.stats, settings.stats_interval_s)
@@ -82,6 +87,7 @@ class Scorer:
         for recorder in self.recorders:
             await recorder.open()
         self._consuming = [asyncio.create_task(c.run(self._stop, burst=self.burst)) for c in self.consumers]
+        self._consuming += [asyncio.create_task(j.run(self._stop, burst=self.burst)) for j in self.journals]
         workers = [self.monitor.run(self._stop), *(p.run(self._stop) for p in self.publishers)]
         workers += [b.run(self._stop) for b in self.badges]
         if self.settings.durable_compact_s:

@@ -124,8 +124,9 @@ class ScorerSettings:
     crash_at: str = setting(
         "LB_SCORER_CRASH_AT",
         "",
-        "testing only: exit abruptly (no cleanup) in the first batch after this step: applied, recorded",
-        check=one_of("", "applied", "recorded"),
+        "testing only: exit abruptly (no cleanup) in the first batch after this step: applied, recorded "
+        "(submissions), journaled (journal entries recorded, not acknowledged)",
+        check=one_of("", "applied", "recorded", "journaled"),
     )
     # --- publisher
     tick_ms: int = setting("LB_TICK_MS", 1000, "snapshot publish tick (ms)", check=at_least(1))

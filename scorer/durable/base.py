@@ -8,7 +8,7 @@ and ``lb_submit``), which needs nothing the submission does not carry, and which
 submission whose first outcome was lost in a crash (it is recorded when its redelivery comes back
 ``duplicate``).
 
-Two tables per store, each keyed by game:
+Three tables per store, each keyed by game:
 
 * ``submissions``: the raw log, one row per applied submission id, in the order Redis applied
   them: ``applied`` (Redis's clock when the batch ran, the same for a whole batch, increasing
@@ -21,6 +21,8 @@ Two tables per store, each keyed by game:
   the original then takes its place (``EARLIER``).
 * ``board_rows``: per board period and player, the packed score the folded submissions left
   (plus ``names``: each player's last display name), kept until the board's period expires.
+* ``actions``: the changes submissions do not carry (bans, corrections, profiles, tournaments,
+  closes), journaled by the functions that make them; their rules are in ``actions.py``.
 
 A rebuild reads ``board_rows``, then the raw log in applied order. A ``Position`` is a row's
 place in that order, ``(applied, idx, seq)``.
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .actions import Action
     from .fold import Folder
 
 
@@ -141,7 +144,18 @@ class Store(abc.ABC):
         """Rows of the raw log."""
 
     @abc.abstractmethod
+    async def record_actions(self, game: str, actions: Sequence[Action]) -> int:
+        """Append journaled actions (durable/actions.py) in one transaction; an id already held
+        is left as it is. Returns the rows written, once committed."""
+
+    @abc.abstractmethod
+    async def actions(self, game: str) -> list[Action]:
+        """Every action recorded for ``game``, in the order Redis applied them."""
+
+    @abc.abstractmethod
     async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Folder) -> Compaction:
         """Fold the oldest raw rows — the longest prefix, in applied order, whose timestamps are
         all before ``before_ts`` — into ``board_rows`` and ``names`` and delete them; drop board
-        rows whose period expired at ``now_s``. One transaction, serialised between replicas."""
+        rows whose period expired at ``now_s``. One transaction, serialised between replicas.
+        The actions recorded before the first raw row kept are folded too (an ``ActionFolder``
+        applies them in order) and marked folded in the same transaction."""

@@ -13,6 +13,9 @@ from typing import Any
 
 import asyncpg
 
+from .actions import POSTGRES_SCHEMA as ACTIONS_SCHEMA
+from .actions import Action
+from .actions import take_in_compaction as _take
 from .base import EARLIER, UPDATE_SET, BoardRow, Compaction, Position, Record, Store, StoreError
 from .fold import Folder
 
@@ -85,6 +88,7 @@ class PostgresStore(Store):
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext('lb-durable-schema'))")
             await conn.execute(SCHEMA)
+            await conn.execute(ACTIONS_SCHEMA)
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -147,6 +151,24 @@ class PostgresStore(Store):
     async def count(self, game: str) -> int:
         return int(await self.pool.fetchval("SELECT count(*) FROM submissions WHERE game = $1", game))
 
+    async def record_actions(self, game: str, actions: Sequence[Action]) -> int:
+        if not actions:
+            return 0
+        rows = [a.row(game) for a in actions]
+        status: str = await self.pool.execute(
+            "INSERT INTO actions (game, id, at, fn, args)"
+            " SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[])"
+            " ON CONFLICT DO NOTHING",
+            *(list(column) for column in zip(*rows, strict=True)),
+        )
+        return int(status.rsplit(" ", 1)[1])
+
+    async def actions(self, game: str) -> list[Action]:
+        rows = await self.pool.fetch(
+            "SELECT id, at, fn, args, folded FROM actions WHERE game = $1 ORDER BY at, id", game
+        )
+        return [Action.of_row(r) for r in rows]
+
     async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Folder) -> Compaction:
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext('lb-durable-compact:' || $1))", game)
@@ -170,6 +192,7 @@ class PostgresStore(Store):
                 BoardRow(*r) for r in await conn.fetch(f"SELECT {_BOARD_COLUMNS} FROM board_rows WHERE game = $1", game)
             ]
             folder.load(old)
+            await _fold_actions(conn, game, folder, cut[0] if cut else None)
             folder.apply([Record(*r) for r in raw])
             rows = folder.rows(now_s=now_s)
             await conn.execute("DELETE FROM board_rows WHERE game = $1", game)
@@ -187,3 +210,13 @@ class PostgresStore(Store):
         kept = {(r.window, r.period, r.scope, r.player) for r in rows}
         expired = sum(1 for r in old if (r.window, r.period, r.scope, r.player) not in kept)
         return Compaction(len(raw), len(rows), expired)
+
+
+async def _fold_actions(conn: Any, game: str, folder: Folder, until: int | None) -> None:
+    """Inside a compaction: hand the actions up to ``until`` (Redis's clock of the first raw row
+    kept; None: all) to ``folder`` and mark them folded, in the compaction's transaction."""
+    where, args = ("game = $1 AND NOT folded", (game,)) if until is None else (
+        "game = $1 AND NOT folded AND at <= $2", (game, until))  # fmt: skip
+    rows = await conn.fetch(f"UPDATE actions SET folded = true WHERE {where} RETURNING id, at, fn, args, false", *args)
+    if rows:
+        _take(folder, [Action.of_row(r) for r in rows])

@@ -13,8 +13,8 @@ from typing import TypeVar
 from leaderboard import GameConfig, InvalidSubmission, Submission, SubmitResult, now_ms
 from leaderboard.backoff import redis_backoff
 
+from .actions import Action, ActionFolder
 from .base import Compaction, Record, Store
-from .fold import Folder
 
 log = logging.getLogger("scorer.durable")
 T = TypeVar("T")
@@ -75,6 +75,15 @@ class Recorder:
             await self.open()
         self.recorded += await self._retry(lambda: self.store.record(self.config.game, records), "record")
 
+    async def record_actions(self, actions: Sequence[Action]) -> None:
+        """Journaled actions (durable/actions.py): returns once durable; retries while the store
+        is unavailable (the journal entries stay unacknowledged meanwhile)."""
+        if not actions:
+            return
+        if not self._opened:
+            await self.open()
+        await self._retry(lambda: self.store.record_actions(self.config.game, actions), "record actions")
+
     async def _retry(self, op: Callable[[], Awaitable[T]], what: str) -> T:
         backoff = redis_backoff()
         while True:
@@ -88,7 +97,7 @@ class Recorder:
     async def compact(self) -> Compaction:
         now = now_ms()
         result = await self.store.compact(
-            self.config.game, before_ts=now - self.retention_ms, now_s=now // 1000, folder=Folder(self.config)
+            self.config.game, before_ts=now - self.retention_ms, now_s=now // 1000, folder=ActionFolder(self.config)
         )
         if result.folded or result.expired:
             log.info("durable log compacted: %d submissions folded into %d board rows, %d expired rows dropped",

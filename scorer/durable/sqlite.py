@@ -16,6 +16,9 @@ from typing import Any
 
 import aiosqlite
 
+from .actions import SQLITE_SCHEMA as ACTIONS_SCHEMA
+from .actions import Action
+from .actions import take_in_compaction as _take
 from .base import EARLIER, UPDATE_SET, BoardRow, Compaction, Position, Record, Store, StoreError
 from .fold import Folder
 
@@ -77,6 +80,7 @@ class SQLiteStore(Store):
         await self.db.execute("PRAGMA synchronous=NORMAL")
         await self.db.execute("PRAGMA busy_timeout=10000")  # other replicas on the same file
         await self.db.executescript(SCHEMA)
+        await self.db.executescript(ACTIONS_SCHEMA)
 
     async def close(self) -> None:
         if self._db is not None:
@@ -164,6 +168,42 @@ class SQLiteStore(Store):
             row = await cursor.fetchone()
         return int(row[0]) if row else 0
 
+    async def record_actions(self, game: str, actions: Sequence[Action]) -> int:
+        if not actions:
+            return 0
+        async with self._writing:
+            db = self.db
+            await db.execute("BEGIN IMMEDIATE")
+            try:
+                before = db.total_changes
+                await db.executemany(
+                    "INSERT INTO actions (game, id, at, fn, args) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
+                    [a.row(game) for a in actions],
+                )
+                added = db.total_changes - before
+                await db.execute("COMMIT")
+            except BaseException:
+                await db.execute("ROLLBACK")
+                raise
+        return added
+
+    async def actions(self, game: str) -> list[Action]:
+        async with self.db.execute(
+            "SELECT id, at, fn, args, folded FROM actions WHERE game = ? ORDER BY at, id", (game,)
+        ) as cursor:
+            return [Action.of_row(r) for r in await cursor.fetchall()]
+
+    async def _fold_actions(self, game: str, folder: Folder, until: int | None) -> None:
+        """Inside a compaction: hand the actions up to ``until`` (Redis's clock of the first raw
+        row kept; None: all) to ``folder`` and mark them folded, in the compaction's transaction."""
+        where, args = ("game = ? AND NOT folded", (game,)) if until is None else (
+            "game = ? AND NOT folded AND at <= ?", (game, until))  # fmt: skip
+        async with self.db.execute(f"SELECT id, at, fn, args, folded FROM actions WHERE {where}", args) as cursor:
+            found = [Action.of_row(r) for r in await cursor.fetchall()]
+        if found:
+            _take(folder, found)
+            await self.db.execute(f"UPDATE actions SET folded = 1 WHERE {where}", args)
+
     async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Folder) -> Compaction:
         async with self._writing:
             return await self._compact(game, before_ts=before_ts, now_s=now_s, folder=folder)
@@ -196,6 +236,7 @@ class SQLiteStore(Store):
             ) as cursor:
                 old = [BoardRow(*r) for r in await cursor.fetchall()]
             folder.load(old)
+            await self._fold_actions(game, folder, row[0] if row else None)
             folder.apply(records)
             rows = folder.rows(now_s=now_s)
             await db.execute("DELETE FROM board_rows WHERE game = ?", (game,))

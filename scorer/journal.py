@@ -1,0 +1,50 @@
+"""The journal worker: records the game's journal (``lb:{g}:journal``: bans, unbans,
+corrections, profiles, tournaments, entrants, closes, each appended by the function that made
+the change) in the durable score log, then acknowledges and deletes the entries.
+
+The order is that of submissions (consumer.py): the change is already applied when its entry
+exists (the same atomic call), the entry is recorded, then acknowledged. A crash before the
+acknowledgement leaves the entry pending: it is claimed and recorded again, and the store keeps
+one row per stream id. Deleting what is acknowledged keeps the journal holding only what is not
+recorded yet; its cap (MAXLEN ~ in the function library) matters only when no scorer records it.
+Runs only with a durable log (LB_DURABLE_URL); in burst mode it too returns once drained.
+"""
+
+from __future__ import annotations
+
+import os
+
+from leaderboard import RedisClient
+from leaderboard.transport import execute_packed
+
+from .durable.actions import Action
+from .durable.recorder import Recorder
+from .settings import ScorerSettings
+from .stream import Batch, GroupWorker
+
+GROUP = "durable"
+
+
+class JournalWorker(GroupWorker):
+    def __init__(self, redis: RedisClient, settings: ScorerSettings, recorder: Recorder) -> None:
+        super().__init__(redis, settings, stream=settings.game.keys.journal, group=GROUP, start_id="0")
+        self.settings = settings
+        self.recorder = recorder
+        self.unknown = 0  # entries of a function this code does not know: acknowledged, not recorded
+
+    async def handle(self, batch: Batch) -> None:
+        actions = [a for sid, fields in batch if (a := Action.parse(sid, fields)) is not None]
+        if len(actions) < len(batch):
+            self.unknown += len(batch) - len(actions)
+            self.log.warning("journal: %d entries of unknown form skipped", len(batch) - len(actions))
+        await self.recorder.record_actions(actions)
+        if self.settings.crash_at == "journaled":  # LB_SCORER_CRASH_AT: the crash tests' hook
+            self.log.warning("LB_SCORER_CRASH_AT=journaled: exiting abruptly")
+            os._exit(70)
+        ids = [sid for sid, _ in batch]
+        replies = await execute_packed(
+            self.redis, ("MULTI",), ("XACK", self.stream, self.group, *ids), ("XDEL", self.stream, *ids), ("EXEC",)
+        )
+        for reply in replies[-1]:  # errors inside EXEC come back as values, not raised
+            if isinstance(reply, Exception):
+                raise reply
