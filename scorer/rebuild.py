@@ -33,13 +33,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TextIO
 
-import orjson
-
 from leaderboard import GameConfig, Leaderboard, now_ms
 from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.transport import Command, RedisClient, execute_packed
 
-from .durable import Folder, Record, Store
+from .durable import Record, Store
+from .durable import actions as journal
+from .durable.actions import ActionFolder
 
 _HOUR_MS = 3_600_000
 _CHUNK = 1_000  # members per ZADD / SADD / PFADD
@@ -61,7 +61,9 @@ class Restored:
     entries: int = 0  # board members written by the fold
     seen_ids: int = 0  # ids written to the idempotency memory by the fold
     names: int = 0
-    tournament_slips: int = 0  # not restored: tournament definitions and entrants are not in the log
+    tournament_slips: int = 0  # not restored: slips of a tournament whose definition is not in the log
+    actions: int = 0  # journaled actions folded (bans, corrections, profiles, tournaments, closes)
+    journal: dict[str, int] = field(default_factory=dict)  # what they restored beyond boards, by kind
     seconds: float = 0.0
 
     def lines(self) -> list[str]:
@@ -73,9 +75,11 @@ class Restored:
             f"  folded: {self.folded:,} submissions and {self.board_rows:,} board rows into {self.boards:,} boards, "
             f"{self.entries:,} members, {self.names:,} names, {self.seen_ids:,} ids remembered",
             f"  through lb_submit: {self.replayed:,} ({self.applied:,} applied, {self.duplicates:,} duplicates)",
+            f"  journal: {self.actions:,} actions folded; restored "
+            + ", ".join(f"{n:,} {kind}" for kind, n in self.journal.items()),
             f"  refused: {refused}",
-            *([f"  not restored: {self.tournament_slips:,} tournament submissions (tournaments are defined in Redis "
-               "only: create them and their entrants again)"] if self.tournament_slips else []),
+            *([f"  not restored: {self.tournament_slips:,} tournament submissions (their tournament's definition "
+               "is not in the log: create it and its entrants again)"] if self.tournament_slips else []),
         ]  # fmt: skip
 
 
@@ -114,7 +118,7 @@ class Progress:
 # "non-empty" (a scorer started on the empty Redis creates the queue and its group at once).
 def _operational(config: GameConfig) -> tuple[set[str], tuple[str, ...]]:
     k = config.keys
-    exact = {k.submissions, k.dead_letters, k.publish_lease, k.published}
+    exact = {k.submissions, k.dead_letters, k.publish_lease, k.published, k.journal}
     return exact, (f"{k.prefix}:latest:",)
 
 
@@ -161,7 +165,11 @@ async def rebuild(
     fold_first = total - (config.activity_maxlen if replay is None else replay)
     restored = Restored()
     progress = Progress(total, progress_to)
-    folder = Folder(config)
+    # The journaled actions fold with the submissions, in the order Redis applied both. Replaying
+    # an action through its function would journal it again, so every submission applied before
+    # the newest action not in the board rows is folded, and only later ones are replayed.
+    folder = ActionFolder(config, await store.actions(game))
+    newest_action = folder.last_pending
     async for rows in store.board_rows(game, now_s=now // 1000):
         folder.load(rows)
         restored.board_rows += len(rows)
@@ -170,7 +178,11 @@ async def rebuild(
     folded_written = False
     async for chunk in store.scan(game, batch=max(batch, 5_000)):
         for position, record in chunk:
-            if restored.folded < fold_first or (cut is not None and position <= cut):
+            if (
+                restored.folded < fold_first
+                or (cut is not None and position <= cut)
+                or (newest_action is not None and position[0] < newest_action)
+            ):
                 folder.apply([record])
                 hour = record.ts // _HOUR_MS
                 if ((hour + 1) * _HOUR_MS + idem_ms) // 1000 > now // 1000:
@@ -180,8 +192,8 @@ async def rebuild(
             if not folded_written:  # before the first replayed one: it builds on the folded state
                 await _write_folded(lb, folder, seen, await store.names(game), restored, now)
                 folded_written = True
-            if record.tournament:
-                restored.tournament_slips += 1
+            if record.tournament and record.tournament not in folder.state.tournaments:
+                restored.tournament_slips += 1  # its definition is not in the log: lb_submit would refuse it
                 continue
             pending.append(_fields(record))
             if len(pending) >= batch:
@@ -202,7 +214,7 @@ async def rebuild(
 
 def _fields(record: Record) -> dict[str, str]:
     fields = {"id": record.id, "player": record.player, "points": str(record.points), "ts": str(record.ts)}
-    for key in ("op", "name", "region", "mode"):
+    for key in ("op", "name", "region", "mode", "tournament"):
         value = getattr(record, key)
         if value:
             fields[key] = value
@@ -224,7 +236,7 @@ async def _replay(lb: Leaderboard, entries: list[dict[str, str]], now: int, rest
 
 async def _write_folded(
     lb: Leaderboard,
-    folder: Folder,
+    folder: ActionFolder,
     seen: Mapping[int, list[str]],
     stored_names: Mapping[str, str],
     restored: Restored,
@@ -234,6 +246,7 @@ async def _write_folded(
     and each board's rank companions (histogram, distinct points) computed from its members."""
     redis, config = lb.redis, lb.config
     keys, now_s = config.keys, now // 1000
+    folder.finish()  # the actions after the last folded submission: all before the first replayed one
     written: list[tuple[str, str, str]] = []
     commands: list[Command] = []
 
@@ -265,11 +278,18 @@ async def _write_folded(
         restored.entries += len(items)
         written.append((window, period, scope))
         await flush()
-    names = {**stored_names, **folder.names}
-    for player, name in names.items():
-        commands.append(("HSET", keys.profiles, player, orjson.dumps({"name": name}).decode()))
+    names = {**stored_names, **folder.names}  # '' when a profile call cleared the name
+    for player, profile in journal.profiles(names, folder).items():
+        commands.append(("HSET", keys.profiles, player, profile))
         await flush()
-    restored.names = len(names)
+    restored.names = sum(1 for name in names.values() if name)
+    # what the actions left beyond boards and names: tombstones, tournaments and their entrants,
+    # closed periods' markers and finals, the distinct-player logs of banned players
+    state, restored.journal = journal.commands(keys, folder, now_ms=now)
+    restored.actions = folder.actions
+    for command in state:
+        commands.append(command)
+        await flush()
     idem_ms = config.idempotency_s * 1000
     for hour, ids in seen.items():
         bucket = keys.seen(hour)

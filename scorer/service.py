@@ -1,6 +1,6 @@
 """One scorer replica: the consumer, the publisher, the badge worker (and, with a durable log, the
-journal worker) of each game it serves (``LB_GAMES``: each game's stream is consumed and each game's publish lease competed for on its
-own), and the metrics, with one lifecycle::
+journal worker) of each game it serves (``LB_GAMES``: each game's stream is consumed and each
+game's publish lease competed for on its own), and the metrics, with one lifecycle::
 
     async with Scorer(settings) as scorer:    # connected, library loaded, workers running
         await scorer.wait()                    # until stopped (or drained, with burst=True)

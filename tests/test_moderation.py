@@ -149,7 +149,10 @@ async def test_bad_corrections_are_refused_and_change_nothing(
         (("lb_ban", 4, "b", "v", "a", "j", "p", ACTOR, "", NOW, 10, 10), "invalid_reason"),
         (("lb_ban", 4, "b", "v", "a", "j", "p", ACTOR, "\u202eevil", NOW, 10, 10), "invalid_reason"),
         (("lb_ban", 5, "b", "v", "a", "j", "z", "p", ACTOR, "r", NOW, 10, 10), "bad_request"),
-        (("lb_ban", 7, "b", "v", "a", "j", "z", "h", "pt", "p", ACTOR, "r", NOW, 10, 10, "f", 20, "odd"), "bad_request"),
+        (
+            ("lb_ban", 7, "b", "v", "a", "j", "z", "h", "pt", "p", ACTOR, "r", NOW, 10, 10, "f", 20, "odd"),
+            "bad_request",
+        ),
         (("lb_unban", 3, "b", "a", "j", "p", "\x00", "", 10), "invalid_actor"),
         (
             ("lb_correct", 5, "b", "v", "a", "j", "z", "p", "-5", ACTOR, "r", NOW, 10, 10, "f", 0, 1000, 20, 1000, 0),

@@ -42,7 +42,8 @@ import orjson
 
 from leaderboard import GameConfig
 from leaderboard.keys import GLOBAL_SCOPE, Keys
-from leaderboard.windows import tournament_window
+from leaderboard.windows import TOURNAMENT_PREFIX, tournament_window
+from leaderboard.windows import window as window_spec
 
 from .base import BoardRow, Record
 from .fold import Folder
@@ -120,6 +121,9 @@ class Restorable:
     closes: list[Close] = field(default_factory=list)  # in the order they were made
     # (window, period) -> players a ban took off its global board: still in its distinct-player log
     counted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    # (window, period) -> players a correction put on its global board and who have not submitted
+    # in that period since: on the board, but not in its distinct-player log (lb_correct adds none)
+    uncounted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
 
 class ActionFolder(Folder):
@@ -134,6 +138,7 @@ class ActionFolder(Folder):
         self.actions = 0  # actions applied
         self._pending: list[Action] = []
         self._tournament_folders: dict[str, Folder] = {}
+        self._corrected_in: set[str] = set()  # the players of state.uncounted
         self.take(actions)
 
     def take(self, actions: Iterable[Action]) -> None:
@@ -149,6 +154,8 @@ class ActionFolder(Folder):
         run: list[Record] = []
         pending = self._pending
         for rec in records:
+            if self._corrected_in and rec.player in self._corrected_in:
+                self._counted(rec)
             if (pending and pending[0].at <= rec.applied_us) or rec.tournament:
                 super().apply(run)
                 run = []
@@ -224,6 +231,19 @@ class ActionFolder(Folder):
                 at = min(max(now, int(start)), int(end) - 1)
                 tie = scale - 1 - (at - int(start)) // int(unit)
             members[player] = points * scale + tie
+            if old is None and scope == GLOBAL_SCOPE:
+                self.state.uncounted.setdefault((window, period), set()).add(player)
+                self._corrected_in.add(player)
+
+    def _counted(self, rec: Record) -> None:
+        """A submission of a player a correction put on a board: counted in its period from now."""
+        if rec.tournament:
+            label, names = rec.tournament, [TOURNAMENT_PREFIX + rec.tournament]
+        else:
+            label, names = "", [spec.name for spec in self.config.window_specs]
+        for name in names:
+            period = label or window_spec(name).period(rec.ts).label
+            self.state.uncounted.get((name, period), set()).discard(rec.player)
 
     def _fold_tournament_slip(self, rec: Record) -> None:
         """A slip that was applied to a tournament's boards: folded like any window's, once the
@@ -280,14 +300,23 @@ def commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[list[tup
         for close in closes:
             out.append(("LPUSH", key, close.final))
             out.append(("LTRIM", key, 0, close.kept - 1))
-    for (window, period), players in state.counted.items():
-        expire_at = folder.expire_at.get((window, period, GLOBAL_SCOPE), 0)
+    # The distinct-player logs were written from the global boards' members: add the players a
+    # ban took off, and where a correction put on players who never submitted in the period,
+    # write the log again without them.
+    for period_id in state.counted.keys() | {p for p, players in state.uncounted.items() if players}:
+        name, label = period_id
+        expire_at = folder.expire_at.get((name, label, GLOBAL_SCOPE), 0)
         if expire_at and expire_at <= now_s:
             continue
-        hll, listed = keys.players(window, period), sorted(players)
+        hll, players = keys.players(name, label), state.counted.get(period_id, set())
+        if state.uncounted.get(period_id):
+            out.append(("DEL", hll))
+            members = folder.boards.get((name, label, GLOBAL_SCOPE), {})
+            players = players | (members.keys() - state.uncounted[period_id])
+        listed = sorted(players)
         for i in range(0, len(listed), 1000):
             out.append(("PFADD", hll, *listed[i : i + 1000]))
-        if expire_at:
+        if expire_at and listed:
             out.append(("EXPIREAT", hll, expire_at, "NX"))
     counts = {"tombstones": len(state.tombstones), "tournaments": len(state.tournaments), "entrants": entrants,
               "closed periods": markers}  # fmt: skip
