@@ -67,7 +67,8 @@ class Game:
         async with self.r.pipeline(transaction=False) as pipe:
             for fields in slips:
                 self.n += 1
-                pipe.xadd(CONFIG.keys.submissions, {"id": f"s{self.n}", "ts": str(now_ms() - 1000), **fields})
+                entry: dict[Any, Any] = {"id": f"s{self.n}", "ts": str(now_ms() - 1000), **fields}
+                pipe.xadd(CONFIG.keys.submissions, entry)
             await pipe.execute()
         await asyncio.wait_for(Consumer(self.r, self.settings, recorder=self.recorder).run(burst=True), 30_000 * MS)
 
