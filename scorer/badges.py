@@ -5,11 +5,22 @@ An award is a set membership (``SADD lb:{g}:badges:<player> <badge>``), so award
 by construction: an entry delivered twice — claimed after a crash between award and ack, or read
 by a consumer that never acknowledged it — adds nothing the second time, and only awards SADD
 reports as new are counted.
+
+Awards are state a rebuild from the durable log must bring back (they depend on ranks at the
+time, which no log can recompute), so an award a player does not hold yet is also appended to
+the game's journal (``lb:{g}:journal``, fn ``badge``) in the same MULTI as its SADD: the scorer
+records it with the other journaled changes (scorer/journal.py). Which awards are new is read
+first (one pipelined SISMEMBER round trip): a badge already held is not journaled again, so the
+journal grows with first awards only; two workers racing on one award journal it twice, which
+the rebuild's union absorbs.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
+
+import orjson
 
 from leaderboard import RedisClient
 
@@ -18,6 +29,7 @@ from .stats import Stats
 from .stream import Batch, GroupWorker
 
 GROUP = "badges"
+JOURNAL_MAXLEN = 100_000  # the function library's cap on the journal (leaderboard.lua)
 
 
 def awards(entry: Mapping[str, str], thresholds: Sequence[tuple[str, int]], top_n: int | None) -> list[str]:
@@ -45,15 +57,34 @@ class BadgeWorker(GroupWorker):
         self.stats = stats or Stats()
 
     async def handle(self, batch: Batch) -> None:
-        earned = [
-            (fields["player"], badge)
-            for _, fields in batch
-            if fields.get("player")
-            for badge in awards(fields, self.thresholds, self.top_n)
-        ]
+        earned = list(
+            dict.fromkeys(
+                (fields["player"], badge)
+                for _, fields in batch
+                if fields.get("player")
+                for badge in awards(fields, self.thresholds, self.top_n)
+            )
+        )
+        new: list[tuple[str, str]] = []
+        if earned:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for player, badge in earned:
+                    pipe.sismember(self.keys.badges(player), badge)
+                held = await pipe.execute()
+            new = [award for award, has in zip(earned, held, strict=True) if not has]
         async with self.redis.pipeline(transaction=True) as pipe:
             for player, badge in earned:
                 pipe.sadd(self.keys.badges(player), badge)
+            if new:
+                # the journal's clock is Redis's; a badge's order against other changes does not
+                # matter (awards only accumulate), so the worker's clock stands in for it
+                pipe.xadd(
+                    self.keys.journal,
+                    {"fn": "badge", "at": str(time.time_ns() // 1000),
+                     "args": orjson.dumps([x for award in new for x in award]).decode()},
+                    maxlen=JOURNAL_MAXLEN,
+                    approximate=True,
+                )  # fmt: skip
             pipe.xack(self.stream, self.group, *(sid for sid, _ in batch))
             replies = await pipe.execute()
         self.stats.badges_awarded += sum(int(n) for n in replies[: len(earned)])

@@ -16,6 +16,7 @@ from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
 from leaderboard.windows import window
 from scorer import Consumer, ScorerSettings
+from scorer.badges import BadgeWorker
 from scorer.durable import Store, open_store
 from scorer.durable.actions import ActionFolder
 from scorer.durable.recorder import Recorder
@@ -45,6 +46,8 @@ async def journal_state(r: aioredis.Redis, config: GameConfig) -> dict[str, Any]
             state[key] = (sorted(await r.smembers(key)), await r.expiretime(key))
         elif kind == "closedmark":
             state[key] = (await r.get(key), await r.expiretime(key))
+        elif kind == "badges":
+            state[key] = sorted(await r.smembers(key))
         elif kind == "finals":
             state[key] = [orjson.loads(x) for x in await r.lrange(key, 0, -1)]
     return state
@@ -59,7 +62,8 @@ class Game:
         self.lb = Leaderboard(r, CONFIG)
         self.mod = Moderation(self.lb)
         self.settings = ScorerSettings(redis_url=redis_url, game=CONFIG, name="c1", batch=7, block_ms=20,
-                                       metrics_port=0, durable_url="sqlite:///unused")  # fmt: skip
+                                       metrics_port=0, durable_url="sqlite:///unused",
+                                       badge_thresholds=(("gold", 150), ("silver", 120)))  # fmt: skip
         self.recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
         self.n = 0
 
@@ -73,6 +77,8 @@ class Game:
         await asyncio.wait_for(Consumer(self.r, self.settings, recorder=self.recorder).run(burst=True), 30_000 * MS)
 
     async def record_journal(self) -> None:
+        # the badge worker first: its first awards are journaled too
+        await asyncio.wait_for(BadgeWorker(self.r, self.settings).run(burst=True), 30_000 * MS)
         worker = JournalWorker(self.r, self.settings, self.recorder)
         await asyncio.wait_for(worker.run(burst=True), 30_000 * MS)
 
@@ -131,6 +137,7 @@ async def test_rebuild_restores_what_the_actions_left_exactly(
     assert profiles["p1"] == {"name": "Later", "avatar": "https://cdn.example/p1.png"}
     assert sum(":closedmark:" in k for k in before) == 1 and sum(":finals:" in k for k in before) == 1
     assert sum(":entrants:" in k for k in before) == 1
+    assert before[CONFIG.keys.badges("p7")] == ["gold", "silver", "top10"]
 
     await r.flushall()
     restored = await rebuild(r, store, CONFIG, batch=5, progress_to=io.StringIO())
@@ -141,7 +148,8 @@ async def test_rebuild_restores_what_the_actions_left_exactly(
     assert after == before
     assert restored.refused == {} and restored.tournament_slips == 0
     assert restored.replayed == 3  # only what was applied after the newest action goes through lb_submit
-    assert restored.journal == {"tombstones": 1, "tournaments": 1, "entrants": 4, "closed periods": 1}
+    assert restored.journal == {"tombstones": 1, "tournaments": 1, "entrants": 4, "closed periods": 1,
+                                "badges": sum(len(v) for k, v in before.items() if ":badges:" in k)}  # fmt: skip
     assert any(line.startswith("  journal: ") for line in restored.lines())
 
 

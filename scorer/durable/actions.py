@@ -23,7 +23,8 @@ fold of submissions (``Folder``) with the rules of each function:
   time part kept, or placed at the call's clock); ``profile``: fields set or cleared;
 * ``tournament`` / ``join``: definitions and entrants, and a tournament's slips then fold onto
   its boards like any window's;
-* ``close``: the period's close marker and its entry in the window's finals.
+* ``close``: the period's close marker and its entry in the window's finals;
+* ``badge``: awards the badge worker made (scorer/badges.py journals first awards): a union.
 
 Compaction folds the log's oldest submissions into board rows (base.py): the actions among them
 are folded in the same transaction and marked ``folded``, so their effect on boards and names is
@@ -48,7 +49,9 @@ from leaderboard.windows import window as window_spec
 from .base import BoardRow, Record
 from .fold import Folder
 
-FUNCTIONS = ("ban", "unban", "correct", "profile", "tournament", "join", "close")
+FUNCTIONS = ("ban", "unban", "correct", "profile", "tournament", "join", "close", "badge")
+# Actions that touch no board and no name: their order against submissions does not matter
+UNORDERED = frozenset({"badge"})
 _CORRECT_FIELDS = 7  # per board: version field, start_ms, end_ms, shift, unit_ms, expire_at_s, rank mode
 
 SQLITE_SCHEMA = """
@@ -119,6 +122,7 @@ class Restorable:
     tournaments: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (start_ms, end_ms)
     entrants: dict[str, tuple[set[str], int]] = field(default_factory=dict)  # id -> (players, expire_at_s)
     closes: list[Close] = field(default_factory=list)  # in the order they were made
+    badges: dict[str, set[str]] = field(default_factory=dict)  # player -> badges awarded
     # (window, period) -> players a ban took off its global board: still in its distinct-player log
     counted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     # (window, period) -> players a correction put on its global board and who have not submitted
@@ -147,8 +151,9 @@ class ActionFolder(Folder):
 
     @property
     def last_pending(self) -> int | None:
-        """The stamp of the newest action not applied yet (None: none)."""
-        return max((a.at for a in self._pending), default=None)
+        """The stamp of the newest action not applied yet that must be applied in order with the
+        submissions (None: none)."""
+        return max((a.at for a in self._pending if a.fn not in UNORDERED), default=None)
 
     def apply(self, records: Iterable[Record]) -> None:
         run: list[Record] = []
@@ -209,6 +214,9 @@ class ActionFolder(Folder):
             players, _ = state.entrants.get(a[0], (set(), 0))
             players.update(a[2:])
             state.entrants[a[0]] = (players, int(a[1]))
+        elif action.fn == "badge":
+            for player, badge in zip(a[0::2], a[1::2], strict=True):
+                state.badges.setdefault(player, set()).add(badge)
         elif action.fn == "close":
             window, period, expire_at, kept, now, final = a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5]
             state.closes.append(Close(window, period, now, expire_at, kept, final))
@@ -300,6 +308,8 @@ def commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[list[tup
         for close in closes:
             out.append(("LPUSH", key, close.final))
             out.append(("LTRIM", key, 0, close.kept - 1))
+    for player, badges in state.badges.items():
+        out.append(("SADD", keys.badges(player), *sorted(badges)))
     # The distinct-player logs were written from the global boards' members: add the players a
     # ban took off, and where a correction put on players who never submitted in the period,
     # write the log again without them.
@@ -319,7 +329,7 @@ def commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[list[tup
         if expire_at and listed:
             out.append(("EXPIREAT", hll, expire_at, "NX"))
     counts = {"tombstones": len(state.tombstones), "tournaments": len(state.tournaments), "entrants": entrants,
-              "closed periods": markers}  # fmt: skip
+              "closed periods": markers, "badges": sum(len(b) for b in state.badges.values())}  # fmt: skip
     return out, counts
 
 
