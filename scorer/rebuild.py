@@ -5,7 +5,12 @@ What comes back: every board of every window period that has not expired, each m
 exact packed score; the distinct-player counts (the same HyperLogLog registers: they depend only
 on the set of players added); display names in the profiles; the idempotency memory (every id
 whose seen-bucket would still be alive); the activity feed of the replayed part; the top-N
-versions, so the publisher publishes every restored board.
+versions, so the publisher publishes every restored board. From the journaled actions
+(``durable/actions.py``): the ban tombstones, what bans and corrections did to the boards,
+profiles (name, avatar, country), tournaments with their entrants and boards, the close markers
+and finals of closed periods, and badges. Not the close events' stream (``lb:{g}:closed``): its
+consumers (rewards) already took them, and the restored markers keep the publisher from closing
+those periods again.
 
 How, in the order the submissions were applied (the log's ``applied, idx, seq``):
 
@@ -18,7 +23,11 @@ How, in the order the submissions were applied (the log's ``applied, idx, seq``)
    ``lb_submit`` itself, in batches, with their original timestamps, on top of that state: the
    same rules, and the activity feed comes back as it was; their announcements go to a channel
    nobody listens to (history is not news). Any of them timestamped outside the horizon (which
-   ``lb_submit`` would refuse as too old) is folded instead.
+   ``lb_submit`` would refuse as too old) is folded instead;
+3. the journaled actions are folded with step 1, in the same order (an ``ActionFolder``): the
+   actions cannot be replayed through their functions (that would journal them again), so every
+   submission applied before the newest action is folded, and step 2 replays only later ones.
+   What the actions left beyond boards and names is written with the folded state.
 
 A rebuild refuses a Redis that already holds data of the game unless ``force`` (then it writes
 over it: folded states replace members, replayed ids already seen are duplicates). Run it with the
