@@ -18,7 +18,12 @@ then fills the database with ``--other-keys`` keys of another game and times the
 
 and, on two more servers, the cost of the tombstone check in ``lb_submit``: batches of 500
 submissions against the library as shipped and against the same library with the one
-``HEXISTS`` line taken out, alternating, as Redis time per submission (INFO commandstats).
+``HEXISTS`` line taken out, alternating, as Redis time per submission (INFO commandstats);
+
+and on those two servers again the cost of the journal (the durable log's record of each
+change): ``lb_ban``, ``lb_unban``, ``lb_correct``, ``lb_profile`` and ``lb_join`` called directly
+(no SCAN) ``--journal-calls`` times each, alternating between the library as shipped and the
+same library whose journal helper returns at once, as Redis time per call (INFO commandstats).
 Figures are medians (and p90) of wall-clock time per call, and ratios to the baseline's median.
 """
 
@@ -43,12 +48,14 @@ from leaderboard import GameConfig, Leaderboard, Submission, connect, now_ms, sn
 from leaderboard.library import library_code
 from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
+from leaderboard.results import BoardRef
 from leaderboard.settings import argument_parser
 from leaderboard.transport import RedisClient
 
 GAME = "bench"
 CHUNK = 10_000
 TOMBSTONE = "  if redis.call('HEXISTS', ctx.banned, sub.player) == 1 then\n"
+JOURNAL = "local function journal(key, fn, ...)\n"
 
 
 async def fill(r: RedisClient, config: GameConfig, members: int, regions: int, profiles: int, now: int) -> None:
@@ -186,6 +193,59 @@ async def submit_cost(urls: tuple[str, str], args: Any) -> list[str]:
     ]
 
 
+async def one_call(
+    kind: str, lb: Leaderboard, player: str, i: int, refs: list[BoardRef], periods: list[Any], now: int
+) -> Any:
+    if kind == "ban":
+        return await lb.ban(player, refs, actor="ops:bench", reason="bench", now=now)
+    if kind == "unban":
+        return await lb.unban(player, actor="ops:bench", reason="bench")
+    if kind == "correct":
+        return await lb.correct(player, i, periods, actor="ops:bench", reason="bench", now=now)
+    if kind == "profile":
+        return await lb.profile(player, {"country": ("FR", "DE")[i % 2]}, refs)
+    return await lb.join("cup", [player])
+
+
+async def journal_cost(urls: tuple[str, str], args: Any) -> list[str]:
+    """Redis time per call of each journaling function, with the journal and without it."""
+    config = GameConfig(game=GAME)
+    clients = [connect(u) for u in urls]
+    lbs = [Leaderboard(c, config) for c in clients]
+    now, players = now_ms(), 10_000
+    for c, lb in zip(clients, lbs, strict=True):
+        await c.flushall()
+        for b in range(0, players, 500):
+            await lb.submit_batch([Submission(f"j{i}", f"p{i}", i, now).fields() for i in range(b, b + 500)], now=now)
+        await lb.create_tournament("cup", now - 1000, now + 3_600_000)
+        await c.config_resetstat()
+    refs = [BoardRef(spec.name, spec.period(now).label, "global") for spec in config.window_specs]
+    periods = [(spec.period(now), "global") for spec in config.window_specs]
+    kinds = ("ban", "unban", "correct", "profile", "join")
+    usec = {kind: [0.0, 0.0] for kind in kinds}
+    for i in range(args.journal_calls):
+        player = f"p{i % players}"  # a new one each round: every join enters one, and is journaled
+        for kind in kinds:
+            for which in (0, 1) if i % 2 == 0 else (1, 0):
+                before = (await clients[which].info("commandstats")).get("cmdstat_fcall", {}).get("usec", 0)
+                await one_call(kind, lbs[which], player, i, refs, periods, now)
+                after = (await clients[which].info("commandstats"))["cmdstat_fcall"]["usec"]
+                usec[kind][which] += after - before
+    entries = await clients[0].xlen(config.keys.journal)
+    size = await clients[0].memory_usage(config.keys.journal) or 0
+    for c in clients:
+        await c.aclose()
+    out = [f"journal, {args.journal_calls:,} calls of each function per library, alternating:"]
+    for kind in kinds:
+        shipped, without = (u / args.journal_calls for u in usec[kind])
+        out.append(f"  lb_{kind}: {shipped:.2f} us of Redis time per call with the journal, {without:.2f} us without "
+                   f"(x{shipped / without:.3f}, {shipped - without:+.2f} us)")  # fmt: skip
+    out.append(
+        f"  the journal held {entries:,} entries in {size / 1e6:.2f} MB ({size / max(entries, 1):.0f} bytes each)"
+    )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m bench.moderation", __doc__ or "")
     p.add_argument("--members", type=int, default=1_000_000, help="members of each global board")
@@ -194,10 +254,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=50, help="rounds of the timed calls")
     p.add_argument("--other-keys", type=int, default=100_000, help="keys of another game, for the ban's SCAN")
     p.add_argument("--batches", type=int, default=200, help="lb_submit batches of 500 per library")
+    p.add_argument("--journal-calls", type=int, default=2000, help="calls of each journaling function per library")
+    p.add_argument("--journal-only", action="store_true", help="measure the journal's cost only")
     args = p.parse_args(argv)
     code = library_code()
     assert TOMBSTONE in code, "the tombstone check moved: update bench.moderation"
     variant = code.replace(TOMBSTONE, "  if false then\n")
+    assert JOURNAL in code, "the journal helper moved: update bench.moderation"
+    unjournaled = code.replace(JOURNAL, JOURNAL + "  do return end\n")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())  # the machine is shared: say how busy it was
     with ExitStack() as stack:
@@ -206,8 +270,14 @@ def main(argv: list[str] | None = None) -> int:
             client = redis.Redis.from_url(server.url)
             client.function_load(lib, replace=True)
             client.close()
-        lines = asyncio.run(actions(servers[0].url, args))
-        lines += asyncio.run(submit_cost((servers[1].url, servers[2].url), args))
+        lines = []
+        if not args.journal_only:
+            lines += asyncio.run(actions(servers[0].url, args))
+            lines += asyncio.run(submit_cost((servers[1].url, servers[2].url), args))
+        client = redis.Redis.from_url(servers[2].url)
+        client.function_load(unjournaled, replace=True)
+        client.close()
+        lines += asyncio.run(journal_cost((servers[1].url, servers[2].url), args))
     print(f"bench.moderation, {started} (load average at the start: {load})")
     print("\n".join(lines))
     return 0
