@@ -168,6 +168,7 @@ class Keys:
     @property
     def journal(self) -> str:
         """Stream of the changes submissions do not carry (bans, unbans, corrections, profiles,
-        tournaments, entrants, closes), each appended by the function making it; the scorer
-        records them in the durable log and deletes them (scorer/journal.py)."""
+        tournaments, entrants, closes), each appended by the function making it, and first badge
+        awards (the badge worker); the scorer records them in the durable log and deletes them
+        (scorer/journal.py)."""
         return f"{self.prefix}:journal"

@@ -17,8 +17,8 @@ from leaderboard.profiles import Profile
 from leaderboard.windows import window
 from scorer import Consumer, ScorerSettings
 from scorer.badges import BadgeWorker
-from scorer.durable import Store, open_store
-from scorer.durable.actions import ActionFolder
+from scorer.durable import Folder, Record, Store, open_store
+from scorer.durable.actions import Action, ActionFolder
 from scorer.durable.recorder import Recorder
 from scorer.journal import GROUP, JournalWorker
 from scorer.rebuild import rebuild
@@ -181,3 +181,16 @@ async def test_a_scorer_killed_between_recording_and_acknowledging_the_journal_r
     assert len(actions) == entries == len({a.id for a in actions})  # each once
     assert [a.fn for a in actions] == ["profile"] * 12 + ["ban"]
     assert [a.at for a in actions] == sorted(a.at for a in actions)
+
+
+async def test_a_compaction_without_the_actions_rules_is_refused_and_changes_nothing(store: Store) -> None:
+    ts = now_ms() - 10_000
+    await store.record("test", [Record("s1", "p1", 10, ts, applied_us=ts * 1000)])
+    await store.record_actions("test", [Action(ts * 1000 + 1, "1-0", "ban", ("p1", ACTOR, "cheat", str(ts)))])
+    with pytest.raises(TypeError, match="ActionFolder"):  # a plain Folder would leave p1's score standing
+        await store.compact("test", before_ts=now_ms(), now_s=now_ms() // 1000, folder=Folder(CONFIG))
+    assert await store.count("test") == 1 and not (await store.actions("test"))[0].folded
+    done = await store.compact("test", before_ts=now_ms(), now_s=now_ms() // 1000, folder=ActionFolder(CONFIG))
+    assert done.folded == 1 and await store.count("test") == 0
+    assert [a.folded for a in await store.actions("test")] == [True]
+    assert [row async for rows in store.board_rows("test", now_s=now_ms() // 1000) for row in rows] == []

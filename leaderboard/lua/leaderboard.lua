@@ -30,7 +30,8 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:entrants:<tournament>             SET     players entered in a tournament (EXPIREAT)
   lb:{g}:journal                           STREAM  one entry per change of lb_ban, lb_unban,
                                                    lb_correct, lb_profile, lb_tournament, lb_join,
-                                                   lb_close: {fn, at (Redis TIME, us), args (JSON
+                                                   lb_close (and first badge awards, from the badge
+                                                   worker): {fn, at (Redis TIME, us), args (JSON
                                                    array)}; the durable log's recorder deletes what
                                                    it recorded (MAXLEN ~ JOURNAL_MAXLEN)
 
