@@ -156,21 +156,26 @@ class ActionFolder(Folder):
         return max((a.at for a in self._pending if a.fn not in UNORDERED), default=None)
 
     def apply(self, records: Iterable[Record]) -> None:
-        run: list[Record] = []
         pending = self._pending
+        if not pending and not self._corrected_in and not self.state.tournaments:
+            super().apply(records)  # nothing to merge: the plain fold, at its speed
+            return
+        run: list[Record] = []
         for rec in records:
             if self._corrected_in and rec.player in self._corrected_in:
                 self._counted(rec)
             if (pending and pending[0].at <= rec.applied_us) or rec.tournament:
-                super().apply(run)
-                run = []
+                if run:
+                    super().apply(run)
+                    run = []
                 while pending and pending[0].at <= rec.applied_us:
                     self._act(heapq.heappop(pending))
                 if rec.tournament:
                     self._fold_tournament_slip(rec)
                     continue
             run.append(rec)
-        super().apply(run)
+        if run:
+            super().apply(run)
 
     def finish(self) -> None:
         while self._pending:
