@@ -83,9 +83,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     _operator_commands(sub, p.epilog or "")
     b = sub.add_parser(
         "rebuild", help="restore the boards from the durable score log into an empty Redis",
-        description="Restore every board and window, the distinct-player counts, the names and the "
-        "idempotency memory from the durable score log (LB_DURABLE_URL) into an empty Redis. "
-        "Stop the scorers first.",
+        description="Restore every board and window, the distinct-player counts, the profiles, the "
+        "idempotency memory and what the journaled actions left (bans and their tombstones, corrections, "
+        "tournaments and entrants, close markers and finals, badges) from the durable score log "
+        "(LB_DURABLE_URL) into an empty Redis. Stop the scorers first.",
         formatter_class=HelpFormatter, epilog=p.epilog,
     )  # fmt: skip
     b.add_argument("--force", action="store_true", help="write over a Redis that already holds data of the game")
