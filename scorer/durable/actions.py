@@ -134,7 +134,8 @@ class ActionFolder(Folder):
     """``Folder`` with the journaled actions merged in, in the order Redis applied both.
 
     ``take(actions)`` queues actions; ``apply(records)`` applies every queued action stamped at
-    or before each record first; ``finish()`` (and ``rows()``) applies the rest."""
+    or before each record first (and folds tournament slips onto their tournament's boards);
+    ``finish()`` (and ``rows()``) applies the rest."""
 
     def __init__(self, config: GameConfig, actions: Iterable[Action] = ()) -> None:
         super().__init__(config)
@@ -148,6 +149,10 @@ class ActionFolder(Folder):
     def take(self, actions: Iterable[Action]) -> None:
         for action in actions:
             heapq.heappush(self._pending, action)
+        if self._pending:
+            # From the first action on, records go through the merge; until then ``apply`` is the
+            # plain fold's own, with no layer in between: a rebuild hands it records one by one.
+            self.apply = self._merge  # type: ignore[method-assign]
 
     @property
     def last_pending(self) -> int | None:
@@ -155,11 +160,8 @@ class ActionFolder(Folder):
         submissions (None: none)."""
         return max((a.at for a in self._pending if a.fn not in UNORDERED), default=None)
 
-    def apply(self, records: Iterable[Record]) -> None:
+    def _merge(self, records: Iterable[Record]) -> None:
         pending = self._pending
-        if not pending and not self._corrected_in and not self.state.tournaments:
-            super().apply(records)  # nothing to merge: the plain fold, at its speed
-            return
         run: list[Record] = []
         for rec in records:
             if self._corrected_in and rec.player in self._corrected_in:
