@@ -107,6 +107,8 @@ async def play(game: Game, store: Store, *, compact: bool) -> None:
         await store.compact("test", before_ts=now_ms() + 1, now_s=now_ms() // 1000, folder=ActionFolder(CONFIG))
     await mod.ban("p5", actor=ACTOR, reason="abuse")
     await mod.correct("p6", 3, actor=ACTOR, reason="refund", window_name="t-cup")
+    # right after the correction that put p6 on the board: from now on p6 counts as a player of it
+    await game.submit(slip("p6", 2, tournament="cup"))
     daily = window("daily")
     yesterday = daily.period(now_ms() - 86_400_000)
     assert await lb.close(yesterday, ["global"], top_n=3, keep=5, maxlen=100) is not None

@@ -164,17 +164,17 @@ class ActionFolder(Folder):
         pending = self._pending
         run: list[Record] = []
         for rec in records:
-            if self._corrected_in and rec.player in self._corrected_in:
-                self._counted(rec)
             if (pending and pending[0].at <= rec.applied_us) or rec.tournament:
                 if run:
                     super().apply(run)
                     run = []
                 while pending and pending[0].at <= rec.applied_us:
                     self._act(heapq.heappop(pending))
-                if rec.tournament:
-                    self._fold_tournament_slip(rec)
-                    continue
+            if self._corrected_in and rec.player in self._corrected_in:  # after the corrections before it
+                self._counted(rec)
+            if rec.tournament:
+                self._fold_tournament_slip(rec)
+                continue
             run.append(rec)
         if run:
             super().apply(run)
