@@ -26,8 +26,10 @@ How, in the order the submissions were applied (the log's ``applied, idx, seq``)
    ``lb_submit`` would refuse as too old) is folded instead;
 3. the journaled actions are folded with step 1, in the same order (an ``ActionFolder``): the
    actions cannot be replayed through their functions (that would journal them again), so every
-   submission applied before the newest action is folded, and step 2 replays only later ones.
-   What the actions left beyond boards and names is written with the folded state.
+   submission applied before the newest ban, unban, correction or name change is folded, and
+   step 2 replays only later ones. What the actions left beyond boards and names (and the
+   actions whose order does not matter to the boards: tournaments, entrants, closes, badges,
+   avatars, countries) is written as final state with the folded state.
 
 A rebuild refuses a Redis that already holds data of the game unless ``force`` (then it writes
 over it: folded states replace members, replayed ids already seen are duplicates). Run it with the
@@ -176,7 +178,7 @@ async def rebuild(
     progress = Progress(total, progress_to)
     # The journaled actions fold with the submissions, in the order Redis applied both. Replaying
     # an action through its function would journal it again, so every submission applied before
-    # the newest action not in the board rows is folded, and only later ones are replayed.
+    # the newest action whose place matters (actions.ordered) is folded; only later ones replay.
     folder = ActionFolder(config, await store.actions(game))
     newest_action = folder.last_pending
     async for rows in store.board_rows(game, now_s=now // 1000):

@@ -50,8 +50,12 @@ from .base import BoardRow, Record
 from .fold import Folder
 
 FUNCTIONS = ("ban", "unban", "correct", "profile", "tournament", "join", "close", "badge")
-# Actions that touch no board and no name: their order against submissions does not matter
-UNORDERED = frozenset({"badge"})
+# Actions whose place among the submissions changes what the submissions leave: a ban (and the
+# tombstone lb_submit checks), an unban, a correction, and a profile write that sets the name
+# (a submission's name overwrites it, and the other way round). The others (tournaments, entrants,
+# closes, badges, avatars and countries) can be written as their final state before later
+# submissions are replayed: a replayed slip was applied, so its tournament and entry existed.
+ORDERED = frozenset({"ban", "unban", "correct"})
 _CORRECT_FIELDS = 7  # per board: version field, start_ms, end_ms, shift, unit_ms, expire_at_s, rank mode
 
 SQLITE_SCHEMA = """
@@ -130,6 +134,11 @@ class Restorable:
     uncounted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
 
+def ordered(action: Action) -> bool:
+    """Whether ``action`` must keep its place among the submissions (``ORDERED``)."""
+    return action.fn in ORDERED or (action.fn == "profile" and "name" in action.args[1::2])
+
+
 class ActionFolder(Folder):
     """``Folder`` with the journaled actions merged in, in the order Redis applied both.
 
@@ -157,8 +166,8 @@ class ActionFolder(Folder):
     @property
     def last_pending(self) -> int | None:
         """The stamp of the newest action not applied yet that must be applied in order with the
-        submissions (None: none)."""
-        return max((a.at for a in self._pending if a.fn not in UNORDERED), default=None)
+        submissions (``ordered``; None: none)."""
+        return max((a.at for a in self._pending if ordered(a)), default=None)
 
     def _merge(self, records: Iterable[Record]) -> None:
         pending = self._pending
