@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import redis.asyncio as aioredis
 
 from leaderboard import GameConfig, Leaderboard, now_ms
@@ -63,6 +64,13 @@ async def test_only_server_connections_moderate(redis_url: str, r: aioredis.Redi
         ("ban", "backend"),
         ("correct", "backend"),
         ("unban", "backend"),
+    ]
+    # a gateway has no durable store: the functions journal what it did, for the scorer to record
+    journaled: Any = await r.xrange(lb.keys.journal)
+    assert [(f["fn"], orjson.loads(f["args"])[:2]) for _, f in journaled] == [
+        ("ban", ["cheat", "backend"]),
+        ("correct", ["ana", "7"]),
+        ("unban", ["cheat", "backend"]),
     ]
 
 
