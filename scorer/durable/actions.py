@@ -366,7 +366,8 @@ def profiles(names: Mapping[str, str], folder: ActionFolder) -> dict[str, str]:
 
 def take_in_compaction(folder: Folder, actions: Sequence[Action]) -> None:
     """Hand a compaction's actions to its folder; a plain ``Folder`` would fold the submissions
-    around them as if they had not happened, so it is refused (the transaction is rolled back)."""
+    around them as if they had not happened (and drop tournament slips), so it is refused (the
+    transaction is rolled back)."""
     if not isinstance(folder, ActionFolder):
         raise TypeError(f"{len(actions)} journaled actions to fold: the compaction needs an ActionFolder")
     folder.take(actions)

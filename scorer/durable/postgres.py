@@ -214,9 +214,13 @@ class PostgresStore(Store):
 
 async def _fold_actions(conn: Any, game: str, folder: Folder, until: int | None) -> None:
     """Inside a compaction: hand the actions up to ``until`` (Redis's clock of the first raw row
-    kept; None: all) to ``folder`` and mark them folded, in the compaction's transaction."""
+    kept; None: all) to ``folder`` and mark them folded, in the compaction's transaction; and the
+    tournaments folded before, whose slips may still be raw."""
     where, args = ("game = $1 AND NOT folded", (game,)) if until is None else (
         "game = $1 AND NOT folded AND at <= $2", (game, until))  # fmt: skip
+    known = await conn.fetch(
+        "SELECT id, at, fn, args, folded FROM actions WHERE game = $1 AND folded AND fn = 'tournament'", game
+    )
     rows = await conn.fetch(f"UPDATE actions SET folded = true WHERE {where} RETURNING id, at, fn, args, false", *args)
-    if rows:
-        _take(folder, [Action.of_row(r) for r in rows])
+    if rows or known:
+        _take(folder, [Action.of_row(r) for r in [*rows, *known]])

@@ -195,13 +195,18 @@ class SQLiteStore(Store):
 
     async def _fold_actions(self, game: str, folder: Folder, until: int | None) -> None:
         """Inside a compaction: hand the actions up to ``until`` (Redis's clock of the first raw
-        row kept; None: all) to ``folder`` and mark them folded, in the compaction's transaction."""
+        row kept; None: all) to ``folder`` and mark them folded, in the compaction's transaction;
+        and the tournaments folded before, whose slips may still be raw."""
         where, args = ("game = ? AND NOT folded", (game,)) if until is None else (
             "game = ? AND NOT folded AND at <= ?", (game, until))  # fmt: skip
+        async with self.db.execute(
+            "SELECT id, at, fn, args, folded FROM actions WHERE game = ? AND folded AND fn = 'tournament'", (game,)
+        ) as cursor:
+            known = [Action.of_row(r) for r in await cursor.fetchall()]
         async with self.db.execute(f"SELECT id, at, fn, args, folded FROM actions WHERE {where}", args) as cursor:
             found = [Action.of_row(r) for r in await cursor.fetchall()]
-        if found:
-            _take(folder, found)
+        if found or known:
+            _take(folder, found + known)
             await self.db.execute(f"UPDATE actions SET folded = 1 WHERE {where}", args)
 
     async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Folder) -> Compaction:
