@@ -60,6 +60,15 @@ def connect(url: str, *, decode: bool = True, **kwargs: Any) -> RedisClient:
     return RedisCluster.from_url(f"{plain}{sep}{rest}", **kwargs)
 
 
+def torn_down(exc: BaseException) -> bool:
+    """A command on a connection that another task disconnected under it. redis-py's cluster
+    client (8.1) disconnects every connection of a node that a topology refresh drops, a failover
+    included, also one a command is connecting or writing on at that moment: that command then
+    fails with ``AttributeError`` on the connection's writer (now None) instead of a
+    ``ConnectionError``. It is a lost connection, and callers treat it as one (back off, retry)."""
+    return isinstance(exc, AttributeError) and exc.obj is None and exc.name in ("writelines", "drain")
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 

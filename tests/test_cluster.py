@@ -10,12 +10,14 @@ import contextlib
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from redis.exceptions import RedisError
 from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
 
 from fleet.cluster import Cluster, keyslot_names
 from gateway.server import Gateway
@@ -89,10 +91,15 @@ async def test_three_games_on_three_masters_then_a_failover(cluster: Cluster) ->
     redis = connect(cluster.url)
     queues = {c.game: Queue(redis, c, wait_replicas=1, wait_timeout_ms=1000) for c in config.served}
     try:
-        async with fleet(cluster, config) as (_, gateways), contextlib.AsyncExitStack() as stack:
+        async with fleet(cluster, config) as (scorer, gateways), contextlib.AsyncExitStack() as stack:
             # --- every game works, through either gateway: fan-out, submissions, ranks
+            # max_queue=None: these sockets are read only between the failover's steps, and a
+            # client that leaves 16 frames unread stops reading its socket, so the gateway's pings
+            # go unanswered and it rightly drops the socket as dead; an app reads all the time.
             sockets = [
-                await stack.enter_async_context(client(gateways[i % 2], f"?game={g}&token={token(f'p-{g}')}"))
+                await stack.enter_async_context(
+                    client(gateways[i % 2], f"?game={g}&token={token(f'p-{g}')}", max_queue=None)
+                )
                 for i, g in enumerate(games)
             ]
             for ws in sockets:
@@ -132,7 +139,11 @@ async def test_three_games_on_three_masters_then_a_failover(cluster: Cluster) ->
             await asyncio.sleep(0.5)
             killed_at = time.monotonic()
             cluster.kill(victim)
-            promoted = cluster.wait_owner_changes(victim, key, timeout=30)
+            # The cluster helper's waits poll with blocking calls: in a thread, so that the scorer,
+            # the gateways and the sockets (all on this loop) keep running through the failover as
+            # they would in production. Blocking the loop for the seconds a promotion takes on a
+            # busy machine made the gateways' keepalive give up on sockets that were fine.
+            promoted = await asyncio.to_thread(cluster.wait_owner_changes, victim, key, timeout=30 * T)
             promoted_s = time.monotonic() - killed_at
             with promoted.client() as c:
                 assert any(
@@ -144,19 +155,22 @@ async def test_three_games_on_three_masters_then_a_failover(cluster: Cluster) ->
 
             # --- the dead node comes back and rejoins as the new master's replica: with one replica
             # per master, WAIT 1 (the promise) cannot be kept for this game until then
-            victim.start()
-            cluster.wait_replicas_online(promoted)
+            await asyncio.to_thread(victim.start)
+            await asyncio.to_thread(cluster.wait_replicas_online, promoted, timeout=30 * T)
+            rejoined_s = time.monotonic() - killed_at
 
             # --- scorer and gateways recovered by themselves: a new submission reaches the sockets
             await submit_retrying(queues[victim_game], "after-1", "after", 10_000, 10 * T)
             try:
                 await until_player(sockets[0], "after", 20 * T)
-            except TimeoutError:
+            except (TimeoutError, ConnectionClosed) as exc:
                 keys = config.for_game(victim_game).keys
                 raise AssertionError(
-                    f"no snapshot with the new player: stream {await redis.xlen(keys.submissions)} entries, "
+                    f"no snapshot with the new player ({exc!r}; promoted after {promoted_s:.1f} s, replica "
+                    f"online after {rejoined_s:.1f} s): stream {await redis.xlen(keys.submissions)} entries, "
                     f"latest {await redis.get(keys.latest('weekly', 'global'))!r}, "
-                    f"hubs connected {[g.hub.connected.is_set() for gw in gateways for g in gw.games.values()]}"
+                    f"hubs connected {[g.hub.connected.is_set() for gw in gateways for g in gw.games.values()]}, "
+                    f"scorer tasks ended {_ended(scorer)}"
                 ) from None
             await submit_retrying(queues[other_game], "after-2", "after2", 10_000, 10 * T)
             await until_player(sockets[1], "after2", 5 * T)
@@ -166,7 +180,8 @@ async def test_three_games_on_three_masters_then_a_failover(cluster: Cluster) ->
             lb = Leaderboard(redis, config.for_game(victim_game))
             lost = await _missing(lb, acked, within=15 * T)
             print(
-                f"\nfailover: promoted after {promoted_s:.1f} s, recovered after {recovered_s:.1f} s; "
+                f"\nfailover: promoted after {promoted_s:.1f} s, replica online after {rejoined_s:.1f} s, "
+                f"recovered after {recovered_s:.1f} s; "
                 f"{len(acked)} acknowledged, {refused} refused during the failover, {len(lost)} lost"
             )
             assert acked and not lost
@@ -189,7 +204,7 @@ async def test_a_resharded_game_follows_its_slot(cluster: Cluster) -> None:
             await until_player(ws, "before", 5 * T)
             old = cluster.owner(key)
             new = next(m for m in cluster.masters() if m is not old)
-            cluster.move_slot(key, new)
+            await asyncio.to_thread(cluster.move_slot, key, new)  # the loop keeps serving meanwhile
             assert cluster.owner(key) is new
             await submit_retrying(queue, "m-2", "after", 200, 10 * T)
             snap = await until_player(ws, "after", 10 * T)
@@ -197,6 +212,16 @@ async def test_a_resharded_game_follows_its_slot(cluster: Cluster) -> None:
             assert crossslot_errors(cluster) == 0
     finally:
         await redis.aclose()
+
+
+def _ended(scorer: Scorer) -> list[str]:
+    """The scorer's workers that ended (a crash shows its traceback)."""
+    tasks = [*scorer._consuming, *scorer._others]
+    return [
+        "".join(traceback.format_exception(t.exception())) if not t.cancelled() else "cancelled"
+        for t in tasks
+        if t.done()
+    ]
 
 
 def _libraries(reply: Any) -> list[dict[str, Any]]:
