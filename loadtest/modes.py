@@ -31,7 +31,7 @@ from . import probes, report
 from .flood import Flood, Source, Window, one_at_a_time
 from .stats import cdf_points, per_second, summary
 from .swarm import Swarm
-from .target import NaiveGateway, SnapshotMonitor, Target, cpu_s, rss_bytes, wait_listening
+from .target import NaiveGateway, SnapshotMonitor, Target, cpu_s, rss_bytes, wait_listening, wait_s
 
 GRACE = 2.0  # seconds after the window for the last snapshot's stragglers
 SETTLE = 1.5  # seconds after the ramp before measuring (welcomes, stored snapshots, allocations)
@@ -172,6 +172,7 @@ async def socket_phase(
         probe0 = await _probe(target, label)
         lb_rss_conn = rss_bytes(balancer_pids)
         cpu0, t0, before = cpu_s(pids), time.time(), swarm.totals()
+        wait0, clients0 = wait_s(pids), swarm.stalls()
         lb_cpu0 = cpu_s(balancer_pids)
         window = Window(flood) if flood is not None else None
         if window is not None:
@@ -184,6 +185,8 @@ async def socket_phase(
         probe1 = await _probe(target, label)
         await watch.run(GRACE)
         cpu1, final = cpu_s(pids), swarm.totals()
+        wait1, clients1, t_end = wait_s(pids), swarm.stalls(), time.time()
+        worst_gc, worst_lag = swarm.worst_stalls(t0, t_end)
         lb_cpu1 = cpu_s(balancer_pids)
         progress.end()
         expected = monitor.between(t0, t1)
@@ -244,6 +247,18 @@ async def socket_phase(
         "gateway_cpu_pct": cpu_ms / 10 / max(seconds + GRACE, 1e-6),
         "gateway_rss_mb": rss_conn / 2**20,
         "gateway_rss_kb_per_conn": (rss_conn - rss_idle) / 1024 / max(opened, 1),
+        # the time the gateways were runnable but waited for a core, % of one core over the window
+        "gateway_wait_pct": (wait1 - wait0) * 100 / max(seconds + GRACE, 1e-6),
+        # the instrument's own share and stalls: its client processes share the cores here
+        "clients": {
+            "processes": len(swarm.procs),
+            "cpu_pct": (clients1["cpu_s"] - clients0["cpu_s"]) * 100 / max(t_end - t0, 1e-6),
+            "wait_pct": (clients1["wait_s"] - clients0["wait_s"]) * 100 / max(t_end - t0, 1e-6),
+            "gc_pauses": clients1["gc_n"] - clients0["gc_n"],
+            "gc_pause_ms": (clients1["gc_s"] - clients0["gc_s"]) * 1000,
+            "gc_pause_max_ms": worst_gc * 1000,
+            "loop_lag_max_ms": worst_lag * 1000,
+        },
     }
     if balancer_pids:
         messages = final["frames"] - before["frames"]
@@ -321,7 +336,14 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
         (f"{prefix}gateway CPU ms / 1k deliveries", f["gateway_cpu_ms_per_1k_deliveries"]),
         (f"{prefix}gateway CPU % (all processes)", f["gateway_cpu_pct"]),
         (f"{prefix}gateway RSS KB / connection", f["gateway_rss_kb_per_conn"]),
+        (f"{prefix}gateways waiting for a core (run queue), % of a core", f["gateway_wait_pct"]),
     ]
+    c = f["clients"]
+    rows.append(
+        (f"{prefix}client processes: CPU % / waiting for a core % / GC pauses (ms, longest) / longest loop stall ms",
+         f"{c['processes']} processes: {c['cpu_pct']:.0f} / {c['wait_pct']:.0f} / {c['gc_pauses']:,.0f} "
+         f"({c['gc_pause_ms']:,.0f}, {c['gc_pause_max_ms']:,.0f}) / {c['loop_lag_max_ms']:,.0f}")
+    )  # fmt: skip
     if "fleet" in f:
         g = f["fleet"]
         rows += [
@@ -332,6 +354,11 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
              f"{g['rank_lag_mean_s']:.3f}"),
             (f"{prefix}Redis FCALL_RO calls, µs per call (own-rank reads)",
              f"{g['redis_rank_reads']:,.0f}, {g['redis_usec_per_rank_read']:,.1f}"),
+            (f"{prefix}gateways: snapshot ts → fan-out start p50 / p99, one tick's write p50 / p99 (bucket bounds) s",
+             f"≤ {g['pubsub_lag_p50_le_s']:g} / ≤ {g['pubsub_lag_p99_le_s']:g}, "
+             f"≤ {g['write_p50_le_s']:g} / ≤ {g['write_p99_le_s']:g}"),
+            (f"{prefix}gateways: GC pauses (ms, longest ≤ s)",
+             f"{g['gc_pauses']:,.0f} ({g['gc_pause_ms']:,.0f}, ≤ {g['gc_pause_max_le_s']:g})"),
         ]  # fmt: skip
     if "balancer_pids" in f:
         rows += [

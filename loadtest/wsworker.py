@@ -4,8 +4,9 @@ Started by ``loadtest.swarm`` as ``python -m loadtest.wsworker``; it talks JSON 
 
 * stdin, first line: the settings (``WorkerSettings`` fields); then commands
   ``{"cmd": "report", "expected": [key…], "since": t}`` and ``{"cmd": "stop"}``;
-* stdout: ``{"ev": "tick", …}`` once per ``tick`` seconds (counters and the latencies seen since
-  the last tick), ``{"ev": "report", …}`` in answer to ``report``.
+* stdout: ``{"ev": "tick", …}`` once per ``tick`` seconds (counters, the latencies seen since
+  the last tick, and what held the process: ``Stalls``), ``{"ev": "report", …}`` in answer to
+  ``report``.
 
 Every socket opens at its slot of the ramp (``rate`` per second), answers protocol pings, and
 notes for every snapshot its identity and arrival time. With ``reconnect`` on it comes back after
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import os
 import random
 import resource
 import sys
@@ -32,6 +35,9 @@ from client.backoff import Backoff
 from fleet.children import die_with_parent
 
 from . import frames as f
+from .procstat import run_queue_wait
+
+PROBE_S = 0.05  # the loop-lag probe's period
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +140,51 @@ class Conn(asyncio.Protocol):
         self.w.lost(self)
 
 
+class Stalls:
+    """What held this process back, so a run can tell a slow gateway from a slow instrument:
+    garbage collections (timed by ``gc.callbacks``: the loop stands still meanwhile), the event
+    loop's lag (a probe every ``PROBE_S`` notes how late it woke: any stall, whatever its cause),
+    CPU time, and the time its threads waited runnable for a core (the machine oversubscribed).
+    Counts and times are cumulative; the two maxima are since the previous ``take``."""
+
+    def __init__(self) -> None:
+        self.gc_n = 0
+        self.gc_s = 0.0
+        self.gc_max = 0.0
+        self.lag_max = 0.0
+        self._gc_started = 0.0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+            return
+        pause = time.perf_counter() - self._gc_started
+        self.gc_n += 1
+        self.gc_s += pause
+        self.gc_max = max(self.gc_max, pause)
+
+    async def probe(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(PROBE_S)
+            self.lag_max = max(self.lag_max, loop.time() - before - PROBE_S)
+
+    def take(self) -> dict[str, float]:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        figures = {
+            "cpu_s": usage.ru_utime + usage.ru_stime,
+            "wait_s": run_queue_wait(os.getpid()),
+            "gc_n": self.gc_n,
+            "gc_s": self.gc_s,
+            "gc_max_s": self.gc_max,
+            "lag_max_s": self.lag_max,
+        }
+        self.gc_max = self.lag_max = 0.0
+        return figures
+
+
 class Worker:
     def __init__(self, s: WorkerSettings) -> None:
         self.s = s
@@ -143,6 +194,7 @@ class Worker:
         self.tokens: dict[int, str] = {}
         self.sem = asyncio.Semaphore(s.inflight)
         self.stopping = False
+        self.stalls = Stalls()
         # counters (cumulative)
         self.attempts = self.opened = self.failed = self.frames = self.snaps = self.ranks = 0
         self.welcomes = self.drops = self.open_now = self.refused = self.announces = 0
@@ -329,6 +381,7 @@ class Worker:
             "failed_connect": self.failed_connect,
             "failed_timeout": self.failed_timeout,
             "failed_closed": self.failed_closed,
+            **self.stalls.take(),
             "lat": lat,
         }
 
@@ -412,7 +465,7 @@ async def main() -> None:
             await asyncio.sleep(worker.s.tick)
             _emit(worker.tick())
 
-    tasks = [loop.create_task(worker.ramp()), loop.create_task(ticker())]
+    tasks = [loop.create_task(worker.ramp()), loop.create_task(ticker()), loop.create_task(worker.stalls.probe())]
     try:
         while True:
             line = await reader.readline()
