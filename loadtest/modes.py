@@ -209,6 +209,15 @@ async def socket_phase(
     ramp_opens = [t for rep in reports for t, _ in rep["open_events"] if t <= t0]
     connect_s = max(ramp_opens, default=swarm.started) - swarm.started
     spreads = [(last - first) * 1000 for count, first, last in per.values() if count]
+    # per snapshot, in publish order: (first arrival, last arrival) after its ts, ms. A tick
+    # that every socket got late (first arrival late) was held up before any gateway wrote it;
+    # a late last arrival with an early first is that tick's fan-out
+    built = dict(expected)
+    ticks = [
+        (round((per[key][1] - ts / 1000) * 1000), round((per[key][2] - ts / 1000) * 1000))
+        for key, ts in sorted(built.items(), key=lambda kv: kv[1])
+        if per.get(key, [0])[0]
+    ]
     deliveries = int(sum(v[0] for v in per.values()))
     eligible = sum(r["eligible"] for r in reports)
     seconds = t1 - t0
@@ -241,6 +250,7 @@ async def socket_phase(
         # ... and -> read by the client processes, which share the cores with the gateways here
         "read_latency_ms": summary(read_latencies),
         "spread_ms": summary(spreads),
+        "ticks_ms": ticks,
         "rank_pushes": after["ranks"] - before["ranks"],
         "announces": after["announces"] - before["announces"],
         "msgs_per_s": (after["frames"] - before["frames"]) / max(seconds, 1e-6),
@@ -337,6 +347,10 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
         (f"{prefix}latency p50/p90/p99/max ms (at arrival: kernel timestamp)", _quad(lat, f["snapshots"])),
         (f"{prefix}latency when read by the client processes, p50/p90/p99/max ms", _quad(read, f["snapshots"])),
         (f"{prefix}fan-out spread p50/p90/p99/max ms", _quad(spread)),
+        (
+            f"{prefix}slowest ticks: first / last arrival after the snapshot's ts, ms",
+            ", ".join(f"{a:,} / {b:,}" for a, b in sorted(f["ticks_ms"], key=lambda t: -t[1])[:4]) or "–",
+        ),
         (f"{prefix}rank pushes / announces", f"{f['rank_pushes']:,} / {f['announces']:,}"),
         (f"{prefix}msgs received /s", f["msgs_per_s"]),
         (f"{prefix}gateway CPU ms / 1k deliveries", f["gateway_cpu_ms_per_1k_deliveries"]),

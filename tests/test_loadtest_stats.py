@@ -53,7 +53,7 @@ def test_latencies_of_one_snapshot_say_so_however_many_sockets_got_it() -> None:
                         "gc_pause_max_ms": 0.0, "loop_lag_max_ms": 1.0},
             "latency_ms": summary([float(i % 50) for i in range(2000 * snapshots)]),
             "read_latency_ms": summary([float(i % 50) for i in range(2000 * snapshots)]),
-            "spread_ms": summary([float(i) for i in range(max(snapshots, 100))]),
+            "spread_ms": summary([float(i) for i in range(max(snapshots, 100))]), "ticks_ms": [(10, 50)] * snapshots,
         }  # fmt: skip
         return str(dict(phase_rows(figures))["latency p50/p90/p99/max ms (at arrival: kernel timestamp)"])
 
