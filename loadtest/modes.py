@@ -135,6 +135,7 @@ def swarm_of(args: argparse.Namespace, target: Target, url: str, **extra: Any) -
         token_secret=target.jwt_secret if args.players_share > 0 else "",
         token_share=args.players_share,
         player_prefix=target.player_prefix,
+        nice=args.client_nice,
         **extra,
     )
 

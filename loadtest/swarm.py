@@ -72,9 +72,11 @@ class Swarm(Service):
         handshake_timeout: float = 15.0,
         player_prefix: str = "p",
         spread: Sequence[str] = (),
+        nice: int = 0,
     ) -> None:
         """``spread``: URLs the client processes take in turn instead of ``url`` (straight to each
-        gateway of a fleet whose gateways listen on addresses of their own)."""
+        gateway of a fleet whose gateways listen on addresses of their own). ``nice``: the
+        client processes' scheduling priority increment (``os.nice``)."""
         targets = [parse_ws_url(u) for u in spread] or [parse_ws_url(url)]
         if spread and not workers:  # as many processes per URL, so each gets the same share
             workers = math.ceil(len(plan(sockets)) / len(targets)) * len(targets)
@@ -99,6 +101,7 @@ class Swarm(Service):
                     token_share=token_share,
                     handshake_timeout=handshake_timeout,
                     player_prefix=player_prefix,
+                    nice=nice,
                 )
             )
             first += count

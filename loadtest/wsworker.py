@@ -67,6 +67,9 @@ class WorkerSettings:
     token_share: float = 0.0  # ... for this share of the sockets (0..1)
     player_prefix: str = "p"  # players are <prefix><global index>
     tick: float = 1.0
+    # scheduling priority (os.nice increment): > 0 lets the gateways, sharing the cores, write
+    # first; arrival times are the kernel's, so only the read times move
+    nice: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -551,7 +554,10 @@ async def main() -> None:
     if not line:
         return
     raw = orjson.loads(line)
-    worker = Worker(WorkerSettings(**raw))
+    settings = WorkerSettings(**raw)
+    if settings.nice:
+        os.nice(settings.nice)
+    worker = Worker(settings)
 
     async def ticker() -> None:
         while True:
