@@ -116,6 +116,9 @@ def window_figures(before: dict[str, float], after: dict[str, float], redis: dic
         "write_p99_le_s": quantile(write, 0.99) if write else math.nan,
         "gc_pauses": _total(delta, _GC + "_count"),
         "gc_pause_ms": _total(delta, _GC + "_sum") * 1000,
+        # of which full collections (generation 2: every object of every connection is scanned)
+        "gc_full": delta.get(_GC + '_count{generation="2"}', 0.0),
+        "gc_full_ms": delta.get(_GC + '_sum{generation="2"}', 0.0) * 1000,
         "gc_pause_max_le_s": quantile(gc, 1.0) if (gc := _buckets(delta, _GC)) else math.nan,
     }
     figures.update(redis)
