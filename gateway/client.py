@@ -5,9 +5,10 @@ outbound.py does every write, the sweep task pings. ``BoardKey`` is ``(window, s
 
 ``LeanConnection`` is websockets' server connection minus what an idle subscribed socket does not
 use (docs/benchmarks.md has the per-connection breakdown this follows): two empty deques of
-760 bytes each (an empty deque holds a whole 64-slot block) become lists, and the per-connection
-``LoggerAdapter`` (with a weak proxy and a dict) becomes the server's one logger, and the future
-the handshake waited on goes once it is done.
+760 bytes each (an empty deque holds a whole 64-slot block) become lists, the per-connection
+``LoggerAdapter`` (with a weak proxy and a dict) becomes the server's one logger, the future
+the handshake waited on goes once it is done, and so does the connection's random UUID (~100
+bytes with its 128-bit int), which websockets only offers for its users' logs.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class LeanConnection(ServerConnection):
         adapter = self.protocol.logger
         shared = getattr(adapter, "logger", adapter)
         self.protocol.logger = self.logger = shared
+        # websockets never reads it; this server logs no connection by id
+        self.protocol.id = self.id = None  # type: ignore[assignment]
 
     async def handshake(self, *args: Any, **kwargs: Any) -> None:
         await super().handshake(*args, **kwargs)

@@ -4,6 +4,12 @@ Every tick it pings sockets whose last ping is ``ping_interval`` old, closes tho
 ``ping_timeout`` late (a dead line: its slot is freed), and drops sockets whose write buffer has
 stayed over the bound too long. A task per socket costs a Task, a coroutine frame and a timer
 handle per connection; at 10k sockets one sweep is smaller (docs/benchmarks.md has the figures).
+
+A sweep's chunks are spread evenly over its tick rather than run back to back: a ping and its
+pong cost the process some tens of microseconds each, and a quarter of 12,500 sockets pinged at
+once held up the snapshot tick that fell on it by hundreds of milliseconds (docs/benchmarks.md,
+50,000 sockets), on every gateway at the same moment when they started together. Each socket is
+still visited once per tick.
 """
 
 from __future__ import annotations
@@ -21,14 +27,24 @@ _CHUNK = 1000  # sockets handled between yields to the loop
 
 async def sweep_forever(clients: Callable[[], Collection[Client]], out: Outbound, settings: GatewaySettings) -> None:
     tick = max(0.01, min(settings.ping_interval, settings.ping_timeout) / 4)
+    loop = asyncio.get_running_loop()
     while True:
-        await asyncio.sleep(tick)
-        await sweep(list(clients()), out, settings)
+        started = loop.time()
+        await sweep(list(clients()), out, settings, spread=tick)
+        # the next sweep one tick after this one began, whatever this one cost
+        await asyncio.sleep(max(0.0, started + tick - loop.time()))
 
 
-async def sweep(clients: list[Client], out: Outbound, settings: GatewaySettings) -> None:
+async def sweep(clients: list[Client], out: Outbound, settings: GatewaySettings, spread: float = 0.0) -> None:
+    """Visit every socket once; ``spread``: seconds over which the chunks are paced (0: at once)."""
     pings = settings.heartbeat == "sweep"  # else websockets' keepalive task per socket pings
-    for start in range(0, len(clients), _CHUNK):
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    chunks = -(-len(clients) // _CHUNK)
+    for i, start in enumerate(range(0, len(clients), _CHUNK)):
+        if i and spread > 0:
+            # chunk i at its share of the tick: pings and pongs arrive as a trickle, not a burst
+            await asyncio.sleep(max(0.0, began + i * spread / chunks - loop.time()))
         now = time.monotonic()
         for client in clients[start : start + _CHUNK]:
             if not is_open(client):

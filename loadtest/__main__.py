@@ -155,6 +155,13 @@ def parser() -> argparse.ArgumentParser:
                 "--clients", type=int, default=0, help="client processes (default: one per 8,000 sockets)"
             )
             load.add_argument(
+                "--client-nice",
+                type=int,
+                default=0,
+                help="the client processes' niceness increment: > 0 lets the fleet, on the same cores, run first "
+                "(latencies are taken at arrival, by the kernel, either way) (default 0)",
+            )
+            load.add_argument(
                 "--players-share",
                 type=float,
                 default=0.0,

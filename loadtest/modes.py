@@ -31,7 +31,7 @@ from . import probes, report
 from .flood import Flood, Source, Window, one_at_a_time
 from .stats import cdf_points, per_second, summary
 from .swarm import Swarm
-from .target import NaiveGateway, SnapshotMonitor, Target, cpu_s, rss_bytes, wait_listening
+from .target import NaiveGateway, SnapshotMonitor, Target, cpu_s, rss_bytes, wait_listening, wait_s
 
 GRACE = 2.0  # seconds after the window for the last snapshot's stragglers
 SETTLE = 1.5  # seconds after the ramp before measuring (welcomes, stored snapshots, allocations)
@@ -135,6 +135,7 @@ def swarm_of(args: argparse.Namespace, target: Target, url: str, **extra: Any) -
         token_secret=target.jwt_secret if args.players_share > 0 else "",
         token_share=args.players_share,
         player_prefix=target.player_prefix,
+        nice=args.client_nice,
         **extra,
     )
 
@@ -172,6 +173,7 @@ async def socket_phase(
         probe0 = await _probe(target, label)
         lb_rss_conn = rss_bytes(balancer_pids)
         cpu0, t0, before = cpu_s(pids), time.time(), swarm.totals()
+        wait0, clients0 = wait_s(pids), swarm.stalls()
         lb_cpu0 = cpu_s(balancer_pids)
         window = Window(flood) if flood is not None else None
         if window is not None:
@@ -184,15 +186,19 @@ async def socket_phase(
         probe1 = await _probe(target, label)
         await watch.run(GRACE)
         cpu1, final = cpu_s(pids), swarm.totals()
+        wait1, clients1, t_end = wait_s(pids), swarm.stalls(), time.time()
+        worst_gc, worst_lag = swarm.worst_stalls(t0, t_end)
         lb_cpu1 = cpu_s(balancer_pids)
         progress.end()
         expected = monitor.between(t0, t1)
         reports = await swarm.report([k for k, _ in expected], since=t0)
     per: dict[str, list[float]] = {}
     latencies: list[float] = []
+    read_latencies: list[float] = []
     gateways: dict[str, int] = {}
     for rep in reports:
         latencies.extend(rep["latencies"])
+        read_latencies.extend(rep["read_latencies"])
         for gw, n in rep["gateways"].items():
             gateways[gw or "?"] = gateways.get(gw or "?", 0) + n
         for key, (count, first, last) in rep["per_snapshot"].items():
@@ -204,6 +210,15 @@ async def socket_phase(
     ramp_opens = [t for rep in reports for t, _ in rep["open_events"] if t <= t0]
     connect_s = max(ramp_opens, default=swarm.started) - swarm.started
     spreads = [(last - first) * 1000 for count, first, last in per.values() if count]
+    # per snapshot, in publish order: (first arrival, last arrival) after its ts, ms. A tick
+    # that every socket got late (first arrival late) was held up before any gateway wrote it;
+    # a late last arrival with an early first is that tick's fan-out
+    built = dict(expected)
+    ticks = [
+        (round((per[key][1] - ts / 1000) * 1000), round((per[key][2] - ts / 1000) * 1000))
+        for key, ts in sorted(built.items(), key=lambda kv: kv[1])
+        if per.get(key, [0])[0]
+    ]
     deliveries = int(sum(v[0] for v in per.values()))
     eligible = sum(r["eligible"] for r in reports)
     seconds = t1 - t0
@@ -231,8 +246,12 @@ async def socket_phase(
         "sockets_eligible": eligible,
         "sockets_complete": sum(r["complete"] for r in reports),
         "sockets_dropped": after["drops"] - before["drops"],
+        # publish -> arrival (the kernel's receive timestamp: when the gateway delivered it) ...
         "latency_ms": summary(latencies),
+        # ... and -> read by the client processes, which share the cores with the gateways here
+        "read_latency_ms": summary(read_latencies),
         "spread_ms": summary(spreads),
+        "ticks_ms": ticks,
         "rank_pushes": after["ranks"] - before["ranks"],
         "announces": after["announces"] - before["announces"],
         "msgs_per_s": (after["frames"] - before["frames"]) / max(seconds, 1e-6),
@@ -244,6 +263,18 @@ async def socket_phase(
         "gateway_cpu_pct": cpu_ms / 10 / max(seconds + GRACE, 1e-6),
         "gateway_rss_mb": rss_conn / 2**20,
         "gateway_rss_kb_per_conn": (rss_conn - rss_idle) / 1024 / max(opened, 1),
+        # the time the gateways were runnable but waited for a core, % of one core over the window
+        "gateway_wait_pct": (wait1 - wait0) * 100 / max(seconds + GRACE, 1e-6),
+        # the instrument's own share and stalls: its client processes share the cores here
+        "clients": {
+            "processes": len(swarm.procs),
+            "cpu_pct": (clients1["cpu_s"] - clients0["cpu_s"]) * 100 / max(t_end - t0, 1e-6),
+            "wait_pct": (clients1["wait_s"] - clients0["wait_s"]) * 100 / max(t_end - t0, 1e-6),
+            "gc_pauses": clients1["gc_n"] - clients0["gc_n"],
+            "gc_pause_ms": (clients1["gc_s"] - clients0["gc_s"]) * 1000,
+            "gc_pause_max_ms": worst_gc * 1000,
+            "loop_lag_max_ms": worst_lag * 1000,
+        },
     }
     if balancer_pids:
         messages = final["frames"] - before["frames"]
@@ -301,7 +332,7 @@ def too_few(count: int, snapshots: int | None = None) -> str:
 
 
 def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    lat, spread = f["latency_ms"], f["spread_ms"]
+    lat, read, spread = f["latency_ms"], f["read_latency_ms"], f["spread_ms"]
     rows: list[tuple[str, Any]] = [
         (
             f"{prefix}sockets open / asked",
@@ -314,14 +345,26 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
         (f"{prefix}snapshots in window", f["snapshots"]),
         (f"{prefix}deliveries / expected", f"{f['deliveries']:,} / {f['expected_deliveries']:,} (lost {f['lost']:,})"),
         (f"{prefix}sockets with every snapshot", f"{f['sockets_complete']:,} / {f['sockets_eligible']:,}"),
-        (f"{prefix}latency p50/p90/p99/max ms", _quad(lat, f["snapshots"])),
+        (f"{prefix}latency p50/p90/p99/max ms (at arrival: kernel timestamp)", _quad(lat, f["snapshots"])),
+        (f"{prefix}latency when read by the client processes, p50/p90/p99/max ms", _quad(read, f["snapshots"])),
         (f"{prefix}fan-out spread p50/p90/p99/max ms", _quad(spread)),
+        (
+            f"{prefix}slowest ticks: first / last arrival after the snapshot's ts, ms",
+            ", ".join(f"{a:,} / {b:,}" for a, b in sorted(f["ticks_ms"], key=lambda t: -t[1])[:4]) or "–",
+        ),
         (f"{prefix}rank pushes / announces", f"{f['rank_pushes']:,} / {f['announces']:,}"),
         (f"{prefix}msgs received /s", f["msgs_per_s"]),
         (f"{prefix}gateway CPU ms / 1k deliveries", f["gateway_cpu_ms_per_1k_deliveries"]),
         (f"{prefix}gateway CPU % (all processes)", f["gateway_cpu_pct"]),
         (f"{prefix}gateway RSS KB / connection", f["gateway_rss_kb_per_conn"]),
+        (f"{prefix}gateways waiting for a core (run queue), % of a core", f["gateway_wait_pct"]),
     ]
+    c = f["clients"]
+    rows.append(
+        (f"{prefix}client processes: CPU % / waiting for a core % / GC pauses (ms, longest) / longest loop stall ms",
+         f"{c['processes']} processes: {c['cpu_pct']:.0f} / {c['wait_pct']:.0f} / {c['gc_pauses']:,.0f} "
+         f"({c['gc_pause_ms']:,.0f}, {c['gc_pause_max_ms']:,.0f}) / {c['loop_lag_max_ms']:,.0f}")
+    )  # fmt: skip
     if "fleet" in f:
         g = f["fleet"]
         rows += [
@@ -332,6 +375,12 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
              f"{g['rank_lag_mean_s']:.3f}"),
             (f"{prefix}Redis FCALL_RO calls, µs per call (own-rank reads)",
              f"{g['redis_rank_reads']:,.0f}, {g['redis_usec_per_rank_read']:,.1f}"),
+            (f"{prefix}gateways: snapshot ts → fan-out start p50 / p99, one tick's write p50 / p99 (bucket bounds) s",
+             f"≤ {g['pubsub_lag_p50_le_s']:g} / ≤ {g['pubsub_lag_p99_le_s']:g}, "
+             f"≤ {g['write_p50_le_s']:g} / ≤ {g['write_p99_le_s']:g}"),
+            (f"{prefix}gateways: GC pauses (ms, longest ≤ s), of which full (ms)",
+             f"{g['gc_pauses']:,.0f} ({g['gc_pause_ms']:,.0f}, ≤ {g['gc_pause_max_le_s']:g}), "
+             f"{g['gc_full']:,.0f} ({g['gc_full_ms']:,.0f})"),
         ]  # fmt: skip
     if "balancer_pids" in f:
         rows += [

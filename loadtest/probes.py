@@ -19,6 +19,13 @@ from .target import Target
 
 _SUMMED = ("lb_gw_writes_total", "lb_gw_deliveries_total", "lb_gw_rank_pushes_total")
 _LAG = "lb_gw_rank_push_lag_seconds"
+# where a snapshot's time goes inside the gateways: from its ts to the fan-out's start (the
+# scorer's publish, Redis, the gateway's loop reaching it), then the write to every socket; and
+# the garbage collections that stood the loops still meanwhile
+_PUBSUB_LAG = "lb_gw_pubsub_lag_seconds"
+_WRITE = "lb_gw_broadcast_seconds"
+_GC = "lb_gw_gc_pause_seconds"
+_HISTOGRAMS = (_LAG, _PUBSUB_LAG, _WRITE, _GC)
 
 
 def parse(text: str) -> dict[str, float]:
@@ -53,7 +60,7 @@ async def gateways(target: Target) -> dict[str, float]:
         if isinstance(page, BaseException):
             continue
         for name, value in page.items():
-            if name in _SUMMED or name.startswith(_LAG):
+            if name in _SUMMED or name.startswith(_HISTOGRAMS):
                 total[name] = total.get(name, 0.0) + value
     return total
 
@@ -70,15 +77,29 @@ def quantile(buckets: dict[float, float], q: float) -> float:
     return math.inf
 
 
+def _buckets(delta: dict[str, float], histogram: str) -> dict[float, float]:
+    """A histogram's cumulative bucket counts (upper bound -> count), over every label set."""
+    buckets: dict[float, float] = {}
+    head = histogram + "_bucket{"
+    for name, value in delta.items():
+        if name.startswith(head):
+            le = name.index('le="') + 4
+            bound = name[le : name.index('"', le)]
+            key = math.inf if bound == "+Inf" else float(bound)
+            buckets[key] = buckets.get(key, 0.0) + value
+    return buckets
+
+
+def _total(delta: dict[str, float], name: str) -> float:
+    """A sample's value summed over its label sets (``name`` or ``name{…}``)."""
+    return sum(v for k, v in delta.items() if k == name or k.startswith(name + "{"))
+
+
 def window_figures(before: dict[str, float], after: dict[str, float], redis: dict[str, Any]) -> dict[str, Any]:
     """Per-window gateway and Redis figures (deltas of what ``gateways`` and ``commandstats`` read)."""
     delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
-    buckets: dict[float, float] = {}
-    prefix = _LAG + '_bucket{le="'
-    for name, value in delta.items():
-        if name.startswith(prefix):
-            bound = name[len(prefix) : name.index('"', len(prefix))]
-            buckets[math.inf if bound == "+Inf" else float(bound)] = value
+    buckets = _buckets(delta, _LAG)
+    pubsub, write = _buckets(delta, _PUBSUB_LAG), _buckets(delta, _WRITE)
     figures: dict[str, Any] = {
         "gateway_writes": delta.get("lb_gw_writes_total", math.nan),
         "gateway_deliveries": delta.get("lb_gw_deliveries_total", math.nan),
@@ -89,6 +110,16 @@ def window_figures(before: dict[str, float], after: dict[str, float], redis: dic
         "rank_lag_mean_s": delta.get(_LAG + "_sum", math.nan) / delta[_LAG + "_count"]
         if delta.get(_LAG + "_count")
         else math.nan,
+        "pubsub_lag_p50_le_s": quantile(pubsub, 0.5) if pubsub else math.nan,
+        "pubsub_lag_p99_le_s": quantile(pubsub, 0.99) if pubsub else math.nan,
+        "write_p50_le_s": quantile(write, 0.5) if write else math.nan,
+        "write_p99_le_s": quantile(write, 0.99) if write else math.nan,
+        "gc_pauses": _total(delta, _GC + "_count"),
+        "gc_pause_ms": _total(delta, _GC + "_sum") * 1000,
+        # of which full collections (generation 2: every object of every connection is scanned)
+        "gc_full": delta.get(_GC + '_count{generation="2"}', 0.0),
+        "gc_full_ms": delta.get(_GC + '_sum{generation="2"}', 0.0) * 1000,
+        "gc_pause_max_le_s": quantile(gc, 1.0) if (gc := _buckets(delta, _GC)) else math.nan,
     }
     figures.update(redis)
     return figures

@@ -1,7 +1,8 @@
-"""CPU time and memory of processes, read from /proc (Linux)."""
+"""CPU time, run-queue wait and memory of processes, read from /proc (Linux)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -13,6 +14,23 @@ class Usage:
     cpu_s: float  # user + system CPU seconds since the process started
     rss_bytes: int
     user_s: float = 0.0  # of which in user space (the rest is the kernel's: syscalls, TCP)
+    # Seconds its threads were runnable but waited for a core (0 without schedstats): on a
+    # machine with more runnable processes than cores, this is the time a process "stalls"
+    # while using no CPU, which CPU time alone cannot show.
+    wait_s: float = 0.0
+
+
+def run_queue_wait(pid: int) -> float:
+    """Seconds the process's threads waited runnable for a core (/proc/<pid>/task/*/schedstat)."""
+    total = 0
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with (
+                contextlib.suppress(OSError, ValueError, IndexError),
+                open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as f,
+            ):
+                total += int(f.read().split()[1])
+    return total / 1e9
 
 
 def usage(pid: int) -> Usage:
@@ -26,4 +44,4 @@ def usage(pid: int) -> Usage:
             if line.startswith("VmRSS:"):
                 rss_kb = int(line.split()[1])
                 break
-    return Usage((utime + stime) / _TICKS, rss_kb * 1024, utime / _TICKS)
+    return Usage((utime + stime) / _TICKS, rss_kb * 1024, utime / _TICKS, run_queue_wait(pid))

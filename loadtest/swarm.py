@@ -33,6 +33,7 @@ COUNTERS = (
     "open", "attempts", "opened", "failed", "frames", "snaps", "ranks", "announces", "drops", "refused",
     "failed_connect", "failed_timeout", "failed_closed",
 )  # fmt: skip
+STALLS = ("cpu_s", "wait_s", "gc_n", "gc_s")  # cumulative per process (wsworker.Stalls), summed
 
 
 def parse_ws_url(url: str) -> tuple[str, int, str]:
@@ -71,9 +72,11 @@ class Swarm(Service):
         handshake_timeout: float = 15.0,
         player_prefix: str = "p",
         spread: Sequence[str] = (),
+        nice: int = 0,
     ) -> None:
         """``spread``: URLs the client processes take in turn instead of ``url`` (straight to each
-        gateway of a fleet whose gateways listen on addresses of their own)."""
+        gateway of a fleet whose gateways listen on addresses of their own). ``nice``: the
+        client processes' scheduling priority increment (``os.nice``)."""
         targets = [parse_ws_url(u) for u in spread] or [parse_ws_url(url)]
         if spread and not workers:  # as many processes per URL, so each gets the same share
             workers = math.ceil(len(plan(sockets)) / len(targets)) * len(targets)
@@ -98,12 +101,15 @@ class Swarm(Service):
                     token_share=token_share,
                     handshake_timeout=handshake_timeout,
                     player_prefix=player_prefix,
+                    nice=nice,
                 )
             )
             first += count
         self.procs: list[asyncio.subprocess.Process] = []
         self.last: list[dict[str, Any]] = [{} for _ in counts]
         self.live_lat: list[float] = []
+        # per tick of any process: (its wall time, longest GC pause, longest loop lag) since its last
+        self.stall_ticks: list[tuple[float, float, float]] = []
         self._readers: list[asyncio.Task[None]] = []
         self._reports: list[asyncio.Future[dict[str, Any]]] = []
         self.started = 0.0
@@ -139,15 +145,27 @@ class Swarm(Service):
             msg = orjson.loads(line)
             if msg["ev"] == "tick":
                 self.live_lat.extend(msg.pop("lat"))
+                self.stall_ticks.append((msg["t"], msg["gc_max_s"], msg["lag_max_s"]))
                 self.last[i] = msg
             elif msg["ev"] == "report":
                 self.live_lat.extend(msg.pop("lat"))
-                self.last[i] = {k: msg[k] for k in COUNTERS}
+                self.stall_ticks.append((msg["t"], msg["gc_max_s"], msg["lag_max_s"]))
+                self.last[i] = {k: msg[k] for k in (*COUNTERS, *STALLS)}
                 if i < len(self._reports) and not self._reports[i].done():
                     self._reports[i].set_result(msg)
 
     def totals(self) -> dict[str, int]:
         return {k: sum(int(t.get(k, 0)) for t in self.last) for k in COUNTERS}
+
+    def stalls(self) -> dict[str, float]:
+        """The client processes' CPU, run-queue wait and GC pauses so far, summed (seconds, count)."""
+        return {k: sum(float(t.get(k, 0.0)) for t in self.last) for k in STALLS}
+
+    def worst_stalls(self, since: float, until: float) -> tuple[float, float]:
+        """(longest GC pause, longest event-loop lag) of any client process between two wall
+        times, in seconds, from the ticks that reported them."""
+        ticks = [(gc, lag) for t, gc, lag in self.stall_ticks if since <= t <= until]
+        return max((g for g, _ in ticks), default=0.0), max((lag for _, lag in ticks), default=0.0)
 
     def alive(self) -> bool:
         return all(p.returncode is None for p in self.procs)

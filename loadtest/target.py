@@ -40,6 +40,15 @@ def cpu_s(pids: list[int]) -> float:
     return total
 
 
+def wait_s(pids: list[int]) -> float:
+    """Seconds the processes' threads waited runnable for a core, summed."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += usage(pid).wait_s
+    return total
+
+
 def rss_bytes(pids: list[int]) -> int:
     total = 0
     for pid in pids:

@@ -4,11 +4,13 @@ Started by ``loadtest.swarm`` as ``python -m loadtest.wsworker``; it talks JSON 
 
 * stdin, first line: the settings (``WorkerSettings`` fields); then commands
   ``{"cmd": "report", "expected": [key…], "since": t}`` and ``{"cmd": "stop"}``;
-* stdout: ``{"ev": "tick", …}`` once per ``tick`` seconds (counters and the latencies seen since
-  the last tick), ``{"ev": "report", …}`` in answer to ``report``.
+* stdout: ``{"ev": "tick", …}`` once per ``tick`` seconds (counters, the latencies seen since
+  the last tick, and what held the process: ``Stalls``), ``{"ev": "report", …}`` in answer to
+  ``report``.
 
 Every socket opens at its slot of the ramp (``rate`` per second), answers protocol pings, and
-notes for every snapshot its identity and arrival time. With ``reconnect`` on it comes back after
+notes for every snapshot its identity, its arrival time (the kernel's receive timestamp: when the
+gateway delivered it) and when this process read it. With ``reconnect`` on it comes back after
 any drop with ``client.backoff.Backoff`` (full jitter), as the product's clients do. A snapshot's
 latency (arrival wall time − its ``ts``) is taken only when the socket was open before the
 snapshot was built: the stored snapshot a socket gets at connect is a replay, not a push.
@@ -19,12 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import os
 import random
 import resource
+import select
+import socket
+import struct
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
@@ -32,6 +39,14 @@ from client.backoff import Backoff
 from fleet.children import die_with_parent
 
 from . import frames as f
+from .procstat import run_queue_wait
+
+PROBE_S = 0.05  # the loop-lag probe's period
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; absent from some Pythons' socket module
+STAMP = struct.Struct("qq")  # struct timespec
+RECV_SIZE = 65536
+ANCILLARY_SIZE = socket.CMSG_SPACE(STAMP.size)
+POLL_BATCH = 1024  # ready sockets read per loop callback: the loop's other work (ticks, probe) runs between
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +67,22 @@ class WorkerSettings:
     token_share: float = 0.0  # ... for this share of the sockets (0..1)
     player_prefix: str = "p"  # players are <prefix><global index>
     tick: float = 1.0
+    # scheduling priority (os.nice increment): > 0 lets the gateways, sharing the cores, write
+    # first; arrival times are the kernel's, so only the read times move
+    nice: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class Conn(asyncio.Protocol):
+class Conn:
+    """One socket: a non-blocking TCP socket the worker's epoll watches (no asyncio transport).
+
+    Read with ``recvmsg`` for the kernel's receive timestamp (``SO_TIMESTAMPNS``): on loopback it
+    is taken inside the gateway's ``write()``, so a delivery's time is when the gateway delivered
+    it, however long this process, sharing the cores with the gateways, took to read it (kept
+    apart as the read time)."""
+
     __slots__ = (
-        "backoff", "buf", "code", "gateway", "index", "opened_at", "retry_after", "state", "transport", "w", "why",
+        "backoff", "buf", "code", "gateway", "index", "opened_at", "retry_after", "sock", "state", "w", "why",
     )  # fmt: skip
 
     def __init__(self, worker: Worker, index: int) -> None:
@@ -69,16 +94,56 @@ class Conn(asyncio.Protocol):
         self.gateway = ""
         self.code: int | None = None  # close code the server sent
         self.retry_after: float | None = None  # a refused handshake's Retry-After (HTTP 503)
-        self.transport: asyncio.Transport | None = None
+        self.sock: socket.socket | None = None
         self.backoff: Backoff | None = None
         self.why = "closed"  # why a handshake failed: closed by the server unless found otherwise
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
-        self.transport.write(f.handshake(self.w.s.host, self.w.path_for(self.index)))
+    def attach(self, sock: socket.socket) -> None:
+        """The TCP connection is up: watch it, send the handshake."""
+        self.sock = sock
+        self.w.watch(self)
+        self.write(f.handshake(self.w.s.host, self.w.path_for(self.index)))
 
-    def data_received(self, data: bytes) -> None:
-        now = time.time()
+    def write(self, data: bytes) -> None:
+        # Only the handshake and small control frames (pongs, a close) are written: they fit in
+        # an empty send buffer, and a socket that cannot take one is as good as dead.
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.send(data)
+
+    def abort(self) -> None:
+        """Close now (what is queued still goes out before the FIN); ``lost`` follows at once."""
+        sock = self.sock
+        if sock is None:
+            return
+        self.sock = None
+        self.w.unwatch(sock)
+        sock.close()
+        self.w.lost(self)
+
+    def readable(self) -> None:
+        sock = self.sock
+        if sock is None:
+            return
+        try:
+            data, ancillary, _, _ = sock.recvmsg(RECV_SIZE, ANCILLARY_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data, ancillary = b"", []
+        read_at = time.time()
+        if not data:
+            self.abort()
+            return
+        arrived = read_at
+        for level, kind, raw in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                sec, nsec = STAMP.unpack_from(raw)
+                arrived = sec + nsec / 1e9
+        self.data_received(data, arrived, read_at)
+
+    def data_received(self, data: bytes, now: float, read_at: float) -> None:
+        """``now``: when the bytes arrived (kernel timestamp); ``read_at``: when read here."""
         buf = self.buf + data if self.buf else data
         pos = 0
         if self.state == 0:
@@ -104,7 +169,7 @@ class Conn(asyncio.Protocol):
             w.frames += 1
             if opcode == f.OP_TEXT:
                 if buf.startswith(b'{"type":"snapshot"', head):
-                    w.on_snapshot(self, buf, head, pos, now)
+                    w.on_snapshot(self, buf, head, pos, now, read_at)
                 elif buf.startswith(b'{"type":"announce"', head):
                     w.announces += 1
                 elif buf.startswith(b'{"type":"rank"', head):
@@ -113,7 +178,7 @@ class Conn(asyncio.Protocol):
                     payload = buf[head:pos]
                     kind = f.message_type(payload)
                     if kind == b"snapshot":
-                        w.on_snapshot(self, payload, 0, len(payload), now)
+                        w.on_snapshot(self, payload, 0, len(payload), now, read_at)
                     elif kind == b"rank":
                         w.ranks += 1
                     elif kind == b"announce":
@@ -121,17 +186,59 @@ class Conn(asyncio.Protocol):
                     elif kind == b"welcome":
                         self.gateway = f.welcome_gateway(payload)
                         w.welcomes += 1
-            elif opcode == f.OP_PING and self.transport is not None:
-                self.transport.write(f.client_frame(0xA, buf[head:pos][:125]))
-            elif opcode == f.OP_CLOSE and self.transport is not None:
+            elif opcode == f.OP_PING:
+                self.write(f.client_frame(0xA, buf[head:pos][:125]))
+            elif opcode == f.OP_CLOSE and self.sock is not None:
                 payload = buf[head:pos]
                 self.code = f.close_code(payload)
-                self.transport.write(f.client_frame(f.OP_CLOSE, payload[:2]))
-                self.transport.close()
+                self.write(f.client_frame(f.OP_CLOSE, payload[:2]))
+                self.abort()
         self.buf = buf[pos:] if pos < len(buf) else b""
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.w.lost(self)
+
+class Stalls:
+    """What held this process back, so a run can tell a slow gateway from a slow instrument:
+    garbage collections (timed by ``gc.callbacks``: the loop stands still meanwhile), the event
+    loop's lag (a probe every ``PROBE_S`` notes how late it woke: any stall, whatever its cause),
+    CPU time, and the time its threads waited runnable for a core (the machine oversubscribed).
+    Counts and times are cumulative; the two maxima are since the previous ``take``."""
+
+    def __init__(self) -> None:
+        self.gc_n = 0
+        self.gc_s = 0.0
+        self.gc_max = 0.0
+        self.lag_max = 0.0
+        self._gc_started = 0.0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+            return
+        pause = time.perf_counter() - self._gc_started
+        self.gc_n += 1
+        self.gc_s += pause
+        self.gc_max = max(self.gc_max, pause)
+
+    async def probe(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(PROBE_S)
+            self.lag_max = max(self.lag_max, loop.time() - before - PROBE_S)
+
+    def take(self) -> dict[str, float]:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        figures = {
+            "cpu_s": usage.ru_utime + usage.ru_stime,
+            "wait_s": run_queue_wait(os.getpid()),
+            "gc_n": self.gc_n,
+            "gc_s": self.gc_s,
+            "gc_max_s": self.gc_max,
+            "lag_max_s": self.lag_max,
+        }
+        self.gc_max = self.lag_max = 0.0
+        return figures
 
 
 class Worker:
@@ -143,6 +250,12 @@ class Worker:
         self.tokens: dict[int, str] = {}
         self.sem = asyncio.Semaphore(s.inflight)
         self.stopping = False
+        self.stalls = Stalls()
+        # One epoll for every socket, itself watched by the loop: one loop callback reads up to
+        # POLL_BATCH ready sockets, where a reader per socket would cost a loop handle each.
+        self.epoll = select.epoll()
+        self.by_fd: dict[int, Conn] = {}
+        self.loop.add_reader(self.epoll.fileno(), self._poll)
         # counters (cumulative)
         self.attempts = self.opened = self.failed = self.frames = self.snaps = self.ranks = 0
         self.welcomes = self.drops = self.open_now = self.refused = self.announces = 0
@@ -153,7 +266,8 @@ class Worker:
         self.sids: dict[str, int] = {}
         self.idents: dict[bytes, tuple[str, int]] = {}  # a snapshot's head -> its identity
         self.ts: list[float] = []
-        self.arrivals: list[list[float]] = []
+        self.arrivals: list[list[float]] = []  # kernel receive timestamps
+        self.reads: list[list[float]] = []  # when this process read them
         self.seen: list[int] = [0] * s.count  # bit sid set: socket got snapshot sid
         self.live_lat: list[float] = []
         # storm events: (wall time, socket index[, gateway])
@@ -178,6 +292,29 @@ class Worker:
                 if int((g + 1) * s.token_share) > int(g * s.token_share):
                     self.tokens[i] = issue(f"{s.player_prefix}{g}", "player", s.token_secret, exp=exp)
 
+    def watch(self, conn: Conn) -> None:
+        assert conn.sock is not None
+        fd = conn.sock.fileno()
+        self.by_fd[fd] = conn
+        self.epoll.register(fd, select.EPOLLIN)
+
+    def unwatch(self, sock: socket.socket) -> None:
+        fd = sock.fileno()
+        self.by_fd.pop(fd, None)
+        with contextlib.suppress(OSError):
+            self.epoll.unregister(fd)
+
+    def _poll(self) -> None:
+        by_fd = self.by_fd
+        for fd, _ in self.epoll.poll(0, POLL_BATCH):
+            conn = by_fd.get(fd)
+            if conn is not None:
+                conn.readable()
+
+    def close(self) -> None:
+        self.loop.remove_reader(self.epoll.fileno())
+        self.epoll.close()
+
     def path_for(self, index: int) -> str:
         token = self.tokens.get(index)
         return f"{self.s.path}?token={token}" if token else self.s.path
@@ -198,12 +335,12 @@ class Worker:
         conn.retry_after = retry_after
         conn.why = "refused"
         self.refused += 1
-        if conn.transport is not None:
-            conn.transport.abort()  # lost() follows: counts the failure, schedules the retry
+        conn.abort()  # lost() counts the failure, schedules the retry
 
-    def on_snapshot(self, conn: Conn, buf: bytes, head: int, end: int, now: float) -> None:
-        """The snapshot in ``buf[head:end]``; its identity is parsed once per process (every
-        socket gets the same bytes), found again by the part before the entries."""
+    def on_snapshot(self, conn: Conn, buf: bytes, head: int, end: int, now: float, read_at: float) -> None:
+        """The snapshot in ``buf[head:end]``, arrived at ``now`` and read at ``read_at``; its
+        identity is parsed once per process (every socket gets the same bytes), found again by
+        the part before the entries."""
         self.snaps += 1
         cut = buf.find(f.ENTRIES, head, end)
         top = buf[head : cut if cut > 0 else end]
@@ -221,6 +358,7 @@ class Worker:
             sid = self.sids[key] = len(self.ts)
             self.ts.append(ts_ms / 1000)
             self.arrivals.append([])
+            self.reads.append([])
         index = conn.index
         if index in self.resuming:
             self.resuming.discard(index)
@@ -237,6 +375,7 @@ class Worker:
         ts = self.ts[sid]
         if conn.opened_at <= ts:  # a push, not the stored snapshot sent at connect
             self.arrivals[sid].append(now)
+            self.reads[sid].append(read_at)
             self.live_lat.append(round((now - ts) * 1000, 2))
 
     def lost(self, conn: Conn) -> None:
@@ -281,15 +420,21 @@ class Worker:
             self.attempt_times.append(time.time())
             waiter: asyncio.Future[bool] = self.loop.create_future()
             self.waiters[index] = waiter
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
-                await self.loop.create_connection(lambda: conn, self.s.host, self.s.port, local_addr=(self.s.source, 0))
+                sock.setblocking(False)
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                sock.bind((self.s.source, 0))
+                await self.loop.sock_connect(sock, (self.s.host, self.s.port))
+                conn.attach(sock)
                 await asyncio.wait_for(waiter, self.s.handshake_timeout)
             except (OSError, TimeoutError) as exc:
                 conn.why = "timeout" if isinstance(exc, TimeoutError) else "connect"
                 self.waiters.pop(index, None)
-                if conn.transport is not None:
-                    conn.transport.abort()  # lost() follows and counts the failure
+                if conn.sock is not None:
+                    conn.abort()  # lost() counts the failure
                 else:
+                    sock.close()
                     conn.state = 2
                     self.lost(conn)
 
@@ -329,6 +474,7 @@ class Worker:
             "failed_connect": self.failed_connect,
             "failed_timeout": self.failed_timeout,
             "failed_closed": self.failed_closed,
+            **self.stalls.take(),
             "lat": lat,
         }
 
@@ -336,6 +482,7 @@ class Worker:
         """Figures for the snapshots in ``expected`` (published in the measured window)."""
         per: dict[str, list[float]] = {}
         latencies: list[float] = []
+        read_latencies: list[float] = []
         mask = 0
         for key in expected:
             sid = self.sids.get(key)
@@ -347,6 +494,7 @@ class Worker:
             ts = self.ts[sid]
             per[key] = [len(times), min(times, default=0.0), max(times, default=0.0)]
             latencies.extend(round((t - ts) * 1000, 2) for t in times)
+            read_latencies.extend(round((t - ts) * 1000, 2) for t in self.reads[sid])
         eligible = complete = missing = 0
         for conn in self.conns:
             if conn is None or conn.state != 1 or conn.opened_at > since:
@@ -378,6 +526,7 @@ class Worker:
             "ev": "report",
             "per_snapshot": per,
             "latencies": latencies,
+            "read_latencies": read_latencies,
             "eligible": eligible,
             "complete": complete,
             "missing": missing,
@@ -405,14 +554,17 @@ async def main() -> None:
     if not line:
         return
     raw = orjson.loads(line)
-    worker = Worker(WorkerSettings(**raw))
+    settings = WorkerSettings(**raw)
+    if settings.nice:
+        os.nice(settings.nice)
+    worker = Worker(settings)
 
     async def ticker() -> None:
         while True:
             await asyncio.sleep(worker.s.tick)
             _emit(worker.tick())
 
-    tasks = [loop.create_task(worker.ramp()), loop.create_task(ticker())]
+    tasks = [loop.create_task(worker.ramp()), loop.create_task(ticker()), loop.create_task(worker.stalls.probe())]
     try:
         while True:
             line = await reader.readline()
@@ -428,10 +580,11 @@ async def main() -> None:
         for task in tasks:
             task.cancel()
         for conn in worker.conns:
-            if conn is not None and conn.transport is not None:
-                conn.transport.abort()
+            if conn is not None:
+                conn.abort()
         with contextlib.suppress(BaseException):
             await asyncio.gather(*tasks, return_exceptions=True)
+        worker.close()
         _emit({"ev": "stopped"})
 
 

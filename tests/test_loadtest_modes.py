@@ -89,6 +89,10 @@ def test_mixed_mode_applies_the_flood(tmp_path: Path, redis_url: str) -> None:
     assert set(f["sockets_per_gateway"]) == {"gw-1", "gw-2"}
     subs = f["submissions"]
     assert 300 < subs["accepted_per_s"] < 700 and subs["applied_per_s"] > 300
+    # what held each side back: the client processes' own figures, the gateways' from /metrics
+    c = f["clients"]
+    assert c["processes"] == 1 and c["cpu_pct"] > 0 and c["loop_lag_max_ms"] >= 0 and c["gc_pauses"] >= 0
+    assert f["fleet"]["write_p99_le_s"] > 0 and f["fleet"]["pubsub_lag_p99_le_s"] > 0
 
 
 def test_submit_mode_with_baseline(tmp_path: Path, redis_url: str) -> None:
