@@ -4,6 +4,8 @@
 ``python -m scorer ban|unban|correct|profile ...``: operator actions (docs/operations.md).
 ``python -m scorer rebuild``: restore the boards from the durable score log (LB_DURABLE_URL)
 into a Redis that lost them.
+``python -m scorer rank-index``: rebuild the boards' rank companions (after an upgrade, or after
+switching a window to dense ranks).
 
 Configuration comes from ``LB_`` environment variables (README's table). SIGTERM or Ctrl-C: stop
 reading, finish and acknowledge the batch in flight, exit 0; a second signal exits at once.
@@ -48,7 +50,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argument_parser("python -m scorer", __doc__ or "", ScorerSettings)
     p.add_argument("--burst", action="store_true", help="exit once the queue is drained")
     p.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
-    sub = p.add_subparsers(dest="command", metavar="{submit,tournament,ban,unban,correct,profile,rebuild}")
+    sub = p.add_subparsers(dest="command", metavar="{submit,tournament,ban,unban,correct,profile,rebuild,rank-index}")
     s = sub.add_parser(
         "submit", help="file one submission into the queue", description="File one submission into the queue.",
         formatter_class=HelpFormatter, epilog=p.epilog,  # it loads the same settings as a replica
@@ -97,6 +99,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "which restores the activity feed)",
     )  # fmt: skip
     b.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
+    x = sub.add_parser(
+        "rank-index", help="rebuild the boards' rank companions (after an upgrade or a switch to dense ranks)",
+        description="Rebuild each board's histogram, and in dense mode its distinct points, from its members: "
+        "every board of the game that exists (all periods and scopes), or those of --window. One O(N) atomic "
+        "call per board (seconds per million members, Redis serving nothing else meanwhile); the scorers may keep running.",
+        formatter_class=HelpFormatter, epilog=p.epilog,
+    )  # fmt: skip
+    x.add_argument("--window", action="append", help="only this window (repeatable; a tournament's t-<id> too)")
+    x.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
     return p.parse_args(argv)
 
 
@@ -268,6 +279,35 @@ async def rebuild_command(settings: ScorerSettings, args: argparse.Namespace) ->
         await store.close()
 
 
+async def rank_index(settings: ScorerSettings, args: argparse.Namespace) -> list[str]:
+    """Rebuild the rank companions of every board of the game (or of ``--window``); a line per
+    board, then the total."""
+    # no read timeout: one board's rebuild is one O(N) call, seconds on a million members
+    redis = connect(settings.redis_url, socket_timeout=None)
+    try:
+        lb = Leaderboard(redis, settings.game)
+        await lb.load()  # lb_rank_rebuild may be newer than the library loaded
+        windows = set(args.window or ())
+        for name in windows:
+            await lb.window_of(name)  # an unknown window is refused before anything is written
+        boards = sorted(await Moderation(lb).boards(), key=lambda b: (b.window, b.period, b.scope))
+        lines, rebuilt, members = [], 0, 0
+        for b in boards:
+            if windows and b.window not in windows:
+                continue
+            where = f"{b.window} {b.period} {b.scope}"
+            try:
+                n = await lb.rebuild_rank_index(b.window, b.scope, period=b.period)
+            except (BadRequest, TournamentError) as exc:  # a window no longer kept, a period past reading
+                lines.append(f"{where}: skipped ({exc})")
+                continue
+            rebuilt, members = rebuilt + 1, members + n
+            lines.append(f"{where}: {n:,} members ({lb.config.rank_mode_for(b.window)})")
+        return [*lines, f"rebuilt the rank companions of {rebuilt:,} boards, {members:,} members"]
+    finally:
+        await redis.aclose()
+
+
 def _redis_trouble(settings: ScorerSettings, exc: Exception) -> int:
     """One line and exit status 1 for a Redis an operator command cannot use: unreachable, or
     without the function library. Any other error reply is a bug: raised."""
@@ -339,6 +379,15 @@ def main(argv: list[str] | None = None) -> int:
             print(unreachable(settings.redis_url, exc), file=sys.stderr)
             return 1
         print("\n".join(restored.lines()))
+        return 0
+    if args.command == "rank-index":
+        try:
+            print("\n".join(asyncio.run(rank_index(settings, args))))
+        except (BadRequest, TournamentError) as exc:
+            print(f"refused: {exc}", file=sys.stderr)
+            return 2
+        except (ConnectionError, TimeoutError, AuthenticationError, ResponseError) as exc:
+            return _redis_trouble(settings, exc)
         return 0
     asyncio.run(run(settings, args.burst))
     return 0

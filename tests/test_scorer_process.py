@@ -215,9 +215,9 @@ async def test_cli_submit_names_the_redis_it_could_not_reach(
     assert await r.xlen(config.keys.submissions) == 2
 
 
-async def operator(url: str, *args: str) -> tuple[int, str, str]:
+async def operator(url: str, *args: str, **env: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "scorer", *args, env=env_for(url, "cli"),
+        sys.executable, "-m", "scorer", *args, env=env_for(url, "cli", **env),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 10)
@@ -247,6 +247,38 @@ async def test_cli_ban_correct_unban_and_profile(r: aioredis.Redis, redis_url: s
     rows: Any = await r.xrange(config.keys.activity)
     actions = [(f["action"], f["by"]) for _, f in rows if "action" in f]
     assert actions[0] == ("ban", "ops") and [a for a, _ in actions] == ["ban", "correct", "unban"]
+
+
+async def test_cli_rank_index_rebuilds_every_boards_companions(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    lb = Leaderboard(r, config)
+    ts = now_ms()
+    await lb.submit_batch([{"id": str(i), "player": f"p{i}", "points": str(10 * (i % 7)), "ts": str(ts),
+                            **({"region": "eu"} if i % 2 else {})} for i in range(40)])  # fmt: skip
+    hist = sorted(await r.keys(f"{config.keys.prefix}:hist:*"))
+    before = {k: await r.hgetall(k) for k in hist}
+    assert len(hist) == 6  # three windows, global and region:eu
+    await r.delete(*hist)  # boards written before they had companions (an upgrade)
+    # and the weekly window switched to dense: its boards have no distinct-points set yet
+    rc, out, err = await operator(redis_url, "rank-index", LB_WINDOW_RANK_MODES="weekly=dense")
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[-1] == "rebuilt the rank companions of 6 boards, 180 members", out
+    assert sum(" region:eu: 20 members" in line for line in lines) == 3
+    assert sum("(dense)" in line for line in lines) == 2 and all("weekly" in line for line in lines if "dense" in line)
+    assert {k: await r.hgetall(k) for k in hist} == before
+    points = await r.keys(f"{config.keys.prefix}:points:*")
+    assert len(points) == 2 and all(":weekly:" in k for k in points)
+    assert sorted(await r.zrange(points[0], 0, -1, withscores=True))[:1] == [("0", 0.0)]
+    # --window: only those boards; an unknown window changes nothing and says why
+    await r.delete(*hist)
+    rc, out, err = await operator(redis_url, "rank-index", "--window", "daily")
+    assert rc == 0 and out.splitlines()[-1] == "rebuilt the rank companions of 2 boards, 60 members", err
+    assert sorted(await r.keys(f"{config.keys.prefix}:hist:*")) == [k for k in hist if ":daily:" in k]
+    rc, out, err = await operator(redis_url, "rank-index", "--window", "monthly")
+    assert rc == 2 and out == "" and err.startswith("refused: "), err
+    assert len(await r.keys(f"{config.keys.prefix}:hist:*")) == 2
 
 
 async def test_a_replica_end_to_end_with_prometheus_metrics(

@@ -86,6 +86,7 @@ ENTRY_POINTS = [
     (["-m", "scorer", "submit"], ScorerSettings),
     *((["-m", "scorer", command], ScorerSettings) for command in ("ban", "unban", "correct", "profile")),
     (["-m", "scorer", "rebuild"], ScorerSettings),
+    (["-m", "scorer", "rank-index"], ScorerSettings),
     (["-m", "fleet"], FleetOptions),
     (["-m", "loadtest"], None),
     (["-m", "loadtest", "sockets"], None),
