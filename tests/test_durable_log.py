@@ -159,10 +159,12 @@ async def test_a_scorer_killed_between_apply_record_and_ack_loses_and_doubles_no
 
 
 async def fill(r: aioredis.Redis, redis_url: str, store: Store, slips: list[dict[str, str]]) -> int:
-    """Through the real consumer with the log on (two loops: batches are applied concurrently),
-    a hundred at a time, its clock just after the newest of each hundred; the last clock."""
-    settings = ScorerSettings(redis_url=redis_url, game=CONFIG, name="c1", batch=17, block_ms=20, concurrency=2,
-                              metrics_port=0, durable_url="sqlite:///unused")  # fmt: skip
+    """Through the real consumer with the log on (its default loops: batches are applied, and
+    recorded in group commits, concurrently), a hundred at a time, its clock just after the
+    newest of each hundred; the last clock."""
+    settings = ScorerSettings(redis_url=redis_url, game=CONFIG, name="c1", batch=17, block_ms=20, metrics_port=0,
+                              durable_url="sqlite:///unused")  # fmt: skip
+    assert settings.concurrency > 1
     recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
     clock = 0
     for i in range(0, len(slips), 100):
