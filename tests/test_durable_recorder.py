@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from leaderboard import GameConfig, SubmitResult
 from scorer import Consumer, ScorerSettings
 from scorer.consumer import GROUP
-from scorer.durable import Store
+from scorer.durable import Store, StoreError
 from scorer.durable.recorder import Recorder
 
 from .conftest import NOW
@@ -111,3 +111,22 @@ async def test_no_batch_of_a_refused_commit_is_acknowledged(
         else:  # applied to Redis, not recorded, not acknowledged: it will be redelivered
             assert {sid for sid, _ in b} <= pending and not ids & recorded
     assert await r.xlen(stream) == 10 * len(failed)
+
+
+async def test_a_cancelled_commit_fails_the_batches_it_carried(store: Store) -> None:
+    recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
+    await recorder.open()
+    record = [recorder.record(*batch(range(i * 10, i * 10 + 10), 100 * (i + 1))) for i in range(3)]
+    first = asyncio.create_task(record[0])
+    await asyncio.sleep(0)  # it is writing
+    leader, carried = asyncio.create_task(record[1]), asyncio.create_task(record[2])
+    await asyncio.sleep(0)  # they wait behind it
+    await first
+    # the first commit's end woke the next: it took both batches and is writing them
+    leader.cancel()
+    outcomes = await asyncio.gather(leader, carried, return_exceptions=True)
+    assert isinstance(outcomes[0], asyncio.CancelledError)
+    # the other cannot know whether it committed: it fails, and is not acknowledged
+    assert isinstance(outcomes[1], StoreError) and "interrupted" in str(outcomes[1]), outcomes
+    await recorder.record(*batch(range(30, 35), 400))  # and the next commit is not affected
+    assert {f"s{i}" for i in (*range(10), *range(30, 35))} <= await recorded_ids(store)

@@ -9,6 +9,7 @@ cost an fsync per batch for the power-loss case (docs/operations.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -122,14 +123,18 @@ class SQLiteStore(Store):
         """``sql`` once per row in one write transaction; the rows it wrote, once committed."""
         async with self._writing:
             db = self.db
-            await db.execute("BEGIN IMMEDIATE")
             try:
+                await db.execute("BEGIN IMMEDIATE")
                 before = db.total_changes
                 await db.executemany(sql, rows)
                 added = db.total_changes - before
                 await db.execute("COMMIT")
             except BaseException:
-                await db.execute("ROLLBACK")
+                # Also when cancelled waiting for BEGIN, which still runs on the database's thread
+                # (the ROLLBACK queues behind it): else the connection stays in that transaction
+                # and every later BEGIN fails. No transaction to roll back if BEGIN itself failed.
+                with contextlib.suppress(sqlite3.OperationalError):
+                    await db.execute("ROLLBACK")
                 raise
             return added
 
