@@ -76,7 +76,7 @@ class ScorerSettings:
     )
     concurrency: int = setting(
         "LB_SCORER_CONCURRENCY",
-        4,
+        8,
         "read-apply-ack loops per replica (while one waits on Redis or the durable log, the others work)",
         check=at_least(1),
     )
