@@ -96,7 +96,7 @@ async def test_no_batch_of_a_refused_commit_is_acknowledged(
     recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
     consumer = Consumer(r, settings, now=lambda: NOW, recorder=recorder)
     await consumer.ensure_group()
-    batches = [await consumer.read() for _ in range(settings.concurrency)]
+    batches = [await consumer.read() for _ in range(4)]
     assert [len(b) for b in batches] == [10] * 4
     # the batches handled at once, as the consumer's loops do: applied, recorded (grouped), acked
     outcomes = await asyncio.gather(*(consumer.handle(b) for b in batches), return_exceptions=True)

@@ -77,7 +77,8 @@ class Recorder:
         self.recorded = 0  # new rows written by this process
         self.commits = 0  # transactions that wrote them
         self._opened = False
-        self._waiting: list[tuple[list[Record], asyncio.Future[None]]] = []  # batches for the next commit
+        # the batches for the next commit, each by the future its caller waits on
+        self._waiting: dict[asyncio.Future[None], list[Record]] = {}
         self._committing = asyncio.Lock()  # one commit at a time: the batches behind it group up
 
     async def open(self) -> None:
@@ -94,36 +95,36 @@ class Recorder:
             return
         if not self._opened:
             await self.open()
-        mine: tuple[list[Record], asyncio.Future[None]] = (records, asyncio.get_running_loop().create_future())
-        self._waiting.append(mine)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting[done] = records
         try:
             async with self._committing:
-                if not mine[1].done():  # else a commit that ended while we queued carried ours
-                    group, self._waiting = self._waiting, []
+                if not done.done():  # else a commit that ended while we queued carried ours
+                    group, self._waiting = self._waiting, {}
                     await self._commit(group)
         except asyncio.CancelledError:
-            if mine in self._waiting:  # never written: nobody is to wait for it
-                self._waiting.remove(mine)
-            elif mine[1].done():
-                mine[1].exception()  # the commit we ran failed with our cancellation: that is what we raise
+            # never written (nobody is to wait for it), or written by a commit whose outcome we
+            # drop: the cancellation is what we raise
+            if self._waiting.pop(done, None) is None and done.done():
+                done.exception()
             raise
-        mine[1].result()  # raises what failed the commit that carried our records
+        done.result()  # raises what failed the commit that carried our records
 
-    async def _commit(self, group: list[tuple[list[Record], asyncio.Future[None]]]) -> None:
-        records = group[0][0] if len(group) == 1 else earliest(batch for batch, _ in group)
+    async def _commit(self, group: dict[asyncio.Future[None], list[Record]]) -> None:
+        records = next(iter(group.values())) if len(group) == 1 else earliest(group.values())
         try:
             self.recorded += await self._retry(lambda: self.store.record(self.config.game, records), "record")
         except BaseException as exc:
             # Every batch of the group fails with it (each caller raises it): none is acknowledged.
             # A cancelled commit (shutdown) may or may not have committed: to the others it failed.
             failure = exc if isinstance(exc, Exception) else StoreError(f"recording interrupted ({exc!r})")
-            for _, done in group:
+            for done in group:
                 done.set_exception(failure)
             if failure is not exc:
                 raise
             return
         self.commits += 1
-        for _, done in group:
+        for done in group:
             done.set_result(None)
 
     async def record_actions(self, actions: Sequence[Action]) -> None:
