@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from pathlib import Path
 
+import asyncpg
 import pytest
 
 from leaderboard import GameConfig
 from leaderboard.settings import SettingsError
 from scorer.durable import Folder, Record, Store, StoreError, open_store
 from scorer.durable.base import Position
+from scorer.durable.postgres import SCHEMA as POSTGRES_SCHEMA
 from scorer.durable.sqlite import SCHEMA as SQLITE_SCHEMA
 from scorer.settings import ScorerSettings
 
@@ -124,19 +125,26 @@ async def test_rows_recorded_after_a_compaction_come_after_the_rows_kept(store: 
     assert len({seq for (_, _, seq), _ in rows}) == 6
 
 
-async def test_a_sqlite_store_made_with_autoincrement_opens_and_records_as_before(tmp_path: Path) -> None:
-    path = tmp_path / "scores.db"
-    before = SQLITE_SCHEMA.replace("seq INTEGER PRIMARY KEY,", "seq INTEGER PRIMARY KEY AUTOINCREMENT,")
-    assert before != SQLITE_SCHEMA
-    with sqlite3.connect(path) as db:
-        db.executescript(before)
-    store = open_store(f"sqlite:///{path}")
+async def test_a_store_made_with_the_earlier_schema_opens_and_records_as_before(store_url: str) -> None:
+    # SQLite: seq with AUTOINCREMENT; PostgreSQL: seq the primary key, (game, id) unique
+    if store_url.startswith("sqlite:"):
+        before = SQLITE_SCHEMA.replace("seq INTEGER PRIMARY KEY,", "seq INTEGER PRIMARY KEY AUTOINCREMENT,")
+        with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:
+            db.executescript(before)
+    else:
+        before = POSTGRES_SCHEMA.replace("AS IDENTITY,", "AS IDENTITY PRIMARY KEY,")
+        before = before.replace("PRIMARY KEY (game, id)", "UNIQUE (game, id)")
+        conn = await asyncpg.connect(store_url)
+        try:
+            await conn.execute(before)
+        finally:
+            await conn.close()
+    assert before not in (SQLITE_SCHEMA, POSTGRES_SCHEMA)
+    store = open_store(store_url)
     await store.open()
     try:
         await store.record("g", [rec(0, applied_us=200)])
-        await store.record("g", [rec(1, applied_us=100), rec(2, applied_us=300)])
-        assert [r.id for _, r in await scanned(store)] == ["s1", "s0", "s2"]
+        await store.record("g", [rec(1, applied_us=100), rec(2, applied_us=300), rec(0, applied_us=150)])
+        assert [(r.id, r.applied_us) for _, r in await scanned(store)] == [("s1", 100), ("s0", 150), ("s2", 300)]
     finally:
         await store.close()
-    with sqlite3.connect(path) as db:  # left as it was made
-        assert "AUTOINCREMENT" in db.execute("SELECT sql FROM sqlite_master WHERE name = 'submissions'").fetchone()[0]
