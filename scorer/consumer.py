@@ -13,6 +13,15 @@ are idempotent by submission id and the acknowledgement comes last, so a crash b
 steps leaves the entries pending: they are redelivered, lb_submit answers ``duplicate`` for the
 ones it applied, and those are recorded then (the store ignores ids it already holds). Nothing
 is acknowledged that is not both applied and recorded; nothing is applied or recorded twice.
+
+The argument is per batch, so it holds with several loops (LB_SCORER_CONCURRENCY) and the
+recorder's group commit: each batch's own three steps keep their order, whatever other batches
+do meanwhile, and a batch recorded with others in one transaction is acknowledged only once that
+transaction committed (if it fails, every batch in it stays pending). Batches are applied in one
+order (their ``applied`` stamps), recorded in another and acknowledged in a third; the log's
+order is the first (durable/base.py), and an id in two batches in flight (a re-sent copy) keeps
+its earlier application whichever is recorded first (``EARLIER``; ``recorder.earliest`` within
+one transaction).
 """
 
 from __future__ import annotations

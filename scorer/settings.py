@@ -76,8 +76,8 @@ class ScorerSettings:
     )
     concurrency: int = setting(
         "LB_SCORER_CONCURRENCY",
-        2,
-        "read-apply-ack loops per replica (one encodes while Redis runs the other's batch)",
+        8,
+        "read-apply-ack loops per replica (while one waits on Redis or the durable log, the others work)",
         check=at_least(1),
     )
     claim_idle_ms: int = setting(

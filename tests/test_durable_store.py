@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 
+import asyncpg
 import pytest
 
 from leaderboard import GameConfig
 from leaderboard.settings import SettingsError
 from scorer.durable import Folder, Record, Store, StoreError, open_store
 from scorer.durable.base import Position
+from scorer.durable.postgres import SCHEMA as POSTGRES_SCHEMA
+from scorer.durable.sqlite import SCHEMA as SQLITE_SCHEMA
 from scorer.settings import ScorerSettings
 
 from .conftest import NOW
@@ -103,3 +107,44 @@ async def test_concurrent_writers_of_one_store_take_turns(store: Store) -> None:
     written = await asyncio.gather(*(store.record("g", batch) for batch in batches))
     assert written == [100] * 8
     assert await store.count("g") == 800
+
+
+async def test_rows_recorded_after_a_compaction_come_after_the_rows_kept(store: Store) -> None:
+    # Recorded first but applied last (another replica's batch): after the compaction folds the
+    # rows recorded last, SQLite may hand their seqs out again (durable/sqlite.py says why that
+    # is safe); the rows recorded next still sort after every row kept.
+    config = GameConfig(game="g", windows=("alltime",))
+    await store.record("g", [rec(i, applied_us=300, index=i) for i in range(3)])
+    await store.record("g", [rec(i, ts=NOW - 10 * DAY, applied_us=100, index=i - 3) for i in range(3, 6)])
+    done = await store.compact("g", before_ts=NOW - DAY, now_s=NOW // 1000, folder=Folder(config))
+    assert done.folded == 3
+    await store.record("g", [rec(i, applied_us=400, index=i - 6) for i in range(6, 9)])
+    rows = await scanned(store)
+    assert [r.id for _, r in rows] == [f"s{i}" for i in (0, 1, 2, 6, 7, 8)]
+    assert [p for p, _ in rows] == sorted(p for p, _ in rows)
+    assert len({seq for (_, _, seq), _ in rows}) == 6
+
+
+async def test_a_store_made_with_the_earlier_schema_opens_and_records_as_before(store_url: str) -> None:
+    # SQLite: seq with AUTOINCREMENT; PostgreSQL: seq the primary key, (game, id) unique
+    if store_url.startswith("sqlite:"):
+        before = SQLITE_SCHEMA.replace("seq INTEGER PRIMARY KEY,", "seq INTEGER PRIMARY KEY AUTOINCREMENT,")
+        with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:
+            db.executescript(before)
+    else:
+        before = POSTGRES_SCHEMA.replace("AS IDENTITY,", "AS IDENTITY PRIMARY KEY,")
+        before = before.replace("PRIMARY KEY (game, id)", "UNIQUE (game, id)")
+        conn = await asyncpg.connect(store_url)
+        try:
+            await conn.execute(before)
+        finally:
+            await conn.close()
+    assert before not in (SQLITE_SCHEMA, POSTGRES_SCHEMA)
+    store = open_store(store_url)
+    await store.open()
+    try:
+        await store.record("g", [rec(0, applied_us=200)])
+        await store.record("g", [rec(1, applied_us=100), rec(2, applied_us=300), rec(0, applied_us=150)])
+        assert [(r.id, r.applied_us) for _, r in await scanned(store)] == [("s1", 100), ("s0", 150), ("s2", 300)]
+    finally:
+        await store.close()

@@ -1,10 +1,12 @@
 """The production backend: PostgreSQL through asyncpg (``postgresql://user:pass@host/db``).
 
-A batch is one INSERT of unnested arrays (one round trip, one statement, however many rows):
-``executemany`` would cost a round of the protocol per row. Rows go in id order: two replicas
+A batch is one INSERT of one unnested array of rows typed as the table's own rows (one round
+trip, one statement, however many rows). ``executemany`` would cost a round of the protocol per
+row; one array per column cost the scorer three times the CPU (7 µs per row against 2.4,
+measured), asyncpg checking every value of an array against abstract base classes (Iterable,
+Sized) where an array of rows has it check each row. Rows go in id order: two replicas
 writing the same ids (an original and its re-sent copy) then lock them in the same order and
-cannot deadlock; the order of application is in ``applied`` and ``idx``, not in ``seq``.
-"""
+cannot deadlock; the order of application is in ``applied`` and ``idx``, not in ``seq``."""
 
 from __future__ import annotations
 
@@ -19,14 +21,17 @@ from .actions import take_in_compaction as _take
 from .base import EARLIER, UPDATE_SET, BoardRow, Compaction, Position, Record, Store, StoreError
 from .fold import Folder
 
+# The key is (game, id), the one the upsert looks up; seq needs no index of its own (it is only
+# read as the last part of the applied-order index), and each index is paid for on every insert.
+# A store made with seq as its primary key and (game, id) unique works the same, one index more.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS submissions (
-    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    seq bigint GENERATED ALWAYS AS IDENTITY,
     game text NOT NULL, id text NOT NULL, player text NOT NULL, points bigint NOT NULL,
     ts bigint NOT NULL, op text NOT NULL, name text NOT NULL, region text NOT NULL,
     mode text NOT NULL, replayed boolean NOT NULL, applied bigint NOT NULL, idx integer NOT NULL,
     tournament text NOT NULL,
-    UNIQUE (game, id)
+    PRIMARY KEY (game, id)
 );
 CREATE INDEX IF NOT EXISTS submissions_applied ON submissions (game, applied, idx, seq);
 CREATE TABLE IF NOT EXISTS board_rows (
@@ -45,11 +50,9 @@ CREATE TABLE IF NOT EXISTS names (
 _COLUMNS = "id, player, points, ts, op, name, region, mode, replayed, applied, idx, tournament"
 _INSERT = f"""
 INSERT INTO submissions (game, {_COLUMNS})
-SELECT $1, u.id, u.player, u.points, u.ts, u.op, u.name, u.region, u.mode, u.replayed, u.applied, u.idx,
+SELECT u.game, u.id, u.player, u.points, u.ts, u.op, u.name, u.region, u.mode, u.replayed, u.applied, u.idx,
        u.tournament
-FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::text[],
-            $8::text[], $9::text[], $10::boolean[], $11::bigint[], $12::integer[], $13::text[])
-     AS u(id, player, points, ts, op, name, region, mode, replayed, applied, idx, tournament)
+FROM unnest($1::submissions[]) AS u
 ORDER BY u.id
 ON CONFLICT (game, id) DO UPDATE SET {UPDATE_SET} WHERE {EARLIER}
 """
@@ -98,13 +101,11 @@ class PostgresStore(Store):
     async def record(self, game: str, records: Sequence[Record]) -> int:
         if not records:
             return 0
-        columns: list[list[Any]] = [[] for _ in range(12)]
-        for r in records:
-            values = (r.id, r.player, r.points, r.ts, r.op, r.name, r.region, r.mode, r.replayed, r.applied_us, r.index,
-                      r.tournament)  # fmt: skip
-            for column, value in zip(columns, values, strict=True):
-                column.append(value)
-        status: str = await self.pool.execute(_INSERT, game, *columns)
+        # the table's row type, (seq, game, id, ...) in every schema so far: seq None, the INSERT
+        # leaves it to the identity
+        rows = [(None, game, r.id, r.player, r.points, r.ts, r.op, r.name, r.region, r.mode, r.replayed, r.applied_us,
+                 r.index, r.tournament) for r in records]  # fmt: skip
+        status: str = await self.pool.execute(_INSERT, rows)
         return int(status.rsplit(" ", 1)[1])  # "INSERT 0 <rows>"
 
     async def scan(self, game: str, *, batch: int = 5_000) -> AsyncIterator[list[tuple[Position, Record]]]:

@@ -1,20 +1,26 @@
 """The scorer's side of the durable log: turn an applied batch into records and write them,
 waiting out a store that is unavailable (the batch stays unacknowledged meanwhile), and compact
 the log now and then.
+
+Group commit: the consumer's loops (LB_SCORER_CONCURRENCY) record their batches concurrently;
+the batches that arrive while a write is under way wait for it to end and are then written
+together, in one transaction (one commit, one fsync), by whichever of them gets there first.
+Each caller still returns only once its own records are committed, and a failed write fails
+every batch it carried (none of them is acknowledged: they are redelivered and recorded again).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from leaderboard import GameConfig, InvalidSubmission, Submission, SubmitResult, now_ms
 from leaderboard.backoff import redis_backoff
 
 from .actions import Action, ActionFolder
-from .base import Compaction, Record, Store
+from .base import Compaction, Record, Store, StoreError
 
 log = logging.getLogger("scorer.durable")
 T = TypeVar("T")
@@ -50,6 +56,18 @@ def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitRes
     return out
 
 
+def earliest(batches: Iterable[Sequence[Record]]) -> list[Record]:
+    """The records of several batches, one per id: its earliest application, which is the one
+    ``EARLIER`` keeps (durable/base.py) when the batches are written one after another."""
+    first: dict[str, Record] = {}
+    for records in batches:
+        for r in records:
+            held = first.get(r.id)
+            if held is None or (r.applied_us, r.index) < (held.applied_us, held.index):
+                first[r.id] = r
+    return list(first.values())
+
+
 class Recorder:
     def __init__(self, store: Store, config: GameConfig, *, retention_days: float, compact_every_s: float) -> None:
         self.store = store
@@ -57,7 +75,11 @@ class Recorder:
         self.retention_ms = int(retention_days * 86_400_000)
         self.compact_every_s = compact_every_s
         self.recorded = 0  # new rows written by this process
+        self.commits = 0  # transactions that wrote them
         self._opened = False
+        # the batches for the next commit, each by the future its caller waits on
+        self._waiting: dict[asyncio.Future[None], list[Record]] = {}
+        self._committing = asyncio.Lock()  # one commit at a time: the batches behind it group up
 
     async def open(self) -> None:
         await self._retry(self.store.open, "open")
@@ -73,7 +95,37 @@ class Recorder:
             return
         if not self._opened:
             await self.open()
-        self.recorded += await self._retry(lambda: self.store.record(self.config.game, records), "record")
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting[done] = records
+        try:
+            async with self._committing:
+                if not done.done():  # else a commit that ended while we queued carried ours
+                    group, self._waiting = self._waiting, {}
+                    await self._commit(group)
+        except asyncio.CancelledError:
+            # never written (nobody is to wait for it), or written by a commit whose outcome we
+            # drop: the cancellation is what we raise
+            if self._waiting.pop(done, None) is None and done.done():
+                done.exception()
+            raise
+        done.result()  # raises what failed the commit that carried our records
+
+    async def _commit(self, group: dict[asyncio.Future[None], list[Record]]) -> None:
+        records = next(iter(group.values())) if len(group) == 1 else earliest(group.values())
+        try:
+            self.recorded += await self._retry(lambda: self.store.record(self.config.game, records), "record")
+        except BaseException as exc:
+            # Every batch of the group fails with it (each caller raises it): none is acknowledged.
+            # A cancelled commit (shutdown) may or may not have committed: to the others it failed.
+            failure = exc if isinstance(exc, Exception) else StoreError(f"recording interrupted ({exc!r})")
+            for done in group:
+                done.set_exception(failure)
+            if failure is not exc:
+                raise
+            return
+        self.commits += 1
+        for done in group:
+            done.set_result(None)
 
     async def record_actions(self, actions: Sequence[Action]) -> None:
         """Journaled actions (durable/actions.py): returns once durable; retries while the store

@@ -9,6 +9,7 @@ cost an fsync per batch for the power-loss case (docs/operations.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -22,9 +23,15 @@ from .actions import take_in_compaction as _take
 from .base import EARLIER, UPDATE_SET, BoardRow, Compaction, Position, Record, Store, StoreError
 from .fold import Folder
 
+# seq is the rowid without AUTOINCREMENT, which would read and write sqlite_sequence on every
+# insert. SQLite then gives a new row max(seq) + 1: larger than the seq of every row present, which
+# is all the order (applied, idx, seq) needs of it. A seq freed by a compaction (the rows with the
+# largest seqs folded away) may be handed out again, to a row that sorts after every row still
+# there; nothing keeps a deleted row's position. A store created with AUTOINCREMENT (before this
+# schema) keeps it: CREATE ... IF NOT EXISTS leaves it as it is, same columns, same order.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS submissions (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq INTEGER PRIMARY KEY,
     game TEXT NOT NULL, id TEXT NOT NULL, player TEXT NOT NULL, points INTEGER NOT NULL,
     ts INTEGER NOT NULL, op TEXT NOT NULL, name TEXT NOT NULL, region TEXT NOT NULL,
     mode TEXT NOT NULL, replayed INTEGER NOT NULL, applied INTEGER NOT NULL, idx INTEGER NOT NULL,
@@ -108,23 +115,28 @@ class SQLiteStore(Store):
             )
             for r in records
         ]
-        async with self._writing:
-            return await self._record(rows)
+        return await self._insert_many(
+            f"INSERT INTO submissions (game, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) {_ON_CONFLICT}", rows
+        )
 
-    async def _record(self, rows: Sequence[tuple[object, ...]]) -> int:
-        db = self.db
-        await db.execute("BEGIN IMMEDIATE")
-        try:
-            before = db.total_changes
-            await db.executemany(
-                f"INSERT INTO submissions (game, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) {_ON_CONFLICT}", rows
-            )
-            added = db.total_changes - before
-            await db.execute("COMMIT")
-        except BaseException:
-            await db.execute("ROLLBACK")
-            raise
-        return added
+    async def _insert_many(self, sql: str, rows: Sequence[tuple[object, ...]]) -> int:
+        """``sql`` once per row in one write transaction; the rows it wrote, once committed."""
+        async with self._writing:
+            db = self.db
+            try:
+                await db.execute("BEGIN IMMEDIATE")
+                before = db.total_changes
+                await db.executemany(sql, rows)
+                added = db.total_changes - before
+                await db.execute("COMMIT")
+            except BaseException:
+                # Also when cancelled waiting for BEGIN, which still runs on the database's thread
+                # (the ROLLBACK queues behind it): else the connection stays in that transaction
+                # and every later BEGIN fails. No transaction to roll back if BEGIN itself failed.
+                with contextlib.suppress(sqlite3.OperationalError):
+                    await db.execute("ROLLBACK")
+                raise
+            return added
 
     async def scan(self, game: str, *, batch: int = 5_000) -> AsyncIterator[list[tuple[Position, Record]]]:
         after: Position = (-1, -1, -1)
@@ -171,21 +183,10 @@ class SQLiteStore(Store):
     async def record_actions(self, game: str, actions: Sequence[Action]) -> int:
         if not actions:
             return 0
-        async with self._writing:
-            db = self.db
-            await db.execute("BEGIN IMMEDIATE")
-            try:
-                before = db.total_changes
-                await db.executemany(
-                    "INSERT INTO actions (game, id, at, fn, args) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
-                    [a.row(game) for a in actions],
-                )
-                added = db.total_changes - before
-                await db.execute("COMMIT")
-            except BaseException:
-                await db.execute("ROLLBACK")
-                raise
-        return added
+        return await self._insert_many(
+            "INSERT INTO actions (game, id, at, fn, args) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
+            [a.row(game) for a in actions],
+        )
 
     async def actions(self, game: str) -> list[Action]:
         async with self.db.execute(

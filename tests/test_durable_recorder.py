@@ -1,0 +1,132 @@
+"""The recorder's group commit, on both backends: batches recorded concurrently share one
+transaction, each caller returns once its rows are committed, and a transaction the database
+refuses fails every batch it carried, none of which is then acknowledged."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import asyncpg
+import redis.asyncio as aioredis
+
+from leaderboard import GameConfig, SubmitResult
+from scorer import Consumer, ScorerSettings
+from scorer.consumer import GROUP
+from scorer.durable import Store, StoreError
+from scorer.durable.recorder import Recorder
+
+from .conftest import NOW
+
+pytest_plugins = ("tests.durable_fixtures",)  # fixtures: store_url, store (one per backend)
+
+CONFIG = GameConfig(game="g", windows=("alltime",))
+Applied = tuple[list[dict[str, str]], list[SubmitResult]]  # a batch's entries and what Redis answered
+
+
+def batch(ids: range | list[int], applied_us: int, *, player: str = "p") -> Applied:
+    entries = [{"id": f"s{i}", "player": player, "points": str(i), "ts": str(NOW)} for i in ids]
+    return entries, [SubmitResult(e["id"], "ok", applied_us=applied_us) for e in entries]
+
+
+async def refuse_player(store_url: str, player: str) -> None:
+    """Make the database itself refuse any submission of ``player`` (a trigger): a write that
+    fails for a reason other than the store being unavailable, so it is not retried."""
+    if store_url.startswith("sqlite:"):
+        with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:
+            db.execute(f"CREATE TRIGGER refuse BEFORE INSERT ON submissions WHEN NEW.player = '{player}'"
+                       " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END")  # fmt: skip
+        return
+    conn = await asyncpg.connect(store_url)
+    try:
+        await conn.execute(f"""
+            CREATE OR REPLACE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN IF NEW.player = '{player}' THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$;
+            CREATE TRIGGER refuse BEFORE INSERT ON submissions FOR EACH ROW EXECUTE FUNCTION refuse();
+        """)
+    finally:
+        await conn.close()
+
+
+async def recorded_ids(store: Store) -> set[str]:
+    return {rec.id async for chunk in store.scan("g") for _, rec in chunk}
+
+
+async def test_batches_recorded_while_a_commit_runs_share_the_next_one(store: Store) -> None:
+    recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
+    # the first takes the store; the next four queue behind it and go together, the same id
+    # twice among them: the earlier application is the one kept, as written one by one
+    batches = [batch(range(0, 50), 100), batch(range(50, 100), 400), batch([100, 101], 300),
+               batch(range(102, 150), 200), batch([100], 250)]  # fmt: skip
+    await asyncio.gather(*(recorder.record(entries, results) for entries, results in batches))
+    assert recorder.commits == 2
+    assert recorder.recorded == 150
+    rows = [item async for chunk in store.scan("g") for item in chunk]
+    assert len(rows) == 150
+    assert [p for p, _ in rows] == sorted(p for p, _ in rows)
+    assert {r.applied_us for _, r in rows if r.id == "s100"} == {250}
+
+
+async def test_a_refused_commit_fails_every_batch_it_carried_and_no_other(store_url: str, store: Store) -> None:
+    await refuse_player(store_url, "cheater")
+    recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
+    first = batch(range(0, 10), 100)
+    group = [batch(range(10, 20), 200), batch(range(20, 30), 300, player="cheater"), batch(range(30, 40), 400)]
+    outcomes = await asyncio.gather(*(recorder.record(*b) for b in [first, *group]), return_exceptions=True)
+    assert outcomes[0] is None
+    errors = outcomes[1:]
+    assert all(isinstance(e, Exception) and "refused by the test" in str(e) for e in errors), errors
+    assert len({id(e) for e in errors}) == 1  # the one failure, handed to each of its batches
+    assert await recorded_ids(store) == {f"s{i}" for i in range(10)}  # the group's transaction rolled back
+    # the next commit is not affected
+    await recorder.record(*batch(range(40, 45), 500))
+    assert len(await recorded_ids(store)) == 15
+
+
+async def test_no_batch_of_a_refused_commit_is_acknowledged(
+    r: aioredis.Redis, redis_url: str, store_url: str, store: Store
+) -> None:
+    await refuse_player(store_url, "cheater")
+    stream = CONFIG.keys.submissions
+    for i in range(40):
+        player = "cheater" if i == 25 else f"p{i % 7}"
+        await r.xadd(stream, {"id": f"s{i}", "player": player, "points": str(i), "ts": str(NOW - 1000)})
+    settings = ScorerSettings(redis_url=redis_url, game=CONFIG, name="c1", batch=10, block_ms=20, metrics_port=0,
+                              durable_url=store_url)  # fmt: skip
+    recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
+    consumer = Consumer(r, settings, now=lambda: NOW, recorder=recorder)
+    await consumer.ensure_group()
+    batches = [await consumer.read() for _ in range(4)]
+    assert [len(b) for b in batches] == [10] * 4
+    # the batches handled at once, as the consumer's loops do: applied, recorded (grouped), acked
+    outcomes = await asyncio.gather(*(consumer.handle(b) for b in batches), return_exceptions=True)
+    failed = [b for b, o in zip(batches, outcomes, strict=True) if o is not None]
+    assert any(fields["player"] == "cheater" for b in failed for _, fields in b)
+    pending = {p["message_id"] for p in await r.xpending_range(stream, GROUP, min="-", max="+", count=100)}
+    recorded = await recorded_ids(store)
+    for b, outcome in zip(batches, outcomes, strict=True):
+        ids = {fields["id"] for _, fields in b}
+        if outcome is None:  # acknowledged, deleted, and recorded
+            assert not pending & {sid for sid, _ in b} and ids <= recorded
+        else:  # applied to Redis, not recorded, not acknowledged: it will be redelivered
+            assert {sid for sid, _ in b} <= pending and not ids & recorded
+    assert await r.xlen(stream) == 10 * len(failed)
+
+
+async def test_a_cancelled_commit_fails_the_batches_it_carried(store: Store) -> None:
+    recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
+    await recorder.open()
+    record = [recorder.record(*batch(range(i * 10, i * 10 + 10), 100 * (i + 1))) for i in range(3)]
+    first = asyncio.create_task(record[0])
+    await asyncio.sleep(0)  # it is writing
+    leader, carried = asyncio.create_task(record[1]), asyncio.create_task(record[2])
+    await asyncio.sleep(0)  # they wait behind it
+    await first
+    # the first commit's end woke the next: it took both batches and is writing them
+    leader.cancel()
+    outcomes = await asyncio.gather(leader, carried, return_exceptions=True)
+    assert isinstance(outcomes[0], asyncio.CancelledError)
+    # the other cannot know whether it committed: it fails, and is not acknowledged
+    assert isinstance(outcomes[1], StoreError) and "interrupted" in str(outcomes[1]), outcomes
+    await recorder.record(*batch(range(30, 35), 400))  # and the next commit is not affected
+    assert {f"s{i}" for i in (*range(10), *range(30, 35))} <= await recorded_ids(store)
