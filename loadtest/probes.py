@@ -65,16 +65,23 @@ async def gateways(target: Target) -> dict[str, float]:
     return total
 
 
-def quantile(buckets: dict[float, float], q: float) -> float:
-    """The upper bound of the histogram bucket holding quantile ``q`` (cumulative counts)."""
-    bounds = sorted(buckets)
+def quantile_bucket(buckets: dict[float, float], q: float) -> tuple[float, float]:
+    """The bounds (lower, upper] of the histogram bucket holding quantile ``q`` (cumulative
+    counts): all a histogram knows of it. The lags' buckets are 50 ms wide (gateway/metrics.py)."""
     count = buckets.get(math.inf, 0.0)
     if count <= 0:
-        return math.nan
-    for bound in bounds:
+        return math.nan, math.nan
+    lower = 0.0
+    for bound in sorted(buckets):
         if buckets[bound] >= q * count:
-            return bound
-    return math.inf
+            return lower, bound
+        lower = bound
+    return lower, math.inf
+
+
+def quantile(buckets: dict[float, float], q: float) -> float:
+    """The upper bound of the histogram bucket holding quantile ``q``."""
+    return quantile_bucket(buckets, q)[1]
 
 
 def _buckets(delta: dict[str, float], histogram: str) -> dict[float, float]:
@@ -105,13 +112,14 @@ def window_figures(before: dict[str, float], after: dict[str, float], redis: dic
         "gateway_deliveries": delta.get("lb_gw_deliveries_total", math.nan),
         "gateway_rank_pushes": delta.get("lb_gw_rank_pushes_total", math.nan),
         "rank_lag_count": buckets.get(math.inf, 0.0),
-        "rank_lag_p50_le_s": quantile(buckets, 0.5) if buckets else math.nan,
-        "rank_lag_p99_le_s": quantile(buckets, 0.99) if buckets else math.nan,
+        # (lower, upper] of the bucket holding the percentile: 50 ms wide up to 3 s
+        "rank_lag_p50_s": quantile_bucket(buckets, 0.5),
+        "rank_lag_p99_s": quantile_bucket(buckets, 0.99),
         "rank_lag_mean_s": delta.get(_LAG + "_sum", math.nan) / delta[_LAG + "_count"]
         if delta.get(_LAG + "_count")
         else math.nan,
-        "pubsub_lag_p50_le_s": quantile(pubsub, 0.5) if pubsub else math.nan,
-        "pubsub_lag_p99_le_s": quantile(pubsub, 0.99) if pubsub else math.nan,
+        "pubsub_lag_p50_s": quantile_bucket(pubsub, 0.5),
+        "pubsub_lag_p99_s": quantile_bucket(pubsub, 0.99),
         "write_p50_le_s": quantile(write, 0.5) if write else math.nan,
         "write_p99_le_s": quantile(write, 0.99) if write else math.nan,
         "gc_pauses": _total(delta, _GC + "_count"),

@@ -60,6 +60,12 @@ def check_load(f: dict, sockets: int) -> None:  # type: ignore[type-arg]
     assert f["gateway_cpu_ms_per_1k_deliveries"] > 0 and f["gateway_rss_kb_per_conn"] > 0
 
 
+def fine(bucket: list[float]) -> bool:
+    """A lag percentile known to within 50 ms (below 3 s, where the lag buckets are that fine)."""
+    lower, upper = bucket
+    return 0 <= lower < upper and (upper - lower <= 0.05 + 1e-9 or lower >= 3)
+
+
 def test_sockets_mode_with_naive_baseline(tmp_path: Path, redis_url: str) -> None:
     doc = run(
         "sockets",
@@ -79,6 +85,7 @@ def test_sockets_mode_with_naive_baseline(tmp_path: Path, redis_url: str) -> Non
     check_load(naive, 300)
     assert ours["sockets_per_gateway"] == {"gw-1": 300}
     assert ours["rank_pushes"] > 0  # the authenticated half gets its own rank
+    assert fine(ours["fleet"]["rank_lag_p99_s"])
     assert math.isfinite(doc["figures"]["ratios"]["gateway / naive: CPU per delivery"])
 
 
@@ -92,7 +99,7 @@ def test_mixed_mode_applies_the_flood(tmp_path: Path, redis_url: str) -> None:
     # what held each side back: the client processes' own figures, the gateways' from /metrics
     c = f["clients"]
     assert c["processes"] == 1 and c["cpu_pct"] > 0 and c["loop_lag_max_ms"] >= 0 and c["gc_pauses"] >= 0
-    assert f["fleet"]["write_p99_le_s"] > 0 and f["fleet"]["pubsub_lag_p99_le_s"] > 0
+    assert f["fleet"]["write_p99_le_s"] > 0 and fine(f["fleet"]["pubsub_lag_p99_s"])
 
 
 def test_submit_mode_with_baseline(tmp_path: Path, redis_url: str) -> None:
