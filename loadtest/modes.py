@@ -243,6 +243,8 @@ async def socket_phase(
         "deliveries": deliveries,
         "expected_deliveries": eligible * len(expected),
         "lost": sum(r["missing"] for r in reports),
+        # of the deliveries, those read together with a later tick: stamped with its arrival
+        "stamped_late": sum(r["stamped_late"] for r in reports),
         "sockets_eligible": eligible,
         "sockets_complete": sum(r["complete"] for r in reports),
         "sockets_dropped": after["drops"] - before["drops"],
@@ -346,6 +348,10 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
         (f"{prefix}deliveries / expected", f"{f['deliveries']:,} / {f['expected_deliveries']:,} (lost {f['lost']:,})"),
         (f"{prefix}sockets with every snapshot", f"{f['sockets_complete']:,} / {f['sockets_eligible']:,}"),
         (f"{prefix}latency p50/p90/p99/max ms (at arrival: kernel timestamp)", _quad(lat, f["snapshots"])),
+        (
+            f"{prefix}of which read together with a later tick (so stamped with its arrival: upper bounds)",
+            f"{f['stamped_late']:,} ({f['stamped_late'] / max(f['deliveries'], 1):.1%})",
+        ),
         (f"{prefix}latency when read by the client processes, p50/p90/p99/max ms", _quad(read, f["snapshots"])),
         (f"{prefix}fan-out spread p50/p90/p99/max ms", _quad(spread)),
         (

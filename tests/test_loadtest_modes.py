@@ -11,8 +11,11 @@ import orjson
 import pytest
 import redis
 
+from gateway.outbound import text_frame
+from leaderboard import Entry, wire
 from loadtest.__main__ import main
 from loadtest.frames import client_frame, close_code, message_type, response_status, snapshot_identity, split_frames
+from loadtest.wsworker import Conn, Worker, WorkerSettings
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -153,6 +156,32 @@ def test_frames() -> None:
     assert frames == [(1, big), (8, (1012).to_bytes(2, "big"))] and rest == b"\x81"
     assert close_code(frames[1][1]) == 1012
     assert client_frame(0xA, b"hi") == b"\x8a\x82\0\0\0\0hi"
+
+
+async def test_snapshots_read_with_a_later_tick_are_counted_as_stamped_late() -> None:
+    """A read has one kernel timestamp, its last segment's: a socket read a tick late gives its
+    earlier snapshot the later arrival. Those deliveries are counted; a tick's several boards,
+    written together, are not."""
+
+    def snap(board: str, version: int, ts_ms: int) -> bytes:
+        entries = [Entry(1, "mia", 100, {})]
+        payload = wire.snapshot(board=board, window="weekly", period="2030-W48", version=version, ts_ms=ts_ms,
+                                entries=entries)  # fmt: skip
+        return text_frame(payload)
+
+    worker = Worker(WorkerSettings(count=1))
+    conn = Conn(worker, 0)
+    conn.state = 1
+    t = 1_900_000_000_000
+    # one tick of two boards in one read: the same arrival for both, exact
+    conn.data_received(snap("global", 1, t) + snap("region:eu", 1, t), t / 1000 + 0.2, t / 1000 + 0.3)
+    # the next two ticks in one read (read a tick late): the first is stamped with the second's arrival
+    conn.data_received(snap("global", 2, t + 1000) + snap("global", 3, t + 2000), t / 1000 + 2.1, t / 1000 + 2.2)
+    expected = ["global|weekly|2030-W48|1", "region:eu|weekly|2030-W48|1", "global|weekly|2030-W48|2",
+                "global|weekly|2030-W48|3"]  # fmt: skip
+    report = worker.report(expected, since=0.0)
+    assert report["stamped_late"] == 1 and sorted(report["latencies"]) == [100.0, 200.0, 200.0, 1100.0]
+    assert worker.report(expected[:2], since=0.0)["stamped_late"] == 0
 
 
 def test_a_run_against_a_live_fleet_must_name_its_game(capsys: pytest.CaptureFixture[str], redis_url: str) -> None:
