@@ -45,6 +45,12 @@ class Metrics:
             buckets=_LAG,
             registry=r,
         )
+        self.written_lag_seconds = Histogram(
+            "lb_gw_written_lag_seconds",
+            "snapshot ts (scorer clock) to the end of its write to every subscriber of this process",
+            buckets=_LAG,
+            registry=r,
+        )
         self.rank_push_seconds = Histogram(
             "lb_gw_rank_push_seconds", "one own-rank chunk: read and push", buckets=_LAG, registry=r
         )

@@ -384,6 +384,9 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
             (f"{prefix}gateways: snapshot ts → fan-out start p50 / p99, one tick's write p50 / p99 (buckets) s",
              f"{_bucket(g['pubsub_lag_p50_s'])} / {_bucket(g['pubsub_lag_p99_s'])}, "
              f"≤ {g['write_p50_le_s']:g} / ≤ {g['write_p99_le_s']:g}"),
+            (f"{prefix}gateways: snapshot ts → written to every socket, p50 / p99 / max (buckets) s, tick-writes",
+             f"{_bucket(g['written_lag_p50_s'])} / {_bucket(g['written_lag_p99_s'])} / "
+             f"{_bucket(g['written_lag_max_s'])}, {g['written_lag_count']:,.0f}"),
             (f"{prefix}gateways: GC pauses (ms, longest ≤ s), of which full (ms)",
              f"{g['gc_pauses']:,.0f} ({g['gc_pause_ms']:,.0f}, ≤ {g['gc_pause_max_le_s']:g}), "
              f"{g['gc_full']:,.0f} ({g['gc_full_ms']:,.0f})"),

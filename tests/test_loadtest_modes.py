@@ -103,6 +103,8 @@ def test_mixed_mode_applies_the_flood(tmp_path: Path, redis_url: str) -> None:
     c = f["clients"]
     assert c["processes"] == 1 and c["cpu_pct"] > 0 and c["loop_lag_max_ms"] >= 0 and c["gc_pauses"] >= 0
     assert f["fleet"]["write_p99_le_s"] > 0 and fine(f["fleet"]["pubsub_lag_p99_s"])
+    # every snapshot of the window, written by each of the two gateways: one observation each
+    assert f["fleet"]["written_lag_count"] >= 2 * f["snapshots"] and fine(f["fleet"]["written_lag_max_s"])
 
 
 def test_submit_mode_with_baseline(tmp_path: Path, redis_url: str) -> None:

@@ -57,7 +57,8 @@ def test_latencies_of_one_snapshot_say_so_however_many_sockets_got_it() -> None:
         figures = {
             "opened": 2000, "sockets": 2000, "connect_failures": 0, "connect_rate": 1000.0, "sockets_per_gateway": {},
             "snapshots": snapshots, "deliveries": 2000 * snapshots, "expected_deliveries": 2000 * snapshots,
-            "lost": 0, "stamped_late": 0, "sockets_complete": 2000, "sockets_eligible": 2000, "rank_pushes": 0, "announces": 0,
+            "lost": 0, "stamped_late": 0, "sockets_complete": 2000, "sockets_eligible": 2000, "rank_pushes": 0,
+            "announces": 0,
             "msgs_per_s": 0.0, "gateway_cpu_ms_per_1k_deliveries": 1.0, "gateway_cpu_pct": 1.0,
             "gateway_rss_kb_per_conn": 1.0, "gateway_wait_pct": 1.0,
             "clients": {"processes": 1, "cpu_pct": 1.0, "wait_pct": 1.0, "gc_pauses": 0, "gc_pause_ms": 0.0,
