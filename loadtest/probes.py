@@ -115,7 +115,7 @@ def window_figures(before: dict[str, float], after: dict[str, float], redis: dic
         "gateway_deliveries": delta.get("lb_gw_deliveries_total", math.nan),
         "gateway_rank_pushes": delta.get("lb_gw_rank_pushes_total", math.nan),
         "rank_lag_count": buckets.get(math.inf, 0.0),
-        # (lower, upper] of the bucket holding the percentile: 50 ms wide up to 3 s
+        # (lower, upper] of the bucket holding the percentile: 50 ms wide up to 5 s
         "rank_lag_p50_s": quantile_bucket(buckets, 0.5),
         "rank_lag_p99_s": quantile_bucket(buckets, 0.99),
         "rank_lag_mean_s": delta.get(_LAG + "_sum", math.nan) / delta[_LAG + "_count"]
