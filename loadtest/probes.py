@@ -142,8 +142,8 @@ def window_figures(before: dict[str, float], after: dict[str, float], redis: dic
 
 
 async def fcall_ro(redis: RedisClient) -> tuple[float, float]:
-    """(calls, microseconds) of FCALL_RO so far: the gateways' reads (own ranks, top N), summed
-    over the nodes when the fleet's Redis is a cluster."""
+    """(calls, microseconds) of FCALL_RO so far: the gateways' reads (own ranks, top N) and the
+    scorer's (top N for its snapshots), summed over the nodes when the fleet's Redis is a cluster."""
     stats: dict[str, Any] = await redis.info("commandstats")
     nodes = [stats] if "cmdstat_fcall_ro" in stats or not stats else list(stats.values())
     calls = usec = 0.0
