@@ -299,17 +299,21 @@ class Hub:
 
     def _deliver(self, key: BoardKey, payload: bytes, *, snapshot: bool) -> None:
         frame = text_frame(payload)
+        ts = None
         if snapshot:
             self._latest[key] = (payload, frame, 0.0)
-            self._observe_lag(payload)
+            ts = self._observe_lag(payload)
         subs = self._subs.get(key)
         if subs:
-            self._out.publish(subs, payload, frame, held=not snapshot)  # announcements wait for the tick
+            self._out.publish(subs, payload, frame, held=not snapshot, ts=ts)  # announcements wait for the tick
 
-    def _observe_lag(self, payload: bytes) -> None:
+    def _observe_lag(self, payload: bytes) -> float | None:
+        """The snapshot's ts (wall clock, s), observed as its lag to the fan-out's start."""
         try:
             ts = orjson.loads(payload).get("ts")
         except (orjson.JSONDecodeError, AttributeError):
-            return
-        if isinstance(ts, int):
-            self.metrics.pubsub_lag_seconds.observe(max(0.0, time.time() - ts / 1000))
+            return None
+        if not isinstance(ts, int):
+            return None
+        self.metrics.pubsub_lag_seconds.observe(max(0.0, time.time() - ts / 1000))
+        return ts / 1000

@@ -65,6 +65,7 @@ class Outbound:
         self._tick: list[tuple[Collection[Client], bytes, bytes]] = []  # (subscribers, payload, frame)
         self._held: dict[Client, list[bytes]] = {}  # own-rank frames waiting for the tick's write
         self._held_due: list[float] = []  # when each held push was due (loop time)
+        self._tick_ts: list[float] = []  # the gathered snapshots' ts (wall clock, s)
         self._flush_at: asyncio.TimerHandle | None = None
 
     def stop(self) -> None:
@@ -72,7 +73,7 @@ class Outbound:
         if self._flush_at is not None:
             self._flush_at.cancel()
             self._flush_at = None
-        self._tick, self._held, self._held_due = [], {}, []
+        self._tick, self._held, self._held_due, self._tick_ts = [], {}, [], []
         self._writer.close()
 
     # ------------------------------------------------------------ replies: never skipped
@@ -107,15 +108,21 @@ class Outbound:
             return True
         return False
 
-    def publish(self, clients: Collection[Client], payload: bytes, frame: bytes, *, held: bool = False) -> None:
+    def publish(
+        self, clients: Collection[Client], payload: bytes, frame: bytes, *, held: bool = False, ts: float | None = None
+    ) -> None:
         """A message for every socket in ``clients`` (a board's live subscriber set: who gets it
         is decided when it is written). With ``coalesce`` > 0 it is gathered with the rest of
         the tick and written by ``flush``, at most ``coalesce`` seconds later, or ``push_hold``
-        for a ``held`` one (an announcement: it waits for the next tick); else written at once."""
+        for a ``held`` one (an announcement: it waits for the next tick); else written at once.
+        ``ts``: a snapshot's publish time (``lb_gw_written_lag_seconds`` counts from it)."""
         if self._coalesce <= 0:
             self.fanout(clients, payload, frame)
+            self._observe_written([ts] if ts is not None else [])
             return
         self._tick.append((clients, payload, frame))
+        if ts is not None:
+            self._tick_ts.append(ts)
         self._flush_in(self._hold if held and self._hold > 0 else self._coalesce)
 
     def push_held(self, client: Client, frames: list[bytes], now: float, hold: float, due: float) -> bool:
@@ -153,6 +160,7 @@ class Outbound:
         tick, self._tick = self._tick, []
         held, self._held = self._held, {}
         held_due, self._held_due = self._held_due, []
+        tick_ts, self._tick_ts = self._tick_ts, []
         if self._broadcast:  # the comparison path writes each message as it always did
             for clients, payload, frame in tick:
                 self.fanout(clients, payload, frame)
@@ -160,6 +168,7 @@ class Outbound:
                 if not client.closed:
                     client.transport.write(b"".join(frames))
             self._observe_lag(held_due)
+            self._observe_written(tick_ts)
             return
         started = time.perf_counter()
         now = time.monotonic()
@@ -181,6 +190,15 @@ class Outbound:
         if tick:
             self.metrics.broadcast_seconds.observe(time.perf_counter() - started)
         self._observe_lag(held_due)
+        self._observe_written(tick_ts)
+
+    def _observe_written(self, tick_ts: list[float]) -> None:
+        # after the writes: the last socket of this process has the snapshot (or it waits in
+        # its transport's buffer, as a slow reader's does), whenever the clients read it
+        if tick_ts:
+            now = time.time()
+            for ts in tick_ts:
+                self.metrics.written_lag_seconds.observe(max(0.0, now - ts))
 
     def _observe_lag(self, held_due: list[float]) -> None:
         if held_due:

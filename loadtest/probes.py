@@ -24,8 +24,11 @@ _LAG = "lb_gw_rank_push_lag_seconds"
 # the garbage collections that stood the loops still meanwhile
 _PUBSUB_LAG = "lb_gw_pubsub_lag_seconds"
 _WRITE = "lb_gw_broadcast_seconds"
+# ... and from its ts to the end of its write to every socket: when the gateways had delivered it
+# to the kernel, whenever the client processes got round to reading it
+_WRITTEN = "lb_gw_written_lag_seconds"
 _GC = "lb_gw_gc_pause_seconds"
-_HISTOGRAMS = (_LAG, _PUBSUB_LAG, _WRITE, _GC)
+_HISTOGRAMS = (_LAG, _PUBSUB_LAG, _WRITE, _WRITTEN, _GC)
 
 
 def parse(text: str) -> dict[str, float]:
@@ -65,16 +68,23 @@ async def gateways(target: Target) -> dict[str, float]:
     return total
 
 
-def quantile(buckets: dict[float, float], q: float) -> float:
-    """The upper bound of the histogram bucket holding quantile ``q`` (cumulative counts)."""
-    bounds = sorted(buckets)
+def quantile_bucket(buckets: dict[float, float], q: float) -> tuple[float, float]:
+    """The bounds (lower, upper] of the histogram bucket holding quantile ``q`` (cumulative
+    counts): all a histogram knows of it. The lags' buckets are 50 ms wide (gateway/metrics.py)."""
     count = buckets.get(math.inf, 0.0)
     if count <= 0:
-        return math.nan
-    for bound in bounds:
+        return math.nan, math.nan
+    lower = 0.0
+    for bound in sorted(buckets):
         if buckets[bound] >= q * count:
-            return bound
-    return math.inf
+            return lower, bound
+        lower = bound
+    return lower, math.inf
+
+
+def quantile(buckets: dict[float, float], q: float) -> float:
+    """The upper bound of the histogram bucket holding quantile ``q``."""
+    return quantile_bucket(buckets, q)[1]
 
 
 def _buckets(delta: dict[str, float], histogram: str) -> dict[float, float]:
@@ -99,19 +109,25 @@ def window_figures(before: dict[str, float], after: dict[str, float], redis: dic
     """Per-window gateway and Redis figures (deltas of what ``gateways`` and ``commandstats`` read)."""
     delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
     buckets = _buckets(delta, _LAG)
-    pubsub, write = _buckets(delta, _PUBSUB_LAG), _buckets(delta, _WRITE)
+    pubsub, write, written = _buckets(delta, _PUBSUB_LAG), _buckets(delta, _WRITE), _buckets(delta, _WRITTEN)
     figures: dict[str, Any] = {
         "gateway_writes": delta.get("lb_gw_writes_total", math.nan),
         "gateway_deliveries": delta.get("lb_gw_deliveries_total", math.nan),
         "gateway_rank_pushes": delta.get("lb_gw_rank_pushes_total", math.nan),
         "rank_lag_count": buckets.get(math.inf, 0.0),
-        "rank_lag_p50_le_s": quantile(buckets, 0.5) if buckets else math.nan,
-        "rank_lag_p99_le_s": quantile(buckets, 0.99) if buckets else math.nan,
+        # (lower, upper] of the bucket holding the percentile: 50 ms wide up to 5 s
+        "rank_lag_p50_s": quantile_bucket(buckets, 0.5),
+        "rank_lag_p99_s": quantile_bucket(buckets, 0.99),
         "rank_lag_mean_s": delta.get(_LAG + "_sum", math.nan) / delta[_LAG + "_count"]
         if delta.get(_LAG + "_count")
         else math.nan,
-        "pubsub_lag_p50_le_s": quantile(pubsub, 0.5) if pubsub else math.nan,
-        "pubsub_lag_p99_le_s": quantile(pubsub, 0.99) if pubsub else math.nan,
+        "pubsub_lag_p50_s": quantile_bucket(pubsub, 0.5),
+        "pubsub_lag_p99_s": quantile_bucket(pubsub, 0.99),
+        # one observation per snapshot per gateway: its p99 is the worst tick-writes but one in 100
+        "written_lag_p50_s": quantile_bucket(written, 0.5),
+        "written_lag_p99_s": quantile_bucket(written, 0.99),
+        "written_lag_max_s": quantile_bucket(written, 1.0),
+        "written_lag_count": written.get(math.inf, 0.0),
         "write_p50_le_s": quantile(write, 0.5) if write else math.nan,
         "write_p99_le_s": quantile(write, 0.99) if write else math.nan,
         "gc_pauses": _total(delta, _GC + "_count"),
@@ -126,8 +142,8 @@ def window_figures(before: dict[str, float], after: dict[str, float], redis: dic
 
 
 async def fcall_ro(redis: RedisClient) -> tuple[float, float]:
-    """(calls, microseconds) of FCALL_RO so far: the gateways' reads (own ranks, top N), summed
-    over the nodes when the fleet's Redis is a cluster."""
+    """(calls, microseconds) of FCALL_RO so far: the gateways' reads (own ranks, top N) and the
+    scorer's (top N for its snapshots), summed over the nodes when the fleet's Redis is a cluster."""
     stats: dict[str, Any] = await redis.info("commandstats")
     nodes = [stats] if "cmdstat_fcall_ro" in stats or not stats else list(stats.values())
     calls = usec = 0.0

@@ -79,7 +79,9 @@ class Conn:
     Read with ``recvmsg`` for the kernel's receive timestamp (``SO_TIMESTAMPNS``): on loopback it
     is taken inside the gateway's ``write()``, so a delivery's time is when the gateway delivered
     it, however long this process, sharing the cores with the gateways, took to read it (kept
-    apart as the read time)."""
+    apart as the read time). One read has one timestamp, its last segment's: when this process
+    reads a socket a tick late, the earlier tick's snapshot gets the later one's arrival, an upper
+    bound; such deliveries are counted (``Worker.stamped_late``)."""
 
     __slots__ = (
         "backoff", "buf", "code", "gateway", "index", "opened_at", "retry_after", "sock", "state", "w", "why",
@@ -164,12 +166,13 @@ class Conn:
         # and the common messages told apart by their first bytes: these processes share the
         # cores with the gateways, so every microsecond per frame here is taken from them.
         w = self.w
+        sids: list[int] = []  # snapshots recorded from this read
         while (frame := f.frame_at(buf, pos)) is not None:
             opcode, head, pos = frame
             w.frames += 1
             if opcode == f.OP_TEXT:
                 if buf.startswith(b'{"type":"snapshot"', head):
-                    w.on_snapshot(self, buf, head, pos, now, read_at)
+                    sids.append(w.on_snapshot(self, buf, head, pos, now, read_at))
                 elif buf.startswith(b'{"type":"announce"', head):
                     w.announces += 1
                 elif buf.startswith(b'{"type":"rank"', head):
@@ -178,7 +181,7 @@ class Conn:
                     payload = buf[head:pos]
                     kind = f.message_type(payload)
                     if kind == b"snapshot":
-                        w.on_snapshot(self, payload, 0, len(payload), now, read_at)
+                        sids.append(w.on_snapshot(self, payload, 0, len(payload), now, read_at))
                     elif kind == b"rank":
                         w.ranks += 1
                     elif kind == b"announce":
@@ -194,6 +197,8 @@ class Conn:
                 self.write(f.client_frame(f.OP_CLOSE, payload[:2]))
                 self.abort()
         self.buf = buf[pos:] if pos < len(buf) else b""
+        if len(sids) > 1:
+            w.stamped_late(sids)
 
 
 class Stalls:
@@ -268,6 +273,7 @@ class Worker:
         self.ts: list[float] = []
         self.arrivals: list[list[float]] = []  # kernel receive timestamps
         self.reads: list[list[float]] = []  # when this process read them
+        self.late: list[int] = []  # of the arrivals, those stamped with a later tick's (stamped_late)
         self.seen: list[int] = [0] * s.count  # bit sid set: socket got snapshot sid
         self.live_lat: list[float] = []
         # storm events: (wall time, socket index[, gateway])
@@ -337,10 +343,10 @@ class Worker:
         self.refused += 1
         conn.abort()  # lost() counts the failure, schedules the retry
 
-    def on_snapshot(self, conn: Conn, buf: bytes, head: int, end: int, now: float, read_at: float) -> None:
+    def on_snapshot(self, conn: Conn, buf: bytes, head: int, end: int, now: float, read_at: float) -> int:
         """The snapshot in ``buf[head:end]``, arrived at ``now`` and read at ``read_at``; its
         identity is parsed once per process (every socket gets the same bytes), found again by
-        the part before the entries."""
+        the part before the entries. Returns its id when its arrival was recorded, else -1."""
         self.snaps += 1
         cut = buf.find(f.ENTRIES, head, end)
         top = buf[head : cut if cut > 0 else end]
@@ -348,7 +354,7 @@ class Worker:
         if ident is None:
             ident = f.snapshot_identity(buf[head:end])
             if ident is None:
-                return
+                return -1
             if len(self.idents) >= 4096:
                 self.idents.clear()
             self.idents[top] = ident
@@ -359,6 +365,7 @@ class Worker:
             self.ts.append(ts_ms / 1000)
             self.arrivals.append([])
             self.reads.append([])
+            self.late.append(0)
         index = conn.index
         if index in self.resuming:
             self.resuming.discard(index)
@@ -370,13 +377,25 @@ class Worker:
         bit = 1 << sid
         seen = self.seen[conn.index]
         if seen & bit:
-            return  # a replay on reconnect of one it already had
+            return -1  # a replay on reconnect of one it already had
         self.seen[conn.index] = seen | bit
         ts = self.ts[sid]
         if conn.opened_at <= ts:  # a push, not the stored snapshot sent at connect
             self.arrivals[sid].append(now)
             self.reads[sid].append(read_at)
             self.live_lat.append(round((now - ts) * 1000, 2))
+            return sid
+        return -1
+
+    def stamped_late(self, sids: list[int]) -> None:
+        """Snapshots recorded from one read (-1: not recorded): those of a tick before the read's
+        last got its timestamp, the last segment's, so their latency is an upper bound (the
+        socket was read a tick late). Several boards of one tick share a ts: not counted."""
+        recorded = [sid for sid in sids if sid >= 0]
+        last = max((self.ts[sid] for sid in recorded), default=0.0)
+        for sid in recorded:
+            if self.ts[sid] < last:
+                self.late[sid] += 1
 
     def lost(self, conn: Conn) -> None:
         now = time.time()
@@ -483,7 +502,7 @@ class Worker:
         per: dict[str, list[float]] = {}
         latencies: list[float] = []
         read_latencies: list[float] = []
-        mask = 0
+        late = mask = 0
         for key in expected:
             sid = self.sids.get(key)
             if sid is None:
@@ -495,6 +514,7 @@ class Worker:
             per[key] = [len(times), min(times, default=0.0), max(times, default=0.0)]
             latencies.extend(round((t - ts) * 1000, 2) for t in times)
             read_latencies.extend(round((t - ts) * 1000, 2) for t in self.reads[sid])
+            late += self.late[sid]
         eligible = complete = missing = 0
         for conn in self.conns:
             if conn is None or conn.state != 1 or conn.opened_at > since:
@@ -527,6 +547,7 @@ class Worker:
             "per_snapshot": per,
             "latencies": latencies,
             "read_latencies": read_latencies,
+            "stamped_late": late,
             "eligible": eligible,
             "complete": complete,
             "missing": missing,

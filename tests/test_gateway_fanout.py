@@ -59,6 +59,27 @@ def writer_threads(monkeypatch: pytest.MonkeyPatch, per_thread: int) -> set[int]
     return seen
 
 
+@pytest.mark.parametrize("coalesce", [0.0, 0.05])
+async def test_a_snapshot_is_timed_from_its_ts_to_its_write_to_every_socket(
+    redis_url: str, r: aioredis.Redis, coalesce: float
+) -> None:
+    async with running(redis_url, coalesce=coalesce * T) as gw, client(gw) as a, client(gw) as b:
+        await greet(a)
+        await greet(b)
+        written = "lb_gw_written_lag_seconds"
+        before = gw.metrics.registry.get_sample_value(written + "_count") or 0.0
+        payload = snapshot(7)
+        ts = orjson.loads(payload)["ts"] / 1000
+        await publish(r, gw, payload)
+        for ws in (a, b):
+            assert (await recv_type(ws, "snapshot"))["version"] == 7
+        late = time.time() - ts
+        # one observation per snapshot (not per socket), after the gathering window when coalescing
+        assert gw.metrics.registry.get_sample_value(written + "_count") == before + 1
+        lag = gw.metrics.registry.get_sample_value(written + "_sum")
+        assert lag is not None and coalesce * T <= lag <= late + 0.01
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 async def test_every_socket_gets_every_snapshot_byte_for_byte(
     redis_url: str, r: aioredis.Redis, monkeypatch: pytest.MonkeyPatch, threads: int

@@ -44,7 +44,8 @@ async def test_health_readiness_metrics_and_static_files(redis_url: str, tmp_pat
         text = body.decode()
         for line in ("lb_gw_connections 1.0", "lb_gw_accepted_total 1.0", "lb_gw_bad_input_total 1.0",
                      "lb_gw_redis_up 1.0", "lb_gw_deliveries_total", "lb_gw_broadcast_seconds_bucket",
-                     "lb_gw_pubsub_lag_seconds_bucket", "lb_gw_rank_push_seconds_bucket",
+                     "lb_gw_pubsub_lag_seconds_bucket", "lb_gw_written_lag_seconds_bucket",
+                     "lb_gw_rank_push_seconds_bucket",
                      "lb_gw_redis_errors_total 0.0", "lb_gw_draining 0.0"):  # fmt: skip
             assert line in text, line
 

@@ -6,6 +6,7 @@ import itertools
 import math
 import os
 
+from loadtest.probes import quantile, quantile_bucket
 from loadtest.procstat import usage
 from loadtest.stats import cdf_points, per_second, percentile, summary
 
@@ -16,6 +17,16 @@ def test_percentiles_nearest_rank() -> None:
     assert percentile([7.0], 99) == 7.0 and math.isnan(percentile([], 50))
     s = summary([3, 1, 2])
     assert (s["count"], s["p50"], s["max"], s["mean"]) == (3, 2, 3, 2)
+
+
+def test_a_histogram_percentile_is_the_bucket_holding_it() -> None:
+    # cumulative counts, as Prometheus gives them: 90 at or below 1.0, 99 at or below 1.05, 100 in all
+    buckets = {0.5: 10.0, 1.0: 90.0, 1.05: 99.0, 1.1: 99.0, 2.0: 100.0, math.inf: 100.0}
+    assert quantile_bucket(buckets, 0.5) == (0.5, 1.0)
+    assert quantile_bucket(buckets, 0.99) == (1.0, 1.05) and quantile(buckets, 0.99) == 1.05
+    assert quantile_bucket(buckets, 1.0) == (1.1, 2.0)
+    assert quantile_bucket({1.0: 0.0, math.inf: 3.0}, 0.99) == (1.0, math.inf)
+    assert all(math.isnan(b) for b in quantile_bucket({}, 0.5))
 
 
 def test_cdf_and_rates() -> None:
@@ -46,7 +57,8 @@ def test_latencies_of_one_snapshot_say_so_however_many_sockets_got_it() -> None:
         figures = {
             "opened": 2000, "sockets": 2000, "connect_failures": 0, "connect_rate": 1000.0, "sockets_per_gateway": {},
             "snapshots": snapshots, "deliveries": 2000 * snapshots, "expected_deliveries": 2000 * snapshots,
-            "lost": 0, "sockets_complete": 2000, "sockets_eligible": 2000, "rank_pushes": 0, "announces": 0,
+            "lost": 0, "stamped_late": 0, "sockets_complete": 2000, "sockets_eligible": 2000, "rank_pushes": 0,
+            "announces": 0,
             "msgs_per_s": 0.0, "gateway_cpu_ms_per_1k_deliveries": 1.0, "gateway_cpu_pct": 1.0,
             "gateway_rss_kb_per_conn": 1.0, "gateway_wait_pct": 1.0,
             "clients": {"processes": 1, "cpu_pct": 1.0, "wait_pct": 1.0, "gc_pauses": 0, "gc_pause_ms": 0.0,
