@@ -51,6 +51,7 @@ from leaderboard.transport import Command, RedisClient, execute_packed
 from .durable import Record, Store
 from .durable import actions as journal
 from .durable.actions import ActionFolder
+from .durable.base import Position
 
 _HOUR_MS = 3_600_000
 _CHUNK = 1_000  # members per ZADD / SADD / PFADD
@@ -180,29 +181,25 @@ async def rebuild(
     # an action through its function would journal it again, so every submission applied before
     # the newest action whose place matters (actions.ordered) is folded; only later ones replay.
     folder = ActionFolder(config, await store.actions(game))
-    newest_action = folder.last_pending
     async for rows in store.board_rows(game, now_s=now // 1000):
         folder.load(rows)
         restored.board_rows += len(rows)
+    through = await _fold_through(store, game, cut, fold_first, folder.last_pending)
     seen: dict[int, list[str]] = {}  # hour -> folded ids whose bucket is still alive
+    if through is not None:
+        alive_from = _alive_from(now, idem_ms)
+        async for records in store.scan(game, through=through, batch=max(batch, 5_000)):
+            folder.apply(records)
+            for record in records:
+                if record.ts >= alive_from:
+                    seen.setdefault(record.ts // _HOUR_MS, []).append(record.id)
+            restored.folded += len(records)
+            progress.advance(len(records))
+    # before the first replayed one: it builds on the folded state
+    await _write_folded(lb, folder, seen, await store.names(game), restored, now)
     pending: list[dict[str, str]] = []
-    folded_written = False
-    async for chunk in store.scan(game, batch=max(batch, 5_000)):
-        for position, record in chunk:
-            if (
-                restored.folded < fold_first
-                or (cut is not None and position <= cut)
-                or (newest_action is not None and position[0] < newest_action)
-            ):
-                folder.apply([record])
-                hour = record.ts // _HOUR_MS
-                if ((hour + 1) * _HOUR_MS + idem_ms) // 1000 > now // 1000:
-                    seen.setdefault(hour, []).append(record.id)
-                restored.folded += 1
-                continue
-            if not folded_written:  # before the first replayed one: it builds on the folded state
-                await _write_folded(lb, folder, seen, await store.names(game), restored, now)
-                folded_written = True
+    async for records in store.scan(game, after=through, batch=batch):
+        for record in records:
             if record.tournament and record.tournament not in folder.state.tournaments:
                 restored.tournament_slips += 1  # its definition is not in the log: lb_submit would refuse it
                 continue
@@ -210,9 +207,7 @@ async def rebuild(
             if len(pending) >= batch:
                 await _replay(lb, pending, now, restored)
                 pending = []
-        progress.advance(len(chunk))
-    if not folded_written:
-        await _write_folded(lb, folder, seen, await store.names(game), restored, now)
+        progress.advance(len(records))
     if pending:
         await _replay(lb, pending, now, restored)
     progress.finish()
@@ -221,6 +216,31 @@ async def rebuild(
     restored.tournament_slips += folder.tournament_slips
     restored.seconds = time.monotonic() - started
     return restored
+
+
+async def _fold_through(
+    store: Store, game: str, cut: Position | None, fold_first: int, newest_action: int | None
+) -> Position | None:
+    """The last position folded (None: none). The folded part is a prefix of the log in applied
+    order, the longest of: up to the last submission lb_submit would refuse as too old (``cut``),
+    all but the newest ``replay`` (``fold_first`` rows), every one applied before the newest
+    ordered action (Redis's clock, microseconds)."""
+    ends = [cut]
+    if fold_first > 0:
+        ends.append(await store.position(game, fold_first - 1))
+    if newest_action is not None:
+        # after every row applied in the microsecond before it (an index and a seq above any real
+        # one, within both backends' column types)
+        ends.append((newest_action - 1, 2**31 - 1, 2**62))
+    return max((end for end in ends if end is not None), default=None)
+
+
+def _alive_from(now: int, idem_ms: int) -> int:
+    """The first timestamp whose idempotency bucket (its hour's) is still alive at ``now``."""
+    hour = (now - idem_ms) // _HOUR_MS - 1
+    while ((hour + 1) * _HOUR_MS + idem_ms) // 1000 <= now // 1000:
+        hour += 1
+    return hour * _HOUR_MS
 
 
 def _fields(record: Record) -> dict[str, str]:

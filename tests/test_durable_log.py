@@ -146,7 +146,7 @@ async def test_a_scorer_killed_between_apply_record_and_ack_loses_and_doubles_no
     log = open_store(store_url)
     await log.open()
     try:
-        recorded = [rec async for chunk in log.scan("test") for _, rec in chunk]
+        recorded = [rec async for chunk in log.scan("test") for rec in chunk]
     finally:
         await log.close()
     assert sorted(rec.id for rec in recorded) == sorted(x["id"] for x in slips)  # each once

@@ -23,8 +23,8 @@ def rec(i: int, player: str = "mia", points: int = 10, ts: int = NOW, **kw: obje
     return Record(f"s{i}", player, points, ts, **kw)  # type: ignore[arg-type]
 
 
-async def scanned(store: Store, game: str = "g") -> list[tuple[Position, Record]]:
-    return [item async for chunk in store.scan(game, batch=3) for item in chunk]
+async def scanned(store: Store, game: str = "g", **bounds: Position) -> list[Record]:
+    return [item async for chunk in store.scan(game, batch=3, **bounds) for item in chunk]
 
 
 async def test_records_are_kept_once_per_id_in_the_order_applied(store: Store) -> None:
@@ -39,15 +39,22 @@ async def test_records_are_kept_once_per_id_in_the_order_applied(store: Store) -
     assert await store.record("g", earlier) == 2
     assert await store.record("other", [rec(2)]) == 1  # ids are per game
     rows = await scanned(store)
-    assert [r for _, r in rows] == [*earlier, *first, replay]
-    positions = [p for p, _ in rows]
+    assert rows == [*earlier, *first, replay]
+    assert [type(r.replayed) for r in rows] == [bool] * 8
+    positions = [p for i in range(8) if (p := await store.position("g", i))]
     assert positions == sorted(positions) and positions[0][0] == 100
+    assert [p[1] for p in positions] == [0, 0, 0, 1, 2, 3, 4, 0]  # each one's index in its batch
+    assert await store.position("g", 8) is None
     assert await store.count("g") == 8
+    # a part of the log: after one position, through another
+    assert await scanned(store, after=positions[1], through=positions[6]) == first
+    assert await scanned(store, through=positions[0]) == earlier[:1]
+    assert await scanned(store, after=positions[6]) == [replay]
     # the original of a copy recorded first takes its place (concurrent batches: see base.py)
     await store.record("g", [rec(5, applied_us=250, index=3)])
     rows = await scanned(store)
-    assert [r for _, r in rows] == [*earlier, *first, rec(5, applied_us=250, index=3)]
-    assert await store.last_before("g", NOW + 1) == rows[-1][0]
+    assert rows == [*earlier, *first, rec(5, applied_us=250, index=3)]
+    assert await store.last_before("g", NOW + 1) == await store.position("g", 7)
     assert await store.last_before("g", NOW - 5) is None
     assert await store.last_before("g", NOW) == positions[0]
 
@@ -62,7 +69,7 @@ async def test_compaction_folds_the_oldest_prefix_and_drops_expired_boards(store
     done = await store.compact("g", before_ts=NOW - 2 * DAY, now_s=NOW // 1000, folder=Folder(config))
     # only the prefix before the first recent one: the late old one stays raw, after it
     assert done.folded == 2
-    assert [r.id for _, r in await scanned(store)] == ["s2", "s3", "s4"]
+    assert [r.id for r in await scanned(store)] == ["s2", "s3", "s4"]
     rows = [row async for chunk in store.board_rows("g", now_s=NOW // 1000) for row in chunk]
     # the daily boards of ten days ago expired after seven: only the all-time rows are kept
     assert {(r.window, r.player) for r in rows} == {("alltime", "a"), ("alltime", "b")}

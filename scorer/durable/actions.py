@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -278,14 +278,12 @@ class ActionFolder(Folder):
             if span is None:
                 self.tournament_slips += 1
                 return
-            folder = Folder(self.config)
             # the same arithmetic on the tournament's one window, writing into the same boards
-            folder._specs = [(tournament_window(rec.tournament, *span), self.config.operator)]
-            folder._slots = [None]
+            folder = Folder(self.config, windows=[(tournament_window(rec.tournament, *span), self.config.operator)])
             folder.boards, folder.expire_at, folder.names = self.boards, self.expire_at, self.names
             self._tournament_folders[rec.tournament] = folder
         before = folder.applied
-        folder.apply([replace(rec, tournament="")])
+        folder.apply([rec._replace(tournament="")])
         self.applied += folder.applied - before
         self.refused += folder.refused
         folder.refused = 0

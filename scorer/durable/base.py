@@ -33,7 +33,7 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from .actions import Action
@@ -56,13 +56,15 @@ class StoreError(Exception):
     """The store cannot be opened or used (bad URL, unreachable database)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     """One applied submission, as the queue carried it (``op`` and scopes ``""`` when absent).
 
     ``replayed``: Redis answered ``duplicate`` when it was recorded — it had been applied before
     and that first outcome was lost (a crash between apply and record); ``applied_us`` is then
-    the replay's, not the first application's (docs/operations.md says what that can change)."""
+    the replay's, not the first application's (docs/operations.md says what that can change).
+
+    A named tuple, not a dataclass: a rebuild reads a million of them, and a store's row (its
+    columns in this order) becomes one with a single C call (``tuple.__new__(Record, row)``)."""
 
     id: str
     player: str
@@ -74,9 +76,9 @@ class Record:
     mode: str = ""
     replayed: bool = False
     applied_us: int = 0  # Redis's clock when the batch that applied it ran
-    index: int = 0  # its place in that batch
-    # A tournament slip counts on that tournament's boards only. Kept in the log, but a rebuild
-    # does not restore tournaments: their definitions and entrants live in Redis only.
+    index: int = 0  # type: ignore[assignment]  # its place in that batch (the name shadows tuple.index)
+    # A tournament slip counts on that tournament's boards only (once its definition is known
+    # from the journal: actions.py).
     tournament: str = ""
 
 
@@ -124,8 +126,15 @@ class Store(abc.ABC):
         written, once they are durable (committed)."""
 
     @abc.abstractmethod
-    def scan(self, game: str, *, batch: int = 5_000) -> AsyncIterator[list[tuple[Position, Record]]]:
-        """The raw log in applied order, in lists of up to ``batch`` ``(position, record)``."""
+    def scan(
+        self, game: str, *, after: Position | None = None, through: Position | None = None, batch: int = 5_000
+    ) -> AsyncIterator[list[Record]]:
+        """The raw log in applied order, in lists of up to ``batch`` records: the rows after
+        ``after`` and up to ``through`` (positions; None: from the start, to the end)."""
+
+    @abc.abstractmethod
+    async def position(self, game: str, offset: int) -> Position | None:
+        """The position of the raw row with ``offset`` rows before it in applied order."""
 
     @abc.abstractmethod
     def board_rows(self, game: str, *, now_s: int, batch: int = 5_000) -> AsyncIterator[list[BoardRow]]:

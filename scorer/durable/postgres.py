@@ -107,19 +107,28 @@ class PostgresStore(Store):
         status: str = await self.pool.execute(_INSERT, game, *columns)
         return int(status.rsplit(" ", 1)[1])  # "INSERT 0 <rows>"
 
-    async def scan(self, game: str, *, batch: int = 5_000) -> AsyncIterator[list[tuple[Position, Record]]]:
-        after: Position = (-1, -1, -1)
+    async def scan(
+        self, game: str, *, after: Position | None = None, through: Position | None = None, batch: int = 5_000
+    ) -> AsyncIterator[list[Record]]:
+        last = after if after is not None else (-1, -1, -1)
+        upto = "" if through is None else " AND (applied, idx, seq) <= ($6, $7, $8)"
         while True:
             rows = await self.pool.fetch(
-                f"SELECT seq, {_COLUMNS} FROM submissions WHERE game = $1 AND (applied, idx, seq) > ($2, $3, $4)"
+                f"SELECT {_COLUMNS}, seq FROM submissions WHERE game = $1 AND (applied, idx, seq) > ($2, $3, $4){upto}"
                 " ORDER BY applied, idx, seq LIMIT $5",
-                game, *after, batch,
+                game, *last, batch, *(through or ()),
             )  # fmt: skip
             if not rows:
                 return
-            chunk = [((row[-3], row[-2], row[0]), Record(*row[1:])) for row in rows]
-            after = chunk[-1][0]
-            yield chunk
+            last = (rows[-1][9], rows[-1][10], rows[-1][12])
+            yield [Record(*row[:12]) for row in rows]
+
+    async def position(self, game: str, offset: int) -> Position | None:
+        row = await self.pool.fetchrow(
+            "SELECT applied, idx, seq FROM submissions WHERE game = $1 ORDER BY applied, idx, seq LIMIT 1 OFFSET $2",
+            game, offset,
+        )  # fmt: skip
+        return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
     async def board_rows(self, game: str, *, now_s: int, batch: int = 5_000) -> AsyncIterator[list[BoardRow]]:
         async with self.pool.acquire() as conn, conn.transaction():
