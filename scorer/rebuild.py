@@ -38,9 +38,12 @@ scorers stopped: a submission applied meanwhile could be overwritten by an older
 
 from __future__ import annotations
 
+import asyncio
+import multiprocessing
 import sys
 import time
 from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -48,10 +51,10 @@ from leaderboard import GameConfig, Leaderboard, now_ms
 from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.transport import Command, RedisClient, execute_packed
 
-from .durable import Record, Store
+from .durable import Record, Store, open_store
 from .durable import actions as journal
-from .durable.actions import ActionFolder
-from .durable.base import Position
+from .durable.actions import Action, ActionFolder
+from .durable.base import PARTS, Part, Position
 
 _HOUR_MS = 3_600_000
 _CHUNK = 1_000  # members per ZADD / SADD / PFADD
@@ -157,7 +160,12 @@ async def rebuild(
     replay: int | None = None,
     progress_to: TextIO | None = None,
     now: int | None = None,
+    workers: int = 2,
 ) -> Restored:
+    """``workers``: processes folding the log, each a part of the players (one of base.PARTS;
+    1: folded in this one)."""
+    if workers not in PARTS:
+        raise ValueError(f"workers must be one of {', '.join(map(str, PARTS))}, got {workers}")
     started = time.monotonic()
     present = await existing_keys(redis, config)
     if present and not force:
@@ -180,21 +188,33 @@ async def rebuild(
     # The journaled actions fold with the submissions, in the order Redis applied both. Replaying
     # an action through its function would journal it again, so every submission applied before
     # the newest action whose place matters (actions.ordered) is folded; only later ones replay.
-    folder = ActionFolder(config, await store.actions(game))
-    async for rows in store.board_rows(game, now_s=now // 1000):
-        folder.load(rows)
-        restored.board_rows += len(rows)
-    through = await _fold_through(store, game, cut, fold_first, folder.last_pending)
-    seen: dict[int, list[str]] = {}  # hour -> folded ids whose bucket is still alive
-    if through is not None:
-        alive_from = _alive_from(now, idem_ms)
-        async for records in store.scan(game, through=through, batch=max(batch, 5_000)):
-            folder.apply(records)
-            for record in records:
-                if record.ts >= alive_from:
-                    seen.setdefault(record.ts // _HOUR_MS, []).append(record.id)
-            restored.folded += len(records)
-            progress.advance(len(records))
+    actions = await store.actions(game)
+    through = await _fold_through(store, game, cut, fold_first, journal.newest_ordered(actions))
+    # The fold is per player: each part of the players is read and folded apart, in a process of
+    # its own (the fold is Python, bound by one core), and the parts' states add up.
+    task = _FoldTask(config, through, now, _alive_from(now, idem_ms), max(batch, 5_000))
+    folder, seen = ActionFolder(config), dict[int, list[str]]()  # hour -> folded ids whose bucket is alive
+    if workers == 1:
+        parts = [await task.fold(store, None, actions)]
+    else:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            loop = asyncio.get_running_loop()
+            shares = journal.shares(actions, workers)
+            running = [
+                loop.run_in_executor(pool, task.fold_apart, store.url, (i, workers), shares[i]) for i in range(workers)
+            ]
+            for done in asyncio.as_completed(running):
+                progress.advance((await done).folded)
+            parts = [part.result() for part in running]
+    for part in parts:
+        folder.merge(part.folder)
+        for hour, ids in part.seen.items():
+            seen.setdefault(hour, []).extend(ids)
+        restored.folded += part.folded
+        restored.board_rows += part.board_rows
+    if workers == 1:
+        progress.advance(restored.folded)
+    folder.actions = len(actions)  # the tournaments' definitions were folded in every part
     # before the first replayed one: it builds on the folded state
     await _write_folded(lb, folder, seen, await store.names(game), restored, now)
     pending: list[dict[str, str]] = []
@@ -216,6 +236,58 @@ async def rebuild(
     restored.tournament_slips += folder.tournament_slips
     restored.seconds = time.monotonic() - started
     return restored
+
+
+@dataclass(slots=True)
+class _Part:
+    """What one part of the players' fold left (pickled back from its worker process)."""
+
+    folder: ActionFolder
+    seen: dict[int, list[str]]  # hour -> folded ids whose bucket is still alive
+    folded: int
+    board_rows: int
+
+
+@dataclass(frozen=True, slots=True)
+class _FoldTask:
+    """The fold of the log's prefix through ``through``, one part of the players at a time."""
+
+    config: GameConfig
+    through: Position | None
+    now: int
+    alive_from: int  # the first timestamp whose idempotency bucket is still alive
+    batch: int
+
+    async def fold(self, store: Store, part: Part | None, actions: list[Action]) -> _Part:
+        game, now_s = self.config.game, self.now // 1000
+        folder = ActionFolder(self.config, actions)
+        out = _Part(folder, {}, 0, 0)
+        async for rows in store.board_rows(game, now_s=now_s, part=part):
+            folder.load(rows)
+            out.board_rows += len(rows)
+        if self.through is not None:
+            seen, alive_from = out.seen, self.alive_from
+            async for records in store.scan(game, through=self.through, part=part, batch=self.batch):
+                folder.apply(records)
+                for record in records:
+                    if record.ts >= alive_from:
+                        seen.setdefault(record.ts // _HOUR_MS, []).append(record.id)
+                out.folded += len(records)
+        folder.finish()  # the actions after its last folded submission: all before the first replayed one
+        return out
+
+    def fold_apart(self, url: str, part: Part, actions: list[Action]) -> _Part:
+        """``fold`` in a worker process, on a connection of its own."""
+
+        async def run() -> _Part:
+            store = open_store(url)
+            await store.open()
+            try:
+                return await self.fold(store, part, actions)
+            finally:
+                await store.close()
+
+        return asyncio.run(run())
 
 
 async def _fold_through(

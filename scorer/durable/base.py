@@ -41,6 +41,17 @@ if TYPE_CHECKING:
 
 
 Position = tuple[int, int, int]  # (applied_us, index in its batch, seq): a raw row's place in the applied order
+# (i, n): the players of part i of n. The fold is per player, so a log's parts fold apart (each
+# in a process of its own: rebuild.py) and their states add up to the whole's.
+Part = tuple[int, int]
+PARTS = (1, 2, 4, 8, 16)  # how many parts a log can be cut into (the low bits of one byte)
+
+
+def part_of(player: str, n: int) -> int:
+    """Which of ``n`` parts (one of ``PARTS``) a player is in: the low bits of the last byte of
+    its UTF-8 form, which each backend computes in SQL too (``Store.scan``'s ``part``)."""
+    return player.encode()[-1] % n
+
 
 # The upsert of a record whose id is already held: it replaces the row only if it was applied
 # earlier (same SQL for both backends).
@@ -110,6 +121,7 @@ class Store(abc.ABC):
     # Errors that mean "the database is not there right now": retried with backoff, the batch
     # staying unacknowledged meanwhile. Anything else is a bug and is not hidden by a retry.
     unavailable: tuple[type[BaseException], ...] = (OSError, TimeoutError)
+    url: str  # what open_store opens it from (a rebuild's worker processes open their own)
 
     @abc.abstractmethod
     async def open(self) -> None:
@@ -127,18 +139,28 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def scan(
-        self, game: str, *, after: Position | None = None, through: Position | None = None, batch: int = 5_000
+        self,
+        game: str,
+        *,
+        after: Position | None = None,
+        through: Position | None = None,
+        part: Part | None = None,
+        batch: int = 5_000,
     ) -> AsyncIterator[list[Record]]:
         """The raw log in applied order, in lists of up to ``batch`` records: the rows after
-        ``after`` and up to ``through`` (positions; None: from the start, to the end)."""
+        ``after`` and up to ``through`` (positions; None: from the start, to the end), of the
+        players of ``part`` (None: all)."""
 
     @abc.abstractmethod
     async def position(self, game: str, offset: int) -> Position | None:
         """The position of the raw row with ``offset`` rows before it in applied order."""
 
     @abc.abstractmethod
-    def board_rows(self, game: str, *, now_s: int, batch: int = 5_000) -> AsyncIterator[list[BoardRow]]:
-        """The folded board rows whose period has not expired at ``now_s``."""
+    def board_rows(
+        self, game: str, *, now_s: int, part: Part | None = None, batch: int = 5_000
+    ) -> AsyncIterator[list[BoardRow]]:
+        """The folded board rows whose period has not expired at ``now_s`` (of the players of
+        ``part``; None: all)."""
 
     @abc.abstractmethod
     async def names(self, game: str) -> dict[str, str]:

@@ -75,6 +75,16 @@ class Folder:
             self.boards.setdefault(board, {})[row.player] = row.score
             self.expire_at[board] = row.expire_at_s
 
+    def merge(self, other: Folder) -> None:
+        """Add the boards and names of a folder of other players (another part of the log)."""
+        for board, members in other.boards.items():
+            self.boards.setdefault(board, {}).update(members)
+        self.expire_at.update(other.expire_at)
+        self.names.update(other.names)
+        self.applied += other.applied
+        self.refused += other.refused
+        self.tournament_slips += other.tournament_slips
+
     def apply(self, records: Iterable[Record]) -> None:
         routes, names, cap, best_default = self._routes, self.names, self._cap, self._best_default
         lo, hi = self._span

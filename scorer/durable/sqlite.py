@@ -19,7 +19,7 @@ import aiosqlite
 from .actions import SQLITE_SCHEMA as ACTIONS_SCHEMA
 from .actions import Action
 from .actions import take_in_compaction as _take
-from .base import EARLIER, UPDATE_SET, BoardRow, Compaction, Position, Record, Store, StoreError
+from .base import EARLIER, UPDATE_SET, BoardRow, Compaction, Part, Position, Record, Store, StoreError
 from .fold import Folder
 
 SCHEMA = """
@@ -47,6 +47,8 @@ CREATE TABLE IF NOT EXISTS names (
 # rebuild's cut, a compaction's) walk the applied-order index from one end, once per run.
 _COLUMNS = "id, player, points, ts, op, name, region, mode, replayed, applied, idx, tournament"
 _ON_CONFLICT = f"ON CONFLICT (game, id) DO UPDATE SET {UPDATE_SET} WHERE {EARLIER}"
+# base.part_of in SQL: the last hex digit of the player's UTF-8 bytes, as a number, modulo n
+_PART = " AND (instr('0123456789ABCDEF', substr(hex(player), -1)) - 1) % ? = ?"
 
 
 class SQLiteStore(Store):
@@ -55,6 +57,7 @@ class SQLiteStore(Store):
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self.url = f"sqlite:///{self.path}"
         self._db: aiosqlite.Connection | None = None
         # One connection, shared by the scorer's loops: its write transactions must not interleave
         # (a second BEGIN on it would fail), so they take turns. SQLite has one writer anyway.
@@ -127,13 +130,21 @@ class SQLiteStore(Store):
         return added
 
     async def scan(
-        self, game: str, *, after: Position | None = None, through: Position | None = None, batch: int = 5_000
+        self,
+        game: str,
+        *,
+        after: Position | None = None,
+        through: Position | None = None,
+        part: Part | None = None,
+        batch: int = 5_000,
     ) -> AsyncIterator[list[Record]]:
         where, args = "", list[object]([game])
         for compare, bound in ((">", after), ("<=", through)):
             if bound is not None:
                 where += f" AND (applied, idx, seq) {compare} (?, ?, ?)"
                 args += bound
+        if part is not None:
+            where, args = where + _PART, [*args, part[1], part[0]]
         # One statement (a read transaction: one snapshot of the log), read a chunk ahead: the
         # connection's thread steps through the next chunk while the caller works on this one.
         async with self.db.execute(
@@ -155,11 +166,16 @@ class SQLiteStore(Store):
             row = await cursor.fetchone()
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
-    async def board_rows(self, game: str, *, now_s: int, batch: int = 5_000) -> AsyncIterator[list[BoardRow]]:
+    async def board_rows(
+        self, game: str, *, now_s: int, part: Part | None = None, batch: int = 5_000
+    ) -> AsyncIterator[list[BoardRow]]:
+        where, args = "", list[object]([game, now_s])
+        if part is not None:
+            where, args = _PART, [*args, part[1], part[0]]
         async with self.db.execute(
             "SELECT window, period, scope, player, score, expire_at FROM board_rows"
-            " WHERE game = ? AND (expire_at = 0 OR expire_at > ?)",
-            (game, now_s),
+            f" WHERE game = ? AND (expire_at = 0 OR expire_at > ?){where}",
+            args,
         ) as cursor:
             while rows := list(await cursor.fetchmany(batch)):
                 yield [BoardRow(*row) for row in rows]
