@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from leaderboard import GameConfig
 from leaderboard.settings import SettingsError
 from scorer.durable import Folder, Record, Store, StoreError, open_store
-from scorer.durable.base import Position
+from scorer.durable.base import PARTS, part_of
 from scorer.settings import ScorerSettings
 
 from .conftest import NOW
@@ -23,7 +24,7 @@ def rec(i: int, player: str = "mia", points: int = 10, ts: int = NOW, **kw: obje
     return Record(f"s{i}", player, points, ts, **kw)  # type: ignore[arg-type]
 
 
-async def scanned(store: Store, game: str = "g", **bounds: Position) -> list[Record]:
+async def scanned(store: Store, game: str = "g", **bounds: Any) -> list[Record]:
     return [item async for chunk in store.scan(game, batch=3, **bounds) for item in chunk]
 
 
@@ -57,6 +58,27 @@ async def test_records_are_kept_once_per_id_in_the_order_applied(store: Store) -
     assert await store.last_before("g", NOW + 1) == await store.position("g", 7)
     assert await store.last_before("g", NOW - 5) is None
     assert await store.last_before("g", NOW) == positions[0]
+
+
+async def test_the_log_cuts_into_parts_by_player_as_part_of_says(store: Store) -> None:
+    # last characters of one to four UTF-8 bytes, odd and even last bytes
+    players = ["mia", "bo", "p0", "p1", "p17", "zoë", "ø", "José", "li€", "名前", "名", "🎮", "x🎲"]
+    records = [rec(i, player=p, applied_us=100 + i) for i, p in enumerate(players)]
+    await store.record("g", records)
+    config = GameConfig(game="g", windows=("alltime",))
+    folder = Folder(config)
+    folder.apply(records)
+    await store.compact("g", before_ts=NOW + 1, now_s=NOW // 1000, folder=folder)
+    await store.record("g", records[:5])  # raw again, after the board rows (ids are free again)
+    for n in PARTS:
+        parts = [await scanned(store, part=(i, n)) for i in range(n)]
+        assert sorted(r for part in parts for r in part) == sorted(records[:5])
+        assert all(part_of(r.player, n) == i for i, part in enumerate(parts) for r in part)
+        rows = [[row.player async for chunk in store.board_rows("g", now_s=NOW // 1000, part=(i, n)) for row in chunk]
+                for i in range(n)]  # fmt: skip
+        assert sorted(p for part in rows for p in part) == sorted(players)
+        assert all(part_of(p, n) == i for i, part in enumerate(rows) for p in part)
+    assert {part_of(p, 2) for p in players} == {0, 1}
 
 
 async def test_compaction_folds_the_oldest_prefix_and_drops_expired_boards(store: Store) -> None:
