@@ -39,11 +39,10 @@ scorers stopped: a submission applied meanwhile could be overwritten by an older
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
+import pickle
 import sys
 import time
 from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -197,15 +196,15 @@ async def rebuild(
     if workers == 1:
         parts = [await task.fold(store, None, actions)]
     else:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            loop = asyncio.get_running_loop()
-            shares = journal.shares(actions, workers)
-            running = [
-                loop.run_in_executor(pool, task.fold_apart, store.url, (i, workers), shares[i]) for i in range(workers)
-            ]
+        shares = journal.shares(actions, workers)
+        running = [asyncio.ensure_future(task.fold_apart(store.url, (i, workers), shares[i])) for i in range(workers)]
+        try:
             for done in asyncio.as_completed(running):
                 progress.advance((await done).folded)
-            parts = [part.result() for part in running]
+        finally:
+            for worker in running:
+                worker.cancel()
+        parts = [worker.result() for worker in running]
     for part in parts:
         folder.merge(part.folder)
         for hour, ids in part.seen.items():
@@ -276,18 +275,40 @@ class _FoldTask:
         folder.finish()  # the actions after its last folded submission: all before the first replayed one
         return out
 
-    def fold_apart(self, url: str, part: Part, actions: list[Action]) -> _Part:
-        """``fold`` in a worker process, on a connection of its own."""
+    async def fold_apart(self, url: str, part: Part, actions: list[Action]) -> _Part:
+        """``fold`` in a worker process of its own, on a connection of its own: a new interpreter
+        (not multiprocessing's, which would import the caller's main module again) that reads
+        the task from its stdin and writes what it folded to its stdout, pickled."""
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "from scorer.rebuild import _fold_worker; _fold_worker()",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            out, _ = await proc.communicate(pickle.dumps((self, url, part, actions), protocol=pickle.HIGHEST_PROTOCOL))
+        finally:
+            if proc.returncode is None:  # cancelled: another part failed
+                proc.kill()
+                await proc.wait()
+        if proc.returncode != 0:
+            raise RuntimeError(f"the rebuild's worker for part {part[0]} of {part[1]} failed (exit {proc.returncode})")
+        result: _Part = pickle.loads(out)
+        return result
 
-        async def run() -> _Part:
-            store = open_store(url)
-            await store.open()
-            try:
-                return await self.fold(store, part, actions)
-            finally:
-                await store.close()
 
-        return asyncio.run(run())
+def _fold_worker() -> None:
+    """A worker process of ``_FoldTask.fold_apart`` (its errors go to the inherited stderr)."""
+    task: _FoldTask
+    task, url, part, actions = pickle.load(sys.stdin.buffer)
+
+    async def run() -> _Part:
+        store = open_store(url)
+        await store.open()
+        try:
+            return await task.fold(store, part, actions)
+        finally:
+            await store.close()
+
+    pickle.dump(asyncio.run(run()), sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 async def _fold_through(
