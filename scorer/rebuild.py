@@ -18,7 +18,11 @@ How, in the order the submissions were applied (the log's ``applied, idx, seq``)
    (``durable/fold.py``, the function's rules) and written as final states: one ZADD per member
    instead of one call per submission, so a rebuild is not bounded by Redis's speed at running
    ``lb_submit``; the ids still inside the idempotency horizon are added to their seen buckets;
-   then each board's rank companions (histogram, distinct points) are computed from its members;
+   then each board's rank companions (histogram, distinct points) are computed from its members.
+   The fold is per player, so the players are cut into parts (``durable/base.py``: ``part_of``,
+   which each backend also computes in SQL) and each part is read and folded by a worker process
+   of its own (``workers``, two by default: reading and folding are Python, one core each), the
+   journaled actions shared between them (``actions.shares``); their states add up;
 2. the newest ``replay`` submissions (default: as many as the activity feed keeps) go through
    ``lb_submit`` itself, in batches, with their original timestamps, on top of that state: the
    same rules, and the activity feed comes back as it was; their announcements go to a channel
