@@ -8,6 +8,9 @@ a) size: ``--submissions`` applied submissions (``--players`` players, three win
 b) rebuild speed from SQLite into an empty Redis: right after the loss (every submission inside
    the idempotency horizon: folded, their ids restored, the newest 10,000 through ``lb_submit``),
    and as if three days later (every one outside the horizon: all folded).
+
+``--rebuild-only``: b) alone (the log recorded into SQLite only, no PostgreSQL, no compaction),
+``--rounds`` times each, alternating; ``--workers``: the rebuild's worker processes.
 """
 
 from __future__ import annotations
@@ -87,11 +90,53 @@ async def postgres_size(url: str) -> int:
         await conn.close()
 
 
+async def rebuild_speeds(path: Path, redis_url: str, now: int, args: argparse.Namespace) -> dict[str, list[float]]:
+    """b): submissions/s of each rebuild, right after the loss and three days later, alternating."""
+    config = GameConfig(game="bench")
+    r = connect(redis_url)
+    store = open_store(f"sqlite:///{path}")
+    await store.open()
+    speeds: dict[str, list[float]] = {}
+    try:
+        for _ in range(args.rounds):
+            for label, at in (("right after the loss", now), ("three days later", now + 3 * DAY_MS)):
+                await r.flushall()
+                print(f"rebuild {label} ...", file=sys.stderr)
+                restored = await rebuild(
+                    r, store, config, batch=1000, progress_to=io.StringIO(), now=at, workers=args.workers
+                )
+                speeds.setdefault(label, []).append((restored.folded + restored.replayed) / restored.seconds)
+    finally:
+        await store.close()
+        await r.aclose()
+    return speeds
+
+
+def speed_lines(n: int, players: int, speeds: dict[str, list[float]], workers: int) -> list[str]:
+    return [
+        f"Rebuild from SQLite into an empty Redis ({n:,} submissions, {players:,} players, {workers} workers):",
+        "",
+        "| rebuild | submissions/s, each run |",
+        "|---|---|",
+        *(f"| {label} | **{', '.join(f'{v:,.0f}' for v in runs)}** |" for label, runs in speeds.items()),
+    ]
+
+
 async def run(args: argparse.Namespace) -> list[str]:
     config = GameConfig(game="bench")
     now = now_ms()
     log = batches(args.submissions, args.players, now)
     n = args.submissions
+    players = len({rec.player for batch in log for rec in batch})
+    if args.rebuild_only:
+        with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)) as redis:
+            path = Path(tmp) / "scores.db"
+            store = open_store(f"sqlite:///{path}")
+            await store.open()
+            print("sqlite: recording ...", file=sys.stderr)
+            await fill(store, log)
+            await store.close()
+            return speed_lines(n, players, await rebuild_speeds(path, redis.url, now, args), args.workers)
     lines = [
         f"{n:,} submissions of {args.players:,} players (three windows: daily, weekly, all-time; a third with a "
         "region), recorded 500 per batch:",
@@ -110,17 +155,7 @@ async def run(args: argparse.Namespace) -> list[str]:
             await store.close()
             raw[kind] = await (sqlite_size(path) if kind == "sqlite" else postgres_size(pg.url))
         # b) rebuild speed from SQLite, before compaction (compaction empties the raw log)
-        r = connect(redis.url)
-        speeds = {}
-        store = stores["sqlite"]
-        await store.open()
-        for label, at in (("right after the loss", now), ("three days later", now + 3 * DAY_MS)):
-            await r.flushall()
-            print(f"rebuild {label} ...", file=sys.stderr)
-            restored = await rebuild(r, store, config, batch=1000, progress_to=io.StringIO(), now=at)
-            speeds[label] = (restored.folded + restored.replayed) / restored.seconds
-        await store.close()
-        await r.aclose()
+        speeds = await rebuild_speeds(path, redis.url, now, args)
         for kind, store in stores.items():
             await store.open()
             print(f"{kind}: compacting ...", file=sys.stderr)
@@ -128,7 +163,6 @@ async def run(args: argparse.Namespace) -> list[str]:
             rows[kind] = done.board_rows
             await store.close()
             compacted[kind] = await (sqlite_size(path) if kind == "sqlite" else postgres_size(pg.url))
-    players = len({rec.player for batch in log for rec in batch})
     lines += [
         f"| recording, rows/s (one transaction per 500) | {rates['sqlite']:,.0f} | {rates['postgres']:,.0f} |",
         f"| raw log, bytes per million submissions | {raw['sqlite'] * 1e6 / n / 1e6:,.0f} MB "
@@ -136,11 +170,7 @@ async def run(args: argparse.Namespace) -> list[str]:
         f"| compacted: board rows ({rows['sqlite'] / players:.1f} per player) + names, bytes per player "
         f"| {compacted['sqlite'] / players:,.0f} | {compacted['postgres'] / players:,.0f} |",
         "",
-        f"Rebuild from SQLite into an empty Redis ({n:,} submissions, {players:,} players):",
-        "",
-        "| rebuild | submissions/s |",
-        "|---|---|",
-        *(f"| {label} | **{speed:,.0f}** |" for label, speed in speeds.items()),
+        *speed_lines(n, players, speeds, args.workers),
     ]
     return lines
 
@@ -149,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m bench.durable", __doc__ or "")
     p.add_argument("--submissions", type=int, default=1_000_000, help="submissions in the log (default 1,000,000)")
     p.add_argument("--players", type=int, default=100_000, help="distinct players drawn from (default 100,000)")
+    p.add_argument("--rebuild-only", action="store_true", help="only the rebuild speed (SQLite, no PostgreSQL)")
+    p.add_argument("--rounds", type=int, default=1, help="rebuilds of each kind, alternating (default 1)")
+    p.add_argument("--workers", type=int, default=2, help="the rebuild's worker processes (default 2)")
     args = p.parse_args(argv)
     print("\n".join(asyncio.run(run(args))))
     return 0

@@ -103,7 +103,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "rank-index", help="rebuild the boards' rank companions (after an upgrade or a switch to dense ranks)",
         description="Rebuild each board's histogram, and in dense mode its distinct points, from its members: "
         "every board of the game that exists (all periods and scopes), or those of --window. One O(N) atomic "
-        "call per board (seconds per million members, Redis serving nothing else meanwhile); the scorers may keep running.",
+        "call per board (seconds per million members, Redis serving nothing else meanwhile); the scorers may "
+        "keep running.",
         formatter_class=HelpFormatter, epilog=p.epilog,
     )  # fmt: skip
     x.add_argument("--window", action="append", help="only this window (repeatable; a tournament's t-<id> too)")

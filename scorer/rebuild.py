@@ -18,7 +18,11 @@ How, in the order the submissions were applied (the log's ``applied, idx, seq``)
    (``durable/fold.py``, the function's rules) and written as final states: one ZADD per member
    instead of one call per submission, so a rebuild is not bounded by Redis's speed at running
    ``lb_submit``; the ids still inside the idempotency horizon are added to their seen buckets;
-   then each board's rank companions (histogram, distinct points) are computed from its members;
+   then each board's rank companions (histogram, distinct points) are computed from its members.
+   The fold is per player, so the players are cut into parts (``durable/base.py``: ``part_of``,
+   which each backend also computes in SQL) and each part is read and folded by a worker process
+   of its own (``workers``, two by default: reading and folding are Python, one core each), the
+   journaled actions shared between them (``actions.shares``); their states add up;
 2. the newest ``replay`` submissions (default: as many as the activity feed keeps) go through
    ``lb_submit`` itself, in batches, with their original timestamps, on top of that state: the
    same rules, and the activity feed comes back as it was; their announcements go to a channel
@@ -38,6 +42,8 @@ scorers stopped: a submission applied meanwhile could be overwritten by an older
 
 from __future__ import annotations
 
+import asyncio
+import pickle
 import sys
 import time
 from collections.abc import Mapping
@@ -48,9 +54,10 @@ from leaderboard import GameConfig, Leaderboard, now_ms
 from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.transport import Command, RedisClient, execute_packed
 
-from .durable import Record, Store
+from .durable import Record, Store, open_store
 from .durable import actions as journal
-from .durable.actions import ActionFolder
+from .durable.actions import Action, ActionFolder
+from .durable.base import PARTS, Part, Position
 
 _HOUR_MS = 3_600_000
 _CHUNK = 1_000  # members per ZADD / SADD / PFADD
@@ -156,7 +163,12 @@ async def rebuild(
     replay: int | None = None,
     progress_to: TextIO | None = None,
     now: int | None = None,
+    workers: int = 2,
 ) -> Restored:
+    """``workers``: processes folding the log, each a part of the players (one of base.PARTS;
+    1: folded in this one)."""
+    if workers not in PARTS:
+        raise ValueError(f"workers must be one of {', '.join(map(str, PARTS))}, got {workers}")
     started = time.monotonic()
     present = await existing_keys(redis, config)
     if present and not force:
@@ -179,30 +191,38 @@ async def rebuild(
     # The journaled actions fold with the submissions, in the order Redis applied both. Replaying
     # an action through its function would journal it again, so every submission applied before
     # the newest action whose place matters (actions.ordered) is folded; only later ones replay.
-    folder = ActionFolder(config, await store.actions(game))
-    newest_action = folder.last_pending
-    async for rows in store.board_rows(game, now_s=now // 1000):
-        folder.load(rows)
-        restored.board_rows += len(rows)
-    seen: dict[int, list[str]] = {}  # hour -> folded ids whose bucket is still alive
+    actions = await store.actions(game)
+    through = await _fold_through(store, game, cut, fold_first, journal.newest_ordered(actions))
+    # The fold is per player: each part of the players is read and folded apart, in a process of
+    # its own (the fold is Python, bound by one core), and the parts' states add up.
+    task = _FoldTask(config, through, now, _alive_from(now, idem_ms), max(batch, 5_000))
+    folder, seen = ActionFolder(config), dict[int, list[str]]()  # hour -> folded ids whose bucket is alive
+    if workers == 1:
+        parts = [await task.fold(store, None, actions)]
+    else:
+        shares = journal.shares(actions, workers)
+        running = [asyncio.ensure_future(task.fold_apart(store.url, (i, workers), shares[i])) for i in range(workers)]
+        try:
+            for done in asyncio.as_completed(running):
+                progress.advance((await done).folded)
+        finally:
+            for worker in running:
+                worker.cancel()
+        parts = [worker.result() for worker in running]
+    for part in parts:
+        folder.merge(part.folder)
+        for hour, ids in part.seen.items():
+            seen.setdefault(hour, []).extend(ids)
+        restored.folded += part.folded
+        restored.board_rows += part.board_rows
+    if workers == 1:
+        progress.advance(restored.folded)
+    folder.actions = len(actions)  # the tournaments' definitions were folded in every part
+    # before the first replayed one: it builds on the folded state
+    await _write_folded(lb, folder, seen, await store.names(game), restored, now)
     pending: list[dict[str, str]] = []
-    folded_written = False
-    async for chunk in store.scan(game, batch=max(batch, 5_000)):
-        for position, record in chunk:
-            if (
-                restored.folded < fold_first
-                or (cut is not None and position <= cut)
-                or (newest_action is not None and position[0] < newest_action)
-            ):
-                folder.apply([record])
-                hour = record.ts // _HOUR_MS
-                if ((hour + 1) * _HOUR_MS + idem_ms) // 1000 > now // 1000:
-                    seen.setdefault(hour, []).append(record.id)
-                restored.folded += 1
-                continue
-            if not folded_written:  # before the first replayed one: it builds on the folded state
-                await _write_folded(lb, folder, seen, await store.names(game), restored, now)
-                folded_written = True
+    async for records in store.scan(game, after=through, batch=batch):
+        for record in records:
             if record.tournament and record.tournament not in folder.state.tournaments:
                 restored.tournament_slips += 1  # its definition is not in the log: lb_submit would refuse it
                 continue
@@ -210,9 +230,7 @@ async def rebuild(
             if len(pending) >= batch:
                 await _replay(lb, pending, now, restored)
                 pending = []
-        progress.advance(len(chunk))
-    if not folded_written:
-        await _write_folded(lb, folder, seen, await store.names(game), restored, now)
+        progress.advance(len(records))
     if pending:
         await _replay(lb, pending, now, restored)
     progress.finish()
@@ -221,6 +239,105 @@ async def rebuild(
     restored.tournament_slips += folder.tournament_slips
     restored.seconds = time.monotonic() - started
     return restored
+
+
+@dataclass(slots=True)
+class _Part:
+    """What one part of the players' fold left (pickled back from its worker process)."""
+
+    folder: ActionFolder
+    seen: dict[int, list[str]]  # hour -> folded ids whose bucket is still alive
+    folded: int
+    board_rows: int
+
+
+@dataclass(frozen=True, slots=True)
+class _FoldTask:
+    """The fold of the log's prefix through ``through``, one part of the players at a time."""
+
+    config: GameConfig
+    through: Position | None
+    now: int
+    alive_from: int  # the first timestamp whose idempotency bucket is still alive
+    batch: int
+
+    async def fold(self, store: Store, part: Part | None, actions: list[Action]) -> _Part:
+        game, now_s = self.config.game, self.now // 1000
+        folder = ActionFolder(self.config, actions)
+        out = _Part(folder, {}, 0, 0)
+        async for rows in store.board_rows(game, now_s=now_s, part=part):
+            folder.load(rows)
+            out.board_rows += len(rows)
+        if self.through is not None:
+            seen, alive_from = out.seen, self.alive_from
+            async for records in store.scan(game, through=self.through, part=part, batch=self.batch):
+                folder.apply(records)
+                for record in records:
+                    if record.ts >= alive_from:
+                        seen.setdefault(record.ts // _HOUR_MS, []).append(record.id)
+                out.folded += len(records)
+        folder.finish()  # the actions after its last folded submission: all before the first replayed one
+        return out
+
+    async def fold_apart(self, url: str, part: Part, actions: list[Action]) -> _Part:
+        """``fold`` in a worker process of its own, on a connection of its own: a new interpreter
+        (not multiprocessing's, which would import the caller's main module again) that reads
+        the task from its stdin and writes what it folded to its stdout, pickled."""
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "from scorer.rebuild import _fold_worker; _fold_worker()",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            out, _ = await proc.communicate(pickle.dumps((self, url, part, actions), protocol=pickle.HIGHEST_PROTOCOL))
+        finally:
+            if proc.returncode is None:  # cancelled: another part failed
+                proc.kill()
+                await proc.wait()
+        if proc.returncode != 0:
+            raise RuntimeError(f"the rebuild's worker for part {part[0]} of {part[1]} failed (exit {proc.returncode})")
+        result: _Part = pickle.loads(out)
+        return result
+
+
+def _fold_worker() -> None:
+    """A worker process of ``_FoldTask.fold_apart`` (its errors go to the inherited stderr)."""
+    task: _FoldTask
+    task, url, part, actions = pickle.load(sys.stdin.buffer)
+
+    async def run() -> _Part:
+        store = open_store(url)
+        await store.open()
+        try:
+            return await task.fold(store, part, actions)
+        finally:
+            await store.close()
+
+    pickle.dump(asyncio.run(run()), sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+async def _fold_through(
+    store: Store, game: str, cut: Position | None, fold_first: int, newest_action: int | None
+) -> Position | None:
+    """The last position folded (None: none). The folded part is a prefix of the log in applied
+    order, the longest of: up to the last submission lb_submit would refuse as too old (``cut``),
+    all but the newest ``replay`` (``fold_first`` rows), every one applied before the newest
+    ordered action (Redis's clock, microseconds)."""
+    ends = [cut]
+    if fold_first > 0:
+        ends.append(await store.position(game, fold_first - 1))
+    if newest_action is not None:
+        # after every row applied in the microsecond before it (an index and a seq above any real
+        # one, within both backends' column types)
+        ends.append((newest_action - 1, 2**31 - 1, 2**62))
+    return max((end for end in ends if end is not None), default=None)
+
+
+def _alive_from(now: int, idem_ms: int) -> int:
+    """The first timestamp whose idempotency bucket (its hour's) is still alive at ``now``."""
+    hour = (now - idem_ms) // _HOUR_MS - 1
+    while ((hour + 1) * _HOUR_MS + idem_ms) // 1000 <= now // 1000:
+        hour += 1
+    return hour * _HOUR_MS
 
 
 def _fields(record: Record) -> dict[str, str]:

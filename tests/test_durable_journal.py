@@ -121,9 +121,10 @@ async def play(game: Game, store: Store, *, compact: bool) -> None:
         assert await store.count("test") == 0
 
 
+@pytest.mark.parametrize("workers", [1, 2], ids=["in-process", "two-parts"])
 @pytest.mark.parametrize("compact", [False, True], ids=["raw", "compacted"])
 async def test_rebuild_restores_what_the_actions_left_exactly(
-    r: aioredis.Redis, redis_url: str, store: Store, compact: bool
+    r: aioredis.Redis, redis_url: str, store: Store, compact: bool, workers: int
 ) -> None:
     game = Game(r, redis_url, store)
     await play(game, store, compact=compact)
@@ -145,7 +146,8 @@ async def test_rebuild_restores_what_the_actions_left_exactly(
     assert before[CONFIG.keys.badges("p7")] == ["gold", "silver", "top10"]
 
     await r.flushall()
-    restored = await rebuild(r, store, CONFIG, batch=5, progress_to=io.StringIO())
+    # in parts (the default), the actions are shared between them: p0, p2, ... in one, p1, p3, ... in the other
+    restored = await rebuild(r, store, CONFIG, batch=5, progress_to=io.StringIO(), workers=workers)
     after = await journal_state(r, CONFIG)
     if compact:  # compacted ids are no longer remembered (retention shorter than the horizon)
         before = {k: v for k, v in before.items() if ":seen:" not in k}

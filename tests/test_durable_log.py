@@ -152,7 +152,7 @@ async def test_a_scorer_killed_between_apply_record_and_ack_loses_and_doubles_no
     log = open_store(store_url)
     await log.open()
     try:
-        recorded = [rec async for chunk in log.scan("test") for _, rec in chunk]
+        recorded = [rec async for chunk in log.scan("test") for rec in chunk]
     finally:
         await log.close()
     assert sorted(rec.id for rec in recorded) == sorted(x["id"] for x in slips)  # each once
@@ -203,10 +203,12 @@ def alive_seen(state: dict[str, Any], at: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("later_h", "replay"), [(0, None), (0, 150), (30, None)], ids=["at-once", "at-once-150-replayed", "30-hours-later"]
+    ("later_h", "replay", "workers"),
+    [(0, None, 2), (0, 150, 2), (30, None, 2), (30, None, 1), (30, None, 4)],
+    ids=["at-once", "at-once-150-replayed", "30-hours-later", "30-hours-later-in-process", "30-hours-later-4-parts"],
 )
 async def test_rebuild_restores_every_board_member_and_score_exactly(
-    r: aioredis.Redis, redis_url: str, store: Store, later_h: int, replay: int | None
+    r: aioredis.Redis, redis_url: str, store: Store, later_h: int, replay: int | None, workers: int
 ) -> None:
     # 100 hours of history: more than the 48-hour idempotency horizon, so every path is taken:
     # board rows compacted from the log, raw rows folded, the rest through lb_submit
@@ -224,7 +226,7 @@ async def test_rebuild_restores_every_board_member_and_score_exactly(
     await r.flushall()
     out = io.StringIO()
     at = clock + later_h * HOUR
-    restored = await rebuild(r, store, CONFIG, batch=100, replay=replay, progress_to=out, now=at)
+    restored = await rebuild(r, store, CONFIG, batch=100, replay=replay, progress_to=out, now=at, workers=workers)
     after = await redis_state(r, CONFIG)
     assert after == alive_seen(before, at)
     assert restored.refused == {}

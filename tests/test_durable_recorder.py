@@ -49,7 +49,7 @@ async def refuse_player(store_url: str, player: str) -> None:
 
 
 async def recorded_ids(store: Store) -> set[str]:
-    return {rec.id async for chunk in store.scan("g") for _, rec in chunk}
+    return {rec.id async for chunk in store.scan("g") for rec in chunk}
 
 
 async def test_batches_recorded_while_a_commit_runs_share_the_next_one(store: Store) -> None:
@@ -63,8 +63,8 @@ async def test_batches_recorded_while_a_commit_runs_share_the_next_one(store: St
     assert recorder.recorded == 150
     rows = [item async for chunk in store.scan("g") for item in chunk]
     assert len(rows) == 150
-    assert [p for p, _ in rows] == sorted(p for p, _ in rows)
-    assert {r.applied_us for _, r in rows if r.id == "s100"} == {250}
+    assert [(r.applied_us, r.index) for r in rows] == sorted((r.applied_us, r.index) for r in rows)
+    assert {r.applied_us for r in rows if r.id == "s100"} == {250}
 
 
 async def test_a_refused_commit_fails_every_batch_it_carried_and_no_other(store_url: str, store: Store) -> None:

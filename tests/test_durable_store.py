@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from typing import Any
 
 import asyncpg
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from leaderboard import GameConfig
 from leaderboard.settings import SettingsError
 from scorer.durable import Folder, Record, Store, StoreError, open_store
-from scorer.durable.base import Position
+from scorer.durable.base import PARTS, part_of
 from scorer.durable.postgres import SCHEMA as POSTGRES_SCHEMA
 from scorer.durable.sqlite import SCHEMA as SQLITE_SCHEMA
 from scorer.settings import ScorerSettings
@@ -27,8 +28,8 @@ def rec(i: int, player: str = "mia", points: int = 10, ts: int = NOW, **kw: obje
     return Record(f"s{i}", player, points, ts, **kw)  # type: ignore[arg-type]
 
 
-async def scanned(store: Store, game: str = "g") -> list[tuple[Position, Record]]:
-    return [item async for chunk in store.scan(game, batch=3) for item in chunk]
+async def scanned(store: Store, game: str = "g", **bounds: Any) -> list[Record]:
+    return [item async for chunk in store.scan(game, batch=3, **bounds) for item in chunk]
 
 
 async def test_records_are_kept_once_per_id_in_the_order_applied(store: Store) -> None:
@@ -43,17 +44,45 @@ async def test_records_are_kept_once_per_id_in_the_order_applied(store: Store) -
     assert await store.record("g", earlier) == 2
     assert await store.record("other", [rec(2)]) == 1  # ids are per game
     rows = await scanned(store)
-    assert [r for _, r in rows] == [*earlier, *first, replay]
-    positions = [p for p, _ in rows]
+    assert rows == [*earlier, *first, replay]
+    assert [type(r.replayed) for r in rows] == [bool] * 8
+    positions = [p for i in range(8) if (p := await store.position("g", i))]
     assert positions == sorted(positions) and positions[0][0] == 100
+    assert [p[1] for p in positions] == [0, 0, 0, 1, 2, 3, 4, 0]  # each one's index in its batch
+    assert await store.position("g", 8) is None
     assert await store.count("g") == 8
+    # a part of the log: after one position, through another
+    assert await scanned(store, after=positions[1], through=positions[6]) == first
+    assert await scanned(store, through=positions[0]) == earlier[:1]
+    assert await scanned(store, after=positions[6]) == [replay]
     # the original of a copy recorded first takes its place (concurrent batches: see base.py)
     await store.record("g", [rec(5, applied_us=250, index=3)])
     rows = await scanned(store)
-    assert [r for _, r in rows] == [*earlier, *first, rec(5, applied_us=250, index=3)]
-    assert await store.last_before("g", NOW + 1) == rows[-1][0]
+    assert rows == [*earlier, *first, rec(5, applied_us=250, index=3)]
+    assert await store.last_before("g", NOW + 1) == await store.position("g", 7)
     assert await store.last_before("g", NOW - 5) is None
     assert await store.last_before("g", NOW) == positions[0]
+
+
+async def test_the_log_cuts_into_parts_by_player_as_part_of_says(store: Store) -> None:
+    # last characters of one to four UTF-8 bytes, odd and even last bytes
+    players = ["mia", "bo", "p0", "p1", "p17", "zoë", "ø", "José", "li€", "名前", "名", "🎮", "x🎲"]
+    records = [rec(i, player=p, applied_us=100 + i) for i, p in enumerate(players)]
+    await store.record("g", records)
+    config = GameConfig(game="g", windows=("alltime",))
+    folder = Folder(config)
+    folder.apply(records)
+    await store.compact("g", before_ts=NOW + 1, now_s=NOW // 1000, folder=folder)
+    await store.record("g", records[:5])  # raw again, after the board rows (ids are free again)
+    for n in PARTS:
+        parts = [await scanned(store, part=(i, n)) for i in range(n)]
+        assert sorted(r for part in parts for r in part) == sorted(records[:5])
+        assert all(part_of(r.player, n) == i for i, part in enumerate(parts) for r in part)
+        rows = [[row.player async for chunk in store.board_rows("g", now_s=NOW // 1000, part=(i, n)) for row in chunk]
+                for i in range(n)]  # fmt: skip
+        assert sorted(p for part in rows for p in part) == sorted(players)
+        assert all(part_of(p, n) == i for i, part in enumerate(rows) for p in part)
+    assert {part_of(p, 2) for p in players} == {0, 1}
 
 
 async def test_compaction_folds_the_oldest_prefix_and_drops_expired_boards(store: Store) -> None:
@@ -66,7 +95,7 @@ async def test_compaction_folds_the_oldest_prefix_and_drops_expired_boards(store
     done = await store.compact("g", before_ts=NOW - 2 * DAY, now_s=NOW // 1000, folder=Folder(config))
     # only the prefix before the first recent one: the late old one stays raw, after it
     assert done.folded == 2
-    assert [r.id for _, r in await scanned(store)] == ["s2", "s3", "s4"]
+    assert [r.id for r in await scanned(store)] == ["s2", "s3", "s4"]
     rows = [row async for chunk in store.board_rows("g", now_s=NOW // 1000) for row in chunk]
     # the daily boards of ten days ago expired after seven: only the all-time rows are kept
     assert {(r.window, r.player) for r in rows} == {("alltime", "a"), ("alltime", "b")}
@@ -119,10 +148,10 @@ async def test_rows_recorded_after_a_compaction_come_after_the_rows_kept(store: 
     done = await store.compact("g", before_ts=NOW - DAY, now_s=NOW // 1000, folder=Folder(config))
     assert done.folded == 3
     await store.record("g", [rec(i, applied_us=400, index=i - 6) for i in range(6, 9)])
-    rows = await scanned(store)
-    assert [r.id for _, r in rows] == [f"s{i}" for i in (0, 1, 2, 6, 7, 8)]
-    assert [p for p, _ in rows] == sorted(p for p, _ in rows)
-    assert len({seq for (_, _, seq), _ in rows}) == 6
+    assert [r.id for r in await scanned(store)] == [f"s{i}" for i in (0, 1, 2, 6, 7, 8)]
+    positions = [await store.position("g", offset) for offset in range(6)]
+    assert [p for p in positions if p] == sorted(p for p in positions if p) and len(positions) == 6
+    assert len({p[2] for p in positions if p}) == 6  # no seq held twice
 
 
 async def test_a_store_made_with_the_earlier_schema_opens_and_records_as_before(store_url: str) -> None:
@@ -145,6 +174,6 @@ async def test_a_store_made_with_the_earlier_schema_opens_and_records_as_before(
     try:
         await store.record("g", [rec(0, applied_us=200)])
         await store.record("g", [rec(1, applied_us=100), rec(2, applied_us=300), rec(0, applied_us=150)])
-        assert [(r.id, r.applied_us) for _, r in await scanned(store)] == [("s1", 100), ("s0", 150), ("s2", 300)]
+        assert [(r.id, r.applied_us) for r in await scanned(store)] == [("s1", 100), ("s0", 150), ("s2", 300)]
     finally:
         await store.close()

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -46,7 +46,7 @@ from leaderboard.keys import GLOBAL_SCOPE, Keys
 from leaderboard.windows import TOURNAMENT_PREFIX, tournament_window
 from leaderboard.windows import window as window_spec
 
-from .base import BoardRow, Record
+from .base import BoardRow, Record, part_of
 from .fold import Folder
 
 FUNCTIONS = ("ban", "unban", "correct", "profile", "tournament", "join", "close", "badge")
@@ -134,9 +134,34 @@ class Restorable:
     uncounted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
 
+_PER_PLAYER = frozenset({"ban", "unban", "correct", "profile"})  # their first argument is the player
+
+
+def shares(actions: Iterable[Action], n: int) -> list[list[Action]]:
+    """The actions the folder of each of ``n`` parts of the players needs (base.part_of): a
+    player's bans, unbans, corrections and profiles to that player's part; the tournaments'
+    definitions to every part (their slips fold on them); entrants, closes and badges, which
+    touch no board, to the first. ``ActionFolder.merge`` adds the parts' states up."""
+    out: list[list[Action]] = [[] for _ in range(n)]
+    for action in actions:
+        if action.fn in _PER_PLAYER:
+            out[part_of(action.args[0], n)].append(action)
+        elif action.fn == "tournament":
+            for share in out:
+                share.append(action)
+        else:
+            out[0].append(action)
+    return out
+
+
 def ordered(action: Action) -> bool:
     """Whether ``action`` must keep its place among the submissions (``ORDERED``)."""
     return action.fn in ORDERED or (action.fn == "profile" and "name" in action.args[1::2])
+
+
+def newest_ordered(actions: Iterable[Action]) -> int | None:
+    """The stamp of the newest of ``actions`` that must keep its place (None: none)."""
+    return max((a.at for a in actions if ordered(a)), default=None)
 
 
 class ActionFolder(Folder):
@@ -167,7 +192,7 @@ class ActionFolder(Folder):
     def last_pending(self) -> int | None:
         """The stamp of the newest action not applied yet that must be applied in order with the
         submissions (``ordered``; None: none)."""
-        return max((a.at for a in self._pending if ordered(a)), default=None)
+        return newest_ordered(self._pending)
 
     def _merge(self, records: Iterable[Record]) -> None:
         pending = self._pending
@@ -191,6 +216,26 @@ class ActionFolder(Folder):
     def finish(self) -> None:
         while self._pending:
             self._act(heapq.heappop(self._pending))
+
+    def merge(self, other: Folder) -> None:
+        """Add the state of another part's folder (its players are not this one's: ``shares``)."""
+        super().merge(other)
+        if not isinstance(other, ActionFolder):
+            return  # no actions: boards and names only
+        self.actions += other.actions
+        mine, theirs = self.state, other.state
+        # keyed by player (each in one part only), or the same tournaments' definitions in each
+        mine.tombstones.update(theirs.tombstones)
+        mine.extras.update(theirs.extras)
+        mine.badges.update(theirs.badges)
+        mine.tournaments.update(theirs.tournaments)
+        for tournament, (entrants, expire_at) in theirs.entrants.items():
+            mine.entrants.setdefault(tournament, (set(), expire_at))[0].update(entrants)
+        mine.closes += theirs.closes
+        for period_sets, their_sets in ((mine.counted, theirs.counted), (mine.uncounted, theirs.uncounted)):
+            for period, players in their_sets.items():
+                period_sets.setdefault(period, set()).update(players)
+        self._corrected_in |= other._corrected_in
 
     def rows(self, *, now_s: int) -> list[BoardRow]:
         self.finish()
@@ -278,14 +323,12 @@ class ActionFolder(Folder):
             if span is None:
                 self.tournament_slips += 1
                 return
-            folder = Folder(self.config)
             # the same arithmetic on the tournament's one window, writing into the same boards
-            folder._specs = [(tournament_window(rec.tournament, *span), self.config.operator)]
-            folder._slots = [None]
+            folder = Folder(self.config, windows=[(tournament_window(rec.tournament, *span), self.config.operator)])
             folder.boards, folder.expire_at, folder.names = self.boards, self.expire_at, self.names
             self._tournament_folders[rec.tournament] = folder
         before = folder.applied
-        folder.apply([replace(rec, tournament="")])
+        folder.apply([rec._replace(tournament="")])
         self.applied += folder.applied - before
         self.refused += folder.refused
         folder.refused = 0

@@ -33,7 +33,7 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from .actions import Action
@@ -41,6 +41,17 @@ if TYPE_CHECKING:
 
 
 Position = tuple[int, int, int]  # (applied_us, index in its batch, seq): a raw row's place in the applied order
+# (i, n): the players of part i of n. The fold is per player, so a log's parts fold apart (each
+# in a process of its own: rebuild.py) and their states add up to the whole's.
+Part = tuple[int, int]
+PARTS = (1, 2, 4, 8, 16)  # how many parts a log can be cut into (the low bits of one byte)
+
+
+def part_of(player: str, n: int) -> int:
+    """Which of ``n`` parts (one of ``PARTS``) a player is in: the low bits of the last byte of
+    its UTF-8 form, which each backend computes in SQL too (``Store.scan``'s ``part``)."""
+    return player.encode()[-1] % n
+
 
 # The upsert of a record whose id is already held: it replaces the row only if it was applied
 # earlier (same SQL for both backends).
@@ -56,13 +67,15 @@ class StoreError(Exception):
     """The store cannot be opened or used (bad URL, unreachable database)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     """One applied submission, as the queue carried it (``op`` and scopes ``""`` when absent).
 
     ``replayed``: Redis answered ``duplicate`` when it was recorded — it had been applied before
     and that first outcome was lost (a crash between apply and record); ``applied_us`` is then
-    the replay's, not the first application's (docs/operations.md says what that can change)."""
+    the replay's, not the first application's (docs/operations.md says what that can change).
+
+    A named tuple, not a dataclass: a rebuild reads a million of them, and a store's row (its
+    columns in this order) becomes one with a single C call (``tuple.__new__(Record, row)``)."""
 
     id: str
     player: str
@@ -74,9 +87,9 @@ class Record:
     mode: str = ""
     replayed: bool = False
     applied_us: int = 0  # Redis's clock when the batch that applied it ran
-    index: int = 0  # its place in that batch
-    # A tournament slip counts on that tournament's boards only. Kept in the log, but a rebuild
-    # does not restore tournaments: their definitions and entrants live in Redis only.
+    index: int = 0  # type: ignore[assignment]  # its place in that batch (the name shadows tuple.index)
+    # A tournament slip counts on that tournament's boards only (once its definition is known
+    # from the journal: actions.py).
     tournament: str = ""
 
 
@@ -108,6 +121,7 @@ class Store(abc.ABC):
     # Errors that mean "the database is not there right now": retried with backoff, the batch
     # staying unacknowledged meanwhile. Anything else is a bug and is not hidden by a retry.
     unavailable: tuple[type[BaseException], ...] = (OSError, TimeoutError)
+    url: str  # what open_store opens it from (a rebuild's worker processes open their own)
 
     @abc.abstractmethod
     async def open(self) -> None:
@@ -124,12 +138,29 @@ class Store(abc.ABC):
         written, once they are durable (committed)."""
 
     @abc.abstractmethod
-    def scan(self, game: str, *, batch: int = 5_000) -> AsyncIterator[list[tuple[Position, Record]]]:
-        """The raw log in applied order, in lists of up to ``batch`` ``(position, record)``."""
+    def scan(
+        self,
+        game: str,
+        *,
+        after: Position | None = None,
+        through: Position | None = None,
+        part: Part | None = None,
+        batch: int = 5_000,
+    ) -> AsyncIterator[list[Record]]:
+        """The raw log in applied order, in lists of up to ``batch`` records: the rows after
+        ``after`` and up to ``through`` (positions; None: from the start, to the end), of the
+        players of ``part`` (None: all)."""
 
     @abc.abstractmethod
-    def board_rows(self, game: str, *, now_s: int, batch: int = 5_000) -> AsyncIterator[list[BoardRow]]:
-        """The folded board rows whose period has not expired at ``now_s``."""
+    async def position(self, game: str, offset: int) -> Position | None:
+        """The position of the raw row with ``offset`` rows before it in applied order."""
+
+    @abc.abstractmethod
+    def board_rows(
+        self, game: str, *, now_s: int, part: Part | None = None, batch: int = 5_000
+    ) -> AsyncIterator[list[BoardRow]]:
+        """The folded board rows whose period has not expired at ``now_s`` (of the players of
+        ``part``; None: all)."""
 
     @abc.abstractmethod
     async def names(self, game: str) -> dict[str, str]:

@@ -18,7 +18,7 @@ import asyncpg
 from .actions import POSTGRES_SCHEMA as ACTIONS_SCHEMA
 from .actions import Action
 from .actions import take_in_compaction as _take
-from .base import EARLIER, UPDATE_SET, BoardRow, Compaction, Position, Record, Store, StoreError
+from .base import EARLIER, UPDATE_SET, BoardRow, Compaction, Part, Position, Record, Store, StoreError
 from .fold import Folder
 
 # The key is (game, id), the one the upsert looks up; seq needs no index of its own (it is only
@@ -57,6 +57,13 @@ ORDER BY u.id
 ON CONFLICT (game, id) DO UPDATE SET {UPDATE_SET} WHERE {EARLIER}
 """
 _BOARD_COLUMNS = '"window", period, scope, player, score, expire_at'
+
+
+def _part(n: int) -> str:
+    """base.part_of in SQL, its two numbers in parameters $n and $n+1: the last byte of the
+    player's UTF-8 form (whatever the database's encoding), modulo the first, equals the second."""
+    utf8 = "convert_to(player, 'UTF8')"
+    return f" AND get_byte({utf8}, octet_length({utf8}) - 1) % ${n} = ${n + 1}"
 
 
 class PostgresStore(Store):
@@ -108,26 +115,50 @@ class PostgresStore(Store):
         status: str = await self.pool.execute(_INSERT, rows)
         return int(status.rsplit(" ", 1)[1])  # "INSERT 0 <rows>"
 
-    async def scan(self, game: str, *, batch: int = 5_000) -> AsyncIterator[list[tuple[Position, Record]]]:
-        after: Position = (-1, -1, -1)
+    async def scan(
+        self,
+        game: str,
+        *,
+        after: Position | None = None,
+        through: Position | None = None,
+        part: Part | None = None,
+        batch: int = 5_000,
+    ) -> AsyncIterator[list[Record]]:
+        last = after if after is not None else (-1, -1, -1)
+        where, args = "", list[object]([batch])
+        if through is not None:
+            where, args = " AND (applied, idx, seq) <= ($6, $7, $8)", [*args, *through]
+        if part is not None:
+            where, args = where + _part(len(args) + 5), [*args, part[1], part[0]]
         while True:
             rows = await self.pool.fetch(
-                f"SELECT seq, {_COLUMNS} FROM submissions WHERE game = $1 AND (applied, idx, seq) > ($2, $3, $4)"
+                f"SELECT {_COLUMNS}, seq FROM submissions WHERE game = $1 AND (applied, idx, seq) > ($2, $3, $4){where}"
                 " ORDER BY applied, idx, seq LIMIT $5",
-                game, *after, batch,
+                game, *last, *args,
             )  # fmt: skip
             if not rows:
                 return
-            chunk = [((row[-3], row[-2], row[0]), Record(*row[1:])) for row in rows]
-            after = chunk[-1][0]
-            yield chunk
+            last = (rows[-1][9], rows[-1][10], rows[-1][12])
+            yield [Record(*row[:12]) for row in rows]
 
-    async def board_rows(self, game: str, *, now_s: int, batch: int = 5_000) -> AsyncIterator[list[BoardRow]]:
+    async def position(self, game: str, offset: int) -> Position | None:
+        row = await self.pool.fetchrow(
+            "SELECT applied, idx, seq FROM submissions WHERE game = $1 ORDER BY applied, idx, seq LIMIT 1 OFFSET $2",
+            game, offset,
+        )  # fmt: skip
+        return (int(row[0]), int(row[1]), int(row[2])) if row else None
+
+    async def board_rows(
+        self, game: str, *, now_s: int, part: Part | None = None, batch: int = 5_000
+    ) -> AsyncIterator[list[BoardRow]]:
+        where, args = "", list[object]([game, now_s])
+        if part is not None:
+            where, args = _part(3), [*args, part[1], part[0]]
         async with self.pool.acquire() as conn, conn.transaction():
             cursor = conn.cursor(
-                f"SELECT {_BOARD_COLUMNS} FROM board_rows WHERE game = $1 AND (expire_at = 0 OR expire_at > $2)",
-                game, now_s,
-            )  # fmt: skip
+                f"SELECT {_BOARD_COLUMNS} FROM board_rows WHERE game = $1 AND (expire_at = 0 OR expire_at > $2){where}",
+                *args,
+            )
             rows: list[BoardRow] = []
             async for row in cursor:
                 rows.append(BoardRow(*row))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import aiosqlite
 from .actions import SQLITE_SCHEMA as ACTIONS_SCHEMA
 from .actions import Action
 from .actions import take_in_compaction as _take
-from .base import EARLIER, UPDATE_SET, BoardRow, Compaction, Position, Record, Store, StoreError
+from .base import EARLIER, UPDATE_SET, BoardRow, Compaction, Part, Position, Record, Store, StoreError
 from .fold import Folder
 
 # seq is the rowid without AUTOINCREMENT, which would read and write sqlite_sequence on every
@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS names (
 # rebuild's cut, a compaction's) walk the applied-order index from one end, once per run.
 _COLUMNS = "id, player, points, ts, op, name, region, mode, replayed, applied, idx, tournament"
 _ON_CONFLICT = f"ON CONFLICT (game, id) DO UPDATE SET {UPDATE_SET} WHERE {EARLIER}"
+# base.part_of in SQL: the last hex digit of the player's UTF-8 bytes, as a number, modulo n
+_PART = " AND (instr('0123456789ABCDEF', substr(hex(player), -1)) - 1) % ? = ?"
 
 
 class SQLiteStore(Store):
@@ -62,6 +64,7 @@ class SQLiteStore(Store):
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self.url = f"sqlite:///{self.path}"
         self._db: aiosqlite.Connection | None = None
         # One connection, shared by the scorer's loops: its write transactions must not interleave
         # (a second BEGIN on it would fail), so they take turns. SQLite has one writer anyway.
@@ -138,26 +141,53 @@ class SQLiteStore(Store):
                 raise
             return added
 
-    async def scan(self, game: str, *, batch: int = 5_000) -> AsyncIterator[list[tuple[Position, Record]]]:
-        after: Position = (-1, -1, -1)
-        while True:
-            async with self.db.execute(
-                f"SELECT seq, {_COLUMNS} FROM submissions WHERE game = ? AND (applied, idx, seq) > (?, ?, ?)"
-                " ORDER BY applied, idx, seq LIMIT ?",
-                (game, *after, batch),
-            ) as cursor:
-                rows = list(await cursor.fetchall())
-            if not rows:
-                return
-            chunk = [((row[-3], row[-2], row[0]), _record(row[1:])) for row in rows]
-            after = chunk[-1][0]
-            yield chunk
+    async def scan(
+        self,
+        game: str,
+        *,
+        after: Position | None = None,
+        through: Position | None = None,
+        part: Part | None = None,
+        batch: int = 5_000,
+    ) -> AsyncIterator[list[Record]]:
+        where, args = "", list[object]([game])
+        for compare, bound in ((">", after), ("<=", through)):
+            if bound is not None:
+                where += f" AND (applied, idx, seq) {compare} (?, ?, ?)"
+                args += bound
+        if part is not None:
+            where, args = where + _PART, [*args, part[1], part[0]]
+        # One statement (a read transaction: one snapshot of the log), read a chunk ahead: the
+        # connection's thread steps through the next chunk while the caller works on this one.
+        async with self.db.execute(
+            f"SELECT {_COLUMNS} FROM submissions WHERE game = ?{where} ORDER BY applied, idx, seq", args
+        ) as cursor:
+            ahead = await _started(cursor.fetchmany(batch))
+            try:
+                while rows := await ahead:
+                    ahead = await _started(cursor.fetchmany(batch))
+                    yield [_record(row) for row in rows]
+            finally:
+                ahead.cancel()
 
-    async def board_rows(self, game: str, *, now_s: int, batch: int = 5_000) -> AsyncIterator[list[BoardRow]]:
+    async def position(self, game: str, offset: int) -> Position | None:
+        async with self.db.execute(
+            "SELECT applied, idx, seq FROM submissions WHERE game = ? ORDER BY applied, idx, seq LIMIT 1 OFFSET ?",
+            (game, offset),
+        ) as cursor:
+            row = await cursor.fetchone()
+        return (int(row[0]), int(row[1]), int(row[2])) if row else None
+
+    async def board_rows(
+        self, game: str, *, now_s: int, part: Part | None = None, batch: int = 5_000
+    ) -> AsyncIterator[list[BoardRow]]:
+        where, args = "", list[object]([game, now_s])
+        if part is not None:
+            where, args = _PART, [*args, part[1], part[0]]
         async with self.db.execute(
             "SELECT window, period, scope, player, score, expire_at FROM board_rows"
-            " WHERE game = ? AND (expire_at = 0 OR expire_at > ?)",
-            (game, now_s),
+            f" WHERE game = ? AND (expire_at = 0 OR expire_at > ?){where}",
+            args,
         ) as cursor:
             while rows := list(await cursor.fetchmany(batch)):
                 yield [BoardRow(*row) for row in rows]
@@ -264,7 +294,18 @@ class SQLiteStore(Store):
         return Compaction(len(records), len(rows), expired)
 
 
+_new = tuple.__new__
+
+
+async def _started(fetch: Coroutine[Any, Any, Iterable[sqlite3.Row]]) -> asyncio.Task[Iterable[sqlite3.Row]]:
+    """``fetch`` as a task that has handed its work to the connection's thread already (a task
+    starts only when the loop runs; the caller may compute for a while before it awaits)."""
+    task = asyncio.ensure_future(fetch)
+    await asyncio.sleep(0)
+    return task
+
+
 def _record(row: Sequence[Any]) -> Record:
-    # the columns are declared INTEGER and TEXT: SQLite hands back int and str already
-    return Record(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], bool(row[8]), row[9], row[10],
-                  row[11])  # fmt: skip
+    # the columns are declared INTEGER and TEXT, in Record's order: SQLite hands back int and str
+    # already, and the row becomes a Record in one C call (the flag stored as 0 / 1 made a bool)
+    return _new(Record, (*row[:8], row[8] != 0, *row[9:]))
