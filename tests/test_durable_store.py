@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from typing import Any
 
@@ -177,3 +178,20 @@ async def test_a_store_made_with_the_earlier_schema_opens_and_records_as_before(
         assert [(r.id, r.applied_us) for r in await scanned(store)] == [("s1", 100), ("s0", 150), ("s2", 300)]
     finally:
         await store.close()
+
+
+async def test_a_cancelled_compaction_leaves_the_store_usable(store: Store) -> None:
+    # A compaction cancelled (a replica stopping) while its BEGIN or first reads still run on the
+    # database's side must not leave the connection inside that transaction.
+    config = GameConfig(game="g", windows=("alltime",))
+    await store.record("g", [rec(i, ts=NOW - 10 * DAY, applied_us=100, index=i) for i in range(3)])
+    for ticks in range(1, 5):
+        task = asyncio.create_task(store.compact("g", before_ts=NOW - DAY, now_s=NOW // 1000, folder=Folder(config)))
+        for _ in range(ticks):
+            await asyncio.sleep(0)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    await store.record("g", [rec(9, applied_us=200)])
+    await store.compact("g", before_ts=NOW - DAY, now_s=NOW // 1000, folder=Folder(config))
+    assert [r.id for r in await scanned(store)] == ["s9"]

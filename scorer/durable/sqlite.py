@@ -124,13 +124,20 @@ class SQLiteStore(Store):
 
     async def _insert_many(self, sql: str, rows: Sequence[tuple[object, ...]]) -> int:
         """``sql`` once per row in one write transaction; the rows it wrote, once committed."""
+        async with self._transaction() as db:
+            before = db.total_changes
+            await db.executemany(sql, rows)
+            return db.total_changes - before
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction (BEGIN IMMEDIATE ... COMMIT), this process's writers taking
+        turns; rolled back on any error or cancellation."""
         async with self._writing:
             db = self.db
             try:
                 await db.execute("BEGIN IMMEDIATE")
-                before = db.total_changes
-                await db.executemany(sql, rows)
-                added = db.total_changes - before
+                yield db
                 await db.execute("COMMIT")
             except BaseException:
                 # Also when cancelled waiting for BEGIN, which still runs on the database's thread
@@ -139,7 +146,6 @@ class SQLiteStore(Store):
                 with contextlib.suppress(sqlite3.OperationalError):
                     await db.execute("ROLLBACK")
                 raise
-            return added
 
     async def scan(
         self,
@@ -241,13 +247,7 @@ class SQLiteStore(Store):
             await self.db.execute(f"UPDATE actions SET folded = 1 WHERE {where}", args)
 
     async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Folder) -> Compaction:
-        async with self._writing:
-            return await self._compact(game, before_ts=before_ts, now_s=now_s, folder=folder)
-
-    async def _compact(self, game: str, *, before_ts: int, now_s: int, folder: Folder) -> Compaction:
-        db = self.db
-        await db.execute("BEGIN IMMEDIATE")
-        try:
+        async with self._transaction() as db:
             async with db.execute(
                 "SELECT applied, idx, seq FROM submissions WHERE game = ? AND ts >= ?"
                 " ORDER BY applied, idx, seq LIMIT 1",
@@ -265,7 +265,6 @@ class SQLiteStore(Store):
                 cursor = await db.execute(
                     "DELETE FROM board_rows WHERE game = ? AND expire_at > 0 AND expire_at <= ?", (game, now_s)
                 )
-                await db.execute("COMMIT")
                 return Compaction(0, 0, max(cursor.rowcount, 0))
             async with db.execute(
                 "SELECT window, period, scope, player, score, expire_at FROM board_rows WHERE game = ?", (game,)
@@ -285,10 +284,6 @@ class SQLiteStore(Store):
                 [(game, player, name) for player, name in folder.names.items()],
             )
             await db.execute(f"DELETE FROM submissions WHERE {where}", args)
-            await db.execute("COMMIT")
-        except BaseException:
-            await db.execute("ROLLBACK")
-            raise
         kept = {(r.window, r.period, r.scope, r.player) for r in rows}
         expired = sum(1 for r in old if (r.window, r.period, r.scope, r.player) not in kept)
         return Compaction(len(records), len(rows), expired)
