@@ -36,6 +36,7 @@ from leaderboard.queue import Queue
 from leaderboard.settings import HelpFormatter, argument_parser, load_or_exit, redacted, unreachable
 
 from .durable import StoreError, open_store
+from .durable.base import PARTS
 from .rebuild import RebuildRefused, Restored, rebuild
 from .service import Scorer
 from .settings import ScorerSettings
@@ -97,6 +98,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--replay", type=int, default=None,
         help="the newest submissions sent through lb_submit, the rest folded (default: LB_ACTIVITY_MAXLEN, "
         "which restores the activity feed)",
+    )  # fmt: skip
+    b.add_argument(
+        "--workers", type=int, default=2, choices=PARTS,
+        help="processes folding the log, each a share of the players (default 2; 1: folded in this process)",
     )  # fmt: skip
     b.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
     x = sub.add_parser(
@@ -274,7 +279,9 @@ async def rebuild_command(settings: ScorerSettings, args: argparse.Namespace) ->
     redis = connect(settings.redis_url, socket_timeout=None)
     try:
         await store.open()
-        return await rebuild(redis, store, settings.game, force=args.force, batch=args.batch, replay=args.replay)
+        return await rebuild(
+            redis, store, settings.game, force=args.force, batch=args.batch, replay=args.replay, workers=args.workers
+        )
     finally:
         await redis.aclose()
         await store.close()

@@ -282,6 +282,11 @@ async def test_rebuild_command_prints_what_it_restored(r: aioredis.Redis, redis_
     assert (await Leaderboard(r, CONFIG).rank("p6", "alltime", at=ts)).score == 48
     rc, out, err = await command()
     assert rc == 3 and "refused: Redis already holds data of game 'test'" in err
+    rc, out, err = await command("--force", "--replay", "0", "--workers", "4")  # folded in four processes
+    assert rc == 0 and "folded: 51 submissions" in out and "not restored: 1 tournament submissions" in out, err
+    assert (await Leaderboard(r, CONFIG).rank("p6", "alltime", at=ts)).score == 48
+    rc, out, err = await command("--workers", "3")
+    assert rc == 2 and "--workers" in err and out == ""
     env["LB_DURABLE_URL"] = ""
     rc, out, err = await command()
     assert rc == 2 and "set LB_DURABLE_URL" in err

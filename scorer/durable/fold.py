@@ -4,7 +4,7 @@
 each player's packed score: the same arithmetic as the function library (leaderboard/lua/
 leaderboard.lua: ``plan_submission`` and ``apply_board``), so folding a prefix of the log and
 sending the rest through ``lb_submit`` leaves the boards exactly as sending it all would.
-tests/test_durable_fold.py holds the two side by side on random histories.
+tests/test_durable_log.py holds the two side by side on random histories.
 
 Used where going through Redis is not possible or not needed: compacting the raw log into board
 rows (no Redis at hand), and restoring the part of the log older than the idempotency horizon,
