@@ -158,7 +158,8 @@ def parser() -> argparse.ArgumentParser:
                 "--client-nice",
                 type=int,
                 default=0,
-                help="the client processes' niceness increment: > 0 lets the fleet, on the same cores, run first "
+                help="the client processes' niceness increment, each in a session (autogroup) of its own so it "
+                "holds against the fleet's: > 0 lets the fleet, on the same cores, run first "
                 "(latencies are taken at arrival, by the kernel, either way) (default 0)",
             )
             load.add_argument(

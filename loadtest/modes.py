@@ -168,6 +168,8 @@ async def socket_phase(
         await watch.run(ramp_limit, until=lambda: swarm.totals()["opened"] + swarm.totals()["failed"] >= swarm.sockets)
         connect_s = time.monotonic() - t_ramp
         ramp = swarm.totals()
+        for warning in sorted(swarm.priority_warnings):
+            progress.note(warning)
         await watch.run(SETTLE)
         rss_conn = rss_bytes(pids)
         probe0 = await _probe(target, label)
@@ -270,6 +272,8 @@ async def socket_phase(
         # the instrument's own share and stalls: its client processes share the cores here
         "clients": {
             "processes": len(swarm.procs),
+            "nice": args.client_nice,  # of the process and of its own autogroup (wsworker.yield_cores)
+            "priority_warnings": sorted(swarm.priority_warnings),
             "cpu_pct": (clients1["cpu_s"] - clients0["cpu_s"]) * 100 / max(t_end - t0, 1e-6),
             "wait_pct": (clients1["wait_s"] - clients0["wait_s"]) * 100 / max(t_end - t0, 1e-6),
             "gc_pauses": clients1["gc_n"] - clients0["gc_n"],
@@ -368,8 +372,8 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     c = f["clients"]
     rows.append(
         (f"{prefix}client processes: CPU % / waiting for a core % / GC pauses (ms, longest) / longest loop stall ms",
-         f"{c['processes']} processes: {c['cpu_pct']:.0f} / {c['wait_pct']:.0f} / {c['gc_pauses']:,.0f} "
-         f"({c['gc_pause_ms']:,.0f}, {c['gc_pause_max_ms']:,.0f}) / {c['loop_lag_max_ms']:,.0f}")
+         f"{c['processes']} processes (nice {c['nice']}): {c['cpu_pct']:.0f} / {c['wait_pct']:.0f} / "
+         f"{c['gc_pauses']:,.0f} ({c['gc_pause_ms']:,.0f}, {c['gc_pause_max_ms']:,.0f}) / {c['loop_lag_max_ms']:,.0f}")
     )  # fmt: skip
     if "fleet" in f:
         g = f["fleet"]

@@ -76,7 +76,7 @@ class Swarm(Service):
     ) -> None:
         """``spread``: URLs the client processes take in turn instead of ``url`` (straight to each
         gateway of a fleet whose gateways listen on addresses of their own). ``nice``: the
-        client processes' scheduling priority increment (``os.nice``)."""
+        client processes' scheduling priority increment (``wsworker.yield_cores``)."""
         targets = [parse_ws_url(u) for u in spread] or [parse_ws_url(url)]
         if spread and not workers:  # as many processes per URL, so each gets the same share
             workers = math.ceil(len(plan(sockets)) / len(targets)) * len(targets)
@@ -110,6 +110,7 @@ class Swarm(Service):
         self.live_lat: list[float] = []
         # per tick of any process: (its wall time, longest GC pause, longest loop lag) since its last
         self.stall_ticks: list[tuple[float, float, float]] = []
+        self.priority_warnings: set[str] = set()  # the workers' yield_cores warnings, distinct
         self._readers: list[asyncio.Task[None]] = []
         self._reports: list[asyncio.Future[dict[str, Any]]] = []
         self.started = 0.0
@@ -129,6 +130,10 @@ class Swarm(Service):
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 preexec_fn=die_with_parent,
+                # a niced worker needs an autogroup of its own for its nice to count against the
+                # gateways' (wsworker.yield_cores); it then gets no terminal signals: Ctrl-C
+                # reaches the parent, which stops it on stdin, or else die_with_parent does
+                start_new_session=s.nice != 0,
                 limit=1 << 28,
             )
             assert proc.stdin is not None
@@ -143,7 +148,10 @@ class Swarm(Service):
         assert proc.stdout is not None
         while line := await proc.stdout.readline():
             msg = orjson.loads(line)
-            if msg["ev"] == "tick":
+            if msg["ev"] == "started":
+                if msg["priority_warning"]:
+                    self.priority_warnings.add(msg["priority_warning"])
+            elif msg["ev"] == "tick":
                 self.live_lat.extend(msg.pop("lat"))
                 self.stall_ticks.append((msg["t"], msg["gc_max_s"], msg["lag_max_s"]))
                 self.last[i] = msg

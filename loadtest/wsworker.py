@@ -4,9 +4,10 @@ Started by ``loadtest.swarm`` as ``python -m loadtest.wsworker``; it talks JSON 
 
 * stdin, first line: the settings (``WorkerSettings`` fields); then commands
   ``{"cmd": "report", "expected": [key…], "since": t}`` and ``{"cmd": "stop"}``;
-* stdout: ``{"ev": "tick", …}`` once per ``tick`` seconds (counters, the latencies seen since
-  the last tick, and what held the process: ``Stalls``), ``{"ev": "report", …}`` in answer to
-  ``report``.
+* stdout: ``{"ev": "started", "priority_warning": text}`` first (``yield_cores``: "" when
+  ``nice`` took effect or is 0), then ``{"ev": "tick", …}`` once per ``tick`` seconds (counters,
+  the latencies seen since the last tick, and what held the process: ``Stalls``),
+  ``{"ev": "report", …}`` in answer to ``report``.
 
 Every socket opens at its slot of the ramp (``rate`` per second), answers protocol pings, and
 notes for every snapshot its identity, its arrival time (the kernel's receive timestamp: when the
@@ -67,8 +68,8 @@ class WorkerSettings:
     token_share: float = 0.0  # ... for this share of the sockets (0..1)
     player_prefix: str = "p"  # players are <prefix><global index>
     tick: float = 1.0
-    # scheduling priority (os.nice increment): > 0 lets the gateways, sharing the cores, write
-    # first; arrival times are the kernel's, so only the read times move
+    # scheduling priority (nice increment, see ``yield_cores``): > 0 lets the gateways, sharing
+    # the cores, write first; arrival times are the kernel's, so only the read times move
     nice: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -562,6 +563,39 @@ class Worker:
         }
 
 
+AUTOGROUP = "/proc/self/autogroup"
+
+
+def yield_cores(nice: int) -> str:
+    """Lower this process's CPU priority by ``nice``; a one-line warning where it could only be
+    done in part ("" when done).
+
+    With autogroups on (``kernel.sched_autogroup_enabled``, see ``man 7 sched``) the scheduler
+    first shares the cores between sessions' autogroups, and a nice value only orders tasks
+    inside one: a niced worker in the load test's session took the same share as before. So the
+    swarm starts a worker with ``nice`` in a session of its own (its own autogroup) and the worker
+    gives that autogroup the nice value too; the plain ``os.nice`` is what applies where the
+    kernel has no autogroups or they are off. Lowering a priority needs no privilege."""
+    os.nice(nice)
+    if os.getsid(0) != os.getpid():
+        # the autogroup is the whole session's (the load test's, the shell's): never nice that
+        return "warning: a client process outside a session of its own: --client-nice is a plain nice"
+    for _ in range(20):
+        try:
+            with open(AUTOGROUP, "w", encoding="ascii") as f:
+                f.write(str(nice))
+            return ""
+        except FileNotFoundError:
+            return f"warning: no {AUTOGROUP} (a kernel without autogroups): --client-nice is a plain nice"
+        except BlockingIOError:
+            # EAGAIN: without CAP_SYS_ADMIN the kernel takes one autogroup nice write per 100 ms,
+            # machine-wide, and the workers start together
+            time.sleep(0.1)
+        except OSError as exc:
+            return f"warning: {AUTOGROUP} refused nice {nice} ({exc.strerror}): --client-nice is a plain nice"
+    return f"warning: {AUTOGROUP} stayed busy: --client-nice is a plain nice"
+
+
 def _emit(msg: dict[str, Any]) -> None:
     sys.stdout.buffer.write(orjson.dumps(msg) + b"\n")
     sys.stdout.buffer.flush()
@@ -576,8 +610,8 @@ async def main() -> None:
         return
     raw = orjson.loads(line)
     settings = WorkerSettings(**raw)
-    if settings.nice:
-        os.nice(settings.nice)
+    # before any socket opens; the swarm shows each distinct warning once
+    _emit({"ev": "started", "priority_warning": yield_cores(settings.nice) if settings.nice else ""})
     worker = Worker(settings)
 
     async def ticker() -> None:
