@@ -54,7 +54,7 @@ from leaderboard import GameConfig, Leaderboard, now_ms
 from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.transport import Command, RedisClient, execute_packed
 
-from .durable import Record, Store, open_store
+from .durable import Record, Store, StoreError, open_store
 from .durable import actions as journal
 from .durable.actions import Action, ActionFolder
 from .durable.base import PARTS, Part, Position
@@ -293,8 +293,8 @@ class _FoldTask:
             if proc.returncode is None:  # cancelled: another part failed
                 proc.kill()
                 await proc.wait()
-        if proc.returncode != 0:
-            raise RuntimeError(f"the rebuild's worker for part {part[0]} of {part[1]} failed (exit {proc.returncode})")
+        if proc.returncode != 0:  # what failed it is on the inherited stderr, above
+            raise StoreError(f"the rebuild's worker for part {part[0]} of {part[1]} failed (exit {proc.returncode})")
         result: _Part = pickle.loads(out)
         return result
 

@@ -18,9 +18,9 @@ import redis.asyncio as aioredis
 from leaderboard import GameConfig, Leaderboard, now_ms
 from scorer import Consumer, ScorerSettings
 from scorer.consumer import GROUP
-from scorer.durable import Folder, Record, Store, open_store
+from scorer.durable import Folder, Record, Store, StoreError, open_store
 from scorer.durable.recorder import Recorder
-from scorer.rebuild import RebuildRefused, rebuild
+from scorer.rebuild import RebuildRefused, _FoldTask, rebuild
 
 from .conftest import MS, NOW
 from .durable_helpers import redis_state
@@ -290,3 +290,12 @@ async def test_rebuild_command_prints_what_it_restored(r: aioredis.Redis, redis_
     env["LB_DURABLE_URL"] = ""
     rc, out, err = await command()
     assert rc == 2 and "set LB_DURABLE_URL" in err
+
+
+async def test_a_failed_rebuild_worker_is_a_store_error(tmp_path: Path) -> None:
+    # a worker that cannot open the store (a path under a file) exits non-zero: the rebuild says
+    # which part failed, as an error the CLI prints in one line, and leaves no process behind
+    (tmp_path / "file").write_text("")
+    task = _FoldTask(CONFIG, None, now_ms(), 0, 5_000)
+    with pytest.raises(StoreError, match="worker for part 1 of 2 failed"):
+        await task.fold_apart(f"sqlite:///{tmp_path}/file/scores.db", (1, 2), [])
