@@ -24,9 +24,14 @@ AUTOGROUP = re.compile(r"(/autogroup-\d+) nice (-?\d+)")
 
 
 def autogroup(pid: int | str) -> tuple[str, int]:
-    """(the autogroup's name, its nice value) of a process."""
-    m = AUTOGROUP.fullmatch(Path(f"/proc/{pid}/autogroup").read_text().strip())
-    assert m, f"/proc/{pid}/autogroup"
+    """(the autogroup's name, its nice value) of a process; ("", 0) for the kernel's default
+    group, which it prints as nothing (init's session, and a daemon's that never made its own:
+    a test run under a service manager is in it)."""
+    text = Path(f"/proc/{pid}/autogroup").read_text().strip()
+    if not text:
+        return "", 0
+    m = AUTOGROUP.fullmatch(text)
+    assert m, f"/proc/{pid}/autogroup: {text!r}"
     return m[1], int(m[2])
 
 
