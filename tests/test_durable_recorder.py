@@ -5,6 +5,7 @@ refuses fails every batch it carried, none of which is then acknowledged."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import sqlite3
 
 import asyncpg
@@ -130,3 +131,35 @@ async def test_a_cancelled_commit_fails_the_batches_it_carried(store: Store) -> 
     assert isinstance(outcomes[1], StoreError) and "interrupted" in str(outcomes[1]), outcomes
     await recorder.record(*batch(range(30, 35), 400))  # and the next commit is not affected
     assert {f"s{i}" for i in (*range(10), *range(30, 35))} <= await recorded_ids(store)
+
+
+async def test_a_caller_cancelled_while_a_commit_carries_its_batch_leaves_no_unretrieved_failure(
+    store_url: str, store: Store
+) -> None:
+    """Its batch is in a commit that then fails: nobody is left to raise that failure, and asyncio
+    must not log it as never retrieved (a shutdown that cancels the loops did)."""
+    await refuse_player(store_url, "cheater")
+    loop = asyncio.get_running_loop()
+    unhandled: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _, context: unhandled.append(context))
+    recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
+    await recorder.open()
+    first = asyncio.create_task(recorder.record(*batch(range(10), 100)))
+    await asyncio.sleep(0)  # it is writing
+    leader = asyncio.create_task(recorder.record(*batch(range(10, 20), 200, player="cheater")))
+    carried = asyncio.create_task(recorder.record(*batch(range(20, 30), 300)))
+    await asyncio.sleep(0)  # they wait behind it
+    await first
+    for _ in range(100):  # until the leader has taken both batches (it is writing them)
+        if not recorder._waiting:
+            break
+        await asyncio.sleep(0)
+    assert not recorder._waiting
+    carried.cancel()  # the other caller goes away meanwhile
+    outcomes = await asyncio.gather(leader, carried, return_exceptions=True)
+    assert "refused by the test" in str(outcomes[0]) and isinstance(outcomes[1], asyncio.CancelledError)
+    del leader, carried, outcomes
+    gc.collect()
+    await asyncio.sleep(0)
+    assert unhandled == []
+    assert await recorded_ids(store) == {f"s{i}" for i in range(10)}

@@ -68,6 +68,13 @@ def earliest(batches: Iterable[Sequence[Record]]) -> list[Record]:
     return list(first.values())
 
 
+def _drop_outcome(done: asyncio.Future[None]) -> None:
+    """Retrieve a carried batch's outcome for a caller that is gone (asyncio would otherwise log
+    a failed commit as "Future exception was never retrieved")."""
+    if not done.cancelled():
+        done.exception()
+
+
 class Recorder:
     def __init__(self, store: Store, config: GameConfig, *, retention_days: float, compact_every_s: float) -> None:
         self.store = store
@@ -103,10 +110,10 @@ class Recorder:
                     group, self._waiting = self._waiting, {}
                     await self._commit(group)
         except asyncio.CancelledError:
-            # never written (nobody is to wait for it), or written by a commit whose outcome we
-            # drop: the cancellation is what we raise
-            if self._waiting.pop(done, None) is None and done.done():
-                done.exception()
+            # never written (nobody is to wait for it), or carried by a commit whose outcome,
+            # now or when it ends, is nobody's to raise: the cancellation is what we raise
+            if self._waiting.pop(done, None) is None:
+                done.add_done_callback(_drop_outcome)
             raise
         done.result()  # raises what failed the commit that carried our records
 
