@@ -43,10 +43,12 @@ scorers stopped: a submission applied meanwhile could be overwritten by an older
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pickle
+import struct
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -198,13 +200,15 @@ async def rebuild(
     task = _FoldTask(config, through, now, _alive_from(now, idem_ms), max(batch, 5_000))
     folder, seen = ActionFolder(config), dict[int, list[str]]()  # hour -> folded ids whose bucket is alive
     if workers == 1:
-        parts = [await task.fold(store, None, actions)]
+        parts = [await task.fold(store, None, actions, progress.advance)]
     else:
         shares = journal.shares(actions, workers)
-        running = [asyncio.ensure_future(task.fold_apart(store.url, (i, workers), shares[i])) for i in range(workers)]
+        running = [
+            asyncio.ensure_future(task.fold_apart(store.url, (i, workers), shares[i], progress.advance))
+            for i in range(workers)
+        ]
         try:
-            for done in asyncio.as_completed(running):
-                progress.advance((await done).folded)
+            await asyncio.gather(*running)
         finally:
             for worker in running:
                 worker.cancel()
@@ -215,8 +219,6 @@ async def rebuild(
             seen.setdefault(hour, []).extend(ids)
         restored.folded += part.folded
         restored.board_rows += part.board_rows
-    if workers == 1:
-        progress.advance(restored.folded)
     folder.actions = len(actions)  # the tournaments' definitions were folded in every part
     # before the first replayed one: it builds on the folded state
     await _write_folded(lb, folder, seen, await store.names(game), restored, now)
@@ -261,7 +263,10 @@ class _FoldTask:
     alive_from: int  # the first timestamp whose idempotency bucket is still alive
     batch: int
 
-    async def fold(self, store: Store, part: Part | None, actions: list[Action]) -> _Part:
+    async def fold(
+        self, store: Store, part: Part | None, actions: list[Action], folded: Callable[[int], None]
+    ) -> _Part:
+        """``folded(n)`` after each chunk of ``n`` submissions folded (the progress bar)."""
         game, now_s = self.config.game, self.now // 1000
         folder = ActionFolder(self.config, actions)
         out = _Part(folder, {}, 0, 0)
@@ -276,27 +281,44 @@ class _FoldTask:
                     if record.ts >= alive_from:
                         seen.setdefault(record.ts // _HOUR_MS, []).append(record.id)
                 out.folded += len(records)
+                folded(len(records))
         folder.finish()  # the actions after its last folded submission: all before the first replayed one
         return out
 
-    async def fold_apart(self, url: str, part: Part, actions: list[Action]) -> _Part:
+    async def fold_apart(self, url: str, part: Part, actions: list[Action], folded: Callable[[int], None]) -> _Part:
         """``fold`` in a worker process of its own, on a connection of its own: a new interpreter
         (not multiprocessing's, which would import the caller's main module again) that reads
-        the task from its stdin and writes what it folded to its stdout, pickled."""
+        the task from its stdin and writes to its stdout a frame per chunk folded, then what it
+        folded, pickled (``_fold_worker``)."""
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-c", "from scorer.rebuild import _fold_worker; _fold_worker()",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip
+        assert proc.stdin is not None and proc.stdout is not None
+        result: _Part | None = None
         try:
-            out, _ = await proc.communicate(pickle.dumps((self, url, part, actions), protocol=pickle.HIGHEST_PROTOCOL))
+            proc.stdin.write(pickle.dumps((self, url, part, actions), protocol=pickle.HIGHEST_PROTOCOL))
+            proc.stdin.close()
+            with contextlib.suppress(asyncio.IncompleteReadError):  # a worker that failed: below
+                while result is None:
+                    kind, n = _FRAME.unpack(await proc.stdout.readexactly(_FRAME.size))
+                    if kind == b"f":
+                        folded(n)
+                    else:
+                        result = pickle.loads(await proc.stdout.readexactly(n))
+            await proc.wait()
         finally:
             if proc.returncode is None:  # cancelled: another part failed
                 proc.kill()
                 await proc.wait()
-        if proc.returncode != 0:  # what failed it is on the inherited stderr, above
+        if proc.returncode != 0 or result is None:  # what failed it is on the inherited stderr, above
             raise StoreError(f"the rebuild's worker for part {part[0]} of {part[1]} failed (exit {proc.returncode})")
-        result: _Part = pickle.loads(out)
         return result
+
+
+# a fold worker's frames on its stdout: (b"f", submissions folded) per chunk, then (b"r", length)
+# and the pickled _Part
+_FRAME = struct.Struct("<cQ")
 
 
 def _fold_worker() -> None:
@@ -304,15 +326,23 @@ def _fold_worker() -> None:
     task: _FoldTask
     task, url, part, actions = pickle.load(sys.stdin.buffer)
 
+    out = sys.stdout.buffer
+
+    def folded(n: int) -> None:
+        out.write(_FRAME.pack(b"f", n))
+        out.flush()
+
     async def run() -> _Part:
         store = open_store(url)
         await store.open()
         try:
-            return await task.fold(store, part, actions)
+            return await task.fold(store, part, actions, folded)
         finally:
             await store.close()
 
-    pickle.dump(asyncio.run(run()), sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    result = pickle.dumps(asyncio.run(run()), protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(_FRAME.pack(b"r", len(result)) + result)
+    out.flush()
 
 
 async def _fold_through(

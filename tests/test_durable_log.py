@@ -298,4 +298,16 @@ async def test_a_failed_rebuild_worker_is_a_store_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     task = _FoldTask(CONFIG, None, now_ms(), 0, 5_000)
     with pytest.raises(StoreError, match="worker for part 1 of 2 failed"):
-        await task.fold_apart(f"sqlite:///{tmp_path}/file/scores.db", (1, 2), [])
+        await task.fold_apart(f"sqlite:///{tmp_path}/file/scores.db", (1, 2), [], lambda n: None)
+
+
+async def test_rebuild_workers_report_every_chunk_they_fold(r: aioredis.Redis, redis_url: str, store: Store) -> None:
+    # the progress bar moves while the worker processes fold, not once per worker at its end
+    await fill(r, redis_url, store, history(300, seed=3, hours=2))
+    total = await store.count("test")
+    task = _FoldTask(CONFIG, await store.position("test", total - 1), now_ms(), 0, 10)
+    chunks: list[list[int]] = [[], []]
+    parts = await asyncio.gather(*(task.fold_apart(store.url, (i, 2), [], chunks[i].append) for i in range(2)))
+    for part, sizes in zip(parts, chunks, strict=True):
+        assert len(sizes) > 1 and sum(sizes) == part.folded
+    assert sum(part.folded for part in parts) == total
