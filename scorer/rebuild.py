@@ -50,7 +50,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
 from leaderboard import GameConfig, Leaderboard, now_ms
 from leaderboard.keys import GLOBAL_SCOPE
@@ -407,56 +407,72 @@ async def _write_folded(
     folder.finish()  # the actions after the last folded submission: all before the first replayed one
     written: list[tuple[str, str, str]] = []
     commands: list[Command] = []
+    inflight: asyncio.Future[list[Any]] | None = None
 
     async def flush(force: bool = False) -> None:
+        # One batch in flight while the next is built: Redis executes one while this process
+        # builds and packs the next (else the write phase is Redis's time plus ours). Each is sent
+        # once the one before has been answered, so they apply in order.
+        nonlocal inflight
         if commands and (force or len(commands) >= 200):
-            await execute_packed(redis, *commands)
+            if inflight is not None:
+                await inflight
+            inflight = asyncio.ensure_future(execute_packed(redis, *commands))
             commands.clear()
+            await asyncio.sleep(0)  # it packs and sends now
+        if force and inflight is not None:
+            await inflight
+            inflight = None
 
-    for (window, period, scope), members in folder.boards.items():
-        expire_at = folder.expire_at[(window, period, scope)]
-        if (expire_at and expire_at <= now_s) or not members:
-            continue
-        key = keys.board(window, period, scope)
-        items = list(members.items())
-        for i in range(0, len(items), _CHUNK):
-            commands.append(("ZADD", key, *(x for player, score in items[i : i + _CHUNK] for x in (score, player))))
-            await flush()
-        if scope == GLOBAL_SCOPE:  # every applied submission lands on its window's global board
-            hll = keys.players(window, period)
+    try:
+        for (window, period, scope), members in folder.boards.items():
+            expire_at = folder.expire_at[(window, period, scope)]
+            if (expire_at and expire_at <= now_s) or not members:
+                continue
+            key = keys.board(window, period, scope)
+            items = list(members.items())
             for i in range(0, len(items), _CHUNK):
-                commands.append(("PFADD", hll, *(player for player, _ in items[i : i + _CHUNK])))
+                commands.append(("ZADD", key, *(x for player, score in items[i : i + _CHUNK] for x in (score, player))))
+                await flush()
+            if scope == GLOBAL_SCOPE:  # every applied submission lands on its window's global board
+                hll = keys.players(window, period)
+                for i in range(0, len(items), _CHUNK):
+                    commands.append(("PFADD", hll, *(player for player, _ in items[i : i + _CHUNK])))
+                if expire_at:
+                    commands.append(("EXPIREAT", hll, expire_at, "NX"))
             if expire_at:
-                commands.append(("EXPIREAT", hll, expire_at, "NX"))
-        if expire_at:
-            commands.append(("EXPIREAT", key, expire_at, "NX"))
-        # a version the publisher has not published: it publishes the restored board's top N
-        commands.append(("HINCRBY", keys.versions, f"{window}:{period}:{scope}", 1))
-        restored.boards += 1
-        restored.entries += len(items)
-        written.append((window, period, scope))
-        await flush()
-    names = {**stored_names, **folder.names}  # '' when a profile call cleared the name
-    for player, profile in journal.profiles(names, folder).items():
-        commands.append(("HSET", keys.profiles, player, profile))
-        await flush()
-    restored.names = sum(1 for name in names.values() if name)
-    # what the actions left beyond boards and names: tombstones, tournaments and their entrants,
-    # closed periods' markers and finals, the distinct-player logs of banned players
-    state, restored.journal = journal.commands(keys, folder, now_ms=now)
-    restored.actions = folder.actions
-    for command in state:
-        commands.append(command)
-        await flush()
-    idem_ms = config.idempotency_s * 1000
-    for hour, ids in seen.items():
-        bucket = keys.seen(hour)
-        for i in range(0, len(ids), _CHUNK):
-            commands.append(("SADD", bucket, *ids[i : i + _CHUNK]))
-        commands.append(("EXPIREAT", bucket, ((hour + 1) * _HOUR_MS + idem_ms) // 1000, "NX"))
-        restored.seen_ids += len(ids)
-        await flush()
-    await flush(force=True)
+                commands.append(("EXPIREAT", key, expire_at, "NX"))
+            # a version the publisher has not published: it publishes the restored board's top N
+            commands.append(("HINCRBY", keys.versions, f"{window}:{period}:{scope}", 1))
+            restored.boards += 1
+            restored.entries += len(items)
+            written.append((window, period, scope))
+            await flush()
+        names = {**stored_names, **folder.names}  # '' when a profile call cleared the name
+        for player, profile in journal.profiles(names, folder).items():
+            commands.append(("HSET", keys.profiles, player, profile))
+            await flush()
+        restored.names = sum(1 for name in names.values() if name)
+        # what the actions left beyond boards and names: tombstones, tournaments and their entrants,
+        # closed periods' markers and finals, the distinct-player logs of banned players
+        state, restored.journal = journal.commands(keys, folder, now_ms=now)
+        restored.actions = folder.actions
+        for command in state:
+            commands.append(command)
+            await flush()
+        idem_ms = config.idempotency_s * 1000
+        for hour, ids in seen.items():
+            bucket = keys.seen(hour)
+            for i in range(0, len(ids), _CHUNK):
+                commands.append(("SADD", bucket, *ids[i : i + _CHUNK]))
+            commands.append(("EXPIREAT", bucket, ((hour + 1) * _HOUR_MS + idem_ms) // 1000, "NX"))
+            restored.seen_ids += len(ids)
+            await flush()
+        await flush(force=True)
+    except BaseException:
+        if inflight is not None:  # failed, or cancelled: nothing is left running
+            inflight.cancel()
+        raise
     # lb_submit keeps the companions as it writes; members written whole need them computed once,
     # before the replayed part builds on them
     for window, period, scope in written:

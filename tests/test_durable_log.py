@@ -256,6 +256,20 @@ async def test_rebuild_refuses_a_redis_holding_the_game_unless_forced(
     assert await redis_state(r, CONFIG) == before
 
 
+async def test_a_write_redis_refuses_fails_the_rebuild_and_leaves_nothing_running(
+    r: aioredis.Redis, redis_url: str, store: Store
+) -> None:
+    # the folded state goes out with one batch in flight while the next is built: a batch Redis
+    # refuses (a board's key holding a string) fails the rebuild, and no write is left behind it
+    await fill(r, redis_url, store, history(300, seed=4))
+    boards = sorted(k for k in await redis_state(r, CONFIG) if ":board:" in k)
+    await r.flushall()
+    await r.set(boards[0], "not a board")
+    with pytest.raises(aioredis.ResponseError, match="WRONGTYPE"):
+        await rebuild(r, store, CONFIG, now=LATER, force=True, progress_to=io.StringIO(), workers=1)
+    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+
+
 async def test_rebuild_command_prints_what_it_restored(r: aioredis.Redis, redis_url: str, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/scores.db"
     log = open_store(url)
