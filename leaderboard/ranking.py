@@ -26,7 +26,8 @@ The histogram (``lb:{g}:hist:...``, bucket -> member count) buckets points on a 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 
 ORDINAL, DENSE, COMPETITION = "ordinal", "dense", "competition"
 RANK_MODES = (ORDINAL, DENSE, COMPETITION)
@@ -80,3 +81,16 @@ def bucket_of(points: int) -> int:
         return 0
     e = points.bit_length() - 1
     return 1 + e * SUB_BUCKETS + ((points - (1 << e)) * SUB_BUCKETS >> e)
+
+
+def companions(scores: Iterable[int], shift: int) -> tuple[dict[int, int], set[int]]:
+    """A board's rank companions from its packed scores, as ``lb_rank_rebuild`` computes them
+    from the board in Redis: the histogram (bucket -> members) and the distinct points values
+    (kept in Redis in dense mode only). For a writer that holds the whole board already (the
+    rebuild from the durable log), so Redis need not read it back."""
+    points = Counter(score >> shift for score in scores)  # floor(score / 2^shift): scores are integers
+    histogram: dict[int, int] = {}
+    for value, members in points.items():
+        bucket = bucket_of(value)
+        histogram[bucket] = histogram.get(bucket, 0) + members
+    return histogram, set(points)

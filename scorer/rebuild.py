@@ -48,13 +48,15 @@ import pickle
 import struct
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from leaderboard import GameConfig, Leaderboard, now_ms
-from leaderboard.keys import GLOBAL_SCOPE
+from leaderboard.keys import GLOBAL_SCOPE, Keys
+from leaderboard.ranking import companions
 from leaderboard.transport import Command, RedisClient, execute_packed
+from leaderboard.windows import tournament_of, tournament_window, window
 
 from .durable import Record, Store, StoreError, open_store
 from .durable import actions as journal
@@ -392,6 +394,24 @@ async def _replay(lb: Leaderboard, entries: list[dict[str, str]], now: int, rest
             restored.refused[code] = restored.refused.get(code, 0) + 1
 
 
+def _companions(
+    keys: Keys, folder: ActionFolder, config: GameConfig, board: tuple[str, str, str], scores: Iterable[int]
+) -> list[Command]:
+    """The commands that write a board's rank companions from its members' packed scores."""
+    window_name = board[0]
+    tournament = tournament_of(window_name)
+    spec = tournament_window(tournament, *folder.state.tournaments[tournament]) if tournament else window(window_name)
+    histogram, distinct = companions(scores, spec.shift)
+    hist_key, points_key = keys.histogram(*board), keys.points(*board)
+    out: list[Command] = [("DEL", hist_key, points_key)]
+    flat = [x for bucket, members in histogram.items() for x in (bucket, members)]
+    out += [("HSET", hist_key, *flat[i : i + 2 * _CHUNK]) for i in range(0, len(flat), 2 * _CHUNK)]
+    if config.rank_mode_for(window_name) == "dense":
+        values = [x for points in distinct for x in (points, points)]  # score and member: the points
+        out += [("ZADD", points_key, *values[i : i + 2 * _CHUNK]) for i in range(0, len(values), 2 * _CHUNK)]
+    return out
+
+
 async def _write_folded(
     lb: Leaderboard,
     folder: ActionFolder,
@@ -401,11 +421,12 @@ async def _write_folded(
     now: int,
 ) -> None:
     """The folded state as final values: members, distinct-player logs, versions, names, ids,
-    and each board's rank companions (histogram, distinct points) computed from its members."""
+    and each board's rank companions (histogram; distinct points in dense mode), computed here
+    from its members as ``lb_rank_rebuild`` would from the board (lb_submit keeps them as it
+    writes; members written whole need them once, before the replayed part builds on them)."""
     redis, config = lb.redis, lb.config
     keys, now_s = config.keys, now // 1000
     folder.finish()  # the actions after the last folded submission: all before the first replayed one
-    written: list[tuple[str, str, str]] = []
     commands: list[Command] = []
     inflight: asyncio.Future[list[Any]] | None = None
 
@@ -440,13 +461,14 @@ async def _write_folded(
                     commands.append(("PFADD", hll, *(player for player, _ in items[i : i + _CHUNK])))
                 if expire_at:
                     commands.append(("EXPIREAT", hll, expire_at, "NX"))
-            if expire_at:
-                commands.append(("EXPIREAT", key, expire_at, "NX"))
+            commands += _companions(keys, folder, config, (window, period, scope), members.values())
+            for written_key in (key, keys.histogram(window, period, scope), keys.points(window, period, scope)):
+                if expire_at:  # on a key not written (no points set outside dense mode): a no-op
+                    commands.append(("EXPIREAT", written_key, expire_at, "NX"))
             # a version the publisher has not published: it publishes the restored board's top N
             commands.append(("HINCRBY", keys.versions, f"{window}:{period}:{scope}", 1))
             restored.boards += 1
             restored.entries += len(items)
-            written.append((window, period, scope))
             await flush()
         names = {**stored_names, **folder.names}  # '' when a profile call cleared the name
         for player, profile in journal.profiles(names, folder).items():
@@ -473,7 +495,3 @@ async def _write_folded(
         if inflight is not None:  # failed, or cancelled: nothing is left running
             inflight.cancel()
         raise
-    # lb_submit keeps the companions as it writes; members written whole need them computed once,
-    # before the replayed part builds on them
-    for window, period, scope in written:
-        await lb.rebuild_rank_index(window, scope, at=now, period=period)

@@ -29,7 +29,9 @@ pytest_plugins = ("tests.durable_fixtures",)  # fixtures: store_url, store (one 
 
 HOUR = 3_600_000
 LATER = NOW + 600_000  # the consumer's clock: every submission lies in the recent past
-CONFIG = GameConfig(game="test", windows=("daily", "weekly", "alltime"))
+# weekly in dense mode: its boards keep a distinct-points set beside the histogram, which the
+# rebuild writes from the folded members (every rank mode's companions compared key by key)
+CONFIG = GameConfig(game="test", windows=("daily", "weekly", "alltime"), window_rank_modes={"weekly": "dense"})
 
 
 def history(n: int, *, seed: int = 1, hours: int = 38) -> list[dict[str, str]]:

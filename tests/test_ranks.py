@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from leaderboard import GameConfig, Leaderboard, Submission, now_ms
-from leaderboard.ranking import assign_ranks, bucket_of, round_rank, top_percent
+from leaderboard.ranking import assign_ranks, bucket_of, companions, round_rank, top_percent
 from leaderboard.settings import SettingsError
 from leaderboard.windows import WINDOWS
 
@@ -277,6 +277,26 @@ async def test_rebuild_restores_the_companions_of_an_older_board(r: aioredis.Red
     assert not await r.exists(companions[1]) and await r.exists(companions[0])
     await submit(ordinal, slip("late", "zed", 5, NOW + 1000))
     assert not await r.exists(companions[1])
+
+
+@pytest.mark.parametrize("window", ["weekly", "alltime"])
+async def test_companions_computed_in_python_equal_the_functions(r: aioredis.Redis, window: str) -> None:
+    # the rebuild from the durable log writes a board's companions from its members in Python
+    # (ranking.companions): they must be what lb_rank_rebuild builds from the board in Redis
+    lb = Leaderboard(r, GameConfig(game="test", windows=(window,), rank_mode="dense"))
+    rng = random.Random(11)
+    values = [0, 1, 2, 3, 15, 16, 17, 100, 2**20 - 1, 2**20, 2**32, 2**32 + 1]
+    slips = [slip(f"s{i}", f"p{i}", rng.choice([*values, rng.randrange(2**33)]), NOW + i) for i in range(500)]
+    await submit(lb, *slips)  # the points above a window's cap are refused
+    label = WINDOWS[window].period(NOW).label
+    board_key = lb.keys.board(window, label, "global")
+    assert await lb.rebuild_rank_index(window, at=NOW) == await r.zcard(board_key) > 300
+    members = cast(list[tuple[str, float]], await r.zrange(board_key, 0, -1, withscores=True))
+    histogram, distinct = companions((int(score) for _, score in members), WINDOWS[window].shift)
+    stored = await r.hgetall(lb.keys.histogram(window, label, "global"))
+    assert histogram == {int(b): int(n) for b, n in stored.items()}
+    points = cast(list[str], await r.zrange(lb.keys.points(window, label, "global"), 0, -1))
+    assert distinct == {int(p) for p in points}
 
 
 async def test_estimates_respect_a_partly_filled_top_bucket(r: aioredis.Redis) -> None:
