@@ -53,10 +53,11 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from leaderboard import GameConfig, Leaderboard, now_ms
-from leaderboard.keys import GLOBAL_SCOPE, Keys
+from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.ranking import companions
 from leaderboard.transport import Command, RedisClient, execute_packed
-from leaderboard.windows import tournament_of, tournament_window, window
+from leaderboard.windows import tournament_of, tournament_window
+from leaderboard.windows import window as window_spec
 
 from .durable import Record, Store, StoreError, open_store
 from .durable import actions as journal
@@ -395,14 +396,17 @@ async def _replay(lb: Leaderboard, entries: list[dict[str, str]], now: int, rest
 
 
 def _companions(
-    keys: Keys, folder: ActionFolder, config: GameConfig, board: tuple[str, str, str], scores: Iterable[int]
+    config: GameConfig, folder: ActionFolder, board: tuple[str, str, str], scores: Iterable[int]
 ) -> list[Command]:
     """The commands that write a board's rank companions from its members' packed scores."""
     window_name = board[0]
     tournament = tournament_of(window_name)
-    spec = tournament_window(tournament, *folder.state.tournaments[tournament]) if tournament else window(window_name)
+    if tournament:
+        spec = tournament_window(tournament, *folder.state.tournaments[tournament])
+    else:
+        spec = window_spec(window_name)
     histogram, distinct = companions(scores, spec.shift)
-    hist_key, points_key = keys.histogram(*board), keys.points(*board)
+    hist_key, points_key = config.keys.histogram(*board), config.keys.points(*board)
     out: list[Command] = [("DEL", hist_key, points_key)]
     flat = [x for bucket, members in histogram.items() for x in (bucket, members)]
     out += [("HSET", hist_key, *flat[i : i + 2 * _CHUNK]) for i in range(0, len(flat), 2 * _CHUNK)]
@@ -461,7 +465,7 @@ async def _write_folded(
                     commands.append(("PFADD", hll, *(player for player, _ in items[i : i + _CHUNK])))
                 if expire_at:
                     commands.append(("EXPIREAT", hll, expire_at, "NX"))
-            commands += _companions(keys, folder, config, (window, period, scope), members.values())
+            commands += _companions(config, folder, (window, period, scope), members.values())
             for written_key in (key, keys.histogram(window, period, scope), keys.points(window, period, scope)):
                 if expire_at:  # on a key not written (no points set outside dense mode): a no-op
                     commands.append(("EXPIREAT", written_key, expire_at, "NX"))
