@@ -113,6 +113,7 @@ class Swarm(Service):
         self.priority_warnings: set[str] = set()  # the workers' yield_cores warnings, distinct
         self._readers: list[asyncio.Task[None]] = []
         self._reports: list[asyncio.Future[dict[str, Any]]] = []
+        self._missing: list[asyncio.Future[int]] = []
         self.started = 0.0
         self._closed = False
 
@@ -161,6 +162,8 @@ class Swarm(Service):
                 self.last[i] = {k: msg[k] for k in (*COUNTERS, *STALLS)}
                 if i < len(self._reports) and not self._reports[i].done():
                     self._reports[i].set_result(msg)
+            elif msg["ev"] == "missing" and i < len(self._missing) and not self._missing[i].done():
+                self._missing[i].set_result(int(msg["missing"]))
 
     def totals(self) -> dict[str, int]:
         return {k: sum(int(t.get(k, 0)) for t in self.last) for k in COUNTERS}
@@ -193,13 +196,23 @@ class Swarm(Service):
         return False
 
     async def report(self, expected: list[str], since: float, timeout: float = 60.0) -> list[dict[str, Any]]:
+        self._reports = self._ask("report", expected, since)
+        return list(await asyncio.wait_for(asyncio.gather(*self._reports), timeout))
+
+    async def missing(self, expected: list[str], since: float, timeout: float = 60.0) -> int:
+        """The snapshots in ``expected`` not (yet) read by the sockets open since before
+        ``since`` (``Worker.unseen``), all processes together: a cheap ``report``."""
+        self._missing = self._ask("missing", expected, since)
+        return sum(await asyncio.wait_for(asyncio.gather(*self._missing), timeout))
+
+    def _ask(self, cmd: str, expected: list[str], since: float) -> list[asyncio.Future[Any]]:
         loop = asyncio.get_running_loop()
-        self._reports = [loop.create_future() for _ in self.procs]
-        line = orjson.dumps({"cmd": "report", "expected": expected, "since": since}) + b"\n"
+        answers: list[asyncio.Future[Any]] = [loop.create_future() for _ in self.procs]
+        line = orjson.dumps({"cmd": cmd, "expected": expected, "since": since}) + b"\n"
         for proc in self.procs:
             assert proc.stdin is not None
             proc.stdin.write(line)
-        return list(await asyncio.wait_for(asyncio.gather(*self._reports), timeout))
+        return answers
 
     async def close(self) -> None:
         """Stop every worker (idempotent): ask, then wait, then kill what hangs."""

@@ -498,32 +498,45 @@ class Worker:
             "lat": lat,
         }
 
+    def unseen(self, expected: list[str], since: float) -> tuple[int, int, int]:
+        """(eligible, complete, missing): the sockets open since before ``since``, those of them
+        with every snapshot in ``expected``, and the snapshots they have not got (yet). A snapshot
+        that reached none of this process's sockets is missing from every one of them."""
+        mask = never = 0
+        for key in expected:
+            sid = self.sids.get(key)
+            if sid is None:
+                never += 1
+            else:
+                mask |= 1 << sid
+        eligible = complete = missing = 0
+        for conn in self.conns:
+            if conn is None or conn.state != 1 or conn.opened_at > since:
+                continue
+            eligible += 1
+            lost = never + bin(mask & ~self.seen[conn.index]).count("1")
+            missing += lost
+            complete += lost == 0
+        return eligible, complete, missing
+
     def report(self, expected: list[str], since: float) -> dict[str, Any]:
         """Figures for the snapshots in ``expected`` (published in the measured window)."""
         per: dict[str, list[float]] = {}
         latencies: list[float] = []
         read_latencies: list[float] = []
-        late = mask = 0
+        late = 0
         for key in expected:
             sid = self.sids.get(key)
             if sid is None:
                 per[key] = [0, 0.0, 0.0]
                 continue
-            mask |= 1 << sid
             times = self.arrivals[sid]
             ts = self.ts[sid]
             per[key] = [len(times), min(times, default=0.0), max(times, default=0.0)]
             latencies.extend(round((t - ts) * 1000, 2) for t in times)
             read_latencies.extend(round((t - ts) * 1000, 2) for t in self.reads[sid])
             late += self.late[sid]
-        eligible = complete = missing = 0
-        for conn in self.conns:
-            if conn is None or conn.state != 1 or conn.opened_at > since:
-                continue
-            eligible += 1
-            lost = bin(mask & ~self.seen[conn.index]).count("1")
-            missing += lost
-            complete += lost == 0
+        eligible, complete, missing = self.unseen(expected, since)
         gateways: dict[str, int] = {}
         for conn in self.conns:
             if conn is not None and conn.state == 1:
@@ -628,6 +641,8 @@ async def main() -> None:
             cmd = orjson.loads(line)
             if cmd["cmd"] == "report":
                 _emit(worker.report(cmd["expected"], float(cmd["since"])))
+            elif cmd["cmd"] == "missing":
+                _emit({"ev": "missing", "missing": worker.unseen(cmd["expected"], float(cmd["since"]))[2]})
             elif cmd["cmd"] == "stop":
                 break
     finally:

@@ -160,17 +160,17 @@ def test_frames() -> None:
     assert client_frame(0xA, b"hi") == b"\x8a\x82\0\0\0\0hi"
 
 
+def snap(board: str, version: int, ts_ms: int) -> bytes:
+    entries = [Entry(1, "mia", 100, {})]
+    payload = wire.snapshot(board=board, window="weekly", period="2030-W48", version=version, ts_ms=ts_ms,
+                            entries=entries)  # fmt: skip
+    return text_frame(payload)
+
+
 async def test_snapshots_read_with_a_later_tick_are_counted_as_stamped_late() -> None:
     """A read has one kernel timestamp, its last segment's: a socket read a tick late gives its
     earlier snapshot the later arrival. Those deliveries are counted; a tick's several boards,
     written together, are not."""
-
-    def snap(board: str, version: int, ts_ms: int) -> bytes:
-        entries = [Entry(1, "mia", 100, {})]
-        payload = wire.snapshot(board=board, window="weekly", period="2030-W48", version=version, ts_ms=ts_ms,
-                                entries=entries)  # fmt: skip
-        return text_frame(payload)
-
     worker = Worker(WorkerSettings(count=1))
     conn = Conn(worker, 0)
     conn.state = 1
@@ -184,6 +184,25 @@ async def test_snapshots_read_with_a_later_tick_are_counted_as_stamped_late() ->
     report = worker.report(expected, since=0.0)
     assert report["stamped_late"] == 1 and sorted(report["latencies"]) == [100.0, 200.0, 200.0, 1100.0]
     assert worker.report(expected[:2], since=0.0)["stamped_late"] == 0
+
+
+async def test_a_snapshot_none_of_a_processs_sockets_got_is_missing_from_each() -> None:
+    """A process counts what its sockets open since before the window lack: a snapshot it never
+    saw at all is lost from every one of them, not left out (it was, before); sockets opened
+    during the window are not counted."""
+    t = 1_900_000_000_000
+    worker = Worker(WorkerSettings(count=3))
+    conns = [Conn(worker, i) for i in range(3)]
+    for i, conn in enumerate(conns):
+        conn.state, conn.opened_at = 1, t / 1000 - 10 + 20 * (i == 2)  # the third opened late
+        worker.conns[i] = conn
+        conn.data_received(snap("global", 1, t), t / 1000 + 0.1, t / 1000 + 0.1)
+    conns[0].data_received(snap("global", 2, t + 1000), t / 1000 + 1.1, t / 1000 + 1.1)
+    expected = [f"global|weekly|2030-W48|{v}" for v in (1, 2, 3)]  # 3 reached none of them
+    assert worker.unseen(expected, since=t / 1000) == (2, 0, 1 + 2)
+    report = worker.report(expected, since=t / 1000)
+    assert (report["eligible"], report["complete"], report["missing"]) == (2, 0, 3)
+    assert worker.unseen(expected[:1], since=t / 1000) == (2, 2, 0)
 
 
 def test_a_run_against_a_live_fleet_must_name_its_game(capsys: pytest.CaptureFixture[str], redis_url: str) -> None:
