@@ -32,29 +32,27 @@ from . import frames
 from .procstat import usage
 
 
-def cpu_s(pids: list[int]) -> float:
+def _summed(pids: list[int], field: str) -> float:
+    """A /proc figure of the processes (procstat.Usage), summed; a process gone counts 0."""
     total = 0.0
     for pid in pids:
         with contextlib.suppress(OSError):
-            total += usage(pid).cpu_s
+            total += getattr(usage(pid), field)
     return total
+
+
+def cpu_s(pids: list[int]) -> float:
+    """CPU seconds the processes used, summed."""
+    return _summed(pids, "cpu_s")
 
 
 def wait_s(pids: list[int]) -> float:
     """Seconds the processes' threads waited runnable for a core, summed."""
-    total = 0.0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            total += usage(pid).wait_s
-    return total
+    return _summed(pids, "wait_s")
 
 
 def rss_bytes(pids: list[int]) -> int:
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            total += usage(pid).rss_bytes
-    return total
+    return int(_summed(pids, "rss_bytes"))
 
 
 @dataclass
