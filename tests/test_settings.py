@@ -99,6 +99,7 @@ ENTRY_POINTS = [
     (["-m", "bench.durable"], None),
     (["-m", "bench.naive_gateway"], None),
     (["-m", "bench.conn_memory"], None),
+    (["-m", "bench.publish_fanout"], None),
 ]
 
 

@@ -1,0 +1,20 @@
+"""``python -m bench.publish_fanout`` at a small scale: every publish reaches every subscriber
+(the bench fails otherwise) and the table has a row per subscriber count."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bench.publish_fanout import main
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_publish_fanout_measures_every_subscriber_count(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--subscribers", "1,3", "--publishes", "500", "--rounds", "2"]) == 0
+    out = capsys.readouterr().out
+    rows = re.findall(r"^\| (\d+) \| ([\d.]+), ([\d.]+) \| ([\d.]+) \| ([\d.]+)× \|$", out, re.M)
+    assert [int(r[0]) for r in rows] == [1, 3]
+    assert all(float(x) > 0 for r in rows for x in r[1:3]) and rows[0][4] == "1.0"
