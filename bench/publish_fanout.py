@@ -12,6 +12,7 @@ message must reach every subscriber, or the run fails.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 import tempfile
@@ -81,16 +82,27 @@ async def one_phase(host: str, port: int, subscribers: int, publishes: int, payl
     return cpu
 
 
+def positive(text: str) -> int:
+    """``type=`` of a count: a whole number of at least 1, else a usage error."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def counts(text: str) -> list[int]:
+    """``type=`` of --subscribers: counts of at least 1, comma-separated."""
+    return [positive(part.strip()) for part in text.split(",")]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m bench.publish_fanout", __doc__ or "")
-    p.add_argument("--subscribers", default="1,10,100", help="subscriber counts, comma-separated")
-    p.add_argument("--publishes", type=int, default=20_000, help="publishes per phase")
-    p.add_argument("--payload", type=int, default=1316, help="bytes per snapshot (bench.gateway's)")
-    p.add_argument("--rounds", type=int, default=2, help="times each subscriber count, alternating")
+    p.add_argument("--subscribers", type=counts, default="1,10,100", help="subscriber counts, comma-separated")
+    p.add_argument("--publishes", type=positive, default=20_000, help="publishes per phase")
+    p.add_argument("--payload", type=positive, default=1316, help="bytes per snapshot (bench.gateway's)")
+    p.add_argument("--rounds", type=positive, default=2, help="times each subscriber count, alternating")
     args = p.parse_args(argv)
-    counts = [int(c) for c in args.subscribers.split(",")]
     payload = b'{"type":"snapshot"' + b"x" * max(0, args.payload - 19) + b"}"
-    results: dict[int, list[float]] = {c: [] for c in counts}
+    results: dict[int, list[float]] = {c: [] for c in args.subscribers}
     with tempfile.TemporaryDirectory(prefix="publish-bench-") as data, RedisServer(data) as server:
         admin = redis.Redis(host=server.host, port=server.port)
         # a subscriber this bench reads as fast as it can; no limit so a slow read never cuts it off
@@ -98,15 +110,15 @@ def main(argv: list[str] | None = None) -> int:
         admin.close()
         started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         for _ in range(args.rounds):
-            for c in counts:
+            for c in args.subscribers:
                 cpu = asyncio.run(one_phase(server.host, server.port, c, args.publishes, payload))
                 results[c].append(cpu)
     print(f"{started}: {args.publishes:,} SPUBLISH of {len(payload):,} bytes per phase, "
           f"{PIPELINE} per pipeline, rounds alternating\n")  # fmt: skip
     print("| subscribers (gateway processes) | Redis CPU µs per publish, each round | per delivery | vs 1 subscriber |")
     print("|---|---|---|---|")
-    base = min(results[counts[0]]) / args.publishes * 1e6
-    for c in counts:
+    base = min(results[args.subscribers[0]]) / args.publishes * 1e6
+    for c in args.subscribers:
         per = [cpu / args.publishes * 1e6 for cpu in results[c]]
         print(f"| {c} | {', '.join(f'{x:.1f}' for x in per)} | {min(per) / c:.2f} | {min(per) / base:.1f}× |")
     return 0

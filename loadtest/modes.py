@@ -374,8 +374,9 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
         (f"{prefix}snapshots in window", f["snapshots"]),
         (
             f"{prefix}deliveries / expected",
-            f"{f['deliveries']:,} / {f['expected_deliveries']:,} (lost {f['lost']:,}; read by the client processes "
-            f"within {GRACE + f.get('catch_up_s', 0.0):.1f} s after the window)",
+            f"{f['deliveries']:,} / {f['expected_deliveries']:,} (lost {f['lost']:,}, counted "
+            f"{GRACE + f.get('catch_up_s', 0.0):.1f} s after the window, when the client processes had stopped "
+            "catching up)",
         ),
         (f"{prefix}sockets with every snapshot", f"{f['sockets_complete']:,} / {f['sockets_eligible']:,}"),
         (f"{prefix}latency p50/p90/p99/max ms (at arrival: kernel timestamp)", _quad(lat, f["snapshots"])),

@@ -18,3 +18,6 @@ def test_publish_fanout_measures_every_subscriber_count(capsys: pytest.CaptureFi
     rows = re.findall(r"^\| (\d+) \| ([\d.]+), ([\d.]+) \| ([\d.]+) \| ([\d.]+)× \|$", out, re.M)
     assert [int(r[0]) for r in rows] == [1, 3]
     assert all(float(x) > 0 for r in rows for x in r[1:3]) and rows[0][4] == "1.0"
+    with pytest.raises(SystemExit) as refused:  # a usage error, before any server starts
+        main(["--subscribers", "1,0"])
+    assert refused.value.code == 2 and "at least 1, got '0'" in capsys.readouterr().err
