@@ -22,7 +22,6 @@ from collections.abc import Callable, Collection
 from redis.exceptions import RedisError
 
 from leaderboard import Leaderboard, Standing, wire
-from leaderboard.transport import torn_down
 
 from .client import BoardKey, Client
 from .metrics import Metrics
@@ -76,11 +75,8 @@ class RankPusher:
         keys = list(by_board)
         try:
             results = await asyncio.gather(*(self._read(key, by_board[key]) for key in keys))
-        except (RedisError, OSError, AttributeError) as exc:
-            # a connection torn down under the read (a cluster failover) is a lost connection too:
-            # the round is skipped and the next one retries, or the pushes would stop for good
-            if isinstance(exc, AttributeError) and not torn_down(exc):
-                raise
+        except (RedisError, OSError) as exc:
+            # the round is skipped and the next one retries (a lost connection, a failover)
             self._metrics.redis_errors.inc()
             log.debug("rank read failed: %s", exc)
             return 0

@@ -55,9 +55,11 @@ class Gateway:
         # Every read is bounded (redis_timeout); the hub's blocking pub/sub read is not: redis-py
         # waits for a pushed message without the socket timeout.
         bound = s.redis_timeout or None
-        self._redis = connect(s.redis_url, socket_timeout=bound, socket_connect_timeout=bound)
+        self._redis = connect(s.redis_url, pool=s.redis_pool, socket_timeout=bound, socket_connect_timeout=bound)
         # bytes: snapshots pass through unchanged
-        self._raw = connect(s.redis_url, decode=False, socket_timeout=bound, socket_connect_timeout=bound)
+        self._raw = connect(
+            s.redis_url, decode=False, pool=s.redis_pool, socket_timeout=bound, socket_connect_timeout=bound
+        )
         # a dropped socket leaves its boards at once (the games are built just below)
         self.out = Outbound(s, self.metrics, on_drop=self._dropped)
         self.games: dict[str, Game] = build_games(s, self._redis, self._raw, self.metrics, self.out)

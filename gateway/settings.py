@@ -19,6 +19,7 @@ from pathlib import Path
 from leaderboard import GameConfig
 from leaderboard.keys import parse_scope
 from leaderboard.settings import (
+    RedisPool,
     SettingsError,
     above,
     at_least,
@@ -78,6 +79,7 @@ class GatewaySettings:
         "LB_GW_ID", factory=_default_id, shown="gw-<host>-<pid>", help="gateway id sent in welcome"
     )
     redis_url: str = redis_url(help="Redis to use (./dev run's own: in var/fleet.env)")
+    redis_pool: RedisPool = nested(RedisPool)
     game: GameConfig = nested(GameConfig)
     default_window: str = setting(
         "LB_GW_WINDOW", "", "window of a connection's default board (empty: weekly if kept, else the first window)"

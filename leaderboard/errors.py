@@ -13,6 +13,9 @@ wrappers, the queue and the gateways, has one root and a stable ``code``.
     │                                time (LB_WAIT_REPLICAS); retry with the same id
     ├── InvalidInput                 a moderation or profile call broke a rule (code from INPUT_CODES)
     ├── Banned                       banned: the player is banned (a correction waits for an unban)
+    ├── Unavailable                  unavailable: no pooled Redis connection came free within
+    │                                LB_REDIS_POOL_WAIT; also a redis ConnectionError, so every
+    │                                caller that retries a lost connection retries this too
     ├── gateway.protocol.ProtocolError   a client message was refused (docs/protocol.md codes)
     └── gateway.auth.AuthError           invalid_token, token_expired
 
@@ -21,6 +24,8 @@ wrappers, the queue and the gateways, has one root and a stable ``code``.
 """
 
 from __future__ import annotations
+
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 # Stable error codes of submissions; the function library returns the same ones.
 CODES = {
@@ -120,6 +125,14 @@ class InvalidInput(LeaderboardError):
 
 class Banned(LeaderboardError):
     code = "banned"
+
+
+class Unavailable(LeaderboardError, RedisConnectionError):
+    """Every pooled connection to a Redis node stayed busy past the pool's wait: the process is
+    asking more of that node than its pool allows (LB_REDIS_POOL_SIZE). Nothing was sent; the
+    call may be retried. A ``ConnectionError`` too: for the callers it is Redis unavailable."""
+
+    code = "unavailable"
 
 
 # The codes a whole call of the function library can fail with (``ERR <code> <message>``).

@@ -269,17 +269,15 @@ def plain(text: str) -> str:
 
 
 def redacted(url: str) -> str:
-    """``url`` with its password hidden, in the user part or the query (``unix://…?password=``):
-    for logs and messages (credentials are never logged)."""
+    """``url`` with every password hidden: in the user part of each node (a cluster URL may name
+    several: ``redis+cluster://:pw@h1:p1,h2:p2``) and in the query (``unix://…?password=``): for
+    logs and messages (credentials are never logged)."""
     try:
         parts = urlsplit(url)
-        password = parts.password
     except ValueError:  # not even a URL: it may still hold a secret
         return "(unparsable URL)"
-    netloc, query = parts.netloc, parts.query
-    if password is not None:
-        netloc = f"{parts.username or ''}:***@{netloc.rsplit('@', 1)[1]}"
-    query = "&".join("password=***" if p.startswith("password=") else p for p in query.split("&"))
+    netloc = ",".join(_redacted_node(node) for node in parts.netloc.split(","))
+    query = "&".join("password=***" if p.startswith("password=") else p for p in parts.query.split("&"))
     if (netloc, query) == (parts.netloc, parts.query):
         return url
     # by hand, not urlunsplit: that drops the empty host of unix:///path
@@ -290,18 +288,43 @@ def redacted(url: str) -> str:
     )
 
 
+def _redacted_node(node: str) -> str:
+    user, at, address = node.rpartition("@")
+    if not at or ":" not in user:
+        return node
+    return f"{user.partition(':')[0]}:***@{address}"
+
+
+def cluster_seeds(url: str) -> list[str] | None:
+    """The seed nodes of a cluster URL, each as a plain node URL sharing the credentials, path and
+    query; None for a URL that is not a cluster's. ``redis+cluster://:pw@h1:7000,h2:7001/0`` ->
+    ``["redis://:pw@h1:7000/0", "redis://:pw@h2:7001/0"]``: any one that answers tells the client
+    the whole cluster, so naming several keeps a node that is down from being the one way in."""
+    scheme, sep, rest = url.partition("://")
+    if scheme.lower() not in ("redis+cluster", "rediss+cluster"):
+        return None
+    cut = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    netloc, tail = rest[:cut], rest[cut:]
+    user, at, hosts = netloc.rpartition("@")
+    plain = scheme[: -len("+cluster")]
+    return [f"{plain}{sep}{user}{at}{host.strip()}{tail}" for host in hosts.split(",")]
+
+
 def redis_url_problem(url: str) -> str | None:
     """What is wrong with a Redis URL, checked as the client will read it (None: nothing)."""
-    scheme, sep, rest = url.partition("://")
-    if scheme.lower() in ("redis+cluster", "rediss+cluster"):  # a cluster node's address
-        url = f"{scheme[: -len('+cluster')]}{sep}{rest}"
-    try:
-        parse_url(url)  # type: ignore[no-untyped-call]
-    except ValueError as exc:
-        return (
-            f"is not a Redis URL (redis://, rediss://, unix://, or redis+cluster:// for a cluster): {exc}; "
-            f"got {redacted(url)!r}"
-        )
+    seeds = cluster_seeds(url)
+    if seeds is not None and "@" in url.partition("://")[2].rpartition("@")[0]:
+        return f"names credentials per node: give them once, before the first node; got {redacted(url)!r}"
+    for node in seeds or [url]:
+        try:
+            parsed = parse_url(node)  # type: ignore[no-untyped-call]
+        except ValueError as exc:
+            return (
+                "is not a Redis URL (redis://, rediss://, unix://, or redis+cluster://host:port[,host:port...] "
+                f"for a cluster): {exc}; got {redacted(url)!r}"
+            )
+        if seeds is not None and not parsed.get("host"):
+            return f"names a cluster node without a host; got {redacted(url)!r}"
     return None
 
 
@@ -321,6 +344,30 @@ def redis_url(
         "LB_REDIS_URL", default, help, check=lambda v: None if v == default == "" else redis_url_problem(v),
         secret=True,
     )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RedisPool:
+    """How many connections a Redis client keeps per node, and how long a call waits for one when
+    all are busy. Bounded on purpose: a burst of calls (a catch-up, a tick with many boards due, a
+    failover's retries) queues here for a moment instead of opening connections without end or
+    failing at once; what still finds no connection after ``wait`` is refused ``unavailable``
+    (``leaderboard.errors.Unavailable``), which every caller treats as Redis unavailable."""
+
+    size: int = setting(
+        "LB_REDIS_POOL_SIZE", 64,
+        "connections a process's Redis client keeps at most per node (a gateway has two clients); a call "
+        "finding all busy waits LB_REDIS_POOL_WAIT",
+        check=at_least(1),
+    )  # fmt: skip
+    wait: float = setting(
+        "LB_REDIS_POOL_WAIT", 1.0,
+        "seconds a call waits for a free pooled connection before it is refused `unavailable`",
+        check=above(0),
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        validate(self)
 
 
 def unreachable(url: str, exc: BaseException, *, env: bool = True) -> str:

@@ -15,17 +15,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeAlias, cast
 
 import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
-from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.connection import Connection
-from redis.exceptions import AskError, ClusterDownError, MovedError, ResponseError, TryAgainError
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import Connection, parse_url
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MaxConnectionsError,
+    MovedError,
+    RedisClusterException,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .errors import Unavailable
+from .settings import RedisPool, cluster_seeds
 
 RedisClient: TypeAlias = aioredis.Redis | RedisCluster
 """What ``connect()`` returns: a plain client, or a cluster-aware one for a cluster URL."""
@@ -38,35 +49,145 @@ _NODE_OPTIONS = {
     "decode_responses", "encoding", "encoding_errors",
 }  # fmt: skip
 _REDIRECT_TRIES = 5  # a slot moving, or a failover being agreed on, settles within a few retries
+_LOST = (ConnectionError, TimeoutError, OSError, RedisConnectionError, RedisTimeoutError)
 
 
 def is_cluster_url(url: str) -> bool:
     return url.partition("://")[0].lower() in _CLUSTER_SCHEMES
 
 
-def connect(url: str, *, decode: bool = True, **kwargs: Any) -> RedisClient:
+def connect(url: str, *, decode: bool = True, pool: RedisPool | None = None, **kwargs: Any) -> RedisClient:
     """A client as the wrappers expect it: str replies, undecodable bytes kept, not raised.
     ``decode=False``: bytes replies (snapshots forwarded unchanged). A ``redis+cluster://`` URL
-    gives a cluster-aware client (see the module docstring)."""
+    (one seed node or several, comma-separated) gives a cluster-aware client (see the module
+    docstring). ``pool``: connections per node and the wait for a free one (default: the
+    documented defaults of ``RedisPool``)."""
+    pool = pool or RedisPool()
     if decode:
         kwargs.update(decode_responses=True, encoding_errors="surrogateescape")
-    scheme, sep, rest = url.partition("://")
-    plain = _CLUSTER_SCHEMES.get(scheme.lower())
-    if plain is None:
-        return aioredis.Redis.from_url(url, **kwargs)
+    seeds = cluster_seeds(url)
+    if seeds is None:
+        blocking = _BlockingPool.from_url(url, max_connections=pool.size, timeout=pool.wait, **kwargs)
+        blocking.connection_class = _lost_when_torn_down(blocking.connection_class)
+        return aioredis.Redis.from_pool(blocking)
     # A replica promoted in a failover answers within about the cluster's node timeout; redis-py
     # retries a command through its own topology refreshes, and the callers' backoff does the rest.
     kwargs.pop("health_check_interval", None)  # not a cluster-client option
-    return RedisCluster.from_url(f"{plain}{sep}{rest}", **kwargs)
+    others = [ClusterNode(str(parsed["host"]), int(parsed.get("port", 6379))) for parsed in map(parse_url, seeds[1:])]
+    return _Cluster.from_url(seeds[0], startup_nodes=others, max_connections=pool.size, pool_wait=pool.wait, **kwargs)
 
 
-def torn_down(exc: BaseException) -> bool:
-    """A command on a connection that another task disconnected under it. redis-py's cluster
-    client (8.1) disconnects every connection of a node that a topology refresh drops, a failover
-    included, also one a command is connecting or writing on at that moment: that command then
-    fails with ``AttributeError`` on the connection's writer (now None) instead of a
-    ``ConnectionError``. It is a lost connection, and callers treat it as one (back off, retry)."""
-    return isinstance(exc, AttributeError) and exc.obj is None and exc.name in ("writelines", "drain")
+def _torn_down(exc: AttributeError) -> bool:
+    """A command on a connection that another task disconnected under it. redis-py (8.1)
+    disconnects connections that are in use: its cluster client every connection of a node that a
+    topology refresh drops (a failover), also one a command is connecting or writing on at that
+    moment. That command then fails with ``AttributeError`` on the connection's writer or reader,
+    now None, instead of a ``ConnectionError``."""
+    return exc.obj is None and exc.name in ("writelines", "drain", "write", "read", "readline", "readexactly")
+
+
+class _LostWhenTornDown(Connection):
+    """Every command of every client goes through here: a connection torn down under it is
+    raised as what it is, a lost connection, which every caller already retries."""
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        try:
+            await super().send_packed_command(command, check_health)
+        except AttributeError as exc:
+            if not _torn_down(exc):
+                raise
+            raise RedisConnectionError(f"connection closed by another task while in use ({exc})") from exc
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().read_response(*args, **kwargs)
+        except AttributeError as exc:
+            if not _torn_down(exc):
+                raise
+            await self.disconnect(nowait=True)
+            raise RedisConnectionError(f"connection closed by another task while in use ({exc})") from exc
+
+
+_SAFE: dict[type[Any], type[Any]] = {}
+
+
+def _lost_when_torn_down(cls: type[Any]) -> type[Any]:
+    """``cls`` (a plain, TLS or unix-socket connection) with ``_LostWhenTornDown`` over it."""
+    if issubclass(cls, _LostWhenTornDown):
+        return cls
+    if cls not in _SAFE:
+        _SAFE[cls] = type(f"LostWhenTornDown{cls.__name__}", (_LostWhenTornDown, cls), {})
+    return _SAFE[cls]
+
+
+class _BlockingPool(aioredis.BlockingConnectionPool):
+    """redis-py's bounded pool, whose wait for a free connection is bounded too; past it, the call is
+    refused ``unavailable`` (not redis-py's bare "No connection available")."""
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
+        except RedisConnectionError as exc:
+            if not isinstance(exc.__cause__, asyncio.TimeoutError):
+                raise
+            raise _pool_busy(self.max_connections, self.timeout or 0) from exc
+
+
+def _pool_busy(size: int, wait: float) -> Unavailable:
+    return Unavailable(f"all {size} pooled Redis connections stayed busy for {wait:g} s (LB_REDIS_POOL_SIZE)")
+
+
+class _Cluster(RedisCluster):
+    """redis-py's cluster client, with what the fleet needs of it on top:
+
+    * each node's pool bounded and waited for (``pool_wait``) as ``_BlockingPool`` is: redis-py's
+      cluster nodes refuse at once with ``MaxConnectionsError`` when their pool is full;
+    * no seed node reachable, or the layout not settled yet, is a lost connection (the callers
+      back off and retry), not a ``RedisClusterException`` that ends a process;
+    * connections torn down under a command are lost connections (``_LostWhenTornDown``)."""
+
+    def __init__(self, *args: Any, pool_wait: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pool_wait = pool_wait
+        self._gates: dict[str, asyncio.Semaphore] = {}
+        # connection_kwargs is the dict every node (those learnt later included) is built from
+        safe = _lost_when_torn_down(self.connection_kwargs["connection_class"])
+        self.connection_kwargs["connection_class"] = safe
+        for node in self.startup_nodes:
+            node.connection_class = safe
+
+    @contextlib.asynccontextmanager
+    async def gate(self, node: ClusterNode) -> AsyncIterator[None]:
+        """One of the node's ``max_connections`` places, waited for up to ``pool_wait``."""
+        gate = self._gates.get(node.name)
+        if gate is None:
+            gate = self._gates[node.name] = asyncio.Semaphore(node.max_connections)
+        try:
+            async with asyncio.timeout(self._pool_wait):
+                await gate.acquire()
+        except TimeoutError:
+            raise _pool_busy(node.max_connections, self._pool_wait) from None
+        try:
+            yield
+        finally:
+            gate.release()
+
+    async def _execute_command(self, target_node: ClusterNode, *args: Any, **kwargs: Any) -> Any:
+        async with self.gate(target_node):
+            try:
+                return await super()._execute_command(target_node, *args, **kwargs)
+            except MaxConnectionsError as exc:  # a pipeline held the rest: as busy as the gate
+                raise _pool_busy(target_node.max_connections, self._pool_wait) from exc
+
+    async def initialize(self, *args: Any, **kwargs: Any) -> RedisCluster:
+        try:
+            return await super().initialize(*args, **kwargs)
+        except RedisClusterException as exc:
+            if "Cluster mode is not enabled" in str(exc):
+                raise  # a URL naming a server that is not a cluster node: a configuration error
+            # no seed answers, or the nodes do not cover every slot or agree on who serves
+            # which yet (a cluster being created, a failover being agreed on): wait for it
+            raise RedisConnectionError(str(exc)) from exc
 
 
 def now_ms() -> int:
@@ -102,33 +223,38 @@ async def _execute_cluster(cluster: RedisCluster, packed: bytes, commands: Seque
         node = cluster.get_node_from_key(key)
         if node is None:  # pragma: no cover - get_node_from_key raises for an uncovered slot
             raise ClusterDownError(f"no node serves the slot of {key!r}")
-        conn = node.acquire_connection()
-        try:
-            if not conn.is_connected:
-                try:
-                    await conn.connect()  # type: ignore[no-untyped-call]
-                except (ConnectionError, TimeoutError, OSError, RedisConnectionError, RedisTimeoutError):
-                    # Nothing was sent: the node is gone (a failover) or the layout is stale.
-                    # Learn it anew and retry; until a replica is promoted this still fails.
-                    if attempt == _REDIRECT_TRIES - 1:
-                        raise
-                    await _refresh_later(cluster)
-                    await asyncio.sleep(0.05 * (attempt + 1))
-                    continue
-            return await _send(conn, packed, len(commands))
-        except _REDIRECTS:
-            # Nothing ran (a redirect is refused before execution): learn the new layout, retry.
-            if attempt == _REDIRECT_TRIES - 1:
+        gate = cluster.gate(node) if isinstance(cluster, _Cluster) else contextlib.nullcontext()
+        async with gate:
+            try:
+                conn = node.acquire_connection()
+            except MaxConnectionsError as exc:  # pragma: no cover - the gate keeps within the pool
+                raise _pool_busy(node.max_connections, 0) from exc
+            try:
+                if not conn.is_connected:
+                    try:
+                        await conn.connect()  # type: ignore[no-untyped-call]
+                    except _LOST:
+                        # Nothing was sent: the node is gone (a failover) or the layout is stale.
+                        # Learn it anew and retry; until a replica is promoted this still fails.
+                        if attempt == _REDIRECT_TRIES - 1:
+                            raise
+                        await _refresh_later(cluster)
+                        await asyncio.sleep(0.05 * (attempt + 1))
+                        continue
+                return await _send(conn, packed, len(commands))
+            except _REDIRECTS:
+                # Nothing ran (a redirect is refused before execution): learn the new layout, retry.
+                if attempt == _REDIRECT_TRIES - 1:
+                    raise
+                await cluster.nodes_manager.initialize()
+                await asyncio.sleep(0.05 * attempt)
+            except _LOST:
+                # The master may be gone: learn the layout anew on the next call. Not retried here,
+                # because the command may have run; the callers' backoff decides.
+                await _refresh_later(cluster)
                 raise
-            await cluster.nodes_manager.initialize()
-            await asyncio.sleep(0.05 * attempt)
-        except (ConnectionError, TimeoutError, OSError, RedisConnectionError, RedisTimeoutError):
-            # The master may be gone: learn the layout anew on the next call. Not retried here,
-            # because the command may have run; the callers' backoff decides.
-            await _refresh_later(cluster)
-            raise
-        finally:
-            node.release(conn)
+            finally:
+                node.release(conn)
     raise AssertionError("unreachable")
 
 

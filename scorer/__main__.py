@@ -131,7 +131,7 @@ def parse_time(text: str) -> int:
 
 
 async def tournament(settings: ScorerSettings, args: argparse.Namespace) -> str:
-    redis = connect(settings.redis_url)
+    redis = connect(settings.redis_url, pool=settings.redis_pool)
     try:
         lb = Leaderboard(redis, settings.game.served[0])  # with LB_GAMES: the first game
         if args.action == "create":
@@ -190,7 +190,7 @@ def _default_actor() -> str:
 
 async def operate(settings: ScorerSettings, args: argparse.Namespace) -> str:
     """Run one operator command; the line to print."""
-    redis = connect(settings.redis_url)
+    redis = connect(settings.redis_url, pool=settings.redis_pool)
     try:
         lb = Leaderboard(redis, settings.game)
         await lb.load()  # the library may be older than this command (or absent): operators need the new one
@@ -264,7 +264,7 @@ async def submit(settings: ScorerSettings, args: argparse.Namespace) -> tuple[Su
     if config is None:
         raise InvalidSubmission("unknown_game", f"game {args.game!r} is not served here ({', '.join(served)})")
     sub = Submission.parse(fields)  # the queue checks the clock and the game's limits
-    redis = connect(settings.redis_url)
+    redis = connect(settings.redis_url, pool=settings.redis_pool)
     try:
         queue = Queue(redis, config)
         return sub, await queue.submit(sub)
@@ -276,7 +276,7 @@ async def rebuild_command(settings: ScorerSettings, args: argparse.Namespace) ->
     store = open_store(settings.durable_url)
     # no read timeout: computing a restored board's rank companions is one O(N) call, seconds
     # on a board of a million members
-    redis = connect(settings.redis_url, socket_timeout=None)
+    redis = connect(settings.redis_url, pool=settings.redis_pool, socket_timeout=None)
     try:
         await store.open()
         return await rebuild(
@@ -291,7 +291,7 @@ async def rank_index(settings: ScorerSettings, args: argparse.Namespace) -> list
     """Rebuild the rank companions of every board of the game (or of ``--window``); a line per
     board, then the total."""
     # no read timeout: one board's rebuild is one O(N) call, seconds on a million members
-    redis = connect(settings.redis_url, socket_timeout=None)
+    redis = connect(settings.redis_url, pool=settings.redis_pool, socket_timeout=None)
     try:
         lb = Leaderboard(redis, settings.game)
         await lb.load()  # lb_rank_rebuild may be newer than the library loaded

@@ -27,11 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-
 from leaderboard import Leaderboard, Period, Publication, RedisClient, now_ms, snapshot
 from leaderboard.backoff import redis_backoff
-from leaderboard.transport import torn_down
 from leaderboard.windows import tournament_of, window
 
 from .settings import ScorerSettings
@@ -162,12 +159,7 @@ class Publisher:
         backoff = redis_backoff()
         while not stop.is_set():
             try:
-                try:
-                    await self.tick()
-                except AttributeError as exc:
-                    if not torn_down(exc):
-                        raise
-                    raise RedisConnectionError(f"connection lost in a cluster topology refresh ({exc})") from exc
+                await self.tick()
                 backoff.reset()
             except REDIS_DOWN as exc:
                 # Whoever holds the lease when Redis is back publishes; the record of what was

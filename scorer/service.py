@@ -47,8 +47,13 @@ class Scorer:
         self.settings = settings
         self.burst = burst  # return once the queue is drained (scripts, tests, catch-up jobs)
         self.stats = Stats()
-        self.redis: RedisClient = connect(settings.redis_url, health_check_interval=30)
         per_game = [dataclasses.replace(settings, game=config) for config in settings.game.served]
+        # Each stream-reading loop holds a connection for its blocking read (LB_SCORER_BLOCK_MS):
+        # the pool gets one per loop on top of LB_REDIS_POOL_SIZE, so the reads never starve the
+        # rest (the publisher's reads, the acknowledgements) however many games a replica serves.
+        readers = len(per_game) * (settings.concurrency + int(settings.badges) + int(bool(settings.durable_url)))
+        pool = dataclasses.replace(settings.redis_pool, size=settings.redis_pool.size + readers)
+        self.redis: RedisClient = connect(settings.redis_url, pool=pool, health_check_interval=30)
         # The durable score log (LB_DURABLE_URL): one store, a recorder per game
         store = open_store(settings.durable_url) if settings.durable_url else None
         self.recorders = [

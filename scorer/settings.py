@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from leaderboard import GameConfig
 from leaderboard.settings import (
+    RedisPool,
     SettingsError,
     above,
     at_least,
@@ -57,6 +58,7 @@ def parse_thresholds(text: str) -> tuple[tuple[str, int], ...]:
 @dataclass(frozen=True, slots=True)
 class ScorerSettings:
     redis_url: str = redis_url(help="Redis to use (./dev run's own: in var/fleet.env)")
+    redis_pool: RedisPool = nested(RedisPool)
     game: GameConfig = nested(GameConfig)
     name: str = setting(
         "LB_SCORER_NAME",

@@ -27,7 +27,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from leaderboard import Leaderboard, RedisClient
 from leaderboard.backoff import redis_backoff
-from leaderboard.transport import torn_down
 
 from .settings import ScorerSettings
 
@@ -150,10 +149,6 @@ class GroupWorker:
     async def _call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         try:
             return await fn(*args, **kwargs)
-        except AttributeError as exc:
-            if not torn_down(exc):
-                raise
-            raise RedisConnectionError(f"connection lost in a cluster topology refresh ({exc})") from exc
         except ResponseError as exc:
             if "NOGROUP" not in str(exc) and "UNBLOCKED" not in str(exc):
                 raise

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
@@ -249,7 +250,7 @@ async def _missing(lb: Leaderboard, players: list[str], within: float) -> list[s
 async def test_cluster_url_gives_a_cluster_client(cluster: Cluster) -> None:
     redis: RedisClient = connect(cluster.url)
     try:
-        assert type(redis).__name__ == "RedisCluster"
+        assert isinstance(redis, RedisCluster)
         assert await redis.ping()
     finally:
         await redis.aclose()

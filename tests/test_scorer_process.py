@@ -322,3 +322,16 @@ async def test_a_replica_end_to_end_with_prometheus_metrics(
         assert scorer.stats.applied == 10
     await pubsub.aclose()
     assert not await r.exists(config.keys.publish_lease)  # released on close
+
+
+async def test_a_worker_dying_of_a_bug_exits_the_replica_non_zero(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    """A worker task that dies of something not retried (here the publisher, on a versions field
+    it cannot parse) must not leave a replica that looks alive and does nothing: the process exits
+    non-zero, with the traceback, so its supervisor (fleet, systemd) starts it again."""
+    async with replica(redis_url, "doomed") as rep:
+        await rep.started()
+        await r.hset(config.keys.versions, "not-a-board-field", "1")
+        assert await rep.exited(10_000 * MS) != 0
+    assert any("not-a-board-field" in line or "ValueError" in line for line in rep.lines), rep.lines[-20:]

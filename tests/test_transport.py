@@ -1,0 +1,102 @@
+"""The transport's connection handling over a real redis-server: a connection torn down under a
+command is a lost connection, and a full pool waits (bounded) instead of failing at once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+import redis.asyncio
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from leaderboard import connect
+from leaderboard.errors import Unavailable
+from leaderboard.settings import RedisPool
+from leaderboard.transport import _torn_down, execute_packed
+
+from .conftest import MS
+
+
+async def test_a_connection_torn_down_under_a_command_is_a_lost_connection(redis_url: str) -> None:
+    """redis-py disconnects connections that are in use (its cluster client: every connection of a
+    node a failover's topology refresh drops). The command writing on one then met a writer set to
+    None: ``AttributeError: 'NoneType' object has no attribute 'writelines'``, which killed the
+    scorer's consumer. Every client's connections raise it as a lost connection instead."""
+    client = connect(redis_url, socket_timeout=2)
+    assert isinstance(client, redis.asyncio.Redis)
+    try:
+        conn = await client.connection_pool.get_connection()
+        await conn.connect()
+        # The write runs in a task of its own (the socket timeout's wait_for). One step of the
+        # loop lets the command reach it (the write scheduled, not run); asyncio runs ready tasks
+        # in order, so the disconnect comes first and the write finds the writer set to None.
+        writing = asyncio.create_task(conn.send_packed_command(b"*1\r\n$4\r\nPING\r\n", check_health=False))
+        await asyncio.sleep(0)
+        await conn.disconnect(nowait=True)
+        with pytest.raises(RedisConnectionError, match="closed by another task"):
+            await writing
+        await client.connection_pool.release(conn)
+        assert await client.ping()  # the pool goes on with a fresh connection
+    finally:
+        await client.aclose()
+
+
+def test_any_other_attribute_error_is_not_hidden() -> None:
+    writer: object = None
+    assert _torn_down(_raised(lambda: writer.writelines([])))  # type: ignore[attr-defined]
+    assert _torn_down(_raised(lambda: writer.drain()))  # type: ignore[attr-defined]
+    assert not _torn_down(_raised(lambda: writer.wrong_name()))  # type: ignore[attr-defined]  # a bug
+    assert not _torn_down(_raised(lambda: "a string".writelines))  # type: ignore[attr-defined]
+
+
+def _raised(action: Callable[[], object]) -> AttributeError:
+    try:
+        action()
+    except AttributeError as exc:
+        return exc
+    raise AssertionError("no AttributeError")
+
+
+async def test_a_small_pool_serves_many_concurrent_calls(redis_url: str) -> None:
+    client = connect(redis_url, pool=RedisPool(size=2, wait=5.0))
+    try:
+        got = await asyncio.gather(*(client.incr("calls") for _ in range(20)))
+        packed = await asyncio.gather(*(execute_packed(client, ("INCR", "packed")) for _ in range(20)))
+        assert sorted(got) == list(range(1, 21)) and sorted(p[0] for p in packed) == list(range(1, 21))
+    finally:
+        await client.aclose()
+
+
+async def until(predicate: Callable[[], Awaitable[bool]], seconds: float) -> None:
+    """Poll Redis-side state (no event to await there) every 5 ms, bounded."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not await predicate():
+        assert loop.time() < deadline, "condition not reached in time"
+        await asyncio.sleep(5 * MS)
+
+
+async def blocked(r: redis.asyncio.Redis, count: int) -> bool:
+    return int((await r.info("clients"))["blocked_clients"]) >= count
+
+
+async def test_a_pool_held_past_its_wait_is_unavailable(redis_url: str, r: redis.asyncio.Redis) -> None:
+    client = connect(redis_url, pool=RedisPool(size=2, wait=200 * MS), socket_timeout=None)
+    try:
+        # both connections held by blocking reads that nothing will answer
+        async def hold(key: str) -> object:
+            return await client.blpop([key], timeout=0)
+
+        held = [asyncio.create_task(hold(f"never{i}")) for i in range(2)]
+        await until(lambda: blocked(r, 2), 2000 * MS)
+        with pytest.raises(Unavailable) as refused:
+            await client.get("x")
+        assert refused.value.code == "unavailable" and isinstance(refused.value, RedisConnectionError)
+        with pytest.raises(Unavailable):
+            await execute_packed(client, ("GET", "x"))
+        for task in held:
+            task.cancel()
+        await asyncio.gather(*held, return_exceptions=True)
+    finally:
+        await client.aclose()
