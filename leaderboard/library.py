@@ -439,6 +439,27 @@ class Leaderboard:
         mode = self.config.rank_mode_for(window_name)
         return BoardEntries(found, _entries(found, mode, 1, 1, flat), mode)
 
+    async def tops(
+        self, boards: Sequence[tuple[str, str]], n: int = 10, *, at: int | None = None
+    ) -> list[BoardEntries]:
+        """``top()`` of several boards, ``(window, scope)`` each, in one pipelined round trip:
+        for the publisher, whose tick may find hundreds of boards changed (a fraction of the
+        client's CPU per board of one call each, measured in docs/operations.md)."""
+        found = [await self._board(window_name, scope, at) for window_name, scope in boards]
+        commands = [("FCALL_RO", "lb_top", 2, key, self.keys.profiles, n) for key, _ in found]
+        try:
+            replies = await execute_packed(self.redis, *commands) if commands else []
+        except ResponseError as exc:
+            mapped = from_reply(str(exc))
+            if mapped is None:
+                raise
+            raise mapped from None
+        out = []
+        for (window_name, _), (_, period), flat in zip(boards, found, replies, strict=True):
+            mode = self.config.rank_mode_for(window_name)
+            out.append(BoardEntries(period, _entries(period, mode, 1, 1, flat), mode))
+        return out
+
     async def around(
         self,
         player: str,

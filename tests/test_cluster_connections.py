@@ -20,6 +20,7 @@ from leaderboard.transport import execute_packed
 from scorer import Scorer, ScorerSettings
 
 from .gw_helpers import T, settings
+from .test_scorer_publisher import publish_many_boards
 from .test_transport import blocked, until
 
 pytestmark = pytest.mark.timeout(90)
@@ -112,3 +113,13 @@ async def test_scorer_and_gateway_started_before_any_node_become_ready(tmp_path:
         await gw.close()
         await scorer.close()
         late.stop()
+
+
+async def test_a_thousand_boards_due_in_one_tick_are_all_published_on_a_cluster(cluster: Cluster) -> None:
+    config = GameConfig(game="many", windows=("alltime",))
+    client = connect(cluster.url)
+    try:
+        pub = await publish_many_boards(client, config, 1000)
+        assert pub.stats.published == 1000 and await client.hlen(config.keys.published) == 1000
+    finally:
+        await client.aclose()

@@ -205,3 +205,26 @@ async def test_the_next_snapshot_reflects_a_ban_a_correction_and_a_profile(
             "rank": 2, "player": "ben", "score": 70, "name": "Ben", "avatar": "https://cdn.example/b.png",
             "country": "NO",
         }  # fmt: skip
+
+
+async def publish_many_boards(r: Any, config: GameConfig, boards: int) -> Publisher:
+    """``boards`` boards due in one tick (``boards - 1`` new regions and the global board, one
+    window), published by one tick; returns the publisher."""
+    lb = Leaderboard(r, config)
+    clock = [NOW + 1000]
+    await lb.submit_batch([{**slip(f"s{i}", f"p{i}", i), "region": f"r{i}"} for i in range(boards - 1)], now=clock[0])
+    pub = publisher(r, config, "many", clock)
+    await pub.tick()
+    return pub
+
+
+async def test_a_thousand_boards_due_in_one_tick_are_all_published(r: aioredis.Redis) -> None:
+    """The due boards are read a bounded number at a time (READS_IN_FLIGHT), not all at once
+    through the pool: a tick with every board due (a rollover, a batch of new regions) publishes
+    them all, and the next tick has nothing left to do."""
+    config = GameConfig(game="many", windows=("alltime",))
+    pub = await publish_many_boards(r, config, 1000)
+    assert pub.stats.published == 1000 and await r.hlen(config.keys.published) == 1000
+    snap: Any = await r.get(config.keys.latest("alltime", "region:r998"))
+    assert orjson.loads(snap)["entries"] == [{"rank": 1, "player": "p998", "score": 998}]
+    assert await pub.tick() == []
