@@ -72,6 +72,13 @@ def drain(url: str, games: list[str]) -> float:
     return time.perf_counter() - started
 
 
+def cpu(client: redis.Redis) -> float:
+    """Seconds of CPU the Redis process has used (every thread), user + system: its commands and
+    everything around them (sockets, the cluster bus, feeding its replica)."""
+    info: dict[str, Any] = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
 def redis_time(client: redis.Redis) -> tuple[float, float, int]:
     """(usec of every command, usec of FCALL, CROSSSLOT errors) since the last CONFIG RESETSTAT."""
     stats = client.info("commandstats")
@@ -83,8 +90,12 @@ def redis_time(client: redis.Redis) -> tuple[float, float, int]:
 
 def shards(cluster: Cluster, games: list[str], n: int, seed: int) -> None:
     print(f"== Redis time per submission: {n:,} submissions per game, 3 games")
-    asyncio.run(fill(cluster.url, games, n, seed))
     masters = {g: cluster.owner(f"{{{g}}}") for g in games}
+    before = {}
+    for g, node in masters.items():
+        with node.client() as c:
+            before[g] = cpu(c)
+    asyncio.run(fill(cluster.url, games, n, seed))
     for node in masters.values():
         with node.client() as c:
             c.config_resetstat()
@@ -93,14 +104,18 @@ def shards(cluster: Cluster, games: list[str], n: int, seed: int) -> None:
     rows = []
     for g, node in masters.items():
         with node.client() as c:
-            rows.append((g, node.address, *redis_time(c)))
+            rows.append((g, node.address, *redis_time(c), cpu(c) - before[g]))
     grand = sum(r[2] for r in rows)
     print(
-        "| game | master | Redis time / submission (all commands) | lb_submit FCALL / submission | share | CROSSSLOT |"
+        "| game | master | Redis time / submission (all commands) | lb_submit FCALL / submission | share | CROSSSLOT "
+        "| master's CPU / submission, queue + drain |"
     )
-    print("|---|---|---|---|---|---|")
-    for g, address, total, fcall, cross in rows:
-        print(f"| {g} | {address} | {total / n:.1f} us | {fcall / n:.1f} us | {total / grand:.1%} | {cross} |")
+    print("|---|---|---|---|---|---|---|")
+    for g, address, total, fcall, cross, spent in rows:
+        print(
+            f"| {g} | {address} | {total / n:.1f} us | {fcall / n:.1f} us | {total / grand:.1%} | {cross} "
+            f"| {spent / n * 1e6:.1f} us |"
+        )
 
     for replica in (False, True):
         with (
@@ -192,11 +207,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wait-blocks", type=int, default=6, help="alternating WAIT blocks")
     p.add_argument("--writers", type=int, default=4, help="concurrent submitters in the failover runs")
     p.add_argument("--batch", type=int, default=20, help="submissions per submit call in the failover runs")
+    p.add_argument("--shards-only", action="store_true", help="only part 1: Redis time per submission")
     args = p.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="cluster-bench-"))
     with Cluster(root / "a") as cluster:
         games = keyslot_names(cluster.masters(), "bench", 3)
         shards(cluster, games, args.submissions, args.seed)
+        if args.shards_only:
+            return 0
         asyncio.run(load(cluster.url))
         asyncio.run(wait_cost(cluster.url, games[0], args.wait_block, args.wait_blocks))
     print("== what a failover loses (SIGKILL of the game's master under load)")

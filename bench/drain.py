@@ -1,9 +1,19 @@
 """Redis time per submission of the scorer's path: ``python -m bench.drain``.
 
-Queues N submissions (random points over 50,000 players, three windows), drains them with one
-``python -m scorer --burst`` replica, and reads ``INFO commandstats``: microseconds of Redis time
-per submission for the batch FCALL and for every command. Redis time is what bounds a single
-Redis core, and unlike wall-clock throughput it hardly moves with other load on the machine.
+Queues N submissions (random points over 50,000 players, three windows; ``--submit-batch`` per
+submit call: 1 is a game server submitting one at a time), drains them with one
+``python -m scorer --burst`` replica (``--scorer-batch`` entries per read: a backed-up queue fills
+every read, a light load gives a few), and reads per submission:
+
+* ``INFO commandstats`` of the drain: the batch FCALL and every command (XREADGROUP, the
+  acknowledging MULTI, ...). Redis time per submission is what bounds the Redis core, and unlike
+  wall-clock throughput it hardly moves with other load on the machine;
+* the same for queueing them, and for the whole path (queue + drain);
+* the Redis process's own CPU (``INFO cpu``, user + system) for the whole path: commands and
+  everything around them (reading and writing sockets, feeding a replica).
+
+``--replica``: the same run again with a replica attached to the server (one run each, same
+workload), and the replica's CPU.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import redis
 
@@ -24,48 +35,89 @@ from leaderboard.library import library_code
 from leaderboard.queue import Queue
 from leaderboard.settings import argument_parser
 
-CHUNK = 500
 
-
-async def fill(url: str, count: int, seed: int) -> None:
+async def fill(url: str, count: int, seed: int, per_call: int) -> None:
     client = connect(url)
-    queue = Queue(client, GameConfig(game="bench"), backlog_max=count + CHUNK)
+    queue = Queue(client, GameConfig(game="bench"), backlog_max=count + per_call)
     rnd, now = random.Random(seed), now_ms()
-    for start in range(0, count, CHUNK):
-        await queue.submit_many(
-            [
-                Submission(f"s{start + i}", f"p{rnd.randrange(50_000)}", rnd.randrange(1_000_000), now)
-                for i in range(CHUNK)
-            ]
-        )
+    subs = [Submission(f"s{i}", f"p{rnd.randrange(50_000)}", rnd.randrange(1_000_000), now) for i in range(count)]
+    for start in range(0, count, per_call):
+        await queue.submit_many(subs[start : start + per_call])
     await client.aclose()
+
+
+def cpu(client: redis.Redis) -> float:
+    """Seconds of CPU the Redis process has used (every thread), user + system."""
+    info: dict[str, Any] = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def usec(client: redis.Redis) -> dict[str, tuple[int, int]]:
+    """Command -> (usec, calls) since the last CONFIG RESETSTAT."""
+    stats: dict[str, Any] = client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): (int(s["usec"]), int(s["calls"])) for name, s in stats.items()}
+
+
+def run(args: Any, replica: bool) -> None:
+    n = args.submissions
+    with (
+        RedisServer(tempfile.mkdtemp(prefix="drain-bench-")) as server,
+        RedisServer(tempfile.mkdtemp(prefix="drain-bench-replica-")) as copy,
+    ):
+        r, c = redis.Redis.from_url(server.url), redis.Redis.from_url(copy.url)
+        if replica:
+            c.replicaof(server.host, server.port)
+            deadline = time.monotonic() + 30
+            while r.info("replication").get("slave0", {}).get("state") != "online":
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the replica did not come online")
+                time.sleep(0.05)
+        r.function_load(library_code(), replace=True)
+        r.config_resetstat()
+        cpu0, replica_cpu0 = cpu(r), cpu(c)
+        asyncio.run(fill(server.url, n, args.seed, args.submit_batch))
+        queued = usec(r)
+        r.config_resetstat()
+        env = {**os.environ, "LB_REDIS_URL": server.url, "LB_GAME": "bench", "LB_SCORER_METRICS_PORT": "0",
+               "LB_SCORER_STATS_S": "0", "LB_SCORER_BADGES": "0", "LB_SCORER_PUBLISH": "0",
+               "LB_LOG_LEVEL": "WARNING", "LB_SCORER_BATCH": str(args.scorer_batch)}  # fmt: skip
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "scorer", "--burst"], env=env, check=True)
+        elapsed = time.perf_counter() - started
+        drained = usec(r)
+        if replica:  # the replica has applied everything the master sent before its CPU is read
+            offset = r.info("replication")["master_repl_offset"]
+            while c.info("replication").get("slave_repl_offset", -1) < offset:
+                time.sleep(0.01)
+        spent, replica_spent = cpu(r) - cpu0, cpu(c) - replica_cpu0
+        r.close()
+        c.close()
+    total_q, total_d = (sum(u for u, _ in stats.values()) / n for stats in (queued, drained))
+    what = "with a replica" if replica else "no replica"
+    print(f"== {what}: {n:,} submissions, {args.submit_batch} per submit call, scorer batch {args.scorer_batch}")
+    print(f"drained in {elapsed:.2f} s ({n / elapsed:,.0f}/s wall clock)")
+    print(f"lb_submit FCALL: {drained.get('fcall', (0, 0))[0] / n:.1f} us of Redis time per submission")
+    print(f"all commands: queueing {total_q:.1f} + draining {total_d:.1f} = {total_q + total_d:.1f} us per submission")
+    print(f"Redis process CPU, queue + drain: {spent / n * 1e6:.1f} us per submission", end="")
+    print(f"; the replica's: {replica_spent / n * 1e6:.1f} us" if replica else "")
+    print("per command (calls made inside an FCALL are counted in it and again on their own):")
+    for phase, stats in (("queue", queued), ("drain", drained)):
+        for name, (u, calls) in sorted(stats.items(), key=lambda kv: -kv[1][0])[:6]:
+            print(f"  {phase} {name:<12} {u / n:6.2f} us/submission  {calls:>9,} calls")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m bench.drain", __doc__ or "")
-    p.add_argument("--submissions", type=int, default=60_000, help="submissions drained")
+    p.add_argument("--submissions", type=int, default=60_000, help="submissions queued and drained")
     p.add_argument("--seed", type=int, default=1, help="seed of the generated workload")
+    p.add_argument("--submit-batch", type=int, default=500, help="submissions per submit call")
+    p.add_argument("--scorer-batch", type=int, default=500, help="entries per scorer read (LB_SCORER_BATCH)")
+    p.add_argument("--replica", action="store_true", help="also run with a replica attached")
     args = p.parse_args(argv)
-    with RedisServer(tempfile.mkdtemp(prefix="drain-bench-")) as server:
-        r = redis.Redis.from_url(server.url)
-        r.function_load(library_code(), replace=True)
-        asyncio.run(fill(server.url, args.submissions, args.seed))
-        r.config_resetstat()
-        env = {**os.environ, "LB_REDIS_URL": server.url, "LB_GAME": "bench", "LB_SCORER_METRICS_PORT": "0",
-               "LB_SCORER_STATS_S": "0", "LB_SCORER_BADGES": "0", "LB_SCORER_PUBLISH": "0",
-               "LB_LOG_LEVEL": "WARNING"}  # fmt: skip
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "scorer", "--burst"], env=env, check=True)
-        elapsed = time.perf_counter() - started
-        stats = r.info("commandstats")
-        r.close()
-    n = args.submissions
-    fcall = stats.get("cmdstat_fcall", {}).get("usec", 0) / n
-    print(f"drained {n:,} submissions in {elapsed:.2f} s ({n / elapsed:,.0f}/s wall clock)")
-    print(f"lb_submit FCALL: {fcall:.1f} us of Redis time per submission")
-    print("per command (calls made inside the FCALL are counted in it and again on their own):")
-    for name, stat in sorted(stats.items(), key=lambda kv: -kv[1]["usec"])[:10]:
-        print(f"  {name.removeprefix('cmdstat_'):<12} {stat['usec'] / n:6.2f} us/submission  {stat['calls']:>9,} calls")
+    if min(args.submissions, args.submit_batch, args.scorer_batch) < 1:
+        p.error("--submissions, --submit-batch and --scorer-batch must be at least 1")
+    for replica in (False, True) if args.replica else (False,):
+        run(args, replica)
     return 0
 
 
