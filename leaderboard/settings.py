@@ -356,8 +356,8 @@ class RedisPool:
 
     size: int = setting(
         "LB_REDIS_POOL_SIZE", 64,
-        "connections a process's Redis client keeps at most per node (a gateway has two clients); a call "
-        "finding all busy waits LB_REDIS_POOL_WAIT",
+        "connections a Redis client keeps at most per node (a gateway has two; the scorer adds one per "
+        "blocking stream reader); a call finding all busy waits LB_REDIS_POOL_WAIT",
         check=at_least(1),
     )  # fmt: skip
     wait: float = setting(

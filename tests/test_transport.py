@@ -12,8 +12,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from leaderboard import connect
 from leaderboard.errors import Unavailable
-from leaderboard.settings import RedisPool
+from leaderboard.settings import RedisPool, SettingsError, cluster_seeds, redacted, redis_url_problem
 from leaderboard.transport import _torn_down, execute_packed
+from scorer import ScorerSettings
 
 from .conftest import MS
 
@@ -100,3 +101,35 @@ async def test_a_pool_held_past_its_wait_is_unavailable(redis_url: str, r: redis
         await asyncio.gather(*held, return_exceptions=True)
     finally:
         await client.aclose()
+
+
+# ---------------------------------------------------------------- cluster URLs
+
+
+def test_a_cluster_url_names_several_seed_nodes() -> None:
+    url = "redis+cluster://:s3cr3t@10.0.0.1:7000, 10.0.0.2:7001/0?socket_timeout=2"
+    assert cluster_seeds(url) == [
+        "redis://:s3cr3t@10.0.0.1:7000/0?socket_timeout=2",
+        "redis://:s3cr3t@10.0.0.2:7001/0?socket_timeout=2",
+    ]
+    assert cluster_seeds("rediss+cluster://h:1") == ["rediss://h:1"] and cluster_seeds("redis://h:1/0") is None
+    assert redis_url_problem(url) is None
+    assert redacted(url) == "redis+cluster://:***@10.0.0.1:7000, 10.0.0.2:7001/0?socket_timeout=2"
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("redis+cluster://u:one@h1:1,u:two@h2:2", "credentials per node"),
+        ("redis+cluster://h1:1,h2:port", "is not a Redis URL"),
+        ("redis+cluster://h1:1,", "without a host"),
+    ],
+)
+def test_a_bad_cluster_url_is_refused_with_every_password_hidden(url: str, problem: str) -> None:
+    said = redis_url_problem(url)
+    assert said is not None and problem in said
+    assert "one" not in said and "two" not in said  # the passwords, redacted
+    with pytest.raises(SettingsError, match=problem) as refused:
+        ScorerSettings(redis_url=url)
+    assert "one" not in str(refused.value) and "two" not in str(refused.value)
+    assert redacted("redis+cluster://u:one@h1:1,u:two@h2:2") == "redis+cluster://u:***@h1:1,u:***@h2:2"
