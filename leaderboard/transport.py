@@ -2,12 +2,18 @@
 
 One client abstraction for a single redis-server and a Redis Cluster: ``connect()`` gives a
 cluster-aware client when the URL's scheme is ``redis+cluster://`` (or ``rediss+cluster://``),
-naming any node of the cluster; everything above this module calls the same methods either way.
+naming one or several of its nodes (``redis+cluster://h1:7000,h2:7000``: whichever answers
+first tells the client the rest); everything above this module calls the same methods either way.
 Every key of a game shares the hash tag ``{game}``, so each call touches one slot, and the
 cluster client sends it to the master owning that slot (following ``MOVED`` after a resharding
 or a failover). The few things redis-py's cluster client does not do the way the hot paths need
 are here, once: ``execute_packed`` (hiredis-packed pipelines, sent to the slot's master) and
 ``shard_pubsub`` (a sharded pub/sub connection on the node that owns a game's slot).
+
+Every connection of every client is made here, so what must hold for all of them holds here:
+pools bounded per node and waited for (``RedisPool``: past the wait, ``Unavailable``); a
+connection torn down under a command raised as a lost connection; a cluster that cannot be
+reached or has not settled yet raised as one too. Callers need only retry ``ConnectionError``.
 """
 
 from __future__ import annotations
