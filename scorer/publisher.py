@@ -40,7 +40,8 @@ log = logging.getLogger("scorer.publisher")
 # Due boards read per call (one pipelined round trip, one connection): a tick reads its due
 # boards a bounded batch at a time, however many are due (a rollover, a batch of new scopes can
 # make every board due at once), never the whole pool's worth of calls at once. Pipelined
-# batches cost the client a seventh of the CPU of one call per board (docs/operations.md).
+# batches cost the scorer about a quarter of the CPU of one call per board (bench.publish_reads,
+# docs/operations.md).
 READS_PER_CALL = 100
 
 
