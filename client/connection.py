@@ -123,7 +123,8 @@ class LeaderboardClient:
         future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self._pending[req_id] = future
         try:
-            await self._ws.send(orjson.dumps({**message, "id": req_id}).decode())
+            with contextlib.suppress(ConnectionClosed):  # then the loop fails the future, saying why
+                await self._ws.send(orjson.dumps({**message, "id": req_id}).decode())
             reply = await asyncio.wait_for(future, timeout)
         finally:
             self._pending.pop(req_id, None)

@@ -130,7 +130,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--join", action="store_true", help="share the port with processes already listening on it")
     # the default is not shown: it holds the password once `source var/fleet.env` has set LB_REDIS_URL
     p.add_argument(
-        "--redis-url", default=o.redis_url or None, type=redis_url_arg,
+        "--redis-url", default=None, type=redis_url_arg,
         help="use this Redis instead of starting one (default: LB_REDIS_URL)",
     )  # fmt: skip
     p.add_argument("--data-dir", default=o.data_dir, help="embedded Redis data directory")
@@ -158,6 +158,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )  # fmt: skip
     p.add_argument("--log-level", default=o.log_level, choices=LOG_LEVELS, type=str.upper, help="log level")
     args = p.parse_args(argv)
+    # from the environment, perhaps without meaning it (`source var/fleet.env` sets it): said at start
+    args.inherited_redis = args.redis_url is None and bool(o.redis_url)
+    args.redis_url = args.redis_url or o.redis_url or None
     # Every process's configuration is checked here, before anything starts: a typo is one line
     # and exit status 2, not every child failing at start with the same message.
     args.game = load_or_exit(GameConfig)
@@ -224,15 +227,15 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)
     demo_on = not args.no_demo
-    if not fleet.owns_redis:
+    if args.inherited_redis:
         log.warning(
-            "using the Redis at %s, which this fleet did not start (LB_REDIS_URL or --redis-url): its data is "
+            "using the Redis at %s from LB_REDIS_URL, which this fleet did not start: its data is "
             "shared with whoever else uses it; after `source var/fleet.env` that is the running fleet's "
             "(`unset LB_REDIS_URL` for a Redis of this fleet's own)", redacted(args.redis_url),
         )  # fmt: skip
-        if demo_on and not args.demo_external:
-            log.warning("demo traffic off: it writes only into a Redis this fleet started (or with --demo-external)")
-            demo_on = False
+    if demo_on and not fleet.owns_redis and not args.demo_external:
+        log.warning("demo traffic off: it writes only into a Redis this fleet started (or with --demo-external)")
+        demo_on = False
     async with fleet:
         demo_stop = asyncio.Event()
         tasks = []
