@@ -50,8 +50,10 @@ async def grant(redis: RedisClient, config: GameConfig, stream_id: str, event: d
     return sum(int(r) for r in replies[:-1])
 
 
-async def run(redis: RedisClient, config: GameConfig, *, consumer: str, burst: bool, block_ms: int = 5000) -> int:
-    """Consume close events; with ``burst``, return once none is waiting. Grants made."""
+async def run(redis: RedisClient, config: GameConfig, *, consumer: str, burst: bool, block_ms: int = 2000) -> int:
+    """Consume close events; with ``burst``, return once none is waiting. Grants made.
+    ``block_ms`` stays below the client's socket timeout (redis-py's default: 5 s), which would
+    otherwise end an idle wait with a TimeoutError."""
     keys = config.keys
     try:
         await redis.xgroup_create(keys.closed, GROUP, id="0", mkstream=True)

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -19,8 +20,11 @@ import redis
 from websockets.asyncio.client import connect as ws_connect
 
 from client import LeaderboardClient
-from fleet.children import listening_pids
+from fleet.children import http_ok, listening_pids
+from fleet.haproxy import Haproxy
 from fleet.redis_server import RedisServer
+from fleet.supervisor import Fleet as SupervisedFleet
+from fleet.supervisor import FleetRefused, FleetSettings
 
 from .conftest import MS
 from .gw_helpers import http_get
@@ -340,3 +344,45 @@ async def test_bad_configuration_is_one_line_and_exit_2_before_anything_starts(t
         "configuration error: LB_WINDOWS: unknown window 'dayly'; expected one of daily, weekly, monthly, alltime"
     ], f.output()
     assert not (tmp_path / "redis").exists()
+
+
+def free_run(count: int) -> int:
+    """The first of ``count`` consecutive free ports on 127.0.0.1 (held open while looking)."""
+    for _ in range(50):
+        with contextlib.ExitStack() as stack:
+            first = stack.enter_context(socket.socket())
+            first.bind(("127.0.0.1", 0))
+            base = first.getsockname()[1]
+            try:
+                for offset in range(1, count):
+                    stack.enter_context(socket.socket()).bind(("127.0.0.1", base + offset))
+            except OSError:
+                continue
+            return int(base)
+    raise AssertionError("no run of free ports")
+
+
+@pytest.mark.skipif(Haproxy.binary() is None, reason="haproxy is not installed (./dev install installs it, as root)")
+async def test_behind_haproxy_the_gateways_and_metrics_ports_can_be_pinned(tmp_path: Path, redis_url: str) -> None:
+    metrics = free_run(3)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.2", 0))
+        gateway_port = probe.getsockname()[1]
+    settings = FleetSettings(
+        redis_url=redis_url, data_dir=tmp_path, port=0, gateways=2, balancer="haproxy", demo_tokens=False,
+        log_level="WARNING", gateway_port=gateway_port, metrics_port=metrics,
+    )  # fmt: skip
+    async with SupervisedFleet(settings) as f:
+        assert [f.gateway_address(i) for i in range(2)] == [("127.0.0.2", gateway_port), ("127.0.0.3", gateway_port)]
+        assert f.metrics_urls == [f"http://127.0.0.1:{metrics + n}/metrics" for n in (1, 2, 0)]
+        for host, port in [f.gateway_address(0), f.gateway_address(1)]:
+            assert await http_ok(host, port, "/readyz")
+        assert await http_ok("127.0.0.1", metrics + 1, "/metrics")
+        # a pinned port in use is refused before anything starts
+        taken = FleetSettings(
+            redis_url=redis_url, data_dir=tmp_path / "b", port=0, gateways=1, balancer="haproxy", metrics_port=metrics
+        )
+        with pytest.raises(FleetRefused, match=f"port {metrics} on 127.0.0.1 is already in use"):
+            async with SupervisedFleet(taken):
+                pass
+        assert not (tmp_path / "b" / "redis").exists()
