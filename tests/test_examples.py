@@ -84,3 +84,34 @@ def test_the_readme_quotes_the_examples() -> None:
         assert start is not None
         body = source[start.start() : source.index('\n\n\nif __name__ == "__main__":')]
         assert body in readme, f"README must quote examples/{name}'s functions as they are"
+
+
+def readme_commands() -> list[str]:
+    """The shell commands of README's "Using it" (the two ./dev commands aside; the bot, which
+    watches for ever without traffic, is run above)."""
+    readme = (ROOT / "README.md").read_text()
+    using = readme[readme.index("## Using it") : readme.index("## Layout")]
+    blocks = re.findall(r"```sh\n(.*?)```", using, re.S)
+    return [line for block in blocks for line in block.splitlines() if line.strip() and "bot.py" not in line]
+
+
+async def test_the_readmes_commands_run_as_written(tmp_path: Path, redis_url: str) -> None:
+    commands = readme_commands()
+    assert any("tournament create" in c for c in commands) and any("game_server.py" in c for c in commands)
+    settings = FleetSettings(redis_url=redis_url, data_dir=tmp_path / "var", port=0, gateways=1, demo_tokens=False)
+    async with Fleet(settings):
+        # as in a checkout beside a running ./dev run: var/fleet.env, examples/, the virtualenv's python
+        (tmp_path / "examples").symlink_to(ROOT / "examples")
+        (tmp_path / "bin").mkdir()
+        python = tmp_path / "bin" / "python"  # a script, not a symlink: the virtualenv is found from the real path
+        python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+        python.chmod(0o755)
+        script = "set -e\nsource var/fleet.env\n" + "\n".join(commands) + "\n"
+        path = f"{tmp_path / 'bin'}:{os.environ['PATH']}"
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", script, cwd=tmp_path, env={"PATH": path, "PYTHONPATH": str(ROOT)},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, f"{out.decode()}\n{err.decode()}"
+    assert out.decode().count("queued ") == 3, out.decode()  # two plain submissions, one in the tournament
