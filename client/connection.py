@@ -3,7 +3,8 @@
 It keeps one connection alive: reconnects after any drop with full-jitter backoff (honouring the
 gateway's 1012 / 1013 / HTTP 503 hints), re-sends ``hello`` and every subscription, watches the
 line with app-level pings, and keeps the latest snapshot and rank of each board so a UI never
-blanks during a reconnect::
+blanks during a reconnect. A 1008 close (a refused token, an unknown game) is final: the client
+stops, and ``wait_for`` / ``request`` raise ``Refused`` with the close code and the reason::
 
     async with LeaderboardClient("ws://127.0.0.1:8000/ws", token=tok) as client:
         client.subscribe("global", "weekly")
