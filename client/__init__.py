@@ -1,6 +1,6 @@
 """Python client of the gateway protocol: reconnecting, heartbeat-watched, latest state kept."""
 
 from .backoff import Backoff
-from .connection import LeaderboardClient, RequestError
+from .connection import LeaderboardClient, Refused, RequestError
 
-__all__ = ["Backoff", "LeaderboardClient", "RequestError"]
+__all__ = ["Backoff", "LeaderboardClient", "Refused", "RequestError"]

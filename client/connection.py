@@ -3,7 +3,8 @@
 It keeps one connection alive: reconnects after any drop with full-jitter backoff (honouring the
 gateway's 1012 / 1013 / HTTP 503 hints), re-sends ``hello`` and every subscription, watches the
 line with app-level pings, and keeps the latest snapshot and rank of each board so a UI never
-blanks during a reconnect::
+blanks during a reconnect. A 1008 close (a refused token, an unknown game) is final: the client
+stops, and ``wait_for`` / ``request`` raise ``Refused`` with the close code and the reason::
 
     async with LeaderboardClient("ws://127.0.0.1:8000/ws", token=tok) as client:
         client.subscribe("global", "weekly")
@@ -47,12 +48,15 @@ class LeaderboardClient:
         self.token = token
         self.backoff = backoff or Backoff()
         self.open_timeout = open_timeout
-        self.status = "idle"  # idle, connecting, live, reconnecting, closed
+        self.status = "idle"  # idle, connecting, live, reconnecting, refused, closed
         self.retry_in: float | None = None  # seconds until the next attempt while reconnecting
         self.welcome: Message | None = None
         self.snapshots: dict[Subscription, Message] = {}
         self.ranks: dict[Subscription, Message] = {}
         self.connects = 0
+        self.refused: Refused | None = None  # set when the gateway closed with 1008: no retry
+        self._last_error: Message | None = None
+        self._close_reason = ""
         self._subscriptions: dict[Subscription, None] = {}  # ordered set
         self._listeners: list[Listener] = []
         self._pending: dict[str, asyncio.Future[Message]] = {}
@@ -77,6 +81,7 @@ class LeaderboardClient:
         """Start the connection loop; calling it again while it runs does nothing (one loop only)."""
         if self._task is None or self._task.done():
             self._closing = False
+            self.refused = None  # e.g. started again with a new token
             self._task = asyncio.create_task(self._run(), name="leaderboard-client")
 
     async def close(self) -> None:
@@ -111,13 +116,16 @@ class LeaderboardClient:
 
     async def request(self, message: Message, timeout: float = 5.0) -> Message:
         """Send a request and wait for the reply carrying its id (an ``error`` reply raises)."""
+        if self.refused is not None:
+            raise self.refused
         if self._ws is None or self.status != "live":
             raise ConnectionError("not connected")
         req_id = f"r{next(self._ids)}"
         future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self._pending[req_id] = future
         try:
-            await self._ws.send(orjson.dumps({**message, "id": req_id}).decode())
+            with contextlib.suppress(ConnectionClosed):  # then the loop fails the future, saying why
+                await self._ws.send(orjson.dumps({**message, "id": req_id}).decode())
             reply = await asyncio.wait_for(future, timeout)
         finally:
             self._pending.pop(req_id, None)
@@ -126,12 +134,19 @@ class LeaderboardClient:
         return reply
 
     async def wait_for(self, predicate: Callable[[Message], bool], timeout: float) -> Message:
-        """The next message (or status event) for which ``predicate`` is true."""
+        """The next message (or status event) for which ``predicate`` is true; raises ``Refused``
+        at once if the gateway refused this client (no such message will come)."""
+        if self.refused is not None:
+            raise self.refused
         future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
 
         def listener(msg: Message) -> None:
-            if not future.done() and predicate(msg):
+            if future.done():
+                return
+            if predicate(msg):
                 future.set_result(msg)
+            elif msg.get("status") == "refused" and self.refused is not None:
+                future.set_exception(self.refused)
 
         remove = self.on(listener)
         try:
@@ -152,6 +167,8 @@ class LeaderboardClient:
                     self._ws = ws
                     started = time.monotonic()
                     close_code = await self._session(ws)
+                if close_code == POLICY:  # a bad token (or game, origin): retrying with it cannot help
+                    self.refused = Refused(close_code, self._close_reason, self._last_error)
             except InvalidStatus as exc:  # e.g. 503 at the connection cap
                 retry_after = _retry_after(exc)
             except (OSError, TimeoutError, WebSocketException) as exc:
@@ -160,6 +177,10 @@ class LeaderboardClient:
                 self._ws = None
                 self._fail_pending()
             if self._stopping():
+                return
+            if self.refused is not None:
+                log.info("%s", self.refused)
+                self._set_status("refused")
                 return
             self.backoff.connected_for(time.monotonic() - started if close_code is not None else 0)
             delay = self.backoff.next_delay(close_code=close_code, retry_after=retry_after)
@@ -170,6 +191,7 @@ class LeaderboardClient:
 
     async def _session(self, ws: ClientConnection) -> int | None:
         """Run one connection until it drops; return the close code (None if none was given)."""
+        self._last_error = None
         if self.token:
             await ws.send(orjson.dumps({"type": "hello", "token": self.token}).decode())
         watchdog: asyncio.Task[None] | None = None
@@ -189,6 +211,7 @@ class LeaderboardClient:
         finally:
             if watchdog is not None:
                 watchdog.cancel()
+        self._close_reason = ws.close_reason or ""
         return ws.close_code
 
     def _on_live(self, ws: ClientConnection) -> None:
@@ -214,6 +237,8 @@ class LeaderboardClient:
     def _dispatch(self, msg: Message) -> None:
         self._last_seen = time.monotonic()
         kind = msg.get("type")
+        if kind == "error" and "id" not in msg:
+            self._last_error = msg  # what a 1008 close is about (the reason is only its code)
         if kind == "snapshot":
             self.snapshots[(msg["board"], msg["window"])] = msg
         elif kind == "rank" and "id" not in msg:
@@ -251,8 +276,26 @@ class LeaderboardClient:
     def _fail_pending(self) -> None:
         for future in self._pending.values():
             if not future.done():
-                future.set_exception(ConnectionError("connection lost"))
+                future.set_exception(self.refused or ConnectionError("connection lost"))
         self._pending.clear()
+
+
+POLICY = 1008
+
+
+class Refused(ConnectionError):
+    """The gateway closed the connection with 1008 (a bad or expired token, an unknown game, a
+    forbidden origin): the client stops reconnecting, and waiting for a message raises this."""
+
+    def __init__(self, close_code: int, reason: str, error: Message | None) -> None:
+        self.close_code, self.reason = close_code, reason
+        self.code = str((error or {}).get("code") or reason or "refused")
+        detail = (error or {}).get("message")
+        super().__init__(
+            f"the gateway refused this connection (close {close_code} {reason or 'policy'}"
+            + (f": {detail}" if detail else "")
+            + ")"
+        )
 
 
 class RequestError(Exception):

@@ -1,6 +1,6 @@
 """A bot watching its own standing on its region's weekly board, live over the gateway.
 
-export LB_JWT_SECRETS=...          # the gateways' secret: the game backend signs player tokens
+source var/fleet.env    # written by ./dev run: LB_JWT_SECRETS, the gateways' token secret
 python examples/bot.py ws://127.0.0.1:8000/ws mia --board region:eu --updates 3
 """
 
@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from client import LeaderboardClient
+from client import LeaderboardClient, Refused
 from gateway.auth import issue
 
 
@@ -21,9 +22,9 @@ def newer_snapshot(board: str, window: str, version: int) -> Callable[[dict[str,
     return lambda m: m["type"] == "snapshot" and (m["board"], m["window"]) == (board, window) and m["version"] > version
 
 
-async def watch(url: str, player: str, board: str, updates: int) -> None:
+async def watch(url: str, player: str, board: str, updates: int, secret: str) -> None:
     # What the game backend does at login: sign a player token (HS256, the gateways' secret).
-    secret = os.environ["LB_JWT_SECRETS"].split(",")[0]
+    # A token the gateways refuse raises client.Refused, with the reason, instead of a timeout.
     token = issue(player, "player", secret, exp=time.time() + 3600)
     async with LeaderboardClient(url, token=token) as client:
         client.subscribe(board, "weekly")
@@ -46,4 +47,10 @@ if __name__ == "__main__":
     p.add_argument("--board", default="global", help="global, region:<name> or mode:<name>")
     p.add_argument("--updates", type=int, default=3, help="snapshots to watch before exiting")
     args = p.parse_args()
-    asyncio.run(watch(args.url, args.player, args.board, args.updates))
+    secrets = os.environ.get("LB_JWT_SECRETS", "")
+    if not secrets:
+        sys.exit("LB_JWT_SECRETS is not set: `source var/fleet.env` (./dev run writes the gateways' secret there)")
+    try:
+        asyncio.run(watch(args.url, args.player, args.board, args.updates, secrets.split(",")[0]))
+    except Refused as exc:  # e.g. a secret from another fleet: the gateways' is in their var/fleet.env
+        sys.exit(f"{exc}; is LB_JWT_SECRETS the gateways' secret (`source var/fleet.env`)?")

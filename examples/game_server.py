@@ -1,6 +1,6 @@
 """A game server filing a match result into the leaderboard queue.
 
-source var/fleet.env    # written by ./dev run: export LB_REDIS_URL=redis://:PASSWORD@127.0.0.1:PORT/0
+source var/fleet.env    # written by ./dev run: LB_REDIS_URL (its Redis, with the password)
 python examples/game_server.py mia 1200 --region eu
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
 import uuid
 
 from leaderboard import GameConfig, Submission, connect, now_ms
@@ -35,5 +36,7 @@ if __name__ == "__main__":
     p.add_argument("points", type=int)
     p.add_argument("--region", help="region scope, e.g. eu")
     args = p.parse_args()
-    url = os.environ.get("LB_REDIS_URL", "redis://127.0.0.1:6379/0")
+    url = os.environ.get("LB_REDIS_URL", "")
+    if not url:
+        sys.exit("LB_REDIS_URL is not set: `source var/fleet.env` (./dev run writes its Redis's URL there)")
     asyncio.run(report_match(url, args.player, args.points, args.region))

@@ -1,7 +1,7 @@
 """A rewards service: reads the close events of ended periods (last week's board, a finished
 tournament) and grants each one's winners their reward, exactly once.
 
-source var/fleet.env    # written by ./dev run: export LB_REDIS_URL=redis://:PASSWORD@127.0.0.1:PORT/0
+source var/fleet.env    # written by ./dev run: LB_REDIS_URL (its Redis, with the password)
 python examples/rewards.py --burst      # grant what is waiting, then exit
 
 Each event is read through a consumer group, so several copies of this service share the work.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
 from typing import Any
 
 import orjson
@@ -49,8 +50,10 @@ async def grant(redis: RedisClient, config: GameConfig, stream_id: str, event: d
     return sum(int(r) for r in replies[:-1])
 
 
-async def run(redis: RedisClient, config: GameConfig, *, consumer: str, burst: bool, block_ms: int = 5000) -> int:
-    """Consume close events; with ``burst``, return once none is waiting. Grants made."""
+async def run(redis: RedisClient, config: GameConfig, *, consumer: str, burst: bool, block_ms: int = 2000) -> int:
+    """Consume close events; with ``burst``, return once none is waiting. Grants made.
+    ``block_ms`` stays below the client's socket timeout (redis-py's default: 5 s), which would
+    otherwise end an idle wait with a TimeoutError."""
     keys = config.keys
     try:
         await redis.xgroup_create(keys.closed, GROUP, id="0", mkstream=True)
@@ -78,7 +81,10 @@ async def main() -> None:
     p.add_argument("--burst", action="store_true", help="exit once no event is waiting")
     p.add_argument("--consumer", default=f"rewards-{os.getpid()}", help="consumer name in the group")
     args = p.parse_args()
-    redis = connect(os.environ.get("LB_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    url = os.environ.get("LB_REDIS_URL", "")
+    if not url:
+        sys.exit("LB_REDIS_URL is not set: `source var/fleet.env` (./dev run writes its Redis's URL there)")
+    redis = connect(url)
     try:
         granted = await run(redis, GameConfig.from_env(), consumer=args.consumer, burst=args.burst)
         print(f"granted {granted} rewards")

@@ -6,7 +6,8 @@ processes sharing one port (SO_REUSEPORT) and demo game-server traffic, then pri
 metrics URLs and writes var/fleet.env for other commands (source it). A gateway or the scorer that
 dies is restarted with backoff. A second fleet on the same data directory, or on a port something
 else listens on (unless --join), is refused. Ctrl-C stops everything in order: gateways drain, the
-scorer acks its last batch, Redis flushes its AOF.
+scorer acks its last batch, Redis flushes its AOF, each within --stop-timeout; a second Ctrl-C
+kills the fleet's processes at once.
 
 With --balancer haproxy the gateways listen on addresses of their own (127.0.0.2, .3, …, as if on
 several hosts) behind haproxy on the port; ``python -m fleet rollout`` then restarts them one by
@@ -19,6 +20,8 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
+import secrets
 import signal
 import sys
 from dataclasses import dataclass
@@ -28,9 +31,11 @@ from redis.exceptions import AuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from gateway.settings import GatewaySettings
 from leaderboard import GameConfig
 from leaderboard.settings import (
     LOG_LEVELS,
+    above,
     argument_parser,
     at_least,
     between,
@@ -44,6 +49,7 @@ from leaderboard.settings import (
     unreachable,
     validate,
 )
+from scorer.settings import ScorerSettings
 
 from . import demo, rollout
 from .supervisor import Fleet, FleetSettings
@@ -67,6 +73,24 @@ class FleetOptions:
         "LB_DATA_DIR", "var", "the fleet's data directory (locked while it runs): Redis's data, fleet.env, scores.db"
     )
     demo_rate: float = setting("LB_DEMO_RATE", 300.0, "demo submissions per second", check=at_least(0))
+    demo_external: bool = setting(
+        "LB_DEMO_EXTERNAL",
+        False,
+        "let the demo traffic write into a Redis this fleet did not start (LB_REDIS_URL); off, it refuses",
+    )
+    stop_timeout: float = setting(
+        "LB_FLEET_STOP_TIMEOUT",
+        10.0,
+        "seconds each phase of a stop (gateways' drain, the scorer's last batch, Redis's flush) gets before "
+        "its processes are killed; a second Ctrl-C kills at once",
+        check=above(0),
+    )
+    metrics_port: int = setting(
+        "LB_FLEET_METRICS_PORT",
+        0,
+        "the scorer's /metrics port; gateway N's is this + N; 0 = free ones",
+        check=between(0, 65_535 - 64),
+    )
     balancer: str = setting(
         "LB_FLEET_BALANCER",
         "none",
@@ -85,6 +109,12 @@ class FleetOptions:
         "players per haproxy process (2 descriptors each: mind ulimit -n)",
         check=at_least(1),
     )
+    gateway_port: int = setting(
+        "LB_FLEET_GATEWAY_PORT",
+        0,
+        "behind haproxy: the port of every gateway, each on its own address (127.0.0.2, .3, …); 0 = a free one each",
+        check=between(0, 65_535),
+    )
     log_level: str = log_level()
 
     def __post_init__(self) -> None:
@@ -98,44 +128,124 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--host", default=o.host, help="listen address")
     p.add_argument("--port", type=int, default=o.port, help="gateways' port, 0 = any free one")
     p.add_argument("--join", action="store_true", help="share the port with processes already listening on it")
+    # the default is not shown: it holds the password once `source var/fleet.env` has set LB_REDIS_URL
     p.add_argument(
-        "--redis-url", default=o.redis_url or None, type=redis_url_arg, help="use this Redis instead of starting one"
-    )
+        "--redis-url", default=None, type=redis_url_arg,
+        help="use this Redis instead of starting one (default: LB_REDIS_URL)",
+    )  # fmt: skip
     p.add_argument("--data-dir", default=o.data_dir, help="embedded Redis data directory")
     p.add_argument("--balancer", default=o.balancer, choices=("none", "haproxy"), help="a load balancer in front")
     p.add_argument("--balancers", type=int, default=o.balancers, help="haproxy processes on the port")
     p.add_argument("--balancer-maxconn", type=int, default=o.balancer_maxconn, help="players per haproxy process")
+    p.add_argument(
+        "--gateway-port", type=int, default=o.gateway_port,
+        help="behind haproxy: every gateway's port on its own address, 0 = a free one each",
+    )  # fmt: skip
+    p.add_argument(
+        "--metrics-port", type=int, default=o.metrics_port,
+        help="the scorer's /metrics port, gateway N's is this + N; 0 = free ones",
+    )  # fmt: skip
     p.add_argument("--demo-rate", type=float, default=o.demo_rate, help="demo submissions per second")
     p.add_argument("--no-demo", action="store_true", help="no demo traffic and no demo tokens")
+    p.add_argument(
+        "--demo-external", action="store_true", default=o.demo_external,
+        help="write demo traffic into a Redis this fleet did not start (refused without it)",
+    )  # fmt: skip
     p.add_argument("--duration", type=float, default=None, help="stop by itself after this many seconds")
+    p.add_argument(
+        "--stop-timeout", type=float, default=o.stop_timeout,
+        help="seconds per phase of a stop before its processes are killed",
+    )  # fmt: skip
     p.add_argument("--log-level", default=o.log_level, choices=LOG_LEVELS, type=str.upper, help="log level")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    # from the environment, perhaps without meaning it (`source var/fleet.env` sets it): said at start
+    args.inherited_redis = args.redis_url is None and bool(o.redis_url)
+    args.redis_url = args.redis_url or o.redis_url or None
+    # Every process's configuration is checked here, before anything starts: a typo is one line
+    # and exit status 2, not every child failing at start with the same message.
+    args.game = load_or_exit(GameConfig)
+    load_or_exit(ScorerSettings)
+    gateway = load_or_exit(GatewaySettings)
+    # an exported LB_JWT_SECRETS is the game backend's: the gateways must accept its tokens
+    args.jwt_secret = ",".join(gateway.jwt_secrets) or secrets.token_urlsafe(32)
+    try:
+        args.settings = FleetSettings(
+            redis_url=args.redis_url,
+            data_dir=Path(args.data_dir),
+            host=args.host,
+            port=args.port,
+            gateways=args.gateways,
+            join=args.join,
+            jwt_secret=args.jwt_secret,
+            demo_tokens=not args.no_demo,
+            log_level=args.log_level.upper(),
+            stop_timeout=args.stop_timeout,
+            balancer="" if args.balancer == "none" else args.balancer,
+            balancers=args.balancers,
+            balancer_maxconn=args.balancer_maxconn,
+            gateway_port=args.gateway_port,
+            metrics_port=args.metrics_port,
+        )
+    except ValueError as exc:
+        p.error(str(exc))
+    return args
+
+
+async def finish(tasks: list[asyncio.Task[None]], timeout: float) -> None:
+    """Wait up to ``timeout`` for ``tasks`` (already told to stop), then cancel what is left and
+    move on without waiting for it: a task that swallows its cancellation must not hold the stop."""
+    if not tasks:
+        return
+    done, pending = await asyncio.wait(tasks, timeout=timeout)
+    for task in done:
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.warning("%s ended with %r", task.get_name(), exc)
+    for task in pending:
+        log.warning("%s did not stop in %.0f s: cancelled, not awaited", task.get_name(), timeout)
+        task.cancel()
 
 
 async def serve(args: argparse.Namespace) -> int:
-    settings = FleetSettings(
-        redis_url=args.redis_url,
-        data_dir=Path(args.data_dir),
-        host=args.host,
-        port=args.port,
-        gateways=args.gateways,
-        join=args.join,
-        demo_tokens=not args.no_demo,
-        log_level=args.log_level.upper(),
-        balancer="" if args.balancer == "none" else args.balancer,
-        balancers=args.balancers,
-        balancer_maxconn=args.balancer_maxconn,
-    )
+    settings: FleetSettings = args.settings
+    fleet = Fleet(settings, on_status=lambda line: print(line, flush=True))
     stop = asyncio.Event()
+    signals = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            stop.set()
+            return
+        # uvicorn's rule: the operator asked twice, so nothing more is waited for
+        log.warning("%s again: killing the fleet's processes", signal.Signals(signum).name)
+        fleet.kill()
+        logging.shutdown()
+        os._exit(1)
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    async with Fleet(settings, on_status=lambda line: print(line, flush=True)) as fleet:
+        loop.add_signal_handler(sig, on_signal, sig)
+    demo_on = not args.no_demo
+    if args.inherited_redis:
+        log.warning(
+            "using the Redis at %s from LB_REDIS_URL, which this fleet did not start: its data is "
+            "shared with whoever else uses it; after `source var/fleet.env` that is the running fleet's "
+            "(`unset LB_REDIS_URL` for a Redis of this fleet's own)", redacted(args.redis_url),
+        )  # fmt: skip
+    if demo_on and not fleet.owns_redis and not args.demo_external:
+        log.warning("demo traffic off: it writes only into a Redis this fleet started (or with --demo-external)")
+        demo_on = False
+    async with fleet:
+        demo_stop = asyncio.Event()
         tasks = []
-        if not args.no_demo:
-            served = load_or_exit(GameConfig).served  # demo traffic to every game, the rate shared
+        if demo_on:
+            served = args.game.served  # demo traffic to every game, the rate shared
             tasks += [
-                asyncio.create_task(demo.traffic(fleet.redis_url, game, args.demo_rate / len(served)))
+                asyncio.create_task(
+                    demo.traffic(fleet.redis_url, game, args.demo_rate / len(served), stop=demo_stop),
+                    name=f"demo traffic ({game.game})",
+                )
                 for game in served
             ]
         balancer = (
@@ -145,16 +255,16 @@ async def serve(args: argparse.Namespace) -> int:
         print(
             f"\n  live page:  {fleet.page_url}\n  metrics:    {'  '.join(fleet.metrics_urls)}\n"
             f"  websocket:  {fleet.ws_url}\n  redis:      {redacted(fleet.redis_url)}\n"
-            f"  other commands (scorer submit, loadtest) find Redis after:  source {fleet.env_file}\n"
-            f"{balancer if fleet.balancers else ''}  Ctrl-C stops everything.\n",
+            f"  other commands (scorer submit, loadtest, examples) find Redis and the token secret after:  "
+            f"source {fleet.env_file}\n"
+            f"{balancer if fleet.balancers else ''}  Ctrl-C stops everything (twice: at once).\n",
             flush=True,
         )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), args.duration)
-        log.info("stopping the fleet")
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        log.info("stopping the fleet (Ctrl-C again kills it at once)")
+        demo_stop.set()
+        await finish(tasks, settings.stop_timeout)
     log.info("stopped")
     return 0
 

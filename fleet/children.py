@@ -11,6 +11,9 @@ import signal
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+_AFTER_KILL = 5.0  # seconds a SIGKILLed process gets to be reaped
+
+log = logging.getLogger(__name__)
 
 
 def die_with_parent() -> None:
@@ -70,8 +73,11 @@ async def stop_process(proc: asyncio.subprocess.Process, timeout: float, *, sig:
         try:
             await asyncio.wait_for(proc.wait(), timeout)
         except TimeoutError:
-            logging.getLogger(__name__).warning("pid %d did not stop in %.0f s: killing it", proc.pid, timeout)
+            log.warning("pid %d did not stop in %.0f s: killing it", proc.pid, timeout)
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-            await proc.wait()
+            try:  # bounded too: a process stuck in the kernel (D state) must not hang its caller
+                await asyncio.wait_for(proc.wait(), _AFTER_KILL)
+            except TimeoutError:
+                log.error("pid %d did not exit %.0f s after SIGKILL; leaving it", proc.pid, _AFTER_KILL)
     return proc.returncode if proc.returncode is not None else -1

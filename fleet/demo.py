@@ -17,6 +17,7 @@ A rating moves both ways, so the board stays a race on every window, indefinitel
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import random
@@ -163,8 +164,16 @@ class Ladder:
             top[slot] = rating
 
 
-async def traffic(url: str, config: GameConfig, rate: float, *, seed: int | None = None) -> None:
-    """File demo submissions into the queue, as game servers would, ten batches a second."""
+async def traffic(
+    url: str, config: GameConfig, rate: float, *, stop: asyncio.Event | None = None, seed: int | None = None
+) -> None:
+    """File demo submissions into the queue, as game servers would, ten batches a second, until
+    ``stop`` is set (then it returns within a tick; None: until cancelled).
+
+    Stopped by an event, not by cancelling the task: on Python 3.11 a cancel that arrives as
+    redis-py's write completes (its ``asyncio.wait_for`` under ``socket_timeout``) is swallowed,
+    and a cancelled demo then ran on for ever while Ctrl-C waited for it."""
+    stop = stop or asyncio.Event()
     redis = connect(url)
     queue = Queue(redis, config)
     ladder = Ladder(seed)
@@ -172,7 +181,7 @@ async def traffic(url: str, config: GameConfig, rate: float, *, seed: int | None
     loop = asyncio.get_running_loop()
     try:
         next_tick = loop.time()
-        while True:
+        while not stop.is_set():
             now = now_ms()
             try:
                 await queue.submit_many([ladder.next(now) for _ in range(per_tick)])
@@ -180,6 +189,7 @@ async def traffic(url: str, config: GameConfig, rate: float, *, seed: int | None
                 log.warning("demo traffic: backlog full, skipping a tick")
             # A fixed schedule, not "sleep 0.1 after each batch": the rate holds however long a batch takes.
             next_tick = max(next_tick + 0.1, loop.time())
-            await asyncio.sleep(next_tick - loop.time())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), next_tick - loop.time())
     finally:
         await redis.aclose()

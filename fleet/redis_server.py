@@ -58,8 +58,10 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        """The URL clients use, with the password in it: never log it, log ``redacted(url)``."""
-        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        """The URL clients use, with the password in it: never log it, log ``redacted(url)``. The
+        user is named (``default``, the user ``requirepass`` sets): ``redis-cli -u`` sends an
+        empty one as given and is refused."""
+        auth = f"default:{quote(self.password, safe='')}@" if self.password else ""
         return f"redis://{auth}{self.host}:{self.port}/0"
 
     def command(self) -> list[str]:

@@ -13,7 +13,12 @@ The fleet protects what it owns: its data directory is locked (``fleet.lock``, f
 so a second fleet cannot start a second redis-server on the same AOF, and it refuses a port that
 something else listens on unless told to join it. The embedded redis-server listens on loopback
 only and wants a password generated at each start; the URL with it goes to the child processes'
-environment and to ``<data dir>/fleet.env`` (0600), never to a log.
+environment and to ``<data dir>/fleet.env`` (0600), never to a log, with the gateways' token secret
+(so a local game server can sign tokens the gateways accept).
+
+A stop never hangs: each phase (gateways' drain, the scorer's last batch, Redis's flush) has a
+bound, ``stop_timeout``, after which its processes are killed; ``kill()`` is the forced form (a
+second Ctrl-C in ``__main__``).
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ import fcntl
 import logging
 import os
 import secrets
+import shlex
 import signal
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -63,11 +70,14 @@ class FleetSettings:
     start_timeout: float = 20.0
     drain_window: float = 1.0  # a local Ctrl-C should not take the production drain window
     stable_after: float = 10.0  # a child up this long gets its restart backoff reset
+    stop_timeout: float = 10.0  # each phase of a stop, beyond the drain window, before a SIGKILL
     # "haproxy": gateways on their own loopback addresses (127.0.0.2, .3, … as if on several
     # hosts), ``balancers`` haproxy processes in front of them on host:port
     balancer: str = ""
     balancers: int = 1
     balancer_maxconn: int = 9_000  # per haproxy process (two descriptors per player)
+    gateway_port: int = 0  # behind a balancer: every gateway's port on its own address; 0: a free one each
+    metrics_port: int = 0  # the scorer's metrics port, gateway N's is this + N; 0: free ones
 
     def __post_init__(self) -> None:
         if not 1 <= self.gateways <= 64:
@@ -76,6 +86,8 @@ class FleetSettings:
             raise ValueError(f"balancer must be haproxy or empty, not {self.balancer!r}")
         if not 1 <= self.balancers <= 16:
             raise ValueError("balancers must be 1..16")
+        if self.stop_timeout <= 0:
+            raise ValueError("stop_timeout must be > 0")
 
 
 class FleetRefused(RuntimeError):
@@ -97,7 +109,7 @@ class Fleet(Service):
     def __init__(self, settings: FleetSettings, *, on_status: Callable[[str], None] | None = None) -> None:
         self.settings = settings
         self.port = settings.port or free_port(settings.host)
-        self.scorer_metrics_port = settings.scorer_metrics_port or free_port(settings.host)
+        self.scorer_metrics_port = settings.scorer_metrics_port or settings.metrics_port or free_port(settings.host)
         self.redis_server: RedisServer | None = None
         self.redis_url = settings.redis_url or ""
         self.scorer: asyncio.subprocess.Process | None = None
@@ -125,9 +137,14 @@ class Fleet(Service):
 
     @property
     def env_file(self) -> Path:
-        """``export LB_REDIS_URL=…`` for other commands; only the user can read it (the URL holds
-        the password), removed when the fleet stops."""
+        """``export LB_REDIS_URL=… LB_JWT_SECRETS=…`` for other commands; only the user can read
+        it (the URL holds the password, the secret signs tokens), removed when the fleet stops."""
         return self.settings.data_dir / "fleet.env"
+
+    @property
+    def owns_redis(self) -> bool:
+        """Whether this fleet started the Redis it uses (else it shares someone else's data)."""
+        return self.settings.redis_url is None
 
     @property
     def metrics_urls(self) -> list[str]:
@@ -169,8 +186,27 @@ class Fleet(Service):
             return self.settings.host, self.port
         if index not in self.gateway_addresses:
             host = f"127.0.0.{index + 2}"
-            self.gateway_addresses[index] = (host, free_port(host))
+            self.gateway_addresses[index] = (host, self.settings.gateway_port or free_port(host))
         return self.gateway_addresses[index]
+
+    def gateway_metrics_port(self, index: int) -> int:
+        """Gateway ``index``'s /metrics port: ``metrics_port`` + index + 1, or a free one; kept
+        when the gateway is replaced."""
+        if index not in self.gateway_metrics_ports:
+            base = self.settings.metrics_port
+            self.gateway_metrics_ports[index] = base + index + 1 if base else free_port(self.settings.host)
+        return self.gateway_metrics_ports[index]
+
+    def pinned_addresses(self) -> list[tuple[str, int]]:
+        """The addresses the settings pin (not the free ports this fleet picks): checked before
+        anything starts."""
+        s = self.settings
+        pinned = [(s.host, self.scorer_metrics_port)] if s.metrics_port or s.scorer_metrics_port else []
+        if s.metrics_port:
+            pinned += [(s.host, self.gateway_metrics_port(i)) for i in range(s.gateways)]
+        if s.balancer and s.gateway_port:
+            pinned += [self.gateway_address(i) for i in range(s.gateways)]
+        return pinned
 
     def _status_changed(self) -> None:
         if self.on_status is not None:
@@ -196,6 +232,8 @@ class Fleet(Service):
         self._lock.acquire(f"fleet pid {os.getpid()}, page {self.page_url}")
         if not s.join:
             check_port_free(s.host, self.port)
+        for host, port in self.pinned_addresses():
+            check_port_free(host, port, join_hint=False)
         if s.redis_url is None:
             # Redis first: everything else needs it. AOF on, so a restart loses no applied score.
             # It inherits the lock: a fleet killed outright keeps the directory locked until its
@@ -207,7 +245,7 @@ class Fleet(Service):
             log.info("embedded redis-server on port %d (AOF on, password set, data in %s)",
                      self.redis_server.port, self.redis_server.data_dir)  # fmt: skip
             self._watch_redis()
-        write_private(self.env_file, f"export LB_REDIS_URL={self.redis_url}\n")
+        write_private(self.env_file, env_file_text(self.redis_url, s.jwt_secret))
         client = connect(self.redis_url)  # a cluster URL loads it on every master
         try:
             await client.function_load(library_code(), replace=True)  # before any child calls it
@@ -249,7 +287,7 @@ class Fleet(Service):
     async def start_gateway(self, index: int) -> asyncio.subprocess.Process:
         """Start gateway process ``index`` (also to replace one that died)."""
         s = self.settings
-        metrics_port = self.gateway_metrics_ports.setdefault(index, free_port(s.host))
+        metrics_port = self.gateway_metrics_port(index)
         host, port = self.gateway_address(index)
         # behind the balancer every peer is haproxy (from 127.0.0.1): its X-Forwarded-For is the player
         behind = {"LB_GW_TRUSTED_PROXIES": "127.0.0.1"} if s.balancer else {}
@@ -364,13 +402,18 @@ class Fleet(Service):
     async def close(self) -> None:
         """Stop in order (idempotent): no more restarts; gateways drain first so clients move on,
         then the scorer finishes and acks its batch, then Redis flushes its AOF; the lock goes last,
-        when nothing of this fleet writes to the data directory any more."""
+        when nothing of this fleet writes to the data directory any more. Each phase is bounded
+        (``stop_timeout``, plus the drain window for the gateways): what hangs is killed, and the
+        next phase runs."""
         if self._closed:
             return
         self._closed = True
         self._stopping.set()
-        await asyncio.gather(*self._watchers)  # each returns at once, or after a restart it is finishing
-        await asyncio.gather(*(self.stop_process(g, self.settings.drain_window + 10) for g in self.gateways))
+        bound = self.settings.stop_timeout
+        # each returns at once, or after the restart it is finishing (a spawn: quick, but bounded too)
+        if self._watchers:
+            await asyncio.wait(self._watchers, timeout=bound)
+        await asyncio.gather(*(self.stop_process(g, self.settings.drain_window + bound) for g in self.gateways))
         # the balancers after the gateways: the drained players' reconnects find a 503, not a refusal
         for balancer in self.balancers:
             await balancer.close()
@@ -378,17 +421,39 @@ class Fleet(Service):
             with contextlib.suppress(FileNotFoundError):
                 self.layout_file.unlink()
         if self.scorer is not None:
-            await self.stop_process(self.scorer, 20)
+            await self.stop_process(self.scorer, bound)
         if self._redis_watch is not None:
             with contextlib.suppress(ValueError, RuntimeError):
                 asyncio.get_running_loop().remove_reader(self._redis_watch)
             os.close(self._redis_watch)
+            self._redis_watch = None
         if self.redis_server is not None:
-            self.redis_server.stop()
+            await stop_redis(self.redis_server, bound)
         if self._lock.held:
             with contextlib.suppress(FileNotFoundError):
                 self.env_file.unlink()
         self._lock.release()
+
+    def kill(self) -> None:
+        """The forced stop (a second Ctrl-C), synchronous so that it works whatever the event loop
+        is stuck in: SIGKILL to the gateways, the scorer and the balancers (the scorer's unacked
+        batch stays pending in the stream and is applied again later: nothing is lost), SIGTERM to
+        Redis (it flushes its AOF and exits by itself; it holds the data directory's lock until
+        then), and ``fleet.env`` removed. The caller exits right after."""
+        self._closed = True
+        procs = [*self.gateways, self.scorer, *(b.proc for b in self.balancers)]
+        for proc in procs:
+            if proc is not None and proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+        if self.redis_server is not None and self.redis_server.running():
+            assert self.redis_server.process is not None
+            with contextlib.suppress(ProcessLookupError):
+                self.redis_server.process.terminate()
+        if self._lock.held:
+            for path in (self.env_file, self.layout_file):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
 
 
 class DataDirLock:
@@ -432,7 +497,7 @@ class DataDirLock:
         self.fd = -1
 
 
-def check_port_free(host: str, port: int) -> None:
+def check_port_free(host: str, port: int, *, join_hint: bool = True) -> None:
     """Refuse a port something already listens on: our gateways bind with SO_REUSEPORT and
     would otherwise silently share it with a stray gateway or another fleet."""
     with socket.socket() as probe:
@@ -446,10 +511,32 @@ def check_port_free(host: str, port: int) -> None:
                 raise
     holders = listening_pids(port)
     who = f" (pid {', '.join(map(str, holders))})" if holders else ""
+    if not join_hint:
+        raise FleetRefused(f"port {port} on {host} is already in use{who}; stop what listens there or choose another")
     raise FleetRefused(
         f"port {port} on {host} is already in use{who}; stop what listens there, choose another --port, "
         "or give --join to add this fleet's gateways to the processes on it"
     )
+
+
+async def stop_redis(server: RedisServer, timeout: float) -> None:
+    """``server.stop()`` without blocking the event loop (a second Ctrl-C must still be heard):
+    SIGTERM, so it flushes its AOF; SIGKILL after ``timeout``."""
+    proc = server.process
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        await asyncio.to_thread(proc.wait, timeout)
+    except subprocess.TimeoutExpired:
+        log.warning("redis-server (pid %d) did not stop in %.0f s: killing it", proc.pid, timeout)
+        proc.kill()
+        await asyncio.to_thread(proc.wait, timeout)
+
+
+def env_file_text(redis_url: str, jwt_secrets: str) -> str:
+    """``fleet.env``: what another command needs to reach this fleet, for ``source``."""
+    return f"export LB_REDIS_URL={shlex.quote(redis_url)}\nexport LB_JWT_SECRETS={shlex.quote(jwt_secrets)}\n"
 
 
 def write_private(path: Path, text: str) -> None:

@@ -28,6 +28,7 @@ One set of rules for every process:
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import os
 import sys
@@ -239,8 +240,15 @@ def describe(*classes: type[Any], only: Collection[str] | None = None) -> str:
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Options with their defaults (where the help does not say it already); the description and
-    the variables' epilog as written."""
+    """Options with their defaults (where the help does not say it already), a URL's password
+    hidden (a default may come from ``LB_REDIS_URL``); the description and the variables' epilog
+    as written."""
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        if isinstance(action.default, str) and "://" in action.default:
+            action = copy.copy(action)
+            action.default = redacted(action.default)
+        return super()._expand_help(action)
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""

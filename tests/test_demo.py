@@ -1,13 +1,20 @@
-"""The demo's traffic stays a race: an hour of it, simulated against a model of the boards."""
+"""The demo's traffic stays a race: an hour of it, simulated against a model of the boards; and
+it stops when told, so a Ctrl-C never waits for it."""
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 
 import pytest
 
-from fleet.demo import MODES, REGIONS, START_PLAYERS, Ladder
-from leaderboard import GameConfig
+from fleet.__main__ import finish
+from fleet.demo import MODES, REGIONS, START_PLAYERS, Ladder, traffic
+from leaderboard import GameConfig, connect
+
+from .conftest import MS
+
+T = 1000 * MS
 
 RATE = 60  # submissions per simulated second: a fifth of the fleet's default, so a harder test
 BLOCK = 600  # seconds: every ten minutes of the hour must look alive, the last ones too
@@ -76,3 +83,39 @@ def test_ladder_refuses_an_impossible_population() -> None:
         Ladder(players=0)
     with pytest.raises(ValueError, match="players"):
         Ladder(players=10, max_players=5)
+
+
+async def test_demo_traffic_stops_within_a_tick_when_told(redis_url: str) -> None:
+    config = GameConfig(game="test")
+    stop = asyncio.Event()
+    task = asyncio.create_task(traffic(redis_url, config, 2000, stop=stop, seed=1))
+    redis = connect(redis_url)
+    try:
+        async with asyncio.timeout(10 * T):
+            while not await redis.exists(config.keys.submissions):  # noqa: ASYNC110 (a key in Redis: no event)
+                await asyncio.sleep(0.01)
+    finally:
+        await redis.aclose()
+    stop.set()
+    await asyncio.wait_for(task, 2 * T)  # a tick is 0.1 s
+
+
+async def test_the_stop_does_not_wait_for_a_task_that_swallows_its_cancellation() -> None:
+    """On Python 3.11 redis-py's ``asyncio.wait_for`` swallows a cancel that arrives as its write
+    completes: a demo task stopped by ``cancel()`` alone then ran on, and Ctrl-C waited for ever."""
+    swallowed = asyncio.Event()
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            swallowed.set()  # as that wait_for does, once
+        await asyncio.sleep(3600)
+
+    task = asyncio.create_task(stubborn())
+    await asyncio.wait_for(finish([task], 0.1), 2 * T)
+    await asyncio.wait_for(swallowed.wait(), 2 * T)
+    assert not task.done()  # cancelled, swallowed, and not waited for
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

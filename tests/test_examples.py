@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -14,29 +15,34 @@ from fleet.supervisor import Fleet, FleetSettings
 from leaderboard import GameConfig, connect
 
 ROOT = Path(__file__).resolve().parent.parent
-SECRET = "examples-secret-of-at-least-32-bytes!"
 
 
-async def run_example(env: dict[str, str], *args: str) -> asyncio.subprocess.Process:
+async def run_example(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+    """``source <data dir>/fleet.env && python <example> ...`` in examples/, as README says: the
+    fleet's env file is all the example gets (``env`` then overrides it)."""
+    assignments = [shlex.quote(f"{k}={v}") for k, v in (env or {}).items()]
+    command = " ".join(
+        ["source", shlex.quote(str(data_dir / "fleet.env")), "&&", "exec", "env", *assignments,
+         shlex.quote(sys.executable), *map(shlex.quote, args)]
+    )  # fmt: skip
     return await asyncio.create_subprocess_exec(
-        sys.executable, *args, cwd=ROOT / "examples", env=env, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        "bash", "-c", command, cwd=ROOT / "examples", env={"PATH": os.environ["PATH"], "LB_GAME": "examples"},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
 
 
-async def output(proc: asyncio.subprocess.Process, timeout: float = 60) -> list[str]:
+async def output(proc: asyncio.subprocess.Process, timeout: float = 60, code: int = 0) -> list[str]:
     out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    assert proc.returncode == 0, err.decode()
-    return out.decode().splitlines()
+    assert proc.returncode == code, err.decode()
+    return (out if code == 0 else err).decode().splitlines()
 
 
 async def test_the_examples_run_against_a_fleet(tmp_path: Path, redis_url: str) -> None:
-    settings = FleetSettings(redis_url=redis_url, data_dir=tmp_path, port=0, gateways=1, jwt_secret=SECRET,
-                             demo_tokens=False, env=(("LB_GAME", "examples"),))  # fmt: skip
+    # the fleet's own secret (random, as ./dev run makes it): the examples learn it from fleet.env
+    settings = FleetSettings(redis_url=redis_url, data_dir=tmp_path, port=0, gateways=1, demo_tokens=False,
+                             env=(("LB_GAME", "examples"),))  # fmt: skip
     async with Fleet(settings) as fleet:
-        env = {"PATH": os.environ["PATH"], "LB_REDIS_URL": fleet.redis_url, "LB_JWT_SECRETS": SECRET,
-               "LB_GAME": "examples"}  # fmt: skip
-        [queued] = await output(await run_example(env, "game_server.py", "mia", "1200", "--region", "eu"))
+        [queued] = await output(await run_example(tmp_path, "game_server.py", "mia", "1200", "--region", "eu"))
         assert queued.startswith("queued match-") and "mia, 1200 points" in queued
         redis = connect(fleet.redis_url)
         try:  # the scorer applied and published it: the bot's first snapshot is version 1, not a built 0
@@ -46,13 +52,28 @@ async def test_the_examples_run_against_a_fleet(tmp_path: Path, redis_url: str) 
                     await asyncio.sleep(0.05)
         finally:
             await redis.aclose()
-        bot = await run_example(env, "bot.py", fleet.ws_url, "mia", "--board", "region:eu", "--updates", "2")
+        bot = await run_example(tmp_path, "bot.py", fleet.ws_url, "mia", "--board", "region:eu", "--updates", "2")
         assert bot.stdout is not None
         first = (await asyncio.wait_for(bot.stdout.readline(), 30)).decode()
         assert first.startswith("region:eu weekly v1: leader mia") and "mia is #1 with 1200" in first
-        await output(await run_example(env, "game_server.py", "bo", "1500", "--region", "eu"))
+        await output(await run_example(tmp_path, "game_server.py", "bo", "1500", "--region", "eu"))
         [second] = await output(bot)
         assert "leader bo" in second and "mia is #2 with 1200" in second
+
+        # a token signed with another secret: refused, and said so at once (not a 30 s timeout)
+        other = {"LB_JWT_SECRETS": "not-this-fleets-secret-but-32-bytes-long"}
+        refused = await run_example(tmp_path, "bot.py", fleet.ws_url, "mia", env=other)
+        [line] = await output(refused, timeout=10, code=1)
+        assert "refused" in line and "1008 invalid_token" in line and "source var/fleet.env" in line, line
+
+
+async def test_without_the_fleets_env_the_examples_say_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "fleet.env").write_text("")  # nothing exported: as without `source var/fleet.env`
+    for example, variable in (("game_server.py", "LB_REDIS_URL"), ("rewards.py", "LB_REDIS_URL"),
+                              ("bot.py", "LB_JWT_SECRETS")):  # fmt: skip
+        args = ("ws://127.0.0.1:1/ws", "mia") if example == "bot.py" else ("mia", "1") if "game" in example else ()
+        [line] = await output(await run_example(tmp_path, example, *args), timeout=30, code=1)
+        assert line.startswith(f"{variable} is not set: `source var/fleet.env`"), line
 
 
 def test_the_readme_quotes_the_examples() -> None:
@@ -63,3 +84,34 @@ def test_the_readme_quotes_the_examples() -> None:
         assert start is not None
         body = source[start.start() : source.index('\n\n\nif __name__ == "__main__":')]
         assert body in readme, f"README must quote examples/{name}'s functions as they are"
+
+
+def readme_commands() -> list[str]:
+    """The shell commands of README's "Using it" (the two ./dev commands aside; the bot, which
+    watches for ever without traffic, is run above)."""
+    readme = (ROOT / "README.md").read_text()
+    using = readme[readme.index("## Using it") : readme.index("## Layout")]
+    blocks = re.findall(r"```sh\n(.*?)```", using, re.S)
+    return [line for block in blocks for line in block.splitlines() if line.strip() and "bot.py" not in line]
+
+
+async def test_the_readmes_commands_run_as_written(tmp_path: Path, redis_url: str) -> None:
+    commands = readme_commands()
+    assert any("tournament create" in c for c in commands) and any("game_server.py" in c for c in commands)
+    settings = FleetSettings(redis_url=redis_url, data_dir=tmp_path / "var", port=0, gateways=1, demo_tokens=False)
+    async with Fleet(settings):
+        # as in a checkout beside a running ./dev run: var/fleet.env, examples/, the virtualenv's python
+        (tmp_path / "examples").symlink_to(ROOT / "examples")
+        (tmp_path / "bin").mkdir()
+        python = tmp_path / "bin" / "python"  # a script, not a symlink: the virtualenv is found from the real path
+        python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+        python.chmod(0o755)
+        script = "set -e\nsource var/fleet.env\n" + "\n".join(commands) + "\n"
+        path = f"{tmp_path / 'bin'}:{os.environ['PATH']}"
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", script, cwd=tmp_path, env={"PATH": path, "PYTHONPATH": str(ROOT)},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, f"{out.decode()}\n{err.decode()}"
+    assert out.decode().count("queued ") == 3, out.decode()  # two plain submissions, one in the tournament

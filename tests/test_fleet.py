@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import signal
+import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -19,8 +20,11 @@ import redis
 from websockets.asyncio.client import connect as ws_connect
 
 from client import LeaderboardClient
-from fleet.children import listening_pids
+from fleet.children import http_ok, listening_pids
+from fleet.haproxy import Haproxy
 from fleet.redis_server import RedisServer
+from fleet.supervisor import Fleet as SupervisedFleet
+from fleet.supervisor import FleetRefused, FleetSettings
 
 from .conftest import MS
 from .gw_helpers import http_get
@@ -52,44 +56,52 @@ def gateway_pids(fleet_pid: int) -> list[int]:
 
 
 class Fleet:
-    """``python -m fleet`` as a child: its stdout lines collected as they come."""
+    """``python -m fleet`` as a child: its stdout and stderr lines collected as they come."""
 
-    def __init__(self, data_dir: Path, *args: str) -> None:
+    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.data_dir, self.args = data_dir, args
+        self.env = env or {}
         self.lines: list[str] = []
-        self.stderr = ""
+        self.errors: list[str] = []
         self._changed = asyncio.Event()
         self.proc: asyncio.subprocess.Process | None = None
-        self._reader: asyncio.Task[None] | None = None
+        self._readers: list[asyncio.Task[None]] = []
 
     async def start(self) -> Fleet:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LB_")}
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "fleet", "--data-dir", str(self.data_dir), "--log-level", "WARNING", *self.args,
             cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            stdin=asyncio.subprocess.DEVNULL, env={k: v for k, v in os.environ.items() if not k.startswith("LB_")},
+            stdin=asyncio.subprocess.DEVNULL, env={**env, **self.env},
         )  # fmt: skip
-        self._reader = asyncio.create_task(self._read())
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self._readers = [
+            asyncio.create_task(self._read(self.proc.stdout, self.lines)),
+            asyncio.create_task(self._read(self.proc.stderr, self.errors)),
+        ]
         return self
 
-    async def _read(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None and self.proc.stderr is not None
-        err = asyncio.create_task(self.proc.stderr.read())
-        while line := await self.proc.stdout.readline():
-            self.lines.append(line.decode().rstrip("\n"))
+    async def _read(self, stream: asyncio.StreamReader, into: list[str]) -> None:
+        while line := await stream.readline():
+            into.append(line.decode().rstrip("\n"))
             self._changed.set()
-        self.stderr = (await err).decode()
         self._changed.set()
 
-    async def line(self, match: Callable[[str], bool], within: float, start: int = 0) -> str:
-        """The first line from ``start`` on that matches; fails if the fleet exits first."""
+    @property
+    def stderr(self) -> str:
+        return "\n".join(self.errors)
+
+    async def line(self, match: Callable[[str], bool], within: float, start: int = 0, *, err: bool = False) -> str:
+        """The first line (of stdout, or stderr) from ``start`` on that matches; fails if the fleet
+        exits first."""
+        lines = self.errors if err else self.lines
         try:
             async with asyncio.timeout(within):
                 while True:
-                    for line in self.lines[start:]:
+                    for line in lines[start:]:
                         if match(line):
                             return line
-                    assert self._reader is not None
-                    if self._reader.done():
+                    if all(r.done() for r in self._readers):
                         raise AssertionError(f"the fleet exited without printing it:\n{self.output()}")
                     self._changed.clear()
                     await self._changed.wait()
@@ -103,34 +115,39 @@ class Fleet:
         return "\n".join(self.lines) + "\n" + self.stderr
 
     async def exit_code(self, within: float) -> int:
-        assert self.proc is not None and self._reader is not None
+        assert self.proc is not None
         code = await asyncio.wait_for(self.proc.wait(), within)
-        await asyncio.wait_for(self._reader, within)
+        await asyncio.wait_for(asyncio.gather(*self._readers), within)
         return code
 
     async def stop(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
             self.proc.kill()
             await self.proc.wait()
-        if self._reader is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._reader, 5)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.gather(*self._readers), 5)
 
 
 @contextlib.asynccontextmanager
-async def fleet(data_dir: Path, *args: str) -> AsyncIterator[Fleet]:
-    f = Fleet(data_dir, *args)
+async def fleet(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> AsyncIterator[Fleet]:
+    f = Fleet(data_dir, *args, env=env)
     try:
         yield await f.start()
     finally:
         await f.stop()
 
 
+def sourced(data_dir: Path) -> dict[str, str]:
+    """What ``source <data dir>/fleet.env`` exports, as the shell reads it."""
+    out = subprocess.run(
+        ["bash", "-c", f"source {data_dir / 'fleet.env'} && env -0"], env={}, capture_output=True, check=True
+    ).stdout
+    env = dict(item.split("=", 1) for item in out.decode().split("\0") if "=" in item)
+    return {k: v for k, v in env.items() if k.startswith("LB_")}
+
+
 def env_url(data_dir: Path) -> str:
-    text = (data_dir / "fleet.env").read_text()
-    match = re.search(r"^export LB_REDIS_URL=(\S+)$", text, re.M)
-    assert match, text
-    return match.group(1)
+    return sourced(data_dir)["LB_REDIS_URL"]
 
 
 async def test_fleet_serves_tells_how_to_reach_its_redis_and_stops_cleanly(tmp_path: Path) -> None:
@@ -158,7 +175,13 @@ async def test_fleet_serves_tells_how_to_reach_its_redis_and_stops_cleanly(tmp_p
         with redis.Redis.from_url(url) as client_:
             assert client_.ping() and client_.dbsize() > 0  # the demo's boards
         # ... nobody without it gets in, and nothing printed for humans shows it
-        anonymous = redis.Redis.from_url(url.replace(f":{password}@", ""), socket_timeout=5)
+        # redis-cli takes it as it is (a user name, not an empty one: redis-cli would send that)
+        cli = await asyncio.create_subprocess_exec(
+            "redis-cli", "--no-auth-warning", "-u", url, "DBSIZE", stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await asyncio.wait_for(cli.communicate(), 10 * T)
+        assert int(out) > 0, out
+        anonymous = redis.Redis.from_url(url.replace(f"default:{password}@", ""), socket_timeout=5)
         with anonymous, pytest.raises(redis.AuthenticationError):
             anonymous.get("x")
         assert password not in f.output()
@@ -239,3 +262,127 @@ def test_the_embedded_redis_refuses_clients_without_the_password(tmp_path: Path)
             with client, pytest.raises(redis.AuthenticationError):
                 client.ping()
         assert b"pw-of-the-test" not in Path(f"/proc/{server.process.pid}/cmdline").read_bytes()  # type: ignore[union-attr]
+
+
+def fleet_children(pid: int) -> list[int]:
+    """The fleet's processes: gateways, scorer and redis-server."""
+    return sorted(children(pid))
+
+
+async def gone(pids: list[int], within: float) -> bool:
+    async with asyncio.timeout(within):
+        while any(alive(p) for p in pids):  # noqa: ASYNC110 (another process's exit: no event to await)
+            await asyncio.sleep(0.05)
+    return True
+
+
+async def test_ctrl_c_after_a_restart_and_a_second_fleet_on_its_redis_stops_in_bounded_time(tmp_path: Path) -> None:
+    """The sequence that once hung a Ctrl-C: a gateway killed and restarted, a second fleet started
+    after ``source var/fleet.env`` (so on the first one's Redis), busy demo traffic, Ctrl-C. The
+    second fleet says it uses a Redis it did not start and keeps its demo traffic out of it."""
+    async with fleet(tmp_path / "a", "--port", "0", "--demo-rate", "2000", "--stop-timeout", "3") as first:
+        await first.value("live page:")
+        assert first.proc is not None
+        mark = len(first.lines)
+        os.kill(gateway_pids(first.proc.pid)[0], signal.SIGKILL)
+        await first.line(lambda s: s.startswith("fleet: 2/2 gateways"), 20 * T, mark)
+        env = sourced(tmp_path / "a")
+        assert set(env) == {"LB_REDIS_URL", "LB_JWT_SECRETS"}
+        async with fleet(tmp_path / "b", "--port", "0", "--stop-timeout", "3", env=env) as second:
+            await second.value("live page:")
+            [shared] = [line for line in second.errors if "did not start" in line]
+            assert "source var/fleet.env" in shared and "unset LB_REDIS_URL" in shared
+            assert "default:***@" in shared and env["LB_REDIS_URL"] not in second.output()
+            assert any("demo traffic off" in line and "--demo-external" in line for line in second.errors)
+            started = fleet_children(first.proc.pid)
+            first.proc.send_signal(signal.SIGINT)
+            assert await first.exit_code(30 * T) == 0, first.output()
+            assert await gone(started, 5 * T)
+            assert not (tmp_path / "a" / "fleet.env").exists()
+            assert second.proc is not None
+            second.proc.send_signal(signal.SIGINT)  # its Redis is gone: each phase still ends in time
+            assert await second.exit_code(30 * T) == 0, second.output()
+
+
+async def test_a_stop_phase_that_hangs_is_bounded(tmp_path: Path) -> None:
+    """A gateway that does not answer SIGTERM (stopped, SIGSTOP) is killed once its phase's time
+    is up, and the rest of the stop goes on."""
+    async with fleet(tmp_path, "--port", "0", "--no-demo", "--gateways", "1", "--stop-timeout", "1") as f:
+        await f.value("live page:")
+        assert f.proc is not None
+        started = fleet_children(f.proc.pid)
+        [gw] = gateway_pids(f.proc.pid)
+        os.kill(gw, signal.SIGSTOP)
+        f.proc.send_signal(signal.SIGINT)
+        # drain window 1 s + the phase's 1 s, then a SIGKILL
+        assert await f.exit_code(15 * T) == 0, f.output()
+        assert f"pid {gw} did not stop in 2 s: killing it" in f.stderr, f.stderr
+        assert await gone(started, 5 * T)
+        assert not (tmp_path / "fleet.env").exists()
+
+
+async def test_a_second_ctrl_c_kills_the_fleet_at_once(tmp_path: Path) -> None:
+    async with fleet(tmp_path, "--port", "0", "--no-demo", "--gateways", "1", "--log-level", "INFO") as f:
+        await f.value("live page:")
+        assert f.proc is not None
+        started = fleet_children(f.proc.pid)
+        [gw] = gateway_pids(f.proc.pid)
+        os.kill(gw, signal.SIGSTOP)  # the stop would wait for it for the whole drain phase (11 s)
+        f.proc.send_signal(signal.SIGINT)
+        await f.line(lambda s: "stopping the fleet" in s, 10 * T, err=True)
+        f.proc.send_signal(signal.SIGINT)
+        assert await f.exit_code(5 * T) == 1, f.output()
+        assert "SIGINT again: killing the fleet's processes" in f.stderr
+        assert await gone(started, 5 * T)  # the stopped gateway too; Redis after flushing its AOF
+        assert not (tmp_path / "fleet.env").exists()
+
+
+async def test_bad_configuration_is_one_line_and_exit_2_before_anything_starts(tmp_path: Path) -> None:
+    async with fleet(tmp_path, "--port", "0", env={"LB_WINDOWS": "dayly,weekly"}) as f:
+        assert await f.exit_code(30 * T) == 2
+    assert f.errors == [
+        "configuration error: LB_WINDOWS: unknown window 'dayly'; expected one of daily, weekly, monthly, alltime"
+    ], f.output()
+    assert not (tmp_path / "redis").exists()
+
+
+def free_run(count: int) -> int:
+    """The first of ``count`` consecutive free ports on 127.0.0.1 (held open while looking)."""
+    for _ in range(50):
+        with contextlib.ExitStack() as stack:
+            first = stack.enter_context(socket.socket())
+            first.bind(("127.0.0.1", 0))
+            base = first.getsockname()[1]
+            try:
+                for offset in range(1, count):
+                    stack.enter_context(socket.socket()).bind(("127.0.0.1", base + offset))
+            except OSError:
+                continue
+            return int(base)
+    raise AssertionError("no run of free ports")
+
+
+@pytest.mark.skipif(Haproxy.binary() is None, reason="haproxy is not installed (./dev install installs it, as root)")
+async def test_behind_haproxy_the_gateways_and_metrics_ports_can_be_pinned(tmp_path: Path, redis_url: str) -> None:
+    metrics = free_run(3)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.2", 0))
+        gateway_port = probe.getsockname()[1]
+    settings = FleetSettings(
+        redis_url=redis_url, data_dir=tmp_path, port=0, gateways=2, balancer="haproxy", demo_tokens=False,
+        log_level="WARNING", gateway_port=gateway_port, metrics_port=metrics,
+    )  # fmt: skip
+    async with SupervisedFleet(settings) as f:
+        assert [f.gateway_address(i) for i in range(2)] == [("127.0.0.2", gateway_port), ("127.0.0.3", gateway_port)]
+        assert f.metrics_urls == [f"http://127.0.0.1:{metrics + n}/metrics" for n in (1, 2, 0)]
+        for host, port in [f.gateway_address(0), f.gateway_address(1)]:
+            assert await http_ok(host, port, "/readyz")
+        assert await http_ok("127.0.0.1", metrics + 1, "/metrics")
+        # a pinned port in use is refused before anything starts
+        taken = FleetSettings(
+            redis_url=redis_url, data_dir=tmp_path / "b", port=0, gateways=1, balancer="haproxy", metrics_port=metrics
+        )
+        with pytest.raises(FleetRefused, match=f"port {metrics} on 127.0.0.1 is already in use"):
+            async with SupervisedFleet(taken):
+                pass
+        assert not (tmp_path / "b" / "redis").exists()

@@ -290,3 +290,47 @@ def test_loadtest_refuses_a_gateway_pid_that_is_not_running(tmp_path: Path) -> N
 def test_the_game_checks_name_the_variable_too(env: dict[str, str], var: str) -> None:
     with pytest.raises(SettingsError, match=f"^{var}: "):
         GameConfig.from_env(env)
+
+
+def test_help_shows_a_url_default_with_its_password_hidden(capsys: pytest.CaptureFixture[str]) -> None:
+    p = argument_parser("x", "a command")
+    p.add_argument("--redis-url", default="redis://default:hunter2@127.0.0.1:7000/0", help="Redis to use")
+    p.add_argument("--other", default="unix:///tmp/r.sock?password=hunter2&db=1", help="another (default: %(default)s)")
+    with pytest.raises(SystemExit):
+        p.parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert "hunter2" not in out
+    assert "redis://default:***@127.0.0.1:7000/0" in out and "password=***&db=1" in out
+
+
+# Every command line of the product (``--help`` of each, subcommands included), run in one
+# interpreter: each reads LB_REDIS_URL, which after `source var/fleet.env` holds the password.
+COMMANDS = [
+    "fleet", "fleet rollout", "fleet.cluster", "fleet.haproxy", "scorer", "scorer submit", "scorer tournament",
+    "scorer tournament create", "scorer ban", "scorer correct", "scorer profile", "scorer rebuild",
+    "scorer rank-index", "gateway", "loadtest", "loadtest sockets", "loadtest chaos", "loadtest.cleanup",
+    *(f"bench.{p.stem}" for p in sorted((ROOT / "bench").glob("*.py")) if "__main__" in p.read_text()),
+]  # fmt: skip
+HELPS = """
+import contextlib, io, runpy, sys
+for command in sys.argv[1:]:
+    module, *args = command.split()
+    sys.argv = [module, *args, "--help"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), contextlib.suppress(SystemExit):
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    print(f"=== {command}\\n{out.getvalue()}")
+"""
+
+
+def test_no_help_text_shows_the_redis_password() -> None:
+    env = {**QUIET, "LB_REDIS_URL": "redis://default:hunter2-of-the-fleet@127.0.0.1:7000/0"}
+    done = subprocess.run([sys.executable, "-c", HELPS, *COMMANDS], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    helps = dict(part.split("\n", 1) for part in done.stdout.split("=== ")[1:])
+    assert set(helps) == set(COMMANDS)
+    for command, text in helps.items():
+        assert "usage:" in text, (command, text)
+        assert "hunter2" not in text, (command, text)
+    assert "bench.scorer" in helps and "--redis-url" in helps["fleet"]
