@@ -26,7 +26,7 @@ from __future__ import annotations
 CODES = {
     "missing_id": "submission id is required",
     "invalid_id": "submission id must be valid UTF-8 of at most 64 bytes",
-    "invalid_player": "player must be valid UTF-8 of 1-64 bytes",
+    "invalid_player": "player must be 1-64 bytes of UTF-8 without control, bidirectional or invisible characters",
     "invalid_name": "name must be valid UTF-8 of at most 64 bytes, without control characters",
     "invalid_points": "points must be a non-negative integer",
     "points_out_of_range": "points exceed the largest value a board's encoding holds",
@@ -45,7 +45,7 @@ CODES = {
 # Stable error codes of moderation and profile calls (leaderboard/moderation.py, profiles.py);
 # the function library refuses with the same ones (``ERR <code> <message>``).
 INPUT_CODES = {
-    "invalid_player": "player must be valid UTF-8 of 1-64 bytes",
+    "invalid_player": "player must be 1-64 bytes of UTF-8 without control, bidirectional or invisible characters",
     "invalid_actor": "actor must be 1-64 bytes of UTF-8 text",
     "invalid_reason": "reason must be 1-256 bytes of UTF-8 text",
     "invalid_points": "points must be a non-negative integer",

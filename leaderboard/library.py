@@ -60,6 +60,7 @@ from .batch import decode_batch, encode_batch
 from .config import GameConfig
 from .errors import BadPeriod, BadRequest, NotReplicated, TournamentError, from_reply
 from .keys import parse_scope
+from .profiles import check_player_id
 from .ranking import COMPETITION, ORDINAL, assign_ranks, round_rank, top_percent
 from .results import BoardEntries, BoardRef, BoardStats, Correction, Entry, Publication, Ranks, Standing, SubmitResult
 from .transport import Command, RedisClient, execute_packed, now_ms
@@ -256,6 +257,8 @@ class Leaderboard:
             raise TournamentError("unknown_tournament", f"no tournament {tournament!r}")
         if not players:
             raise BadRequest("players must not be empty")
+        for player in players:  # all checked before the first chunk: a refused call enters nobody
+            check_player_id(player)
         expire_at = spec.period(0).end_ms // 1000 + TOURNAMENT_RETENTION_S
         added = 0
         for i in range(0, len(players), _JOIN_CHUNK):

@@ -90,6 +90,7 @@ tournament slip of a player not entered).
 
 local MAX_ID_BYTES = 64
 local MAX_NAME_BYTES = 64
+local PLAYER_RULE = 'player must be 1-' .. MAX_ID_BYTES .. ' bytes of UTF-8 without control, bidirectional or invisible characters'
 local VALID_OPS = { best = true, incr = true, set = true }
 
 -- Local helpers ---------------------------------------------------------------------------
@@ -148,6 +149,22 @@ local function plain_text(s)
     return false
   end
   return valid_utf8(s)
+end
+
+-- The player id rule, its one definition here (leaderboard/profiles.py is_player_id is the same,
+-- tests/test_player_ids.py holds them equal): 1-64 bytes of plain text (above) without the code
+-- points that show nothing either: U+061C, U+200B-U+200F (zero-width space, non-joiner, joiner,
+-- the direction marks), U+2060-U+2064 (word joiner, invisible operators), U+FEFF. Names may hold
+-- those (scripts and emoji need them); an id shown next to a name must not look like another.
+local function valid_player(s)
+  if type(s) ~= 'string' or #s == 0 or #s > MAX_ID_BYTES then
+    return false
+  end
+  if s:find('[\128-\255]') and (s:find('\216\156') or s:find('\226\128[\139-\143]')
+      or s:find('\226\129[\160-\164]') or s:find('\239\187\191')) then
+    return false
+  end
+  return plain_text(s)
 end
 
 -- A non-negative integer written in plain decimal digits; anything else (sign, point,
@@ -383,9 +400,8 @@ end
 -- Returns a plan {boards = {...}} or an error triple. Every check happens here, before any
 -- write, so a refused submission can never leave a partial update behind.
 local function plan_submission(keys, sub, periods, ctx)
-  local err = text_field(sub.player, 'player', 'invalid_player', true)
-  if err then
-    return nil, err
+  if not valid_player(sub.player) then
+    return nil, fail('invalid_player', PLAYER_RULE)
   end
   if #sub.name > MAX_NAME_BYTES or not plain_text(sub.name) then
     return nil, fail('invalid_name', 'name must be valid UTF-8 of at most ' .. MAX_NAME_BYTES .. ' bytes, without control characters')
@@ -982,8 +998,8 @@ local function lb_join(keys, args)
     return redis.error_reply('ERR tournament_ended tournament ' .. args[1] .. ' has ended')
   end
   for i = 4, #args do
-    if args[i] == '' or #args[i] > MAX_ID_BYTES or not valid_utf8(args[i]) then
-      return redis.error_reply('ERR bad_request player must be valid UTF-8 of 1-' .. MAX_ID_BYTES .. ' bytes')
+    if not valid_player(args[i]) then
+      return redis.error_reply('ERR invalid_player ' .. PLAYER_RULE)
     end
   end
   local added = redis.call('SADD', keys[2], unpack(args, 4))
@@ -1019,8 +1035,8 @@ local function check_audit(actor, reason, reason_required)
 end
 
 local function check_player(player)
-  if type(player) ~= 'string' or #player == 0 or #player > MAX_ID_BYTES or not valid_utf8(player) then
-    return refuse('invalid_player', 'player must be valid UTF-8 of 1-' .. MAX_ID_BYTES .. ' bytes')
+  if not valid_player(player) then
+    return refuse('invalid_player', PLAYER_RULE)
   end
   return nil
 end
