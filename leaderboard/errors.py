@@ -40,6 +40,8 @@ CODES = {
     "unknown_tournament": "no such tournament",
     "not_entered": "player is not entered in the tournament",
     "banned": "player is banned from this game",
+    "period_closed": "a window period the slip belongs to is closed: its close event and finals are published",
+    "too_many_scopes": "the game has as many region and mode values as LB_MAX_SCOPES allows",
 }
 
 # Stable error codes of moderation and profile calls (leaderboard/moderation.py, profiles.py);

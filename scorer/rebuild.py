@@ -383,7 +383,7 @@ def _fields(record: Record) -> dict[str, str]:
 
 
 async def _replay(lb: Leaderboard, entries: list[dict[str, str]], now: int, restored: Restored) -> None:
-    results = await lb.submit_batch(entries, now=now, rows=False, announce=lb.keys.replay_channel)
+    results = await lb.submit_batch(entries, now=now, rows=False, announce=lb.keys.replay_channel, replay=True)
     restored.replayed += len(entries)
     for result in results:
         if result.status == "ok":

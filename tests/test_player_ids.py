@@ -67,7 +67,7 @@ def _entries(players: list[str]) -> list[dict[str, str]]:
 async def _library_verdicts(lb: Leaderboard, players: list[str]) -> list[bool]:
     """Whether lb_submit accepts each player id (the entries reach the library unchecked)."""
     plan = encode_batch(lb.config, _entries(players), NOW)
-    replies = await lb.redis.fcall("lb_submit", len(plan.keys), *plan.keys, *plan.args)  # type: ignore[misc]
+    replies = await lb.redis.fcall("lb_submit", len(plan.keys), *plan.keys, *plan.args)
     results = decode_batch(plan, replies)
     for result in results:
         assert result.status == "ok" or result.code == "invalid_player", result
@@ -92,7 +92,7 @@ async def test_the_library_gives_each_id_the_verdict_python_gives(r: aioredis.Re
     board = await r.zrange(config.keys.board("alltime", "all", "global"), 0, -1)
     assert sorted(board) == sorted(FINE)
     with pytest.raises(aioredis.ResponseError, match=r"^invalid_player"):  # bytes as a broken caller sends them
-        await r.fcall("lb_ban", 4, config.keys.banned, config.keys.versions, config.keys.activity,  # type: ignore[misc]
+        await r.fcall("lb_ban", 4, config.keys.banned, config.keys.versions, config.keys.activity,
                       config.keys.journal, b"bad\xe2\x80\x8bid", "ops", "cheat", NOW, 100, 10)  # fmt: skip
     assert not await r.exists(config.keys.banned)
 
@@ -105,7 +105,7 @@ async def test_every_door_refuses_a_hostile_id(r: aioredis.Redis, config: GameCo
         assert exc.value.code == "invalid_player"
         # the library's own check, for a caller that bypasses the Python one
         with pytest.raises(aioredis.ResponseError, match=r"^invalid_player"):
-            await r.fcall("lb_unban", 3, config.keys.banned, config.keys.activity, config.keys.journal,  # type: ignore[misc]
+            await r.fcall("lb_unban", 3, config.keys.banned, config.keys.activity, config.keys.journal,
                           player, "ops", "", 100)  # fmt: skip
         await lb.create_tournament("cup", NOW - 1000, NOW + 3_600_000)
         with pytest.raises(InvalidInput):
@@ -114,7 +114,7 @@ async def test_every_door_refuses_a_hostile_id(r: aioredis.Redis, config: GameCo
         assert window is not None
         entrants = config.keys.entrants("cup")
         with pytest.raises(aioredis.ResponseError, match=r"^invalid_player"):
-            await r.fcall("lb_join", 3, config.keys.tournaments, entrants, config.keys.journal,  # type: ignore[misc]
+            await r.fcall("lb_join", 3, config.keys.tournaments, entrants, config.keys.journal,
                           "cup", NOW, NOW // 1000 + 60, "fine", player)  # fmt: skip
         assert await r.scard(entrants) == 0  # a refused call enters nobody
         token = jwt.encode({"sub": player, "role": "player", "exp": time.time() + 60}, SECRETS[0], algorithm="HS256")
