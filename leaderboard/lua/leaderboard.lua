@@ -17,13 +17,22 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:profiles                          HASH    player -> profile JSON {"name", "avatar", "country"}
   lb:{g}:banned                            HASH    player -> ban record JSON {"by", "reason", "at"}: the
                                                    tombstone lb_submit checks before any write
+  lb:{g}:scopes                            SET     every region and mode value ("region:eu") slips
+                                                   named: at most max_scopes (LB_MAX_SCOPES)
   lb:{g}:submissions                       STREAM  the queue: only entries not yet applied and acked
+  lb:{g}:queued                            SET     submission ids in the queue: lb_enqueue adds, the
+                                                   scorer removes when it acknowledges them
+  lb:{g}:deadletters                       STREAM  slips the scorer refused: their fields and dead.id,
+                                                   dead.code, dead.message, dead.at, dead.by (scorer)
+  lb:{g}:refused:<hour>                    HASH    submission id -> {"code", "message"} JSON of the
+                                                   slips refused in that hour (scorer; EXPIREAT)
   lb:{g}:publisher                         STRING  the publish lease: the holder's owner token (PX)
   lb:{g}:published                         HASH    "<window>:<scope>" -> "<period>:<version>" last
                                                    published
   lb:{g}:latest:<window>:<scope>           STRING  the board's last published snapshot JSON (EX)
   lb:{g}:closed                            STREAM  close events: a period's final top N (MAXLEN ~)
-  lb:{g}:closedmark:<window>:<period>      STRING  set with the period's close event (EXPIREAT)
+  lb:{g}:closedmark:<window>:<period>      STRING  set with the period's close event (EXPIREAT);
+                                                   lb_submit refuses the period's later slips
   lb:{g}:finals:<window>                   LIST    the newest close events of a window (LTRIM);
                                                    all tournaments share finals:tournaments
   lb:{g}:tournaments                       HASH    tournament id -> {"start_ms","end_ms"} JSON
@@ -48,10 +57,11 @@ the shard owning its slot, the game's, and on a single server it works the same)
 
 Functions (each documented where it is defined; Python wrappers in leaderboard/library.py):
 
-  lb_submit    apply a batch of submissions        banned (read), boards (with their hist and
-                                                   points), players, seen, versions, activity,
-                                                   profiles; SPUBLISH announce
-  lb_enqueue   append to the queue under its cap   submissions
+  lb_submit    apply a batch of submissions        banned, closedmark (read), boards (with their
+                                                   hist and points), players, seen, scopes,
+                                                   versions, activity, profiles; SPUBLISH announce
+  lb_enqueue   append to the queue under its cap   submissions, queued
+  lb_status    a submission's outcome (no-writes)  queued, seen, refused
   lb_lease     take, renew or release the lease    publisher
   lb_publish   publish snapshots under the lease   publisher (read), published, latest;
                                                    SPUBLISH snap
@@ -82,10 +92,15 @@ with strictly more points: one ZCOUNT on the board), dense (1 + distinct points 
 ZCOUNT on the board's points set). Reads take the mode as an argument; no read scans the board.
 
 Errors: whole-call problems raise 'ERR <code> <message>' (bad_request, backlog_full,
-unknown_tournament, tournament_exists, tournament_ended; the moderation and profile functions'
-input codes, invalid_player ... invalid_country, and banned); a bad submission inside a batch
-yields {'error', code, message} for that entry only and writes nothing for it (not_entered for a
-tournament slip of a player not entered).
+unknown_tournament, tournament_exists, tournament_ended; the moderation, profile and entry
+functions' input codes, invalid_player ... invalid_country, and banned); a bad submission inside
+a batch yields {'error', code, message} for that entry only and writes nothing for it (the codes
+of leaderboard/errors.py CODES: invalid_player, not_entered for a tournament slip of a player not
+entered, period_closed for a slip of a closed period, too_many_scopes past max_scopes, ...).
+
+Player ids, wherever they come in (lb_submit, lb_join, lb_ban, lb_unban, lb_correct, lb_profile),
+follow one rule, valid_player: 1-64 bytes of UTF-8 without control, bidirectional or invisible
+characters (leaderboard/profiles.py is_player_id is the same).
 ]]
 
 local MAX_ID_BYTES = 64
@@ -985,8 +1000,9 @@ end
 
 --[[ lb_close: a period's close event with its final top N, added once however often (and by
 however many replicas) it is asked for: the marker is set NX in the same atomic call that adds
-the event. The versions fields of the period's boards are removed either way (its boards are no
-longer published), which is also how a late write to a closed period is cleaned up.
+the event, and from then on lb_submit refuses the period's slips (period_closed), so its boards
+keep agreeing with the event and the finals. The versions fields of the period's boards are
+removed either way (its boards are no longer published).
 Input:  KEYS[1] marker, KEYS[2] closed stream, KEYS[3] finals list, KEYS[4] versions hash,
         KEYS[5] journal stream, KEYS[6..] the period's boards
         ARGV    window, period, start_ms, end_ms, shift, n, marker expire_at_s (0 = never),
@@ -1082,7 +1098,8 @@ end
 Input:  KEYS[1] tournaments hash, KEYS[2] the tournament's entrants, KEYS[3] journal stream;
         ARGV id, now_ms,
         entrants expire_at_s, players...
-Output: how many players were newly entered; ERR unknown_tournament, ERR tournament_ended
+Output: how many players were newly entered; ERR unknown_tournament, ERR tournament_ended,
+        ERR invalid_player (valid_player; nobody is entered)
 ]]
 local function lb_join(keys, args)
   local now, expire_at = parse_uint(args[2], 15), parse_uint(args[3], 12)
