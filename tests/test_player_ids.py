@@ -24,7 +24,7 @@ from leaderboard.moderation import Moderation
 from leaderboard.profiles import is_player_id
 
 from .conftest import NOW
-from .gw_helpers import SECRETS
+from .gw_helpers import SECRETS, client, greet, request, running, token
 from .properties import bounded
 
 HOSTILE = [
@@ -145,3 +145,15 @@ def test_property_python_and_library_agree_on_any_id(redis_server: RedisServer, 
             await client.aclose()
 
     asyncio.run(run())
+
+
+async def test_the_server_socket_refuses_a_slip_with_a_hostile_player_id(redis_url: str, r: aioredis.Redis) -> None:
+    async with running(redis_url) as gw, client(gw, f"?token={token('backend-1', 'server')}") as ws:
+        await greet(ws)
+        for player in ("rlo\u202eevil", "zwsp\u200bx", "two\nlines"):
+            slip = {"id": "s-1", "player": player, "points": 5}
+            reply = await request(ws, {"type": "submit", "submission": slip})
+            assert (reply["type"], reply["code"]) == ("error", "invalid_player")
+            rank = await request(ws, {"type": "rank", "player": player})
+            assert (rank["type"], rank["code"]) == ("error", "bad_message")
+    assert await r.xlen(GameConfig(game="test").keys.submissions) == 0  # nothing queued
