@@ -140,7 +140,7 @@ class Keys:
         return f"{self.prefix}:queued"
 
     def refused(self, hour: int) -> str:
-        """Hash submission id -> {"code", "message"} JSON of the slips the scorer refused in that
+        """Hash submission id -> ``"<code> <message>"`` of the slips the scorer refused in that
         hour (its clock), kept as long as a submission id is remembered (lb_status reads it)."""
         return f"{self.prefix}:refused:{hour}"
 

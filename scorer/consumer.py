@@ -30,8 +30,6 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import orjson
-
 from leaderboard import RedisClient, SubmitResult, now_ms
 from leaderboard.keys import HOUR_MS
 from leaderboard.transport import Command, execute_packed
@@ -98,9 +96,10 @@ class Consumer(GroupWorker):
         refusals: list[str] = []
         for (sid, fields), result in zip(batch, results, strict=True):
             if result.status == "error":
+                code, message = result.code or UNPROCESSABLE, result.message or ""
                 if fields.get("id"):
-                    refusal = {"code": result.code or UNPROCESSABLE, "message": result.message or ""}
-                    refusals += [fields["id"], orjson.dumps(refusal).decode()]
+                    # "<code> <message>": plain text, as the message may hold any bytes of the slip
+                    refusals += [fields["id"], f"{code} {message}"]
                 dead += 1
                 # a banned player's slip is refused like any bad one (kept in the dead letters,
                 # with its code) and counted on its own, so a ban's effect is visible
@@ -108,8 +107,8 @@ class Consumer(GroupWorker):
                 letter = {
                     **fields,
                     "dead.id": sid,
-                    "dead.code": result.code or UNPROCESSABLE,
-                    "dead.message": result.message or "",
+                    "dead.code": code,
+                    "dead.message": message,
                     "dead.at": at,
                     "dead.by": self.consumer,
                 }

@@ -75,6 +75,19 @@ async def test_a_refusal_is_found_until_ids_are_forgotten(
         await lb.status("")
 
 
+async def test_a_refusal_whose_message_holds_any_bytes_is_kept_and_read(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    # a writer bypassing the queue: points that are not UTF-8, echoed in the library's message
+    await r.xadd(config.keys.submissions, {"id": "raw", "player": "mia", "points": b"\xff9", "ts": str(now_ms())})
+    stats = Stats()
+    await asyncio.wait_for(consumer(r, redis_url, config, stats).run(burst=True), 5)
+    assert stats.dead_letters == 1
+    found = await Leaderboard(r, config).status("raw")
+    assert (found.status, found.code) == ("refused", "invalid_points")
+    assert found.message is not None and found.message.startswith("points must be a non-negative integer, got")
+
+
 async def test_a_server_connection_asks_for_a_slips_status(
     redis_url: str, r: aioredis.Redis, config: GameConfig
 ) -> None:

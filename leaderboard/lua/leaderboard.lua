@@ -24,7 +24,7 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
                                                    scorer removes when it acknowledges them
   lb:{g}:deadletters                       STREAM  slips the scorer refused: their fields and dead.id,
                                                    dead.code, dead.message, dead.at, dead.by (scorer)
-  lb:{g}:refused:<hour>                    HASH    submission id -> {"code", "message"} JSON of the
+  lb:{g}:refused:<hour>                    HASH    submission id -> "<code> <message>" of the
                                                    slips refused in that hour (scorer; EXPIREAT)
   lb:{g}:publisher                         STRING  the publish lease: the holder's owner token (PX)
   lb:{g}:published                         HASH    "<window>:<scope>" -> "<period>:<version>" last
@@ -175,8 +175,11 @@ local function valid_player(s)
   if type(s) ~= 'string' or #s == 0 or #s > MAX_ID_BYTES then
     return false
   end
-  if s:find('[\128-\255]') and (s:find('\216\156') or s:find('\226\128[\139-\143]')
-      or s:find('\226\129[\160-\164]') or s:find('\239\187\191')) then
+  if not s:find('[%z\1-\31\127-\255]') then
+    return true -- printable ASCII, the common case: one C-level scan
+  end
+  if s:find('\216\156') or s:find('\226\128[\139-\143]') or s:find('\226\129[\160-\164]')
+      or s:find('\239\187\191') then
     return false
   end
   return plain_text(s)
@@ -805,8 +808,8 @@ local function lb_status(keys, args)
   for k = #keys, seen_count + 2, -1 do -- the newest refusal first
     local raw = redis.call('HGET', keys[k], id)
     if raw then
-      local refusal = cjson.decode(raw)
-      return { 'refused', refusal.code, refusal.message }
+      local code, message = raw:match('^(%S*) ?(.*)$')
+      return { 'refused', code, message }
     end
   end
   return { 'unknown' }
