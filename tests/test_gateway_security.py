@@ -7,6 +7,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import json
 import os
 import subprocess
 import sys
@@ -137,6 +138,16 @@ def test_a_non_finite_time_claim_is_refused(claim: str, value: str) -> None:
         authenticate(_signed(payload), SECRETS)
     assert (exc.value.code, exc.value.message) == ("invalid_token", f"{claim} must be a finite number")
     assert authenticate(_signed(finite), SECRETS).player == "mia"  # the same token, finite: accepted
+
+
+async def test_a_never_expiring_token_is_refused_on_the_socket(redis_url: str) -> None:
+    forever = _signed(f'{{"sub": "mia", "role": "server", "exp": 1e400, "iat": {int(time.time())}}}')
+    async with running(redis_url) as gw, client(gw) as ws:
+        await greet(ws)
+        await ws.send(json.dumps({"type": "hello", "token": forever}))
+        assert (await recv(ws))["code"] == "invalid_token"
+        await asyncio.wait_for(ws.wait_closed(), 2 * T)
+        assert ws.close_code == 1008
 
 
 def test_malformed_tokens_get_one_message() -> None:
