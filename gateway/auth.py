@@ -9,13 +9,15 @@ without logging anybody out: add the new secret in front, re-sign, drop the old 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import jwt
 
-from leaderboard.errors import LeaderboardError
+from leaderboard.errors import INPUT_CODES, LeaderboardError
+from leaderboard.profiles import is_player_id
 
 ROLES = ("player", "server")
 _MAX_TOKEN = 4096
@@ -81,17 +83,21 @@ def authenticate(token: object, secrets: Sequence[str], *, leeway: float = 0.0) 
         value = claims.get(name)
         if name in claims and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise AuthError("invalid_token", f"{name} must be a number")
+        # JSON parsers read 1e400 as infinity and accept NaN: an exp that compares as never past
+        # (or as neither past nor future) would make a token that never expires
+        if isinstance(value, float) and not math.isfinite(value):
+            raise AuthError("invalid_token", f"{name} must be a finite number")
     now = time.time()
     if float(claims["exp"]) <= now - leeway:  # type: ignore[arg-type]
         raise AuthError("token_expired", "the token has expired")
     if "nbf" in claims and float(claims["nbf"]) > now + leeway:  # type: ignore[arg-type]
         raise AuthError("invalid_token", "the token is not valid yet")
     sub, role = claims.get("sub"), claims.get("role")
-    if not isinstance(sub, str) or not 0 < len(sub.encode("utf-8", "replace")) <= 64:
-        raise AuthError("invalid_token", "sub must be a player id of 1-64 bytes")
+    if not is_player_id(sub):  # the rule of every player id (leaderboard/profiles.py)
+        raise AuthError("invalid_token", "sub must be a player id: " + INPUT_CODES["invalid_player"])
     if role not in ROLES:
         raise AuthError("invalid_token", "role must be player or server")
-    return Identity(str(role), sub)
+    return Identity(str(role), str(sub))
 
 
 def issue(player: str, role: str, secret: str, *, exp: float) -> str:

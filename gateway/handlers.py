@@ -197,6 +197,17 @@ class Handlers:
             raise p.ProtocolError(exc.code, str(exc), req.id) from None
         await self._out.reply(client, wire.submitted(sub.id, stream_id, req.id))
 
+    async def status(self, client: Client, req: p.Status) -> None:
+        # a game server asks after its own slips (docs/protocol.md: "Learning a slip's outcome")
+        if client.identity.role != "server":
+            code = "auth_required" if client.identity.role == "spectator" else "forbidden"
+            raise p.ProtocolError(code, "only game server connections may ask for a submission's status", req.id)
+        found = await _read(req, self._games[client.game].lb.status(req.submission))
+        msg = {"type": "status", "submission": found.id, "status": found.status}
+        if found.code is not None:
+            msg |= {"code": found.code, "message": found.message or ""}
+        await self._out.reply(client, wire.reply(msg, req.id))
+
     async def finals(self, client: Client, req: p.Finals) -> None:
         kept = await _read(req, self._games[client.game].lb.finals(req.window, req.n))
         await self._out.reply(client, wire.finals(board=req.board, window=req.window, periods=kept, request_id=req.id))
@@ -279,6 +290,7 @@ _HANDLERS: dict[type[p.Request], Handler] = {
     p.Around: Handlers.around,
     p.Ranks: Handlers.ranks,
     p.Submit: Handlers.submit,
+    p.Status: Handlers.status,
     p.Join: Handlers.join,
     p.Finals: Handlers.finals,
     p.Ban: Handlers.ban,

@@ -15,8 +15,9 @@ from typing import Any
 
 import orjson
 
-from leaderboard.errors import LeaderboardError
+from leaderboard.errors import INPUT_CODES, LeaderboardError
 from leaderboard.keys import GLOBAL_SCOPE, parse_scope
+from leaderboard.profiles import is_player_id
 from leaderboard.windows import check_tournament, tournament_of
 
 MAX_ID_CHARS = 64
@@ -115,6 +116,11 @@ class Join(Request):
 @dataclass(frozen=True, slots=True)
 class Submit(Request):
     fields: Mapping[str, Any]  # checked by Submission.parse (same codes as the scorer)
+
+
+@dataclass(frozen=True, slots=True)
+class Status(Request):
+    submission: str  # a submission id: what became of it (applied, pending, refused, unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,9 +225,9 @@ def _int(msg: dict[str, Any], name: str, default: int, lo: int, hi: int) -> int:
 
 
 def _player(value: object, name: str = "player") -> str:
-    if not isinstance(value, str) or not 0 < len(value.encode("utf-8", "replace")) <= 64:
-        raise _bad(f"{name} must be a player id of 1-64 bytes")
-    return value
+    if not is_player_id(value):  # the one rule of player ids (leaderboard/profiles.py)
+        raise _bad(f"{name} must be a player id: {INPUT_CODES['invalid_player']}")
+    return str(value)
 
 
 def _optional_player(msg: dict[str, Any]) -> str | None:
@@ -302,6 +308,13 @@ def _submit(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> R
     return Submit(rid, sub)
 
 
+def _status(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    sid = msg.get("submission")
+    if not isinstance(sid, str) or not 0 < len(sid.encode("utf-8", "replace")) <= 64:
+        raise _bad("submission must be a submission id of 1-64 bytes")
+    return Status(rid, sid)
+
+
 def _text(msg: dict[str, Any], name: str, *, required: bool = True) -> str:
     value = msg.get(name)
     if value is None and not required:
@@ -359,6 +372,7 @@ _PARSERS = {
     "ranks": _ranks,
     "stats": _stats,
     "submit": _submit,
+    "status": _status,
     "join": _join,
     "finals": _finals,
     "ban": _ban,

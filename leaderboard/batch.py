@@ -16,11 +16,10 @@ from typing import Any
 
 from .config import GameConfig
 from .errors import CODES, InvalidSubmission
+from .keys import HOUR_MS
 from .results import BoardRef, BoardResult, SubmitResult
 from .submission import parse_uint, scopes_of
 from .windows import Period, Window, check_tournament
-
-_HOUR_MS = 3_600_000
 
 # A board as laid out for Lua: key index, period index, default operator, scope, histogram key
 # index, points key index; and its ref.
@@ -44,7 +43,8 @@ class _Layouts:
     def __init__(self, config: GameConfig) -> None:
         self.config = config
         self.names = config.keys
-        self.keys = [self.names.versions, self.names.activity, self.names.profiles, self.names.banned]
+        self.keys = [self.names.versions, self.names.activity, self.names.profiles, self.names.banned,
+                     self.names.scopes]  # fmt: skip
         self._key_index: dict[str, int] = {}
         self.periods: dict[tuple[str, str], tuple[int, Period]] = {}
         self._specs = [(spec, config.operator_for(spec.name)) for spec in config.window_specs]
@@ -70,8 +70,8 @@ class _Layouts:
         """The layout of a submission at ``ts`` on ``scopes`` (on a tournament's boards instead
         of the game's windows when ``tournament`` is given), its boards, and the time span
         [lo, hi) over which it stays the same (every period and the seen-id hour)."""
-        hour = ts // _HOUR_MS
-        lo, hi = hour * _HOUR_MS, (hour + 1) * _HOUR_MS
+        hour = ts // HOUR_MS
+        lo, hi = hour * HOUR_MS, (hour + 1) * HOUR_MS
         refs: list[_Board] = []
         specs = self._specs if tournament is None else [(tournament, self.config.operator)]
         for spec, op in specs:
@@ -87,7 +87,7 @@ class _Layouts:
         layout = self._layouts.get(shape)
         if layout is None:
             layout = self._layouts[shape] = len(self._layouts) + 1
-            self.args.extend((seen, ((hour + 1) * _HOUR_MS + self.idem_ms) // 1000, len(refs)))
+            self.args.extend((seen, ((hour + 1) * HOUR_MS + self.idem_ms) // 1000, len(refs)))
             for board in refs:
                 self.args.extend(board[:6])
         return layout, [board[6] for board in refs], lo, hi
@@ -101,19 +101,21 @@ class _Layouts:
         points = self.index(self.names.points(window, period.label, scope))
         return (key, slot[0], op, scope, hist, points, BoardRef(window, period.label, scope))
 
-    def head(self, now: int, rows: bool, announce: str) -> list[str | int]:
+    def head(self, now: int, rows: bool, announce: str, replay: bool) -> list[str | int]:
         """ARGV up to the submission count: the call's settings, the periods, the layouts."""
         config, names = self.config, self.names
         head: list[str | int] = [
             now, config.top_n, config.activity_maxlen, config.clock_skew_ms, self.idem_ms,
-            announce, int(rows), len(self.periods),
+            announce, int(rows), 0 if replay else config.max_scopes, len(self.periods),
         ]  # fmt: skip
         for _, period in self.periods.values():
             w = period.window
             entrants = self.index(names.entrants(w.tournament)) if w.tournament is not None else 0
+            # a replay of history was applied before any close: its closed periods take it again
+            closed = 0 if replay else self.index(names.closed_marker(w.name, period.label))
             head += [w.name, period.label, period.start_ms, period.end_ms, w.shift, w.unit_ms,
                      period.expire_at_s, self.index(names.players(w.name, period.label)), entrants,
-                     config.rank_mode_for(w.name)]  # fmt: skip
+                     config.rank_mode_for(w.name), closed]  # fmt: skip
         return [*head, len(self._layouts), *self.args]
 
 
@@ -133,13 +135,16 @@ def encode_batch(
     rows: bool = True,
     tournaments: Mapping[str, Window] | None = None,
     announce: str | None = None,
+    replay: bool = False,
 ) -> BatchPlan:
     """Lay out one lb_submit call. Only what naming the keys needs is checked here (timestamp,
     scopes, tournament); the library checks everything else inside its atomic call. ``rows=False``
     asks for each submission's status only, so the library neither builds per-board rows nor
     reads the rank of boards a submission did not change. ``tournaments`` holds the windows of
     the tournaments the entries name (a name missing from it is refused as unknown). ``announce``
-    replaces the announcement channel (a rebuild replaying history must not announce it again)."""
+    replaces the announcement channel (a rebuild replaying history must not announce it again).
+    ``replay=True``: history applied before (a rebuild's replay), taken again whatever happened
+    since: neither a closed period nor the scope cap refuses it."""
     layouts = _Layouts(config)
     idem_ms, latest_ok = layouts.idem_ms, now + config.clock_skew_ms
     body: list[str | int] = []
@@ -177,7 +182,7 @@ def encode_batch(
                  ts, fields.get("name", ""), layout]  # fmt: skip
         plan.append((sub_id, boards))
     count = len(body) // 7
-    head = layouts.head(now, rows, announce or layouts.names.announce_channel)
+    head = layouts.head(now, rows, announce or layouts.names.announce_channel, replay)
     return BatchPlan(layouts.keys, [*head, count, *body], count, plan)
 
 

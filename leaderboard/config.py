@@ -73,6 +73,13 @@ class GameConfig:
         "how long a submission id is remembered (and the oldest timestamp accepted)",
         check=at_least(60),
     )
+    max_scopes: int = setting(
+        "LB_MAX_SCOPES",
+        256,
+        "distinct region and mode values a game may have (together); a slip naming one more is refused "
+        "with too_many_scopes (0 = no cap)",
+        check=at_least(0),
+    )
 
     # The queue's rules: the scorer's `submit` command and the gateways' server connections both
     # file slips, so both read them here.

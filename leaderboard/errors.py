@@ -31,7 +31,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 CODES = {
     "missing_id": "submission id is required",
     "invalid_id": "submission id must be valid UTF-8 of at most 64 bytes",
-    "invalid_player": "player must be valid UTF-8 of 1-64 bytes",
+    "invalid_player": "player must be 1-64 bytes of UTF-8 without control, bidirectional or invisible characters",
     "invalid_name": "name must be valid UTF-8 of at most 64 bytes, without control characters",
     "invalid_points": "points must be a non-negative integer",
     "points_out_of_range": "points exceed the largest value a board's encoding holds",
@@ -45,12 +45,14 @@ CODES = {
     "unknown_tournament": "no such tournament",
     "not_entered": "player is not entered in the tournament",
     "banned": "player is banned from this game",
+    "period_closed": "a window period the slip belongs to is closed: its close event and finals are published",
+    "too_many_scopes": "the game has as many region and mode values as LB_MAX_SCOPES allows",
 }
 
 # Stable error codes of moderation and profile calls (leaderboard/moderation.py, profiles.py);
 # the function library refuses with the same ones (``ERR <code> <message>``).
 INPUT_CODES = {
-    "invalid_player": "player must be valid UTF-8 of 1-64 bytes",
+    "invalid_player": "player must be 1-64 bytes of UTF-8 without control, bidirectional or invisible characters",
     "invalid_actor": "actor must be 1-64 bytes of UTF-8 text",
     "invalid_reason": "reason must be 1-256 bytes of UTF-8 text",
     "invalid_points": "points must be a non-negative integer",

@@ -14,6 +14,8 @@ from .windows import tournament_of
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 GLOBAL_SCOPE = "global"
+# The span of one seen-id or refusal bucket (``seen(hour)``, ``refused(hour)``): an hour, in ms.
+HOUR_MS = 3_600_000
 SCOPE_KINDS = ("region", "mode")
 
 
@@ -93,6 +95,12 @@ class Keys:
         return f"{self.prefix}:banned"
 
     @property
+    def scopes(self) -> str:
+        """Set of the scopes (``region:eu``, ``mode:duo``) the game's slips have named: what
+        lb_submit counts against LB_MAX_SCOPES. Never expires; it holds at most that many."""
+        return f"{self.prefix}:scopes"
+
+    @property
     def board_pattern(self) -> str:
         """SCAN pattern of every board key of the game, all windows, periods and scopes."""
         return f"{self.prefix}:board:*"
@@ -121,7 +129,20 @@ class Keys:
 
     @property
     def dead_letters(self) -> str:
+        """Stream of the slips the scorer refused: the slip's own fields (``id``, ``player``, ...)
+        and ``dead.id`` (its queue entry), ``dead.code``, ``dead.message``, ``dead.at``, ``dead.by``."""
         return f"{self.prefix}:deadletters"
+
+    @property
+    def queued(self) -> str:
+        """Set of the submission ids in the queue: lb_enqueue adds them, the scorer removes them
+        when it acknowledges their entries (lb_status answers ``pending`` from it)."""
+        return f"{self.prefix}:queued"
+
+    def refused(self, hour: int) -> str:
+        """Hash submission id -> ``"<code> <message>"`` of the slips the scorer refused in that
+        hour (its clock), kept as long as a submission id is remembered (lb_status reads it)."""
+        return f"{self.prefix}:refused:{hour}"
 
     @property
     def publish_lease(self) -> str:
@@ -143,7 +164,8 @@ class Keys:
         return f"{self.prefix}:closed"
 
     def closed_marker(self, window: str, period: str) -> str:
-        """Set (NX) in the same call that adds a period's close event: it is added once."""
+        """Set (NX) in the same call that adds a period's close event: it is added once, and
+        lb_submit refuses a later slip of the period (period_closed). Expires with its boards."""
         return f"{self.prefix}:closedmark:{window}:{period}"
 
     def finals(self, window: str) -> str:

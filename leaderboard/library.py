@@ -59,9 +59,21 @@ from redis.exceptions import ResponseError
 from .batch import decode_batch, encode_batch
 from .config import GameConfig
 from .errors import BadPeriod, BadRequest, NotReplicated, TournamentError, from_reply
-from .keys import parse_scope
+from .keys import HOUR_MS, parse_scope
+from .profiles import check_player_id
 from .ranking import COMPETITION, ORDINAL, assign_ranks, round_rank, top_percent
-from .results import BoardEntries, BoardRef, BoardStats, Correction, Entry, Publication, Ranks, Standing, SubmitResult
+from .results import (
+    BoardEntries,
+    BoardRef,
+    BoardStats,
+    Correction,
+    Entry,
+    Publication,
+    Ranks,
+    Standing,
+    SubmissionStatus,
+    SubmitResult,
+)
 from .transport import Command, RedisClient, execute_packed, now_ms
 from .windows import (
     TOURNAMENT_PREFIX,
@@ -119,18 +131,20 @@ class Leaderboard:
         rows: bool = True,
         announce: str | None = None,
         stamp: bool = False,
+        replay: bool = False,
     ) -> list[SubmitResult]:
         """lb_submit: apply submissions (stream-entry fields) in one atomic call; one result per
         entry (with per-board results unless ``rows=False``); ``announce``: another channel for
         the top-N announcements (encode_batch). ``stamp=True`` runs the call and a TIME in one
         MULTI, so each result carries when Redis applied it (``applied_us``): the durable log
-        orders batches applied by several connections with it."""
+        orders batches applied by several connections with it. ``replay=True``: history being
+        restored (encode_batch), which closed periods and the scope cap do not refuse."""
         if not entries:
             return []
         named = {t for fields in entries if (t := fields.get("tournament"))}
         tournaments = {t: w for t in named if (w := await self.tournament(t)) is not None} if named else None
         plan = encode_batch(self.config, entries, now_ms() if now is None else now, rows=rows,
-                            tournaments=tournaments, announce=announce)  # fmt: skip
+                            tournaments=tournaments, announce=announce, replay=replay)  # fmt: skip
         if plan.count == 0:  # every entry was refused before the call
             return decode_batch(plan, [])
         command = ("FCALL", "lb_submit", len(plan.keys), *plan.keys, *plan.args)
@@ -176,7 +190,7 @@ class Leaderboard:
             args.append(len(fields))
             for item in fields.items():
                 args += item
-        command: Command = ("FCALL", "lb_enqueue", 1, self.keys.submissions, *args)
+        command: Command = ("FCALL", "lb_enqueue", 2, self.keys.submissions, self.keys.queued, *args)
         if not wait_replicas:
             ids = await _execute(self.redis, command)
             return [str(i) for i in ids]
@@ -194,6 +208,25 @@ class Leaderboard:
                 "retry with the same id"
             )
         return [str(i) for i in ids]
+
+    async def status(self, submission_id: str, *, now: int | None = None) -> SubmissionStatus:
+        """lb_status: what became of a submission, by its id (SubmissionStatus): applied, pending,
+        refused (with the scorer's code and message) or unknown. Answers for ids up to
+        LB_IDEMPOTENCY_S old, whatever their timestamp: every seen bucket and refusal bucket
+        still alive is looked at (about 50 each with the default 48 h), in one read-only call."""
+        if not isinstance(submission_id, str) or not submission_id:
+            raise BadRequest("a submission id is required")
+        now = now_ms() if now is None else now
+        c = self.config
+        # seen buckets are the hours of the slips' own timestamps: as old as idempotency allows,
+        # as new as the clock skew lets a timestamp be ahead
+        seen = range((now - c.idempotency_s * 1000) // HOUR_MS, (now + c.clock_skew_ms) // HOUR_MS + 1)
+        refused = range((now - c.idempotency_s * 1000) // HOUR_MS - 1, now // HOUR_MS + 1)
+        keys = [self.keys.queued, *map(self.keys.seen, seen), *map(self.keys.refused, refused)]
+        reply = await self._fcall_ro("lb_status", keys, submission_id, len(seen))
+        if reply[0] == "refused":
+            return SubmissionStatus(submission_id, "refused", code=str(reply[1]), message=str(reply[2]))
+        return SubmissionStatus(submission_id, str(reply[0]))
 
     async def lease(self, owner: str, ttl_ms: int, *, release: bool = False) -> bool:
         """lb_lease on the publish lease: take or renew it for ``ttl_ms`` (or give it up);
@@ -256,6 +289,8 @@ class Leaderboard:
             raise TournamentError("unknown_tournament", f"no tournament {tournament!r}")
         if not players:
             raise BadRequest("players must not be empty")
+        for player in players:  # all checked before the first chunk: a refused call enters nobody
+            check_player_id(player)
         expire_at = spec.period(0).end_ms // 1000 + TOURNAMENT_RETENTION_S
         added = 0
         for i in range(0, len(players), _JOIN_CHUNK):

@@ -33,9 +33,8 @@ import orjson
 from .errors import INPUT_CODES, BadRequest, InvalidInput, TournamentError
 from .keys import GLOBAL_SCOPE, parse_scope
 from .library import Leaderboard
-from .profiles import Profile, normalise_text
+from .profiles import Profile, check_player_id, normalise_text
 from .results import BoardRef, Correction
-from .submission import MAX_ID_BYTES
 from .transport import now_ms
 from .windows import TOURNAMENT_PREFIX, Period
 
@@ -55,15 +54,7 @@ def _invalid(code: str, message: str | None = None) -> InvalidInput:
     return InvalidInput(code, message or INPUT_CODES[code])
 
 
-def check_player(player: object) -> str:
-    """A player id as submissions have them: 1-64 bytes of UTF-8."""
-    try:
-        size = len(player.encode("utf-8")) if isinstance(player, str) else 0
-    except UnicodeEncodeError:  # lone surrogates: bytes that were not UTF-8
-        size = 0
-    if not 0 < size <= MAX_ID_BYTES:
-        raise _invalid("invalid_player")
-    return str(player)
+check_player = check_player_id  # a player id as submissions have them (profiles.is_player_id)
 
 
 def check_audit(actor: object, reason: object, *, reason_required: bool = True) -> tuple[str, str]:

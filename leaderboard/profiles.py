@@ -15,6 +15,11 @@ lb_top and lb_around join it into snapshots and replies, friends lists (``ranks`
 A submission carrying a ``name`` also sets the name there (the game server's view of it wins
 until the next profile write); its name is checked for the same refused code points
 (``has_forbidden``) in both layers, but not normalised.
+
+Player ids follow the one rule of ``check_player_id``: 1-64 bytes of UTF-8, none of the code
+points refused in display text, and none of the invisible ones either (``_INVISIBLE``). The
+function library applies the same rule (``valid_player`` in leaderboard/lua/leaderboard.lua) to
+every player id it is given; tests/test_player_ids.py holds the two equal.
 """
 
 from __future__ import annotations
@@ -37,6 +42,15 @@ FIELDS = ("name", "avatar", "country")
 _FORBIDDEN = frozenset(
     [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
 )
+# Code points that show nothing: zero-width space, non-joiner and joiner, the left-to-right and
+# right-to-left marks, the Arabic letter mark, word joiner and invisible operators, the byte order
+# mark. Display names keep them (Persian needs the non-joiner, emoji sequences the joiner), but a
+# player id is an identifier shown on pages next to the name: two ids that look the same must be
+# the same id. The function library refuses the same set in player ids.
+_INVISIBLE = frozenset([0x061C, *range(0x200B, 0x2010), *range(0x2060, 0x2065), 0xFEFF])
+_NOT_IN_IDS = _FORBIDDEN | _INVISIBLE
+MAX_PLAYER_BYTES = 64
+
 # RFC 3986 characters, the only ones an avatar URL may hold (percent-encode the rest).
 _URL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#[]@!$&'()*+,;=%")
 
@@ -61,6 +75,28 @@ def _invalid(code: str) -> InvalidInput:
 def has_forbidden(text: str) -> bool:
     """Whether ``text`` holds a code point no page should show (see _FORBIDDEN)."""
     return any(ord(c) in _FORBIDDEN for c in text)
+
+
+def is_player_id(value: object) -> bool:
+    """The player id rule, its one definition (submissions, tokens' ``sub``, moderation, tournament
+    entries): 1-64 bytes of UTF-8 with no control, bidirectional or invisible code point. Not
+    normalised: an id is compared byte for byte."""
+    if not isinstance(value, str) or not value:
+        return False
+    if value.isascii():  # the common case: one byte per character, only C0 and DEL to refuse
+        return len(value) <= MAX_PLAYER_BYTES and value.isprintable()
+    try:
+        size = len(value.encode("utf-8"))  # lone surrogates (undecodable input) are refused here
+    except UnicodeEncodeError:
+        return False
+    return size <= MAX_PLAYER_BYTES and not any(ord(c) in _NOT_IN_IDS for c in value)
+
+
+def check_player_id(value: object) -> str:
+    """``value`` if it is a player id (``is_player_id``), else InvalidInput("invalid_player")."""
+    if not is_player_id(value):
+        raise _invalid("invalid_player")
+    return str(value)
 
 
 def normalise_text(value: object, code: str, max_bytes: int, *, required: bool = True) -> str:

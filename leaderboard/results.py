@@ -123,3 +123,15 @@ class Correction:
     board: BoardRef
     previous: int | None
     rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionStatus:
+    """What became of a submission (``Leaderboard.status``): ``applied``, ``pending`` (in the
+    queue), ``refused`` (dead-lettered; then ``code`` and ``message`` say why) or ``unknown``
+    (never received, or older than LB_IDEMPOTENCY_S)."""
+
+    id: str
+    status: str
+    code: str | None = None
+    message: str | None = None

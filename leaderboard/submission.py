@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import CODES, InvalidSubmission
 from .keys import GLOBAL_SCOPE, SCOPE_KINDS, check_name, scope_label
-from .profiles import has_forbidden
+from .profiles import has_forbidden, is_player_id
 from .windows import TOURNAMENT_SHIFT, check_tournament
 
 OPERATORS = ("best", "incr", "set")
@@ -57,9 +57,8 @@ class Submission:
         if self.id == "":
             raise _invalid("missing_id")
         _check_text(self.id, "invalid_id", MAX_ID_BYTES)
-        if self.player == "":
+        if not is_player_id(self.player):
             raise _invalid("invalid_player")
-        _check_text(self.player, "invalid_player", MAX_ID_BYTES)
         if self.name is not None:
             _check_text(self.name, "invalid_name", MAX_NAME_BYTES)
             if has_forbidden(self.name):  # shown on every page as a profile name

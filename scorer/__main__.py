@@ -1,5 +1,6 @@
 """``python -m scorer``: run a scorer replica (consumer, publisher, badge worker, metrics).
 ``python -m scorer submit --player mia --points 120``: file one submission into the queue.
+``python -m scorer status --id m-1``: what became of a submission (applied, pending, refused, unknown).
 ``python -m scorer tournament create|join|list``: live tournaments (boards ``t-<id>``).
 ``python -m scorer ban|unban|correct|profile ...``: operator actions (docs/operations.md).
 ``python -m scorer rebuild``: restore the boards from the durable score log (LB_DURABLE_URL)
@@ -33,6 +34,7 @@ from leaderboard.errors import Banned, InvalidInput, NotReplicated, TournamentEr
 from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
 from leaderboard.queue import Queue
+from leaderboard.results import SubmissionStatus
 from leaderboard.settings import HelpFormatter, argument_parser, load_or_exit, redacted, unreachable
 
 from .durable import StoreError, open_store
@@ -51,7 +53,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argument_parser("python -m scorer", __doc__ or "", ScorerSettings)
     p.add_argument("--burst", action="store_true", help="exit once the queue is drained")
     p.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
-    sub = p.add_subparsers(dest="command", metavar="{submit,tournament,ban,unban,correct,profile,rebuild,rank-index}")
+    sub = p.add_subparsers(
+        dest="command", metavar="{submit,status,tournament,ban,unban,correct,profile,rebuild,rank-index}"
+    )
     s = sub.add_parser(
         "submit", help="file one submission into the queue", description="File one submission into the queue.",
         formatter_class=HelpFormatter, epilog=p.epilog,  # it loads the same settings as a replica
@@ -67,6 +71,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     s.add_argument("--tournament", help="tournament id: the slip counts on that tournament's boards only")
     s.add_argument("--game", help="game to submit to (default: the first of LB_GAMES, else LB_GAME)")
     s.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
+    st = sub.add_parser(
+        "status", help="what became of a submission: applied, pending, refused (with its code) or unknown",
+        description="What became of a submission, by its id: applied, pending (in the queue), refused (dead-"
+        "lettered, with its code and message) or unknown (never received, or older than LB_IDEMPOTENCY_S). "
+        "Exit status 0 applied, 5 pending, 6 refused, 7 unknown.",
+        formatter_class=HelpFormatter, epilog=p.epilog,
+    )  # fmt: skip
+    st.add_argument("--id", required=True, help="submission id")
+    st.add_argument("--game", help="the submission's game (default: the first of LB_GAMES, else LB_GAME)")
+    st.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
     t = sub.add_parser(
         "tournament", help="create a tournament, enter players, list tournaments",
         description="Live tournaments: boards t-<id> with a start, an end and an entry list.",
@@ -272,6 +286,22 @@ async def submit(settings: ScorerSettings, args: argparse.Namespace) -> tuple[Su
         await redis.aclose()
 
 
+# Exit status of ``status`` per answer: a script can branch on it without parsing the line.
+STATUS_EXIT = {"applied": 0, "pending": 5, "refused": 6, "unknown": 7}
+
+
+async def status(settings: ScorerSettings, args: argparse.Namespace) -> SubmissionStatus:
+    served = {c.game: c for c in settings.game.served}
+    config = served.get(args.game or next(iter(served)))
+    if config is None:
+        raise BadRequest(f"game {args.game!r} is not served here ({', '.join(served)})")
+    redis = connect(settings.redis_url)
+    try:
+        return await Leaderboard(redis, config).status(args.id)
+    finally:
+        await redis.aclose()
+
+
 async def rebuild_command(settings: ScorerSettings, args: argparse.Namespace) -> Restored:
     store = open_store(settings.durable_url)
     # no read timeout: computing a restored board's rank companions is one O(N) call, seconds
@@ -368,6 +398,17 @@ def main(argv: list[str] | None = None) -> int:
             return _redis_trouble(settings, exc)
         print(f"queued {sub.id}: player {sub.player}, {sub.points} points (stream entry {stream_id})")
         return 0
+    if args.command == "status":
+        try:
+            found = asyncio.run(status(settings, args))
+        except BadRequest as exc:
+            print(f"refused: {exc.message}", file=sys.stderr)
+            return 2
+        except (ConnectionError, TimeoutError, AuthenticationError, ResponseError) as exc:
+            return _redis_trouble(settings, exc)
+        why = f": {found.code}: {found.message}" if found.status == "refused" else ""
+        print(f"{found.id}: {found.status}{why}")
+        return STATUS_EXIT[found.status]
     if args.command == "rebuild":
         if not settings.durable_url:
             print("rebuild reads the durable score log: set LB_DURABLE_URL", file=sys.stderr)

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from leaderboard import RedisClient, SubmitResult, now_ms
+from leaderboard.keys import HOUR_MS
 from leaderboard.transport import Command, execute_packed
 
 from .durable.recorder import Recorder
@@ -63,6 +64,7 @@ class Consumer(GroupWorker):
         self.stats = stats or Stats()
         self.now = now
         self.dead_letters = keys.dead_letters
+        self.queued = keys.queued
         self._poisoned: set[str] = set()  # claimed ids over the delivery cap: never applied
         self.recorder = recorder
 
@@ -87,8 +89,17 @@ class Consumer(GroupWorker):
         # leaves the stream exactly when it is acknowledged (the backlog count stays exact).
         commands: list[Command] = [("MULTI",)]
         banned = 0
+        # What a game server asks (lb_status, docs/protocol.md): its slips leave the queued set,
+        # and a refused one is found by its submission id, with its code, for as long as ids are
+        # remembered (the dead-letter stream keeps it too, but is read by entry, not by id).
+        refused_key = self.settings.game.keys.refused(int(at) // HOUR_MS)
+        refusals: list[str] = []
         for (sid, fields), result in zip(batch, results, strict=True):
             if result.status == "error":
+                code, message = result.code or UNPROCESSABLE, result.message or ""
+                if fields.get("id"):
+                    # "<code> <message>": plain text, as the message may hold any bytes of the slip
+                    refusals += [fields["id"], f"{code} {message}"]
                 dead += 1
                 # a banned player's slip is refused like any bad one (kept in the dead letters,
                 # with its code) and counted on its own, so a ban's effect is visible
@@ -96,8 +107,8 @@ class Consumer(GroupWorker):
                 letter = {
                     **fields,
                     "dead.id": sid,
-                    "dead.code": result.code or UNPROCESSABLE,
-                    "dead.message": result.message or "",
+                    "dead.code": code,
+                    "dead.message": message,
                     "dead.at": at,
                     "dead.by": self.consumer,
                 }
@@ -105,6 +116,11 @@ class Consumer(GroupWorker):
                 commands.append(
                     ("XADD", self.dead_letters, "MAXLEN", "~", maxlen, "*", *(x for kv in letter.items() for x in kv))
                 )
+        if refusals:
+            expire_at = (int(at) // HOUR_MS + 1) * HOUR_MS // 1000 + self.settings.game.idempotency_s
+            commands += [("HSET", refused_key, *refusals), ("EXPIREAT", refused_key, expire_at)]
+        if submission_ids := [fields["id"] for _, fields in batch if fields.get("id")]:
+            commands.append(("SREM", self.queued, *submission_ids))
         commands += [("XACK", self.stream, self.group, *ids), ("XDEL", self.stream, *ids), ("EXEC",)]
         replies = await execute_packed(self.redis, *commands)
         for reply in replies[-1]:  # errors inside EXEC come back as values, not raised

@@ -141,8 +141,8 @@ class Progress:
 # "non-empty" (a scorer started on the empty Redis creates the queue and its group at once).
 def _operational(config: GameConfig) -> tuple[set[str], tuple[str, ...]]:
     k = config.keys
-    exact = {k.submissions, k.dead_letters, k.publish_lease, k.published, k.journal}
-    return exact, (f"{k.prefix}:latest:",)
+    exact = {k.submissions, k.queued, k.dead_letters, k.publish_lease, k.published, k.journal}
+    return exact, (f"{k.prefix}:latest:", k.refused(0).removesuffix("0"))
 
 
 async def existing_keys(redis: RedisClient, config: GameConfig, *, limit: int = 5) -> list[str]:
@@ -383,7 +383,7 @@ def _fields(record: Record) -> dict[str, str]:
 
 
 async def _replay(lb: Leaderboard, entries: list[dict[str, str]], now: int, restored: Restored) -> None:
-    results = await lb.submit_batch(entries, now=now, rows=False, announce=lb.keys.replay_channel)
+    results = await lb.submit_batch(entries, now=now, rows=False, announce=lb.keys.replay_channel, replay=True)
     restored.replayed += len(entries)
     for result in results:
         if result.status == "ok":

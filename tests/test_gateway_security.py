@@ -4,6 +4,10 @@ maps that only grew, weak secrets, metrics on the public port, the JWT library's
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
+import json
 import os
 import subprocess
 import sys
@@ -107,6 +111,43 @@ def test_token_errors_are_ours_and_stable(claims: dict[str, object], code: str, 
     with pytest.raises(AuthError) as exc:
         authenticate(forge(claims), SECRETS)
     assert (exc.value.code, exc.value.message) == (code, message)
+
+
+def _signed(payload: str, secret: str = SECRETS[0]) -> str:
+    """An HS256 token over the payload's exact JSON text (a number no encoder would write)."""
+    head = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=")
+    body = base64.urlsafe_b64encode(payload.encode()).rstrip(b"=")
+    mac = hmac.new(secret.encode(), head + b"." + body, hashlib.sha256).digest()
+    return (head + b"." + body + b"." + base64.urlsafe_b64encode(mac).rstrip(b"=")).decode()
+
+
+@pytest.mark.parametrize("claim", ["exp", "nbf", "iat"])
+@pytest.mark.parametrize("value", ["1e400", "-1e400", "NaN", "Infinity", "-Infinity"])
+def test_a_non_finite_time_claim_is_refused(claim: str, value: str) -> None:
+    """Python's JSON reads 1e400 as infinity and NaN as NaN: an exp of either never compared as past,
+    so a backend's bug minted a token that never expired. A valid signature does not save it."""
+    now = int(time.time())
+    times = {"exp": str(now + 60), "iat": str(now)}
+    finite = '{"sub": "mia", "role": "player", ' + ", ".join(f'"{k}": {v}' for k, v in times.items()) + "}"
+    payload = (
+        '{"sub": "mia", "role": "player", '
+        + ", ".join(f'"{k}": {v}' for k, v in (times | {claim: value}).items())
+        + "}"
+    )
+    with pytest.raises(AuthError) as exc:
+        authenticate(_signed(payload), SECRETS)
+    assert (exc.value.code, exc.value.message) == ("invalid_token", f"{claim} must be a finite number")
+    assert authenticate(_signed(finite), SECRETS).player == "mia"  # the same token, finite: accepted
+
+
+async def test_a_never_expiring_token_is_refused_on_the_socket(redis_url: str) -> None:
+    forever = _signed(f'{{"sub": "mia", "role": "server", "exp": 1e400, "iat": {int(time.time())}}}')
+    async with running(redis_url) as gw, client(gw) as ws:
+        await greet(ws)
+        await ws.send(json.dumps({"type": "hello", "token": forever}))
+        assert (await recv(ws))["code"] == "invalid_token"
+        await asyncio.wait_for(ws.wait_closed(), 2 * T)
+        assert ws.close_code == 1008
 
 
 def test_malformed_tokens_get_one_message() -> None:

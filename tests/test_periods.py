@@ -3,6 +3,7 @@ redis-server (and the publisher that closes periods)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import importlib.util
 import sys
@@ -16,7 +17,7 @@ import redis.asyncio as aioredis
 from gateway.protocol import Join, ProtocolError, Rank, Top, parse
 from leaderboard import GameConfig, Leaderboard, now_ms, window
 from leaderboard.errors import BadPeriod
-from scorer import Publisher, ScorerSettings, Stats
+from scorer import Consumer, Publisher, ScorerSettings, Stats
 
 from .conftest import NOW
 from .gw_helpers import client, greet, request, running, token
@@ -139,12 +140,49 @@ async def test_a_period_closes_once_with_its_final_top_even_after_downtime(
     await first.tick()
     await second.tick()
     assert len(await events(r, config)) == 1
-    # A late write to the closed day changes its board but adds no second event.
-    await lb.submit_batch([slip("4", "dee", 99, yesterday)], now=AFTER_MIDNIGHT)
+    # A late slip of the closed day is refused (late_slips_of_a_closed_period...): no second event.
+    [late] = await lb.submit_batch([slip("4", "dee", 99, yesterday)], now=AFTER_MIDNIGHT)
+    assert late.code == "period_closed"
     await first.tick()
     assert len(await events(r, config)) == 1
     fields: Any = await r.hkeys(config.keys.versions)
     assert not [f for f in fields if f.startswith("daily:2030-11-26")]
+
+
+async def test_a_late_slip_of_a_closed_period_is_refused_whole_dead_lettered_and_counted(
+    r: aioredis.Redis, redis_url: str, lb: Leaderboard, config: GameConfig
+) -> None:
+    """Once a period's close event and finals are out, its board must keep agreeing with them: a
+    slip of that period arriving later (within the 48 h a slip may be late) is refused whole, with
+    its own code, and the consumer keeps it in the dead letters and counts it."""
+    yesterday = AFTER_MIDNIGHT - DAY
+    await lb.submit_batch([slip("1", "ana", 50, yesterday)], now=yesterday)
+    clock = [AFTER_MIDNIGHT]
+    await publisher(r, config, clock).tick()
+    [final] = await lb.finals("daily")
+    board = config.keys.board("daily", "2030-11-26", "global")
+    before = await r.dump(board)
+    await r.xadd(config.keys.submissions, slip("late", "ben", 70, yesterday + 1000))  # type: ignore[arg-type]
+    await r.xadd(config.keys.submissions, slip("today", "cy", 5, AFTER_MIDNIGHT))  # type: ignore[arg-type]
+    stats = Stats()
+    settings = ScorerSettings(redis_url=redis_url, game=config, name="c1", block_ms=20, metrics_port=0)
+    await asyncio.wait_for(Consumer(r, settings, stats, now=lambda: AFTER_MIDNIGHT).run(burst=True), 5)
+    assert (stats.applied, stats.dead_letters) == (1, 1)
+    letters: Any = await r.xrange(config.keys.dead_letters)
+    [(_, letter)] = letters
+    assert (letter["id"], letter["dead.code"]) == ("late", "period_closed")
+    assert "daily period 2030-11-26 is closed" in letter["dead.message"]
+    # nothing of it was written: not the closed day, not the open week or all-time, not its id
+    assert await r.dump(board) == before
+    for w, label in (("weekly", "2030-W48"), ("alltime", "all")):
+        key = config.keys.board(w, label, "global")
+        assert await r.zscore(key, "ben") is None and await r.zscore(key, "cy") is not None
+    assert not await r.sismember(config.keys.seen(yesterday // 3_600_000), "late")
+    top = (await lb.top("daily", n=10, at=yesterday)).entries
+    assert [(e.player, e.score) for e in top] == [(e["player"], e["points"]) for e in final["top"]["global"]]
+    # a rebuild replaying history applied before the close takes it again (encode_batch replay)
+    [replayed] = await lb.submit_batch([slip("2", "dee", 7, yesterday)], now=AFTER_MIDNIGHT, replay=True)
+    assert replayed.status == "ok"
 
 
 async def test_a_period_is_not_closed_before_its_delay(r: aioredis.Redis, lb: Leaderboard, config: GameConfig) -> None:

@@ -38,7 +38,24 @@ _plain = st.text("abcXYZ019_-é", min_size=1, max_size=12)  # valid in every tex
 # Per field: values at a rule's edge, plausible valid values, and anything at all.
 FIELDS: dict[str, st.SearchStrategy[str]] = {
     "id": st.sampled_from(["", "i" * 64, "i" * 65, "é" * 32, "é" * 33]) | _plain | _stream_text(70),
-    "player": st.sampled_from(["", "p" * 64, "p" * 65, "ok\udcff", "\udced\udca0\udc80"]) | _plain | _stream_text(70),
+    "player": st.sampled_from(
+        [
+            "",
+            "p" * 64,
+            "p" * 65,
+            "ok\udcff",
+            "\udced\udca0\udc80",
+            "a\x00",
+            "a\n",
+            "\u202eb",
+            "\u2066c",
+            "z\u200bw",
+            "\ufeff",
+            "\x85",
+        ]
+    )
+    | _plain
+    | _stream_text(70),
     "name": st.sampled_from(["", "n" * 64, "n" * 65, "Ünïcødé ✓"]) | _plain | _stream_text(70),
     "points": st.one_of(
         st.sampled_from(_limits),

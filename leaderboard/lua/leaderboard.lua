@@ -17,13 +17,22 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:profiles                          HASH    player -> profile JSON {"name", "avatar", "country"}
   lb:{g}:banned                            HASH    player -> ban record JSON {"by", "reason", "at"}: the
                                                    tombstone lb_submit checks before any write
+  lb:{g}:scopes                            SET     every region and mode value ("region:eu") slips
+                                                   named: at most max_scopes (LB_MAX_SCOPES)
   lb:{g}:submissions                       STREAM  the queue: only entries not yet applied and acked
+  lb:{g}:queued                            SET     submission ids in the queue: lb_enqueue adds, the
+                                                   scorer removes when it acknowledges them
+  lb:{g}:deadletters                       STREAM  slips the scorer refused: their fields and dead.id,
+                                                   dead.code, dead.message, dead.at, dead.by (scorer)
+  lb:{g}:refused:<hour>                    HASH    submission id -> "<code> <message>" of the
+                                                   slips refused in that hour (scorer; EXPIREAT)
   lb:{g}:publisher                         STRING  the publish lease: the holder's owner token (PX)
   lb:{g}:published                         HASH    "<window>:<scope>" -> "<period>:<version>" last
                                                    published
   lb:{g}:latest:<window>:<scope>           STRING  the board's last published snapshot JSON (EX)
   lb:{g}:closed                            STREAM  close events: a period's final top N (MAXLEN ~)
-  lb:{g}:closedmark:<window>:<period>      STRING  set with the period's close event (EXPIREAT)
+  lb:{g}:closedmark:<window>:<period>      STRING  set with the period's close event (EXPIREAT);
+                                                   lb_submit refuses the period's later slips
   lb:{g}:finals:<window>                   LIST    the newest close events of a window (LTRIM);
                                                    all tournaments share finals:tournaments
   lb:{g}:tournaments                       HASH    tournament id -> {"start_ms","end_ms"} JSON
@@ -48,10 +57,11 @@ the shard owning its slot, the game's, and on a single server it works the same)
 
 Functions (each documented where it is defined; Python wrappers in leaderboard/library.py):
 
-  lb_submit    apply a batch of submissions        banned (read), boards (with their hist and
-                                                   points), players, seen, versions, activity,
-                                                   profiles; SPUBLISH announce
-  lb_enqueue   append to the queue under its cap   submissions
+  lb_submit    apply a batch of submissions        banned, closedmark (read), boards (with their
+                                                   hist and points), players, seen, scopes,
+                                                   versions, activity, profiles; SPUBLISH announce
+  lb_enqueue   append to the queue under its cap   submissions, queued
+  lb_status    a submission's outcome (no-writes)  queued, seen, refused
   lb_lease     take, renew or release the lease    publisher
   lb_publish   publish snapshots under the lease   publisher (read), published, latest;
                                                    SPUBLISH snap
@@ -82,14 +92,20 @@ with strictly more points: one ZCOUNT on the board), dense (1 + distinct points 
 ZCOUNT on the board's points set). Reads take the mode as an argument; no read scans the board.
 
 Errors: whole-call problems raise 'ERR <code> <message>' (bad_request, backlog_full,
-unknown_tournament, tournament_exists, tournament_ended; the moderation and profile functions'
-input codes, invalid_player ... invalid_country, and banned); a bad submission inside a batch
-yields {'error', code, message} for that entry only and writes nothing for it (not_entered for a
-tournament slip of a player not entered).
+unknown_tournament, tournament_exists, tournament_ended; the moderation, profile and entry
+functions' input codes, invalid_player ... invalid_country, and banned); a bad submission inside
+a batch yields {'error', code, message} for that entry only and writes nothing for it (the codes
+of leaderboard/errors.py CODES: invalid_player, not_entered for a tournament slip of a player not
+entered, period_closed for a slip of a closed period, too_many_scopes past max_scopes, ...).
+
+Player ids, wherever they come in (lb_submit, lb_join, lb_ban, lb_unban, lb_correct, lb_profile),
+follow one rule, valid_player: 1-64 bytes of UTF-8 without control, bidirectional or invisible
+characters (leaderboard/profiles.py is_player_id is the same).
 ]]
 
 local MAX_ID_BYTES = 64
 local MAX_NAME_BYTES = 64
+local PLAYER_RULE = 'player must be 1-' .. MAX_ID_BYTES .. ' bytes of UTF-8 without control, bidirectional or invisible characters'
 local VALID_OPS = { best = true, incr = true, set = true }
 
 -- Local helpers ---------------------------------------------------------------------------
@@ -148,6 +164,25 @@ local function plain_text(s)
     return false
   end
   return valid_utf8(s)
+end
+
+-- The player id rule, its one definition here (leaderboard/profiles.py is_player_id is the same,
+-- tests/test_player_ids.py holds them equal): 1-64 bytes of plain text (above) without the code
+-- points that show nothing either: U+061C, U+200B-U+200F (zero-width space, non-joiner, joiner,
+-- the direction marks), U+2060-U+2064 (word joiner, invisible operators), U+FEFF. Names may hold
+-- those (scripts and emoji need them); an id shown next to a name must not look like another.
+local function valid_player(s)
+  if type(s) ~= 'string' or #s == 0 or #s > MAX_ID_BYTES then
+    return false
+  end
+  if not s:find('[%z\1-\31\127-\255]') then
+    return true -- printable ASCII, the common case: one C-level scan
+  end
+  if s:find('\216\156') or s:find('\226\128[\139-\143]') or s:find('\226\129[\160-\164]')
+      or s:find('\239\187\191') then
+    return false
+  end
+  return plain_text(s)
 end
 
 -- A non-negative integer written in plain decimal digits; anything else (sign, point,
@@ -314,8 +349,9 @@ end
 -- A period record, as leaderboard/batch.py lays it out:
 --   window, label, start_ms, end_ms, shift, unit_ms, expire_at_s (0 = never), hll key index,
 --   entrants key index (0 = anyone may write: not a tournament), rank mode (ordinal, dense or
---   competition: the rank an announcement names)
-local PERIOD_FIELDS = 10
+--   competition: the rank an announcement names), closed marker key index (0 = not checked: a
+--   rebuild replaying history)
+local PERIOD_FIELDS = 11
 
 -- Both readers return nil for a malformed record, so the call is refused before its first write.
 local function read_periods(keys, args, pos, count)
@@ -324,11 +360,11 @@ local function read_periods(keys, args, pos, count)
     local shift = tonumber(args[pos + 4])
     if not (shift and tonumber(args[pos + 2]) and tonumber(args[pos + 3]) and tonumber(args[pos + 5])
         and tonumber(args[pos + 6]) and keys[tonumber(args[pos + 7])] and tonumber(args[pos + 8])
-        and RANK_MODES[args[pos + 9]]) then
+        and RANK_MODES[args[pos + 9]] and tonumber(args[pos + 10])) then
       return nil
     end
-    local entrants = tonumber(args[pos + 8])
-    if entrants ~= 0 and not keys[entrants] then
+    local entrants, marker = tonumber(args[pos + 8]), tonumber(args[pos + 10])
+    if (entrants ~= 0 and not keys[entrants]) or (marker ~= 0 and not keys[marker]) then
       return nil
     end
     periods[p] = {
@@ -343,6 +379,7 @@ local function read_periods(keys, args, pos, count)
       hll = keys[tonumber(args[pos + 7])],
       entrants = entrants ~= 0 and keys[entrants] or nil,
       mode = args[pos + 9],
+      marker = marker ~= 0 and keys[marker] or nil,
       players = {}, -- applied in this batch, for the distinct-player log
     }
     pos = pos + PERIOD_FIELDS
@@ -378,14 +415,49 @@ local function read_layouts(keys, periods, args, pos, count)
   return layouts, pos
 end
 
+-- Closed periods and the scope cap, each read once per batch --------------------------------
+
+-- A period whose close event was added (lb_close sets its marker in the same call): its finals
+-- are published, so no later slip may change its boards. Read once per period per batch.
+local function period_closed(period)
+  if period.marker and period.closed == nil then
+    period.closed = redis.call('EXISTS', period.marker) == 1
+  end
+  return period.closed
+end
+
+-- The scopes set holds every region and mode value the game's slips named; a new one is added
+-- by the slip that names it (record_scopes, after its plan), unless the set holds max_scopes.
+local function known_scope(ctx, scope)
+  local known = ctx.known[scope]
+  if known == nil then
+    known = redis.call('SISMEMBER', ctx.scopes, scope) == 1
+    ctx.known[scope] = known
+  end
+  return known
+end
+
+local function scope_count(ctx)
+  if not ctx.scope_count then
+    ctx.scope_count = redis.call('SCARD', ctx.scopes)
+  end
+  return ctx.scope_count
+end
+
+local function record_scopes(ctx, scopes)
+  for scope in pairs(scopes) do
+    ctx.scope_count = scope_count(ctx) + redis.call('SADD', ctx.scopes, scope)
+    ctx.known[scope] = true
+  end
+end
+
 -- Per-submission validation and planning (no writes) ---------------------------------------
 
 -- Returns a plan {boards = {...}} or an error triple. Every check happens here, before any
 -- write, so a refused submission can never leave a partial update behind.
 local function plan_submission(keys, sub, periods, ctx)
-  local err = text_field(sub.player, 'player', 'invalid_player', true)
-  if err then
-    return nil, err
+  if not valid_player(sub.player) then
+    return nil, fail('invalid_player', PLAYER_RULE)
   end
   if #sub.name > MAX_NAME_BYTES or not plain_text(sub.name) then
     return nil, fail('invalid_name', 'name must be valid UTF-8 of at most ' .. MAX_NAME_BYTES .. ' bytes, without control characters')
@@ -408,7 +480,7 @@ local function plan_submission(keys, sub, periods, ctx)
     return nil, fail('timestamp_too_old', 'timestamp is older than the idempotency window')
   end
 
-  local boards = {}
+  local boards, new_scopes, new_count = {}, {}, 0
   for b, ref in ipairs(sub.refs) do
     local period = periods[ref.period]
     if ts < period.start_ms or ts >= period.end_ms then
@@ -416,6 +488,15 @@ local function plan_submission(keys, sub, periods, ctx)
     end
     if period.entrants and redis.call('SISMEMBER', period.entrants, sub.player) == 0 then
       return nil, fail('not_entered', 'player is not entered in tournament ' .. period.label)
+    end
+    if period_closed(period) then
+      return nil, fail('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
+    end
+    if ref.scope ~= 'global' and not new_scopes[ref.scope] and not known_scope(ctx, ref.scope) then
+      if ctx.max_scopes > 0 and scope_count(ctx) + new_count >= ctx.max_scopes then
+        return nil, fail('too_many_scopes', 'the game has ' .. ctx.max_scopes .. ' region and mode values (LB_MAX_SCOPES): ' .. ref.scope .. ' would be one more')
+      end
+      new_scopes[ref.scope], new_count = true, new_count + 1
     end
     local op = sub.op ~= '' and sub.op or ref.op
     local key = keys[ref.key]
@@ -435,7 +516,7 @@ local function plan_submission(keys, sub, periods, ctx)
       total = total, score = total * period.scale + tie,
     }
   end
-  return { boards = boards, points = points, ts = ts }
+  return { boards = boards, points = points, ts = ts, new_scopes = new_count > 0 and new_scopes or nil }
 end
 
 -- The score of the board's N-th entry, or false while the board has fewer than N entries (then
@@ -566,6 +647,9 @@ local function apply_submission(keys, sub, periods, ctx)
     return failure
   end
 
+  if plan.new_scopes then
+    record_scopes(ctx, plan.new_scopes)
+  end
   if not ctx.expiring[seen] then
     redis.call('EXPIREAT', seen, sub.seen_expire_at, 'NX')
     ctx.expiring[seen] = true
@@ -598,13 +682,18 @@ end
 -- Functions ---------------------------------------------------------------------------------
 
 --[[ lb_submit: apply a batch of submissions atomically, one result per submission.
+A slip is refused whole (per entry, nothing written) when a period it would write to is closed
+(period_closed: lb_close set the period's marker, its finals are published) or when it names a
+region or mode value the game has not seen while the scopes set holds max_scopes values
+(too_many_scopes); a new value is added to the set by the first slip applied with it.
 Input:
   KEYS[1] versions hash, KEYS[2] activity stream, KEYS[3] profiles hash, KEYS[4] banned hash,
-          KEYS[5..] the boards,
+          KEYS[5] scopes set, KEYS[6..] the boards, their companions, the closed markers,
           distinct-player logs and seen-id buckets the batch touches
   ARGV    now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce_channel,
           rows ('1': per-board rows with every board's rank; '0': the status only, and ranks
-          read only where written or for the activity entry), period_count, period records (8 fields each),
+          read only where written or for the activity entry), max_scopes (0 = no cap),
+          period_count, period records (PERIOD_FIELDS fields each),
           layout_count, layouts (read_layouts), submission_count, then per submission:
           id, player, points, op ('' = each board's own), ts_ms, name ('' = none), layout index (1-based)
 Output:
@@ -613,15 +702,15 @@ Output:
 ]]
 local function lb_submit(keys, args)
   local ctx = {
-    versions = keys[1], activity = keys[2], profiles = keys[3], banned = keys[4],
+    versions = keys[1], activity = keys[2], profiles = keys[3], banned = keys[4], scopes = keys[5],
     now = tonumber(args[1]), top_n = tonumber(args[2]), maxlen = args[3],
     skew = tonumber(args[4]), max_age = tonumber(args[5]), announce = args[6],
-    rows = args[7] == '1', expiring = {}, nth = {},
+    rows = args[7] == '1', max_scopes = parse_uint(args[8], 9), expiring = {}, nth = {}, known = {},
   }
-  if not (ctx.now and ctx.top_n and tonumber(ctx.maxlen) and ctx.skew and ctx.max_age) then
+  if not (ctx.now and ctx.top_n and tonumber(ctx.maxlen) and ctx.skew and ctx.max_age and ctx.max_scopes and ctx.scopes) then
     return redis.error_reply('ERR bad_request malformed batch header')
   end
-  local periods, pos = read_periods(keys, args, 9, tonumber(args[8]) or 0)
+  local periods, pos = read_periods(keys, args, 10, tonumber(args[9]) or 0)
   local layouts
   if periods then
     layouts, pos = read_layouts(keys, periods, args, pos, tonumber(args[pos]) or 0)
@@ -655,8 +744,9 @@ end
 The length check and the appends are one atomic call, so concurrent submitters cannot together
 push the backlog past its cap. The scorer deletes entries once applied and acked, so XLEN is the
 number of slips still waiting. MAXLEN ~ is only a safety cap against writers that bypass this
-function: with the check above it never trims an entry nobody applied.
-Input:  KEYS[1] submissions stream
+function: with the check above it never trims an entry nobody applied. Each entry's 'id' field
+joins the queued set (lb_status: pending) until the scorer acknowledges the entry.
+Input:  KEYS[1] submissions stream, KEYS[2] queued set
         ARGV    backlog_max, entry_count, then per entry: field_count (pairs), field, value, ...
 Output: the stream ids, in order; or 'ERR backlog_full ...' and nothing is appended
 ]]
@@ -670,16 +760,59 @@ local function lb_enqueue(keys, args)
   if length + count > backlog_max then
     return redis.error_reply('ERR backlog_full the submissions backlog holds ' .. length .. ' of ' .. backlog_max .. ' entries')
   end
-  local ids, pos = {}, 3
+  if not keys[2] then
+    return redis.error_reply('ERR bad_request the queued set is required')
+  end
+  local ids, queued, pos = {}, {}, 3
   for i = 1, count do
     local pairs_count = parse_uint(args[pos], 3)
     if not pairs_count or pairs_count < 1 then
       return redis.error_reply('ERR bad_request malformed entry ' .. i)
     end
     ids[i] = redis.call('XADD', keys[1], 'MAXLEN', '~', backlog_max, '*', unpack(args, pos + 1, pos + 2 * pairs_count))
+    for f = pos + 1, pos + 2 * pairs_count, 2 do
+      if args[f] == 'id' then
+        queued[#queued + 1] = args[f + 1]
+        break
+      end
+    end
     pos = pos + 1 + 2 * pairs_count
   end
+  for i = 1, #queued, 1000 do -- chunked: unpack() is bounded by Lua's C stack
+    redis.call('SADD', keys[2], unpack(queued, i, math.min(i + 999, #queued)))
+  end
   return ids
+end
+
+--[[ lb_status: what became of a submission, by its id: applied (its id is in a seen bucket),
+pending (in the queue), refused (the scorer dead-lettered it: code and message), or unknown
+(never received, or older than the idempotency window). Applied wins over pending (a copy sent
+twice: the first was applied), pending over refused (a refused slip sent again).
+Input:  KEYS[1] queued set, KEYS[2 .. seen_count + 1] seen buckets, then refused buckets
+        ARGV    submission id, seen_count
+Output: {'applied'}, {'pending'}, {'refused', code, message} or {'unknown'}
+]]
+local function lb_status(keys, args)
+  local id, seen_count = args[1], parse_uint(args[2], 4)
+  if type(id) ~= 'string' or id == '' or not seen_count or seen_count + 1 > #keys then
+    return redis.error_reply('ERR bad_request submission id and seen bucket count required')
+  end
+  for k = 2, seen_count + 1 do
+    if redis.call('SISMEMBER', keys[k], id) == 1 then
+      return { 'applied' }
+    end
+  end
+  if redis.call('SISMEMBER', keys[1], id) == 1 then
+    return { 'pending' }
+  end
+  for k = #keys, seen_count + 2, -1 do -- the newest refusal first
+    local raw = redis.call('HGET', keys[k], id)
+    if raw then
+      local code, message = raw:match('^(%S*) ?(.*)$')
+      return { 'refused', code, message }
+    end
+  end
+  return { 'unknown' }
 end
 
 --[[ lb_lease: take, renew or release a lease held under a unique owner token.
@@ -870,8 +1003,9 @@ end
 
 --[[ lb_close: a period's close event with its final top N, added once however often (and by
 however many replicas) it is asked for: the marker is set NX in the same atomic call that adds
-the event. The versions fields of the period's boards are removed either way (its boards are no
-longer published), which is also how a late write to a closed period is cleaned up.
+the event, and from then on lb_submit refuses the period's slips (period_closed), so its boards
+keep agreeing with the event and the finals. The versions fields of the period's boards are
+removed either way (its boards are no longer published).
 Input:  KEYS[1] marker, KEYS[2] closed stream, KEYS[3] finals list, KEYS[4] versions hash,
         KEYS[5] journal stream, KEYS[6..] the period's boards
         ARGV    window, period, start_ms, end_ms, shift, n, marker expire_at_s (0 = never),
@@ -967,7 +1101,8 @@ end
 Input:  KEYS[1] tournaments hash, KEYS[2] the tournament's entrants, KEYS[3] journal stream;
         ARGV id, now_ms,
         entrants expire_at_s, players...
-Output: how many players were newly entered; ERR unknown_tournament, ERR tournament_ended
+Output: how many players were newly entered; ERR unknown_tournament, ERR tournament_ended,
+        ERR invalid_player (valid_player; nobody is entered)
 ]]
 local function lb_join(keys, args)
   local now, expire_at = parse_uint(args[2], 15), parse_uint(args[3], 12)
@@ -982,8 +1117,8 @@ local function lb_join(keys, args)
     return redis.error_reply('ERR tournament_ended tournament ' .. args[1] .. ' has ended')
   end
   for i = 4, #args do
-    if args[i] == '' or #args[i] > MAX_ID_BYTES or not valid_utf8(args[i]) then
-      return redis.error_reply('ERR bad_request player must be valid UTF-8 of 1-' .. MAX_ID_BYTES .. ' bytes')
+    if not valid_player(args[i]) then
+      return redis.error_reply('ERR invalid_player ' .. PLAYER_RULE)
     end
   end
   local added = redis.call('SADD', keys[2], unpack(args, 4))
@@ -1019,8 +1154,8 @@ local function check_audit(actor, reason, reason_required)
 end
 
 local function check_player(player)
-  if type(player) ~= 'string' or #player == 0 or #player > MAX_ID_BYTES or not valid_utf8(player) then
-    return refuse('invalid_player', 'player must be valid UTF-8 of 1-' .. MAX_ID_BYTES .. ' bytes')
+  if not valid_player(player) then
+    return refuse('invalid_player', PLAYER_RULE)
   end
   return nil
 end
@@ -1337,6 +1472,7 @@ redis.register_function('lb_join', lb_join)
 redis.register_function { function_name = 'lb_top', callback = lb_top, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_around', callback = lb_around, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_ranks', callback = lb_ranks, flags = { 'no-writes' } }
+redis.register_function { function_name = 'lb_status', callback = lb_status, flags = { 'no-writes' } }
 redis.register_function('lb_ban', lb_ban)
 redis.register_function('lb_unban', lb_unban)
 redis.register_function('lb_correct', lb_correct)
