@@ -23,6 +23,7 @@ import os
 import signal
 import socket
 import sys
+import time
 import uuid
 from typing import Any
 
@@ -79,6 +80,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         formatter_class=HelpFormatter, epilog=p.epilog,
     )  # fmt: skip
     st.add_argument("--id", required=True, help="submission id")
+    st.add_argument(
+        "--wait", type=float, default=0.0, metavar="SECONDS",
+        help="while the submission is pending, ask again for up to this long (default 0: answer at once)",
+    )  # fmt: skip
     st.add_argument("--game", help="the submission's game (default: the first of LB_GAMES, else LB_GAME)")
     st.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
     t = sub.add_parser(
@@ -297,7 +302,15 @@ async def status(settings: ScorerSettings, args: argparse.Namespace) -> Submissi
         raise BadRequest(f"game {args.game!r} is not served here ({', '.join(served)})")
     redis = connect(settings.redis_url)
     try:
-        return await Leaderboard(redis, config).status(args.id)
+        lb = Leaderboard(redis, config)
+        found = await lb.status(args.id)
+        # The scorer applies a slip within a batch or two; no event tells a client when, so a
+        # script that has just submitted asks again (bounded by --wait) rather than sleeping blind.
+        deadline = time.monotonic() + max(args.wait, 0.0)
+        while found.status == "pending" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            found = await lb.status(args.id)
+        return found
     finally:
         await redis.aclose()
 
