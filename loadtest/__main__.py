@@ -48,7 +48,7 @@ from .chaos import main as chaos_main
 from .cleanup import clean_up, remove_players, run_prefix
 from .flood import BASELINE_GAME
 from .modes import Progress, Result, run_load, run_rollout, run_storm, run_submit
-from .swarm import parse_ws_url
+from .swarm import parse_ws_url, url_game, with_game
 from .target import Target, private_fleet
 
 CLEANUP_BOUND = 120.0  # seconds the removal itself may take, after the wait for the scorer
@@ -96,7 +96,9 @@ def parser() -> argparse.ArgumentParser:
         d = DEFAULTS[mode]
         m = sub.add_parser(mode, help=text, description=text, epilog=VARIABLES, formatter_class=HelpFormatter)
         where = m.add_argument_group("target")
-        where.add_argument("--url", help="ws://127.0.0.1:PORT/ws of a running fleet (default: start a private one)")
+        where.add_argument(
+            "--url", help="ws://127.0.0.1:PORT/ws[?game=NAME] of a running fleet (default: start a private one)"
+        )
         where.add_argument(
             "--redis-url",
             type=redis_url_arg,
@@ -112,8 +114,9 @@ def parser() -> argparse.ArgumentParser:
         )
         where.add_argument(
             "--game",
-            help="game the load writes into (key hash tag): required with --url, where it must be the game the "
-            "fleet serves (its LB_GAME); a private fleet uses $LB_GAME or 'loadtest'",
+            help="game the load writes into (key hash tag) and the sockets watch: with --url, one the fleet "
+            "serves (its LB_GAME or one of LB_GAMES), given here or as --url's ?game=; a private fleet uses "
+            "$LB_GAME or 'loadtest'",
         )
         where.add_argument("--jwt-secret", default="", help="HS256 secret for player tokens against --url")
         where.add_argument(
@@ -273,19 +276,29 @@ def _running(pid: int) -> bool:
     return True
 
 
+def target_game(url: str, game: str | None) -> str:
+    """The game a run against a running fleet loads: ``--game`` or the URL's ``?game=`` (the same
+    if both are given). Never a default: the run adds synthetic players to that game's boards,
+    and a guess would put them on a live game (or every socket would wait for snapshots of
+    another game, and count them all lost)."""
+    named = url_game(url)
+    if game and named and game != named:
+        raise ValueError(f"--game {game!r} and --url's ?game={named} name different games: give one")
+    if not (game or named):
+        raise ValueError(
+            "--url needs --game (or ?game= in the URL): the game the fleet serves (its LB_GAME, or one of "
+            "LB_GAMES). The run adds synthetic players to that game's boards and removes them afterwards"
+        )
+    return str(game or named)
+
+
 @contextlib.asynccontextmanager
 async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
     if args.url:
         if not args.redis_url:
             raise ValueError("--url needs --redis-url (submissions and the snapshot monitor use it)")
-        if not args.game:
-            # A gateway serves one game: the load must write into that one, and a default could
-            # only guess it (then every socket would wait for snapshots that never come).
-            raise ValueError(
-                "--url needs --game: the game the fleet serves (its LB_GAME). The run adds synthetic players "
-                "to that game's boards and removes them afterwards"
-            )
         _, port, _ = parse_ws_url(args.url)
+        game = target_game(args.url, args.game)
         for pid in [*args.gateway_pid, getattr(args, "victim_pid", 0)]:
             if pid and not _running(pid):
                 raise ValueError(f"no process {pid} (--gateway-pid / --victim-pid)")
@@ -297,9 +310,9 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
         finally:
             await redis.aclose()
         yield Target(
-            ws_url=args.url,
+            ws_url=with_game(args.url, game),
             redis_url=args.redis_url,
-            game=args.game,
+            game=game,
             jwt_secret=args.jwt_secret,
             gateway_pids=pids,
             player_prefix=run_prefix(),
