@@ -394,7 +394,32 @@ async def remove_synthetic_players(target: Target, wait: float) -> str:
 
 
 def settings_of(args: argparse.Namespace) -> dict[str, Any]:
-    return {k: v for k, v in vars(args).items() if k not in ("jwt_secret",)}
+    """The run's settings for its reports, secrets left out (and URLs redacted by ``report``)."""
+    settings = {k: v for k, v in vars(args).items() if k not in ("jwt_secret",)}
+    if "gateway_env" in settings:
+        settings["gateway_env"] = [(k, "***" if _secret_var(k) else v) for k, v in settings["gateway_env"]]
+    return settings
+
+
+def _secret_var(name: str) -> bool:
+    return "SECRET" in name  # LB_JWT_SECRETS and the like: a URL's password is redacted with the URL
+
+
+def command_of(argv: list[str]) -> str:
+    """The command line for the reports, the token secret (``--jwt-secret``, however abbreviated,
+    and a secret ``--gateway-env``) hidden."""
+    shown: list[str] = []
+    hide_next = False
+    for arg in argv:
+        option, eq, _ = arg.partition("=")
+        if hide_next:
+            arg, hide_next = "***", False
+        elif len(option) > 3 and "--jwt-secret".startswith(option):
+            arg, hide_next = (f"{option}=***", False) if eq else (arg, True)
+        elif eq and option.startswith("LB_") and _secret_var(option):
+            arg = f"{option}=***"
+        shown.append(arg)
+    return "python -m loadtest " + " ".join(shown)
 
 
 def write_reports(args: argparse.Namespace, result: Result, argv: list[str], started: float) -> Path:
@@ -402,7 +427,7 @@ def write_reports(args: argparse.Namespace, result: Result, argv: list[str], sta
     stem = Path(args.out) if args.out else Path("loadtest-reports") / f"{args.mode}-{stamp}"
     doc = {
         "mode": args.mode,
-        "command": "python -m loadtest " + " ".join(argv),
+        "command": command_of(argv),
         "started": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
         "seconds": time.time() - started,
         "machine": {"cpus": os.cpu_count(), "nofile_hard": resource.getrlimit(resource.RLIMIT_NOFILE)[1]},
