@@ -38,7 +38,6 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from fleet.children import listening_pids
 from leaderboard import GameConfig, connect
 from leaderboard.settings import HelpFormatter, describe, plain, redacted, redis_url_arg, unreachable
 
@@ -49,7 +48,7 @@ from .cleanup import clean_up, remove_players, run_prefix
 from .flood import BASELINE_GAME
 from .modes import Progress, Result, run_load, run_rollout, run_storm, run_submit
 from .swarm import parse_ws_url, url_game, with_game
-from .target import Target, private_fleet
+from .target import Target, gateway_processes, private_fleet
 
 CLEANUP_BOUND = 120.0  # seconds the removal itself may take, after the wait for the scorer
 
@@ -299,10 +298,13 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
             raise ValueError("--url needs --redis-url (submissions and the snapshot monitor use it)")
         _, port, _ = parse_ws_url(args.url)
         game = target_game(args.url, args.game)
-        for pid in [*args.gateway_pid, getattr(args, "victim_pid", 0)]:
+        victim = getattr(args, "victim_pid", 0)
+        for pid in [*args.gateway_pid, victim]:
             if pid and not _running(pid):
                 raise ValueError(f"no process {pid} (--gateway-pid / --victim-pid)")
-        pids = args.gateway_pid or listening_pids(port)
+        pids, unmeasured = gateway_processes(port, args.gateway_pid)
+        if victim:
+            gateway_processes(port, [victim])  # storm SIGKILLs it: a gateway, nothing else
         # an unreachable Redis stops the run here, before anything is written or to be removed
         redis = connect(args.redis_url)
         try:
@@ -315,6 +317,7 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
             game=game,
             jwt_secret=args.jwt_secret,
             gateway_pids=pids,
+            gateways_unmeasured=unmeasured,
             player_prefix=run_prefix(),
             clean_up=True,
         )

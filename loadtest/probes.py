@@ -108,7 +108,10 @@ def _total(delta: dict[str, float], name: str) -> float:
 
 
 def window_figures(before: dict[str, float], after: dict[str, float], redis: dict[str, Any]) -> dict[str, Any]:
-    """Per-window gateway and Redis figures (deltas of what ``gateways`` and ``commandstats`` read)."""
+    """Per-window gateway and Redis figures (deltas of what ``gateways`` and ``commandstats`` read);
+    Redis's alone when no gateway was read (against ``--url``)."""
+    if not after:
+        return dict(redis)
     delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
     buckets = _buckets(delta, _LAG)
     pubsub, write, written = _buckets(delta, _PUBSUB_LAG), _buckets(delta, _WRITE), _buckets(delta, _WRITTEN)

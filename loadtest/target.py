@@ -31,7 +31,7 @@ from leaderboard import connect
 from leaderboard.transport import shard_pubsub
 
 from . import frames
-from .procstat import usage
+from .procstat import command_line, runs_gateway, usage
 from .swarm import with_game
 
 
@@ -58,6 +58,31 @@ def rss_bytes(pids: list[int]) -> int:
     return int(_summed(pids, "rss_bytes"))
 
 
+def gateway_processes(port: int, given: list[int]) -> tuple[list[int], str]:
+    """The gateway processes a run against a running fleet measures (CPU, memory): those given,
+    each checked to be a gateway, else the gateways listening on the URL's port. When there are
+    none (a balancer holds the port), ([], why): the figures that need them are left out and
+    their rows say why, rather than count a process that is not a gateway."""
+    for pid in given:
+        if not runs_gateway(argv := command_line(pid)):
+            raise ValueError(f"process {pid} is not a gateway (python -m gateway): it runs {_program(argv)}")
+    if given:
+        return given, ""
+    listening = listening_pids(port)
+    pids = [pid for pid in listening if runs_gateway(command_line(pid))]
+    if pids:
+        return pids, ""
+    if listening:
+        held = ", ".join(f"{_program(command_line(pid))} (pid {pid})" for pid in listening)
+        return [], f"port {port} is held by {held}, not a gateway; give the gateways' PIDs with --gateway-pid"
+    return [], f"no process of this user listens on port {port}; give the gateways' PIDs with --gateway-pid"
+
+
+def _program(argv: list[str]) -> str:
+    """What a command line runs, by name only (its arguments may hold secrets)."""
+    return os.path.basename(argv[0]) if argv else "nothing readable"
+
+
 @dataclass
 class Target:
     """Where sockets connect and submissions go; ``fleet`` is set when this tool started it.
@@ -71,6 +96,7 @@ class Target:
     game: str
     jwt_secret: str = ""
     gateway_pids: list[int] = field(default_factory=list)
+    gateways_unmeasured: str = ""  # why there are no gateway_pids (``gateway_processes``)
     fleet: Fleet | None = None
     balancer_pids: list[int] = field(default_factory=list)  # haproxy in front (--balancer haproxy)
     direct_urls: list[str] = field(default_factory=list)  # each gateway's own URL, behind a balancer
