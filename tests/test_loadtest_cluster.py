@@ -68,13 +68,15 @@ def test_submit_mode_on_a_cluster(tmp_path: Path, cluster: Cluster) -> None:
 async def test_a_run_against_a_url_naming_a_game_loads_and_watches_that_game(tmp_path: Path, cluster: Cluster) -> None:
     """Gateways serving two games, the URL naming the second (not their default): the sockets,
     the feed and the monitor all go to that game, and player tokens ride along in the query."""
+    env = (("LB_GAMES", "main,other"), ("LB_GW_RANK_INTERVAL", "1"))  # rank pushes within a 2 s window
     settings = FleetSettings(redis_url=cluster.url, data_dir=tmp_path, port=0, gateways=1, demo_tokens=False,
-                             log_level="WARNING", env=(("LB_GAMES", "main,other"),))  # fmt: skip
+                             log_level="WARNING", env=env)  # fmt: skip
     async with Fleet(settings) as fleet:
         stem = tmp_path / "run"
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "loadtest", "mixed", "--url", fleet.ws_url + "?game=other",
             "--redis-url", cluster.url, "--jwt-secret", settings.jwt_secret, "--players-share", "0.5",
+            "--baseline", "naive",
             "--sockets", "40", "--duration", "2", "--rate", "300", "--quiet", "--out", str(stem), "--time-limit", "90",
             cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
@@ -88,6 +90,8 @@ async def test_a_run_against_a_url_naming_a_game_loads_and_watches_that_game(tmp
         # their rank reads (FCALL_RO) ran on the master owning the game's slot: every node is counted
         assert f["fleet"]["redis_rank_reads"] > 0
         assert f["submissions"]["applied_per_s"] > 0
+        naive = doc["figures"]["naive"]  # bench/naive_gateway.py on the cluster: its channel's shard
+        assert naive["snapshots"] >= 1 and naive["lost"] == 0 and naive["deliveries"] == 40 * naive["snapshots"]
         assert boards(cluster, "main") == {}  # nothing went to the gateways' default game
         assert not run_players(cluster, "other")
         assert "synthetic players removed" in out.decode()
