@@ -417,7 +417,7 @@ def command_of(argv: list[str]) -> str:
         option, eq, _ = arg.partition("=")
         if hide_next:
             arg, hide_next = "***", False
-        elif len(option) > 3 and "--jwt-secret".startswith(option):
+        elif len(option) >= 3 and "--jwt-secret".startswith(option):
             arg, hide_next = (f"{option}=***", False) if eq else (arg, True)
         elif eq and option.startswith("LB_") and _secret_var(option):
             arg = f"{option}=***"

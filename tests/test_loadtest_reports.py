@@ -34,7 +34,7 @@ def test_every_url_and_secret_option_is_hidden_in_a_reports_strings() -> None:
     assert "s3cret" not in str(shareable(doc))
     assert shareable(doc)["settings"]["redis_url"] == "rediss+cluster://user:***@127.0.0.1:7000"
     assert shareable(("ws://127.0.0.1:8000/ws?game=arena", 3)) == ("ws://127.0.0.1:8000/ws?game=arena", 3)
-    for argv in (["--jwt-secret", "s3cret"], ["--jwt-secret=s3cret"], ["--jwt", "s3cret"],
+    for argv in (["--jwt-secret", "s3cret"], ["--jwt-secret=s3cret"], ["--j", "s3cret"],
                  ["--gateway-env", "LB_JWT_SECRETS=s3cret"]):  # fmt: skip
         shown = command_of(["sockets", *argv, "--sockets", "10"])
         assert "s3cret" not in shown and shown.endswith("*** --sockets 10"), shown
