@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import os
 
-import redis.asyncio as aioredis
 import uvloop
 from websockets.asyncio.server import ServerConnection, broadcast, serve
 
+from leaderboard import connect
 from leaderboard.settings import argument_parser
+from leaderboard.transport import shard_pubsub
 
 
 async def main(port: int, redis_url: str, channel: str) -> None:
-    redis = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    redis = connect(redis_url)  # a redis+cluster:// URL too
     connections: set[ServerConnection] = set()
 
     async def handler(ws: ServerConnection) -> None:
@@ -30,7 +31,7 @@ async def main(port: int, redis_url: str, channel: str) -> None:
             connections.discard(ws)
 
     async def relay() -> None:
-        pubsub = redis.pubsub()
+        pubsub = await shard_pubsub(redis, channel)  # on a cluster, the master owning its slot
         await pubsub.ssubscribe(channel)
         async for message in pubsub.listen():
             if message["type"] == "smessage":

@@ -145,6 +145,11 @@ class Handlers:
         )  # fmt: skip
         await self._out.reply(client, msg)
 
+    async def recent(self, client: Client, req: p.Recent) -> None:
+        entries = self._games[client.game].hub.recent((req.window, req.board))
+        msg = wire.recent(board=req.board, window=req.window, entries=entries, request_id=req.id)
+        await self._out.reply(client, msg)
+
     async def rank(self, client: Client, req: p.Rank) -> None:
         me = _player(client, req)  # even to ask about someone else
         player = req.player or me
@@ -286,6 +291,7 @@ _HANDLERS: dict[type[p.Request], Handler] = {
     p.Unsubscribe: Handlers.unsubscribe,
     p.Top: Handlers.top,
     p.Stats: Handlers.stats,
+    p.Recent: Handlers.recent,
     p.Rank: Handlers.rank,
     p.Around: Handlers.around,
     p.Ranks: Handlers.ranks,

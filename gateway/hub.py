@@ -12,6 +12,9 @@ slot by then: a promoted replica after a failover, the new owner after a reshard
 ends the old node's subscriptions with an unasked ``sunsubscribe``), subscribes again, and
 re-sends each board's latest snapshot to its subscribers when it differs from the last one they
 got.
+
+Announcements are only published, never stored in Redis; the hub keeps the last few it heard
+per board (``recent``), so a page that just opened can show who entered the top N lately.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 
 import orjson
 from redis.asyncio.client import PubSub
@@ -41,6 +45,7 @@ log = logging.getLogger("gateway.hub")
 _CONFIRM_TIMEOUT = 2.0  # how long a subscribe waits for Redis to confirm the channel
 _RESEND_TRIES = 4  # reads of a stored latest after a reconnect, before waiting for the next publish
 _BUILT_TTL = 1.0  # a snapshot built from the board (no latest stored yet) is reused this long
+RECENT = 8  # announcements kept per board for the ``recent`` request (a page's feed on load)
 
 
 class Hub:
@@ -64,6 +69,8 @@ class Hub:
         # Serialises SUBSCRIBE/UNSUBSCRIBE so they reach Redis in the order they were decided.
         self._sub_lock = asyncio.Lock()
         self._announce = self._keys.announce_channel.encode()
+        # board -> its last announcements heard (ms heard, message), oldest first
+        self._recent: dict[BoardKey, deque[tuple[int, dict[str, object]]]] = {}
         self._reader: asyncio.Task[None] | None = None
         self._resync: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()  # set while the pub/sub connection is subscribed
@@ -289,6 +296,7 @@ class Hub:
                 key = (str(msg["window"]), str(msg["board"]))
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 return
+            self._recent.setdefault(key, deque(maxlen=RECENT)).append((now_ms(), msg))
             self._deliver(key, data, snapshot=False)
             return
         board = self._channel_board.get(channel)
@@ -296,6 +304,11 @@ class Hub:
             self._deliver(board, data, snapshot=True)
 
     # ------------------------------------------------------------ fan-out
+
+    def recent(self, key: BoardKey) -> list[dict[str, object]]:
+        """The board's last announcements this process heard, newest first, each with ``ts``:
+        when it was heard (ms)."""
+        return [{**msg, "ts": ts} for ts, msg in reversed(self._recent.get(key, ()))]
 
     def _deliver(self, key: BoardKey, payload: bytes, *, snapshot: bool) -> None:
         frame = text_frame(payload)

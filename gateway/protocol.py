@@ -103,6 +103,11 @@ class Stats(BoardRequest):
 
 
 @dataclass(frozen=True, slots=True)
+class Recent(BoardRequest):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
 class Finals(BoardRequest):
     n: int  # closed periods, newest first
 
@@ -281,6 +286,10 @@ def _stats(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Re
     return Stats(rid, *_board(msg, windows, dw), _period(msg))
 
 
+def _recent(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    return Recent(rid, *_board(msg, windows, dw))
+
+
 def _finals(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
     board, win = _board(msg, windows, dw)
     return Finals(rid, board, win, _int(msg, "n", 1, 1, MAX_FINALS))
@@ -371,6 +380,7 @@ _PARSERS = {
     "around": _around,
     "ranks": _ranks,
     "stats": _stats,
+    "recent": _recent,
     "submit": _submit,
     "status": _status,
     "join": _join,

@@ -176,6 +176,11 @@ def stats(*, board: str, window: str, period: str, size: int, players: int, requ
     return _with_id(msg, request_id)
 
 
+def recent(*, board: str, window: str, entries: Iterable[dict[str, Any]], request_id: Any = None) -> bytes:
+    """The board's last announcements the gateway heard, newest first (each with ``ts``, ms)."""
+    return _with_id({"type": "recent", "board": board, "window": window, "entries": list(entries)}, request_id)
+
+
 def finals(*, board: str, window: str, periods: Iterable[dict[str, Any]], request_id: Any = None) -> bytes:
     """The kept final top N of a window's closed periods (rows as in a snapshot)."""
     out = [

@@ -38,7 +38,6 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from fleet.children import listening_pids
 from leaderboard import GameConfig, connect
 from leaderboard.settings import HelpFormatter, describe, plain, redacted, redis_url_arg, unreachable
 
@@ -48,8 +47,8 @@ from .chaos import main as chaos_main
 from .cleanup import clean_up, remove_players, run_prefix
 from .flood import BASELINE_GAME
 from .modes import Progress, Result, run_load, run_rollout, run_storm, run_submit
-from .swarm import parse_ws_url
-from .target import Target, private_fleet
+from .swarm import parse_ws_url, url_game, with_game
+from .target import Target, gateway_processes, private_fleet
 
 CLEANUP_BOUND = 120.0  # seconds the removal itself may take, after the wait for the scorer
 
@@ -96,7 +95,9 @@ def parser() -> argparse.ArgumentParser:
         d = DEFAULTS[mode]
         m = sub.add_parser(mode, help=text, description=text, epilog=VARIABLES, formatter_class=HelpFormatter)
         where = m.add_argument_group("target")
-        where.add_argument("--url", help="ws://127.0.0.1:PORT/ws of a running fleet (default: start a private one)")
+        where.add_argument(
+            "--url", help="ws://127.0.0.1:PORT/ws[?game=NAME] of a running fleet (default: start a private one)"
+        )
         where.add_argument(
             "--redis-url",
             type=redis_url_arg,
@@ -112,8 +113,9 @@ def parser() -> argparse.ArgumentParser:
         )
         where.add_argument(
             "--game",
-            help="game the load writes into (key hash tag): required with --url, where it must be the game the "
-            "fleet serves (its LB_GAME); a private fleet uses $LB_GAME or 'loadtest'",
+            help="game the load writes into (key hash tag) and the sockets watch: with --url, one the fleet "
+            "serves (its LB_GAME or one of LB_GAMES), given here or as --url's ?game=; a private fleet uses "
+            "$LB_GAME or 'loadtest'",
         )
         where.add_argument("--jwt-secret", default="", help="HS256 secret for player tokens against --url")
         where.add_argument(
@@ -273,23 +275,36 @@ def _running(pid: int) -> bool:
     return True
 
 
+def target_game(url: str, game: str | None) -> str:
+    """The game a run against a running fleet loads: ``--game`` or the URL's ``?game=`` (the same
+    if both are given). Never a default: the run adds synthetic players to that game's boards,
+    and a guess would put them on a live game (or every socket would wait for snapshots of
+    another game, and count them all lost)."""
+    named = url_game(url)
+    if game and named and game != named:
+        raise ValueError(f"--game {game!r} and --url's ?game={named} name different games: give one")
+    if not (game or named):
+        raise ValueError(
+            "--url needs --game (or ?game= in the URL): the game the fleet serves (its LB_GAME, or one of "
+            "LB_GAMES). The run adds synthetic players to that game's boards and removes them afterwards"
+        )
+    return str(game or named)
+
+
 @contextlib.asynccontextmanager
 async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
     if args.url:
         if not args.redis_url:
             raise ValueError("--url needs --redis-url (submissions and the snapshot monitor use it)")
-        if not args.game:
-            # A gateway serves one game: the load must write into that one, and a default could
-            # only guess it (then every socket would wait for snapshots that never come).
-            raise ValueError(
-                "--url needs --game: the game the fleet serves (its LB_GAME). The run adds synthetic players "
-                "to that game's boards and removes them afterwards"
-            )
         _, port, _ = parse_ws_url(args.url)
-        for pid in [*args.gateway_pid, getattr(args, "victim_pid", 0)]:
+        game = target_game(args.url, args.game)
+        victim = getattr(args, "victim_pid", 0)
+        for pid in [*args.gateway_pid, victim]:
             if pid and not _running(pid):
                 raise ValueError(f"no process {pid} (--gateway-pid / --victim-pid)")
-        pids = args.gateway_pid or listening_pids(port)
+        pids, unmeasured = gateway_processes(port, args.gateway_pid)
+        if victim:
+            gateway_processes(port, [victim])  # storm SIGKILLs it: a gateway, nothing else
         # an unreachable Redis stops the run here, before anything is written or to be removed
         redis = connect(args.redis_url)
         try:
@@ -297,11 +312,12 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
         finally:
             await redis.aclose()
         yield Target(
-            ws_url=args.url,
+            ws_url=with_game(args.url, game),
             redis_url=args.redis_url,
-            game=args.game,
+            game=game,
             jwt_secret=args.jwt_secret,
             gateway_pids=pids,
+            gateways_unmeasured=unmeasured,
             player_prefix=run_prefix(),
             clean_up=True,
         )
@@ -381,7 +397,32 @@ async def remove_synthetic_players(target: Target, wait: float) -> str:
 
 
 def settings_of(args: argparse.Namespace) -> dict[str, Any]:
-    return {k: v for k, v in vars(args).items() if k not in ("jwt_secret",)}
+    """The run's settings for its reports, secrets left out (and URLs redacted by ``report``)."""
+    settings = {k: v for k, v in vars(args).items() if k not in ("jwt_secret",)}
+    if "gateway_env" in settings:
+        settings["gateway_env"] = [(k, "***" if _secret_var(k) else v) for k, v in settings["gateway_env"]]
+    return settings
+
+
+def _secret_var(name: str) -> bool:
+    return "SECRET" in name  # LB_JWT_SECRETS and the like: a URL's password is redacted with the URL
+
+
+def command_of(argv: list[str]) -> str:
+    """The command line for the reports, the token secret (``--jwt-secret``, however abbreviated,
+    and a secret ``--gateway-env``) hidden."""
+    shown: list[str] = []
+    hide_next = False
+    for arg in argv:
+        option, eq, _ = arg.partition("=")
+        if hide_next:
+            arg, hide_next = "***", False
+        elif len(option) >= 3 and "--jwt-secret".startswith(option):
+            arg, hide_next = (f"{option}=***", False) if eq else (arg, True)
+        elif eq and option.startswith("LB_") and _secret_var(option):
+            arg = f"{option}=***"
+        shown.append(arg)
+    return "python -m loadtest " + " ".join(shown)
 
 
 def write_reports(args: argparse.Namespace, result: Result, argv: list[str], started: float) -> Path:
@@ -389,7 +430,7 @@ def write_reports(args: argparse.Namespace, result: Result, argv: list[str], sta
     stem = Path(args.out) if args.out else Path("loadtest-reports") / f"{args.mode}-{stamp}"
     doc = {
         "mode": args.mode,
-        "command": "python -m loadtest " + " ".join(argv),
+        "command": command_of(argv),
         "started": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
         "seconds": time.time() - started,
         "machine": {"cpus": os.cpu_count(), "nofile_hard": resource.getrlimit(resource.RLIMIT_NOFILE)[1]},

@@ -292,6 +292,7 @@ async def socket_phase(
         "gateway_rss_kb_per_conn": (rss_conn - rss_idle) / 1024 / max(opened, 1),
         # the time the gateways were runnable but waited for a core, % of one core over the window
         "gateway_wait_pct": (wait1 - wait0) * 100 / max(seconds + GRACE, 1e-6),
+        "gateways_unmeasured": "",
         # the instrument's own share and stalls: its client processes share the cores here
         "clients": {
             "processes": len(swarm.procs),
@@ -305,6 +306,11 @@ async def socket_phase(
             "loop_lag_max_ms": worst_lag * 1000,
         },
     }
+    if not pids:
+        # no gateway process is known (--url, a balancer on its port): nothing to measure, and
+        # not zero either; the rows say why
+        why = target.gateways_unmeasured or "no gateway process is known"
+        figures.update(dict.fromkeys(GATEWAY_PROCESS_FIGURES), gateways_unmeasured=f"not available with --url: {why}")
     if balancer_pids:
         messages = final["frames"] - before["frames"]
         figures["balancer_pids"] = balancer_pids
@@ -323,6 +329,12 @@ async def socket_phase(
             gw1,
             {"redis_rank_reads": calls, "redis_usec_per_rank_read": (usec1 - usec0) / calls if calls else math.nan},
         )
+        if "gateway_writes" not in figures["fleet"]:
+            figures["fleet"]["gateways_unmeasured"] = (
+                "not available with --url: the gateways' /metrics addresses are not known"
+                if target.fleet is None
+                else "not available: no gateway's /metrics answered"
+            )
     series = {"timeline": watch.timeline, "latency_cdf": cdf_points(latencies)}
     return figures, series
 
@@ -341,6 +353,11 @@ async def _probe(target: Target, label: str) -> tuple[dict[str, float], tuple[fl
         await redis.aclose()
 
 
+# what socket_phase reads from the gateway processes themselves (/proc): None when none is known
+GATEWAY_PROCESS_FIGURES = (
+    "gateway_cpu_ms_per_1k_deliveries", "gateway_cpu_pct", "gateway_rss_mb", "gateway_rss_kb_per_conn",
+    "gateway_wait_pct",
+)  # fmt: skip
 MIN_SAMPLES = 100  # below this a p99 is the largest value or close to it: no percentile to speak of
 # Every socket's latency for one snapshot comes from the same publish, the same loop turn of the
 # gateway: thousands of deliveries of a few snapshots are a few observations, not thousands.
@@ -392,10 +409,13 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
         ),
         (f"{prefix}rank pushes / announces", f"{f['rank_pushes']:,} / {f['announces']:,}"),
         (f"{prefix}msgs received /s", f["msgs_per_s"]),
-        (f"{prefix}gateway CPU ms / 1k deliveries", f["gateway_cpu_ms_per_1k_deliveries"]),
-        (f"{prefix}gateway CPU % (all processes)", f["gateway_cpu_pct"]),
-        (f"{prefix}gateway RSS KB / connection", f["gateway_rss_kb_per_conn"]),
-        (f"{prefix}gateways waiting for a core (run queue), % of a core", f["gateway_wait_pct"]),
+    ]
+    unmeasured = f.get("gateways_unmeasured")
+    rows += [
+        (f"{prefix}gateway CPU ms / 1k deliveries", unmeasured or f["gateway_cpu_ms_per_1k_deliveries"]),
+        (f"{prefix}gateway CPU % (all processes)", unmeasured or f["gateway_cpu_pct"]),
+        (f"{prefix}gateway RSS KB / connection", unmeasured or f["gateway_rss_kb_per_conn"]),
+        (f"{prefix}gateways waiting for a core (run queue), % of a core", unmeasured or f["gateway_wait_pct"]),
     ]
     c = f["clients"]
     rows.append(
@@ -404,27 +424,7 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
          f"{c['gc_pauses']:,.0f} ({c['gc_pause_ms']:,.0f}, {c['gc_pause_max_ms']:,.0f}) / {c['loop_lag_max_ms']:,.0f}")
     )  # fmt: skip
     if "fleet" in f:
-        g = f["fleet"]
-        rows += [
-            (f"{prefix}gateway socket writes / messages delivered (their /metrics)",
-             f"{g['gateway_writes']:,.0f} / {g['gateway_deliveries']:,.0f}"),
-            (f"{prefix}own-rank pushes (gateways), lag p50 / p99 (the 50 ms bucket holding it) / mean s",
-             f"{g['gateway_rank_pushes']:,.0f}, {_bucket(g['rank_lag_p50_s'])} / {_bucket(g['rank_lag_p99_s'])} / "
-             f"{g['rank_lag_mean_s']:.3f}"),
-            # Redis counts FCALL_RO as one command: the gateways' own-rank reads (lb_ranks) and the
-            # scorer's top-N reads for its snapshots (lb_top, ~18 a second here, ~60 µs each)
-            (f"{prefix}Redis FCALL_RO calls, µs per call (own-rank reads and the scorer's top-N reads)",
-             f"{g['redis_rank_reads']:,.0f}, {g['redis_usec_per_rank_read']:,.1f}"),
-            (f"{prefix}gateways: snapshot ts → fan-out start p50 / p99, one tick's write p50 / p99 (buckets) s",
-             f"{_bucket(g['pubsub_lag_p50_s'])} / {_bucket(g['pubsub_lag_p99_s'])}, "
-             f"≤ {g['write_p50_le_s']:g} / ≤ {g['write_p99_le_s']:g}"),
-            (f"{prefix}gateways: snapshot ts → written to every socket, p50 / p99 / max (buckets) s, tick-writes",
-             f"{_bucket(g['written_lag_p50_s'])} / {_bucket(g['written_lag_p99_s'])} / "
-             f"{_bucket(g['written_lag_max_s'])}, {g['written_lag_count']:,.0f}"),
-            (f"{prefix}gateways: GC pauses (ms, longest ≤ s), of which full (ms)",
-             f"{g['gc_pauses']:,.0f} ({g['gc_pause_ms']:,.0f}, ≤ {g['gc_pause_max_le_s']:g}), "
-             f"{g['gc_full']:,.0f} ({g['gc_full_ms']:,.0f})"),
-        ]  # fmt: skip
+        rows += fleet_rows(f["fleet"], prefix)
     if "balancer_pids" in f:
         rows += [
             (f"{prefix}haproxy CPU ms / 1k deliveries", f["balancer_cpu_ms_per_1k_deliveries"]),
@@ -440,6 +440,43 @@ def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
             )
         )
     return rows
+
+
+def fleet_rows(g: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """What the fleet itself counted over the window: its gateways' /metrics, Redis's statistics."""
+    gateways: list[tuple[str, Any]]
+    labels = (
+        "gateway socket writes / messages delivered (their /metrics)",
+        "own-rank pushes (gateways), lag p50 / p99 (the 50 ms bucket holding it) / mean s",
+        "gateways: snapshot ts → fan-out start p50 / p99, one tick's write p50 / p99 (buckets) s",
+        "gateways: snapshot ts → written to every socket, p50 / p99 / max (buckets) s, tick-writes",
+        "gateways: GC pauses (ms, longest ≤ s), of which full (ms)",
+    )
+    if g.get("gateways_unmeasured"):
+        gateways = [(label, g["gateways_unmeasured"]) for label in labels]
+    else:
+        gateways = list(zip(labels, (
+            f"{g['gateway_writes']:,.0f} / {g['gateway_deliveries']:,.0f}",
+            f"{g['gateway_rank_pushes']:,.0f}, {_bucket(g['rank_lag_p50_s'])} / {_bucket(g['rank_lag_p99_s'])} / "
+            + ("–" if math.isnan(g["rank_lag_mean_s"]) else f"{g['rank_lag_mean_s']:.3f}"),
+            f"{_bucket(g['pubsub_lag_p50_s'])} / {_bucket(g['pubsub_lag_p99_s'])}, "
+            f"{_le(g['write_p50_le_s'])} / {_le(g['write_p99_le_s'])}",
+            f"{_bucket(g['written_lag_p50_s'])} / {_bucket(g['written_lag_p99_s'])} / "
+            f"{_bucket(g['written_lag_max_s'])}, {g['written_lag_count']:,.0f}",
+            f"{g['gc_pauses']:,.0f} ({g['gc_pause_ms']:,.0f}, {_le(g['gc_pause_max_le_s'])}), "
+            f"{g['gc_full']:,.0f} ({g['gc_full_ms']:,.0f})",
+        ), strict=True))  # fmt: skip
+    calls = g["redis_rank_reads"]
+    redis = f"{calls:,.0f}, {g['redis_usec_per_rank_read']:,.1f}" if calls else "0 (none in the window)"
+    # Redis counts FCALL_RO as one command: the gateways' own-rank reads (lb_ranks) and the
+    # scorer's top-N reads for its snapshots (lb_top, ~18 a second here, ~60 µs each)
+    gateways.insert(2, ("Redis FCALL_RO calls, µs per call (own-rank reads and the scorer's top-N reads)", redis))
+    return [(prefix + label, value) for label, value in gateways]
+
+
+def _le(bound: float) -> str:
+    """An upper bound from a histogram (``≤ 0.005``), or ``–`` when nothing was observed."""
+    return "–" if math.isnan(bound) else f"≤ {bound:g}"
 
 
 def _bucket(bounds: tuple[float, float]) -> str:
@@ -552,7 +589,9 @@ def balancer_rows(lb: dict[str, Any], direct: dict[str, Any]) -> list[tuple[str,
 
 
 def ratio_rows(ours: dict[str, Any], naive: dict[str, Any]) -> list[tuple[str, Any]]:
-    def ratio(a: float, b: float) -> float:
+    def ratio(a: float | None, b: float | None) -> float | str:
+        if a is None or b is None:  # a figure of processes that were not measured
+            return str(ours["gateways_unmeasured"] or naive["gateways_unmeasured"])
         return a / b if b else math.nan
 
     return [

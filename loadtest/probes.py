@@ -13,6 +13,8 @@ import math
 import urllib.request
 from typing import Any
 
+from redis.asyncio.cluster import RedisCluster
+
 from leaderboard.transport import RedisClient
 
 from .target import Target
@@ -106,7 +108,10 @@ def _total(delta: dict[str, float], name: str) -> float:
 
 
 def window_figures(before: dict[str, float], after: dict[str, float], redis: dict[str, Any]) -> dict[str, Any]:
-    """Per-window gateway and Redis figures (deltas of what ``gateways`` and ``commandstats`` read)."""
+    """Per-window gateway and Redis figures (deltas of what ``gateways`` and ``commandstats`` read);
+    Redis's alone when no gateway was read (against ``--url``)."""
+    if not after:
+        return dict(redis)
     delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
     buckets = _buckets(delta, _LAG)
     pubsub, write, written = _buckets(delta, _PUBSUB_LAG), _buckets(delta, _WRITE), _buckets(delta, _WRITTEN)
@@ -144,8 +149,14 @@ def window_figures(before: dict[str, float], after: dict[str, float], redis: dic
 async def fcall_ro(redis: RedisClient) -> tuple[float, float]:
     """(calls, microseconds) of FCALL_RO so far: the gateways' reads (own ranks, top N) and the
     scorer's (top N for its snapshots), summed over the nodes when the fleet's Redis is a cluster."""
-    stats: dict[str, Any] = await redis.info("commandstats")
-    nodes = [stats] if "cmdstat_fcall_ro" in stats or not stats else list(stats.values())
+    stats: dict[str, Any]
+    if isinstance(redis, RedisCluster):
+        # a cluster client asks one node unless told: every node's (a node each), replicas' too
+        stats = await redis.info("commandstats", target_nodes=RedisCluster.ALL_NODES)
+    else:
+        stats = await redis.info("commandstats")
+    single = any(key.startswith("cmdstat_") for key in stats)  # one node's reply, not a reply per node
+    nodes = [stats] if single else list(stats.values())
     calls = usec = 0.0
     for node in nodes:
         entry = node.get("cmdstat_fcall_ro") if isinstance(node, dict) else None

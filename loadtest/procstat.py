@@ -45,3 +45,23 @@ def usage(pid: int) -> Usage:
                 rss_kb = int(line.split()[1])
                 break
     return Usage((utime + stime) / _TICKS, rss_kb * 1024, utime / _TICKS, run_queue_wait(pid))
+
+
+def command_line(pid: int) -> list[str]:
+    """The process's arguments (/proc/<pid>/cmdline); [] when it is gone or not readable."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return []
+    return [arg.decode(errors="replace") for arg in raw.split(b"\0") if arg]
+
+
+def runs_gateway(argv: list[str]) -> bool:
+    """Whether a command line is a gateway process (``python -m gateway``, as the fleet and
+    docs/operations.md start one): a balancer or anything else in front of the gateways is not."""
+    for i, arg in enumerate(argv[1:], 1):
+        module = argv[i + 1] if arg == "-m" and i + 1 < len(argv) else arg[2:] if arg.startswith("-m") else None
+        if module is not None:
+            return module in ("gateway", "gateway.__main__")
+    return False

@@ -1,15 +1,21 @@
 """Load-test reports: a terminal table, a JSON file with every figure and the settings, and a
-self-contained HTML page with inline SVG charts (it opens with no network access)."""
+self-contained HTML page with inline SVG charts (it opens with no network access).
+
+The files are made to be shared (mode 0644): every URL in them is written redacted (a Redis
+URL's password, in its user part or its query), whichever row, figure or setting holds it."""
 
 from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from leaderboard.settings import redacted
 
 W, H, PAD = 560, 220, 56
 
@@ -84,8 +90,24 @@ def _figure(title: str, body: str, x0: float, x1: float, y0: float, y1: float, x
     )
 
 
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
+
+
+def shareable(value: Any) -> Any:
+    """``value`` with every URL in every string (nested in dicts, lists and tuples) redacted."""
+    if isinstance(value, str):
+        return _URL.sub(lambda m: redacted(m.group()), value)
+    if isinstance(value, Mapping):
+        return {k: shareable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(shareable(v) for v in value)
+    return value
+
+
 def write(path_stem: Path, result: Mapping[str, Any], rows: Sequence[tuple[str, Any]], charts: Sequence[str]) -> None:
-    """Write ``<stem>.json`` (every figure and the settings) and ``<stem>.html``."""
+    """Write ``<stem>.json`` (every figure and the settings) and ``<stem>.html``, every URL in
+    them redacted."""
+    result, rows = shareable(result), shareable(list(rows))
     path_stem.parent.mkdir(parents=True, exist_ok=True)
     path_stem.with_suffix(".json").write_bytes(
         orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)

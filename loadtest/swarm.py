@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import orjson
 
@@ -37,13 +37,30 @@ STALLS = ("cpu_s", "wait_s", "gc_n", "gc_s")  # cumulative per process (wsworker
 
 
 def parse_ws_url(url: str) -> tuple[str, int, str]:
-    """(host, port, path) of a ws:// URL on a loopback address; anything else is refused."""
+    """(host, port, request target: path and query) of a ws:// URL on a loopback address;
+    anything else is refused."""
     parts = urlsplit(url)
     if parts.scheme != "ws" or not parts.hostname or parts.port is None:
         raise ValueError(f"expected ws://127.x.x.x:PORT/path, got {url!r}")
     if not parts.hostname.startswith("127."):
         raise ValueError("the load test only sends traffic to loopback addresses (127.0.0.0/8)")
-    return parts.hostname, parts.port, parts.path or "/"
+    return parts.hostname, parts.port, (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def url_game(url: str) -> str | None:
+    """The game a gateway URL names (``/ws?game=arena``), or None: the gateway's default game."""
+    games = parse_qs(urlsplit(url).query).get("game")
+    return games[-1] if games else None
+
+
+def with_game(url: str, game: str) -> str:
+    """``url`` naming ``game`` (``?game=``): a gateway serving several games puts a socket that
+    names none on its default game, which need not be the one the load writes into."""
+    parts = urlsplit(url)
+    if url_game(url) is not None:
+        return url
+    query = "&".join(q for q in (parts.query, urlencode({"game": game})) if q)
+    return urlunsplit(parts._replace(query=query))
 
 
 def plan(sockets: int, workers: int = 0) -> list[int]:

@@ -22,14 +22,17 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
 
 from fleet.children import die_with_parent, listening_pids
 from fleet.redis_server import free_port
 from fleet.supervisor import Fleet, FleetSettings
+from leaderboard import connect
+from leaderboard.transport import shard_pubsub
 
 from . import frames
-from .procstat import usage
+from .procstat import command_line, runs_gateway, usage
+from .swarm import with_game
 
 
 def _summed(pids: list[int], field: str) -> float:
@@ -55,6 +58,31 @@ def rss_bytes(pids: list[int]) -> int:
     return int(_summed(pids, "rss_bytes"))
 
 
+def gateway_processes(port: int, given: list[int]) -> tuple[list[int], str]:
+    """The gateway processes a run against a running fleet measures (CPU, memory): those given,
+    each checked to be a gateway, else the gateways listening on the URL's port. When there are
+    none (a balancer holds the port), ([], why): the figures that need them are left out and
+    their rows say why, rather than count a process that is not a gateway."""
+    for pid in given:
+        if not runs_gateway(argv := command_line(pid)):
+            raise ValueError(f"process {pid} is not a gateway (python -m gateway): it runs {_program(argv)}")
+    if given:
+        return given, ""
+    listening = listening_pids(port)
+    pids = [pid for pid in listening if runs_gateway(command_line(pid))]
+    if pids:
+        return pids, ""
+    if listening:
+        held = ", ".join(f"{_program(command_line(pid))} (pid {pid})" for pid in listening)
+        return [], f"port {port} is held by {held}, not a gateway; give the gateways' PIDs with --gateway-pid"
+    return [], f"no process of this user listens on port {port}; give the gateways' PIDs with --gateway-pid"
+
+
+def _program(argv: list[str]) -> str:
+    """What a command line runs, by name only (its arguments may hold secrets)."""
+    return os.path.basename(argv[0]) if argv else "nothing readable"
+
+
 @dataclass
 class Target:
     """Where sockets connect and submissions go; ``fleet`` is set when this tool started it.
@@ -68,6 +96,7 @@ class Target:
     game: str
     jwt_secret: str = ""
     gateway_pids: list[int] = field(default_factory=list)
+    gateways_unmeasured: str = ""  # why there are no gateway_pids (``gateway_processes``)
     fleet: Fleet | None = None
     balancer_pids: list[int] = field(default_factory=list)  # haproxy in front (--balancer haproxy)
     direct_urls: list[str] = field(default_factory=list)  # each gateway's own URL, behind a balancer
@@ -130,7 +159,8 @@ async def private_fleet(
     )  # fmt: skip
     async with Fleet(settings) as fleet:
         yield Target(
-            ws_url=fleet.ws_url,
+            # named in the URL: the processes may serve several games (LB_GAMES in --gateway-env)
+            ws_url=with_game(fleet.ws_url, game),
             redis_url=fleet.redis_url,
             game=game,
             jwt_secret=settings.jwt_secret,
@@ -138,7 +168,7 @@ async def private_fleet(
             fleet=fleet,
             balancer_pids=[b.proc.pid for b in fleet.balancers if b.proc is not None],
             direct_urls=[
-                "ws://{}:{}/ws".format(*fleet.gateway_address(i)) for i in range(len(fleet.gateways))
+                with_game("ws://{}:{}/ws".format(*fleet.gateway_address(i)), game) for i in range(len(fleet.gateways))
             ] if fleet.balancers else [],
         )  # fmt: skip
 
@@ -195,17 +225,18 @@ class NaiveGateway:
 
 
 class SnapshotMonitor:
-    """Every snapshot published on ``channel``: (key, ts ms, wall time seen)."""
+    """Every snapshot published on ``channel``: (key, ts ms, wall time seen). Subscribed as a
+    gateway does (``shard_pubsub``): on a cluster, on the master that owns the channel's slot."""
 
     def __init__(self, redis_url: str, channel: str) -> None:
-        self.redis = aioredis.Redis.from_url(redis_url)
+        self.redis = connect(redis_url, decode=False)
         self.channel = channel
         self.seen: list[tuple[str, int, float]] = []
-        self.pubsub = self.redis.pubsub()
+        self.pubsub: PubSub | None = None
         self._task: asyncio.Task[None] | None = None
 
-    async def _run(self) -> None:
-        async for message in self.pubsub.listen():
+    async def _run(self, pubsub: PubSub) -> None:
+        async for message in pubsub.listen():
             if message["type"] == "smessage":
                 ident = frames.snapshot_identity(message["data"])
                 if ident is not None:
@@ -214,17 +245,21 @@ class SnapshotMonitor:
     async def __aenter__(self) -> SnapshotMonitor:
         # subscribed here, not in the task: an unreachable Redis fails the run at once, by name
         try:
-            await asyncio.wait_for(self.pubsub.ssubscribe(self.channel), 10)
+            async with asyncio.timeout(10):
+                self.pubsub = await shard_pubsub(self.redis, self.channel)
+                await self.pubsub.ssubscribe(self.channel)
         except BaseException:
-            await self.redis.aclose()
+            await self.__aexit__()
             raise
-        self._task = asyncio.create_task(self._run())
+        self._task = asyncio.create_task(self._run(self.pubsub))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self.pubsub is not None:
+            await self.pubsub.aclose()  # type: ignore[no-untyped-call]
         await self.redis.aclose()
 
     def between(self, t0: float, t1: float) -> list[tuple[str, int]]:

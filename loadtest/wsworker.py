@@ -54,7 +54,7 @@ POLL_BATCH = 1024  # ready sockets read per loop callback: the loop's other work
 class WorkerSettings:
     host: str = "127.0.0.1"
     port: int = 8000
-    path: str = "/ws"
+    path: str = "/ws"  # the request target: path and query (``/ws?game=arena``)
     source: str = "127.0.0.2"  # local address of every socket of this process
     count: int = 100
     first: int = 0  # global index of this process's first socket (player ids, token share)
@@ -324,7 +324,9 @@ class Worker:
 
     def path_for(self, index: int) -> str:
         token = self.tokens.get(index)
-        return f"{self.s.path}?token={token}" if token else self.s.path
+        if not token:
+            return self.s.path
+        return f"{self.s.path}{'&' if '?' in self.s.path else '?'}token={token}"
 
     # --- socket events
 

@@ -219,7 +219,7 @@ async def test_ties_share_a_rank_and_a_deep_rank_is_marked_approximate(
         assert "(1, 1, 3)" in await page.inner_text("#mode")
         # mia is last of 44: far past the exact ranks, so the push is an estimate, marked as such
         await wait_until(lambda: _startswith(page.inner_text("#my-rank"), "≈ #"), 10)
-        assert (await page.inner_text("#my-pct")).startswith("top ")
+        assert (await page.inner_text("#my-pct")).startswith("bottom ")  # the last of 44: not "top 100 %"
         await page.close()
 
 
@@ -437,4 +437,107 @@ async def test_a_player_sets_their_display_name_from_the_page(fleet: Fleet, brow
     await page.fill("#name-input", "bad\u202ename")
     await page.click("#name-form button")
     await wait_until(lambda: _contains(page.inner_text("#name-status"), "name must be"), 5)
+    await page.close()
+
+
+WATCH_STANDING = """() => {
+    // every state the page passes through, recorded at each change of the DOM
+    window.seen = [];
+    const state = () => ({
+        me: !document.getElementById("me").hidden,
+        rank: document.getElementById("my-rank").textContent,
+        players: document.getElementById("players").textContent,
+        feed: document.querySelectorAll("#feed li:not(.placeholder)").length,
+    });
+    new MutationObserver(() => window.seen.push(state()))
+        .observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
+}"""
+
+
+async def test_a_reconnect_keeps_the_rank_the_count_and_the_feed_on_screen(
+    fleet: Fleet, browser: Any, r: aioredis.Redis
+) -> None:
+    """Every connection is greeted as a spectator before the hello is read: that greeting must not
+    blank the player's panel, the count or the feed while the page comes back."""
+    await submit(r, ("mia", 100, "Mia"))
+    token = issue("mia", "player", SECRET, exp=time.time() + 600)
+    page = await browser.new_page()
+    await page.goto(f"{fleet.page_url}#token={token}")
+    await wait_until(lambda: _eq(page.inner_text("#my-rank"), "#1"), 10)
+    await submit(r, ("ana", 500, "Ana"), ("leo", 300, "Leo"))  # announced live to the open page
+    await wait_until(lambda: _eq(page.inner_text("#my-rank"), "#3"), 10)
+    await wait_until(lambda: _eq(page.inner_text("#players"), "3"), 15)
+    await wait_until(lambda: _contains(page.locator("#feed .name").all_inner_texts(), "Ana"), 5)
+    feed = await page.locator("#feed .name").all_inner_texts()
+    await page.evaluate(WATCH_STANDING)
+    [gw] = fleet.gateways
+    gw.send_signal(signal.SIGKILL)
+    await gw.wait()
+    await wait_until(lambda: _contains(page.inner_text("#status-text"), "Reconnecting"), 5)
+    fleet.gateways[0] = await fleet.start_gateway(0)
+    await wait_until(lambda: _eq(page.inner_text("#status-text"), "Live"), 30)
+    await wait_until(lambda: _eq(page.evaluate("window.leaderboard.welcome.player"), "mia"), 5)
+    await submit(r, ("zoe", 50, "Zoe"))  # news after the reconnect: it joins what was kept
+    await wait_until(lambda: _eq(page.locator("#feed .name").all_inner_texts(), ["Zoe", *feed]), 10)
+    seen = await page.evaluate("window.seen")
+    assert seen and all(s["me"] and s["rank"] == "#3" and s["players"] in ("3", "4") for s in seen), seen
+    assert min(s["feed"] for s in seen) == len(feed), seen
+    await page.close()
+
+
+async def test_a_rank_near_the_bottom_reads_as_the_bottom(fleet: Fleet, browser: Any, r: aioredis.Redis) -> None:
+    await submit(r, *((f"p{i}", 1000 + i, f"P{i}") for i in range(150)), ("mia", 10, "Mia"))
+    page = await browser.new_page()
+    await page.goto(f"{fleet.page_url}#token={issue('mia', 'player', SECRET, exp=time.time() + 600)}")
+    await wait_until(lambda: _eq(page.inner_text("#my-rank"), "#151"), 10)
+    # top_percent is 100 (everyone is at or above mia): "top 100 %" would read as praise
+    await wait_until(lambda: _eq(page.inner_text("#my-pct"), "bottom 1 %"), 5)
+    leader = await browser.new_page()
+    await leader.goto(f"{fleet.page_url}#token={issue('p149', 'player', SECRET, exp=time.time() + 600)}")
+    await wait_until(lambda: _eq(leader.inner_text("#my-pct"), "top 0.7 %"), 10)
+    for p in (page, leader):
+        await p.close()
+
+
+async def test_the_feed_shows_the_latest_entries_as_the_page_opens(
+    fleet: Fleet, browser: Any, r: aioredis.Redis
+) -> None:
+    """Entries announced before the page opened are on it at once, not "no one has entered yet"."""
+    await submit(r, ("ana", 500, "Ana"), ("leo", 300, "Leo"))
+    latest = GameConfig(game="test").keys.latest("weekly", "global")
+
+    async def published() -> bool:  # announced in the same call that wrote them; the tick follows
+        return '"leo"' in str(await r.get(latest) or "")
+
+    await wait_until(published, 10)
+    page = await browser.new_page()
+    await page.goto(fleet.page_url)
+    await wait_until(lambda: _eq(page.locator("#feed .name").all_inner_texts(), ["Leo", "Ana"]), 5)
+    assert await page.locator("#feed .placeholder").count() == 0
+    assert "entered at #" in await page.inner_text("#feed li >> nth=0")
+    await page.close()
+
+
+async def moved(page: Any) -> list[str]:
+    """The players of the rows highlighted as having moved."""
+    return [
+        str(p) for p in await page.locator("#top tbody tr.moved").evaluate_all("rs => rs.map(r => r.dataset.player)")
+    ]
+
+
+async def test_only_rows_that_moved_by_their_own_score_are_highlighted(
+    fleet: Fleet, browser: Any, r: aioredis.Redis
+) -> None:
+    await submit(r, *((f"p{i}", 100 * i, f"Player {i}") for i in range(1, 13)))
+    page = await browser.new_page()
+    await page.goto(fleet.page_url)
+    await wait_until(lambda: _eq(rows(page), [f"Player {i}" for i in range(12, 2, -1)]), 10)
+    await submit(r, ("mia", 1050, "Mia"))  # enters at #3: the rows below move down a place
+    await wait_until(lambda: _contains(rows(page), "Mia"), 5)
+    assert await moved(page) == ["mia"]
+    assert await page.locator('#top tbody tr[data-player="p4"] .move').get_attribute("title") == "down from #9"
+    await submit(r, ("p9", 1150, "Player 9"))  # climbs from #5 to #2
+    after = ["Player 12", "Player 9", "Player 11", "Mia", "Player 10", *(f"Player {i}" for i in range(8, 3, -1))]
+    await wait_until(lambda: _eq(rows(page), after), 5)
+    assert await moved(page) == ["p9"]
     await page.close()

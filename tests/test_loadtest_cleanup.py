@@ -124,6 +124,9 @@ async def test_a_run_against_a_running_fleet_leaves_its_game_as_it_found_it(tmp_
             assert proc.returncode == 0, err.decode()
             doc = orjson.loads(stem.with_suffix(".json").read_bytes())
             assert doc["figures"]["gateway"]["snapshots"] >= 1, "the run's load did reach the boards"
+            # the gateway listening on the URL's port was found and measured
+            assert doc["figures"]["gateway"]["gateway_pids"] == [p.pid for p in fleet.gateways]
+            assert doc["figures"]["gateway"]["gateway_cpu_ms_per_1k_deliveries"] > 0
             boards = await members(r, game)
             assert boards and all(board == ["mia"] for board in boards.values()), boards
             assert "synthetic players removed" in out.decode()

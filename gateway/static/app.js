@@ -150,7 +150,10 @@ function renderSnapshot(snap) {
       Object.assign(move, { textContent: `▼${e.rank - was}`, title: `down from #${was}` });
       move.classList.add("down");
     }
-    if (before && was !== e.rank) tr.classList.add("moved"); // changed place: a brief highlight
+    // A brief highlight for the rows that moved by their own score: new in the top 10, or up.
+    // Rows pushed down a place by someone passing them keep their ▼ but do not flash: one entry
+    // at #3 would otherwise light up every row below it.
+    if (before && (was === undefined || was > e.rank)) tr.classList.add("moved");
     else if (old && old.dataset.score !== tr.dataset.score) tr.classList.add("scored");
     const name = el("td", { className: "player" }, ...who(e));
     if (e.player === me) {
@@ -200,10 +203,21 @@ function renderStanding() {
   $("players").textContent = boardSize == null ? "–" : fmt(boardSize);
   $("my-rank").textContent = mine.rank == null ? "Not ranked yet" : `${mine.approx ? "≈ " : ""}#${fmt(mine.rank)}`;
   $("my-rank").title = mine.approx ? "approximate: far down a large board, the rank is estimated" : "";
-  $("my-pct").textContent = mine.pct == null ? "" : `top ${mine.pct} %`;
+  $("my-pct").textContent = share(mine.pct);
   $("my-score").textContent =
     mine.score == null ? "Play a match to get on this board." : `${fmt(mine.score)} points · of ${boardSize == null ? "–" : fmt(boardSize)} players`;
   renderTrend();
+}
+
+// Where the player stands, in words that read right: "top 0.4 %" in the upper half; in the lower
+// half the share at or below them ("bottom 1 %" for #3,774 of 3,798, not "top 99.4 %", which
+// reads as praise). `top_percent` is the share at or above the player, rounded up to 0.1; the
+// share at or below is the rest plus the player's own place, shown rounded up to a whole percent.
+function share(topPercent) {
+  if (topPercent == null) return "";
+  if (topPercent <= 50) return `top ${topPercent} %`;
+  const own = boardSize ? 100 / boardSize : 0;
+  return `bottom ${Math.max(1, Math.ceil(100 - topPercent + own - 1e-9))} %`;
 }
 
 // The sparkline: rank 1 at the top, so climbing draws a rising line.
@@ -253,19 +267,55 @@ async function refreshAround() {
   }
 }
 
+// The feed: the board's top-10 entries, newest first, eight kept. Filled at once from the
+// gateway's recent announcements (a `recent` request at connect and on a window switch), then
+// from each `announce`; a reconnect merges, so what is on screen stays until newer replaces it.
+const FEED = 8;
+let feedItems = []; // {player, name, rank, score, period, ts}, newest first
+
 function resetFeed() {
-  $("feed").replaceChildren(el("li", { className: "placeholder muted", textContent: "No one has entered the top 10 yet — watch this space." }));
+  feedItems = [];
+  renderFeed();
+}
+
+function mergeFeed(messages) {
+  const key = (m) => `${m.period}|${m.player}|${m.rank}|${m.score}`;
+  const known = new Set(feedItems.map(key));
+  const fresh = messages.filter((m) => m.board === board && m.window === windowName && !known.has(key(m)));
+  if (!fresh.length) return;
+  feedItems = [...feedItems, ...fresh].sort((a, b) => b.ts - a.ts).slice(0, FEED);
+  renderFeed();
+}
+
+function renderFeed() {
+  const feed = $("feed");
+  if (!feedItems.length) {
+    feed.replaceChildren(el("li", { className: "placeholder muted", textContent: "No one has entered the top 10 lately — watch this space." }));
+    return;
+  }
+  const shown = new Set([...feed.children].map((li) => li.dataset.key));
+  feed.replaceChildren(
+    ...feedItems.map((m) => {
+      const time = new Date(m.ts).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+      const li = el("li", {}, el("span", { className: "name", textContent: m.name || m.player }), ` entered at #${m.rank}`, el("time", { className: "muted", textContent: time }));
+      li.dataset.key = `${m.period}|${m.player}|${m.rank}|${m.score}|${m.ts}`;
+      if (shown.has(li.dataset.key)) li.classList.add("shown"); // already on screen: no slide-in again
+      if (m.player === me) li.classList.add("me");
+      return li;
+    }),
+  );
 }
 
 function addFeed(msg) {
-  if (msg.board !== board || msg.window !== windowName) return;
-  const feed = $("feed");
-  feed.querySelector(".placeholder")?.remove();
-  const time = new Date().toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
-  const li = el("li", {}, el("span", { className: "name", textContent: msg.name || msg.player }), ` entered at #${msg.rank}`, el("time", { className: "muted", textContent: time }));
-  if (msg.player === me) li.className = "me";
-  feed.prepend(li);
-  while (feed.children.length > 8) feed.lastElementChild.remove();
+  mergeFeed([{ ...msg, ts: Date.now() }]);
+}
+
+async function refreshFeed() {
+  const win = windowName;
+  try {
+    const reply = await client.request({ type: "recent", board, window: win });
+    if (win === windowName) mergeFeed(reply.entries);
+  } catch {}
 }
 
 async function refreshStats() {
@@ -300,6 +350,7 @@ async function refreshPast() {
 function refresh() {
   refreshStats();
   refreshPast();
+  refreshFeed();
   if (me) client.request({ type: "rank", board, window: windowName }).then(onRank, () => {});
 }
 
@@ -330,9 +381,13 @@ client.addEventListener("welcome", (e) => {
     windowName = w.window;
     client.subscribe(board, windowName);
   }
-  if (w.player !== me) {
+  // Every connection is greeted as a spectator before the gateway reads the hello: with a token,
+  // that first welcome says nothing about who this page is, and the player's standing stays on
+  // screen until new data replaces it. Only another player (a renewed demo token) starts afresh.
+  const greeting = client.token && w.role === "spectator";
+  if (!greeting && w.player !== me) {
+    if (me) resetStanding(); // the first player of the page has nothing shown to reset
     me = w.player;
-    resetStanding();
   }
   renderWindows(offered(w.windows));
   $("me").hidden = !me;

@@ -172,7 +172,7 @@ class Socket:
     """One WebSocket client that keeps every snapshot's players and every reply by id."""
 
     def __init__(self, url: str, token: str = "") -> None:
-        self.url = url + (f"?token={token}" if token else "")
+        self.url = url + (f"{'&' if '?' in url else '?'}token={token}" if token else "")  # after ?game=
         self.ws: ClientConnection | None = None
         self.snaps: list[tuple[float, list[str]]] = []  # (arrival, players of the top)
         self.gateway = ""  # the welcome's gateway id
