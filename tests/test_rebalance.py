@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import io
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -32,7 +33,7 @@ def test_the_plan_sheds_only_the_excess_of_gateways_well_above_the_mean() -> Non
     assert not balanced({"gw-1": 300, "gw-2": 300, "gw-3": 0}, 0.1)
 
 
-async def _post(gw: Gateway, target: str, method: str = "POST") -> tuple[int, dict[str, str]]:
+async def _post(gw: Gateway, target: str, method: str = "POST") -> tuple[int, dict[str, Any]]:
     assert gw.metrics_port is not None
     reader, writer = await asyncio.open_connection("127.0.0.1", gw.metrics_port)
     writer.write(f"{method} {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
