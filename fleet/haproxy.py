@@ -20,7 +20,10 @@ keeps the two equal). What the configuration does, and why:
 * ``/metrics`` is answered 404 at the balancer: the gateways serve it on a loopback port of their
   own, and nothing on the players' port should lead there;
 * a stats socket (the runtime API, ``level admin``): ``python -m fleet rollout`` puts a server in
-  ``drain`` before it restarts that gateway, and back to ``ready`` once it answers ``/readyz``.
+  ``drain`` before it restarts that gateway, and back to ``ready`` once it answers ``/readyz``;
+* one log line per connection when it ends (``LOG_FORMAT``: for a WebSocket, how long it lived
+  and who closed it), to stdout (journald under systemd) — the path only: a token may ride in the
+  query string, and must never reach a log.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import DEVNULL
+from typing import IO
 
 from leaderboard.lifecycle import Service
 from leaderboard.settings import argument_parser
@@ -49,6 +54,10 @@ BACKEND = "gateways"
 # descriptors per player: the client's connection and the one to its gateway
 FDS_PER_CONNECTION = 2
 FD_RESERVE = 200  # listeners, health checks, the stats socket, logs
+# httplog's fields (docs/operations.md reads them), with the path instead of the whole request
+# line: ``/ws?token=…`` would write players' tokens into the log
+DEFAULT_LOG = "stdout format raw local0 info"  # under systemd, stdout is the journal
+LOG_FORMAT = "%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq %HM %HP"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +89,8 @@ class BalancerConfig:
     # a gateway is taken out after this many failed checks, and back in after as many good ones
     check_fall: int = 2
     check_rise: int = 2
+    # where haproxy logs (its ``log`` directive); empty: nowhere
+    log: str = DEFAULT_LOG
 
     def __post_init__(self) -> None:
         if not self.gateways:
@@ -100,10 +111,16 @@ def render(c: BalancerConfig) -> str:
     """The haproxy.cfg text (HAProxy 2.6, Debian 12's)."""
     tls = f" ssl crt {c.tls_cert} alpn http/1.1" if c.tls_cert else ""
     servers = "\n".join(f"    server {g.name} {g.address}" for g in c.gateways)
+    log = (
+        f"    # one line per connection, when it ends: for a WebSocket, Ta is how long it lived\n    log {c.log}\n"
+        if c.log
+        else ""
+    )
+    log_defaults = f'    log global\n    option dontlognull\n    log-format "{LOG_FORMAT}"\n' if c.log else ""
     return f"""\
 # Rendered by `python -m fleet.haproxy` from the gateway list: change the list and render again.
 global
-    maxconn {c.maxconn}
+{log}    maxconn {c.maxconn}
     nbthread {c.threads}
     # the runtime API: the rolling restart drains one server at a time through it
     stats socket {c.stats_socket} mode 600 level admin
@@ -112,7 +129,7 @@ global
 
 defaults
     mode http
-    timeout connect 5s
+{log_defaults}    timeout connect 5s
     timeout http-request 10s
     timeout client 30s
     timeout server 30s
@@ -193,9 +210,10 @@ class Haproxy(Service):
     process holds at most ``maxconn`` players under the descriptor limit.
     """
 
-    def __init__(self, config: BalancerConfig, *, name: str = "haproxy") -> None:
+    def __init__(self, config: BalancerConfig, *, name: str = "haproxy", log_path: Path | None = None) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="lb-haproxy-"))
         self.name = name
+        self.log_path = log_path  # haproxy's stdout (its log lines) is appended here; None: dropped
         if not config.stats_socket:  # short: a Unix socket's path holds at most 107 bytes
             config = dataclasses.replace(config, stats_socket=str(self._dir / "stats.sock"))
         self.config = config
@@ -230,11 +248,12 @@ class Haproxy(Service):
         out, _ = await check.communicate()
         if check.returncode != 0:
             raise RuntimeError(f"haproxy refused its configuration: {out.decode(errors='replace').strip()}")
-        self.proc = await asyncio.create_subprocess_exec(
-            binary, "-db", "-f", str(cfg), stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL, stderr=sys.stderr,
-            start_new_session=True, preexec_fn=_haproxy_child,
-        )  # fmt: skip
+        with contextlib.ExitStack() as files:  # the child keeps its own copy of the descriptor
+            sink: IO[bytes] | int = files.enter_context(self.log_path.open("ab")) if self.log_path else DEVNULL
+            self.proc = await asyncio.create_subprocess_exec(
+                binary, "-db", "-f", str(cfg), stdin=DEVNULL, stdout=sink, stderr=sys.stderr,
+                start_new_session=True, preexec_fn=_haproxy_child,
+            )  # fmt: skip
         deadline = time.monotonic() + 10
         while True:
             if self.proc.returncode is not None:
@@ -290,12 +309,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stats-socket", default="/run/haproxy/leaderboard.sock", help="the runtime API's socket")
     p.add_argument("--maxconn", type=int, default=9_000, help="connections per haproxy process")
     p.add_argument("--threads", type=int, default=1, help="haproxy threads (nbthread)")
+    p.add_argument("--log", default=DEFAULT_LOG, help="haproxy's log target ('' for none; e.g. '/dev/log local0')")
     args = p.parse_args(argv)
     try:
         gateways = tuple(Gateway.parse(text, i) for i, text in enumerate(args.gateway))
         config = BalancerConfig(
             gateways, bind=args.bind, tls_cert=args.tls_cert, stats_socket=args.stats_socket,
-            maxconn=args.maxconn, threads=args.threads,
+            maxconn=args.maxconn, threads=args.threads, log=args.log,
         )  # fmt: skip
     except ValueError as exc:
         p.error(str(exc))

@@ -29,7 +29,7 @@ from gateway.server import Gateway as GatewayServer
 from leaderboard import GameConfig
 
 from .conftest import MS
-from .gw_helpers import http_get, running
+from .gw_helpers import http_get, running, token
 from .gw_helpers import settings as gw_settings
 
 T = 1000 * MS
@@ -48,7 +48,8 @@ def test_the_shipped_configuration_is_the_renderers_output(capsys: pytest.Captur
         EXAMPLE_ARGS
     )
     for line in ("timeout tunnel 1h", "balance leastconn", "option forwardfor", "uri /readyz", "level admin",
-                 "http-request del-header X-Forwarded-For", "deny_status 404 if { path /metrics }"):  # fmt: skip
+                 "http-request del-header X-Forwarded-For", "deny_status 404 if { path /metrics }",
+                 "log stdout format raw local0", "log-format"):  # fmt: skip
         assert line in shipped
 
 
@@ -74,6 +75,40 @@ async def test_haproxy_runs_the_configuration_and_answers_its_runtime_api() -> N
         with pytest.raises(RuntimeError, match="No such server"):
             await lb.set_state("gw-9", "drain")
     assert render(config).count("server gw-1 127.0.0.2:1") == 1
+
+
+@needs_haproxy
+async def test_haproxy_logs_each_connection_when_it_ends_without_the_query_string(
+    redis_url: str, tmp_path: Path
+) -> None:
+    log_path = tmp_path / "haproxy.log"
+
+    async def logged(count: int) -> list[str]:
+        async with asyncio.timeout(10 * T):
+            while True:
+                lines = log_path.read_text().splitlines()
+                if len(lines) >= count:
+                    return lines
+                await asyncio.sleep(0.05)
+
+    async with running(redis_url) as gw:
+        # the check haproxy -c -f runs inside start(): a configuration it refuses would raise here
+        config = BalancerConfig(
+            (Gateway("gw-1", f"127.0.0.1:{gw.port}"),), bind=f"127.0.0.1:{free_port()}", stats_socket=""
+        )
+        async with Haproxy(config, log_path=log_path) as lb:
+            secret = token("mia")
+            async with connect(f"ws://{lb.config.bind}/ws?token={secret}", open_timeout=5 * T) as ws:
+                assert orjson.loads(await ws.recv())["type"] == "welcome"
+            assert (await http_get(int(lb.config.bind.rpartition(":")[2]), "/metrics"))[0] == 404
+            lines = await logged(2)
+    ws_line, metrics_line = lines[:2]
+    # client address, frontend, backend/server, timers (Ta: how long the socket lived), status,
+    # termination state, the method and the path — never the token in the query string
+    assert ws_line.startswith("127.0.0.1:") and " players gateways/gw-1 " in ws_line, ws_line
+    assert " 101 " in ws_line and ws_line.endswith(" GET /ws"), ws_line
+    assert " 404 " in metrics_line and metrics_line.endswith(" GET /metrics"), metrics_line
+    assert secret not in log_path.read_text()
 
 
 class Changes:
