@@ -25,8 +25,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from fleet import demo
-from fleet.rebalance import counts, rebalance
-from fleet.rollout import rollout
+from fleet.rebalance import Rebalance, counts, rebalance
+from fleet.rollout import Step, rollout
 from fleet.supervisor import Fleet, FleetSettings
 from leaderboard import GameConfig
 from leaderboard.backoff import Backoff
@@ -68,12 +68,18 @@ def spread(before: dict[str, int]) -> str:
     return " / ".join(str(n) for n in before.values())
 
 
-async def until_open(clients: list[Client], within: float) -> float:
-    """Seconds until every client is connected (bounded by ``within``)."""
+async def until_open(clients: list[Client], within: float) -> tuple[float, int]:
+    """Seconds until every client is connected, or ``within`` if some are not; how many are not."""
     t0 = time.monotonic()
-    async with asyncio.timeout(within):
-        await asyncio.gather(*(c.connected.wait() for c in clients))
-    return time.monotonic() - t0
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(within):
+            await asyncio.gather(*(c.connected.wait() for c in clients))
+    return time.monotonic() - t0, sum(not c.connected.is_set() for c in clients)
+
+
+async def all_open(clients: list[Client], within: float) -> None:
+    if missing := (await until_open(clients, within))[1]:
+        raise RuntimeError(f"{missing} clients not connected after {within:.0f} s")
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -93,29 +99,48 @@ async def run(args: argparse.Namespace) -> int:
                     tasks.append(asyncio.create_task(c.run(fleet.ws_url, stop)))
                     if i % 50 == 49:
                         await asyncio.sleep(0.1)  # 500/s: below the gateways' connection-rate cap
-                await until_open(clients, args.max_wait)
+                await all_open(clients, args.max_wait)
                 layout = fleet.layout()
                 start = await counts(layout.gateways)
                 t0 = time.monotonic()
                 steps = await rollout(layout, drain_timeout=args.max_wait, start_timeout=args.max_wait)
                 rollout_s = time.monotonic() - t0
-                await until_open(clients, args.max_wait)
+                await all_open(clients, args.max_wait)
                 after_rollout = await counts(layout.gateways)
                 result = await rebalance(layout.gateways, over_s=args.over, tolerance=args.tolerance,
                                          timeout=args.max_wait)  # fmt: skip
-                back_s = await until_open(clients, args.max_wait)
+                back_s, lost = await until_open(clients, args.max_wait)
                 final = await counts(layout.gateways)
+                report(args, start, steps, rollout_s, after_rollout, result, final, clients, lost, back_s)
             finally:
                 stop.set()
                 for task in tasks:
                     task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+                # bounded: the fleet's shutdown comes next whatever a client does
+                _, stuck = await asyncio.wait(tasks, timeout=10)
+                if stuck:
+                    print(f"{len(stuck)} clients did not stop within 10 s", file=sys.stderr)
                 traffic.cancel()
                 await asyncio.gather(traffic, return_exceptions=True)
-    names = " / ".join(layout_names := list(start))
+    return 0 if result.settled and lost == 0 else 1
+
+
+def report(
+    args: argparse.Namespace,
+    start: dict[str, int],
+    steps: list[Step],
+    rollout_s: float,
+    after_rollout: dict[str, int],
+    result: Rebalance,
+    final: dict[str, int],
+    clients: list[Client],
+    lost: int,
+    back_s: float,
+) -> None:
+    names = " / ".join(start)
     settled = "" if result.settled else " (NOT SETTLED)"
     rows = [
-        ("gateways / sockets", f"{len(layout_names)} / {args.sockets}"),
+        ("gateways / sockets", f"{len(start)} / {args.sockets}"),
         ("drain delay / window (s)", f"{args.drain_delay:g} / {args.drain_window:g}"),
         (f"sockets before ({names})", spread(start)),
         ("rolling restart took (s)", f"{rollout_s:.1f}"),
@@ -126,12 +151,11 @@ async def run(args: argparse.Namespace) -> int:
         (f"sockets after the rebalance ({names})", spread(final)),
         (f"rebalance took (s), --over {args.over:g}", f"{result.seconds:.1f}{settled}"),
         ("closed by the rebalance (1012 rebalance)", f"{sum(c.closes.get('rebalance', 0) for c in clients)}"),
-        ("sockets lost for good", f"{sum(not c.connected.is_set() for c in clients)} (all back {back_s:.1f} s later)"),
+        ("sockets lost for good", f"{lost} (all back {back_s:.1f} s after the rebalance)"),
     ]  # fmt: skip
     print("| figure | value |\n|---|---|")
     for name, value in rows:
-        print(f"| {name} | {value} |")
-    return 0 if result.settled and all(c.connected.is_set() for c in clients) else 1
+        print(f"| {name} | {value} |", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
