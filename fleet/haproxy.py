@@ -3,7 +3,8 @@ process that runs it (the fleet's ``--balancer haproxy``, the tests, the load te
 
 ``python -m fleet.haproxy --gateway 10.0.1.11:8000 --gateway 10.0.1.12:8000`` prints the
 configuration; ``deploy/haproxy.cfg`` is that output for the example in docs/operations.md (a test
-keeps the two equal). What the configuration does, and why:
+keeps the two equal). ``python -m fleet.haproxy state gw-1 drain|ready`` and ``… servers`` speak
+to a running haproxy's runtime API (a rolling restart by hand). What the configuration does, and why:
 
 * ``mode http`` with ``timeout tunnel 1h``: the upgrade request is read as HTTP (so the balancer
   can answer ``/metrics`` itself and add ``X-Forwarded-For``), then the WebSocket is a tunnel that
@@ -28,6 +29,7 @@ keeps the two equal). What the configuration does, and why:
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import dataclasses
@@ -299,14 +301,69 @@ EXAMPLE_ARGS = (
 )  # fmt: skip
 
 
+STATS_SOCKET = "/run/haproxy/leaderboard.sock"
+
+
+def runtime_main(argv: list[str]) -> int:
+    """``state NAME ready|drain|maint [--wait-up S]`` and ``servers`` on each ``--stats-socket``."""
+    p = argument_parser("python -m fleet.haproxy", "HAProxy's runtime API, on the balancers' stats sockets.")
+    commands = p.add_subparsers(dest="command", required=True)
+    state = commands.add_parser("state", help="set a gateway's state in every balancer")
+    state.add_argument("server", help="the gateway's server name (gw-1, …)")
+    state.add_argument("state", choices=("ready", "drain", "maint"), help="drain: no new players; ready: back in")
+    state.add_argument(
+        "--wait-up",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="then wait up to S seconds until every balancer sees it UP",
+    )
+    servers = commands.add_parser("servers", help="each gateway's status and open connections, per balancer")
+    for q in (state, servers):
+        q.add_argument(
+            "--stats-socket", action="append", default=[], help=f"a balancer's stats socket (repeat; {STATS_SOCKET})"
+        )
+    args = p.parse_args(argv)
+    if args.command == "state" and not 0 <= args.wait_up <= 3600:
+        p.error("--wait-up is 0..3600 seconds")
+    balancers = [Runtime(path) for path in args.stats_socket or [STATS_SOCKET]]
+    try:
+        return asyncio.run(_runtime(args, balancers))
+    except (OSError, RuntimeError, TimeoutError) as exc:
+        print(f"haproxy runtime API: {exc or 'no answer in time'}", file=sys.stderr)
+        return 1
+
+
+async def _runtime(args: argparse.Namespace, balancers: list[Runtime]) -> int:
+    if args.command == "servers":
+        for b in balancers:
+            for name, row in (await b.servers()).items():
+                print(f"{b.socket_path} {name} {row.get('status', '?')} {row.get('scur', '?')} connections")
+        return 0
+    for b in balancers:
+        await b.set_state(args.server, args.state)
+    deadline = time.monotonic() + args.wait_up
+    while args.wait_up:
+        states = [(await b.servers()).get(args.server, {}).get("status", "") for b in balancers]
+        if all(s == "UP" for s in states):  # not "UP 1/2": a check failed, going down
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{args.server} is not UP in every balancer within {args.wait_up:g} s: {states}")
+        await asyncio.sleep(0.2)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["state"], ["servers"]):
+        return runtime_main(argv)
     p = argument_parser("python -m fleet.haproxy", (__doc__ or "").split("\n\n")[1])
     p.add_argument(
         "--gateway", action="append", default=[], metavar="[NAME=]HOST:PORT", help="a gateway (repeat for each)"
     )
     p.add_argument("--bind", default=":443", help="where players connect, host:port")
     p.add_argument("--tls-cert", default="", help="PEM with certificate and key: TLS at the balancer")
-    p.add_argument("--stats-socket", default="/run/haproxy/leaderboard.sock", help="the runtime API's socket")
+    p.add_argument("--stats-socket", default=STATS_SOCKET, help="the runtime API's socket")
     p.add_argument("--maxconn", type=int, default=9_000, help="connections per haproxy process")
     p.add_argument("--threads", type=int, default=1, help="haproxy threads (nbthread)")
     p.add_argument("--log", default=DEFAULT_LOG, help="haproxy's log target ('' for none; e.g. '/dev/log local0')")

@@ -78,6 +78,30 @@ async def test_haproxy_runs_the_configuration_and_answers_its_runtime_api() -> N
 
 
 @needs_haproxy
+async def test_python_m_fleet_haproxy_sets_states_and_lists_servers(capfd: pytest.CaptureFixture[str]) -> None:
+    """The rolling restart by hand needs nothing but the product (no socat)."""
+    config = BalancerConfig((Gateway("gw-1", "127.0.0.2:1"),), bind=f"127.0.0.1:{free_port()}", stats_socket="")
+    async with Haproxy(config) as lb:
+        sock = ["--stats-socket", lb.stats_socket]
+
+        async def cli(*argv: str) -> int:
+            return await asyncio.to_thread(main, [*argv, *sock])
+
+        capfd.readouterr()
+        assert await cli("state", "gw-1", "drain") == 0
+        assert (await lb.servers())["gw-1"]["status"].startswith(("DRAIN", "DOWN"))
+        assert await cli("servers") == 0
+        assert capfd.readouterr().out.startswith(f"{lb.stats_socket} gw-1 ")
+        assert await cli("state", "gw-9", "drain") == 1  # no such server: said, nothing changed
+        assert "No such server" in capfd.readouterr().err
+        # back to ready, but nothing listens on 127.0.0.2:1: it never comes UP within the wait
+        assert await cli("state", "gw-1", "ready", "--wait-up", str(0.5 * T)) == 1
+        assert "gw-1 is not UP in every balancer within" in capfd.readouterr().err
+    assert await asyncio.to_thread(main, ["servers", "--stats-socket", lb.stats_socket]) == 1  # haproxy is gone
+    assert "haproxy runtime API:" in capfd.readouterr().err
+
+
+@needs_haproxy
 async def test_haproxy_logs_each_connection_when_it_ends_without_the_query_string(
     redis_url: str, tmp_path: Path
 ) -> None:
