@@ -22,9 +22,9 @@ to a running haproxy's runtime API (a rolling restart by hand). What the configu
   own, and nothing on the players' port should lead there;
 * a stats socket (the runtime API, ``level admin``): ``python -m fleet rollout`` puts a server in
   ``drain`` before it restarts that gateway, and back to ``ready`` once it answers ``/readyz``;
-* one log line per connection when it ends (``LOG_FORMAT``: for a WebSocket, how long it lived
-  and who closed it), to stdout (journald under systemd) — the path only: a token may ride in the
-  query string, and must never reach a log.
+* one log line per request once it is answered (``LOG_FORMAT``: for a WebSocket, its upgrade or
+  its refusal, the gateway that took it, the retries), to stdout (journald under systemd) — the
+  path only: a token may ride in the query string, and must never reach a log.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def render(c: BalancerConfig) -> str:
     tls = f" ssl crt {c.tls_cert} alpn http/1.1" if c.tls_cert else ""
     servers = "\n".join(f"    server {g.name} {g.address}" for g in c.gateways)
     log = (
-        f"    # one line per connection, when it ends: for a WebSocket, Ta is how long it lived\n    log {c.log}\n"
+        f"    # one line per request once answered: for a WebSocket, its upgrade (101) or refusal\n    log {c.log}\n"
         if c.log
         else ""
     )

@@ -102,9 +102,7 @@ async def test_python_m_fleet_haproxy_sets_states_and_lists_servers(capfd: pytes
 
 
 @needs_haproxy
-async def test_haproxy_logs_each_connection_when_it_ends_without_the_query_string(
-    redis_url: str, tmp_path: Path
-) -> None:
+async def test_haproxy_logs_each_handshake_without_the_query_string(redis_url: str, tmp_path: Path) -> None:
     log_path = tmp_path / "haproxy.log"
 
     async def logged(count: int) -> list[str]:
@@ -127,8 +125,8 @@ async def test_haproxy_logs_each_connection_when_it_ends_without_the_query_strin
             assert (await http_get(int(lb.config.bind.rpartition(":")[2]), "/metrics"))[0] == 404
             lines = await logged(2)
     ws_line, metrics_line = lines[:2]
-    # client address, frontend, backend/server, timers (Ta: how long the socket lived), status,
-    # termination state, the method and the path — never the token in the query string
+    # client address, frontend, backend/server, timers, status, termination state, retries, the
+    # method and the path — never the token in the query string
     assert ws_line.startswith("127.0.0.1:") and " players gateways/gw-1 " in ws_line, ws_line
     assert " 101 " in ws_line and ws_line.endswith(" GET /ws"), ws_line
     assert " 404 " in metrics_line and metrics_line.endswith(" GET /metrics"), metrics_line
