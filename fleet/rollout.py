@@ -7,7 +7,9 @@ back through the balancer to the others), its supervisor — the fleet, or syste
 balancer is told ``state ready`` and must see it UP (its own health checks) before the next one.
 
 ``python -m fleet rollout`` does this for the fleet running on a data directory (it reads
-``<data dir>/fleet.json``, which ``./dev run --balancer haproxy`` writes).
+``<data dir>/fleet.json``, which ``./dev run --balancer haproxy`` writes); with ``--rebalance`` it
+then evens the gateways' sockets out (fleet/rebalance.py): the balancer never moves an open socket,
+so the gateway restarted last would stay empty.
 """
 
 from __future__ import annotations

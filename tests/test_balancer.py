@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from fleet import demo
 from fleet.haproxy import EXAMPLE_ARGS, BalancerConfig, Gateway, Haproxy, main, render
+from fleet.rebalance import counts, rebalance
 from fleet.redis_server import free_port
 from fleet.rollout import rollout
 from fleet.supervisor import Fleet, FleetSettings
@@ -297,6 +298,11 @@ async def test_rollout_restarts_every_gateway_in_turn(tmp_path: Path, redis_url:
                 await asyncio.gather(*(p.connected.wait() for p in players))
             steps = await rollout(fleet.layout(), drain_timeout=30 * T, start_timeout=30 * T)
             await changes.until(lambda: all(p.connected.is_set() for p in players), 30 * T)
+            # leastconn moved nobody back: gw-2, restarted last, is empty until the rebalance
+            unbalanced = await counts(fleet.layout().gateways)
+            evened = await rebalance(fleet.layout().gateways, over_s=0.5, timeout=30 * T)
+            await changes.until(lambda: all(p.connected.is_set() for p in players), 30 * T)
+            even = await counts(fleet.layout().gateways)
         finally:
             stop.set()
             for task in tasks:
@@ -310,6 +316,9 @@ async def test_rollout_restarts_every_gateway_in_turn(tmp_path: Path, redis_url:
         # every player that was moved was closed with 1012 and came back; none lost
         assert all(c == 1012 for p in players for c in p.closes)
         assert all(p.connected.is_set() for p in players)
+        assert unbalanced == {"gw-1": 40, "gw-2": 0}
+        assert evened.shed == {"gw-1": 20} and evened.settled
+        assert sum(even.values()) == 40 and all(15 <= n <= 25 for n in even.values()), even
 
 
 @needs_haproxy
