@@ -199,6 +199,7 @@ class Gateway:
         if self._shedding is not None and not self._shedding.done():
             raise RuntimeError("busy")
         victims = random.sample(list(self.clients), min(count, self._open()))
+        log.info("shedding %d of %d connections over %.1f s (rebalance)", len(victims), self._open(), over_s)
         self._shedding = asyncio.create_task(self._close_staggered(victims, SHED_REASON, over_s), name="shed")
         return len(victims)
 
