@@ -13,6 +13,7 @@ import orjson
 import pytest
 from websockets.asyncio.client import ClientConnection
 
+from fleet.__main__ import main as fleet_main
 from fleet.haproxy import Haproxy
 from fleet.rebalance import balanced, counts, main, plan, rebalance
 from fleet.redis_server import free_port
@@ -147,7 +148,9 @@ def test_rebalance_without_a_fleet_or_with_bad_options_changes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["--data-dir", str(tmp_path)]) == 1
-    assert "no " in capsys.readouterr().err
+    assert f"no {tmp_path}/fleet.json" in capsys.readouterr().err
+    assert fleet_main(["rebalance", "--data-dir", str(tmp_path)]) == 1  # python -m fleet rebalance
+    assert f"no {tmp_path}/fleet.json" in capsys.readouterr().err
     for argv in (["--over", "-1"], ["--tolerance", "nan"], ["--settle-timeout", "1e9"]):
         with pytest.raises(SystemExit) as exc, contextlib.redirect_stderr(io.StringIO()):
             main(["--data-dir", str(tmp_path), *argv])
