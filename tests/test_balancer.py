@@ -298,7 +298,7 @@ async def test_rollout_restarts_every_gateway_in_turn(tmp_path: Path, redis_url:
                 await asyncio.gather(*(p.connected.wait() for p in players))
             steps = await rollout(fleet.layout(), drain_timeout=30 * T, start_timeout=30 * T)
             await changes.until(lambda: all(p.connected.is_set() for p in players), 30 * T)
-            # leastconn moved nobody back: gw-2, restarted last, is empty until the rebalance
+            # leastconn moves nobody back: gw-2, restarted last, stays (nearly) empty until the rebalance
             unbalanced = await counts(fleet.layout().gateways)
             evened = await rebalance(fleet.layout().gateways, over_s=0.5, timeout=30 * T)
             await changes.until(lambda: all(p.connected.is_set() for p in players), 30 * T)
@@ -316,8 +316,9 @@ async def test_rollout_restarts_every_gateway_in_turn(tmp_path: Path, redis_url:
         # every player that was moved was closed with 1012 and came back; none lost
         assert all(c == 1012 for p in players for c in p.closes)
         assert all(p.connected.is_set() for p in players)
-        assert unbalanced == {"gw-1": 40, "gw-2": 0}
-        assert evened.shed == {"gw-1": 20} and evened.settled
+        # a few of gw-2's players may reconnect after it is UP again, and land there
+        assert sum(unbalanced.values()) == 40 and unbalanced["gw-1"] > unbalanced["gw-2"], unbalanced
+        assert set(evened.shed) <= {"gw-1"} and evened.settled
         assert sum(even.values()) == 40 and all(15 <= n <= 25 for n in even.values()), even
 
 
