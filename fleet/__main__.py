@@ -51,7 +51,7 @@ from leaderboard.settings import (
 )
 from scorer.settings import ScorerSettings
 
-from . import demo, rollout
+from . import demo, rebalance, rollout
 from .supervisor import Fleet, FleetSettings
 
 log = logging.getLogger("fleet")
@@ -273,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["rollout"]:
         return rollout.main(argv[1:], data_dir=load_or_exit(FleetOptions).data_dir)
+    if argv[:1] == ["rebalance"]:
+        return rebalance.main(argv[1:], data_dir=load_or_exit(FleetOptions).data_dir)
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:

@@ -2,6 +2,7 @@
 the cluster benchmark and anyone who wants to run the fleet against a cluster by hand::
 
     python -m fleet.cluster --dir var/cluster        # prints LB_REDIS_URL=redis+cluster://...
+    python -m fleet.cluster --port 7000              # nodes on 7000-7005, their buses on 17000-17005
 
     with Cluster(tmp_path) as cluster:               # 3 masters, 1 replica each
         cluster.url                                  # redis+cluster://127.0.0.1:<port>
@@ -10,9 +11,11 @@ the cluster benchmark and anyone who wants to run the fleet against a cluster by
         cluster.wait_owner_changes(node, "lb:{arena}:versions")
 
 Every node listens on a free loopback port and a free cluster-bus port (``cluster-port``), so
-it never collides with another server on the machine. ``cluster-node-timeout`` is short (1 s by
-default) so a failover completes within a few seconds. No password: it only listens on loopback
-and lives as long as the process that started it.
+it never collides with another server on the machine; or, with a base port P (``--port``,
+``Cluster(base_port=P)``), on P, P+1, … and its bus on Redis's usual port + 10000, so the URL
+stays the same from one start to the next (a port in use is then an error, not a new pick).
+``cluster-node-timeout`` is short (1 s by default) so a failover completes within a few seconds.
+No password: it only listens on loopback and lives as long as the process that started it.
 """
 
 from __future__ import annotations
@@ -44,17 +47,54 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
         return [int(sock.getsockname()[1]) for sock in socks]
 
 
+def free_ports_check(host: str, ports: tuple[int, ...]) -> None:
+    """OSError unless every one of ``ports`` can be bound on ``host`` now."""
+    with contextlib.ExitStack() as stack:
+        for port in ports:
+            stack.enter_context(socket.socket()).bind((host, port))
+
+
+BUS_OFFSET = 10_000  # Redis's own default: the cluster bus listens on the port + 10000
+
+
+def pinned_ports(base: int, count: int) -> list[tuple[int, int]]:
+    """``count`` nodes on ``base``, ``base + 1``, … with their buses ``BUS_OFFSET`` above;
+    ValueError when they do not fit in 1024..65535."""
+    if not base >= 1024 or base + count - 1 + BUS_OFFSET > 65_535:
+        raise ValueError(
+            f"base port {base}: {count} nodes need {base}..{base + count - 1} and their buses "
+            f"{base + BUS_OFFSET}..{base + BUS_OFFSET + count - 1}, all within 1024..65535"
+        )
+    return [(base + i, base + BUS_OFFSET + i) for i in range(count)]
+
+
 class ClusterNode(RedisServer):
     """One redis-server with cluster mode on, its bus on a port of its own."""
 
     def __init__(
-        self, data_dir: Path | str, *, node_timeout_ms: int, aof: bool = False, ports: tuple[int, int] | None = None
+        self,
+        data_dir: Path | str,
+        *,
+        node_timeout_ms: int,
+        aof: bool = False,
+        ports: tuple[int, int] | None = None,
+        pinned: bool = False,
     ) -> None:
         super().__init__(data_dir, aof=aof)
         self.port, self.bus_port = ports or free_ports(2, self.host)
         self.node_timeout_ms = node_timeout_ms
+        self.pinned = pinned  # the ports were asked for: never pick others
 
     def start(self) -> ClusterNode:
+        if self.pinned:
+            # Checked first: a server already on the port would answer the start-up ping for this
+            # node, which would then seem to have started.
+            try:
+                free_ports_check(self.host, (self.port, self.bus_port))
+            except OSError:
+                raise RuntimeError(
+                    f"port {self.port} or its bus port {self.bus_port} is in use: choose another base port"
+                ) from None
         # The ports were free when picked, not reserved: another process (or a sibling node) may
         # have taken one since. Pick again; the data directory is new, so nothing refers to them.
         for attempt in range(3):
@@ -62,7 +102,7 @@ class ClusterNode(RedisServer):
                 super().start()
                 return self
             except RuntimeError:
-                if attempt == 2 or "Address already in use" not in self._log_tail():
+                if attempt == 2 or self.pinned or "Address already in use" not in self._log_tail():
                     raise
                 self.port, self.bus_port = free_ports(2, self.host)
         return self
@@ -105,6 +145,7 @@ class Cluster:
         node_timeout_ms: int = 1000,
         aof: bool = False,
         startup_timeout: float = 20.0,
+        base_port: int = 0,
     ) -> None:
         if masters < 3:
             raise ValueError("Redis Cluster needs at least 3 masters")
@@ -112,15 +153,16 @@ class Cluster:
         self.startup_timeout = startup_timeout
         count = masters * (1 + replicas)
         self.replicas = replicas
-        ports = free_ports(2 * count)  # at once: no two nodes get the same port
+        if base_port:
+            pairs = pinned_ports(base_port, count)
+        else:
+            ports = free_ports(2 * count)  # at once: no two nodes get the same port
+            pairs = [(ports[2 * i], ports[2 * i + 1]) for i in range(count)]
         self.nodes = [
             ClusterNode(
-                self.data_dir / f"node{i}",
-                node_timeout_ms=node_timeout_ms,
-                aof=aof,
-                ports=(ports[2 * i], ports[2 * i + 1]),
+                self.data_dir / f"node{i}", node_timeout_ms=node_timeout_ms, aof=aof, ports=pair, pinned=bool(base_port)
             )
-            for i in range(count)
+            for i, pair in enumerate(pairs)
         ]
 
     @property
@@ -286,11 +328,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replicas", type=int, default=1, help="replicas per master")
     p.add_argument("--node-timeout-ms", type=int, default=1000, help="cluster-node-timeout: failure detection")
     p.add_argument("--aof", action="store_true", help="appendonly on every node")
-    args: argparse.Namespace = p.parse_args(argv)
-    cluster = Cluster(
-        args.dir, masters=args.masters, replicas=args.replicas, node_timeout_ms=args.node_timeout_ms, aof=args.aof
+    p.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="base port: nodes on PORT, PORT+1, …, buses 10000 above (default 0: free ports, new at each start)",
     )
-    with cluster:
+    args: argparse.Namespace = p.parse_args(argv)
+    try:
+        cluster = Cluster(
+            args.dir, masters=args.masters, replicas=args.replicas, node_timeout_ms=args.node_timeout_ms,
+            aof=args.aof, base_port=args.port,
+        )  # fmt: skip
+    except ValueError as exc:
+        p.error(str(exc))
+    try:
+        cluster.start()  # stops what it started when it fails
+    except RuntimeError as exc:
+        print(f"fleet.cluster: {exc}", file=sys.stderr)
+        return 1
+    try:
         # Blocked only now, for sigwait below: the nodes started above must not inherit the mask,
         # or they would ignore the SIGTERM that stops them.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
@@ -299,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  node {node.address} (bus {node.bus_port})", flush=True)
         print("Ctrl-C stops every node.", flush=True)
         signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        cluster.stop()
     return 0
 
 

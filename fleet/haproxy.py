@@ -3,7 +3,8 @@ process that runs it (the fleet's ``--balancer haproxy``, the tests, the load te
 
 ``python -m fleet.haproxy --gateway 10.0.1.11:8000 --gateway 10.0.1.12:8000`` prints the
 configuration; ``deploy/haproxy.cfg`` is that output for the example in docs/operations.md (a test
-keeps the two equal). What the configuration does, and why:
+keeps the two equal). ``python -m fleet.haproxy state gw-1 drain|ready`` and ``… servers`` speak
+to a running haproxy's runtime API (a rolling restart by hand). What the configuration does, and why:
 
 * ``mode http`` with ``timeout tunnel 1h``: the upgrade request is read as HTTP (so the balancer
   can answer ``/metrics`` itself and add ``X-Forwarded-For``), then the WebSocket is a tunnel that
@@ -20,11 +21,15 @@ keeps the two equal). What the configuration does, and why:
 * ``/metrics`` is answered 404 at the balancer: the gateways serve it on a loopback port of their
   own, and nothing on the players' port should lead there;
 * a stats socket (the runtime API, ``level admin``): ``python -m fleet rollout`` puts a server in
-  ``drain`` before it restarts that gateway, and back to ``ready`` once it answers ``/readyz``.
+  ``drain`` before it restarts that gateway, and back to ``ready`` once it answers ``/readyz``;
+* one log line per request once it is answered (``LOG_FORMAT``: for a WebSocket, its upgrade or
+  its refusal, the gateway that took it, the retries), to stdout (journald under systemd) — the
+  path only: a token may ride in the query string, and must never reach a log.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import dataclasses
@@ -37,6 +42,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import DEVNULL
+from typing import IO
 
 from leaderboard.lifecycle import Service
 from leaderboard.settings import argument_parser
@@ -49,6 +56,10 @@ BACKEND = "gateways"
 # descriptors per player: the client's connection and the one to its gateway
 FDS_PER_CONNECTION = 2
 FD_RESERVE = 200  # listeners, health checks, the stats socket, logs
+# httplog's fields (docs/operations.md reads them), with the path instead of the whole request
+# line: ``/ws?token=…`` would write players' tokens into the log
+DEFAULT_LOG = "stdout format raw local0 info"  # under systemd, stdout is the journal
+LOG_FORMAT = "%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq %HM %HP"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +91,8 @@ class BalancerConfig:
     # a gateway is taken out after this many failed checks, and back in after as many good ones
     check_fall: int = 2
     check_rise: int = 2
+    # where haproxy logs (its ``log`` directive); empty: nowhere
+    log: str = DEFAULT_LOG
 
     def __post_init__(self) -> None:
         if not self.gateways:
@@ -100,10 +113,16 @@ def render(c: BalancerConfig) -> str:
     """The haproxy.cfg text (HAProxy 2.6, Debian 12's)."""
     tls = f" ssl crt {c.tls_cert} alpn http/1.1" if c.tls_cert else ""
     servers = "\n".join(f"    server {g.name} {g.address}" for g in c.gateways)
+    log = (
+        f"    # one line per request once answered: for a WebSocket, its upgrade (101) or refusal\n    log {c.log}\n"
+        if c.log
+        else ""
+    )
+    log_defaults = f'    log global\n    option dontlognull\n    log-format "{LOG_FORMAT}"\n' if c.log else ""
     return f"""\
 # Rendered by `python -m fleet.haproxy` from the gateway list: change the list and render again.
 global
-    maxconn {c.maxconn}
+{log}    maxconn {c.maxconn}
     nbthread {c.threads}
     # the runtime API: the rolling restart drains one server at a time through it
     stats socket {c.stats_socket} mode 600 level admin
@@ -112,7 +131,7 @@ global
 
 defaults
     mode http
-    timeout connect 5s
+{log_defaults}    timeout connect 5s
     timeout http-request 10s
     timeout client 30s
     timeout server 30s
@@ -193,9 +212,10 @@ class Haproxy(Service):
     process holds at most ``maxconn`` players under the descriptor limit.
     """
 
-    def __init__(self, config: BalancerConfig, *, name: str = "haproxy") -> None:
+    def __init__(self, config: BalancerConfig, *, name: str = "haproxy", log_path: Path | None = None) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="lb-haproxy-"))
         self.name = name
+        self.log_path = log_path  # haproxy's stdout (its log lines) is appended here; None: dropped
         if not config.stats_socket:  # short: a Unix socket's path holds at most 107 bytes
             config = dataclasses.replace(config, stats_socket=str(self._dir / "stats.sock"))
         self.config = config
@@ -230,11 +250,12 @@ class Haproxy(Service):
         out, _ = await check.communicate()
         if check.returncode != 0:
             raise RuntimeError(f"haproxy refused its configuration: {out.decode(errors='replace').strip()}")
-        self.proc = await asyncio.create_subprocess_exec(
-            binary, "-db", "-f", str(cfg), stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL, stderr=sys.stderr,
-            start_new_session=True, preexec_fn=_haproxy_child,
-        )  # fmt: skip
+        with contextlib.ExitStack() as files:  # the child keeps its own copy of the descriptor
+            sink: IO[bytes] | int = files.enter_context(self.log_path.open("ab")) if self.log_path else DEVNULL
+            self.proc = await asyncio.create_subprocess_exec(
+                binary, "-db", "-f", str(cfg), stdin=DEVNULL, stdout=sink, stderr=sys.stderr,
+                start_new_session=True, preexec_fn=_haproxy_child,
+            )  # fmt: skip
         deadline = time.monotonic() + 10
         while True:
             if self.proc.returncode is not None:
@@ -280,22 +301,78 @@ EXAMPLE_ARGS = (
 )  # fmt: skip
 
 
+STATS_SOCKET = "/run/haproxy/leaderboard.sock"
+
+
+def runtime_main(argv: list[str]) -> int:
+    """``state NAME ready|drain|maint [--wait-up S]`` and ``servers`` on each ``--stats-socket``."""
+    p = argument_parser("python -m fleet.haproxy", "HAProxy's runtime API, on the balancers' stats sockets.")
+    commands = p.add_subparsers(dest="command", required=True)
+    state = commands.add_parser("state", help="set a gateway's state in every balancer")
+    state.add_argument("server", help="the gateway's server name (gw-1, …)")
+    state.add_argument("state", choices=("ready", "drain", "maint"), help="drain: no new players; ready: back in")
+    state.add_argument(
+        "--wait-up",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="then wait up to S seconds until every balancer sees it UP",
+    )
+    servers = commands.add_parser("servers", help="each gateway's status and open connections, per balancer")
+    for q in (state, servers):
+        q.add_argument(
+            "--stats-socket", action="append", default=[], help=f"a balancer's stats socket (repeat; {STATS_SOCKET})"
+        )
+    args = p.parse_args(argv)
+    if args.command == "state" and not 0 <= args.wait_up <= 3600:
+        p.error("--wait-up is 0..3600 seconds")
+    balancers = [Runtime(path) for path in args.stats_socket or [STATS_SOCKET]]
+    try:
+        return asyncio.run(_runtime(args, balancers))
+    except (OSError, RuntimeError, TimeoutError) as exc:
+        print(f"haproxy runtime API: {exc or 'no answer in time'}", file=sys.stderr)
+        return 1
+
+
+async def _runtime(args: argparse.Namespace, balancers: list[Runtime]) -> int:
+    if args.command == "servers":
+        for b in balancers:
+            for name, row in (await b.servers()).items():
+                print(f"{b.socket_path} {name} {row.get('status', '?')} {row.get('scur', '?')} connections")
+        return 0
+    for b in balancers:
+        await b.set_state(args.server, args.state)
+    deadline = time.monotonic() + args.wait_up
+    while args.wait_up:
+        states = [(await b.servers()).get(args.server, {}).get("status", "") for b in balancers]
+        if all(s == "UP" for s in states):  # not "UP 1/2": a check failed, going down
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{args.server} is not UP in every balancer within {args.wait_up:g} s: {states}")
+        await asyncio.sleep(0.2)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["state"], ["servers"]):
+        return runtime_main(argv)
     p = argument_parser("python -m fleet.haproxy", (__doc__ or "").split("\n\n")[1])
     p.add_argument(
         "--gateway", action="append", default=[], metavar="[NAME=]HOST:PORT", help="a gateway (repeat for each)"
     )
     p.add_argument("--bind", default=":443", help="where players connect, host:port")
     p.add_argument("--tls-cert", default="", help="PEM with certificate and key: TLS at the balancer")
-    p.add_argument("--stats-socket", default="/run/haproxy/leaderboard.sock", help="the runtime API's socket")
+    p.add_argument("--stats-socket", default=STATS_SOCKET, help="the runtime API's socket")
     p.add_argument("--maxconn", type=int, default=9_000, help="connections per haproxy process")
     p.add_argument("--threads", type=int, default=1, help="haproxy threads (nbthread)")
+    p.add_argument("--log", default=DEFAULT_LOG, help="haproxy's log target ('' for none; e.g. '/dev/log local0')")
     args = p.parse_args(argv)
     try:
         gateways = tuple(Gateway.parse(text, i) for i, text in enumerate(args.gateway))
         config = BalancerConfig(
             gateways, bind=args.bind, tls_cert=args.tls_cert, stats_socket=args.stats_socket,
-            maxconn=args.maxconn, threads=args.threads,
+            maxconn=args.maxconn, threads=args.threads, log=args.log,
         )  # fmt: skip
     except ValueError as exc:
         p.error(str(exc))

@@ -7,7 +7,9 @@ back through the balancer to the others), its supervisor — the fleet, or syste
 balancer is told ``state ready`` and must see it UP (its own health checks) before the next one.
 
 ``python -m fleet rollout`` does this for the fleet running on a data directory (it reads
-``<data dir>/fleet.json``, which ``./dev run --balancer haproxy`` writes).
+``<data dir>/fleet.json``, which ``./dev run --balancer haproxy`` writes); with ``--rebalance`` it
+then evens the gateways' sockets out (fleet/rebalance.py): the balancer never moves an open socket,
+so the gateway restarted last would stay empty.
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ log = logging.getLogger("fleet.rollout")
 
 @dataclass(frozen=True, slots=True)
 class Member:
-    """A gateway behind the balancer: its server name there, where it listens, its metrics port
-    (it names the process: every gateway has its own)."""
+    """A gateway behind the balancer: its server name there, where it listens, its metrics
+    address (the port names the process: every gateway has its own)."""
 
     name: str
     host: str
     port: int
     metrics_port: int
+    metrics_host: str = "127.0.0.1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,24 +151,36 @@ async def _until_async(check: Callable[[], Awaitable[bool]], timeout: float, fai
         await asyncio.sleep(0.05)
 
 
+def load_layout(path: Path) -> Layout | None:
+    """The layout file, or None after saying why there is none."""
+    try:
+        return Layout.load(path)
+    except FileNotFoundError:
+        print(
+            f"no {path}: is a fleet running there with --balancer haproxy? (the balancer steers players "
+            "away from the gateway restarted, and to the emptiest ones)",
+            file=sys.stderr,
+        )
+        return None
+
+
 def main(argv: Sequence[str] | None = None, *, data_dir: str = "var") -> int:
+    # here, not at the top: fleet.rebalance builds on this module's Member
+    from . import rebalance
+
     p = argument_parser("python -m fleet rollout", (__doc__ or "").split("\n\n")[0])
     p.add_argument(
-        "--data-dir", default=os.environ.get("LB_DATA_DIR", "var"), help="the running fleet's data directory"
+        "--data-dir", default=os.environ.get("LB_DATA_DIR", data_dir), help="the running fleet's data directory"
     )
     p.add_argument("--drain-timeout", type=float, default=60.0, help="seconds a gateway may take to drain")
     p.add_argument("--start-timeout", type=float, default=60.0, help="seconds a gateway may take to be ready again")
+    p.add_argument("--rebalance", action="store_true", help="then even the sockets out (python -m fleet rebalance)")
+    rebalance.add_options(p)
     args = p.parse_args(argv)
+    rebalance.check_options(p, args)
     logging.basicConfig(level="INFO", format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    path = Path(args.data_dir) / "fleet.json"
-    try:
-        layout = Layout.load(path)
-    except FileNotFoundError:
-        print(
-            f"no {path}: is a fleet running there with --balancer haproxy? (a rollout needs the balancer to "
-            "steer players away from the gateway it restarts)",
-            file=sys.stderr,
-        )
+    layout = load_layout(Path(args.data_dir) / "fleet.json")
+    if layout is None:
         return 1
 
     def show(step: Step) -> None:
@@ -182,4 +197,14 @@ def main(argv: Sequence[str] | None = None, *, data_dir: str = "var") -> int:
         print(f"rollout stopped: {exc}", file=sys.stderr)
         return 1
     print(f"rolled {len(steps)} gateways", flush=True)
-    return 0
+    if not args.rebalance:
+        return 0
+    try:
+        result = asyncio.run(rebalance.rebalance(
+            layout.gateways, over_s=args.over, tolerance=args.tolerance, timeout=args.settle_timeout
+        ))  # fmt: skip
+    except RuntimeError as exc:
+        print(f"rebalance stopped: {exc}", file=sys.stderr)
+        return 1
+    print(rebalance.show(result), flush=True)
+    return 0 if result.settled else 1

@@ -295,7 +295,9 @@ class Fleet(Service):
             LB_GW_HOST=host, LB_GW_PORT=str(port), LB_GW_REUSE_PORT="0" if s.balancer else "1",
             LB_GW_ID=f"gw-{index + 1}", **behind,
             LB_GW_METRICS_PORT=str(metrics_port),
-            LB_GW_DEMO_TOKENS="1" if s.demo_tokens else "0", LB_GW_DRAIN_DELAY="0",
+            LB_GW_DEMO_TOKENS="1" if s.demo_tokens else "0",
+            # 0 unless given: the fleet's own rollout takes a gateway out of haproxy first
+            LB_GW_DRAIN_DELAY=dict(s.env).get("LB_GW_DRAIN_DELAY", "0"),
             LB_GW_DEMO_PLAYERS="40",  # the demo's most active players: the page shows a real rank
             LB_GW_DRAIN_WINDOW=str(s.drain_window),
         )  # fmt: skip

@@ -28,6 +28,7 @@ from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.metrics_server import MetricsServer
 
 from .address import client_address, networks
+from .admin import SHED_PATH, shed_action
 from .auth import issue
 from .client import Client, LeanConnection
 from .games import Game, build_games
@@ -42,6 +43,7 @@ from .settings import GatewaySettings
 log = logging.getLogger("gateway")
 
 DRAIN_REASON = "draining; reconnect"
+SHED_REASON = "rebalance"
 
 
 class Gateway:
@@ -65,10 +67,14 @@ class Gateway:
         self.games: dict[str, Game] = build_games(s, self._redis, self._raw, self.metrics, self.out)
         self.default_game = next(iter(self.games.values()))
         self.handlers = Handlers(s, self.out, self.games, self.metrics)
-        self._metrics_server = MetricsServer(self.metrics.registry, s.metrics_host, s.metrics_port)
+        shed = shed_action(self.shed, self._open, s.drain_window)
+        self._metrics_server = MetricsServer(
+            self.metrics.registry, s.metrics_host, s.metrics_port, actions={SHED_PATH: shed}
+        )
         self._server: Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closing: asyncio.Task[None] | None = None
+        self._shedding: asyncio.Task[None] | None = None
         self._closed = asyncio.Event()
         self._port = 0
         # connection-rate cap: a token bucket refilled at connect_rate per second
@@ -180,19 +186,37 @@ class Gateway:
         await asyncio.sleep(s.drain_delay)
         if self._server is not None:
             self._server.server.close()  # stop accepting; open sockets stay
+        if self._shedding is not None:
+            self._shedding.cancel()  # the drain closes everyone, at its own pace
+        await self._close_staggered(list(self.clients), DRAIN_REASON, s.drain_window)
+        await self.close()
+
+    def shed(self, count: int, over_s: float) -> int:
+        """Close ``count`` of the open sockets (at most all) with 1012 ``rebalance``, in the
+        drain's staggered batches over ``over_s``: their clients reconnect through the balancer,
+        whose leastconn sends them to emptier gateways (``python -m fleet rebalance``). Returns
+        how many will be closed; RuntimeError while draining or while a shed runs."""
+        if self.draining or self._closing is not None:
+            raise RuntimeError("draining")
+        if self._shedding is not None and not self._shedding.done():
+            raise RuntimeError("busy")
+        victims = random.sample(list(self.clients), min(count, self._open()))
+        log.info("shedding %d of %d connections over %.1f s (rebalance)", len(victims), self._open(), over_s)
+        self._shedding = asyncio.create_task(self._close_staggered(victims, SHED_REASON, over_s), name="shed")
+        return len(victims)
+
+    async def _close_staggered(self, clients: list[Client], reason: str, window: float) -> None:
         # Staggered: all clients reconnecting at the same instant would hit the others at once.
-        batch_count = s.drain_batches
-        pending = sorted(self.clients, key=id)
-        size = -(-len(pending) // batch_count) if pending else 0
+        batch_count = self.settings.drain_batches
+        size = -(-len(clients) // batch_count) if clients else 0
         closes: list[asyncio.Task[None]] = []
         for i in range(batch_count):
-            for client in pending[i * size : (i + 1) * size]:
-                closes.append(asyncio.create_task(self.out.close(client, 1012, DRAIN_REASON)))
+            for client in clients[i * size : (i + 1) * size]:
+                closes.append(asyncio.create_task(self.out.close(client, 1012, reason)))
             if i < batch_count - 1 and size:
-                await asyncio.sleep(s.drain_window / batch_count)
+                await asyncio.sleep(window / batch_count)
         if closes:
-            await asyncio.wait(closes, timeout=s.close_timeout + 1)
-        await self.close()
+            await asyncio.wait(closes, timeout=self.settings.close_timeout + 1)
 
     async def close(self) -> None:
         """Stop at once (idempotent): connections get 1012 without the drain's pacing."""
@@ -202,9 +226,10 @@ class Gateway:
 
     async def _close(self) -> None:
         # Background tasks first: nothing may write to a socket that is being closed.
-        for task in self._tasks:
+        tasks = [*self._tasks, *([self._shedding] if self._shedding is not None else [])]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         # Then the server: it stops accepting, closes the remaining sockets, awaits the handlers.
         if self._server is not None:
             self._server.close(code=1012, reason=DRAIN_REASON)

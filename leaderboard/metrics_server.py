@@ -2,23 +2,32 @@
 
 Served by asyncio in the process's own loop rather than prometheus_client's thread server, so it
 starts and stops with the process like everything else it owns; and on its own address
-(loopback by default), never on the port players reach.
+(loopback by default), never on the port players reach. A process may add operator actions
+there (``POST <path>``, e.g. the gateway's ``/admin/shed``): the address is an operator's.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+# POST path -> handler(query string) -> (status line, JSON body)
+Action = Callable[[str], tuple[bytes, bytes]]
+
 
 class MetricsServer:
-    """``GET /metrics`` over plain HTTP/1.1 (one request per connection)."""
+    """``GET /metrics`` over plain HTTP/1.1 (one request per connection), and ``POST`` to each
+    path of ``actions``."""
 
-    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+    def __init__(
+        self, registry: CollectorRegistry, host: str, port: int, *, actions: Mapping[str, Action] | None = None
+    ) -> None:
         self.registry = registry
         self.host = host
         self.port = port
+        self.actions = dict(actions or {})
         self._server: asyncio.Server | None = None
 
     async def start(self) -> int:
@@ -36,12 +45,18 @@ class MetricsServer:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0)
             parts = head.split(b" ", 2)
-            if len(parts) >= 2 and parts[0] == b"GET" and parts[1].split(b"?")[0] == b"/metrics":
+            method, target = (parts[0], parts[1].decode("latin-1")) if len(parts) >= 2 else (b"", "")
+            path, _, query = target.partition("?")
+            kind = b"text/plain; version=0.0.4; charset=utf-8"
+            if method == b"GET" and path == "/metrics":
                 body, status = generate_latest(self.registry), b"200 OK"
+            elif method == b"POST" and path in self.actions:
+                status, body = self.actions[path](query)
+                kind = b"application/json"
             else:
                 body, status = b"not found\n", b"404 Not Found"
             writer.write(
-                b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                b"HTTP/1.1 " + status + b"\r\nContent-Type: " + kind + b"\r\n"
                 b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body
             )
             await writer.drain()

@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from fleet import demo
 from fleet.haproxy import EXAMPLE_ARGS, BalancerConfig, Gateway, Haproxy, main, render
+from fleet.rebalance import counts, rebalance
 from fleet.redis_server import free_port
 from fleet.rollout import rollout
 from fleet.supervisor import Fleet, FleetSettings
@@ -29,7 +30,7 @@ from gateway.server import Gateway as GatewayServer
 from leaderboard import GameConfig
 
 from .conftest import MS
-from .gw_helpers import http_get, running
+from .gw_helpers import http_get, running, token
 from .gw_helpers import settings as gw_settings
 
 T = 1000 * MS
@@ -48,7 +49,8 @@ def test_the_shipped_configuration_is_the_renderers_output(capsys: pytest.Captur
         EXAMPLE_ARGS
     )
     for line in ("timeout tunnel 1h", "balance leastconn", "option forwardfor", "uri /readyz", "level admin",
-                 "http-request del-header X-Forwarded-For", "deny_status 404 if { path /metrics }"):  # fmt: skip
+                 "http-request del-header X-Forwarded-For", "deny_status 404 if { path /metrics }",
+                 "log stdout format raw local0", "log-format"):  # fmt: skip
         assert line in shipped
 
 
@@ -74,6 +76,62 @@ async def test_haproxy_runs_the_configuration_and_answers_its_runtime_api() -> N
         with pytest.raises(RuntimeError, match="No such server"):
             await lb.set_state("gw-9", "drain")
     assert render(config).count("server gw-1 127.0.0.2:1") == 1
+
+
+@needs_haproxy
+async def test_python_m_fleet_haproxy_sets_states_and_lists_servers(capfd: pytest.CaptureFixture[str]) -> None:
+    """The rolling restart by hand needs nothing but the product (no socat)."""
+    config = BalancerConfig((Gateway("gw-1", "127.0.0.2:1"),), bind=f"127.0.0.1:{free_port()}", stats_socket="")
+    async with Haproxy(config) as lb:
+        sock = ["--stats-socket", lb.stats_socket]
+
+        async def cli(*argv: str) -> int:
+            return await asyncio.to_thread(main, [*argv, *sock])
+
+        capfd.readouterr()
+        assert await cli("state", "gw-1", "drain") == 0
+        assert (await lb.servers())["gw-1"]["status"].startswith(("DRAIN", "DOWN"))
+        assert await cli("servers") == 0
+        assert capfd.readouterr().out.startswith(f"{lb.stats_socket} gw-1 ")
+        assert await cli("state", "gw-9", "drain") == 1  # no such server: said, nothing changed
+        assert "No such server" in capfd.readouterr().err
+        # back to ready, but nothing listens on 127.0.0.2:1: it never comes UP within the wait
+        assert await cli("state", "gw-1", "ready", "--wait-up", str(0.5 * T)) == 1
+        assert "gw-1 is not UP in every balancer within" in capfd.readouterr().err
+    assert await asyncio.to_thread(main, ["servers", "--stats-socket", lb.stats_socket]) == 1  # haproxy is gone
+    assert "haproxy runtime API:" in capfd.readouterr().err
+
+
+@needs_haproxy
+async def test_haproxy_logs_each_handshake_without_the_query_string(redis_url: str, tmp_path: Path) -> None:
+    log_path = tmp_path / "haproxy.log"
+
+    async def logged(count: int) -> list[str]:
+        async with asyncio.timeout(10 * T):
+            while True:
+                lines = log_path.read_text().splitlines()
+                if len(lines) >= count:
+                    return lines
+                await asyncio.sleep(0.05)
+
+    async with running(redis_url) as gw:
+        # the check haproxy -c -f runs inside start(): a configuration it refuses would raise here
+        config = BalancerConfig(
+            (Gateway("gw-1", f"127.0.0.1:{gw.port}"),), bind=f"127.0.0.1:{free_port()}", stats_socket=""
+        )
+        async with Haproxy(config, log_path=log_path) as lb:
+            secret = token("mia")
+            async with connect(f"ws://{lb.config.bind}/ws?token={secret}", open_timeout=5 * T) as ws:
+                assert orjson.loads(await ws.recv())["type"] == "welcome"
+            assert (await http_get(int(lb.config.bind.rpartition(":")[2]), "/metrics"))[0] == 404
+            lines = await logged(2)
+    ws_line, metrics_line = lines[:2]
+    # client address, frontend, backend/server, timers, status, termination state, retries, the
+    # method and the path — never the token in the query string
+    assert ws_line.startswith("127.0.0.1:") and " players gateways/gw-1 " in ws_line, ws_line
+    assert " 101 " in ws_line and ws_line.endswith(" GET /ws"), ws_line
+    assert " 404 " in metrics_line and metrics_line.endswith(" GET /metrics"), metrics_line
+    assert secret not in log_path.read_text()
 
 
 class Changes:
@@ -240,6 +298,11 @@ async def test_rollout_restarts_every_gateway_in_turn(tmp_path: Path, redis_url:
                 await asyncio.gather(*(p.connected.wait() for p in players))
             steps = await rollout(fleet.layout(), drain_timeout=30 * T, start_timeout=30 * T)
             await changes.until(lambda: all(p.connected.is_set() for p in players), 30 * T)
+            # leastconn moves nobody back: gw-2, restarted last, stays (nearly) empty until the rebalance
+            unbalanced = await counts(fleet.layout().gateways)
+            evened = await rebalance(fleet.layout().gateways, over_s=0.5, timeout=30 * T)
+            await changes.until(lambda: all(p.connected.is_set() for p in players), 30 * T)
+            even = await counts(fleet.layout().gateways)
         finally:
             stop.set()
             for task in tasks:
@@ -253,6 +316,10 @@ async def test_rollout_restarts_every_gateway_in_turn(tmp_path: Path, redis_url:
         # every player that was moved was closed with 1012 and came back; none lost
         assert all(c == 1012 for p in players for c in p.closes)
         assert all(p.connected.is_set() for p in players)
+        # a few of gw-2's players may reconnect after it is UP again, and land there
+        assert sum(unbalanced.values()) == 40 and unbalanced["gw-1"] > unbalanced["gw-2"], unbalanced
+        assert set(evened.shed) <= {"gw-1"} and evened.settled
+        assert sum(even.values()) == 40 and all(15 <= n <= 25 for n in even.values()), even
 
 
 @needs_haproxy
