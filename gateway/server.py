@@ -42,6 +42,7 @@ from .settings import GatewaySettings
 log = logging.getLogger("gateway")
 
 DRAIN_REASON = "draining; reconnect"
+GAME_UNAVAILABLE = "game unavailable"  # close reason (1013) while a game's Redis is down
 
 
 class Gateway:
@@ -150,7 +151,7 @@ class Gateway:
     @property
     def connected(self) -> bool:
         """Every game's pub/sub connection is subscribed."""
-        return all(g.hub.connected.is_set() for g in self.games.values())
+        return all(g.serving for g in self.games.values())
 
     @property
     def port(self) -> int:
@@ -257,9 +258,12 @@ class Gateway:
         return wire.encode({"token": token, "player": player})
 
     def _not_ready(self) -> str | None:
+        """Ready means "can serve": not draining, and at least one game serving. A game whose
+        Redis (or cluster shard) is down refuses only its own new sockets (``_handle``): failing
+        readiness for it would take every gateway out of the balancer, and every game with them."""
         if self.draining or self._closing is not None:
             return "draining"
-        if not self.connected:
+        if not any(g.serving for g in self.games.values()):
             return "redis unreachable"
         return None
 
@@ -296,6 +300,12 @@ class Gateway:
             names = ", ".join(self.games)
             await self.out.reply(client, wire.error("unknown_game", f"this gateway serves {names}"))
             await self.out.close(client, 1008, "unknown_game")
+            return
+        if not game.serving:
+            # Its shard is down (a failover, a restart): this game's new sockets back off and
+            # retry, its open ones stay and get the snapshots again once the hub resubscribes.
+            self.metrics.refused.labels("game").inc()
+            await self.out.close(client, 1013, f"{GAME_UNAVAILABLE}: {game.name}")
             return
         client.game = game.name
         if token and not await self.handlers.authenticate(client, token[0]):
