@@ -29,9 +29,10 @@ from leaderboard.metrics_server import MetricsServer
 
 from .address import client_address, networks
 from .auth import issue
-from .client import Client, LeanConnection
+from .client import Client
 from .games import Game, build_games
 from .handlers import Handlers
+from .handshakes import Handshakes
 from .heartbeat import sweep_forever
 from .http import Routes
 from .hub import Hub
@@ -75,6 +76,8 @@ class Gateway:
         self._conn_refill = time.monotonic()
         self._trusted = networks(s.trusted_proxies)
         self._per_address: dict[str, int] = {}  # open connections by client address (only when capped)
+        self.handshakes = Handshakes(s.max_handshakes, on_refused=self.metrics.refused.labels("handshakes").inc)
+        self.metrics.handshakes.set_function(lambda: len(self.handshakes.in_flight))
         # websockets logs every connection at INFO; our policy is lifecycle only.
         self._ws_log = logging.getLogger("gateway.websockets")
         if self._ws_log.level == logging.NOTSET:
@@ -111,6 +114,7 @@ class Gateway:
             ping_interval=s.ping_interval if s.heartbeat == "websockets" else None,
             ping_timeout=s.ping_timeout if s.heartbeat == "websockets" else None,
             close_timeout=s.close_timeout,
+            open_timeout=s.handshake_timeout,
             max_size=s.max_frame,  # beyond: websockets closes with 1009
             max_queue=4,  # a flooding client is paused by TCP, not buffered here
             write_limit=s.write_buffer,
@@ -118,7 +122,7 @@ class Gateway:
             logger=self._ws_log,
             reuse_port=s.reuse_port,
             backlog=s.backlog,
-            create_connection=LeanConnection,
+            create_connection=self.handshakes.connection_class(),
         )
         self._port = int(self._server.sockets[0].getsockname()[1])
         self._tasks = [

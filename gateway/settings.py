@@ -151,6 +151,21 @@ class GatewaySettings:
         "handshakes per second, burst of the same size (0 = no cap); HTTP 503 beyond",
         check=at_least(0),
     )
+    # Handshakes in flight (TCP accepted, not yet upgraded) are bounded apart from the caps
+    # above, which count complete requests: half-sent requests would otherwise each hold a
+    # descriptor for the whole handshake timeout (gateway/handshakes.py).
+    max_handshakes: int = setting(
+        "LB_GW_MAX_HANDSHAKES",
+        1000,
+        "TCP connections accepted but not yet upgraded to WebSocket (0 = no cap); beyond, reset at once",
+        check=at_least(0),
+    )
+    handshake_timeout: float = setting(
+        "LB_GW_HANDSHAKE_TIMEOUT",
+        3.0,
+        "seconds from TCP accept to a complete WebSocket upgrade; slower peers are dropped",
+        check=above(0),
+    )
     # A Redis that keeps its connections but answers nothing (wedged, or a path that drops
     # packets) would otherwise hold every request until TCP gives up, minutes later: with a bound
     # the client gets ``unavailable`` and may retry (a submit with the same id is applied once).
