@@ -285,7 +285,8 @@ class Gateway:
             self.metrics.refused.labels("cap").inc()
             await self.out.close(client, 1013, "overloaded; retry later")
             return
-        address = self.client_address(ws, request) if s.max_per_address else ""
+        client.address = self.client_address(ws, request)
+        address = client.address if s.max_per_address else ""
         if address and self._per_address.get(address, 0) >= s.max_per_address:  # raced past _admit too
             self.metrics.refused.labels("address").inc()
             await self.out.close(client, 1013, "too many connections from this address; retry later")

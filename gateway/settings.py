@@ -34,6 +34,7 @@ from leaderboard.settings import (
 )
 
 from .address import parse_networks
+from .budget import MAX_COST
 
 MIN_SECRET_BYTES = 32  # HS256 keys shorter than this can be brute-forced offline from any token
 
@@ -120,6 +121,26 @@ class GatewaySettings:
         "LB_GW_ABUSE_LIMIT",
         50,
         "rate-limited messages in 10 s before the connection is closed with 1008",
+        check=at_least(1),
+    )
+    # Reads are budgeted by what they cost Redis, per player or spectator address, not per
+    # socket (gateway/budget.py; docs/security.md has the measured cost of a unit).
+    read_rate: float = setting(
+        "LB_GW_READ_RATE",
+        50.0,
+        "read units per second per player (spectators: per address); a unit is about one row or player read",
+        check=above(0),
+    )
+    read_burst: int = setting(
+        "LB_GW_READ_BURST",
+        300,
+        f"read units a player or address may spend at once (at least {MAX_COST}: a ranks of 100 costs 100)",
+        check=at_least(MAX_COST),
+    )
+    read_budgets: int = setting(
+        "LB_GW_READ_BUDGETS",
+        50_000,
+        "players and addresses whose read budget is remembered (the least recently used are forgotten first)",
         check=at_least(1),
     )
     max_connections: int = setting(

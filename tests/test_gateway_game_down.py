@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with Cluster(tmp_path_factory.mktemp("cluster"), replicas=0, node_timeout_ms=500) as c:
+    with Cluster(tmp_path_factory.mktemp("cluster"), replicas=0, node_timeout_ms=1000) as c:
         for node in c.nodes:  # a new socket's first snapshot is built from the board by a function
             with node.client() as r:
                 r.function_load(library_code(), replace=True)
