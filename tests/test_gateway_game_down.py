@@ -6,17 +6,20 @@ keeps that game's open sockets, and the healthy game's sockets, old and new, get
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Iterator
 
 import pytest
 from websockets.exceptions import ConnectionClosed
 
+from client.backoff import Backoff
+from client.connection import LeaderboardClient
 from fleet.cluster import Cluster, keyslot_names
 from leaderboard import GameConfig, connect
 from leaderboard.library import library_code
 
-from .gw_helpers import T, client, greet, http_get, recv_type, request, running, snapshot
+from .gw_helpers import T, client, greet, http_get, recv_type, request, running, snapshot, url
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -68,6 +71,12 @@ async def test_a_game_whose_shard_is_down_refuses_only_its_own_new_sockets(clust
                     with pytest.raises(ConnectionClosed):
                         await asyncio.wait_for(refused.recv(), 2 * T)
                 assert (refused.close_code, refused.close_reason) == (1013, f"game unavailable: {dead}")
+                # The Python client takes it as "overloaded": it backs off (at least to the
+                # overload floor's cap, here 1000 s) and keeps trying, it does not stop.
+                backoff = Backoff(base=0.01, overload_floor=1000.0, rng=random.Random(1))
+                async with LeaderboardClient(url(gw, f"?game={dead}"), backoff=backoff) as app:
+                    await app.wait_for(lambda m: m.get("status") == "reconnecting", 5 * T)
+                    assert app.retry_in is not None and app.retry_in > 1.0 and app.connects == 0
 
                 # The healthy game admits new sockets, and every socket of it gets each snapshot
                 # while the dead game's hub keeps trying its master.
