@@ -153,11 +153,6 @@ class Gateway:
         return self.default_game.hub
 
     @property
-    def connected(self) -> bool:
-        """Every game's pub/sub connection is subscribed."""
-        return all(g.serving for g in self.games.values())
-
-    @property
     def port(self) -> int:
         """The bound port (still known after the listener closed)."""
         return self._port
