@@ -39,13 +39,16 @@ WINDOW = "weekly"
 
 
 def requests(players: int, rnd: random.Random) -> dict[str, tuple[p.Request, Callable[[Leaderboard], Awaitable[Any]]]]:
-    """Each request type at its largest (protocol.py's bounds), with the read its handler makes."""
+    """Each request type at its largest (protocol.py's bounds) and, where its size varies, at its
+    smallest (one unit: the call's fixed cost), with the read its handler makes."""
 
     def some(n: int) -> tuple[str, ...]:
         return tuple(f"p{rnd.randrange(players)}" for _ in range(n))
 
     top = p.Top(1, "global", WINDOW, p.MAX_TOP, None)
+    top1 = p.Top(1, "global", WINDOW, 1, None)
     around = p.Around(1, "global", WINDOW, None, p.MAX_AROUND, None)
+    around0 = p.Around(1, "global", WINDOW, None, 0, None)
     rank = p.Rank(1, "global", WINDOW, None, None)
     ranks = p.Ranks(1, "global", WINDOW, some(p.MAX_FRIENDS), None)
     stats = p.Stats(1, "global", WINDOW, None)
@@ -53,7 +56,9 @@ def requests(players: int, rnd: random.Random) -> dict[str, tuple[p.Request, Cal
     subscribe = p.Subscribe(1, "region:nowhere", WINDOW)  # not global: the gateway asks Redis
     return {
         "top 100": (top, lambda lb: lb.top(WINDOW, "global", p.MAX_TOP)),
+        "top 1": (top1, lambda lb: lb.top(WINDOW, "global", 1)),
         "around k=25": (around, lambda lb: lb.around(some(1)[0], WINDOW, "global", p.MAX_AROUND)),
+        "around k=0": (around0, lambda lb: lb.around(some(1)[0], WINDOW, "global", 0)),
         "rank": (rank, lambda lb: lb.ranks(list(some(1)), WINDOW, "global")),
         "ranks of 100": (ranks, lambda lb: lb.ranks(list(some(p.MAX_FRIENDS)), WINDOW, "global", profiles=True)),
         "stats": (stats, lambda lb: lb.stats(WINDOW, "global")),

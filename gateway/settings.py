@@ -178,7 +178,7 @@ class GatewaySettings:
     max_handshakes: int = setting(
         "LB_GW_MAX_HANDSHAKES",
         1000,
-        "TCP connections accepted but not yet upgraded to WebSocket (0 = no cap); beyond, reset at once",
+        "TCP connections accepted but not yet upgraded to WebSocket (0 = no cap); beyond, the oldest is reset",
         check=at_least(0),
     )
     handshake_timeout: float = setting(
