@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from redis.exceptions import RedisError
 from websockets.exceptions import ConnectionClosed
 
 from client.backoff import Backoff
@@ -91,8 +92,26 @@ async def test_a_game_whose_shard_is_down_refuses_only_its_own_new_sockets(clust
                         assert time.monotonic() - sent < T
                         await asyncio.sleep(0.2 * T)  # a tick apart, across the hub's retries
 
-                # The dead game's open socket is still open (it gets snapshots once the shard is back).
+                # The dead game's open socket is still open,
                 assert (await request(dead_old, {"type": "ping", "id": 1}, "pong"))["id"] == 1
                 assert gw.games[healthy].hub.connected.is_set() and not gw.games[dead].hub.connected.is_set()
+
+                # and once its shard is back, gets the game's snapshots again; new sockets get in.
+                await asyncio.to_thread(victim.start)
+                await asyncio.wait_for(gw.games[dead].hub.connected.wait(), 15 * T)
+                dead_keys = config.for_game(dead).keys
+                payload = snapshot(7, window=gw.settings.window)
+                async with asyncio.timeout(10 * T):
+                    while True:  # the test's own cluster client learns the layout again
+                        try:
+                            await redis.set(dead_keys.latest(gw.settings.window, "global"), payload)
+                            await redis.spublish(dead_keys.snapshot_channel(gw.settings.window, "global"), payload)
+                            break
+                        except (RedisError, OSError):
+                            await asyncio.sleep(0.1)
+                assert (await recv_type(dead_old, "snapshot", 5 * T))["version"] == 7
+                async with client(gw, f"?game={dead}") as back:
+                    welcome, first = await greet(back)
+                    assert (welcome["game"], first["version"]) == (dead, 7)
     finally:
         await redis.aclose()
