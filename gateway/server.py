@@ -44,6 +44,7 @@ log = logging.getLogger("gateway")
 
 DRAIN_REASON = "draining; reconnect"
 GAME_UNAVAILABLE = "game unavailable"  # close reason (1013) while a game's Redis is down
+_STARTUP_WAIT = 2.0  # seconds start() waits for the games' subscriptions before listening
 
 
 class Gateway:
@@ -96,6 +97,13 @@ class Gateway:
         s = self.settings
         for game in self.games.values():
             game.hub.start()
+        # Listen once the games can serve: with SO_REUSEPORT the kernel hands this process new
+        # connections the moment it listens, and a game not subscribed yet refuses them (1013).
+        # Bounded: with Redis down the process still listens (/healthz, /readyz answer 503).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                asyncio.gather(*(g.hub.connected.wait() for g in self.games.values())), _STARTUP_WAIT
+            )
         if s.metrics_port:
             await self._metrics_server.start()
         routes = Routes(
