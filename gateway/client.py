@@ -72,6 +72,7 @@ ABUSE_WINDOW_S = 10.0
 
 class Client:
     __slots__ = (
+        "address",
         "boards",
         "closed",
         "fd",
@@ -97,6 +98,7 @@ class Client:
         self.fd = socket_fd(ws.transport)  # for the fan-out's direct writes; -1: transport only
         self.identity = identity
         self.game = ""  # the game it connected to (gateway/games.py), set once at connect
+        self.address = ""  # the client's address (gateway/address.py): a spectator's read budget
         # a tuple (48 bytes for one board) rather than a set (216): a socket watches a handful
         self.boards: tuple[BoardKey, ...] = ()
         self.closed = False

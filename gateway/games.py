@@ -33,6 +33,11 @@ class Game:
     def name(self) -> str:
         return self.config.game
 
+    @property
+    def serving(self) -> bool:
+        """Its pub/sub connection is subscribed: its shard answers, new sockets are admitted."""
+        return self.hub.connected.is_set()
+
 
 def build_games(
     settings: GatewaySettings, redis: RedisClient, raw: RedisClient, metrics: Metrics, out: Outbound

@@ -21,6 +21,7 @@ from leaderboard.profiles import Profile
 
 from . import protocol as p
 from .auth import SPECTATOR, AuthError, authenticate
+from .budget import Budgets, cost
 from .client import Client
 from .games import Game
 from .metrics import Metrics
@@ -45,23 +46,24 @@ class Handlers:
         self._windows = settings.game.windows
         # operator actions per game: each game's boards are found and written through its own wrappers
         self._mods = {name: Moderation(game.lb) for name, game in games.items()}
+        self._budgets = Budgets(settings.read_rate, settings.read_burst, settings.read_budgets)
 
     # ------------------------------------------------------------ one frame
 
     async def on_message(self, client: Client, raw: str | bytes) -> None:
         s = self.settings
         now = time.monotonic()
-        if not client.allow(now, s.rate, s.burst):
-            self._metrics.rate_limited.inc()
-            if client.strike(now) > s.abuse_limit:
-                await self._out.close(client, 1008, "rate limit exceeded")
-            else:
-                await self._out.reply(client, wire.error("rate_limited", "too many messages; slow down"))
+        if not client.allow(now, s.rate, s.burst):  # this socket's frames: the gateway's work
+            await self._limited(client, now, "too many messages; slow down")
             return
         rid: Any = None
         try:
             req = p.parse(raw, windows=self._windows, default_window=s.window)
             rid = req.id
+            key = self._budget_key(client)
+            if key is not None and not self._budgets.take(key, cost(req), now):  # Redis's work
+                await self._limited(client, now, "too many reads; slow down", rid)
+                return
             await _HANDLERS[type(req)](self, client, req)
         except p.ProtocolError as exc:
             self._metrics.bad_input.inc()
@@ -69,6 +71,24 @@ class Handlers:
         except (RedisError, OSError):
             self._metrics.redis_errors.inc()
             await self._out.reply(client, wire.error("unavailable", "Redis is unreachable; retry later", rid))
+
+    async def _limited(self, client: Client, now: float, message: str, request_id: Any = None) -> None:
+        self._metrics.rate_limited.inc()
+        if client.strike(now) > self.settings.abuse_limit:
+            await self._out.close(client, 1008, "rate limit exceeded")
+        else:
+            await self._out.reply(client, wire.error("rate_limited", message, request_id))
+
+    @staticmethod
+    def _budget_key(client: Client) -> str | None:
+        """Whose read budget a request draws from: its player's, or a spectator's address's;
+        None for a game server connection (trusted: no budget)."""
+        identity = client.identity
+        if identity.role == "server":
+            return None
+        if identity.player is not None:
+            return "p:" + identity.player
+        return "a:" + client.address
 
     # ------------------------------------------------------------ identity
 

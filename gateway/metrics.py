@@ -23,7 +23,13 @@ class Metrics:
         self.connections = Gauge("lb_gw_connections", "open WebSocket connections", registry=r)
         self.accepted = Counter("lb_gw_accepted", "WebSocket connections accepted", registry=r)
         self.refused = Counter(
-            "lb_gw_refused", "handshakes refused (cap, address, rate, draining)", ["reason"], registry=r
+            "lb_gw_refused",
+            "handshakes refused (cap, address, rate, draining, game, handshakes)",
+            ["reason"],
+            registry=r,
+        )
+        self.handshakes = Gauge(
+            "lb_gw_handshakes", "TCP connections accepted, WebSocket handshake not finished", registry=r
         )
         self.deliveries = Counter("lb_gw_deliveries", "messages written to sockets by fan-out", registry=r)
         self.writes = Counter(

@@ -30,9 +30,10 @@ from leaderboard.metrics_server import MetricsServer
 from .address import client_address, networks
 from .admin import SHED_PATH, shed_action
 from .auth import issue
-from .client import Client, LeanConnection
+from .client import Client
 from .games import Game, build_games
 from .handlers import Handlers
+from .handshakes import Handshakes
 from .heartbeat import sweep_forever
 from .http import Routes
 from .hub import Hub
@@ -44,6 +45,8 @@ log = logging.getLogger("gateway")
 
 DRAIN_REASON = "draining; reconnect"
 SHED_REASON = "rebalance"
+GAME_UNAVAILABLE = "game unavailable"  # close reason (1013) while a game's Redis is down
+_STARTUP_WAIT = 2.0  # seconds start() waits for the games' subscriptions before listening
 
 
 class Gateway:
@@ -82,6 +85,8 @@ class Gateway:
         self._conn_refill = time.monotonic()
         self._trusted = networks(s.trusted_proxies)
         self._per_address: dict[str, int] = {}  # open connections by client address (only when capped)
+        self.handshakes = Handshakes(s.max_handshakes, on_refused=self.metrics.refused.labels("handshakes").inc)
+        self.metrics.handshakes.set_function(lambda: len(self.handshakes.in_flight))
         # websockets logs every connection at INFO; our policy is lifecycle only.
         self._ws_log = logging.getLogger("gateway.websockets")
         if self._ws_log.level == logging.NOTSET:
@@ -100,6 +105,13 @@ class Gateway:
         s = self.settings
         for game in self.games.values():
             game.hub.start()
+        # Listen once the games can serve: with SO_REUSEPORT the kernel hands this process new
+        # connections the moment it listens, and a game not subscribed yet refuses them (1013).
+        # Bounded: with Redis down the process still listens (/healthz, /readyz answer 503).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                asyncio.gather(*(g.hub.connected.wait() for g in self.games.values())), _STARTUP_WAIT
+            )
         if s.metrics_port:
             await self._metrics_server.start()
         routes = Routes(
@@ -118,6 +130,7 @@ class Gateway:
             ping_interval=s.ping_interval if s.heartbeat == "websockets" else None,
             ping_timeout=s.ping_timeout if s.heartbeat == "websockets" else None,
             close_timeout=s.close_timeout,
+            open_timeout=s.handshake_timeout,
             max_size=s.max_frame,  # beyond: websockets closes with 1009
             max_queue=4,  # a flooding client is paused by TCP, not buffered here
             write_limit=s.write_buffer,
@@ -125,7 +138,7 @@ class Gateway:
             logger=self._ws_log,
             reuse_port=s.reuse_port,
             backlog=s.backlog,
-            create_connection=LeanConnection,
+            create_connection=self.handshakes.connection_class(),
         )
         self._port = int(self._server.sockets[0].getsockname()[1])
         self._tasks = [
@@ -154,11 +167,6 @@ class Gateway:
     def hub(self) -> Hub:
         """The default game's hub (the only one with a single game)."""
         return self.default_game.hub
-
-    @property
-    def connected(self) -> bool:
-        """Every game's pub/sub connection is subscribed."""
-        return all(g.hub.connected.is_set() for g in self.games.values())
 
     @property
     def port(self) -> int:
@@ -284,9 +292,12 @@ class Gateway:
         return wire.encode({"token": token, "player": player})
 
     def _not_ready(self) -> str | None:
+        """Ready means "can serve": not draining, and at least one game serving. A game whose
+        Redis (or cluster shard) is down refuses only its own new sockets (``_handle``): failing
+        readiness for it would take every gateway out of the balancer, and every game with them."""
         if self.draining or self._closing is not None:
             return "draining"
-        if not self.connected:
+        if not any(g.serving for g in self.games.values()):
             return "redis unreachable"
         return None
 
@@ -304,7 +315,8 @@ class Gateway:
             self.metrics.refused.labels("cap").inc()
             await self.out.close(client, 1013, "overloaded; retry later")
             return
-        address = self.client_address(ws, request) if s.max_per_address else ""
+        client.address = self.client_address(ws, request)
+        address = client.address if s.max_per_address else ""
         if address and self._per_address.get(address, 0) >= s.max_per_address:  # raced past _admit too
             self.metrics.refused.labels("address").inc()
             await self.out.close(client, 1013, "too many connections from this address; retry later")
@@ -323,6 +335,12 @@ class Gateway:
             names = ", ".join(self.games)
             await self.out.reply(client, wire.error("unknown_game", f"this gateway serves {names}"))
             await self.out.close(client, 1008, "unknown_game")
+            return
+        if not game.serving:
+            # Its shard is down (a failover, a restart): this game's new sockets back off and
+            # retry, its open ones stay and get the snapshots again once the hub resubscribes.
+            self.metrics.refused.labels("game").inc()
+            await self.out.close(client, 1013, f"{GAME_UNAVAILABLE}: {game.name}")
             return
         client.game = game.name
         if token and not await self.handlers.authenticate(client, token[0]):

@@ -35,6 +35,7 @@ from leaderboard.settings import (
 )
 
 from .address import parse_networks
+from .budget import MAX_COST
 
 MIN_SECRET_BYTES = 32  # HS256 keys shorter than this can be brute-forced offline from any token
 
@@ -124,6 +125,26 @@ class GatewaySettings:
         "rate-limited messages in 10 s before the connection is closed with 1008",
         check=at_least(1),
     )
+    # Reads are budgeted by what they cost Redis, per player or spectator address, not per
+    # socket (gateway/budget.py; docs/security.md has the measured cost of a unit).
+    read_rate: float = setting(
+        "LB_GW_READ_RATE",
+        50.0,
+        "read units per second per player (spectators: per address); a unit is about one row or player read",
+        check=above(0),
+    )
+    read_burst: int = setting(
+        "LB_GW_READ_BURST",
+        300,
+        f"read units a player or address may spend at once (at least {MAX_COST}: a ranks of 100 costs 100)",
+        check=at_least(MAX_COST),
+    )
+    read_budgets: int = setting(
+        "LB_GW_READ_BUDGETS",
+        50_000,
+        "players and addresses whose read budget is remembered (the least recently used are forgotten first)",
+        check=at_least(1),
+    )
     max_connections: int = setting(
         "LB_GW_MAX_CONNECTIONS", 20_000, "connections per process (0 = no cap); HTTP 503 beyond", check=at_least(0)
     )
@@ -152,6 +173,21 @@ class GatewaySettings:
         1000.0,
         "handshakes per second, burst of the same size (0 = no cap); HTTP 503 beyond",
         check=at_least(0),
+    )
+    # Handshakes in flight (TCP accepted, not yet upgraded) are bounded apart from the caps
+    # above, which count complete requests: half-sent requests would otherwise each hold a
+    # descriptor for the whole handshake timeout (gateway/handshakes.py).
+    max_handshakes: int = setting(
+        "LB_GW_MAX_HANDSHAKES",
+        1000,
+        "TCP connections accepted but not yet upgraded to WebSocket (0 = no cap); beyond, the oldest is reset",
+        check=at_least(0),
+    )
+    handshake_timeout: float = setting(
+        "LB_GW_HANDSHAKE_TIMEOUT",
+        3.0,
+        "seconds from TCP accept to a complete WebSocket upgrade; slower peers are dropped",
+        check=above(0),
     )
     # A Redis that keeps its connections but answers nothing (wedged, or a path that drops
     # packets) would otherwise hold every request until TCP gives up, minutes later: with a bound

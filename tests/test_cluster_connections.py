@@ -103,12 +103,12 @@ async def test_scorer_and_gateway_started_before_any_node_become_ready(tmp_path:
     try:
         starting = asyncio.create_task(scorer.start())
         await gw.start()
-        assert not gw.connected and not starting.done()
+        assert gw._not_ready() == "redis unreachable" and not starting.done()
         await asyncio.to_thread(late.start)
         await asyncio.wait_for(starting, 20 * T)
         assert scorer._consuming, "the scorer's workers run"
         await asyncio.wait_for(gw.hub.connected.wait(), 20 * T)
-        assert gw.connected
+        assert gw._not_ready() is None
     finally:
         await gw.close()
         await scorer.close()

@@ -19,9 +19,10 @@ from websockets.asyncio.client import ClientConnection, connect
 from fleet.redis_server import free_port
 from gateway.__main__ import tune_gc
 from gateway.metrics import Metrics
+from gateway.server import Gateway
 from gateway.settings import GatewaySettings
 
-from .gw_helpers import T, client, greet, http_get, request, running, url
+from .gw_helpers import T, client, greet, http_get, request, running, settings, url
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -171,3 +172,16 @@ def test_tune_gc_raises_the_threshold_and_times_every_collection() -> None:
         gc.callbacks.pop()
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+async def test_a_gateway_listens_once_its_games_can_serve(redis_url: str) -> None:
+    """With SO_REUSEPORT a new process gets connections the moment it listens: a socket that
+    arrives as soon as start() returns is admitted, not refused as "game unavailable"."""
+    gw = Gateway(settings(redis_url))
+    try:
+        await gw.start()
+        async with client(gw) as ws:
+            welcome, _ = await greet(ws)
+            assert welcome["type"] == "welcome"
+    finally:
+        await gw.close()

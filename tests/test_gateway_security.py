@@ -196,6 +196,7 @@ async def test_a_client_that_requests_without_reading_is_dropped_as_stalled(redi
     subs = [Submission(f"s{i}", f"player-{i:04d}", i, NOW, name=f"name-{i:04d}").fields() for i in range(100)]
     await lb.submit_batch(subs, now=NOW)
     limits = {"write_buffer": 16 * 1024, "stall_timeout": 0.5 * T, "rate": 1e6, "burst": 1_000_000}
+    limits |= {"read_rate": 1e9, "read_burst": 10**9}  # replies of the full size, as many as asked
     async with running(redis_url, **limits) as gw:
         sock = await raw_ws(gw, rcvbuf=4096)
         loop = asyncio.get_running_loop()

@@ -1,0 +1,21 @@
+"""``python -m bench.read_costs`` at a small scale: a row per request type, each with a Redis time
+measured, and the per-player figure docs/security.md quotes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bench.read_costs import main
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_read_costs_measures_every_request_type(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--players", "1000", "--calls", "20"]) == 0
+    out = capsys.readouterr().out
+    rows = {name: units for name, units, _ in re.findall(r"^(\S.*?)\s+(\d+)\s+[\d.]+\s+([\d.]+)$", out, re.M)}
+    assert {"top 100", "ranks of 100", "rank", "around k=25", "stats", "finals 10"} <= set(rows)
+    assert rows["ranks of 100"] == "100" and rows["rank"] == "1"
+    assert re.search(r"one player or address takes at most [\d.]+ ms of Redis time per second", out)
