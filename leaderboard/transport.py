@@ -22,12 +22,13 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
+from contextvars import ContextVar
 from typing import Any, TypeAlias, cast
 
 import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
-from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.asyncio.connection import Connection, parse_url
 from redis.exceptions import (
     AskError,
@@ -143,6 +144,14 @@ def _pool_busy(size: int, wait: float) -> Unavailable:
     return Unavailable(f"all {size} pooled Redis connections stayed busy for {wait:g} s (LB_REDIS_POOL_SIZE)")
 
 
+# redis-py resets a cluster client after a node's error by closing every node's connections
+# (``RedisCluster.aclose()`` from a pipeline's retry and from its ClusterDownError handling): the
+# commands other games have in flight on healthy masters were cut with them, so one shard's
+# failover cost every game a tick. Inside a call, a reset only marks the layout to be learnt
+# again; redis-py's refresh then recycles the connections lazily, once their commands are done.
+_IN_CALL: ContextVar[bool] = ContextVar("lb_in_cluster_call", default=False)
+
+
 class _Cluster(RedisCluster):
     """redis-py's cluster client, with what the fleet needs of it on top:
 
@@ -179,11 +188,26 @@ class _Cluster(RedisCluster):
             gate.release()
 
     async def _execute_command(self, target_node: ClusterNode, *args: Any, **kwargs: Any) -> Any:
-        async with self.gate(target_node):
-            try:
-                return await super()._execute_command(target_node, *args, **kwargs)
-            except MaxConnectionsError as exc:  # a pipeline held the rest: as busy as the gate
-                raise _pool_busy(target_node.max_connections, self._pool_wait) from exc
+        token = _IN_CALL.set(True)
+        try:
+            async with self.gate(target_node):
+                try:
+                    return await super()._execute_command(target_node, *args, **kwargs)
+                except MaxConnectionsError as exc:  # a pipeline held the rest: as busy as the gate
+                    raise _pool_busy(target_node.max_connections, self._pool_wait) from exc
+        finally:
+            _IN_CALL.reset(token)
+
+    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> ClusterPipeline:
+        if shard_hint:
+            return super().pipeline(transaction, shard_hint)  # refused by redis-py, as it words it
+        return _Pipeline(self, transaction)  # type: ignore[abstract]  # as redis-py instantiates its own
+
+    async def aclose(self) -> None:
+        if _IN_CALL.get():
+            self._initialize = True  # redis-py resetting after a node's error: see _IN_CALL
+            return
+        await super().aclose()
 
     async def initialize(self, *args: Any, **kwargs: Any) -> RedisCluster:
         try:
@@ -194,6 +218,18 @@ class _Cluster(RedisCluster):
             # no seed answers, or the nodes do not cover every slot or agree on who serves
             # which yet (a cluster being created, a failover being agreed on): wait for it
             raise RedisConnectionError(str(exc)) from exc
+
+
+class _Pipeline(ClusterPipeline):
+    """redis-py's cluster pipeline, whose retry after a node's error resets the client without
+    cutting the other nodes' connections (``_IN_CALL``)."""
+
+    async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True) -> list[Any]:
+        token = _IN_CALL.set(True)
+        try:
+            return await super().execute(raise_on_error, allow_redirections)
+        finally:
+            _IN_CALL.reset(token)
 
 
 def now_ms() -> int:
