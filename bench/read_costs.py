@@ -119,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=2000, help="requests of each type")
     parser.add_argument("--seed", type=int, default=1, help="seed of the generated workload")
     args = parser.parse_args(argv)
-    with RedisServer(tempfile.mkdtemp(prefix="read-costs-")) as server:
+    if args.players < 100 or args.calls < 1:
+        parser.error("--players must be at least 100 (the dearest request reads 100) and --calls at least 1")
+    with tempfile.TemporaryDirectory(prefix="read-costs-") as data, RedisServer(data) as server:
         r = redis.Redis.from_url(server.url)
         r.function_load(library_code(), replace=True)
         r.close()

@@ -133,7 +133,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )  # fmt: skip
     x.add_argument("--window", action="append", help="only this window (repeatable; a tournament's t-<id> too)")
     x.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.command == "status" and not 0 <= args.wait <= 600:
+        st.error("--wait is 0..600 s")
+    return args
 
 
 def parse_time(text: str) -> int:

@@ -19,3 +19,10 @@ def test_read_costs_measures_every_request_type(capsys: pytest.CaptureFixture[st
     assert {"top 100", "ranks of 100", "rank", "around k=25", "stats", "finals 10"} <= set(rows)
     assert rows["ranks of 100"] == "100" and rows["rank"] == "1"
     assert re.search(r"one player or address takes at most [\d.]+ ms of Redis time per second", out)
+
+
+@pytest.mark.parametrize("argv", [["--players", "-5"], ["--players", "99"], ["--calls", "0"]])
+def test_read_costs_refuses_bad_counts_with_a_usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and "must be at least" in capsys.readouterr().err

@@ -126,3 +126,32 @@ async def test_the_command_line_answers_with_a_line_and_an_exit_status(
     assert (rc, line.split(": ")[:3]) == (6, ["c-1", "refused", "points_out_of_range"])
     assert await status("c-1-a") == (0, "c-1-a: applied")
     assert await status("nobody-sent-this") == (7, "nobody-sent-this: unknown")
+
+
+async def status_calls(r: aioredis.Redis) -> int:
+    stats = await r.info("commandstats")
+    return int(stats.get("cmdstat_fcall_ro", {}).get("calls", 0))
+
+
+async def test_the_command_line_waits_while_a_submission_is_pending(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    """``--wait``: a script that has just submitted is answered once the scorer decided, not with
+    the ``pending`` of the moment; a wait out of bounds is a usage error."""
+    await Queue(r, config).submit(Submission("w-1", "wes", 10, now_ms()))
+    env = {"LB_REDIS_URL": redis_url, "LB_GAME": config.game, "PATH": "/usr/bin:/bin"}
+    asked = await status_calls(r)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "scorer", "status", "--id", "w-1", "--wait", "20", env=env, stdout=asyncio.subprocess.PIPE
+    )
+    async with asyncio.timeout(10):  # the command has asked (and heard "pending") before the scorer runs
+        while await status_calls(r) == asked:  # noqa: ASYNC110 (Redis's own count is the only signal)
+            await asyncio.sleep(0.02)
+    await asyncio.wait_for(consumer(r, redis_url, config, Stats()).run(burst=True), 5)
+    out, _ = await asyncio.wait_for(proc.communicate(), 20)
+    assert (proc.returncode, out.decode().strip()) == (0, "w-1: applied")
+    bad = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "scorer", "status", "--id", "w-1", "--wait", "-1", env=env, stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await asyncio.wait_for(bad.communicate(), 10)
+    assert bad.returncode == 2 and b"--wait is 0..600 s" in err
