@@ -499,6 +499,19 @@ async def test_a_rank_near_the_bottom_reads_as_the_bottom(fleet: Fleet, browser:
         await p.close()
 
 
+async def test_a_deep_rank_and_its_share_fit_a_phone(fleet: Fleet, browser: Any, r: aioredis.Redis) -> None:
+    """ "#2,016" and "bottom 35 %" beside the sparkline were wider than a 390 px screen: the page
+    scrolled sideways. The rank line wraps instead."""
+    await submit(r, *((f"p{i}", 10_000 + i, f"P{i}") for i in range(2015)), ("mia", 5000, "Mia"),
+                 *((f"q{i}", 100 + i, f"Q{i}") for i in range(1085)))  # fmt: skip
+    page = await browser.new_page(viewport={"width": 390, "height": 844})
+    await page.goto(f"{fleet.page_url}#token={issue('mia', 'player', SECRET, exp=time.time() + 600)}")
+    await wait_until(lambda: _eq(page.inner_text("#my-rank"), "#2,016"), 10)
+    await wait_until(lambda: _eq(page.inner_text("#my-pct"), "bottom 35 %"), 5)
+    assert await no_horizontal_scroll(page)
+    await page.close()
+
+
 async def test_the_feed_shows_the_latest_entries_as_the_page_opens(
     fleet: Fleet, browser: Any, r: aioredis.Redis
 ) -> None:
