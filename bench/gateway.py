@@ -18,14 +18,15 @@ address), publishes snapshots as the scorer does (SET latest + PUBLISH), and mea
   as the client processes read them (they share the cores, so they read late when busy);
 * publish -> arrival latency over every delivery (p50/p99), from the same kernel timestamps.
 
-It prints a table and (unless --no-write) rewrites the ``## Gateway`` section of
-docs/benchmarks.md. Nothing is written that this run did not measure.
+It prints a table and (unless --no-write) records the run in bench/results/gateway.json (or
+gateway-boards3.json), which ``python -m bench.plots`` draws and docs/benchmarks.md quotes. No
+document is edited.
 
 With ``--boards 3`` every socket also subscribes to ``region:eu`` and ``mode:duo``, and each second
 all three boards change, published back to back as the scorer publishes a tick (one pipeline).
 Then ``gateway`` (a tick's messages joined in one write per socket) runs against
 ``gateway-nocoalesce`` (``LB_GW_COALESCE=0``: one write per message), best alternated A/B/A/B in
-one run; the table is printed only (docs/benchmarks.md's section for it is written by hand).
+one run.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import multiprocessing as mp
 import os
 import resource
@@ -51,6 +53,7 @@ from pathlib import Path
 
 import redis
 
+from bench import results as bench_results
 from fleet.redis_server import RedisServer, free_port
 from leaderboard import Entry, GameConfig, wire
 from leaderboard.settings import argument_parser
@@ -497,17 +500,6 @@ def coalescing(results: list[Result]) -> str:
     )
 
 
-def write_doc(text: str) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
-    intro = "# Benchmarks\n\nFigures measured on this project's machine, each with the command that made it.\n"
-    doc = path.read_text() if path.exists() else intro
-    start = doc.find("\n## Gateway")
-    if start >= 0:
-        end = doc.find("\n## ", start + 1)
-        doc = doc[:start] + doc[end:] if end >= 0 else doc[:start]
-    path.write_text(doc.rstrip("\n") + "\n\n" + text)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m bench.gateway", __doc__ or "")
     p.add_argument("--sockets", type=int, default=10_000, help="sockets held open")
@@ -543,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         help="boards every socket watches, all changing every second (>1: the coalescing comparison; "
         "targets gateway and gateway-nocoalesce; the table is printed, docs are not written)",
     )
-    p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
+    p.add_argument("--no-write", action="store_true", help="do not record the run in bench/results/")
     args = p.parse_args(argv)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # children inherit it
@@ -561,19 +553,18 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     out = table(results)
     print(out)
-    if args.boards > 1:
-        print(coalescing(results))
-        return 0
-    summary = ratios(results)
+    summary = coalescing(results) if args.boards > 1 else ratios(results)
     print(summary)
     if not args.no_write:
-        cmd = "python -m bench.gateway " + " ".join(argv if argv is not None else sys.argv[1:])
-        write_doc(
-            "## Gateway\n\n"
-            f"Command: `{cmd.strip()}` (one run, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores shared "
-            f"by the gateway, the client processes, redis-server and the publisher). Payload "
-            f"{len(snapshot_bytes(1))} bytes, one snapshot per second.\n\n" + out + "\n" + summary
-        )
+        name = "gateway" if args.boards == 1 else f"gateway-boards{args.boards}"
+        figures = {
+            "payload_bytes": len(snapshot_bytes(1)),
+            "sockets": args.sockets,
+            "seconds": args.seconds,
+            "boards": args.boards,
+            "targets": [dataclasses.asdict(x) for x in results],
+        }
+        print("recorded", bench_results.record(name, figures, cmd=bench_results.command("bench.gateway", argv)))
     return 0
 
 
