@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from fleet.__main__ import FleetOptions
-from fleet.config_table import table
+from fleet.config_table import DOCUMENT, document
 from gateway.settings import GatewaySettings
 from leaderboard import GameConfig
 from leaderboard.settings import SettingsError, argument_parser, parse_bool, redacted, variables
@@ -65,9 +65,9 @@ def test_zero_means_no_cap_or_off() -> None:
     assert GatewaySettings().reuse_port is False  # a lone gateway never shares its port unasked
 
 
-def test_readme_holds_the_table_the_settings_declare() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert table() in readme, "README's configuration table is stale: python -m fleet.config_table"
+def test_the_configuration_document_holds_the_table_the_settings_declare() -> None:
+    assert DOCUMENT == ROOT / "docs" / "configuration.md"
+    assert DOCUMENT.read_text() == document(), "docs/configuration.md is stale: python -m fleet.config_table"
     every = {var for cls in CLASSES for var, _, _ in variables(cls)}
     assert {"LB_LOG_LEVEL", "LB_GW_REUSE_PORT", "LB_REDIS_URL", "LB_SCORER_METRICS_PORT"} <= every
     for cls in CLASSES:
