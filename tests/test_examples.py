@@ -76,21 +76,20 @@ async def test_without_the_fleets_env_the_examples_say_what_to_do(tmp_path: Path
         assert line.startswith(f"{variable} is not set: `source var/fleet.env`"), line
 
 
-def test_the_readme_quotes_the_examples() -> None:
-    readme = (ROOT / "README.md").read_text()
-    for name in ("game_server.py", "bot.py"):
+def test_the_docs_quote_the_examples() -> None:
+    for name, doc in (("game_server.py", "README.md"), ("bot.py", "docs/clients.md")):
         source = (ROOT / "examples" / name).read_text()
         start = re.search(r"^(async )?def ", source, re.MULTILINE)
         assert start is not None
         body = source[start.start() : source.index('\n\n\nif __name__ == "__main__":')]
-        assert body in readme, f"README must quote examples/{name}'s functions as they are"
+        assert body in (ROOT / doc).read_text(), f"{doc} must quote examples/{name}'s functions as they are"
 
 
 def readme_commands() -> list[str]:
-    """The shell commands of README's "Using it" (the two ./dev commands aside; the bot, which
-    watches for ever without traffic, is run above)."""
+    """The shell commands of README's "A first submission" (the two ./dev commands aside; the bot,
+    quoted in docs/clients.md, watches for ever without traffic and is run above)."""
     readme = (ROOT / "README.md").read_text()
-    using = readme[readme.index("## Using it") : readme.index("## Layout")]
+    using = readme[readme.index("## A first submission") : readme.index("## A first page")]
     blocks = re.findall(r"```sh\n(.*?)```", using, re.S)
     return [line for block in blocks for line in block.splitlines() if line.strip() and "bot.py" not in line]
 
