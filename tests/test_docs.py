@@ -23,7 +23,7 @@ DRAWN = {"docs/figures/throughput.png", "docs/figures/cpu_per_delivery.png"}
 
 def slug(heading: str) -> str:
     """GitHub's anchor for a heading: lower case, punctuation dropped, each space a hyphen."""
-    text = re.sub(r"[`*_]|<[^>]+>", "", heading).strip().lower()
+    text = re.sub(r"[`*]|<[^>]+>", "", heading).strip().lower()
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
@@ -49,6 +49,7 @@ def test_slugs_are_githubs() -> None:
     assert slug("Local fleet (`./dev run`)") == "local-fleet-dev-run"
     assert slug("Scorer — `python -m bench.scorer`") == "scorer--python--m-benchscorer"
     assert slug("Behind HAProxy: 40,000 sockets") == "behind-haproxy-40000-sockets"
+    assert slug("Own-rank reads — `python -m bench.rank_reads`") == "own-rank-reads--python--m-benchrank_reads"
 
 
 @pytest.mark.parametrize("doc", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
