@@ -56,7 +56,9 @@ def document() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fleet.config_table", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m fleet.config_table", description="Write docs/configuration.md from the settings' declarations."
+    )
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--check", action="store_true", help="exit 1 when docs/configuration.md is stale")
     what.add_argument("--table", action="store_true", help="print the table alone")
