@@ -19,9 +19,10 @@ from leaderboard.settings import RedisPool
 from leaderboard.transport import execute_packed
 from scorer import Scorer, ScorerSettings
 
+from .conftest import until
 from .gw_helpers import T, settings
 from .test_scorer_publisher import publish_many_boards
-from .test_transport import blocked, until
+from .test_transport import blocked
 
 pytestmark = pytest.mark.timeout(90)
 
