@@ -46,8 +46,10 @@ def test_the_cluster_listens_on_the_ports_asked_for_and_refuses_taken_ones(tmp_p
     base = free_base()
     proc = subprocess.Popen(
         [sys.executable, "-m", "fleet.cluster", "--dir", str(tmp_path / "a"), "--port", str(base)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == f"LB_REDIS_URL=redis+cluster://127.0.0.1:{base}"
