@@ -246,6 +246,7 @@ def missed(player: Player, published: list[int]) -> list[int]:
     return [v for v in published if v > first and v not in got and v not in excused]
 
 
+@pytest.mark.slow
 @needs_haproxy
 async def test_a_drained_gateways_players_come_back_through_haproxy_and_miss_nothing(
     tmp_path: Path, redis_url: str
@@ -301,6 +302,7 @@ async def test_a_drained_gateways_players_come_back_through_haproxy_and_miss_not
         assert bad == {}, f"published {upto}; missed, and versions received: {bad}"
 
 
+@pytest.mark.slow
 @needs_haproxy
 async def test_rollout_restarts_every_gateway_in_turn(tmp_path: Path, redis_url: str) -> None:
     async with balanced_fleet(tmp_path, redis_url, 2) as fleet:

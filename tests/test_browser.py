@@ -371,6 +371,7 @@ async def test_browser_backoff_is_full_jitter_and_spread(fleet: Fleet, browser: 
     await page.close()
 
 
+@pytest.mark.slow
 async def test_the_demo_stays_a_race_for_a_minute(demo_fleet: Fleet, browser: Any, tmp_path: Path) -> None:
     """The page on ``./dev run``'s traffic: the top 10 keeps changing and the entries feed fills."""
     desktop = await browser.new_page(viewport={"width": 1100, "height": 760})
@@ -473,6 +474,7 @@ WATCH_STANDING = """() => {
 }"""
 
 
+@pytest.mark.slow
 async def test_a_reconnect_keeps_the_rank_the_count_and_the_feed_on_screen(
     fleet: Fleet, browser: Any, r: aioredis.Redis
 ) -> None:

@@ -32,7 +32,7 @@ from scorer import Scorer, ScorerSettings
 from .conftest import until
 from .gw_helpers import T, client, greet, recv_type, request, running, token
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # slow: the module starts a cluster
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from .gw_helpers import T, settings
 from .test_scorer_publisher import publish_many_boards
 from .test_transport import blocked
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]  # slow: the module starts a cluster
 
 
 @pytest.fixture(scope="module")

@@ -42,6 +42,7 @@ def test_a_bad_base_port_is_a_usage_error(tmp_path: Path, capsys: pytest.Capture
     assert not any(tmp_path.iterdir())  # nothing started
 
 
+@pytest.mark.slow
 def test_the_cluster_listens_on_the_ports_asked_for_and_refuses_taken_ones(tmp_path: Path) -> None:
     base = free_base()
     proc = subprocess.Popen(

@@ -11,6 +11,8 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
+
 from fleet.supervisor import Fleet, FleetSettings
 from leaderboard import GameConfig, connect
 
@@ -112,6 +114,7 @@ def readme_commands() -> list[str]:
     return [line for block in blocks for line in block.splitlines() if line.strip() and "bot.py" not in line]
 
 
+@pytest.mark.slow
 async def test_the_readmes_commands_run_as_written(tmp_path: Path, redis_url: str) -> None:
     commands = readme_commands()
     assert any("tournament create" in c for c in commands) and any("game_server.py" in c for c in commands)

@@ -10,7 +10,7 @@ import pytest
 from fleet.cluster import Cluster
 from leaderboard import GameConfig, Leaderboard, Moderation, Profile, connect, now_ms
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # slow: the module starts a cluster
 
 
 @pytest.fixture(scope="module")

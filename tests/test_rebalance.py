@@ -103,6 +103,7 @@ async def _until_status(lb: Haproxy, name: str, status: str) -> None:
             await asyncio.sleep(0.05)
 
 
+@pytest.mark.slow
 @needs_haproxy
 async def test_rebalance_evens_out_three_gateways_through_haproxy(
     tmp_path: Path, redis_url: str, capfd: pytest.CaptureFixture[str]
