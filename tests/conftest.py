@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import inspect
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 import redis
@@ -18,6 +20,24 @@ from leaderboard.library import library_code
 NOW = int(dt.datetime(2030, 11, 26, 10, 0, tzinfo=dt.UTC).timestamp() * 1000)
 # Scale for every wait in the suite, for slower machines: LB_TEST_TIME_SCALE=2.
 MS = 0.001 * float(os.environ.get("LB_TEST_TIME_SCALE", "1"))
+
+
+async def until(condition: Callable[[], bool | Awaitable[bool]], seconds: float, *, every: float = 5 * MS) -> None:
+    """Return once ``condition()`` holds, asking again every ``every`` seconds; fail after ``seconds``.
+
+    For a condition no event announces: state inside Redis or another process, or how far other
+    tasks of this loop have got. ``every=0`` asks after each step of the loop, for a state that
+    only lasts a few steps."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        held = condition()
+        if inspect.isawaitable(held):
+            held = await held
+        if held:
+            return
+        assert loop.time() < deadline, f"not within {seconds} s: {getattr(condition, '__qualname__', condition)}"
+        await asyncio.sleep(every)
 
 
 @pytest.fixture(scope="session")

@@ -107,9 +107,13 @@ async def greet(ws: ClientConnection) -> tuple[dict[str, Any], dict[str, Any]]:
 def snapshot(version: int, *, board: str = "global", window: str = "weekly", pad: int = 0) -> bytes:
     entries = [Entry(1, "mia", 5000 + version, {"name": "Mia" + "x" * pad})]
     return wire.snapshot(
-        board=board, window=window, period="2030-W48", version=version, ts_ms=int(time.time() * 1000),
+        board=board,
+        window=window,
+        period="2030-W48",
+        version=version,
+        ts_ms=int(time.time() * 1000),
         entries=entries,
-    )  # fmt: skip
+    )
 
 
 async def publish(r: Any, gw: Gateway, payload: bytes, *, board: str = "global", window: str = "weekly") -> None:

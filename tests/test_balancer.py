@@ -48,9 +48,17 @@ def test_the_shipped_configuration_is_the_renderers_output(capsys: pytest.Captur
     assert capsys.readouterr().out == shipped, "render deploy/haproxy.cfg again: python -m fleet.haproxy " + " ".join(
         EXAMPLE_ARGS
     )
-    for line in ("timeout tunnel 1h", "balance leastconn", "option forwardfor", "uri /readyz", "level admin",
-                 "http-request del-header X-Forwarded-For", "deny_status 404 if { path /metrics }",
-                 "log stdout format raw local0", "log-format"):  # fmt: skip
+    for line in (
+        "timeout tunnel 1h",
+        "balance leastconn",
+        "option forwardfor",
+        "uri /readyz",
+        "level admin",
+        "http-request del-header X-Forwarded-For",
+        "deny_status 404 if { path /metrics }",
+        "log stdout format raw local0",
+        "log-format",
+    ):
         assert line in shipped
 
 
@@ -189,9 +197,17 @@ async def balanced_fleet(
     tmp_path: Path, redis_url: str, gateways: int, *, restart: bool = True
 ) -> AsyncIterator[Fleet]:
     settings = FleetSettings(
-        redis_url=redis_url, data_dir=tmp_path, port=0, gateways=gateways, balancer="haproxy", restart=restart,
-        demo_tokens=False, log_level="WARNING", drain_window=1.0, env=(("LB_GAME", GAME.game),),
-    )  # fmt: skip
+        redis_url=redis_url,
+        data_dir=tmp_path,
+        port=0,
+        gateways=gateways,
+        balancer="haproxy",
+        restart=restart,
+        demo_tokens=False,
+        log_level="WARNING",
+        drain_window=1.0,
+        env=(("LB_GAME", GAME.game),),
+    )
     async with Fleet(settings) as fleet:
         traffic = asyncio.create_task(demo.traffic(fleet.redis_url, GAME, 200, seed=7))
         try:
@@ -230,6 +246,7 @@ def missed(player: Player, published: list[int]) -> list[int]:
     return [v for v in published if v > first and v not in got and v not in excused]
 
 
+@pytest.mark.slow
 @needs_haproxy
 async def test_a_drained_gateways_players_come_back_through_haproxy_and_miss_nothing(
     tmp_path: Path, redis_url: str
@@ -285,6 +302,7 @@ async def test_a_drained_gateways_players_come_back_through_haproxy_and_miss_not
         assert bad == {}, f"published {upto}; missed, and versions received: {bad}"
 
 
+@pytest.mark.slow
 @needs_haproxy
 async def test_rollout_restarts_every_gateway_in_turn(tmp_path: Path, redis_url: str) -> None:
     async with balanced_fleet(tmp_path, redis_url, 2) as fleet:
@@ -364,8 +382,9 @@ async def test_a_gateway_without_redis_gets_no_new_players(redis_url: str) -> No
         async with running(redis_url, gateway_id="gw-fine") as fine:
             config = BalancerConfig(
                 (Gateway("gw-lost", f"127.0.0.1:{lost.port}"), Gateway("gw-fine", f"127.0.0.1:{fine.port}")),
-                bind=f"127.0.0.1:{free_port()}", stats_socket="",
-            )  # fmt: skip
+                bind=f"127.0.0.1:{free_port()}",
+                stats_socket="",
+            )
             async with Haproxy(config) as lb:
                 servers: dict[str, dict[str, str]] = {}
                 async with asyncio.timeout(10 * T):

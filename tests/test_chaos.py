@@ -85,6 +85,7 @@ def test_a_lost_submission_fails_the_scorer_promises() -> None:
     assert [p.ok for p in promises({"scorer": {"error": "RuntimeError: boom"}})] == [False]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_quick_chaos_run_keeps_every_promise(tmp_path: Path) -> None:
     out, figures = tmp_path / "reliability.md", tmp_path / "reliability.json"

@@ -29,9 +29,10 @@ from leaderboard.errors import NotReplicated
 from leaderboard.queue import Queue
 from scorer import Scorer, ScorerSettings
 
+from .conftest import until
 from .gw_helpers import T, client, greet, recv_type, request, running, token
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # slow: the module starts a cluster
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +44,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 @contextlib.asynccontextmanager
 async def fleet(cluster: Cluster, config: GameConfig) -> AsyncIterator[tuple[Scorer, list[Gateway]]]:
     settings = ScorerSettings(
-        redis_url=cluster.url, game=config, name="cluster", tick_ms=100, claim_idle_ms=2000, stats_interval_s=0,
+        redis_url=cluster.url,
+        game=config,
+        name="cluster",
+        tick_ms=100,
+        claim_idle_ms=2000,
+        stats_interval_s=0,
         metrics_port=0,
-    )  # fmt: skip
+    )
     async with (
         Scorer(settings) as scorer,
         running(cluster.url, game=config) as a,
@@ -75,7 +81,7 @@ async def submit_retrying(queue: Queue, sid: str, player: str, points: int, with
             try:
                 return await submit(queue, sid, player, points)
             except (RedisError, OSError, NotReplicated):
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.1)  # the game server's pause between retries, by design
 
 
 def crossslot_errors(cluster: Cluster) -> int:
@@ -122,16 +128,17 @@ async def test_three_games_on_three_masters_then_a_failover(cluster: Cluster) ->
             victim = cluster.owner(key)
             acked: list[str] = []
             refused = 0
+            tries = 0
             stop = asyncio.Event()
 
             async def keep_submitting() -> None:
-                nonlocal refused
-                i = 0
+                # paced (sleeps by design): a game server's steady traffic, not a flood
+                nonlocal refused, tries
                 while not stop.is_set():
-                    i += 1
-                    player = f"f-{i}"
+                    tries += 1
+                    player = f"f-{tries}"
                     try:
-                        await submit(queues[victim_game], f"f-{i}", player, 10 + i)
+                        await submit(queues[victim_game], f"f-{tries}", player, 10 + tries)
                         acked.append(player)
                     except (RedisError, OSError, NotReplicated):
                         refused += 1  # not acknowledged: the game server would retry it
@@ -145,7 +152,7 @@ async def test_three_games_on_three_masters_then_a_failover(cluster: Cluster) ->
                     i += 1
                     with contextlib.suppress(RedisError, OSError, NotReplicated):
                         await submit(queues[other_game], f"o-{i}", f"o-{i}", 10 + i)
-                    await asyncio.sleep(0.03)
+                    await asyncio.sleep(0.03)  # pacing, by design: a change every few ticks
 
             # the healthy game's socket: what it was sent up to now is read, what follows is its ticks
             while True:
@@ -155,7 +162,7 @@ async def test_three_games_on_three_masters_then_a_failover(cluster: Cluster) ->
                     break
             submitter = asyncio.create_task(keep_submitting())
             other = asyncio.create_task(keep_the_other_game_moving())
-            await asyncio.sleep(0.5)
+            await until(lambda: len(acked) >= 5, 10 * T)  # the traffic is under way
             killed_at = time.monotonic()
             cluster.kill(victim)
             # The cluster helper's waits poll with blocking calls: in a thread, so that the scorer,
@@ -168,7 +175,8 @@ async def test_three_games_on_three_masters_then_a_failover(cluster: Cluster) ->
                 assert any(
                     lib["library_name"] == "leaderboard" for lib in _libraries(c.execute_command("FUNCTION", "LIST"))
                 )
-            await asyncio.sleep(0.5)
+            promoted_at = tries
+            await until(lambda: tries >= promoted_at + 5, 10 * T)  # the traffic met the promoted master
             stop.set()
             await submitter
             await other

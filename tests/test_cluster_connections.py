@@ -19,11 +19,12 @@ from leaderboard.settings import RedisPool
 from leaderboard.transport import execute_packed
 from scorer import Scorer, ScorerSettings
 
+from .conftest import until
 from .gw_helpers import T, settings
 from .test_scorer_publisher import publish_many_boards
-from .test_transport import blocked, until
+from .test_transport import blocked
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]  # slow: the module starts a cluster
 
 
 @pytest.fixture(scope="module")

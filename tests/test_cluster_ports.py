@@ -42,12 +42,15 @@ def test_a_bad_base_port_is_a_usage_error(tmp_path: Path, capsys: pytest.Capture
     assert not any(tmp_path.iterdir())  # nothing started
 
 
+@pytest.mark.slow
 def test_the_cluster_listens_on_the_ports_asked_for_and_refuses_taken_ones(tmp_path: Path) -> None:
     base = free_base()
     proc = subprocess.Popen(
         [sys.executable, "-m", "fleet.cluster", "--dir", str(tmp_path / "a"), "--port", str(base)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == f"LB_REDIS_URL=redis+cluster://127.0.0.1:{base}"

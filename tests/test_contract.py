@@ -92,10 +92,15 @@ def test_the_snapshot_is_labelled_with_the_period_of_its_read() -> None:
     top = BoardEntries(period, [Entry(1, "mia", 50, {"name": "Mia"}), Entry(2, "bo", 40)])
     message: Any = orjson.loads(snapshot.build("region:eu", top, version=4, ts_ms=NOW))
     assert message == {
-        "type": "snapshot", "board": "region:eu", "window": "weekly", "period": period.label, "version": 4,
-        "ts": NOW, "mode": "ordinal", "entries": [{"rank": 1, "player": "mia", "score": 50, "name": "Mia"},
-                               {"rank": 2, "player": "bo", "score": 40}],
-    }  # fmt: skip
+        "type": "snapshot",
+        "board": "region:eu",
+        "window": "weekly",
+        "period": period.label,
+        "version": 4,
+        "ts": NOW,
+        "mode": "ordinal",
+        "entries": [{"rank": 1, "player": "mia", "score": 50, "name": "Mia"}, {"rank": 2, "player": "bo", "score": 40}],
+    }
 
 
 @pytest.mark.parametrize(

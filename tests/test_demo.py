@@ -33,6 +33,7 @@ def apply(board: dict[str, tuple[int, int]], player: str, points: int, ts: int, 
         board[player] = (old[0] + points, -ts)
 
 
+@pytest.mark.slow
 def test_an_hour_of_demo_keeps_every_board_moving() -> None:
     ladder = Ladder(seed=7)
     ceiling = min(w.max_points for w in GameConfig(game="demo").window_specs)

@@ -17,7 +17,7 @@ from scorer.consumer import GROUP
 from scorer.durable import Store, StoreError
 from scorer.durable.recorder import Recorder
 
-from .conftest import NOW
+from .conftest import MS, NOW, until
 
 pytest_plugins = ("tests.durable_fixtures",)  # fixtures: store_url, store (one per backend)
 
@@ -119,9 +119,9 @@ async def test_a_cancelled_commit_fails_the_batches_it_carried(store: Store) -> 
     await recorder.open()
     record = [recorder.record(*batch(range(i * 10, i * 10 + 10), 100 * (i + 1))) for i in range(3)]
     first = asyncio.create_task(record[0])
-    await asyncio.sleep(0)  # it is writing
+    await until(recorder._committing.locked, 5000 * MS, every=0)  # it is writing
     leader, carried = asyncio.create_task(record[1]), asyncio.create_task(record[2])
-    await asyncio.sleep(0)  # they wait behind it
+    await until(lambda: len(recorder._waiting) == 2, 5000 * MS, every=0)  # they wait behind it
     await first
     # the first commit's end woke the next: it took both batches and is writing them
     leader.cancel()
@@ -145,21 +145,18 @@ async def test_a_caller_cancelled_while_a_commit_carries_its_batch_leaves_no_unr
     recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
     await recorder.open()
     first = asyncio.create_task(recorder.record(*batch(range(10), 100)))
-    await asyncio.sleep(0)  # it is writing
+    await until(recorder._committing.locked, 5000 * MS, every=0)  # it is writing
     leader = asyncio.create_task(recorder.record(*batch(range(10, 20), 200, player="cheater")))
     carried = asyncio.create_task(recorder.record(*batch(range(20, 30), 300)))
-    await asyncio.sleep(0)  # they wait behind it
+    await until(lambda: len(recorder._waiting) == 2, 5000 * MS, every=0)  # they wait behind it
     await first
-    for _ in range(100):  # until the leader has taken both batches (it is writing them)
-        if not recorder._waiting:
-            break
-        await asyncio.sleep(0)
-    assert not recorder._waiting
+    # until the leader has taken both batches (it is writing them)
+    await until(lambda: not recorder._waiting, 5000 * MS, every=0)
     carried.cancel()  # the other caller goes away meanwhile
     outcomes = await asyncio.gather(leader, carried, return_exceptions=True)
     assert "refused by the test" in str(outcomes[0]) and isinstance(outcomes[1], asyncio.CancelledError)
     del leader, carried, outcomes
     gc.collect()
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one step, for any callback the collection scheduled (an absence has no event)
     assert unhandled == []
     assert await recorded_ids(store) == {f"s{i}" for i in range(10)}

@@ -11,6 +11,8 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
+
 from fleet.supervisor import Fleet, FleetSettings
 from leaderboard import GameConfig, connect
 
@@ -22,13 +24,26 @@ async def run_example(data_dir: Path, *args: str, env: dict[str, str] | None = N
     fleet's env file is all the example gets (``env`` then overrides it)."""
     assignments = [shlex.quote(f"{k}={v}") for k, v in (env or {}).items()]
     command = " ".join(
-        ["source", shlex.quote(str(data_dir / "fleet.env")), "&&", "exec", "env", *assignments,
-         shlex.quote(sys.executable), *map(shlex.quote, args)]
-    )  # fmt: skip
+        [
+            "source",
+            shlex.quote(str(data_dir / "fleet.env")),
+            "&&",
+            "exec",
+            "env",
+            *assignments,
+            shlex.quote(sys.executable),
+            *map(shlex.quote, args),
+        ]
+    )
     return await asyncio.create_subprocess_exec(
-        "bash", "-c", command, cwd=ROOT / "examples", env={"PATH": os.environ["PATH"], "LB_GAME": "examples"},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        "bash",
+        "-c",
+        command,
+        cwd=ROOT / "examples",
+        env={"PATH": os.environ["PATH"], "LB_GAME": "examples"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
 
 
 async def output(proc: asyncio.subprocess.Process, timeout: float = 60, code: int = 0) -> list[str]:
@@ -39,8 +54,9 @@ async def output(proc: asyncio.subprocess.Process, timeout: float = 60, code: in
 
 async def test_the_examples_run_against_a_fleet(tmp_path: Path, redis_url: str) -> None:
     # the fleet's own secret (random, as ./dev run makes it): the examples learn it from fleet.env
-    settings = FleetSettings(redis_url=redis_url, data_dir=tmp_path, port=0, gateways=1, demo_tokens=False,
-                             env=(("LB_GAME", "examples"),))  # fmt: skip
+    settings = FleetSettings(
+        redis_url=redis_url, data_dir=tmp_path, port=0, gateways=1, demo_tokens=False, env=(("LB_GAME", "examples"),)
+    )
     async with Fleet(settings) as fleet:
         [queued] = await output(await run_example(tmp_path, "game_server.py", "mia", "1200", "--region", "eu"))
         assert queued.startswith("queued match-") and "mia, 1200 points" in queued
@@ -69,8 +85,11 @@ async def test_the_examples_run_against_a_fleet(tmp_path: Path, redis_url: str) 
 
 async def test_without_the_fleets_env_the_examples_say_what_to_do(tmp_path: Path) -> None:
     (tmp_path / "fleet.env").write_text("")  # nothing exported: as without `source var/fleet.env`
-    for example, variable in (("game_server.py", "LB_REDIS_URL"), ("rewards.py", "LB_REDIS_URL"),
-                              ("bot.py", "LB_JWT_SECRETS")):  # fmt: skip
+    for example, variable in (
+        ("game_server.py", "LB_REDIS_URL"),
+        ("rewards.py", "LB_REDIS_URL"),
+        ("bot.py", "LB_JWT_SECRETS"),
+    ):
         args = ("ws://127.0.0.1:1/ws", "mia") if example == "bot.py" else ("mia", "1") if "game" in example else ()
         [line] = await output(await run_example(tmp_path, example, *args), timeout=30, code=1)
         assert line.startswith(f"{variable} is not set: `source var/fleet.env`"), line
@@ -94,6 +113,7 @@ def readme_commands() -> list[str]:
     return [line for block in blocks for line in block.splitlines() if line.strip() and "bot.py" not in line]
 
 
+@pytest.mark.slow
 async def test_the_readmes_commands_run_as_written(tmp_path: Path, redis_url: str) -> None:
     commands = readme_commands()
     assert any("tournament create" in c for c in commands) and any("game_server.py" in c for c in commands)
@@ -108,9 +128,14 @@ async def test_the_readmes_commands_run_as_written(tmp_path: Path, redis_url: st
         script = "set -e\nsource var/fleet.env\n" + "\n".join(commands) + "\n"
         path = f"{tmp_path / 'bin'}:{os.environ['PATH']}"
         proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", script, cwd=tmp_path, env={"PATH": path, "PYTHONPATH": str(ROOT)},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            "bash",
+            "-c",
+            script,
+            cwd=tmp_path,
+            env={"PATH": path, "PYTHONPATH": str(ROOT)},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, f"{out.decode()}\n{err.decode()}"
     assert out.decode().count("queued ") == 3, out.decode()  # two plain submissions, one in the tournament

@@ -252,6 +252,7 @@ async def test_a_second_fleet_on_the_same_data_dir_or_port_is_refused(tmp_path: 
         assert await first.exit_code(30 * T) == 0, first.output()
 
 
+@pytest.mark.slow
 def test_the_embedded_redis_refuses_clients_without_the_password(tmp_path: Path) -> None:
     with RedisServer(tmp_path, password="pw-of-the-test-" + "x" * 20) as server:
         assert ":pw-of-the-test-" in server.url
@@ -276,6 +277,7 @@ async def gone(pids: list[int], within: float) -> bool:
     return True
 
 
+@pytest.mark.slow
 async def test_ctrl_c_after_a_restart_and_a_second_fleet_on_its_redis_stops_in_bounded_time(tmp_path: Path) -> None:
     """The sequence that once hung a Ctrl-C: a gateway killed and restarted, a second fleet started
     after ``source var/fleet.env`` (so on the first one's Redis), busy demo traffic, Ctrl-C. The
@@ -362,6 +364,7 @@ def free_run(count: int) -> int:
     raise AssertionError("no run of free ports")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(Haproxy.binary() is None, reason="haproxy is not installed (./dev install installs it, as root)")
 async def test_behind_haproxy_the_gateways_and_metrics_ports_can_be_pinned(tmp_path: Path, redis_url: str) -> None:
     metrics = free_run(3)

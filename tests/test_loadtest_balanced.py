@@ -46,6 +46,7 @@ async def loadtest(*argv: str, cwd: Path) -> tuple[int, str]:
     return proc.returncode, err.decode()
 
 
+@pytest.mark.slow
 @needs_haproxy
 @pytest.mark.timeout(120)
 async def test_through_haproxy_the_gateway_rows_say_they_cannot_be_measured(tmp_path: Path, redis_url: str) -> None:

@@ -103,6 +103,7 @@ def test_the_cleanup_command_refuses_any_prefix_but_a_runs(redis_url: str, capsy
     assert capsys.readouterr().out.startswith("synthetic players removed: 0 from 0 boards")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_a_run_against_a_running_fleet_leaves_its_game_as_it_found_it(tmp_path: Path, redis_url: str) -> None:
     game = GameConfig(game="arena")

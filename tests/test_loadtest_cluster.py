@@ -19,7 +19,7 @@ from fleet.cluster import Cluster
 from fleet.supervisor import Fleet, FleetSettings
 from loadtest.__main__ import main
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # slow: the module starts a cluster
 
 
 @pytest.fixture(scope="module")

@@ -69,6 +69,7 @@ def fine(bucket: list[float]) -> bool:
     return 0 <= lower < upper and (upper - lower <= 0.05 + 1e-9 or lower >= 5)
 
 
+@pytest.mark.slow
 def test_sockets_mode_with_naive_baseline(tmp_path: Path, redis_url: str) -> None:
     doc = run(
         "sockets",
@@ -92,6 +93,7 @@ def test_sockets_mode_with_naive_baseline(tmp_path: Path, redis_url: str) -> Non
     assert math.isfinite(doc["figures"]["ratios"]["gateway / naive: CPU per delivery"])
 
 
+@pytest.mark.slow
 def test_mixed_mode_applies_the_flood(tmp_path: Path, redis_url: str) -> None:
     doc = run("mixed", tmp_path, redis_url, "--sockets", "300", "--gateways", "2", "--duration", "4", "--rate", "500")
     f = doc["figures"]["gateway"]
@@ -107,6 +109,7 @@ def test_mixed_mode_applies_the_flood(tmp_path: Path, redis_url: str) -> None:
     assert f["fleet"]["written_lag_count"] >= 2 * f["snapshots"] and fine(f["fleet"]["written_lag_max_s"])
 
 
+@pytest.mark.slow
 def test_submit_mode_with_baseline(tmp_path: Path, redis_url: str) -> None:
     doc = run(
         "submit",
@@ -128,6 +131,7 @@ def test_submit_mode_with_baseline(tmp_path: Path, redis_url: str) -> None:
     assert doc["figures"]["baseline_one_at_a_time_per_s"] > 0
 
 
+@pytest.mark.slow
 def test_storm_everyone_comes_back(tmp_path: Path, redis_url: str) -> None:
     doc = run(
         "storm", tmp_path, redis_url, "--sockets", "400", "--others", "100", "--gateways", "3", "--max-wait", "30"

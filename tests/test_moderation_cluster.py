@@ -10,7 +10,7 @@ import pytest
 from fleet.cluster import Cluster
 from leaderboard import GameConfig, Leaderboard, Moderation, Profile, connect, now_ms
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # slow: the module starts a cluster
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +25,10 @@ async def test_ban_correct_and_profile_on_a_cluster(cluster: Cluster) -> None:
         lb = Leaderboard(redis, GameConfig(game="modc"))
         await lb.load()
         ts = now_ms()
-        slips = [{"id": "1", "player": "cheat", "points": "900", "ts": str(ts), "region": "eu"},
-                 {"id": "2", "player": "ana", "points": "10", "ts": str(ts)}]  # fmt: skip
+        slips = [
+            {"id": "1", "player": "cheat", "points": "900", "ts": str(ts), "region": "eu"},
+            {"id": "2", "player": "ana", "points": "10", "ts": str(ts)},
+        ]
         assert [r.status for r in await lb.submit_batch(slips)] == ["ok", "ok"]
         mod = Moderation(lb)
         assert (await mod.ban("cheat", actor="ops", reason="bot")).boards == 6  # 3 windows x 2 scopes

@@ -236,9 +236,11 @@ async def test_rewards_are_granted_once_per_event_even_after_a_crash(
     assert await rewards.run(r, config, consumer="crashed", burst=True, block_ms=50) == 0
     ledger = await r.hgetall(config.keys.rewards)
     assert ledger == {
-        "daily:2030-11-25|global|ben": "1000", "daily:2030-11-25|global|ana": "500",
-        "daily:2030-11-26|global|ben": "1000", "daily:2030-11-26|global|ana": "500",
-    }  # fmt: skip
+        "daily:2030-11-25|global|ben": "1000",
+        "daily:2030-11-25|global|ana": "500",
+        "daily:2030-11-26|global|ben": "1000",
+        "daily:2030-11-26|global|ana": "500",
+    }
     assert (await r.xpending(config.keys.closed, rewards.GROUP))["pending"] == 0
 
 
@@ -266,7 +268,8 @@ async def test_your_rank_last_week_over_the_socket(redis_url: str, lb: Leaderboa
         finals = await request(ws, {"type": "finals", "window": "weekly", "id": 5}, "finals")
         [kept] = finals["periods"]
         assert kept["period"] == label and [(e["rank"], e["player"], e["score"]) for e in kept["entries"]] == [
-            (1, "ben", 90), (2, "mia", 40)
-        ]  # fmt: skip
+            (1, "ben", 90),
+            (2, "mia", 40),
+        ]
         none = await request(ws, {"type": "finals", "window": "daily", "board": "region:eu"}, "finals")
         assert none["periods"] == []

@@ -92,8 +92,20 @@ async def test_the_library_gives_each_id_the_verdict_python_gives(r: aioredis.Re
     board = await r.zrange(config.keys.board("alltime", "all", "global"), 0, -1)
     assert sorted(board) == sorted(FINE)
     with pytest.raises(aioredis.ResponseError, match=r"^invalid_player"):  # bytes as a broken caller sends them
-        await r.fcall("lb_ban", 4, config.keys.banned, config.keys.versions, config.keys.activity,
-                      config.keys.journal, b"bad\xe2\x80\x8bid", "ops", "cheat", NOW, 100, 10)  # fmt: skip
+        await r.fcall(
+            "lb_ban",
+            4,
+            config.keys.banned,
+            config.keys.versions,
+            config.keys.activity,
+            config.keys.journal,
+            b"bad\xe2\x80\x8bid",
+            "ops",
+            "cheat",
+            NOW,
+            100,
+            10,
+        )
     assert not await r.exists(config.keys.banned)
 
 
@@ -105,8 +117,9 @@ async def test_every_door_refuses_a_hostile_id(r: aioredis.Redis, config: GameCo
         assert exc.value.code == "invalid_player"
         # the library's own check, for a caller that bypasses the Python one
         with pytest.raises(aioredis.ResponseError, match=r"^invalid_player"):
-            await r.fcall("lb_unban", 3, config.keys.banned, config.keys.activity, config.keys.journal,
-                          player, "ops", "", 100)  # fmt: skip
+            await r.fcall(
+                "lb_unban", 3, config.keys.banned, config.keys.activity, config.keys.journal, player, "ops", "", 100
+            )
         await lb.create_tournament("cup", NOW - 1000, NOW + 3_600_000)
         with pytest.raises(InvalidInput):
             await lb.join("cup", ["fine", player])
@@ -114,8 +127,18 @@ async def test_every_door_refuses_a_hostile_id(r: aioredis.Redis, config: GameCo
         assert window is not None
         entrants = config.keys.entrants("cup")
         with pytest.raises(aioredis.ResponseError, match=r"^invalid_player"):
-            await r.fcall("lb_join", 3, config.keys.tournaments, entrants, config.keys.journal,
-                          "cup", NOW, NOW // 1000 + 60, "fine", player)  # fmt: skip
+            await r.fcall(
+                "lb_join",
+                3,
+                config.keys.tournaments,
+                entrants,
+                config.keys.journal,
+                "cup",
+                NOW,
+                NOW // 1000 + 60,
+                "fine",
+                player,
+            )
         assert await r.scard(entrants) == 0  # a refused call enters nobody
         token = jwt.encode({"sub": player, "role": "player", "exp": time.time() + 60}, SECRETS[0], algorithm="HS256")
         with pytest.raises(AuthError) as auth:
@@ -125,8 +148,23 @@ async def test_every_door_refuses_a_hostile_id(r: aioredis.Redis, config: GameCo
 
 
 # Text around the refused code points: each of them, their neighbours, and anything at all.
-_EDGES = [0x1F, 0x20, 0x7E, 0x7F, 0x9F, 0xA0, 0x61B, 0x61C, 0x61D, *range(0x200A, 0x2011), *range(0x2027, 0x2030),
-          *range(0x205F, 0x2070), 0xFEFE, 0xFEFF, 0xFF00]  # fmt: skip
+_EDGES = [
+    0x1F,
+    0x20,
+    0x7E,
+    0x7F,
+    0x9F,
+    0xA0,
+    0x61B,
+    0x61C,
+    0x61D,
+    *range(0x200A, 0x2011),
+    *range(0x2027, 0x2030),
+    *range(0x205F, 0x2070),
+    0xFEFE,
+    0xFEFF,
+    0xFF00,
+]
 _GAMES = itertools.count()
 _ids = st.lists(
     st.sampled_from([chr(c) for c in _EDGES]) | st.characters(exclude_categories=["Cs"]), min_size=0, max_size=24

@@ -21,8 +21,22 @@ from .properties import bounded
 WINDOWS = ["daily", "weekly", "alltime"]
 # The codes parse() may raise (docs/protocol.md); the others come from the dispatch.
 PARSE_CODES = {"binary_frame", "bad_json", "bad_message", "unknown_type", "bad_board", "bad_period"}
-TYPES = ["hello", "ping", "subscribe", "unsubscribe", "top", "rank", "around", "ranks", "stats", "submit",
-         "ban", "unban", "correct", "profile"]  # fmt: skip
+TYPES = [
+    "hello",
+    "ping",
+    "subscribe",
+    "unsubscribe",
+    "top",
+    "rank",
+    "around",
+    "ranks",
+    "stats",
+    "submit",
+    "ban",
+    "unban",
+    "correct",
+    "profile",
+]
 
 # Any JSON value, with the numbers that break naive code: huge, negative, fractional, bool.
 scalars = st.one_of(

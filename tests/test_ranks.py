@@ -225,8 +225,12 @@ async def test_bad_rank_modes_are_refused(r: aioredis.Redis, lb: Leaderboard) ->
     env = GameConfig.from_env({"LB_WINDOWS": "weekly,alltime", "LB_WINDOW_RANK_MODES": "alltime=dense"})
     assert (env.rank_mode_for("weekly"), env.rank_mode_for("alltime")) == ("ordinal", "dense")
     key = lb.keys.board("weekly", "x", "global")
-    for args in (("lb_ranks", key, "olympic", 20, 0, "ana"), ("lb_ranks", key, "dense", 20, -1, "ana"),
-                 ("lb_around", key, "ana", 1, "dense", 99), ("lb_around", key, "ana", 1, "", 20)):  # fmt: skip
+    for args in (
+        ("lb_ranks", key, "olympic", 20, 0, "ana"),
+        ("lb_ranks", key, "dense", 20, -1, "ana"),
+        ("lb_around", key, "ana", 1, "dense", 99),
+        ("lb_around", key, "ana", 1, "", 20),
+    ):
         with pytest.raises(ResponseError, match="bad_request"):
             await r.fcall_ro(args[0], 3, args[1], "p", "q", *args[2:])
 

@@ -20,6 +20,7 @@ from fleet.redis_server import free_port
 from fleet.rollout import Member
 from gateway.server import Gateway
 
+from .conftest import until
 from .gw_helpers import T, client, recv, running
 from .test_balancer import Changes, Player, balanced_fleet, needs_haproxy
 
@@ -52,9 +53,19 @@ async def test_a_gateway_sheds_on_its_metrics_address_and_refuses_bad_requests(r
             ws = await stack.enter_async_context(client(gw))
             assert (await recv(ws))["type"] == "welcome"
             sockets.append(ws)
-        for query in ("", "?over=1", "?count=abc", "?count=-1", "?count=1&count=2", "?count=1&x=2",
-                      "?count=1&over=nan", "?count=1&over=1e9", "?count=1&over=-1", "?count=%C2%B2",
-                      "?count=9999999999"):  # fmt: skip
+        for query in (
+            "",
+            "?over=1",
+            "?count=abc",
+            "?count=-1",
+            "?count=1&count=2",
+            "?count=1&x=2",
+            "?count=1&over=nan",
+            "?count=1&over=1e9",
+            "?count=1&over=-1",
+            "?count=%C2%B2",
+            "?count=9999999999",
+        ):
             status, answer = await _post(gw, f"/admin/shed{query}")
             assert (status, answer["error"]) == (400, "bad_request"), query
         assert (await _post(gw, "/admin/shed?count=1", method="GET"))[0] == 404  # an action is a POST
@@ -79,8 +90,7 @@ async def test_a_gateway_sheds_on_its_metrics_address_and_refuses_bad_requests(r
         assert (status, answer["shedding"]) == (202, 6)
         await asyncio.wait_for(asyncio.shield(gw._shedding), 5 * T)
         drain = asyncio.create_task(gw.drain())
-        await asyncio.sleep(0)  # drain() says it drains before its first wait
-        assert gw.draining
+        await until(lambda: gw.draining, 2 * T, every=0)  # it says so before its first wait
         assert (await _post(gw, "/admin/shed?count=1"))[1]["error"] == "draining"
         await drain
 
@@ -93,6 +103,7 @@ async def _until_status(lb: Haproxy, name: str, status: str) -> None:
             await asyncio.sleep(0.05)
 
 
+@pytest.mark.slow
 @needs_haproxy
 async def test_rebalance_evens_out_three_gateways_through_haproxy(
     tmp_path: Path, redis_url: str, capfd: pytest.CaptureFixture[str]

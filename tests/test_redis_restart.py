@@ -42,6 +42,7 @@ async def submit(url: str, config: GameConfig, sid: str, player: str, points: in
         await redis.aclose()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "sigkill"])
 async def test_every_socket_has_the_current_snapshot_within_2s_of_redis_answering(tmp_path: Path, kill: bool) -> None:
     server = RedisServer(tmp_path, aof=True).start()

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from typing import Any
+from urllib.parse import urlsplit
 
+import pytest
 import redis.asyncio as aioredis
 
-from fleet.redis_server import free_port
 from leaderboard import GameConfig, Leaderboard, connect
 from leaderboard.moderation import Moderation
 from scorer import Consumer, ScorerSettings, Stats
 from scorer.consumer import GROUP
 
-from .conftest import MS, NOW
+from .conftest import MS, NOW, until
 
 LATER = NOW + 600_000  # the consumer's clock: every submission lies in the recent past
 
@@ -156,16 +159,93 @@ async def test_stop_finishes_the_batch_in_flight(r: aioredis.Redis, redis_url: s
     assert await r.xlen(config.keys.submissions) == 450
 
 
-async def test_redis_down_is_retried_with_backoff_not_a_crash(redis_url: str, config: GameConfig) -> None:
-    dead = connect(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.05)
-    consumer = Consumer(dead, settings_for(redis_url, config), Stats(), now=lambda: LATER)
-    stop = asyncio.Event()
-    task = asyncio.create_task(consumer.run(stop, burst=True))
-    await asyncio.sleep(300 * MS)  # a few failed attempts
-    assert not task.done()
-    stop.set()
-    await asyncio.wait_for(task, 5000 * MS)
-    await dead.aclose()
+class Door:
+    """A loopback TCP relay in front of the test's Redis. Shut, it hangs up on each connection as
+    it arrives (what a client meets while Redis is down: no reply, the connection closed) and
+    notes when it came; open, it relays bytes both ways. Each knock is one connection attempt."""
+
+    def __init__(self, redis_url: str) -> None:
+        upstream = urlsplit(redis_url)
+        self.upstream = (upstream.hostname or "127.0.0.1", upstream.port or 6379)
+        self.open = False
+        self.knocks: list[float] = []  # loop times of the attempts while shut
+        self._knocked = asyncio.Condition()
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def __aenter__(self) -> Door:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.url = f"redis://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/0"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._server.close()
+        for writer in self._writers:
+            writer.close()
+        await self._server.wait_closed()
+
+    async def knocked(self, count: int) -> None:
+        async with self._knocked:
+            await self._knocked.wait_for(lambda: len(self.knocks) >= count)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self.open:
+            writer.close()
+            async with self._knocked:
+                self.knocks.append(asyncio.get_running_loop().time())
+                self._knocked.notify_all()
+            return
+        up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        self._writers += [writer, up_writer]
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+async def test_redis_down_is_retried_with_backoff_then_resumed(
+    r: aioredis.Redis, redis_url: str, config: GameConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A consumer that hung, crashed or retried in a tight loop fails here: while Redis is down it
+    tries again and again, spaced by its backoff; once Redis is back it applies what waited."""
+    caplog.set_level(logging.INFO, logger="scorer")
+    stats = Stats()
+    async with Door(redis_url) as door:
+        client = connect(door.url)
+        consumer = Consumer(client, settings_for(redis_url, config), stats, now=lambda: LATER)
+        stop = asyncio.Event()
+        task = asyncio.create_task(consumer.run(stop))
+        eight = asyncio.create_task(door.knocked(8))
+        try:
+            await asyncio.wait([task, eight], timeout=5000 * MS, return_when=asyncio.FIRST_COMPLETED)
+            assert not task.done(), f"the consumer ended while Redis was down: {task.exception()!r}"
+            assert eight.done(), f"{len(door.knocks)} attempts in 5 s: the consumer stopped trying"
+            # Spaced by the backoff (full jitter, caps 0.05 s doubling to 0.5 s: 1.1 s expected for
+            # seven waits, under 0.1 s with a chance below 1e-6), not a loop that reconnects at once
+            # (seven loopback connects take a few milliseconds).
+            assert door.knocks[7] - door.knocks[0] >= 0.1, door.knocks
+            warned = [m for m in caplog.messages if "redis unavailable" in m]
+            assert 1 <= len(warned) < len(door.knocks)  # the outage is logged, not each attempt
+
+            await enqueue(r, config, slip("a", "ana", 5))
+            door.open = True
+            await until(lambda: stats.applied == 1, 5000 * MS)
+            assert not task.done()
+            assert any("redis is back after" in m for m in caplog.messages)
+        finally:
+            stop.set()
+            eight.cancel()
+            stopped, _ = await asyncio.wait([task], timeout=5000 * MS)
+            task.cancel()  # a consumer that hung must not outlive the test
+            await client.aclose()
+    assert stopped, "the consumer did not stop"
+    task.result()
+    top = (await Leaderboard(r, config).top("alltime", n=10, at=NOW)).entries
+    assert [(e.player, e.score) for e in top] == [("ana", 5)]
 
 
 async def test_names_of_gone_replicas_are_forgotten_unless_they_hold_entries(
@@ -184,7 +264,7 @@ async def test_names_of_gone_replicas_are_forgotten_unless_they_hold_entries(
         return {str(c["name"]) for c in await r.xinfo_consumers(stream, GROUP)}
 
     assert await names() == {"holder", "ghost", "c1"}
-    await asyncio.sleep(1.1)
+    await asyncio.sleep(1.1)  # the ghost's idleness past forget_after_s: the condition under test
     assert await consumer.read() == []  # the holder's entry is not idle long enough to be claimed
     assert await names() == {"holder", "c1"}  # the ghost is gone; a name holding an entry never is
     # idle or not, a name holding entries stays, and so does the caller's own

@@ -202,9 +202,13 @@ async def test_the_next_snapshot_reflects_a_ban_a_correction_and_a_profile(
         await mod.set_profile("ben", Profile(name="Ben", country="NO", avatar="https://cdn.example/b.png"), at=clock[0])
         await pub.tick()
         assert (await channel.next())["entries"][1] == {
-            "rank": 2, "player": "ben", "score": 70, "name": "Ben", "avatar": "https://cdn.example/b.png",
+            "rank": 2,
+            "player": "ben",
+            "score": 70,
+            "name": "Ben",
+            "avatar": "https://cdn.example/b.png",
             "country": "NO",
-        }  # fmt: skip
+        }
 
 
 async def publish_many_boards(r: Any, config: GameConfig, boards: int) -> Publisher:

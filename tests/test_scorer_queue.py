@@ -22,8 +22,14 @@ async def test_submit_appends_stream_entries(r: aioredis.Redis, config: GameConf
     ids = await queue.submit_many([sub(1), sub(2)])
     rows: Any = await r.xrange(config.keys.submissions)
     assert [sid for sid, _ in rows] == [first, *ids]
-    assert rows[0][1] == {"id": "a", "player": "ana", "points": "5", "ts": rows[0][1]["ts"], "name": "Ana",
-                          "region": "eu"}  # fmt: skip
+    assert rows[0][1] == {
+        "id": "a",
+        "player": "ana",
+        "points": "5",
+        "ts": rows[0][1]["ts"],
+        "name": "Ana",
+        "region": "eu",
+    }
 
 
 async def test_backlog_full_refuses_the_whole_batch(r: aioredis.Redis, config: GameConfig) -> None:

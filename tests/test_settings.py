@@ -34,8 +34,17 @@ def bool_fields(cls: type) -> list[tuple[str, str]]:
 def test_one_boolean_rule_for_every_process(cls: Any) -> None:
     assert bool_fields(cls), "each process has boolean settings"
     for name, var in bool_fields(cls):
-        for raw, want in (("off", False), ("OFF", False), ("no", False), ("0", False), ("false", False),
-                          ("on", True), ("Yes", True), ("1", True), ("true", True)):  # fmt: skip
+        for raw, want in (
+            ("off", False),
+            ("OFF", False),
+            ("no", False),
+            ("0", False),
+            ("false", False),
+            ("on", True),
+            ("Yes", True),
+            ("1", True),
+            ("true", True),
+        ):
             assert getattr(cls.from_env({var: raw}), name) is want, (var, raw)
         with pytest.raises(SettingsError, match=f"{var}='maybe'"):
             cls.from_env({var: "maybe"})
@@ -108,8 +117,9 @@ def test_every_entry_point_answers_help_and_starts_nothing(args: list[str], cls:
     # A Redis URL nobody listens on: an entry point that started instead of helping would hang or fail.
     env = {"PATH": "/usr/bin:/bin", "LB_REDIS_URL": "redis://127.0.0.1:1/0", "LB_GW_PORT": "1"}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, *args, "--help"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=20)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, *args, "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=20
+    )
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert time.monotonic() - started < 15
     out = done.stdout
@@ -131,8 +141,9 @@ def test_every_entry_point_answers_help_and_starts_nothing(args: list[str], cls:
 def test_a_bad_variable_stops_the_process_with_one_line_and_status_2(args: list[str], env: dict[str, str]) -> None:
     [(var, raw)] = env.items()
     base = {"PATH": "/usr/bin:/bin", "LB_REDIS_URL": "redis://127.0.0.1:1/0", "LB_GW_PORT": "0"}
-    done = subprocess.run([sys.executable, *args], cwd=ROOT, env={**base, **env}, capture_output=True, text=True,
-                          timeout=20)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=20
+    )
     assert done.returncode == 2 and done.stdout == "", done.stderr
     [line] = done.stderr.splitlines()  # one line, no traceback
     assert line.startswith(f"configuration error: {var}={raw!r}: "), line
@@ -140,8 +151,9 @@ def test_a_bad_variable_stops_the_process_with_one_line_and_status_2(args: list[
 
 def test_loadtest_help_lists_the_variables_it_reads_and_no_empty_defaults() -> None:
     for args in (["--help"], ["submit", "--help"], ["sockets", "--help"]):
-        out = subprocess.run([sys.executable, "-m", "loadtest", *args], cwd=ROOT, capture_output=True, text=True,
-                             timeout=20, check=True).stdout  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-m", "loadtest", *args], cwd=ROOT, capture_output=True, text=True, timeout=20, check=True
+        ).stdout
         assert "LB_GAME [arena]" in out, args
         assert "(default: )" not in out and "(default: [])" not in out, out
 
@@ -150,10 +162,28 @@ def test_loadtest_names_the_redis_it_could_not_reach(tmp_path: Path) -> None:
     dead = "redis://127.0.0.1:1/0"
     for mode in ("submit", "sockets"):
         done = subprocess.run(
-            [sys.executable, "-m", "loadtest", mode, "--url", "ws://127.0.0.1:1/ws", "--redis-url", dead,
-             "--game", "lt", "--duration", "1", "--quiet", "--out", str(tmp_path / mode)],
-            cwd=tmp_path, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "loadtest",
+                mode,
+                "--url",
+                "ws://127.0.0.1:1/ws",
+                "--redis-url",
+                dead,
+                "--game",
+                "lt",
+                "--duration",
+                "1",
+                "--quiet",
+                "--out",
+                str(tmp_path / mode),
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
         [line] = done.stderr.strip().splitlines()
         assert dead in line and "--redis-url" in line, line
@@ -189,25 +219,42 @@ QUIET = {"PATH": "/usr/bin:/bin", "LB_GW_PORT": "0", "LB_GW_METRICS_PORT": "0", 
     ids=["gateway", "scorer", "scorer submit", "fleet"],
 )
 def test_a_malformed_redis_url_is_a_configuration_error(args: list[str], url: str) -> None:
-    done = subprocess.run([sys.executable, *args], cwd=ROOT, env={**QUIET, "LB_REDIS_URL": url}, capture_output=True,
-                          text=True, timeout=20)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env={**QUIET, "LB_REDIS_URL": url},
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert done.returncode == 2 and done.stdout == "", done.stderr
     [line] = done.stderr.splitlines()
     assert line.startswith("configuration error: LB_REDIS_URL") and "hunter2" not in line, line
 
 
 def test_a_malformed_redis_url_option_is_refused_in_one_line() -> None:
-    done = subprocess.run([sys.executable, "-m", "scorer", "submit", "--player", "mia", "--points", "5",
-                           "--redis-url", "127.0.0.1:6379"], cwd=ROOT, env=QUIET, capture_output=True, text=True,
-                          timeout=20)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "scorer", "submit", "--player", "mia", "--points", "5", "--redis-url", "127.0.0.1:6379"],
+        cwd=ROOT,
+        env=QUIET,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.splitlines()
     assert "LB_REDIS_URL" in line and "127.0.0.1:6379" in line, line
 
 
 def test_the_fleet_names_the_redis_it_could_not_reach_in_one_line(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "fleet", "--port", "0", "--no-demo", "--redis-url", DEAD],
-                          cwd=ROOT, env=QUIET, capture_output=True, text=True, timeout=30)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "fleet", "--port", "0", "--no-demo", "--redis-url", DEAD],
+        cwd=ROOT,
+        env=QUIET,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     [line] = done.stderr.splitlines()
     assert "redis://:***@127.0.0.1:1/0" in line and "--redis-url" in line and "hunter2" not in line, line
@@ -216,8 +263,9 @@ def test_the_fleet_names_the_redis_it_could_not_reach_in_one_line(tmp_path: Path
 @pytest.mark.parametrize("module", ["gateway", "scorer"])
 def test_a_daemon_waiting_for_redis_names_it_once_redacted(module: str) -> None:
     """The daemons wait for Redis by design (no crash loop); their warning says which Redis."""
-    proc = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env={**QUIET, "LB_REDIS_URL": DEAD},
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module], cwd=ROOT, env={**QUIET, "LB_REDIS_URL": DEAD}, stderr=subprocess.PIPE, text=True
+    )
     lines: queue.Queue[str] = queue.Queue()
 
     def pump() -> None:
@@ -253,22 +301,46 @@ def test_a_daemon_waiting_for_redis_names_it_once_redacted(module: str) -> None:
     ids=["loadtest", "fleet"],
 )
 def test_a_malformed_redis_url_option_is_a_usage_error(args: list[str], tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, *args, "--redis-url", "http://:hunter2@127.0.0.1:1/0"], cwd=tmp_path,
-                          env={**QUIET, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                          timeout=20)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, *args, "--redis-url", "http://:hunter2@127.0.0.1:1/0"],
+        cwd=tmp_path,
+        env={**QUIET, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "argument --redis-url: is not a Redis URL" in done.stderr and "hunter2" not in done.stderr
 
 
 def test_loadtest_refuses_a_gateway_pid_that_is_not_running(tmp_path: Path) -> None:
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True).stdout.strip()  # fmt: skip
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "loadtest", "storm", "--url", "ws://127.0.0.1:1/ws", "--redis-url", "redis://127.0.0.1:1/0",
-         "--game", "lt", "--victim-pid", gone, "--quiet", "--out", str(tmp_path / "storm")],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "loadtest",
+            "storm",
+            "--url",
+            "ws://127.0.0.1:1/ws",
+            "--redis-url",
+            "redis://127.0.0.1:1/0",
+            "--game",
+            "lt",
+            "--victim-pid",
+            gone,
+            "--quiet",
+            "--out",
+            str(tmp_path / "storm"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert time.monotonic() - started < 10, "refused before any load starts"
     [line] = done.stderr.strip().splitlines()
@@ -306,11 +378,26 @@ def test_help_shows_a_url_default_with_its_password_hidden(capsys: pytest.Captur
 # Every command line of the product (``--help`` of each, subcommands included), run in one
 # interpreter: each reads LB_REDIS_URL, which after `source var/fleet.env` holds the password.
 COMMANDS = [
-    "fleet", "fleet rollout", "fleet.cluster", "fleet.haproxy", "scorer", "scorer submit", "scorer tournament",
-    "scorer tournament create", "scorer ban", "scorer correct", "scorer profile", "scorer rebuild",
-    "scorer rank-index", "gateway", "loadtest", "loadtest sockets", "loadtest chaos", "loadtest.cleanup",
+    "fleet",
+    "fleet rollout",
+    "fleet.cluster",
+    "fleet.haproxy",
+    "scorer",
+    "scorer submit",
+    "scorer tournament",
+    "scorer tournament create",
+    "scorer ban",
+    "scorer correct",
+    "scorer profile",
+    "scorer rebuild",
+    "scorer rank-index",
+    "gateway",
+    "loadtest",
+    "loadtest sockets",
+    "loadtest chaos",
+    "loadtest.cleanup",
     *(f"bench.{p.stem}" for p in sorted((ROOT / "bench").glob("*.py")) if "__main__" in p.read_text()),
-]  # fmt: skip
+]
 HELPS = """
 import contextlib, io, runpy, sys
 for command in sys.argv[1:]:
@@ -325,8 +412,9 @@ for command in sys.argv[1:]:
 
 def test_no_help_text_shows_the_redis_password() -> None:
     env = {**QUIET, "LB_REDIS_URL": "redis://default:hunter2-of-the-fleet@127.0.0.1:7000/0"}
-    done = subprocess.run([sys.executable, "-c", HELPS, *COMMANDS], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", HELPS, *COMMANDS], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     helps = dict(part.split("\n", 1) for part in done.stdout.split("=== ")[1:])
     assert set(helps) == set(COMMANDS)

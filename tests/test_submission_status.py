@@ -27,8 +27,9 @@ def consumer(r: aioredis.Redis, redis_url: str, config: GameConfig, stats: Stats
 async def overflow(r: aioredis.Redis, config: GameConfig, sid: str) -> None:
     """Two incr slips the queue acknowledges whose sum the board cannot hold: ``sid`` is refused."""
     top, now = config.rules().max_points, now_ms()
-    await Queue(r, config).submit_many([Submission(f"{sid}-a", "ben", top, now, op="incr"),
-                                        Submission(sid, "ben", top, now + 1, op="incr")])  # fmt: skip
+    await Queue(r, config).submit_many(
+        [Submission(f"{sid}-a", "ben", top, now, op="incr"), Submission(sid, "ben", top, now + 1, op="incr")]
+    )
 
 
 async def test_a_slip_is_pending_then_applied_or_refused_with_its_code(
@@ -37,11 +38,13 @@ async def test_a_slip_is_pending_then_applied_or_refused_with_its_code(
     lb, queue = Leaderboard(r, config), Queue(r, config)
     top = config.rules().max_points
     now = now_ms()
-    await queue.submit_many([
-        Submission("ok-1", "mia", 10, now),
-        Submission("big-1", "ben", top, now, op="incr"),
-        Submission("big-2", "ben", top, now + 1, op="incr"),  # acknowledged: 2 x top does not fit
-    ])  # fmt: skip
+    await queue.submit_many(
+        [
+            Submission("ok-1", "mia", 10, now),
+            Submission("big-1", "ben", top, now, op="incr"),
+            Submission("big-2", "ben", top, now + 1, op="incr"),  # acknowledged: 2 x top does not fit
+        ]
+    )
     assert [(await lb.status(i)).status for i in ("ok-1", "big-2", "never")] == ["pending", "pending", "unknown"]
     stats = Stats()
     await asyncio.wait_for(consumer(r, redis_url, config, stats).run(burst=True), 5)
@@ -96,8 +99,11 @@ async def test_a_server_connection_asks_for_a_slips_status(
         reply = await request(ws, {"type": "submit", "submission": {"id": "s-1", "player": "mia", "points": 5}})
         assert reply["type"] == "submitted"
         assert await request(ws, {"type": "status", "submission": "s-1", "id": 1}) == {
-            "type": "status", "submission": "s-1", "status": "pending", "id": 1,
-        }  # fmt: skip
+            "type": "status",
+            "submission": "s-1",
+            "status": "pending",
+            "id": 1,
+        }
         await asyncio.wait_for(consumer(r, redis_url, config, Stats()).run(burst=True), 5 * T)
         assert (await request(ws, {"type": "status", "submission": "s-1"}))["status"] == "applied"
         bad = await request(ws, {"type": "status", "submission": ""})

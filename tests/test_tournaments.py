@@ -35,14 +35,22 @@ async def test_only_entrants_count_and_others_get_their_own_error(lb: Leaderboar
     assert await lb.join("cup", ["ana", "ben"]) == 2
     assert await lb.join("cup", ["ana"]) == 0  # entering twice changes nothing
     results = await lb.submit_batch(
-        [slip("1", "ana", 50, START + MIN), slip("2", "eve", 90, START + MIN), slip("3", "ben", 70, START + 2 * MIN),
-         slip("4", "ben", 80, START - 1), slip("5", "ana", 60, START + MIN, tournament="nope")],
+        [
+            slip("1", "ana", 50, START + MIN),
+            slip("2", "eve", 90, START + MIN),
+            slip("3", "ben", 70, START + 2 * MIN),
+            slip("4", "ben", 80, START - 1),
+            slip("5", "ana", 60, START + MIN, tournament="nope"),
+        ],
         now=START + 3 * MIN,
-    )  # fmt: skip
+    )
     assert [(r.status, r.code) for r in results] == [
-        ("ok", None), ("error", "not_entered"), ("ok", None), ("error", "timestamp_outside_window"),
+        ("ok", None),
+        ("error", "not_entered"),
+        ("ok", None),
+        ("error", "timestamp_outside_window"),
         ("error", "unknown_tournament"),
-    ]  # fmt: skip
+    ]
     top = await lb.top("t-cup", at=START + 3 * MIN)
     assert top.period.label == "cup" and [(e.player, e.score) for e in top.entries] == [("ben", 70), ("ana", 50)]
     # a tournament slip counts on the tournament only, not on the game's windows
@@ -157,9 +165,14 @@ async def test_the_scorer_command_creates_and_enters(redis_url: str, lb: Leaderb
     async def scorer(*args: str) -> tuple[int, str]:
         command = args if args[0] == "submit" else ("tournament", *args)
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "scorer", *command, env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "scorer",
+            *command,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
         out, _ = await asyncio.wait_for(proc.communicate(), 30 * T)
         return proc.returncode or 0, out.decode()
 

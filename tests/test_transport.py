@@ -4,7 +4,7 @@ command is a lost connection, and a full pool waits (bounded) instead of failing
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import pytest
 import redis.asyncio
@@ -16,7 +16,7 @@ from leaderboard.settings import RedisPool, SettingsError, cluster_seeds, redact
 from leaderboard.transport import _torn_down, execute_packed
 from scorer import ScorerSettings
 
-from .conftest import MS
+from .conftest import MS, until
 
 
 async def test_a_connection_torn_down_under_a_command_is_a_lost_connection(redis_url: str) -> None:
@@ -67,15 +67,6 @@ async def test_a_small_pool_serves_many_concurrent_calls(redis_url: str) -> None
         assert sorted(got) == list(range(1, 21)) and sorted(p[0] for p in packed) == list(range(1, 21))
     finally:
         await client.aclose()
-
-
-async def until(predicate: Callable[[], Awaitable[bool]], seconds: float) -> None:
-    """Poll Redis-side state (no event to await there) every 5 ms, bounded."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while not await predicate():
-        assert loop.time() < deadline, "condition not reached in time"
-        await asyncio.sleep(5 * MS)
 
 
 async def blocked(r: redis.asyncio.Redis, count: int) -> bool:

@@ -11,6 +11,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 from fleet.redis_server import free_port
 from leaderboard import GameConfig, Leaderboard, connect
 
@@ -51,6 +53,7 @@ def install_wheel(tmp: Path) -> Path:
     return python
 
 
+@pytest.mark.slow
 async def test_the_installed_wheel_runs_a_scorer_and_a_gateway(tmp_path: Path, redis_url: str) -> None:
     python = install_wheel(tmp_path)
 
