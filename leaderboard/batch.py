@@ -1,7 +1,7 @@
 """Batch encoding of ``lb_submit`` (pure: no I/O): stream entries to the call's KEYS and ARGV,
 and the call's replies back to one SubmitResult per entry.
 
-The layout of the arguments is documented at ``lb_submit`` in leaderboard/lua/leaderboard.lua::
+The layout of the arguments is documented at ``lb_submit`` in lua/leaderboard.lua::
 
     plan = encode_batch(config, entries, now_ms())
     replies = ...FCALL lb_submit len(plan.keys) *plan.keys *plan.args...

@@ -1,4 +1,4 @@
-"""Typed Python wrappers of the function library (leaderboard/lua/leaderboard.lua): one method per
+"""Typed Python wrappers of the function library (lua/leaderboard.lua): one method per
 registered function, replies as the dataclasses of results.py, ``ERR <code>`` replies as the
 exception tree of errors.py (``errors.from_reply``). They take a ``redis.asyncio.Redis`` made
 by ``connect()`` (str replies; undecodable bytes kept so one never poisons a whole batch)::
@@ -92,7 +92,7 @@ _JOIN_CHUNK = 1000
 
 def library_code() -> str:
     """The function library's source: package data, so an installed wheel has it too."""
-    return files("leaderboard").joinpath("lua", "leaderboard.lua").read_text(encoding="utf-8")
+    return files("leaderboard.lua").joinpath("leaderboard.lua").read_text(encoding="utf-8")
 
 
 async def _execute(redis: RedisClient, command: Command) -> Any:
