@@ -73,8 +73,13 @@ class _Layouts:
     def __init__(self, config: GameConfig) -> None:
         self.config = config
         self.names = config.keys
-        self.keys = [self.names.versions, self.names.activity, self.names.profiles, self.names.banned,
-                     self.names.scopes]  # fmt: skip
+        self.keys = [
+            self.names.versions,
+            self.names.activity,
+            self.names.profiles,
+            self.names.banned,
+            self.names.scopes,
+        ]
         self._key_index: dict[str, int] = {}
         self.periods: dict[tuple[str, str], tuple[int, Period]] = {}
         self._specs = [(spec, config.operator_for(spec.name)) for spec in config.window_specs]
@@ -135,17 +140,34 @@ class _Layouts:
         """ARGV up to the submission count: the call's settings, the periods, the layouts."""
         config, names = self.config, self.names
         head: list[str | int] = [
-            now, config.top_n, config.activity_maxlen, config.clock_skew_ms, self.idem_ms,
-            announce, int(rows), 0 if replay else config.max_scopes, len(self.periods),
-        ]  # fmt: skip
+            now,
+            config.top_n,
+            config.activity_maxlen,
+            config.clock_skew_ms,
+            self.idem_ms,
+            announce,
+            int(rows),
+            0 if replay else config.max_scopes,
+            len(self.periods),
+        ]
         for _, period in self.periods.values():
             w = period.window
             entrants = self.index(names.entrants(w.tournament)) if w.tournament is not None else 0
             # a replay of history was applied before any close: its closed periods take it again
             closed = 0 if replay else self.index(names.closed_marker(w.name, period.label))
-            head += [w.name, period.label, period.start_ms, period.end_ms, w.shift, w.unit_ms,
-                     period.expire_at_s, self.index(names.players(w.name, period.label)), entrants,
-                     config.rank_mode_for(w.name), closed]  # fmt: skip
+            head += [
+                w.name,
+                period.label,
+                period.start_ms,
+                period.end_ms,
+                w.shift,
+                w.unit_ms,
+                period.expire_at_s,
+                self.index(names.players(w.name, period.label)),
+                entrants,
+                config.rank_mode_for(w.name),
+                closed,
+            ]
         return [*head, len(self._layouts), *self.args]
 
 
@@ -208,8 +230,15 @@ def encode_batch(
         except InvalidSubmission as exc:
             plan.append(SubmitResult(sub_id, "error", code=exc.code, message=exc.message))
             continue
-        body += [sub_id, fields.get("player", ""), fields.get("points", ""), fields.get("op", ""),
-                 ts, fields.get("name", ""), layout]  # fmt: skip
+        body += [
+            sub_id,
+            fields.get("player", ""),
+            fields.get("points", ""),
+            fields.get("op", ""),
+            ts,
+            fields.get("name", ""),
+            layout,
+        ]
         plan.append((sub_id, boards))
     count = len(body) // len(SUBMISSION_FIELDS)
     head = layouts.head(now, rows, announce or layouts.names.announce_channel, replay)
@@ -230,10 +259,14 @@ def decode_batch(plan: BatchPlan, replies: Sequence[Any], *, rows: bool = True, 
         reply = next(it)
         status = reply[0]
         if status == "ok":
-            per_board = tuple(
-                BoardResult(ref, bool(row[0]), int(row[1]), int(row[2]) or None, int(row[3]))
-                for ref, row in zip(boards, reply[1], strict=True)
-            ) if len(reply) > 1 else ()  # fmt: skip
+            per_board = (
+                tuple(
+                    BoardResult(ref, bool(row[0]), int(row[1]), int(row[2]) or None, int(row[3]))
+                    for ref, row in zip(boards, reply[1], strict=True)
+                )
+                if len(reply) > 1
+                else ()
+            )
             results.append(SubmitResult(sub_id, "ok", per_board, applied_us=stamp))
         elif status == "duplicate":
             results.append(SubmitResult(sub_id, "duplicate", applied_us=stamp))

@@ -153,8 +153,15 @@ class Leaderboard(PlainReads):
             return []
         named = {t for fields in entries if (t := fields.get("tournament"))}
         tournaments = {t: w for t in named if (w := await self.tournaments.get(t)) is not None} if named else None
-        plan = encode_batch(self.config, entries, now_ms() if now is None else now, rows=rows,
-                            tournaments=tournaments, announce=announce, replay=replay)  # fmt: skip
+        plan = encode_batch(
+            self.config,
+            entries,
+            now_ms() if now is None else now,
+            rows=rows,
+            tournaments=tournaments,
+            announce=announce,
+            replay=replay,
+        )
         if plan.count == 0:  # every entry was refused before the call
             return decode_batch(plan, [])
         command = ("FCALL", "lb_submit", len(plan.keys), *plan.keys, *plan.args)
@@ -247,8 +254,12 @@ class Leaderboard(PlainReads):
         args: list[str | int | bytes] = [owner, ttl_s]
         for pub in publications:
             keys.append(self.keys.latest(pub.window, pub.scope))
-            args += [self.keys.snapshot_channel(pub.window, pub.scope), f"{pub.window}:{pub.scope}",
-                     f"{pub.period}:{pub.version}", pub.payload]  # fmt: skip
+            args += [
+                self.keys.snapshot_channel(pub.window, pub.scope),
+                f"{pub.window}:{pub.scope}",
+                f"{pub.period}:{pub.version}",
+                pub.payload,
+            ]
         command: Any = ("FCALL", "lb_publish", len(keys), *keys, *args)
         return bool(await _execute(self.redis, command))
 
@@ -263,11 +274,28 @@ class Leaderboard(PlainReads):
         and keep it in the window's finals (the newest ``keep``); the event's stream id, or None
         if the period was closed before. Either way the period's boards leave the versions hash."""
         w = period.window
-        keys = [self.keys.closed_marker(w.name, period.label), self.keys.closed, self.keys.finals(w.name),
-                self.keys.versions, self.keys.journal,
-                *(self.keys.board(w.name, period.label, scope) for scope in scopes)]  # fmt: skip
-        args: list[str | int] = [w.name, period.label, period.start_ms, period.end_ms, w.shift, top_n,
-                period.expire_at_s, keep, maxlen, now_ms(), self.config.rank_mode_for(w.name), *scopes]  # fmt: skip
+        keys = [
+            self.keys.closed_marker(w.name, period.label),
+            self.keys.closed,
+            self.keys.finals(w.name),
+            self.keys.versions,
+            self.keys.journal,
+            *(self.keys.board(w.name, period.label, scope) for scope in scopes),
+        ]
+        args: list[str | int] = [
+            w.name,
+            period.label,
+            period.start_ms,
+            period.end_ms,
+            w.shift,
+            top_n,
+            period.expire_at_s,
+            keep,
+            maxlen,
+            now_ms(),
+            self.config.rank_mode_for(w.name),
+            *scopes,
+        ]
         reply = await _execute(self.redis, ("FCALL", "lb_close", len(keys), *keys, *args))
         return None if reply is None else str(reply)
 
@@ -279,9 +307,8 @@ class Leaderboard(PlainReads):
             spec = tournament_window(tournament, start_ms, end_ms)
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
-        command = ("FCALL", "lb_tournament", 2, self.keys.tournaments, self.keys.journal, tournament, start_ms, end_ms,
-                   now_ms())  # fmt: skip
-        await _execute(self.redis, command)
+        keys = (self.keys.tournaments, self.keys.journal)
+        await _execute(self.redis, ("FCALL", "lb_tournament", len(keys), *keys, tournament, start_ms, end_ms, now_ms()))
         self.tournaments.remember(tournament, spec)
         return spec
 
@@ -297,11 +324,11 @@ class Leaderboard(PlainReads):
         for player in players:  # all checked before the first chunk: a refused call enters nobody
             check_player_id(player)
         expire_at = spec.period(0).end_ms // 1000 + TOURNAMENT_RETENTION_S
+        keys = (self.keys.tournaments, self.keys.entrants(tournament), self.keys.journal)
         added = 0
         for i in range(0, len(players), _JOIN_CHUNK):
             chunk = players[i : i + _JOIN_CHUNK]
-            command: Command = ("FCALL", "lb_join", 3, self.keys.tournaments, self.keys.entrants(tournament),
-                       self.keys.journal, tournament, now_ms(), expire_at, *chunk)  # fmt: skip
+            command: Command = ("FCALL", "lb_join", len(keys), *keys, tournament, now_ms(), expire_at, *chunk)
             added += int(await _execute(self.redis, command))
         return added
 
@@ -313,8 +340,14 @@ class Leaderboard(PlainReads):
         """lb_ban: tombstone ``player`` and remove them from ``boards``; (boards they were on,
         of those the boards whose top N changed)."""
         keys = [self.keys.banned, self.keys.versions, self.keys.activity, self.keys.journal]
-        args: list[str | int] = [player, actor, reason, now_ms() if now is None else now, self.config.activity_maxlen,
-                                 self.config.top_n]  # fmt: skip
+        args: list[str | int] = [
+            player,
+            actor,
+            reason,
+            now_ms() if now is None else now,
+            self.config.activity_maxlen,
+            self.config.top_n,
+        ]
         shifts = {name: await self._shift_of(name) for name in {b.window for b in boards}}
         for b in boards:  # the companions (histogram, points set) follow the board's removal
             keys += self._board_keys(b.window, b.period, b.scope)
@@ -356,13 +389,27 @@ class Leaderboard(PlainReads):
     ) -> list[Correction]:
         """lb_correct: set ``player``'s points on each (period, scope) board given."""
         keys = [self.keys.banned, self.keys.versions, self.keys.activity, self.keys.journal]
-        args: list[str | int] = [player, points, actor, reason, now_ms() if now is None else now,
-                                 self.config.activity_maxlen, self.config.top_n]  # fmt: skip
+        args: list[str | int] = [
+            player,
+            points,
+            actor,
+            reason,
+            now_ms() if now is None else now,
+            self.config.activity_maxlen,
+            self.config.top_n,
+        ]
         for period, scope in boards:
             w = period.window
             keys += self._board_keys(w.name, period.label, scope)
-            args += [f"{w.name}:{period.label}:{scope}", period.start_ms, period.end_ms, w.shift, w.unit_ms,
-                     period.expire_at_s, self.config.rank_mode_for(w.name)]  # fmt: skip
+            args += [
+                f"{w.name}:{period.label}:{scope}",
+                period.start_ms,
+                period.end_ms,
+                w.shift,
+                w.unit_ms,
+                period.expire_at_s,
+                self.config.rank_mode_for(w.name),
+            ]
         rows = await _execute(self.redis, ("FCALL", "lb_correct", len(keys), *keys, *args))
         return [
             Correction(BoardRef(p.window.name, p.label, scope), None if int(prev) < 0 else int(prev), int(rank))
