@@ -718,10 +718,10 @@ Input:
   not checked, a rebuild replaying history); announce the announcements' channel; rows '1' for
   per-board rows with every board's rank, '0' for the status only (ranks read only where written
   or for the activity entry); max_scopes 0 = no cap; shift and unit_ms the score packing of the
-  period's window; expire_at unix seconds (0 = never); mode the rank mode (ordinal, dense or
-  competition: the rank an announcement names); a board's period and a submission's layout are
-  1-based indexes of those records; a board's op is its window's default operator, a
-  submission's op '' = each board's own; name '' = none; ts in milliseconds
+  period's window; expire_at and seen_expire_at unix seconds (a period's 0 = never); mode the
+  rank mode (ordinal, dense or competition: the rank an announcement names); a board's period
+  and a submission's layout are 1-based indexes of those records; a board's op is its window's
+  default operator, a submission's op '' = each board's own; name '' = none; ts in milliseconds
 Output:
   one entry per submission: {'ok', {{improved, rank, previous_rank, points}, ...}} in board
   order ({'ok'} without rows), {'duplicate'}, or {'error', code, message}
