@@ -1,7 +1,9 @@
 """Batch encoding of ``lb_submit`` (pure: no I/O): stream entries to the call's KEYS and ARGV,
 and the call's replies back to one SubmitResult per entry.
 
-The layout of the arguments is documented at ``lb_submit`` in leaderboard/lua/leaderboard.lua::
+The layout of the arguments is documented at ``lb_submit`` in lua/leaderboard.lua, record by
+record, with the field names of the ``*_FIELDS`` tuples below (tests/test_submit_layout.py holds
+the two equal, and this encoder to its names)::
 
     plan = encode_batch(config, entries, now_ms())
     replies = ...FCALL lb_submit len(plan.keys) *plan.keys *plan.args...
@@ -21,9 +23,37 @@ from .results import BoardRef, BoardResult, SubmitResult
 from .submission import parse_uint, scopes_of
 from .windows import Period, Window, check_tournament
 
-# A board as laid out for Lua: key index, period index, default operator, scope, histogram key
-# index, points key index; and its ref.
-_Board = tuple[int, int, str, str, int, int, BoardRef]
+# lb_submit's ARGV: the settings, then each list as its count and its records (a layout's boards
+# follow it). The names are the library's (its header, and the locals it reads them into).
+SETTINGS_FIELDS = (
+    "now_ms",
+    "top_n",
+    "activity_maxlen",
+    "clock_skew_ms",
+    "idempotency_ms",
+    "announce",
+    "rows",
+    "max_scopes",
+)
+PERIOD_FIELDS = (
+    "window",
+    "label",
+    "start_ms",
+    "end_ms",
+    "shift",
+    "unit_ms",
+    "expire_at",
+    "players_key",
+    "entrants_key",
+    "mode",
+    "closed_key",
+)
+LAYOUT_FIELDS = ("seen_key", "seen_expire_at", "board_count")
+BOARD_FIELDS = ("board_key", "period", "op", "scope", "hist_key", "points_key")
+SUBMISSION_FIELDS = ("id", "player", "points", "op", "ts", "name", "layout")
+
+# A board: its record (BOARD_FIELDS) and its ref.
+_Board = tuple[tuple[int, int, str, str, int, int], BoardRef]
 
 
 @dataclass(slots=True)
@@ -43,8 +73,13 @@ class _Layouts:
     def __init__(self, config: GameConfig) -> None:
         self.config = config
         self.names = config.keys
-        self.keys = [self.names.versions, self.names.activity, self.names.profiles, self.names.banned,
-                     self.names.scopes]  # fmt: skip
+        self.keys = [
+            self.names.versions,
+            self.names.activity,
+            self.names.profiles,
+            self.names.banned,
+            self.names.scopes,
+        ]
         self._key_index: dict[str, int] = {}
         self.periods: dict[tuple[str, str], tuple[int, Period]] = {}
         self._specs = [(spec, config.operator_for(spec.name)) for spec in config.window_specs]
@@ -83,14 +118,14 @@ class _Layouts:
                     board = self._boards[spec.name, period.label, scope] = self._board(spec.name, period, op, scope)
                 refs.append(board)
         seen = self.index(self.names.seen(hour))
-        shape = (tuple(board[0] for board in refs), seen)
+        shape = (tuple(record[0] for record, _ in refs), seen)
         layout = self._layouts.get(shape)
         if layout is None:
             layout = self._layouts[shape] = len(self._layouts) + 1
             self.args.extend((seen, ((hour + 1) * HOUR_MS + self.idem_ms) // 1000, len(refs)))
-            for board in refs:
-                self.args.extend(board[:6])
-        return layout, [board[6] for board in refs], lo, hi
+            for record, _ in refs:
+                self.args.extend(record)
+        return layout, [ref for _, ref in refs], lo, hi
 
     def _board(self, window: str, period: Period, op: str, scope: str) -> _Board:
         slot = self.periods.get((window, period.label))
@@ -99,23 +134,40 @@ class _Layouts:
         key = self.index(self.names.board(window, period.label, scope))
         hist = self.index(self.names.histogram(window, period.label, scope))
         points = self.index(self.names.points(window, period.label, scope))
-        return (key, slot[0], op, scope, hist, points, BoardRef(window, period.label, scope))
+        return (key, slot[0], op, scope, hist, points), BoardRef(window, period.label, scope)
 
     def head(self, now: int, rows: bool, announce: str, replay: bool) -> list[str | int]:
         """ARGV up to the submission count: the call's settings, the periods, the layouts."""
         config, names = self.config, self.names
         head: list[str | int] = [
-            now, config.top_n, config.activity_maxlen, config.clock_skew_ms, self.idem_ms,
-            announce, int(rows), 0 if replay else config.max_scopes, len(self.periods),
-        ]  # fmt: skip
+            now,
+            config.top_n,
+            config.activity_maxlen,
+            config.clock_skew_ms,
+            self.idem_ms,
+            announce,
+            int(rows),
+            0 if replay else config.max_scopes,
+            len(self.periods),
+        ]
         for _, period in self.periods.values():
             w = period.window
             entrants = self.index(names.entrants(w.tournament)) if w.tournament is not None else 0
             # a replay of history was applied before any close: its closed periods take it again
             closed = 0 if replay else self.index(names.closed_marker(w.name, period.label))
-            head += [w.name, period.label, period.start_ms, period.end_ms, w.shift, w.unit_ms,
-                     period.expire_at_s, self.index(names.players(w.name, period.label)), entrants,
-                     config.rank_mode_for(w.name), closed]  # fmt: skip
+            head += [
+                w.name,
+                period.label,
+                period.start_ms,
+                period.end_ms,
+                w.shift,
+                w.unit_ms,
+                period.expire_at_s,
+                self.index(names.players(w.name, period.label)),
+                entrants,
+                config.rank_mode_for(w.name),
+                closed,
+            ]
         return [*head, len(self._layouts), *self.args]
 
 
@@ -178,10 +230,17 @@ def encode_batch(
         except InvalidSubmission as exc:
             plan.append(SubmitResult(sub_id, "error", code=exc.code, message=exc.message))
             continue
-        body += [sub_id, fields.get("player", ""), fields.get("points", ""), fields.get("op", ""),
-                 ts, fields.get("name", ""), layout]  # fmt: skip
+        body += [
+            sub_id,
+            fields.get("player", ""),
+            fields.get("points", ""),
+            fields.get("op", ""),
+            ts,
+            fields.get("name", ""),
+            layout,
+        ]
         plan.append((sub_id, boards))
-    count = len(body) // 7
+    count = len(body) // len(SUBMISSION_FIELDS)
     head = layouts.head(now, rows, announce or layouts.names.announce_channel, replay)
     return BatchPlan(layouts.keys, [*head, count, *body], count, plan)
 
@@ -200,10 +259,14 @@ def decode_batch(plan: BatchPlan, replies: Sequence[Any], *, rows: bool = True, 
         reply = next(it)
         status = reply[0]
         if status == "ok":
-            per_board = tuple(
-                BoardResult(ref, bool(row[0]), int(row[1]), int(row[2]) or None, int(row[3]))
-                for ref, row in zip(boards, reply[1], strict=True)
-            ) if len(reply) > 1 else ()  # fmt: skip
+            per_board = (
+                tuple(
+                    BoardResult(ref, bool(row[0]), int(row[1]), int(row[2]) or None, int(row[3]))
+                    for ref, row in zip(boards, reply[1], strict=True)
+                )
+                if len(reply) > 1
+                else ()
+            )
             results.append(SubmitResult(sub_id, "ok", per_board, applied_us=stamp))
         elif status == "duplicate":
             results.append(SubmitResult(sub_id, "duplicate", applied_us=stamp))

@@ -1,7 +1,7 @@
 """Every Redis key and channel name the fleet uses, built in one place.
 
 All names of one game share the hash tag ``{game}``, so in a Redis Cluster they live in one slot
-and a function can touch them all. leaderboard/lua/leaderboard.lua's header describes the same schema.
+and a function can touch them all. lua/leaderboard.lua's header describes the same schema.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Typed Python wrappers of the function library (leaderboard/lua/leaderboard.lua): one method per
+"""Typed Python wrappers of the function library (lua/leaderboard.lua): one method per
 registered function, replies as the dataclasses of results.py, ``ERR <code>`` replies as the
 exception tree of errors.py (``errors.from_reply``). They take a ``redis.asyncio.Redis`` made
 by ``connect()`` (str replies; undecodable bytes kept so one never poisons a whole batch)::
@@ -13,6 +13,7 @@ function         wrapper                             used by
 ===============  ==================================  ==============================
 lb_submit        ``submit_batch``                    scorer consumer
 lb_enqueue       ``enqueue``                         queue.Queue (submit API)
+lb_status        ``status``                          gateways (status request), ``python -m scorer status``
 lb_lease         ``lease``                           scorer publisher
 lb_publish       ``publish``                         scorer publisher
 lb_forget        ``forget``                          scorer stream workers
@@ -42,16 +43,19 @@ Reads take ``period``: None or ``"current"``, ``"previous"``, or a label such as
 The boards a moderation or profile call touches are found by moderation.py (``Moderation`` is
 the high-level call operators use); these wrappers take them as given.
 
-The transport (``connect``, ``execute_packed``) is in transport.py and the batch layout of
-``lb_submit`` in batch.py.
+Around the wrappers, each in its module: the transport (``connect``, ``execute_packed``) in
+transport.py, the batch layout of ``lb_submit`` in batch.py, the reads by plain commands
+(``size``, ``stats``, ``feed``, ``finals``) in reads.py, and the tournament registry
+(``lb.tournaments``: ``get``, ``all``, ``entered``) in tournaments.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from importlib.resources import files
-from typing import Any, cast
+from typing import Any
 
 import orjson
 from redis.exceptions import ResponseError
@@ -62,10 +66,10 @@ from .errors import BadPeriod, BadRequest, NotReplicated, TournamentError, from_
 from .keys import HOUR_MS, parse_scope
 from .profiles import check_player_id
 from .ranking import COMPETITION, ORDINAL, assign_ranks, round_rank, top_percent
+from .reads import PlainReads
 from .results import (
     BoardEntries,
     BoardRef,
-    BoardStats,
     Correction,
     Entry,
     Publication,
@@ -74,13 +78,12 @@ from .results import (
     SubmissionStatus,
     SubmitResult,
 )
+from .tournaments import Tournaments
 from .transport import Command, RedisClient, execute_packed, now_ms
 from .windows import (
-    TOURNAMENT_PREFIX,
     TOURNAMENT_RETENTION_S,
     Period,
     Window,
-    check_tournament,
     tournament_of,
     tournament_window,
     window,
@@ -92,30 +95,37 @@ _JOIN_CHUNK = 1000
 
 def library_code() -> str:
     """The function library's source: package data, so an installed wheel has it too."""
-    return files("leaderboard").joinpath("lua", "leaderboard.lua").read_text(encoding="utf-8")
+    return files("leaderboard.lua").joinpath("leaderboard.lua").read_text(encoding="utf-8")
 
 
-async def _execute(redis: RedisClient, command: Command) -> Any:
-    """One packed call, its library error reply raised as the exception tree's."""
+@contextmanager
+def _library_errors() -> Iterator[None]:
+    """A library error reply ('ERR <code> ...') raised as the exception tree's; others as they are."""
     try:
-        [reply] = await execute_packed(redis, command)
+        yield
     except ResponseError as exc:
         mapped = from_reply(str(exc))
         if mapped is None:
             raise
         raise mapped from None
+
+
+async def _execute(redis: RedisClient, command: Command) -> Any:
+    """One packed call, its library error reply raised as the exception tree's."""
+    with _library_errors():
+        [reply] = await execute_packed(redis, command)
     return reply
 
 
-class Leaderboard:
-    """One game's boards, reached through the function library."""
+class Leaderboard(PlainReads):
+    """One game's boards, reached through the function library (and the plain reads of
+    reads.py); ``tournaments`` is the game's tournament registry (tournaments.py)."""
 
     def __init__(self, redis: RedisClient, config: GameConfig) -> None:
         self.redis = redis
         self.config = config
         self.keys = config.keys
-        # Tournament windows by id: a tournament's definition never changes once created.
-        self._tournaments: dict[str, Window] = {}
+        self.tournaments = Tournaments(redis, self.keys)
 
     async def load(self) -> None:
         """Load (or replace) the function library; idempotent."""
@@ -142,9 +152,16 @@ class Leaderboard:
         if not entries:
             return []
         named = {t for fields in entries if (t := fields.get("tournament"))}
-        tournaments = {t: w for t in named if (w := await self.tournament(t)) is not None} if named else None
-        plan = encode_batch(self.config, entries, now_ms() if now is None else now, rows=rows,
-                            tournaments=tournaments, announce=announce, replay=replay)  # fmt: skip
+        tournaments = {t: w for t in named if (w := await self.tournaments.get(t)) is not None} if named else None
+        plan = encode_batch(
+            self.config,
+            entries,
+            now_ms() if now is None else now,
+            rows=rows,
+            tournaments=tournaments,
+            announce=announce,
+            replay=replay,
+        )
         if plan.count == 0:  # every entry was refused before the call
             return decode_batch(plan, [])
         command = ("FCALL", "lb_submit", len(plan.keys), *plan.keys, *plan.args)
@@ -195,13 +212,8 @@ class Leaderboard:
             ids = await _execute(self.redis, command)
             return [str(i) for i in ids]
         # WAIT counts the replicas that have every write this connection made: one pipeline.
-        try:
+        with _library_errors():
             ids, acked = await execute_packed(self.redis, command, ("WAIT", wait_replicas, wait_timeout_ms))
-        except ResponseError as exc:
-            mapped = from_reply(str(exc))
-            if mapped is None:
-                raise
-            raise mapped from None
         if int(acked) < wait_replicas:
             raise NotReplicated(
                 f"queued, but {acked} of {wait_replicas} replicas confirmed within {wait_timeout_ms} ms; "
@@ -242,8 +254,12 @@ class Leaderboard:
         args: list[str | int | bytes] = [owner, ttl_s]
         for pub in publications:
             keys.append(self.keys.latest(pub.window, pub.scope))
-            args += [self.keys.snapshot_channel(pub.window, pub.scope), f"{pub.window}:{pub.scope}",
-                     f"{pub.period}:{pub.version}", pub.payload]  # fmt: skip
+            args += [
+                self.keys.snapshot_channel(pub.window, pub.scope),
+                f"{pub.window}:{pub.scope}",
+                f"{pub.period}:{pub.version}",
+                pub.payload,
+            ]
         command: Any = ("FCALL", "lb_publish", len(keys), *keys, *args)
         return bool(await _execute(self.redis, command))
 
@@ -258,11 +274,28 @@ class Leaderboard:
         and keep it in the window's finals (the newest ``keep``); the event's stream id, or None
         if the period was closed before. Either way the period's boards leave the versions hash."""
         w = period.window
-        keys = [self.keys.closed_marker(w.name, period.label), self.keys.closed, self.keys.finals(w.name),
-                self.keys.versions, self.keys.journal,
-                *(self.keys.board(w.name, period.label, scope) for scope in scopes)]  # fmt: skip
-        args: list[str | int] = [w.name, period.label, period.start_ms, period.end_ms, w.shift, top_n,
-                period.expire_at_s, keep, maxlen, now_ms(), self.config.rank_mode_for(w.name), *scopes]  # fmt: skip
+        keys = [
+            self.keys.closed_marker(w.name, period.label),
+            self.keys.closed,
+            self.keys.finals(w.name),
+            self.keys.versions,
+            self.keys.journal,
+            *(self.keys.board(w.name, period.label, scope) for scope in scopes),
+        ]
+        args: list[str | int] = [
+            w.name,
+            period.label,
+            period.start_ms,
+            period.end_ms,
+            w.shift,
+            top_n,
+            period.expire_at_s,
+            keep,
+            maxlen,
+            now_ms(),
+            self.config.rank_mode_for(w.name),
+            *scopes,
+        ]
         reply = await _execute(self.redis, ("FCALL", "lb_close", len(keys), *keys, *args))
         return None if reply is None else str(reply)
 
@@ -274,17 +307,16 @@ class Leaderboard:
             spec = tournament_window(tournament, start_ms, end_ms)
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
-        command = ("FCALL", "lb_tournament", 2, self.keys.tournaments, self.keys.journal, tournament, start_ms, end_ms,
-                   now_ms())  # fmt: skip
-        await _execute(self.redis, command)
-        self._tournaments[tournament] = spec
+        keys = (self.keys.tournaments, self.keys.journal)
+        await _execute(self.redis, ("FCALL", "lb_tournament", len(keys), *keys, tournament, start_ms, end_ms, now_ms()))
+        self.tournaments.remember(tournament, spec)
         return spec
 
     async def join(self, tournament: str, players: Sequence[str]) -> int:
         """lb_join: enter players in a tournament (before it starts or while it runs); how many
         were newly entered. TournamentError(unknown_tournament / tournament_ended). Each call
         of the function enters up to 1,000 players atomically; a longer list takes several."""
-        spec = await self.tournament(tournament)
+        spec = await self.tournaments.get(tournament)
         if spec is None:
             raise TournamentError("unknown_tournament", f"no tournament {tournament!r}")
         if not players:
@@ -292,60 +324,13 @@ class Leaderboard:
         for player in players:  # all checked before the first chunk: a refused call enters nobody
             check_player_id(player)
         expire_at = spec.period(0).end_ms // 1000 + TOURNAMENT_RETENTION_S
+        keys = (self.keys.tournaments, self.keys.entrants(tournament), self.keys.journal)
         added = 0
         for i in range(0, len(players), _JOIN_CHUNK):
             chunk = players[i : i + _JOIN_CHUNK]
-            command: Command = ("FCALL", "lb_join", 3, self.keys.tournaments, self.keys.entrants(tournament),
-                       self.keys.journal, tournament, now_ms(), expire_at, *chunk)  # fmt: skip
+            command: Command = ("FCALL", "lb_join", len(keys), *keys, tournament, now_ms(), expire_at, *chunk)
             added += int(await _execute(self.redis, command))
         return added
-
-    async def entered(self, tournament: str, players: Sequence[str]) -> list[bool]:
-        """Whether each player is entered in the tournament."""
-        found = await self.redis.smismember(self.keys.entrants(tournament), list(players))
-        return [bool(x) for x in found]
-
-    async def tournament(self, tournament: str) -> Window | None:
-        """The window of a tournament, or None if there is no such tournament."""
-        spec = self._tournaments.get(tournament)
-        if spec is not None:
-            return spec
-        try:
-            check_tournament(tournament)
-        except ValueError:
-            return None
-        raw = await self.redis.hget(self.keys.tournaments, tournament)
-        if raw is None:
-            return None
-        spec = self._tournament_from(tournament, str(raw))
-        if spec is not None:
-            self._tournaments[tournament] = spec
-        return spec
-
-    async def tournaments(self) -> list[Window]:
-        """Every tournament defined (running, upcoming or finished), by start."""
-        raw = cast(dict[str, str], await self.redis.hgetall(self.keys.tournaments))
-        found = [w for t, d in raw.items() if (w := self._tournament_from(t, d)) is not None]
-        for w in found:
-            self._tournaments.setdefault(w.name.removeprefix(TOURNAMENT_PREFIX), w)
-        return sorted(found, key=lambda w: (w.period(0).start_ms, w.name))
-
-    @staticmethod
-    def _tournament_from(tournament: str, raw: str) -> Window | None:
-        try:
-            d = orjson.loads(raw)
-            return tournament_window(tournament, int(d["start_ms"]), int(d["end_ms"]))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            return None  # written by something else: not a tournament this code can read
-
-    async def finals(self, window_name: str, n: int = 10) -> list[dict[str, Any]]:
-        """The newest close events kept for a window, newest first: ``{"id", "window", "period",
-        "start_ms", "end_ms", "closed_ms", "event", "top": {scope: [{"rank", "player",
-        "points"}, ...]}}``. All tournaments share one list (LB_CLOSED_KEEP long), read whole."""
-        shared = tournament_of(window_name) is not None
-        raw = await self.redis.lrange(self.keys.finals(window_name), 0, -1 if shared else n - 1)
-        found = [orjson.loads(item) for item in raw]
-        return [f for f in found if f.get("window") == window_name][:n]
 
     # --- moderation and profiles (the boards named by the caller: see moderation.py)
 
@@ -355,8 +340,14 @@ class Leaderboard:
         """lb_ban: tombstone ``player`` and remove them from ``boards``; (boards they were on,
         of those the boards whose top N changed)."""
         keys = [self.keys.banned, self.keys.versions, self.keys.activity, self.keys.journal]
-        args: list[str | int] = [player, actor, reason, now_ms() if now is None else now, self.config.activity_maxlen,
-                                 self.config.top_n]  # fmt: skip
+        args: list[str | int] = [
+            player,
+            actor,
+            reason,
+            now_ms() if now is None else now,
+            self.config.activity_maxlen,
+            self.config.top_n,
+        ]
         shifts = {name: await self._shift_of(name) for name in {b.window for b in boards}}
         for b in boards:  # the companions (histogram, points set) follow the board's removal
             keys += self._board_keys(b.window, b.period, b.scope)
@@ -398,13 +389,27 @@ class Leaderboard:
     ) -> list[Correction]:
         """lb_correct: set ``player``'s points on each (period, scope) board given."""
         keys = [self.keys.banned, self.keys.versions, self.keys.activity, self.keys.journal]
-        args: list[str | int] = [player, points, actor, reason, now_ms() if now is None else now,
-                                 self.config.activity_maxlen, self.config.top_n]  # fmt: skip
+        args: list[str | int] = [
+            player,
+            points,
+            actor,
+            reason,
+            now_ms() if now is None else now,
+            self.config.activity_maxlen,
+            self.config.top_n,
+        ]
         for period, scope in boards:
             w = period.window
             keys += self._board_keys(w.name, period.label, scope)
-            args += [f"{w.name}:{period.label}:{scope}", period.start_ms, period.end_ms, w.shift, w.unit_ms,
-                     period.expire_at_s, self.config.rank_mode_for(w.name)]  # fmt: skip
+            args += [
+                f"{w.name}:{period.label}:{scope}",
+                period.start_ms,
+                period.end_ms,
+                w.shift,
+                w.unit_ms,
+                period.expire_at_s,
+                self.config.rank_mode_for(w.name),
+            ]
         rows = await _execute(self.redis, ("FCALL", "lb_correct", len(keys), *keys, *args))
         return [
             Correction(BoardRef(p.window.name, p.label, scope), None if int(prev) < 0 else int(prev), int(rank))
@@ -429,7 +434,7 @@ class Leaderboard:
         """A window a read may name: one the game keeps, or a tournament's (``t-<id>``)."""
         tournament = tournament_of(window_name)
         if tournament is not None:
-            spec = await self.tournament(tournament)
+            spec = await self.tournaments.get(tournament)
             if spec is None:
                 raise TournamentError("unknown_tournament", f"no tournament {tournament!r}")
             return spec
@@ -456,13 +461,8 @@ class Leaderboard:
         return self.keys.board(spec.name, period.label, scope), period
 
     async def _fcall_ro(self, name: str, keys: list[str], *args: str | int) -> Any:
-        try:
+        with _library_errors():
             return await self.redis.fcall_ro(name, len(keys), *keys, *args)
-        except ResponseError as exc:
-            mapped = from_reply(str(exc))
-            if mapped is None:
-                raise
-            raise mapped from None
 
     async def top(
         self, window_name: str, scope: str = "global", n: int = 10, *, at: int | None = None, period: str | None = None
@@ -482,13 +482,8 @@ class Leaderboard:
         client's CPU per board of one call each, measured in docs/operations.md)."""
         found = [await self._board(window_name, scope, at) for window_name, scope in boards]
         commands = [("FCALL_RO", "lb_top", 2, key, self.keys.profiles, n) for key, _ in found]
-        try:
+        with _library_errors():
             replies = await execute_packed(self.redis, *commands) if commands else []
-        except ResponseError as exc:
-            mapped = from_reply(str(exc))
-            if mapped is None:
-                raise
-            raise mapped from None
         out = []
         for (window_name, _), (_, period), flat in zip(boards, found, replies, strict=True):
             mode = self.config.rank_mode_for(window_name)
@@ -542,16 +537,11 @@ class Leaderboard:
         keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
         args: list[str | int] = [mode, w.shift, deep_from, *players]
         if profiles and players:
-            try:
+            with _library_errors():
                 async with self.redis.pipeline(transaction=False) as pipe:
                     pipe.fcall_ro("lb_ranks", len(keys), *keys, *args)
                     pipe.hmget(self.keys.profiles, list(players))
                     flat, joined = await pipe.execute()
-            except ResponseError as exc:
-                mapped = from_reply(str(exc))
-                if mapped is None:
-                    raise
-                raise mapped from None
         else:
             flat, joined = await self._fcall_ro("lb_ranks", keys, *args), [None] * len(players)
         size = int(flat[0])
@@ -586,38 +576,6 @@ class Leaderboard:
         keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
         reply = await _execute(self.redis, ("FCALL", "lb_rank_rebuild", len(keys), *keys, w.shift, mode))
         return int(reply[0])
-
-    async def size(self, window_name: str, scope: str = "global", *, at: int | None = None) -> int:
-        key, _ = await self._board(window_name, scope, at)
-        return int(await self.redis.zcard(key))
-
-    async def distinct_players(self, window_name: str, *, at: int | None = None) -> int:
-        """Approximate distinct players of a window period (HyperLogLog, ~0.8% error)."""
-        return (await self.stats(window_name, at=at)).players
-
-    async def stats(
-        self, window_name: str, scope: str = "global", *, at: int | None = None, period: str | None = None
-    ) -> BoardStats:
-        """Board size and distinct players of the window period, both of one period.
-
-        The count is a plain PFCOUNT: Redis refuses it inside no-writes functions because it may
-        cache the count, but it is allowed on replicas."""
-        key, found = await self._board(window_name, scope, at, period)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zcard(key)
-            pipe.pfcount(self.keys.players(window_name, found.label))
-            size, players = await pipe.execute()
-        return BoardStats(found, int(size), int(players))
-
-    async def feed(self, n: int = 20) -> list[dict[str, str]]:
-        """The newest applied submissions, newest first."""
-        rows = await self.redis.xrevrange(self.keys.activity, count=n)
-        return [cast(dict[str, str], fields) for _, fields in rows or ()]
-
-    async def set_profile(self, player: str, profile: Mapping[str, Any]) -> None:
-        """Store a profile as given: no checks, no version bump (tests and tools). Operators and
-        players go through ``Moderation.set_profile`` (lb_profile), which validates and republishes."""
-        await self.redis.hset(self.keys.profiles, player, orjson.dumps(dict(profile)).decode())
 
 
 def _entries(period: Period, mode: str, first_ordinal: int, first_rank: int, flat: Sequence[Any]) -> list[Entry]:

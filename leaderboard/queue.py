@@ -71,7 +71,7 @@ class Queue:
         costs one SISMEMBER and keeps the library safe against writers that bypass the queue)."""
         for sub in submissions:
             assert sub.tournament is not None
-            spec = await self.lb.tournament(sub.tournament)
+            spec = await self.lb.tournaments.get(sub.tournament)
             if spec is None:
                 raise InvalidSubmission("unknown_tournament", f"no tournament {sub.tournament!r}")
             period = spec.period(sub.ts_ms)
@@ -79,6 +79,6 @@ class Queue:
                 raise InvalidSubmission(
                     "timestamp_outside_window", f"timestamp is outside tournament {sub.tournament}'s start and end"
                 )
-            [entered] = await self.lb.entered(sub.tournament, [sub.player])
+            [entered] = await self.lb.tournaments.entered(sub.tournament, [sub.player])
             if not entered:
                 raise InvalidSubmission("not_entered", f"{CODES['not_entered']}: {sub.tournament}")

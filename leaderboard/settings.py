@@ -349,9 +349,12 @@ def redis_url(
     """The ``LB_REDIS_URL`` field; ``""`` as default means "none given" and is accepted as such.
     Marked secret: the check shows the value redacted instead."""
     return setting(
-        "LB_REDIS_URL", default, help, check=lambda v: None if v == default == "" else redis_url_problem(v),
+        "LB_REDIS_URL",
+        default,
+        help,
+        check=lambda v: None if v == default == "" else redis_url_problem(v),
         secret=True,
-    )  # fmt: skip
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -363,16 +366,18 @@ class RedisPool:
     (``leaderboard.errors.Unavailable``), which every caller treats as Redis unavailable."""
 
     size: int = setting(
-        "LB_REDIS_POOL_SIZE", 64,
+        "LB_REDIS_POOL_SIZE",
+        64,
         "connections a Redis client keeps at most per node (a gateway has two; the scorer adds one per "
         "blocking stream reader); a call finding all busy waits LB_REDIS_POOL_WAIT",
         check=at_least(1),
-    )  # fmt: skip
+    )
     wait: float = setting(
-        "LB_REDIS_POOL_WAIT", 1.0,
+        "LB_REDIS_POOL_WAIT",
+        1.0,
         "seconds a call waits for a free pooled connection before it is refused `unavailable`",
         check=above(0),
-    )  # fmt: skip
+    )
 
     def __post_init__(self) -> None:
         validate(self)

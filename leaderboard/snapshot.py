@@ -18,6 +18,11 @@ def build(scope: str, top: BoardEntries, *, version: int, ts_ms: int) -> bytes:
     """The snapshot of ``top`` (read from one board of scope ``scope``) at top-N ``version``."""
     period = top.period
     return wire.snapshot(
-        board=scope, window=period.window.name, period=period.label, version=version, ts_ms=ts_ms,
-        entries=top.entries, mode=top.mode,
-    )  # fmt: skip
+        board=scope,
+        window=period.window.name,
+        period=period.label,
+        version=version,
+        ts_ms=ts_ms,
+        entries=top.entries,
+        mode=top.mode,
+    )

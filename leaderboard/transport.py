@@ -51,10 +51,20 @@ RedisClient: TypeAlias = aioredis.Redis | RedisCluster
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 _REDIRECTS = (MovedError, AskError, TryAgainError, ClusterDownError)
 _NODE_OPTIONS = {
-    "connection_class", "username", "password", "credential_provider", "client_name", "protocol",
-    "socket_timeout", "socket_connect_timeout", "socket_keepalive", "socket_keepalive_options",
-    "decode_responses", "encoding", "encoding_errors",
-}  # fmt: skip
+    "connection_class",
+    "username",
+    "password",
+    "credential_provider",
+    "client_name",
+    "protocol",
+    "socket_timeout",
+    "socket_connect_timeout",
+    "socket_keepalive",
+    "socket_keepalive_options",
+    "decode_responses",
+    "encoding",
+    "encoding_errors",
+}
 _REDIRECT_TRIES = 5  # a slot moving, or a failover being agreed on, settles within a few retries
 _LOST = (ConnectionError, TimeoutError, OSError, RedisConnectionError, RedisTimeoutError)
 

@@ -122,10 +122,18 @@ def rank(
 ) -> bytes:
     """A player's standing: ``rank`` in ``mode``; ``approx`` when it is a rounded estimate."""
     msg = {
-        "type": "rank", "board": board, "window": window, "period": period, "mode": mode,
-        "player": player, "rank": rank, "score": score, "size": size, "top_percent": top_percent,
+        "type": "rank",
+        "board": board,
+        "window": window,
+        "period": period,
+        "mode": mode,
+        "player": player,
+        "rank": rank,
+        "score": score,
+        "size": size,
+        "top_percent": top_percent,
         "approx": approx,
-    }  # fmt: skip
+    }
     return _with_id(msg, request_id)
 
 
@@ -142,9 +150,15 @@ def around(
 ) -> bytes:
     """The entries around a player, each with its ``top_percent``; ``size``: the board's."""
     msg = {
-        "type": "around", "board": board, "window": window, "period": period, "mode": mode,
-        "player": player, "size": size, "entries": _rows(entries),
-    }  # fmt: skip
+        "type": "around",
+        "board": board,
+        "window": window,
+        "period": period,
+        "mode": mode,
+        "player": player,
+        "size": size,
+        "entries": _rows(entries),
+    }
     return _with_id(msg, request_id)
 
 
@@ -159,14 +173,25 @@ def ranks(
     request_id: Any = None,
 ) -> bytes:
     players = [
-        {"player": s.player, "rank": s.rank, "score": s.score, "top_percent": s.top_percent, "approx": s.approx,
-         **display(s.profile)}
+        {
+            "player": s.player,
+            "rank": s.rank,
+            "score": s.score,
+            "top_percent": s.top_percent,
+            "approx": s.approx,
+            **display(s.profile),
+        }
         for s in standings
-    ]  # fmt: skip
+    ]
     msg = {
-        "type": "ranks", "board": board, "window": window, "period": period, "mode": mode,
-        "size": size, "players": players,
-    }  # fmt: skip
+        "type": "ranks",
+        "board": board,
+        "window": window,
+        "period": period,
+        "mode": mode,
+        "size": size,
+        "players": players,
+    }
     return _with_id(msg, request_id)
 
 
@@ -184,11 +209,17 @@ def recent(*, board: str, window: str, entries: Iterable[dict[str, Any]], reques
 def finals(*, board: str, window: str, periods: Iterable[dict[str, Any]], request_id: Any = None) -> bytes:
     """The kept final top N of a window's closed periods (rows as in a snapshot)."""
     out = [
-        {"period": f["period"], "start_ms": f["start_ms"], "end_ms": f["end_ms"], "closed_ms": f["closed_ms"],
-         "entries": [{"rank": e["rank"], "player": e["player"], "score": e["points"]}
-                     for e in f["top"].get(board, ())]}
+        {
+            "period": f["period"],
+            "start_ms": f["start_ms"],
+            "end_ms": f["end_ms"],
+            "closed_ms": f["closed_ms"],
+            "entries": [
+                {"rank": e["rank"], "player": e["player"], "score": e["points"]} for e in f["top"].get(board, ())
+            ],
+        }
         for f in periods
-    ]  # fmt: skip
+    ]
     return _with_id({"type": "finals", "board": board, "window": window, "periods": out}, request_id)
 
 

@@ -164,7 +164,7 @@ async def tournament(settings: ScorerSettings, args: argparse.Namespace) -> str:
             added = await lb.join(args.id, args.players)
             return f"tournament {args.id}: {added} of {len(args.players)} players newly entered"
         lines = []
-        for spec in await lb.tournaments():
+        for spec in await lb.tournaments.all():
             period = spec.period(0)
             lines.append(f"{spec.tournament}\t{spec.name}\t{_iso(period.start_ms)}\t{_iso(period.end_ms)}")
         return "\n".join(lines) or "no tournaments"

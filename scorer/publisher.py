@@ -134,7 +134,7 @@ class Publisher:
         periods = {w.name: w.period(now).label for w in self.config.window_specs}
         delay_ms = self.settings.close_delay_s * 1000
         expired = []
-        for t in await self.lb.tournaments():
+        for t in await self.lb.tournaments.all():
             period = t.period(now)
             if now < period.end_ms + delay_ms:
                 periods[t.name] = period.label
@@ -255,7 +255,7 @@ class Publisher:
     async def _period(self, win: str, label: str) -> Period | None:
         tournament = tournament_of(win)
         if tournament is not None:
-            spec = await self.lb.tournament(tournament)
+            spec = await self.lb.tournaments.get(tournament)
             return None if spec is None else spec.period(0)
         if win not in self.config.windows:
             return None

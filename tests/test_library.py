@@ -13,6 +13,7 @@ from leaderboard import WINDOWS, BadRequest, GameConfig, Leaderboard, Submission
 from leaderboard.batch import decode_batch, encode_batch
 
 from .conftest import NOW
+from .lb_helpers import store_profile
 
 MIN = 60_000
 LATER = NOW + 10 * MIN  # the server clock in these tests: every submission is in the past
@@ -226,7 +227,7 @@ async def test_announcement_when_a_player_enters_the_top(lb: Leaderboard, r: aio
 
 async def test_reads_top_around_ranks(lb: Leaderboard) -> None:
     await submit(lb, *(slip(f"s{i}", f"p{i:02}", i * 10) for i in range(20)))
-    await lb.set_profile("p19", {"name": "Nineteen", "country": "NO"})
+    await store_profile(lb, "p19", {"name": "Nineteen", "country": "NO"})
     top = await lb.top("weekly", n=3, at=NOW)
     assert top.period == WINDOWS["weekly"].period(NOW)
     assert [(e.rank, e.player, e.score, e.name) for e in top.entries] == [
@@ -262,7 +263,7 @@ async def test_reads_top_around_ranks(lb: Leaderboard) -> None:
 
 
 async def test_display_name_from_a_submission_joins_the_top(lb: Leaderboard) -> None:
-    await lb.set_profile("mia", {"avatar": "a.png"})
+    await store_profile(lb, "mia", {"avatar": "a.png"})
     await submit(lb, slip("1", "mia", 5, name="Mia 🎮"))
     [entry] = (await lb.top("daily", at=NOW)).entries
     assert entry.name == "Mia 🎮" and entry.profile == {"avatar": "a.png", "name": "Mia 🎮"}

@@ -123,7 +123,7 @@ async def test_every_door_refuses_a_hostile_id(r: aioredis.Redis, config: GameCo
         await lb.create_tournament("cup", NOW - 1000, NOW + 3_600_000)
         with pytest.raises(InvalidInput):
             await lb.join("cup", ["fine", player])
-        window = await lb.tournament("cup")
+        window = await lb.tournaments.get("cup")
         assert window is not None
         entrants = config.keys.entrants("cup")
         with pytest.raises(aioredis.ResponseError, match=r"^invalid_player"):

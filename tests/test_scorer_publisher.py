@@ -16,6 +16,7 @@ from scorer import Publisher, ScorerSettings, Stats
 from scorer.publisher import due_boards
 
 from .conftest import MS, NOW
+from .lb_helpers import store_profile
 
 SETTINGS: dict[str, Any] = dict(tick_ms=50, lease_ttl_ms=300, metrics_port=0)
 
@@ -66,7 +67,7 @@ async def test_publishes_only_when_the_top_changes(r: aioredis.Redis, lb: Leader
     pub = publisher(r, config, "p1", clock)
     async with Channel(r, config.keys.snapshot_channel("weekly", "global")) as channel:
         await lb.submit_batch([slip("1", "ana", 50), slip("2", "ben", 70)], now=clock[0])
-        await lb.set_profile("ben", {"name": "Ben"})
+        await store_profile(lb, "ben", {"name": "Ben"})
         await pub.tick()
         snap = await channel.next()
         assert snap["type"] == "snapshot" and snap["board"] == "global" and snap["window"] == "weekly"

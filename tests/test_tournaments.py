@@ -182,7 +182,7 @@ async def test_the_scorer_command_creates_and_enters(redis_url: str, lb: Leaderb
     assert code == 0 and "2 of 2" in out, out
     code, out = await scorer("join", "autumn", "ana")
     assert code == 2 and "no tournament" in out, out
-    assert await lb.entered("spring", ["ana", "eve"]) == [True, False]
+    assert await lb.tournaments.entered("spring", ["ana", "eve"]) == [True, False]
     now = now_ms()
     code, out = await scorer("create", "live", "--start", str(now - MIN), "--end", str(now + 60 * MIN))
     assert code == 0, out

@@ -1,5 +1,6 @@
 """The package as a user installs it: a built wheel (not the source tree) runs a scorer, which loads
-the function library it ships, and a gateway, which serves the page it ships."""
+the function library it ships (lua/leaderboard.lua, installed as the package leaderboard.lua), and a
+gateway, which serves the page it ships."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -37,6 +40,8 @@ def install_wheel(tmp: Path) -> Path:
         check=True, cwd=tmp, timeout=120,
     )  # fmt: skip
     [wheel] = (tmp / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:  # the library at its package's place
+        assert archive.read("leaderboard/lua/leaderboard.lua") == (ROOT / "lua" / "leaderboard.lua").read_bytes()
     env_dir = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", env_dir], check=True, timeout=60)
     python = env_dir / "bin" / "python"
@@ -50,7 +55,27 @@ def install_wheel(tmp: Path) -> Path:
     where = subprocess.check_output([python, "-c", "import leaderboard, gateway; print(leaderboard.__file__)"],
                                     cwd=tmp, text=True)  # fmt: skip
     assert str(ROOT) not in where and str(env_dir) in where  # the wheel's copy, not the tree
+    shipped = subprocess.check_output(
+        [python, "-c", "from leaderboard.library import library_code; print(library_code(), end='')"],
+        cwd=tmp,
+        text=True,
+        timeout=60,
+    )
+    assert shipped == (ROOT / "lua" / "leaderboard.lua").read_text()
     return python
+
+
+def test_every_package_of_the_tree_is_listed() -> None:
+    """pyproject.toml lists its packages (a search cannot name leaderboard.lua, which lives in
+    lua/): a package added to the tree and not to the list would be missing from the wheel."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["package-dir"] == {"leaderboard.lua": "lua"}
+    tops = [d for d in ROOT.iterdir() if (d / "__init__.py").is_file() and d.name not in ("lua", "tests")]
+    found = {
+        "leaderboard.lua",
+        *(".".join(i.parent.relative_to(ROOT).parts) for d in tops for i in d.rglob("__init__.py")),
+    }
+    assert set(setuptools["packages"]) >= found
 
 
 @pytest.mark.slow

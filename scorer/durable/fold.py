@@ -1,7 +1,7 @@
 """The rules of ``lb_submit`` for board scores, as a pure fold over recorded submissions.
 
 ``Folder`` applies records in the order they were applied to Redis and keeps, per board period,
-each player's packed score: the same arithmetic as the function library (leaderboard/lua/
+each player's packed score: the same arithmetic as the function library (lua/
 leaderboard.lua: ``plan_submission`` and ``apply_board``), so folding a prefix of the log and
 sending the rest through ``lb_submit`` leaves the boards exactly as sending it all would.
 tests/test_durable_log.py holds the two side by side on random histories.

@@ -57,30 +57,33 @@ the shard owning its slot, the game's, and on a single server it works the same)
 
 Functions (each documented where it is defined; Python wrappers in leaderboard/library.py):
 
-  lb_submit    apply a batch of submissions        banned, closedmark (read), boards (with their
-                                                   hist and points), players, seen, scopes,
-                                                   versions, activity, profiles; SPUBLISH announce
-  lb_enqueue   append to the queue under its cap   submissions, queued
-  lb_status    a submission's outcome (no-writes)  queued, seen, refused
-  lb_lease     take, renew or release the lease    publisher
-  lb_publish   publish snapshots under the lease   publisher (read), published, latest;
-                                                   SPUBLISH snap
-  lb_forget    drop gone consumers of a group      the stream given (any group)
-  lb_top       top N with profiles (no-writes)     a board, profiles
-  lb_around    entries around a player (no-writes) a board, its points, profiles
-  lb_ranks     ranks of listed players (no-writes) a board, its points and hist
-  lb_close     a period's close event, once        closedmark, closed, finals, versions, journal;
-                                                   boards (read)
-  lb_tournament  create a tournament               tournaments, journal
-  lb_join      enter players in a tournament       tournaments (read), entrants, journal
-  lb_ban       remove a player everywhere, tombstone banned, versions, activity, journal, the boards
-                                                   given and their histograms and points sets
-  lb_unban     lift a ban                          banned, activity, journal
-  lb_correct   set a player's points, with reason  banned (read), versions, activity, journal, the
-                                                   boards given and their histograms and points sets
-  lb_profile   set a player's profile fields       profiles, versions, journal, the boards given
-                                                   (read)
-  lb_rank_rebuild  rebuild a board's companions      a board, its points and hist
+  lb_submit       apply a batch of submissions          banned, closedmark (read), boards (with
+                                                        their hist and points), players, seen,
+                                                        scopes, versions, activity, profiles;
+                                                        SPUBLISH announce
+  lb_enqueue      append to the queue under its cap     submissions, queued
+  lb_status       a submission's outcome (no-writes)    queued, seen, refused
+  lb_lease        take, renew or release the lease      publisher
+  lb_publish      publish snapshots under the lease     publisher (read), published, latest;
+                                                        SPUBLISH snap
+  lb_forget       drop gone consumers of a group        the stream given (any group)
+  lb_top          top N with profiles (no-writes)       a board, profiles
+  lb_around       entries around a player (no-writes)   a board, its points, profiles
+  lb_ranks        ranks of listed players (no-writes)   a board, its points and hist
+  lb_close        a period's close event, once          closedmark, closed, finals, versions,
+                                                        journal; boards (read)
+  lb_tournament   create a tournament                   tournaments, journal
+  lb_join         enter players in a tournament         tournaments (read), entrants, journal
+  lb_ban          remove a player, leave a tombstone    banned, versions, activity, journal, the
+                                                        boards given and their histograms and points
+                                                        sets
+  lb_unban        lift a ban                            banned, activity, journal
+  lb_correct      set a player's points, with reason    banned (read), versions, activity, journal,
+                                                        the boards given and their histograms and
+                                                        points sets
+  lb_profile      set a player's profile fields         profiles, versions, journal, the boards
+                                                        given (read)
+  lb_rank_rebuild rebuild a board's companions          a board, its points and hist
 
 Score packing (see docs/data-model.md): score = points * 2^k + (2^k - 1 - t), where t is the
 time since the window's start in the window's tie unit. An earlier arrival at the same points
@@ -91,12 +94,18 @@ Rank modes (see leaderboard/ranking.py): ordinal (ties by time, ZREVRANK), compe
 with strictly more points: one ZCOUNT on the board), dense (1 + distinct points values above: one
 ZCOUNT on the board's points set). Reads take the mode as an argument; no read scans the board.
 
-Errors: whole-call problems raise 'ERR <code> <message>' (bad_request, backlog_full,
-unknown_tournament, tournament_exists, tournament_ended; the moderation, profile and entry
-functions' input codes, invalid_player ... invalid_country, and banned); a bad submission inside
-a batch yields {'error', code, message} for that entry only and writes nothing for it (the codes
-of leaderboard/errors.py CODES: invalid_player, not_entered for a tournament slip of a player not
-entered, period_closed for a slip of a closed period, too_many_scopes past max_scopes, ...).
+Errors, one way per scope (refuse and entry_error below), with the codes of leaderboard/errors.py:
+- a call that cannot run answers 'ERR <code> <message>' and writes nothing: bad_request
+  (malformed input), backlog_full, unknown_tournament, tournament_exists, tournament_ended, banned,
+  points_out_of_range, and the input codes of the moderation, profile and entry functions:
+  invalid_player, invalid_actor, invalid_reason, invalid_points, invalid_name, invalid_avatar,
+  invalid_country;
+- one submission of a batch that cannot apply answers {'error', code, message} for that entry
+  only and writes nothing for it: missing_id, invalid_id, banned, invalid_player, invalid_name,
+  invalid_points, invalid_operator, invalid_timestamp, timestamp_in_future, timestamp_too_old,
+  timestamp_outside_window, not_entered (a tournament slip of a player not entered),
+  period_closed (a slip of a closed period), too_many_scopes (past max_scopes),
+  points_out_of_range.
 
 Player ids, wherever they come in (lb_submit, lb_join, lb_ban, lb_unban, lb_correct, lb_profile),
 follow one rule, valid_player: 1-64 bytes of UTF-8 without control, bidirectional or invisible
@@ -208,19 +217,28 @@ local function journal(key, fn, ...)
     'at', t[1] .. string.format('%06d', tonumber(t[2])), 'args', cjson.encode({ ... }))
 end
 
-local function fail(code, message)
+-- How a call refuses, one way per scope. A whole call that cannot run (malformed input, a full
+-- queue, an operator's bad argument) answers an error reply 'ERR <code> <message>', which the
+-- Python side raises as the exception tree of leaderboard/errors.py; it wrote nothing. One
+-- submission of a batch that cannot apply answers its own entry {'error', code, message} and
+-- writes nothing for it; the batch goes on.
+local function refuse(code, message)
+  return redis.error_reply('ERR ' .. code .. ' ' .. message)
+end
+
+local function entry_error(code, message)
   return { 'error', code, message }
 end
 
 local function text_field(value, what, code, required)
   if value == '' then
     if required then
-      return fail(code, what .. ' is required')
+      return entry_error(code, what .. ' is required')
     end
     return nil
   end
   if #value > MAX_ID_BYTES or not valid_utf8(value) then
-    return fail(code, what .. ' must be valid UTF-8 of at most ' .. MAX_ID_BYTES .. ' bytes')
+    return entry_error(code, what .. ' must be valid UTF-8 of at most ' .. MAX_ID_BYTES .. ' bytes')
   end
   return nil
 end
@@ -346,40 +364,38 @@ end
 
 -- Argument readers --------------------------------------------------------------------------
 
--- A period record, as leaderboard/batch.py lays it out:
---   window, label, start_ms, end_ms, shift, unit_ms, expire_at_s (0 = never), hll key index,
---   entrants key index (0 = anyone may write: not a tournament), rank mode (ordinal, dense or
---   competition: the rank an announcement names), closed marker key index (0 = not checked: a
---   rebuild replaying history)
-local PERIOD_FIELDS = 11
+-- lb_submit's records, each read into locals named as lb_submit's Input names its fields.
+local SETTINGS_FIELDS, PERIOD_FIELDS, LAYOUT_FIELDS, BOARD_FIELDS, SUBMISSION_FIELDS = 8, 11, 3, 6, 7
 
--- Both readers return nil for a malformed record, so the call is refused before its first write.
-local function read_periods(keys, args, pos, count)
-  local periods = {}
+-- The period records: a count at pos, then the records. Both readers return nil for a malformed
+-- record, so the call is refused before its first write.
+local function read_periods(keys, args, pos)
+  local periods, count = {}, tonumber(args[pos]) or 0
+  pos = pos + 1
   for p = 1, count do
-    local shift = tonumber(args[pos + 4])
-    if not (shift and tonumber(args[pos + 2]) and tonumber(args[pos + 3]) and tonumber(args[pos + 5])
-        and tonumber(args[pos + 6]) and keys[tonumber(args[pos + 7])] and tonumber(args[pos + 8])
-        and RANK_MODES[args[pos + 9]] and tonumber(args[pos + 10])) then
-      return nil
-    end
-    local entrants, marker = tonumber(args[pos + 8]), tonumber(args[pos + 10])
-    if (entrants ~= 0 and not keys[entrants]) or (marker ~= 0 and not keys[marker]) then
+    local window, label, start_ms, end_ms, shift, unit_ms, expire_at, players_key, entrants_key, mode, closed_key =
+      unpack(args, pos, pos + PERIOD_FIELDS - 1)
+    start_ms, end_ms, shift, unit_ms = tonumber(start_ms), tonumber(end_ms), tonumber(shift), tonumber(unit_ms)
+    expire_at, players_key = tonumber(expire_at), tonumber(players_key)
+    entrants_key, closed_key = tonumber(entrants_key), tonumber(closed_key)
+    if not (window and label and start_ms and end_ms and shift and unit_ms and expire_at and keys[players_key]
+        and entrants_key and (entrants_key == 0 or keys[entrants_key]) and RANK_MODES[mode]
+        and closed_key and (closed_key == 0 or keys[closed_key])) then
       return nil
     end
     periods[p] = {
-      window = args[pos],
-      label = args[pos + 1],
-      start_ms = tonumber(args[pos + 2]),
-      end_ms = tonumber(args[pos + 3]),
+      window = window,
+      label = label,
+      start_ms = start_ms,
+      end_ms = end_ms,
       scale = 2 ^ shift,
       max_points = 2 ^ (53 - shift) - 1,
-      unit_ms = tonumber(args[pos + 5]),
-      expire_at = tonumber(args[pos + 6]),
-      hll = keys[tonumber(args[pos + 7])],
-      entrants = entrants ~= 0 and keys[entrants] or nil,
-      mode = args[pos + 9],
-      marker = marker ~= 0 and keys[marker] or nil,
+      unit_ms = unit_ms,
+      expire_at = expire_at,
+      hll = keys[players_key],
+      entrants = entrants_key ~= 0 and keys[entrants_key] or nil,
+      mode = mode,
+      marker = closed_key ~= 0 and keys[closed_key] or nil,
       players = {}, -- applied in this batch, for the distinct-player log
     }
     pos = pos + PERIOD_FIELDS
@@ -387,28 +403,28 @@ local function read_periods(keys, args, pos, count)
   return periods, pos
 end
 
--- Layouts, as leaderboard/batch.py lays them out: what submissions write to, shared by all the
--- submissions of a batch that have the same boards and seen-id bucket:
---   seen key index, seen expire_at_s, board_count, then per board: key index, period index,
---   default op, scope, histogram key index, points key index
-local function read_layouts(keys, periods, args, pos, count)
-  local layouts = {}
+-- The layout records (what submissions write to, shared by every submission of the batch with
+-- the same boards and seen-id bucket): a count at pos, then each layout followed by its boards.
+local function read_layouts(keys, periods, args, pos)
+  local layouts, count = {}, tonumber(args[pos]) or 0
   pos = pos + 1
   for l = 1, count do
-    local layout = { seen = keys[tonumber(args[pos])], seen_expire_at = args[pos + 1], refs = {} }
-    local nboards = tonumber(args[pos + 2])
-    if not (layout.seen and parse_uint(layout.seen_expire_at, 12) and nboards) then
-      return nil -- malformed: refused before the first write
+    local seen_key, seen_expire_at, board_count = unpack(args, pos, pos + LAYOUT_FIELDS - 1)
+    local layout = { seen = keys[tonumber(seen_key)], seen_expire_at = seen_expire_at, refs = {} }
+    board_count = tonumber(board_count)
+    if not (layout.seen and parse_uint(seen_expire_at, 12) and board_count) then
+      return nil
     end
-    pos = pos + 3
-    for b = 1, nboards do
-      local ref = { key = tonumber(args[pos]), period = tonumber(args[pos + 1]), op = args[pos + 2], scope = args[pos + 3],
-        hist = keys[tonumber(args[pos + 4])], pts = keys[tonumber(args[pos + 5])] }
+    pos = pos + LAYOUT_FIELDS
+    for b = 1, board_count do
+      local board_key, period, op, scope, hist_key, points_key = unpack(args, pos, pos + BOARD_FIELDS - 1)
+      local ref = { key = tonumber(board_key), period = tonumber(period), op = op, scope = scope,
+        hist = keys[tonumber(hist_key)], pts = keys[tonumber(points_key)] }
       if not (ref.key and keys[ref.key] and periods[ref.period] and ref.op and ref.scope and ref.hist and ref.pts) then
         return nil
       end
       layout.refs[b] = ref
-      pos = pos + 6
+      pos = pos + BOARD_FIELDS
     end
     layouts[l] = layout
   end
@@ -457,44 +473,44 @@ end
 -- write, so a refused submission can never leave a partial update behind.
 local function plan_submission(keys, sub, periods, ctx)
   if not valid_player(sub.player) then
-    return nil, fail('invalid_player', PLAYER_RULE)
+    return nil, entry_error('invalid_player', PLAYER_RULE)
   end
   if #sub.name > MAX_NAME_BYTES or not plain_text(sub.name) then
-    return nil, fail('invalid_name', 'name must be valid UTF-8 of at most ' .. MAX_NAME_BYTES .. ' bytes, without control characters')
+    return nil, entry_error('invalid_name', 'name must be valid UTF-8 of at most ' .. MAX_NAME_BYTES .. ' bytes, without control characters')
   end
   local points = parse_uint(sub.points, 16)
   if points == nil then
-    return nil, fail('invalid_points', 'points must be a non-negative integer, got ' .. string.format('%q', sub.points:sub(1, 40)))
+    return nil, entry_error('invalid_points', 'points must be a non-negative integer, got ' .. string.format('%q', sub.points:sub(1, 40)))
   end
   if sub.op ~= '' and not VALID_OPS[sub.op] then
-    return nil, fail('invalid_operator', 'operator must be best, incr or set')
+    return nil, entry_error('invalid_operator', 'operator must be best, incr or set')
   end
   local ts = parse_uint(sub.ts, 15)
   if ts == nil then
-    return nil, fail('invalid_timestamp', 'timestamp must be integer milliseconds since the epoch')
+    return nil, entry_error('invalid_timestamp', 'timestamp must be integer milliseconds since the epoch')
   end
   if ts > ctx.now + ctx.skew then
-    return nil, fail('timestamp_in_future', 'timestamp is ahead of the server clock')
+    return nil, entry_error('timestamp_in_future', 'timestamp is ahead of the server clock')
   end
   if ts < ctx.now - ctx.max_age then
-    return nil, fail('timestamp_too_old', 'timestamp is older than the idempotency window')
+    return nil, entry_error('timestamp_too_old', 'timestamp is older than the idempotency window')
   end
 
   local boards, new_scopes, new_count = {}, {}, 0
-  for b, ref in ipairs(sub.refs) do
+  for b, ref in ipairs(sub.layout.refs) do
     local period = periods[ref.period]
     if ts < period.start_ms or ts >= period.end_ms then
-      return nil, fail('timestamp_outside_window', 'timestamp is outside the ' .. period.window .. ' window ' .. period.label)
+      return nil, entry_error('timestamp_outside_window', 'timestamp is outside the ' .. period.window .. ' window ' .. period.label)
     end
     if period.entrants and redis.call('SISMEMBER', period.entrants, sub.player) == 0 then
-      return nil, fail('not_entered', 'player is not entered in tournament ' .. period.label)
+      return nil, entry_error('not_entered', 'player is not entered in tournament ' .. period.label)
     end
     if period_closed(period) then
-      return nil, fail('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
+      return nil, entry_error('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
     end
     if ref.scope ~= 'global' and not new_scopes[ref.scope] and not known_scope(ctx, ref.scope) then
       if ctx.max_scopes > 0 and scope_count(ctx) + new_count >= ctx.max_scopes then
-        return nil, fail('too_many_scopes', 'the game has ' .. ctx.max_scopes .. ' region and mode values (LB_MAX_SCOPES): ' .. ref.scope .. ' would be one more')
+        return nil, entry_error('too_many_scopes', 'the game has ' .. ctx.max_scopes .. ' region and mode values (LB_MAX_SCOPES): ' .. ref.scope .. ' would be one more')
       end
       new_scopes[ref.scope], new_count = true, new_count + 1
     end
@@ -509,7 +525,7 @@ local function plan_submission(keys, sub, periods, ctx)
       total = math.floor(old / period.scale) + points
     end
     if total > period.max_points then
-      return nil, fail('points_out_of_range', 'points must stay below ' .. string.format('%d', period.max_points + 1) .. ' on the ' .. period.window .. ' board')
+      return nil, entry_error('points_out_of_range', 'points must stay below ' .. string.format('%d', period.max_points + 1) .. ' on the ' .. period.window .. ' board')
     end
     boards[b] = {
       key = key, hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope, op = op, old = old,
@@ -633,11 +649,11 @@ local function apply_submission(keys, sub, periods, ctx)
   -- The tombstone: one HEXISTS per submission, before the dedupe mark, so a banned player's
   -- replayed or late slip writes nothing at all (not even its id).
   if redis.call('HEXISTS', ctx.banned, sub.player) == 1 then
-    return fail('banned', 'player is banned from this game')
+    return entry_error('banned', 'player is banned from this game')
   end
   -- SADD is both the duplicate check and the mark (one call instead of SISMEMBER + SADD); a
   -- refused submission takes its id out again, and nothing else was written for it.
-  local seen = sub.seen
+  local seen = sub.layout.seen
   if redis.call('SADD', seen, sub.id) == 0 then
     return { 'duplicate' }
   end
@@ -651,7 +667,7 @@ local function apply_submission(keys, sub, periods, ctx)
     record_scopes(ctx, plan.new_scopes)
   end
   if not ctx.expiring[seen] then
-    redis.call('EXPIREAT', seen, sub.seen_expire_at, 'NX')
+    redis.call('EXPIREAT', seen, sub.layout.seen_expire_at, 'NX')
     ctx.expiring[seen] = true
   end
   local rows, improved_any, counted = {}, false, {}
@@ -690,51 +706,61 @@ Input:
   KEYS[1] versions hash, KEYS[2] activity stream, KEYS[3] profiles hash, KEYS[4] banned hash,
           KEYS[5] scopes set, KEYS[6..] the boards, their companions, the closed markers,
           distinct-player logs and seen-id buckets the batch touches
-  ARGV    now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce_channel,
-          rows ('1': per-board rows with every board's rank; '0': the status only, and ranks
-          read only where written or for the activity entry), max_scopes (0 = no cap),
-          period_count, period records (PERIOD_FIELDS fields each),
-          layout_count, layouts (read_layouts), submission_count, then per submission:
-          id, player, points, op ('' = each board's own), ts_ms, name ('' = none), layout index (1-based)
+  ARGV    settings, period_count, periods, layout_count, layouts (each followed by its
+          board_count boards), submission_count, submissions: records of these fields, in order
+          (leaderboard/batch.py lays them out; tests/test_submit_layout.py holds the two equal):
+    settings    now_ms top_n activity_maxlen clock_skew_ms idempotency_ms announce rows max_scopes
+    period      window label start_ms end_ms shift unit_ms expire_at players_key entrants_key mode closed_key
+    layout      seen_key seen_expire_at board_count
+    board       board_key period op scope hist_key points_key
+    submission  id player points op ts name layout
+  where *_key is a KEYS index (entrants_key 0: not a tournament, anyone may write; closed_key 0:
+  not checked, a rebuild replaying history); announce the announcements' channel; rows '1' for
+  per-board rows with every board's rank, '0' for the status only (ranks read only where written
+  or for the activity entry); max_scopes 0 = no cap; shift and unit_ms the score packing of the
+  period's window; expire_at and seen_expire_at unix seconds (a period's 0 = never); mode the
+  rank mode (ordinal, dense or competition: the rank an announcement names); a board's period
+  and a submission's layout are 1-based indexes of those records; a board's op is its window's
+  default operator, a submission's op '' = each board's own; name '' = none; ts in milliseconds
 Output:
   one entry per submission: {'ok', {{improved, rank, previous_rank, points}, ...}} in board
   order ({'ok'} without rows), {'duplicate'}, or {'error', code, message}
 ]]
 local function lb_submit(keys, args)
+  local now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce, rows, max_scopes =
+    unpack(args, 1, SETTINGS_FIELDS)
   local ctx = {
     versions = keys[1], activity = keys[2], profiles = keys[3], banned = keys[4], scopes = keys[5],
-    now = tonumber(args[1]), top_n = tonumber(args[2]), maxlen = args[3],
-    skew = tonumber(args[4]), max_age = tonumber(args[5]), announce = args[6],
-    rows = args[7] == '1', max_scopes = parse_uint(args[8], 9), expiring = {}, nth = {}, known = {},
+    now = tonumber(now_ms), top_n = tonumber(top_n), maxlen = activity_maxlen,
+    skew = tonumber(clock_skew_ms), max_age = tonumber(idempotency_ms), announce = announce,
+    rows = rows == '1', max_scopes = parse_uint(max_scopes, 9), expiring = {}, nth = {}, known = {},
   }
   if not (ctx.now and ctx.top_n and tonumber(ctx.maxlen) and ctx.skew and ctx.max_age and ctx.max_scopes and ctx.scopes) then
-    return redis.error_reply('ERR bad_request malformed batch header')
+    return refuse('bad_request', 'malformed batch header')
   end
-  local periods, pos = read_periods(keys, args, 10, tonumber(args[9]) or 0)
+  local periods, pos = read_periods(keys, args, SETTINGS_FIELDS + 1)
   local layouts
   if periods then
-    layouts, pos = read_layouts(keys, periods, args, pos, tonumber(args[pos]) or 0)
+    layouts, pos = read_layouts(keys, periods, args, pos)
   end
   local count = layouts and tonumber(args[pos])
-  pos = (pos or 0) + 1
-  if not count or #args ~= pos - 1 + 7 * count then
-    return redis.error_reply('ERR bad_request malformed batch')
+  if not count or #args ~= pos + SUBMISSION_FIELDS * count then
+    return refuse('bad_request', 'malformed batch')
   end
-  for i = pos + 6, #args, 7 do -- every layout index checked before the first write
-    if not layouts[tonumber(args[i])] then
-      return redis.error_reply('ERR bad_request malformed batch')
+  local subs = {}
+  pos = pos + 1
+  for i = 1, count do -- every record read, and its layout found, before the first write
+    local id, player, points, op, ts, name, layout = unpack(args, pos, pos + SUBMISSION_FIELDS - 1)
+    layout = layouts[tonumber(layout)]
+    if not layout then
+      return refuse('bad_request', 'malformed batch')
     end
+    subs[i] = { id = id, player = player, points = points, op = op, ts = ts, name = name, layout = layout }
+    pos = pos + SUBMISSION_FIELDS
   end
   local results = {}
   for i = 1, count do
-    local layout = layouts[tonumber(args[pos + 6])]
-    local sub = {
-      id = args[pos], player = args[pos + 1], points = args[pos + 2], op = args[pos + 3],
-      ts = args[pos + 4], name = args[pos + 5], seen = layout.seen,
-      seen_expire_at = layout.seen_expire_at, refs = layout.refs,
-    }
-    pos = pos + 7
-    results[i] = apply_submission(keys, sub, periods, ctx)
+    results[i] = apply_submission(keys, subs[i], periods, ctx)
   end
   count_players(periods)
   return results
@@ -754,20 +780,20 @@ local function lb_enqueue(keys, args)
   local backlog_max = parse_uint(args[1], 12)
   local count = parse_uint(args[2], 9)
   if not backlog_max or not count then
-    return redis.error_reply('ERR bad_request malformed enqueue header')
+    return refuse('bad_request', 'malformed enqueue header')
   end
   local length = redis.call('XLEN', keys[1])
   if length + count > backlog_max then
-    return redis.error_reply('ERR backlog_full the submissions backlog holds ' .. length .. ' of ' .. backlog_max .. ' entries')
+    return refuse('backlog_full', 'the submissions backlog holds ' .. length .. ' of ' .. backlog_max .. ' entries')
   end
   if not keys[2] then
-    return redis.error_reply('ERR bad_request the queued set is required')
+    return refuse('bad_request', 'the queued set is required')
   end
   local ids, queued, pos = {}, {}, 3
   for i = 1, count do
     local pairs_count = parse_uint(args[pos], 3)
     if not pairs_count or pairs_count < 1 then
-      return redis.error_reply('ERR bad_request malformed entry ' .. i)
+      return refuse('bad_request', 'malformed entry ' .. i)
     end
     ids[i] = redis.call('XADD', keys[1], 'MAXLEN', '~', backlog_max, '*', unpack(args, pos + 1, pos + 2 * pairs_count))
     for f = pos + 1, pos + 2 * pairs_count, 2 do
@@ -795,7 +821,7 @@ Output: {'applied'}, {'pending'}, {'refused', code, message} or {'unknown'}
 local function lb_status(keys, args)
   local id, seen_count = args[1], parse_uint(args[2], 4)
   if type(id) ~= 'string' or id == '' or not seen_count or seen_count + 1 > #keys then
-    return redis.error_reply('ERR bad_request submission id and seen bucket count required')
+    return refuse('bad_request', 'submission id and seen bucket count required')
   end
   for k = 2, seen_count + 1 do
     if redis.call('SISMEMBER', keys[k], id) == 1 then
@@ -824,7 +850,7 @@ Output: 1 if the caller holds the lease after the call, else 0
 local function lb_lease(keys, args)
   local owner, ttl = args[1], parse_uint(args[2], 9)
   if not owner or owner == '' or not ttl or ttl < 1 then
-    return redis.error_reply('ERR bad_request lease needs an owner and a ttl in ms')
+    return refuse('bad_request', 'lease needs an owner and a ttl in ms')
   end
   local holder = redis.call('GET', keys[1])
   if args[3] == 'release' then
@@ -851,19 +877,23 @@ Input:  KEYS[1] lease, KEYS[2] published record (hash), KEYS[3..] each board's l
         ARGV    owner, latest_ttl_s, then per board: channel, record field, record value, snapshot
 Output: 1 published; 0 not the lease holder (nothing written)
 ]]
+local PUBLISH_KEYS, PUBLISH_ARGS, PUBLISH_FIELDS = 2, 2, 4
+
 local function lb_publish(keys, args)
-  local ttl = parse_uint(args[2], 9)
-  if not ttl or ttl < 1 or #args ~= 2 + 4 * (#keys - 2) then
-    return redis.error_reply('ERR bad_request malformed publish')
+  local owner, ttl = args[1], parse_uint(args[2], 9)
+  if not ttl or ttl < 1 or #args ~= PUBLISH_ARGS + PUBLISH_FIELDS * (#keys - PUBLISH_KEYS) then
+    return refuse('bad_request', 'malformed publish')
   end
-  if redis.call('GET', keys[1]) ~= args[1] then
+  if redis.call('GET', keys[1]) ~= owner then
     return 0
   end
-  for b = 3, #keys do
-    local pos = 3 + 4 * (b - 3)
-    redis.call('SPUBLISH', args[pos], args[pos + 3])
-    redis.call('SET', keys[b], args[pos + 3], 'EX', ttl)
-    redis.call('HSET', keys[2], args[pos + 1], args[pos + 2])
+  local pos = PUBLISH_ARGS + 1
+  for b = PUBLISH_KEYS + 1, #keys do
+    local channel, field, value, snapshot = unpack(args, pos, pos + PUBLISH_FIELDS - 1)
+    redis.call('SPUBLISH', channel, snapshot)
+    redis.call('SET', keys[b], snapshot, 'EX', ttl)
+    redis.call('HSET', keys[2], field, value)
+    pos = pos + PUBLISH_FIELDS
   end
   return 1
 end
@@ -878,7 +908,7 @@ Output: the names removed
 local function lb_forget(keys, args)
   local idle_ms = tonumber(args[2])
   if not idle_ms then
-    return redis.error_reply('ERR bad_request idle_ms must be a number')
+    return refuse('bad_request', 'idle_ms must be a number')
   end
   local consumers = redis.pcall('XINFO', 'CONSUMERS', keys[1], args[1])
   if type(consumers) ~= 'table' or consumers.err then
@@ -919,7 +949,7 @@ Output: flat {player, packed score, profile JSON or nil, ...}
 local function lb_top(keys, args)
   local n = parse_uint(args[1], 6)
   if not n or n < 1 or n > 1000 then
-    return redis.error_reply('ERR bad_request n must be 1..1000')
+    return refuse('bad_request', 'n must be 1..1000')
   end
   local flat = redis.call('ZRANGE', keys[1], 0, n - 1, 'REV', 'WITHSCORES')
   return entries_with_profiles(keys[2], flat)
@@ -935,11 +965,11 @@ Output: {first ordinal rank (1-based), first rank in the mode, first percentile 
 local function lb_around(keys, args)
   local k = parse_uint(args[2], 3)
   if not k or k > 100 then
-    return redis.error_reply('ERR bad_request k must be 0..100')
+    return refuse('bad_request', 'k must be 0..100')
   end
   local shift = parse_uint(args[4], 2)
   if not RANK_MODES[args[3]] or not shift or shift > 52 then
-    return redis.error_reply('ERR bad_request rank mode and shift required')
+    return refuse('bad_request', 'rank mode and shift required')
   end
   local rank = redis.call('ZREVRANK', keys[1], args[1])
   if not rank then
@@ -969,7 +999,7 @@ Output: {board size, then per player: rank (1-based) or nil, packed score or nil
 local function lb_ranks(keys, args)
   local mode, shift, deep_from = args[1], parse_uint(args[2], 2), parse_uint(args[3], 12)
   if not RANK_MODES[mode] or not shift or shift > 52 or not deep_from then
-    return redis.error_reply('ERR bad_request rank mode, shift and deep_from required')
+    return refuse('bad_request', 'rank mode, shift and deep_from required')
   end
   local board, scale = keys[1], 2 ^ shift
   local out = { redis.call('ZCARD', board) }
@@ -1013,21 +1043,24 @@ Input:  KEYS[1] marker, KEYS[2] closed stream, KEYS[3] finals list, KEYS[4] vers
                 per board: scope
 Output: the close event's stream id, or false if the period was closed before
 ]]
-local CLOSE_KEYS = 5
+local CLOSE_KEYS, CLOSE_ARGS = 5, 11
 
 local function lb_close(keys, args)
-  local shift, n, expire_at = parse_uint(args[5], 2), parse_uint(args[6], 4), parse_uint(args[7], 12)
-  local kept, maxlen, now = parse_uint(args[8], 6), parse_uint(args[9], 9), parse_uint(args[10], 15)
-  if not (shift and n and n >= 1 and expire_at and kept and maxlen and now and RANK_MODES[args[11]])
-      or #args ~= 11 + #keys - CLOSE_KEYS then
-    return redis.error_reply('ERR bad_request malformed close')
+  -- the journal and the event keep the caller's text of the numbers: parsed copies are separate
+  local window, period, start_ms, end_ms, shift, n, expire_at, kept, maxlen, now_ms, mode = unpack(args, 1, CLOSE_ARGS)
+  local top_n, expire_s, keep, now = parse_uint(n, 4), parse_uint(expire_at, 12), parse_uint(kept, 6), parse_uint(now_ms, 15)
+  shift, maxlen = parse_uint(shift, 2), parse_uint(maxlen, 9)
+  local boards = #keys - CLOSE_KEYS -- board b: KEYS[CLOSE_KEYS + b], its scope ARGV[CLOSE_ARGS + b]
+  if not (shift and top_n and top_n >= 1 and expire_s and keep and maxlen and now and RANK_MODES[mode])
+      or #args ~= CLOSE_ARGS + boards then
+    return refuse('bad_request', 'malformed close')
   end
-  for b = CLOSE_KEYS + 1, #keys do
-    redis.call('HDEL', keys[4], args[1] .. ':' .. args[2] .. ':' .. args[b + 11 - CLOSE_KEYS])
+  for b = 1, boards do
+    redis.call('HDEL', keys[4], window .. ':' .. period .. ':' .. args[CLOSE_ARGS + b])
   end
   local marked
-  if expire_at > 0 then
-    marked = redis.call('SET', keys[1], now, 'NX', 'EXAT', expire_at)
+  if expire_s > 0 then
+    marked = redis.call('SET', keys[1], now, 'NX', 'EXAT', expire_s)
   else
     marked = redis.call('SET', keys[1], now, 'NX')
   end
@@ -1036,37 +1069,37 @@ local function lb_close(keys, args)
   end
   local scale = 2 ^ shift
   local top = {}
-  for b = CLOSE_KEYS + 1, #keys do
-    local flat = redis.call('ZRANGE', keys[b], 0, n - 1, 'REV', 'WITHSCORES')
+  for b = 1, boards do
+    local flat = redis.call('ZRANGE', keys[CLOSE_KEYS + b], 0, top_n - 1, 'REV', 'WITHSCORES')
     local entries = {}
     for i = 1, #flat, 2 do
       local points, rank = math.floor(tonumber(flat[i + 1]) / scale), (i + 1) / 2
       local prev = entries[#entries]
       -- the list starts at rank 1, so a tie's rank follows from the entry before it
-      if prev and prev.points == points and args[11] ~= 'ordinal' then
+      if prev and prev.points == points and mode ~= 'ordinal' then
         rank = prev.rank
-      elseif prev and args[11] == 'dense' then
+      elseif prev and mode == 'dense' then
         rank = prev.rank + 1
       end
       entries[#entries + 1] = { rank = rank, player = flat[i], points = points }
     end
-    top[args[b + 11 - CLOSE_KEYS]] = entries
+    top[args[CLOSE_ARGS + b]] = entries
   end
-  local id = args[1] .. ':' .. args[2]
+  local id = window .. ':' .. period
   -- cjson writes an empty table as {}; a board with no entries is simply left out
   local top_json = next(top) and cjson.encode(top) or '{}'
-  local event_id = redis.call('XADD', keys[2], 'MAXLEN', '~', maxlen, '*', 'id', id, 'window', args[1],
-    'period', args[2], 'start_ms', args[3], 'end_ms', args[4], 'closed_ms', args[10], 'top', top_json)
+  local event_id = redis.call('XADD', keys[2], 'MAXLEN', '~', maxlen, '*', 'id', id, 'window', window,
+    'period', period, 'start_ms', start_ms, 'end_ms', end_ms, 'closed_ms', now_ms, 'top', top_json)
   local final = ''
-  if kept > 0 then
+  if keep > 0 then
     final = cjson.encode({
-      id = id, window = args[1], period = args[2], start_ms = tonumber(args[3]), end_ms = tonumber(args[4]),
+      id = id, window = window, period = period, start_ms = tonumber(start_ms), end_ms = tonumber(end_ms),
       closed_ms = now, event = event_id, top = cjson.decode(top_json),
     })
     redis.call('LPUSH', keys[3], final)
-    redis.call('LTRIM', keys[3], 0, kept - 1)
+    redis.call('LTRIM', keys[3], 0, keep - 1)
   end
-  journal(keys[5], 'close', args[1], args[2], args[7], args[8], args[10], final)
+  journal(keys[5], 'close', window, period, expire_at, kept, now_ms, final)
   return event_id
 end
 
@@ -1078,7 +1111,7 @@ Output: 1 created; 0 it exists with the same bounds (a retried create); ERR tour
 local function lb_tournament(keys, args)
   local start_ms, end_ms, now = parse_uint(args[2], 15), parse_uint(args[3], 15), parse_uint(args[4], 15)
   if not (start_ms and end_ms and now) or start_ms >= end_ms or not args[1]:match('^[%w_-]+$') or #args[1] > 32 then
-    return redis.error_reply('ERR bad_request malformed tournament')
+    return refuse('bad_request', 'malformed tournament')
   end
   local def = cjson.encode({ start_ms = start_ms, end_ms = end_ms })
   local old = redis.call('HGET', keys[1], args[1])
@@ -1087,10 +1120,10 @@ local function lb_tournament(keys, args)
     if was.start_ms == start_ms and was.end_ms == end_ms then
       return 0
     end
-    return redis.error_reply('ERR tournament_exists tournament ' .. args[1] .. ' exists with other start and end')
+    return refuse('tournament_exists', 'tournament ' .. args[1] .. ' exists with other start and end')
   end
   if end_ms <= now then
-    return redis.error_reply('ERR tournament_ended tournament ' .. args[1] .. ' would end in the past')
+    return refuse('tournament_ended', 'tournament ' .. args[1] .. ' would end in the past')
   end
   redis.call('HSET', keys[1], args[1], def)
   journal(keys[2], 'tournament', args[1], args[2], args[3])
@@ -1099,26 +1132,25 @@ end
 
 --[[ lb_join: enter players in a tournament, before it starts or while it runs.
 Input:  KEYS[1] tournaments hash, KEYS[2] the tournament's entrants, KEYS[3] journal stream;
-        ARGV id, now_ms,
-        entrants expire_at_s, players...
+        ARGV    id, now_ms, entrants expire_at_s, players...
 Output: how many players were newly entered; ERR unknown_tournament, ERR tournament_ended,
         ERR invalid_player (valid_player; nobody is entered)
 ]]
 local function lb_join(keys, args)
   local now, expire_at = parse_uint(args[2], 15), parse_uint(args[3], 12)
   if not (now and expire_at) or #args < 4 then
-    return redis.error_reply('ERR bad_request malformed join')
+    return refuse('bad_request', 'malformed join')
   end
   local raw = redis.call('HGET', keys[1], args[1])
   if not raw then
-    return redis.error_reply('ERR unknown_tournament no tournament ' .. args[1])
+    return refuse('unknown_tournament', 'no tournament ' .. args[1])
   end
   if now >= cjson.decode(raw).end_ms then
-    return redis.error_reply('ERR tournament_ended tournament ' .. args[1] .. ' has ended')
+    return refuse('tournament_ended', 'tournament ' .. args[1] .. ' has ended')
   end
   for i = 4, #args do
     if not valid_player(args[i]) then
-      return redis.error_reply('ERR invalid_player ' .. PLAYER_RULE)
+      return refuse('invalid_player', PLAYER_RULE)
     end
   end
   local added = redis.call('SADD', keys[2], unpack(args, 4))
@@ -1137,25 +1169,17 @@ end
 local MAX_REASON_BYTES = 256
 local MAX_AVATAR_BYTES = 256
 
-local function refuse(code, message)
-  return redis.error_reply('ERR ' .. code .. ' ' .. message)
-end
-
--- The actor and the reason every moderation action records; nil when both are acceptable.
-local function check_audit(actor, reason, reason_required)
+-- The player, actor and reason of a moderation action; nil when all are acceptable.
+local function check_action(player, actor, reason, reason_required)
+  if not valid_player(player) then
+    return refuse('invalid_player', PLAYER_RULE)
+  end
   if type(actor) ~= 'string' or #actor == 0 or #actor > MAX_ID_BYTES or not plain_text(actor) then
     return refuse('invalid_actor', 'actor must be 1-' .. MAX_ID_BYTES .. ' bytes of UTF-8 text')
   end
   if type(reason) ~= 'string' or (reason_required and #reason == 0) or #reason > MAX_REASON_BYTES
       or not plain_text(reason) then
     return refuse('invalid_reason', 'reason must be 1-' .. MAX_REASON_BYTES .. ' bytes of UTF-8 text')
-  end
-  return nil
-end
-
-local function check_player(player)
-  if not valid_player(player) then
-    return refuse('invalid_player', PLAYER_RULE)
   end
   return nil
 end
@@ -1180,45 +1204,49 @@ Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, KEY
                 companions are left alone) and rank mode
 Output: {boards the player was removed from, of those the boards whose top N changed}
 ]]
-local BAN_FIXED, BAN_KEYS, BAN_FIELDS = 4, 3, 3
+local BAN_FIXED, BAN_KEYS, BAN_ARGS, BAN_FIELDS = 4, 3, 6, 3
 
 local function lb_ban(keys, args)
-  local err = check_player(args[1]) or check_audit(args[2], args[3], true)
+  local player, actor, reason, now_ms, activity_maxlen, top_n = unpack(args, 1, BAN_ARGS)
+  local err = check_action(player, actor, reason, true)
   if err then
     return err
   end
-  local now, maxlen, top_n = parse_uint(args[4], 15), parse_uint(args[5], 12), parse_uint(args[6], 6)
+  local now, maxlen = parse_uint(now_ms, 15), parse_uint(activity_maxlen, 12)
+  top_n = parse_uint(top_n, 6)
   local count = (#keys - BAN_FIXED) / BAN_KEYS
-  if not (now and maxlen and top_n) or count < 0 or count ~= math.floor(count) or #args ~= 6 + BAN_FIELDS * count then
+  if not (now and maxlen and top_n) or count < 0 or count ~= math.floor(count) or #args ~= BAN_ARGS + BAN_FIELDS * count then
     return refuse('bad_request', 'malformed ban')
   end
+  local boards = {}
   for i = 1, count do -- every record checked before the first write
-    local pos = 7 + BAN_FIELDS * (i - 1)
-    if not tonumber(args[pos + 1]) or not RANK_MODES[args[pos + 2]] then
+    local k, pos = BAN_FIXED + BAN_KEYS * (i - 1), BAN_ARGS + BAN_FIELDS * (i - 1)
+    local field, shift, mode = unpack(args, pos + 1, pos + BAN_FIELDS)
+    shift = tonumber(shift)
+    if not shift or not RANK_MODES[mode] then
       return refuse('bad_request', 'malformed ban')
     end
+    boards[i] = { field = field, shift = shift, key = keys[k + 1], hist = keys[k + 2],
+                  pts = mode == 'dense' and keys[k + 3] or nil }
   end
-  local player = args[1]
-  redis.call('HSET', keys[1], player, cjson.encode({ by = args[2], reason = args[3], at = now }))
+  redis.call('HSET', keys[1], player, cjson.encode({ by = actor, reason = reason, at = now }))
   local removed, touched = 0, 0
-  for i = 1, count do
-    local k, pos = BAN_FIXED + 1 + BAN_KEYS * (i - 1), 7 + BAN_FIELDS * (i - 1)
-    local board, shift = keys[k], tonumber(args[pos + 1])
-    local rank = redis.call('ZREVRANK', board, player)
+  for _, board in ipairs(boards) do
+    local rank = redis.call('ZREVRANK', board.key, player)
     if rank then
-      local old = tonumber(redis.call('ZSCORE', board, player))
-      redis.call('ZREM', board, player)
-      if shift >= 0 then
-        board_score_changed(board, keys[k + 1], args[pos + 2] == 'dense' and keys[k + 2] or nil, 2 ^ shift, old, nil)
+      local old = tonumber(redis.call('ZSCORE', board.key, player))
+      redis.call('ZREM', board.key, player)
+      if board.shift >= 0 then
+        board_score_changed(board.key, board.hist, board.pts, 2 ^ board.shift, old, nil)
       end
       removed = removed + 1
-      touched = touched + bump_if_top(keys[2], args[pos], rank, nil, top_n)
+      touched = touched + bump_if_top(keys[2], board.field, rank, nil, top_n)
     end
   end
   redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'action', 'ban', 'player', player,
-    'by', args[2], 'reason', args[3], 'boards', removed)
+    'by', actor, 'reason', reason, 'boards', removed)
   -- the durable log folds a ban as "off every board": the boards given need not be journaled
-  journal(keys[4], 'ban', player, args[2], args[3], args[4])
+  journal(keys[4], 'ban', player, actor, reason, now_ms)
   return { removed, touched }
 end
 
@@ -1228,7 +1256,7 @@ Input:  KEYS[1] banned hash, KEYS[2] activity stream, KEYS[3] journal stream
 Output: 1 if the player was banned, 0 if not (then nothing is recorded)
 ]]
 local function lb_unban(keys, args)
-  local err = check_player(args[1]) or check_audit(args[2], args[3], false)
+  local err = check_action(args[1], args[2], args[3], false)
   if err then
     return err
   end
@@ -1245,10 +1273,7 @@ local function lb_unban(keys, args)
   return 1
 end
 
--- A board record of lb_correct, as leaderboard/library.py lays it out:
---   version field, start_ms, end_ms, shift, unit_ms, expire_at_s (0 = never), rank mode
--- and its keys: the board, its histogram, its points set.
-local CORRECT_FIELDS, CORRECT_FIXED, CORRECT_KEYS = 7, 4, 3
+local CORRECT_FIXED, CORRECT_KEYS, CORRECT_ARGS, CORRECT_FIELDS = 4, 3, 7, 7
 
 --[[ lb_correct: set a player's points on the boards given (a correction, with its reason).
 A player already on a board keeps the time part of their score (ties stay ordered as they were
@@ -1256,12 +1281,13 @@ reached); a player not on it is placed as of now (clamped into the board's perio
 Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, KEYS[4] journal
         stream, then per board CORRECT_KEYS keys (board, histogram, points set)
         ARGV    player, points, actor, reason, now_ms, activity_maxlen, top_n, then per board
-                a record of CORRECT_FIELDS fields
+                its version field "<window>:<period>:<scope>", start_ms, end_ms, shift, unit_ms,
+                expire_at_s (0 = never), rank mode
 Output: per board {previous points or -1 (not on it), rank after (1-based)}
         ERR banned when the player is banned (lift the ban first); ERR points_out_of_range
 ]]
 local function lb_correct(keys, args)
-  local err = check_player(args[1]) or check_audit(args[3], args[4], true)
+  local err = check_action(args[1], args[3], args[4], true)
   if err then
     return err
   end
@@ -1272,7 +1298,7 @@ local function lb_correct(keys, args)
   local now, maxlen, top_n = parse_uint(args[5], 15), parse_uint(args[6], 12), parse_uint(args[7], 6)
   local count = (#keys - CORRECT_FIXED) / CORRECT_KEYS
   if not (now and maxlen and top_n) or count < 1 or count ~= math.floor(count)
-      or #args ~= 7 + CORRECT_FIELDS * count then
+      or #args ~= CORRECT_ARGS + CORRECT_FIELDS * count then
     return refuse('bad_request', 'malformed correction')
   end
   local player = args[1]
@@ -1281,17 +1307,19 @@ local function lb_correct(keys, args)
   end
   local plans = {}
   for b = 1, count do -- every board checked before the first write
-    local pos, k = 8 + CORRECT_FIELDS * (b - 1), CORRECT_FIXED + 1 + CORRECT_KEYS * (b - 1)
-    local start_ms, end_ms, shift = tonumber(args[pos + 1]), tonumber(args[pos + 2]), tonumber(args[pos + 3])
-    local unit_ms, expire_at, mode = tonumber(args[pos + 4]), tonumber(args[pos + 5]), args[pos + 6]
+    local pos, k = CORRECT_ARGS + CORRECT_FIELDS * (b - 1), CORRECT_FIXED + CORRECT_KEYS * (b - 1)
+    local field, start_ms, end_ms, shift, unit_ms, expire_at, mode = unpack(args, pos + 1, pos + CORRECT_FIELDS)
+    start_ms, end_ms, shift = tonumber(start_ms), tonumber(end_ms), tonumber(shift)
+    unit_ms, expire_at = tonumber(unit_ms), tonumber(expire_at)
     if not (start_ms and end_ms and shift and unit_ms and expire_at and RANK_MODES[mode]) or end_ms <= start_ms then
       return refuse('bad_request', 'malformed correction')
     end
     local scale = 2 ^ shift
     if points > 2 ^ (53 - shift) - 1 then
-      return refuse('points_out_of_range', 'points must stay below ' .. string.format('%d', 2 ^ (53 - shift)) .. ' on board ' .. args[pos])
+      return refuse('points_out_of_range', 'points must stay below ' .. string.format('%d', 2 ^ (53 - shift)) .. ' on board ' .. field)
     end
-    local old = redis.call('ZSCORE', keys[k], player)
+    local board, hist, pts = keys[k + 1], keys[k + 2], mode == 'dense' and keys[k + 3] or nil
+    local old = redis.call('ZSCORE', board, player)
     old = old and tonumber(old) or nil
     local tie
     if old then
@@ -1300,8 +1328,8 @@ local function lb_correct(keys, args)
       local at = math.min(math.max(now, start_ms), end_ms - 1)
       tie = scale - 1 - math.floor((at - start_ms) / unit_ms)
     end
-    plans[b] = { old = old, score = points * scale + tie, scale = scale, field = args[pos], expire_at = expire_at,
-                 board = keys[k], hist = keys[k + 1], pts = mode == 'dense' and keys[k + 2] or nil }
+    plans[b] = { old = old, score = points * scale + tie, scale = scale, field = field, expire_at = expire_at,
+                 board = board, hist = hist, pts = pts }
   end
   local rows = {}
   for b = 1, count do
@@ -1324,7 +1352,7 @@ local function lb_correct(keys, args)
   redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'action', 'correct', 'player', player,
     'by', args[3], 'reason', args[4], 'value', string.format('%d', points), 'boards', #rows)
   -- player, points, actor, reason, now_ms and the board records: all a replay of it needs
-  journal(keys[4], 'correct', args[1], args[2], args[3], args[4], args[5], unpack(args, 8))
+  journal(keys[4], 'correct', args[1], args[2], args[3], args[4], args[5], unpack(args, CORRECT_ARGS + 1))
   return rows
 end
 
@@ -1356,9 +1384,8 @@ Input:  KEYS[1] profiles hash, KEYS[2] versions hash, KEYS[3] journal stream, KE
 Output: the profile JSON after the call
 ]]
 local function lb_profile(keys, args)
-  local err = check_player(args[1])
-  if err then
-    return err
+  if not valid_player(args[1]) then
+    return refuse('invalid_player', PLAYER_RULE)
   end
   local top_n, nboards = parse_uint(args[2], 6), parse_uint(args[3], 6)
   if not (top_n and nboards) or nboards ~= #keys - 3 or (#args - 3 - nboards) % 2 ~= 0 then
@@ -1415,7 +1442,7 @@ Output: {members, distinct points values (0 outside dense mode), histogram bucke
 local function lb_rank_rebuild(keys, args)
   local shift = parse_uint(args[1], 2)
   if not shift or shift > 52 or not RANK_MODES[args[2]] then
-    return redis.error_reply('ERR bad_request shift (0..52) and rank mode required')
+    return refuse('bad_request', 'shift (0..52) and rank mode required')
   end
   local dense = args[2] == 'dense'
   local board, scale = keys[1], 2 ^ shift

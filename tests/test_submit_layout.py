@@ -1,0 +1,157 @@
+"""lb_submit's argument layout has three writings that must agree: the header of lua/leaderboard.lua
+(the Input block of lb_submit), the locals the library reads each record into, and the encoder of
+leaderboard/batch.py (its ``*_FIELDS`` tuples, and what it writes under each name). A field added,
+dropped or moved in any one of them fails here, before a batch reaches Redis. The library's error
+codes are held to its header's list the same way."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from leaderboard import GameConfig
+from leaderboard.batch import (
+    BOARD_FIELDS,
+    LAYOUT_FIELDS,
+    PERIOD_FIELDS,
+    SETTINGS_FIELDS,
+    SUBMISSION_FIELDS,
+    encode_batch,
+)
+from leaderboard.windows import tournament_window, window
+
+LIBRARY = (Path(__file__).resolve().parent.parent / "lua" / "leaderboard.lua").read_text()
+RECORDS = {
+    "settings": SETTINGS_FIELDS,
+    "period": PERIOD_FIELDS,
+    "layout": LAYOUT_FIELDS,
+    "board": BOARD_FIELDS,
+    "submission": SUBMISSION_FIELDS,
+}
+NOW = 1_764_592_200_000  # 2025-12-01T12:30:00Z
+HOUR_MS = 3_600_000
+
+
+def header_records() -> dict[str, tuple[str, ...]]:
+    """The record table of lb_submit's Input block: ``    <record>  <field> <field> ...``."""
+    block = LIBRARY[LIBRARY.index("--[[ lb_submit:") :]
+    block = block[: block.index("]]")]
+    found = re.findall(r"^    (\w+) +([\w ]+)$", block, re.MULTILINE)
+    return {record: tuple(fields.split()) for record, fields in found}
+
+
+def code_records() -> dict[str, tuple[str, ...]]:
+    """The locals each record is read into: ``local a, b, ... = unpack(args, ..., <RECORD>_FIELDS)``,
+    each checked against the field count the library declares for it (every function's records)."""
+    sizes: dict[str, int] = {}
+    for names, values in re.findall(r"^local ([A-Z_, ]+) = ([\d, ]+)$", LIBRARY, re.MULTILINE):
+        for name, value in zip(names.split(", "), values.split(", "), strict=True):
+            if name.endswith("_FIELDS"):
+                sizes[name.removesuffix("_FIELDS").lower()] = int(value)
+    read = {}
+    for names, record in re.findall(r"local ([\w, ]+?) =\s+unpack\(args, [^)]*?\b(\w+)_FIELDS\b[^)]*\)", LIBRARY):
+        fields = tuple(names.split(", "))
+        assert len(fields) == sizes[record.lower()], record
+        read[record.lower()] = fields
+    return read
+
+
+def test_the_header_the_library_and_the_encoder_name_the_same_fields() -> None:
+    header = header_records()
+    assert header == RECORDS
+    read = code_records()
+    assert {record: read[record] for record in RECORDS} == RECORDS
+
+
+def test_the_encoder_writes_each_field_where_its_name_says() -> None:
+    config = GameConfig(
+        game="layout",
+        windows=("daily", "alltime"),
+        window_operators={"alltime": "incr"},
+        window_rank_modes={"daily": "dense"},
+    )
+    cup = tournament_window("cup", NOW - HOUR_MS, NOW + HOUR_MS)
+    entries = [
+        {"id": "s1", "player": "mia", "points": "70", "ts": str(NOW - 5), "name": "Mia"},
+        {"id": "s2", "player": "leo", "points": "9", "ts": str(NOW - 4), "op": "set", "region": "eu"},
+        {"id": "s3", "player": "ada", "points": "3", "ts": str(NOW - 3), "tournament": "cup"},
+    ]
+    plan = encode_batch(config, entries, NOW, tournaments={"cup": cup})
+    args, keys = list(plan.args), config.keys
+
+    def take(names: tuple[str, ...]) -> dict[str, str | int]:
+        record = dict(zip(names, args[: len(names)], strict=True))
+        del args[: len(names)]
+        return record
+
+    def key(index: str | int) -> str:
+        assert isinstance(index, int) and index >= 1
+        return plan.keys[index - 1]
+
+    settings = take(SETTINGS_FIELDS)
+    assert settings == {
+        "now_ms": NOW,
+        "top_n": config.top_n,
+        "activity_maxlen": config.activity_maxlen,
+        "clock_skew_ms": config.clock_skew_ms,
+        "idempotency_ms": config.idempotency_s * 1000,
+        "announce": keys.announce_channel,
+        "rows": 1,
+        "max_scopes": config.max_scopes,
+    }
+
+    periods = [take(PERIOD_FIELDS) for _ in range(int(args.pop(0)))]
+    assert {(p["window"], p["label"]) for p in periods} == {
+        ("daily", "2025-12-01"),
+        ("alltime", "all"),
+        ("t-cup", "cup"),
+    }
+    for p in periods:
+        name, label = str(p["window"]), str(p["label"])
+        spec = cup if name == "t-cup" else window(name)
+        period = spec.period(NOW)
+        assert (p["start_ms"], p["end_ms"], p["expire_at"]) == (period.start_ms, period.end_ms, period.expire_at_s)
+        assert (p["shift"], p["unit_ms"], p["mode"]) == (spec.shift, spec.unit_ms, config.rank_mode_for(name))
+        assert key(p["players_key"]) == keys.players(name, label)
+        assert key(p["closed_key"]) == keys.closed_marker(name, label)
+        assert (key(p["entrants_key"]) == keys.entrants("cup")) if name == "t-cup" else p["entrants_key"] == 0
+
+    layouts = []
+    for _ in range(int(args.pop(0))):
+        layout = take(LAYOUT_FIELDS)
+        layouts.append([take(BOARD_FIELDS) for _ in range(int(layout["board_count"]))])
+        assert key(layout["seen_key"]) == keys.seen(NOW // HOUR_MS)
+        assert layout["seen_expire_at"] == ((NOW // HOUR_MS + 1) * HOUR_MS + config.idempotency_s * 1000) // 1000
+    for board in (b for boards in layouts for b in boards):
+        p = periods[int(board["period"]) - 1]
+        at = (str(p["window"]), str(p["label"]), str(board["scope"]))
+        assert key(board["board_key"]) == keys.board(*at)
+        assert (key(board["hist_key"]), key(board["points_key"])) == (keys.histogram(*at), keys.points(*at))
+        assert board["op"] == config.operator_for(at[0]) if at[0] != "t-cup" else board["op"] == config.operator
+
+    submissions = [take(SUBMISSION_FIELDS) for _ in range(int(args.pop(0)))]
+    assert args == []  # every argument was named
+    for sub, entry in zip(submissions, entries, strict=True):
+        assert (sub["id"], sub["player"], sub["points"], sub["ts"]) == (
+            entry["id"],
+            entry["player"],
+            entry["points"],
+            int(entry["ts"]),
+        )
+        assert (sub["op"], sub["name"]) == (entry.get("op", ""), entry.get("name", ""))
+        boards = layouts[int(sub["layout"]) - 1]
+        written = {(periods[int(b["period"]) - 1]["window"], b["scope"]) for b in boards}
+        if "tournament" in entry:
+            assert written == {("t-cup", "global")}
+        else:
+            scopes = {"global", f"region:{entry['region']}"} if "region" in entry else {"global"}
+            assert written == {(w, s) for w in ("daily", "alltime") for s in scopes}
+
+
+def test_the_header_names_every_error_code_the_library_answers() -> None:
+    header = LIBRARY[: LIBRARY.index("]]")]
+    codes = set(re.findall(r"(?:refuse|entry_error)\('(\w+)'", LIBRARY))
+    codes |= set(re.findall(r"'(missing_id|invalid_\w+)'", LIBRARY))  # the submission id's, by text_field
+    codes |= {f"invalid_{field}" for field in re.findall(r"^  (\w+) = function\(v\)", LIBRARY, re.MULTILINE)}
+    codes.discard("invalid_")  # refuse('invalid_' .. field, ...): the profile fields, added above
+    assert codes and {code for code in codes if not re.search(rf"\b{code}\b", header)} == set()
