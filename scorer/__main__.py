@@ -39,7 +39,7 @@ from leaderboard.results import SubmissionStatus
 from leaderboard.settings import HelpFormatter, argument_parser, load_or_exit, redacted, unreachable
 
 from .durable import StoreError, open_store
-from .durable.base import PARTS
+from .durable.records import PARTS
 from .rebuild import RebuildRefused, Restored, rebuild
 from .service import Scorer
 from .settings import ScorerSettings

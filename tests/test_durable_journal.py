@@ -17,8 +17,7 @@ from leaderboard.profiles import Profile
 from leaderboard.windows import window
 from scorer import Consumer, ScorerSettings
 from scorer.badges import BadgeWorker
-from scorer.durable import Folder, Record, Store, open_store
-from scorer.durable.actions import Action, ActionFolder
+from scorer.durable import Action, ActionFolder, Folder, Record, Store, open_store
 from scorer.durable.recorder import Recorder
 from scorer.journal import GROUP, JournalWorker
 from scorer.rebuild import rebuild

@@ -20,7 +20,8 @@ from scorer import Consumer, ScorerSettings
 from scorer.consumer import GROUP
 from scorer.durable import Folder, Record, Store, StoreError, open_store
 from scorer.durable.recorder import Recorder
-from scorer.rebuild import RebuildRefused, _FoldTask, rebuild
+from scorer.rebuild import RebuildRefused, rebuild
+from scorer.rebuild.parts import FoldTask
 
 from .conftest import MS, NOW
 from .durable_helpers import redis_state
@@ -312,7 +313,7 @@ async def test_a_failed_rebuild_worker_is_a_store_error(tmp_path: Path) -> None:
     # a worker that cannot open the store (a path under a file) exits non-zero: the rebuild says
     # which part failed, as an error the CLI prints in one line, and leaves no process behind
     (tmp_path / "file").write_text("")
-    task = _FoldTask(CONFIG, None, now_ms(), 0, 5_000)
+    task = FoldTask(CONFIG, None, now_ms(), 0, 5_000)
     with pytest.raises(StoreError, match="worker for part 1 of 2 failed"):
         await task.fold_apart(f"sqlite:///{tmp_path}/file/scores.db", (1, 2), [], lambda n: None)
 
@@ -321,7 +322,7 @@ async def test_rebuild_workers_report_every_chunk_they_fold(r: aioredis.Redis, r
     # the progress bar moves while the worker processes fold, not once per worker at its end
     await fill(r, redis_url, store, history(300, seed=3, hours=2))
     total = await store.count("test")
-    task = _FoldTask(CONFIG, await store.position("test", total - 1), now_ms(), 0, 10)
+    task = FoldTask(CONFIG, await store.position("test", total - 1), now_ms(), 0, 10)
     chunks: list[list[int]] = [[], []]
     parts = await asyncio.gather(*(task.fold_apart(store.url, (i, 2), [], chunks[i].append) for i in range(2)))
     for part, sizes in zip(parts, chunks, strict=True):

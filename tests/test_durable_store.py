@@ -13,8 +13,8 @@ import pytest
 from leaderboard import GameConfig
 from leaderboard.settings import SettingsError
 from scorer.durable import Folder, Record, Store, StoreError, open_store
-from scorer.durable.base import PARTS, part_of
 from scorer.durable.postgres import SCHEMA as POSTGRES_SCHEMA
+from scorer.durable.records import PARTS, part_of
 from scorer.durable.sqlite import SCHEMA as SQLITE_SCHEMA
 from scorer.settings import ScorerSettings
 
@@ -56,7 +56,7 @@ async def test_records_are_kept_once_per_id_in_the_order_applied(store: Store) -
     assert await scanned(store, after=positions[1], through=positions[6]) == first
     assert await scanned(store, through=positions[0]) == earlier[:1]
     assert await scanned(store, after=positions[6]) == [replay]
-    # the original of a copy recorded first takes its place (concurrent batches: see base.py)
+    # the original of a copy recorded first takes its place (concurrent batches: see store.py)
     await store.record("g", [rec(5, applied_us=250, index=3)])
     rows = await scanned(store)
     assert rows == [*earlier, *first, rec(5, applied_us=250, index=3)]

@@ -19,8 +19,9 @@ from typing import TypeVar
 from leaderboard import GameConfig, InvalidSubmission, Submission, SubmitResult, now_ms
 from leaderboard.backoff import redis_backoff
 
-from .actions import Action, ActionFolder
-from .base import Compaction, Record, Store, StoreError
+from .fold import ActionFolder
+from .records import Action, Compaction, Record
+from .store import Store, StoreError
 
 log = logging.getLogger("scorer.durable")
 T = TypeVar("T")
@@ -58,7 +59,7 @@ def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitRes
 
 def earliest(batches: Iterable[Sequence[Record]]) -> list[Record]:
     """The records of several batches, one per id: its earliest application, which is the one
-    ``EARLIER`` keeps (durable/base.py) when the batches are written one after another."""
+    the store keeps (durable/store.py) when the batches are written one after another."""
     first: dict[str, Record] = {}
     for records in batches:
         for r in records:
@@ -135,7 +136,7 @@ class Recorder:
             done.set_result(None)
 
     async def record_actions(self, actions: Sequence[Action]) -> None:
-        """Journaled actions (durable/actions.py): returns once durable; retries while the store
+        """Journaled actions (durable/records.py): returns once durable; retries while the store
         is unavailable (the journal entries stay unacknowledged meanwhile)."""
         if not actions:
             return
