@@ -142,9 +142,13 @@ class Consumer(GroupWorker):
         if claimed:
             # Delivery counts are only known to XPENDING; a claim is rare, so one more read is cheap.
             pending: Any = await self.redis.xpending_range(
-                self.stream, self.group, min=claimed[0][0], max=claimed[-1][0], count=len(claimed),
+                self.stream,
+                self.group,
+                min=claimed[0][0],
+                max=claimed[-1][0],
+                count=len(claimed),
                 consumername=self.consumer,
-            )  # fmt: skip
+            )
             self._poisoned |= {
                 str(p["message_id"]) for p in pending if int(p["times_delivered"]) > self.settings.max_deliveries
             }

@@ -123,8 +123,25 @@ class PostgresStore(Store):
             return 0
         # the table's row type, (seq, game, id, ...) in every schema so far: seq None, the INSERT
         # leaves it to the identity
-        rows = [(None, game, r.id, r.player, r.points, r.ts, r.op, r.name, r.region, r.mode, r.replayed, r.applied_us,
-                 r.index, r.tournament) for r in records]  # fmt: skip
+        rows = [
+            (
+                None,
+                game,
+                r.id,
+                r.player,
+                r.points,
+                r.ts,
+                r.op,
+                r.name,
+                r.region,
+                r.mode,
+                r.replayed,
+                r.applied_us,
+                r.index,
+                r.tournament,
+            )
+            for r in records
+        ]
         status: str = await self.pool.execute(_INSERT, rows)
         return int(status.rsplit(" ", 1)[1])  # "INSERT 0 <rows>"
 
@@ -147,8 +164,10 @@ class PostgresStore(Store):
             rows = await self.pool.fetch(
                 f"SELECT {_COLUMNS}, seq FROM submissions WHERE game = $1 AND (applied, idx, seq) > ($2, $3, $4){where}"
                 " ORDER BY applied, idx, seq LIMIT $5",
-                game, *last, *args,
-            )  # fmt: skip
+                game,
+                *last,
+                *args,
+            )
             if not rows:
                 return
             last = (rows[-1][9], rows[-1][10], rows[-1][12])
@@ -157,8 +176,9 @@ class PostgresStore(Store):
     async def position(self, game: str, offset: int) -> Position | None:
         row = await self.pool.fetchrow(
             "SELECT applied, idx, seq FROM submissions WHERE game = $1 ORDER BY applied, idx, seq LIMIT 1 OFFSET $2",
-            game, offset,
-        )  # fmt: skip
+            game,
+            offset,
+        )
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
     async def board_rows(
@@ -189,8 +209,9 @@ class PostgresStore(Store):
         row = await self.pool.fetchrow(
             "SELECT applied, idx, seq FROM submissions WHERE game = $1 AND ts < $2"
             " ORDER BY applied DESC, idx DESC, seq DESC LIMIT 1",
-            game, ts,
-        )  # fmt: skip
+            game,
+            ts,
+        )
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
     async def count(self, game: str) -> int:
@@ -220,8 +241,9 @@ class PostgresStore(Store):
             cut = await conn.fetchrow(
                 "SELECT applied, idx, seq FROM submissions WHERE game = $1 AND ts >= $2"
                 " ORDER BY applied, idx, seq LIMIT 1",
-                game, before_ts,
-            )  # fmt: skip
+                game,
+                before_ts,
+            )
             where, args = (
                 ("game = $1 AND (applied, idx, seq) < ($2, $3, $4)", (game, *cut)) if cut else ("game = $1", (game,))
             )
@@ -249,8 +271,10 @@ class PostgresStore(Store):
                 await conn.execute(
                     "INSERT INTO names SELECT $1, * FROM unnest($2::text[], $3::text[])"
                     " ON CONFLICT (game, player) DO UPDATE SET name = excluded.name",
-                    game, list(folder.names), list(folder.names.values()),
-                )  # fmt: skip
+                    game,
+                    list(folder.names),
+                    list(folder.names.values()),
+                )
             await conn.execute(f"DELETE FROM submissions WHERE {where}", *args)
         kept = {(r.window, r.period, r.scope, r.player) for r in rows}
         expired = sum(1 for r in old if (r.window, r.period, r.scope, r.player) not in kept)
@@ -261,8 +285,11 @@ async def _fold_actions(conn: Any, game: str, folder: Fold, until: int | None) -
     """Inside a compaction: hand the actions up to ``until`` (Redis's clock of the first raw row
     kept; None: all) to ``folder`` and mark them folded, in the compaction's transaction; and the
     tournaments folded before, whose slips may still be raw."""
-    where, args = ("game = $1 AND NOT folded", (game,)) if until is None else (
-        "game = $1 AND NOT folded AND at <= $2", (game, until))  # fmt: skip
+    where, args = (
+        ("game = $1 AND NOT folded", (game,))
+        if until is None
+        else ("game = $1 AND NOT folded AND at <= $2", (game, until))
+    )
     known = await conn.fetch(
         "SELECT id, at, fn, args, folded FROM actions WHERE game = $1 AND folded AND fn = 'tournament'", game
     )

@@ -51,9 +51,22 @@ def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitRes
             continue
         ids.add(sid)
         get = fields.get
-        out.append(Record(sid, fields["player"], int(fields["points"]), int(fields["ts"]), get("op", ""),
-                          get("name", ""), get("region", ""), get("mode", ""), status == "duplicate",
-                          result.applied_us, index, get("tournament", "")))  # fmt: skip
+        out.append(
+            Record(
+                sid,
+                fields["player"],
+                int(fields["points"]),
+                int(fields["ts"]),
+                get("op", ""),
+                get("name", ""),
+                get("region", ""),
+                get("mode", ""),
+                status == "duplicate",
+                result.applied_us,
+                index,
+                get("tournament", ""),
+            )
+        )
     return out
 
 
@@ -160,8 +173,12 @@ class Recorder:
             self.config.game, before_ts=now - self.retention_ms, now_s=now // 1000, folder=ActionFolder(self.config)
         )
         if result.folded or result.expired:
-            log.info("durable log compacted: %d submissions folded into %d board rows, %d expired rows dropped",
-                     result.folded, result.board_rows, result.expired)  # fmt: skip
+            log.info(
+                "durable log compacted: %d submissions folded into %d board rows, %d expired rows dropped",
+                result.folded,
+                result.board_rows,
+                result.expired,
+            )
         return result
 
     async def run(self, stop: asyncio.Event) -> None:

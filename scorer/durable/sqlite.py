@@ -246,8 +246,11 @@ class SQLiteStore(Store):
         """Inside a compaction: hand the actions up to ``until`` (Redis's clock of the first raw
         row kept; None: all) to ``folder`` and mark them folded, in the compaction's transaction;
         and the tournaments folded before, whose slips may still be raw."""
-        where, args = ("game = ? AND NOT folded", (game,)) if until is None else (
-            "game = ? AND NOT folded AND at <= ?", (game, until))  # fmt: skip
+        where, args = (
+            ("game = ? AND NOT folded", (game,))
+            if until is None
+            else ("game = ? AND NOT folded AND at <= ?", (game, until))
+        )
         async with self.db.execute(
             "SELECT id, at, fn, args, folded FROM actions WHERE game = ? AND folded AND fn = 'tournament'", (game,)
         ) as cursor:

@@ -189,8 +189,13 @@ def state_commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[li
             out.append(("PFADD", hll, *listed[i : i + 1000]))
         if expire_at and listed:
             out.append(("EXPIREAT", hll, expire_at, "NX"))
-    counts = {"tombstones": len(state.tombstones), "tournaments": len(state.tournaments), "entrants": entrants,
-              "closed periods": markers, "badges": sum(len(b) for b in state.badges.values())}  # fmt: skip
+    counts = {
+        "tombstones": len(state.tombstones),
+        "tournaments": len(state.tournaments),
+        "entrants": entrants,
+        "closed periods": markers,
+        "badges": sum(len(b) for b in state.badges.values()),
+    }
     return out, counts
 
 
