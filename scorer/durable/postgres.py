@@ -121,27 +121,9 @@ class PostgresStore(Store):
     async def record(self, game: str, records: Sequence[Record]) -> int:
         if not records:
             return 0
-        # the table's row type, (seq, game, id, ...) in every schema so far: seq None, the INSERT
-        # leaves it to the identity
-        rows = [
-            (
-                None,
-                game,
-                r.id,
-                r.player,
-                r.points,
-                r.ts,
-                r.op,
-                r.name,
-                r.region,
-                r.mode,
-                r.replayed,
-                r.applied_us,
-                r.index,
-                r.tournament,
-            )
-            for r in records
-        ]
+        # the table's row type, (seq, game, id, ...) in every schema so far: seq None (the INSERT
+        # leaves it to the identity), then a Record is the rest, columns in order
+        rows = [(None, game, *r) for r in records]
         status: str = await self.pool.execute(_INSERT, rows)
         return int(status.rsplit(" ", 1)[1])  # "INSERT 0 <rows>"
 

@@ -112,24 +112,8 @@ class SQLiteStore(Store):
     async def record(self, game: str, records: Sequence[Record]) -> int:
         if not records:
             return 0
-        rows = [
-            (
-                game,
-                r.id,
-                r.player,
-                r.points,
-                r.ts,
-                r.op,
-                r.name,
-                r.region,
-                r.mode,
-                int(r.replayed),
-                r.applied_us,
-                r.index,
-                r.tournament,
-            )
-            for r in records
-        ]
+        # a Record is its row, columns in order (the flag stored as 0 / 1)
+        rows = [(game, *r) for r in records]
         return await self._insert_many(
             f"INSERT INTO submissions (game, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) {_UPSERT}", rows
         )
