@@ -23,6 +23,7 @@ from leaderboard import GameConfig
 from leaderboard.keys import HOUR_MS
 
 from ..durable import ActionFolder, Store, StoreError, open_store
+from ..durable.fold import shares
 from ..durable.records import Action, Part, Position
 
 # a worker's frames on its stdout: (b"f", submissions folded) per chunk, then (b"r", length)
@@ -103,6 +104,32 @@ class FoldTask:
         if proc.returncode != 0 or result is None:  # what failed it is on the inherited stderr, above
             raise StoreError(f"the rebuild's worker for part {part[0]} of {part[1]} failed (exit {proc.returncode})")
         return result
+
+
+async def fold_in_parts(
+    task: FoldTask, store: Store, actions: list[Action], workers: int, folded: Callable[[int], None]
+) -> FoldedPart:
+    """``task`` folded in ``workers`` parts of the players, each in a worker process (1: in this
+    one), the journaled actions shared between them; their states added up into one."""
+    if workers == 1:
+        return await task.fold(store, None, actions, folded)
+    actions_of = shares(actions, workers)
+    running = [
+        asyncio.ensure_future(task.fold_apart(store.url, (i, workers), actions_of[i], folded)) for i in range(workers)
+    ]
+    try:
+        await asyncio.gather(*running)
+    finally:
+        for worker in running:
+            worker.cancel()
+    whole = FoldedPart(ActionFolder(task.config), {}, 0, 0)
+    for part in (worker.result() for worker in running):
+        whole.folder.merge(part.folder)
+        for hour, ids in part.seen.items():
+            whole.seen.setdefault(hour, []).extend(ids)
+        whole.folded += part.folded
+        whole.board_rows += part.board_rows
+    return whole
 
 
 def work() -> None:

@@ -5,7 +5,6 @@ worker processes: parts.py), write the folded state, replay the newest submissio
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import TextIO
 
@@ -13,11 +12,11 @@ from leaderboard import GameConfig, Leaderboard, now_ms
 from leaderboard.keys import HOUR_MS
 from leaderboard.transport import RedisClient
 
-from ..durable import ActionFolder, Store
-from ..durable.fold import newest_ordered, shares
+from ..durable import Store
+from ..durable.fold import newest_ordered
 from ..durable.records import PARTS, Position
 from . import writes
-from .parts import FoldTask
+from .parts import FoldTask, fold_in_parts
 from .report import Progress, Restored
 
 
@@ -84,36 +83,18 @@ async def rebuild(
     progress = Progress(total, progress_to)
     # The journaled actions fold with the submissions, in the order Redis applied both. Replaying
     # an action through its function would journal it again, so every submission applied before
-    # the newest action whose place matters (actions.ordered) is folded; only later ones replay.
+    # the newest action whose place matters (fold.ordered) is folded; only later ones replay.
     actions = await store.actions(game)
     through = await _fold_through(store, game, cut, fold_first, newest_ordered(actions))
     # The fold is per player: each part of the players is read and folded apart, in a process of
     # its own (the fold is Python, bound by one core), and the parts' states add up.
     task = FoldTask(config, through, now, _alive_from(now, idem_ms), max(batch, 5_000))
-    folder, seen = ActionFolder(config), dict[int, list[str]]()  # hour -> folded ids whose bucket is alive
-    if workers == 1:
-        parts = [await task.fold(store, None, actions, progress.advance)]
-    else:
-        parts_actions = shares(actions, workers)
-        running = [
-            asyncio.ensure_future(task.fold_apart(store.url, (i, workers), parts_actions[i], progress.advance))
-            for i in range(workers)
-        ]
-        try:
-            await asyncio.gather(*running)
-        finally:
-            for worker in running:
-                worker.cancel()
-        parts = [worker.result() for worker in running]
-    for part in parts:
-        folder.merge(part.folder)
-        for hour, ids in part.seen.items():
-            seen.setdefault(hour, []).extend(ids)
-        restored.folded += part.folded
-        restored.board_rows += part.board_rows
+    folded = await fold_in_parts(task, store, actions, workers, progress.advance)
+    folder = folded.folder
+    restored.folded, restored.board_rows = folded.folded, folded.board_rows
     folder.actions = len(actions)  # the tournaments' definitions were folded in every part
     # before the first replayed one: it builds on the folded state
-    await writes.write_folded(lb, folder, seen, await store.names(game), restored, now)
+    await writes.write_folded(lb, folder, folded.seen, await store.names(game), restored, now)
     pending: list[dict[str, str]] = []
     async for records in store.scan(game, after=through, batch=batch):
         for record in records:
