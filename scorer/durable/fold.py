@@ -220,6 +220,9 @@ class Folder:
         return out
 
 
+# ---------------------------------------------------------------- the journaled actions
+
+
 @dataclass(slots=True)
 class Close:
     """A closed period: its marker's value and expiry, and its entry in the finals ('' if none)."""
