@@ -28,7 +28,7 @@ import orjson
 
 from leaderboard.settings import argument_parser
 
-from .rollout import Member, load_layout
+from .layout import Member, load_layout
 
 log = logging.getLogger("fleet.rebalance")
 

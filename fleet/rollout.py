@@ -16,50 +16,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from leaderboard.settings import argument_parser
 
+from . import rebalance
 from .children import http_ok, listening_pids
 from .haproxy import Runtime
+from .layout import Layout, Member, load_layout
 
 log = logging.getLogger("fleet.rollout")
-
-
-@dataclass(frozen=True, slots=True)
-class Member:
-    """A gateway behind the balancer: its server name there, where it listens, its metrics
-    address (the port names the process: every gateway has its own)."""
-
-    name: str
-    host: str
-    port: int
-    metrics_port: int
-    metrics_host: str = "127.0.0.1"
-
-
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """What ``fleet.json`` holds: the balancers' stats sockets and the gateways behind them."""
-
-    stats_sockets: tuple[str, ...]
-    gateways: tuple[Member, ...]
-
-    def dump(self) -> str:
-        return json.dumps({"stats_sockets": list(self.stats_sockets), "gateways": [asdict(g) for g in self.gateways]})
-
-    @classmethod
-    def load(cls, path: Path) -> Layout:
-        raw = json.loads(path.read_text())
-        return cls(tuple(raw["stats_sockets"]), tuple(Member(**g) for g in raw["gateways"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,23 +124,7 @@ async def _until_async(check: Callable[[], Awaitable[bool]], timeout: float, fai
         await asyncio.sleep(0.05)
 
 
-def load_layout(path: Path) -> Layout | None:
-    """The layout file, or None after saying why there is none."""
-    try:
-        return Layout.load(path)
-    except FileNotFoundError:
-        print(
-            f"no {path}: is a fleet running there with --balancer haproxy? (the balancer steers players "
-            "away from the gateway restarted, and to the emptiest ones)",
-            file=sys.stderr,
-        )
-        return None
-
-
 def main(argv: Sequence[str] | None = None, *, data_dir: str = "var") -> int:
-    # here, not at the top: fleet.rebalance builds on this module's Member
-    from . import rebalance
-
     p = argument_parser("python -m fleet rollout", (__doc__ or "").split("\n\n")[0])
     p.add_argument(
         "--data-dir", default=os.environ.get("LB_DATA_DIR", data_dir), help="the running fleet's data directory"

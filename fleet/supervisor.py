@@ -47,8 +47,8 @@ from leaderboard.transport import connect
 
 from .children import die_with_parent, http_ok, listening_pids, stop_process
 from .haproxy import BalancerConfig, Gateway, Haproxy
+from .layout import Layout, Member
 from .redis_server import RedisServer, free_port
-from .rollout import Layout, Member
 
 log = logging.getLogger("fleet")
 

@@ -25,7 +25,9 @@ import socket
 import sys
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import orjson
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
@@ -35,12 +37,11 @@ from leaderboard.errors import Banned, InvalidInput, NotReplicated, TournamentEr
 from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
 from leaderboard.queue import Queue
-from leaderboard.results import SubmissionStatus
 from leaderboard.settings import HelpFormatter, argument_parser, load_or_exit, redacted, unreachable
 
 from .durable import StoreError, open_store
-from .durable.base import PARTS
-from .rebuild import RebuildRefused, Restored, rebuild
+from .durable.records import PARTS
+from .rebuild import RebuildRefused, rebuild
 from .service import Scorer
 from .settings import ScorerSettings
 
@@ -50,17 +51,92 @@ log = logging.getLogger("scorer")
 REDIS_URL_HELP = "Redis to use (default: LB_REDIS_URL, else redis://127.0.0.1:6379/0)"
 
 
+class Answer(NamedTuple):
+    """What a command prints on success, and its exit status."""
+
+    text: str
+    status: int = 0
+
+
+class UsageError(Exception):
+    """The command cannot run as asked (its message says why): exit status 2."""
+
+
+Subparsers = Any  # argparse's _SubParsersAction, private
+Run = Callable[[ScorerSettings, argparse.Namespace], Coroutine[Any, Any, str | Answer]]
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A subcommand: ``build(subparsers, epilog)`` adds its parser; ``run`` does it and returns
+    what to print (exit status 0, unless an ``Answer`` says otherwise). Its failures are told by
+    ``failure``."""
+
+    name: str
+    build: Callable[[Subparsers, str], None]
+    run: Run
+
+
+# A command's expected failures: the line it prints (on stderr) and its exit status, for the
+# first class that matches; anything else is a bug, raised. Redis trouble: ``failure``.
+FAILURES: tuple[tuple[tuple[type[Exception], ...], Callable[[Any], str], int], ...] = (
+    ((InvalidSubmission, InvalidInput, Banned), lambda e: f"refused: {e.code}: {e.message}", 2),
+    ((BadRequest, TournamentError), lambda e: f"refused: {e.message}", 2),
+    ((BacklogFull,), lambda e: f"backlog full: {e.message}", 3),
+    ((NotReplicated,), lambda e: f"not replicated: {e.message}", 4),
+    ((RebuildRefused,), lambda e: f"refused: {e}", 3),
+    ((UsageError,), str, 2),
+    ((StoreError,), str, 1),
+)
+
+
+def failure(settings: ScorerSettings, exc: Exception) -> Answer | None:
+    """The line and exit status for ``exc`` raised by a command, or None for a bug."""
+    if isinstance(exc, ConnectionError | TimeoutError | AuthenticationError):
+        return Answer(unreachable(settings.redis_url, exc), 1)
+    if isinstance(exc, ResponseError):  # an error reply of Redis itself: without the library, or a bug
+        if "function" not in str(exc).lower():
+            return None
+        return Answer(
+            f"Redis at {redacted(settings.redis_url)} has no leaderboard library loaded: start a scorer "
+            f"(python -m scorer) against it first ({exc})",
+            1,
+        )
+    for classes, line, exit_status in FAILURES:
+        if isinstance(exc, classes):
+            return Answer(line(exc), exit_status)
+    return None
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argument_parser("python -m scorer", __doc__ or "", ScorerSettings)
     p.add_argument("--burst", action="store_true", help="exit once the queue is drained")
     p.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
-    sub = p.add_subparsers(
-        dest="command", metavar="{submit,status,tournament,ban,unban,correct,profile,rebuild,rank-index}"
+    sub = p.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
+    for command in COMMANDS.values():
+        command.build(sub, p.epilog or "")
+    return p.parse_args(argv)
+
+
+def _parser(sub: Subparsers, name: str, text: str, description: str, epilog: str) -> argparse.ArgumentParser:
+    """A subcommand's parser; its epilog is the settings' table (it loads the same settings as a
+    replica)."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=text, description=description, formatter_class=HelpFormatter, epilog=epilog
     )
-    s = sub.add_parser(
-        "submit", help="file one submission into the queue", description="File one submission into the queue.",
-        formatter_class=HelpFormatter, epilog=p.epilog,  # it loads the same settings as a replica
-    )  # fmt: skip
+    return parser
+
+
+def _redis_option(*parsers: argparse.ArgumentParser) -> None:
+    for parser in parsers:
+        parser.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
+
+
+# ---------------------------------------------------------------- submit, status
+
+
+def _submit_parser(sub: Subparsers, epilog: str) -> None:
+    s = _parser(sub, "submit", "file one submission into the queue", "File one submission into the queue.", epilog)
     s.add_argument("--player", required=True, help="player id")
     s.add_argument("--points", required=True, help="points (a whole number)")
     s.add_argument("--id", help="submission id (default: a random one)")
@@ -71,26 +147,101 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     s.add_argument("--mode", help="mode scope, e.g. ranked")
     s.add_argument("--tournament", help="tournament id: the slip counts on that tournament's boards only")
     s.add_argument("--game", help="game to submit to (default: the first of LB_GAMES, else LB_GAME)")
-    s.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
-    st = sub.add_parser(
-        "status", help="what became of a submission: applied, pending, refused (with its code) or unknown",
-        description="What became of a submission, by its id: applied, pending (in the queue), refused (dead-"
-        "lettered, with its code and message) or unknown (never received, or older than LB_IDEMPOTENCY_S). "
-        "Exit status 0 applied, 5 pending, 6 refused, 7 unknown.",
-        formatter_class=HelpFormatter, epilog=p.epilog,
-    )  # fmt: skip
+    _redis_option(s)
+
+
+async def submit(settings: ScorerSettings, args: argparse.Namespace) -> str:
+    fields = {
+        "id": args.id or uuid.uuid4().hex,
+        "player": args.player,
+        "points": args.points,
+        "ts": args.ts or str(now_ms()),
+    }
+    for key in ("op", "name", "region", "mode", "tournament"):
+        if getattr(args, key):
+            fields[key] = getattr(args, key)
+    served = {c.game: c for c in settings.game.served}
+    config = served.get(args.game or next(iter(served)))
+    if config is None:
+        raise InvalidSubmission("unknown_game", f"game {args.game!r} is not served here ({', '.join(served)})")
+    sub = Submission.parse(fields)  # the queue checks the clock and the game's limits
+    redis = connect(settings.redis_url, pool=settings.redis_pool)
+    try:
+        queue = Queue(redis, config)
+        stream_id = await queue.submit(sub)
+        return f"queued {sub.id}: player {sub.player}, {sub.points} points (stream entry {stream_id})"
+    finally:
+        await redis.aclose()
+
+
+class _Wait(argparse.Action):
+    """``status --wait``: bounded, else a usage error."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, value: Any, *_: Any) -> None:
+        if not 0 <= value <= 600:
+            parser.error("--wait is 0..600 s")
+        setattr(namespace, self.dest, value)
+
+
+def _status_parser(sub: Subparsers, epilog: str) -> None:
+    st = _parser(
+        sub,
+        "status",
+        "what became of a submission: applied, pending, refused (with its code) or unknown",
+        "What became of a submission, by its id: applied, pending (in the queue), refused (dead-lettered, with "
+        "its code and message) or unknown (never received, or older than LB_IDEMPOTENCY_S). Exit status 0 "
+        "applied, 5 pending, 6 refused, 7 unknown.",
+        epilog,
+    )
     st.add_argument("--id", required=True, help="submission id")
     st.add_argument(
-        "--wait", type=float, default=0.0, metavar="SECONDS",
+        "--wait",
+        type=float,
+        default=0.0,
+        action=_Wait,
+        metavar="SECONDS",
         help="while the submission is pending, ask again for up to this long (default 0: answer at once)",
-    )  # fmt: skip
+    )
     st.add_argument("--game", help="the submission's game (default: the first of LB_GAMES, else LB_GAME)")
-    st.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
-    t = sub.add_parser(
-        "tournament", help="create a tournament, enter players, list tournaments",
-        description="Live tournaments: boards t-<id> with a start, an end and an entry list.",
-        formatter_class=HelpFormatter, epilog=p.epilog,
-    )  # fmt: skip
+    _redis_option(st)
+
+
+# Exit status of ``status`` per answer: a script can branch on it without parsing the line.
+STATUS_EXIT = {"applied": 0, "pending": 5, "refused": 6, "unknown": 7}
+
+
+async def status(settings: ScorerSettings, args: argparse.Namespace) -> Answer:
+    served = {c.game: c for c in settings.game.served}
+    config = served.get(args.game or next(iter(served)))
+    if config is None:
+        raise BadRequest(f"game {args.game!r} is not served here ({', '.join(served)})")
+    redis = connect(settings.redis_url)
+    try:
+        lb = Leaderboard(redis, config)
+        found = await lb.status(args.id)
+        # The scorer applies a slip within a batch or two; no event tells a client when, so a
+        # script that has just submitted asks again (bounded by --wait) rather than sleeping blind.
+        deadline = time.monotonic() + max(args.wait, 0.0)
+        while found.status == "pending" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            found = await lb.status(args.id)
+        why = f": {found.code}: {found.message}" if found.status == "refused" else ""
+        return Answer(f"{found.id}: {found.status}{why}", STATUS_EXIT[found.status])
+    finally:
+        await redis.aclose()
+
+
+# ---------------------------------------------------------------- tournaments
+
+
+def _tournament_parser(sub: Subparsers, epilog: str) -> None:
+    t = _parser(
+        sub,
+        "tournament",
+        "create a tournament, enter players, list tournaments",
+        "Live tournaments: boards t-<id> with a start, an end and an entry list.",
+        epilog,
+    )
     tsub = t.add_subparsers(dest="action", metavar="{create,join,list}", required=True)
     c = tsub.add_parser("create", help="create a tournament (again with the same bounds: no-op)")
     c.add_argument("id", help="tournament id (1-32 of A-Z a-z 0-9 _ -); its boards are window t-<id>")
@@ -100,53 +251,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     j.add_argument("id", help="tournament id")
     j.add_argument("players", nargs="+", help="player ids")
     tsub.add_parser("list", help="every tournament with its start and end")
-    for parser in (c, j, t):
-        parser.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
-    _operator_commands(sub, p.epilog or "")
-    b = sub.add_parser(
-        "rebuild", help="restore the boards from the durable score log into an empty Redis",
-        description="Restore every board and window, the distinct-player counts, the profiles, the "
-        "idempotency memory and what the journaled actions left (bans and their tombstones, corrections, "
-        "tournaments and entrants, close markers and finals, badges) from the durable score log "
-        "(LB_DURABLE_URL) into an empty Redis. Stop the scorers first.",
-        formatter_class=HelpFormatter, epilog=p.epilog,
-    )  # fmt: skip
-    b.add_argument("--force", action="store_true", help="write over a Redis that already holds data of the game")
-    b.add_argument("--batch", type=int, default=1000, help="submissions per lb_submit call (default 1000)")
-    b.add_argument(
-        "--replay", type=int, default=None,
-        help="the newest submissions sent through lb_submit, the rest folded (default: LB_ACTIVITY_MAXLEN, "
-        "which restores the activity feed)",
-    )  # fmt: skip
-    b.add_argument(
-        "--workers", type=int, default=2, choices=PARTS,
-        help="processes folding the log, each a share of the players (default 2; 1: folded in this process)",
-    )  # fmt: skip
-    b.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
-    x = sub.add_parser(
-        "rank-index", help="rebuild the boards' rank companions (after an upgrade or a switch to dense ranks)",
-        description="Rebuild each board's histogram, and in dense mode its distinct points, from its members: "
-        "every board of the game that exists (all periods and scopes), or those of --window. One O(N) atomic "
-        "call per board (seconds per million members, Redis serving nothing else meanwhile); the scorers may "
-        "keep running.",
-        formatter_class=HelpFormatter, epilog=p.epilog,
-    )  # fmt: skip
-    x.add_argument("--window", action="append", help="only this window (repeatable; a tournament's t-<id> too)")
-    x.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
-    args = p.parse_args(argv)
-    if args.command == "status" and not 0 <= args.wait <= 600:
-        st.error("--wait is 0..600 s")
-    return args
+    _redis_option(c, j, t)
 
 
 def parse_time(text: str) -> int:
-    """ms since the epoch, given as such or as an ISO 8601 time (UTC unless it says otherwise)."""
+    """ms since the epoch, given as such or as an ISO 8601 time (UTC unless it says otherwise);
+    anything else is refused (``BadRequest``)."""
     if text.isdigit():
         return int(text)
     try:
         when = dt.datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError(f"not a time: {text!r} (ms since the epoch, or ISO 8601)") from None
+        raise BadRequest(f"not a time: {text!r} (ms since the epoch, or ISO 8601)") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
     return int(when.timestamp() * 1000)
@@ -172,35 +288,54 @@ async def tournament(settings: ScorerSettings, args: argparse.Namespace) -> str:
         await redis.aclose()
 
 
-def _operator_commands(sub: Any, epilog: str) -> None:
-    """ban, unban, correct, profile: each one atomic call of the function library, applied at
-    once (not queued), recorded in the activity stream with --actor and --reason."""
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat()
 
-    def command(name: str, text: str) -> argparse.ArgumentParser:
-        c: argparse.ArgumentParser = sub.add_parser(
-            name, help=text, description=text[0].upper() + text[1:] + ".", formatter_class=HelpFormatter, epilog=epilog
-        )
-        c.add_argument("--player", required=True, help="player id")
-        c.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
-        return c
 
-    actor_help = "who does it, recorded with the action (default: user@host)"
-    c = command("ban", "remove a player from every board of the game and refuse their submissions")
+# ---------------------------------------------------------------- operator actions
+# ban, unban, correct, profile: each one atomic call of the function library, applied at once
+# (not queued), recorded in the activity stream with --actor and --reason.
+
+ACTOR_HELP = "who does it, recorded with the action (default: user@host)"
+
+
+def _operator_parser(sub: Subparsers, epilog: str, name: str, text: str) -> argparse.ArgumentParser:
+    c = _parser(sub, name, text, text[0].upper() + text[1:] + ".", epilog)
+    c.add_argument("--player", required=True, help="player id")
+    _redis_option(c)
+    return c
+
+
+def _ban_parser(sub: Subparsers, epilog: str) -> None:
+    c = _operator_parser(
+        sub, epilog, "ban", "remove a player from every board of the game and refuse their submissions"
+    )
     c.add_argument("--reason", required=True, help="why, recorded with the ban")
-    c.add_argument("--actor", help=actor_help)
-    c = command("unban", "lift a ban (removed scores are not restored)")
+    c.add_argument("--actor", help=ACTOR_HELP)
+
+
+def _unban_parser(sub: Subparsers, epilog: str) -> None:
+    c = _operator_parser(sub, epilog, "unban", "lift a ban (removed scores are not restored)")
     c.add_argument("--reason", default="", help="why, recorded with the unban")
-    c.add_argument("--actor", help=actor_help)
-    c = command("correct", "set a player's points (higher or lower) on the current period of every window")
+    c.add_argument("--actor", help=ACTOR_HELP)
+
+
+def _correct_parser(sub: Subparsers, epilog: str) -> None:
+    c = _operator_parser(
+        sub, epilog, "correct", "set a player's points (higher or lower) on the current period of every window"
+    )
     c.add_argument("--points", required=True, help="the corrected points (a whole number)")
     c.add_argument("--reason", required=True, help="why, recorded with the correction")
-    c.add_argument("--actor", help=actor_help)
+    c.add_argument("--actor", help=ACTOR_HELP)
     c.add_argument("--window", help="only this window, or a tournament's t-<id> (default: every window of the game)")
     c.add_argument("--period", help="with --window: previous, or a label such as 2026-W48 (default: the current)")
     c.add_argument(
         "--scope", action="append", help="board scope, repeatable (default: global and every scope the player is on)"
     )
-    c = command("profile", "set a player's display name, avatar and country ('' clears a field)")
+
+
+def _profile_parser(sub: Subparsers, epilog: str) -> None:
+    c = _operator_parser(sub, epilog, "profile", "set a player's display name, avatar and country ('' clears a field)")
     c.add_argument("--name", help="display name (NFC-normalised; 1-64 bytes, no control characters)")
     c.add_argument("--avatar", help="avatar image URL (https only, at most 256 bytes)")
     c.add_argument("--country", help="ISO 3166-1 alpha-2 country code, e.g. FR")
@@ -227,9 +362,14 @@ async def operate(settings: ScorerSettings, args: argparse.Namespace) -> str:
             return f"unbanned {args.player}" if was else f"{args.player} was not banned: nothing changed"
         if args.command == "correct":
             rows = await mod.correct(
-                args.player, args.points, actor=actor, reason=args.reason, window_name=args.window,
-                period=args.period, scopes=args.scope,
-            )  # fmt: skip
+                args.player,
+                args.points,
+                actor=actor,
+                reason=args.reason,
+                window_name=args.window,
+                period=args.period,
+                scopes=args.scope,
+            )
             boards = ", ".join(
                 f"{c.board.window} {c.board.period} {c.board.scope}: "
                 f"{'-' if c.previous is None else c.previous} -> {args.points} (#{c.rank})"
@@ -243,8 +383,103 @@ async def operate(settings: ScorerSettings, args: argparse.Namespace) -> str:
         await redis.aclose()
 
 
-def _iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat()
+# ---------------------------------------------------------------- rebuild, rank-index
+
+
+def _rebuild_parser(sub: Subparsers, epilog: str) -> None:
+    b = _parser(
+        sub,
+        "rebuild",
+        "restore the boards from the durable score log into an empty Redis",
+        "Restore every board and window, the distinct-player counts, the profiles, the idempotency memory and "
+        "what the journaled actions left (bans and their tombstones, corrections, tournaments and entrants, "
+        "close markers and finals, badges) from the durable score log (LB_DURABLE_URL) into an empty Redis. "
+        "Stop the scorers first.",
+        epilog,
+    )
+    b.add_argument("--force", action="store_true", help="write over a Redis that already holds data of the game")
+    b.add_argument("--batch", type=int, default=1000, help="submissions per lb_submit call (default 1000)")
+    b.add_argument(
+        "--replay",
+        type=int,
+        default=None,
+        help="the newest submissions sent through lb_submit, the rest folded (default: LB_ACTIVITY_MAXLEN, "
+        "which restores the activity feed)",
+    )
+    b.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        choices=PARTS,
+        help="processes folding the log, each a share of the players (default 2; 1: folded in this process)",
+    )
+    _redis_option(b)
+
+
+async def rebuild_command(settings: ScorerSettings, args: argparse.Namespace) -> str:
+    if not settings.durable_url:
+        raise UsageError("rebuild reads the durable score log: set LB_DURABLE_URL")
+    if args.batch < 1 or (args.replay is not None and args.replay < 0):
+        raise UsageError("--batch must be at least 1 and --replay at least 0")
+    store = open_store(settings.durable_url)
+    # no read timeout: computing a restored board's rank companions is one O(N) call, seconds
+    # on a board of a million members
+    redis = connect(settings.redis_url, pool=settings.redis_pool, socket_timeout=None)
+    try:
+        await store.open()
+        restored = await rebuild(
+            redis, store, settings.game, force=args.force, batch=args.batch, replay=args.replay, workers=args.workers
+        )
+        return "\n".join(restored.lines())
+    finally:
+        await redis.aclose()
+        await store.close()
+
+
+def _rank_index_parser(sub: Subparsers, epilog: str) -> None:
+    x = _parser(
+        sub,
+        "rank-index",
+        "rebuild the boards' rank companions (after an upgrade or a switch to dense ranks)",
+        "Rebuild each board's histogram, and in dense mode its distinct points, from its members: every board "
+        "of the game that exists (all periods and scopes), or those of --window. One O(N) atomic call per board "
+        "(seconds per million members, Redis serving nothing else meanwhile); the scorers may keep running.",
+        epilog,
+    )
+    x.add_argument("--window", action="append", help="only this window (repeatable; a tournament's t-<id> too)")
+    _redis_option(x)
+
+
+async def rank_index(settings: ScorerSettings, args: argparse.Namespace) -> str:
+    """Rebuild the rank companions of every board of the game (or of ``--window``); a line per
+    board, then the total."""
+    # no read timeout: one board's rebuild is one O(N) call, seconds on a million members
+    redis = connect(settings.redis_url, pool=settings.redis_pool, socket_timeout=None)
+    try:
+        lb = Leaderboard(redis, settings.game)
+        await lb.load()  # lb_rank_rebuild may be newer than the library loaded
+        windows = set(args.window or ())
+        for name in windows:
+            await lb.window_of(name)  # an unknown window is refused before anything is written
+        boards = sorted(await Moderation(lb).boards(), key=lambda b: (b.window, b.period, b.scope))
+        lines, rebuilt, members = [], 0, 0
+        for b in boards:
+            if windows and b.window not in windows:
+                continue
+            where = f"{b.window} {b.period} {b.scope}"
+            try:
+                n = await lb.rebuild_rank_index(b.window, b.scope, period=b.period)
+            except (BadRequest, TournamentError) as exc:  # a window no longer kept, a period past reading
+                lines.append(f"{where}: skipped ({exc})")
+                continue
+            rebuilt, members = rebuilt + 1, members + n
+            lines.append(f"{where}: {n:,} members ({lb.config.rank_mode_for(b.window)})")
+        return "\n".join([*lines, f"rebuilt the rank companions of {rebuilt:,} boards, {members:,} members"])
+    finally:
+        await redis.aclose()
+
+
+# ---------------------------------------------------------------- the replica
 
 
 async def run(settings: ScorerSettings, burst: bool) -> None:
@@ -271,108 +506,21 @@ async def run(settings: ScorerSettings, burst: bool) -> None:
         await scorer.close()
 
 
-async def submit(settings: ScorerSettings, args: argparse.Namespace) -> tuple[Submission, str]:
-    fields = {
-        "id": args.id or uuid.uuid4().hex,
-        "player": args.player,
-        "points": args.points,
-        "ts": args.ts or str(now_ms()),
-    }
-    for key in ("op", "name", "region", "mode", "tournament"):
-        if getattr(args, key):
-            fields[key] = getattr(args, key)
-    served = {c.game: c for c in settings.game.served}
-    config = served.get(args.game or next(iter(served)))
-    if config is None:
-        raise InvalidSubmission("unknown_game", f"game {args.game!r} is not served here ({', '.join(served)})")
-    sub = Submission.parse(fields)  # the queue checks the clock and the game's limits
-    redis = connect(settings.redis_url, pool=settings.redis_pool)
-    try:
-        queue = Queue(redis, config)
-        return sub, await queue.submit(sub)
-    finally:
-        await redis.aclose()
-
-
-# Exit status of ``status`` per answer: a script can branch on it without parsing the line.
-STATUS_EXIT = {"applied": 0, "pending": 5, "refused": 6, "unknown": 7}
-
-
-async def status(settings: ScorerSettings, args: argparse.Namespace) -> SubmissionStatus:
-    served = {c.game: c for c in settings.game.served}
-    config = served.get(args.game or next(iter(served)))
-    if config is None:
-        raise BadRequest(f"game {args.game!r} is not served here ({', '.join(served)})")
-    redis = connect(settings.redis_url)
-    try:
-        lb = Leaderboard(redis, config)
-        found = await lb.status(args.id)
-        # The scorer applies a slip within a batch or two; no event tells a client when, so a
-        # script that has just submitted asks again (bounded by --wait) rather than sleeping blind.
-        deadline = time.monotonic() + max(args.wait, 0.0)
-        while found.status == "pending" and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-            found = await lb.status(args.id)
-        return found
-    finally:
-        await redis.aclose()
-
-
-async def rebuild_command(settings: ScorerSettings, args: argparse.Namespace) -> Restored:
-    store = open_store(settings.durable_url)
-    # no read timeout: computing a restored board's rank companions is one O(N) call, seconds
-    # on a board of a million members
-    redis = connect(settings.redis_url, pool=settings.redis_pool, socket_timeout=None)
-    try:
-        await store.open()
-        return await rebuild(
-            redis, store, settings.game, force=args.force, batch=args.batch, replay=args.replay, workers=args.workers
-        )
-    finally:
-        await redis.aclose()
-        await store.close()
-
-
-async def rank_index(settings: ScorerSettings, args: argparse.Namespace) -> list[str]:
-    """Rebuild the rank companions of every board of the game (or of ``--window``); a line per
-    board, then the total."""
-    # no read timeout: one board's rebuild is one O(N) call, seconds on a million members
-    redis = connect(settings.redis_url, pool=settings.redis_pool, socket_timeout=None)
-    try:
-        lb = Leaderboard(redis, settings.game)
-        await lb.load()  # lb_rank_rebuild may be newer than the library loaded
-        windows = set(args.window or ())
-        for name in windows:
-            await lb.window_of(name)  # an unknown window is refused before anything is written
-        boards = sorted(await Moderation(lb).boards(), key=lambda b: (b.window, b.period, b.scope))
-        lines, rebuilt, members = [], 0, 0
-        for b in boards:
-            if windows and b.window not in windows:
-                continue
-            where = f"{b.window} {b.period} {b.scope}"
-            try:
-                n = await lb.rebuild_rank_index(b.window, b.scope, period=b.period)
-            except (BadRequest, TournamentError) as exc:  # a window no longer kept, a period past reading
-                lines.append(f"{where}: skipped ({exc})")
-                continue
-            rebuilt, members = rebuilt + 1, members + n
-            lines.append(f"{where}: {n:,} members ({lb.config.rank_mode_for(b.window)})")
-        return [*lines, f"rebuilt the rank companions of {rebuilt:,} boards, {members:,} members"]
-    finally:
-        await redis.aclose()
-
-
-def _redis_trouble(settings: ScorerSettings, exc: Exception) -> int:
-    """One line and exit status 1 for a Redis an operator command cannot use: unreachable, or
-    without the function library. Any other error reply is a bug: raised."""
-    if not isinstance(exc, ResponseError):
-        print(unreachable(settings.redis_url, exc), file=sys.stderr)
-    elif "function" in str(exc).lower():
-        print(f"Redis at {redacted(settings.redis_url)} has no leaderboard library loaded: start a scorer "
-              f"(python -m scorer) against it first ({exc})", file=sys.stderr)  # fmt: skip
-    else:
-        raise exc
-    return 1
+# In the order ``--help`` lists them.
+COMMANDS = {
+    command.name: command
+    for command in (
+        Command("submit", _submit_parser, submit),
+        Command("status", _status_parser, status),
+        Command("tournament", _tournament_parser, tournament),
+        Command("ban", _ban_parser, operate),
+        Command("unban", _unban_parser, operate),
+        Command("correct", _correct_parser, operate),
+        Command("profile", _profile_parser, operate),
+        Command("rebuild", _rebuild_parser, rebuild_command),
+        Command("rank-index", _rank_index_parser, rank_index),
+    )
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -380,82 +528,20 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {"redis_url": args.redis_url} if "redis_url" in args else {}
     settings = load_or_exit(ScorerSettings, **overrides)
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if args.command in ("ban", "unban", "correct", "profile"):
-        try:
-            print(asyncio.run(operate(settings, args)))
-        except (InvalidInput, Banned) as exc:
-            print(f"refused: {exc.code}: {exc.message}", file=sys.stderr)
-            return 2
-        except (ConnectionError, TimeoutError, AuthenticationError, ResponseError) as exc:
-            return _redis_trouble(settings, exc)
+    if args.command is None:
+        asyncio.run(run(settings, args.burst))
         return 0
-    if args.command == "tournament":
-        try:
-            print(asyncio.run(tournament(settings, args)))
-        except (BadRequest, TournamentError, ValueError) as exc:
-            print(f"refused: {exc}", file=sys.stderr)
-            return 2
-        except (ConnectionError, TimeoutError, AuthenticationError, ResponseError) as exc:
-            return _redis_trouble(settings, exc)
-        return 0
-    if args.command == "submit":
-        try:
-            sub, stream_id = asyncio.run(submit(settings, args))
-        except InvalidSubmission as exc:
-            print(f"refused: {exc}", file=sys.stderr)
-            return 2
-        except BacklogFull as exc:
-            print(f"backlog full: {exc}", file=sys.stderr)
-            return 3
-        except NotReplicated as exc:
-            print(f"not replicated: {exc}", file=sys.stderr)
-            return 4
-        except (ConnectionError, TimeoutError, AuthenticationError, ResponseError) as exc:
-            return _redis_trouble(settings, exc)
-        print(f"queued {sub.id}: player {sub.player}, {sub.points} points (stream entry {stream_id})")
-        return 0
-    if args.command == "status":
-        try:
-            found = asyncio.run(status(settings, args))
-        except BadRequest as exc:
-            print(f"refused: {exc.message}", file=sys.stderr)
-            return 2
-        except (ConnectionError, TimeoutError, AuthenticationError, ResponseError) as exc:
-            return _redis_trouble(settings, exc)
-        why = f": {found.code}: {found.message}" if found.status == "refused" else ""
-        print(f"{found.id}: {found.status}{why}")
-        return STATUS_EXIT[found.status]
-    if args.command == "rebuild":
-        if not settings.durable_url:
-            print("rebuild reads the durable score log: set LB_DURABLE_URL", file=sys.stderr)
-            return 2
-        if args.batch < 1 or (args.replay is not None and args.replay < 0):
-            print("--batch must be at least 1 and --replay at least 0", file=sys.stderr)
-            return 2
-        try:
-            restored = asyncio.run(rebuild_command(settings, args))
-        except RebuildRefused as exc:
-            print(f"refused: {exc}", file=sys.stderr)
-            return 3
-        except StoreError as exc:
-            print(str(exc), file=sys.stderr)
-            return 1
-        except (ConnectionError, TimeoutError, AuthenticationError) as exc:
-            print(unreachable(settings.redis_url, exc), file=sys.stderr)
-            return 1
-        print("\n".join(restored.lines()))
-        return 0
-    if args.command == "rank-index":
-        try:
-            print("\n".join(asyncio.run(rank_index(settings, args))))
-        except (BadRequest, TournamentError) as exc:
-            print(f"refused: {exc}", file=sys.stderr)
-            return 2
-        except (ConnectionError, TimeoutError, AuthenticationError, ResponseError) as exc:
-            return _redis_trouble(settings, exc)
-        return 0
-    asyncio.run(run(settings, args.burst))
-    return 0
+    try:
+        answer = asyncio.run(COMMANDS[args.command].run(settings, args))
+    except Exception as exc:
+        failed = failure(settings, exc)
+        if failed is None:
+            raise
+        print(failed.text, file=sys.stderr)
+        return failed.status
+    text, exit_status = (answer, 0) if isinstance(answer, str) else answer
+    print(text)
+    return exit_status
 
 
 if __name__ == "__main__":

@@ -80,11 +80,14 @@ class BadgeWorker(GroupWorker):
                 # matter (awards only accumulate), so the worker's clock stands in for it
                 pipe.xadd(
                     self.keys.journal,
-                    {"fn": "badge", "at": str(time.time_ns() // 1000),
-                     "args": orjson.dumps([x for award in new for x in award]).decode()},
+                    {
+                        "fn": "badge",
+                        "at": str(time.time_ns() // 1000),
+                        "args": orjson.dumps([x for award in new for x in award]).decode(),
+                    },
                     maxlen=JOURNAL_MAXLEN,
                     approximate=True,
-                )  # fmt: skip
+                )
             pipe.xack(self.stream, self.group, *(sid for sid, _ in batch))
             replies = await pipe.execute()
         self.stats.badges_awarded += sum(int(n) for n in replies[: len(earned)])

@@ -19,8 +19,8 @@ recorder's group commit: each batch's own three steps keep their order, whatever
 do meanwhile, and a batch recorded with others in one transaction is acknowledged only once that
 transaction committed (if it fails, every batch in it stays pending). Batches are applied in one
 order (their ``applied`` stamps), recorded in another and acknowledged in a third; the log's
-order is the first (durable/base.py), and an id in two batches in flight (a re-sent copy) keeps
-its earlier application whichever is recorded first (``EARLIER``; ``recorder.earliest`` within
+order is the first (durable/store.py), and an id in two batches in flight (a re-sent copy) keeps
+its earlier application whichever is recorded first (the store keeps it; ``recorder.earliest`` within
 one transaction).
 """
 
@@ -142,9 +142,13 @@ class Consumer(GroupWorker):
         if claimed:
             # Delivery counts are only known to XPENDING; a claim is rare, so one more read is cheap.
             pending: Any = await self.redis.xpending_range(
-                self.stream, self.group, min=claimed[0][0], max=claimed[-1][0], count=len(claimed),
+                self.stream,
+                self.group,
+                min=claimed[0][0],
+                max=claimed[-1][0],
+                count=len(claimed),
                 consumername=self.consumer,
-            )  # fmt: skip
+            )
             self._poisoned |= {
                 str(p["message_id"]) for p in pending if int(p["times_delivered"]) > self.settings.max_deliveries
             }
@@ -185,5 +189,5 @@ class Consumer(GroupWorker):
         return results
 
     async def _submit(self, entries: Sequence[Mapping[str, str]]) -> list[SubmitResult]:
-        # With a durable log, each batch carries when Redis applied it: the log's order (durable/base.py)
+        # With a durable log, each batch carries when Redis applied it: the log's order (durable/store.py)
         return await self.lb.submit_batch(entries, now=self.now(), rows=False, stamp=self.recorder is not None)

@@ -17,8 +17,8 @@ import os
 from leaderboard import RedisClient
 from leaderboard.transport import execute_packed
 
-from .durable.actions import Action
 from .durable.recorder import Recorder
+from .durable.records import Action
 from .settings import ScorerSettings
 from .stream import Batch, GroupWorker
 

@@ -143,8 +143,12 @@ class GroupWorker:
         """Remove the names of replicas that are gone (lb_forget: idle, nothing pending)."""
         removed = await self.lb.forget(self.stream, self.group, idle_ms=self.forget_after_ms, keep=self.consumer)
         if removed:
-            self.log.info("%s: removed %d consumer names of gone replicas: %s", self.group, len(removed),
-                          ", ".join(map(str, removed)))  # fmt: skip
+            self.log.info(
+                "%s: removed %d consumer names of gone replicas: %s",
+                self.group,
+                len(removed),
+                ", ".join(map(str, removed)),
+            )
 
     async def _call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         try:

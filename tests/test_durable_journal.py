@@ -17,8 +17,7 @@ from leaderboard.profiles import Profile
 from leaderboard.windows import window
 from scorer import Consumer, ScorerSettings
 from scorer.badges import BadgeWorker
-from scorer.durable import Folder, Record, Store, open_store
-from scorer.durable.actions import Action, ActionFolder
+from scorer.durable import Action, ActionFolder, Folder, Record, Store, open_store
 from scorer.durable.recorder import Recorder
 from scorer.journal import GROUP, JournalWorker
 from scorer.rebuild import rebuild
@@ -61,9 +60,16 @@ class Game:
         self.r = r
         self.lb = Leaderboard(r, CONFIG)
         self.mod = Moderation(self.lb)
-        self.settings = ScorerSettings(redis_url=redis_url, game=CONFIG, name="c1", batch=7, block_ms=20,
-                                       metrics_port=0, durable_url="sqlite:///unused",
-                                       badge_thresholds=(("gold", 150), ("silver", 120)))  # fmt: skip
+        self.settings = ScorerSettings(
+            redis_url=redis_url,
+            game=CONFIG,
+            name="c1",
+            batch=7,
+            block_ms=20,
+            metrics_port=0,
+            durable_url="sqlite:///unused",
+            badge_thresholds=(("gold", 150), ("silver", 120)),
+        )
         self.recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
         self.n = 0
 
@@ -163,8 +169,13 @@ async def test_rebuild_restores_what_the_actions_left_exactly(
     # only what was applied after the newest ban, unban, correction or name change is replayed
     # through lb_submit: the four slips after p6's correction (closes, joins, a country do not count)
     assert restored.replayed == (0 if compact else 4)
-    assert restored.journal == {"tombstones": 1, "tournaments": 1, "entrants": 4, "closed periods": 1,
-                                "badges": sum(len(v) for k, v in before.items() if ":badges:" in k)}  # fmt: skip
+    assert restored.journal == {
+        "tombstones": 1,
+        "tournaments": 1,
+        "entrants": 4,
+        "closed periods": 1,
+        "badges": sum(len(v) for k, v in before.items() if ":badges:" in k),
+    }
     assert any(line.startswith("  journal: ") for line in restored.lines())
 
 

@@ -20,7 +20,8 @@ from scorer import Consumer, ScorerSettings
 from scorer.consumer import GROUP
 from scorer.durable import Folder, Record, Store, StoreError, open_store
 from scorer.durable.recorder import Recorder
-from scorer.rebuild import RebuildRefused, _FoldTask, rebuild
+from scorer.rebuild import RebuildRefused, rebuild
+from scorer.rebuild.parts import FoldTask
 
 from .conftest import MS, NOW
 from .durable_helpers import redis_state
@@ -44,8 +45,12 @@ def history(n: int, *, seed: int = 1, hours: int = 38) -> list[dict[str, str]]:
         if slips and rnd.random() < 0.25:
             slips.append(rnd.choice(slips))
             continue
-        fields = {"id": f"s{i}", "player": f"p{rnd.randrange(25)}", "points": str(rnd.randrange(1, 500)),
-                  "ts": str(NOW - hours * HOUR + i * hours * HOUR // n - rnd.randrange(2 * HOUR))}  # fmt: skip
+        fields = {
+            "id": f"s{i}",
+            "player": f"p{rnd.randrange(25)}",
+            "points": str(rnd.randrange(1, 500)),
+            "ts": str(NOW - hours * HOUR + i * hours * HOUR // n - rnd.randrange(2 * HOUR)),
+        }
         if op := rnd.choice(("", "best", "incr", "set")):
             fields["op"] = op
         if rnd.random() < 0.3:
@@ -59,8 +64,16 @@ def history(n: int, *, seed: int = 1, hours: int = 38) -> list[dict[str, str]]:
 
 
 def record_of(fields: dict[str, str]) -> Record:
-    return Record(fields["id"], fields["player"], int(fields["points"]), int(fields["ts"]), fields.get("op", ""),
-                  fields.get("name", ""), fields.get("region", ""), fields.get("mode", ""))  # fmt: skip
+    return Record(
+        fields["id"],
+        fields["player"],
+        int(fields["points"]),
+        int(fields["ts"]),
+        fields.get("op", ""),
+        fields.get("name", ""),
+        fields.get("region", ""),
+        fields.get("mode", ""),
+    )
 
 
 async def board_scores(r: aioredis.Redis) -> dict[tuple[str, str, str], dict[str, int]]:
@@ -94,10 +107,21 @@ async def test_the_fold_leaves_every_board_as_lb_submit_does(r: aioredis.Redis) 
 
 
 def scorer_env(redis_url: str, store_url: str, name: str, **extra: str) -> dict[str, str]:
-    return {**os.environ, "LB_REDIS_URL": redis_url, "LB_GAME": "test", "LB_SCORER_NAME": name,
-            "LB_DURABLE_URL": store_url, "LB_SCORER_METRICS_PORT": "0", "LB_SCORER_STATS_S": "0",
-            "LB_SCORER_CLAIM_IDLE_MS": "200", "LB_SCORER_PUBLISH": "0", "LB_SCORER_BADGES": "0",
-            "LB_SCORER_BATCH": "100", "PYTHONUNBUFFERED": "1", **extra}  # fmt: skip
+    return {
+        **os.environ,
+        "LB_REDIS_URL": redis_url,
+        "LB_GAME": "test",
+        "LB_SCORER_NAME": name,
+        "LB_DURABLE_URL": store_url,
+        "LB_SCORER_METRICS_PORT": "0",
+        "LB_SCORER_STATS_S": "0",
+        "LB_SCORER_CLAIM_IDLE_MS": "200",
+        "LB_SCORER_PUBLISH": "0",
+        "LB_SCORER_BADGES": "0",
+        "LB_SCORER_BATCH": "100",
+        "PYTHONUNBUFFERED": "1",
+        **extra,
+    }
 
 
 async def run_scorer(env: dict[str, str]) -> tuple[int, str]:
@@ -124,8 +148,16 @@ async def test_a_scorer_killed_between_apply_record_and_ack_loses_and_doubles_no
     # incr everywhere: a submission applied twice would show in the totals
     ts = now_ms() - 1000
     rnd = random.Random(11)
-    slips = [{"id": f"s{i}", "player": f"p{rnd.randrange(40)}", "points": str(rnd.randrange(1, 1000)),
-              "ts": str(ts), "op": "incr"} for i in range(450)]  # fmt: skip
+    slips = [
+        {
+            "id": f"s{i}",
+            "player": f"p{rnd.randrange(40)}",
+            "points": str(rnd.randrange(1, 1000)),
+            "ts": str(ts),
+            "op": "incr",
+        }
+        for i in range(450)
+    ]
     entries = slips + slips[:50]  # and some re-sent
     async with r.pipeline(transaction=False) as pipe:
         for e in entries:
@@ -171,8 +203,15 @@ async def fill(r: aioredis.Redis, redis_url: str, store: Store, slips: list[dict
     """Through the real consumer with the log on (its default loops: batches are applied, and
     recorded in group commits, concurrently), a hundred at a time, its clock just after the
     newest of each hundred; the last clock."""
-    settings = ScorerSettings(redis_url=redis_url, game=CONFIG, name="c1", batch=17, block_ms=20, metrics_port=0,
-                              durable_url="sqlite:///unused")  # fmt: skip
+    settings = ScorerSettings(
+        redis_url=redis_url,
+        game=CONFIG,
+        name="c1",
+        batch=17,
+        block_ms=20,
+        metrics_port=0,
+        durable_url="sqlite:///unused",
+    )
     assert settings.concurrency > 1
     recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
     clock = 0
@@ -284,9 +323,15 @@ async def test_rebuild_command_prints_what_it_restored(r: aioredis.Redis, redis_
 
     async def command(*args: str) -> tuple[int, str, str]:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "scorer", "rebuild", *args, env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "scorer",
+            "rebuild",
+            *args,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await asyncio.wait_for(proc.communicate(), 30_000 * MS)
         return proc.returncode or 0, out.decode(), err.decode()
 
@@ -312,7 +357,7 @@ async def test_a_failed_rebuild_worker_is_a_store_error(tmp_path: Path) -> None:
     # a worker that cannot open the store (a path under a file) exits non-zero: the rebuild says
     # which part failed, as an error the CLI prints in one line, and leaves no process behind
     (tmp_path / "file").write_text("")
-    task = _FoldTask(CONFIG, None, now_ms(), 0, 5_000)
+    task = FoldTask(CONFIG, None, now_ms(), 0, 5_000)
     with pytest.raises(StoreError, match="worker for part 1 of 2 failed"):
         await task.fold_apart(f"sqlite:///{tmp_path}/file/scores.db", (1, 2), [], lambda n: None)
 
@@ -321,7 +366,7 @@ async def test_rebuild_workers_report_every_chunk_they_fold(r: aioredis.Redis, r
     # the progress bar moves while the worker processes fold, not once per worker at its end
     await fill(r, redis_url, store, history(300, seed=3, hours=2))
     total = await store.count("test")
-    task = _FoldTask(CONFIG, await store.position("test", total - 1), now_ms(), 0, 10)
+    task = FoldTask(CONFIG, await store.position("test", total - 1), now_ms(), 0, 10)
     chunks: list[list[int]] = [[], []]
     parts = await asyncio.gather(*(task.fold_apart(store.url, (i, 2), [], chunks[i].append) for i in range(2)))
     for part, sizes in zip(parts, chunks, strict=True):

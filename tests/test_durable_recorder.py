@@ -35,8 +35,10 @@ async def refuse_player(store_url: str, player: str) -> None:
     fails for a reason other than the store being unavailable, so it is not retried."""
     if store_url.startswith("sqlite:"):
         with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:
-            db.execute(f"CREATE TRIGGER refuse BEFORE INSERT ON submissions WHEN NEW.player = '{player}'"
-                       " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END")  # fmt: skip
+            db.execute(
+                f"CREATE TRIGGER refuse BEFORE INSERT ON submissions WHEN NEW.player = '{player}'"
+                " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+            )
         return
     conn = await asyncpg.connect(store_url)
     try:
@@ -57,8 +59,13 @@ async def test_batches_recorded_while_a_commit_runs_share_the_next_one(store: St
     recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
     # the first takes the store; the next four queue behind it and go together, the same id
     # twice among them: the earlier application is the one kept, as written one by one
-    batches = [batch(range(0, 50), 100), batch(range(50, 100), 400), batch([100, 101], 300),
-               batch(range(102, 150), 200), batch([100], 250)]  # fmt: skip
+    batches = [
+        batch(range(0, 50), 100),
+        batch(range(50, 100), 400),
+        batch([100, 101], 300),
+        batch(range(102, 150), 200),
+        batch([100], 250),
+    ]
     await asyncio.gather(*(recorder.record(entries, results) for entries, results in batches))
     assert recorder.commits == 2
     assert recorder.recorded == 150
@@ -92,8 +99,9 @@ async def test_no_batch_of_a_refused_commit_is_acknowledged(
     for i in range(40):
         player = "cheater" if i == 25 else f"p{i % 7}"
         await r.xadd(stream, {"id": f"s{i}", "player": player, "points": str(i), "ts": str(NOW - 1000)})
-    settings = ScorerSettings(redis_url=redis_url, game=CONFIG, name="c1", batch=10, block_ms=20, metrics_port=0,
-                              durable_url=store_url)  # fmt: skip
+    settings = ScorerSettings(
+        redis_url=redis_url, game=CONFIG, name="c1", batch=10, block_ms=20, metrics_port=0, durable_url=store_url
+    )
     recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
     consumer = Consumer(r, settings, now=lambda: NOW, recorder=recorder)
     await consumer.ensure_group()

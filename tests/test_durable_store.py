@@ -13,8 +13,8 @@ import pytest
 from leaderboard import GameConfig
 from leaderboard.settings import SettingsError
 from scorer.durable import Folder, Record, Store, StoreError, open_store
-from scorer.durable.base import PARTS, part_of
 from scorer.durable.postgres import SCHEMA as POSTGRES_SCHEMA
+from scorer.durable.records import PARTS, part_of
 from scorer.durable.sqlite import SCHEMA as SQLITE_SCHEMA
 from scorer.settings import ScorerSettings
 
@@ -34,8 +34,18 @@ async def scanned(store: Store, game: str = "g", **bounds: Any) -> list[Record]:
 
 
 async def test_records_are_kept_once_per_id_in_the_order_applied(store: Store) -> None:
-    first = [rec(i, points=i, op="incr" if i % 2 else "", region="eu" if i == 3 else "", applied_us=200, index=i,
-                 tournament="cup" if i == 4 else "") for i in range(5)]  # fmt: skip
+    first = [
+        rec(
+            i,
+            points=i,
+            op="incr" if i % 2 else "",
+            region="eu" if i == 3 else "",
+            applied_us=200,
+            index=i,
+            tournament="cup" if i == 4 else "",
+        )
+        for i in range(5)
+    ]
     assert await store.record("g", first) == 5
     # a copy applied later (a duplicate) changes nothing, whatever it carries
     replay = rec(5, name="Mia", replayed=True, applied_us=300)
@@ -56,7 +66,7 @@ async def test_records_are_kept_once_per_id_in_the_order_applied(store: Store) -
     assert await scanned(store, after=positions[1], through=positions[6]) == first
     assert await scanned(store, through=positions[0]) == earlier[:1]
     assert await scanned(store, after=positions[6]) == [replay]
-    # the original of a copy recorded first takes its place (concurrent batches: see base.py)
+    # the original of a copy recorded first takes its place (concurrent batches: see store.py)
     await store.record("g", [rec(5, applied_us=250, index=3)])
     rows = await scanned(store)
     assert rows == [*earlier, *first, rec(5, applied_us=250, index=3)]
@@ -79,8 +89,10 @@ async def test_the_log_cuts_into_parts_by_player_as_part_of_says(store: Store) -
         parts = [await scanned(store, part=(i, n)) for i in range(n)]
         assert sorted(r for part in parts for r in part) == sorted(records[:5])
         assert all(part_of(r.player, n) == i for i, part in enumerate(parts) for r in part)
-        rows = [[row.player async for chunk in store.board_rows("g", now_s=NOW // 1000, part=(i, n)) for row in chunk]
-                for i in range(n)]  # fmt: skip
+        rows = [
+            [row.player async for chunk in store.board_rows("g", now_s=NOW // 1000, part=(i, n)) for row in chunk]
+            for i in range(n)
+        ]
         assert sorted(p for part in rows for p in part) == sorted(players)
         assert all(part_of(p, n) == i for i, part in enumerate(rows) for p in part)
     assert {part_of(p, 2) for p in players} == {0, 1}
@@ -90,8 +102,13 @@ async def test_compaction_folds_the_oldest_prefix_and_drops_expired_boards(store
     config = GameConfig(game="g", windows=("daily", "alltime"))
     old, recent = NOW - 10 * DAY, NOW - DAY
     # applied order: old, old, recent, old (a late arrival), recent
-    records = [rec(0, "a", 5, old), rec(1, "b", 7, old, name="Bee"), rec(2, "a", 9, recent), rec(3, "c", 1, old),
-               rec(4, "b", 8, recent)]  # fmt: skip
+    records = [
+        rec(0, "a", 5, old),
+        rec(1, "b", 7, old, name="Bee"),
+        rec(2, "a", 9, recent),
+        rec(3, "c", 1, old),
+        rec(4, "b", 8, recent),
+    ]
     await store.record("g", records)
     done = await store.compact("g", before_ts=NOW - 2 * DAY, now_s=NOW // 1000, folder=Folder(config))
     # only the prefix before the first recent one: the late old one stays raw, after it

@@ -15,9 +15,9 @@ from websockets.asyncio.client import ClientConnection
 
 from fleet.__main__ import main as fleet_main
 from fleet.haproxy import Haproxy
+from fleet.layout import Member
 from fleet.rebalance import balanced, counts, main, plan, rebalance
 from fleet.redis_server import free_port
-from fleet.rollout import Member
 from gateway.server import Gateway
 
 from .conftest import until

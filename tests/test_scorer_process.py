@@ -175,9 +175,15 @@ async def test_sigterm_finishes_the_batch_in_flight_and_exits_0(
 
 async def cli(url: str, *args: str, **extra: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "scorer", "submit", *args, env=env_for(url, "cli", **extra),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "scorer",
+        "submit",
+        *args,
+        env=env_for(url, "cli", **extra),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 10)
     return int(proc.returncode or 0), out.decode(), err.decode()
 
@@ -207,9 +213,18 @@ async def test_cli_submit_names_the_redis_it_could_not_reach(
     # --redis-url wins over the environment, before or after the subcommand
     for args in (("submit", "--redis-url", redis_url), ("--redis-url", redis_url, "submit")):
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "scorer", *args, "--player", "mia", "--points", "5", env=env_for(dead, "cli"),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "scorer",
+            *args,
+            "--player",
+            "mia",
+            "--points",
+            "5",
+            env=env_for(dead, "cli"),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         _, err_b = await asyncio.wait_for(proc.communicate(), 10)
         assert proc.returncode == 0, err_b
     assert await r.xlen(config.keys.submissions) == 2
@@ -217,9 +232,14 @@ async def test_cli_submit_names_the_redis_it_could_not_reach(
 
 async def operator(url: str, *args: str, **env: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "scorer", *args, env=env_for(url, "cli", **env),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "scorer",
+        *args,
+        env=env_for(url, "cli", **env),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 10)
     return int(proc.returncode or 0), out.decode().strip(), err.decode().strip()
 
@@ -227,12 +247,17 @@ async def operator(url: str, *args: str, **env: str) -> tuple[int, str, str]:
 async def test_cli_ban_correct_unban_and_profile(r: aioredis.Redis, redis_url: str, config: GameConfig) -> None:
     lb = Leaderboard(r, config)
     ts = now_ms()
-    await lb.submit_batch([{"id": "1", "player": "mia", "points": "50", "ts": str(ts), "region": "eu"},
-                           {"id": "2", "player": "cheat", "points": "900", "ts": str(ts)}])  # fmt: skip
+    await lb.submit_batch(
+        [
+            {"id": "1", "player": "mia", "points": "50", "ts": str(ts), "region": "eu"},
+            {"id": "2", "player": "cheat", "points": "900", "ts": str(ts)},
+        ]
+    )
     rc, out, err = await operator(redis_url, "ban", "--player", "cheat", "--reason", "aimbot", "--actor", "ops")
     assert rc == 0 and out == "banned cheat: removed from 3 boards (3 top 10s changed)", err
-    rc, out, err = await operator(redis_url, "correct", "--player", "mia", "--points", "40", "--reason", "dup",
-                                  "--window", "weekly")  # fmt: skip
+    rc, out, err = await operator(
+        redis_url, "correct", "--player", "mia", "--points", "40", "--reason", "dup", "--window", "weekly"
+    )
     assert rc == 0 and out.startswith("corrected mia: weekly ") and "region:eu: 50 -> 40 (#1)" in out, err
     rc, out, err = await operator(redis_url, "correct", "--player", "cheat", "--points", "1", "--reason", "x")
     assert rc == 2 and out == "" and err.startswith("refused: banned: "), err
@@ -254,8 +279,18 @@ async def test_cli_rank_index_rebuilds_every_boards_companions(
 ) -> None:
     lb = Leaderboard(r, config)
     ts = now_ms()
-    await lb.submit_batch([{"id": str(i), "player": f"p{i}", "points": str(10 * (i % 7)), "ts": str(ts),
-                            **({"region": "eu"} if i % 2 else {})} for i in range(40)])  # fmt: skip
+    await lb.submit_batch(
+        [
+            {
+                "id": str(i),
+                "player": f"p{i}",
+                "points": str(10 * (i % 7)),
+                "ts": str(ts),
+                **({"region": "eu"} if i % 2 else {}),
+            }
+            for i in range(40)
+        ]
+    )
     hist = sorted(await r.keys(f"{config.keys.prefix}:hist:*"))
     before = {k: await r.hgetall(k) for k in hist}
     assert len(hist) == 6  # three windows, global and region:eu
@@ -285,9 +320,15 @@ async def test_a_replica_end_to_end_with_prometheus_metrics(
     r: aioredis.Redis, redis_url: str, config: GameConfig
 ) -> None:
     settings = ScorerSettings(
-        redis_url=redis_url, game=config, name="e2e", block_ms=20, tick_ms=50, lease_ttl_ms=200,
-        metrics_port=free_port(), stats_interval_s=0,
-    )  # fmt: skip
+        redis_url=redis_url,
+        game=config,
+        name="e2e",
+        block_ms=20,
+        tick_ms=50,
+        lease_ttl_ms=200,
+        metrics_port=free_port(),
+        stats_interval_s=0,
+    )
     ts = now_ms()
     async with r.pipeline(transaction=False) as pipe:
         for i in range(10):

@@ -1,4 +1,5 @@
-"""The durable score log (see base.py): ``open_store(url)`` picks the backend from the URL::
+"""The durable score log (store.py says what it keeps): ``open_store(url)`` picks the backend
+from the URL::
 
 store = open_store("sqlite:///var/scores.db")        # embedded: one file, WAL
 store = open_store("postgresql://lb@db.internal/lb")  # production
@@ -9,10 +10,22 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from .base import BoardRow, Compaction, Record, Store, StoreError
-from .fold import Folder
+from .fold import ActionFolder, Folder
+from .records import Action, BoardRow, Compaction, Record
+from .store import Store, StoreError
 
-__all__ = ["BoardRow", "Compaction", "Folder", "Record", "Store", "StoreError", "check_url", "open_store"]
+__all__ = [
+    "Action",
+    "ActionFolder",
+    "BoardRow",
+    "Compaction",
+    "Folder",
+    "Record",
+    "Store",
+    "StoreError",
+    "check_url",
+    "open_store",
+]
 
 SCHEMES = ("sqlite", "postgresql", "postgres")
 

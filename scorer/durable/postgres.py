@@ -15,11 +15,8 @@ from typing import Any
 
 import asyncpg
 
-from .actions import POSTGRES_SCHEMA as ACTIONS_SCHEMA
-from .actions import Action
-from .actions import take_in_compaction as _take
-from .base import EARLIER, UPDATE_SET, BoardRow, Compaction, Part, Position, Record, Store, StoreError
-from .fold import Folder
+from .records import Action, BoardRow, Compaction, Part, Position, Record
+from .store import Fold, Store, StoreError
 
 # The key is (game, id), the one the upsert looks up; seq needs no index of its own (it is only
 # read as the last part of the applied-order index), and each index is paid for on every insert.
@@ -45,22 +42,38 @@ CREATE TABLE IF NOT EXISTS names (
 );
 """
 
+# The journaled actions (records.Action), ``folded`` once a compaction folded their board effect.
+ACTIONS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS actions (
+    game text NOT NULL, id text NOT NULL, at bigint NOT NULL, fn text NOT NULL, args text NOT NULL,
+    folded boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (game, id)
+);
+"""
+
 # No index on ts: every write pays for each index, and the two queries that filter on ts (a
 # rebuild's cut, a compaction's) walk the applied-order index from one end, once per run.
 _COLUMNS = "id, player, points, ts, op, name, region, mode, replayed, applied, idx, tournament"
+# An id already held keeps the earlier of its two applications: the row is replaced only by one
+# applied before it (store.py says why a later copy can arrive first).
+_UPSERT = (
+    "ON CONFLICT (game, id) DO UPDATE SET "
+    + ", ".join(f"{column} = excluded.{column}" for column in _COLUMNS.split(", ")[1:])
+    + " WHERE (excluded.applied, excluded.idx) < (submissions.applied, submissions.idx)"
+)
 _INSERT = f"""
 INSERT INTO submissions (game, {_COLUMNS})
 SELECT u.game, u.id, u.player, u.points, u.ts, u.op, u.name, u.region, u.mode, u.replayed, u.applied, u.idx,
        u.tournament
 FROM unnest($1::submissions[]) AS u
 ORDER BY u.id
-ON CONFLICT (game, id) DO UPDATE SET {UPDATE_SET} WHERE {EARLIER}
+{_UPSERT}
 """
 _BOARD_COLUMNS = '"window", period, scope, player, score, expire_at'
 
 
 def _part(n: int) -> str:
-    """base.part_of in SQL, its two numbers in parameters $n and $n+1: the last byte of the
+    """records.part_of in SQL, its two numbers in parameters $n and $n+1: the last byte of the
     player's UTF-8 form (whatever the database's encoding), modulo the first, equals the second."""
     utf8 = "convert_to(player, 'UTF8')"
     return f" AND get_byte({utf8}, octet_length({utf8}) - 1) % ${n} = ${n + 1}"
@@ -108,10 +121,9 @@ class PostgresStore(Store):
     async def record(self, game: str, records: Sequence[Record]) -> int:
         if not records:
             return 0
-        # the table's row type, (seq, game, id, ...) in every schema so far: seq None, the INSERT
-        # leaves it to the identity
-        rows = [(None, game, r.id, r.player, r.points, r.ts, r.op, r.name, r.region, r.mode, r.replayed, r.applied_us,
-                 r.index, r.tournament) for r in records]  # fmt: skip
+        # the table's row type, (seq, game, id, ...) in every schema so far: seq None (the INSERT
+        # leaves it to the identity), then a Record is the rest, columns in order
+        rows = [(None, game, *r) for r in records]
         status: str = await self.pool.execute(_INSERT, rows)
         return int(status.rsplit(" ", 1)[1])  # "INSERT 0 <rows>"
 
@@ -134,8 +146,10 @@ class PostgresStore(Store):
             rows = await self.pool.fetch(
                 f"SELECT {_COLUMNS}, seq FROM submissions WHERE game = $1 AND (applied, idx, seq) > ($2, $3, $4){where}"
                 " ORDER BY applied, idx, seq LIMIT $5",
-                game, *last, *args,
-            )  # fmt: skip
+                game,
+                *last,
+                *args,
+            )
             if not rows:
                 return
             last = (rows[-1][9], rows[-1][10], rows[-1][12])
@@ -144,8 +158,9 @@ class PostgresStore(Store):
     async def position(self, game: str, offset: int) -> Position | None:
         row = await self.pool.fetchrow(
             "SELECT applied, idx, seq FROM submissions WHERE game = $1 ORDER BY applied, idx, seq LIMIT 1 OFFSET $2",
-            game, offset,
-        )  # fmt: skip
+            game,
+            offset,
+        )
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
     async def board_rows(
@@ -176,8 +191,9 @@ class PostgresStore(Store):
         row = await self.pool.fetchrow(
             "SELECT applied, idx, seq FROM submissions WHERE game = $1 AND ts < $2"
             " ORDER BY applied DESC, idx DESC, seq DESC LIMIT 1",
-            game, ts,
-        )  # fmt: skip
+            game,
+            ts,
+        )
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
     async def count(self, game: str) -> int:
@@ -201,14 +217,15 @@ class PostgresStore(Store):
         )
         return [Action.of_row(r) for r in rows]
 
-    async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Folder) -> Compaction:
+    async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Fold) -> Compaction:
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext('lb-durable-compact:' || $1))", game)
             cut = await conn.fetchrow(
                 "SELECT applied, idx, seq FROM submissions WHERE game = $1 AND ts >= $2"
                 " ORDER BY applied, idx, seq LIMIT 1",
-                game, before_ts,
-            )  # fmt: skip
+                game,
+                before_ts,
+            )
             where, args = (
                 ("game = $1 AND (applied, idx, seq) < ($2, $3, $4)", (game, *cut)) if cut else ("game = $1", (game,))
             )
@@ -236,23 +253,28 @@ class PostgresStore(Store):
                 await conn.execute(
                     "INSERT INTO names SELECT $1, * FROM unnest($2::text[], $3::text[])"
                     " ON CONFLICT (game, player) DO UPDATE SET name = excluded.name",
-                    game, list(folder.names), list(folder.names.values()),
-                )  # fmt: skip
+                    game,
+                    list(folder.names),
+                    list(folder.names.values()),
+                )
             await conn.execute(f"DELETE FROM submissions WHERE {where}", *args)
         kept = {(r.window, r.period, r.scope, r.player) for r in rows}
         expired = sum(1 for r in old if (r.window, r.period, r.scope, r.player) not in kept)
         return Compaction(len(raw), len(rows), expired)
 
 
-async def _fold_actions(conn: Any, game: str, folder: Folder, until: int | None) -> None:
+async def _fold_actions(conn: Any, game: str, folder: Fold, until: int | None) -> None:
     """Inside a compaction: hand the actions up to ``until`` (Redis's clock of the first raw row
     kept; None: all) to ``folder`` and mark them folded, in the compaction's transaction; and the
     tournaments folded before, whose slips may still be raw."""
-    where, args = ("game = $1 AND NOT folded", (game,)) if until is None else (
-        "game = $1 AND NOT folded AND at <= $2", (game, until))  # fmt: skip
+    where, args = (
+        ("game = $1 AND NOT folded", (game,))
+        if until is None
+        else ("game = $1 AND NOT folded AND at <= $2", (game, until))
+    )
     known = await conn.fetch(
         "SELECT id, at, fn, args, folded FROM actions WHERE game = $1 AND folded AND fn = 'tournament'", game
     )
     rows = await conn.fetch(f"UPDATE actions SET folded = true WHERE {where} RETURNING id, at, fn, args, false", *args)
     if rows or known:
-        _take(folder, [Action.of_row(r) for r in [*rows, *known]])
+        folder.take([Action.of_row(r) for r in [*rows, *known]])

@@ -19,8 +19,9 @@ from typing import TypeVar
 from leaderboard import GameConfig, InvalidSubmission, Submission, SubmitResult, now_ms
 from leaderboard.backoff import redis_backoff
 
-from .actions import Action, ActionFolder
-from .base import Compaction, Record, Store, StoreError
+from .fold import ActionFolder
+from .records import Action, Compaction, Record
+from .store import Store, StoreError
 
 log = logging.getLogger("scorer.durable")
 T = TypeVar("T")
@@ -50,15 +51,28 @@ def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitRes
             continue
         ids.add(sid)
         get = fields.get
-        out.append(Record(sid, fields["player"], int(fields["points"]), int(fields["ts"]), get("op", ""),
-                          get("name", ""), get("region", ""), get("mode", ""), status == "duplicate",
-                          result.applied_us, index, get("tournament", "")))  # fmt: skip
+        out.append(
+            Record(
+                sid,
+                fields["player"],
+                int(fields["points"]),
+                int(fields["ts"]),
+                get("op", ""),
+                get("name", ""),
+                get("region", ""),
+                get("mode", ""),
+                status == "duplicate",
+                result.applied_us,
+                index,
+                get("tournament", ""),
+            )
+        )
     return out
 
 
 def earliest(batches: Iterable[Sequence[Record]]) -> list[Record]:
     """The records of several batches, one per id: its earliest application, which is the one
-    ``EARLIER`` keeps (durable/base.py) when the batches are written one after another."""
+    the store keeps (durable/store.py) when the batches are written one after another."""
     first: dict[str, Record] = {}
     for records in batches:
         for r in records:
@@ -135,7 +149,7 @@ class Recorder:
             done.set_result(None)
 
     async def record_actions(self, actions: Sequence[Action]) -> None:
-        """Journaled actions (durable/actions.py): returns once durable; retries while the store
+        """Journaled actions (durable/records.py): returns once durable; retries while the store
         is unavailable (the journal entries stay unacknowledged meanwhile)."""
         if not actions:
             return
@@ -159,8 +173,12 @@ class Recorder:
             self.config.game, before_ts=now - self.retention_ms, now_s=now // 1000, folder=ActionFolder(self.config)
         )
         if result.folded or result.expired:
-            log.info("durable log compacted: %d submissions folded into %d board rows, %d expired rows dropped",
-                     result.folded, result.board_rows, result.expired)  # fmt: skip
+            log.info(
+                "durable log compacted: %d submissions folded into %d board rows, %d expired rows dropped",
+                result.folded,
+                result.board_rows,
+                result.expired,
+            )
         return result
 
     async def run(self, stop: asyncio.Event) -> None:

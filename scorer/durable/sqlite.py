@@ -17,11 +17,8 @@ from typing import Any
 
 import aiosqlite
 
-from .actions import SQLITE_SCHEMA as ACTIONS_SCHEMA
-from .actions import Action
-from .actions import take_in_compaction as _take
-from .base import EARLIER, UPDATE_SET, BoardRow, Compaction, Part, Position, Record, Store, StoreError
-from .fold import Folder
+from .records import Action, BoardRow, Compaction, Part, Position, Record
+from .store import Fold, Store, StoreError
 
 # seq is the rowid without AUTOINCREMENT, which would read and write sqlite_sequence on every
 # insert. SQLite then gives a new row max(seq) + 1: larger than the seq of every row present, which
@@ -50,11 +47,26 @@ CREATE TABLE IF NOT EXISTS names (
 ) WITHOUT ROWID;
 """
 
+# The journaled actions (records.Action), ``folded`` once a compaction folded their board effect.
+ACTIONS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS actions (
+    game TEXT NOT NULL, id TEXT NOT NULL, at INTEGER NOT NULL, fn TEXT NOT NULL, args TEXT NOT NULL,
+    folded INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (game, id)
+) WITHOUT ROWID;
+"""
+
 # No index on ts: every write pays for each index, and the two queries that filter on ts (a
 # rebuild's cut, a compaction's) walk the applied-order index from one end, once per run.
 _COLUMNS = "id, player, points, ts, op, name, region, mode, replayed, applied, idx, tournament"
-_ON_CONFLICT = f"ON CONFLICT (game, id) DO UPDATE SET {UPDATE_SET} WHERE {EARLIER}"
-# base.part_of in SQL: the last hex digit of the player's UTF-8 bytes, as a number, modulo n
+# An id already held keeps the earlier of its two applications: the row is replaced only by one
+# applied before it (store.py says why a later copy can arrive first).
+_UPSERT = (
+    "ON CONFLICT (game, id) DO UPDATE SET "
+    + ", ".join(f"{column} = excluded.{column}" for column in _COLUMNS.split(", ")[1:])
+    + " WHERE (excluded.applied, excluded.idx) < (submissions.applied, submissions.idx)"
+)
+# records.part_of in SQL: the last hex digit of the player's UTF-8 bytes, as a number, modulo n
 _PART = " AND (instr('0123456789ABCDEF', substr(hex(player), -1)) - 1) % ? = ?"
 
 
@@ -100,26 +112,10 @@ class SQLiteStore(Store):
     async def record(self, game: str, records: Sequence[Record]) -> int:
         if not records:
             return 0
-        rows = [
-            (
-                game,
-                r.id,
-                r.player,
-                r.points,
-                r.ts,
-                r.op,
-                r.name,
-                r.region,
-                r.mode,
-                int(r.replayed),
-                r.applied_us,
-                r.index,
-                r.tournament,
-            )
-            for r in records
-        ]
+        # a Record is its row, columns in order (the flag stored as 0 / 1)
+        rows = [(game, *r) for r in records]
         return await self._insert_many(
-            f"INSERT INTO submissions (game, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) {_ON_CONFLICT}", rows
+            f"INSERT INTO submissions (game, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) {_UPSERT}", rows
         )
 
     async def _insert_many(self, sql: str, rows: Sequence[tuple[object, ...]]) -> int:
@@ -230,12 +226,15 @@ class SQLiteStore(Store):
         ) as cursor:
             return [Action.of_row(r) for r in await cursor.fetchall()]
 
-    async def _fold_actions(self, game: str, folder: Folder, until: int | None) -> None:
+    async def _fold_actions(self, game: str, folder: Fold, until: int | None) -> None:
         """Inside a compaction: hand the actions up to ``until`` (Redis's clock of the first raw
         row kept; None: all) to ``folder`` and mark them folded, in the compaction's transaction;
         and the tournaments folded before, whose slips may still be raw."""
-        where, args = ("game = ? AND NOT folded", (game,)) if until is None else (
-            "game = ? AND NOT folded AND at <= ?", (game, until))  # fmt: skip
+        where, args = (
+            ("game = ? AND NOT folded", (game,))
+            if until is None
+            else ("game = ? AND NOT folded AND at <= ?", (game, until))
+        )
         async with self.db.execute(
             "SELECT id, at, fn, args, folded FROM actions WHERE game = ? AND folded AND fn = 'tournament'", (game,)
         ) as cursor:
@@ -243,10 +242,10 @@ class SQLiteStore(Store):
         async with self.db.execute(f"SELECT id, at, fn, args, folded FROM actions WHERE {where}", args) as cursor:
             found = [Action.of_row(r) for r in await cursor.fetchall()]
         if found or known:
-            _take(folder, found + known)
+            folder.take(found + known)
             await self.db.execute(f"UPDATE actions SET folded = 1 WHERE {where}", args)
 
-    async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Folder) -> Compaction:
+    async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Fold) -> Compaction:
         async with self._transaction() as db:
             async with db.execute(
                 "SELECT applied, idx, seq FROM submissions WHERE game = ? AND ts >= ?"

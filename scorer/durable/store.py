@@ -1,4 +1,5 @@
-"""The durable score log: what it stores and the one interface both backends implement.
+"""The durable score log: what it stores and the one interface both backends (sqlite.py,
+postgres.py) implement, in terms of the records of records.py.
 
 Redis holds the boards; this store is the notebook behind them. The scorer records every
 submission Redis applied, after applying it and before acknowledging it (scorer/consumer.py says
@@ -18,11 +19,12 @@ Three tables per store, each keyed by game:
 
   An id recorded twice keeps the earlier application: with batches applied concurrently, a
   re-sent copy applied later (``duplicate``) can reach the store before its original does, and
-  the original then takes its place (``EARLIER``).
+  the original then takes its place.
 * ``board_rows``: per board period and player, the packed score the folded submissions left
   (plus ``names``: each player's last display name), kept until the board's period expires.
 * ``actions``: the changes submissions do not carry (bans, corrections, profiles, tournaments,
-  closes), journaled by the functions that make them; their rules are in ``actions.py``.
+  closes), journaled by the functions that make them (records.py says how); their rules are
+  in ``fold.py``.
 
 A rebuild reads ``board_rows``, then the raw log in applied order. A ``Position`` is a row's
 place in that order, ``(applied, idx, seq)``.
@@ -31,88 +33,29 @@ place in that order, ``(applied, idx, seq)``.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .actions import Action
-    from .fold import Folder
-
-
-Position = tuple[int, int, int]  # (applied_us, index in its batch, seq): a raw row's place in the applied order
-# (i, n): the players of part i of n. The fold is per player, so a log's parts fold apart (each
-# in a process of its own: rebuild.py) and their states add up to the whole's.
-Part = tuple[int, int]
-PARTS = (1, 2, 4, 8, 16)  # how many parts a log can be cut into (the low bits of one byte)
-
-
-def part_of(player: str, n: int) -> int:
-    """Which of ``n`` parts (one of ``PARTS``) a player is in: the low bits of the last byte of
-    its UTF-8 form, which each backend computes in SQL too (``Store.scan``'s ``part``)."""
-    return player.encode()[-1] % n
-
-
-# The upsert of a record whose id is already held: it replaces the row only if it was applied
-# earlier (same SQL for both backends).
-UPDATE_SET = (
-    "player = excluded.player, points = excluded.points, ts = excluded.ts, op = excluded.op, "
-    "name = excluded.name, region = excluded.region, mode = excluded.mode, replayed = excluded.replayed, "
-    "applied = excluded.applied, idx = excluded.idx, tournament = excluded.tournament"
-)
-EARLIER = "(excluded.applied, excluded.idx) < (submissions.applied, submissions.idx)"
+from .records import Action, BoardRow, Compaction, Part, Position, Record
 
 
 class StoreError(Exception):
     """The store cannot be opened or used (bad URL, unreachable database)."""
 
 
-class Record(NamedTuple):
-    """One applied submission, as the queue carried it (``op`` and scopes ``""`` when absent).
+class Fold(Protocol):
+    """What a compaction folds the oldest rows with: the rules of the function library
+    (``fold.ActionFolder``; a plain ``fold.Folder`` refuses actions)."""
 
-    ``replayed``: Redis answered ``duplicate`` when it was recorded — it had been applied before
-    and that first outcome was lost (a crash between apply and record); ``applied_us`` is then
-    the replay's, not the first application's (docs/operations.md says what that can change).
+    names: dict[str, str]  # each player's last display name ('' when cleared)
 
-    A named tuple, not a dataclass: a rebuild reads a million of them, and a store's row (its
-    columns in this order) becomes one with a single C call (``tuple.__new__(Record, row)``)."""
+    def load(self, rows: Iterable[BoardRow]) -> None: ...
 
-    id: str
-    player: str
-    points: int
-    ts: int
-    op: str = ""
-    name: str = ""
-    region: str = ""
-    mode: str = ""
-    replayed: bool = False
-    applied_us: int = 0  # Redis's clock when the batch that applied it ran
-    index: int = 0  # type: ignore[assignment]  # its place in that batch (the name shadows tuple.index)
-    # A tournament slip counts on that tournament's boards only (once its definition is known
-    # from the journal: actions.py).
-    tournament: str = ""
+    def take(self, actions: Iterable[Action]) -> None: ...
 
+    def apply(self, records: Iterable[Record]) -> None: ...
 
-@dataclass(frozen=True, slots=True)
-class BoardRow:
-    """One player's packed score on one board period, folded from submissions no longer kept raw."""
-
-    window: str
-    period: str
-    scope: str
-    player: str
-    score: int
-    expire_at_s: int  # when the board's period expires (0: never); the row goes then
-
-
-@dataclass(frozen=True, slots=True)
-class Compaction:
-    """What one ``compact`` call changed: raw rows folded away, board rows written, rows dropped
-    because their board expired."""
-
-    folded: int
-    board_rows: int
-    expired: int
+    def rows(self, *, now_s: int) -> list[BoardRow]: ...
 
 
 class Store(abc.ABC):
@@ -134,7 +77,7 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def record(self, game: str, records: Sequence[Record]) -> int:
         """Append ``records`` in one transaction; an id already recorded keeps the earlier of its
-        two applications (``EARLIER``). Ids must be distinct within the call. Returns the rows
+        two applications (by ``applied_us, index``). Ids must be distinct within the call. Returns the rows
         written, once they are durable (committed)."""
 
     @abc.abstractmethod
@@ -176,7 +119,7 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def record_actions(self, game: str, actions: Sequence[Action]) -> int:
-        """Append journaled actions (durable/actions.py) in one transaction; an id already held
+        """Append journaled actions in one transaction; an id already held
         is left as it is. Returns the rows written, once committed."""
 
     @abc.abstractmethod
@@ -184,9 +127,10 @@ class Store(abc.ABC):
         """Every action recorded for ``game``, in the order Redis applied them."""
 
     @abc.abstractmethod
-    async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Folder) -> Compaction:
+    async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Fold) -> Compaction:
         """Fold the oldest raw rows — the longest prefix, in applied order, whose timestamps are
         all before ``before_ts`` — into ``board_rows`` and ``names`` and delete them; drop board
         rows whose period expired at ``now_s``. One transaction, serialised between replicas.
-        The actions recorded before the first raw row kept are folded too (an ``ActionFolder``
-        applies them in order) and marked folded in the same transaction."""
+        The actions recorded before the first raw row kept are handed to ``folder`` too (its
+        ``take``; an ``ActionFolder`` applies them in order) and marked folded in the same
+        transaction."""

@@ -1,0 +1,237 @@
+"""What a rebuild writes to Redis: the folded state as final values (``write_folded``), and the
+newest submissions through ``lb_submit`` itself (``replay``).
+
+The folded state is written as plain commands, pipelined, one batch in flight while the next is
+built: each board's members (one ZADD per thousand members instead of one call per submission,
+so a rebuild is not bounded by Redis's speed at running ``lb_submit``), its distinct-player log,
+its rank companions, a version the publisher has not published, the profiles, the idempotency
+memory, and what the journaled actions left beyond boards and names (``state_commands``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+
+from leaderboard import GameConfig, Leaderboard
+from leaderboard.keys import GLOBAL_SCOPE, HOUR_MS, Keys
+from leaderboard.ranking import companions
+from leaderboard.transport import Command, execute_packed
+from leaderboard.windows import tournament_of, tournament_window
+from leaderboard.windows import window as window_spec
+
+from ..durable import ActionFolder, Record
+from ..durable.fold import Close
+from .report import Restored
+
+_CHUNK = 1_000  # members per ZADD / SADD / PFADD
+
+
+async def write_folded(
+    lb: Leaderboard,
+    folder: ActionFolder,
+    seen: Mapping[int, list[str]],
+    stored_names: Mapping[str, str],
+    restored: Restored,
+    now: int,
+) -> None:
+    """The folded state as final values: members, distinct-player logs, versions, names, ids,
+    and each board's rank companions (histogram; distinct points in dense mode), computed here
+    from its members as ``lb_rank_rebuild`` would from the board (lb_submit keeps them as it
+    writes; members written whole need them once, before the replayed part builds on them)."""
+    redis, config = lb.redis, lb.config
+    keys, now_s = config.keys, now // 1000
+    folder.finish()  # the actions after the last folded submission: all before the first replayed one
+    commands: list[Command] = []
+    inflight: asyncio.Future[list[Any]] | None = None
+
+    async def flush(force: bool = False) -> None:
+        # One batch in flight while the next is built: Redis executes one while this process
+        # builds and packs the next (else the write phase is Redis's time plus ours). Each is sent
+        # once the one before has been answered, so they apply in order.
+        nonlocal inflight
+        if commands and (force or len(commands) >= 200):
+            if inflight is not None:
+                await inflight
+            inflight = asyncio.ensure_future(execute_packed(redis, *commands))
+            commands.clear()
+            await asyncio.sleep(0)  # it packs and sends now
+        if force and inflight is not None:
+            await inflight
+            inflight = None
+
+    try:
+        for (window, period, scope), members in folder.boards.items():
+            expire_at = folder.expire_at[(window, period, scope)]
+            if (expire_at and expire_at <= now_s) or not members:
+                continue
+            key = keys.board(window, period, scope)
+            items = list(members.items())
+            for i in range(0, len(items), _CHUNK):
+                commands.append(("ZADD", key, *(x for player, score in items[i : i + _CHUNK] for x in (score, player))))
+                await flush()
+            if scope == GLOBAL_SCOPE:  # every applied submission lands on its window's global board
+                hll = keys.players(window, period)
+                for i in range(0, len(items), _CHUNK):
+                    commands.append(("PFADD", hll, *(player for player, _ in items[i : i + _CHUNK])))
+                if expire_at:
+                    commands.append(("EXPIREAT", hll, expire_at, "NX"))
+            commands += _companions(config, folder, (window, period, scope), members.values())
+            for written_key in (key, keys.histogram(window, period, scope), keys.points(window, period, scope)):
+                if expire_at:  # on a key not written (no points set outside dense mode): a no-op
+                    commands.append(("EXPIREAT", written_key, expire_at, "NX"))
+            # a version the publisher has not published: it publishes the restored board's top N
+            commands.append(("HINCRBY", keys.versions, f"{window}:{period}:{scope}", 1))
+            restored.boards += 1
+            restored.entries += len(items)
+            await flush()
+        names = {**stored_names, **folder.names}  # '' when a profile call cleared the name
+        for player, profile in profiles(names, folder).items():
+            commands.append(("HSET", keys.profiles, player, profile))
+            await flush()
+        restored.names = sum(1 for name in names.values() if name)
+        # what the actions left beyond boards and names: tombstones, tournaments and their entrants,
+        # closed periods' markers and finals, the distinct-player logs of banned players
+        state, restored.journal = state_commands(keys, folder, now_ms=now)
+        restored.actions = folder.actions
+        for command in state:
+            commands.append(command)
+            await flush()
+        idem_ms = config.idempotency_s * 1000
+        for hour, ids in seen.items():
+            bucket = keys.seen(hour)
+            for i in range(0, len(ids), _CHUNK):
+                commands.append(("SADD", bucket, *ids[i : i + _CHUNK]))
+            commands.append(("EXPIREAT", bucket, ((hour + 1) * HOUR_MS + idem_ms) // 1000, "NX"))
+            restored.seen_ids += len(ids)
+            await flush()
+        await flush(force=True)
+    except BaseException:
+        if inflight is not None:  # failed, or cancelled: nothing is left running
+            inflight.cancel()
+        raise
+
+
+def _companions(
+    config: GameConfig, folder: ActionFolder, board: tuple[str, str, str], scores: Iterable[int]
+) -> list[Command]:
+    """The commands that write a board's rank companions from its members' packed scores."""
+    window_name = board[0]
+    tournament = tournament_of(window_name)
+    if tournament:
+        spec = tournament_window(tournament, *folder.state.tournaments[tournament])
+    else:
+        spec = window_spec(window_name)
+    histogram, distinct = companions(scores, spec.shift)
+    hist_key, points_key = config.keys.histogram(*board), config.keys.points(*board)
+    out: list[Command] = [("DEL", hist_key, points_key)]
+    flat = [x for bucket, members in histogram.items() for x in (bucket, members)]
+    out += [("HSET", hist_key, *flat[i : i + 2 * _CHUNK]) for i in range(0, len(flat), 2 * _CHUNK)]
+    if config.rank_mode_for(window_name) == "dense":
+        values = [x for points in distinct for x in (points, points)]  # score and member: the points
+        out += [("ZADD", points_key, *values[i : i + 2 * _CHUNK]) for i in range(0, len(values), 2 * _CHUNK)]
+    return out
+
+
+def state_commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[list[tuple[Any, ...]], dict[str, int]]:
+    """The Redis commands that restore what the actions left beyond boards and names, and their
+    counts by kind (for the rebuild's report)."""
+    state, now_s = folder.state, now_ms // 1000
+    out: list[tuple[Any, ...]] = []
+    for player, record in state.tombstones.items():
+        out.append(("HSET", keys.banned, player, orjson.dumps(record).decode()))
+    for tournament, (start, end) in state.tournaments.items():
+        out.append(("HSET", keys.tournaments, tournament, orjson.dumps({"start_ms": start, "end_ms": end}).decode()))
+    entrants = 0
+    for tournament, (players, expire_at) in state.entrants.items():
+        if not players or (expire_at and expire_at <= now_s):
+            continue
+        key, listed = keys.entrants(tournament), sorted(players)
+        for i in range(0, len(listed), 1000):
+            out.append(("SADD", key, *listed[i : i + 1000]))
+        out.append(("EXPIREAT", key, expire_at))
+        entrants += len(players)
+    markers = 0
+    finals: dict[str, list[Close]] = {}
+    for close in state.closes:
+        if close.kept and close.final:  # the finals list has no expiry: it keeps its newest entries
+            finals.setdefault(keys.finals(close.window), []).append(close)
+        if close.expire_at_s and close.expire_at_s <= now_s:
+            continue
+        marker = keys.closed_marker(close.window, close.period)
+        out.append(("SET", marker, close.closed_ms, *(("EXAT", close.expire_at_s) if close.expire_at_s else ())))
+        markers += 1
+    for key, closes in finals.items():
+        # LPUSH in the order they were made, trimmed to the newest call's length, as lb_close does
+        for close in closes:
+            out.append(("LPUSH", key, close.final))
+            out.append(("LTRIM", key, 0, close.kept - 1))
+    for player, badges in state.badges.items():
+        out.append(("SADD", keys.badges(player), *sorted(badges)))
+    # The distinct-player logs were written from the global boards' members: add the players a
+    # ban took off, and where a correction put on players who never submitted in the period,
+    # write the log again without them.
+    for period_id in state.counted.keys() | {p for p, players in state.uncounted.items() if players}:
+        name, label = period_id
+        expire_at = folder.expire_at.get((name, label, GLOBAL_SCOPE), 0)
+        if expire_at and expire_at <= now_s:
+            continue
+        hll, players = keys.players(name, label), state.counted.get(period_id, set())
+        if state.uncounted.get(period_id):
+            out.append(("DEL", hll))
+            members = folder.boards.get((name, label, GLOBAL_SCOPE), {})
+            players = players | (members.keys() - state.uncounted[period_id])
+        listed = sorted(players)
+        for i in range(0, len(listed), 1000):
+            out.append(("PFADD", hll, *listed[i : i + 1000]))
+        if expire_at and listed:
+            out.append(("EXPIREAT", hll, expire_at, "NX"))
+    counts = {
+        "tombstones": len(state.tombstones),
+        "tournaments": len(state.tournaments),
+        "entrants": entrants,
+        "closed periods": markers,
+        "badges": sum(len(b) for b in state.badges.values()),
+    }
+    return out, counts
+
+
+def profiles(names: Mapping[str, str], folder: ActionFolder) -> dict[str, str]:
+    """Each player's profile JSON from the last display names (``''``: cleared) and the avatars
+    and countries the actions set; players with an empty profile have no entry, as lb_profile
+    leaves them."""
+    out: dict[str, str] = {}
+    for player in names.keys() | folder.state.extras.keys():
+        profile: dict[str, str] = {}
+        if name := names.get(player):
+            profile["name"] = name
+        profile.update(folder.state.extras.get(player, {}))
+        if profile:
+            out[player] = orjson.dumps(profile).decode()
+    return out
+
+
+def fields_of(record: Record) -> dict[str, str]:
+    """A record as the queue carried it: the fields lb_submit reads."""
+    fields = {"id": record.id, "player": record.player, "points": str(record.points), "ts": str(record.ts)}
+    for key in ("op", "name", "region", "mode", "tournament"):
+        value = getattr(record, key)
+        if value:
+            fields[key] = value
+    return fields
+
+
+async def replay(lb: Leaderboard, entries: list[dict[str, str]], now: int, restored: Restored) -> None:
+    results = await lb.submit_batch(entries, now=now, rows=False, announce=lb.keys.replay_channel, replay=True)
+    restored.replayed += len(entries)
+    for result in results:
+        if result.status == "ok":
+            restored.applied += 1
+        elif result.status == "duplicate":
+            restored.duplicates += 1
+        else:
+            code = result.code or "error"
+            restored.refused[code] = restored.refused.get(code, 0) + 1
