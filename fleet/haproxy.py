@@ -279,8 +279,8 @@ class Haproxy(Service):
     async def servers(self) -> dict[str, dict[str, str]]:
         return await self.runtime.servers()
 
-    async def close(self) -> None:
-        """Idempotent: SIGTERM (haproxy closes every connection at once), SIGKILL if it hangs."""
+    async def _close(self) -> None:
+        """SIGTERM (haproxy closes every connection at once), SIGKILL if it hangs."""
         proc, self.proc = self.proc, None
         if proc is not None:
             await stop_process(proc, 10)

@@ -125,7 +125,7 @@ class Fleet(Service):
         self._stopping = asyncio.Event()
         self._watchers: list[asyncio.Task[None]] = []
         self._redis_watch: int | None = None  # pidfd of the embedded redis-server
-        self._closed = False
+        self._killed = False
 
     @property
     def page_url(self) -> str:
@@ -401,15 +401,14 @@ class Fleet(Service):
         """SIGTERM (the process drains or finishes its batch), SIGKILL if it hangs; the exit code."""
         return await stop_process(proc, timeout)
 
-    async def close(self) -> None:
-        """Stop in order (idempotent): no more restarts; gateways drain first so clients move on,
+    async def _close(self) -> None:
+        """Stop in order: no more restarts; gateways drain first so clients move on,
         then the scorer finishes and acks its batch, then Redis flushes its AOF; the lock goes last,
         when nothing of this fleet writes to the data directory any more. Each phase is bounded
         (``stop_timeout``, plus the drain window for the gateways): what hangs is killed, and the
-        next phase runs."""
-        if self._closed:
+        next phase runs. Nothing after kill()."""
+        if self._killed:
             return
-        self._closed = True
         self._stopping.set()
         bound = self.settings.stop_timeout
         # each returns at once, or after the restart it is finishing (a spawn: quick, but bounded too)
@@ -442,7 +441,7 @@ class Fleet(Service):
         batch stays pending in the stream and is applied again later: nothing is lost), SIGTERM to
         Redis (it flushes its AOF and exits by itself; it holds the data directory's lock until
         then), and ``fleet.env`` removed. The caller exits right after."""
-        self._closed = True
+        self._killed = True
         procs = [*self.gateways, self.scorer, *(b.proc for b in self.balancers)]
         for proc in procs:
             if proc is not None and proc.returncode is None:

@@ -5,7 +5,8 @@ game's publish lease competed for on its own), and the metrics, with one lifecyc
     async with Scorer(settings) as scorer:    # connected, library loaded, workers running
         await scorer.wait()                    # until stopped (or drained, with burst=True)
 
-``close()`` is idempotent; signals are handled by ``__main__``, not here.
+``close()`` is idempotent, and a start that fails part-way is closed before its error propagates
+(``leaderboard.lifecycle``); signals are handled by ``__main__``, not here.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
-from types import TracebackType
 
 from leaderboard import Leaderboard, RedisClient, connect, now_ms
 from leaderboard.backoff import redis_backoff
+from leaderboard.lifecycle import Service
 from leaderboard.metrics_server import MetricsServer
 from leaderboard.settings import redacted
 
@@ -36,7 +37,7 @@ from .stream import REDIS_DOWN, sleep_unless
 log = logging.getLogger("scorer")
 
 
-class Scorer:
+class Scorer(Service):
     def __init__(
         self,
         settings: ScorerSettings,
@@ -81,7 +82,6 @@ class Scorer:
         self._stop = asyncio.Event()  # stop reading new work
         self._consuming: list[asyncio.Task[None]] = []
         self._others: list[asyncio.Task[None]] = []
-        self._closed = False
 
     async def start(self) -> None:
         if self.metrics is not None:
@@ -140,11 +140,8 @@ class Scorer:
         """Stop reading new work; in-flight batches are still finished and acknowledged."""
         self._stop.set()
 
-    async def close(self) -> None:
-        """Ordered, idempotent shutdown."""
-        if self._closed:
-            return
-        self._closed = True
+    async def _close(self) -> None:
+        """Ordered shutdown."""
         self._stop.set()
         tasks = [*self._consuming, *self._others]
         # In-flight batches first: they were read, so they are finished and acknowledged.
@@ -163,12 +160,3 @@ class Scorer:
             await self.metrics.close()
         await self.redis.aclose()
         log.info("scorer %s stopped", self.settings.name)
-
-    async def __aenter__(self) -> Scorer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
