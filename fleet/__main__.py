@@ -52,6 +52,7 @@ from leaderboard.settings import (
 from scorer.settings import ScorerSettings
 
 from . import demo, rebalance, rollout
+from .addresses import banner
 from .supervisor import Fleet, FleetSettings
 
 log = logging.getLogger("fleet")
@@ -248,16 +249,14 @@ async def serve(args: argparse.Namespace) -> int:
                 )
                 for game in served
             ]
-        balancer = (
-            f"  balancer:   haproxy × {len(fleet.balancers)} (rolling restart: "
-            f"python -m fleet rollout --data-dir {args.data_dir})\n"
-        )
         print(
-            f"\n  live page:  {fleet.page_url}\n  metrics:    {'  '.join(fleet.metrics_urls)}\n"
-            f"  websocket:  {fleet.ws_url}\n  redis:      {redacted(fleet.redis_url)}\n"
-            f"  other commands (scorer submit, loadtest, examples) find Redis and the token secret after:  "
-            f"source {fleet.env_file}\n"
-            f"{balancer if fleet.balancers else ''}  Ctrl-C stops everything (twice: at once).\n",
+            banner(
+                fleet.addresses,
+                redis_url=fleet.redis_url,
+                env_file=str(fleet.env_file),
+                balancers=len(fleet.balancers),
+                data_dir=args.data_dir,
+            ),
             flush=True,
         )
         with contextlib.suppress(TimeoutError):
