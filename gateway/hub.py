@@ -270,8 +270,11 @@ class Hub:
                 self.metrics.redis_up.set(0)
                 if down_since is None:
                     down_since = time.monotonic()
-                    log.warning("pub/sub: redis at %s unavailable (%s); reconnecting with backoff",
-                                redacted(self.settings.redis_url), exc or type(exc).__name__)  # fmt: skip
+                    log.warning(
+                        "pub/sub: redis at %s unavailable (%s); reconnecting with backoff",
+                        redacted(self.settings.redis_url),
+                        exc or type(exc).__name__,
+                    )
             finally:
                 self._subscribed.clear()
                 await self._close_pubsub()

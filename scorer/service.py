@@ -57,11 +57,10 @@ class Scorer(Service):
         self.redis: RedisClient = connect(settings.redis_url, pool=pool, health_check_interval=30)
         # The durable score log (LB_DURABLE_URL): one store, a recorder per game
         store = open_store(settings.durable_url) if settings.durable_url else None
-        self.recorders = [
-            Recorder(store, s.game, retention_days=settings.durable_retention_days,
-                     compact_every_s=settings.durable_compact_s)
-            for s in per_game
-        ] if store is not None else []  # fmt: skip
+        days, every = settings.durable_retention_days, settings.durable_compact_s
+        self.recorders: list[Recorder] = []
+        if store is not None:
+            self.recorders = [Recorder(store, s.game, retention_days=days, compact_every_s=every) for s in per_game]
         recorders: list[Recorder | None] = [*self.recorders] or [None] * len(per_game)
         self.consumers = [
             Consumer(self.redis, s, self.stats, now=now, recorder=rec)
