@@ -151,7 +151,8 @@ class Hub:
                         await self._pubsub.ssubscribe(channel)
         # Without Redis the client still gets the cached snapshot; live ones follow the reconnect.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(waiter), _CONFIRM_TIMEOUT)
+            async with asyncio.timeout(_CONFIRM_TIMEOUT):  # not wait_for: on Python 3.11 it can lose a cancellation
+                await asyncio.shield(waiter)
 
     async def _release(self, key: BoardKey) -> None:
         channel = self.channel(key)

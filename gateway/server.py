@@ -102,10 +102,10 @@ class Gateway(Service):
         # Listen once the games can serve: with SO_REUSEPORT the kernel hands this process new
         # connections the moment it listens, and a game not subscribed yet refuses them (1013).
         # Bounded: with Redis down the process still listens (/healthz, /readyz answer 503).
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can lose a cancellation
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(
-                asyncio.gather(*(g.hub.connected.wait() for g in self.games.values())), _STARTUP_WAIT
-            )
+            async with asyncio.timeout(_STARTUP_WAIT):
+                await asyncio.gather(*(g.hub.connected.wait() for g in self.games.values()))
         if s.metrics_port:
             await self._metrics_server.start()
         routes = Routes(

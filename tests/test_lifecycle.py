@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 
 from fleet.redis_server import free_port
 from gateway.server import Gateway
-from leaderboard import GameConfig
+from leaderboard import GameConfig, connect
 from leaderboard.lifecycle import Service
 from scorer import Scorer, ScorerSettings
 from scorer.durable import StoreError
@@ -68,6 +68,31 @@ async def test_a_failed_start_is_closed_before_its_error_propagates() -> None:
         async with service:
             pytest.fail("entered a service whose start failed")
     assert service.steps == ["opened", "closing", "closed"]
+
+
+async def test_a_loop_of_redis_calls_stops_at_its_first_cancellation(redis_url: str) -> None:
+    """On Python 3.11 ``asyncio.wait_for`` loses a cancellation that arrives as its inner call
+    finishes, and redis-py writes each command under one when the client has a socket timeout
+    (the gateway's clients do). Cancelled once, at each step of its calls in turn, a loop of
+    Redis calls still stops, and the client goes on serving."""
+    redis = connect(redis_url, socket_timeout=2.0)
+
+    async def read_forever() -> None:
+        while True:
+            await redis.get("x")
+
+    try:
+        for steps in range(40):
+            task = asyncio.create_task(read_forever())
+            for _ in range(steps):
+                await asyncio.sleep(0)  # the cancellation lands at another point of the call
+            task.cancel()
+            done, _ = await asyncio.wait({task}, timeout=2000 * MS)
+            assert done, f"cancelled after {steps} steps, the loop ran on"
+            assert task.cancelled()
+        assert await redis.set("x", "1") and await redis.get("x") == "1"
+    finally:
+        await redis.aclose()
 
 
 # ---------------------------------------------------------------- real parts
