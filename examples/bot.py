@@ -36,8 +36,11 @@ async def watch(url: str, player: str, board: str, updates: int, secret: str) ->
             seen = snap["version"]
             leader = snap["entries"][0] if snap["entries"] else None
             me = await client.request({"type": "rank", "board": board, "window": "weekly"})
-            print(f"{board} weekly v{snap['version']}: leader {leader and leader['player']}, "
-                  f"{player} is #{me['rank']} with {me['score']}", flush=True)  # fmt: skip
+            print(
+                f"{board} weekly v{snap['version']}: leader {leader and leader['player']}, "
+                f"{player} is #{me['rank']} with {me['score']}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

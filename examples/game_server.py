@@ -22,8 +22,9 @@ async def report_match(redis_url: str, player: str, points: int, region: str | N
     try:
         queue = Queue(redis, config)
         # The id makes a retry safe: the same id is applied once, however often it is sent.
-        result = Submission(id=f"match-{uuid.uuid4().hex[:12]}", player=player, points=points, ts_ms=now_ms(),
-                            region=region)  # fmt: skip
+        result = Submission(
+            id=f"match-{uuid.uuid4().hex[:12]}", player=player, points=points, ts_ms=now_ms(), region=region
+        )
         stream_id = await queue.submit(result)
         print(f"queued {result.id}: {player}, {points} points (stream entry {stream_id})")
     finally:

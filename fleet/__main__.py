@@ -52,6 +52,7 @@ from leaderboard.settings import (
 from scorer.settings import ScorerSettings
 
 from . import demo, rebalance, rollout
+from .addresses import banner
 from .supervisor import Fleet, FleetSettings
 
 log = logging.getLogger("fleet")
@@ -130,32 +131,42 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--join", action="store_true", help="share the port with processes already listening on it")
     # the default is not shown: it holds the password once `source var/fleet.env` has set LB_REDIS_URL
     p.add_argument(
-        "--redis-url", default=None, type=redis_url_arg,
+        "--redis-url",
+        default=None,
+        type=redis_url_arg,
         help="use this Redis instead of starting one (default: LB_REDIS_URL)",
-    )  # fmt: skip
+    )
     p.add_argument("--data-dir", default=o.data_dir, help="embedded Redis data directory")
     p.add_argument("--balancer", default=o.balancer, choices=("none", "haproxy"), help="a load balancer in front")
     p.add_argument("--balancers", type=int, default=o.balancers, help="haproxy processes on the port")
     p.add_argument("--balancer-maxconn", type=int, default=o.balancer_maxconn, help="players per haproxy process")
     p.add_argument(
-        "--gateway-port", type=int, default=o.gateway_port,
+        "--gateway-port",
+        type=int,
+        default=o.gateway_port,
         help="behind haproxy: every gateway's port on its own address, 0 = a free one each",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--metrics-port", type=int, default=o.metrics_port,
+        "--metrics-port",
+        type=int,
+        default=o.metrics_port,
         help="the scorer's /metrics port, gateway N's is this + N; 0 = free ones",
-    )  # fmt: skip
+    )
     p.add_argument("--demo-rate", type=float, default=o.demo_rate, help="demo submissions per second")
     p.add_argument("--no-demo", action="store_true", help="no demo traffic and no demo tokens")
     p.add_argument(
-        "--demo-external", action="store_true", default=o.demo_external,
+        "--demo-external",
+        action="store_true",
+        default=o.demo_external,
         help="write demo traffic into a Redis this fleet did not start (refused without it)",
-    )  # fmt: skip
+    )
     p.add_argument("--duration", type=float, default=None, help="stop by itself after this many seconds")
     p.add_argument(
-        "--stop-timeout", type=float, default=o.stop_timeout,
+        "--stop-timeout",
+        type=float,
+        default=o.stop_timeout,
         help="seconds per phase of a stop before its processes are killed",
-    )  # fmt: skip
+    )
     p.add_argument("--log-level", default=o.log_level, choices=LOG_LEVELS, type=str.upper, help="log level")
     args = p.parse_args(argv)
     # from the environment, perhaps without meaning it (`source var/fleet.env` sets it): said at start
@@ -231,8 +242,9 @@ async def serve(args: argparse.Namespace) -> int:
         log.warning(
             "using the Redis at %s from LB_REDIS_URL, which this fleet did not start: its data is "
             "shared with whoever else uses it; after `source var/fleet.env` that is the running fleet's "
-            "(`unset LB_REDIS_URL` for a Redis of this fleet's own)", redacted(args.redis_url),
-        )  # fmt: skip
+            "(`unset LB_REDIS_URL` for a Redis of this fleet's own)",
+            redacted(args.redis_url),
+        )
     if demo_on and not fleet.owns_redis and not args.demo_external:
         log.warning("demo traffic off: it writes only into a Redis this fleet started (or with --demo-external)")
         demo_on = False
@@ -248,16 +260,14 @@ async def serve(args: argparse.Namespace) -> int:
                 )
                 for game in served
             ]
-        balancer = (
-            f"  balancer:   haproxy × {len(fleet.balancers)} (rolling restart: "
-            f"python -m fleet rollout --data-dir {args.data_dir})\n"
-        )
         print(
-            f"\n  live page:  {fleet.page_url}\n  metrics:    {'  '.join(fleet.metrics_urls)}\n"
-            f"  websocket:  {fleet.ws_url}\n  redis:      {redacted(fleet.redis_url)}\n"
-            f"  other commands (scorer submit, loadtest, examples) find Redis and the token secret after:  "
-            f"source {fleet.env_file}\n"
-            f"{balancer if fleet.balancers else ''}  Ctrl-C stops everything (twice: at once).\n",
+            banner(
+                fleet.addresses,
+                redis_url=fleet.redis_url,
+                env_file=str(fleet.env_file),
+                balancers=len(fleet.balancers),
+                data_dir=args.data_dir,
+            ),
             flush=True,
         )
         with contextlib.suppress(TimeoutError):

@@ -1,4 +1,5 @@
-"""Processes (Linux): children that never outlive their parent, and who listens on a port."""
+"""Child processes (Linux): started so that they never outlive their parent, awaited until they
+answer, stopped with a bound; and who listens on a port."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import ctypes
 import logging
 import os
 import signal
+import sys
+import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -21,6 +25,19 @@ def die_with_parent() -> None:
     killed fleet or test run leaves no redis-server, scorer or gateway behind."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+async def spawn(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
+    """``python *args`` in a session of its own (a Ctrl-C in the terminal reaches only the parent,
+    which stops its children in order), dying with its parent."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        *args,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
 
 
 def listening_pids(port: int) -> list[int]:
@@ -63,6 +80,25 @@ async def http_ok(host: str, port: int, path: str) -> bool:
         writer.close()
 
 
+async def wait_answering(
+    endpoints: Iterable[tuple[str, int, str]], procs: Sequence[asyncio.subprocess.Process | None], timeout: float
+) -> None:
+    """Until every ``(host, port, path)`` answers 200 (``http_ok``); RuntimeError if one of
+    ``procs`` exits first, or after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    pending = set(endpoints)
+    while pending:
+        for proc in procs:
+            if proc is not None and proc.returncode is not None:
+                raise RuntimeError(f"a fleet process (pid {proc.pid}) {exit_status(proc.returncode)} at start")
+        for where in list(pending):
+            if await http_ok(*where):
+                pending.discard(where)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the fleet did not become ready within {timeout} s")
+        await asyncio.sleep(0.1)
+
+
 async def stop_process(proc: asyncio.subprocess.Process, timeout: float, *, sig: int | None = signal.SIGTERM) -> int:
     """Send ``sig`` (None: the caller already asked it to stop), wait up to ``timeout`` s,
     SIGKILL if it hangs; the exit code (-1 if unknown)."""
@@ -81,3 +117,14 @@ async def stop_process(proc: asyncio.subprocess.Process, timeout: float, *, sig:
             except TimeoutError:
                 log.error("pid %d did not exit %.0f s after SIGKILL; leaving it", proc.pid, _AFTER_KILL)
     return proc.returncode if proc.returncode is not None else -1
+
+
+def exit_status(code: int | None) -> str:
+    """``exited with 1`` / ``killed by SIGKILL``, for the log."""
+    if code is None:
+        return "is running"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exited with {code}"

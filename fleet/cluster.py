@@ -180,10 +180,20 @@ class Cluster:
                 node.start()
             cli = shutil.which("redis-cli") or "redis-cli"
             subprocess.run(
-                [cli, "--cluster", "create", *(n.address for n in self.nodes),
-                 "--cluster-replicas", str(self.replicas), "--cluster-yes"],
-                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=self.startup_timeout,
-            )  # fmt: skip
+                [
+                    cli,
+                    "--cluster",
+                    "create",
+                    *(n.address for n in self.nodes),
+                    "--cluster-replicas",
+                    str(self.replicas),
+                    "--cluster-yes",
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                timeout=self.startup_timeout,
+            )
             self._wait(self._settled, "the cluster did not settle")
         except BaseException:
             self.stop()
@@ -337,9 +347,13 @@ def main(argv: list[str] | None = None) -> int:
     args: argparse.Namespace = p.parse_args(argv)
     try:
         cluster = Cluster(
-            args.dir, masters=args.masters, replicas=args.replicas, node_timeout_ms=args.node_timeout_ms,
-            aof=args.aof, base_port=args.port,
-        )  # fmt: skip
+            args.dir,
+            masters=args.masters,
+            replicas=args.replicas,
+            node_timeout_ms=args.node_timeout_ms,
+            aof=args.aof,
+            base_port=args.port,
+        )
     except ValueError as exc:
         p.error(str(exc))
     try:

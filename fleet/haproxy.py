@@ -253,9 +253,16 @@ class Haproxy(Service):
         with contextlib.ExitStack() as files:  # the child keeps its own copy of the descriptor
             sink: IO[bytes] | int = files.enter_context(self.log_path.open("ab")) if self.log_path else DEVNULL
             self.proc = await asyncio.create_subprocess_exec(
-                binary, "-db", "-f", str(cfg), stdin=DEVNULL, stdout=sink, stderr=sys.stderr,
-                start_new_session=True, preexec_fn=_haproxy_child,
-            )  # fmt: skip
+                binary,
+                "-db",
+                "-f",
+                str(cfg),
+                stdin=DEVNULL,
+                stdout=sink,
+                stderr=sys.stderr,
+                start_new_session=True,
+                preexec_fn=_haproxy_child,
+            )
         deadline = time.monotonic() + 10
         while True:
             if self.proc.returncode is not None:
@@ -266,8 +273,13 @@ class Haproxy(Service):
             if time.monotonic() > deadline:
                 raise RuntimeError("haproxy did not open its stats socket within 10 s")
             await asyncio.sleep(0.05)
-        log.info("%s (pid %d) on %s in front of %d gateways", self.name, self.proc.pid,
-                 self.config.bind, len(self.config.gateways))  # fmt: skip
+        log.info(
+            "%s (pid %d) on %s in front of %d gateways",
+            self.name,
+            self.proc.pid,
+            self.config.bind,
+            len(self.config.gateways),
+        )
         return self
 
     async def command(self, line: str, timeout: float = 5.0) -> str:
@@ -279,8 +291,8 @@ class Haproxy(Service):
     async def servers(self) -> dict[str, dict[str, str]]:
         return await self.runtime.servers()
 
-    async def close(self) -> None:
-        """Idempotent: SIGTERM (haproxy closes every connection at once), SIGKILL if it hangs."""
+    async def _close(self) -> None:
+        """SIGTERM (haproxy closes every connection at once), SIGKILL if it hangs."""
         proc, self.proc = self.proc, None
         if proc is not None:
             await stop_process(proc, 10)
@@ -371,9 +383,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         gateways = tuple(Gateway.parse(text, i) for i, text in enumerate(args.gateway))
         config = BalancerConfig(
-            gateways, bind=args.bind, tls_cert=args.tls_cert, stats_socket=args.stats_socket,
-            maxconn=args.maxconn, threads=args.threads, log=args.log,
-        )  # fmt: skip
+            gateways,
+            bind=args.bind,
+            tls_cert=args.tls_cert,
+            stats_socket=args.stats_socket,
+            maxconn=args.maxconn,
+            threads=args.threads,
+            log=args.log,
+        )
     except ValueError as exc:
         p.error(str(exc))
     sys.stdout.write(render(config))

@@ -77,17 +77,31 @@ class PostgresServer:
             os.chown(self.dir, self._user.pw_uid, self._user.pw_gid)
         uid, gid, groups = self._uid, self._gid, self._groups
         initdb = [str(self.bindir / "initdb"), "-D", str(data), "-U", "lb", "--auth=trust", "-E", "UTF8", "--no-sync"]
-        subprocess.run(initdb, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=self.dir,
-                       user=uid, group=gid, extra_groups=groups)  # fmt: skip
+        subprocess.run(
+            initdb,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            cwd=self.dir,
+            user=uid,
+            group=gid,
+            extra_groups=groups,
+        )
         settings = ["-c", f"listen_addresses={self.host}", "-c", f"unix_socket_directories={self.dir}"]
         if not self.durable:
             settings += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
         with open(self.dir / "postgres.log", "wb") as logfile:
             self.process = subprocess.Popen(
                 [str(self.bindir / "postgres"), "-D", str(data), "-p", str(self.port), *settings],
-                stdout=subprocess.DEVNULL, stderr=logfile, cwd=self.dir, start_new_session=True,
-                preexec_fn=die_with_parent, user=uid, group=gid, extra_groups=groups,
-            )  # fmt: skip
+                stdout=subprocess.DEVNULL,
+                stderr=logfile,
+                cwd=self.dir,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+                user=uid,
+                group=gid,
+                extra_groups=groups,
+            )
         deadline = time.monotonic() + self.startup_timeout
         ready = [str(self.bindir / "pg_isready"), "-q", "-h", self.host, "-p", str(self.port), "-U", "lb"]
         while subprocess.run(ready, check=False).returncode != 0:

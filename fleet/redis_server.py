@@ -9,6 +9,7 @@ redis-server as configuration on its stdin: on the command line every local user
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import shutil
 import socket
@@ -21,6 +22,8 @@ from urllib.parse import quote
 import redis
 
 from .children import die_with_parent
+
+log = logging.getLogger(__name__)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -118,15 +121,18 @@ class RedisServer:
         return self.process is not None and self.process.poll() is None
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server (idempotent): SIGTERM lets it flush the AOF, SIGKILL if it hangs."""
+        """Stop the server (idempotent): SIGTERM lets it flush the AOF, SIGKILL after ``timeout``
+        s. It blocks: an event loop runs it in a thread (``asyncio.to_thread``), where a second
+        Ctrl-C is still heard."""
         if self.process is None or self.process.poll() is not None:
             return
         self.process.terminate()
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
+            log.warning("redis-server (pid %d) did not stop in %.0f s: killing it", self.process.pid, timeout)
             self.process.kill()
-            self.process.wait()
+            self.process.wait(timeout)
 
     def __enter__(self) -> RedisServer:
         return self.start()

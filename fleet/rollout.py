@@ -148,8 +148,9 @@ def main(argv: Sequence[str] | None = None, *, data_dir: str = "var") -> int:
         )
 
     try:
-        steps = asyncio.run(rollout(layout, drain_timeout=args.drain_timeout, start_timeout=args.start_timeout,
-                                    on_step=show))  # fmt: skip
+        steps = asyncio.run(
+            rollout(layout, drain_timeout=args.drain_timeout, start_timeout=args.start_timeout, on_step=show)
+        )
     except (RuntimeError, OSError) as exc:
         print(f"rollout stopped: {exc}", file=sys.stderr)
         return 1
@@ -157,9 +158,11 @@ def main(argv: Sequence[str] | None = None, *, data_dir: str = "var") -> int:
     if not args.rebalance:
         return 0
     try:
-        result = asyncio.run(rebalance.rebalance(
-            layout.gateways, over_s=args.over, tolerance=args.tolerance, timeout=args.settle_timeout
-        ))  # fmt: skip
+        result = asyncio.run(
+            rebalance.rebalance(
+                layout.gateways, over_s=args.over, tolerance=args.tolerance, timeout=args.settle_timeout
+            )
+        )
     except RuntimeError as exc:
         print(f"rebalance stopped: {exc}", file=sys.stderr)
         return 1

@@ -67,9 +67,13 @@ def authenticate(token: object, secrets: Sequence[str], *, leeway: float = 0.0) 
                 secret,
                 algorithms=["HS256"],  # never "none", never an algorithm the token picks
                 # time claims are checked below, once their types are: PyJWT would take "123"
-                options={"require": ["exp", "sub", "role"], "verify_exp": False, "verify_nbf": False,
-                         "verify_iat": False},
-            )  # fmt: skip
+                options={
+                    "require": ["exp", "sub", "role"],
+                    "verify_exp": False,
+                    "verify_nbf": False,
+                    "verify_iat": False,
+                },
+            )
             break
         except jwt.InvalidSignatureError:
             continue  # perhaps signed with the other secret of a rotation

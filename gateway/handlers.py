@@ -160,9 +160,13 @@ class Handlers:
     async def stats(self, client: Client, req: p.Stats) -> None:
         st = await _read(req, self._games[client.game].lb.stats(req.window, req.board, period=req.period))
         msg = wire.stats(
-            board=req.board, window=req.window, period=st.period.label, size=st.size, players=st.players,
+            board=req.board,
+            window=req.window,
+            period=st.period.label,
+            size=st.size,
+            players=st.players,
             request_id=req.id,
-        )  # fmt: skip
+        )
         await self._out.reply(client, msg)
 
     async def recent(self, client: Client, req: p.Recent) -> None:
@@ -176,10 +180,18 @@ class Handlers:
         ranks = await _read(req, self._games[client.game].lb.ranks([player], req.window, req.board, period=req.period))
         [st] = ranks.standings
         msg = wire.rank(
-            board=req.board, window=req.window, period=ranks.period.label, player=player, rank=st.rank,
-            score=st.score, size=ranks.size, top_percent=st.top_percent, approx=st.approx, mode=ranks.mode,
+            board=req.board,
+            window=req.window,
+            period=ranks.period.label,
+            player=player,
+            rank=st.rank,
+            score=st.score,
+            size=ranks.size,
+            top_percent=st.top_percent,
+            approx=st.approx,
+            mode=ranks.mode,
             request_id=req.id,
-        )  # fmt: skip
+        )
         await self._out.reply(client, msg)
 
     async def around(self, client: Client, req: p.Around) -> None:
@@ -189,9 +201,15 @@ class Handlers:
             req, self._games[client.game].lb.around(player, req.window, req.board, req.k, period=req.period)
         )
         msg = wire.around(
-            board=req.board, window=req.window, period=around.period.label, player=player, entries=around.entries,
-            mode=around.mode, size=around.size, request_id=req.id,
-        )  # fmt: skip
+            board=req.board,
+            window=req.window,
+            period=around.period.label,
+            player=player,
+            entries=around.entries,
+            mode=around.mode,
+            size=around.size,
+            request_id=req.id,
+        )
         await self._out.reply(client, msg)
 
     async def ranks(self, client: Client, req: p.Ranks) -> None:
@@ -201,9 +219,14 @@ class Handlers:
         )
         ranks = await _read(req, call)
         msg = wire.ranks(
-            board=req.board, window=req.window, period=ranks.period.label, size=ranks.size,
-            standings=ranks.standings, mode=ranks.mode, request_id=req.id,
-        )  # fmt: skip
+            board=req.board,
+            window=req.window,
+            period=ranks.period.label,
+            size=ranks.size,
+            standings=ranks.standings,
+            mode=ranks.mode,
+            request_id=req.id,
+        )
         await self._out.reply(client, msg)
 
     async def submit(self, client: Client, req: p.Submit) -> None:
@@ -271,15 +294,25 @@ class Handlers:
     async def correct(self, client: Client, req: p.Correct) -> None:
         actor = self._operator(client, req)
         call = self._mods[client.game].correct(
-            req.player, req.points, actor=actor, reason=req.reason, window_name=req.window, period=req.period,
+            req.player,
+            req.points,
+            actor=actor,
+            reason=req.reason,
+            window_name=req.window,
+            period=req.period,
             scopes=req.scopes,
-        )  # fmt: skip
+        )
         rows = await _act(req, call)
         boards = [
-            {"window": c.board.window, "period": c.board.period, "board": c.board.scope, "previous": c.previous,
-             "rank": c.rank}
+            {
+                "window": c.board.window,
+                "period": c.board.period,
+                "board": c.board.scope,
+                "previous": c.previous,
+                "rank": c.rank,
+            }
             for c in rows
-        ]  # fmt: skip
+        ]
         msg = {"type": "corrected", "player": req.player, "points": int(req.points), "boards": boards}
         await self._out.reply(client, wire.reply(msg, req.id))
 

@@ -151,7 +151,8 @@ class Hub:
                         await self._pubsub.ssubscribe(channel)
         # Without Redis the client still gets the cached snapshot; live ones follow the reconnect.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(waiter), _CONFIRM_TIMEOUT)
+            async with asyncio.timeout(_CONFIRM_TIMEOUT):  # not wait_for: on Python 3.11 it can lose a cancellation
+                await asyncio.shield(waiter)
 
     async def _release(self, key: BoardKey) -> None:
         channel = self.channel(key)
@@ -270,8 +271,11 @@ class Hub:
                 self.metrics.redis_up.set(0)
                 if down_since is None:
                     down_since = time.monotonic()
-                    log.warning("pub/sub: redis at %s unavailable (%s); reconnecting with backoff",
-                                redacted(self.settings.redis_url), exc or type(exc).__name__)  # fmt: skip
+                    log.warning(
+                        "pub/sub: redis at %s unavailable (%s); reconnecting with backoff",
+                        redacted(self.settings.redis_url),
+                        exc or type(exc).__name__,
+                    )
             finally:
                 self._subscribed.clear()
                 await self._close_pubsub()

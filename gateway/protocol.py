@@ -359,8 +359,15 @@ def _correct(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> 
                 parse_scope(scope)
             except (ValueError, TypeError):
                 raise ProtocolError("bad_board", f"no board {str(scope)[:40]!r}") from None
-    return Correct(rid, _player(msg.get("player")), msg.get("points"), _text(msg, "reason"), window, period,
-                   None if scopes is None else tuple(scopes))  # fmt: skip
+    return Correct(
+        rid,
+        _player(msg.get("player")),
+        msg.get("points"),
+        _text(msg, "reason"),
+        window,
+        period,
+        None if scopes is None else tuple(scopes),
+    )
 
 
 def _profile(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:

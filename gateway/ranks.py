@@ -95,10 +95,17 @@ class RankPusher:
                 if client.ranks.get(key) == seen:
                     continue
                 msg = wire.rank(
-                    board=key[1], window=key[0], period=period, player=standing.player,
-                    rank=standing.rank, score=standing.score, size=size, top_percent=standing.top_percent,
-                    approx=standing.approx, mode=mode,
-                )  # fmt: skip
+                    board=key[1],
+                    window=key[0],
+                    period=period,
+                    player=standing.player,
+                    rank=standing.rank,
+                    score=standing.score,
+                    size=size,
+                    top_percent=standing.top_percent,
+                    approx=standing.approx,
+                    mode=mode,
+                )
                 pushes.setdefault(client, []).append((key, seen, text_frame(msg)))
         sent = 0
         for client, mine in pushes.items():

@@ -5,7 +5,8 @@
     async with Gateway(settings) as gw:   # listening, subscribed, sweeping, pushing ranks
         await gw.serve_forever()          # until close() or drain() finishes
 
-``close()`` is idempotent; ``drain()`` is the graceful form (SIGTERM in ``__main__``): readiness
+``close()`` is idempotent, and a start that fails part-way is closed before its error propagates
+(``leaderboard.lifecycle``); ``drain()`` is the graceful form (SIGTERM in ``__main__``): readiness
 fails first, then the listener closes, then sockets are closed in batches with 1012.
 """
 
@@ -25,6 +26,7 @@ from websockets.http11 import Request
 
 from leaderboard import connect, wire
 from leaderboard.keys import GLOBAL_SCOPE
+from leaderboard.lifecycle import Service
 from leaderboard.metrics_server import MetricsServer
 
 from .address import client_address, networks
@@ -49,7 +51,7 @@ GAME_UNAVAILABLE = "game unavailable"  # close reason (1013) while a game's Redi
 _STARTUP_WAIT = 2.0  # seconds start() waits for the games' subscriptions before listening
 
 
-class Gateway:
+class Gateway(Service):
     def __init__(self, settings: GatewaySettings) -> None:
         s = self.settings = settings
         self.metrics = Metrics()
@@ -76,7 +78,6 @@ class Gateway:
         )
         self._server: Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._closing: asyncio.Task[None] | None = None
         self._shedding: asyncio.Task[None] | None = None
         self._closed = asyncio.Event()
         self._port = 0
@@ -94,13 +95,6 @@ class Gateway:
 
     # ------------------------------------------------------------ lifecycle
 
-    async def __aenter__(self) -> Gateway:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
     async def start(self) -> None:
         s = self.settings
         for game in self.games.values():
@@ -108,10 +102,10 @@ class Gateway:
         # Listen once the games can serve: with SO_REUSEPORT the kernel hands this process new
         # connections the moment it listens, and a game not subscribed yet refuses them (1013).
         # Bounded: with Redis down the process still listens (/healthz, /readyz answer 503).
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can lose a cancellation
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(
-                asyncio.gather(*(g.hub.connected.wait() for g in self.games.values())), _STARTUP_WAIT
-            )
+            async with asyncio.timeout(_STARTUP_WAIT):
+                await asyncio.gather(*(g.hub.connected.wait() for g in self.games.values()))
         if s.metrics_port:
             await self._metrics_server.start()
         routes = Routes(
@@ -184,7 +178,7 @@ class Gateway:
     async def drain(self) -> None:
         """Graceful stop: fail readiness, stop accepting, close sockets in staggered batches
         with 1012 over ``drain_window``, then close()."""
-        if self.draining or self._closing is not None:
+        if self.draining or self.closing:
             return
         s = self.settings
         self.draining = True
@@ -204,7 +198,7 @@ class Gateway:
         drain's staggered batches over ``over_s``: their clients reconnect through the balancer,
         whose leastconn sends them to emptier gateways (``python -m fleet rebalance``). Returns
         how many will be closed; RuntimeError while draining or while a shed runs."""
-        if self.draining or self._closing is not None:
+        if self.draining or self.closing:
             raise RuntimeError("draining")
         if self._shedding is not None and not self._shedding.done():
             raise RuntimeError("busy")
@@ -226,13 +220,8 @@ class Gateway:
         if closes:
             await asyncio.wait(closes, timeout=self.settings.close_timeout + 1)
 
-    async def close(self) -> None:
-        """Stop at once (idempotent): connections get 1012 without the drain's pacing."""
-        if self._closing is None:
-            self._closing = asyncio.create_task(self._close())
-        await asyncio.shield(self._closing)
-
     async def _close(self) -> None:
+        """Stop at once: connections get 1012 without the drain's pacing."""
         # Background tasks first: nothing may write to a socket that is being closed.
         tasks = [*self._tasks, *([self._shedding] if self._shedding is not None else [])]
         for task in tasks:
@@ -262,7 +251,7 @@ class Gateway:
 
     def _admit(self, connection: ServerConnection, request: Request) -> str | None:
         s = self.settings
-        if self.draining or self._closing is not None:
+        if self.draining or self.closing:
             self.metrics.refused.labels("draining").inc()
             return "draining"
         if s.max_connections and self._open() >= s.max_connections:
@@ -295,7 +284,7 @@ class Gateway:
         """Ready means "can serve": not draining, and at least one game serving. A game whose
         Redis (or cluster shard) is down refuses only its own new sockets (``_handle``): failing
         readiness for it would take every gateway out of the balancer, and every game with them."""
-        if self.draining or self._closing is not None:
+        if self.draining or self.closing:
             return "draining"
         if not any(g.serving for g in self.games.values()):
             return "redis unreachable"

@@ -108,12 +108,21 @@ class _LostWhenTornDown(Connection):
     raised as what it is, a lost connection, which every caller already retries."""
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        task = asyncio.current_task()
+        cancels = task.cancelling() if task is not None else 0
         try:
             await super().send_packed_command(command, check_health)
         except AttributeError as exc:
             if not _torn_down(exc):
                 raise
             raise RedisConnectionError(f"connection closed by another task while in use ({exc})") from exc
+        if task is not None and task.cancelling() > cancels:
+            # With a socket timeout redis-py bounds the write with asyncio.wait_for, which on
+            # Python 3.11 returns normally when the cancellation arrives just as the write ends:
+            # the task would run on (a loop of Redis calls never stops, and a shutdown awaiting it
+            # hangs). Raised here instead; the reply is never read, so the connection goes.
+            await self.disconnect(nowait=True)
+            raise asyncio.CancelledError
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
         try:

@@ -57,7 +57,7 @@ async def gateways(target: Target) -> dict[str, float]:
     if target.fleet is None:
         return {}
     pages = await asyncio.gather(
-        *(asyncio.to_thread(_scrape, port) for port in target.fleet.gateway_metrics_ports.values()),
+        *(asyncio.to_thread(_scrape, port) for port in target.fleet.addresses.gateway_metrics_ports.values()),
         return_exceptions=True,
     )
     total: dict[str, float] = {}

@@ -132,7 +132,6 @@ class Swarm(Service):
         self._reports: list[asyncio.Future[dict[str, Any]]] = []
         self._missing: list[asyncio.Future[int]] = []
         self.started = 0.0
-        self._closed = False
 
     @property
     def sources(self) -> list[str]:
@@ -231,11 +230,8 @@ class Swarm(Service):
             proc.stdin.write(line)
         return answers
 
-    async def close(self) -> None:
-        """Stop every worker (idempotent): ask, then wait, then kill what hangs."""
-        if self._closed:
-            return
-        self._closed = True
+    async def _close(self) -> None:
+        """Stop every worker: ask, then wait, then kill what hangs."""
         for proc in self.procs:
             if proc.stdin is not None and proc.returncode is None:
                 with contextlib.suppress(OSError, RuntimeError):

@@ -5,7 +5,8 @@ game's publish lease competed for on its own), and the metrics, with one lifecyc
     async with Scorer(settings) as scorer:    # connected, library loaded, workers running
         await scorer.wait()                    # until stopped (or drained, with burst=True)
 
-``close()`` is idempotent; signals are handled by ``__main__``, not here.
+``close()`` is idempotent, and a start that fails part-way is closed before its error propagates
+(``leaderboard.lifecycle``); signals are handled by ``__main__``, not here.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
-from types import TracebackType
 
 from leaderboard import Leaderboard, RedisClient, connect, now_ms
 from leaderboard.backoff import redis_backoff
+from leaderboard.lifecycle import Service
 from leaderboard.metrics_server import MetricsServer
 from leaderboard.settings import redacted
 
@@ -36,7 +37,7 @@ from .stream import REDIS_DOWN, sleep_unless
 log = logging.getLogger("scorer")
 
 
-class Scorer:
+class Scorer(Service):
     def __init__(
         self,
         settings: ScorerSettings,
@@ -56,11 +57,10 @@ class Scorer:
         self.redis: RedisClient = connect(settings.redis_url, pool=pool, health_check_interval=30)
         # The durable score log (LB_DURABLE_URL): one store, a recorder per game
         store = open_store(settings.durable_url) if settings.durable_url else None
-        self.recorders = [
-            Recorder(store, s.game, retention_days=settings.durable_retention_days,
-                     compact_every_s=settings.durable_compact_s)
-            for s in per_game
-        ] if store is not None else []  # fmt: skip
+        days, every = settings.durable_retention_days, settings.durable_compact_s
+        self.recorders: list[Recorder] = []
+        if store is not None:
+            self.recorders = [Recorder(store, s.game, retention_days=days, compact_every_s=every) for s in per_game]
         recorders: list[Recorder | None] = [*self.recorders] or [None] * len(per_game)
         self.consumers = [
             Consumer(self.redis, s, self.stats, now=now, recorder=rec)
@@ -81,7 +81,6 @@ class Scorer:
         self._stop = asyncio.Event()  # stop reading new work
         self._consuming: list[asyncio.Task[None]] = []
         self._others: list[asyncio.Task[None]] = []
-        self._closed = False
 
     async def start(self) -> None:
         if self.metrics is not None:
@@ -140,11 +139,8 @@ class Scorer:
         """Stop reading new work; in-flight batches are still finished and acknowledged."""
         self._stop.set()
 
-    async def close(self) -> None:
-        """Ordered, idempotent shutdown."""
-        if self._closed:
-            return
-        self._closed = True
+    async def _close(self) -> None:
+        """Ordered shutdown."""
         self._stop.set()
         tasks = [*self._consuming, *self._others]
         # In-flight batches first: they were read, so they are finished and acknowledged.
@@ -163,12 +159,3 @@ class Scorer:
             await self.metrics.close()
         await self.redis.aclose()
         log.info("scorer %s stopped", self.settings.name)
-
-    async def __aenter__(self) -> Scorer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()

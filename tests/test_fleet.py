@@ -21,10 +21,11 @@ from websockets.asyncio.client import connect as ws_connect
 
 from client import LeaderboardClient
 from fleet.children import http_ok, listening_pids
+from fleet.claims import FleetRefused
 from fleet.haproxy import Haproxy
 from fleet.redis_server import RedisServer
 from fleet.supervisor import Fleet as SupervisedFleet
-from fleet.supervisor import FleetRefused, FleetSettings
+from fleet.supervisor import FleetSettings
 
 from .conftest import MS
 from .gw_helpers import http_get
@@ -377,7 +378,7 @@ async def test_behind_haproxy_the_gateways_and_metrics_ports_can_be_pinned(tmp_p
     )  # fmt: skip
     async with SupervisedFleet(settings) as f:
         assert [f.gateway_address(i) for i in range(2)] == [("127.0.0.2", gateway_port), ("127.0.0.3", gateway_port)]
-        assert f.metrics_urls == [f"http://127.0.0.1:{metrics + n}/metrics" for n in (1, 2, 0)]
+        assert f.addresses.metrics_urls == [f"http://127.0.0.1:{metrics + n}/metrics" for n in (1, 2, 0)]
         for host, port in [f.gateway_address(0), f.gateway_address(1)]:
             assert await http_ok(host, port, "/readyz")
         assert await http_ok("127.0.0.1", metrics + 1, "/metrics")
