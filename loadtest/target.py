@@ -30,7 +30,7 @@ from fleet.supervisor import Fleet, FleetSettings
 from leaderboard import connect
 from leaderboard.transport import shard_pubsub
 
-from . import frames
+from .messages import snapshot_identity
 from .procstat import command_line, runs_gateway, usage
 from .swarm import with_game
 
@@ -238,7 +238,7 @@ class SnapshotMonitor:
     async def _run(self, pubsub: PubSub) -> None:
         async for message in pubsub.listen():
             if message["type"] == "smessage":
-                ident = frames.snapshot_identity(message["data"])
+                ident = snapshot_identity(message["data"])
                 if ident is not None:
                     self.seen.append((ident[0], ident[1], time.time()))
 
