@@ -214,9 +214,13 @@ def snapshot_bytes(version: int, board: str = BOARD) -> bytes:
         for i in range(10)
     ]
     return wire.snapshot(
-        board=board, window=WINDOW, period="2026-W48", version=version, ts_ms=int(time.time() * 1000),
+        board=board,
+        window=WINDOW,
+        period="2026-W48",
+        version=version,
+        ts_ms=int(time.time() * 1000),
         entries=entries,
-    )  # fmt: skip
+    )
 
 
 @dataclass
@@ -249,20 +253,27 @@ def _start_target(
     boards: int = 1,
 ) -> subprocess.Popen[bytes]:
     if name == "naive":
-        cmd = [sys.executable, "-m", "bench.naive_gateway", "--port", str(port), "--redis-url", redis_url,
-               "--channel", KEYS.snapshot_channel(WINDOW, BOARD)]  # fmt: skip
+        channel = KEYS.snapshot_channel(WINDOW, BOARD)
+        cmd = [sys.executable, "-m", "bench.naive_gateway", "--port", str(port), "--redis-url", redis_url]
+        cmd += ["--channel", channel]
         env = dict(os.environ)
     else:
         cmd = [sys.executable, "-m", "gateway"]
         env = {
-            **os.environ, "LB_REDIS_URL": redis_url, "LB_GAME": GAME, "LB_GW_PORT": str(port),
-            "LB_GW_CONNECT_RATE": "0", "LB_GW_MAX_CONNECTIONS": "50000", "LB_LOG_LEVEL": "WARNING",
+            **os.environ,
+            "LB_REDIS_URL": redis_url,
+            "LB_GAME": GAME,
+            "LB_GW_PORT": str(port),
+            "LB_GW_CONNECT_RATE": "0",
+            "LB_GW_MAX_CONNECTIONS": "50000",
+            "LB_LOG_LEVEL": "WARNING",
             "LB_GW_FANOUT": "broadcast" if name == "gateway-broadcast" else "frame",
             "LB_GW_FANOUT_THREADS": str(fanout_threads),
             "LB_GW_HEARTBEAT": "websockets" if name == "gateway-keepalive" else "sweep",
-            "LB_GW_METRICS_PORT": str(metrics_port), "LB_GW_BOARDS": ",".join(EXTRA_BOARDS[: boards - 1]),
+            "LB_GW_METRICS_PORT": str(metrics_port),
+            "LB_GW_BOARDS": ",".join(EXTRA_BOARDS[: boards - 1]),
             "LB_GW_COALESCE": "0" if name == "gateway-nocoalesce" else "0.005",
-        }  # fmt: skip
+        }
         if ping_interval is not None:
             env["LB_GW_PING_INTERVAL"] = env["LB_GW_PING_TIMEOUT"] = str(ping_interval)
     return subprocess.Popen(cmd, cwd=ROOT, env=env)
@@ -369,14 +380,25 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
         cpu_ms = (cpu1.cpu_s - cpu0.cpu_s) * 1000
         user_ms = (cpu1.user_s - cpu0.user_s) * 1000
         print(f"  {name}: {connected}/{args.sockets} sockets connected in {connect_s:.1f} s", flush=True)
+        per_1k = 1000 / max(1, deliveries)
         return Result(
-            name, connected, deliveries, connected * len(published) if name != "naive" or args.boards == 1 else 0,
-            cpu_ms / max(1, deliveries) * 1000, user_ms / max(1, deliveries) * 1000,
-            clients_s * 1000 / max(1, deliveries) * 1000, gc_pauses, gc_pause_ms,
-            (conn_kb - idle_kb) / max(1, connected),
-            _pct(spreads, 0.5), _pct(spreads, 0.99), _pct(read_spreads, 0.5), _pct(read_spreads, 0.99),
-            _pct(lats, 0.5), _pct(lats, 0.99),
-        )  # fmt: skip
+            name=name,
+            sockets=connected,
+            deliveries=deliveries,
+            expected=connected * len(published) if name != "naive" or args.boards == 1 else 0,
+            cpu_ms_per_1k=cpu_ms * per_1k,
+            user_ms_per_1k=user_ms * per_1k,
+            clients_ms_per_1k=clients_s * 1000 * per_1k,
+            gc_pauses=gc_pauses,
+            gc_pause_ms=gc_pause_ms,
+            rss_kb_per_conn=(conn_kb - idle_kb) / max(1, connected),
+            spread_p50_ms=_pct(spreads, 0.5),
+            spread_p99_ms=_pct(spreads, 0.99),
+            read_spread_p50_ms=_pct(read_spreads, 0.5),
+            read_spread_p99_ms=_pct(read_spreads, 0.99),
+            lat_p50_ms=_pct(lats, 0.5),
+            lat_p99_ms=_pct(lats, 0.99),
+        )
     finally:
         proc.terminate()
         try:
@@ -390,10 +412,12 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
 
 
 def table(results: list[Result]) -> str:
-    head = ("| target | sockets | deliveries | CPU ms / 1k deliveries (user space) | RSS KB / conn "
-            "| spread at arrival p50 / p99 ms | spread when read p50 / p99 ms | publish→arrival p50 / p99 ms "
-            "| clients' CPU ms / 1k | GC pauses (ms) |\n"
-            "|---|---|---|---|---|---|---|---|---|---|\n")  # fmt: skip
+    head = (
+        "| target | sockets | deliveries | CPU ms / 1k deliveries (user space) | RSS KB / conn "
+        "| spread at arrival p50 / p99 ms | spread when read p50 / p99 ms | publish→arrival p50 / p99 ms "
+        "| clients' CPU ms / 1k | GC pauses (ms) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n"
+    )
     rows = "".join(
         f"| {x.name} | {x.sockets} | {x.deliveries}/{x.expected} | {x.cpu_ms_per_1k:.1f} ({x.user_ms_per_1k:.1f}) "
         f"| {x.rss_kb_per_conn:.1f} "

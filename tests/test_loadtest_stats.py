@@ -42,7 +42,7 @@ def test_usage_of_this_process() -> None:
 
 
 def test_a_percentile_of_too_few_samples_says_so() -> None:
-    from loadtest.modes import MIN_SAMPLES, _quad, too_few
+    from loadtest.rows import MIN_SAMPLES, _quad, too_few
 
     assert too_few(MIN_SAMPLES) == ""
     one = _quad(summary([42.0]))  # e.g. the fan-out spread of a run that saw a single snapshot
@@ -51,7 +51,7 @@ def test_a_percentile_of_too_few_samples_says_so() -> None:
 
 
 def test_latencies_of_one_snapshot_say_so_however_many_sockets_got_it() -> None:
-    from loadtest.modes import MIN_SNAPSHOTS, phase_rows
+    from loadtest.rows import MIN_SNAPSHOTS, phase_rows
 
     def latency_cell(snapshots: int) -> str:
         figures = {
