@@ -103,10 +103,10 @@ class _Socket:
         # gateway's fan-out, so a snapshot's version is found, not parsed.
         for event in self.reader.feed(data, arrived):
             if type(event) is Message:
-                payload = event.payload
-                if payload.startswith(b'{"type":"snapshot"'):
-                    i = payload.find(b'"version":') + 10
-                    version = int(payload[i : payload.find(b",", i)])
+                buf, head, end = event.buf, event.start, event.end
+                if buf.startswith(b'{"type":"snapshot"', head):
+                    i = buf.find(b'"version":', head, end) + 10
+                    version = int(buf[i : buf.find(b",", i, end)])
                     self.read.setdefault(version, []).append(now)
                     self.arrived.setdefault(version, []).append(arrived)
             elif type(event) is Ping or type(event) is Closed:  # the end of the stream follows a close

@@ -53,11 +53,26 @@ class Refused:
 
 @dataclass(slots=True)
 class Message:
-    """A whole message; ``arrived``: when the read that completed it arrived."""
+    """A whole message, ``buf[start:end]``; ``arrived``: when the read that completed it arrived.
 
-    payload: bytes
+    The payload stays in the bytes of the read it came with, not copied out: a copy of a 1 KB
+    snapshot costs more than splitting the frames (its memory is not the small-object
+    allocator's), and most messages are only told apart by their first bytes (``startswith``).
+    ``payload`` makes the copy for those that are read."""
+
+    buf: bytes
+    start: int
+    end: int
     arrived: float
     text: bool = True
+
+    @property
+    def payload(self) -> bytes:
+        buf = self.buf
+        return buf if self.start == 0 and self.end == len(buf) else buf[self.start : self.end]
+
+    def startswith(self, prefix: bytes) -> bool:
+        return self.buf.startswith(prefix, self.start, self.end)
 
 
 @dataclass(slots=True)
@@ -139,27 +154,6 @@ def close_code(payload: bytes) -> int | None:
     return int.from_bytes(payload[:2], "big") if len(payload) >= 2 else None
 
 
-def frame_at(buf: bytes, pos: int) -> tuple[int, int, int] | None:
-    """(first byte, payload start, frame end) of the complete server frame starting at ``pos``,
-    or None while it is incomplete. The first byte holds FIN, RSV1-3 and the opcode; a masked
-    frame's end is given as -1 (servers never mask)."""
-    size = len(buf)
-    if size - pos < 2:
-        return None
-    first, n, head = buf[pos], buf[pos + 1], pos + 2
-    if n & 0x80:
-        return first, head, -1
-    if n == 126:
-        if size - pos < 4:
-            return None
-        n, head = int.from_bytes(buf[pos + 2 : pos + 4], "big"), pos + 4
-    elif n == 127:
-        if size - pos < 10:
-            return None
-        n, head = int.from_bytes(buf[pos + 2 : pos + 10], "big"), pos + 10
-    return (first, head, head + n) if size >= head + n else None
-
-
 class ClientReader:
     """One connection's client side, from the handshake request to the close (no I/O)."""
 
@@ -203,19 +197,37 @@ class ClientReader:
             self.state = OPEN
             events.append(Opened(arrived))
             pos = end + 4
-        max_size = self.max_size
+        max_size, size = self.max_size, len(buf)
         # Several frames arrive in one read (a gateway writes a tick's at once): they are walked
-        # in place, each payload sliced out once.
-        while (frame := frame_at(buf, pos)) is not None:
-            first, head, end = frame
-            opcode = first & 0x0F
-            if end < 0 or first & 0x70:
-                return self._fail(events, "a masked frame" if end < 0 else "reserved bits set")
-            if max_size is not None and end - head > max_size:
+        # in place, the common case (a whole text message) first. A frame's length is checked
+        # from its header, before its payload is waited for.
+        while size - pos >= 2:
+            first, n, head = buf[pos], buf[pos + 1], pos + 2
+            if n >= 126:
+                if n & 0x80:
+                    return self._fail(events, "a masked frame")
+                if n == 126:
+                    if size - pos < 4:
+                        break
+                    n, head = int.from_bytes(buf[pos + 2 : pos + 4], "big"), pos + 4
+                else:
+                    if size - pos < 10:
+                        break
+                    n, head = int.from_bytes(buf[pos + 2 : pos + 10], "big"), pos + 10
+            if first & 0x70:
+                return self._fail(events, "reserved bits set")
+            if max_size is not None and n > max_size:
                 return self._fail(events, f"a frame over {max_size} bytes", MESSAGE_TOO_BIG)
+            end = head + n
+            if end > size:
+                break  # the rest of it comes with a later read
             pos = end
-            if first & 0x80 and opcode in (OP_TEXT, OP_BINARY) and self._fragments is None:
-                events.append(Message(buf[head:end], arrived, opcode == OP_TEXT))  # the common case
+            if first == 0x81 and self._fragments is None:  # FIN, text
+                events.append(Message(buf, head, end, arrived))
+                continue
+            opcode = first & 0x0F
+            if first == 0x82 and self._fragments is None:  # FIN, binary
+                events.append(Message(buf, head, end, arrived, False))
             elif opcode >= OP_CLOSE:
                 if not first & 0x80 or end - head > 125:
                     return self._fail(events, "a fragmented or long control frame")
@@ -235,7 +247,8 @@ class ClientReader:
                 if max_size is not None and sum(map(len, self._fragments)) > max_size:
                     return self._fail(events, f"a message over {max_size} bytes", MESSAGE_TOO_BIG)
                 if first & 0x80:
-                    events.append(Message(b"".join(self._fragments), arrived, self._text))
+                    joined = b"".join(self._fragments)
+                    events.append(Message(joined, 0, len(joined), arrived, self._text))
                     self._fragments = None
             elif opcode in (OP_TEXT, OP_BINARY):
                 if self._fragments is not None:

@@ -152,17 +152,18 @@ class Conn:
         for event in self.reader.feed(data, now):
             if type(event) is Message:
                 w.frames += 1
-                payload = event.payload
-                if payload.startswith(b'{"type":"snapshot"'):
-                    sids.append(w.on_snapshot(self, payload, now, read_at))
-                elif payload.startswith(b'{"type":"announce"'):
+                buf, head, end = event.buf, event.start, event.end
+                if buf.startswith(b'{"type":"snapshot"', head):
+                    sids.append(w.on_snapshot(self, buf, head, end, now, read_at))
+                elif buf.startswith(b'{"type":"announce"', head):
                     w.announces += 1
-                elif payload.startswith(b'{"type":"rank"'):
+                elif buf.startswith(b'{"type":"rank"', head):
                     w.ranks += 1
                 else:
+                    payload = event.payload
                     kind = message_type(payload)
                     if kind == b"snapshot":
-                        sids.append(w.on_snapshot(self, payload, now, read_at))
+                        sids.append(w.on_snapshot(self, payload, 0, len(payload), now, read_at))
                     elif kind == b"rank":
                         w.ranks += 1
                     elif kind == b"announce":
@@ -333,16 +334,16 @@ class Worker:
         self.refused += 1
         conn.abort()  # lost() counts the failure, schedules the retry
 
-    def on_snapshot(self, conn: Conn, payload: bytes, now: float, read_at: float) -> int:
-        """The snapshot ``payload``, arrived at ``now`` and read at ``read_at``; its identity is
-        parsed once per process (every socket gets the same bytes), found again by the part
-        before the entries. Returns its id when its arrival was recorded, else -1."""
+    def on_snapshot(self, conn: Conn, buf: bytes, head: int, end: int, now: float, read_at: float) -> int:
+        """The snapshot in ``buf[head:end]``, arrived at ``now`` and read at ``read_at``; its
+        identity is parsed once per process (every socket gets the same bytes), found again by
+        the part before the entries. Returns its id when its arrival was recorded, else -1."""
         self.snaps += 1
-        cut = payload.find(ENTRIES)
-        top = payload[:cut] if cut > 0 else payload
+        cut = buf.find(ENTRIES, head, end)
+        top = buf[head : cut if cut > 0 else end]
         ident = self.idents.get(top)
         if ident is None:
-            ident = snapshot_identity(payload)
+            ident = snapshot_identity(buf[head:end])
             if ident is None:
                 return -1
             if len(self.idents) >= 4096:

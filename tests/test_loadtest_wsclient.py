@@ -3,6 +3,8 @@ no socket. Server frames are built here by hand (unmasked, as a server writes th
 
 from __future__ import annotations
 
+from typing import Any
+
 from loadtest.wsclient import (
     OP_BINARY,
     OP_CLOSE,
@@ -36,9 +38,18 @@ def frame(opcode: int, payload: bytes, fin: bool = True) -> bytes:
     return head + payload
 
 
+def feed(reader: ClientReader, data: bytes, arrived: float) -> list[Any]:
+    """The reader's events, a message as (payload, arrived, text): its bytes, not where they lie."""
+    return [(e.payload, e.arrived, e.text) if isinstance(e, Message) else e for e in reader.feed(data, arrived)]
+
+
+def msg(payload: bytes, arrived: float, text: bool = True) -> tuple[bytes, float, bool]:
+    return payload, arrived, text
+
+
 def opened() -> ClientReader:
     reader = ClientReader("127.0.0.1", "/ws?game=arena", key=KEY)
-    assert reader.feed(OK, 1.0) == [Opened(1.0)]
+    assert feed(reader, OK, 1.0) == [Opened(1.0)]
     return reader
 
 
@@ -56,26 +67,26 @@ def test_a_response_split_across_reads_opens_at_the_read_that_completes_it() -> 
     reader = ClientReader("127.0.0.1", "/ws", key=KEY)
     welcome = frame(OP_TEXT, b'{"type":"welcome"}')
     data = OK + welcome
-    assert reader.feed(data[:20], 1.0) == []
-    assert reader.feed(data[20 : len(OK) - 1], 2.0) == []  # all but the blank line's last byte
+    assert feed(reader, data[:20], 1.0) == []
+    assert feed(reader, data[20 : len(OK) - 1], 2.0) == []  # all but the blank line's last byte
     # the rest of the head and the first frame in one read
-    assert reader.feed(data[len(OK) - 1 :], 3.0) == [Opened(3.0), Message(b'{"type":"welcome"}', 3.0)]
+    assert feed(reader, data[len(OK) - 1 :], 3.0) == [Opened(3.0), msg(b'{"type":"welcome"}', 3.0)]
 
 
 def test_a_refused_handshake_gives_its_status_and_retry_after_and_nothing_more() -> None:
     reader = ClientReader("127.0.0.1", "/ws", key=KEY)
     refusal = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 2\r\nContent-Length: 0\r\n\r\n"
-    assert reader.feed(refusal + frame(OP_TEXT, b"late"), 1.0) == [Refused(503, 2.0, "HTTP 503 Service Unavailable")]
-    assert reader.feed(frame(OP_TEXT, b"x"), 2.0) == []
-    no_date = ClientReader("h", "/", key=KEY).feed(b"HTTP/1.1 429 Too Many\r\nRetry-After: soon\r\n\r\n", 1.0)
+    assert feed(reader, refusal + frame(OP_TEXT, b"late"), 1.0) == [Refused(503, 2.0, "HTTP 503 Service Unavailable")]
+    assert feed(reader, frame(OP_TEXT, b"x"), 2.0) == []
+    no_date = feed(ClientReader("h", "/", key=KEY), b"HTTP/1.1 429 Too Many\r\nRetry-After: soon\r\n\r\n", 1.0)
     assert no_date == [Refused(429, None, "HTTP 429 Too Many")]
 
 
 def test_a_101_with_a_wrong_accept_or_no_http_at_all_is_refused() -> None:
     wrong = OK.replace(b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", accept_value("another key"))
-    assert ClientReader("h", "/", key=KEY).feed(wrong, 1.0) == [Refused(101, None, "wrong Sec-WebSocket-Accept")]
-    assert ClientReader("h", "/", key=KEY).feed(b"SSH-2.0-OpenSSH\r\n\r\n", 1.0) == [Refused(0, None, "not HTTP")]
-    endless = ClientReader("h", "/", key=KEY).feed(b"HTTP/1.1 101 \r\n" + b"X: y\r\n" * 4000, 1.0)
+    assert feed(ClientReader("h", "/", key=KEY), wrong, 1.0) == [Refused(101, None, "wrong Sec-WebSocket-Accept")]
+    assert feed(ClientReader("h", "/", key=KEY), b"SSH-2.0-OpenSSH\r\n\r\n", 1.0) == [Refused(0, None, "not HTTP")]
+    endless = feed(ClientReader("h", "/", key=KEY), b"HTTP/1.1 101 \r\n" + b"X: y\r\n" * 4000, 1.0)
     assert endless == [Refused(0, None, "no end to the response head")]
 
 
@@ -84,11 +95,11 @@ def test_several_frames_in_one_read_are_several_events_with_its_arrival() -> Non
     big = b"s" * 70_000  # a 64-bit length
     mid = b"m" * 300  # a 16-bit length
     data = frame(OP_TEXT, b"a") + frame(OP_BINARY, mid) + frame(OP_PING, b"hb") + frame(OP_PONG, b"") + frame(1, big)
-    assert reader.feed(data, 5.0) == [
-        Message(b"a", 5.0),
-        Message(mid, 5.0, text=False),
+    assert feed(reader, data, 5.0) == [
+        msg(b"a", 5.0),
+        msg(mid, 5.0, text=False),
         Ping(b"hb"),
-        Message(big, 5.0),
+        msg(big, 5.0),
     ]
     assert Ping(b"hb").reply == client_frame(OP_PING + 1, b"hb") == b"\x8a\x82\0\0\0\0hb"
 
@@ -96,29 +107,29 @@ def test_several_frames_in_one_read_are_several_events_with_its_arrival() -> Non
 def test_a_frame_split_across_reads_waits_for_its_end_byte_by_byte() -> None:
     reader = opened()
     data = frame(OP_TEXT, b"x" * 300) + frame(OP_TEXT, b"y")
-    events = [event for i in range(len(data)) for event in reader.feed(data[i : i + 1], float(i))]
+    events = [event for i in range(len(data)) for event in feed(reader, data[i : i + 1], float(i))]
     # each message arrives with the read that completed it
-    assert events == [Message(b"x" * 300, 303.0), Message(b"y", len(data) - 1.0)]
+    assert events == [msg(b"x" * 300, 303.0), msg(b"y", len(data) - 1.0)]
 
 
 def test_a_fragmented_message_is_joined_with_pings_between_its_fragments() -> None:
     reader = opened()
     parts = frame(OP_TEXT, b"top", fin=False) + frame(OP_PING, b"1") + frame(OP_CONT, b" 10", fin=False)
-    assert reader.feed(parts, 1.0) == [Ping(b"1")]
-    assert reader.feed(frame(OP_CONT, b"!"), 2.0) == [Message(b"top 10!", 2.0)]
-    assert reader.feed(frame(OP_BINARY, b"\0", fin=False) + frame(OP_CONT, b"\1"), 3.0) == [
-        Message(b"\0\1", 3.0, text=False)
+    assert feed(reader, parts, 1.0) == [Ping(b"1")]
+    assert feed(reader, frame(OP_CONT, b"!"), 2.0) == [msg(b"top 10!", 2.0)]
+    assert feed(reader, frame(OP_BINARY, b"\0", fin=False) + frame(OP_CONT, b"\1"), 3.0) == [
+        msg(b"\0\1", 3.0, text=False)
     ]
 
 
 def test_a_close_frame_is_the_last_event_and_its_reply_echoes_the_code() -> None:
     reader = opened()
     close = frame(OP_CLOSE, (1012).to_bytes(2, "big") + b"draining; reconnect")
-    events = reader.feed(frame(OP_TEXT, b"last") + close + frame(OP_TEXT, b"after"), 7.0)
-    assert events == [Message(b"last", 7.0), Closed(1012, client_frame(OP_CLOSE, (1012).to_bytes(2, "big")))]
-    assert events[1].reply == b"\x88\x82\0\0\0\0\x03\xf4"  # type: ignore[union-attr]
-    assert reader.feed(frame(OP_TEXT, b"more"), 8.0) == []
-    assert opened().feed(frame(OP_CLOSE, b""), 1.0) == [Closed(None, client_frame(OP_CLOSE))]
+    events = feed(reader, frame(OP_TEXT, b"last") + close + frame(OP_TEXT, b"after"), 7.0)
+    assert events == [msg(b"last", 7.0), Closed(1012, client_frame(OP_CLOSE, (1012).to_bytes(2, "big")))]
+    assert events[1].reply == b"\x88\x82\0\0\0\0\x03\xf4"
+    assert feed(reader, frame(OP_TEXT, b"more"), 8.0) == []
+    assert feed(opened(), frame(OP_CLOSE, b""), 1.0) == [Closed(None, client_frame(OP_CLOSE))]
 
 
 def test_a_stream_breaking_the_protocol_closes_with_1002_or_1009() -> None:
@@ -134,19 +145,28 @@ def test_a_stream_breaking_the_protocol_closes_with_1002_or_1009() -> None:
     }
     for error, data in broken.items():
         reader = opened()
-        assert reader.feed(frame(OP_TEXT, b"ok") + data, 1.0) == [
-            Message(b"ok", 1.0),
+        assert feed(reader, frame(OP_TEXT, b"ok") + data, 1.0) == [
+            msg(b"ok", 1.0),
             Closed(None, client_frame(OP_CLOSE, (1002).to_bytes(2, "big")), error),
         ], error
-        assert reader.feed(frame(OP_TEXT, b"x"), 2.0) == []
+        assert feed(reader, frame(OP_TEXT, b"x"), 2.0) == []
     small = ClientReader("h", "/", key=KEY, max_size=10)
-    small.feed(OK, 1.0)
+    feed(small, OK, 1.0)
     too_big = Closed(None, client_frame(OP_CLOSE, (1009).to_bytes(2, "big")), "a frame over 10 bytes")
-    assert small.feed(frame(OP_TEXT, b"x" * 11), 2.0) == [too_big]
+    assert feed(small, frame(OP_TEXT, b"x" * 11)[:3], 2.0) == [too_big]  # known from the header alone
     small = ClientReader("h", "/", key=KEY, max_size=10)
-    small.feed(OK, 1.0)
+    feed(small, OK, 1.0)
     parts = frame(OP_TEXT, b"x" * 6, fin=False) + frame(OP_CONT, b"x" * 6)
-    assert small.feed(parts, 2.0) == [Closed(None, too_big.reply, "a message over 10 bytes")]
+    assert feed(small, parts, 2.0) == [Closed(None, too_big.reply, "a message over 10 bytes")]
+
+
+def test_a_message_is_read_where_it_lies_and_copied_only_when_asked() -> None:
+    reader = opened()
+    data = frame(OP_TEXT, b'{"type":"snapshot"}') + frame(OP_TEXT, b"2")
+    first, second = reader.feed(data, 1.0)
+    assert isinstance(first, Message) and isinstance(second, Message)
+    assert first.buf is data and (first.start, first.end) == (2, 21) and first.startswith(b'{"type":"snap')
+    assert not second.startswith(b"2x") and second.payload == b"2"
 
 
 def test_client_frames_are_masked_with_a_zero_key_at_every_length() -> None:
