@@ -9,8 +9,8 @@ read's arrival time. The I/O around it (non-blocking sockets, the kernel's recei
 is ``loadtest.stamps``; ``loadtest.wsworker`` and ``bench.gateway`` drive thousands of readers each.
 
 Why not websockets' own ``ClientProtocol``: these processes share the cores with the gateways
-they measure, and hold thousands of sockets that only count what arrives, so the per-frame work
-is a few slices. Server frames are never masked (a masked one is a protocol error); the client's
+they measure, and hold thousands of sockets that only count what arrives, so frames are split
+in place and their payloads not copied. Server frames are never masked (a masked one is a protocol error); the client's
 only frames are pongs, closes and a few small requests, masked with a zero key (RFC 6455 allows
 any key).
 """
