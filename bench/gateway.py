@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import dataclasses
 import multiprocessing as mp
@@ -42,7 +41,6 @@ import resource
 import select
 import shutil
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -57,8 +55,9 @@ from bench import results as bench_results
 from fleet.redis_server import RedisServer, free_port
 from leaderboard import Entry, GameConfig, wire
 from leaderboard.settings import argument_parser
-from loadtest.frames import client_frame, next_frame
 from loadtest.procstat import usage
+from loadtest.stamps import recv_stamped, stamped_socket
+from loadtest.wsclient import OP_TEXT, ClientReader, Closed, Message, Opened, Ping, Refused, client_frame
 
 ROOT = Path(__file__).resolve().parent.parent
 GAME = "bench"
@@ -69,90 +68,58 @@ EXTRA_BOARDS = ("region:eu", "mode:duo")  # --boards 3: what every socket also w
 # ---------------------------------------------------------------- client processes
 
 
-# The kernel's receive timestamp of each read (SO_TIMESTAMPNS, CLOCK_REALTIME): on loopback it is
-# taken inside the sender's write(), so it shows when the gateway delivered the bytes, whatever
-# the client processes (sharing the 2 cores with the gateway) were busy with at that moment.
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-
-
 class _Socket:
-    """One benchmark socket: handshake, then count text frames and note when each arrived and
-    when it was read.
+    """One benchmark socket: handshake, then note when each snapshot arrived (the kernel's
+    receive timestamp, ``loadtest.stamps``) and when it was read; pings are answered so the
+    gateways' heartbeats see a live peer."""
 
-    Frames are parsed just enough to split them (server frames are never masked); pings are
-    answered with a pong masked by a zero key so the gateways' heartbeats see a live peer."""
-
-    __slots__ = ("arrived", "buf", "open", "read", "ready", "sock", "subscribe")
+    __slots__ = ("arrived", "read", "reader", "ready", "sock", "subscribe")
 
     def __init__(self, sock: socket.socket, sinks: Sinks, ready: asyncio.Future[None], subscribe: bytes) -> None:
         self.sock = sock
         self.read, self.arrived = sinks
-        self.buf = b""
-        self.open = False
+        self.reader = ClientReader("127.0.0.1", "/ws")
         self.ready = ready
         self.subscribe = subscribe  # client frames sent once the handshake is done
 
     def handshake(self) -> None:
-        key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.send(
-            f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
-        )
+        self.sock.send(self.reader.request())
 
     def readable(self) -> bool:
         """Read what is there; False once the socket is closed."""
-        try:
-            data, ancillary, _, _ = self.sock.recvmsg(65536, 64)
-        except BlockingIOError:
+        read = recv_stamped(self.sock)
+        if read is None:
             return True
-        except OSError:
-            data, ancillary = b"", []
-        now = time.time()
+        data, arrived, now = read
         if not data:
             if not self.ready.done():
                 self.ready.set_exception(ConnectionError("closed during handshake"))
             return False
-        arrived = now
-        for level, kind, raw in ancillary:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                sec, nsec = struct.unpack("qq", raw[:16])
-                arrived = sec + nsec / 1e9
         self.feed(data, now, arrived)
         return True
 
     def feed(self, data: bytes, now: float, arrived: float) -> None:
         # The clients share the 2 cores with the gateway: every microsecond spent here delays the
-        # gateway's fan-out, so frames are not copied out and the per-frame work is a find.
-        buf = self.buf + data if self.buf else data
-        if not self.open:
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                self.buf = buf
-                return
-            if not buf.startswith(b"HTTP/1.1 101"):
-                if not self.ready.done():
-                    self.ready.set_exception(ConnectionError(buf[:40].decode(errors="replace")))
-                return
-            self.open = True
-            if self.subscribe:
-                with contextlib.suppress(OSError):
-                    self.sock.send(self.subscribe)
-            if not self.ready.done():
-                self.ready.set_result(None)
-            buf = buf[end + 4 :]
-        while (frame := next_frame(buf)) is not None:
-            opcode, head, end = frame
-            if opcode == 0x1:
+        # gateway's fan-out, so a snapshot's version is found, not parsed.
+        for event in self.reader.feed(data, arrived):
+            if type(event) is Message:
+                buf, head, end = event.buf, event.start, event.end
                 if buf.startswith(b'{"type":"snapshot"', head):
                     i = buf.find(b'"version":', head, end) + 10
                     version = int(buf[i : buf.find(b",", i, end)])
                     self.read.setdefault(version, []).append(now)
                     self.arrived.setdefault(version, []).append(arrived)
-            elif opcode == 0x9 and end - head < 126:
+            elif type(event) is Ping or type(event) is Closed:  # the end of the stream follows a close
                 with contextlib.suppress(OSError):
-                    self.sock.send(client_frame(0xA, buf[head:end]))  # pong
-            buf = buf[end:]
-        self.buf = buf
+                    self.sock.send(event.reply)
+            elif type(event) is Opened:
+                if self.subscribe:
+                    with contextlib.suppress(OSError):
+                        self.sock.send(self.subscribe)
+                if not self.ready.done():
+                    self.ready.set_result(None)
+            elif type(event) is Refused and not self.ready.done():
+                self.ready.set_exception(ConnectionError(event.reason))
 
 
 Sink = dict[int, list[float]]  # snapshot version -> one time per socket that got it
@@ -176,7 +143,8 @@ async def _client_main(
     sem = asyncio.Semaphore(100)  # handshakes in flight per process
     interval = [0.002]  # while connecting: read at once
     subscribe = b"".join(
-        client_frame(0x1, b'{"type":"subscribe","board":"%s"}' % board.encode()) for board in EXTRA_BOARDS[: boards - 1]
+        client_frame(OP_TEXT, b'{"type":"subscribe","board":"%s"}' % board.encode())
+        for board in EXTRA_BOARDS[: boards - 1]
     )
 
     async def reader() -> None:
@@ -192,11 +160,8 @@ async def _client_main(
         nonlocal failed
         async with sem:
             ready: asyncio.Future[None] = loop.create_future()
-            sock = socket.socket()
             try:
-                sock.setblocking(False)
-                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-                sock.bind((source, 0))
+                sock = stamped_socket(source)
                 await loop.sock_connect(sock, ("127.0.0.1", port))
                 peers[sock.fileno()] = peer = _Socket(sock, sinks, ready, subscribe)
                 ready_fds.register(sock.fileno(), select.EPOLLIN)
@@ -249,9 +214,13 @@ def snapshot_bytes(version: int, board: str = BOARD) -> bytes:
         for i in range(10)
     ]
     return wire.snapshot(
-        board=board, window=WINDOW, period="2026-W48", version=version, ts_ms=int(time.time() * 1000),
+        board=board,
+        window=WINDOW,
+        period="2026-W48",
+        version=version,
+        ts_ms=int(time.time() * 1000),
         entries=entries,
-    )  # fmt: skip
+    )
 
 
 @dataclass
@@ -284,20 +253,27 @@ def _start_target(
     boards: int = 1,
 ) -> subprocess.Popen[bytes]:
     if name == "naive":
-        cmd = [sys.executable, "-m", "bench.naive_gateway", "--port", str(port), "--redis-url", redis_url,
-               "--channel", KEYS.snapshot_channel(WINDOW, BOARD)]  # fmt: skip
+        channel = KEYS.snapshot_channel(WINDOW, BOARD)
+        cmd = [sys.executable, "-m", "bench.naive_gateway", "--port", str(port), "--redis-url", redis_url]
+        cmd += ["--channel", channel]
         env = dict(os.environ)
     else:
         cmd = [sys.executable, "-m", "gateway"]
         env = {
-            **os.environ, "LB_REDIS_URL": redis_url, "LB_GAME": GAME, "LB_GW_PORT": str(port),
-            "LB_GW_CONNECT_RATE": "0", "LB_GW_MAX_CONNECTIONS": "50000", "LB_LOG_LEVEL": "WARNING",
+            **os.environ,
+            "LB_REDIS_URL": redis_url,
+            "LB_GAME": GAME,
+            "LB_GW_PORT": str(port),
+            "LB_GW_CONNECT_RATE": "0",
+            "LB_GW_MAX_CONNECTIONS": "50000",
+            "LB_LOG_LEVEL": "WARNING",
             "LB_GW_FANOUT": "broadcast" if name == "gateway-broadcast" else "frame",
             "LB_GW_FANOUT_THREADS": str(fanout_threads),
             "LB_GW_HEARTBEAT": "websockets" if name == "gateway-keepalive" else "sweep",
-            "LB_GW_METRICS_PORT": str(metrics_port), "LB_GW_BOARDS": ",".join(EXTRA_BOARDS[: boards - 1]),
+            "LB_GW_METRICS_PORT": str(metrics_port),
+            "LB_GW_BOARDS": ",".join(EXTRA_BOARDS[: boards - 1]),
             "LB_GW_COALESCE": "0" if name == "gateway-nocoalesce" else "0.005",
-        }  # fmt: skip
+        }
         if ping_interval is not None:
             env["LB_GW_PING_INTERVAL"] = env["LB_GW_PING_TIMEOUT"] = str(ping_interval)
     return subprocess.Popen(cmd, cwd=ROOT, env=env)
@@ -404,14 +380,25 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
         cpu_ms = (cpu1.cpu_s - cpu0.cpu_s) * 1000
         user_ms = (cpu1.user_s - cpu0.user_s) * 1000
         print(f"  {name}: {connected}/{args.sockets} sockets connected in {connect_s:.1f} s", flush=True)
+        per_1k = 1000 / max(1, deliveries)
         return Result(
-            name, connected, deliveries, connected * len(published) if name != "naive" or args.boards == 1 else 0,
-            cpu_ms / max(1, deliveries) * 1000, user_ms / max(1, deliveries) * 1000,
-            clients_s * 1000 / max(1, deliveries) * 1000, gc_pauses, gc_pause_ms,
-            (conn_kb - idle_kb) / max(1, connected),
-            _pct(spreads, 0.5), _pct(spreads, 0.99), _pct(read_spreads, 0.5), _pct(read_spreads, 0.99),
-            _pct(lats, 0.5), _pct(lats, 0.99),
-        )  # fmt: skip
+            name=name,
+            sockets=connected,
+            deliveries=deliveries,
+            expected=connected * len(published) if name != "naive" or args.boards == 1 else 0,
+            cpu_ms_per_1k=cpu_ms * per_1k,
+            user_ms_per_1k=user_ms * per_1k,
+            clients_ms_per_1k=clients_s * 1000 * per_1k,
+            gc_pauses=gc_pauses,
+            gc_pause_ms=gc_pause_ms,
+            rss_kb_per_conn=(conn_kb - idle_kb) / max(1, connected),
+            spread_p50_ms=_pct(spreads, 0.5),
+            spread_p99_ms=_pct(spreads, 0.99),
+            read_spread_p50_ms=_pct(read_spreads, 0.5),
+            read_spread_p99_ms=_pct(read_spreads, 0.99),
+            lat_p50_ms=_pct(lats, 0.5),
+            lat_p99_ms=_pct(lats, 0.99),
+        )
     finally:
         proc.terminate()
         try:
@@ -425,10 +412,12 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
 
 
 def table(results: list[Result]) -> str:
-    head = ("| target | sockets | deliveries | CPU ms / 1k deliveries (user space) | RSS KB / conn "
-            "| spread at arrival p50 / p99 ms | spread when read p50 / p99 ms | publish→arrival p50 / p99 ms "
-            "| clients' CPU ms / 1k | GC pauses (ms) |\n"
-            "|---|---|---|---|---|---|---|---|---|---|\n")  # fmt: skip
+    head = (
+        "| target | sockets | deliveries | CPU ms / 1k deliveries (user space) | RSS KB / conn "
+        "| spread at arrival p50 / p99 ms | spread when read p50 / p99 ms | publish→arrival p50 / p99 ms "
+        "| clients' CPU ms / 1k | GC pauses (ms) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n"
+    )
     rows = "".join(
         f"| {x.name} | {x.sockets} | {x.deliveries}/{x.expected} | {x.cpu_ms_per_1k:.1f} ({x.user_ms_per_1k:.1f}) "
         f"| {x.rss_kb_per_conn:.1f} "

@@ -46,7 +46,8 @@ from .chaos import add_arguments as chaos_args
 from .chaos import main as chaos_main
 from .cleanup import clean_up, remove_players, run_prefix
 from .flood import BASELINE_GAME
-from .modes import Progress, Result, run_load, run_rollout, run_storm, run_submit
+from .modes import Result, run_load, run_rollout, run_storm, run_submit
+from .progress import Progress
 from .swarm import parse_ws_url, url_game, with_game
 from .target import Target, gateway_processes, private_fleet
 

@@ -30,9 +30,20 @@ from .wsworker import WorkerSettings
 
 PER_WORKER = 8000  # sockets per client process: well under the 20k descriptor cap
 COUNTERS = (
-    "open", "attempts", "opened", "failed", "frames", "snaps", "ranks", "announces", "drops", "refused",
-    "failed_connect", "failed_timeout", "failed_closed",
-)  # fmt: skip
+    "open",
+    "attempts",
+    "opened",
+    "failed",
+    "frames",
+    "snaps",
+    "ranks",
+    "announces",
+    "drops",
+    "refused",
+    "failed_connect",
+    "failed_timeout",
+    "failed_closed",
+)
 STALLS = ("cpu_s", "wait_s", "gc_n", "gc_s")  # cumulative per process (wsworker.Stalls), summed
 
 

@@ -30,7 +30,7 @@ from fleet.supervisor import Fleet, FleetSettings
 from leaderboard import connect
 from leaderboard.transport import shard_pubsub
 
-from . import frames
+from .messages import snapshot_identity
 from .procstat import command_line, runs_gateway, usage
 from .swarm import with_game
 
@@ -154,9 +154,16 @@ async def private_fleet(
     drain_window: float = 1.0,
 ) -> AsyncIterator[Target]:
     settings = fleet_settings(
-        gateways=gateways, redis_url=redis_url, data_dir=data_dir, game=game, env=env,
-        balancer=balancer, balancers=balancers, balancer_maxconn=balancer_maxconn, drain_window=drain_window,
-    )  # fmt: skip
+        gateways=gateways,
+        redis_url=redis_url,
+        data_dir=data_dir,
+        game=game,
+        env=env,
+        balancer=balancer,
+        balancers=balancers,
+        balancer_maxconn=balancer_maxconn,
+        drain_window=drain_window,
+    )
     async with Fleet(settings) as fleet:
         yield Target(
             # named in the URL: the processes may serve several games (LB_GAMES in --gateway-env)
@@ -169,8 +176,10 @@ async def private_fleet(
             balancer_pids=[b.proc.pid for b in fleet.balancers if b.proc is not None],
             direct_urls=[
                 with_game("ws://{}:{}/ws".format(*fleet.gateway_address(i)), game) for i in range(len(fleet.gateways))
-            ] if fleet.balancers else [],
-        )  # fmt: skip
+            ]
+            if fleet.balancers
+            else [],
+        )
 
 
 async def wait_listening(port: int, pids: list[int], timeout: float = 15.0) -> None:
@@ -238,7 +247,7 @@ class SnapshotMonitor:
     async def _run(self, pubsub: PubSub) -> None:
         async for message in pubsub.listen():
             if message["type"] == "smessage":
-                ident = frames.snapshot_identity(message["data"])
+                ident = snapshot_identity(message["data"])
                 if ident is not None:
                     self.seen.append((ident[0], ident[1], time.time()))
 

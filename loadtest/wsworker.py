@@ -28,7 +28,6 @@ import random
 import resource
 import select
 import socket
-import struct
 import sys
 import time
 from dataclasses import dataclass, field
@@ -39,14 +38,12 @@ import orjson
 from client.backoff import Backoff
 from fleet.children import die_with_parent
 
-from . import frames as f
+from .messages import ENTRIES, message_type, snapshot_identity, welcome_gateway
 from .procstat import run_queue_wait
+from .stamps import recv_stamped, stamped_socket
+from .wsclient import ClientReader, Closed, Message, Opened, Ping, Refused
 
 PROBE_S = 0.05  # the loop-lag probe's period
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; absent from some Pythons' socket module
-STAMP = struct.Struct("qq")  # struct timespec
-RECV_SIZE = 65536
-ANCILLARY_SIZE = socket.CMSG_SPACE(STAMP.size)
 POLL_BATCH = 1024  # ready sockets read per loop callback: the loop's other work (ticks, probe) runs between
 
 
@@ -75,23 +72,33 @@ class WorkerSettings:
 
 
 class Conn:
-    """One socket: a non-blocking TCP socket the worker's epoll watches (no asyncio transport).
+    """One socket: a non-blocking TCP socket the worker's epoll watches (no asyncio transport),
+    read with the kernel's receive timestamp (``loadtest.stamps``) through a ``ClientReader``.
 
-    Read with ``recvmsg`` for the kernel's receive timestamp (``SO_TIMESTAMPNS``): on loopback it
-    is taken inside the gateway's ``write()``, so a delivery's time is when the gateway delivered
-    it, however long this process, sharing the cores with the gateways, took to read it (kept
-    apart as the read time). One read has one timestamp, its last segment's: when this process
-    reads a socket a tick late, the earlier tick's snapshot gets the later one's arrival, an upper
-    bound; such deliveries are counted (``Worker.stamped_late``)."""
+    A delivery's time is its arrival, when the gateway delivered it, however long this process,
+    sharing the cores with the gateways, took to read it (kept apart as the read time). One read
+    has one timestamp, its last segment's: when this process reads a socket a tick late, the
+    earlier tick's snapshot gets the later one's arrival, an upper bound; such deliveries are
+    counted (``Worker.stamped_late``)."""
 
     __slots__ = (
-        "backoff", "buf", "code", "gateway", "index", "opened_at", "retry_after", "sock", "state", "w", "why",
-    )  # fmt: skip
+        "backoff",
+        "code",
+        "gateway",
+        "index",
+        "opened_at",
+        "reader",
+        "retry_after",
+        "sock",
+        "state",
+        "w",
+        "why",
+    )
 
     def __init__(self, worker: Worker, index: int) -> None:
         self.w = worker
         self.index = index
-        self.buf = b""
+        self.reader = ClientReader(worker.s.host, worker.path_for(index))
         self.state = 0  # 0 connecting, 1 open, 2 closed
         self.opened_at = 0.0  # wall time of the 101
         self.gateway = ""
@@ -105,7 +112,7 @@ class Conn:
         """The TCP connection is up: watch it, send the handshake."""
         self.sock = sock
         self.w.watch(self)
-        self.write(f.handshake(self.w.s.host, self.w.path_for(self.index)))
+        self.write(self.reader.request())
 
     def write(self, data: bytes) -> None:
         # Only the handshake and small control frames (pongs, a close) are written: they fit in
@@ -125,62 +132,36 @@ class Conn:
         self.w.lost(self)
 
     def readable(self) -> None:
-        sock = self.sock
-        if sock is None:
+        if self.sock is None:
             return
-        try:
-            data, ancillary, _, _ = sock.recvmsg(RECV_SIZE, ANCILLARY_SIZE)
-        except BlockingIOError:
+        read = recv_stamped(self.sock)
+        if read is None:
             return
-        except OSError:
-            data, ancillary = b"", []
-        read_at = time.time()
+        data, arrived, read_at = read
         if not data:
             self.abort()
             return
-        arrived = read_at
-        for level, kind, raw in ancillary:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                sec, nsec = STAMP.unpack_from(raw)
-                arrived = sec + nsec / 1e9
         self.data_received(data, arrived, read_at)
 
     def data_received(self, data: bytes, now: float, read_at: float) -> None:
         """``now``: when the bytes arrived (kernel timestamp); ``read_at``: when read here."""
-        buf = self.buf + data if self.buf else data
-        pos = 0
-        if self.state == 0:
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                self.buf = buf
-                return
-            status, retry_after = f.response_status(buf[:end])
-            if status != 101:
-                self.buf = b""
-                self.w.handshake_failed(self, retry_after)
-                return
-            self.state = 1
-            self.opened_at = now
-            self.w.handshake_done(self, now)
-            pos = end + 4
-        # Frames are walked in place (several arrive in one read: a tick's are written at once)
-        # and the common messages told apart by their first bytes: these processes share the
-        # cores with the gateways, so every microsecond per frame here is taken from them.
+        # The common messages are told apart by their first bytes: these processes share the
+        # cores with the gateways, so every microsecond per message here is taken from them.
         w = self.w
         sids: list[int] = []  # snapshots recorded from this read
-        while (frame := f.frame_at(buf, pos)) is not None:
-            opcode, head, pos = frame
-            w.frames += 1
-            if opcode == f.OP_TEXT:
+        for event in self.reader.feed(data, now):
+            if type(event) is Message:
+                w.frames += 1
+                buf, head, end = event.buf, event.start, event.end
                 if buf.startswith(b'{"type":"snapshot"', head):
-                    sids.append(w.on_snapshot(self, buf, head, pos, now, read_at))
+                    sids.append(w.on_snapshot(self, buf, head, end, now, read_at))
                 elif buf.startswith(b'{"type":"announce"', head):
                     w.announces += 1
                 elif buf.startswith(b'{"type":"rank"', head):
                     w.ranks += 1
                 else:
-                    payload = buf[head:pos]
-                    kind = f.message_type(payload)
+                    payload = event.payload
+                    kind = message_type(payload)
                     if kind == b"snapshot":
                         sids.append(w.on_snapshot(self, payload, 0, len(payload), now, read_at))
                     elif kind == b"rank":
@@ -188,16 +169,23 @@ class Conn:
                     elif kind == b"announce":
                         w.announces += 1
                     elif kind == b"welcome":
-                        self.gateway = f.welcome_gateway(payload)
+                        self.gateway = welcome_gateway(payload)
                         w.welcomes += 1
-            elif opcode == f.OP_PING:
-                self.write(f.client_frame(0xA, buf[head:pos][:125]))
-            elif opcode == f.OP_CLOSE and self.sock is not None:
-                payload = buf[head:pos]
-                self.code = f.close_code(payload)
-                self.write(f.client_frame(f.OP_CLOSE, payload[:2]))
+            elif type(event) is Ping:
+                w.frames += 1
+                self.write(event.reply)
+            elif type(event) is Opened:
+                self.state = 1
+                self.opened_at = now
+                w.handshake_done(self, now)
+            elif type(event) is Refused:
+                w.handshake_failed(self, event.retry_after)
+            elif type(event) is Closed:
+                if not event.error:  # the server's close frame
+                    w.frames += 1
+                self.code = event.code
+                self.write(event.reply)
                 self.abort()
-        self.buf = buf[pos:] if pos < len(buf) else b""
         if len(sids) > 1:
             w.stamped_late(sids)
 
@@ -351,11 +339,11 @@ class Worker:
         identity is parsed once per process (every socket gets the same bytes), found again by
         the part before the entries. Returns its id when its arrival was recorded, else -1."""
         self.snaps += 1
-        cut = buf.find(f.ENTRIES, head, end)
+        cut = buf.find(ENTRIES, head, end)
         top = buf[head : cut if cut > 0 else end]
         ident = self.idents.get(top)
         if ident is None:
-            ident = f.snapshot_identity(buf[head:end])
+            ident = snapshot_identity(buf[head:end])
             if ident is None:
                 return -1
             if len(self.idents) >= 4096:
@@ -442,11 +430,9 @@ class Worker:
             self.attempt_times.append(time.time())
             waiter: asyncio.Future[bool] = self.loop.create_future()
             self.waiters[index] = waiter
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock: socket.socket | None = None
             try:
-                sock.setblocking(False)
-                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-                sock.bind((self.s.source, 0))
+                sock = stamped_socket(self.s.source)
                 await self.loop.sock_connect(sock, (self.s.host, self.s.port))
                 conn.attach(sock)
                 await asyncio.wait_for(waiter, self.s.handshake_timeout)
@@ -456,7 +442,8 @@ class Worker:
                 if conn.sock is not None:
                     conn.abort()  # lost() counts the failure
                 else:
-                    sock.close()
+                    if sock is not None:
+                        sock.close()
                     conn.state = 2
                     self.lost(conn)
 

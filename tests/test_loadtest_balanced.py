@@ -18,14 +18,16 @@ from loadtest.procstat import runs_gateway
 from .test_balancer import needs_haproxy
 
 UNMEASURED = (
-    "gateway CPU ms / 1k deliveries", "gateway CPU % (all processes)", "gateway RSS KB / connection",
+    "gateway CPU ms / 1k deliveries",
+    "gateway CPU % (all processes)",
+    "gateway RSS KB / connection",
     "gateways waiting for a core (run queue), % of a core",
     "gateway socket writes / messages delivered (their /metrics)",
     "own-rank pushes (gateways), lag p50 / p99 (the 50 ms bucket holding it) / mean s",
     "gateways: snapshot ts → fan-out start p50 / p99, one tick's write p50 / p99 (buckets) s",
     "gateways: snapshot ts → written to every socket, p50 / p99 / max (buckets) s, tick-writes",
     "gateways: GC pauses (ms, longest ≤ s), of which full (ms)",
-)  # fmt: skip
+)
 
 
 def test_a_gateway_is_told_by_its_command_line() -> None:
@@ -37,10 +39,10 @@ def test_a_gateway_is_told_by_its_command_line() -> None:
 
 
 async def loadtest(*argv: str, cwd: Path) -> tuple[int, str]:
+    pipe = asyncio.subprocess.PIPE
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "loadtest", *argv, cwd=cwd, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable, "-m", "loadtest", *argv, cwd=cwd, stdout=pipe, stderr=pipe
+    )
     _, err = await asyncio.wait_for(proc.communicate(), 100)
     assert proc.returncode is not None
     return proc.returncode, err.decode()
@@ -50,19 +52,27 @@ async def loadtest(*argv: str, cwd: Path) -> tuple[int, str]:
 @needs_haproxy
 @pytest.mark.timeout(120)
 async def test_through_haproxy_the_gateway_rows_say_they_cannot_be_measured(tmp_path: Path, redis_url: str) -> None:
-    settings = FleetSettings(redis_url=redis_url, data_dir=tmp_path, port=0, gateways=1, demo_tokens=False,
-                             log_level="WARNING", balancer="haproxy", env=(("LB_GAME", "balanced"),))  # fmt: skip
+    settings = FleetSettings(
+        redis_url=redis_url,
+        data_dir=tmp_path,
+        port=0,
+        gateways=1,
+        demo_tokens=False,
+        log_level="WARNING",
+        balancer="haproxy",
+        env=(("LB_GAME", "balanced"),),
+    )
     async with Fleet(settings) as fleet:
         (lb,) = [b.proc.pid for b in fleet.balancers if b.proc is not None]
-        target = ["--url", fleet.ws_url, "--redis-url", fleet.redis_url, "--game", "balanced", "--quiet",
-                  "--time-limit", "90"]  # fmt: skip
+        target = ["--url", fleet.ws_url, "--redis-url", fleet.redis_url, "--game", "balanced"]
+        target += ["--quiet", "--time-limit", "90"]
         # haproxy named as a gateway is refused, before anything is written
         code, err = await loadtest("sockets", *target, "--gateway-pid", str(lb), cwd=tmp_path)
         assert code == 1 and f"process {lb} is not a gateway (python -m gateway): it runs haproxy" in err
 
         stem = tmp_path / "run"
-        code, err = await loadtest("sockets", *target, "--sockets", "30", "--duration", "2", "--out", str(stem),
-                                   cwd=tmp_path)  # fmt: skip
+        run = ["sockets", *target, "--sockets", "30", "--duration", "2", "--out", str(stem)]
+        code, err = await loadtest(*run, cwd=tmp_path)
         assert code == 0, err
     f = orjson.loads(stem.with_suffix(".json").read_bytes())["figures"]["gateway"]
     assert f["snapshots"] >= 1 and f["lost"] == 0, "the run itself went through haproxy"

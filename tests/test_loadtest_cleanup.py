@@ -62,8 +62,8 @@ async def test_removal_takes_only_the_runs_players_and_republishes_the_top_lists
     assert (done.removed, done.boards, done.profiles) == (8, 6, 1)
     bumped = {f for f, v in (await r.hgetall(config.keys.versions)).items() if v != before.get(f)}
     # the boards whose top 2 held lt-…-1: global and region:eu of both windows; not region:na
-    assert bumped == {f"{w}:{p}:{s}" for w, p in (("weekly", "2030-W48"), ("alltime", "all"))
-                      for s in ("global", "region:eu")}  # fmt: skip
+    periods = (("weekly", "2030-W48"), ("alltime", "all"))
+    assert bumped == {f"{w}:{p}:{s}" for w, p in periods for s in ("global", "region:eu")}
     assert done.republished == 4
     assert await r.hkeys(config.keys.profiles) == ["mia"]
     assert (await remove_players(r, config, RUN)).removed == 0  # a second removal finds nothing
@@ -107,20 +107,27 @@ def test_the_cleanup_command_refuses_any_prefix_but_a_runs(redis_url: str, capsy
 @pytest.mark.timeout(120)
 async def test_a_run_against_a_running_fleet_leaves_its_game_as_it_found_it(tmp_path: Path, redis_url: str) -> None:
     game = GameConfig(game="arena")
-    settings = FleetSettings(redis_url=redis_url, data_dir=tmp_path, port=0, gateways=1, demo_tokens=False,
-                             log_level="WARNING", env=(("LB_GAME", "arena"),))  # fmt: skip
+    settings = FleetSettings(
+        redis_url=redis_url,
+        data_dir=tmp_path,
+        port=0,
+        gateways=1,
+        demo_tokens=False,
+        log_level="WARNING",
+        env=(("LB_GAME", "arena"),),
+    )
     async with Fleet(settings) as fleet:
         r = connect(fleet.redis_url)
         assert isinstance(r, aioredis.Redis)
         try:
             await Queue(r, game).submit_many([Submission("real-1", "mia", 3, now_ms(), "best")])
             stem = tmp_path / "run"
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "loadtest", "mixed", "--url", fleet.ws_url, "--redis-url", fleet.redis_url,
-                "--game", "arena", "--sockets", "50", "--duration", "2", "--rate", "300", "--quiet",
-                "--out", str(stem), "--time-limit", "90",
-                cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            )  # fmt: skip
+            argv = ["-m", "loadtest", "mixed", "--url", fleet.ws_url, "--redis-url", fleet.redis_url]
+            argv += ["--out", str(stem)]
+            argv += ["--game", "arena", "--sockets", "50", "--duration", "2", "--rate", "300"]
+            argv += ["--quiet", "--time-limit", "90"]
+            pipe = asyncio.subprocess.PIPE
+            proc = await asyncio.create_subprocess_exec(sys.executable, *argv, cwd=tmp_path, stdout=pipe, stderr=pipe)
             out, err = await asyncio.wait_for(proc.communicate(), 100)
             assert proc.returncode == 0, err.decode()
             doc = orjson.loads(stem.with_suffix(".json").read_bytes())

@@ -47,8 +47,8 @@ def run_players(cluster: Cluster, game: str) -> dict[str, list[str]]:
 def run(mode: str, tmp_path: Path, cluster: Cluster, *extra: str) -> dict[str, Any]:
     """A private fleet on the cluster (``--redis-url redis+cluster://…``); the JSON report."""
     stem = tmp_path / mode
-    argv = [mode, "--redis-url", cluster.url, "--game", f"lt{mode}", "--quiet", "--out", str(stem),
-            "--time-limit", "80", *extra]  # fmt: skip
+    argv = [mode, "--redis-url", cluster.url, "--game", f"lt{mode}", "--out", str(stem), "--quiet"]
+    argv += ["--time-limit", "80", *extra]
     assert main(argv) == 0
     doc: dict[str, Any] = orjson.loads(stem.with_suffix(".json").read_bytes())
     assert "WARNING" not in doc["figures"]["cleanup"], doc["figures"]["cleanup"]
@@ -57,8 +57,8 @@ def run(mode: str, tmp_path: Path, cluster: Cluster, *extra: str) -> dict[str, A
 
 
 def test_submit_mode_on_a_cluster(tmp_path: Path, cluster: Cluster) -> None:
-    doc = run("submit", tmp_path, cluster, "--rate", "500", "--duration", "2", "--warmup", "1",
-              "--baseline", "single", "--baseline-seconds", "0.5")  # fmt: skip
+    extra = ["--rate", "500", "--duration", "2", "--warmup", "1"]
+    doc = run("submit", tmp_path, cluster, *extra, "--baseline", "single", "--baseline-seconds", "0.5")
     f = doc["figures"]["flood"]
     assert f["accepted_per_s"] > 300 and f["applied_per_s"] > 200
     assert doc["figures"]["baseline_one_at_a_time_per_s"] > 0
@@ -69,17 +69,18 @@ async def test_a_run_against_a_url_naming_a_game_loads_and_watches_that_game(tmp
     """Gateways serving two games, the URL naming the second (not their default): the sockets,
     the feed and the monitor all go to that game, and player tokens ride along in the query."""
     env = (("LB_GAMES", "main,other"), ("LB_GW_RANK_INTERVAL", "1"))  # rank pushes within a 2 s window
-    settings = FleetSettings(redis_url=cluster.url, data_dir=tmp_path, port=0, gateways=1, demo_tokens=False,
-                             log_level="WARNING", env=env)  # fmt: skip
+    settings = FleetSettings(
+        redis_url=cluster.url, data_dir=tmp_path, port=0, gateways=1, demo_tokens=False, log_level="WARNING", env=env
+    )
     async with Fleet(settings) as fleet:
         stem = tmp_path / "run"
+        argv = ["-m", "loadtest", "mixed", "--url", fleet.ws_url + "?game=other", "--redis-url", cluster.url]
+        argv += ["--jwt-secret", settings.jwt_secret, "--out", str(stem)]
+        argv += ["--players-share", "0.5", "--baseline", "naive", "--sockets", "40", "--duration", "2"]
+        argv += ["--rate", "300", "--quiet", "--time-limit", "90"]
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "loadtest", "mixed", "--url", fleet.ws_url + "?game=other",
-            "--redis-url", cluster.url, "--jwt-secret", settings.jwt_secret, "--players-share", "0.5",
-            "--baseline", "naive",
-            "--sockets", "40", "--duration", "2", "--rate", "300", "--quiet", "--out", str(stem), "--time-limit", "90",
-            cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            sys.executable, *argv, cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
         out, err = await asyncio.wait_for(proc.communicate(), 100)
         assert proc.returncode == 0, err.decode()
         doc = orjson.loads(stem.with_suffix(".json").read_bytes())
@@ -98,8 +99,8 @@ async def test_a_run_against_a_url_naming_a_game_loads_and_watches_that_game(tmp
 
 
 def test_a_url_and_a_game_that_disagree_are_refused(capsys: pytest.CaptureFixture[str], cluster: Cluster) -> None:
-    argv = ["sockets", "--url", "ws://127.0.0.1:9/ws?game=kart", "--game", "arena", "--redis-url", cluster.url,
-            "--quiet", "--time-limit", "10"]  # fmt: skip
+    argv = ["sockets", "--url", "ws://127.0.0.1:9/ws?game=kart", "--game", "arena", "--redis-url", cluster.url]
+    argv += ["--quiet", "--time-limit", "10"]
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "--game 'arena' and --url's ?game=kart name different games" in err and len(err.strip().splitlines()) == 1

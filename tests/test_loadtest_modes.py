@@ -14,7 +14,8 @@ import redis
 from gateway.outbound import text_frame
 from leaderboard import Entry, wire
 from loadtest.__main__ import main
-from loadtest.frames import client_frame, close_code, message_type, response_status, snapshot_identity, split_frames
+from loadtest.messages import message_type, snapshot_identity
+from loadtest.wsclient import ClientReader, accept_value
 from loadtest.wsworker import Conn, Worker, WorkerSettings
 
 pytestmark = pytest.mark.timeout(90)
@@ -143,10 +144,7 @@ def test_storm_everyone_comes_back(tmp_path: Path, redis_url: str) -> None:
     assert sum(f["reconnects_per_s"]) == f["victims"] and f["peak_reconnects_per_s"] > 0
 
 
-def test_frames() -> None:
-    head = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 2\r\nContent-Length: 0"
-    assert response_status(head) == (503, 2.0)
-    assert response_status(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket") == (101, None)
+def test_messages() -> None:
     snap = (
         b'{"type":"snapshot","board":"global","window":"weekly","period":"2026-W48","version":7,'
         b'"ts":1700000000123,"entries":[{"rank":1}]}'
@@ -154,21 +152,22 @@ def test_frames() -> None:
     assert message_type(snap) == b"snapshot"
     assert snapshot_identity(snap) == ("global|weekly|2026-W48|7", 1700000000123)
     assert message_type(b'{"board":"x","type":"rank"}') == b"rank"
-    big = b"x" * 300
-    wire = (
-        bytes([0x81, 126]) + len(big).to_bytes(2, "big") + big + bytes([0x88, 2]) + (1012).to_bytes(2, "big") + b"\x81"
-    )
-    frames, rest = split_frames(wire)
-    assert frames == [(1, big), (8, (1012).to_bytes(2, "big"))] and rest == b"\x81"
-    assert close_code(frames[1][1]) == 1012
-    assert client_frame(0xA, b"hi") == b"\x8a\x82\0\0\0\0hi"
+    assert message_type(b"[1]") == b"" and snapshot_identity(b'{"type":"snapshot"}') is None
 
 
 def snap(board: str, version: int, ts_ms: int) -> bytes:
     entries = [Entry(1, "mia", 100, {})]
-    payload = wire.snapshot(board=board, window="weekly", period="2030-W48", version=version, ts_ms=ts_ms,
-                            entries=entries)  # fmt: skip
+    payload = wire.snapshot(
+        board=board, window="weekly", period="2030-W48", version=version, ts_ms=ts_ms, entries=entries
+    )
     return text_frame(payload)
+
+
+def opened(conn: Conn, at: float) -> None:
+    """The socket's handshake, answered at ``at``."""
+    conn.reader = ClientReader("127.0.0.1", "/ws", key="dGhlIHNhbXBsZSBub25jZQ==")
+    accept = accept_value("dGhlIHNhbXBsZSBub25jZQ==")
+    conn.data_received(b"HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n", at, at)
 
 
 async def test_snapshots_read_with_a_later_tick_are_counted_as_stamped_late() -> None:
@@ -177,14 +176,15 @@ async def test_snapshots_read_with_a_later_tick_are_counted_as_stamped_late() ->
     written together, are not."""
     worker = Worker(WorkerSettings(count=1))
     conn = Conn(worker, 0)
-    conn.state = 1
     t = 1_900_000_000_000
+    opened(conn, 0.0)
     # one tick of two boards in one read: the same arrival for both, exact
     conn.data_received(snap("global", 1, t) + snap("region:eu", 1, t), t / 1000 + 0.2, t / 1000 + 0.3)
     # the next two ticks in one read (read a tick late): the first is stamped with the second's arrival
     conn.data_received(snap("global", 2, t + 1000) + snap("global", 3, t + 2000), t / 1000 + 2.1, t / 1000 + 2.2)
-    expected = ["global|weekly|2030-W48|1", "region:eu|weekly|2030-W48|1", "global|weekly|2030-W48|2",
-                "global|weekly|2030-W48|3"]  # fmt: skip
+    expected = [
+        f"{board}|weekly|2030-W48|{v}" for board, v in (("global", 1), ("region:eu", 1), ("global", 2), ("global", 3))
+    ]
     report = worker.report(expected, since=0.0)
     assert report["stamped_late"] == 1 and sorted(report["latencies"]) == [100.0, 200.0, 200.0, 1100.0]
     assert worker.report(expected[:2], since=0.0)["stamped_late"] == 0
@@ -198,7 +198,7 @@ async def test_a_snapshot_none_of_a_processs_sockets_got_is_missing_from_each() 
     worker = Worker(WorkerSettings(count=3))
     conns = [Conn(worker, i) for i in range(3)]
     for i, conn in enumerate(conns):
-        conn.state, conn.opened_at = 1, t / 1000 - 10 + 20 * (i == 2)  # the third opened late
+        opened(conn, t / 1000 - 10 + 20 * (i == 2))  # the third opened late
         worker.conns[i] = conn
         conn.data_received(snap("global", 1, t), t / 1000 + 0.1, t / 1000 + 0.1)
     conns[0].data_received(snap("global", 2, t + 1000), t / 1000 + 1.1, t / 1000 + 1.1)

@@ -99,8 +99,8 @@ def test_niced_client_processes_stop_with_the_run(tmp_path: Path, how: str) -> N
     """Ctrl-C (SIGINT to the terminal's foreground group: not to the workers, in sessions of their
     own) stops the run and everything it started; a SIGKILL of the run takes its workers with it.
     The run starts its own redis-server: a killed run cannot remove its players from a shared one."""
-    argv = [sys.executable, "-m", "loadtest", "sockets", "--sockets", "200", "--duration", "60",
-            "--client-nice", "10", "--quiet", "--out", str(tmp_path / "r")]  # fmt: skip
+    argv = [sys.executable, "-m", "loadtest", "sockets", "--out", str(tmp_path / "r")]
+    argv += ["--sockets", "200", "--duration", "60", "--client-nice", "10", "--quiet"]
     run = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 40

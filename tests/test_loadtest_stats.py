@@ -42,7 +42,7 @@ def test_usage_of_this_process() -> None:
 
 
 def test_a_percentile_of_too_few_samples_says_so() -> None:
-    from loadtest.modes import MIN_SAMPLES, _quad, too_few
+    from loadtest.rows import MIN_SAMPLES, _quad, too_few
 
     assert too_few(MIN_SAMPLES) == ""
     one = _quad(summary([42.0]))  # e.g. the fan-out spread of a run that saw a single snapshot
@@ -51,23 +51,45 @@ def test_a_percentile_of_too_few_samples_says_so() -> None:
 
 
 def test_latencies_of_one_snapshot_say_so_however_many_sockets_got_it() -> None:
-    from loadtest.modes import MIN_SNAPSHOTS, phase_rows
+    from loadtest.rows import MIN_SNAPSHOTS, phase_rows
 
     def latency_cell(snapshots: int) -> str:
         figures = {
-            "opened": 2000, "sockets": 2000, "connect_failures": 0, "connect_rate": 1000.0, "sockets_per_gateway": {},
-            "snapshots": snapshots, "deliveries": 2000 * snapshots, "expected_deliveries": 2000 * snapshots,
-            "lost": 0, "stamped_late": 0, "sockets_complete": 2000, "sockets_eligible": 2000, "rank_pushes": 0,
+            "opened": 2000,
+            "sockets": 2000,
+            "connect_failures": 0,
+            "connect_rate": 1000.0,
+            "sockets_per_gateway": {},
+            "snapshots": snapshots,
+            "deliveries": 2000 * snapshots,
+            "expected_deliveries": 2000 * snapshots,
+            "lost": 0,
+            "stamped_late": 0,
+            "sockets_complete": 2000,
+            "sockets_eligible": 2000,
+            "rank_pushes": 0,
             "announces": 0,
-            "msgs_per_s": 0.0, "gateway_cpu_ms_per_1k_deliveries": 1.0, "gateway_cpu_pct": 1.0,
-            "gateway_rss_kb_per_conn": 1.0, "gateway_wait_pct": 1.0,
-            "clients": {"processes": 1, "nice": 0, "priority_warnings": [],
-                        "cpu_pct": 1.0, "wait_pct": 1.0, "gc_pauses": 0, "gc_pause_ms": 0.0,
-                        "gc_pause_max_ms": 0.0, "loop_lag_max_ms": 1.0},
+            "msgs_per_s": 0.0,
+            "gateway_cpu_ms_per_1k_deliveries": 1.0,
+            "gateway_cpu_pct": 1.0,
+            "gateway_rss_kb_per_conn": 1.0,
+            "gateway_wait_pct": 1.0,
+            "clients": {
+                "processes": 1,
+                "nice": 0,
+                "priority_warnings": [],
+                "cpu_pct": 1.0,
+                "wait_pct": 1.0,
+                "gc_pauses": 0,
+                "gc_pause_ms": 0.0,
+                "gc_pause_max_ms": 0.0,
+                "loop_lag_max_ms": 1.0,
+            },
             "latency_ms": summary([float(i % 50) for i in range(2000 * snapshots)]),
             "read_latency_ms": summary([float(i % 50) for i in range(2000 * snapshots)]),
-            "spread_ms": summary([float(i) for i in range(max(snapshots, 100))]), "ticks_ms": [(10, 50)] * snapshots,
-        }  # fmt: skip
+            "spread_ms": summary([float(i) for i in range(max(snapshots, 100))]),
+            "ticks_ms": [(10, 50)] * snapshots,
+        }
         return str(dict(phase_rows(figures))["latency p50/p90/p99/max ms (at arrival: kernel timestamp)"])
 
     one = latency_cell(1)  # 2,000 deliveries, but every one of the same publish

@@ -24,11 +24,11 @@ from typing import Any
 
 from leaderboard import GameConfig, connect
 
-from .. import frames
 from ..flood import Flood, Source
 from ..procstat import usage
 from ..stats import summary
 from ..swarm import Swarm
+from ..wsclient import handshake
 from .rig import chaos_fleet
 
 STALLED, SLOW = "127.0.0.61", "127.0.0.62"
@@ -75,7 +75,7 @@ async def _raw_socket(port: int, source: str, read_rate: int) -> tuple[socket.so
     sock.setblocking(False)
     loop = asyncio.get_running_loop()
     await loop.sock_connect(sock, ("127.0.0.1", port))
-    await loop.sock_sendall(sock, frames.handshake("127.0.0.1", "/ws"))
+    await loop.sock_sendall(sock, handshake("127.0.0.1", "/ws"))
     start = time.monotonic()
     if read_rate:
         await loop.sock_recv(sock, 64)  # the 101's first bytes: the server accepted it

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from ..modes import Progress
+from ..progress import Progress
 from . import gateway_kill, properties, readers, redis_faults, scorer_kills
 from .markdown import render
 from .verdicts import promises
