@@ -43,6 +43,15 @@ from leaderboard.settings import argument_parser
 from loadtest.procstat import usage
 
 
+def where(filename: str) -> str:
+    """A source file as a reader finds it (``websockets/protocol.py``, ``gateway/client.py``,
+    ``python3.11/asyncio/events.py``), without this machine's directories."""
+    for root in ("/site-packages/", f"{results.ROOT}/", "/lib/"):
+        if root in filename:
+            return filename.split(root, 1)[1]
+    return filename
+
+
 def _types() -> Counter[str]:
     return Counter(type(o).__qualname__ for o in gc.get_objects())
 
@@ -86,7 +95,7 @@ async def measure(redis_url: str, sockets: int, top: int, clients: int) -> tuple
         sites = {}
         for s in stats[:top]:
             frame = s.traceback[0]
-            site = f"{frame.filename}:{frame.lineno}"
+            site = f"{where(frame.filename)}:{frame.lineno}"
             sites[site] = s.size_diff / n
             lines.append(f"  {s.size_diff / n:8,.0f} B  {s.count_diff / n:5.2f} blocks  {site}")
         lines.append("\nlive objects per connection by type:")

@@ -144,18 +144,15 @@ def memory_per_connection(docs: Mapping[str, Doc]) -> Chart | None:
         sources.append(gateway)
     if heap is not None:
         f = heap["figures"]
+        tasks = number(f.get("tasks_per_conn"))
         panels.append(
             Panel(
-                f"inside the gateway, {f['clients']:,} idle sockets (bench.conn_memory)",
-                ["Python heap (tracemalloc)", "RSS (with tracemalloc's own)"],
-                {
-                    "KB": [
-                        number(f["heap_bytes_per_conn"]) / 1024,
-                        number(f["rss_bytes_per_conn_with_tracemalloc"]) / 1024,
-                    ]
-                },
+                f"Python heap, {f['clients']:,} idle sockets (bench.conn_memory)",
+                ["Python heap (tracemalloc)"],
+                {"KB": [number(f["heap_bytes_per_conn"]) / 1024]},
                 "KB per connection",
                 decimals=1,
+                notes=[f"{tasks:.2f} asyncio tasks per connection"] if math.isfinite(tasks) else [],
             )
         )
         sources.append(heap)

@@ -62,9 +62,11 @@ def png(title: str, panels: Sequence[Panel], caption: Sequence[str]) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(4.2 * len(panels) + 1.6, 4.4), dpi=100)
+    # a panel's width follows its bars: a one-bar panel beside a three-bar one stays narrow
+    widths = [max(2, len(panel.categories)) for panel in panels]
+    fig = Figure(figsize=(1.4 * sum(widths) + 1.6, 4.4), dpi=100)
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    axes = fig.subplots(1, len(panels), squeeze=False, gridspec_kw={"width_ratios": widths})[0]
     for ax, panel in zip(axes, panels, strict=True):
         _draw(ax, panel)
     fig.suptitle(title, fontsize=12, fontweight="bold")
@@ -109,7 +111,11 @@ def _draw(ax: Axes, panel: Panel) -> None:
         if i == 0 and panel.shares is not None:
             shares = [s if math.isfinite(s) else 0.0 for s in panel.shares]
             ax.bar(xs, shares, width * 0.92, color="#1b4f9c", label=panel.share_label)
-    ax.set_title(panel.title, fontsize=9.5)
+    slots = max(2, len(panel.categories))
+    ax.set_title(_wrap(panel.title, 15 * slots), fontsize=9.5)
+    ax.set_xlim(
+        -0.5 - (slots - len(panel.categories)) / 2, len(panel.categories) - 0.5 + (slots - len(panel.categories)) / 2
+    )
     ax.set_ylabel(panel.unit, fontsize=8.5)
     ax.set_xticks(range(len(panel.categories)), [_wrap(c) for c in panel.categories], fontsize=8)
     ax.set_ylim(0, top * 1.18)
