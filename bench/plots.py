@@ -52,8 +52,12 @@ class Chart:
 
 
 def caption(doc: Doc) -> str:
+    """The small print under a chart: the command, the commit, the machine and how busy it was
+    (other work shares its cores)."""
     machine = doc.get("machine", {})
     where = f"{machine.get('cores', '?')} cores, {machine.get('cpu') or 'unknown CPU'}"
+    if load := machine.get("load_average"):
+        where += f", load average {load[0]:g} at the end"
     return f"{doc.get('command', '?')}  ·  commit {doc.get('commit', '?')}  ·  {where}"
 
 
