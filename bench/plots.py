@@ -58,7 +58,7 @@ def caption(doc: Doc) -> str:
     where = f"{machine.get('cores', '?')} cores, {machine.get('cpu') or 'unknown CPU'}"
     if load := machine.get("load_average"):
         where += f", load average {load[0]:g} at the end"
-    return f"{doc.get('command', '?')}  ·  commit {doc.get('commit', '?')}  ·  {where}"
+    return f"{doc.get('command', '?')} · commit {doc.get('commit', '?')} · {where}"
 
 
 def throughput(docs: Mapping[str, Doc]) -> Chart | None:

@@ -64,14 +64,17 @@ def png(title: str, panels: Sequence[Panel], caption: Sequence[str]) -> bytes:
 
     # a panel's width follows its bars: a one-bar panel beside a three-bar one stays narrow
     widths = [max(2, len(panel.categories)) for panel in panels]
-    fig = Figure(figsize=(1.4 * sum(widths) + 1.6, 4.4), dpi=100)
+    inches = max(7.2, 1.4 * sum(widths) + 1.6)  # wide enough for the small print
+    fig = Figure(figsize=(inches, 4.4), dpi=100)
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(panels), squeeze=False, gridspec_kw={"width_ratios": widths})[0]
-    for ax, panel in zip(axes, panels, strict=True):
-        _draw(ax, panel)
+    for ax, panel, width in zip(axes, panels, widths, strict=True):
+        _draw(ax, panel, title_chars=int(12 * (inches - 1.2) * width / sum(widths)))
     fig.suptitle(title, fontsize=12, fontweight="bold")
-    fig.text(0.01, 0.01, "\n".join(caption), fontsize=6.5, color="#555555", va="bottom", ha="left")
-    fig.tight_layout(rect=(0, 0.04 + 0.025 * len(caption), 1, 0.95))
+    # the small print: about 22 characters of 6.5 pt to the inch
+    lines = [line for text in caption for line in _wrap(text, int(22 * inches), " · ").split("\n")]
+    fig.text(0.01, 0.01, "\n".join(lines), fontsize=6.5, color="#555555", va="bottom", ha="left")
+    fig.tight_layout(rect=(0, 0.04 + 0.025 * len(lines), 1, 0.95))
     out = io.BytesIO()
     # no "Software" (matplotlib's version) and no date: the bytes depend on the figures only
     fig.savefig(out, format="png", metadata={"Software": None})
@@ -83,7 +86,7 @@ def data_uri(image: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(image).decode("ascii")
 
 
-def _draw(ax: Axes, panel: Panel) -> None:
+def _draw(ax: Axes, panel: Panel, *, title_chars: int) -> None:
     count = len(panel.series)
     width = 0.8 / max(count, 1)
     top = max((v for values in panel.series.values() for v in values if math.isfinite(v)), default=1.0)
@@ -112,7 +115,7 @@ def _draw(ax: Axes, panel: Panel) -> None:
             shares = [s if math.isfinite(s) else 0.0 for s in panel.shares]
             ax.bar(xs, shares, width * 0.92, color="#1b4f9c", label=panel.share_label)
     slots = max(2, len(panel.categories))
-    ax.set_title(_wrap(panel.title, 15 * slots), fontsize=9.5)
+    ax.set_title(_wrap(panel.title, title_chars), fontsize=9.5)
     ax.set_xlim(
         -0.5 - (slots - len(panel.categories)) / 2, len(panel.categories) - 0.5 + (slots - len(panel.categories)) / 2
     )
@@ -127,12 +130,12 @@ def _draw(ax: Axes, panel: Panel) -> None:
         ax.text(0.02, 0.97 - 0.06 * k, note, transform=ax.transAxes, fontsize=7, va="top", color="#444444")
 
 
-def _wrap(label: str, width: int = 16) -> str:
-    """A category label on lines of about ``width`` characters, broken at spaces."""
+def _wrap(text: str, width: int = 16, sep: str = " ") -> str:
+    """``text`` on lines of about ``width`` characters, broken at ``sep``."""
     lines: list[str] = []
-    for word in label.split(" "):
-        if lines and len(lines[-1]) + 1 + len(word) <= width:
-            lines[-1] += " " + word
+    for word in text.split(sep):
+        if lines and len(lines[-1]) + len(sep) + len(word) <= width:
+            lines[-1] += sep + word
         else:
             lines.append(word)
     return "\n".join(lines)

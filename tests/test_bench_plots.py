@@ -74,4 +74,4 @@ def test_a_chart_follows_its_figures_and_names_its_run(tmp_path: Path) -> None:
     plots.draw(runs, tmp_path / "b")
     assert (tmp_path / "b" / "throughput.png").read_bytes() != before
     doc = results.load("gateway", runs)
-    assert doc is not None and plots.caption(doc).startswith("python -m bench.gateway --sockets 100  ·  commit ")
+    assert doc is not None and plots.caption(doc).startswith("python -m bench.gateway --sockets 100 · commit ")
