@@ -1,6 +1,7 @@
 """The benchmarks behind docs/benchmarks.md, apart from the load-test tool users run
 (``python -m loadtest``): each starts its own private processes, measures against a baseline in
-the same run and prints the figures.
+the same run, prints the figures and records them in ``bench/results/<name>.json`` (bench/results.py:
+with the command, the commit and the machine; ``--no-write`` records nothing).
 
 - ``python -m bench.scorer``: sustained submissions/s end to end vs one call per submission.
 - ``python -m bench.drain``: Redis time per submission of the scorer's path.
@@ -12,4 +13,5 @@ the same run and prints the figures.
   write per socket per tick against one write per message.
 - ``python -m bench.conn_memory``: where an idle subscribed connection's bytes go (tracemalloc by
   allocation site, live objects by type).
+- ``python -m bench.plots``: the headline charts, drawn from bench/results/ into docs/figures/.
 """

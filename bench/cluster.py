@@ -13,15 +13,15 @@ tags land on three different masters, and measures:
 3. **What a failover loses**: submitters keep queueing batches to one game, its master is
    SIGKILLed, and once the replica is promoted every acknowledged stream id is looked up on it:
    acknowledged but gone, with WAIT 0 and with WAIT 1 (a fresh cluster each).
+
+Unless ``--no-write``, the figures are recorded in bench/results/cluster.json.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +30,8 @@ from typing import Any
 
 import redis
 
+from bench import results
+from bench.rank_reads import drain as burst
 from fleet.cluster import Cluster, keyslot_names
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Leaderboard, Submission, connect, now_ms
@@ -64,11 +66,9 @@ async def load(url: str) -> None:
 
 
 def drain(url: str, games: list[str]) -> float:
-    env = {**os.environ, "LB_REDIS_URL": url, "LB_GAMES": ",".join(games), "LB_SCORER_METRICS_PORT": "0",
-           "LB_SCORER_STATS_S": "0", "LB_SCORER_BADGES": "0", "LB_SCORER_PUBLISH": "0",
-           "LB_LOG_LEVEL": "WARNING"}  # fmt: skip
+    """Seconds one burst scorer replica serving ``games`` takes to apply every queued submission."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "scorer", "--burst"], env=env, check=True)
+    burst(url, LB_GAMES=",".join(games))
     return time.perf_counter() - started
 
 
@@ -88,7 +88,7 @@ def redis_time(client: redis.Redis) -> tuple[float, float, int]:
     return total, fcall, int(errors.get("errorstat_CROSSSLOT", {}).get("count", 0))
 
 
-def shards(cluster: Cluster, games: list[str], n: int, seed: int) -> None:
+def shards(cluster: Cluster, games: list[str], n: int, seed: int, figures: dict[str, Any]) -> None:
     print(f"== Redis time per submission: {n:,} submissions per game, 3 games")
     masters = {g: cluster.owner(f"{{{g}}}") for g in games}
     before = {}
@@ -111,6 +111,16 @@ def shards(cluster: Cluster, games: list[str], n: int, seed: int) -> None:
         "| master's CPU / submission, queue + drain |"
     )
     print("|---|---|---|---|---|---|---|")
+    figures["shards"] = {
+        g: {
+            "redis_us_per_submission": total / n,
+            "fcall_us_per_submission": fcall / n,
+            "share": total / grand,
+            "crossslot": cross,
+            "master_cpu_us_per_submission": spent / n * 1e6,
+        }
+        for g, _, total, fcall, cross, spent in rows
+    }
     for g, address, total, fcall, cross, spent in rows:
         print(
             f"| {g} | {address} | {total / n:.1f} us | {fcall / n:.1f} us | {total / grand:.1%} | {cross} "
@@ -134,6 +144,11 @@ def shards(cluster: Cluster, games: list[str], n: int, seed: int) -> None:
             elapsed = drain(server.url, games)
             total, fcall, _ = redis_time(r)
             r.close()
+        figures["one_server_with_replica" if replica else "one_server"] = {
+            "redis_us_per_submission": total / (3 * n),
+            "fcall_us_per_submission": fcall / (3 * n),
+            "drained_per_s": 3 * n / elapsed,
+        }
         print(
             f"baseline, the same 3 games on one redis-server{' with a replica' if replica else ''}: "
             f"{total / (3 * n):.1f} us all commands, {fcall / (3 * n):.1f} us FCALL per submission; "
@@ -141,7 +156,7 @@ def shards(cluster: Cluster, games: list[str], n: int, seed: int) -> None:
         )
 
 
-async def wait_cost(url: str, game: str, per_block: int, blocks: int) -> None:
+async def wait_cost(url: str, game: str, per_block: int, blocks: int, figures: dict[str, Any]) -> None:
     print(f"== WAIT cost: {blocks} alternating blocks of {per_block} single submissions")
     client = connect(url)
     queues = {w: Queue(client, GameConfig(game=game), wait_replicas=w, wait_timeout_ms=1000) for w in (0, 1)}
@@ -157,8 +172,10 @@ async def wait_cost(url: str, game: str, per_block: int, blocks: int) -> None:
     await client.aclose()
     print("| LB_WAIT_REPLICAS | submit p50 | submit p99 | submissions |")
     print("|---|---|---|---|")
+    figures["wait"] = {}
     for w, ts in times.items():
         q = statistics.quantiles(ts, n=100)
+        figures["wait"][str(w)] = {"submit_p50_us": q[49], "submit_p99_us": q[98], "submissions": len(ts)}
         print(f"| {w} | {q[49]:.0f} us | {q[98]:.0f} us | {len(ts):,} |")
 
 
@@ -195,8 +212,13 @@ async def failover_loss(cluster: Cluster, game: str, wait: int, writers: int, ba
         stream = GameConfig(game=game).keys.submissions
         present = {entry_id for entry_id, _ in c.xrange(stream)}
     lost = [i for i in acked if i not in present]
-    return {"wait": wait, "acked": len(acked), "acked_before_kill": acked_before_kill, "lost": len(lost),
-            "refused": refused}  # fmt: skip
+    return {
+        "wait": wait,
+        "acked": len(acked),
+        "acked_before_kill": acked_before_kill,
+        "lost": len(lost),
+        "refused": refused,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,24 +230,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--writers", type=int, default=4, help="concurrent submitters in the failover runs")
     p.add_argument("--batch", type=int, default=20, help="submissions per submit call in the failover runs")
     p.add_argument("--shards-only", action="store_true", help="only part 1: Redis time per submission")
+    results.add_no_write(p)
     args = p.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="cluster-bench-"))
+    figures: dict[str, Any] = {"submissions_per_game": args.submissions}
     with Cluster(root / "a") as cluster:
         games = keyslot_names(cluster.masters(), "bench", 3)
-        shards(cluster, games, args.submissions, args.seed)
+        shards(cluster, games, args.submissions, args.seed, figures)
         if args.shards_only:
+            results.save("cluster", figures, args, module="bench.cluster", argv=argv)
             return 0
         asyncio.run(load(cluster.url))
-        asyncio.run(wait_cost(cluster.url, games[0], args.wait_block, args.wait_blocks))
+        asyncio.run(wait_cost(cluster.url, games[0], args.wait_block, args.wait_blocks, figures))
     print("== what a failover loses (SIGKILL of the game's master under load)")
     print("| LB_WAIT_REPLICAS | acknowledged | acknowledged but gone after the failover | refused meanwhile |")
     print("|---|---|---|---|")
+    figures["failovers"] = []
     for i, wait in enumerate((0, 1, 0, 1)):
         with Cluster(root / f"f{i}") as cluster:
             game = keyslot_names(cluster.masters(), "bench", 1)[0]
             asyncio.run(load(cluster.url))
             got = asyncio.run(failover_loss(cluster, game, wait, args.writers, args.batch))
+        figures["failovers"].append(got)
         print(f"| {got['wait']} | {got['acked']:,} | {got['lost']:,} | {got['refused']:,} |", flush=True)
+    results.save("cluster", figures, args, module="bench.cluster", argv=argv)
     return 0
 
 

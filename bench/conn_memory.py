@@ -10,6 +10,9 @@ idle). Before and after, it takes a tracemalloc snapshot and counts live objects
 prints, per connection: Python heap bytes by allocation site (the top ``--top``), live objects by
 type, and asyncio tasks. RSS (without tracemalloc's own overhead) is bench/gateway.py's figure;
 this tool says which objects make it up.
+
+Unless ``--no-write``, the figures are recorded in bench/results/conn_memory.json, which
+``python -m bench.plots`` draws.
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ import tempfile
 import time
 import tracemalloc
 from collections import Counter
+from typing import Any
 
 import redis
 import uvloop
 
+from bench import results
 from bench.gateway import BOARD, GAME, KEYS, WINDOW, _client_process, snapshot_bytes
 from fleet.redis_server import RedisServer
 from gateway.server import Gateway
@@ -38,11 +43,21 @@ from leaderboard.settings import argument_parser
 from loadtest.procstat import usage
 
 
+def where(filename: str) -> str:
+    """A source file as a reader finds it (``websockets/protocol.py``, ``gateway/client.py``,
+    ``python3.11/asyncio/events.py``), without this machine's directories."""
+    for root in ("/site-packages/", f"{results.ROOT}/", "/lib/"):
+        if root in filename:
+            return filename.split(root, 1)[1]
+    return filename
+
+
 def _types() -> Counter[str]:
     return Counter(type(o).__qualname__ for o in gc.get_objects())
 
 
-async def measure(redis_url: str, sockets: int, top: int, clients: int) -> str:
+async def measure(redis_url: str, sockets: int, top: int, clients: int) -> tuple[str, dict[str, Any]]:
+    """The printed report and the recorded figures."""
     settings = GatewaySettings(
         port=0, redis_url=redis_url, game=GameConfig(game=GAME), connect_rate=0, max_connections=0, metrics_port=0
     )
@@ -77,9 +92,11 @@ async def measure(redis_url: str, sockets: int, top: int, clients: int) -> str:
             f"{(tasks1 - tasks0) / n:.2f}"
         )
         lines.append("\nbytes per connection by allocation site:")
+        sites = {}
         for s in stats[:top]:
             frame = s.traceback[0]
-            site = f"{frame.filename}:{frame.lineno}"
+            site = f"{where(frame.filename)}:{frame.lineno}"
+            sites[site] = s.size_diff / n
             lines.append(f"  {s.size_diff / n:8,.0f} B  {s.count_diff / n:5.2f} blocks  {site}")
         lines.append("\nlive objects per connection by type:")
         diff = {t: types1[t] - types0.get(t, 0) for t in types1}
@@ -92,7 +109,15 @@ async def measure(redis_url: str, sockets: int, top: int, clients: int) -> str:
             await loop.run_in_executor(None, pipe.recv)
         for p in procs:
             p.join(10)
-    return "\n".join(lines)
+    figures = {
+        "sockets": connected,
+        "clients": n,
+        "heap_bytes_per_conn": total / n,
+        "rss_bytes_per_conn_with_tracemalloc": (rss1 - rss0) / n,
+        "tasks_per_conn": (tasks1 - tasks0) / n,
+        "heap_bytes_per_conn_by_site": sites,
+    }
+    return "\n".join(lines), figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sockets", type=int, default=5000, help="idle subscribed sockets")
     p.add_argument("--clients", type=int, default=2, help="client processes")
     p.add_argument("--top", type=int, default=25, help="allocation sites and types listed")
+    results.add_no_write(p)
     args = p.parse_args(argv)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -112,9 +138,11 @@ def main(argv: list[str] | None = None) -> int:
             tracemalloc.start(1)
             started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
             print(f"{started}: {args.sockets} sockets")
-            print(uvloop.run(measure(server.url, args.sockets, args.top, args.clients)))
+            report, figures = uvloop.run(measure(server.url, args.sockets, args.top, args.clients))
+            print(report)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    results.save("conn_memory", figures, args, module="bench.conn_memory", argv=argv)
     return 0
 
 

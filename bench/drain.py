@@ -14,14 +14,14 @@ every read, a light load gives a few), and reads per submission:
 
 ``--replica``: the same run again with a replica attached to the server (one run each, same
 workload), and the replica's CPU.
+
+Unless ``--no-write``, the figures are recorded in bench/results/drain.json.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +29,8 @@ from typing import Any
 
 import redis
 
+from bench import results
+from bench.rank_reads import drain
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Submission, connect, now_ms
 from leaderboard.library import library_code
@@ -58,7 +60,8 @@ def usec(client: redis.Redis) -> dict[str, tuple[int, int]]:
     return {name.removeprefix("cmdstat_"): (int(s["usec"]), int(s["calls"])) for name, s in stats.items()}
 
 
-def run(args: Any, replica: bool) -> None:
+def run(args: Any, replica: bool) -> dict[str, Any]:
+    """Print one run's figures and return them."""
     n = args.submissions
     with (
         RedisServer(tempfile.mkdtemp(prefix="drain-bench-")) as server,
@@ -78,11 +81,8 @@ def run(args: Any, replica: bool) -> None:
         asyncio.run(fill(server.url, n, args.seed, args.submit_batch))
         queued = usec(r)
         r.config_resetstat()
-        env = {**os.environ, "LB_REDIS_URL": server.url, "LB_GAME": "bench", "LB_SCORER_METRICS_PORT": "0",
-               "LB_SCORER_STATS_S": "0", "LB_SCORER_BADGES": "0", "LB_SCORER_PUBLISH": "0",
-               "LB_LOG_LEVEL": "WARNING", "LB_SCORER_BATCH": str(args.scorer_batch)}  # fmt: skip
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "scorer", "--burst"], env=env, check=True)
+        drain(server.url, LB_SCORER_BATCH=str(args.scorer_batch))
         elapsed = time.perf_counter() - started
         drained = usec(r)
         if replica:  # the replica has applied everything the master sent before its CPU is read
@@ -104,6 +104,19 @@ def run(args: Any, replica: bool) -> None:
     for phase, stats in (("queue", queued), ("drain", drained)):
         for name, (u, calls) in sorted(stats.items(), key=lambda kv: -kv[1][0])[:6]:
             print(f"  {phase} {name:<12} {u / n:6.2f} us/submission  {calls:>9,} calls")
+    return {
+        "submissions": n,
+        "drained_per_s": n / elapsed,
+        "fcall_us_per_submission": drained.get("fcall", (0, 0))[0] / n,
+        "queue_us_per_submission": total_q,
+        "drain_us_per_submission": total_d,
+        "redis_cpu_us_per_submission": spent / n * 1e6,
+        "replica_cpu_us_per_submission": replica_spent / n * 1e6 if replica else None,
+        "per_command_us": {
+            phase: {name: u / n for name, (u, _) in stats.items()}
+            for phase, stats in (("queue", queued), ("drain", drained))
+        },
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,11 +126,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--submit-batch", type=int, default=500, help="submissions per submit call")
     p.add_argument("--scorer-batch", type=int, default=500, help="entries per scorer read (LB_SCORER_BATCH)")
     p.add_argument("--replica", action="store_true", help="also run with a replica attached")
+    results.add_no_write(p)
     args = p.parse_args(argv)
     if min(args.submissions, args.submit_batch, args.scorer_batch) < 1:
         p.error("--submissions, --submit-batch and --scorer-batch must be at least 1")
-    for replica in (False, True) if args.replica else (False,):
-        run(args, replica)
+    figures = {
+        "with_replica" if replica else "no_replica": run(args, replica)
+        for replica in ((False, True) if args.replica else (False,))
+    }
+    results.save("drain", figures, args, module="bench.drain", argv=argv)
     return 0
 
 

@@ -11,6 +11,9 @@ b) rebuild speed from SQLite into an empty Redis: right after the loss (every su
 
 ``--rebuild-only``: b) alone (the log recorded into SQLite only, no PostgreSQL, no compaction),
 ``--rounds`` times each, alternating; ``--workers``: the rebuild's worker processes.
+
+Unless ``--no-write``, the figures are recorded in bench/results/durable.json
+(durable-rebuild.json with ``--rebuild-only``), which ``python -m bench.plots`` draws.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
+from bench import results
 from fleet.postgres_server import PostgresServer
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, connect, now_ms
@@ -33,7 +38,6 @@ from leaderboard.settings import argument_parser
 from scorer.durable import Folder, Record, Store, open_store
 from scorer.rebuild import rebuild
 
-COMMAND = "python -m bench.durable"
 BATCH = 500
 DAY_MS = 86_400_000
 
@@ -45,12 +49,20 @@ def batches(n: int, players: int, now: int, seed: int = 1) -> list[list[Record]]
     start_us = (now - 3_600_000) * 1000
     for b in range(0, n, BATCH):
         applied = start_us + b * 3_600_000_000 // n
-        out.append([
-            Record(f"m-{i:09d}", f"player-{rnd.randrange(players):07d}", rnd.randrange(1_000_000),
-                   now - 3_600_000 + i * 3_600_000 // n, region=rnd.choice(("eu", "us", "")) if i % 3 == 0 else "",
-                   applied_us=applied, index=i - b)
-            for i in range(b, min(b + BATCH, n))
-        ])  # fmt: skip
+        out.append(
+            [
+                Record(
+                    f"m-{i:09d}",
+                    f"player-{rnd.randrange(players):07d}",
+                    rnd.randrange(1_000_000),
+                    now - 3_600_000 + i * 3_600_000 // n,
+                    region=rnd.choice(("eu", "us", "")) if i % 3 == 0 else "",
+                    applied_us=applied,
+                    index=i - b,
+                )
+                for i in range(b, min(b + BATCH, n))
+            ]
+        )
     return out
 
 
@@ -82,10 +94,11 @@ async def postgres_size(url: str) -> int:
     conn = await asyncpg.connect(url)
     try:
         await conn.execute("VACUUM FULL submissions, board_rows, names")
-        return int(await conn.fetchval(
+        size = await conn.fetchval(
             "SELECT pg_total_relation_size('submissions') + pg_total_relation_size('board_rows')"
             " + pg_total_relation_size('names')"
-        ))  # fmt: skip
+        )
+        return int(size)
     finally:
         await conn.close()
 
@@ -122,7 +135,8 @@ def speed_lines(n: int, players: int, speeds: dict[str, list[float]], workers: i
     ]
 
 
-async def run(args: argparse.Namespace) -> list[str]:
+async def run(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
+    """The printed lines and the recorded figures."""
     config = GameConfig(game="bench")
     now = now_ms()
     log = batches(args.submissions, args.players, now)
@@ -136,7 +150,9 @@ async def run(args: argparse.Namespace) -> list[str]:
             print("sqlite: recording ...", file=sys.stderr)
             await fill(store, log)
             await store.close()
-            return speed_lines(n, players, await rebuild_speeds(path, redis.url, now, args), args.workers)
+            speeds = await rebuild_speeds(path, redis.url, now, args)
+            figures = {"submissions": n, "players": players, "workers": args.workers, "rebuild_per_s": speeds}
+            return speed_lines(n, players, speeds, args.workers), figures
     lines = [
         f"{n:,} submissions of {args.players:,} players (three windows: daily, weekly, all-time; a third with a "
         "region), recorded 500 per batch:",
@@ -172,7 +188,17 @@ async def run(args: argparse.Namespace) -> list[str]:
         "",
         *speed_lines(n, players, speeds, args.workers),
     ]
-    return lines
+    figures = {
+        "submissions": n,
+        "players": players,
+        "workers": args.workers,
+        "rebuild_per_s": speeds,
+        "record_rows_per_s": rates,
+        "raw_bytes": raw,
+        "compacted_bytes": compacted,
+        "board_rows": rows,
+    }
+    return lines, figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,8 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rebuild-only", action="store_true", help="only the rebuild speed (SQLite, no PostgreSQL)")
     p.add_argument("--rounds", type=int, default=1, help="rebuilds of each kind, alternating (default 1)")
     p.add_argument("--workers", type=int, default=2, help="the rebuild's worker processes (default 2)")
+    results.add_no_write(p)
     args = p.parse_args(argv)
-    print("\n".join(asyncio.run(run(args))))
+    lines, figures = asyncio.run(run(args))
+    print("\n".join(lines))
+    name = "durable-rebuild" if args.rebuild_only else "durable"
+    results.save(name, figures, args, module="bench.durable", argv=argv)
     return 0
 
 

@@ -25,6 +25,7 @@ change): ``lb_ban``, ``lb_unban``, ``lb_correct``, ``lb_profile`` and ``lb_join`
 (no SCAN) ``--journal-calls`` times each, alternating between the library as shipped and the
 same library whose journal helper returns at once, as Redis time per call (INFO commandstats).
 Figures are medians (and p90) of wall-clock time per call, and ratios to the baseline's median.
+Unless ``--no-write``, they are recorded in bench/results/moderation.json.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from typing import Any
 import orjson
 import redis
 
+from bench import results
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Leaderboard, Submission, connect, now_ms, snapshot
 from leaderboard.library import library_code
@@ -84,11 +86,12 @@ async def fill(r: RedisClient, config: GameConfig, members: int, regions: int, p
         await r.hset(keys.versions, mapping=fields)  # type: ignore[arg-type]
     for start in range(0, profiles, CHUNK):
         chunk = range(start, min(start + CHUNK, profiles))
-        await r.hset(keys.profiles, mapping={
-            f"p{i}": orjson.dumps({"name": f"Player {i}", "country": "SE",
-                                   "avatar": f"https://cdn.example/avatars/{i}.png"}).decode()
+        avatar = "https://cdn.example/avatars/{}.png"
+        rows: dict[Any, Any] = {
+            f"p{i}": orjson.dumps({"name": f"Player {i}", "country": "SE", "avatar": avatar.format(i)}).decode()
             for i in chunk
-        })  # fmt: skip
+        }
+        await r.hset(keys.profiles, mapping=rows)
 
 
 def summary(samples: list[float]) -> tuple[float, float]:
@@ -102,7 +105,7 @@ async def timed(call: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) 
     return time.perf_counter() - t0
 
 
-async def actions(url: str, args: Any) -> list[str]:
+async def actions(url: str, args: Any, figures: dict[str, Any]) -> list[str]:
     config = GameConfig(game=GAME)
     r = connect(url)
     lb = Leaderboard(r, config)
@@ -111,9 +114,11 @@ async def actions(url: str, args: Any) -> list[str]:
     t0 = time.perf_counter()
     await fill(r, config, args.members, args.regions, args.profiles, now)
     info = await r.info("memory")
-    out = [f"filled {len(config.windows)} windows x (global + {args.regions} regions) of {args.members:,} members "
-           f"and {args.profiles:,} profiles in {time.perf_counter() - t0:.1f} s; "
-           f"used_memory {int(info['used_memory']) / 2**20:,.0f} MiB"]  # fmt: skip
+    out = [
+        f"filled {len(config.windows)} windows x (global + {args.regions} regions) of {args.members:,} members "
+        f"and {args.profiles:,} profiles in {time.perf_counter() - t0:.1f} s; "
+        f"used_memory {int(info['used_memory']) / 2**20:,.0f} MiB"
+    ]
     board = config.keys.board("weekly", config.window_specs[1].period(now).label, "global")
     rnd = random.Random(2)
     victims = rnd.sample(range(args.members), 2 * args.rounds)
@@ -133,8 +138,10 @@ async def actions(url: str, args: Any) -> list[str]:
     base, _ = summary(samples["baseline"])
     friends_base, _ = summary(samples["friends"])
     out.append(f"{args.rounds} rounds, one of each per round in this order, wall clock per call:")
+    figures["calls_ms"] = {}
     for name, values in samples.items():
         med, p90 = summary(values)
+        figures["calls_ms"][name] = {"median": med * 1000, "p90": p90 * 1000}
         out.append(f"  {name:<9} median {med * 1000:8.3f} ms  p90 {p90 * 1000:8.3f} ms  x{med / base:7.1f} baseline")
     out.append(f"  friends list with profiles / without: x{summary(samples['friends+p'])[0] / friends_base:.2f}")
     if args.other_keys:
@@ -148,21 +155,31 @@ async def actions(url: str, args: Any) -> list[str]:
         base2, _ = summary(more["baseline"])
         med, p90 = summary(more["ban"])
         keys = await r.dbsize()
-        out.append(f"with {args.other_keys:,} keys of another game ({keys:,} keys in the database), "
-                   f"{args.rounds} rounds:")  # fmt: skip
+        figures["with_other_keys_ms"] = {
+            "keys": keys,
+            "baseline": base2 * 1000,
+            "ban": med * 1000,
+            "ban_p90": p90 * 1000,
+        }
+        out.append(
+            f"with {args.other_keys:,} keys of another game ({keys:,} keys in the database), {args.rounds} rounds:"
+        )
         out.append(f"  baseline  median {base2 * 1000:8.3f} ms")
         out.append(f"  ban       median {med * 1000:8.3f} ms  p90 {p90 * 1000:8.3f} ms  x{med / base2:7.1f} baseline")
     plain = await lb.top("weekly", n=10, at=now)
     stripped = type(plain)(plain.period, [type(e)(e.rank, e.player, e.score, None) for e in plain.entries])
     with_profiles = snapshot.build("global", plain, version=1, ts_ms=now)
     without = snapshot.build("global", stripped, version=1, ts_ms=now)
-    out.append(f"snapshot of the top 10: {len(with_profiles)} bytes with profiles (name, avatar, country), "
-               f"{len(without)} without (x{len(with_profiles) / len(without):.2f})")  # fmt: skip
+    figures["snapshot_bytes"] = {"with_profiles": len(with_profiles), "without": len(without)}
+    out.append(
+        f"snapshot of the top 10: {len(with_profiles)} bytes with profiles (name, avatar, country), "
+        f"{len(without)} without (x{len(with_profiles) / len(without):.2f})"
+    )
     await r.aclose()
     return out
 
 
-async def submit_cost(urls: tuple[str, str], args: Any) -> list[str]:
+async def submit_cost(urls: tuple[str, str], args: Any, figures: dict[str, Any]) -> list[str]:
     """Redis time per submission of lb_submit with and without the tombstone check."""
     config = GameConfig(game=GAME)
     clients = [connect(u) for u in urls]
@@ -186,6 +203,7 @@ async def submit_cost(urls: tuple[str, str], args: Any) -> list[str]:
     for c in clients:
         await c.aclose()
     shipped, without = usec[0] / n, usec[1] / n
+    figures["submit_us"] = {"with_tombstone_check": shipped, "without": without}
     return [
         f"lb_submit, {n:,} submissions per library in batches of 500, alternating, 1,000 players banned:",
         f"  with the tombstone check {shipped:.2f} us of Redis time per submission, without {without:.2f} us "
@@ -207,7 +225,7 @@ async def one_call(
     return await lb.join("cup", [player])
 
 
-async def journal_cost(urls: tuple[str, str], args: Any) -> list[str]:
+async def journal_cost(urls: tuple[str, str], args: Any, figures: dict[str, Any]) -> list[str]:
     """Redis time per call of each journaling function, with the journal and without it."""
     config = GameConfig(game=GAME)
     clients = [connect(u) for u in urls]
@@ -236,10 +254,14 @@ async def journal_cost(urls: tuple[str, str], args: Any) -> list[str]:
     for c in clients:
         await c.aclose()
     out = [f"journal, {args.journal_calls:,} calls of each function per library, alternating:"]
+    figures["journal_us"] = {}
     for kind in kinds:
         shipped, without = (u / args.journal_calls for u in usec[kind])
-        out.append(f"  lb_{kind}: {shipped:.2f} us of Redis time per call with the journal, {without:.2f} us without "
-                   f"(x{shipped / without:.3f}, {shipped - without:+.2f} us)")  # fmt: skip
+        figures["journal_us"][kind] = {"with_journal": shipped, "without": without}
+        out.append(
+            f"  lb_{kind}: {shipped:.2f} us of Redis time per call with the journal, {without:.2f} us without "
+            f"(x{shipped / without:.3f}, {shipped - without:+.2f} us)"
+        )
     out.append(
         f"  the journal held {entries:,} entries in {size / 1e6:.2f} MB ({size / max(entries, 1):.0f} bytes each)"
     )
@@ -256,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", type=int, default=200, help="lb_submit batches of 500 per library")
     p.add_argument("--journal-calls", type=int, default=2000, help="calls of each journaling function per library")
     p.add_argument("--journal-only", action="store_true", help="measure the journal's cost only")
+    results.add_no_write(p)
     args = p.parse_args(argv)
     code = library_code()
     assert TOMBSTONE in code, "the tombstone check moved: update bench.moderation"
@@ -271,15 +294,18 @@ def main(argv: list[str] | None = None) -> int:
             client.function_load(lib, replace=True)
             client.close()
         lines = []
+        figures: dict[str, Any] = {"members": args.members, "rounds": args.rounds}
         if not args.journal_only:
-            lines += asyncio.run(actions(servers[0].url, args))
-            lines += asyncio.run(submit_cost((servers[1].url, servers[2].url), args))
+            lines += asyncio.run(actions(servers[0].url, args, figures))
+            lines += asyncio.run(submit_cost((servers[1].url, servers[2].url), args, figures))
         client = redis.Redis.from_url(servers[2].url)
         client.function_load(unjournaled, replace=True)
         client.close()
-        lines += asyncio.run(journal_cost((servers[1].url, servers[2].url), args))
+        lines += asyncio.run(journal_cost((servers[1].url, servers[2].url), args, figures))
     print(f"bench.moderation, {started} (load average at the start: {load})")
     print("\n".join(lines))
+    name = "moderation-journal" if args.journal_only else "moderation"
+    results.save(name, figures, args, module="bench.moderation", argv=argv)
     return 0
 
 

@@ -8,6 +8,8 @@ for each subscriber count in turn, alternating, ``--rounds`` times. Redis's CPU 
 ``INFO cpu`` (the whole process, microseconds: the command and the writes to the subscribers'
 sockets, which happen after the command and which ``INFO commandstats`` leaves out). Every
 message must reach every subscriber, or the run fails.
+
+Unless ``--no-write``, the figures are recorded in bench/results/publish_fanout.json.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 
 import redis
 
+from bench import results
 from fleet.redis_server import RedisServer
 from leaderboard.settings import argument_parser
 
@@ -100,9 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--publishes", type=positive, default=20_000, help="publishes per phase")
     p.add_argument("--payload", type=positive, default=1316, help="bytes per snapshot (bench.gateway's)")
     p.add_argument("--rounds", type=positive, default=2, help="times each subscriber count, alternating")
+    results.add_no_write(p)
     args = p.parse_args(argv)
     payload = b'{"type":"snapshot"' + b"x" * max(0, args.payload - 19) + b"}"
-    results: dict[int, list[float]] = {c: [] for c in args.subscribers}
+    cpu_s: dict[int, list[float]] = {c: [] for c in args.subscribers}
     with tempfile.TemporaryDirectory(prefix="publish-bench-") as data, RedisServer(data) as server:
         admin = redis.Redis(host=server.host, port=server.port)
         # a subscriber this bench reads as fast as it can; no limit so a slow read never cuts it off
@@ -112,15 +116,23 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):
             for c in args.subscribers:
                 cpu = asyncio.run(one_phase(server.host, server.port, c, args.publishes, payload))
-                results[c].append(cpu)
-    print(f"{started}: {args.publishes:,} SPUBLISH of {len(payload):,} bytes per phase, "
-          f"{PIPELINE} per pipeline, rounds alternating\n")  # fmt: skip
+                cpu_s[c].append(cpu)
+    print(
+        f"{started}: {args.publishes:,} SPUBLISH of {len(payload):,} bytes per phase, "
+        f"{PIPELINE} per pipeline, rounds alternating\n"
+    )
     print("| subscribers (gateway processes) | Redis CPU µs per publish, each round | per delivery | vs 1 subscriber |")
     print("|---|---|---|---|")
-    base = min(results[args.subscribers[0]]) / args.publishes * 1e6
-    for c in args.subscribers:
-        per = [cpu / args.publishes * 1e6 for cpu in results[c]]
+    per_publish = {c: [cpu / args.publishes * 1e6 for cpu in runs] for c, runs in cpu_s.items()}
+    base = min(per_publish[args.subscribers[0]])
+    for c, per in per_publish.items():
         print(f"| {c} | {', '.join(f'{x:.1f}' for x in per)} | {min(per) / c:.2f} | {min(per) / base:.1f}× |")
+    figures = {
+        "publishes": args.publishes,
+        "payload_bytes": len(payload),
+        "redis_cpu_us_per_publish": {str(c): per for c, per in per_publish.items()},
+    }
+    results.save("publish_fanout", figures, args, module="bench.publish_fanout", argv=argv)
     return 0
 
 

@@ -6,6 +6,8 @@ one call per board all at once (``asyncio.gather``, what the publisher did), one
 with 16 in flight, and pipelined batches of ``scorer.publisher.READS_PER_CALL`` boards per call
 (what it does). Prints, per way, the median wall time and client CPU of one tick's reads, and
 the connections the pool opened for them.
+
+Unless ``--no-write``, the figures are recorded in bench/results/publish_reads.json.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Awaitable, Callable
 
 import redis.asyncio as aioredis
 
+from bench import results
 from fleet.redis_server import RedisServer
 from leaderboard import BoardEntries, GameConfig, Leaderboard, connect, now_ms
 from leaderboard.library import library_code
@@ -84,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m bench.publish_reads", __doc__ or "")
     p.add_argument("--boards", type=int, default=1000, help="boards due in the tick (at least 2)")
     p.add_argument("--rounds", type=int, default=7, help="ticks measured per way (the median is shown)")
+    results.add_no_write(p)
     args = p.parse_args(argv)
     if args.boards < 2 or args.rounds < 1:
         p.error("--boards must be at least 2 and --rounds at least 1")
@@ -94,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|")
     for name, wall, cpu, opened in rows:
         print(f"| {name} | {wall:.1f} | {cpu:.1f} | {opened} |")
+    ways = {name: {"wall_ms": wall, "client_cpu_ms": cpu, "connections": opened} for name, wall, cpu, opened in rows}
+    results.save("publish_reads", {"boards": args.boards, "ways": ways}, args, module="bench.publish_reads", argv=argv)
     return 0
 
 

@@ -5,6 +5,8 @@ The gateways read every connected player's rank once per ``LB_GW_RANK_INTERVAL``
 ``--players`` players (drained through the real scorer, as in production), then reads the ranks of
 random chunks of them for ``--seconds`` and reads ``INFO commandstats``: microseconds of Redis time
 per player's rank, which is what bounds a Redis core (a primary or each read replica).
+
+Unless ``--no-write``, the figures are recorded in bench/results/rank_reads.json.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 
 import redis
 
+from bench import results
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Leaderboard, Submission, connect, now_ms
 from leaderboard.library import library_code
@@ -53,21 +56,36 @@ async def read(url: str, players: int, chunk: int, seconds: float, seed: int) ->
     return reads, size
 
 
+def drain(url: str, **extra: str) -> None:
+    """Apply every queued submission with one burst scorer replica (``python -m scorer --burst``,
+    ``extra`` added to its environment), as in production."""
+    env = {
+        **os.environ,
+        "LB_REDIS_URL": url,
+        "LB_GAME": "bench",
+        "LB_SCORER_METRICS_PORT": "0",
+        "LB_SCORER_STATS_S": "0",
+        "LB_SCORER_BADGES": "0",
+        "LB_SCORER_PUBLISH": "0",
+        "LB_LOG_LEVEL": "WARNING",
+        **extra,
+    }
+    subprocess.run([sys.executable, "-m", "scorer", "--burst"], env=env, check=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m bench.rank_reads", __doc__ or "")
     p.add_argument("--players", type=int, default=100_000, help="players on the board")
     p.add_argument("--chunk", type=int, default=CHUNK, help="players per lb_ranks call (LB_GW_RANK_CHUNK)")
     p.add_argument("--seconds", type=float, default=10.0, help="seconds of reading")
     p.add_argument("--seed", type=int, default=1, help="seed of the generated workload")
+    results.add_no_write(p)
     args = p.parse_args(argv)
     with RedisServer(tempfile.mkdtemp(prefix="rank-bench-")) as server:
         r = redis.Redis.from_url(server.url)
         r.function_load(library_code(), replace=True)
         asyncio.run(fill(server.url, args.players, args.seed))
-        env = {**os.environ, "LB_REDIS_URL": server.url, "LB_GAME": "bench", "LB_SCORER_METRICS_PORT": "0",
-               "LB_SCORER_STATS_S": "0", "LB_SCORER_BADGES": "0", "LB_SCORER_PUBLISH": "0",
-               "LB_LOG_LEVEL": "WARNING"}  # fmt: skip
-        subprocess.run([sys.executable, "-m", "scorer", "--burst"], env=env, check=True)
+        drain(server.url)
         r.config_resetstat()
         started = time.perf_counter()
         reads, size = asyncio.run(read(server.url, args.players, args.chunk, args.seconds, args.seed))
@@ -75,10 +93,22 @@ def main(argv: list[str] | None = None) -> int:
         stats = r.info("commandstats")
         r.close()
     usec = stats.get("cmdstat_fcall_ro", {}).get("usec", 0)
-    print(f"board of {size:,} players; {reads:,} rank reads in chunks of {args.chunk} in {elapsed:.1f} s "
-          f"({reads / elapsed:,.0f}/s wall clock, one client)")  # fmt: skip
-    print(f"lb_ranks FCALL_RO: {usec / reads:.2f} us of Redis time per player's rank "
-          f"({1e6 / (usec / reads):,.0f} rank reads per second of one Redis core)")  # fmt: skip
+    print(
+        f"board of {size:,} players; {reads:,} rank reads in chunks of {args.chunk} in {elapsed:.1f} s "
+        f"({reads / elapsed:,.0f}/s wall clock, one client)"
+    )
+    print(
+        f"lb_ranks FCALL_RO: {usec / reads:.2f} us of Redis time per player's rank "
+        f"({1e6 / (usec / reads):,.0f} rank reads per second of one Redis core)"
+    )
+    figures = {
+        "players": size,
+        "chunk": args.chunk,
+        "reads": reads,
+        "reads_per_s_wall": reads / elapsed,
+        "redis_us_per_rank": usec / reads,
+    }
+    results.save("rank_reads", figures, args, module="bench.rank_reads", argv=argv)
     return 0
 
 

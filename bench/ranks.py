@@ -20,6 +20,8 @@ b) reads: ``lb_ranks`` for ``--sample`` random members in chunks of 500 (as the 
 c) error of the approximate rank against the exact ordinal rank for the same sample: the raw
    estimate, in ranks and in percentile points, by depth;
 d) the time of ``lb_rank_rebuild`` (both companions rebuilt from the board, one atomic call).
+
+Unless ``--no-write``, the figures are recorded in bench/results/ranks.json.
 """
 
 from __future__ import annotations
@@ -36,12 +38,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from bench import results
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Leaderboard, connect, now_ms
 from leaderboard.ranking import RANK_MODES
 from leaderboard.transport import RedisClient
 
-COMMAND = "flock /work/bench.lock .venv/bin/python -m bench.ranks"
 CHUNK = 500
 LOAD_BATCH = 1000
 COMPANION_COMMANDS = ("hincrby", "hdel", "zcount", "zrem")
@@ -90,17 +92,25 @@ async def write_phase(lb: Leaderboard, dist: str, members: int, updates: int, rn
     now = now_ms()
     for start in range(0, updates, LOAD_BATCH):
         batch = [
-            {"id": f"u{rng.random()}", "player": f"p{rng.randrange(members)}", "points": str(points_of(dist, rng)),
-             "ts": str(now)}
+            {
+                "id": f"u{rng.random()}",
+                "player": f"p{rng.randrange(members)}",
+                "points": str(points_of(dist, rng)),
+                "ts": str(now),
+            }
             for i in range(start, start + LOAD_BATCH)
-        ]  # fmt: skip
+        ]
         await lb.submit_batch(batch, rows=False)
     stats = await commandstats(r)
     fcall = stats["fcall"]["usec"] / updates
     companions = sum(stats.get(c, {}).get("usec", 0) for c in COMPANION_COMMANDS) / updates
     zadd = stats.get("zadd", {})
-    return {"fcall_us": fcall, "companion_us": companions, "zadd_calls": zadd.get("calls", 0),
-            "zadd_us": zadd.get("usec", 0) / updates}  # fmt: skip
+    return {
+        "fcall_us": fcall,
+        "companion_us": companions,
+        "zadd_calls": zadd.get("calls", 0),
+        "zadd_us": zadd.get("usec", 0) / updates,
+    }
 
 
 async def redis_us(r: RedisClient, body: Callable[[], Awaitable[int]]) -> tuple[float, float]:
@@ -142,10 +152,14 @@ async def reads(
                 return len(around_players)
 
             around.setdefault(name, []).append(await redis_us(r, read_around))
-    med = {name: (statistics.median(v[0] for v in runs), statistics.median(v[1] for v in runs))
-           for name, runs in ranks.items()}  # fmt: skip
-    med_around = {name: (statistics.median(v[0] for v in runs), statistics.median(v[1] for v in runs))
-                  for name, runs in around.items()}  # fmt: skip
+    med = {
+        name: (statistics.median(v[0] for v in runs), statistics.median(v[1] for v in runs))
+        for name, runs in ranks.items()
+    }
+    med_around = {
+        name: (statistics.median(v[0] for v in runs), statistics.median(v[1] for v in runs))
+        for name, runs in around.items()
+    }
     return {"ranks": med, "around": med_around}
 
 
@@ -154,8 +168,11 @@ async def error(r: RedisClient, lb: Leaderboard, players: list[str]) -> list[tup
     points) of the raw estimate against the exact ordinal rank."""
     spec = lb.config.window_specs[0]
     period = spec.period(now_ms())
-    keys = [lb.keys.board("weekly", period.label, "global"), lb.keys.points("weekly", period.label, "global"),
-            lb.keys.histogram("weekly", period.label, "global")]  # fmt: skip
+    keys = [
+        lb.keys.board("weekly", period.label, "global"),
+        lb.keys.points("weekly", period.label, "global"),
+        lb.keys.histogram("weekly", period.label, "global"),
+    ]
     pairs: list[tuple[int, int]] = []
     size = 0
     for i in range(0, len(players), CHUNK):
@@ -164,8 +181,12 @@ async def error(r: RedisClient, lb: Leaderboard, players: list[str]) -> list[tup
         approx = await r.fcall_ro("lb_ranks", 3, *keys, "ordinal", spec.shift, 1, *chunk)
         size = int(exact[0])
         pairs += [(int(e), int(a)) for e, a in zip(exact[1::4], approx[1::4], strict=True)]
-    bands = [("rank ≤ 10,000", 1, 10_000), ("10,001–100,000", 10_001, 100_000), ("> 100,000", 100_001, size),
-             ("all", 1, size)]  # fmt: skip
+    bands = [
+        ("rank ≤ 10,000", 1, 10_000),
+        ("10,001–100,000", 10_001, 100_000),
+        ("> 100,000", 100_001, size),
+        ("all", 1, size),
+    ]
     out = []
     for name, lo, hi in bands:
         rel = sorted(abs(a - e) / e for e, a in pairs if lo <= e <= hi)
@@ -177,7 +198,7 @@ async def error(r: RedisClient, lb: Leaderboard, players: list[str]) -> list[tup
     return out
 
 
-async def run(args: argparse.Namespace) -> list[str]:
+async def run(args: argparse.Namespace, figures: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)) as server:
         r = connect(server.url)
@@ -211,6 +232,22 @@ async def run(args: argparse.Namespace) -> list[str]:
             rebuild = time.perf_counter() - started
             await patient.aclose()
             lines += report(dist, args, took, sizes, memory, cost, read, err, rebuild)
+            figures[dist] = {
+                "members": sizes[0],
+                "histogram_buckets": sizes[1],
+                "distinct_points": sizes[2],
+                "load_s": took,
+                "memory_bytes": dict(zip(("board", "histogram", "points"), memory, strict=True)),
+                "write_cost": cost,
+                "reads_us": {
+                    kind: {name: {"redis_us": us, "wall_us": wall} for name, (us, wall) in by_mode.items()}
+                    for kind, by_mode in read.items()
+                },
+                "approximate_error": {
+                    name: {"members": n, "median": med, "p99": p99, "p99_points": pts} for name, n, med, p99, pts in err
+                },
+                "rank_rebuild_s": rebuild,
+            }
             await r.flushall()
         await r.aclose()
     return lines
@@ -282,11 +319,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--around", type=int, default=2_000, help="lb_around calls per mode and round")
     p.add_argument("--rounds", type=int, default=3, help="alternated rounds of the reads")
     p.add_argument("--seed", type=int, default=1, help="seed of the generated boards")
+    results.add_no_write(p)
     args = p.parse_args(argv)
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    lines = asyncio.run(run(args))
-    print(f"Measured {when} with: {COMMAND} " + " ".join(argv if argv is not None else sys.argv[1:]))
+    figures: dict[str, Any] = {}
+    lines = asyncio.run(run(args, figures))
     print("\n".join(lines))
+    results.save("ranks", figures, args, module="bench.ranks", argv=argv)
     return 0
 
 

@@ -9,14 +9,14 @@ call), and ``INFO commandstats`` (reset before each type) gives the Redis time o
 sends. Printed: microseconds of Redis time per request and per unit, and from the largest per-unit
 cost, the Redis time one player or address can take per second under the defaults
 (``LB_GW_READ_RATE`` units/s, after a burst of ``LB_GW_READ_BURST``).
+
+Unless ``--no-write``, the figures are recorded in bench/results/read_costs.json.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import subprocess
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -25,7 +25,8 @@ from typing import Any
 import orjson
 import redis
 
-from bench.rank_reads import fill
+from bench import results
+from bench.rank_reads import drain, fill
 from fleet.redis_server import RedisServer
 from gateway import protocol as p
 from gateway.budget import cost
@@ -79,8 +80,10 @@ async def prepare(url: str, players: int) -> None:
     client = connect(url)
     lb = Leaderboard(client, CONFIG)
     for start in range(0, players, 1000):
-        profiles: dict[Any, Any] = {f"p{i}": orjson.dumps({"name": f"Player {i}", "country": "FR"}).decode()
-                    for i in range(start, min(players, start + 1000))}  # fmt: skip
+        profiles: dict[Any, Any] = {
+            f"p{i}": orjson.dumps({"name": f"Player {i}", "country": "FR"}).decode()
+            for i in range(start, min(players, start + 1000))
+        }
         await client.hset(lb.keys.profiles, mapping=profiles)
     top = [{"rank": i + 1, "player": f"p{i}", "points": 10_000 - i} for i in range(100)]
     event = {"window": WINDOW, "period": "2026-W01", "top": {"global": top}}
@@ -118,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--players", type=int, default=100_000, help="players on the board")
     parser.add_argument("--calls", type=int, default=2000, help="requests of each type")
     parser.add_argument("--seed", type=int, default=1, help="seed of the generated workload")
+    results.add_no_write(parser)
     args = parser.parse_args(argv)
     if args.players < 100 or args.calls < 1:
         parser.error("--players must be at least 100 (the dearest request reads 100) and --calls at least 1")
@@ -126,10 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         r.function_load(library_code(), replace=True)
         r.close()
         asyncio.run(fill(server.url, args.players, args.seed))
-        env = {**os.environ, "LB_REDIS_URL": server.url, "LB_GAME": "bench", "LB_SCORER_METRICS_PORT": "0",
-               "LB_SCORER_STATS_S": "0", "LB_SCORER_BADGES": "0", "LB_SCORER_PUBLISH": "0",
-               "LB_LOG_LEVEL": "WARNING"}  # fmt: skip
-        subprocess.run([sys.executable, "-m", "scorer", "--burst"], env=env, check=True)
+        drain(server.url)
         asyncio.run(prepare(server.url, args.players))
         rows = asyncio.run(measure(server.url, args.players, args.calls, args.seed))
     print(f"board of {args.players:,} players with profiles; {args.calls:,} requests of each type, one client")
@@ -138,10 +139,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<38} {units:>5} {us:>10.1f} {us / units:>8.2f}")
     worst = max(us / units for _, units, us in rows)
     s = GatewaySettings()
-    print(f"worst case per unit: {worst:.2f} us; under the defaults ({s.read_rate:g} units/s, burst {s.read_burst}) "
-          f"one player or address takes at most {s.read_rate * worst / 1000:.2f} ms of Redis time per second "
-          f"({s.read_rate * worst / 1e4:.2f}% of a core), after a first second of at most "
-          f"{(s.read_rate + s.read_burst) * worst / 1000:.2f} ms")  # fmt: skip
+    print(
+        f"worst case per unit: {worst:.2f} us; under the defaults ({s.read_rate:g} units/s, burst {s.read_burst}) "
+        f"one player or address takes at most {s.read_rate * worst / 1000:.2f} ms of Redis time per second "
+        f"({s.read_rate * worst / 1e4:.2f}% of a core), after a first second of at most "
+        f"{(s.read_rate + s.read_burst) * worst / 1000:.2f} ms"
+    )
+    figures = {
+        "players": args.players,
+        "requests": {
+            name: {"units": units, "redis_us": us, "redis_us_per_unit": us / units} for name, units, us in rows
+        },
+        "worst_us_per_unit": worst,
+        "max_redis_ms_per_s": s.read_rate * worst / 1000,
+    }
+    results.save("read_costs", figures, args, module="bench.read_costs", argv=argv)
     return 0
 
 

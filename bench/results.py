@@ -8,6 +8,7 @@ never edits a document written by hand.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import os
 import platform
@@ -68,8 +69,20 @@ def command(module: str, argv: list[str] | None) -> str:
     return " ".join(["python", "-m", module, *args])
 
 
-def record(name: str, figures: dict[str, Any], *, cmd: str, directory: Path = RESULTS) -> Path:
-    """Write ``<directory>/<name>.json`` for this run and return its path."""
+def add_no_write(parser: argparse.ArgumentParser) -> None:
+    """The ``--no-write`` option every benchmark takes: print the figures, record nothing."""
+    parser.add_argument("--no-write", action="store_true", help="do not record the run in bench/results/")
+
+
+def save(name: str, figures: dict[str, Any], args: argparse.Namespace, *, module: str, argv: list[str] | None) -> None:
+    """Record the run unless ``--no-write`` was given, and say where."""
+    if not args.no_write:
+        print("recorded", record(name, figures, cmd=command(module, argv)))
+
+
+def record(name: str, figures: dict[str, Any], *, cmd: str, directory: Path | None = None) -> Path:
+    """Write ``<directory>/<name>.json`` (``bench/results/`` unless told) for this run and return its path."""
+    directory = directory if directory is not None else RESULTS
     doc = {
         "benchmark": name,
         "command": cmd,
@@ -84,9 +97,9 @@ def record(name: str, figures: dict[str, Any], *, cmd: str, directory: Path = RE
     return path
 
 
-def load(name: str, directory: Path = RESULTS) -> dict[str, Any] | None:
+def load(name: str, directory: Path | None = None) -> dict[str, Any] | None:
     """The last recorded run of a benchmark, or None when it has never been recorded."""
-    path = directory / f"{name}.json"
+    path = (directory if directory is not None else RESULTS) / f"{name}.json"
     if not path.exists():
         return None
     doc: dict[str, Any] = orjson.loads(path.read_bytes())

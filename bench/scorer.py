@@ -12,11 +12,12 @@ c) publish lag: while the producer offers a steady load, probe submissions that 
    are timed from the moment the queue accepted them to the moment a subscriber receives the
    weekly snapshot containing them.
 
-``--write`` appends the figures to docs/benchmarks.md under "## Scorer".
-
 ``--durable`` measures instead the cost of the durable score log: (a) repeated without the log,
 with SQLite (a file in a temporary directory) and with PostgreSQL (a private server, fsync on),
 alternating, ``--rounds`` times, and prints the ratios.
+
+Unless ``--no-write``, the figures are recorded in bench/results/scorer.json (scorer-durable.json
+with ``--durable``), which ``python -m bench.plots`` draws.
 """
 
 from __future__ import annotations
@@ -29,17 +30,17 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import orjson
 
+from bench import results
 from fleet.redis_server import RedisServer
 from leaderboard import BacklogFull, GameConfig, Leaderboard, RedisClient, Submission, connect, now_ms
 from leaderboard.queue import Queue
 from leaderboard.settings import argument_parser
 
-COMMAND = "python -m bench.scorer --write"
 PLAYERS = 50_000
 REPLAY_SHARE = 0.1
 CHUNK = 500  # submissions per submit_many call of the producer
@@ -283,11 +284,11 @@ async def run(args: argparse.Namespace) -> Figures:
     return fig
 
 
-async def durable_cost(args: argparse.Namespace) -> list[str]:
+async def durable_cost(args: argparse.Namespace) -> dict[str, list[float]]:
     """(a) without the log, with SQLite, with PostgreSQL, alternating, in one run."""
     from fleet.postgres_server import PostgresServer
 
-    results: dict[str, list[float]] = {"off": [], "sqlite": [], "postgres": []}
+    runs: dict[str, list[float]] = {"off": [], "sqlite": [], "postgres": []}
     with (
         tempfile.TemporaryDirectory() as tmp,
         RedisServer(Path(tmp)) as server,
@@ -300,22 +301,28 @@ async def durable_cost(args: argparse.Namespace) -> list[str]:
             for kind, url in urls.items():
                 fig = Figures()
                 game = f"d{round_}{kind[:2]}"  # fresh boards each run, the same shape of work
-                await sustained(server.url, r, args.warmup_s, args.sustained_s, fig, game=game,
-                                env={"LB_DURABLE_URL": url})  # fmt: skip
-                results[kind].append(fig.sustained)
+                env = {"LB_DURABLE_URL": url}
+                await sustained(server.url, r, args.warmup_s, args.sustained_s, fig, game=game, env=env)
+                runs[kind].append(fig.sustained)
                 print(f"round {round_ + 1} {kind}: {fig.sustained:,.0f} /s", file=sys.stderr)
         await r.aclose()
-    off = statistics.mean(results["off"])
+    return runs
+
+
+def durable_table(by_kind: dict[str, list[float]]) -> list[str]:
+    off = statistics.mean(by_kind["off"])
     # each round against the run without the log just before it: the machine's drift between
     # rounds is then not counted as the log's cost (the target holds only if it holds each round)
-    lines = ["| durable log | sustained /s, each run | mean | vs no log | each round vs its run without |",
-             "|---|---|---|---|---|"]  # fmt: skip
-    for kind, label in (("off", "none"), ("sqlite", "SQLite (WAL, synchronous=NORMAL)"),
-                        ("postgres", "PostgreSQL 15 (fsync on)")):  # fmt: skip
-        runs = results[kind]
+    lines = [
+        "| durable log | sustained /s, each run | mean | vs no log | each round vs its run without |",
+        "|---|---|---|---|---|",
+    ]
+    labels = {"off": "none", "sqlite": "SQLite (WAL, synchronous=NORMAL)", "postgres": "PostgreSQL 15 (fsync on)"}
+    for kind, label in labels.items():
+        runs = by_kind[kind]
         mean = statistics.mean(runs)
         cost = "" if kind == "off" else f"**{mean / off - 1:+.0%}**"
-        each = (f"{x / o - 1:+.0%}" for x, o in zip(runs, results["off"], strict=True))
+        each = (f"{x / o - 1:+.0%}" for x, o in zip(runs, by_kind["off"], strict=True))
         rounds = "" if kind == "off" else ", ".join(each)
         lines.append(f"| {label} | {', '.join(f'{x:,.0f}' for x in runs)} | {mean:,.0f} | {cost} | {rounds} |")
     return lines
@@ -333,44 +340,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="generate the sustained run's submissions while measuring (on the same cores)",
     )
-    p.add_argument("--write", action="store_true", help="record the figures in docs/benchmarks.md")
+    results.add_no_write(p)
     p.add_argument("--durable", action="store_true", help="measure (a) without and with the durable log instead")
     p.add_argument("--rounds", type=int, default=2, help="--durable: rounds of (none, SQLite, PostgreSQL)")
     args = p.parse_args(argv)
     if args.durable:
-        print("\n".join(asyncio.run(durable_cost(args))))
+        runs = asyncio.run(durable_cost(args))
+        print("\n".join(durable_table(runs)))
+        results.save("scorer-durable", {"sustained_per_s": runs}, args, module="bench.scorer", argv=argv)
         return 0
     fig = asyncio.run(run(args))
-    lines = table(fig)
-    print("\n".join(lines))
-    if args.write:
-        write(lines)
+    print("\n".join(table(fig)))
+    figures = {**asdict(fig), "ratio": fig.sustained / fig.baseline if fig.baseline else 0.0}
+    results.save("scorer", figures, args, module="bench.scorer", argv=argv)
     return 0
-
-
-def write(lines: list[str]) -> None:
-    path = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-    intro = "# Benchmarks\n\nFigures measured on the project's 2-core machine, each with its command.\n"
-    text = path.read_text() if path.exists() else intro
-    head, marker, after = text.partition("\n## Scorer\n")
-    rest = after.split("\n## ", 1)[1] if marker and "\n## " in after else None
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    section = [
-        "",
-        "## Scorer",
-        "",
-        f"Measured {when} on this 2-core machine (shared with other work; redis-server, the scorer "
-        "replica and the producer all on it) with:",
-        "",
-        f"    {COMMAND}",
-        "",
-        *lines,
-        "",
-    ]
-    out = head.rstrip("\n") + "\n" + "\n".join(section)
-    if rest is not None:
-        out += "\n## " + rest
-    path.write_text(out)
 
 
 if __name__ == "__main__":

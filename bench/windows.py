@@ -15,7 +15,8 @@ c) submissions: ``lb_submit`` batches of 500 slips of random entrants into the t
    (one board plus the entry check) against the same batches into a weekly-only game (one
    board), alternating; submissions per second of Redis + encoding time.
 
-Figures are ratios within this run; the command prints a Markdown section for docs/benchmarks.md.
+Figures are ratios within this run; the command prints a Markdown table and, unless
+``--no-write``, records them in bench/results/windows.json.
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from bench import results
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Leaderboard, RedisClient, connect, now_ms
 from leaderboard.settings import argument_parser
 from leaderboard.windows import Period
 
-COMMAND = "flock /work/bench.lock .venv/bin/python -m bench.windows"
 FILL_CHUNK = 10_000
 BATCH = 500
 
@@ -77,7 +78,7 @@ async def ab(
     return statistics.median(xs), statistics.median(ys)
 
 
-async def run(args: argparse.Namespace) -> list[str]:
+async def run(args: argparse.Namespace, figures: dict[str, Any]) -> list[str]:
     members, rnd = args.members, random.Random(7)
     rows: list[str] = []
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)) as server:
@@ -109,6 +110,7 @@ async def run(args: argparse.Namespace) -> list[str]:
             ("around k=5", lambda: lb.around(someone(), "weekly", period=prev), lambda: lb.around(someone(), "weekly")),
         ):
             p_us, c_us = await ab(past, current, n, rounds)
+            figures[f"read {name}"] = {"last_week_us": p_us, "this_week_us": c_us}
             rows.append(
                 f"| read {name}: last week vs this week | {p_us:,.0f} µs | {c_us:,.0f} µs | {p_us / c_us:.2f} |"
             )
@@ -122,6 +124,7 @@ async def run(args: argparse.Namespace) -> list[str]:
 
         c_us, t_us = await ab(close, lambda: lb.top("weekly", n=100, period="previous"), args.closes, rounds)
         what = "close event (top 100 of 1 board) vs a top-100 read"
+        figures["close"] = {"close_us": c_us, "top_100_read_us": t_us}
         rows.append(f"| {what} | {c_us:,.0f} µs | {t_us:,.0f} µs | {c_us / t_us:.2f} |")
 
         print("submissions ...", file=sys.stderr)
@@ -131,18 +134,23 @@ async def run(args: argparse.Namespace) -> list[str]:
             out = []
             for _ in range(BATCH):
                 serial[0] += 1
-                fields = {"id": f"s{serial[0]}", "player": someone(), "points": str(rnd.randrange(1_000_000)),
-                          "ts": str(now_ms())}  # fmt: skip
+                fields = {
+                    "id": f"s{serial[0]}",
+                    "player": someone(),
+                    "points": str(rnd.randrange(1_000_000)),
+                    "ts": str(now_ms()),
+                }
                 if tournament_id:
                     fields["tournament"] = tournament_id
                 out.append(fields)
             return out
 
         async def submit(tournament_id: str | None) -> None:
-            results = await lb.submit_batch(batch(tournament_id), rows=False)
-            assert all(x.status == "ok" for x in results), results[0]
+            applied = await lb.submit_batch(batch(tournament_id), rows=False)
+            assert all(x.status == "ok" for x in applied), applied[0]
 
         t_us, w_us = await ab(lambda: submit("bench"), lambda: submit(None), args.batches, rounds)
+        figures["submissions_per_s"] = {"tournament": BATCH / t_us * 1e6, "weekly_only": BATCH / w_us * 1e6}
         rows.append(
             f"| submissions, batches of {BATCH}: tournament vs weekly-only game | {BATCH / t_us * 1e6:,.0f}/s "
             f"| {BATCH / w_us * 1e6:,.0f}/s | {w_us / t_us:.2f} (throughput) |"
@@ -158,13 +166,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--closes", type=int, default=50, help="close calls per block")
     p.add_argument("--batches", type=int, default=20, help="submission batches per block")
     p.add_argument("--rounds", type=int, default=4, help="alternating A/B blocks")
+    results.add_no_write(p)
     args = p.parse_args(argv)
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    rows = asyncio.run(run(args))
-    print(f"measured {started}: {COMMAND}")
+    figures: dict[str, Any] = {"members": args.members}
+    rows = asyncio.run(run(args, figures))
     print(f"| what ({args.members:,}-member boards) | A | B | A / B |")
     print("|---|---|---|---|")
     print("\n".join(rows))
+    results.save("windows", figures, args, module="bench.windows", argv=argv)
     return 0
 
 

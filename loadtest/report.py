@@ -1,5 +1,8 @@
 """Load-test reports: a terminal table, a JSON file with every figure and the settings, and a
-self-contained HTML page with inline SVG charts (it opens with no network access).
+self-contained HTML page (it opens with no network access): inline SVG charts of the run's time
+series and, where matplotlib is installed, inline PNG charts of its headline figures drawn as the
+benchmarks' are (loadtest/charts.py): latency percentiles, gateway CPU per delivery, memory per
+connection, one bar per phase that measured them.
 
 The files are made to be shared (mode 0644): every URL in them is written redacted (a Redis
 URL's password, in its user part or its query), whichever row, figure or setting holds it."""
@@ -16,6 +19,8 @@ from typing import Any
 import orjson
 
 from leaderboard.settings import redacted
+from loadtest import charts
+from loadtest.charts import Panel, number
 
 W, H, PAD = 560, 220, 56
 
@@ -54,8 +59,8 @@ def line_chart(title: str, points: Sequence[tuple[float, float]], x_label: str, 
         return f"{PAD + (x - x0) / (x1 - x0) * (W - 2 * PAD):.1f},{H - PAD - (y - y0) / (y1 - y0) * (H - 2 * PAD):.1f}"
 
     path = " ".join(xy(x, y) for x, y in points)
-    return _figure(title, f'<polyline fill="none" stroke="#2f7cf6" stroke-width="2" points="{path}"/>',
-                   x0, x1, y0, y1, x_label, y_label)  # fmt: skip
+    line = f'<polyline fill="none" stroke="#2f7cf6" stroke-width="2" points="{path}"/>'
+    return _figure(title, line, x0, x1, y0, y1, x_label, y_label)
 
 
 def bar_chart(title: str, values: Sequence[float], x_label: str, y_label: str) -> str:
@@ -90,6 +95,69 @@ def _figure(title: str, body: str, x0: float, x1: float, y0: float, y1: float, x
     )
 
 
+PERCENTILES = ("p50", "p90", "p99")
+
+
+def figure_charts(result: Mapping[str, Any]) -> list[str]:
+    """The run's headline figures as inline PNG charts, one bar per phase (gateway, naive,
+    direct, ...) that measured them; a note instead when matplotlib is not installed."""
+    phases = {name: f for name, f in result.get("figures", {}).items() if isinstance(f, Mapping) and "latency_ms" in f}
+    if not phases:
+        return []
+    if not charts.available():
+        note = "Charts of the latency percentiles, CPU and memory per connection need matplotlib"
+        return [f"<p><em>{note} (pip install matplotlib).</em></p>"]
+    names = list(phases)
+
+    def percentiles(key: str) -> dict[str, list[float]]:
+        return {q: [number((f.get(key) or {}).get(q)) for f in phases.values()] for q in PERCENTILES}
+
+    def per_phase(key: str) -> dict[str, list[float]]:
+        return {key: [number(f.get(key)) for f in phases.values()]}
+
+    drawn = [
+        (
+            "Snapshot latency",
+            [
+                Panel("publish → arrival (kernel receive time)", names, percentiles("latency_ms"), "ms"),
+                Panel("spread: first to last socket, per snapshot", names, percentiles("spread_ms"), "ms"),
+            ],
+        ),
+        (
+            "Gateway CPU per delivery",
+            [
+                Panel(
+                    "gateway processes' CPU",
+                    names,
+                    per_phase("gateway_cpu_ms_per_1k_deliveries"),
+                    "CPU ms per 1,000 deliveries",
+                    decimals=1,
+                ),
+            ],
+        ),
+        (
+            "Memory per connection",
+            [
+                Panel(
+                    "gateway processes' RSS",
+                    names,
+                    per_phase("gateway_rss_kb_per_conn"),
+                    "KB per connection",
+                    decimals=1,
+                ),
+            ],
+        ),
+    ]
+    caption = [str(result.get("command", ""))]
+    out = []
+    for title, panels in drawn:
+        if not any(math.isfinite(v) for panel in panels for values in panel.series.values() for v in values):
+            continue  # nothing measured (a run against --url knows no gateway process)
+        uri = charts.data_uri(charts.png(title, panels, caption))
+        out.append(f'<figure><img src="{uri}" alt="{html.escape(title)}" width="100%"></figure>')
+    return out
+
+
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
 
 
@@ -120,6 +188,6 @@ def write(path_stem: Path, result: Mapping[str, Any], rows: Sequence[tuple[str, 
 th{{text-align:left;padding-right:1rem}}td{{font-variant-numeric:tabular-nums}}figure{{margin:1.5rem 0}}
 figcaption{{font-weight:bold}}svg{{color:#555}}</style></head><body>
 <h1>Load test: {html.escape(str(result.get("mode", "")))}</h1>
-<table>{body_rows}</table>{"".join(charts)}
+<table>{body_rows}</table>{"".join(figure_charts(result))}{"".join(charts)}
 <h2>Settings</h2><pre>{settings}</pre></body></html>"""
     path_stem.with_suffix(".html").write_text(page, encoding="utf-8")

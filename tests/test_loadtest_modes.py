@@ -92,6 +92,8 @@ def test_sockets_mode_with_naive_baseline(tmp_path: Path, redis_url: str) -> Non
     assert ours["rank_pushes"] > 0  # the authenticated half gets its own rank
     assert fine(ours["fleet"]["rank_lag_p99_s"])
     assert math.isfinite(doc["figures"]["ratios"]["gateway / naive: CPU per delivery"])
+    # the report's charts are drawn from these figures: latency, CPU and memory, gateway beside naive
+    assert (tmp_path / "sockets.html").read_text().count('<img src="data:image/png;base64,') == 3
 
 
 @pytest.mark.slow

@@ -109,6 +109,7 @@ ENTRY_POINTS = [
     (["-m", "bench.naive_gateway"], None),
     (["-m", "bench.conn_memory"], None),
     (["-m", "bench.publish_fanout"], None),
+    (["-m", "bench.plots"], None),
 ]
 
 
