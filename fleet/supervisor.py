@@ -43,9 +43,9 @@ from .addresses import Addresses, env_file_text
 from .children import exit_status, listening_pids, spawn, stop_process, wait_answering
 from .claims import DataDirLock, check_port_free, write_private
 from .haproxy import BalancerConfig, Gateway, Haproxy
+from .layout import Layout, Member
 from .redis_server import RedisServer
 from .restarts import Child, ExitWatch, supervise
-from .layout import Layout, Member
 
 log = logging.getLogger("fleet")
 
