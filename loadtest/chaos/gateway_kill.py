@@ -99,8 +99,12 @@ async def run(tmp: Path, plan: Plan, say: Any) -> dict[str, Any]:
     victims = len(back) + never
     per_s = per_second([t_kill + x for x in back], t_kill)
     return {
-        "plan": {"sockets": plan.sockets, "gateways": plan.gateways, "replace_after_s": plan.replace_after_s,
-                 "feed_rate": plan.feed_rate},
+        "plan": {
+            "sockets": plan.sockets,
+            "gateways": plan.gateways,
+            "replace_after_s": plan.replace_after_s,
+            "feed_rate": plan.feed_rate,
+        },
         "spread_before": spread,
         "victims": victims,
         "back": len(back),
@@ -116,7 +120,7 @@ async def run(tmp: Path, plan: Plan, say: Any) -> dict[str, Any]:
         "victim_snapshots_missed_while_away": away_missed,
         "sockets_open_at_end": sum(r["eligible"] for r in current),
         "current_snapshot_missing": sum(r["missing"] for r in current),
-    }  # fmt: skip
+    }
 
 
 def _merge(dicts: Any) -> dict[str, int]:

@@ -119,22 +119,27 @@ def _figures(fault: str, r: dict[str, Any]) -> list[tuple[str, Any]]:
     if fault == "scorer":
         p = r["plan"]
         return [
-            ("plan", f"{p['submissions']:,} sends at {p['rate']:,.0f}/s, {p['replay_share']:.0%} replays, "
-                     f"{p['replicas']} replicas, a kill every {p['kill_every_s'][0]}–{p['kill_every_s'][1]} s"),
+            (
+                "plan",
+                f"{p['submissions']:,} sends at {p['rate']:,.0f}/s, {p['replay_share']:.0%} replays, "
+                f"{p['replicas']} replicas, a kill every {p['kill_every_s'][0]}–{p['kill_every_s'][1]} s",
+            ),
             ("scorer SIGKILLs", r["kills"]),
             ("sending took s", r["send_s"]),
             ("queue drained after the last send, s", r["drain_s"]),
             ("dead-lettered", r["dead_letters"]),
             *_verdict_rows(r["verdict"]),
-        ]  # fmt: skip
+        ]
     if fault == "redis":
         rows: list[tuple[str, Any]] = []
         for ph in r["phases"]:
             n = ph["phase"]
             rows += [
                 (f"{n}: Redis down for s", ph["outage_s"]),
-                (f"{n}: sockets open before / closed by the outage",
-                 f"{ph['sockets_before']} / {ph['sockets_closed']}"),
+                (
+                    f"{n}: sockets open before / closed by the outage",
+                    f"{ph['sockets_before']} / {ph['sockets_closed']}",
+                ),
                 (f"{n}: replies to requests in the outage", ph["requests"]),
                 (f"{n}: replies to socket submissions in the outage", ph["socket_submits"]),
                 (f"{n}: submissions refused or timed out (queue API and socket)", ph["refused_or_unknown"]),
@@ -142,7 +147,7 @@ def _figures(fault: str, r: dict[str, Any]) -> list[tuple[str, Any]]:
                 (f"{n}: every socket had the current top after s", ph["current_snapshot_s"]),
                 (f"{n}: the same, by gateway", ph["current_snapshot_s_by_gateway"]),
                 (f"{n}: sockets without it", ph["current_snapshot_missing"]),
-            ]  # fmt: skip
+            ]
         rows += [
             ("lost to the SIGKILL (confirmed in its last unsynced second)", r["lost_in_kill_window"]),
             ("lost otherwise", r["lost_elsewhere"]),
@@ -159,27 +164,33 @@ def _figures(fault: str, r: dict[str, Any]) -> list[tuple[str, Any]]:
             ("back / never back", f"{r['back']:,} / {r['never_back']}"),
             ("all back after s", r["all_back_s"]),
             ("time to reconnect p50 / p99 / max s", f"{t['p50']:.2f} / {t['p99']:.2f} / {t['max']:.2f}"),
-            ("reconnects per second, peak / average",
-             f"{r['reconnects_per_s_peak']:,} / {r['reconnects_per_s_avg']:,.0f}"),
+            (
+                "reconnects per second, peak / average",
+                f"{r['reconnects_per_s_peak']:,} / {r['reconnects_per_s_avg']:,.0f}",
+            ),
             ("snapshots published from the kill to the end", r["snapshots_published"]),
             ("snapshots missed by survivors", r["survivor_snapshots_missed"]),
             ("snapshots published while a victim was away (summed)", r["victim_snapshots_missed_while_away"]),
             ("sockets without the current snapshot at the end", r["current_snapshot_missing"]),
-        ]  # fmt: skip
+        ]
     if fault == "readers":
         p, b, d = r["plan"], r["healthy_latency_ms_before"], r["healthy_latency_ms_during"]
         return [
-            ("healthy / stalled / slow / half-open sockets",
-             f"{p['healthy']} / {p['stalled']} / {p['slow']} / {p['half_open']}"),
+            (
+                "healthy / stalled / slow / half-open sockets",
+                f"{p['healthy']} / {p['stalled']} / {p['slow']} / {p['half_open']}",
+            ),
             ("ping interval + timeout s", f"{p['ping_interval_s']} + {p['ping_timeout_s']}"),
             ("held by the gateway at the start", r["held_at_start"]),
             ("freed after s", r["freed_after_s"]),
             ("healthy latency before p50 / p99 ms", f"{b['p50']:.1f} / {b['p99']:.1f} ({b['count']:,} deliveries)"),
             ("healthy latency during p50 / p99 ms", f"{d['p50']:.1f} / {d['p99']:.1f} ({d['count']:,} deliveries)"),
             ("healthy sockets dropped", r["healthy_dropped"]),
-            ("gateway RSS start / peak / end MB",
-             f"{r['rss_mb']['start']} / {r['rss_mb']['peak']} / {r['rss_mb']['end']}"),
-        ]  # fmt: skip
+            (
+                "gateway RSS start / peak / end MB",
+                f"{r['rss_mb']['start']} / {r['rss_mb']['peak']} / {r['rss_mb']['end']}",
+            ),
+        ]
     if "skipped" in r:
         return [("skipped", r["skipped"])]
     return [

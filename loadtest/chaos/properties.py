@@ -20,10 +20,19 @@ async def run(scale: float, timeout: float) -> dict[str, Any]:
         return {"scale": scale, "skipped": f"no tests/test_properties_*.py under {ROOT} (not a checkout)"}
     t0 = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files,
-        cwd=ROOT, env={**os.environ, "LB_PROPERTY_SCALE": str(scale)},
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *files,
+        cwd=ROOT,
+        env={**os.environ, "LB_PROPERTY_SCALE": str(scale)},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:

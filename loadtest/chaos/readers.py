@@ -176,8 +176,15 @@ async def run(tmp: Path, plan: Plan, say: Any) -> dict[str, Any]:
     base, bad = summary(base_lat), summary(bad_lat)
     peak = max((r for _, r in rss), default=rss_end)
     return {
-        "plan": {"healthy": plan.healthy, "stalled": plan.stalled, "slow": plan.slow, "half_open": plan.half_open,
-                 "ping_interval_s": interval, "ping_timeout_s": timeout, "bound_s": bound},
+        "plan": {
+            "healthy": plan.healthy,
+            "stalled": plan.stalled,
+            "slow": plan.slow,
+            "half_open": plan.half_open,
+            "ping_interval_s": interval,
+            "ping_timeout_s": timeout,
+            "bound_s": bound,
+        },
         "held_at_start": held,
         "freed_after_s": freed_after,
         "all_freed": len(freed_after) == len(kinds),
@@ -186,6 +193,9 @@ async def run(tmp: Path, plan: Plan, say: Any) -> dict[str, Any]:
         "healthy_latency_ms_during": bad,
         "healthy_dropped": sum(r["drops"] for r in end),
         "healthy_open_at_end": sum(r["eligible"] for r in end),
-        "rss_mb": {"start": round(rss_start / 2**20, 1), "peak": round(peak / 2**20, 1),
-                   "end": round(rss_end / 2**20, 1)},
-    }  # fmt: skip
+        "rss_mb": {
+            "start": round(rss_start / 2**20, 1),
+            "peak": round(peak / 2**20, 1),
+            "end": round(rss_end / 2**20, 1),
+        },
+    }

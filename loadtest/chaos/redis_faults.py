@@ -88,21 +88,24 @@ async def run(tmp: Path, plan: Plan, rng: random.Random, say: Any) -> dict[str, 
             await redis.aclose()
     kills = [p["t_fault"] for p in phases if p["phase"] == "sigkill"]
     in_window = [
-        sid for sid in verdict.lost_ids
-        if any(t - KILL_LOSS_WINDOW_S <= model.slips[sid].acked_at <= t for t in kills)
-    ]  # fmt: skip
+        sid for sid in verdict.lost_ids if any(t - KILL_LOSS_WINDOW_S <= model.slips[sid].acked_at <= t for t in kills)
+    ]
     for p in phases:
         p.pop("t_fault")
     return {
-        "plan": {"sockets": plan.sockets, "gateways": plan.gateways, "restart_outage_s": plan.restart_outage_s,
-                 "down_s": plan.down_s},
+        "plan": {
+            "sockets": plan.sockets,
+            "gateways": plan.gateways,
+            "restart_outage_s": plan.restart_outage_s,
+            "down_s": plan.down_s,
+        },
         "phases": phases,
         "drain_s": round(drain_s, 2),
         "refusals": sender.refusals,
         "lost_in_kill_window": len(in_window),
         "lost_elsewhere": verdict.lost - len(in_window),
         "verdict": verdict,
-    }  # fmt: skip
+    }
 
 
 async def _phase(

@@ -60,9 +60,14 @@ class Replicas:
     async def add(self) -> None:
         env = self.fleet.child_env(LB_SCORER_METRICS_PORT=str(free_port()))
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "scorer", env=env, stdin=asyncio.subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=die_with_parent,
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "scorer",
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
         self.extra.append(proc)
 
     def all(self) -> list[asyncio.subprocess.Process]:

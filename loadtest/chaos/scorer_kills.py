@@ -87,12 +87,18 @@ async def run(tmp: Path, plan: Plan, rng: random.Random, say: Any) -> dict[str, 
             await replicas.close()
             await redis.aclose()
     return {
-        "plan": {"submissions": plan.submissions, "replay_share": plan.replay_share, "players": plan.players,
-                 "rate": plan.rate, "kill_every_s": list(plan.kill_every), "replicas": plan.replicas},
+        "plan": {
+            "submissions": plan.submissions,
+            "replay_share": plan.replay_share,
+            "players": plan.players,
+            "rate": plan.rate,
+            "kill_every_s": list(plan.kill_every),
+            "replicas": plan.replicas,
+        },
         "kills": replicas.kills,
         "send_s": round(send_s, 2),
         "drain_s": round(drain_s, 2),
         "dead_letters": dead,
         "refusals": sender.refusals,
         "verdict": verdict,
-    }  # fmt: skip
+    }

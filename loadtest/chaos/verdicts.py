@@ -33,12 +33,20 @@ def _scorer(r: dict[str, Any]) -> list[Promise]:
     return [
         Promise(f, "no confirmed submission lost", v["lost"] == 0, f"{v['lost']} lost of {v['acked']:,} confirmed"),
         Promise(f, "no submission applied twice", v["twice"] == 0, f"{v['twice']} applied twice"),
-        Promise(f, "every replayed id refused", v["duplicates_refused"] == v["replays"] - v["refused_sends"],
-                f"{v['duplicates_refused']:,} of {v['replays']:,} replays changed nothing"),
-        Promise(f, "every board member and score as the model says", v["strangers"] == 0 and v["lost"] == 0
-                and v["twice"] == 0, f"{v['boards']} boards, {v['strangers']} unexplained members"),
+        Promise(
+            f,
+            "every replayed id refused",
+            v["duplicates_refused"] == v["replays"] - v["refused_sends"],
+            f"{v['duplicates_refused']:,} of {v['replays']:,} replays changed nothing",
+        ),
+        Promise(
+            f,
+            "every board member and score as the model says",
+            v["strangers"] == 0 and v["lost"] == 0 and v["twice"] == 0,
+            f"{v['boards']} boards, {v['strangers']} unexplained members",
+        ),
         Promise(f, "nothing dead-lettered", r["dead_letters"] == 0, f"{r['dead_letters']} dead letters"),
-    ]  # fmt: skip
+    ]
 
 
 def _redis(r: dict[str, Any]) -> list[Promise]:
@@ -47,23 +55,48 @@ def _redis(r: dict[str, Any]) -> list[Promise]:
         name = p["phase"]
         req, sub = p["requests"], p["socket_submits"]
         out += [
-            Promise(f, f"{name}: every socket kept", p["sockets_closed"] == 0,
-                    f"{p['sockets_closed']} of {p['sockets_before']} closed"),
-            Promise(f, f"{name}: requests answered `unavailable`", set(req) == {"unavailable"},
-                    ", ".join(f"{k} {n}" for k, n in sorted(req.items()))),
-            Promise(f, f"{name}: socket submissions refused, none unanswered", set(sub) == {"unavailable"},
-                    ", ".join(f"{k} {n}" for k, n in sorted(sub.items()))),
-            Promise(f, f"{name}: every socket has the current top within 2 s", p["current_snapshot_ok"],
-                    f"{p['current_snapshot_s']:.2f} s, {p['current_snapshot_missing']} sockets without it", True),
-        ]  # fmt: skip
+            Promise(
+                f,
+                f"{name}: every socket kept",
+                p["sockets_closed"] == 0,
+                f"{p['sockets_closed']} of {p['sockets_before']} closed",
+            ),
+            Promise(
+                f,
+                f"{name}: requests answered `unavailable`",
+                set(req) == {"unavailable"},
+                ", ".join(f"{k} {n}" for k, n in sorted(req.items())),
+            ),
+            Promise(
+                f,
+                f"{name}: socket submissions refused, none unanswered",
+                set(sub) == {"unavailable"},
+                ", ".join(f"{k} {n}" for k, n in sorted(sub.items())),
+            ),
+            Promise(
+                f,
+                f"{name}: every socket has the current top within 2 s",
+                p["current_snapshot_ok"],
+                f"{p['current_snapshot_s']:.2f} s, {p['current_snapshot_missing']} sockets without it",
+                True,
+            ),
+        ]
     out += [
-        Promise(f, "no confirmed submission lost (outside a SIGKILL's AOF second)", r["lost_elsewhere"] == 0,
-                f"{r['lost_elsewhere']} lost; {r['lost_in_kill_window']} lost to the SIGKILL's unsynced AOF second"),
+        Promise(
+            f,
+            "no confirmed submission lost (outside a SIGKILL's AOF second)",
+            r["lost_elsewhere"] == 0,
+            f"{r['lost_elsewhere']} lost; {r['lost_in_kill_window']} lost to the SIGKILL's unsynced AOF second",
+        ),
         Promise(f, "no submission applied twice", v["twice"] == 0, f"{v['twice']} applied twice"),
-        Promise(f, "refused submissions not applied", v["refused_applied"] == 0 and v["strangers"] == 0,
-                f"{v['refused_sends']:,} sends refused, {v['refused_applied']} applied anyway; "
-                f"{v['unknown_sends']} timed out, {v['unconfirmed_applied']} of those applied (once)"),
-    ]  # fmt: skip
+        Promise(
+            f,
+            "refused submissions not applied",
+            v["refused_applied"] == 0 and v["strangers"] == 0,
+            f"{v['refused_sends']:,} sends refused, {v['refused_applied']} applied anyway; "
+            f"{v['unknown_sends']} timed out, {v['unconfirmed_applied']} of those applied (once)",
+        ),
+    ]
     return out
 
 
@@ -71,14 +104,27 @@ def _gateway(r: dict[str, Any]) -> list[Promise]:
     f = "gateway kill"
     t = r["all_back_s"]
     return [
-        Promise(f, "every dropped socket back", r["never_back"] == 0 and r["victims"] > 0,
-                f"{r['back']:,} of {r['victims']:,} back, all within {t:.2f} s" if not math.isnan(t)
-                else f"{r['never_back']} never back"),
-        Promise(f, "survivors missed no snapshot", r["survivor_snapshots_missed"] == 0,
-                f"{r['survivor_snapshots_missed']} missed by {r['survivors']:,} sockets"),
-        Promise(f, "every socket has the current snapshot afterwards", r["current_snapshot_missing"] == 0,
-                f"{r['current_snapshot_missing']} of {r['sockets_open_at_end']:,} without it"),
-    ]  # fmt: skip
+        Promise(
+            f,
+            "every dropped socket back",
+            r["never_back"] == 0 and r["victims"] > 0,
+            f"{r['back']:,} of {r['victims']:,} back, all within {t:.2f} s"
+            if not math.isnan(t)
+            else f"{r['never_back']} never back",
+        ),
+        Promise(
+            f,
+            "survivors missed no snapshot",
+            r["survivor_snapshots_missed"] == 0,
+            f"{r['survivor_snapshots_missed']} missed by {r['survivors']:,} sockets",
+        ),
+        Promise(
+            f,
+            "every socket has the current snapshot afterwards",
+            r["current_snapshot_missing"] == 0,
+            f"{r['current_snapshot_missing']} of {r['sockets_open_at_end']:,} without it",
+        ),
+    ]
 
 
 def _readers(r: dict[str, Any]) -> list[Promise]:
@@ -90,18 +136,35 @@ def _readers(r: dict[str, Any]) -> list[Promise]:
     lat_ok = during["count"] > 0 and during["p99"] <= 2 * before["p99"] + 20
     freed = r["freed_after_s"]
     return [
-        Promise(f, "stalled and half-open sockets freed within ping interval + timeout (+ 2 sweeps + 0.5 s)",
-                r["freed_within_bound"], ", ".join(f"{k} {v:.2f} s" for k, v in sorted(freed.items()))
-                + f" (bound {plan['bound_s']:.1f} s)", True),
+        Promise(
+            f,
+            "stalled and half-open sockets freed within ping interval + timeout (+ 2 sweeps + 0.5 s)",
+            r["freed_within_bound"],
+            ", ".join(f"{k} {v:.2f} s" for k, v in sorted(freed.items())) + f" (bound {plan['bound_s']:.1f} s)",
+            True,
+        ),
         Promise(f, "slow readers freed", "slow" in freed, f"{freed.get('slow', 'never')} s"),
-        Promise(f, "healthy sockets unaffected: none dropped", r["healthy_dropped"] == 0,
-                f"{r['healthy_dropped']} of {plan['healthy']} dropped"),
-        Promise(f, "healthy snapshot latency p99 ≤ 2× before + 20 ms", lat_ok,
-                f"p50/p99 {before['p50']:.1f}/{before['p99']:.1f} ms before, "
-                f"{during['p50']:.1f}/{during['p99']:.1f} ms during", True),
-        Promise(f, "gateway memory bounded", rss["peak"] - rss["start"] <= growth_cap,
-                f"RSS {rss['start']} → peak {rss['peak']} → {rss['end']} MB (cap +{growth_cap:.0f} MB)"),
-    ]  # fmt: skip
+        Promise(
+            f,
+            "healthy sockets unaffected: none dropped",
+            r["healthy_dropped"] == 0,
+            f"{r['healthy_dropped']} of {plan['healthy']} dropped",
+        ),
+        Promise(
+            f,
+            "healthy snapshot latency p99 ≤ 2× before + 20 ms",
+            lat_ok,
+            f"p50/p99 {before['p50']:.1f}/{before['p99']:.1f} ms before, "
+            f"{during['p50']:.1f}/{during['p99']:.1f} ms during",
+            True,
+        ),
+        Promise(
+            f,
+            "gateway memory bounded",
+            rss["peak"] - rss["start"] <= growth_cap,
+            f"RSS {rss['start']} → peak {rss['peak']} → {rss['end']} MB (cap +{growth_cap:.0f} MB)",
+        ),
+    ]
 
 
 def _properties(r: dict[str, Any]) -> list[Promise]:
