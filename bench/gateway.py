@@ -6,7 +6,10 @@
 
 Starts a private redis-server, then for each target in turn — this project's gateway
 (``python -m gateway``, frame-once fan-out), the same gateway with ``LB_GW_FANOUT=broadcast``
-(websockets.broadcast), and the naive gateway (bench/naive_gateway.py) — opens the sockets
+(websockets.broadcast), the naive gateway (bench/naive_gateway.py) and, as the peers' baseline,
+``node-ws``: a Node.js server with the ``ws`` library (bench/node_gateway/server.js; Debian's
+``node``, its dependency installed with ``npm ci`` on first use, the target skipped saying why when
+that cannot be done) — opens the sockets
 from several client processes (raw non-blocking sockets read with recvmsg, each process on its own 127.0.0.x source
 address), publishes snapshots as the scorer does (SET latest + PUBLISH), and measures:
 
@@ -64,6 +67,8 @@ GAME = "bench"
 KEYS = GameConfig(game=GAME).keys
 WINDOW, BOARD = "weekly", "global"
 EXTRA_BOARDS = ("region:eu", "mode:duo")  # --boards 3: what every socket also watches
+NODE_GATEWAY = ROOT / "bench" / "node_gateway"
+BASELINES = ("naive", "node-ws")  # forward the channel and nothing else: no /metrics, no snapshot on connect
 
 # ---------------------------------------------------------------- client processes
 
@@ -257,6 +262,10 @@ def _start_target(
         cmd = [sys.executable, "-m", "bench.naive_gateway", "--port", str(port), "--redis-url", redis_url]
         cmd += ["--channel", channel]
         env = dict(os.environ)
+    elif name == "node-ws":
+        # node itself, not an npm wrapper: its pid is the one measured
+        cmd = [shutil.which("node") or "node", "server.js", str(port), KEYS.snapshot_channel(WINDOW, BOARD)]
+        return subprocess.Popen(cmd, cwd=NODE_GATEWAY, env={**os.environ, "LB_REDIS_URL": redis_url})
     else:
         cmd = [sys.executable, "-m", "gateway"]
         env = {
@@ -277,6 +286,35 @@ def _start_target(
         if ping_interval is not None:
             env["LB_GW_PING_INTERVAL"] = env["LB_GW_PING_TIMEOUT"] = str(ping_interval)
     return subprocess.Popen(cmd, cwd=ROOT, env=env)
+
+
+def node_ready() -> str | None:
+    """None when the node-ws target can run, else why not. Installs its dependency (``ws``, pinned
+    by package-lock.json) with ``npm ci`` when node_modules is missing."""
+    if shutil.which("node") is None:
+        return "node is not installed"
+    if (NODE_GATEWAY / "node_modules" / "ws").is_dir():
+        return None
+    npm = shutil.which("npm")
+    if npm is None:
+        return "npm is not installed (needed once, to install ws)"
+    if not (NODE_GATEWAY / "package-lock.json").is_file():
+        return f"no {NODE_GATEWAY / 'package-lock.json'}"
+    try:
+        done = subprocess.run(
+            [npm, "ci", "--omit=dev", "--no-audit", "--no-fund"],
+            cwd=NODE_GATEWAY,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return "npm ci did not finish within 300 s"
+    if done.returncode != 0:
+        last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+        return f"npm ci failed ({done.returncode}): {last}"
+    return None
 
 
 def _gc_pauses(port: int) -> tuple[int, float]:
@@ -355,7 +393,7 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
                 tick.spublish(KEYS.snapshot_channel(WINDOW, board), payload)  # sharded, as the scorer's
             tick.execute()
         time.sleep(1.5)  # the last snapshot's stragglers
-        gc_pauses, gc_pause_ms = _gc_pauses(metrics_port) if name != "naive" else (0, 0.0)
+        gc_pauses, gc_pause_ms = _gc_pauses(metrics_port) if name not in BASELINES else (0, 0.0)
         cpu1 = usage(proc.pid)
         clients_s = sum(usage(p.pid).cpu_s for p in procs if p.pid is not None) - clients0
         reports: list[Sinks] = []
@@ -385,7 +423,7 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
             name=name,
             sockets=connected,
             deliveries=deliveries,
-            expected=connected * len(published) if name != "naive" or args.boards == 1 else 0,
+            expected=connected * len(published) if name not in BASELINES or args.boards == 1 else 0,
             cpu_ms_per_1k=cpu_ms * per_1k,
             user_ms_per_1k=user_ms * per_1k,
             clients_ms_per_1k=clients_s * 1000 * per_1k,
@@ -423,7 +461,7 @@ def table(results: list[Result]) -> str:
         f"| {x.rss_kb_per_conn:.1f} "
         f"| {x.spread_p50_ms:.0f} / {x.spread_p99_ms:.0f} | {x.read_spread_p50_ms:.0f} / {x.read_spread_p99_ms:.0f} "
         f"| {x.lat_p50_ms:.0f} / {x.lat_p99_ms:.0f} "
-        f"| {x.clients_ms_per_1k:.1f} | {f'{x.gc_pauses} ({x.gc_pause_ms:.0f})' if x.name != 'naive' else '–'} |\n"
+        f"| {x.clients_ms_per_1k:.1f} | {'–' if x.name in BASELINES else f'{x.gc_pauses} ({x.gc_pause_ms:.0f})'} |\n"
         for x in results
     )
     return head + rows
@@ -434,15 +472,23 @@ def ratios(results: list[Result]) -> str:
     ours, naive = by.get("gateway"), by.get("naive")
     ka = by.get("gateway-keepalive")
     if ours is not None and ka is not None:
-        keepalive = (
+        others = (
             f"- heartbeat sweep vs websockets' keepalive task per socket: CPU per delivery "
             f"{ours.cpu_ms_per_1k:.1f} vs {ka.cpu_ms_per_1k:.1f} ms / 1k, RSS per connection "
             f"{ours.rss_kb_per_conn:.1f} vs {ka.rss_kb_per_conn:.1f} KB\n"
         )
     else:
-        keepalive = ""
+        others = ""
+    peer = by.get("node-ws")
+    if ours is not None and peer is not None:
+        others += (
+            f"- gateway vs Node.js with ws (the peers' fan-out): CPU per delivery {ours.cpu_ms_per_1k:.1f} vs "
+            f"{peer.cpu_ms_per_1k:.1f} ms / 1k (**{ours.cpu_ms_per_1k / peer.cpu_ms_per_1k:.2f}×**), RSS per "
+            f"connection {ours.rss_kb_per_conn:.1f} vs {peer.rss_kb_per_conn:.1f} KB, spread p99 "
+            f"{ours.spread_p99_ms:.0f} vs {peer.spread_p99_ms:.0f} ms\n"
+        )
     if ours is None or naive is None:
-        return keepalive
+        return others
     lines = [
         f"- CPU per delivery: gateway / naive = **{ours.cpu_ms_per_1k / naive.cpu_ms_per_1k:.2f}×** (target ≤ 0.5×); "
         f"user-space CPU only (without the kernel's loopback TCP, which also carries the clients' receive "
@@ -463,7 +509,7 @@ def ratios(results: list[Result]) -> str:
             f"(**{ours.cpu_ms_per_1k / bc.cpu_ms_per_1k:.2f}×**), spread p99 {ours.spread_p99_ms:.0f} vs "
             f"{bc.spread_p99_ms:.0f} ms"
         )
-    return "\n".join(lines) + "\n" + keepalive
+    return "\n".join(lines) + "\n" + others
 
 
 def coalescing(results: list[Result]) -> str:
@@ -496,9 +542,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, default=2, help="client processes")
     p.add_argument(
         "--targets",
-        default="gateway,gateway-broadcast,naive",
+        default="gateway,gateway-broadcast,naive,node-ws",
         help="comma-separated: gateway, gateway-broadcast, gateway-keepalive (websockets' keepalive task "
-        "per socket instead of the sweep), naive",
+        "per socket instead of the sweep), naive, node-ws (Node.js with the ws library)",
     )
     p.add_argument(
         "--read-every-ms",
@@ -536,6 +582,9 @@ def main(argv: list[str] | None = None) -> int:
             size = len(snapshot_bytes(1))
             print(f"payload {size} bytes; {args.sockets} sockets; {args.seconds} snapshots per target")
             for name in args.targets.split(","):
+                if name == "node-ws" and (why := node_ready()) is not None:
+                    print(f"  node-ws skipped: {why}", flush=True)
+                    continue
                 results.append(run_target(name, r, server.url, args))
             r.close()
     finally:

@@ -5,7 +5,8 @@ Reads the benchmarks' documents in bench/results/ (bench/results.py) and draws, 
 - ``throughput.png``: the scorer's sustained submissions/s against its one-call-per-submission
   baseline (bench.scorer);
 - ``cpu_per_delivery.png``: CPU ms per 1,000 deliveries of the gateway, the gateway fanning out
-  with websockets.broadcast and the naive gateway, with each one's user-space share (bench.gateway);
+  with websockets.broadcast, the naive gateway and the peers' Node.js server with ws, with each
+  one's user-space share (bench.gateway);
 - ``latency.png``: publish → arrival and the fan-out spread, p50 and p99 (bench.gateway);
 - ``memory_per_connection.png``: RSS per connection of each gateway (bench.gateway) and the
   gateway's Python heap per connection (bench.conn_memory, tracemalloc);
@@ -39,6 +40,7 @@ TARGETS = {
     "gateway-broadcast": "gateway with websockets.broadcast",
     "naive": "naive gateway",
     "gateway-keepalive": "gateway with a keepalive task per socket",
+    "node-ws": "Node ws (peer)",
 }
 
 

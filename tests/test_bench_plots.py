@@ -29,10 +29,14 @@ def target(name: str, scale: float) -> dict[str, object]:
     }
 
 
+# bench.gateway's targets as a run records them (node-ws: the peers' Node.js server with ws)
+TARGETS = {"gateway": 1.0, "gateway-broadcast": 1.3, "naive": 2.0, "node-ws": 1.6}
+
+
 def write_runs(directory: Path) -> None:
     scorer = {"sustained": 30_000.0, "baseline": 3_000.0, "ratio": 10.0, "lag_p99": None}
     results.record("scorer", scorer, cmd="python -m bench.scorer", directory=directory)
-    targets = [target("gateway", 1.0), target("gateway-broadcast", 1.3), target("naive", 2.0)]
+    targets = [target(name, scale) for name, scale in TARGETS.items()]
     gateway = {"sockets": 100, "payload_bytes": 1316, "targets": targets}
     results.record("gateway", gateway, cmd="python -m bench.gateway --sockets 100", directory=directory)
     memory = {"clients": 100, "heap_bytes_per_conn": 7000.0, "rss_bytes_per_conn_with_tracemalloc": 11000.0}
@@ -75,3 +79,18 @@ def test_a_chart_follows_its_figures_and_names_its_run(tmp_path: Path) -> None:
     assert (tmp_path / "b" / "throughput.png").read_bytes() != before
     doc = results.load("gateway", runs)
     assert doc is not None and plots.caption(doc).startswith("python -m bench.gateway --sockets 100 · commit ")
+
+
+def test_the_gateway_charts_show_the_peers_node_ws_server_beside_ours(tmp_path: Path) -> None:
+    runs = tmp_path / "results"
+    write_runs(runs)
+    doc = results.load("gateway", runs)
+    assert doc is not None
+    docs = {"gateway": doc}
+    named = ["gateway (frame once)", "gateway with websockets.broadcast", "naive gateway", "Node ws (peer)"]
+    cpu, latency, memory = plots.cpu_per_delivery(docs), plots.latency(docs), plots.memory_per_connection(docs)
+    assert cpu is not None and latency is not None and memory is not None
+    for panel in [*cpu.panels, *latency.panels, *memory.panels]:
+        assert list(panel.categories) == named, panel.title
+    assert cpu.panels[0].series["CPU (user + kernel)"][3] == 9.0 * TARGETS["node-ws"]
+    assert memory.panels[0].series["RSS"][3] == 7.0 * TARGETS["node-ws"]

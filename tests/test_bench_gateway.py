@@ -1,0 +1,44 @@
+"""``python -m bench.gateway`` on the peers' baseline, at a small scale: the Node.js server with
+ws (bench/node_gateway/server.js) accepts every socket and forwards every published snapshot to
+each of them, and its row is measured from the node process itself."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench import gateway, results
+from loadtest import procstat
+
+pytestmark = [
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed (the node-ws target needs it)"),
+]
+
+
+def test_node_ws_delivers_every_snapshot_to_every_socket(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    why = gateway.node_ready()  # installs ws with npm ci when node_modules is missing
+    if why is not None:
+        pytest.skip(f"node-ws cannot run here: {why}")
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    measured: set[str] = set()  # the programs whose CPU and RSS were read: node itself, no wrapper
+
+    def usage(pid: int) -> procstat.Usage:
+        measured.add(os.path.basename(os.readlink(f"/proc/{pid}/exe")))
+        return procstat.usage(pid)
+
+    monkeypatch.setattr(gateway, "usage", usage)
+    assert gateway.main(["--sockets", "200", "--seconds", "2", "--targets", "node-ws", "--no-write"]) == 0
+    out = capsys.readouterr().out
+    row = re.search(r"^\| node-ws \| (\d+) \| (\d+)/(\d+) \| ([\d.]+) \(([\d.]+)\) \| ([\d.-]+) \|", out, re.M)
+    assert row is not None, out
+    sockets, deliveries, expected = int(row[1]), int(row[2]), int(row[3])
+    assert sockets == 200 and expected == 200 * 2 and deliveries == expected
+    assert "node" in measured and not {"npm", "sh", "bash"} & measured, measured
+    assert list(tmp_path.iterdir()) == []  # --no-write
