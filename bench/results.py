@@ -21,6 +21,8 @@ import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
+# what benchmarks and bench.plots write: a tree differing only there measured the commit itself
+_RECORDS = (":!bench/results", ":!docs/figures")
 
 
 def commit() -> str:
@@ -31,7 +33,10 @@ def commit() -> str:
             ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *_RECORDS],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
