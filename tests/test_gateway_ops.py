@@ -22,6 +22,7 @@ from gateway.metrics import Metrics
 from gateway.server import Gateway
 from gateway.settings import GatewaySettings
 
+from .conftest import until
 from .gw_helpers import T, client, greet, http_get, request, running, settings, url
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,7 +88,7 @@ async def test_drain_fails_readiness_then_closes_in_staggered_batches_with_1012(
 
         watchers = [asyncio.create_task(watch(ws)) for ws in sockets]
         task = asyncio.create_task(gw.drain())
-        await asyncio.sleep(0.1 * T)
+        await until(lambda: gw.draining, 2 * T)
         status, _, body = await http_get(gw.port, "/readyz")
         assert (status, body) == (503, b"draining\n")
         async with asyncio.timeout(5 * T):
@@ -123,7 +124,14 @@ async def test_sigterm_drains_then_exits_0_and_a_second_signal_exits_at_once(red
                 await greet(ws)
                 proc.send_signal(signal.SIGTERM)
                 if second_signal:
-                    await asyncio.sleep(0.3 * T)
+
+                    async def draining() -> bool:
+                        try:
+                            return (await http_get(port, "/readyz"))[0] == 503
+                        except OSError:  # the listener closed: the drain is past its start
+                            return True
+
+                    await until(draining, 5 * T)  # the second signal reaches a drain under way
                     proc.send_signal(signal.SIGTERM)
                     assert await asyncio.wait_for(proc.wait(), 5 * T) == 1
                 else:

@@ -20,7 +20,7 @@ from leaderboard import WINDOWS, GameConfig, Leaderboard, now_ms
 from scorer import Scorer, ScorerSettings
 from scorer.consumer import GROUP
 
-from .conftest import MS
+from .conftest import MS, until
 
 
 def env_for(url: str, name: str, **extra: str) -> dict[str, str]:
@@ -101,15 +101,6 @@ async def flood(r: aioredis.Redis, config: GameConfig, unique: int, replays: int
             pipe.xadd(config.keys.submissions, e)  # type: ignore[arg-type]
         await pipe.execute()
     return slips
-
-
-async def until(predicate: Any, seconds: float) -> None:
-    """Poll Redis-side state (no event to await there) every 5 ms, bounded."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while not await predicate():
-        assert loop.time() < deadline, "condition not reached in time"
-        await asyncio.sleep(5 * MS)
 
 
 async def test_sigkill_mid_flood_loses_nothing_and_applies_nothing_twice(
