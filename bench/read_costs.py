@@ -28,10 +28,10 @@ import redis
 from bench import results
 from bench.rank_reads import drain, fill
 from fleet.redis_server import RedisServer
-from gateway import protocol as p
 from gateway.budget import cost
 from gateway.settings import GatewaySettings
 from leaderboard import GameConfig, Leaderboard, connect
+from leaderboard import protocol as p
 from leaderboard.library import library_code
 from leaderboard.settings import argument_parser
 

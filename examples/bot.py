@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from client import LeaderboardClient, Refused
-from gateway.auth import issue
+from leaderboard.auth import issue
 
 
 def newer_snapshot(board: str, window: str, version: int) -> Callable[[dict[str, Any]], bool]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from . import protocol as p
+from leaderboard import protocol as p
 
 # A closed period's finals hold a top N per scope (LB_CLOSED_TOP_N, 100 by default); one period
 # costs like a tenth of its rows: it is one list element Redis copies, not rows it looks up.

@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 
 from websockets.asyncio.server import ServerConnection
 
-from .auth import SPECTATOR, Identity
+from leaderboard.auth import SPECTATOR, Identity
+
 from .fanout import socket_fd
 
 BoardKey = tuple[str, str]  # (window, scope)

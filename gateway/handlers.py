@@ -15,12 +15,12 @@ from typing import Any, TypeVar
 from redis.exceptions import RedisError
 
 from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Submission, now_ms, wire
+from leaderboard import protocol as p
+from leaderboard.auth import SPECTATOR, AuthError, authenticate
 from leaderboard.errors import Banned, InvalidInput, NotReplicated, TournamentError
 from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
 
-from . import protocol as p
-from .auth import SPECTATOR, AuthError, authenticate
 from .budget import Budgets, cost
 from .client import Client
 from .games import Game

@@ -25,13 +25,13 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request
 
 from leaderboard import connect, wire
+from leaderboard.auth import issue
 from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.lifecycle import Service
 from leaderboard.metrics_server import MetricsServer
 
 from .address import client_address, networks
 from .admin import SHED_PATH, shed_action
-from .auth import issue
 from .client import Client
 from .games import Game, build_games
 from .handlers import Handlers

@@ -16,8 +16,8 @@ wrappers, the queue and the gateways, has one root and a stable ``code``.
     ├── Unavailable                  unavailable: no pooled Redis connection came free within
     │                                LB_REDIS_POOL_WAIT; also a redis ConnectionError, so every
     │                                caller that retries a lost connection retries this too
-    ├── gateway.protocol.ProtocolError   a client message was refused (docs/protocol.md codes)
-    └── gateway.auth.AuthError           invalid_token, token_expired
+    ├── leaderboard.protocol.ProtocolError   a client message was refused (docs/protocol.md codes)
+    └── leaderboard.auth.AuthError           invalid_token, token_expired
 
 ``ERR <code> <message>`` replies of the function library become these exceptions in one place,
 ``from_reply()``. Redis' own connection errors are not wrapped: callers retry those (see scorer/).

@@ -279,7 +279,7 @@ class Worker:
         self.resumes: dict[int, list[tuple[int, int]]] = {}
         self.waiters: dict[int, asyncio.Future[bool]] = {}
         if s.token_secret and s.token_share > 0:
-            from gateway.auth import issue
+            from leaderboard.auth import issue
 
             exp = time.time() + 24 * 3600
             for i in range(s.count):

@@ -15,10 +15,10 @@ import orjson
 from websockets.asyncio.client import ClientConnection, connect
 
 from fleet.redis_server import free_port
-from gateway.auth import issue
 from gateway.server import Gateway
 from gateway.settings import GatewaySettings
 from leaderboard import Entry, GameConfig, wire
+from leaderboard.auth import issue
 
 from .conftest import MS
 

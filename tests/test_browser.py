@@ -22,8 +22,8 @@ import redis.asyncio as aioredis
 
 from fleet import demo
 from fleet.supervisor import Fleet, FleetSettings
-from gateway.auth import issue
 from leaderboard import GameConfig, Leaderboard, Submission, now_ms
+from leaderboard.auth import issue
 from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
 from leaderboard.queue import Queue

@@ -10,8 +10,6 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.auth import AuthError
-from gateway.protocol import ProtocolError
 from leaderboard import (
     WINDOWS,
     BacklogFull,
@@ -26,7 +24,9 @@ from leaderboard import (
     Submission,
     snapshot,
 )
+from leaderboard.auth import AuthError
 from leaderboard.errors import from_reply
+from leaderboard.protocol import ProtocolError
 
 from .conftest import NOW
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from websockets.asyncio.client import ClientConnection
 
-from gateway import protocol as p
 from gateway.budget import MAX_COST, Budgets, cost
 from gateway.settings import GatewaySettings
+from leaderboard import protocol as p
 from leaderboard.settings import SettingsError
 
 from .gw_helpers import client, greet, request, running, token

@@ -12,9 +12,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from gateway.auth import AuthError, authenticate, issue
-from gateway.protocol import ProtocolError, Subscribe, parse
 from leaderboard import GameConfig, Leaderboard, Submission, now_ms
+from leaderboard.auth import AuthError, authenticate, issue
+from leaderboard.protocol import ProtocolError, Subscribe, parse
 
 from .gw_helpers import SECRETS, T, client, greet, raw_ws, recv, recv_type, request, running, token, url
 

@@ -18,9 +18,9 @@ import jwt
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.auth import AuthError, authenticate
 from gateway.settings import GatewaySettings
 from leaderboard import Leaderboard, Submission
+from leaderboard.auth import AuthError, authenticate
 from leaderboard.settings import SettingsError
 
 from .conftest import NOW, until

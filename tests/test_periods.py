@@ -14,9 +14,9 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.protocol import Join, ProtocolError, Rank, Top, parse
 from leaderboard import GameConfig, Leaderboard, now_ms, window
 from leaderboard.errors import BadPeriod
+from leaderboard.protocol import Join, ProtocolError, Rank, Top, parse
 from scorer import Consumer, Publisher, ScorerSettings, Stats
 
 from .conftest import NOW

@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fleet.redis_server import RedisServer
-from gateway.auth import AuthError, authenticate
 from leaderboard import GameConfig, InvalidSubmission, Leaderboard, Submission, connect
+from leaderboard.auth import AuthError, authenticate
 from leaderboard.batch import decode_batch, encode_batch
 from leaderboard.errors import InvalidInput
 from leaderboard.moderation import Moderation

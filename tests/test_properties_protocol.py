@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from gateway import protocol as p
 from leaderboard import CODES, InvalidSubmission, Submission
+from leaderboard import protocol as p
 from leaderboard.errors import INPUT_CODES, InvalidInput
 from leaderboard.keys import parse_scope
 from leaderboard.profiles import Profile

@@ -17,8 +17,8 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from gateway.auth import issue
 from leaderboard import GameConfig, connect
+from leaderboard.auth import issue
 
 from .model import MAX_SLOT, Model, check
 from .rig import REGIONS, Sender, Socket, chaos_fleet, read_boards, wait_drained

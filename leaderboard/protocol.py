@@ -1,4 +1,5 @@
-"""Client messages to typed requests (pure: no I/O). docs/protocol.md is the contract.
+"""Client messages to typed requests (pure: no I/O). docs/protocol.md is the contract; the
+WebSocket gateway and the HTTP API check their requests here alike.
 
 ``parse()`` returns a request dataclass or raises ``ProtocolError`` with a stable code; nothing
 here knows about sockets, roles or Redis::
@@ -167,6 +168,11 @@ def parse(raw: str | bytes, *, windows: Sequence[str], default_window: str) -> R
         raise ProtocolError("bad_json", "the frame is not valid JSON") from None
     if not isinstance(msg, dict):
         raise ProtocolError("bad_json", "the frame is not a JSON object")
+    return parse_message(msg, windows=windows, default_window=default_window)
+
+
+def parse_message(msg: dict[str, Any], *, windows: Sequence[str], default_window: str) -> Request:
+    """A decoded message's request (the HTTP API builds one from a route and its query)."""
     rid = msg.get("id")
     if rid is not None and not _valid_id(rid):
         raise ProtocolError("bad_message", "id must be a string or number of at most 64 characters")
