@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from api.settings import ApiSettings
 from gateway.settings import GatewaySettings
 from leaderboard import GameConfig
 from leaderboard.settings import markdown_table
@@ -47,7 +48,7 @@ The rows come in the order of the processes that read them: the local fleet (`./
 
 
 def table() -> str:
-    return markdown_table(FleetOptions, GameConfig, ScorerSettings, GatewaySettings)
+    return markdown_table(FleetOptions, GameConfig, ScorerSettings, GatewaySettings, ApiSettings)
 
 
 def document() -> str:

@@ -17,6 +17,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from leaderboard import GameConfig
+from leaderboard.auth import strong_secrets
 from leaderboard.keys import parse_scope
 from leaderboard.settings import (
     RedisPool,
@@ -36,14 +37,6 @@ from leaderboard.settings import (
 
 from .address import parse_networks
 from .budget import MAX_COST
-
-MIN_SECRET_BYTES = 32  # HS256 keys shorter than this can be brute-forced offline from any token
-
-
-def strong_secrets(secrets: tuple[str, ...]) -> str | None:
-    if any(len(secret.encode()) < MIN_SECRET_BYTES for secret in secrets):
-        return f"must each be at least {MIN_SECRET_BYTES} bytes (a short HS256 key is guessed from any token)"
-    return None
 
 
 def valid_networks(items: tuple[str, ...]) -> str | None:

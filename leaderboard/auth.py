@@ -21,6 +21,7 @@ from leaderboard.profiles import is_player_id
 
 ROLES = ("player", "server")
 _MAX_TOKEN = 4096
+MIN_SECRET_BYTES = 32  # HS256 keys shorter than this can be brute-forced offline from any token
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,3 +108,10 @@ def authenticate(token: object, secrets: Sequence[str], *, leeway: float = 0.0) 
 def issue(player: str, role: str, secret: str, *, exp: float) -> str:
     """Sign a token (what the game backend does); for tests, tools and the load test."""
     return jwt.encode({"sub": player, "role": role, "exp": int(exp)}, secret, algorithm="HS256")
+
+
+def strong_secrets(secrets: tuple[str, ...]) -> str | None:
+    """The settings' check of LB_JWT_SECRETS."""
+    if any(len(secret.encode()) < MIN_SECRET_BYTES for secret in secrets):
+        return f"must each be at least {MIN_SECRET_BYTES} bytes (a short HS256 key is guessed from any token)"
+    return None

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Bottom to top: a package imports only packages of lower layers.
 LAYERS = (
     ("leaderboard",),  # the library wrappers, keys, settings, errors: everything builds on it
-    ("client", "gateway", "scorer"),  # the processes and the client, each on the library alone
+    ("api", "client", "gateway", "scorer"),  # the processes and the client, each on the library alone
     ("fleet",),  # runs gateways and scorers
     ("loadtest",),  # drives a fleet through the client
     ("bench",),  # measures all of the above

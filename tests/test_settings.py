@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from api.settings import ApiSettings
 from fleet.__main__ import FleetOptions
 from fleet.config_table import DOCUMENT, document
 from gateway.settings import GatewaySettings
@@ -91,6 +92,7 @@ def test_passwords_never_reach_a_log_line() -> None:
 
 ENTRY_POINTS = [
     (["-m", "gateway"], GatewaySettings),
+    (["-m", "api"], ApiSettings),
     (["-m", "scorer"], ScorerSettings),
     (["-m", "scorer", "submit"], ScorerSettings),
     *((["-m", "scorer", command], ScorerSettings) for command in ("ban", "unban", "correct", "profile")),
@@ -393,6 +395,7 @@ COMMANDS = [
     "scorer rebuild",
     "scorer rank-index",
     "gateway",
+    "api",
     "loadtest",
     "loadtest sockets",
     "loadtest chaos",

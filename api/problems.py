@@ -1,0 +1,61 @@
+"""Errors as ``application/problem+json`` (RFC 9457): every refusal carries the socket's stable
+``code`` (docs/protocol.md) and the HTTP status that code means (pure: no I/O)."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+import orjson
+from starlette.responses import Response
+
+from leaderboard.errors import CODES, INPUT_CODES
+
+MEDIA_TYPE = "application/problem+json"
+
+# A code's status; every other code (a submission's or an input's rule, bad_json…) is 400.
+STATUS = {
+    "auth_required": 401,
+    "invalid_token": 401,
+    "token_expired": 401,
+    "forbidden": 403,
+    "bad_board": 404,
+    "unknown_game": 404,
+    "unknown_tournament": 404,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "body_too_large": 413,
+    "unsupported_media_type": 415,
+    "rate_limited": 429,
+    "backlog_full": 503,
+    "not_replicated": 503,
+    "unavailable": 503,
+}
+# The codes an answer may carry (the OpenAPI document lists them).
+ALL_CODES = sorted(
+    {*STATUS, *CODES, *INPUT_CODES, "bad_json", "bad_message", "bad_period", "tournament_ended", "banned"}
+)
+
+
+class Problem(Exception):
+    """A refused request: ``code`` (stable), a message for people, the status the code means."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = STATUS.get(code, 400)
+
+
+def response(code: str, message: str) -> Response:
+    status = STATUS.get(code, 400)
+    body = {
+        "type": f"https://leaderboard.invalid/problems/{code}",  # the code, as the URI RFC 9457 asks for
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": message,
+        "code": code,
+    }
+    headers = {"Retry-After": "1"} if status == 503 else None
+    if code in ("auth_required", "invalid_token", "token_expired"):
+        headers = {"WWW-Authenticate": "Bearer"}
+    return Response(orjson.dumps(body), status, headers, MEDIA_TYPE)

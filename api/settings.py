@@ -1,0 +1,79 @@
+"""The HTTP API's settings: one frozen object, read once from ``LB_``-prefixed environment variables
+through ``leaderboard.settings`` (``python -m api --help`` lists them)::
+
+    settings = ApiSettings.from_env()
+    settings = ApiSettings(port=0, redis_url=url, jwt_secrets=(secret_of_32_bytes,))
+
+A request selects its board as the socket's requests do: the same games, windows and default
+window (``LB_GW_WINDOW``), the same tokens (``LB_JWT_SECRETS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from leaderboard import GameConfig
+from leaderboard.auth import strong_secrets
+from leaderboard.settings import (
+    RedisPool,
+    SettingsError,
+    at_least,
+    between,
+    load,
+    log_level,
+    nested,
+    redis_url,
+    setting,
+    validate,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSettings:
+    host: str = setting("LB_API_HOST", "127.0.0.1", "listen address; the routes are under /v1/")
+    port: int = setting("LB_API_PORT", 8081, "listen port; 0 = any free one", check=between(0, 65_535))
+    redis_url: str = redis_url(help="Redis to use (./dev run's own: in var/fleet.env)")
+    redis_pool: RedisPool = nested(RedisPool)
+    game: GameConfig = nested(GameConfig)
+    default_window: str = setting(
+        "LB_GW_WINDOW",
+        "",
+        "window of a request naming none, as on the socket (empty: weekly if kept, else the first)",
+    )
+    jwt_secrets: tuple[str, ...] = setting(
+        "LB_JWT_SECRETS",
+        (),
+        "HS256 secrets of at least 32 bytes, comma-separated; the first is current, all verify (rotation)",
+        check=strong_secrets,
+        secret=True,
+    )
+    max_body: int = setting(
+        "LB_API_MAX_BODY", 4096, "largest request body in bytes; a larger one is refused with 413", check=at_least(1)
+    )
+    wait_max: float = setting(
+        "LB_API_WAIT_MAX", 2.0, "longest ?wait=applied of a submission (s); still pending then: 202", check=at_least(0)
+    )
+    redis_timeout: float = setting(
+        "LB_API_REDIS_TIMEOUT",
+        2.0,
+        "seconds a Redis call may take before the request is answered 503 unavailable (0 = no bound)",
+        check=at_least(0),
+    )
+    log_level: str = log_level()
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if self.default_window and self.default_window not in self.game.windows:
+            raise SettingsError(f"LB_GW_WINDOW: {self.default_window!r} is not a configured window")
+
+    @property
+    def window(self) -> str:
+        """The board window of a request that does not name one (the socket's rule)."""
+        if self.default_window:
+            return self.default_window
+        return "weekly" if "weekly" in self.game.windows else self.game.windows[0]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ApiSettings:
+        return load(cls, env)

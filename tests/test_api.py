@@ -1,0 +1,252 @@
+"""The HTTP API as a real process (``python -m api``) against the suite's redis-server, and a real
+scorer where a submission must be applied: each route, the idempotent retry, the roles, every
+refusal's status and code, and the OpenAPI document."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+from openapi_spec_validator import validate
+
+from api.routes import openapi
+from fleet.redis_server import RedisServer, free_port
+from leaderboard import GameConfig, Leaderboard, Submission, now_ms
+from leaderboard.auth import issue
+
+from .conftest import until
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "api-test-secret-of-at-least-32-bytes!"
+GAME = "test"
+
+
+def token(player: str, role: str) -> dict[str, str]:
+    return {"Authorization": "Bearer " + issue(player, role, SECRET, exp=time.time() + 600)}
+
+
+SERVER, PLAYER = token("backend", "server"), token("mia", "player")
+
+
+def _env(redis_url: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LB_")}
+    return {**env, "LB_REDIS_URL": redis_url, "LB_GAME": GAME, "LB_JWT_SECRETS": SECRET, **extra}
+
+
+@pytest.fixture(scope="module")
+def api_url(redis_server: RedisServer) -> Iterator[str]:
+    """One API process for the module: it holds no state, so the tests' flushes do not matter to it."""
+    import subprocess
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "api"],
+        cwd=ROOT,
+        env=_env(redis_server.url, LB_API_PORT=str(port), LB_API_MAX_BODY="512", LB_LOG_LEVEL="WARNING"),
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            assert proc.poll() is None, "python -m api exited"
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(url + "/v1/openapi.json", timeout=1).status_code == 200:
+                    break
+            assert time.monotonic() < deadline, "python -m api did not answer within 20 s"
+            time.sleep(0.02)  # a process starting: no event to await across processes
+        yield url
+    finally:
+        proc.terminate()
+        # uvicorn shuts down, then ends by the signal it caught (as a shell expects)
+        assert proc.wait(timeout=10) in (0, -signal.SIGTERM)
+
+
+@pytest.fixture
+async def http(api_url: str, redis_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=api_url, timeout=10) as client:
+        yield client
+
+
+@contextlib.asynccontextmanager
+async def scorer(redis_url: str) -> AsyncIterator[None]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "scorer",
+        cwd=ROOT,
+        env=_env(redis_url, LB_SCORER_METRICS_PORT="0", LB_SCORER_BLOCK_MS="20", LB_LOG_LEVEL="WARNING"),
+    )
+    try:
+        yield
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 10)
+
+
+def problem(resp: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"] == "application/problem+json"
+    body = resp.json()
+    assert body["code"] == code and body["status"] == status and body["detail"]
+    return dict(body)
+
+
+async def seed(r: aioredis.Redis) -> None:
+    lb = Leaderboard(r, GameConfig(game=GAME))
+    now = now_ms()
+    slips = [Submission(f"m{i}", f"p{i}", 100 * i, now) for i in range(1, 8)]
+    await lb.submit_batch([s.fields() for s in [*slips, Submission("me", "mia", 350, now, region="eu")]])
+
+
+async def test_reads_answer_as_the_socket_does(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
+    await seed(r)
+    top = await http.get("/v1/boards/global/top", params={"n": 3})
+    assert top.status_code == 200
+    body = top.json()
+    assert body["type"] == "top" and body["board"] == "global" and body["window"] == "weekly"
+    assert [(e["rank"], e["player"], e["score"]) for e in body["entries"]] == [
+        (1, "p7", 700),
+        (2, "p6", 600),
+        (3, "p5", 500),
+    ]
+    daily = (await http.get("/v1/boards/region:eu/top", params={"window": "daily"})).json()
+    assert daily["window"] == "daily" and [e["player"] for e in daily["entries"]] == ["mia"]
+
+    me = (await http.get("/v1/boards/global/players/mia", headers=PLAYER)).json()
+    assert (me["rank"], me["score"], me["size"]) == (5, 350, 8)
+    other = (await http.get("/v1/boards/global/players/p1", headers=SERVER)).json()
+    assert (other["rank"], other["score"]) == (8, 100)
+    around = (await http.get("/v1/boards/global/players/mia/around", params={"k": 1}, headers=PLAYER)).json()
+    assert [e["player"] for e in around["entries"]] == ["p4", "mia", "p3"]
+
+
+async def test_a_submission_is_queued_then_applied_once(
+    http: httpx.AsyncClient, r: aioredis.Redis, redis_url: str
+) -> None:
+    slip = {"player_id": "ana", "delta": 40, "match_id": "match-1"}
+    queued = await http.post("/v1/boards/global/scores", json=slip, headers=SERVER)
+    assert queued.status_code == 202 and queued.json()["submission"] == "match-1" and queued.json()["stream_id"]
+    async with scorer(redis_url):
+        applied = await http.post("/v1/boards/global/scores", params={"wait": "applied"}, json=slip, headers=SERVER)
+        assert applied.status_code == 200, applied.text
+        assert applied.json()["status"] == "applied" and applied.json()["submission"] == "match-1"
+        # a retry, by the header this time: the same outcome, nothing applied twice
+        retry = await http.post(
+            "/v1/boards/global/scores",
+            params={"wait": "applied"},
+            json={"player_id": "ana", "delta": 40},
+            headers={**SERVER, "Idempotency-Key": "match-1"},
+        )
+        assert retry.status_code == 200 and retry.json()["status"] == "applied"
+        lb = Leaderboard(r, GameConfig(game=GAME))
+        await until(lambda: _queue_empty(r), 5)
+        me = (await http.get("/v1/boards/global/players/ana", headers=SERVER)).json()
+        assert me["score"] == 40  # once, although filed three times
+
+        refused = await http.post(
+            "/v1/boards/global/scores",
+            params={"wait": "applied"},
+            # the queue takes it (below the cap), the board cannot hold 40 + it: the scorer refuses
+            json={"player_id": "ana", "delta": GameConfig(game=GAME).rules().max_points, "match_id": "too-much"},
+            headers=SERVER,
+        )
+        assert refused.status_code == 200 and refused.json()["status"] == "refused" and refused.json()["code"]
+        assert (await lb.ranks(["ana"], "weekly", "global")).standings[0].score == 40
+
+
+async def _queue_empty(r: aioredis.Redis) -> bool:
+    return int(await r.xlen(GameConfig(game=GAME).keys.submissions)) == 0
+
+
+async def test_writes_need_a_server_token(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
+    slip = {"player_id": "mia", "score": 10, "match_id": "m"}
+    problem(await http.post("/v1/boards/global/scores", json=slip), 401, "auth_required")
+    problem(await http.post("/v1/boards/global/scores", json=slip, headers=PLAYER), 403, "forbidden")
+    problem(await http.get("/v1/boards/global/players/mia"), 401, "auth_required")
+    assert int(await r.xlen(GameConfig(game=GAME).keys.submissions)) == 0
+
+
+@pytest.mark.parametrize(
+    ("headers", "code"),
+    [
+        ({"Authorization": "Bearer not-a-jwt"}, "invalid_token"),
+        ({"Authorization": "Basic dXNlcjpwYXNz"}, "invalid_token"),
+        ({"Authorization": "Bearer " + issue("mia", "player", SECRET, exp=time.time() - 60)}, "token_expired"),
+        (
+            {"Authorization": "Bearer " + issue("mia", "server", "another-secret-of-at-least-32-bytes", exp=2e9)},
+            "invalid_token",
+        ),
+    ],
+)
+async def test_a_bad_token_is_refused(http: httpx.AsyncClient, headers: dict[str, str], code: str) -> None:
+    resp = await http.get("/v1/boards/global/top", headers=headers)
+    problem(resp, 401, code)
+    assert resp.headers["www-authenticate"] == "Bearer"
+
+
+BAD_WRITES = [
+    (b"{not json", {}, 400, "bad_json"),
+    (b"[1, 2]", {}, 400, "bad_json"),
+    (json.dumps({"player_id": "mia", "score": "ten", "match_id": "m"}).encode(), {}, 400, "invalid_points"),
+    (json.dumps({"player_id": "mia", "score": 1.5, "match_id": "m"}).encode(), {}, 400, "invalid_points"),
+    (json.dumps({"player_id": 7, "score": 1, "match_id": "m"}).encode(), {}, 400, "invalid_player"),
+    (json.dumps({"player_id": "mia", "score": 1}).encode(), {}, 400, "missing_id"),
+    (json.dumps({"player_id": "mia", "score": 1, "delta": 1, "match_id": "m"}).encode(), {}, 400, "bad_message"),
+    (
+        json.dumps({"player_id": "mia", "score": 1, "match_id": "m"}).encode(),
+        {"Idempotency-Key": "n"},
+        400,
+        "bad_message",
+    ),
+    (json.dumps({"player_id": "mia", "score": 1, "match_id": "m", "ts": 1}).encode(), {}, 400, "timestamp_too_old"),
+    (json.dumps({"player_id": "mia", "score": 1, "match_id": "m" * 600}).encode(), {}, 413, "body_too_large"),
+]
+
+
+@pytest.mark.parametrize(("body", "headers", "status", "code"), BAD_WRITES)
+async def test_a_bad_write_is_refused_and_writes_nothing(
+    http: httpx.AsyncClient, r: aioredis.Redis, body: bytes, headers: dict[str, str], status: int, code: str
+) -> None:
+    resp = await http.post(
+        "/v1/boards/global/scores", content=body, headers={**SERVER, "Content-Type": "application/json", **headers}
+    )
+    problem(resp, status, code)
+    assert await r.dbsize() == 0
+
+
+async def test_bad_reads_are_refused(http: httpx.AsyncClient) -> None:
+    problem(await http.get("/v1/boards/global/top", params={"window": "hourly"}), 404, "bad_board")
+    problem(await http.get("/v1/boards/planet:x/top"), 404, "bad_board")
+    problem(await http.get("/v1/boards/global/top", params={"n": "0"}), 400, "bad_message")
+    problem(await http.get("/v1/boards/global/top", params={"n": "lots"}), 400, "bad_message")
+    problem(await http.get("/v1/boards/global/top", params={"period": "1999-W01"}), 400, "bad_period")
+    problem(await http.get("/v1/boards/global/top", params={"game": "chess"}), 404, "unknown_game")
+    problem(
+        await http.get("/v1/boards/global/players/mia/around", params={"k": 99}, headers=PLAYER), 400, "bad_message"
+    )
+    problem(await http.get("/v1/nowhere"), 404, "not_found")
+    problem(await http.delete("/v1/boards/global/top"), 405, "method_not_allowed")
+    problem(
+        await http.post("/v1/boards/global/scores", content=b"x", headers={**SERVER, "Content-Type": "text/plain"}),
+        415,
+        "unsupported_media_type",
+    )
+
+
+async def test_the_openapi_document_is_served_valid_and_checked_in(http: httpx.AsyncClient) -> None:
+    served = (await http.get("/v1/openapi.json")).json()
+    assert served == openapi()
+    validate(served)
+    checked_in = (ROOT / "docs" / "openapi.json").read_text()
+    assert json.loads(checked_in) == served, "regenerate: python -m api --openapi > docs/openapi.json"
