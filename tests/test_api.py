@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -47,13 +48,17 @@ def _env(redis_url: str, **extra: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def api_url(redis_server: RedisServer) -> Iterator[str]:
     """One API process for the module: it holds no state, so the tests' flushes do not matter to it."""
-    import subprocess
+    with api_process(redis_server.url) as url:
+        yield url
 
+
+@contextlib.contextmanager
+def api_process(redis_url: str) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "api"],
         cwd=ROOT,
-        env=_env(redis_server.url, LB_API_PORT=str(port), LB_API_MAX_BODY="512", LB_LOG_LEVEL="WARNING"),
+        env=_env(redis_url, LB_API_PORT=str(port), LB_API_MAX_BODY="512", LB_LOG_LEVEL="WARNING"),
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -250,3 +255,12 @@ async def test_the_openapi_document_is_served_valid_and_checked_in(http: httpx.A
     validate(served)
     checked_in = (ROOT / "docs" / "openapi.json").read_text()
     assert json.loads(checked_in) == served, "regenerate: python -m api --openapi > docs/openapi.json"
+
+
+def test_redis_unreachable_is_503_with_retry_after() -> None:
+    with api_process(f"redis://127.0.0.1:{free_port()}/0") as url:  # nobody listens there
+        top = httpx.get(url + "/v1/boards/global/top", timeout=10)
+        problem(top, 503, "unavailable")
+        assert top.headers["retry-after"] == "1"
+        slip = {"player_id": "mia", "score": 1, "match_id": "m"}
+        problem(httpx.post(url + "/v1/boards/global/scores", json=slip, headers=SERVER, timeout=10), 503, "unavailable")
