@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any, TypeVar
 
 import orjson
@@ -19,12 +20,13 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, Submission, now_ms, wire
+from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, RedisClient, Submission, now_ms, wire
 from leaderboard import protocol as p
 from leaderboard.auth import SPECTATOR, AuthError, Identity, authenticate
 from leaderboard.errors import NotReplicated, TournamentError
 from leaderboard.keys import parse_scope
 from leaderboard.queue import Queue
+from leaderboard.windows import window
 
 from .problems import ALL_CODES, MEDIA_TYPE, Problem
 from .settings import ApiSettings
@@ -38,6 +40,7 @@ _POLL_S = (0.005, 0.1)  # ?wait=applied: first and longest pause between status 
 class Game:
     lb: Leaderboard
     queue: Queue
+    redis: RedisClient
 
 
 @dataclass(slots=True)
@@ -106,6 +109,13 @@ async def top(api: Api, request: Request) -> Response:
     game = api.game(request)
     api.identity(request)  # anyone may read the top; a bad token is still refused
     req = api.parse(_board_msg(request, "top", **_int_query(request, "n")))
+    held = await _published_top(game, req)
+    if held is not None:
+        etag, body = held
+        headers = {"ETag": etag, "Cache-Control": "max-age=1"}
+        if etag in (tag.strip() for tag in request.headers.get("if-none-match", "").split(",")):
+            return Response(status_code=304, headers=headers)
+        return Response(body, headers=headers, media_type=JSON)
     top = await _read(game.lb.top(req.window, req.board, req.n, period=req.period))
     body = wire.top(board=req.board, window=req.window, period=top.period.label, entries=top.entries, mode=top.mode)
     return Response(body, media_type=JSON)
@@ -242,6 +252,23 @@ def _scope(board: str) -> tuple[str | None, str | None]:
         raise Problem("bad_board", str(exc)) from None
     kind, _, value = label.partition(":")
     return (kind, value) if value else (None, None)
+
+
+async def _published_top(game: Game, req: p.Top) -> tuple[str, bytes] | None:
+    """The current top from the snapshot the scorer last published (one GET, no board read) with
+    its ETag, the snapshot's period and version; None when it cannot answer: a past period, a
+    tournament, more entries than a snapshot holds, nothing published yet in this period."""
+    config = game.lb.config
+    if req.period is not None or req.window not in config.windows or req.n > config.top_n:
+        return None
+    raw = await _read(game.redis.get(config.keys.latest(req.window, req.board)))
+    if raw is None:
+        return None
+    snap = orjson.loads(raw)
+    if snap["period"] != window(req.window).period(now_ms()).label:  # a new period, none published yet
+        return None
+    msg = {k: snap[k] for k in ("board", "window", "period", "mode")} | {"entries": snap["entries"][: req.n]}
+    return f'"{snap["period"]}.{snap["version"]}"', orjson.dumps({"type": "top", **msg})
 
 
 async def _outcome(lb: Leaderboard, submission_id: str, bound: float) -> dict[str, Any] | None:
@@ -385,7 +412,7 @@ class Route:
     path: str
     handler: Handler
     summary: str
-    answers: dict[int, str]  # status: schema name (in SCHEMAS)
+    answers: dict[int, str | None]  # status: schema name (in SCHEMAS; "": any JSON, None: no body)
     params: list[dict[str, Any]] = field(default_factory=list)
     body: str | None = None
     auth: str = "none"  # "none", "player" (a player or server token), "server"
@@ -411,9 +438,13 @@ ROUTES = [
         "GET",
         "/v1/boards/{board}/top",
         top,
-        "The board's top n",
-        {200: "Top"},
-        [*READS, _param("n", "query", {"type": "integer", "minimum": 1, "maximum": p.MAX_TOP}, "entries (default 10)")],
+        "The board's top n; the current top N comes from the scorer's last snapshot, with its ETag",
+        {200: "Top", 304: None},
+        [
+            *READS,
+            _param("n", "query", {"type": "integer", "minimum": 1, "maximum": p.MAX_TOP}, "entries (default 10)"),
+            _param("If-None-Match", "header", {"type": "string"}, "an ETag of this route: 304 while still current"),
+        ],
     ),
     Route(
         "GET",
@@ -448,16 +479,18 @@ def openapi() -> dict[str, Any]:
     for route in ROUTES:
         responses: dict[str, Any] = {}
         for status, schema in route.answers.items():
-            content = {JSON: {"schema": {"$ref": f"#/components/schemas/{schema}"}}} if schema else {JSON: {}}
-            responses[str(status)] = {"description": "OK" if status == 200 else "Accepted", "content": content}
+            responses[str(status)] = {"description": HTTPStatus(status).phrase}
+            if schema is not None:
+                ref: dict[str, Any] = {"schema": {"$ref": f"#/components/schemas/{schema}"}} if schema else {}
+                responses[str(status)]["content"] = {JSON: ref}
         if route.handler is not openapi_json:
             problem = {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
             responses["4XX"] = {"description": "refused (code: docs/protocol.md)", "content": problem}
             responses["503"] = {"description": "Redis unavailable or queue full; retry", "content": problem}
         op: dict[str, Any] = {"summary": route.summary, "parameters": route.params, "responses": responses}
         if route.body:
-            ref = {"$ref": f"#/components/schemas/{route.body}"}
-            op["requestBody"] = {"required": True, "content": {JSON: {"schema": ref}}}
+            body = {"$ref": f"#/components/schemas/{route.body}"}
+            op["requestBody"] = {"required": True, "content": {JSON: {"schema": body}}}
         if route.auth != "none":
             op["security"] = [{"bearer": []}]
         op["operationId"] = route.handler.__name__

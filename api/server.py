@@ -28,7 +28,7 @@ from .settings import ApiSettings
 def application(settings: ApiSettings) -> Starlette:
     bound = settings.redis_timeout or None
     redis = connect(settings.redis_url, pool=settings.redis_pool, socket_timeout=bound, socket_connect_timeout=bound)
-    games = {c.game: Game(Leaderboard(redis, c), Queue(redis, c)) for c in settings.game.served}
+    games = {c.game: Game(Leaderboard(redis, c), Queue(redis, c), redis) for c in settings.game.served}
     api = Api(settings, games, settings.game.served[0].game)
 
     def endpoint(handler: Handler) -> Any:

@@ -84,13 +84,13 @@ async def http(api_url: str, redis_url: str) -> AsyncIterator[httpx.AsyncClient]
 
 
 @contextlib.asynccontextmanager
-async def scorer(redis_url: str) -> AsyncIterator[None]:
+async def scorer(redis_url: str, **env: str) -> AsyncIterator[None]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "scorer",
         cwd=ROOT,
-        env=_env(redis_url, LB_SCORER_METRICS_PORT="0", LB_SCORER_BLOCK_MS="20", LB_LOG_LEVEL="WARNING"),
+        env=_env(redis_url, LB_SCORER_METRICS_PORT="0", LB_SCORER_BLOCK_MS="20", LB_LOG_LEVEL="WARNING", **env),
     )
     try:
         yield
@@ -134,6 +134,46 @@ async def test_reads_answer_as_the_socket_does(http: httpx.AsyncClient, r: aiore
     assert (other["rank"], other["score"]) == (8, 100)
     around = (await http.get("/v1/boards/global/players/mia/around", params={"k": 1}, headers=PLAYER)).json()
     assert [e["player"] for e in around["entries"]] == ["p4", "mia", "p3"]
+    assert "etag" not in top.headers  # no snapshot published yet: read from the board, no ETag
+
+
+async def test_the_top_comes_from_the_published_snapshot_with_its_etag(
+    http: httpx.AsyncClient, r: aioredis.Redis, redis_url: str
+) -> None:
+    await seed(r)
+    slip = {"player_id": "zoe", "score": 900, "match_id": "z-1"}
+    async with scorer(redis_url, LB_TICK_MS="20"):
+        await http.post("/v1/boards/global/scores", params={"wait": "applied"}, json=slip, headers=SERVER)
+        tagged: list[httpx.Response] = []
+
+        async def published() -> bool:
+            resp = await http.get("/v1/boards/global/top", params={"n": 2})
+            tagged[:] = [resp]
+            return "etag" in resp.headers and resp.json()["entries"][0]["player"] == "zoe"
+
+        await until(published, 10)
+        [first] = tagged
+        assert first.headers["cache-control"] == "max-age=1"
+        assert [(e["rank"], e["player"]) for e in first.json()["entries"]] == [(1, "zoe"), (2, "p7")]
+        etag = first.headers["etag"]
+        assert etag.startswith(f'"{first.json()["period"]}.')
+
+        same = await http.get("/v1/boards/global/top", params={"n": 2}, headers={"If-None-Match": etag})
+        assert same.status_code == 304 and same.content == b"" and same.headers["etag"] == etag
+
+        slip = {"player_id": "ada", "score": 950, "match_id": "a-1"}
+        await http.post("/v1/boards/global/scores", params={"wait": "applied"}, json=slip, headers=SERVER)
+
+        async def changed() -> bool:
+            resp = await http.get("/v1/boards/global/top", params={"n": 2}, headers={"If-None-Match": etag})
+            tagged[:] = [resp]
+            return resp.status_code == 200
+
+        await until(changed, 10)
+        assert tagged[0].headers["etag"] != etag and tagged[0].json()["entries"][0]["player"] == "ada"
+    # more entries than a snapshot holds are read from the board: no ETag
+    past = await http.get("/v1/boards/global/top", params={"window": "alltime", "n": 50})
+    assert past.status_code == 200 and "etag" not in past.headers
 
 
 async def test_a_submission_is_queued_then_applied_once(
