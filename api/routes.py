@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, RedisClient, Submission, now_ms, wire
+from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, Submission, now_ms, wire
 from leaderboard import protocol as p
 from leaderboard.auth import SPECTATOR, AuthError, Identity, authenticate
 from leaderboard.errors import NotReplicated, TournamentError
@@ -28,6 +28,7 @@ from leaderboard.keys import parse_scope
 from leaderboard.queue import Queue
 from leaderboard.windows import window
 
+from .held import Held
 from .problems import ALL_CODES, MEDIA_TYPE, Problem
 from .settings import ApiSettings
 
@@ -40,7 +41,6 @@ _POLL_S = (0.005, 0.1)  # ?wait=applied: first and longest pause between status 
 class Game:
     lb: Leaderboard
     queue: Queue
-    redis: RedisClient
 
 
 @dataclass(slots=True)
@@ -50,6 +50,7 @@ class Api:
     settings: ApiSettings
     games: Mapping[str, Game]
     default_game: str
+    snapshots: Held[str | None]  # each board's last published snapshot, by its key
 
     def game(self, request: Request) -> Game:
         name = request.query_params.get("game", self.default_game)
@@ -109,10 +110,12 @@ async def top(api: Api, request: Request) -> Response:
     game = api.game(request)
     api.identity(request)  # anyone may read the top; a bad token is still refused
     req = api.parse(_board_msg(request, "top", **_int_query(request, "n")))
-    held = await _published_top(game, req)
+    held = await _published_top(api, game, req)
     if held is not None:
-        etag, body = held
-        headers = {"ETag": etag, "Cache-Control": "max-age=1"}
+        etag, body, age = held
+        ttl, stale = int(api.settings.top_ttl), int(api.settings.stale_if_error)
+        cache = f"max-age={ttl}, stale-while-revalidate={ttl}, stale-if-error={stale}"
+        headers = {"ETag": etag, "Cache-Control": cache, "Age": str(int(age))}
         if etag in (tag.strip() for tag in request.headers.get("if-none-match", "").split(",")):
             return Response(status_code=304, headers=headers)
         return Response(body, headers=headers, media_type=JSON)
@@ -254,21 +257,21 @@ def _scope(board: str) -> tuple[str | None, str | None]:
     return (kind, value) if value else (None, None)
 
 
-async def _published_top(game: Game, req: p.Top) -> tuple[str, bytes] | None:
-    """The current top from the snapshot the scorer last published (one GET, no board read) with
-    its ETag, the snapshot's period and version; None when it cannot answer: a past period, a
+async def _published_top(api: Api, game: Game, req: p.Top) -> tuple[str, bytes, float] | None:
+    """The current top from the snapshot the scorer last published (held: held.py) with its ETag,
+    the snapshot's period and version, and its age; None when it cannot answer: a past period, a
     tournament, more entries than a snapshot holds, nothing published yet in this period."""
     config = game.lb.config
     if req.period is not None or req.window not in config.windows or req.n > config.top_n:
         return None
-    raw = await _read(game.redis.get(config.keys.latest(req.window, req.board)))
+    raw, age = await _read(api.snapshots.get(config.keys.latest(req.window, req.board)))
     if raw is None:
         return None
     snap = orjson.loads(raw)
     if snap["period"] != window(req.window).period(now_ms()).label:  # a new period, none published yet
         return None
     msg = {k: snap[k] for k in ("board", "window", "period", "mode")} | {"entries": snap["entries"][: req.n]}
-    return f'"{snap["period"]}.{snap["version"]}"', orjson.dumps({"type": "top", **msg})
+    return f'"{snap["period"]}.{snap["version"]}"', orjson.dumps({"type": "top", **msg}), age
 
 
 async def _outcome(lb: Leaderboard, submission_id: str, bound: float) -> dict[str, Any] | None:

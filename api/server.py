@@ -21,6 +21,7 @@ from leaderboard import Leaderboard, connect
 from leaderboard.queue import Queue
 
 from . import problems
+from .held import Held
 from .routes import ROUTES, Api, Game, Handler
 from .settings import ApiSettings
 
@@ -28,8 +29,14 @@ from .settings import ApiSettings
 def application(settings: ApiSettings) -> Starlette:
     bound = settings.redis_timeout or None
     redis = connect(settings.redis_url, pool=settings.redis_pool, socket_timeout=bound, socket_connect_timeout=bound)
-    games = {c.game: Game(Leaderboard(redis, c), Queue(redis, c), redis) for c in settings.game.served}
-    api = Api(settings, games, settings.game.served[0].game)
+    games = {c.game: Game(Leaderboard(redis, c), Queue(redis, c)) for c in settings.game.served}
+
+    async def latest(key: str) -> str | None:  # a snapshot as the scorer stored it (JSON text)
+        value = await redis.get(key)
+        return None if value is None else str(value)
+
+    snapshots = Held(latest, ttl=settings.top_ttl, stale=settings.stale_if_error)
+    api = Api(settings, games, settings.game.served[0].game, snapshots)
 
     def endpoint(handler: Handler) -> Any:
         async def answer(request: Request) -> Response:

@@ -54,6 +54,19 @@ class ApiSettings:
     wait_max: float = setting(
         "LB_API_WAIT_MAX", 2.0, "longest ?wait=applied of a submission (s); still pending then: 202", check=at_least(0)
     )
+    top_ttl: float = setting(
+        "LB_API_TOP_TTL",
+        1.0,
+        "seconds a board's published top N is held in the process (read once per board meanwhile) and cached"
+        " by clients (Cache-Control max-age); 0 = read at each request",
+        check=at_least(0),
+    )
+    stale_if_error: float = setting(
+        "LB_API_STALE_IF_ERROR",
+        10.0,
+        "seconds past LB_API_TOP_TTL a held top N is still served (with its Age) while Redis does not answer",
+        check=at_least(0),
+    )
     redis_timeout: float = setting(
         "LB_API_REDIS_TIMEOUT",
         2.0,

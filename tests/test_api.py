@@ -18,13 +18,15 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 import redis.asyncio as aioredis
 from openapi_spec_validator import validate
 
 from api.routes import openapi
 from fleet.redis_server import RedisServer, free_port
-from leaderboard import GameConfig, Leaderboard, Submission, now_ms
+from leaderboard import GameConfig, Leaderboard, Submission, now_ms, snapshot
 from leaderboard.auth import issue
+from leaderboard.library import library_code
 
 from .conftest import until
 
@@ -53,12 +55,12 @@ def api_url(redis_server: RedisServer) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def api_process(redis_url: str) -> Iterator[str]:
+def api_process(redis_url: str, **env: str) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "api"],
         cwd=ROOT,
-        env=_env(redis_url, LB_API_PORT=str(port), LB_API_MAX_BODY="512", LB_LOG_LEVEL="WARNING"),
+        env=_env(redis_url, LB_API_PORT=str(port), LB_API_MAX_BODY="512", LB_LOG_LEVEL="WARNING", **env),
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -134,7 +136,6 @@ async def test_reads_answer_as_the_socket_does(http: httpx.AsyncClient, r: aiore
     assert (other["rank"], other["score"]) == (8, 100)
     around = (await http.get("/v1/boards/global/players/mia/around", params={"k": 1}, headers=PLAYER)).json()
     assert [e["player"] for e in around["entries"]] == ["p4", "mia", "p3"]
-    assert "etag" not in top.headers  # no snapshot published yet: read from the board, no ETag
 
 
 async def test_the_top_comes_from_the_published_snapshot_with_its_etag(
@@ -153,7 +154,7 @@ async def test_the_top_comes_from_the_published_snapshot_with_its_etag(
 
         await until(published, 10)
         [first] = tagged
-        assert first.headers["cache-control"] == "max-age=1"
+        assert first.headers["cache-control"] == "max-age=1, stale-while-revalidate=1, stale-if-error=10"
         assert [(e["rank"], e["player"]) for e in first.json()["entries"]] == [(1, "zoe"), (2, "p7")]
         etag = first.headers["etag"]
         assert etag.startswith(f'"{first.json()["period"]}.')
@@ -304,3 +305,58 @@ def test_redis_unreachable_is_503_with_retry_after() -> None:
         assert top.headers["retry-after"] == "1"
         slip = {"player_id": "mia", "score": 1, "match_id": "m"}
         problem(httpx.post(url + "/v1/boards/global/scores", json=slip, headers=SERVER, timeout=10), 503, "unavailable")
+
+
+async def publish(r: aioredis.Redis, board: str, version: int) -> None:
+    """A board's snapshot stored as the scorer's publisher stores it (the same builder)."""
+    lb, now = Leaderboard(r, GameConfig(game=GAME)), now_ms()
+    top = await lb.top("weekly", board, GameConfig(game=GAME).top_n, at=now)
+    await r.set(lb.config.keys.latest("weekly", board), snapshot.build(board, top, version=version, ts_ms=now))
+
+
+async def get_calls(r: aioredis.Redis) -> int:
+    return int((await r.info("commandstats")).get("cmdstat_get", {}).get("calls", 0))
+
+
+async def test_concurrent_requests_for_a_top_read_redis_once(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
+    await seed(r)
+    await publish(r, "region:eu", 3)
+    before = await get_calls(r)
+    answers = await asyncio.gather(*(http.get("/v1/boards/region:eu/top") for _ in range(30)))
+    assert {(a.status_code, a.headers["etag"]) for a in answers} == {(200, f'"{answers[0].json()["period"]}.3"')}
+    assert await get_calls(r) - before == 1  # one read in flight; the others awaited it, then it was held
+
+
+async def test_a_held_top_is_served_stale_while_redis_is_down_then_503(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path).start()
+    try:
+        raw = redis.Redis.from_url(server.url)
+        raw.function_load(library_code(), replace=True)
+        raw.close()
+        client = aioredis.Redis.from_url(server.url, decode_responses=True)
+        await seed(client)
+        await publish(client, "global", 1)
+        await client.aclose()
+        hold = {"LB_API_TOP_TTL": "0.2", "LB_API_STALE_IF_ERROR": "1.5", "LB_API_REDIS_TIMEOUT": "0.5"}
+        with api_process(server.url, **hold) as url:
+            async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+                fresh = await http.get("/v1/boards/global/top")
+                assert fresh.status_code == 200 and fresh.headers["age"] == "0"
+                server.stop()
+                stopped = time.monotonic()
+                seen: list[tuple[float, httpx.Response]] = []
+
+                async def refused() -> bool:
+                    resp = await http.get("/v1/boards/global/top")
+                    seen.append((time.monotonic() - stopped, resp))
+                    return resp.status_code == 503
+
+                await until(refused, 10)
+                served = [(t, a) for t, a in seen if a.status_code == 200]
+                # past the hold, Redis refusing: the held top, the same ETag, its age told
+                assert any(t > 0.3 for t, _ in served)
+                assert {a.headers["etag"] for _, a in served} == {fresh.headers["etag"]}
+                assert all(a.content == fresh.content for _, a in served)
+                problem(seen[-1][1], 503, "unavailable")
+    finally:
+        server.stop()
