@@ -163,6 +163,35 @@ async def around(api: Api, request: Request) -> Response:
     return Response(body, media_type=JSON)
 
 
+async def ranks(api: Api, request: Request) -> Response:
+    game = api.game(request)
+    _needs_player(api.identity(request))
+    body = await _json_body(api, request)
+    req = api.parse(_board_msg(request, "ranks", players=body.get("players")))
+    call = game.lb.ranks(list(req.players), req.window, req.board, period=req.period, profiles=True)
+    found = await _read(call)
+    answer = wire.ranks(
+        board=req.board,
+        window=req.window,
+        period=found.period.label,
+        size=found.size,
+        standings=found.standings,
+        mode=found.mode,
+    )
+    return Response(answer, media_type=JSON)
+
+
+async def stats(api: Api, request: Request) -> Response:
+    game = api.game(request)
+    api.identity(request)  # open, as on the socket
+    req = api.parse(_board_msg(request, "stats"))
+    found = await _read(game.lb.stats(req.window, req.board, period=req.period))
+    answer = wire.stats(
+        board=req.board, window=req.window, period=found.period.label, size=found.size, players=found.players
+    )
+    return Response(answer, media_type=JSON)
+
+
 async def submit(api: Api, request: Request) -> Response:
     game = api.game(request)
     role = api.identity(request).role
@@ -360,6 +389,44 @@ SCHEMAS: dict[str, Any] = {
         },
         "required": ["type", "board", "window", "period", "player", "entries"],
     },
+    "Ranks": {
+        "type": "object",
+        "properties": {
+            "type": {"const": "ranks"},
+            **BOARD_FIELDS,
+            "size": {"type": "integer"},
+            "players": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "player": {"type": "string"},
+                        "rank": {"type": ["integer", "null"]},
+                        "score": {"type": ["integer", "null"]},
+                    },
+                    "required": ["player", "rank", "score"],
+                },
+            },
+        },
+        "required": ["type", "board", "window", "period", "size", "players"],
+    },
+    "Players": {
+        "type": "object",
+        "properties": {
+            "players": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": p.MAX_FRIENDS}
+        },
+        "required": ["players"],
+    },
+    "Stats": {
+        "type": "object",
+        "properties": {
+            "type": {"const": "stats"},
+            **BOARD_FIELDS,
+            "size": {"type": "integer", "description": "players on this board (exact)"},
+            "players": {"type": "integer", "description": "distinct players of the period, all scopes (~0.8%)"},
+        },
+        "required": ["type", "board", "window", "period", "size", "players"],
+    },
     "Score": {
         "type": "object",
         "properties": {
@@ -471,6 +538,24 @@ ROUTES = [
             _param("k", "query", {"type": "integer", "minimum": 0, "maximum": p.MAX_AROUND}, "each side (default 5)"),
         ],
         auth="player",
+    ),
+    Route(
+        "POST",
+        "/v1/boards/{board}/players:ranks",
+        ranks,
+        "The ranks of up to 100 players, a friends list (a player or server token)",
+        {200: "Ranks"},
+        READS,
+        body="Players",
+        auth="player",
+    ),
+    Route(
+        "GET",
+        "/v1/boards/{board}/stats",
+        stats,
+        "The board's size and the period's distinct players",
+        {200: "Stats"},
+        READS,
     ),
     Route("GET", "/v1/openapi.json", openapi_json, "This document", {200: ""}),
 ]

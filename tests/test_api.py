@@ -137,6 +137,17 @@ async def test_reads_answer_as_the_socket_does(http: httpx.AsyncClient, r: aiore
     around = (await http.get("/v1/boards/global/players/mia/around", params={"k": 1}, headers=PLAYER)).json()
     assert [e["player"] for e in around["entries"]] == ["p4", "mia", "p3"]
 
+    friends = await http.post(
+        "/v1/boards/global/players:ranks", json={"players": ["p2", "mia", "nobody"]}, headers=PLAYER
+    )
+    assert [(f["player"], f["rank"]) for f in friends.json()["players"]] == [("p2", 7), ("mia", 5), ("nobody", None)]
+    problem(await http.post("/v1/boards/global/players:ranks", json={"players": ["mia"]}), 401, "auth_required")
+    problem(
+        await http.post("/v1/boards/global/players:ranks", json={"players": []}, headers=PLAYER), 400, "bad_message"
+    )
+    stats = (await http.get("/v1/boards/region:eu/stats")).json()
+    assert (stats["type"], stats["size"], stats["players"]) == ("stats", 1, 8)
+
 
 async def test_the_top_comes_from_the_published_snapshot_with_its_etag(
     http: httpx.AsyncClient, r: aioredis.Redis, redis_url: str
