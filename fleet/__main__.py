@@ -178,7 +178,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     load_or_exit(ScorerSettings)
     gateway = load_or_exit(GatewaySettings)
     # an exported LB_JWT_SECRETS is the game backend's: the gateways must accept its tokens
-    args.jwt_secret = ",".join(gateway.jwt_secrets) or secrets.token_urlsafe(32)
+    args.jwt_secret = ",".join(gateway.jwt_secrets) or secrets.token_hex(32)  # never begins with "-"
     try:
         args.settings = FleetSettings(
             redis_url=args.redis_url,

@@ -60,7 +60,8 @@ class FleetSettings:
     join: bool = False  # add our gateways to a port other processes already listen on
     restart: bool = True  # restart a gateway or the scorer that exits, with backoff
     scorer_metrics_port: int = 0  # 0: a free port
-    jwt_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    # hex: a secret never begins with "-", so it passes any command line as one argument
+    jwt_secret: str = field(default_factory=lambda: secrets.token_hex(32))
     demo_tokens: bool = True  # the page gets a demo player token from /demo-token
     log_level: str = "INFO"
     env: tuple[tuple[str, str], ...] = ()  # extra environment for every child (LB_* settings)
