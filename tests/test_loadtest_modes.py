@@ -108,8 +108,10 @@ def test_mixed_mode_applies_the_flood(tmp_path: Path, redis_url: str) -> None:
     c = f["clients"]
     assert c["processes"] == 1 and c["cpu_pct"] > 0 and c["loop_lag_max_ms"] >= 0 and c["gc_pauses"] >= 0
     assert f["fleet"]["write_p99_le_s"] > 0 and fine(f["fleet"]["pubsub_lag_p99_s"])
-    # every snapshot of the window, written by each of the two gateways: one observation each
-    assert f["fleet"]["written_lag_count"] >= 2 * f["snapshots"] and fine(f["fleet"]["written_lag_max_s"])
+    # every snapshot of the window, written by each of the two gateways: one observation each. The
+    # gateways' metrics are read as the window closes, and a snapshot stamped just inside it can still
+    # be on its way through pub/sub then (the last one was, once, under a loaded machine)
+    assert f["fleet"]["written_lag_count"] >= 2 * (f["snapshots"] - 1) and fine(f["fleet"]["written_lag_max_s"])
 
 
 @pytest.mark.slow
