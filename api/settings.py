@@ -83,9 +83,7 @@ class ApiSettings:
     @property
     def window(self) -> str:
         """The board window of a request that does not name one (the socket's rule)."""
-        if self.default_window:
-            return self.default_window
-        return "weekly" if "weekly" in self.game.windows else self.game.windows[0]
+        return self.game.default_window(self.default_window)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ApiSettings:

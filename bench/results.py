@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from loadtest.procstat import cpu_model
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 # what benchmarks and bench.plots write: a tree differing only there measured the commit itself
@@ -45,12 +47,7 @@ def commit() -> str:
 
 def machine() -> dict[str, Any]:
     """The facts a reader needs to compare two runs: cores, CPU model, memory, OS, Python."""
-    model = ""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
         mem_kb = next(
             int(line.split()[1])
             for line in Path("/proc/meminfo").read_text().splitlines()
@@ -60,7 +57,7 @@ def machine() -> dict[str, Any]:
         mem_kb = 0
     return {
         "cores": os.cpu_count(),
-        "cpu": model,
+        "cpu": cpu_model(),
         "memory_gib": round(mem_kb / 2**20, 1),
         "os": platform.platform(),
         "python": platform.python_version(),

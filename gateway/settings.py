@@ -295,9 +295,7 @@ class GatewaySettings:
     @property
     def window(self) -> str:
         """The board window a connection is subscribed to when it does not name one."""
-        if self.default_window:
-            return self.default_window
-        return "weekly" if "weekly" in self.game.windows else self.game.windows[0]
+        return self.game.default_window(self.default_window)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> GatewaySettings:

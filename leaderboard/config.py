@@ -163,6 +163,13 @@ class GameConfig:
         """This configuration for one game (windows, operators and limits are shared)."""
         return replace(self, game=name, games=())
 
+    def default_window(self, named: str = "") -> str:
+        """The window of a request that names none: ``named`` (LB_GW_WINDOW) when set, else weekly
+        when kept, else the first window kept."""
+        if named:
+            return named
+        return "weekly" if "weekly" in self.windows else self.windows[0]
+
     @property
     def window_specs(self) -> tuple[Window, ...]:
         return tuple(window(name) for name in self.windows)

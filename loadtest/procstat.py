@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -65,3 +66,12 @@ def runs_gateway(argv: list[str]) -> bool:
         if module is not None:
             return module in ("gateway", "gateway.__main__")
     return False
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), "" where it cannot be read: a run's machine facts."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return ""

@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from ..procstat import cpu_model
 from ..progress import Progress
 from . import gateway_kill, properties, readers, redis_faults, scorer_kills
 from .markdown import render
@@ -122,14 +123,6 @@ def _plain(value: Any) -> Any:
 
 
 def machine() -> dict[str, Any]:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     redis_version = ""
     exe = shutil.which("redis-server")
     if exe:
@@ -137,7 +130,7 @@ def machine() -> dict[str, Any]:
         redis_version = next((w[2:] for w in out.split() if w.startswith("v=")), "")
     return {
         "cpus": os.cpu_count(),
-        "cpu": model,
+        "cpu": cpu_model(),
         "kernel": platform.release(),
         "python": platform.python_version(),
         "redis": redis_version,
