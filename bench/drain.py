@@ -21,6 +21,10 @@ at a path with this tree's scorer, alternating with this tree (``--rounds`` pair
 both are measured under the same load. ``--replica``: every run again with a replica attached to
 the server, and the replica's CPU.
 
+``--floor``: the same workload through a function doing only the commands a three-window best
+needs (per submission a ZSCORE per board, a ZADD where it beats the old score, the activity XADD;
+per batch one SADD of the ids and one PFADD per window), the floor ``lb_submit`` stands on.
+
 Unless ``--no-write``, the figures are recorded in bench/results/drain.json.
 """
 
@@ -95,6 +99,72 @@ OUTSIDE = frozenset(
 )
 
 
+FLOOR_LIBRARY = """#!lua name=drainfloor
+-- KEYS: three boards, the activity stream, the seen bucket, three distinct-player logs
+-- ARGV: id, player, points for each submission
+local function floor_submit(keys, args)
+  local ids, players = {}, {}
+  for i = 1, #args, 3 do
+    local id, player, points = args[i], args[i + 1], tonumber(args[i + 2])
+    for b = 1, 3 do
+      local old = redis.call('ZSCORE', keys[b], player)
+      if not old or points > tonumber(old) then
+        redis.call('ZADD', keys[b], points, player)
+      end
+    end
+    redis.call('XADD', keys[4], 'MAXLEN', '~', 10000, '*', 'id', id, 'player', player, 'points', args[i + 2])
+    ids[#ids + 1], players[#players + 1] = id, player
+  end
+  redis.call('SADD', keys[5], unpack(ids))
+  for h = 6, 8 do
+    redis.call('PFADD', keys[h], unpack(players))
+  end
+  return #ids
+end
+redis.register_function('floor_submit', floor_submit)
+"""
+
+
+def floor(args: Any) -> dict[str, Any]:
+    """The same workload through FLOOR_LIBRARY, in batches of --scorer-batch: its Redis time."""
+    n, batch = args.submissions, min(args.scorer_batch, 1000)  # unpack() bounds a call's ids
+    rnd = random.Random(args.seed)
+    # the packed scores of lb_submit are points * 2^k + a tie part: of the same magnitude here
+    subs = [(f"s{i}", f"p{rnd.randrange(50_000)}", rnd.randrange(1_000_000) * 2**26) for i in range(n)]
+    keys = [
+        "f:{b}:daily",
+        "f:{b}:weekly",
+        "f:{b}:alltime",
+        "f:{b}:activity",
+        "f:{b}:seen",
+        "f:{b}:h1",
+        "f:{b}:h2",
+        "f:{b}:h3",
+    ]
+    with RedisServer(tempfile.mkdtemp(prefix="drain-floor-")) as server:
+        r = redis.Redis.from_url(server.url)
+        r.function_load(FLOOR_LIBRARY, replace=True)
+        r.config_resetstat()
+        for start in range(0, n, batch):
+            flat = [x for sub in subs[start : start + batch] for x in sub]
+            r.fcall("floor_submit", len(keys), *keys, *flat)
+        stats = usec(r)
+        r.close()
+    inside = {name: stat for name, stat in stats.items() if name not in OUTSIDE}
+    fcall_us = stats["fcall"][0] / n
+    inside_us, inside_calls = sum(u for u, _ in inside.values()) / n, sum(c for _, c in inside.values()) / n
+    print(f"== the floor: {n:,} submissions, {batch} per call")
+    print(f"floor FCALL: {fcall_us:.1f} us of Redis time per submission")
+    print(
+        f"  inside it: {inside_calls:.2f} Redis calls per submission, {inside_us:.1f} us; Lua around them {fcall_us - inside_us:.1f} us"
+    )
+    return {
+        "fcall_us_per_submission": fcall_us,
+        "calls_per_submission": inside_calls,
+        "lua_us_per_submission": fcall_us - inside_us,
+    }
+
+
 def code_tree(baseline: str, directory: Path) -> Path:
     """A directory holding the packages the scorer runs (leaderboard, scorer) and its library:
     a git ref's (``git archive``), or this tree's with the library file at ``baseline``."""
@@ -154,7 +224,9 @@ def run(args: Any, replica: bool, tree: Path | None = None) -> dict[str, Any]:
     print(f"== {what}: {n:,} submissions, {args.submit_batch} per submit call, scorer batch {args.scorer_batch}")
     print(f"drained in {elapsed:.2f} s ({n / elapsed:,.0f}/s wall clock)")
     print(f"lb_submit FCALL: {fcall_us:.1f} us of Redis time per submission")
-    print(f"  inside it: {inside_calls:.2f} Redis calls per submission, {inside_us:.1f} us; Lua around them {fcall_us - inside_us:.1f} us")
+    print(
+        f"  inside it: {inside_calls:.2f} Redis calls per submission, {inside_us:.1f} us; Lua around them {fcall_us - inside_us:.1f} us"
+    )
     by_calls = sorted(inside.items(), key=lambda kv: -kv[1][1])
     print("  " + ", ".join(f"{c / n:.2f} {name.upper()}" for name, (_, c) in by_calls if c / n >= 0.005))
     print(f"all commands: queueing {total_q:.1f} + draining {total_d:.1f} = {total_q + total_d:.1f} us per submission")
@@ -195,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         help="also drain with the code of a git ref (its library, scorer and encoder), or with a library file",
     )
     p.add_argument("--rounds", type=int, default=2, help="baseline/this-tree pairs, alternating (with a baseline)")
+    p.add_argument("--floor", action="store_true", help="also run the floor: only the commands a best needs")
     results.add_no_write(p)
     args = p.parse_args(argv)
     if min(args.submissions, args.submit_batch, args.scorer_batch, args.rounds) < 1:
@@ -213,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
                 runs["this"].append(run(args, replica))
             figures[name] = {"baseline_library": args.baseline_library, **runs}
             summary(runs)
+        if args.floor:
+            figures["floor"] = floor(args)
     results.save("drain", figures, args, module="bench.drain", argv=argv)
     return 0
 
