@@ -125,6 +125,29 @@ redis.register_function('floor_submit', floor_submit)
 """
 
 
+def function_figures(stats: dict[str, tuple[int, int]], n: int, spent: float) -> dict[str, Any]:
+    """Print and return the figures of the function calls in ``stats`` (commandstats of ``n``
+    submissions, ``spent`` seconds of the Redis process's CPU meanwhile): its Redis time, the
+    calls inside it and the Lua around them, per submission."""
+    inside = {name: stat for name, stat in stats.items() if name not in OUTSIDE}
+    fcall_us = stats.get("fcall", (0, 0))[0] / n
+    inside_us, inside_calls = sum(u for u, _ in inside.values()) / n, sum(c for _, c in inside.values()) / n
+    print(f"FCALL: {fcall_us:.1f} us of Redis time per submission")
+    print(f"  inside it: {inside_calls:.2f} Redis calls per submission, {inside_us:.1f} us", end="")
+    print(f"; Lua around them {fcall_us - inside_us:.1f} us")
+    by_calls = sorted(inside.items(), key=lambda kv: -kv[1][1])
+    print("  " + ", ".join(f"{c / n:.2f} {name.upper()}" for name, (_, c) in by_calls if c / n >= 0.005))
+    # wall-clock usec (above) grow when the machine is busy; the process's CPU hardly does
+    print(f"Redis process CPU meanwhile: {spent / n * 1e6:.1f} us per submission")
+    return {
+        "fcall_us_per_submission": fcall_us,
+        "calls_per_submission": inside_calls,
+        "lua_us_per_submission": fcall_us - inside_us,
+        "calls_per_submission_by_command": {name: c / n for name, (_, c) in inside.items()},
+        "call_cpu_us_per_submission": spent / n * 1e6,
+    }
+
+
 def floor(args: Any) -> dict[str, Any]:
     """The same workload through FLOOR_LIBRARY, in batches of --scorer-batch: its Redis time."""
     n, batch = args.submissions, min(args.scorer_batch, 1000)  # unpack() bounds a call's ids
@@ -145,24 +168,15 @@ def floor(args: Any) -> dict[str, Any]:
         r = redis.Redis.from_url(server.url)
         r.function_load(FLOOR_LIBRARY, replace=True)
         r.config_resetstat()
+        cpu0 = cpu(r)
         for start in range(0, n, batch):
             flat = [x for sub in subs[start : start + batch] for x in sub]
             r.fcall("floor_submit", len(keys), *keys, *flat)
+        spent = cpu(r) - cpu0
         stats = usec(r)
         r.close()
-    inside = {name: stat for name, stat in stats.items() if name not in OUTSIDE}
-    fcall_us = stats["fcall"][0] / n
-    inside_us, inside_calls = sum(u for u, _ in inside.values()) / n, sum(c for _, c in inside.values()) / n
     print(f"== the floor: {n:,} submissions, {batch} per call")
-    print(f"floor FCALL: {fcall_us:.1f} us of Redis time per submission")
-    print(
-        f"  inside it: {inside_calls:.2f} Redis calls per submission, {inside_us:.1f} us; Lua around them {fcall_us - inside_us:.1f} us"
-    )
-    return {
-        "fcall_us_per_submission": fcall_us,
-        "calls_per_submission": inside_calls,
-        "lua_us_per_submission": fcall_us - inside_us,
-    }
+    return function_figures(stats, n, spent)
 
 
 def code_tree(baseline: str, directory: Path) -> Path:
@@ -204,10 +218,12 @@ def run(args: Any, replica: bool, tree: Path | None = None) -> dict[str, Any]:
         asyncio.run(fill(server.url, n, args.seed, args.submit_batch))
         queued = usec(r)
         r.config_resetstat()
+        drain_cpu0 = cpu(r)
         started = time.perf_counter()
         # run from the tree: the scorer imports (and loads) the code it finds first on its path
         drain(server.url, cwd=tree, LB_SCORER_BATCH=str(args.scorer_batch))
         elapsed = time.perf_counter() - started
+        drain_spent = cpu(r) - drain_cpu0
         drained = usec(r)
         if replica:  # the replica has applied everything the master sent before its CPU is read
             offset = r.info("replication")["master_repl_offset"]
@@ -217,18 +233,12 @@ def run(args: Any, replica: bool, tree: Path | None = None) -> dict[str, Any]:
         r.close()
         c.close()
     total_q, total_d = (sum(u for u, _ in stats.values()) / n for stats in (queued, drained))
-    inside = {name: stat for name, stat in drained.items() if name not in OUTSIDE}
-    fcall_us = drained.get("fcall", (0, 0))[0] / n
-    inside_us, inside_calls = sum(u for u, _ in inside.values()) / n, sum(c for _, c in inside.values()) / n
     what = ("with a replica" if replica else "no replica") + (f", the code of {args.baseline_library}" if tree else "")
     print(f"== {what}: {n:,} submissions, {args.submit_batch} per submit call, scorer batch {args.scorer_batch}")
     print(f"drained in {elapsed:.2f} s ({n / elapsed:,.0f}/s wall clock)")
-    print(f"lb_submit FCALL: {fcall_us:.1f} us of Redis time per submission")
-    print(
-        f"  inside it: {inside_calls:.2f} Redis calls per submission, {inside_us:.1f} us; Lua around them {fcall_us - inside_us:.1f} us"
-    )
-    by_calls = sorted(inside.items(), key=lambda kv: -kv[1][1])
-    print("  " + ", ".join(f"{c / n:.2f} {name.upper()}" for name, (_, c) in by_calls if c / n >= 0.005))
+    print("lb_submit ", end="")
+    # CPU while draining: the FCALLs and the scorer's reads and acknowledgements (the same for any code)
+    submit = function_figures(drained, n, drain_spent)
     print(f"all commands: queueing {total_q:.1f} + draining {total_d:.1f} = {total_q + total_d:.1f} us per submission")
     print(f"Redis process CPU, queue + drain: {spent / n * 1e6:.1f} us per submission", end="")
     print(f"; the replica's: {replica_spent / n * 1e6:.1f} us" if replica else "")
@@ -239,10 +249,7 @@ def run(args: Any, replica: bool, tree: Path | None = None) -> dict[str, Any]:
     return {
         "submissions": n,
         "drained_per_s": n / elapsed,
-        "fcall_us_per_submission": fcall_us,
-        "calls_per_submission": inside_calls,
-        "lua_us_per_submission": fcall_us - inside_us,
-        "calls_per_submission_by_command": {name: c / n for name, (_, c) in inside.items()},
+        **submit,
         "queue_us_per_submission": total_q,
         "drain_us_per_submission": total_d,
         "redis_cpu_us_per_submission": spent / n * 1e6,
@@ -299,11 +306,12 @@ def summary(runs: dict[str, list[dict[str, Any]]]) -> None:
         ("lb_submit us/submission", "fcall_us_per_submission"),
         ("Redis calls/submission", "calls_per_submission"),
         ("Lua around them us", "lua_us_per_submission"),
-        ("Redis CPU us/submission", "redis_cpu_us_per_submission"),
+        ("Redis CPU draining us/sub", "call_cpu_us_per_submission"),
+        ("Redis CPU queue+drain us/sub", "redis_cpu_us_per_submission"),
     ):
         base, this = ([run[key] for run in runs[side]] for side in ("baseline", "this"))
         print(
-            f"  {label:<26} {', '.join(f'{x:.2f}' for x in base)} (median {statistics.median(base):.2f})"
+            f"  {label:<29} {', '.join(f'{x:.2f}' for x in base)} (median {statistics.median(base):.2f})"
             f" -> {', '.join(f'{x:.2f}' for x in this)} (median {statistics.median(this):.2f})"
         )
 
