@@ -1,20 +1,81 @@
 """``python -m api``: one HTTP API process on uvicorn (uvloop, httptools). Stateless, like a
-gateway: run as many as the load asks for. SIGTERM/SIGINT: uvicorn finishes the requests under
-way, then the process ends by that signal (uvicorn re-raises it)."""
+gateway: run as many as the load asks for (``LB_API_REUSE_PORT``: several on one port).
+SIGTERM/SIGINT: stop accepting, finish the requests under way (at most ``LB_API_DRAIN_TIMEOUT``),
+exit 0; a second signal stops at once."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import signal
+import socket
 import sys
+from collections.abc import Iterator
 
 import orjson
 import uvicorn
+import uvloop
 
 from leaderboard.settings import argument_parser, load_or_exit
 
 from .routes import openapi
 from .server import application
 from .settings import ApiSettings
+
+log = logging.getLogger("api")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server with the signals left to ``serve`` below: uvicorn would re-raise the
+    signal it caught once stopped, so a clean stop would end with the signal's status."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def listener(settings: ApiSettings) -> socket.socket:
+    """The listening socket, bound here so that processes may share the port (SO_REUSEPORT: the
+    kernel spreads connections over them)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if settings.reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((settings.host, settings.port))
+    sock.set_inheritable(True)
+    return sock
+
+
+async def serve(settings: ApiSettings) -> int:
+    config = uvicorn.Config(
+        application(settings),
+        loop="none",  # already running on uvloop (main)
+        http="httptools",
+        ws="none",
+        lifespan="on",
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=settings.drain_timeout,
+    )
+    server = _Server(config)
+    signals = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals
+        signals += 1
+        server.should_exit = True  # uvicorn: stop accepting, finish what is under way
+        if signals > 1:
+            log.warning("%s again: stopping at once", signal.Signals(signum).name)
+            server.force_exit = True
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+    sock = listener(settings)
+    await server.serve(sockets=[sock])
+    return 0 if server.started else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,17 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     settings = load_or_exit(ApiSettings)
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    uvicorn.run(
-        application(settings),
-        host=settings.host,
-        port=settings.port,
-        loop="uvloop",
-        http="httptools",
-        log_level=settings.log_level.lower(),
-        access_log=False,
-        server_header=False,
-    )
-    return 0
+    return uvloop.run(serve(settings))
 
 
 if __name__ == "__main__":

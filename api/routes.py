@@ -10,10 +10,13 @@ the same over both.
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 import orjson
 from redis.exceptions import RedisError
@@ -23,6 +26,7 @@ from starlette.responses import Response
 from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, Submission, now_ms, wire
 from leaderboard import protocol as p
 from leaderboard.auth import SPECTATOR, AuthError, Identity, authenticate
+from leaderboard.budget import Budgets, cost
 from leaderboard.errors import NotReplicated, TournamentError
 from leaderboard.keys import parse_scope
 from leaderboard.queue import Queue
@@ -51,6 +55,7 @@ class Api:
     games: Mapping[str, Game]
     default_game: str
     snapshots: Held[str | None]  # each board's last published snapshot, by its key
+    budgets: Budgets  # reads per player token or spectator address
 
     def game(self, request: Request) -> Game:
         name = request.query_params.get("game", self.default_game)
@@ -78,6 +83,32 @@ class Api:
         except p.ProtocolError as exc:
             raise Problem(exc.code, exc.message) from None
 
+    def charge(self, request: Request, identity: Identity, req: p.Request) -> None:
+        """Spend what ``req`` costs Redis from its player's budget (a spectator's: its address's,
+        which uvicorn takes from X-Forwarded-For behind a local balancer); game servers have none."""
+        if identity.role == "server":
+            return
+        if identity.player is not None:
+            key = "p:" + identity.player
+        else:
+            key = "a:" + (request.client.host if request.client else "")
+        units, now = cost(req), time.monotonic()
+        if not self.budgets.take(key, units, now):
+            wait = (units - self.budgets.left(key, now)) / self.budgets.rate
+            raise Problem("rate_limited", "too many reads; slow down", retry_after=max(1, math.ceil(wait)))
+
+    def read(self, request: Request, msg: dict[str, Any], identity: Identity) -> Any:
+        """A read request parsed as the socket's and paid for."""
+        req = self.parse(msg)
+        self.charge(request, identity, req)
+        return req
+
+
+def path_param(request: Request, name: str) -> str:
+    """A path segment as the client sent it, percent-decoded (server.py keeps an encoded '/'
+    inside its segment: a player id may hold one)."""
+    return unquote(request.path_params[name])
+
 
 # ---------------------------------------------------------------- the handlers
 
@@ -85,7 +116,7 @@ class Api:
 def _board_msg(request: Request, kind: str, **fields: Any) -> dict[str, Any]:
     """The socket's message of a board read: the path's board, the query's window and period."""
     q = request.query_params
-    msg = {"type": kind, "board": request.path_params["board"], **fields}
+    msg = {"type": kind, "board": path_param(request, "board"), **fields}
     for name in ("window", "period"):
         if name in q:
             msg[name] = q[name]
@@ -101,16 +132,17 @@ def _int_query(request: Request, name: str) -> dict[str, Any]:
     return {name: int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 9 else raw}
 
 
-def _needs_player(identity: Identity) -> None:
+def _needs_player(identity: Identity) -> Identity:
     if identity.player is None:
         raise Problem("auth_required", "this request needs a player or server token")
+    return identity
 
 
 async def top(api: Api, request: Request) -> Response:
     game = api.game(request)
-    api.identity(request)  # anyone may read the top; a bad token is still refused
+    identity = api.identity(request)  # anyone may read the top; a bad token is still refused
     req = api.parse(_board_msg(request, "top", **_int_query(request, "n")))
-    held = await _published_top(api, game, req)
+    held = await _published_top(api, game, req)  # free: at most one Redis read per board and TTL
     if held is not None:
         etag, body, age = held
         ttl, stale = int(api.settings.top_ttl), int(api.settings.stale_if_error)
@@ -119,6 +151,7 @@ async def top(api: Api, request: Request) -> Response:
         if etag in (tag.strip() for tag in request.headers.get("if-none-match", "").split(",")):
             return Response(status_code=304, headers=headers)
         return Response(body, headers=headers, media_type=JSON)
+    api.charge(request, identity, req)
     top = await _read(game.lb.top(req.window, req.board, req.n, period=req.period))
     body = wire.top(board=req.board, window=req.window, period=top.period.label, entries=top.entries, mode=top.mode)
     return Response(body, media_type=JSON)
@@ -126,8 +159,8 @@ async def top(api: Api, request: Request) -> Response:
 
 async def player(api: Api, request: Request) -> Response:
     game = api.game(request)
-    _needs_player(api.identity(request))
-    req = api.parse(_board_msg(request, "rank", player=request.path_params["player"]))
+    identity = _needs_player(api.identity(request))
+    req = api.read(request, _board_msg(request, "rank", player=path_param(request, "player")), identity)
     ranks = await _read(game.lb.ranks([req.player], req.window, req.board, period=req.period))
     [st] = ranks.standings
     body = wire.rank(
@@ -147,9 +180,9 @@ async def player(api: Api, request: Request) -> Response:
 
 async def around(api: Api, request: Request) -> Response:
     game = api.game(request)
-    _needs_player(api.identity(request))
-    msg = _board_msg(request, "around", player=request.path_params["player"], **_int_query(request, "k"))
-    req = api.parse(msg)
+    identity = _needs_player(api.identity(request))
+    msg = _board_msg(request, "around", player=path_param(request, "player"), **_int_query(request, "k"))
+    req = api.read(request, msg, identity)
     found = await _read(game.lb.around(req.player, req.window, req.board, req.k, period=req.period))
     body = wire.around(
         board=req.board,
@@ -165,9 +198,9 @@ async def around(api: Api, request: Request) -> Response:
 
 async def ranks(api: Api, request: Request) -> Response:
     game = api.game(request)
-    _needs_player(api.identity(request))
+    identity = _needs_player(api.identity(request))
     body = await _json_body(api, request)
-    req = api.parse(_board_msg(request, "ranks", players=body.get("players")))
+    req = api.read(request, _board_msg(request, "ranks", players=body.get("players")), identity)
     call = game.lb.ranks(list(req.players), req.window, req.board, period=req.period, profiles=True)
     found = await _read(call)
     answer = wire.ranks(
@@ -183,8 +216,8 @@ async def ranks(api: Api, request: Request) -> Response:
 
 async def stats(api: Api, request: Request) -> Response:
     game = api.game(request)
-    api.identity(request)  # open, as on the socket
-    req = api.parse(_board_msg(request, "stats"))
+    identity = api.identity(request)  # open, as on the socket
+    req = api.read(request, _board_msg(request, "stats"), identity)
     found = await _read(game.lb.stats(req.window, req.board, period=req.period))
     answer = wire.stats(
         board=req.board, window=req.window, period=found.period.label, size=found.size, players=found.players
@@ -267,7 +300,7 @@ def _submission(request: Request, body: dict[str, Any]) -> Submission:
         if name in body:
             fields[name] = body[name]
     try:
-        kind, value = _scope(request.path_params["board"])
+        kind, value = _scope(path_param(request, "board"))
         if kind is not None:
             if fields.get(kind, value) != value:
                 raise Problem("invalid_scope", f"the body's {kind} is not the board's")
@@ -575,6 +608,7 @@ def openapi() -> dict[str, Any]:
             problem = {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
             responses["4XX"] = {"description": "refused (code: docs/protocol.md)", "content": problem}
             responses["503"] = {"description": "Redis unavailable or queue full; retry", "content": problem}
+            responses["500"] = {"description": "an unexpected failure (code internal), logged", "content": problem}
         op: dict[str, Any] = {"summary": route.summary, "parameters": route.params, "responses": responses}
         if route.body:
             body = {"$ref": f"#/components/schemas/{route.body}"}

@@ -17,11 +17,11 @@ from redis.exceptions import RedisError
 from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Submission, now_ms, wire
 from leaderboard import protocol as p
 from leaderboard.auth import SPECTATOR, AuthError, authenticate
+from leaderboard.budget import Budgets, cost
 from leaderboard.errors import Banned, InvalidInput, NotReplicated, TournamentError
 from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
 
-from .budget import Budgets, cost
 from .client import Client
 from .games import Game
 from .metrics import Metrics

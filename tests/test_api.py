@@ -8,13 +8,13 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -60,7 +60,13 @@ def api_process(redis_url: str, **env: str) -> Iterator[str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "api"],
         cwd=ROOT,
-        env=_env(redis_url, LB_API_PORT=str(port), LB_API_MAX_BODY="512", LB_LOG_LEVEL="WARNING", **env),
+        env=_env(
+            redis_url,
+            LB_API_PORT=str(port),
+            LB_LOG_LEVEL="WARNING",
+            # a test of the budget sets its own
+            **{"LB_API_MAX_BODY": "512", "LB_API_READ_RATE": "100000", **env},
+        ),
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -75,8 +81,7 @@ def api_process(redis_url: str, **env: str) -> Iterator[str]:
         yield url
     finally:
         proc.terminate()
-        # uvicorn shuts down, then ends by the signal it caught (as a shell expects)
-        assert proc.wait(timeout=10) in (0, -signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0  # a clean stop: the requests under way finished
 
 
 @pytest.fixture
@@ -371,3 +376,42 @@ async def test_a_held_top_is_served_stale_while_redis_is_down_then_503(tmp_path:
                 problem(seen[-1][1], 503, "unavailable")
     finally:
         server.stop()
+
+
+async def test_a_player_id_with_a_slash_or_percent_is_addressable(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
+    lb, now = Leaderboard(r, GameConfig(game=GAME)), now_ms()
+    await lb.submit_batch(
+        [Submission("s1", "clan/ana", 500, now).fields(), Submission("s2", "50%off", 40, now).fields()]
+    )
+    for player, rank in (("clan/ana", 1), ("50%off", 2)):
+        path = "/v1/boards/global/players/" + quote(player, safe="")
+        me = await http.get(path, headers=SERVER)
+        assert me.status_code == 200 and (me.json()["player"], me.json()["rank"]) == (player, rank), me.text
+        around = (await http.get(path + "/around", params={"k": 0}, headers=SERVER)).json()
+        assert [e["player"] for e in around["entries"]] == [player]
+    # unencoded, the '/' is a path separator: no such route
+    problem(await http.get("/v1/boards/global/players/clan/ana", headers=SERVER), 404, "not_found")
+
+
+async def test_an_unexpected_failure_is_a_logged_problem_500(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
+    # a stored snapshot no scorer wrote (not JSON): nothing the API expects
+    await r.set(GameConfig(game=GAME).keys.latest("weekly", "mode:broken"), "{not json")
+    resp = await http.get("/v1/boards/mode:broken/top")
+    problem(resp, 500, "internal")
+
+
+def test_a_players_reads_are_budgeted_then_429_with_retry_after(redis_server: RedisServer) -> None:
+    from leaderboard.budget import MAX_COST
+
+    budget = {"LB_API_READ_RATE": "1", "LB_API_READ_BURST": str(MAX_COST), "LB_API_MAX_BODY": "4096"}
+    with api_process(redis_server.url, **budget) as url:
+        friends = {"players": [f"f{i}" for i in range(MAX_COST)]}  # the dearest read: the whole budget
+        path = url + "/v1/boards/global/players:ranks"
+        assert httpx.post(path, json=friends, headers=PLAYER, timeout=10).status_code == 200
+        refused = httpx.post(path, json=friends, headers=PLAYER, timeout=10)
+        problem(refused, 429, "rate_limited")
+        assert 1 <= int(refused.headers["retry-after"]) <= MAX_COST  # 1 unit/s back: until the read fits
+        # per token subject: another player, and a game server (trusted), still read
+        other = token("ben", "player")
+        assert httpx.post(path, json=friends, headers=other, timeout=10).status_code == 200
+        assert httpx.post(path, json=friends, headers=SERVER, timeout=10).status_code == 200
