@@ -32,9 +32,9 @@ from leaderboard.keys import parse_scope
 from leaderboard.queue import Queue
 from leaderboard.windows import window
 
-from .held import Held
 from .problems import ALL_CODES, MEDIA_TYPE, Problem
 from .settings import ApiSettings
+from .watch import Watch
 
 T = TypeVar("T")
 JSON = "application/json"
@@ -45,6 +45,7 @@ _POLL_S = (0.005, 0.1)  # ?wait=applied: first and longest pause between status 
 class Game:
     lb: Leaderboard
     queue: Queue
+    watch: Watch  # the boards' published snapshots (watch.py)
 
 
 @dataclass(slots=True)
@@ -54,7 +55,6 @@ class Api:
     settings: ApiSettings
     games: Mapping[str, Game]
     default_game: str
-    snapshots: Held[str | None]  # each board's last published snapshot, by its key
     budgets: Budgets  # reads per player token or spectator address
 
     def game(self, request: Request) -> Game:
@@ -326,7 +326,7 @@ async def _published_top(api: Api, game: Game, req: p.Top) -> tuple[str, bytes, 
     config = game.lb.config
     if req.period is not None or req.window not in config.windows or req.n > config.top_n:
         return None
-    raw, age = await _read(api.snapshots.get(config.keys.latest(req.window, req.board)))
+    raw, age = await _read(game.watch.get(req.window, req.board))
     if raw is None:
         return None
     snap = orjson.loads(raw)

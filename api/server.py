@@ -30,6 +30,7 @@ from . import problems
 from .held import Held
 from .routes import ROUTES, Api, Game, Handler
 from .settings import ApiSettings
+from .watch import Watch
 
 log = logging.getLogger("api")
 
@@ -55,15 +56,22 @@ class SegmentPaths:
 def application(settings: ApiSettings) -> Starlette:
     bound = settings.redis_timeout or None
     redis = connect(settings.redis_url, pool=settings.redis_pool, socket_timeout=bound, socket_connect_timeout=bound)
-    games = {c.game: Game(Leaderboard(redis, c), Queue(redis, c)) for c in settings.game.served}
 
     async def latest(key: str) -> str | None:  # a snapshot as the scorer stored it (JSON text)
         value = await redis.get(key)
         return None if value is None else str(value)
 
-    snapshots = Held(latest, ttl=settings.top_ttl, stale=settings.stale_if_error)
+    held = Held(latest, ttl=settings.top_ttl, stale=settings.stale_if_error)
+    games = {
+        c.game: Game(
+            Leaderboard(redis, c),
+            Queue(redis, c),
+            Watch(redis, c.keys, held, idle=settings.watch_idle, size=settings.watch_max),
+        )
+        for c in settings.game.served
+    }
     budgets = Budgets(settings.read_rate, settings.read_burst, settings.read_budgets)
-    api = Api(settings, games, settings.game.served[0].game, snapshots, budgets)
+    api = Api(settings, games, settings.game.served[0].game, budgets)
 
     def endpoint(handler: Handler) -> Any:
         async def answer(request: Request) -> Response:
@@ -88,9 +96,14 @@ def application(settings: ApiSettings) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        for game in games.values():
+            if settings.watch_max:
+                game.watch.start()
         try:
             yield
         finally:
+            for game in games.values():
+                await game.watch.close()
             await redis.aclose()
 
     async def readyz(request: Request) -> Response:

@@ -78,6 +78,19 @@ class ApiSettings:
         "seconds past LB_API_TOP_TTL a held top N is still served (with its Age) while Redis does not answer",
         check=at_least(0),
     )
+    watch_max: int = setting(
+        "LB_API_WATCH_MAX",
+        1000,
+        "boards whose top N is kept current by pub/sub (no Redis read per request) once asked for; the others"
+        " are read through LB_API_TOP_TTL's hold; 0 = none",
+        check=at_least(0),
+    )
+    watch_idle: float = setting(
+        "LB_API_WATCH_IDLE",
+        60.0,
+        "seconds a watched board nobody asks about stays subscribed",
+        check=above(0),
+    )
     redis_timeout: float = setting(
         "LB_API_REDIS_TIMEOUT",
         2.0,
