@@ -435,7 +435,7 @@ async def test_a_watched_top_comes_from_pub_sub_with_no_redis_read(http: httpx.A
 
     async def tagged(version: int) -> bool:
         resp = await http.get("/v1/boards/mode:duo/top")
-        return resp.headers.get("etag", "").endswith(f'.{version}"')
+        return str(resp.headers.get("etag", "")).endswith(f'.{version}"')
 
     version = 4
 
