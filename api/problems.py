@@ -22,6 +22,7 @@ STATUS = {
     "unknown_game": 404,
     "unknown_tournament": 404,
     "not_found": 404,
+    "tournament_exists": 409,
     "method_not_allowed": 405,
     "body_too_large": 413,
     "unsupported_media_type": 415,

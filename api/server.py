@@ -22,7 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from leaderboard import Leaderboard, connect
+from leaderboard import Leaderboard, connect, replies
 from leaderboard.budget import Budgets
 from leaderboard.queue import Queue
 
@@ -64,9 +64,10 @@ def application(settings: ApiSettings) -> Starlette:
     held = Held(latest, ttl=settings.top_ttl, stale=settings.stale_if_error)
     games = {
         c.game: Game(
-            Leaderboard(redis, c),
+            lb := Leaderboard(redis, c),
             Queue(redis, c),
             Watch(redis, c.keys, held, idle=settings.watch_idle, size=settings.watch_max),
+            replies.Game.of(lb),
         )
         for c in settings.game.served
     }

@@ -27,6 +27,7 @@ from fleet.redis_server import RedisServer, free_port
 from leaderboard import GameConfig, Leaderboard, Submission, now_ms, snapshot
 from leaderboard.auth import issue
 from leaderboard.library import library_code
+from leaderboard.windows import window
 
 from .conftest import until
 
@@ -459,3 +460,70 @@ async def test_a_watched_top_comes_from_pub_sub_with_no_redis_read(http: httpx.A
     assert same.status_code == 304
     assert await get_calls(r) - before == 0  # no Redis read for any of them, past the hold's TTL too
     assert {a.headers["etag"] for a in answers} == {f'"{answers[0].json()["period"]}.{version}"'}
+
+
+async def test_operator_actions_for_the_server_role(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
+    await seed(r)
+    lb = Leaderboard(r, GameConfig(game=GAME))
+    # a player token is refused every action, and nothing changes
+    problem(await http.post("/v1/players/p7/ban", json={"reason": "x"}, headers=PLAYER), 403, "forbidden")
+    problem(await http.post("/v1/players/p7/ban", json={"reason": "x"}), 401, "auth_required")
+    assert (await lb.ranks(["p7"], "weekly", "global")).standings[0].rank == 1
+
+    banned = await http.post("/v1/players/p7/ban", json={"reason": "cheating"}, headers=SERVER)
+    assert banned.status_code == 200 and banned.json()["type"] == "banned" and banned.json()["boards"] >= 1
+    assert (await lb.ranks(["p7"], "weekly", "global")).standings[0].rank is None
+    unbanned = (await http.post("/v1/players/p7/unban", json={"reason": "appeal"}, headers=SERVER)).json()
+    assert unbanned == {"type": "unbanned", "player": "p7", "was_banned": True}
+
+    fix = {"points": 10, "reason": "refund", "window": "weekly"}
+    corrected = (await http.post("/v1/players/p6/corrections", json=fix, headers=SERVER)).json()
+    assert corrected["type"] == "corrected" and corrected["points"] == 10 and corrected["boards"]
+    assert (await lb.ranks(["p6"], "weekly", "global")).standings[0].score == 10
+    bad = {"points": -5, "reason": "x"}
+    problem(await http.post("/v1/players/p6/corrections", json=bad, headers=SERVER), 400, "invalid_points")
+
+    # profiles: a server sets anyone's; a player only their own name and country
+    path = "/v1/players/mia/profile"
+    assert (await http.put(path, json={"name": "Mia"}, headers=PLAYER)).json()["profile"]["name"] == "Mia"
+    problem(await http.put("/v1/players/p1/profile", json={"name": "X"}, headers=PLAYER), 403, "forbidden")
+    problem(await http.put(path, json={"avatar": "https://x.invalid/a.png"}, headers=PLAYER), 403, "forbidden")
+    assert (await http.put("/v1/players/p1/profile", json={"country": "FR"}, headers=SERVER)).status_code == 200
+
+    # tournaments: created, entered, refused for other bounds
+    now = now_ms()
+    span = {"start_ms": now - 1000, "end_ms": now + 3_600_000}
+    made = (await http.put("/v1/tournaments/cup1", json=span, headers=SERVER)).json()
+    assert made["window"] == "t-cup1"
+    again = await http.put("/v1/tournaments/cup1", json=span, headers=SERVER)
+    assert again.status_code == 200  # the same bounds: no-op
+    other = {"start_ms": now, "end_ms": now + 10}
+    problem(await http.put("/v1/tournaments/cup1", json=other, headers=SERVER), 409, "tournament_exists")
+    joined = (await http.post("/v1/tournaments/cup1/players", json={"players": ["mia", "p1"]}, headers=SERVER)).json()
+    assert joined["added"] == 2
+    problem(
+        await http.post("/v1/tournaments/nope/players", json={"players": ["mia"]}, headers=SERVER),
+        404,
+        "unknown_tournament",
+    )
+    problem(
+        await http.post("/v1/tournaments/cup1/players", json={"players": ["mia"]}, headers=PLAYER), 403, "forbidden"
+    )
+
+    # a submission's status, for the game server that filed it
+    status = (await http.get("/v1/submissions/m1", headers=SERVER)).json()
+    assert status["type"] == "status" and status["status"] == "applied"
+    problem(await http.get("/v1/submissions/m1", headers=PLAYER), 403, "forbidden")
+
+
+async def test_finals_of_closed_periods(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
+    lb = Leaderboard(r, GameConfig(game=GAME))
+    day = 86_400_000
+    ts = (now_ms() // day - 2) * day + 1000  # two days ago, just after midnight
+    await lb.submit_batch([Submission("old-1", "ana", 70, ts).fields()], now=ts)
+    await lb.close(window("daily").period(ts), ["global"], top_n=5, keep=2, maxlen=100)
+    finals = await http.get("/v1/boards/global/finals", params={"window": "daily", "n": 2})
+    assert finals.status_code == 200, finals.text
+    [closed] = finals.json()["periods"]
+    assert [(e["rank"], e["player"], e["score"]) for e in closed["entries"]] == [(1, "ana", 70)]
+    problem(await http.get("/v1/boards/global/finals", params={"n": 99}), 400, "bad_message")
