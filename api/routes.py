@@ -28,7 +28,7 @@ from leaderboard import protocol as p
 from leaderboard.auth import SPECTATOR, AuthError, Identity, authenticate
 from leaderboard.budget import Budgets, cost
 from leaderboard.errors import NotReplicated, TournamentError
-from leaderboard.keys import parse_scope
+from leaderboard.keys import GLOBAL_SCOPE, SCOPE_KINDS, parse_scope
 from leaderboard.queue import Queue
 from leaderboard.windows import window
 
@@ -378,7 +378,13 @@ def _param(name: str, where: str, schema: dict[str, Any], doc: str, required: bo
     return {"name": name, "in": where, "required": required, "description": doc, "schema": schema}
 
 
-BOARD = _param("board", "path", {"type": "string"}, "the board's scope: global, region:<name>, mode:<name>", True)
+BOARD = _param(
+    "board",
+    "path",
+    {"type": "string", "pattern": f"^({GLOBAL_SCOPE}|({'|'.join(SCOPE_KINDS)}):[A-Za-z0-9_-]{{1,32}})$"},
+    "the board's scope: global, region:<name>, mode:<name>",
+    True,
+)
 PLAYER = _param("player", "path", {"type": "string", "minLength": 1}, "a player id", True)
 WINDOW = _param("window", "query", {"type": "string"}, "the board's window (default: the socket's default window)")
 PERIOD = _param("period", "query", {"type": "string"}, "previous, or a period label such as 2026-W48")
