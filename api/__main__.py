@@ -8,15 +8,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Iterator
 
 import orjson
 import uvicorn
 import uvloop
 
+from leaderboard.auth import issue
 from leaderboard.settings import argument_parser, load_or_exit
 
 from .routes import openapi
@@ -78,7 +81,26 @@ async def serve(settings: ApiSettings) -> int:
     return 0 if server.started else 1
 
 
+def token_main(argv: list[str]) -> int:
+    """``python -m api token SUB [--role server] [--ttl S]``: a token signed with the first of
+    ``LB_JWT_SECRETS`` (what a game backend does at login), for curl and a local game server."""
+    parser = argument_parser("python -m api token", token_main.__doc__ or "")
+    parser.add_argument("sub", help="the token's subject: a player id, or a game server's name")
+    parser.add_argument("--role", choices=("player", "server"), default="player", help="its role")
+    parser.add_argument("--ttl", type=float, default=3600.0, help="seconds it is valid")
+    args = parser.parse_args(argv)
+    secrets = [s for s in os.environ.get("LB_JWT_SECRETS", "").split(",") if s]
+    if not secrets:
+        print("LB_JWT_SECRETS is not set: `source var/fleet.env` (./dev run writes it there)", file=sys.stderr)
+        return 1
+    print(issue(args.sub, args.role, secrets[0], exp=time.time() + args.ttl))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["token"]:
+        return token_main(argv[1:])
     parser = argument_parser("python -m api", __doc__ or "", ApiSettings)
     parser.add_argument("--openapi", action="store_true", help="print the OpenAPI document and exit")
     if parser.parse_args(argv).openapi:

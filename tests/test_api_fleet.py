@@ -5,7 +5,13 @@ gateways, and ``python -m fleet rollout`` restarts them without a failed request
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import re
+import shlex
+import shutil
 import signal
+import sys
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -21,6 +27,7 @@ from leaderboard.auth import issue
 from .conftest import MS, until
 from .test_fleet import fleet, sourced
 
+ROOT = Path(__file__).resolve().parent.parent
 T = 1000 * MS
 SECRET = "a-game-backends-own-secret-of-32-bytes!"
 
@@ -125,3 +132,39 @@ async def test_behind_haproxy_one_public_port_and_a_rollout_fails_no_request(tmp
         servers = await f.balancers[0].servers(API_BACKEND)
         assert {name: row["status"] for name, row in servers.items()} == {"api-1": "UP", "api-2": "UP"}
         assert len(statuses) > 20 and set(statuses) == {200, 202}, sorted(set(statuses))
+
+
+def readme_http_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Over HTTP") : readme.index("## Measured on")]
+    return [line for block in re.findall(r"```sh\n(.*?)```", section, re.S) for line in block.splitlines() if line]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed (./dev install installs Debian's)")
+async def test_the_readmes_curl_session_and_the_node_game_server_run_as_written(tmp_path: Path, redis_url: str) -> None:
+    commands = readme_http_commands()
+    assert any(c.startswith("curl") for c in commands) and any("game_server.mjs" in c for c in commands)
+    settings = FleetSettings(
+        redis_url=redis_url, data_dir=tmp_path / "var", port=0, gateways=1, apis=1, demo_tokens=False,
+        log_level="WARNING",
+    )  # fmt: skip
+    async with Fleet(settings):
+        # as in a checkout beside a running ./dev run: var/fleet.env, examples/, the virtualenv's python
+        (tmp_path / "examples").symlink_to(ROOT / "examples")
+        (tmp_path / "bin").mkdir()
+        python = tmp_path / "bin" / "python"
+        python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+        python.chmod(0o755)
+        script = "set -e\nsource var/fleet.env\n" + "\n".join(f"{c}; echo" for c in commands) + "\n"
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", script, cwd=tmp_path, env={"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+            "PYTHONPATH": str(ROOT)}, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 60 * T)
+    assert proc.returncode == 0, f"{out.decode()}\n{err.decode()}"
+    lines = [line for line in out.decode().splitlines() if line]
+    applied, top, me = (json.loads(line) for line in lines[:3])
+    assert applied["status"] == "applied" and applied["submission"] == "match-43"
+    assert top["type"] == "top" and (me["player"], me["rank"], me["score"]) == ("mia", 1, 1200)
+    assert lines[3].endswith(": applied") and lines[4] == "ana: rank 2 of 2 with 900 points", lines
