@@ -10,6 +10,7 @@ the same over both.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -334,11 +335,19 @@ async def _published_top(api: Api, game: Game, req: p.Top) -> tuple[str, bytes, 
     raw, age = await _read(game.watch.get(req.window, req.board))
     if raw is None:
         return None
-    snap = orjson.loads(raw)
-    if snap["period"] != window(req.window).period(now_ms()).label:  # a new period, none published yet
+    period, etag, body = _top_answer(raw, req.n)
+    if period != window(req.window).period(now_ms()).label:  # a new period, none published yet
         return None
-    msg = {k: snap[k] for k in ("board", "window", "period", "mode")} | {"entries": snap["entries"][: req.n]}
-    return f'"{snap["period"]}.{snap["version"]}"', orjson.dumps({"type": "top", **msg}), age
+    return etag, body, age
+
+
+@functools.lru_cache(maxsize=4096)
+def _top_answer(raw: str, n: int) -> tuple[str, str, bytes]:
+    """A published snapshot's period, ETag and ``top`` answer of ``n`` entries: made once per
+    snapshot and ``n`` (a watched board's requests share one snapshot until the next tick)."""
+    snap = orjson.loads(raw)
+    msg = {k: snap[k] for k in ("board", "window", "period", "mode")} | {"entries": snap["entries"][:n]}
+    return snap["period"], f'"{snap["period"]}.{snap["version"]}"', orjson.dumps({"type": "top", **msg})
 
 
 async def _outcome(lb: Leaderboard, submission_id: str, bound: float) -> dict[str, Any] | None:
