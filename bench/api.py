@@ -136,7 +136,7 @@ async def seed(url: str, players: int) -> None:
         await client.aclose()
 
 
-def reads(api: str, r: redis.Redis, args: Any) -> dict[str, Any]:
+def reads(api: str, pid: int, r: redis.Redis, args: Any) -> dict[str, Any]:
     top = f"{api}/v1/boards/global/top"
     period = window("weekly").period(now_ms()).label
     first = httpx.get(top, timeout=5)
@@ -159,8 +159,10 @@ def reads(api: str, r: redis.Redis, args: Any) -> dict[str, Any]:
         ("not_modified", top, {"If-None-Match": etag}),
     ):
         gets, total = redis_calls(r, "get"), int(r.info("stats")["total_commands_processed"])
+        cpu0 = cpu_s(pid)
         figures[name] = best_under_bound(url, ladder, args.seconds, headers)
         requests = sum(run["requests"] for run in figures[name]["runs"])
+        figures[name]["api_cpu_us_per_request"] = round(1e6 * (cpu_s(pid) - cpu0) / requests, 1)
         figures[name]["redis_gets_per_request"] = round((redis_calls(r, "get") - gets) / requests, 4)
         commands = int(r.info("stats")["total_commands_processed"]) - total
         figures[name]["redis_commands_per_request"] = round(commands / requests, 4)
@@ -267,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         api = f"http://127.0.0.1:{port}"
         lifted = {"LB_API_READ_RATE": "1000000000", "LB_API_PORT": str(port)}
         with process("api", server.url, f"{api}/readyz", **lifted) as proc:
-            figures["reads"] = reads(api, r, args)
+            figures["reads"] = reads(api, proc.pid, r, args)
             figures["writes_http"] = http_writes(api, proc.pid, args, Path(data))
         gw_port = free_port()
         gateway = {"LB_GW_PORT": str(gw_port), "LB_GW_METRICS_PORT": "0", "LB_GW_RATE": "1000000000",
@@ -302,7 +304,8 @@ def show(f: dict[str, Any]) -> None:
                 f"  p99 {run['p99_ms']:.2f} ms  errors {run['errors']}"
             )
         print(
-            f"    Redis GETs per request {row['redis_gets_per_request']}, commands {row['redis_commands_per_request']}"
+            f"    API process CPU {row['api_cpu_us_per_request']} us per request; Redis GETs per request "
+            f"{row['redis_gets_per_request']}, commands {row['redis_commands_per_request']}"
         )
     held, base = reads["held"]["best"], reads["redis_per_request"]["best"]
     if held and base:
