@@ -226,7 +226,7 @@ async def socket_writes(ws_url: str, pid: int, seconds: float, window_size: int)
 async def applied_latency(api: str, rate: float, seconds: float) -> dict[str, Any]:
     """``?wait=applied`` at ``rate`` submissions/s, each on its own: latency p50 / p99 (ms)."""
     latencies: list[float] = []
-    statuses: dict[int, int] = {}
+    statuses: dict[str, int] = {}
     headers = {"Authorization": f"Bearer {SERVER_TOKEN}"}
     async with httpx.AsyncClient(base_url=api, timeout=10, limits=httpx.Limits(max_connections=200)) as http:
 
@@ -235,7 +235,7 @@ async def applied_latency(api: str, rate: float, seconds: float) -> dict[str, An
             slip = {"player_id": f"w{i}", "score": i, "match_id": f"applied-{i}"}
             resp = await http.post("/v1/boards/global/scores", params={"wait": "applied"}, json=slip, headers=headers)
             latencies.append(1000 * (time.perf_counter() - t))
-            statuses[resp.status_code] = statuses.get(resp.status_code, 0) + 1
+            statuses[str(resp.status_code)] = statuses.get(str(resp.status_code), 0) + 1
 
         tasks, start = [], time.perf_counter()
         for i in range(int(rate * seconds)):
