@@ -210,7 +210,9 @@ async def top(api: Api, request: Request) -> Response:
         etag, body, age = held
         ttl, stale = int(api.settings.top_ttl), int(api.settings.stale_if_error)
         cache = f"max-age={ttl}, stale-while-revalidate={ttl}, stale-if-error={stale}"
-        headers = {"ETag": etag, "Cache-Control": cache, "Age": str(int(age))}
+        headers = {"ETag": etag, "Cache-Control": cache}
+        if age >= 1:  # no Age when fresh: a cache (haproxy's) refuses to store "Age: 0"
+            headers["Age"] = str(int(age))
         if etag in (tag.strip() for tag in request.headers.get("if-none-match", "").split(",")):
             return Response(status_code=304, headers=headers)
         return Response(body, headers=headers, media_type=JSON)

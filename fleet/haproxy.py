@@ -20,6 +20,12 @@ to a running haproxy's runtime API (a rolling restart by hand). What the configu
   is added, so the gateway (``LB_GW_TRUSTED_PROXIES``) can believe the last value;
 * ``/v1/`` goes to the HTTP API processes (backend ``api``, health-checked on their ``/readyz``),
   everything else (``/ws``, the page) to the gateways: one public port;
+* a public ``GET /v1/boards/{board}/top`` (no ``Authorization``) is answered from haproxy's
+  ``cache`` for its ``Cache-Control: max-age`` (1 s; the cache's own ``max-age 1`` caps it), with
+  ``304`` on the ETag: the top is the same public data for every client, so the balancer, not
+  each API process, serves the crowd — like a CDN in front of the API. A request with a token
+  goes to the API (a bad token must be refused there), and so does every other route: a
+  player's rank, around, friends and all writes are never stored;
 * ``/metrics`` is answered 404 at the balancer: the gateways serve it on a loopback port of their
   own, and nothing on the players' port should lead there;
 * a stats socket (the runtime API, ``level admin``): ``python -m fleet rollout`` puts a server in
@@ -56,6 +62,7 @@ log = logging.getLogger("fleet.haproxy")
 
 BACKEND = "gateways"
 API_BACKEND = "api"
+TOP_CACHE = "top"
 # descriptors per player: the client's connection and the one to its gateway
 FDS_PER_CONNECTION = 2
 FD_RESERVE = 200  # listeners, health checks, the stats socket, logs
@@ -97,6 +104,8 @@ class BalancerConfig:
     check_rise: int = 2
     # where haproxy logs (its ``log`` directive); empty: nowhere
     log: str = DEFAULT_LOG
+    # MB of public ``GET …/top`` answers held in front of the HTTP API (their max-age); 0: no cache
+    top_cache_mb: int = 16
 
     def __post_init__(self) -> None:
         if not self.gateways:
@@ -106,6 +115,8 @@ class BalancerConfig:
             raise ValueError(f"gateway names must be unique: {', '.join(names)}")
         if self.maxconn < 1 or self.threads < 1:
             raise ValueError("maxconn and threads must be at least 1")
+        if not 0 <= self.top_cache_mb <= 4095:
+            raise ValueError("top_cache_mb is 0..4095")
 
     @property
     def fd_limit(self) -> int:
@@ -117,7 +128,25 @@ def render(c: BalancerConfig) -> str:
     """The haproxy.cfg text (HAProxy 2.6, Debian 12's)."""
     tls = f" ssl crt {c.tls_cert} alpn http/1.1" if c.tls_cert else ""
     servers = "\n".join(f"    server {g.name} {g.address}" for g in c.gateways)
-    api_route, api_backend = "", ""
+    api_route, api_backend, cache_rules, cache_section = "", "", "", ""
+    if c.apis and c.top_cache_mb:
+        cache_rules = f"""\
+    # a board's top without a token is public, the same for every client: answered here for its
+    # max-age (1 s) by the copy the first request fetched; with a token (a bad one must be
+    # refused) and every other route (a player's rank, writes), always the API's
+    acl top_path path_reg ^/v1/boards/[^/]+/top$
+    acl token req.hdr(authorization) -m found
+    http-request set-var(txn.public_top) bool(true) if METH_GET top_path !token
+    http-request cache-use {TOP_CACHE} if {{ var(txn.public_top) -m bool }}
+    http-response cache-store {TOP_CACHE} if {{ var(txn.public_top) -m bool }}
+"""
+        cache_section = f"""
+cache {TOP_CACHE}
+    total-max-size {c.top_cache_mb}
+    max-object-size 262144
+    # the longest any answer is held, whatever its Cache-Control says
+    max-age 1
+"""
     if c.apis:
         api_route = "    # the HTTP API under /v1/, the gateways (/ws, the page) otherwise: one public port\n"
         api_route += f"    use_backend {API_BACKEND} if {{ path_beg /v1/ }}\n"
@@ -131,7 +160,7 @@ backend {API_BACKEND}
     retries 3
     option redispatch 1
     retry-on conn-failure
-    option httpchk
+{cache_rules}    option httpchk
     http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host api
     http-check expect status 200
     default-server check inter {c.check_interval_ms} fall {c.check_fall} rise {c.check_rise}
@@ -187,7 +216,7 @@ backend {BACKEND}
     http-check expect status 200
     default-server check inter {c.check_interval_ms} fall {c.check_fall} rise {c.check_rise}
 {servers}
-{api_backend}"""
+{api_backend}{cache_section}"""
 
 
 class Runtime:
