@@ -1,6 +1,7 @@
 """Boards the HTTP API is asked about, kept current by sharded pub/sub as the gateway's hub keeps
-its boards: a board's snapshot channel is SSUBSCRIBEd at its first ``GET top``, its stored latest
-read once the subscription is confirmed, then every snapshot the scorer publishes replaces it — a
+its boards: a board's snapshot channel is SSUBSCRIBEd at its first ``GET top`` that finds a
+published snapshot (a board nothing was published for is not watched), its stored latest read
+again once the subscription is confirmed, then every snapshot the scorer publishes replaces it — a
 request for a watched board reads nothing from Redis.
 
 Until a board is live (subscribing, or the pub/sub connection down), requests are answered by
@@ -83,10 +84,13 @@ class Watch:
         board = self._boards.get(channel)
         if board is None:
             latest = self._keys.latest(window, scope)
-            if len(self._boards) >= self.size or not self._tasks:
-                return await self._held.get(latest)
-            board = self._boards[channel] = _Board(latest)
-            await self._subscribe(channel)
+            found = await self._held.get(latest)
+            # watched only once a snapshot is published: any well-formed board name may be asked
+            # for, and a name nobody plays on must not hold a subscription for ``idle`` seconds
+            if found[0] is not None and channel not in self._boards and len(self._boards) < self.size and self._tasks:
+                self._boards[channel] = _Board(latest)
+                await self._subscribe(channel)
+            return found
         board.used = time.monotonic()
         if board.live:
             return board.value, 0.0

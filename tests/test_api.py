@@ -527,3 +527,21 @@ async def test_finals_of_closed_periods(http: httpx.AsyncClient, r: aioredis.Red
     [closed] = finals.json()["periods"]
     assert [(e["rank"], e["player"], e["score"]) for e in closed["entries"]] == [(1, "ana", 70)]
     problem(await http.get("/v1/boards/global/finals", params={"n": 99}), 400, "bad_message")
+
+
+async def test_only_a_board_with_a_published_snapshot_is_watched(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
+    keys = GameConfig(game=GAME).keys
+
+    async def subscribers(board: str) -> int:
+        reply = await r.execute_command("PUBSUB", "SHARDNUMSUB", keys.snapshot_channel("weekly", board))
+        return int(reply[1])
+
+    await seed(r)
+    # any well-formed name may be asked for: answered (from Redis), but no subscription held for it
+    for name in ("mode:nobody", "region:nowhere"):
+        answer = await http.get(f"/v1/boards/{name}/top")
+        assert answer.status_code == 200 and answer.json()["entries"] == [] and "etag" not in answer.headers
+    await publish(r, "mode:played", 1)
+    assert (await http.get("/v1/boards/mode:played/top")).status_code == 200
+    await until(lambda: subscribers("mode:played"), 5)  # the published one is watched
+    assert await subscribers("mode:nobody") == 0 and await subscribers("region:nowhere") == 0
