@@ -543,5 +543,9 @@ async def test_only_a_board_with_a_published_snapshot_is_watched(http: httpx.Asy
         assert answer.status_code == 200 and answer.json()["entries"] == [] and "etag" not in answer.headers
     await publish(r, "mode:played", 1)
     assert (await http.get("/v1/boards/mode:played/top")).status_code == 200
-    await until(lambda: subscribers("mode:played"), 5)  # the published one is watched
+
+    async def watched() -> bool:
+        return await subscribers("mode:played") == 1
+
+    await until(watched, 5)  # the published one is
     assert await subscribers("mode:nobody") == 0 and await subscribers("region:nowhere") == 0
