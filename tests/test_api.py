@@ -547,5 +547,5 @@ async def test_only_a_board_with_a_published_snapshot_is_watched(http: httpx.Asy
     async def watched() -> bool:
         return await subscribers("mode:played") == 1
 
-    await until(watched, 5)  # the published one is
+    await until(watched, 5)  # the published one: watched
     assert await subscribers("mode:nobody") == 0 and await subscribers("region:nowhere") == 0
