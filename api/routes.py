@@ -205,19 +205,42 @@ async def top(api: Api, request: Request) -> Response:
     game = api.game(request)
     identity = api.identity(request)  # anyone may read the top; a bad token is still refused
     req = api.parse(_board_msg(request, "top", **_int_query(request, "n")))
-    held = await _published_top(api, game, req)  # free: no Redis read, or one per board and TTL
-    if held is not None:
-        etag, body, age = held
-        ttl, stale = int(api.settings.top_ttl), int(api.settings.stale_if_error)
-        cache = f"max-age={ttl}, stale-while-revalidate={ttl}, stale-if-error={stale}"
-        headers = {"ETag": etag, "Cache-Control": cache}
-        if age >= 1:  # no Age when fresh: a cache (haproxy's) refuses to store "Age: 0"
-            headers["Age"] = str(int(age))
-        if etag in (tag.strip() for tag in request.headers.get("if-none-match", "").split(",")):
-            return Response(status_code=304, headers=headers)
-        return Response(body, headers=headers, media_type=JSON)
+    held = await held_top(api, game, req, request.headers.get("if-none-match"))
+    if held is not None:  # free: no Redis read, or one per board and TTL
+        status, headers, body = held
+        response = Response(body, status)
+        response.raw_headers = list(headers)  # made once per snapshot, as the fast path sends them
+        return response
     api.charge(request, identity, req)
     return Response(await _answer(game, identity, req), media_type=JSON)
+
+
+Headers = tuple[tuple[bytes, bytes], ...]  # as ASGI sends them
+
+
+async def held_top(api: Api, game: Game, req: p.Top, if_none_match: str | None) -> tuple[int, Headers, bytes] | None:
+    """The current top from the snapshot the scorer last published: ``200`` with its ETag, or
+    ``304`` when ``if_none_match`` names it; None when the snapshot cannot answer (_published_top).
+    Everything but the age is made once per snapshot and ``n`` (``_top_answer``)."""
+    held = await _published_top(api, game, req)
+    if held is None:
+        return None
+    (etag, full, bare, body), age = held
+    stale = (b"age", b"%d" % age) if age >= 1 else None  # none when fresh: haproxy stores no "Age: 0"
+    if if_none_match is not None and etag in (tag.strip() for tag in if_none_match.split(",")):
+        return 304, (*bare, stale) if stale else bare, b""
+    return 200, (*full, stale) if stale else full, body
+
+
+async def fast_top(api: Api, board: str, n: int | None, if_none_match: str | None) -> tuple[int, Headers, bytes] | None:
+    """``GET top`` of the default game and window without a token, answered before any routing
+    (server.py; ``board`` as the ASGI server decoded it) by the route's own rules: the socket's
+    parser, then ``held_top``; None for anything else, which the route answers."""
+    msg: dict[str, Any] = {"type": "top", "board": board} | ({} if n is None else {"n": n})
+    try:
+        return await held_top(api, api.games[api.default_game], api.parse(msg), if_none_match)
+    except Exception:  # refused, Redis unreachable, a broken snapshot: the route answers (and logs)
+        return None
 
 
 async def create_tournament(api: Api, request: Request) -> Response:
@@ -327,29 +350,44 @@ def _scope(board: str) -> tuple[str | None, str | None]:
     return (kind, value) if value else (None, None)
 
 
-async def _published_top(api: Api, game: Game, req: p.Top) -> tuple[str, bytes, float] | None:
-    """The current top from the snapshot the scorer last published (held: held.py) with its ETag,
-    the snapshot's period and version, and its age; None when it cannot answer: a past period, a
-    tournament, more entries than a snapshot holds, nothing published yet in this period."""
+async def _published_top(api: Api, game: Game, req: p.Top) -> tuple[tuple[str, Headers, Headers, bytes], float] | None:
+    """The current top from the snapshot the scorer last published (held: held.py) — its ETag
+    (the snapshot's period and version), headers of a 200 and of a 304, body — and its age; None when it cannot
+    answer: a past period, a tournament, more entries than a snapshot holds, nothing published
+    yet in this period."""
     config = game.lb.config
     if req.period is not None or req.window not in config.windows or req.n > config.top_n:
         return None
     raw, age = await _read(game.watch.get(req.window, req.board))
     if raw is None:
         return None
-    period, etag, body = _top_answer(raw, req.n)
-    if period != window(req.window).period(now_ms()).label:  # a new period, none published yet
+    s = api.settings
+    period, etag, full, bare, body = _top_answer(raw, req.n, int(s.top_ttl), int(s.stale_if_error))
+    if period != _current_period(req.window, int(time.time())):  # a new period, none published yet
         return None
-    return etag, body, age
+    return (etag, full, bare, body), age
+
+
+@functools.lru_cache(maxsize=64)
+def _current_period(name: str, second: int) -> str:
+    """The label of the window's period at ``second`` (periods of the kept windows start on a
+    whole second: one computation per window and second)."""
+    return window(name).period(second * 1000).label
 
 
 @functools.lru_cache(maxsize=4096)
-def _top_answer(raw: str, n: int) -> tuple[str, str, bytes]:
-    """A published snapshot's period, ETag and ``top`` answer of ``n`` entries: made once per
-    snapshot and ``n`` (a watched board's requests share one snapshot until the next tick)."""
+def _top_answer(raw: str, n: int, ttl: int, stale: int) -> tuple[str, str, Headers, Headers, bytes]:
+    """A published snapshot's period, ETag, and ``top`` answer of ``n`` entries (the headers of
+    a 200 and of a 304, the body): made once per snapshot and ``n`` (a watched board's requests share one snapshot until
+    the next tick)."""
     snap = orjson.loads(raw)
     msg = {k: snap[k] for k in ("board", "window", "period", "mode")} | {"entries": snap["entries"][:n]}
-    return snap["period"], f'"{snap["period"]}.{snap["version"]}"', orjson.dumps({"type": "top", **msg})
+    body = orjson.dumps({"type": "top", **msg})
+    etag = f'"{snap["period"]}.{snap["version"]}"'
+    cache = f"max-age={ttl}, stale-while-revalidate={ttl}, stale-if-error={stale}".encode()
+    bare = ((b"etag", etag.encode()), (b"cache-control", cache))
+    full = ((b"content-type", JSON.encode()), (b"content-length", b"%d" % len(body)), *bare)
+    return snap["period"], etag, full, bare, body
 
 
 async def _outcome(lb: Leaderboard, submission_id: str, bound: float) -> dict[str, Any] | None:

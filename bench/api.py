@@ -8,6 +8,8 @@ measured in the same run (wrk, Debian's ``apt-get install wrk``, is the load gen
 3. ``POST scores`` through one API process against a server-role socket of one gateway process
    submitting the same slips: throughput, and the serving process's CPU ms per 1,000.
 4. ``?wait=applied`` latency p50 / p99 at a steady offered rate, with a scorer applying.
+5. ``GET top`` of the watched board through haproxy with its top cache (the fleet's balancer)
+   against the same haproxy without it and the API directly (1.).
 
 Everything runs on loopback against a private redis-server and stops by itself. The read budget
 is lifted for the run (``LB_API_READ_RATE``, the gateway's ``LB_GW_RATE``): what is measured is
@@ -36,6 +38,7 @@ import redis
 from websockets.asyncio.client import connect as ws_connect
 
 from bench import results
+from fleet.haproxy import API_BACKEND, BalancerConfig, Gateway, Haproxy
 from fleet.redis_server import RedisServer, free_port
 from leaderboard import GameConfig, Leaderboard, Submission, connect, now_ms, snapshot
 from leaderboard.auth import issue
@@ -169,6 +172,45 @@ def reads(api: str, pid: int, r: redis.Redis, args: Any) -> dict[str, Any]:
     return figures
 
 
+async def balanced(api: str, pid: int, args: Any) -> dict[str, Any]:
+    """``GET top`` of the watched board through haproxy with its top cache (the balancer answers
+    within max-age) against the same haproxy without it (every request reaches the API), each a
+    best within the bound; the API's and haproxy's CPU per request, and the share that reached
+    the API."""
+    ladder = [int(c) for c in args.connections.split(",")]
+    figures: dict[str, Any] = {}
+    for name, cache_mb in (("haproxy_cache", 16), ("haproxy_no_cache", 0)):
+        config = BalancerConfig(
+            (Gateway("gw-1", "127.0.0.2:1"),),  # only /v1/ is asked
+            apis=(Gateway("api-1", api.removeprefix("http://")),),
+            bind=f"127.0.0.1:{free_port()}",
+            stats_socket="",
+            log="",
+            top_cache_mb=cache_mb,
+        )
+        async with Haproxy(config) as lb:
+            assert lb.proc is not None
+            url = f"http://{config.bind}/v1/boards/global/top"
+            deadline = time.monotonic() + 10
+            while (await lb.servers(API_BACKEND))["api-1"]["status"] != "UP":
+                if time.monotonic() > deadline:
+                    raise RuntimeError("haproxy did not see the API up within 10 s")
+                await asyncio.sleep(0.1)
+            reached0, cpu0, lb_cpu0 = await _reached(lb), cpu_s(pid), cpu_s(lb.proc.pid)
+            row = await asyncio.to_thread(best_under_bound, url, ladder, args.seconds, {})
+            requests = sum(run["requests"] for run in row["runs"])
+            row["api_cpu_us_per_request"] = round(1e6 * (cpu_s(pid) - cpu0) / requests, 1)
+            row["haproxy_cpu_us_per_request"] = round(1e6 * (cpu_s(lb.proc.pid) - lb_cpu0) / requests, 1)
+            row["reached_api_per_request"] = round((await _reached(lb) - reached0) / requests, 5)
+            figures[name] = row
+    return figures
+
+
+async def _reached(lb: Haproxy) -> int:
+    row = (await lb.servers(API_BACKEND))["api-1"]
+    return sum(int(row[f"hrsp_{k}xx"] or 0) for k in range(1, 6))
+
+
 WRK_POST = """
 counter = 0
 wrk.method = "POST"
@@ -270,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         lifted = {"LB_API_READ_RATE": "1000000000", "LB_API_PORT": str(port)}
         with process("api", server.url, f"{api}/readyz", **lifted) as proc:
             figures["reads"] = reads(api, proc.pid, r, args)
+            if Haproxy.binary() is not None:
+                figures["reads"] |= asyncio.run(balanced(api, proc.pid, args))
             figures["writes_http"] = http_writes(api, proc.pid, args, Path(data))
         gw_port = free_port()
         gateway = {"LB_GW_PORT": str(gw_port), "LB_GW_METRICS_PORT": "0", "LB_GW_RATE": "1000000000",
@@ -307,9 +351,27 @@ def show(f: dict[str, Any]) -> None:
             f"    API process CPU {row['api_cpu_us_per_request']} us per request; Redis GETs per request "
             f"{row['redis_gets_per_request']}, commands {row['redis_commands_per_request']}"
         )
+    for name in ("haproxy_cache", "haproxy_no_cache"):
+        if name not in reads:
+            continue
+        row = reads[name]
+        for run in row["runs"]:
+            print(
+                f"  GET top {name:<18} c={run['connections']:<3} {run['rps']:>9,.0f} req/s  p50 {run['p50_ms']:.2f} ms"
+                f"  p99 {run['p99_ms']:.2f} ms  errors {run['errors']}"
+            )
+        print(
+            f"    API process CPU {row['api_cpu_us_per_request']} us, haproxy CPU {row['haproxy_cpu_us_per_request']}"
+            f" us per request; reached the API: {row['reached_api_per_request']} per request"
+        )
     held, base = reads["held"]["best"], reads["redis_per_request"]["best"]
     if held and base:
         print(f"  held / reading Redis per request, best within the bound: {held['rps'] / base['rps']:.1f}x")
+    cached = reads.get("haproxy_cache", {}).get("best")
+    for name in ("haproxy_no_cache", "held", "redis_per_request"):
+        other = reads.get(name, {}).get("best")
+        if cached and other:
+            print(f"  through haproxy's cache / {name}: {cached['rps'] / other['rps']:.1f}x")
     w, s = f["writes_http"], f["writes_socket"]
     print(
         f"  POST scores: {w['rps']:,.0f} /s, {w['cpu_ms_per_1000']} CPU ms per 1,000 (errors {w['errors']}); "

@@ -549,3 +549,26 @@ async def test_only_a_board_with_a_published_snapshot_is_watched(http: httpx.Asy
 
     await until(watched, 5)  # the published one: watched
     assert await subscribers("mode:nobody") == 0 and await subscribers("region:nowhere") == 0
+
+
+async def test_the_top_sent_before_routing_is_the_routes_answer(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
+    await seed(r)
+    await publish(r, "mode:same", 7)
+    # no query but n: answered before Starlette (server.HeldTop); a window given: by the route
+    n: dict[str, Any]
+    for n in ({}, {"n": 3}):
+        fast = await http.get("/v1/boards/mode:same/top", params=n)
+        routed = await http.get("/v1/boards/mode:same/top", params={**n, "window": "weekly"})
+        assert fast.status_code == routed.status_code == 200 and fast.content == routed.content
+        assert {k: v for k, v in fast.headers.items() if k != "date"} == {
+            k: v for k, v in routed.headers.items() if k != "date"
+        }
+        etag = {"If-None-Match": fast.headers["etag"]}
+        same = [
+            await http.get("/v1/boards/mode:same/top", params=n | q, headers=etag) for q in ({}, {"window": "weekly"})
+        ]
+        assert [s.status_code for s in same] == [304, 304]
+        assert same[0].headers["etag"] == same[1].headers["etag"] == fast.headers["etag"]
+    # a token is checked by the route, before anything is answered
+    problem(await http.get("/v1/boards/mode:same/top", headers={"Authorization": "Bearer bad"}), 401, "invalid_token")
+    problem(await http.get("/v1/boards/nope/top"), 404, "bad_board")
