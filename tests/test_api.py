@@ -565,7 +565,8 @@ async def test_the_top_sent_before_routing_is_the_routes_answer(http: httpx.Asyn
         }
         etag = {"If-None-Match": fast.headers["etag"]}
         same = [
-            await http.get("/v1/boards/mode:same/top", params=n | q, headers=etag) for q in ({}, {"window": "weekly"})
+            await http.get("/v1/boards/mode:same/top", params={**n, **q}, headers=etag)
+            for q in ({}, {"window": "weekly"})
         ]
         assert [s.status_code for s in same] == [304, 304]
         assert same[0].headers["etag"] == same[1].headers["etag"] == fast.headers["etag"]
