@@ -352,9 +352,9 @@ def _scope(board: str) -> tuple[str | None, str | None]:
 
 async def _published_top(api: Api, game: Game, req: p.Top) -> tuple[tuple[str, Headers, Headers, bytes], float] | None:
     """The current top from the snapshot the scorer last published (held: held.py) — its ETag
-    (the snapshot's period and version), headers of a 200 and of a 304, body — and its age; None when it cannot
-    answer: a past period, a tournament, more entries than a snapshot holds, nothing published
-    yet in this period."""
+    (the snapshot's period and version), the headers of a 200 and of a 304, the body — and its
+    age; None when it cannot answer: a past period, a tournament, more entries than a snapshot
+    holds, nothing published yet in this period."""
     config = game.lb.config
     if req.period is not None or req.window not in config.windows or req.n > config.top_n:
         return None
@@ -378,8 +378,8 @@ def _current_period(name: str, second: int) -> str:
 @functools.lru_cache(maxsize=4096)
 def _top_answer(raw: str, n: int, ttl: int, stale: int) -> tuple[str, str, Headers, Headers, bytes]:
     """A published snapshot's period, ETag, and ``top`` answer of ``n`` entries (the headers of
-    a 200 and of a 304, the body): made once per snapshot and ``n`` (a watched board's requests share one snapshot until
-    the next tick)."""
+    a 200 and of a 304, the body): made once per snapshot and ``n`` (a watched board's requests
+    share one snapshot until the next tick)."""
     snap = orjson.loads(raw)
     msg = {k: snap[k] for k in ("board", "window", "period", "mode")} | {"entries": snap["entries"][:n]}
     body = orjson.dumps({"type": "top", **msg})
