@@ -67,6 +67,29 @@ class LeanConnection(ServerConnection):
         self.drain_waiters = []  # type: ignore[assignment]
         self.recv_messages.frames.queue = _SmallQueue()  # type: ignore[assignment]
 
+    def frame_waiter(self) -> asyncio.Future[None] | None:
+        """A future done once a frame waits for ``recv()`` or the stream of frames has ended
+        (then with EOFError); None when that is so already. Pass it to ``frame_waited`` after.
+
+        An idle socket's handler spends its life waiting for the next message. Inside
+        ``recv()`` that wait is three coroutines deep (``recv``, the assembler's ``get``, its
+        frame queue's ``get``: ~700 bytes per connection); on this future, which is the one the
+        frame queue itself would wait on (its ``get_waiter``, set by ``put`` and ``abort``), it is
+        none. ``recv()`` then finds the frame and returns without waiting."""
+        frames = self.recv_messages.frames
+        if frames.queue or self.recv_messages.closed or frames.get_waiter is not None:
+            return None
+        waiter = frames.get_waiter = self.loop.create_future()
+        return waiter
+
+    def frame_waited(self, waiter: asyncio.Future[None]) -> None:
+        """The wait is over (a frame, the end, or the handler cancelled): the queue's own
+        ``get`` may wait again."""
+        waiter.cancel()
+        frames = self.recv_messages.frames
+        if frames.get_waiter is waiter:
+            frames.get_waiter = None
+
 
 ABUSE_WINDOW_S = 10.0
 

@@ -32,7 +32,7 @@ from leaderboard.metrics_server import MetricsServer
 
 from .address import client_address, networks
 from .admin import SHED_PATH, shed_action
-from .client import Client
+from .client import Client, LeanConnection
 from .games import Game, build_games
 from .handlers import Handlers
 from .handshakes import Handshakes
@@ -294,6 +294,7 @@ class Gateway(Service):
 
     async def _handle(self, ws: ServerConnection) -> None:
         s = self.settings
+        assert isinstance(ws, LeanConnection)  # serve(create_connection=...) makes every one
         client = Client(ws, time.monotonic(), s.burst)
         request = ws.request
         assert request is not None
@@ -343,8 +344,18 @@ class Gateway(Service):
             await self.out.reply(client, self.handlers.welcome(client))
             await game.hub.subscribe(client, self._default)
             # recv() rather than "async for": the async generator and its asend object would
-            # stay alive per idle socket (docs/benchmarks.md, memory per connection).
+            # stay alive per idle socket; and an idle socket waits for a frame here, on one
+            # future, before recv() (LeanConnection.frame_waiter; docs/benchmarks.md, memory
+            # per connection).
             while True:
+                waiter = ws.frame_waiter()
+                if waiter is not None:
+                    try:
+                        await waiter
+                    except EOFError:
+                        pass  # the connection is closing: recv() raises ConnectionClosed
+                    finally:
+                        ws.frame_waited(waiter)
                 await self.handlers.on_message(client, await ws.recv())
         except ConnectionClosed:
             pass
