@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from websockets.asyncio.server import ServerConnection
+from websockets.protocol import State
 
 from leaderboard.auth import SPECTATOR, Identity
 
@@ -55,6 +56,23 @@ class LeanConnection(ServerConnection):
         self.protocol.logger = self.logger = shared
         # websockets never reads it; this server logs no connection by id
         self.protocol.id = self.id = None  # type: ignore[assignment]
+        self.client: Client | None = None  # the gateway's record of it, once admitted (``attach``)
+
+    def attach(self, client: Client) -> None:
+        """From now on ``client.closed`` follows this connection out of OPEN (``send_data``)."""
+        self.client = client
+        if self.protocol.state is not State.OPEN:
+            client.closed = True
+
+    def send_data(self) -> None:
+        super().send_data()
+        # websockets calls this after every step that takes the connection out of OPEN (a close
+        # frame sent or received, a failure, the end of the peer's stream), so the fan-out
+        # reads one flag of the client per socket per tick instead of the connection's state
+        # through two objects and two properties.
+        client = self.client
+        if client is not None and self.protocol.state is not State.OPEN:
+            client.closed = True
 
     async def handshake(self, *args: Any, **kwargs: Any) -> None:
         await super().handshake(*args, **kwargs)
@@ -125,6 +143,8 @@ class Client:
         self.address = ""  # the client's address (gateway/address.py): a spectator's read budget
         # a tuple (48 bytes for one board) rather than a set (216): a socket watches a handful
         self.boards: tuple[BoardKey, ...] = ()
+        # no more writes: dropped, its handler ended, or its closing handshake began (the last
+        # set by LeanConnection.send_data)
         self.closed = False
         # flow control: consecutive skipped messages, and since when the buffer is over the bound
         self.skips = 0

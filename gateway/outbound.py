@@ -235,8 +235,9 @@ class Outbound:
         bound = self._bound
         for client in clients:
             transport = client.transport
-            # a closing transport's writes are dropped anyway, and its descriptor is not written to
-            if client.closed or transport.is_closing() or client.ws.protocol.state is not State.OPEN:
+            # closed: out of OPEN too (LeanConnection.send_data); a transport closing on its own
+            # (the peer reset it) drops writes anyway, and its descriptor is not written to
+            if client.closed or transport.is_closing():
                 continue
             held = transport.get_write_buffer_size()
             if held > bound:
@@ -288,7 +289,7 @@ class Outbound:
     def drop(self, client: Client, reason: str) -> None:
         """Abort a socket now: its backlog is discarded with it, so memory is freed at once.
         The client sees an abnormal close and reconnects with backoff."""
-        if client.closed:
+        if client.closed and client.transport.is_closing():  # dropped already, or gone
             return
         client.closed = True
         self.metrics.dropped.labels(reason).inc()

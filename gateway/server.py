@@ -335,6 +335,7 @@ class Gateway(Service):
         client.game = game.name
         if token and not await self.handlers.authenticate(client, token[0]):
             return
+        ws.attach(client)
         game.clients.add(client)
         if address:
             self._per_address[address] = self._per_address.get(address, 0) + 1
@@ -368,3 +369,4 @@ class Gateway(Service):
             self.metrics.connections.dec()
             game.hub.remove(client)
             client.closed = True
+            ws.client = None  # the two referred to each other
