@@ -454,8 +454,8 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
                 tick.spublish(KEYS.snapshot_channel(WINDOW, board), payload)  # sharded, as the scorer's
             tick.execute()
         time.sleep(1.5)  # the last snapshot's stragglers
+        cpu1 = usage(proc.pid)  # before this benchmark's own /metrics request below
         gc_pauses, gc_pause_ms = _gc_pauses(metrics_port) if name not in BASELINES else (0, 0.0)
-        cpu1 = usage(proc.pid)
         clients_s = sum(usage(p.pid).cpu_s for p in procs if p.pid is not None) - clients0
         reports: list[Sinks] = []
         for pipe in pipes:
@@ -662,8 +662,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--fanout-threads",
         type=int,
-        default=2,
-        help="LB_GW_FANOUT_THREADS of the gateway targets (default 2: one per core of this machine)",
+        default=1,
+        help="LB_GW_FANOUT_THREADS of the gateway targets (default 1, the gateway's own default; 2 shortens "
+        "the spread for more CPU per delivery: docs/benchmarks.md)",
     )
     p.add_argument(
         "--ping-interval", type=float, default=None, help="protocol ping interval and timeout of the gateway targets"
