@@ -91,14 +91,17 @@ class _Socket:
     receive timestamp, ``loadtest.stamps``) and when it was read; pings are answered so the
     gateways' heartbeats see a live peer."""
 
-    __slots__ = ("arrived", "read", "reader", "ready", "sock", "subscribe")
+    __slots__ = ("arrived", "read", "reader", "ready", "sock", "subscribe", "unconfirmed")
 
-    def __init__(self, sock: socket.socket, sinks: Sinks, ready: asyncio.Future[None], subscribe: bytes) -> None:
+    def __init__(
+        self, sock: socket.socket, sinks: Sinks, ready: asyncio.Future[None], subscribe: bytes, confirms: int
+    ) -> None:
         self.sock = sock
         self.read, self.arrived = sinks
         self.reader = ClientReader("127.0.0.1", "/ws")
         self.ready = ready
         self.subscribe = subscribe  # client frames sent once the handshake is done
+        self.unconfirmed = confirms  # "subscribed" replies still to come before the socket is ready
 
     def handshake(self) -> None:
         self.sock.send(self.reader.request())
@@ -127,6 +130,10 @@ class _Socket:
                     version = int(buf[i : buf.find(b",", i, end)])
                     self.read.setdefault(version, []).append(now)
                     self.arrived.setdefault(version, []).append(arrived)
+                elif buf.startswith(b'{"type":"subscribed"', head):
+                    self.unconfirmed -= 1
+                    if not self.unconfirmed and not self.ready.done():
+                        self.ready.set_result(None)
             elif type(event) is Ping or type(event) is Closed:  # the end of the stream follows a close
                 with contextlib.suppress(OSError):
                     self.sock.send(event.reply)
@@ -134,7 +141,7 @@ class _Socket:
                 if self.subscribe:
                     with contextlib.suppress(OSError):
                         self.sock.send(self.subscribe)
-                if not self.ready.done():
+                if not self.unconfirmed and not self.ready.done():
                     self.ready.set_result(None)
             elif type(event) is Refused and not self.ready.done():
                 self.ready.set_exception(ConnectionError(event.reason))
@@ -145,9 +152,11 @@ Sinks = tuple[Sink, Sink]  # (read by the client, arrived: kernel timestamp)
 
 
 async def _client_main(
-    conn: Connection, port: int, count: int, source: str, read_every: float, boards: int = 1
+    conn: Connection, port: int, count: int, source: str, read_every: float, boards: int = 1, confirmed: bool = False
 ) -> None:
-    """Open ``count`` sockets, then read them every ``read_every`` seconds.
+    """Open ``count`` sockets, then read them every ``read_every`` seconds. ``confirmed``: a
+    socket counts as connected once the gateway confirmed each extra board's subscription (the
+    RSS per connection is read then); the baselines do not confirm.
 
     Reading on a cadence rather than the moment bytes arrive: the arrival times come from the
     kernel's timestamps either way, and the client processes, which share the 2 cores with the
@@ -181,7 +190,8 @@ async def _client_main(
             try:
                 sock = stamped_socket(source)
                 await loop.sock_connect(sock, ("127.0.0.1", port))
-                peers[sock.fileno()] = peer = _Socket(sock, sinks, ready, subscribe)
+                confirms = boards - 1 if confirmed else 0
+                peers[sock.fileno()] = peer = _Socket(sock, sinks, ready, subscribe, confirms)
                 ready_fds.register(sock.fileno(), select.EPOLLIN)
                 peer.handshake()
                 await asyncio.wait_for(ready, 30)
@@ -200,7 +210,9 @@ async def _client_main(
     ready_fds.close()
 
 
-def _client_process(conn: Connection, port: int, count: int, source: str, read_every: float, boards: int = 1) -> None:
+def _client_process(
+    conn: Connection, port: int, count: int, source: str, read_every: float, boards: int = 1, confirmed: bool = False
+) -> None:
     import gc
 
     import uvloop
@@ -208,7 +220,7 @@ def _client_process(conn: Connection, port: int, count: int, source: str, read_e
     # The measuring instrument must not pause: its few cycles (the transports) live until the end.
     gc.disable()
 
-    uvloop.run(_client_main(conn, port, count, source, read_every, boards))
+    uvloop.run(_client_main(conn, port, count, source, read_every, boards, confirmed))
 
 
 # ---------------------------------------------------------------- measurement
@@ -422,11 +434,12 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
         per = [n // k + (1 if i < n % k else 0) for i in range(k)]
         pipes, procs = [], []
         ctx = mp.get_context("fork")
+        confirmed = name not in BASELINES  # the baselines answer no subscribe
         for i, count in enumerate(per):
             parent, child = ctx.Pipe()
             p = ctx.Process(
                 target=_client_process,
-                args=(child, port, count, f"127.0.0.{i + 2}", args.read_every_ms / 1000, args.boards),
+                args=(child, port, count, f"127.0.0.{i + 2}", args.read_every_ms / 1000, args.boards, confirmed),
                 daemon=True,
             )
             p.start()
