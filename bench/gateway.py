@@ -311,6 +311,10 @@ def _start_target(
             "LB_GW_PORT": str(port),
             "LB_GW_CONNECT_RATE": "0",
             "LB_GW_MAX_CONNECTIONS": "50000",
+            # every socket here is a spectator on one of two addresses, whose read budget (a
+            # subscribe costs a unit) would otherwise refuse most --boards subscriptions
+            "LB_GW_READ_RATE": "1000000",
+            "LB_GW_READ_BURST": "1000000",
             "LB_LOG_LEVEL": "WARNING",
             "LB_GW_FANOUT": "broadcast" if name == "gateway-broadcast" else "frame",
             "LB_GW_FANOUT_THREADS": str(fanout_threads),
