@@ -134,7 +134,7 @@ class Client:
         "ws",
     )
 
-    def __init__(self, ws: ServerConnection, now: float, burst: int, identity: Identity = SPECTATOR) -> None:
+    def __init__(self, ws: ServerConnection, now: float, burst: float, identity: Identity = SPECTATOR) -> None:
         self.ws = ws
         self.transport: asyncio.WriteTransport = ws.transport
         self.fd = socket_fd(ws.transport)  # for the fan-out's direct writes; -1: transport only
@@ -156,7 +156,7 @@ class Client:
         # own rank: the last (rank, score) pushed per board, to push only on change
         self.ranks: dict[BoardKey, tuple[int | None, int | None]] = {}
         # rate limit: a token bucket, and refused messages within the abuse window
-        self.tokens = float(burst)
+        self.tokens = burst  # the caller's one float, not a new one per connection
         self.refill_at = now
         self.strikes = 0
         self.strikes_since = now

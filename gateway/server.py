@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import sys
 import time
 from collections.abc import Collection
 from urllib.parse import parse_qs
@@ -86,6 +87,7 @@ class Gateway(Service):
         self._conn_refill = time.monotonic()
         self._trusted = networks(s.trusted_proxies)
         self._per_address: dict[str, int] = {}  # open connections by client address (only when capped)
+        self._burst = float(s.burst)  # every new client's full bucket: one float for all
         self.handshakes = Handshakes(s.max_handshakes, on_refused=self.metrics.refused.labels("handshakes").inc)
         self.metrics.handshakes.set_function(lambda: len(self.handshakes.in_flight))
         # websockets logs every connection at INFO; our policy is lifecycle only.
@@ -295,7 +297,7 @@ class Gateway(Service):
     async def _handle(self, ws: ServerConnection) -> None:
         s = self.settings
         assert isinstance(ws, LeanConnection)  # serve(create_connection=...) makes every one
-        client = Client(ws, time.monotonic(), s.burst)
+        client = Client(ws, time.monotonic(), self._burst)
         request = ws.request
         assert request is not None
         if s.allowed_origins and request.headers.get("Origin") not in s.allowed_origins:
@@ -305,7 +307,8 @@ class Gateway(Service):
             self.metrics.refused.labels("cap").inc()
             await self.out.close(client, 1013, "overloaded; retry later")
             return
-        client.address = self.client_address(ws, request)
+        # interned: the sockets of one address (a NAT, a spectator's tabs) share its string
+        client.address = sys.intern(self.client_address(ws, request))
         address = client.address if s.max_per_address else ""
         if address and self._per_address.get(address, 0) >= s.max_per_address:  # raced past _admit too
             self.metrics.refused.labels("address").inc()
