@@ -317,6 +317,7 @@ class Gateway(Service):
         query = parse_qs(request.path.partition("?")[2])
         token = query.get("token")
         game = self.games.get(query["game"][0]) if "game" in query else self.default_game
+        del query  # this frame lives as long as the connection: its locals too
         # websockets keeps the handshake request and response (headers and all) for the life of
         # the connection; nothing reads them after this point, and at 10k sockets they were a
         # sizeable share of the memory per connection. The request object itself must stay:
@@ -338,6 +339,7 @@ class Gateway(Service):
         client.game = game.name
         if token and not await self.handlers.authenticate(client, token[0]):
             return
+        del token
         ws.attach(client)
         game.clients.add(client)
         if address:
