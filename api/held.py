@@ -57,6 +57,11 @@ class Held(Generic[V]):
                 return held[1], now - held[0]
             raise
 
+    def put(self, key: str, value: V) -> None:
+        """Hold ``value`` as just read (what pub/sub held when it went down: watch.py)."""
+        self._held.pop(key, None)
+        self._held[key] = (self._clock(), value)
+
     def _done(self, key: str, reading: asyncio.Future[V]) -> None:
         self._reading.pop(key, None)
         if not reading.cancelled():

@@ -22,10 +22,12 @@ STATUS = {
     "unknown_game": 404,
     "unknown_tournament": 404,
     "not_found": 404,
+    "tournament_exists": 409,
     "method_not_allowed": 405,
     "body_too_large": 413,
     "unsupported_media_type": 415,
     "rate_limited": 429,
+    "internal": 500,
     "backlog_full": 503,
     "not_replicated": 503,
     "unavailable": 503,
@@ -39,14 +41,16 @@ ALL_CODES = sorted(
 class Problem(Exception):
     """A refused request: ``code`` (stable), a message for people, the status the code means."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = STATUS.get(code, 400)
+        self.retry_after = retry_after
 
 
-def response(code: str, message: str) -> Response:
+def response(code: str, message: str, *, retry_after: int | None = None) -> Response:
+    """The problem's answer; ``Retry-After`` (seconds) on a 429, and 1 s on a 503."""
     status = STATUS.get(code, 400)
     body = {
         "type": f"https://leaderboard.invalid/problems/{code}",  # the code, as the URI RFC 9457 asks for
@@ -55,7 +59,7 @@ def response(code: str, message: str) -> Response:
         "detail": message,
         "code": code,
     }
-    headers = {"Retry-After": "1"} if status == 503 else None
+    headers = {"Retry-After": str(retry_after or 1)} if status in (429, 503) else None
     if code in ("auth_required", "invalid_token", "token_expired"):
         headers = {"WWW-Authenticate": "Bearer"}
     return Response(orjson.dumps(body), status, headers, MEDIA_TYPE)

@@ -10,27 +10,32 @@ the same over both.
 from __future__ import annotations
 
 import asyncio
+import functools
+import math
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 import orjson
 from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, Submission, now_ms, wire
+from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, Submission, now_ms, replies
 from leaderboard import protocol as p
 from leaderboard.auth import SPECTATOR, AuthError, Identity, authenticate
+from leaderboard.budget import Budgets, cost
 from leaderboard.errors import NotReplicated, TournamentError
-from leaderboard.keys import parse_scope
+from leaderboard.keys import GLOBAL_SCOPE, SCOPE_KINDS, parse_scope
 from leaderboard.queue import Queue
 from leaderboard.windows import window
 
-from .held import Held
 from .problems import ALL_CODES, MEDIA_TYPE, Problem
 from .settings import ApiSettings
+from .watch import Watch
 
 T = TypeVar("T")
 JSON = "application/json"
@@ -41,6 +46,8 @@ _POLL_S = (0.005, 0.1)  # ?wait=applied: first and longest pause between status 
 class Game:
     lb: Leaderboard
     queue: Queue
+    watch: Watch  # the boards' published snapshots (watch.py)
+    shared: replies.Game  # the requests answered as the socket answers them
 
 
 @dataclass(slots=True)
@@ -50,7 +57,7 @@ class Api:
     settings: ApiSettings
     games: Mapping[str, Game]
     default_game: str
-    snapshots: Held[str | None]  # each board's last published snapshot, by its key
+    budgets: Budgets  # reads per player token or spectator address
 
     def game(self, request: Request) -> Game:
         name = request.query_params.get("game", self.default_game)
@@ -78,6 +85,32 @@ class Api:
         except p.ProtocolError as exc:
             raise Problem(exc.code, exc.message) from None
 
+    def charge(self, request: Request, identity: Identity, req: p.Request) -> None:
+        """Spend what ``req`` costs Redis from its player's budget (a spectator's: its address's,
+        which uvicorn takes from X-Forwarded-For behind a local balancer); game servers have none."""
+        if identity.role == "server":
+            return
+        if identity.player is not None:
+            key = "p:" + identity.player
+        else:
+            key = "a:" + (request.client.host if request.client else "")
+        units, now = cost(req), time.monotonic()
+        if not self.budgets.take(key, units, now):
+            wait = (units - self.budgets.left(key, now)) / self.budgets.rate
+            raise Problem("rate_limited", "too many reads; slow down", retry_after=max(1, math.ceil(wait)))
+
+    def read(self, request: Request, msg: dict[str, Any], identity: Identity) -> Any:
+        """A read request parsed as the socket's and paid for."""
+        req = self.parse(msg)
+        self.charge(request, identity, req)
+        return req
+
+
+def path_param(request: Request, name: str) -> str:
+    """A path segment as the client sent it, percent-decoded (server.py keeps an encoded '/'
+    inside its segment: a player id may hold one)."""
+    return unquote(request.path_params[name])
+
 
 # ---------------------------------------------------------------- the handlers
 
@@ -85,7 +118,7 @@ class Api:
 def _board_msg(request: Request, kind: str, **fields: Any) -> dict[str, Any]:
     """The socket's message of a board read: the path's board, the query's window and period."""
     q = request.query_params
-    msg = {"type": kind, "board": request.path_params["board"], **fields}
+    msg = {"type": kind, "board": path_param(request, "board"), **fields}
     for name in ("window", "period"):
         if name in q:
             msg[name] = q[name]
@@ -101,16 +134,78 @@ def _int_query(request: Request, name: str) -> dict[str, Any]:
     return {name: int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 9 else raw}
 
 
-def _needs_player(identity: Identity) -> None:
-    if identity.player is None:
+# A route's request as the socket would have received it, from the path, the query and the body.
+Message = Callable[[Request, dict[str, Any]], dict[str, Any]]
+
+
+def board_read(kind: str, *ints: str, player: bool = False, body: tuple[str, ...] = ()) -> Message:
+    """A board read: the path's board (and player), ``ints`` from the query, ``body``'s fields."""
+
+    def message(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
+        msg: dict[str, Any] = {name: fields.get(name) for name in body}
+        for name in ints:
+            msg |= _int_query(request, name)
+        if player:
+            msg["player"] = path_param(request, "player")
+        return _board_msg(request, kind, **msg)
+
+    return message
+
+
+def action(kind: str, subject: str, *names: str) -> Message:
+    """An operator action on the path's ``subject`` (player, tournament), ``names`` from the body."""
+
+    def message(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
+        return {"type": kind, subject: path_param(request, subject), **{n: fields[n] for n in names if n in fields}}
+
+    return message
+
+
+def profile_message(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "profile", "player": path_param(request, "player"), "profile": fields}
+
+
+def status_message(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "status", "submission": path_param(request, "submission")}
+
+
+def answering(message: Message, *, auth: str = "none", body: bool = False) -> Handler:
+    """A route answered as the socket answers its request (leaderboard/replies.py): the token
+    checked for the route's ``auth``, the request parsed and paid for, then the same reply."""
+
+    async def handler(api: Api, request: Request) -> Response:
+        game = api.game(request)
+        identity = _allowed(api.identity(request), auth)
+        fields = await _json_body(api, request) if body else {}
+        req = api.read(request, message(request, fields), identity)
+        return Response(await _answer(game, identity, req), media_type=JSON)
+
+    return handler
+
+
+def _allowed(identity: Identity, auth: str) -> Identity:
+    if auth == "player" and identity.player is None:
         raise Problem("auth_required", "this request needs a player or server token")
+    if auth == "server" and identity.role != "server":
+        code = "auth_required" if identity.role == "spectator" else "forbidden"
+        raise Problem(code, "only game servers may do this")
+    return identity
+
+
+async def _answer(game: Game, identity: Identity, req: p.Request) -> bytes:
+    try:
+        return await replies.answer(game.shared, identity, req)
+    except p.ProtocolError as exc:
+        raise Problem(exc.code, exc.message) from None
+    except (RedisError, OSError):
+        raise Problem("unavailable", "Redis is unreachable; retry later") from None
 
 
 async def top(api: Api, request: Request) -> Response:
     game = api.game(request)
-    api.identity(request)  # anyone may read the top; a bad token is still refused
+    identity = api.identity(request)  # anyone may read the top; a bad token is still refused
     req = api.parse(_board_msg(request, "top", **_int_query(request, "n")))
-    held = await _published_top(api, game, req)
+    held = await _published_top(api, game, req)  # free: no Redis read, or one per board and TTL
     if held is not None:
         etag, body, age = held
         ttl, stale = int(api.settings.top_ttl), int(api.settings.stale_if_error)
@@ -119,84 +214,28 @@ async def top(api: Api, request: Request) -> Response:
         if etag in (tag.strip() for tag in request.headers.get("if-none-match", "").split(",")):
             return Response(status_code=304, headers=headers)
         return Response(body, headers=headers, media_type=JSON)
-    top = await _read(game.lb.top(req.window, req.board, req.n, period=req.period))
-    body = wire.top(board=req.board, window=req.window, period=top.period.label, entries=top.entries, mode=top.mode)
-    return Response(body, media_type=JSON)
+    api.charge(request, identity, req)
+    return Response(await _answer(game, identity, req), media_type=JSON)
 
 
-async def player(api: Api, request: Request) -> Response:
+async def create_tournament(api: Api, request: Request) -> Response:
+    """A tournament's boards (window ``t-<id>``) from ``start_ms`` to ``end_ms``, as ``python -m
+    scorer tournament create`` makes them; again with the same bounds: the same answer."""
     game = api.game(request)
-    _needs_player(api.identity(request))
-    req = api.parse(_board_msg(request, "rank", player=request.path_params["player"]))
-    ranks = await _read(game.lb.ranks([req.player], req.window, req.board, period=req.period))
-    [st] = ranks.standings
-    body = wire.rank(
-        board=req.board,
-        window=req.window,
-        period=ranks.period.label,
-        player=req.player,
-        rank=st.rank,
-        score=st.score,
-        size=ranks.size,
-        top_percent=st.top_percent,
-        approx=st.approx,
-        mode=ranks.mode,
-    )
-    return Response(body, media_type=JSON)
-
-
-async def around(api: Api, request: Request) -> Response:
-    game = api.game(request)
-    _needs_player(api.identity(request))
-    msg = _board_msg(request, "around", player=request.path_params["player"], **_int_query(request, "k"))
-    req = api.parse(msg)
-    found = await _read(game.lb.around(req.player, req.window, req.board, req.k, period=req.period))
-    body = wire.around(
-        board=req.board,
-        window=req.window,
-        period=found.period.label,
-        player=req.player,
-        entries=found.entries,
-        mode=found.mode,
-        size=found.size,
-    )
-    return Response(body, media_type=JSON)
-
-
-async def ranks(api: Api, request: Request) -> Response:
-    game = api.game(request)
-    _needs_player(api.identity(request))
-    body = await _json_body(api, request)
-    req = api.parse(_board_msg(request, "ranks", players=body.get("players")))
-    call = game.lb.ranks(list(req.players), req.window, req.board, period=req.period, profiles=True)
-    found = await _read(call)
-    answer = wire.ranks(
-        board=req.board,
-        window=req.window,
-        period=found.period.label,
-        size=found.size,
-        standings=found.standings,
-        mode=found.mode,
-    )
-    return Response(answer, media_type=JSON)
-
-
-async def stats(api: Api, request: Request) -> Response:
-    game = api.game(request)
-    api.identity(request)  # open, as on the socket
-    req = api.parse(_board_msg(request, "stats"))
-    found = await _read(game.lb.stats(req.window, req.board, period=req.period))
-    answer = wire.stats(
-        board=req.board, window=req.window, period=found.period.label, size=found.size, players=found.players
-    )
-    return Response(answer, media_type=JSON)
+    _allowed(api.identity(request), "server")
+    fields = await _json_body(api, request)
+    tournament, start, end = path_param(request, "tournament"), fields.get("start_ms"), fields.get("end_ms")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**53 for v in (start, end)):
+        raise Problem("bad_message", "start_ms and end_ms must be times in ms since the epoch")
+    assert isinstance(start, int) and isinstance(end, int)
+    spec = await _read(game.lb.create_tournament(tournament, start, end))
+    reply = {"type": "tournament", "tournament": tournament, "window": spec.name, "start_ms": start, "end_ms": end}
+    return Response(orjson.dumps(reply), media_type=JSON)
 
 
 async def submit(api: Api, request: Request) -> Response:
     game = api.game(request)
-    role = api.identity(request).role
-    if role != "server":
-        raise Problem("auth_required" if role == "spectator" else "forbidden", "only game servers may submit")
+    _allowed(api.identity(request), "server")
     wait = request.query_params.get("wait")
     if wait not in (None, "applied"):
         raise Problem("bad_message", "wait must be applied")
@@ -267,7 +306,7 @@ def _submission(request: Request, body: dict[str, Any]) -> Submission:
         if name in body:
             fields[name] = body[name]
     try:
-        kind, value = _scope(request.path_params["board"])
+        kind, value = _scope(path_param(request, "board"))
         if kind is not None:
             if fields.get(kind, value) != value:
                 raise Problem("invalid_scope", f"the body's {kind} is not the board's")
@@ -293,14 +332,22 @@ async def _published_top(api: Api, game: Game, req: p.Top) -> tuple[str, bytes, 
     config = game.lb.config
     if req.period is not None or req.window not in config.windows or req.n > config.top_n:
         return None
-    raw, age = await _read(api.snapshots.get(config.keys.latest(req.window, req.board)))
+    raw, age = await _read(game.watch.get(req.window, req.board))
     if raw is None:
         return None
-    snap = orjson.loads(raw)
-    if snap["period"] != window(req.window).period(now_ms()).label:  # a new period, none published yet
+    period, etag, body = _top_answer(raw, req.n)
+    if period != window(req.window).period(now_ms()).label:  # a new period, none published yet
         return None
-    msg = {k: snap[k] for k in ("board", "window", "period", "mode")} | {"entries": snap["entries"][: req.n]}
-    return f'"{snap["period"]}.{snap["version"]}"', orjson.dumps({"type": "top", **msg}), age
+    return etag, body, age
+
+
+@functools.lru_cache(maxsize=4096)
+def _top_answer(raw: str, n: int) -> tuple[str, str, bytes]:
+    """A published snapshot's period, ETag and ``top`` answer of ``n`` entries: made once per
+    snapshot and ``n`` (a watched board's requests share one snapshot until the next tick)."""
+    snap = orjson.loads(raw)
+    msg = {k: snap[k] for k in ("board", "window", "period", "mode")} | {"entries": snap["entries"][:n]}
+    return snap["period"], f'"{snap["period"]}.{snap["version"]}"', orjson.dumps({"type": "top", **msg})
 
 
 async def _outcome(lb: Leaderboard, submission_id: str, bound: float) -> dict[str, Any] | None:
@@ -340,7 +387,13 @@ def _param(name: str, where: str, schema: dict[str, Any], doc: str, required: bo
     return {"name": name, "in": where, "required": required, "description": doc, "schema": schema}
 
 
-BOARD = _param("board", "path", {"type": "string"}, "the board's scope: global, region:<name>, mode:<name>", True)
+BOARD = _param(
+    "board",
+    "path",
+    {"type": "string", "pattern": f"^({GLOBAL_SCOPE}|({'|'.join(SCOPE_KINDS)}):[A-Za-z0-9_-]{{1,32}})$"},
+    "the board's scope: global, region:<name>, mode:<name>",
+    True,
+)
 PLAYER = _param("player", "path", {"type": "string", "minLength": 1}, "a player id", True)
 WINDOW = _param("window", "query", {"type": "string"}, "the board's window (default: the socket's default window)")
 PERIOD = _param("period", "query", {"type": "string"}, "previous, or a period label such as 2026-W48")
@@ -462,6 +515,118 @@ SCHEMAS: dict[str, Any] = {
         },
         "required": ["submission", "stream_id", "status"],
     },
+    "Finals": {
+        "type": "object",
+        "properties": {
+            "type": {"const": "finals"},
+            "board": {"type": "string"},
+            "window": {"type": "string"},
+            "periods": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "period": {"type": "string"},
+                        "start_ms": {"type": "integer"},
+                        "end_ms": {"type": "integer"},
+                        "closed_ms": {"type": "integer"},
+                        "entries": {"type": "array", "items": ENTRY},
+                    },
+                    "required": ["period", "entries"],
+                },
+            },
+        },
+        "required": ["type", "board", "window", "periods"],
+    },
+    "Status": {
+        "type": "object",
+        "properties": {
+            "type": {"const": "status"},
+            "submission": {"type": "string"},
+            "status": {"enum": ["applied", "refused", "pending", "unknown"]},
+            "code": {"type": "string"},
+            "message": {"type": "string"},
+        },
+        "required": ["type", "submission", "status"],
+    },
+    "Reason": {
+        "type": "object",
+        "properties": {"reason": {"type": "string", "description": "journaled with the action"}},
+    },
+    "Correction": {
+        "type": "object",
+        "properties": {
+            "points": {"type": "integer", "minimum": 0, "description": "the player's points from now on"},
+            "reason": {"type": "string"},
+            "window": {"type": "string", "description": "one window (default: every window kept)"},
+            "period": {"type": "string", "description": "a period label (default: the current one)"},
+            "scopes": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 10},
+        },
+        "required": ["points", "reason"],
+    },
+    "Profile": {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "avatar": {"type": "string"}, "country": {"type": "string"}},
+        "minProperties": 1,
+    },
+    "TournamentSpan": {
+        "type": "object",
+        "properties": {"start_ms": {"type": "integer", "minimum": 0}, "end_ms": {"type": "integer", "minimum": 0}},
+        "required": ["start_ms", "end_ms"],
+    },
+    "Entrants": {
+        "type": "object",
+        "properties": {
+            "players": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": p.MAX_JOIN}
+        },
+        "required": ["players"],
+    },
+    "Banned": {
+        "type": "object",
+        "properties": {"type": {"const": "banned"}, "player": {"type": "string"}, "boards": {"type": "integer"}},
+        "required": ["type", "player", "boards"],
+    },
+    "Unbanned": {
+        "type": "object",
+        "properties": {"type": {"const": "unbanned"}, "player": {"type": "string"}, "was_banned": {"type": "boolean"}},
+        "required": ["type", "player", "was_banned"],
+    },
+    "Corrected": {
+        "type": "object",
+        "properties": {
+            "type": {"const": "corrected"},
+            "player": {"type": "string"},
+            "points": {"type": "integer"},
+            "boards": {"type": "array", "items": {"type": "object"}},
+        },
+        "required": ["type", "player", "points", "boards"],
+    },
+    "ProfileSet": {
+        "type": "object",
+        "properties": {"type": {"const": "profile"}, "player": {"type": "string"}, "profile": {"type": "object"}},
+        "required": ["type", "player", "profile"],
+    },
+    "Tournament": {
+        "type": "object",
+        "properties": {
+            "type": {"const": "tournament"},
+            "tournament": {"type": "string"},
+            "window": {"type": "string"},
+            "start_ms": {"type": "integer"},
+            "end_ms": {"type": "integer"},
+        },
+        "required": ["type", "tournament", "window", "start_ms", "end_ms"],
+    },
+    "Joined": {
+        "type": "object",
+        "properties": {
+            "type": {"const": "joined"},
+            "tournament": {"type": "string"},
+            "players": {"type": "array", "items": {"type": "string"}},
+            "added": {"type": "integer"},
+        },
+        "required": ["type", "tournament", "players", "added"],
+    },
     "Problem": {
         "type": "object",
         "properties": {
@@ -480,6 +645,7 @@ SCHEMAS: dict[str, Any] = {
 class Route:
     method: str
     path: str
+    name: str  # the operationId
     handler: Handler
     summary: str
     answers: dict[int, str | None]  # status: schema name (in SCHEMAS; "": any JSON, None: no body)
@@ -488,10 +654,26 @@ class Route:
     auth: str = "none"  # "none", "player" (a player or server token), "server"
 
 
+def _read_route(
+    method: str, path: str, name: str, message: Message, summary: str, answer: str,
+    params: list[dict[str, Any]], *, auth: str = "none", body: str | None = None,
+) -> Route:  # fmt: skip
+    """A route answered as its socket request is (``answering``)."""
+    handler = answering(message, auth=auth, body=body is not None)
+    return Route(method, path, name, handler, summary, {200: answer}, params, body, auth)
+
+
+N_TOP = _param("n", "query", {"type": "integer", "minimum": 1, "maximum": p.MAX_TOP}, "entries (default 10)")
+K = _param("k", "query", {"type": "integer", "minimum": 0, "maximum": p.MAX_AROUND}, "each side (default 5)")
+N_FINALS = _param("n", "query", {"type": "integer", "minimum": 1, "maximum": p.MAX_FINALS}, "periods (default 1)")
+TOURNAMENT = _param("tournament", "path", {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"}, "its id", True)
+SUBMISSION = _param("submission", "path", {"type": "string", "minLength": 1}, "a submission (match) id", True)
+
 ROUTES = [
     Route(
         "POST",
         "/v1/boards/{board}/scores",
+        "submit",
         submit,
         "Submit a score (server token); match_id or Idempotency-Key is the submission id, applied once",
         {202: "Queued", 200: "Outcome"},
@@ -507,58 +689,82 @@ ROUTES = [
     Route(
         "GET",
         "/v1/boards/{board}/top",
+        "top",
         top,
         "The board's top n; the current top N comes from the scorer's last snapshot, with its ETag",
         {200: "Top", 304: None},
         [
             *READS,
-            _param("n", "query", {"type": "integer", "minimum": 1, "maximum": p.MAX_TOP}, "entries (default 10)"),
+            N_TOP,
             _param("If-None-Match", "header", {"type": "string"}, "an ETag of this route: 304 while still current"),
         ],
     ),
-    Route(
-        "GET",
-        "/v1/boards/{board}/players/{player}",
-        player,
-        "A player's rank and score (a player or server token)",
-        {200: "Rank"},
-        [BOARD, PLAYER, *READS[1:]],
-        auth="player",
+    _read_route(
+        "GET", "/v1/boards/{board}/players/{player}", "player", board_read("rank", player=True),
+        "A player's rank and score (a player or server token)", "Rank", [BOARD, PLAYER, *READS[1:]], auth="player",
+    ),
+    _read_route(
+        "GET", "/v1/boards/{board}/players/{player}/around", "around", board_read("around", "k", player=True),
+        "The k entries on each side of a player (a player or server token)", "Around",
+        [BOARD, PLAYER, *READS[1:], K], auth="player",
+    ),
+    _read_route(
+        "POST", "/v1/boards/{board}/players:ranks", "ranks", board_read("ranks", body=("players",)),
+        "The ranks of up to 100 players, a friends list (a player or server token)", "Ranks", READS,
+        auth="player", body="Players",
+    ),
+    _read_route(
+        "GET", "/v1/boards/{board}/stats", "stats", board_read("stats"),
+        "The board's size and the period's distinct players", "Stats", READS,
+    ),
+    _read_route(
+        "GET", "/v1/boards/{board}/finals", "finals", board_read("finals", "n"),
+        "The final top N of the window's last n closed periods, newest first", "Finals", [*READS[:2], GAME, N_FINALS],
+    ),
+    _read_route(
+        "GET", "/v1/submissions/{submission}", "submission_status", status_message,
+        "What became of a submission: applied, refused (with its code), pending or unknown (server token)",
+        "Status", [SUBMISSION, GAME], auth="server",
+    ),
+    _read_route(
+        "POST", "/v1/players/{player}/ban", "ban", action("ban", "player", "reason"),
+        "Ban a player: off every board, submissions refused (server token)", "Banned", [PLAYER, GAME],
+        auth="server", body="Reason",
+    ),
+    _read_route(
+        "POST", "/v1/players/{player}/unban", "unban", action("unban", "player", "reason"),
+        "Lift a player's ban (their scores come back with their next submissions; server token)", "Unbanned",
+        [PLAYER, GAME], auth="server", body="Reason",
+    ),
+    _read_route(
+        "POST", "/v1/players/{player}/corrections", "correct",
+        action("correct", "player", "points", "reason", "window", "period", "scopes"),
+        "Set a player's points on their boards (server token), journaled with the reason", "Corrected",
+        [PLAYER, GAME], auth="server", body="Correction",
+    ),
+    _read_route(
+        "PUT", "/v1/players/{player}/profile", "profile", profile_message,
+        "Set a player's profile: a server any player's, a player their own name and country", "ProfileSet",
+        [PLAYER, GAME], auth="player", body="Profile",
     ),
     Route(
-        "GET",
-        "/v1/boards/{board}/players/{player}/around",
-        around,
-        "The k entries on each side of a player (a player or server token)",
-        {200: "Around"},
-        [
-            BOARD,
-            PLAYER,
-            *READS[1:],
-            _param("k", "query", {"type": "integer", "minimum": 0, "maximum": p.MAX_AROUND}, "each side (default 5)"),
-        ],
-        auth="player",
+        "PUT",
+        "/v1/tournaments/{tournament}",
+        "create_tournament",
+        create_tournament,
+        "Create a tournament (boards of window t-<id>) from start_ms to end_ms (server token)",
+        {200: "Tournament"},
+        [TOURNAMENT, GAME],
+        body="TournamentSpan",
+        auth="server",
     ),
-    Route(
-        "POST",
-        "/v1/boards/{board}/players:ranks",
-        ranks,
-        "The ranks of up to 100 players, a friends list (a player or server token)",
-        {200: "Ranks"},
-        READS,
-        body="Players",
-        auth="player",
+    _read_route(
+        "POST", "/v1/tournaments/{tournament}/players", "join", action("join", "tournament", "players"),
+        "Enter players in a tournament (server token)", "Joined", [TOURNAMENT, GAME], auth="server",
+        body="Entrants",
     ),
-    Route(
-        "GET",
-        "/v1/boards/{board}/stats",
-        stats,
-        "The board's size and the period's distinct players",
-        {200: "Stats"},
-        READS,
-    ),
-    Route("GET", "/v1/openapi.json", openapi_json, "This document", {200: ""}),
-]
+    Route("GET", "/v1/openapi.json", "openapi", openapi_json, "This document", {200: ""}),
+]  # fmt: skip
 
 
 def openapi() -> dict[str, Any]:
@@ -575,13 +781,14 @@ def openapi() -> dict[str, Any]:
             problem = {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
             responses["4XX"] = {"description": "refused (code: docs/protocol.md)", "content": problem}
             responses["503"] = {"description": "Redis unavailable or queue full; retry", "content": problem}
+            responses["500"] = {"description": "an unexpected failure (code internal), logged", "content": problem}
         op: dict[str, Any] = {"summary": route.summary, "parameters": route.params, "responses": responses}
         if route.body:
             body = {"$ref": f"#/components/schemas/{route.body}"}
             op["requestBody"] = {"required": True, "content": {JSON: {"schema": body}}}
         if route.auth != "none":
             op["security"] = [{"bearer": []}]
-        op["operationId"] = route.handler.__name__
+        op["operationId"] = route.name
         paths.setdefault(route.path, {})[route.method.lower()] = op
     return {
         "openapi": "3.1.0",

@@ -1,6 +1,6 @@
 """The HTTP API's application: Starlette routes from ``routes.ROUTES`` on one Redis client shared
-by the games served; every refusal answered as a problem (problems.py). Stateless: any number
-of processes serve the same fleet::
+by the games served; every refusal answered as a problem (problems.py), an unexpected error too
+(``internal``, 500, logged). Stateless: any number of processes serve the same fleet::
 
     app = application(ApiSettings(port=0, redis_url=url, jwt_secrets=(secret,)))
 """
@@ -8,42 +8,81 @@ of processes serve the same fleet::
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import quote, unquote
 
+from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from leaderboard import Leaderboard, connect
+from leaderboard import Leaderboard, connect, replies
+from leaderboard.budget import Budgets
 from leaderboard.queue import Queue
 
 from . import problems
 from .held import Held
 from .routes import ROUTES, Api, Game, Handler
 from .settings import ApiSettings
+from .watch import Watch
+
+log = logging.getLogger("api")
+
+
+class SegmentPaths:
+    """Routes match the path as the client sent it, segment by segment: ASGI servers give the
+    percent-decoded path, in which a player id's ``/`` (sent as ``%2F``) would split its segment.
+    Each segment is decoded, then its ``%`` and ``/`` encoded again; ``routes.path_param`` decodes
+    a matched segment once more, so every id round-trips exactly."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw: bytes = scope.get("raw_path") or b""
+        if scope["type"] == "http" and b"%" in raw:
+            segments = raw.decode("latin-1").split("/")
+            path = "/".join(quote(unquote(seg), safe="!$&'()*+,;=:@~") for seg in segments)
+            scope = {**scope, "path": path}
+        await self.app(scope, receive, send)
 
 
 def application(settings: ApiSettings) -> Starlette:
     bound = settings.redis_timeout or None
     redis = connect(settings.redis_url, pool=settings.redis_pool, socket_timeout=bound, socket_connect_timeout=bound)
-    games = {c.game: Game(Leaderboard(redis, c), Queue(redis, c)) for c in settings.game.served}
 
     async def latest(key: str) -> str | None:  # a snapshot as the scorer stored it (JSON text)
         value = await redis.get(key)
         return None if value is None else str(value)
 
-    snapshots = Held(latest, ttl=settings.top_ttl, stale=settings.stale_if_error)
-    api = Api(settings, games, settings.game.served[0].game, snapshots)
+    held = Held(latest, ttl=settings.top_ttl, stale=settings.stale_if_error)
+    games = {
+        c.game: Game(
+            lb := Leaderboard(redis, c),
+            Queue(redis, c),
+            Watch(redis, c.keys, held, idle=settings.watch_idle, size=settings.watch_max),
+            replies.Game.of(lb),
+        )
+        for c in settings.game.served
+    }
+    budgets = Budgets(settings.read_rate, settings.read_burst, settings.read_budgets)
+    api = Api(settings, games, settings.game.served[0].game, budgets)
 
     def endpoint(handler: Handler) -> Any:
         async def answer(request: Request) -> Response:
             try:
                 return await handler(api, request)
             except problems.Problem as exc:
-                return problems.response(exc.code, exc.message)
+                return problems.response(exc.code, exc.message, retry_after=exc.retry_after)
+            except Exception:
+                log.exception("%s %s failed", request.method, request.url.path)
+                return problems.response("internal", "the request failed on the server; it is logged")
 
         return answer
 
@@ -52,12 +91,35 @@ def application(settings: ApiSettings) -> Starlette:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_message")
         return problems.response(code, str(exc.detail))
 
+    async def server_error(request: Request, exc: Exception) -> Response:
+        # outside a route (the routing itself): Starlette logs it after this answer
+        return problems.response("internal", "the request failed on the server; it is logged")
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        for game in games.values():
+            if settings.watch_max:
+                game.watch.start()
         try:
             yield
         finally:
+            for game in games.values():
+                await game.watch.close()
             await redis.aclose()
 
+    async def readyz(request: Request) -> Response:
+        # the balancer's health check (off the public routes): this process serves while Redis answers
+        try:
+            await redis.ping()
+        except (RedisError, OSError):
+            return Response("redis unreachable\n", 503, media_type="text/plain")
+        return Response("ok\n", media_type="text/plain")
+
     routes = [StarletteRoute(r.path, endpoint(r.handler), methods=[r.method]) for r in ROUTES]
-    return Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
+    routes.append(StarletteRoute("/readyz", readyz, methods=["GET"]))
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(SegmentPaths)],
+        exception_handlers={HTTPException: http_error, Exception: server_error},
+        lifespan=lifespan,
+    )

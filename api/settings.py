@@ -15,9 +15,11 @@ from dataclasses import dataclass
 
 from leaderboard import GameConfig
 from leaderboard.auth import strong_secrets
+from leaderboard.budget import MAX_COST
 from leaderboard.settings import (
     RedisPool,
     SettingsError,
+    above,
     at_least,
     between,
     load,
@@ -33,6 +35,15 @@ from leaderboard.settings import (
 class ApiSettings:
     host: str = setting("LB_API_HOST", "127.0.0.1", "listen address; the routes are under /v1/")
     port: int = setting("LB_API_PORT", 8081, "listen port; 0 = any free one", check=between(0, 65_535))
+    reuse_port: bool = setting(
+        "LB_API_REUSE_PORT", False, "share the port with other API processes (SO_REUSEPORT: the kernel spreads them)"
+    )
+    drain_timeout: int = setting(
+        "LB_API_DRAIN_TIMEOUT",
+        10,
+        "on SIGTERM, seconds the requests under way get to finish before the process exits",
+        check=at_least(0),
+    )
     redis_url: str = redis_url(help="Redis to use (./dev run's own: in var/fleet.env)")
     redis_pool: RedisPool = nested(RedisPool)
     game: GameConfig = nested(GameConfig)
@@ -67,11 +78,44 @@ class ApiSettings:
         "seconds past LB_API_TOP_TTL a held top N is still served (with its Age) while Redis does not answer",
         check=at_least(0),
     )
+    watch_max: int = setting(
+        "LB_API_WATCH_MAX",
+        1000,
+        "boards whose top N is kept current by pub/sub (no Redis read per request) once asked for; the others"
+        " are read through LB_API_TOP_TTL's hold; 0 = none",
+        check=at_least(0),
+    )
+    watch_idle: float = setting(
+        "LB_API_WATCH_IDLE",
+        60.0,
+        "seconds a watched board nobody asks about stays subscribed",
+        check=above(0),
+    )
     redis_timeout: float = setting(
         "LB_API_REDIS_TIMEOUT",
         2.0,
         "seconds a Redis call may take before the request is answered 503 unavailable (0 = no bound)",
         check=at_least(0),
+    )
+    # A player's (a spectator's: an address's) reads, by what they cost Redis: the socket's rule
+    # and unit (leaderboard/budget.py). Game servers are trusted and have no budget.
+    read_rate: float = setting(
+        "LB_API_READ_RATE",
+        50.0,
+        "read units per second per player token (spectators: per address); a unit is about one row or player read",
+        check=above(0),
+    )
+    read_burst: int = setting(
+        "LB_API_READ_BURST",
+        300,
+        f"read units a player or address may spend at once (at least {MAX_COST}: a ranks of 100 costs 100)",
+        check=at_least(MAX_COST),
+    )
+    read_budgets: int = setting(
+        "LB_API_READ_BUDGETS",
+        50_000,
+        "players and addresses whose read budget is remembered (the least recently used are forgotten first)",
+        check=at_least(1),
     )
     log_level: str = log_level()
 

@@ -1,7 +1,7 @@
 """Redis time of each socket request, at its largest: ``python -m bench.read_costs``.
 
 The gateway budgets a player's (or a spectator address's) requests by their cost in units
-(gateway/budget.py: one unit per row or player read). This measures what a unit costs Redis:
+(leaderboard/budget.py: one unit per row or player read). This measures what a unit costs Redis:
 against a private redis-server, a board of ``--players`` players (drained through the real scorer,
 as bench.rank_reads does), every player with a profile, and a window's finals kept, each request
 type is made ``--calls`` times the way the gateway's handler makes it (the same ``Leaderboard``
@@ -28,10 +28,10 @@ import redis
 from bench import results
 from bench.rank_reads import drain, fill
 from fleet.redis_server import RedisServer
-from gateway.budget import cost
 from gateway.settings import GatewaySettings
 from leaderboard import GameConfig, Leaderboard, connect
 from leaderboard import protocol as p
+from leaderboard.budget import cost
 from leaderboard.library import library_code
 from leaderboard.settings import argument_parser
 

@@ -2,16 +2,19 @@
 
 Starts the embedded redis-server (loopback, a fresh password, AOF on, data under var/) unless a
 Redis URL is given, loads the function library, one scorer (with the badge worker), N gateway
-processes sharing one port (SO_REUSEPORT) and demo game-server traffic, then prints the page and
-metrics URLs and writes var/fleet.env for other commands (source it). A gateway or the scorer that
+processes sharing one port (SO_REUSEPORT), the HTTP API's processes (on the next port, which they
+share) and demo game-server traffic, then prints the page, HTTP API and metrics URLs and writes
+var/fleet.env for other commands (source it): the Redis URL, the token secret (``LB_JWT_SECRETS``
+from the environment when set, else one made here) and the API's URL. A gateway or the scorer that
 dies is restarted with backoff. A second fleet on the same data directory, or on a port something
 else listens on (unless --join), is refused. Ctrl-C stops everything in order: gateways drain, the
 scorer acks its last batch, Redis flushes its AOF, each within --stop-timeout; a second Ctrl-C
 kills the fleet's processes at once.
 
 With --balancer haproxy the gateways listen on addresses of their own (127.0.0.2, .3, …, as if on
-several hosts) behind haproxy on the port; ``python -m fleet rollout`` then restarts them one by
-one without losing a player (fleet/rollout.py).
+several hosts) behind haproxy on the port, which also takes the HTTP API (``/v1/``): one public
+port; ``python -m fleet rollout`` then restarts the gateways and the API processes one by one
+without losing a player or a request (fleet/rollout.py).
 """
 
 from __future__ import annotations
@@ -63,6 +66,18 @@ class FleetOptions:
     """What ``./dev run`` reads from the environment; each is also an option (which wins)."""
 
     gateways: int = setting("LB_FLEET_GATEWAYS", 2, "gateway processes on the port", check=between(1, 64))
+    apis: int = setting(
+        "LB_FLEET_API",
+        1,
+        "HTTP API processes (behind haproxy on the public port under /v1/, else sharing LB_FLEET_API_PORT)",
+        check=between(0, 16),
+    )
+    api_port: int = setting(
+        "LB_FLEET_API_PORT",
+        0,
+        "without a balancer, the HTTP API processes' shared port; 0 = the gateways' port + 1 (a free one if that is 0)",
+        check=between(0, 65_535),
+    )
     host: str = setting("LB_FLEET_HOST", "127.0.0.1", "the gateways' listen address")
     port: int = setting("LB_FLEET_PORT", 8000, "the gateways' port; 0 = any free one", check=between(0, 65_535))
     redis_url: str = redis_url(
@@ -126,6 +141,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     o = load_or_exit(FleetOptions)
     p = argument_parser("./dev run", (__doc__ or "").split("\n\n")[1], FleetOptions, GameConfig)
     p.add_argument("--gateways", type=int, default=o.gateways, help="gateway processes on the port")
+    p.add_argument("--api", type=int, default=o.apis, help="HTTP API processes (0: none)")
+    p.add_argument(
+        "--api-port", type=int, default=o.api_port, help="without a balancer, the HTTP API's port (0: port + 1)"
+    )
     p.add_argument("--host", default=o.host, help="listen address")
     p.add_argument("--port", type=int, default=o.port, help="gateways' port, 0 = any free one")
     p.add_argument("--join", action="store_true", help="share the port with processes already listening on it")
@@ -186,6 +205,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             host=args.host,
             port=args.port,
             gateways=args.gateways,
+            apis=args.api,
+            api_port=args.api_port,
             join=args.join,
             jwt_secret=args.jwt_secret,
             demo_tokens=not args.no_demo,
@@ -267,6 +288,7 @@ async def serve(args: argparse.Namespace) -> int:
                 env_file=str(fleet.env_file),
                 balancers=len(fleet.balancers),
                 data_dir=args.data_dir,
+                apis=len(fleet.apis),
             ),
             flush=True,
         )

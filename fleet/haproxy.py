@@ -18,6 +18,8 @@ to a running haproxy's runtime API (a rolling restart by hand). What the configu
   gateway closes them itself, in staggered batches with 1012);
 * the client's address: any ``X-Forwarded-For`` the client sent is deleted and the balancer's own
   is added, so the gateway (``LB_GW_TRUSTED_PROXIES``) can believe the last value;
+* ``/v1/`` goes to the HTTP API processes (backend ``api``, health-checked on their ``/readyz``),
+  everything else (``/ws``, the page) to the gateways: one public port;
 * ``/metrics`` is answered 404 at the balancer: the gateways serve it on a loopback port of their
   own, and nothing on the players' port should lead there;
 * a stats socket (the runtime API, ``level admin``): ``python -m fleet rollout`` puts a server in
@@ -53,6 +55,7 @@ from .children import die_with_parent, stop_process
 log = logging.getLogger("fleet.haproxy")
 
 BACKEND = "gateways"
+API_BACKEND = "api"
 # descriptors per player: the client's connection and the one to its gateway
 FDS_PER_CONNECTION = 2
 FD_RESERVE = 200  # listeners, health checks, the stats socket, logs
@@ -64,25 +67,26 @@ LOG_FORMAT = "%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %tsc %ac/%fc/%b
 
 @dataclass(frozen=True, slots=True)
 class Gateway:
-    """One backend server: ``gw-1`` at ``127.0.0.2:8000``."""
+    """One backend server: ``gw-1`` at ``127.0.0.2:8000`` (or an HTTP API process, ``api-1``)."""
 
     name: str
     address: str  # host:port
 
     @classmethod
-    def parse(cls, text: str, index: int) -> Gateway:
-        """``host:port`` or ``name=host:port``; the name defaults to ``gw-<index + 1>``."""
+    def parse(cls, text: str, index: int, prefix: str = "gw") -> Gateway:
+        """``host:port`` or ``name=host:port``; the name defaults to ``<prefix>-<index + 1>``."""
         name, _, address = text.rpartition("=")
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65_536:
             raise ValueError(f"a gateway is host:port or name=host:port, not {text!r}")
-        return cls(name or f"gw-{index + 1}", address)
+        return cls(name or f"{prefix}-{index + 1}", address)
 
 
 @dataclass(frozen=True, slots=True)
 class BalancerConfig:
     gateways: tuple[Gateway, ...]
     bind: str = ":80"  # host:port the players connect to
+    apis: tuple[Gateway, ...] = ()  # the HTTP API's processes: /v1/ goes to them
     tls_cert: str = ""  # a PEM (certificate + key): the bind speaks TLS
     stats_socket: str = "/run/haproxy/leaderboard.sock"  # empty: a private one (class Haproxy)
     maxconn: int = 9_000  # per process: 2 descriptors each, under a 20,000 descriptor limit
@@ -97,7 +101,7 @@ class BalancerConfig:
     def __post_init__(self) -> None:
         if not self.gateways:
             raise ValueError("a balancer needs at least one gateway")
-        names = [g.name for g in self.gateways]
+        names = [g.name for g in (*self.gateways, *self.apis)]
         if len(set(names)) != len(names):
             raise ValueError(f"gateway names must be unique: {', '.join(names)}")
         if self.maxconn < 1 or self.threads < 1:
@@ -113,6 +117,26 @@ def render(c: BalancerConfig) -> str:
     """The haproxy.cfg text (HAProxy 2.6, Debian 12's)."""
     tls = f" ssl crt {c.tls_cert} alpn http/1.1" if c.tls_cert else ""
     servers = "\n".join(f"    server {g.name} {g.address}" for g in c.gateways)
+    api_route, api_backend = "", ""
+    if c.apis:
+        api_route = "    # the HTTP API under /v1/, the gateways (/ws, the page) otherwise: one public port\n"
+        api_route += f"    use_backend {API_BACKEND} if {{ path_beg /v1/ }}\n"
+        api_servers = "\n".join(f"    server {a.name} {a.address}" for a in c.apis)
+        api_backend = f"""
+backend {API_BACKEND}
+    balance leastconn
+    option forwardfor
+    # a process that closed its listener (it finishes its requests, then exits): another one;
+    # a request already sent is never sent twice (a write's retry is the client's, by match_id)
+    retries 3
+    option redispatch 1
+    retry-on conn-failure
+    option httpchk
+    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host api
+    http-check expect status 200
+    default-server check inter {c.check_interval_ms} fall {c.check_fall} rise {c.check_rise}
+{api_servers}
+"""
     log = (
         f"    # one line per request once answered: for a WebSocket, its upgrade (101) or refusal\n    log {c.log}\n"
         if c.log
@@ -147,7 +171,7 @@ frontend players
     http-request deny deny_status 404 if {{ path /metrics }} || {{ path_beg /metrics/ }}
     # only the balancer says where a client comes from
     http-request del-header X-Forwarded-For
-    default_backend {BACKEND}
+{api_route}    default_backend {BACKEND}
 
 backend {BACKEND}
     balance leastconn
@@ -163,7 +187,7 @@ backend {BACKEND}
     http-check expect status 200
     default-server check inter {c.check_interval_ms} fall {c.check_fall} rise {c.check_rise}
 {servers}
-"""
+{api_backend}"""
 
 
 class Runtime:
@@ -182,21 +206,22 @@ class Runtime:
         finally:
             writer.close()
 
-    async def set_state(self, server: str, state: str) -> None:
+    async def set_state(self, server: str, state: str, backend: str = BACKEND) -> None:
         """``ready``, ``drain`` (no new connections, open ones stay) or ``maint``."""
-        answer = (await self.command(f"set server {BACKEND}/{server} state {state}")).strip()
+        answer = (await self.command(f"set server {backend}/{server} state {state}")).strip()
         if answer:
             raise RuntimeError(f"haproxy: set server {server} state {state}: {answer}")
 
-    async def servers(self) -> dict[str, dict[str, str]]:
-        """Per server: ``status`` (UP, DOWN, DRAIN, MAINT, …), ``scur`` (connections open), …"""
+    async def servers(self, backend: str = BACKEND) -> dict[str, dict[str, str]]:
+        """Per server of ``backend``: ``status`` (UP, DOWN, DRAIN, MAINT, …), ``scur`` (connections
+        open), …"""
         text = await self.command("show stat")
         lines = [line for line in text.splitlines() if line]
         header = lines[0].lstrip("# ").split(",")
         out: dict[str, dict[str, str]] = {}
         for line in lines[1:]:
             row = dict(zip(header, line.split(","), strict=False))
-            if row.get("pxname") == BACKEND and row.get("svname") not in ("FRONTEND", "BACKEND"):
+            if row.get("pxname") == backend and row.get("svname") not in ("FRONTEND", "BACKEND"):
                 out[row["svname"]] = row
         return out
 
@@ -285,11 +310,11 @@ class Haproxy(Service):
     async def command(self, line: str, timeout: float = 5.0) -> str:
         return await self.runtime.command(line, timeout)
 
-    async def set_state(self, server: str, state: str) -> None:
-        await self.runtime.set_state(server, state)
+    async def set_state(self, server: str, state: str, backend: str = BACKEND) -> None:
+        await self.runtime.set_state(server, state, backend)
 
-    async def servers(self) -> dict[str, dict[str, str]]:
-        return await self.runtime.servers()
+    async def servers(self, backend: str = BACKEND) -> dict[str, dict[str, str]]:
+        return await self.runtime.servers(backend)
 
     async def _close(self) -> None:
         """SIGTERM (haproxy closes every connection at once), SIGKILL if it hangs."""
@@ -306,9 +331,11 @@ def _haproxy_child() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-# deploy/haproxy.cfg: three gateway hosts, TLS at the balancer (docs/operations.md)
+# deploy/haproxy.cfg: three gateway hosts, each with an HTTP API process too, TLS at the balancer
+# (docs/operations.md)
 EXAMPLE_ARGS = (
     "--gateway", "gw-1=10.0.1.11:8000", "--gateway", "gw-2=10.0.1.12:8000", "--gateway", "gw-3=10.0.1.13:8000",
+    "--api", "api-1=10.0.1.11:8081", "--api", "api-2=10.0.1.12:8081", "--api", "api-3=10.0.1.13:8081",
     "--bind", ":443", "--tls-cert", "/etc/haproxy/certs/leaderboard.pem",
 )  # fmt: skip
 
@@ -321,7 +348,7 @@ def runtime_main(argv: list[str]) -> int:
     p = argument_parser("python -m fleet.haproxy", "HAProxy's runtime API, on the balancers' stats sockets.")
     commands = p.add_subparsers(dest="command", required=True)
     state = commands.add_parser("state", help="set a gateway's state in every balancer")
-    state.add_argument("server", help="the gateway's server name (gw-1, …)")
+    state.add_argument("server", help="the server's name (gw-1, …; api-1, … with --backend api)")
     state.add_argument("state", choices=("ready", "drain", "maint"), help="drain: no new players; ready: back in")
     state.add_argument(
         "--wait-up",
@@ -334,6 +361,9 @@ def runtime_main(argv: list[str]) -> int:
     for q in (state, servers):
         q.add_argument(
             "--stats-socket", action="append", default=[], help=f"a balancer's stats socket (repeat; {STATS_SOCKET})"
+        )
+        q.add_argument(
+            "--backend", default=BACKEND, choices=(BACKEND, API_BACKEND), help="the gateways' or the HTTP API's"
         )
     args = p.parse_args(argv)
     if args.command == "state" and not 0 <= args.wait_up <= 3600:
@@ -349,14 +379,14 @@ def runtime_main(argv: list[str]) -> int:
 async def _runtime(args: argparse.Namespace, balancers: list[Runtime]) -> int:
     if args.command == "servers":
         for b in balancers:
-            for name, row in (await b.servers()).items():
+            for name, row in (await b.servers(args.backend)).items():
                 print(f"{b.socket_path} {name} {row.get('status', '?')} {row.get('scur', '?')} connections")
         return 0
     for b in balancers:
-        await b.set_state(args.server, args.state)
+        await b.set_state(args.server, args.state, args.backend)
     deadline = time.monotonic() + args.wait_up
     while args.wait_up:
-        states = [(await b.servers()).get(args.server, {}).get("status", "") for b in balancers]
+        states = [(await b.servers(args.backend)).get(args.server, {}).get("status", "") for b in balancers]
         if all(s == "UP" for s in states):  # not "UP 1/2": a check failed, going down
             break
         if time.monotonic() > deadline:
@@ -373,6 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--gateway", action="append", default=[], metavar="[NAME=]HOST:PORT", help="a gateway (repeat for each)"
     )
+    p.add_argument(
+        "--api", action="append", default=[], metavar="[NAME=]HOST:PORT", help="an HTTP API process: /v1/ (repeat)"
+    )
     p.add_argument("--bind", default=":443", help="where players connect, host:port")
     p.add_argument("--tls-cert", default="", help="PEM with certificate and key: TLS at the balancer")
     p.add_argument("--stats-socket", default=STATS_SOCKET, help="the runtime API's socket")
@@ -382,8 +415,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         gateways = tuple(Gateway.parse(text, i) for i, text in enumerate(args.gateway))
+        apis = tuple(Gateway.parse(text, i, prefix="api") for i, text in enumerate(args.api))
         config = BalancerConfig(
             gateways,
+            apis=apis,
             bind=args.bind,
             tls_cert=args.tls_cert,
             stats_socket=args.stats_socket,

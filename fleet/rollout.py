@@ -1,4 +1,6 @@
-"""Rolling restart: every gateway in turn, so that no player is lost and no two gateways are down.
+"""Rolling restart: every gateway in turn, so that no player is lost and no two gateways are down;
+then every HTTP API process in turn, the same way (drained in the balancer first, it finishes the
+requests under way and exits, and is started again).
 
 For each gateway: the balancer stops sending it new players (runtime API ``state drain``), the
 gateway gets SIGTERM and drains (its players are closed with 1012 in staggered batches and come
@@ -52,11 +54,12 @@ async def rollout(
     start_timeout: float = 60.0,
     on_step: Callable[[Step], None] | None = None,
 ) -> list[Step]:
-    """Restart every gateway of ``layout`` in turn; the steps, in order. Raises RuntimeError (and
-    stops there, the gateway left as it is) if one does not come back in time."""
+    """Restart every gateway of ``layout`` in turn, then every HTTP API process; the steps, in
+    order. Raises RuntimeError (and stops there, the process left as it is) if one does not come
+    back in time."""
     balancers = [Runtime(path) for path in layout.stats_sockets]
     steps = []
-    for gw in layout.gateways:
+    for gw in (*layout.gateways, *layout.apis):
         step = await _restart(gw, balancers, drain_timeout, start_timeout)
         steps.append(step)
         if on_step is not None:
@@ -70,7 +73,7 @@ async def _restart(gw: Member, balancers: list[Runtime], drain_timeout: float, s
         raise RuntimeError(f"{gw.name}: no process listens on its metrics port {gw.metrics_port}")
     # New players go elsewhere first; the ones it holds stay until its own drain closes them.
     for b in balancers:
-        await b.set_state(gw.name, "drain")
+        await b.set_state(gw.name, "drain", gw.backend)
     t0 = time.monotonic()
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
@@ -84,10 +87,10 @@ async def _restart(gw: Member, balancers: list[Runtime], drain_timeout: float, s
     await _until_async(ready, start_timeout, f"{gw.name} was not started again and ready")
     t2 = time.monotonic()
     for b in balancers:
-        await b.set_state(gw.name, "ready")
+        await b.set_state(gw.name, "ready", gw.backend)
 
     async def up_everywhere() -> bool:
-        states = [(await b.servers()).get(gw.name, {}).get("status", "") for b in balancers]
+        states = [(await b.servers(gw.backend)).get(gw.name, {}).get("status", "") for b in balancers]
         return all(state == "UP" for state in states)  # not "UP 1/2": a check failed, going down
 
     await _until_async(up_everywhere, start_timeout, f"the balancer does not see {gw.name} UP")
@@ -154,7 +157,7 @@ def main(argv: Sequence[str] | None = None, *, data_dir: str = "var") -> int:
     except (RuntimeError, OSError) as exc:
         print(f"rollout stopped: {exc}", file=sys.stderr)
         return 1
-    print(f"rolled {len(steps)} gateways", flush=True)
+    print(f"rolled {len(steps)} processes ({len(layout.gateways)} gateways, {len(layout.apis)} HTTP API)", flush=True)
     if not args.rebalance:
         return 0
     try:

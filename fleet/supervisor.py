@@ -1,5 +1,5 @@
-"""The local fleet: embedded redis-server, scorer, N gateways on one port, started and stopped
-in order.
+"""The local fleet: embedded redis-server, scorer, N gateways on one port, M HTTP API processes,
+started and stopped in order.
 
 The load test and the tests use it too::
 
@@ -42,7 +42,7 @@ from leaderboard.transport import connect
 from .addresses import Addresses, env_file_text
 from .children import exit_status, listening_pids, spawn, stop_process, wait_answering
 from .claims import DataDirLock, check_port_free, write_private
-from .haproxy import BalancerConfig, Gateway, Haproxy
+from .haproxy import API_BACKEND, BalancerConfig, Gateway, Haproxy
 from .layout import Layout, Member
 from .redis_server import RedisServer
 from .restarts import Child, ExitWatch, supervise
@@ -57,6 +57,8 @@ class FleetSettings:
     host: str = "127.0.0.1"
     port: int = 8000  # 0: a free port
     gateways: int = 2
+    apis: int = 0  # HTTP API processes: behind a balancer on the public port (/v1/), else on api_port
+    api_port: int = 0  # without a balancer, the API processes' shared port; 0: port + 1 if pinned, else free
     join: bool = False  # add our gateways to a port other processes already listen on
     restart: bool = True  # restart a gateway or the scorer that exits, with backoff
     scorer_metrics_port: int = 0  # 0: a free port
@@ -80,6 +82,8 @@ class FleetSettings:
     def __post_init__(self) -> None:
         if not 1 <= self.gateways <= 64:
             raise ValueError("gateways must be 1..64")
+        if not 0 <= self.apis <= 16:
+            raise ValueError("apis must be 0..16")
         if self.balancer not in ("", "haproxy"):
             raise ValueError(f"balancer must be haproxy or empty, not {self.balancer!r}")
         if not 1 <= self.balancers <= 16:
@@ -98,11 +102,13 @@ class Fleet(Service):
             gateway_port=settings.gateway_port,
             metrics_port=settings.metrics_port,
             scorer_metrics_port=settings.scorer_metrics_port,
+            api_port=settings.api_port,
         )
         self.redis_server: RedisServer | None = None
         self.redis_url = settings.redis_url or ""
         self.scorer: asyncio.subprocess.Process | None = None
         self.gateways: list[asyncio.subprocess.Process] = []
+        self.apis: list[asyncio.subprocess.Process] = []
         self.balancers: list[Haproxy] = []
         self.on_status = on_status
         self._lock = DataDirLock(settings.data_dir)
@@ -123,6 +129,11 @@ class Fleet(Service):
     @property
     def ws_url(self) -> str:
         return self.addresses.ws_url
+
+    @property
+    def api_url(self) -> str:
+        """The HTTP API's base URL (``…/v1/``); empty without API processes."""
+        return self.addresses.api_url if self.settings.apis else ""
 
     def gateway_address(self, index: int) -> tuple[str, int]:
         return self.addresses.gateway(index)
@@ -146,6 +157,8 @@ class Fleet(Service):
         if self.redis_server is None:
             redis_state = "external"
         line = f"fleet: {up}/{len(self.gateways)} gateways, scorer {scorer}, redis {redis_state}"
+        if self.apis:
+            line += f", http api {sum(a.returncode is None for a in self.apis)}/{len(self.apis)}"
         if self.balancers:
             running = sum(b.proc is not None and b.proc.returncode is None for b in self.balancers)
             line += f", haproxy {running}/{len(self.balancers)}"
@@ -161,6 +174,7 @@ class Fleet(Service):
         return Layout(
             tuple(b.stats_socket for b in self.balancers),
             tuple(Member(f"gw-{i + 1}", *a.gateway(i), a.gateway_metrics_port(i)) for i in range(len(self.gateways))),
+            tuple(Member(f"api-{i + 1}", *a.api(i), a.api(i)[1], backend=API_BACKEND) for i in range(len(self.apis))),
         )
 
     def _status_changed(self) -> None:
@@ -187,7 +201,8 @@ class Fleet(Service):
         self._lock.acquire(f"fleet pid {os.getpid()}, page {self.page_url}")
         if not s.join:
             check_port_free(s.host, self.port)
-        for host, port in self.addresses.pinned(s.gateways):
+        # joining a port also means sharing the API's with the processes already there
+        for host, port in self.addresses.pinned(s.gateways, 0 if s.join else s.apis):
             check_port_free(host, port, join_hint=False)
         if s.redis_url is None:
             # Redis first: everything else needs it. AOF on, so a restart loses no applied score.
@@ -204,7 +219,7 @@ class Fleet(Service):
             )
             assert self.redis_server.process is not None
             self._redis_watch = ExitWatch(self.redis_server.process, self._redis_exited)
-        write_private(self.env_file, env_file_text(self.redis_url, s.jwt_secret))
+        write_private(self.env_file, env_file_text(self.redis_url, s.jwt_secret, self.api_url))
         client = connect(self.redis_url)  # a cluster URL loads it on every master
         try:
             await client.function_load(library_code(), replace=True)  # before any child calls it
@@ -213,6 +228,8 @@ class Fleet(Service):
         self.scorer = await self.start_scorer()
         for i in range(s.gateways):
             self.gateways.append(await self.start_gateway(i))
+        for i in range(s.apis):
+            self.apis.append(await self.start_api(i))
         await self._wait_ready()
         if s.balancer:
             # after the gateways answer: haproxy's first health checks find them up
@@ -222,6 +239,10 @@ class Fleet(Service):
         children += [
             Child(f"gw-{i + 1}", proc, functools.partial(self._restart, i), self._backoff())
             for i, proc in enumerate(self.gateways)
+        ]
+        children += [
+            Child(f"api-{i + 1}", proc, functools.partial(self._restart_api, i), self._backoff())
+            for i, proc in enumerate(self.apis)
         ]
         self._watchers = [
             asyncio.create_task(supervise(child, self._stopping, restart=s.restart, on_change=self._status_changed))
@@ -240,6 +261,10 @@ class Fleet(Service):
         self.gateways[index] = await self.start_gateway(index)
         return self.gateways[index]
 
+    async def _restart_api(self, index: int) -> asyncio.subprocess.Process:
+        self.apis[index] = await self.start_api(index)
+        return self.apis[index]
+
     def _redis_exited(self, code: int) -> None:
         if self._stopping.is_set():
             return
@@ -257,8 +282,9 @@ class Fleet(Service):
     async def _start_balancers(self) -> None:
         s = self.settings
         members = [Gateway(f"gw-{i + 1}", "{}:{}".format(*self.gateway_address(i))) for i in range(s.gateways)]
+        apis = [Gateway(f"api-{i + 1}", "{}:{}".format(*self.addresses.api(i))) for i in range(s.apis)]
         config = BalancerConfig(
-            tuple(members), bind=f"{s.host}:{self.port}", maxconn=s.balancer_maxconn, stats_socket=""
+            tuple(members), bind=f"{s.host}:{self.port}", apis=tuple(apis), maxconn=s.balancer_maxconn, stats_socket=""
         )
         for n in range(s.balancers):
             # listed before it starts: a start that fails part-way is closed with the fleet
@@ -288,6 +314,19 @@ class Fleet(Service):
         )
         return await self._spawn(f"gw-{index + 1}", "-m", "gateway", env=env)
 
+    async def start_api(self, index: int) -> asyncio.subprocess.Process:
+        """Start HTTP API process ``index`` (also to replace one that died)."""
+        s = self.settings
+        host, port = self.addresses.api(index)
+        env = self.child_env(
+            LB_API_HOST=host,
+            LB_API_PORT=str(port),
+            LB_API_REUSE_PORT="0" if s.balancer else "1",
+            # a local stop should not wait long for slow requests (?wait=applied is bounded)
+            LB_API_DRAIN_TIMEOUT=dict(s.env).get("LB_API_DRAIN_TIMEOUT", str(max(1, int(s.drain_window) + 2))),
+        )
+        return await self._spawn(f"api-{index + 1}", "-m", "api", env=env)
+
     async def _spawn(self, name: str, *args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
         proc = await spawn(*args, env=env)
         log.info("started %s (pid %d)", name, proc.pid)
@@ -301,7 +340,8 @@ class Fleet(Service):
         if self.balancers or not self.settings.balancer:
             endpoints.add((host, self.port, "/readyz"))  # the players' port: a gateway, or through haproxy
         endpoints |= {(*self.gateway_address(i), "/readyz") for i in range(len(self.gateways))}
-        await wait_answering(endpoints, [self.scorer, *self.gateways], self.settings.start_timeout)
+        endpoints |= {(*self.addresses.api(i), "/readyz") for i in range(len(self.apis))}
+        await wait_answering(endpoints, [self.scorer, *self.gateways, *self.apis], self.settings.start_timeout)
         if self.balancers:
             return  # each gateway answered on its own address
         # SO_REUSEPORT spreads connections over listening processes; give late ones a moment to bind
@@ -327,7 +367,9 @@ class Fleet(Service):
         # each returns at once, or after the restart it is finishing (a spawn: quick, but bounded too)
         if self._watchers:
             await asyncio.wait(self._watchers, timeout=bound)
-        await asyncio.gather(*(self.stop_process(g, self.settings.drain_window + bound) for g in self.gateways))
+        # the HTTP API's processes with them: each finishes the requests under way, then exits
+        stopping = [*self.gateways, *self.apis]
+        await asyncio.gather(*(self.stop_process(p, self.settings.drain_window + bound) for p in stopping))
         # the balancers after the gateways: the drained players' reconnects find a 503, not a refusal
         for balancer in self.balancers:
             await balancer.close()
@@ -352,7 +394,7 @@ class Fleet(Service):
         Redis (it flushes its AOF and exits by itself; it holds the data directory's lock until
         then), and ``fleet.env`` removed. The caller exits right after."""
         self._killed = True
-        procs = [*self.gateways, self.scorer, *(b.proc for b in self.balancers)]
+        procs = [*self.gateways, *self.apis, self.scorer, *(b.proc for b in self.balancers)]
         for proc in procs:
             if proc is not None and proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from leaderboard import GameConfig
 from leaderboard.auth import strong_secrets
+from leaderboard.budget import MAX_COST
 from leaderboard.keys import parse_scope
 from leaderboard.settings import (
     RedisPool,
@@ -36,7 +37,6 @@ from leaderboard.settings import (
 )
 
 from .address import parse_networks
-from .budget import MAX_COST
 
 
 def valid_networks(items: tuple[str, ...]) -> str | None:
@@ -119,7 +119,7 @@ class GatewaySettings:
         check=at_least(1),
     )
     # Reads are budgeted by what they cost Redis, per player or spectator address, not per
-    # socket (gateway/budget.py; docs/security.md has the measured cost of a unit).
+    # socket (leaderboard/budget.py; docs/security.md has the measured cost of a unit).
     read_rate: float = setting(
         "LB_GW_READ_RATE",
         50.0,

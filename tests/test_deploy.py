@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from api.settings import ApiSettings
 from gateway.settings import GatewaySettings
 from scorer.settings import ScorerSettings
 
@@ -25,7 +26,10 @@ def unit(name: str) -> configparser.ConfigParser:
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
-@pytest.mark.parametrize(("template", "instance"), [("leaderboard-gateway@", "8000"), ("leaderboard-scorer@", "1")])
+@pytest.mark.parametrize(
+    ("template", "instance"),
+    [("leaderboard-gateway@", "8000"), ("leaderboard-scorer@", "1"), ("leaderboard-api@", "8081")],
+)
 def test_systemd_accepts_the_units(tmp_path: Path, template: str, instance: str) -> None:
     text = (UNITS / f"{template}.service").read_text()
     # verify checks that ExecStart's program exists: this interpreter stands for the deployed venv's
@@ -43,5 +47,8 @@ def test_the_units_leave_the_drain_its_time_and_the_players_their_descriptors() 
     assert float(service["TimeoutStopSec"]) > gw.drain_delay + gw.drain_window + gw.close_timeout
     assert int(service["LimitNOFILE"]) > gw.max_connections
     assert service["KillSignal"] == "SIGTERM" and service["Restart"] == "always"
+    api = unit("leaderboard-api@.service")["Service"]
+    assert float(api["TimeoutStopSec"]) > ApiSettings(redis_url="redis://127.0.0.1:6379/0").drain_timeout
+    assert api["KillSignal"] == "SIGTERM" and api["Restart"] == "always"
     scorer = unit("leaderboard-scorer@.service")["Service"]
     assert float(scorer["TimeoutStopSec"]) > ScorerSettings(redis_url="redis://127.0.0.1:6379/0").graceful_timeout_s

@@ -290,7 +290,7 @@ async def test_ctrl_c_after_a_restart_and_a_second_fleet_on_its_redis_stops_in_b
         os.kill(gateway_pids(first.proc.pid)[0], signal.SIGKILL)
         await first.line(lambda s: s.startswith("fleet: 2/2 gateways"), 20 * T, mark)
         env = sourced(tmp_path / "a")
-        assert set(env) == {"LB_REDIS_URL", "LB_JWT_SECRETS"}
+        assert set(env) == {"LB_REDIS_URL", "LB_JWT_SECRETS", "LB_API_URL"}
         async with fleet(tmp_path / "b", "--port", "0", "--stop-timeout", "3", env=env) as second:
             await second.value("live page:")
             [shared] = [line for line in second.errors if "did not start" in line]

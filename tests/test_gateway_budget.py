@@ -1,4 +1,4 @@
-"""Read budgets (gateway/budget.py): requests cost units by what they read, and the budget is a
+"""Read budgets (leaderboard/budget.py): requests cost units by what they read, and the budget is a
 player's (or a spectator address's), not a socket's: two sockets of one player share it and a
 reconnect does not refill it."""
 
@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from websockets.asyncio.client import ClientConnection
 
-from gateway.budget import MAX_COST, Budgets, cost
 from gateway.settings import GatewaySettings
 from leaderboard import protocol as p
+from leaderboard.budget import MAX_COST, Budgets, cost
 from leaderboard.settings import SettingsError
 
 from .gw_helpers import client, greet, request, running, token

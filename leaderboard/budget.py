@@ -1,20 +1,20 @@
 """Read budgets: how much Redis time one player, or one spectator address, may take (pure: no I/O).
 
-Two limits apply to a client's messages. Each socket's frames are rate-limited on their own
-(``LB_GW_RATE`` / ``LB_GW_BURST``): that bounds the gateway's work per socket. What a request
-costs *Redis* varies a hundredfold (a ``ranks`` of 100 players against a ``ping``), and a hostile
-client can open sockets and reconnect, so reads are budgeted apart:
+The gateway and the HTTP API draw from the same kind of budget. What a request costs *Redis*
+varies a hundredfold (a ``ranks`` of 100 players against a ``ping``), and a hostile client can
+open sockets, reconnect or send requests from many connections, so reads are budgeted apart from
+any per-socket frame rate (the gateway's ``LB_GW_RATE`` / ``LB_GW_BURST``):
 
 - each request costs units, about one per row or player Redis reads for it (``cost()``);
   bench/read_costs.py measures what a unit costs Redis, for docs/security.md;
-- a budget is a token bucket of ``LB_GW_READ_RATE`` units/s, holding at most ``LB_GW_READ_BURST``,
-  kept per player (the token's subject) or, for spectators, per address (``gateway/address.py``)
-  — never per connection: a player's sockets draw from one budget, and a reconnect finds the
-  budget it left;
-- game server connections (``role=server``) are trusted and have none.
+- a budget is a token bucket of ``rate`` units/s, holding at most ``burst`` (the gateway's
+  ``LB_GW_READ_*``, the API's ``LB_API_READ_*``), kept per player (the token's subject) or, for
+  spectators, per address — never per connection: a player's sockets or requests draw from one
+  budget, and a reconnect finds the budget it left;
+- game servers (``role=server``) are trusted and have none.
 
 The table is bounded: a budget untouched long enough to be full again is the same as a new one
-and is forgotten, and beyond ``LB_GW_READ_BUDGETS`` entries the least recently used goes first.
+and is forgotten, and beyond ``size`` entries the least recently used goes first.
 
 ::
 
