@@ -104,6 +104,9 @@ def plan(
     return writes
 
 
+_FD = attrgetter("fd")
+
+
 def write_fds(fds: Iterable[int], frame: bytes) -> list[int]:
     """``write(2)`` the same ``frame`` to each descriptor; returns the bytes each took, 0 where
     the call failed (EAGAIN: its buffer is full; a dead peer).
@@ -129,9 +132,6 @@ def write_direct(targets: Sequence[Target], frame: bytes) -> list[Leftover]:
     if written.count(size) == len(written):
         return []
     return [(target, frame[n:] if n else frame) for target, n in zip(targets, written, strict=True) if n < size]
-
-
-_FD = attrgetter("fd")
 
 
 class Writer:

@@ -227,7 +227,8 @@ class Outbound:
 
     def _sort(self, clients: Sequence[Client], now: float) -> tuple[list[Client], list[Client]]:
         """Admit each socket (the skip rule, ``_admit``'s) and sort the admitted: those whose
-        descriptor may take the frame directly (``fanout.direct``), those whose transport must.
+        descriptor may take the frame directly (``fanout.Writer.write`` says which), those whose
+        transport must.
         One pass with every check inlined: it runs once per socket per tick, and at 10,000
         sockets each attribute read and call in it is a measurable share of a delivery."""
         direct: list[Client] = []
