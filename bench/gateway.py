@@ -3,13 +3,21 @@
     python -m bench.gateway                 # 10,000 sockets, 15 snapshots per target
     python -m bench.gateway --sockets 2000 --seconds 5 --no-write
     python -m bench.gateway --boards 3 --targets gateway,gateway-nocoalesce,gateway,gateway-nocoalesce
+    python -m bench.gateway --targets floor,gateway,gateway@main,floor,gateway,gateway@main
 
-Starts a private redis-server, then for each target in turn — this project's gateway
-(``python -m gateway``, frame-once fan-out), the same gateway with ``LB_GW_FANOUT=broadcast``
-(websockets.broadcast), the naive gateway (bench/naive_gateway.py) and, as the peers' baseline,
-``node-ws``: a Node.js server with the ``ws`` library (bench/node_gateway/server.js; Debian's
-``node``, its dependency installed with ``npm ci`` on first use, the target skipped saying why when
-that cannot be done) — opens the sockets
+A target ``NAME@REV`` (``gateway@main``) is that gateway target with the code of git revision REV,
+extracted with ``git archive`` into a temporary directory and run from there: today's code against
+an earlier one in the same run.
+
+Starts a private redis-server, then for each target in turn — ``floor``, the least a sender can
+do (bench/floor/floor.c: one C process that answers the same upgrades and write()s each published
+message, framed once, to every socket in a plain loop; compiled on first use with the system's
+cc into ~/.cache/leaderboard-bench, the target skipped saying why when there is no cc), this
+project's gateway (``python -m gateway``, frame-once fan-out), the same gateway with
+``LB_GW_FANOUT=broadcast`` (websockets.broadcast), the naive gateway (bench/naive_gateway.py) and,
+as the peers' baseline, ``node-ws``: a Node.js server with the ``ws`` library
+(bench/node_gateway/server.js; Debian's ``node``, its dependency installed with ``npm ci`` on
+first use, the target skipped saying why when that cannot be done) — opens the sockets
 from several client processes (raw non-blocking sockets read with recvmsg, each process on its own 127.0.0.x source
 address), publishes snapshots as the scorer does (SET latest + PUBLISH), and measures:
 
@@ -36,8 +44,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import contextlib
 import dataclasses
+import hashlib
 import multiprocessing as mp
 import os
 import resource
@@ -51,6 +61,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import redis
 
@@ -68,7 +79,9 @@ KEYS = GameConfig(game=GAME).keys
 WINDOW, BOARD = "weekly", "global"
 EXTRA_BOARDS = ("region:eu", "mode:duo")  # --boards 3: what every socket also watches
 NODE_GATEWAY = ROOT / "bench" / "node_gateway"
-BASELINES = ("naive", "node-ws")  # forward the channel and nothing else: no /metrics, no snapshot on connect
+FLOOR_SOURCE = ROOT / "bench" / "floor" / "floor.c"
+# forward the channel and nothing else: no /metrics, no snapshot on connect
+BASELINES = ("naive", "node-ws", "floor")
 
 # ---------------------------------------------------------------- client processes
 
@@ -78,14 +91,17 @@ class _Socket:
     receive timestamp, ``loadtest.stamps``) and when it was read; pings are answered so the
     gateways' heartbeats see a live peer."""
 
-    __slots__ = ("arrived", "read", "reader", "ready", "sock", "subscribe")
+    __slots__ = ("arrived", "read", "reader", "ready", "sock", "subscribe", "unconfirmed")
 
-    def __init__(self, sock: socket.socket, sinks: Sinks, ready: asyncio.Future[None], subscribe: bytes) -> None:
+    def __init__(
+        self, sock: socket.socket, sinks: Sinks, ready: asyncio.Future[None], subscribe: bytes, confirms: int
+    ) -> None:
         self.sock = sock
         self.read, self.arrived = sinks
         self.reader = ClientReader("127.0.0.1", "/ws")
         self.ready = ready
         self.subscribe = subscribe  # client frames sent once the handshake is done
+        self.unconfirmed = confirms  # "subscribed" replies still to come before the socket is ready
 
     def handshake(self) -> None:
         self.sock.send(self.reader.request())
@@ -114,6 +130,10 @@ class _Socket:
                     version = int(buf[i : buf.find(b",", i, end)])
                     self.read.setdefault(version, []).append(now)
                     self.arrived.setdefault(version, []).append(arrived)
+                elif buf.startswith(b'{"type":"subscribed"', head):
+                    self.unconfirmed -= 1
+                    if not self.unconfirmed and not self.ready.done():
+                        self.ready.set_result(None)
             elif type(event) is Ping or type(event) is Closed:  # the end of the stream follows a close
                 with contextlib.suppress(OSError):
                     self.sock.send(event.reply)
@@ -121,7 +141,7 @@ class _Socket:
                 if self.subscribe:
                     with contextlib.suppress(OSError):
                         self.sock.send(self.subscribe)
-                if not self.ready.done():
+                if not self.unconfirmed and not self.ready.done():
                     self.ready.set_result(None)
             elif type(event) is Refused and not self.ready.done():
                 self.ready.set_exception(ConnectionError(event.reason))
@@ -132,9 +152,11 @@ Sinks = tuple[Sink, Sink]  # (read by the client, arrived: kernel timestamp)
 
 
 async def _client_main(
-    conn: Connection, port: int, count: int, source: str, read_every: float, boards: int = 1
+    conn: Connection, port: int, count: int, source: str, read_every: float, boards: int = 1, confirmed: bool = False
 ) -> None:
-    """Open ``count`` sockets, then read them every ``read_every`` seconds.
+    """Open ``count`` sockets, then read them every ``read_every`` seconds. ``confirmed``: a
+    socket counts as connected once the gateway confirmed each extra board's subscription (the
+    RSS per connection is read then); the baselines do not confirm.
 
     Reading on a cadence rather than the moment bytes arrive: the arrival times come from the
     kernel's timestamps either way, and the client processes, which share the 2 cores with the
@@ -168,7 +190,8 @@ async def _client_main(
             try:
                 sock = stamped_socket(source)
                 await loop.sock_connect(sock, ("127.0.0.1", port))
-                peers[sock.fileno()] = peer = _Socket(sock, sinks, ready, subscribe)
+                confirms = boards - 1 if confirmed else 0
+                peers[sock.fileno()] = peer = _Socket(sock, sinks, ready, subscribe, confirms)
                 ready_fds.register(sock.fileno(), select.EPOLLIN)
                 peer.handshake()
                 await asyncio.wait_for(ready, 30)
@@ -187,7 +210,9 @@ async def _client_main(
     ready_fds.close()
 
 
-def _client_process(conn: Connection, port: int, count: int, source: str, read_every: float, boards: int = 1) -> None:
+def _client_process(
+    conn: Connection, port: int, count: int, source: str, read_every: float, boards: int = 1, confirmed: bool = False
+) -> None:
     import gc
 
     import uvloop
@@ -195,7 +220,7 @@ def _client_process(conn: Connection, port: int, count: int, source: str, read_e
     # The measuring instrument must not pause: its few cycles (the transports) live until the end.
     gc.disable()
 
-    uvloop.run(_client_main(conn, port, count, source, read_every, boards))
+    uvloop.run(_client_main(conn, port, count, source, read_every, boards, confirmed))
 
 
 # ---------------------------------------------------------------- measurement
@@ -261,13 +286,24 @@ def _start_target(
         channel = KEYS.snapshot_channel(WINDOW, BOARD)
         cmd = [sys.executable, "-m", "bench.naive_gateway", "--port", str(port), "--redis-url", redis_url]
         cmd += ["--channel", channel]
-        env = dict(os.environ)
+        return subprocess.Popen(cmd, cwd=ROOT)
     elif name == "node-ws":
         # node itself, not an npm wrapper: its pid is the one measured
         cmd = [shutil.which("node") or "node", "server.js", str(port), KEYS.snapshot_channel(WINDOW, BOARD)]
         return subprocess.Popen(cmd, cwd=NODE_GATEWAY, env={**os.environ, "LB_REDIS_URL": redis_url})
+    elif name == "floor":
+        url = urlsplit(redis_url)
+        binary = floor_binary()
+        assert isinstance(binary, Path), binary  # main() skips the target otherwise
+        cmd = [str(binary), str(port), url.hostname or "127.0.0.1", str(url.port or 6379)]
+        cmd.append(KEYS.snapshot_channel(WINDOW, BOARD))
+        return subprocess.Popen(cmd, env={**os.environ, "LB_REDIS_PASSWORD": unquote(url.password or "")})
     else:
         cmd = [sys.executable, "-m", "gateway"]
+        # gateway@REV: that revision's code, from its own tree (python -m puts the tree first on
+        # sys.path, ahead of this checkout's editable install)
+        name, _, rev = name.partition("@")
+        cwd = source_tree(rev) if rev else ROOT
         env = {
             **os.environ,
             "LB_REDIS_URL": redis_url,
@@ -275,6 +311,10 @@ def _start_target(
             "LB_GW_PORT": str(port),
             "LB_GW_CONNECT_RATE": "0",
             "LB_GW_MAX_CONNECTIONS": "50000",
+            # every socket here is a spectator on one of two addresses, whose read budget (a
+            # subscribe costs a unit) would otherwise refuse most --boards subscriptions
+            "LB_GW_READ_RATE": "1000000",
+            "LB_GW_READ_BURST": "1000000",
             "LB_LOG_LEVEL": "WARNING",
             "LB_GW_FANOUT": "broadcast" if name == "gateway-broadcast" else "frame",
             "LB_GW_FANOUT_THREADS": str(fanout_threads),
@@ -285,7 +325,44 @@ def _start_target(
         }
         if ping_interval is not None:
             env["LB_GW_PING_INTERVAL"] = env["LB_GW_PING_TIMEOUT"] = str(ping_interval)
-    return subprocess.Popen(cmd, cwd=ROOT, env=env)
+        return subprocess.Popen(cmd, cwd=cwd, env=env)
+
+
+_TREES: dict[str, Path] = {}  # revision -> its extracted tree, for this run
+
+
+def source_tree(rev: str) -> Path:
+    """The repository's tree at ``rev`` (``git archive``), extracted once per run into a
+    temporary directory that is removed at exit: the baseline a ``gateway@REV`` target runs."""
+    if rev not in _TREES:
+        tree = Path(tempfile.mkdtemp(prefix=f"gwbench-{rev.replace('/', '-')}-"))
+        atexit.register(shutil.rmtree, tree, ignore_errors=True)
+        archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True, timeout=60)
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True, timeout=60)
+        _TREES[rev] = tree
+    return _TREES[rev]
+
+
+def floor_binary() -> Path | str:
+    """The floor sender (bench/floor/floor.c) compiled with the system's cc, or why it cannot
+    be. Built once per version of the source, into a cache directory outside the repository."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return "no C compiler (apt-get install gcc)"
+    source = FLOOR_SOURCE.read_bytes()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "leaderboard-bench"
+    binary = cache / f"floor-{hashlib.sha256(source).hexdigest()[:16]}"
+    if binary.is_file():
+        return binary
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = binary.with_suffix(f".{os.getpid()}")
+    done = subprocess.run(
+        [cc, "-O2", "-o", str(partial), str(FLOOR_SOURCE)], capture_output=True, text=True, timeout=120, check=False
+    )
+    if done.returncode != 0:
+        return f"cc failed ({done.returncode}): {(done.stderr.strip() or 'no output').splitlines()[-1]}"
+    partial.rename(binary)  # atomic: a concurrent run sees the whole binary or none
+    return binary
 
 
 def node_ready() -> str | None:
@@ -361,11 +438,12 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
         per = [n // k + (1 if i < n % k else 0) for i in range(k)]
         pipes, procs = [], []
         ctx = mp.get_context("fork")
+        confirmed = name not in BASELINES  # the baselines answer no subscribe
         for i, count in enumerate(per):
             parent, child = ctx.Pipe()
             p = ctx.Process(
                 target=_client_process,
-                args=(child, port, count, f"127.0.0.{i + 2}", args.read_every_ms / 1000, args.boards),
+                args=(child, port, count, f"127.0.0.{i + 2}", args.read_every_ms / 1000, args.boards, confirmed),
                 daemon=True,
             )
             p.start()
@@ -393,8 +471,8 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
                 tick.spublish(KEYS.snapshot_channel(WINDOW, board), payload)  # sharded, as the scorer's
             tick.execute()
         time.sleep(1.5)  # the last snapshot's stragglers
+        cpu1 = usage(proc.pid)  # before this benchmark's own /metrics request below
         gc_pauses, gc_pause_ms = _gc_pauses(metrics_port) if name not in BASELINES else (0, 0.0)
-        cpu1 = usage(proc.pid)
         clients_s = sum(usage(p.pid).cpu_s for p in procs if p.pid is not None) - clients0
         reports: list[Sinks] = []
         for pipe in pipes:
@@ -512,26 +590,69 @@ def ratios(results: list[Result]) -> str:
     return "\n".join(lines) + "\n" + others
 
 
+@dataclass
+class Pooled:
+    """One target's runs (A/B/A/B) taken together: CPU weighted by deliveries, RSS averaged."""
+
+    cpu_ms_per_1k: float
+    user_ms_per_1k: float
+    rss_kb_per_conn: float
+    spread_p99_ms: float  # the worst run's
+    deliveries: int
+    expected: int
+
+
+def pooled(results: list[Result], name: str) -> Pooled | None:
+    runs = [x for x in results if x.name == name]
+    if not runs:
+        return None
+    deliveries = sum(x.deliveries for x in runs)
+    return Pooled(
+        cpu_ms_per_1k=sum(x.cpu_ms_per_1k * x.deliveries for x in runs) / max(1, deliveries),
+        user_ms_per_1k=sum(x.user_ms_per_1k * x.deliveries for x in runs) / max(1, deliveries),
+        rss_kb_per_conn=sum(x.rss_kb_per_conn for x in runs) / len(runs),
+        spread_p99_ms=max(x.spread_p99_ms for x in runs),
+        deliveries=deliveries,
+        expected=sum(x.expected for x in runs),
+    )
+
+
+def against_floor_and_baselines(results: list[Result]) -> str:
+    """The gateway against the floor (bench/floor/floor.c) and against its own code at other
+    revisions (``gateway@REV`` targets), each target's runs pooled."""
+    ours, floor = pooled(results, "gateway"), pooled(results, "floor")
+    lines = []
+    if ours is not None and floor is not None:
+        lines.append(
+            f"- gateway / floor (a C sender's write() loop), CPU per delivery: "
+            f"**{ours.cpu_ms_per_1k / floor.cpu_ms_per_1k:.2f}×** ({ours.cpu_ms_per_1k:.1f} vs "
+            f"{floor.cpu_ms_per_1k:.1f} ms / 1k; user space {ours.user_ms_per_1k:.1f} vs {floor.user_ms_per_1k:.1f})"
+        )
+    for name in dict.fromkeys(x.name for x in results if "@" in x.name):
+        base = pooled(results, name)
+        mine = pooled(results, name.partition("@")[0])
+        if base is None or mine is None:
+            continue
+        lines.append(
+            f"- {name.partition('@')[0]} against {name}: CPU per delivery {mine.cpu_ms_per_1k:.1f} vs "
+            f"{base.cpu_ms_per_1k:.1f} ms / 1k (**{mine.cpu_ms_per_1k / base.cpu_ms_per_1k:.2f}×**), RSS per "
+            f"connection **{mine.rss_kb_per_conn:.2f} vs {base.rss_kb_per_conn:.2f} KB**"
+        )
+    return "".join(line + "\n" for line in lines)
+
+
 def coalescing(results: list[Result]) -> str:
     """The --boards comparison: each target's runs pooled (A/B/A/B), then on / off."""
-
-    def pooled(name: str) -> tuple[float, float, float, int, int] | None:
-        runs = [x for x in results if x.name == name]
-        if not runs:
-            return None
-        deliveries = sum(x.deliveries for x in runs)
-        cpu = sum(x.cpu_ms_per_1k * x.deliveries for x in runs) / max(1, deliveries)
-        user = sum(x.user_ms_per_1k * x.deliveries for x in runs) / max(1, deliveries)
-        return cpu, user, max(x.spread_p99_ms for x in runs), deliveries, sum(x.expected for x in runs)
-
-    on, off = pooled("gateway"), pooled("gateway-nocoalesce")
+    on, off = pooled(results, "gateway"), pooled(results, "gateway-nocoalesce")
     if on is None or off is None:
         return ""
     return (
-        f"- coalescing on / off, CPU per delivered snapshot: **{on[0] / off[0]:.2f}×** ({on[0]:.1f} vs "
-        f"{off[0]:.1f} ms / 1k; target ≤ 0.5×); user space only {on[1] / off[1]:.2f}× ({on[1]:.1f} vs {off[1]:.1f})\n"
-        f"- spread p99 at arrival, worst run: on {on[2]:.0f} ms, off {off[2]:.0f} ms (target ≤ 100 ms)\n"
-        f"- delivered / expected: on {on[3]:,} / {on[4]:,}, off {off[3]:,} / {off[4]:,}\n"
+        f"- coalescing on / off, CPU per delivered snapshot: **{on.cpu_ms_per_1k / off.cpu_ms_per_1k:.2f}×** "
+        f"({on.cpu_ms_per_1k:.1f} vs {off.cpu_ms_per_1k:.1f} ms / 1k; target ≤ 0.5×); user space only "
+        f"{on.user_ms_per_1k / off.user_ms_per_1k:.2f}× ({on.user_ms_per_1k:.1f} vs {off.user_ms_per_1k:.1f})\n"
+        f"- spread p99 at arrival, worst run: on {on.spread_p99_ms:.0f} ms, off {off.spread_p99_ms:.0f} ms "
+        f"(target ≤ 100 ms)\n"
+        f"- delivered / expected: on {on.deliveries:,} / {on.expected:,}, off {off.deliveries:,} / {off.expected:,}\n"
     )
 
 
@@ -542,9 +663,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, default=2, help="client processes")
     p.add_argument(
         "--targets",
-        default="gateway,gateway-broadcast,naive,node-ws",
+        default="floor,gateway,gateway-broadcast,naive,node-ws",
         help="comma-separated: gateway, gateway-broadcast, gateway-keepalive (websockets' keepalive task "
-        "per socket instead of the sweep), naive, node-ws (Node.js with the ws library)",
+        "per socket instead of the sweep), naive, node-ws (Node.js with the ws library), floor (a C "
+        "program's write() loop, bench/floor/floor.c); NAME@REV runs a gateway target with the code of git "
+        "revision REV (e.g. gateway@main), extracted with git archive",
     )
     p.add_argument(
         "--read-every-ms",
@@ -556,8 +679,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--fanout-threads",
         type=int,
-        default=2,
-        help="LB_GW_FANOUT_THREADS of the gateway targets (default 2: one per core of this machine)",
+        default=1,
+        help="LB_GW_FANOUT_THREADS of the gateway targets (default 1, the gateway's own default; 2 shortens "
+        "the spread for more CPU per delivery: docs/benchmarks.md)",
     )
     p.add_argument(
         "--ping-interval", type=float, default=None, help="protocol ping interval and timeout of the gateway targets"
@@ -585,13 +709,16 @@ def main(argv: list[str] | None = None) -> int:
                 if name == "node-ws" and (why := node_ready()) is not None:
                     print(f"  node-ws skipped: {why}", flush=True)
                     continue
+                if name == "floor" and isinstance(built := floor_binary(), str):
+                    print(f"  floor skipped: {built}", flush=True)
+                    continue
                 results.append(run_target(name, r, server.url, args))
             r.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     out = table(results)
     print(out)
-    summary = coalescing(results) if args.boards > 1 else ratios(results)
+    summary = (coalescing(results) if args.boards > 1 else ratios(results)) + against_floor_and_baselines(results)
     print(summary)
     if not args.no_write:
         name = "gateway" if args.boards == 1 else f"gateway-boards{args.boards}"

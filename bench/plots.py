@@ -4,9 +4,10 @@ Reads the benchmarks' documents in bench/results/ (bench/results.py) and draws, 
 
 - ``throughput.png``: the scorer's sustained submissions/s against its one-call-per-submission
   baseline (bench.scorer);
-- ``cpu_per_delivery.png``: CPU ms per 1,000 deliveries of the gateway, the gateway fanning out
-  with websockets.broadcast, the naive gateway and the peers' Node.js server with ws, with each
-  one's user-space share (bench.gateway);
+- ``cpu_per_delivery.png``: CPU ms per 1,000 deliveries of each bench.gateway target the run
+  measured (the floor, a C write() loop; the gateway; its code of main; the gateway fanning out
+  with websockets.broadcast; the naive gateway; the peers' Node.js server with ws), with each
+  one's user-space share;
 - ``latency.png``: publish → arrival and the fan-out spread, p50 and p99 (bench.gateway);
 - ``memory_per_connection.png``: RSS per connection of each gateway (bench.gateway) and the
   gateway's Python heap per connection (bench.conn_memory, tracemalloc);
@@ -36,7 +37,9 @@ Doc = Mapping[str, Any]
 
 # bench.gateway's targets, in the charts' order, with the names a reader knows them by
 TARGETS = {
+    "floor": "floor (a C write() loop)",
     "gateway": "gateway (frame once)",
+    "gateway@main": "gateway, code of main",
     "gateway-broadcast": "gateway with websockets.broadcast",
     "naive": "naive gateway",
     "gateway-keepalive": "gateway with a keepalive task per socket",

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from websockets.asyncio.server import ServerConnection
+from websockets.protocol import State
 
 from leaderboard.auth import SPECTATOR, Identity
 
@@ -55,6 +56,23 @@ class LeanConnection(ServerConnection):
         self.protocol.logger = self.logger = shared
         # websockets never reads it; this server logs no connection by id
         self.protocol.id = self.id = None  # type: ignore[assignment]
+        self.client: Client | None = None  # the gateway's record of it, once admitted (``attach``)
+
+    def attach(self, client: Client) -> None:
+        """From now on ``client.closed`` follows this connection out of OPEN (``send_data``)."""
+        self.client = client
+        if self.protocol.state is not State.OPEN:
+            client.closed = True
+
+    def send_data(self) -> None:
+        super().send_data()
+        # websockets calls this after every step that takes the connection out of OPEN (a close
+        # frame sent or received, a failure, the end of the peer's stream), so the fan-out
+        # reads one flag of the client per socket per tick instead of the connection's state
+        # through two objects and two properties.
+        client = self.client
+        if client is not None and self.protocol.state is not State.OPEN:
+            client.closed = True
 
     async def handshake(self, *args: Any, **kwargs: Any) -> None:
         await super().handshake(*args, **kwargs)
@@ -66,6 +84,29 @@ class LeanConnection(ServerConnection):
         # Same operations (append, iterate, remove), a list instead of an empty 760-byte deque.
         self.drain_waiters = []  # type: ignore[assignment]
         self.recv_messages.frames.queue = _SmallQueue()  # type: ignore[assignment]
+
+    def frame_waiter(self) -> asyncio.Future[None] | None:
+        """A future done once a frame waits for ``recv()`` or the stream of frames has ended
+        (then with EOFError); None when that is so already. Pass it to ``frame_waited`` after.
+
+        An idle socket's handler spends its life waiting for the next message. Inside
+        ``recv()`` that wait is three coroutines deep (``recv``, the assembler's ``get``, its
+        frame queue's ``get``: ~700 bytes per connection); on this future, which is the one the
+        frame queue itself would wait on (its ``get_waiter``, set by ``put`` and ``abort``), it is
+        none. ``recv()`` then finds the frame and returns without waiting."""
+        frames = self.recv_messages.frames
+        if frames.queue or self.recv_messages.closed or frames.get_waiter is not None:
+            return None
+        waiter = frames.get_waiter = self.loop.create_future()
+        return waiter
+
+    def frame_waited(self, waiter: asyncio.Future[None]) -> None:
+        """The wait is over (a frame, the end, or the handler cancelled): the queue's own
+        ``get`` may wait again."""
+        waiter.cancel()
+        frames = self.recv_messages.frames
+        if frames.get_waiter is waiter:
+            frames.get_waiter = None
 
 
 ABUSE_WINDOW_S = 10.0
@@ -93,7 +134,7 @@ class Client:
         "ws",
     )
 
-    def __init__(self, ws: ServerConnection, now: float, burst: int, identity: Identity = SPECTATOR) -> None:
+    def __init__(self, ws: ServerConnection, now: float, burst: float, identity: Identity = SPECTATOR) -> None:
         self.ws = ws
         self.transport: asyncio.WriteTransport = ws.transport
         self.fd = socket_fd(ws.transport)  # for the fan-out's direct writes; -1: transport only
@@ -102,6 +143,8 @@ class Client:
         self.address = ""  # the client's address (gateway/address.py): a spectator's read budget
         # a tuple (48 bytes for one board) rather than a set (216): a socket watches a handful
         self.boards: tuple[BoardKey, ...] = ()
+        # no more writes: dropped, its handler ended, or its closing handshake began (the last
+        # set by LeanConnection.send_data)
         self.closed = False
         # flow control: consecutive skipped messages, and since when the buffer is over the bound
         self.skips = 0
@@ -113,7 +156,7 @@ class Client:
         # own rank: the last (rank, score) pushed per board, to push only on change
         self.ranks: dict[BoardKey, tuple[int | None, int | None]] = {}
         # rate limit: a token bucket, and refused messages within the abuse window
-        self.tokens = float(burst)
+        self.tokens = burst  # the caller's one float, not a new one per connection
         self.refill_at = now
         self.strikes = 0
         self.strikes_since = now

@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import repeat
+from operator import attrgetter
 from typing import Protocol, TypeVar
 
 MIN_PER_THREAD = 512  # below this many sockets per thread, a thread hand-off costs more than it saves
@@ -102,23 +104,34 @@ def plan(
     return writes
 
 
-def write_direct(targets: Sequence[Target], frame: bytes) -> list[Leftover]:
-    """Write ``frame`` to each target; returns what the transports must still write."""
-    leftover: list[Leftover] = []
-    size = len(frame)
-    write = os.write
-    for target in targets:
-        transport = target.transport
-        if target.fd < 0 or transport.is_closing() or transport.get_write_buffer_size():
-            leftover.append((target, frame))
-            continue
+_FD = attrgetter("fd")
+
+
+def write_fds(fds: Iterable[int], frame: bytes) -> list[int]:
+    """``write(2)`` the same ``frame`` to each descriptor; returns the bytes each took, 0 where
+    the call failed (EAGAIN: its buffer is full; a dead peer).
+
+    The loop runs in C (``map`` over ``os.write``): at 10,000 sockets a Python loop around the
+    call costs more than the call's own user-space work. A failing call ends the ``map``; the
+    results so far stay in the list, and the next ``map`` goes on from the next descriptor."""
+    written: list[int] = []
+    pending = iter(fds)
+    while True:
         try:
-            n = write(target.fd, frame)
-        except OSError:  # EAGAIN, or a dead peer: the transport's own write will tell
-            n = 0
-        if n < size:
-            leftover.append((target, frame[n:] if n else frame))
-    return leftover
+            written.extend(map(os.write, pending, repeat(frame)))
+            return written
+        except OSError:
+            written.append(0)
+
+
+def write_direct(targets: Sequence[Target], frame: bytes) -> list[Leftover]:
+    """Write ``frame`` to each target's descriptor; returns what the transports must still
+    write. Each target as ``Writer.write`` requires."""
+    written = write_fds(map(_FD, targets), frame)
+    size = len(frame)
+    if written.count(size) == len(written):
+        return []
+    return [(target, frame[n:] if n else frame) for target, n in zip(targets, written, strict=True) if n < size]
 
 
 class Writer:
@@ -126,8 +139,11 @@ class Writer:
         self.threads = threads
         self._pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="fanout") if threads > 1 else None
 
-    def write(self, targets: Sequence[Target], frame: bytes) -> None:
-        """Write ``frame`` to every target; returns once each has it written or queued.
+    def write(self, targets: Sequence[Target], frame: bytes, queued: Sequence[Target] = ()) -> None:
+        """Write ``frame`` to every target, ``targets`` through their descriptors, ``queued``
+        through their transports; returns once each has it written or queued. A target written
+        directly must have a plain socket (``fd`` >= 0), an open transport (a closing one's
+        descriptor number may be a new socket's already) and nothing in it (those bytes go first).
 
         Call on the event loop's thread only."""
         parts = min(self.threads, len(targets) // MIN_PER_THREAD)
@@ -143,6 +159,8 @@ class Writer:
                 leftover.extend(future.result())
         for target, tail in leftover:
             target.transport.write(tail)
+        for target in queued:
+            target.transport.write(frame)
 
     def close(self) -> None:
         if self._pool is not None:

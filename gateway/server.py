@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import sys
 import time
 from collections.abc import Collection
 from urllib.parse import parse_qs
@@ -32,7 +33,7 @@ from leaderboard.metrics_server import MetricsServer
 
 from .address import client_address, networks
 from .admin import SHED_PATH, shed_action
-from .client import Client
+from .client import Client, LeanConnection
 from .games import Game, build_games
 from .handlers import Handlers
 from .handshakes import Handshakes
@@ -86,6 +87,7 @@ class Gateway(Service):
         self._conn_refill = time.monotonic()
         self._trusted = networks(s.trusted_proxies)
         self._per_address: dict[str, int] = {}  # open connections by client address (only when capped)
+        self._burst = float(s.burst)  # every new client's full bucket: one float for all
         self.handshakes = Handshakes(s.max_handshakes, on_refused=self.metrics.refused.labels("handshakes").inc)
         self.metrics.handshakes.set_function(lambda: len(self.handshakes.in_flight))
         # websockets logs every connection at INFO; our policy is lifecycle only.
@@ -294,7 +296,8 @@ class Gateway(Service):
 
     async def _handle(self, ws: ServerConnection) -> None:
         s = self.settings
-        client = Client(ws, time.monotonic(), s.burst)
+        assert isinstance(ws, LeanConnection)  # serve(create_connection=...) makes every one
+        client = Client(ws, time.monotonic(), self._burst)
         request = ws.request
         assert request is not None
         if s.allowed_origins and request.headers.get("Origin") not in s.allowed_origins:
@@ -304,7 +307,8 @@ class Gateway(Service):
             self.metrics.refused.labels("cap").inc()
             await self.out.close(client, 1013, "overloaded; retry later")
             return
-        client.address = self.client_address(ws, request)
+        # interned: the sockets of one address (a NAT, a spectator's tabs) share its string
+        client.address = sys.intern(self.client_address(ws, request))
         address = client.address if s.max_per_address else ""
         if address and self._per_address.get(address, 0) >= s.max_per_address:  # raced past _admit too
             self.metrics.refused.labels("address").inc()
@@ -313,6 +317,7 @@ class Gateway(Service):
         query = parse_qs(request.path.partition("?")[2])
         token = query.get("token")
         game = self.games.get(query["game"][0]) if "game" in query else self.default_game
+        del query  # this frame lives as long as the connection: its locals too
         # websockets keeps the handshake request and response (headers and all) for the life of
         # the connection; nothing reads them after this point, and at 10k sockets they were a
         # sizeable share of the memory per connection. The request object itself must stay:
@@ -334,6 +339,8 @@ class Gateway(Service):
         client.game = game.name
         if token and not await self.handlers.authenticate(client, token[0]):
             return
+        del token
+        ws.attach(client)
         game.clients.add(client)
         if address:
             self._per_address[address] = self._per_address.get(address, 0) + 1
@@ -343,8 +350,18 @@ class Gateway(Service):
             await self.out.reply(client, self.handlers.welcome(client))
             await game.hub.subscribe(client, self._default)
             # recv() rather than "async for": the async generator and its asend object would
-            # stay alive per idle socket (docs/benchmarks.md, memory per connection).
+            # stay alive per idle socket; and an idle socket waits for a frame here, on one
+            # future, before recv() (LeanConnection.frame_waiter; docs/benchmarks.md, memory
+            # per connection).
             while True:
+                waiter = ws.frame_waiter()
+                if waiter is not None:
+                    try:
+                        await waiter
+                    except EOFError:
+                        pass  # the connection is closing: recv() raises ConnectionClosed
+                    finally:
+                        ws.frame_waited(waiter)
                 await self.handlers.on_message(client, await ws.recv())
         except ConnectionClosed:
             pass
@@ -357,3 +374,4 @@ class Gateway(Service):
             self.metrics.connections.dec()
             game.hub.remove(client)
             client.closed = True
+            ws.client = None  # the two referred to each other

@@ -1,6 +1,7 @@
-"""``python -m bench.gateway`` on the peers' baseline, at a small scale: the Node.js server with
-ws (bench/node_gateway/server.js) accepts every socket and forwards every published snapshot to
-each of them, and its row is measured from the node process itself."""
+"""``python -m bench.gateway`` at a small scale, on its baselines: the Node.js server with ws
+(bench/node_gateway/server.js) accepts every socket and forwards every published snapshot to
+each of them, and its row is measured from the node process itself; so do the C floor
+(bench/floor/floor.c) and a revision's gateway (``gateway@REV``)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,10 @@ import pytest
 from bench import gateway, results
 from loadtest import procstat
 
-pytestmark = [
-    pytest.mark.timeout(120),
-    pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed (the node-ws target needs it)"),
-]
+pytestmark = pytest.mark.timeout(120)
 
 
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed (the node-ws target needs it)")
 def test_node_ws_delivers_every_snapshot_to_every_socket(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -42,3 +41,23 @@ def test_node_ws_delivers_every_snapshot_to_every_socket(
     assert sockets == 200 and expected == 200 * 2 and deliveries == expected
     assert "node" in measured and not {"npm", "sh", "bash"} & measured, measured
     assert list(tmp_path.iterdir()) == []  # --no-write
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler for the floor")
+def test_the_floor_and_a_revisions_gateway_deliver_every_snapshot_to_every_socket(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The C floor, compiled here into a fresh cache, answers the clients' upgrades (their
+    Sec-WebSocket-Accept checked) and writes each snapshot to every socket; ``gateway@HEAD`` runs
+    the committed tree's gateway from its own extracted copy."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    argv = ["--sockets", "200", "--seconds", "1", "--targets", "floor,gateway@HEAD", "--no-write"]
+    assert gateway.main(argv) == 0
+    out = capsys.readouterr().out
+    for name in ("floor", "gateway@HEAD"):
+        row = re.search(rf"^\| {re.escape(name)} \| (\d+) \| (\d+)/(\d+) \|", out, re.M)
+        assert row is not None, out
+        assert (int(row[1]), int(row[2]), int(row[3])) == (200, 200, 200), row[0]
+    built = list((tmp_path / "cache" / "leaderboard-bench").iterdir())
+    assert len(built) == 1 and built[0].name.startswith("floor-")  # compiled once, outside the tree

@@ -18,6 +18,7 @@ from gateway.server import Gateway
 from leaderboard import Leaderboard, Submission, now_ms
 from leaderboard.library import library_code
 
+from .conftest import until
 from .gw_helpers import T, client, greet, publish, raw_ws, recv, recv_type, request, running, snapshot, token, url
 
 
@@ -264,3 +265,28 @@ async def test_an_announcement_waits_for_the_tick_and_shares_its_write(redis_url
         assert await recv(ws) == announce  # held, then first: messages keep their order
         assert (await recv(ws))["version"] == 30
         assert tuple(now - then for now, then in zip(written(gw), before, strict=True)) == (1, 2)
+
+
+async def test_a_socket_whose_closing_handshake_began_gets_nothing_after_its_close_frame(
+    redis_url: str, r: aioredis.Redis
+) -> None:
+    """The tick's fan-out skips a socket from the moment its closing handshake begins (here the
+    server's, which this silent peer never answers, so its TCP connection stays open)."""
+    async with running(redis_url, close_timeout=10 * T) as gw, client(gw) as live:
+        await greet(live)
+        sock = await raw_ws(gw)
+        port = sock.getsockname()[1]
+        await until(lambda: len(gw.clients) == 2, 2 * T)
+        [silent] = [c for c in gw.clients if c.ws.remote_address[1] == port]
+        closing = asyncio.create_task(gw.out.close(silent, 1012, "bye"))  # waits for a close frame in vain
+        try:
+            await until(lambda: silent.closed, 2 * T)
+            assert not silent.transport.is_closing()  # still connected: only the flag keeps it out
+            await publish(r, gw, snapshot(8))
+            assert (await recv_type(live, "snapshot"))["version"] == 8  # the tick was written
+            data = sock.recv(1 << 20)  # everything the gateway wrote to it, sitting in its buffer
+            assert data.endswith(b"\x88\x05\x03\xf4bye")  # its last frame: the close, 1012 "bye"
+            assert b'"version":8' not in data
+        finally:
+            closing.cancel()
+            sock.close()
