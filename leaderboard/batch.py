@@ -8,6 +8,8 @@ the two equal, and this encoder to its names)::
     plan = encode_batch(config, entries, now_ms())
     replies = ...FCALL lb_submit len(plan.keys) *plan.keys *plan.args...
     results = decode_batch(plan, replies)
+
+and the rows ``lb_submit`` kept for a submission that asked (``outcome_rows``, read by lb_status).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from .config import GameConfig
 from .errors import CODES, InvalidSubmission
@@ -48,9 +52,9 @@ PERIOD_FIELDS = (
     "mode",
     "closed_key",
 )
-LAYOUT_FIELDS = ("seen_key", "seen_expire_at", "board_count")
+LAYOUT_FIELDS = ("seen_key", "outcomes_key", "seen_expire_at", "board_count")
 BOARD_FIELDS = ("board_key", "period", "op", "scope", "hist_key", "points_key")
-SUBMISSION_FIELDS = ("id", "player", "points", "op", "ts", "name", "layout")
+SUBMISSION_FIELDS = ("id", "player", "points", "op", "ts", "name", "layout", "outcome")
 
 # A board: its record (BOARD_FIELDS) and its ref.
 _Board = tuple[tuple[int, int, str, str, int, int], BoardRef]
@@ -122,7 +126,8 @@ class _Layouts:
         layout = self._layouts.get(shape)
         if layout is None:
             layout = self._layouts[shape] = len(self._layouts) + 1
-            self.args.extend((seen, ((hour + 1) * HOUR_MS + self.idem_ms) // 1000, len(refs)))
+            outcomes = self.index(self.names.outcomes(hour))
+            self.args.extend((seen, outcomes, ((hour + 1) * HOUR_MS + self.idem_ms) // 1000, len(refs)))
             for record, _ in refs:
                 self.args.extend(record)
         return layout, [ref for _, ref in refs], lo, hi
@@ -238,6 +243,7 @@ def encode_batch(
             ts,
             fields.get("name", ""),
             layout,
+            fields.get("outcome", ""),
         ]
         plan.append((sub_id, boards))
     count = len(body) // len(SUBMISSION_FIELDS)
@@ -273,3 +279,18 @@ def decode_batch(plan: BatchPlan, replies: Sequence[Any], *, rows: bool = True, 
         else:
             results.append(SubmitResult(sub_id, "error", code=reply[1], message=reply[2]))
     return results
+
+
+def outcome_rows(raw: str) -> tuple[BoardResult, ...]:
+    """The per-board rows lb_submit kept for a submission with ``outcome`` set (JSON, as lb_status
+    answers them), in the order of its boards."""
+    return tuple(
+        BoardResult(
+            BoardRef(row["window"], row["period"], row["board"]),
+            bool(row["improved"]),
+            int(row["rank"]),
+            int(row["previous_rank"]) or None,
+            int(row["points"]),
+        )
+        for row in orjson.loads(raw)
+    )
