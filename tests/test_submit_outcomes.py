@@ -16,7 +16,8 @@ from leaderboard import GameConfig, Leaderboard, Submission, now_ms
 
 from .conftest import NOW
 from .gw_helpers import client, greet, recv_type, running, token
-from .test_api import GAME, SECRET, SERVER, api_process, scorer
+from .test_api import GAME, SECRET, api_process, scorer
+from .test_api import token as api_token
 
 
 async def pushed_score(ws: ClientConnection, score: int) -> dict[str, Any]:
@@ -47,7 +48,7 @@ async def test_wait_applied_reports_the_rank_the_socket_pushes(
                     "/v1/boards/global/scores",
                     params={"wait": "applied"},
                     json={"player_id": "mia", "score": score, "match_id": match},
-                    headers=SERVER,
+                    headers=api_token("backend", "server"),  # made now: a long suite outlives one made at import
                 )
                 assert resp.status_code == 200, resp.text
                 body: dict[str, Any] = resp.json()
