@@ -14,7 +14,7 @@ import functools
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 from typing import Any, TypeVar
 from urllib.parse import unquote
@@ -265,6 +265,8 @@ async def submit(api: Api, request: Request) -> Response:
     if wait not in (None, "applied"):
         raise Problem("bad_message", "wait must be applied")
     sub = _submission(request, await _json_body(api, request))
+    if wait is not None:  # lb_submit keeps what it decided per board for the status read below
+        sub = replace(sub, outcome=True)
     try:
         stream_id = await game.queue.submit(sub)  # the clock and the game's limits checked here
     except (InvalidSubmission, BacklogFull, NotReplicated) as exc:
@@ -400,6 +402,19 @@ async def _outcome(lb: Leaderboard, submission_id: str, bound: float) -> dict[st
             out: dict[str, Any] = {"submission": found.id, "status": found.status}
             if found.code is not None:
                 out |= {"code": found.code, "message": found.message or ""}
+            if found.boards:
+                out["boards"] = [
+                    {
+                        "board": b.board.scope,
+                        "window": b.board.window,
+                        "period": b.board.period,
+                        "improved": b.improved,
+                        "rank": b.rank,
+                        "previous_rank": b.previous_rank,
+                        "points": b.best,
+                    }
+                    for b in found.boards
+                ]
             return out
         if loop.time() + pause > deadline:
             return None
@@ -552,6 +567,23 @@ SCHEMAS: dict[str, Any] = {
             "status": {"enum": ["applied", "refused", "unknown"]},
             "code": {"type": "string"},
             "message": {"type": "string"},
+            "boards": {
+                "type": "array",
+                "description": "applied: what the submission did on each board (a retry gets the same)",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "board": {"type": "string"},
+                        "window": {"type": "string"},
+                        "period": {"type": "string"},
+                        "improved": {"type": "boolean"},
+                        "rank": {"type": "integer"},
+                        "previous_rank": {"type": ["integer", "null"]},
+                        "points": {"type": "integer"},
+                    },
+                    "required": ["board", "window", "period", "improved", "rank", "previous_rank", "points"],
+                },
+            },
         },
         "required": ["submission", "stream_id", "status"],
     },

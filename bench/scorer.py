@@ -40,6 +40,7 @@ from fleet.redis_server import RedisServer
 from leaderboard import BacklogFull, GameConfig, Leaderboard, RedisClient, Submission, connect, now_ms
 from leaderboard.queue import Queue
 from leaderboard.settings import argument_parser
+from loadtest.procstat import usage
 
 PLAYERS = 50_000
 REPLAY_SHARE = 0.1
@@ -61,6 +62,11 @@ class Figures:
     lag_samples: int = 0
     lag_missing: int = 0  # probes never seen in a snapshot
     backlog_end: int = 0
+    # cores each process used during (a) (CPU seconds / wall seconds): where the two cores go
+    cores_redis: float = 0.0
+    cores_scorer: float = 0.0
+    cores_producer: float = 0.0  # this process: the producer's submit calls and generation
+    redis_waited: float = 0.0  # share of (a) Redis spent runnable but waiting for a core (schedstat)
 
 
 class Source:
@@ -172,11 +178,18 @@ async def sustained(
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "scorer", env=scorer_env(url, game, **(env or {}))
     )
+    redis_pid = int((await r.info("server"))["process_id"])
+    pids = (redis_pid, proc.pid, os.getpid())
     try:
         await asyncio.sleep(warmup)
         t0, applied0, offered0 = time.perf_counter(), offered[0] - await r.xlen(stream), offered[0]
+        before = [usage(pid) for pid in pids]
         await asyncio.sleep(seconds)
         t1, applied1, offered1 = time.perf_counter(), offered[0] - await r.xlen(stream), offered[0]
+        after = [usage(pid) for pid in pids]
+        cores = [(b.cpu_s - a.cpu_s) / (t1 - t0) for a, b in zip(before, after, strict=True)]
+        fig.cores_redis, fig.cores_scorer, fig.cores_producer = cores
+        fig.redis_waited = (after[0].wait_s - before[0].wait_s) / (t1 - t0)
         fig.sustained = (applied1 - applied0) / (t1 - t0)
         fig.offered_sustained = (offered1 - offered0) / (t1 - t0)
         fig.backlog_end = int(await r.xlen(stream))
@@ -253,12 +266,20 @@ async def publish_lag(url: str, r: RedisClient, rate: float, seconds: float, fig
 
 def table(fig: Figures) -> list[str]:
     ratio = fig.sustained / fig.baseline if fig.baseline else 0.0
+
+    def per(cores: float) -> float:  # µs of CPU per submission applied
+        return cores / fig.sustained * 1e6 if fig.sustained else 0.0
+
     return [
         "| measure | figure | target |",
         "|---|---|---|",
         f"| (a) sustained, stream → one FCALL per batch → ack (3 windows, ~10% replayed ids) "
         f"| **{fig.sustained:,.0f} /s** (producer offered {fig.offered_sustained:,.0f} /s; "
         f"backlog at the end {fig.backlog_end:,}) | ≥ 20,000 /s |",
+        f"| (a) cores used: Redis, scorer, producer (Redis waited for a core {fig.redis_waited:.0%} of the time) "
+        f"| {fig.cores_redis:.2f}, {fig.cores_scorer:.2f}, {fig.cores_producer:.2f} | |",
+        f"| (a) CPU per submission: Redis, scorer, producer | {per(fig.cores_redis):.1f}, {per(fig.cores_scorer):.1f}, "
+        f"{per(fig.cores_producer):.1f} µs | |",
         f"| (b) baseline, one FCALL per submission, one at a time | {fig.baseline:,.0f} /s | |",
         f"| (a) / (b) | **{ratio:.1f}×** | ≥ 8× |",
         f"| (c) publish lag, accepted → snapshot received, at {fig.lag_rate:,.0f} /s offered "

@@ -8,6 +8,8 @@ the two equal, and this encoder to its names)::
     plan = encode_batch(config, entries, now_ms())
     replies = ...FCALL lb_submit len(plan.keys) *plan.keys *plan.args...
     results = decode_batch(plan, replies)
+
+and the rows ``lb_submit`` kept for a submission that asked (``outcome_rows``, read by lb_status).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from .config import GameConfig
 from .errors import CODES, InvalidSubmission
@@ -48,9 +52,9 @@ PERIOD_FIELDS = (
     "mode",
     "closed_key",
 )
-LAYOUT_FIELDS = ("seen_key", "seen_expire_at", "board_count")
+LAYOUT_FIELDS = ("seen_key", "outcomes_key", "seen_expire_at", "board_count")
 BOARD_FIELDS = ("board_key", "period", "op", "scope", "hist_key", "points_key")
-SUBMISSION_FIELDS = ("id", "player", "points", "op", "ts", "name", "layout")
+SUBMISSION_FIELDS = ("id", "player", "points", "op", "ts", "name", "layout", "outcome")
 
 # A board: its record (BOARD_FIELDS) and its ref.
 _Board = tuple[tuple[int, int, str, str, int, int], BoardRef]
@@ -122,7 +126,8 @@ class _Layouts:
         layout = self._layouts.get(shape)
         if layout is None:
             layout = self._layouts[shape] = len(self._layouts) + 1
-            self.args.extend((seen, ((hour + 1) * HOUR_MS + self.idem_ms) // 1000, len(refs)))
+            outcomes = self.index(self.names.outcomes(hour))
+            self.args.extend((seen, outcomes, ((hour + 1) * HOUR_MS + self.idem_ms) // 1000, len(refs)))
             for record, _ in refs:
                 self.args.extend(record)
         return layout, [ref for _, ref in refs], lo, hi
@@ -206,16 +211,23 @@ def encode_batch(
     last_scope: tuple[str | None, str | None, str | None] = (None, None, None)
     boards: list[BoardRef] = []
     layout, lo, hi = 0, 0, 0
+    too_old = now - idem_ms
+    add, step = body.extend, plan.append
     for fields in entries:
-        sub_id = fields.get("id", "")
-        region, mode = fields.get("region") or None, fields.get("mode") or None
-        tournament = fields.get("tournament") or None
+        get = fields.get
+        sub_id = get("id", "")
+        region, mode, tournament = get("region") or None, get("mode") or None, get("tournament") or None
+        raw_ts = get("ts")
         try:
-            ts = parse_uint(fields.get("ts"), "invalid_timestamp", 15)
+            # the common case, a stream entry's digits, without parse_uint's checks of other types
+            if type(raw_ts) is str and 0 < len(raw_ts) <= 15 and raw_ts.isdigit() and raw_ts.isascii():
+                ts = int(raw_ts)
+            else:
+                ts = parse_uint(raw_ts, "invalid_timestamp", 15)
             # checked here too (the library checks again) so periods are only computed for sane times
             if ts > latest_ok:
                 raise InvalidSubmission("timestamp_in_future", CODES["timestamp_in_future"])
-            if ts < now - idem_ms:
+            if ts < too_old:
                 raise InvalidSubmission("timestamp_too_old", CODES["timestamp_too_old"])
             if not lo <= ts < hi or (region, mode, tournament) != last_scope:
                 spec = None
@@ -228,18 +240,22 @@ def encode_batch(
                 layout, boards, lo, hi = layouts.layout_for(ts, scopes_of(region, mode), spec)
                 last_scope = (region, mode, tournament)
         except InvalidSubmission as exc:
-            plan.append(SubmitResult(sub_id, "error", code=exc.code, message=exc.message))
+            step(SubmitResult(sub_id, "error", code=exc.code, message=exc.message))
             continue
-        body += [
-            sub_id,
-            fields.get("player", ""),
-            fields.get("points", ""),
-            fields.get("op", ""),
-            ts,
-            fields.get("name", ""),
-            layout,
-        ]
-        plan.append((sub_id, boards))
+        # the record's fields, in SUBMISSION_FIELDS order
+        add(
+            (
+                sub_id,
+                get("player", ""),
+                get("points", ""),
+                get("op", ""),
+                ts,
+                get("name", ""),
+                layout,
+                get("outcome", ""),
+            )
+        )
+        step((sub_id, boards))
     count = len(body) // len(SUBMISSION_FIELDS)
     head = layouts.head(now, rows, announce or layouts.names.announce_channel, replay)
     return BatchPlan(layouts.keys, [*head, count, *body], count, plan)
@@ -273,3 +289,18 @@ def decode_batch(plan: BatchPlan, replies: Sequence[Any], *, rows: bool = True, 
         else:
             results.append(SubmitResult(sub_id, "error", code=reply[1], message=reply[2]))
     return results
+
+
+def outcome_rows(raw: str) -> tuple[BoardResult, ...]:
+    """The per-board rows lb_submit kept for a submission with ``outcome`` set (JSON, as lb_status
+    answers them), in the order of its boards."""
+    return tuple(
+        BoardResult(
+            BoardRef(row["window"], row["period"], row["board"]),
+            bool(row["improved"]),
+            int(row["rank"]),
+            int(row["previous_rank"]) or None,
+            int(row["points"]),
+        )
+        for row in orjson.loads(raw)
+    )

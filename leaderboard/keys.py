@@ -76,6 +76,11 @@ class Keys:
         """Submission ids applied, bucketed by the hour of the submission's own timestamp."""
         return f"{self.prefix}:seen:{hour}"
 
+    def outcomes(self, hour: int) -> str:
+        """Hash submission id -> what lb_submit decided per board (JSON), for the submissions
+        that asked to keep it (``Submission.outcome``); bucketed and kept as their seen ids."""
+        return f"{self.prefix}:outcomes:{hour}"
+
     @property
     def versions(self) -> str:
         """Hash ``<window>:<period>:<scope>`` -> top-N version, bumped when the top N changes."""

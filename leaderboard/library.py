@@ -60,7 +60,7 @@ from typing import Any
 import orjson
 from redis.exceptions import ResponseError
 
-from .batch import decode_batch, encode_batch
+from .batch import decode_batch, encode_batch, outcome_rows
 from .config import GameConfig
 from .errors import BadPeriod, BadRequest, NotReplicated, TournamentError, from_reply
 from .keys import HOUR_MS, parse_scope
@@ -234,10 +234,17 @@ class Leaderboard(PlainReads):
         # as new as the clock skew lets a timestamp be ahead
         seen = range((now - c.idempotency_s * 1000) // HOUR_MS, (now + c.clock_skew_ms) // HOUR_MS + 1)
         refused = range((now - c.idempotency_s * 1000) // HOUR_MS - 1, now // HOUR_MS + 1)
-        keys = [self.keys.queued, *map(self.keys.seen, seen), *map(self.keys.refused, refused)]
+        keys = [
+            self.keys.queued,
+            *map(self.keys.seen, seen),
+            *map(self.keys.outcomes, seen),
+            *map(self.keys.refused, refused),
+        ]
         reply = await self._fcall_ro("lb_status", keys, submission_id, len(seen))
         if reply[0] == "refused":
             return SubmissionStatus(submission_id, "refused", code=str(reply[1]), message=str(reply[2]))
+        if reply[0] == "applied" and len(reply) > 1:
+            return SubmissionStatus(submission_id, "applied", boards=outcome_rows(reply[1]))
         return SubmissionStatus(submission_id, str(reply[0]))
 
     async def lease(self, owner: str, ttl_ms: int, *, release: bool = False) -> bool:

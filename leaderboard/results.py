@@ -135,3 +135,6 @@ class SubmissionStatus:
     status: str
     code: str | None = None
     message: str | None = None
+    # applied, when the submission asked to keep its outcome (``Submission.outcome``): what
+    # lb_submit decided per board, in the order of its boards
+    boards: tuple[BoardResult, ...] = ()

@@ -50,6 +50,9 @@ class Submission:
     # A tournament submission goes to that tournament's boards only (not the game's windows),
     # and counts only if the player is entered.
     tournament: str | None = None
+    # Keep what lb_submit decided per board (improved, rank, previous rank, points) for
+    # ``Leaderboard.status`` to answer with (the HTTP API's ?wait=applied); costs nothing otherwise.
+    outcome: bool = False
 
     def __post_init__(self) -> None:
         """Every rule that depends on the submission alone: a Submission is valid by construction,
@@ -82,6 +85,8 @@ class Submission:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
+        if self.outcome:
+            out["outcome"] = "1"
         return out
 
     @classmethod

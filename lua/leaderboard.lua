@@ -12,6 +12,9 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:players:<window>:<period>         HLL     distinct players of one window period
   lb:{g}:seen:<hour>                       SET     submission ids applied, bucketed by the
                                                    submission's own timestamp hour
+  lb:{g}:outcomes:<hour>                   HASH    submission id -> its per-board rows (JSON), for the
+                                                   slips that asked to keep them; the seen bucket's
+                                                   hour and lifetime
   lb:{g}:versions                          HASH    "<window>:<period>:<scope>" -> top-N version
   lb:{g}:activity                          STREAM  one entry per applied submission (MAXLEN ~)
   lb:{g}:profiles                          HASH    player -> profile JSON {"name", "avatar", "country"}
@@ -59,10 +62,11 @@ Functions (each documented where it is defined; Python wrappers in leaderboard/l
 
   lb_submit       apply a batch of submissions          banned, closedmark (read), boards (with
                                                         their hist and points), players, seen,
-                                                        scopes, versions, activity, profiles;
+                                                        outcomes, scopes, versions, activity,
+                                                        profiles;
                                                         SPUBLISH announce
   lb_enqueue      append to the queue under its cap     submissions, queued
-  lb_status       a submission's outcome (no-writes)    queued, seen, refused
+  lb_status       a submission's outcome (no-writes)    queued, seen, outcomes, refused
   lb_lease        take, renew or release the lease      publisher
   lb_publish      publish snapshots under the lease     publisher (read), published, latest;
                                                         SPUBLISH snap
@@ -398,7 +402,7 @@ end
 -- Argument readers --------------------------------------------------------------------------
 
 -- lb_submit's records, each read into locals named as lb_submit's Input names its fields.
-local SETTINGS_FIELDS, PERIOD_FIELDS, LAYOUT_FIELDS, BOARD_FIELDS, SUBMISSION_FIELDS = 8, 11, 3, 6, 7
+local SETTINGS_FIELDS, PERIOD_FIELDS, LAYOUT_FIELDS, BOARD_FIELDS, SUBMISSION_FIELDS = 8, 11, 4, 6, 8
 
 -- The period records: a count at pos, then the records. Both readers return nil for a malformed
 -- record, so the call is refused before its first write.
@@ -442,10 +446,11 @@ local function read_layouts(keys, periods, args, pos)
   local layouts, count = {}, tonumber(args[pos]) or 0
   pos = pos + 1
   for l = 1, count do
-    local seen_key, seen_expire_at, board_count = unpack(args, pos, pos + LAYOUT_FIELDS - 1)
-    local layout = { seen = keys[tonumber(seen_key)], seen_expire_at = seen_expire_at, refs = {} }
+    local seen_key, outcomes_key, seen_expire_at, board_count = unpack(args, pos, pos + LAYOUT_FIELDS - 1)
+    local layout = { seen = keys[tonumber(seen_key)], outcomes = keys[tonumber(outcomes_key)],
+      seen_expire_at = seen_expire_at, refs = {} }
     board_count = tonumber(board_count)
-    if not (layout.seen and parse_uint(seen_expire_at, 12) and board_count) then
+    if not (layout.seen and layout.outcomes and parse_uint(seen_expire_at, 12) and board_count) then
       return nil
     end
     pos = pos + LAYOUT_FIELDS
@@ -761,6 +766,17 @@ end
 
 local DUPLICATE, OK = { 'duplicate' }, { 'ok' }
 
+-- A slip that asked to keep its outcome: its per-board rows, by its id, in the outcomes bucket of
+-- its hour (kept as long as its seen bucket), for lb_status to answer with.
+local function keep_outcome(ctx, sub, outcome)
+  local key = sub.layout.outcomes
+  redis.call('HSET', key, sub.id, cjson.encode(outcome))
+  if not ctx.expiring[key] then
+    redis.call('EXPIREAT', key, sub.layout.seen_expire_at, 'NX')
+    ctx.expiring[key] = true
+  end
+end
+
 -- A number's text as the caller sent it when it is already canonical (no leading zero).
 local function canonical(text, number)
   if #text == 1 or text:byte(1) ~= 48 then
@@ -796,21 +812,29 @@ local function apply_submission(keys, sub, periods, ctx)
     record_scopes(ctx, new_scopes)
   end
   local boards = ctx.boards
+  -- every rank of the slip when the caller wants rows or the slip asked to keep its outcome
+  local all = (ctx.rows or sub.outcome) and 'all' or nil
   -- the rank on the game's first board goes to the activity entry (badges read it); a tournament
   -- slip is not on it
   local activity_rank = 0
-  local first_want = ctx.rows and 'all' or (not boards[1].period.entrants and 'top' or nil)
+  local first_want = all or (not boards[1].period.entrants and 'top' or nil)
   local rows = ctx.rows and {} or nil
+  local outcome = sub.outcome and {} or nil
   local improved_any = false
   for b = 1, #sub.layout.refs do
     local board = boards[b]
-    local improved, rank, prev, total = apply_board(board, sub.player, sub.name, ctx, b == 1 and first_want or (rows and 'all'))
+    local improved, rank, prev, total = apply_board(board, sub.player, sub.name, ctx, b == 1 and first_want or all)
     improved_any = improved_any or improved
     if b == 1 and not board.period.entrants and rank <= ctx.top_n then
       activity_rank = rank
     end
     if rows then
       rows[b] = { improved and 1 or 0, rank, prev, string.format('%d', total) }
+    end
+    if outcome then
+      -- points as text: cjson writes numbers with 14 digits
+      outcome[b] = { board = board.scope, window = board.period.window, period = board.period.label,
+        improved = improved, rank = rank, previous_rank = prev, points = string.format('%d', total) }
     end
     local period = board.period
     if period.counted ~= sub then
@@ -826,6 +850,9 @@ local function apply_submission(keys, sub, periods, ctx)
     'op', sub.op, 'ts', canonical(sub.ts, ts), 'improved', improved_any and '1' or '0',
     -- a string where it can be: redis.call formats a number with snprintf
     'rank', activity_rank == 0 and '0' or activity_rank)
+  if outcome then
+    keep_outcome(ctx, sub, outcome)
+  end
   if not rows then
     return OK -- the caller wants the status only: no rows to build and send
   end
@@ -845,15 +872,15 @@ seen ids are written once per batch at its end.
 Input:
   KEYS[1] versions hash, KEYS[2] activity stream, KEYS[3] profiles hash, KEYS[4] banned hash,
           KEYS[5] scopes set, KEYS[6..] the boards, their companions, the closed markers,
-          distinct-player logs and seen-id buckets the batch touches
+          distinct-player logs, seen-id and outcome buckets the batch touches
   ARGV    settings, period_count, periods, layout_count, layouts (each followed by its
           board_count boards), submission_count, submissions: records of these fields, in order
           (leaderboard/batch.py lays them out; tests/test_submit_layout.py holds the two equal):
     settings    now_ms top_n activity_maxlen clock_skew_ms idempotency_ms announce rows max_scopes
     period      window label start_ms end_ms shift unit_ms expire_at players_key entrants_key mode closed_key
-    layout      seen_key seen_expire_at board_count
+    layout      seen_key outcomes_key seen_expire_at board_count
     board       board_key period op scope hist_key points_key
-    submission  id player points op ts name layout
+    submission  id player points op ts name layout outcome
   where *_key is a KEYS index (entrants_key 0: not a tournament, anyone may write; closed_key 0:
   not checked, a rebuild replaying history); announce the announcements' channel; rows '1' for
   per-board rows with every board's rank, '0' for the status only (ranks read only where written
@@ -862,7 +889,9 @@ Input:
   period's window; expire_at and seen_expire_at unix seconds (a period's 0 = never); mode the
   rank mode (ordinal, dense or competition: the rank an announcement names); a board's period
   and a submission's layout are 1-based indexes of those records; a board's op is its window's
-  default operator, a submission's op '' = each board's own; name '' = none; ts in milliseconds
+  default operator, a submission's op '' = each board's own; name '' = none; ts in milliseconds;
+  outcome '1': keep the slip's per-board rows in the layout's outcomes bucket (lb_status answers
+  with them), '' = not; the bucket expires with the seen bucket
 Output:
   one entry per submission: {'ok', {{improved, rank, previous_rank, points}, ...}} in board
   order ({'ok'} without rows), {'duplicate'}, or {'error', code, message}
@@ -893,12 +922,13 @@ local function lb_submit(keys, args)
   local subs, players, distinct, marks = {}, {}, {}, {}
   pos = pos + 1
   for i = 1, count do -- every record read, and its layout found, before the first write
-    local id, player, points, op, ts, name, layout = unpack(args, pos, pos + SUBMISSION_FIELDS - 1)
+    local id, player, points, op, ts, name, layout, outcome = unpack(args, pos, pos + SUBMISSION_FIELDS - 1)
     layout = layouts[tonumber(layout)]
     if not layout then
       return refuse('bad_request', 'malformed batch')
     end
-    subs[i] = { id = id, player = player, points = points, op = op, ts = ts, name = name, layout = layout }
+    subs[i] = { id = id, player = player, points = points, op = op, ts = ts, name = name, layout = layout,
+      outcome = outcome == '1' }
     if not distinct[player] then
       distinct[player] = true
       players[#players + 1] = player
@@ -972,28 +1002,32 @@ local function lb_enqueue(keys, args)
   return ids
 end
 
---[[ lb_status: what became of a submission, by its id: applied (its id is in a seen bucket),
-pending (in the queue), refused (the scorer dead-lettered it: code and message), or unknown
-(never received, or older than the idempotency window). Applied wins over pending (a copy sent
-twice: the first was applied), pending over refused (a refused slip sent again).
-Input:  KEYS[1] queued set, KEYS[2 .. seen_count + 1] seen buckets, then refused buckets
+--[[ lb_status: what became of a submission, by its id: applied (its id is in a seen bucket;
+with its per-board rows when it asked lb_submit to keep them), pending (in the queue), refused
+(the scorer dead-lettered it: code and message), or unknown (never received, or older than the
+idempotency window). Applied wins over pending (a copy sent twice: the first was applied),
+pending over refused (a refused slip sent again).
+Input:  KEYS[1] queued set, KEYS[2 .. seen_count + 1] seen buckets, the outcome buckets of the
+        same hours in the same order, then refused buckets
         ARGV    submission id, seen_count
-Output: {'applied'}, {'pending'}, {'refused', code, message} or {'unknown'}
+Output: {'applied'} or {'applied', rows JSON: [{board, window, period, improved, rank,
+        previous_rank, points}, ...]}, {'pending'}, {'refused', code, message} or {'unknown'}
 ]]
 local function lb_status(keys, args)
   local id, seen_count = args[1], parse_uint(args[2], 4)
-  if type(id) ~= 'string' or id == '' or not seen_count or seen_count + 1 > #keys then
+  if type(id) ~= 'string' or id == '' or not seen_count or 2 * seen_count + 1 > #keys then
     return refuse('bad_request', 'submission id and seen bucket count required')
   end
   for k = 2, seen_count + 1 do
     if redis.call('SISMEMBER', keys[k], id) == 1 then
-      return { 'applied' }
+      local rows = redis.call('HGET', keys[k + seen_count], id)
+      return rows and { 'applied', rows } or { 'applied' }
     end
   end
   if redis.call('SISMEMBER', keys[1], id) == 1 then
     return { 'pending' }
   end
-  for k = #keys, seen_count + 2, -1 do -- the newest refusal first
+  for k = #keys, 2 * seen_count + 2, -1 do -- the newest refusal first
     local raw = redis.call('HGET', keys[k], id)
     if raw then
       local code, message = raw:match('^(%S*) ?(.*)$')

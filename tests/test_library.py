@@ -352,7 +352,8 @@ async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Lea
     bad_period = [*plan.args[:9], "weekly", "x", "soon", *plan.args[12:]]  # a period record's start
     bad_marker = [*plan.args[:19], 999, *plan.args[20:]]  # the first period's closed marker: no key
     bad_cap = [*plan.args[:7], "-1", *plan.args[8:]]  # max_scopes
-    for args in ([*plan.args[:-1], 99], plan.args[:-1], bad_key, bad_period, bad_marker, bad_cap):
+    no_layout = [*plan.args[:-2], 99, plan.args[-1]]  # the last submission's layout
+    for args in (no_layout, plan.args[:-1], bad_key, bad_period, bad_marker, bad_cap):
         with pytest.raises(redis.exceptions.ResponseError, match="bad_request malformed batch"):
             await r.fcall("lb_submit", len(plan.keys), *plan.keys, *args)
     assert await r.dbsize() == 0
