@@ -186,6 +186,19 @@ class Keys:
         """Set of the players entered in a tournament."""
         return f"{self.prefix}:entrants:{tournament}"
 
+    # --- board definitions
+    @property
+    def boards(self) -> str:
+        """Hash board id -> definition JSON (leaderboard/boards.py), written by lb_board_put and
+        lb_board_delete only."""
+        return f"{self.prefix}:boards"
+
+    @property
+    def boards_version(self) -> str:
+        """Counter bumped by every change of the boards hash: a process re-reads the hash when it
+        moves (one GET per tick)."""
+        return f"{self.prefix}:boardsver"
+
     # --- the durable log's journal
     @property
     def journal(self) -> str:

@@ -28,6 +28,8 @@ lb_unban         ``unban``                           moderation.Moderation
 lb_correct       ``correct``                         moderation.Moderation
 lb_profile       ``profile``                         moderation.Moderation
 lb_rank_rebuild  ``rebuild_rank_index``              operators, once per board after an upgrade
+lb_board_put     ``create_board``, ``update_board``  operators (``python -m scorer board``, server role)
+lb_board_delete  ``delete_board``                    operators
 ===============  ==================================  ==============================
 
 Reads rank in the window's rank mode (``GameConfig.rank_mode_for``, leaderboard/ranking.py).
@@ -46,7 +48,8 @@ the high-level call operators use); these wrappers take them as given.
 Around the wrappers, each in its module: the transport (``connect``, ``execute_packed``) in
 transport.py, the batch layout of ``lb_submit`` in batch.py, the reads by plain commands
 (``size``, ``stats``, ``feed``, ``finals``) in reads.py, and the tournament registry
-(``lb.tournaments``: ``get``, ``all``, ``entered``) in tournaments.py.
+(``lb.tournaments``: ``get``, ``all``, ``entered``) in tournaments.py, and the board
+definitions (``lb.boards``: ``refresh``, ``get``, ``all``) in definitions.py.
 """
 
 from __future__ import annotations
@@ -60,9 +63,11 @@ from typing import Any
 import orjson
 from redis.exceptions import ResponseError
 
+from . import boards
 from .batch import decode_batch, encode_batch
 from .config import GameConfig
-from .errors import BadPeriod, BadRequest, NotReplicated, TournamentError, from_reply
+from .definitions import Definitions
+from .errors import BadPeriod, BadRequest, InvalidBoard, NotReplicated, TournamentError, from_reply
 from .keys import HOUR_MS, parse_scope
 from .profiles import check_player_id
 from .ranking import COMPETITION, ORDINAL, assign_ranks, round_rank, top_percent
@@ -126,6 +131,7 @@ class Leaderboard(PlainReads):
         self.config = config
         self.keys = config.keys
         self.tournaments = Tournaments(redis, self.keys)
+        self.boards = Definitions(redis, config)
 
     async def load(self) -> None:
         """Load (or replace) the function library; idempotent."""
@@ -331,6 +337,42 @@ class Leaderboard(PlainReads):
             command: Command = ("FCALL", "lb_join", len(keys), *keys, tournament, now_ms(), expire_at, *chunk)
             added += int(await _execute(self.redis, command))
         return added
+
+    # --- board definitions (leaderboard/boards.py; the registry in definitions.py)
+
+    async def create_board(self, definition: boards.Definition) -> boards.Definition:
+        """lb_board_put: store a new board definition (version 1). Creating the same one again is
+        a no-op; InvalidBoard(board_exists) for another definition of that id."""
+        created = boards.parse({**definition.as_dict(), "version": 1})
+        await self._put_board(created, "")
+        return created
+
+    async def update_board(self, definition: boards.Definition) -> boards.Definition:
+        """lb_board_put: replace a board's definition with ``definition`` as its next version.
+        InvalidBoard(unknown_board), (board_reorder) for a change that would reorder the live
+        board (boards.check_update), (stale_board) when another update landed meanwhile. The
+        game's default board may be updated while only its configuration describes it."""
+        stored = await self.boards.stored_json(definition.id)
+        if stored is None:
+            if definition.id != boards.DEFAULT_ID:
+                raise InvalidBoard("unknown_board", f"no board {definition.id!r}")
+            old = self.boards.defaults[boards.DEFAULT_ID]
+        else:
+            old = boards.parse(stored)
+        updated = boards.check_update(old, definition)
+        await self._put_board(updated, stored or "")
+        return updated
+
+    async def delete_board(self, board: str) -> None:
+        """lb_board_delete: delete a board's definition. InvalidBoard(unknown_board)."""
+        boards.check_id(board)
+        keys = (self.keys.boards, self.keys.boards_version, self.keys.journal)
+        await _execute(self.redis, ("FCALL", "lb_board_delete", len(keys), *keys, board))
+
+    async def _put_board(self, definition: boards.Definition, expected: str) -> None:
+        keys = (self.keys.boards, self.keys.boards_version, self.keys.journal)
+        command: Command = ("FCALL", "lb_board_put", len(keys), *keys, definition.id, definition.to_json(), expected)
+        await _execute(self.redis, command)
 
     # --- moderation and profiles (the boards named by the caller: see moderation.py)
 

@@ -37,9 +37,11 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
                                                    all tournaments share finals:tournaments
   lb:{g}:tournaments                       HASH    tournament id -> {"start_ms","end_ms"} JSON
   lb:{g}:entrants:<tournament>             SET     players entered in a tournament (EXPIREAT)
+  lb:{g}:boards                            HASH    board id -> definition JSON (leaderboard/boards.py)
+  lb:{g}:boardsver                         STRING  counter bumped by every change of the boards hash
   lb:{g}:journal                           STREAM  one entry per change of lb_ban, lb_unban,
                                                    lb_correct, lb_profile, lb_tournament, lb_join,
-                                                   lb_close (and first badge awards, from the badge
+                                                   lb_close, lb_board_put, lb_board_delete (and first badge awards, from the badge
                                                    worker): {fn, at (Redis TIME, us), args (JSON
                                                    array)}; the durable log's recorder deletes what
                                                    it recorded (MAXLEN ~ JOURNAL_MAXLEN)
@@ -84,6 +86,8 @@ Functions (each documented where it is defined; Python wrappers in leaderboard/l
   lb_profile      set a player's profile fields         profiles, versions, journal, the boards
                                                         given (read)
   lb_rank_rebuild rebuild a board's companions          a board, its points and hist
+  lb_board_put    create or update a board definition   boards, boardsver, journal
+  lb_board_delete delete a board definition             boards, boardsver, journal
 
 Score packing (see docs/data-model.md): score = points * 2^k + (2^k - 1 - t), where t is the
 time since the window's start in the window's tie unit. An earlier arrival at the same points
@@ -1161,6 +1165,84 @@ local function lb_join(keys, args)
   return added
 end
 
+-- Board definitions --------------------------------------------------------------------------
+-- A definition is validated in full by leaderboard/boards.py (one rule set, with its codes); an
+-- update is a compare-and-set against the definition the caller read and checked it against
+-- (boards.check_update refuses a change that would reorder a live board), so two operators
+-- updating at once cannot both win, and neither can skip the check. Here: the shape the rest of
+-- the library relies on (a JSON object naming its own id, bounded), the version counter every
+-- process watches, and the journal entry a rebuild restores the definition from.
+
+local MAX_DEFINITION_BYTES = 4096
+
+local function definition_of(id, json)
+  if not id:match('^[%w_-]+$') or #id > 32 then
+    return nil, refuse('invalid_board', 'board id must be 1-32 characters of A-Z a-z 0-9 _ -')
+  end
+  if #json > MAX_DEFINITION_BYTES then
+    return nil, refuse('invalid_board', 'a definition is at most ' .. MAX_DEFINITION_BYTES .. ' bytes of JSON')
+  end
+  local ok, def = pcall(cjson.decode, json)
+  if not ok or type(def) ~= 'table' or def.id ~= id or type(def.keys) ~= 'table' or #def.keys < 1 or #def.keys > 5
+      or type(def.version) ~= 'number' then
+    return nil, refuse('invalid_board', 'a definition must be a JSON object with its id, 1-5 keys and a version')
+  end
+  return def
+end
+
+--[[ lb_board_put: create or update a board definition.
+Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream;
+        ARGV id, definition JSON, the definition JSON the update was checked against ('' to create)
+Output: the boards version counter after the change; 0 when creating a definition that exists
+        exactly so (a retried create); ERR board_exists (create, another definition), ERR
+        unknown_board (update of none), ERR stale_board (it changed since the caller read it),
+        ERR invalid_board
+]]
+local function lb_board_put(keys, args)
+  local id, json, expected = args[1], args[2], args[3]
+  if not (id and json and expected) then
+    return refuse('bad_request', 'malformed board put')
+  end
+  local def, err = definition_of(id, json)
+  if not def then
+    return err
+  end
+  local old = redis.call('HGET', keys[1], id)
+  if expected == '' then
+    if old then
+      if old == json then
+        return 0
+      end
+      return refuse('board_exists', 'board ' .. id .. ' exists; update it instead')
+    end
+  elseif not old then
+    return refuse('unknown_board', 'no board ' .. id)
+  elseif old ~= expected then
+    return refuse('stale_board', 'board ' .. id .. ' changed since it was read; read it and try again')
+  elseif def.version ~= cjson.decode(old).version + 1 then
+    return refuse('invalid_board', 'an update carries the next version of the definition')
+  end
+  redis.call('HSET', keys[1], id, json)
+  journal(keys[3], 'board', id, json)
+  return redis.call('INCR', keys[2])
+end
+
+--[[ lb_board_delete: delete a board definition (the board's keys expire as their windows say).
+Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream; ARGV id
+Output: the boards version counter after the change; ERR unknown_board
+]]
+local function lb_board_delete(keys, args)
+  local id = args[1]
+  if not id then
+    return refuse('bad_request', 'malformed board delete')
+  end
+  if redis.call('HDEL', keys[1], id) == 0 then
+    return refuse('unknown_board', 'no board ' .. id)
+  end
+  journal(keys[3], 'board_delete', id)
+  return redis.call('INCR', keys[2])
+end
+
 -- Moderation and profiles -------------------------------------------------------------------
 -- Operator actions (ban, unban, correct) and profile writes. The Python side names every board
 -- a call touches (KEYS) with its version field (ARGV), as lb_submit's caller does; each function
@@ -1488,6 +1570,8 @@ local function lb_rank_rebuild(keys, args)
   return { size, values, buckets }
 end
 
+redis.register_function('lb_board_put', lb_board_put)
+redis.register_function('lb_board_delete', lb_board_delete)
 redis.register_function('lb_submit', lb_submit)
 redis.register_function('lb_enqueue', lb_enqueue)
 redis.register_function('lb_lease', lb_lease)

@@ -119,6 +119,8 @@ class Publisher:
 
     async def tick(self) -> list[Due]:
         """Take or renew the lease, then publish what is due; returns what was published."""
+        # every replica, lease or not: a board defined anywhere is known here within a tick
+        await self.lb.boards.refresh()
         if not await self.lb.lease(self.owner, self.settings.lease_ttl_ms):
             if self.published is not None:
                 log.info("publish lease lost to another replica")
