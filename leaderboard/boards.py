@@ -43,7 +43,7 @@ import orjson
 from .errors import InvalidBoard
 from .ranking import COMPETITION, DENSE, ORDINAL, RANK_MODES
 from .submission import OPERATORS
-from .windows import WINDOWS
+from .windows import WINDOWS, Period, Window
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 MAX_KEYS = 5
@@ -498,6 +498,39 @@ def period_bounds(definition: Definition, window_name: str, ts_ms: int) -> tuple
         return int(dt.datetime(d.year, d.month, d.day, tzinfo=zone).timestamp() * 1000)
 
     return label, midnight(first), midnight(after)
+
+
+def window_of(definition: Definition, window_name: str) -> Window:
+    """The window spec of one of the definition's windows (a season's is its own)."""
+    if window_name not in definition.windows:
+        raise ValueError(f"board {definition.id} keeps no {window_name!r} window")
+    if window_name == SEASON:
+        assert definition.season is not None
+        return Window(SEASON, definition.shift(SEASON), 1000, definition.season.length_s)
+    return WINDOWS[window_name]
+
+
+def period(definition: Definition, window_name: str, ts_ms: int) -> Period:
+    """The period of the definition's window holding ``ts_ms`` (its days start in its time zone)."""
+    spec = window_of(definition, window_name)
+    if definition.time_zone == "UTC" and spec.name != SEASON:
+        return spec.period(ts_ms)
+    label, start, end = period_bounds(definition, window_name, ts_ms)
+    return Period(spec, label, start, end)
+
+
+def resolve(definition: Definition, window_name: str, name: str | None, now_ms: int) -> Period:
+    """The period a read of a defined board names: None or ``current``, ``previous``, or (UTC
+    days only) a label; ValueError otherwise."""
+    spec = window_of(definition, window_name)
+    if definition.time_zone == "UTC" and spec.name != SEASON:
+        return spec.resolve(name, now_ms)
+    current = period(definition, window_name, now_ms)
+    if name is None or name == "current":
+        return current
+    if name == "previous" and spec.name != "alltime":
+        return period(definition, window_name, current.start_ms - 1)
+    raise ValueError(f"board {definition.id}: periods other than the current one are read as 'previous'")
 
 
 # --- the model of a board -------------------------------------------------------------------

@@ -30,6 +30,9 @@ lb_profile       ``profile``                         moderation.Moderation
 lb_rank_rebuild  ``rebuild_rank_index``              operators, once per board after an upgrade
 lb_board_put     ``create_board``, ``update_board``  operators (``python -m scorer board``, server role)
 lb_board_delete  ``delete_board``                    operators
+lb_lex_top       ``top`` (a lex board: defined.py)   publisher, gateways
+lb_lex_around    ``around`` (a lex board)            gateways
+lb_lex_ranks     ``ranks``, ``rank`` (a lex board)   gateways
 ===============  ==================================  ==============================
 
 Reads rank in the window's rank mode (``GameConfig.rank_mode_for``, leaderboard/ranking.py).
@@ -66,9 +69,10 @@ from redis.exceptions import ResponseError
 from . import boards
 from .batch import decode_batch, encode_batch
 from .config import GameConfig
+from .defined import Board
 from .definitions import Definitions
 from .errors import BadPeriod, BadRequest, InvalidBoard, NotReplicated, TournamentError, from_reply
-from .keys import HOUR_MS, parse_scope
+from .keys import HOUR_MS, defined_of, parse_scope
 from .profiles import check_player_id
 from .ranking import COMPETITION, ORDINAL, assign_ranks, round_rank, top_percent
 from .reads import PlainReads
@@ -502,6 +506,31 @@ class Leaderboard(PlainReads):
             raise BadPeriod(str(exc)) from None
         return self.keys.board(spec.name, period.label, scope), period
 
+    async def defined_board(
+        self, window_name: str, scope: str, at: int | None = None, period_name: str | None = None
+    ) -> Board | None:
+        """The defined board a scope ``board:<id>`` names (its period resolved as a read names
+        it), or None for any other scope. BadRequest for a board nobody defined, or a window it
+        does not keep; BadPeriod as ``_board``."""
+        board_id = defined_of(scope)
+        if board_id is None:
+            return None
+        definition = self.boards.get(board_id)
+        if definition is None:
+            await self.boards.refresh()  # defined a moment ago, before this process's tick
+            definition = self.boards.get(board_id)
+        if definition is None:
+            raise BadRequest(f"no board {board_id!r}")
+        try:
+            boards.window_of(definition, window_name)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        try:
+            found = boards.resolve(definition, window_name, period_name, now_ms() if at is None else at)
+        except ValueError as exc:
+            raise BadPeriod(str(exc)) from None
+        return Board(self.keys, definition, found, scope)
+
     async def _fcall_ro(self, name: str, keys: list[str], *args: str | int) -> Any:
         with _library_errors():
             return await self.redis.fcall_ro(name, len(keys), *keys, *args)
@@ -511,10 +540,17 @@ class Leaderboard(PlainReads):
     ) -> BoardEntries:
         """lb_top: the first ``n`` entries of the board's current period (or the one at ``at``,
         or the one ``period`` names)."""
+        defined = await self.defined_board(window_name, scope, at, period)
+        if defined is not None:
+            return defined.top(await self._defined_read(defined.top_call(n)))
         key, found = await self._board(window_name, scope, at, period)
         flat = await self._fcall_ro("lb_top", [key, self.keys.profiles], n)
         mode = self.config.rank_mode_for(window_name)
         return BoardEntries(found, _entries(found, mode, 1, 1, flat), mode)
+
+    async def _defined_read(self, call: tuple[str, list[str], list[str | int]]) -> Any:
+        name, keys, args = call
+        return await self._fcall_ro(name, keys, *args)
 
     async def tops(
         self, boards: Sequence[tuple[str, str]], n: int = 10, *, at: int | None = None
@@ -543,6 +579,9 @@ class Leaderboard(PlainReads):
         period: str | None = None,
     ) -> BoardEntries:
         """lb_around: the entries ``k`` above and below ``player`` (none when unranked)."""
+        defined = await self.defined_board(window_name, scope, at, period)
+        if defined is not None:
+            return defined.around(await self._defined_read(defined.around_call(player, k)))
         key, found = await self._board(window_name, scope, at, period)
         mode, w = self.config.rank_mode_for(window_name), found.window
         keys = [key, self.keys.profiles, self.keys.points(w.name, found.label, scope)]
@@ -574,6 +613,11 @@ class Leaderboard(PlainReads):
         one HMGET in the same round trip (own-rank pushes leave it out: they show no names). A
         player whose rank is beyond ``deep_from`` (0: nobody) may get an approximate rank from
         the board's histogram (``approx``), rounded to three significant digits."""
+        defined = await self.defined_board(window_name, scope, at, period)
+        if defined is not None:
+            flat = await self._defined_read(defined.ranks_call(players))
+            joined = await self.redis.hmget(self.keys.profiles, list(players)) if profiles and players else None
+            return defined.ranks(players, flat, joined or [None] * len(players))
         key, found = await self._board(window_name, scope, at, period)
         mode, w = self.config.rank_mode_for(window_name), found.window
         keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]

@@ -8,7 +8,10 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:board:<window>:<period>:<scope>   ZSET    player -> packed score (points and time)
   lb:{g}:hist:<window>:<period>:<scope>    HASH    points bucket -> members of the board in it
   lb:{g}:points:<window>:<period>:<scope>  ZSET    each distinct points value on the board (member
-                                                   and score: the value); dense-mode windows only
+                                                   and score: the value); dense-mode windows only;
+                                                   on a lex board each distinct key part (score 0)
+  lb:{g}:members:<window>:<period>:<scope> HASH    player -> member of a lex board (scope board:<id>)
+  lb:{g}:meta:<window>:<period>:<scope>    HASH    player -> entry metadata of a defined board
   lb:{g}:players:<window>:<period>         HLL     distinct players of one window period
   lb:{g}:seen:<hour>                       SET     submission ids applied, bucketed by the
                                                    submission's own timestamp hour
@@ -1033,6 +1036,216 @@ local function lb_ranks(keys, args)
   return out
 end
 
+-- Defined boards: lex members ---------------------------------------------------------------
+-- A board whose definition does not fit one exact double (leaderboard/boards.py: several keys,
+-- negative values, the int64 range) keeps every member at score 0, so Redis orders the board by
+-- the member itself, bytewise: per key 16 hex digits of the value with its sign bit flipped
+-- (unsigned order is then signed order), complemented for a desc key; 12 hex digits of the time
+-- it was reached (complemented for tie 'last'); the player id. Ascending order is best first:
+-- rank = HGET (player -> member) + ZRANK, top = ZRANGE 0 N-1, competition rank = ZLEXCOUNT of
+-- the members before the key part, dense rank = the same on the set of distinct key parts.
+-- Lua numbers are doubles: a value is carried as two 32-bit halves (hi, lo) of its two's
+-- complement, parsed from its decimal text and added without ever being one double.
+
+local TWO32, TWO31 = 4294967296, 2147483648
+local KEY_HEX, TIME_HEX = 16, 12
+local TIME_SPAN = 2 ^ 48 - 1
+
+-- '-9223372036854775808' .. '9223372036854775807' -> hi, lo; nil for anything else. Every step
+-- stays below 2^37, exact in a double.
+local function int64_parse(s)
+  if type(s) ~= 'string' then
+    return nil
+  end
+  local sign, digits = s:match('^(%-?)(%d+)$')
+  if not digits or #digits > 19 then
+    return nil
+  end
+  local hi, lo = 0, 0
+  for i = 1, #digits do
+    local t = lo * 10 + digits:byte(i) - 48
+    local carry = math.floor(t / TWO32)
+    lo, hi = t - carry * TWO32, hi * 10 + carry
+    if hi >= TWO32 then
+      return nil
+    end
+  end
+  if sign == '' then
+    if hi >= TWO31 then
+      return nil
+    end
+    return hi, lo
+  end
+  if hi > TWO31 or (hi == TWO31 and lo > 0) then
+    return nil
+  end
+  if lo == 0 then
+    return (TWO32 - hi) % TWO32, 0
+  end
+  return TWO32 - 1 - hi, TWO32 - lo
+end
+
+local function int64_format(hi, lo)
+  local sign = ''
+  if hi >= TWO31 then -- negative: format the magnitude (two's complement negation)
+    sign = '-'
+    if lo == 0 then
+      hi = (TWO32 - hi) % TWO32
+    else
+      hi, lo = TWO32 - 1 - hi, TWO32 - lo
+    end
+  end
+  if hi == 0 then
+    return sign .. string.format('%d', lo)
+  end
+  local digits = {}
+  while hi > 0 or lo > 0 do
+    local r = hi % 10
+    local t = r * TWO32 + lo
+    local d = t % 10
+    hi, lo = (hi - r) / 10, (t - d) / 10
+    digits[#digits + 1] = string.char(48 + d)
+  end
+  return sign .. string.reverse(table.concat(digits))
+end
+
+-- a + b, or nil when the sum leaves int64
+local function int64_add(ahi, alo, bhi, blo)
+  local lo = alo + blo
+  local carry = lo >= TWO32 and 1 or 0
+  local hi = (ahi + bhi + carry) % TWO32
+  local an = ahi >= TWO31
+  if an == (bhi >= TWO31) and an ~= (hi >= TWO31) then
+    return nil
+  end
+  return hi, lo - carry * TWO32
+end
+
+-- The 16 hex digits of one key: ascending text order is the key's best-first order.
+local function key_hex(hi, lo, desc)
+  hi = (hi + TWO31) % TWO32 -- the sign bit flipped
+  if desc then
+    hi, lo = TWO32 - 1 - hi, TWO32 - 1 - lo
+  end
+  return string.format('%08x%08x', hi, lo)
+end
+
+local function key_of_hex(text, desc)
+  local hi, lo = tonumber(text:sub(1, 8), 16), tonumber(text:sub(9, 16), 16)
+  if desc then
+    hi, lo = TWO32 - 1 - hi, TWO32 - 1 - lo
+  end
+  return (hi + TWO31) % TWO32, lo
+end
+
+local function time_hex(ts, last)
+  return string.format('%012x', last and TIME_SPAN - ts or ts)
+end
+
+-- A member's rank in a mode: ordinal by its place, competition by the members before its key
+-- part, dense by the distinct key parts before it. Every count is O(log N).
+local function lex_rank(board, distinct, mode, member, key_len)
+  if mode == 'ordinal' then
+    return redis.call('ZRANK', board, member) + 1
+  end
+  local before = '(' .. member:sub(1, key_len)
+  if mode == 'competition' then
+    return redis.call('ZLEXCOUNT', board, '-', before) + 1
+  end
+  return redis.call('ZLEXCOUNT', distinct, '-', before) + 1
+end
+
+-- {member, profile JSON or false, metadata or false} per member, flat
+local function lex_entries(profiles, meta, members, key_len)
+  local out, players = {}, {}
+  for i, member in ipairs(members) do
+    players[i] = member:sub(key_len + TIME_HEX + 1)
+  end
+  if #players == 0 then
+    return out
+  end
+  local found = redis.call('HMGET', profiles, unpack(players))
+  local extra = redis.call('HMGET', meta, unpack(players))
+  for i, member in ipairs(members) do
+    out[#out + 1] = member
+    out[#out + 1] = found[i] or false
+    out[#out + 1] = extra[i] or false
+  end
+  return out
+end
+
+local function lex_key_len(text)
+  local n = parse_uint(text, 1)
+  return n and n >= 1 and n <= 5 and n * KEY_HEX or nil
+end
+
+--[[ lb_lex_top: the first N entries of a lex board, best first.
+Input:  KEYS[1] board, KEYS[2] profiles, KEYS[3] the board's metadata hash; ARGV[1] n, ARGV[2]
+        the definition's key count
+Output: flat {member, profile JSON or nil, metadata or nil, ...}
+]]
+local function lb_lex_top(keys, args)
+  local n, key_len = parse_uint(args[1], 6), lex_key_len(args[2])
+  if not n or n < 1 or n > 1000 or not key_len then
+    return refuse('bad_request', 'n must be 1..1000, key count 1..5')
+  end
+  return lex_entries(keys[2], keys[3], redis.call('ZRANGE', keys[1], 0, n - 1), key_len)
+end
+
+--[[ lb_lex_ranks: rank and member of each listed player on a lex board, plus the board size.
+Input:  KEYS[1] board, KEYS[2] its members hash (player -> member), KEYS[3] its distinct key
+        parts; ARGV[1] rank mode, ARGV[2] key count, ARGV[3..] players
+Output: {board size, then per player: member or nil, rank or nil, position or nil (the ordinal
+        rank in ordinal mode, else the competition rank)} in ARGV order
+]]
+local function lb_lex_ranks(keys, args)
+  local mode, key_len = args[1], lex_key_len(args[2])
+  if not RANK_MODES[mode] or not key_len then
+    return refuse('bad_request', 'rank mode and key count required')
+  end
+  local out = { redis.call('ZCARD', keys[1]) }
+  local members = #args > 2 and redis.call('HMGET', keys[2], unpack(args, 3)) or {}
+  for i = 3, #args do
+    local member = members[i - 2]
+    local rank, position
+    if member then
+      rank = lex_rank(keys[1], keys[3], mode, member, key_len)
+      position = mode == 'dense' and lex_rank(keys[1], keys[3], 'competition', member, key_len) or rank
+    end
+    out[#out + 1] = member or false
+    out[#out + 1] = rank or false
+    out[#out + 1] = position or false
+  end
+  return out
+end
+
+--[[ lb_lex_around: the entries k above and k below a player on a lex board.
+Input:  KEYS[1] board, KEYS[2] members hash, KEYS[3] distinct key parts, KEYS[4] profiles,
+        KEYS[5] metadata hash; ARGV[1] player, ARGV[2] k, ARGV[3] rank mode, ARGV[4] key count
+Output: {first ordinal rank, first rank in the mode, first position, board size, then flat
+        member, profile JSON or nil, metadata or nil, ...}; {} if unranked
+]]
+local function lb_lex_around(keys, args)
+  local k, key_len = parse_uint(args[2], 3), lex_key_len(args[4])
+  if not k or k > 100 or not RANK_MODES[args[3]] or not key_len then
+    return refuse('bad_request', 'k must be 0..100; rank mode and key count required')
+  end
+  local member = redis.call('HGET', keys[2], args[1])
+  if not member then
+    return {}
+  end
+  local ordinal = redis.call('ZRANK', keys[1], member)
+  local start = math.max(0, ordinal - k)
+  local members = redis.call('ZRANGE', keys[1], start, ordinal + k)
+  local first = members[1]
+  local rank = lex_rank(keys[1], keys[3], args[3], first, key_len)
+  local position = args[3] == 'dense' and lex_rank(keys[1], keys[3], 'competition', first, key_len) or rank
+  if args[3] == 'ordinal' then
+    rank, position = start + 1, start + 1
+  end
+  return { start + 1, rank, position, redis.call('ZCARD', keys[1]), unpack(lex_entries(keys[4], keys[5], members, key_len)) }
+end
+
 -- Closed periods and tournaments ----------------------------------------------------------
 
 --[[ lb_close: a period's close event with its final top N, added once however often (and by
@@ -1584,6 +1797,9 @@ redis.register_function { function_name = 'lb_top', callback = lb_top, flags = {
 redis.register_function { function_name = 'lb_around', callback = lb_around, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_ranks', callback = lb_ranks, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_status', callback = lb_status, flags = { 'no-writes' } }
+redis.register_function { function_name = 'lb_lex_top', callback = lb_lex_top, flags = { 'no-writes' } }
+redis.register_function { function_name = 'lb_lex_ranks', callback = lb_lex_ranks, flags = { 'no-writes' } }
+redis.register_function { function_name = 'lb_lex_around', callback = lb_lex_around, flags = { 'no-writes' } }
 redis.register_function('lb_ban', lb_ban)
 redis.register_function('lb_unban', lb_unban)
 redis.register_function('lb_correct', lb_correct)
