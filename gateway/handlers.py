@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
-from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Submission, now_ms, wire
+from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Submission, boards, now_ms, wire
 from leaderboard import protocol as p
 from leaderboard.auth import SPECTATOR, AuthError, authenticate
-from leaderboard.errors import Banned, InvalidInput, NotReplicated, TournamentError
+from leaderboard.errors import Banned, InvalidBoard, InvalidInput, NotReplicated, TournamentError
 from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
 
@@ -280,6 +280,13 @@ class Handlers:
             raise p.ProtocolError(code, "only game server connections may moderate", req.id)
         return who
 
+    async def board(self, client: Client, req: p.DefineBoard) -> None:
+        """Board definitions, for game servers (docs/data-model.md, Board definitions)."""
+        if client.identity.role != "server":
+            code = "auth_required" if client.identity.role == "spectator" else "forbidden"
+            raise p.ProtocolError(code, "only game server connections may define boards", req.id)
+        await self._out.reply(client, wire.reply(await _define(self._games[client.game], req), req.id))
+
     async def ban(self, client: Client, req: p.Ban) -> None:
         actor = self._operator(client, req)
         result = await _act(req, self._mods[client.game].ban(req.player, actor=actor, reason=req.reason))
@@ -337,6 +344,29 @@ class Handlers:
 
 Handler = Callable[[Handlers, Client, Any], Awaitable[None]]
 
+
+async def _define(game: Game, req: p.DefineBoard) -> dict[str, Any]:
+    """A board definition request's reply, its refusals raised with their own codes."""
+    lb = game.lb
+    try:
+        if req.action in ("create", "update"):
+            definition = boards.parse(req.definition or {})
+            made = await (lb.create_board(definition) if req.action == "create" else lb.update_board(definition))
+            return {"type": "board", "action": req.action, "definition": made.as_dict()}
+        if req.action == "delete":
+            await lb.delete_board(req.board or "")
+            return {"type": "board", "action": "delete", "board": req.board}
+        await lb.boards.refresh()
+        if req.action == "list":
+            return {"type": "board", "action": "list", "boards": [d.as_dict() for d in lb.boards.all()]}
+        found = lb.boards.get(req.board or "")
+        if found is None:
+            raise InvalidBoard("unknown_board", f"no board {req.board!r}")
+        return {"type": "board", "action": "show", "definition": found.as_dict()}
+    except InvalidBoard as exc:
+        raise p.ProtocolError(exc.code, exc.message, req.id) from None
+
+
 _HANDLERS: dict[type[p.Request], Handler] = {
     p.Ping: Handlers.ping,
     p.Hello: Handlers.hello,
@@ -356,6 +386,7 @@ _HANDLERS: dict[type[p.Request], Handler] = {
     p.Unban: Handlers.unban,
     p.Correct: Handlers.correct,
     p.SetProfile: Handlers.profile,
+    p.DefineBoard: Handlers.board,
 }
 
 

@@ -18,7 +18,7 @@ from leaderboard.errors import InvalidBoard
 from scorer import Publisher, ScorerSettings
 
 from .conftest import until
-from .gw_helpers import T, running
+from .gw_helpers import T, client, greet, request, running, token
 
 TOWER = {"id": "tower", "keys": [{"name": "floor"}, {"name": "time", "direction": "asc", "display": "duration_ms"}]}
 
@@ -140,3 +140,28 @@ async def test_the_scorer_command(redis_url: str, lb: Leaderboard, tmp_path: obj
     assert code == 0, out
     code, out = await board("show", "tower")
     assert code == 2 and "unknown_board" in out, out
+
+
+async def test_game_servers_define_boards_over_the_socket(redis_url: str) -> None:
+    async with (
+        running(redis_url) as gw,
+        client(gw, f"?token={token('ops', 'server')}") as server,
+        client(gw) as spectator,
+    ):
+        await greet(server)
+        await greet(spectator)
+        made = await request(server, {"type": "board", "action": "create", "definition": TOWER, "id": 1}, "board")
+        assert (made["id"], made["definition"]["version"]) == (1, 1)
+        bad = await request(server, {"type": "board", "action": "create", "definition": {"id": "x", "keys": []}})
+        assert (bad["type"], bad["code"]) == ("error", "board_no_keys")
+        flip = {**TOWER, "keys": [{"name": "floor"}, {"name": "time"}]}
+        bad = await request(server, {"type": "board", "action": "update", "definition": flip})
+        assert bad["code"] == "board_reorder"
+        listed = await request(server, {"type": "board", "action": "list"}, "board")
+        assert [d["id"] for d in listed["boards"]] == ["default", "tower"]
+        refused = await request(spectator, {"type": "board", "action": "list"})
+        assert refused["code"] == "auth_required"
+        gone = await request(server, {"type": "board", "action": "delete", "board": "tower"}, "board")
+        assert gone["board"] == "tower"
+        bad = await request(server, {"type": "board", "action": "show", "board": "tower"})
+        assert bad["code"] == "unknown_board"
