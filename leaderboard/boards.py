@@ -40,9 +40,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import orjson
 
-from .errors import InvalidBoard
+from .errors import InvalidBoard, InvalidSubmission
+from .keys import check_name
 from .ranking import COMPETITION, DENSE, ORDINAL, RANK_MODES
 from .submission import OPERATORS
+from .submission import parse_values as parse_ints
 from .windows import WINDOWS, Period, Window
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -61,7 +63,6 @@ TIME_HEX = 12  # hex digits of the reached-at time (ms since the epoch; 2^48 ms 
 PACKED, LEX = "packed", "lex"
 DEFAULT_ID = "default"
 
-_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _KEY_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _OFFSET = re.compile(r"([+-])(\d{2}):(\d{2})")
 _FIELDS = {
@@ -204,9 +205,11 @@ def _choice(value: Any, choices: Sequence[str], what: str, code: str) -> str:
 
 
 def check_id(board: Any) -> str:
-    if not isinstance(board, str) or not _ID.fullmatch(board):
-        raise _fail("invalid_board_id", f"board id must be 1-32 characters of A-Z a-z 0-9 _ -, got {board!r}")
-    return board
+    """A board id follows the rule of scope values (keys.check_name)."""
+    try:
+        return check_name("board id", board)
+    except ValueError as exc:
+        raise _fail("invalid_board_id", str(exc)) from None
 
 
 def check_time_zone(zone: Any) -> str:
@@ -355,16 +358,14 @@ def parse_values(definition: Definition, raw: Sequence[Any]) -> tuple[int, ...]:
     if len(raw) != len(definition.keys):
         wanted = len(definition.keys)
         raise _fail("wrong_key_count", f"board {definition.id} takes {wanted} key value(s), got {len(raw)}")
-    out = []
-    for key, value in zip(definition.keys, raw, strict=True):
-        if isinstance(value, str) and re.fullmatch(r"-?\d{1,19}", value):
-            value = int(value)
-        if type(value) is not int:
-            raise _fail("invalid_key_value", f"key {key.name} must be a decimal integer, got {value!r}")
+    try:
+        values = parse_ints(list(raw))
+    except InvalidSubmission as exc:
+        raise _fail(exc.code, exc.message) from None
+    for key, value in zip(definition.keys, values, strict=True):
         if not key.min <= value <= key.max:
             raise _fail("key_out_of_range", f"key {key.name} must be within {key.min}..{key.max}, got {value}")
-        out.append(value)
-    return tuple(out)
+    return values
 
 
 def combine(definition: Definition, old: tuple[int, ...] | None, new: tuple[int, ...]) -> tuple[int, ...]:
@@ -373,7 +374,13 @@ def combine(definition: Definition, old: tuple[int, ...] | None, new: tuple[int,
     Without per-key operators the board's operator acts on the whole tuple: ``best`` keeps the
     better tuple in board order, ``set`` overwrites, ``incr`` adds key by key. With per-key
     operators each key follows its own: ``best`` keeps the better value in that key's direction.
-    KeyOutOfRange (InvalidBoard key_out_of_range) when an ``incr`` leaves the key's bounds."""
+    InvalidBoard(key_out_of_range) when an ``incr`` leaves the key's bounds.
+
+    When the time moves (``Board.submit``, as the encodings write it): ``best`` and ``set``
+    compare the values *and* the time they were reached, as the board orders them, so a slip
+    reaching the same values earlier (tie ``first``) takes the earlier time under ``best``, and
+    ``set`` writes the slip's time; ``incr`` and per-key operators move the time when the values
+    change (adding zero keeps it)."""
     if old is None:
         return new
     per_key = any(k.operator is not None for k in definition.keys)
@@ -538,21 +545,40 @@ def resolve(definition: Definition, window_name: str, name: str | None, now_ms: 
 
 @dataclass(slots=True)
 class Board:
-    """One board period in plain Python: the specification every encoding is tested against."""
+    """One board period in plain Python: the specification every encoding is tested against.
+    Equal values rank by the time they were reached, then by player id: ascending on a lex
+    board, descending on a packed one (Redis orders equal scores by member, and a packed board
+    is read highest first), whose time counts in its window's tie unit (``unit_ms``)."""
 
     definition: Definition
     entries: dict[str, tuple[tuple[int, ...], int]] = field(default_factory=dict)  # player -> (values, reached)
+    unit_ms: int = 1
 
     def submit(self, player: str, values: tuple[int, ...], ts_ms: int) -> None:
+        """A slip of ``values`` reached at ``ts_ms`` (``writes`` says what it changes)."""
         old = self.entries.get(player)
-        stored = combine(self.definition, old[0] if old else None, values)
-        if old is None or stored != old[0]:
+        if old is None:
+            self.entries[player] = (values, ts_ms)
+            return
+        d = self.definition
+        if not any(k.operator is not None for k in d.keys) and d.operator != "incr":
+            mine, theirs = self._place(values, ts_ms), self._place(*old)
+            if (d.operator == "best" and mine < theirs) or (d.operator == "set" and mine != theirs):
+                self.entries[player] = (values, ts_ms)
+            return
+        stored = combine(d, old[0], values)
+        if stored != old[0]:
             self.entries[player] = (stored, ts_ms)
 
+    def _place(self, values: tuple[int, ...], ts_ms: int) -> tuple[Any, ...]:
+        t = ts_ms // self.unit_ms
+        return (_order_key(self.definition, values), t if self.definition.tie == "first" else -t)
+
     def sort_key(self, player: str) -> tuple[Any, ...]:
-        values, ts = self.entries[player]
-        tie = ts if self.definition.tie == "first" else -ts
-        return (_order_key(self.definition, values), tie, player.encode())
+        name: tuple[int, ...] | bytes = player.encode()
+        if self.definition.encoding == PACKED:
+            name = (*(255 - b for b in name), 256)  # descending bytes
+        return (*self._place(*self.entries[player]), name)
 
     def ordered(self) -> list[str]:
         return sorted(self.entries, key=self.sort_key)

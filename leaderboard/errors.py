@@ -48,6 +48,13 @@ CODES = {
     "banned": "player is banned from this game",
     "period_closed": "a window period the slip belongs to is closed: its close event and finals are published",
     "too_many_scopes": "the game has as many region and mode values as LB_MAX_SCOPES allows",
+    # a slip naming a defined board (board, values, meta): BOARD_CODES says the same
+    "invalid_board_id": "board must be 1-32 characters of A-Z a-z 0-9 _ -",
+    "unknown_board": "no board of that id",
+    "wrong_key_count": "the submission carries another number of key values than the board has keys",
+    "invalid_key_value": "a key value must be a decimal integer",
+    "key_out_of_range": "a key value is outside int64 or the key's min..max",
+    "metadata_too_large": "metadata exceeds the board's metadata_bytes, or is not UTF-8",
 }
 
 # Stable error codes of moderation and profile calls (leaderboard/moderation.py, profiles.py);
@@ -71,12 +78,10 @@ INPUT_CODES = {
 # (lb_board_put, lb_board_delete), and of the key values a submission to a defined board carries.
 BOARD_CODES = {
     "invalid_board": "a definition must be a JSON object of known fields, at most 4096 bytes",
-    "invalid_board_id": "board id must be 1-32 characters of A-Z a-z 0-9 _ -",
     "board_no_keys": "a board needs 1 to 5 keys",
     "board_too_many_keys": "a board has at most 5 keys",
     "invalid_board_key": "a key is {name, direction, display, operator, min, max} with a distinct name",
     "invalid_direction": "direction must be desc or asc",
-    "invalid_operator": "operator must be best, incr or set",
     "invalid_display": "display must be number, duration_ms or money",
     "invalid_tie": "tie must be first or last",
     "invalid_rank_mode": "rank_mode must be ordinal, dense or competition",
@@ -89,13 +94,21 @@ BOARD_CODES = {
     "unknown_extension": "extensions must name known extensions",
     "invalid_extension": "an extension's value broke its rule",
     "board_exists": "a board of that id exists; update it instead",
-    "unknown_board": "no board of that id",
     "board_reorder": "keys, directions, bounds, tie, windows and time zone of a board are fixed",
     "stale_board": "the board changed since the version the update was made from",
-    "wrong_key_count": "the submission carries another number of key values than the board has keys",
-    "invalid_key_value": "a key value must be a decimal integer",
-    "key_out_of_range": "a key value is outside int64 or the key's min..max",
-    "metadata_too_large": "metadata exceeds the board's metadata_bytes",
+    # shared with submissions: the same codes, the same words
+    **{
+        code: CODES[code]
+        for code in (
+            "invalid_board_id",
+            "invalid_operator",
+            "unknown_board",
+            "wrong_key_count",
+            "invalid_key_value",
+            "key_out_of_range",
+            "metadata_too_large",
+        )
+    },
 }
 
 

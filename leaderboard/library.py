@@ -163,6 +163,9 @@ class Leaderboard(PlainReads):
             return []
         named = {t for fields in entries if (t := fields.get("tournament"))}
         tournaments = {t: w for t in named if (w := await self.tournaments.get(t)) is not None} if named else None
+        defined = {b for fields in entries if (b := fields.get("board"))}
+        if any(self.boards.get(b) is None for b in defined):
+            await self.boards.refresh()  # defined a moment ago, before this process's tick
         plan = encode_batch(
             self.config,
             entries,
@@ -171,6 +174,7 @@ class Leaderboard(PlainReads):
             tournaments=tournaments,
             announce=announce,
             replay=replay,
+            definitions={b: d for b in defined if (d := self.boards.get(b)) is not None},
         )
         if plan.count == 0:  # every entry was refused before the call
             return decode_batch(plan, [])

@@ -106,13 +106,15 @@ Errors, one way per scope (refuse and entry_error below), with the codes of lead
   (malformed input), backlog_full, unknown_tournament, tournament_exists, tournament_ended, banned,
   points_out_of_range, and the input codes of the moderation, profile and entry functions:
   invalid_player, invalid_actor, invalid_reason, invalid_points, invalid_name, invalid_avatar,
-  invalid_country;
+  invalid_country; the board definition functions' invalid_board, board_exists, unknown_board,
+  stale_board;
 - one submission of a batch that cannot apply answers {'error', code, message} for that entry
   only and writes nothing for it: missing_id, invalid_id, banned, invalid_player, invalid_name,
   invalid_points, invalid_operator, invalid_timestamp, timestamp_in_future, timestamp_too_old,
   timestamp_outside_window, not_entered (a tournament slip of a player not entered),
   period_closed (a slip of a closed period), too_many_scopes (past max_scopes),
-  points_out_of_range.
+  points_out_of_range; a defined board's slip: wrong_key_count, invalid_key_value,
+  key_out_of_range, metadata_too_large.
 
 Player ids, wherever they come in (lb_submit, lb_join, lb_ban, lb_unban, lb_correct, lb_profile),
 follow one rule, valid_player: 1-64 bytes of UTF-8 without control, bidirectional or invisible
@@ -372,7 +374,7 @@ end
 -- Argument readers --------------------------------------------------------------------------
 
 -- lb_submit's records, each read into locals named as lb_submit's Input names its fields.
-local SETTINGS_FIELDS, PERIOD_FIELDS, LAYOUT_FIELDS, BOARD_FIELDS, SUBMISSION_FIELDS = 8, 11, 3, 6, 7
+local SETTINGS_FIELDS, PERIOD_FIELDS, LAYOUT_FIELDS, BOARD_FIELDS, SUBMISSION_FIELDS = 8, 11, 3, 9, 9
 
 -- The period records: a count at pos, then the records. Both readers return nil for a malformed
 -- record, so the call is refused before its first write.
@@ -412,7 +414,7 @@ end
 
 -- The layout records (what submissions write to, shared by every submission of the batch with
 -- the same boards and seen-id bucket): a count at pos, then each layout followed by its boards.
-local function read_layouts(keys, periods, args, pos)
+local function read_layouts(keys, periods, args, pos, defs)
   local layouts, count = {}, tonumber(args[pos]) or 0
   pos = pos + 1
   for l = 1, count do
@@ -424,11 +426,20 @@ local function read_layouts(keys, periods, args, pos)
     end
     pos = pos + LAYOUT_FIELDS
     for b = 1, board_count do
-      local board_key, period, op, scope, hist_key, points_key = unpack(args, pos, pos + BOARD_FIELDS - 1)
+      local board_key, period, op, scope, hist_key, points_key, definition, members_key, meta_key =
+        unpack(args, pos, pos + BOARD_FIELDS - 1)
       local ref = { key = tonumber(board_key), period = tonumber(period), op = op, scope = scope,
-        hist = keys[tonumber(hist_key)], pts = keys[tonumber(points_key)] }
+        hist = keys[tonumber(hist_key)], pts = keys[tonumber(points_key)], members = tonumber(members_key),
+        meta = tonumber(meta_key) }
       if not (ref.key and keys[ref.key] and periods[ref.period] and ref.op and ref.scope and ref.hist and ref.pts) then
         return nil
+      end
+      definition = tonumber(definition)
+      if definition and definition > 0 then -- a defined board's: its definition, members and metadata
+        layout.def = defs[definition]
+        if not (layout.def and keys[ref.members] and keys[ref.meta]) then
+          return nil
+        end
       end
       layout.refs[b] = ref
       pos = pos + BOARD_FIELDS
@@ -436,6 +447,149 @@ local function read_layouts(keys, periods, args, pos)
     layouts[l] = layout
   end
   return layouts, pos
+end
+
+-- Defined boards: lex members ---------------------------------------------------------------
+-- A board whose definition does not fit one exact double (leaderboard/boards.py: several keys,
+-- negative values, the int64 range) keeps every member at score 0, so Redis orders the board by
+-- the member itself, bytewise: per key 16 hex digits of the value with its sign bit flipped
+-- (unsigned order is then signed order), complemented for a desc key; 12 hex digits of the time
+-- it was reached (complemented for tie 'last'); the player id. Ascending order is best first:
+-- rank = HGET (player -> member) + ZRANK, top = ZRANGE 0 N-1, competition rank = ZLEXCOUNT of
+-- the members before the key part, dense rank = the same on the set of distinct key parts.
+-- Lua numbers are doubles: a value is carried as two 32-bit halves (hi, lo) of its two's
+-- complement, parsed from its decimal text and added without ever being one double.
+
+local TWO32, TWO31 = 4294967296, 2147483648
+local KEY_HEX, TIME_HEX = 16, 12
+local TIME_SPAN = 2 ^ 48 - 1
+
+-- '-9223372036854775808' .. '9223372036854775807' -> hi, lo; nil for anything else. Every step
+-- stays below 2^37, exact in a double.
+local function int64_parse(s)
+  if type(s) ~= 'string' then
+    return nil
+  end
+  local sign, digits = s:match('^(%-?)0*(%d+)$')
+  if not digits or #digits > 19 then
+    return nil
+  end
+  local hi, lo = 0, 0
+  for i = 1, #digits do
+    local t = lo * 10 + digits:byte(i) - 48
+    local carry = math.floor(t / TWO32)
+    lo, hi = t - carry * TWO32, hi * 10 + carry
+    if hi >= TWO32 then
+      return nil
+    end
+  end
+  if sign == '' then
+    if hi >= TWO31 then
+      return nil
+    end
+    return hi, lo
+  end
+  if hi > TWO31 or (hi == TWO31 and lo > 0) then
+    return nil
+  end
+  if lo == 0 then
+    return (TWO32 - hi) % TWO32, 0
+  end
+  return TWO32 - 1 - hi, TWO32 - lo
+end
+
+local function int64_format(hi, lo)
+  local sign = ''
+  if hi >= TWO31 then -- negative: format the magnitude (two's complement negation)
+    sign = '-'
+    if lo == 0 then
+      hi = (TWO32 - hi) % TWO32
+    else
+      hi, lo = TWO32 - 1 - hi, TWO32 - lo
+    end
+  end
+  if hi == 0 then
+    return sign .. string.format('%d', lo)
+  end
+  local digits = {}
+  while hi > 0 or lo > 0 do
+    local r = hi % 10
+    local t = r * TWO32 + lo
+    local d = t % 10
+    hi, lo = (hi - r) / 10, (t - d) / 10
+    digits[#digits + 1] = string.char(48 + d)
+  end
+  return sign .. string.reverse(table.concat(digits))
+end
+
+-- a + b, or nil when the sum leaves int64
+local function int64_add(ahi, alo, bhi, blo)
+  local lo = alo + blo
+  local carry = lo >= TWO32 and 1 or 0
+  local hi = (ahi + bhi + carry) % TWO32
+  local an = ahi >= TWO31
+  if an == (bhi >= TWO31) and an ~= (hi >= TWO31) then
+    return nil
+  end
+  return hi, lo - carry * TWO32
+end
+
+-- The 16 hex digits of one key: ascending text order is the key's best-first order.
+local function key_hex(hi, lo, desc)
+  hi = (hi + TWO31) % TWO32 -- the sign bit flipped
+  if desc then
+    hi, lo = TWO32 - 1 - hi, TWO32 - 1 - lo
+  end
+  return string.format('%08x%08x', hi, lo)
+end
+
+local function key_of_hex(text, desc)
+  local hi, lo = tonumber(text:sub(1, 8), 16), tonumber(text:sub(9, 16), 16)
+  if desc then
+    hi, lo = TWO32 - 1 - hi, TWO32 - 1 - lo
+  end
+  return (hi + TWO31) % TWO32, lo
+end
+
+local function time_hex(ts, last)
+  return string.format('%012x', last and TIME_SPAN - ts or ts)
+end
+
+-- A member's rank in a mode: ordinal by its place, competition by the members before its key
+-- part, dense by the distinct key parts before it. Every count is O(log N).
+local function lex_rank(board, distinct, mode, member, key_len)
+  if mode == 'ordinal' then
+    return redis.call('ZRANK', board, member) + 1
+  end
+  local before = '(' .. member:sub(1, key_len)
+  if mode == 'competition' then
+    return redis.call('ZLEXCOUNT', board, '-', before) + 1
+  end
+  return redis.call('ZLEXCOUNT', distinct, '-', before) + 1
+end
+
+-- {member, profile JSON or false, metadata or false} per member, flat
+local function lex_entries(profiles, meta, members, key_len)
+  local out, players = {}, {}
+  for i, member in ipairs(members) do
+    players[i] = member:sub(key_len + TIME_HEX + 1)
+  end
+  if #players == 0 then
+    return out
+  end
+  local found = redis.call('HMGET', profiles, unpack(players))
+  local extra = redis.call('HMGET', meta, unpack(players))
+  for i, member in ipairs(members) do
+    out[#out + 1] = member
+    out[#out + 1] = found[i] or false
+    out[#out + 1] = extra[i] or false
+  end
+  return out
+end
+
+local function lex_key_len(text)
+  local n = parse_uint(text, 1)
+  return n and n >= 1 and n <= 5 and n * KEY_HEX or nil
 end
 
 -- Closed periods and the scope cap, each read once per batch --------------------------------
@@ -478,17 +632,18 @@ end
 
 -- Returns a plan {boards = {...}} or an error triple. Every check happens here, before any
 -- write, so a refused submission can never leave a partial update behind.
-local function plan_submission(keys, sub, periods, ctx)
+-- The checks every slip passes, whatever board it names: its player and name (check_slip),
+-- then, after its values, its operator and time (check_time: the timestamp, or nil and the error).
+local function check_slip(sub)
   if not valid_player(sub.player) then
-    return nil, entry_error('invalid_player', PLAYER_RULE)
+    return entry_error('invalid_player', PLAYER_RULE)
   end
   if #sub.name > MAX_NAME_BYTES or not plain_text(sub.name) then
-    return nil, entry_error('invalid_name', 'name must be valid UTF-8 of at most ' .. MAX_NAME_BYTES .. ' bytes, without control characters')
+    return entry_error('invalid_name', 'name must be valid UTF-8 of at most ' .. MAX_NAME_BYTES .. ' bytes, without control characters')
   end
-  local points = parse_uint(sub.points, 16)
-  if points == nil then
-    return nil, entry_error('invalid_points', 'points must be a non-negative integer, got ' .. string.format('%q', sub.points:sub(1, 40)))
-  end
+end
+
+local function check_time(sub, ctx)
   if sub.op ~= '' and not VALID_OPS[sub.op] then
     return nil, entry_error('invalid_operator', 'operator must be best, incr or set')
   end
@@ -501,6 +656,22 @@ local function plan_submission(keys, sub, periods, ctx)
   end
   if ts < ctx.now - ctx.max_age then
     return nil, entry_error('timestamp_too_old', 'timestamp is older than the idempotency window')
+  end
+  return ts
+end
+
+local function plan_submission(keys, sub, periods, ctx)
+  local refused = check_slip(sub)
+  if refused then
+    return nil, refused
+  end
+  local points = parse_uint(sub.points, 16)
+  if points == nil then
+    return nil, entry_error('invalid_points', 'points must be a non-negative integer, got ' .. string.format('%q', sub.points:sub(1, 40)))
+  end
+  local ts, late = check_time(sub, ctx)
+  if not ts then
+    return nil, late
   end
 
   local boards, new_scopes, new_count = {}, {}, 0
@@ -540,6 +711,249 @@ local function plan_submission(keys, sub, periods, ctx)
     }
   end
   return { boards = boards, points = points, ts = ts, new_scopes = new_count > 0 and new_scopes or nil }
+end
+
+-- Defined boards: a slip's key values and their writes --------------------------------------
+-- A slip naming a defined board (leaderboard/boards.py) carries 1-5 key values as decimal int64
+-- text ('12,-81250') and optional metadata; its layout's boards are that board's, one per window.
+-- A packed definition is planned here and written by apply_board like any board; a lex one is
+-- written by apply_lex (members, not scores).
+
+-- The definition records of a batch (lb_submit's Input names their fields): a count at pos, then
+-- the records.
+local DEFINITION_FIELDS = 5
+
+local function read_definitions(args, pos)
+  local defs, count = {}, tonumber(args[pos]) or 0
+  pos = pos + 1
+  for d = 1, count do
+    local encoding, tie, metadata_bytes, operator, key_spec = unpack(args, pos, pos + DEFINITION_FIELDS - 1)
+    local def = { lex = encoding == 'lex', last = tie == 'last', meta_bytes = tonumber(metadata_bytes),
+      per_key = operator == 'keys', op = operator, keys = {} }
+    if not ((encoding == 'lex' or encoding == 'packed') and (tie == 'first' or tie == 'last') and def.meta_bytes
+        and (def.per_key or VALID_OPS[operator]) and type(key_spec) == 'string') then
+      return nil
+    end
+    for dir, op, lo, hi in key_spec:gmatch('([da]),(%a*),(%-?%d+),(%-?%d+)') do
+      local lo_hi, lo_lo = int64_parse(lo)
+      local hi_hi, hi_lo = int64_parse(hi)
+      if not (lo_hi and hi_hi) or (op ~= '' and not VALID_OPS[op]) then
+        return nil
+      end
+      def.keys[#def.keys + 1] = { desc = dir == 'd', op = op ~= '' and op or nil,
+        min = key_hex(lo_hi, lo_lo, false), max = key_hex(hi_hi, hi_lo, false) }
+    end
+    if #def.keys < 1 or #def.keys > 5 then
+      return nil
+    end
+    defs[d] = def
+    pos = pos + DEFINITION_FIELDS
+  end
+  return defs, pos
+end
+
+-- A slip's key values as {hi, lo} pairs, or nil and the entry error.
+local function slip_values(def, text)
+  local values = {}
+  for part in (text ~= '' and text .. ',' or ''):gmatch('([^,]*),') do
+    values[#values + 1] = part
+  end
+  if #values ~= #def.keys then
+    return nil, entry_error('wrong_key_count', 'the board takes ' .. #def.keys .. ' key value(s), got ' .. #values)
+  end
+  for i, part in ipairs(values) do
+    if not part:match('^%-?%d+$') then
+      return nil, entry_error('invalid_key_value', 'key values must be decimal integers, got ' .. string.format('%q', part:sub(1, 40)))
+    end
+    local hi, lo = int64_parse(part)
+    local key = def.keys[i]
+    local asc = hi and key_hex(hi, lo, false)
+    if not hi or asc < key.min or asc > key.max then
+      return nil, entry_error('key_out_of_range', 'key value ' .. i .. ' is outside int64 or the key\'s min..max')
+    end
+    values[i] = { hi, lo }
+  end
+  return values
+end
+
+-- The stored values after an incr, or a write under per-key operators, of `new` over `old`
+-- (leaderboard/boards.py combine), or nil and the entry error when an incr leaves a key's
+-- bounds. op: the slip's ('' = the board's).
+local function combine_values(def, op, old, new)
+  local tuple_op = not def.per_key and (op ~= '' and op or def.op)
+  local out = {}
+  for i, key in ipairs(def.keys) do
+    local kop = tuple_op or (op ~= '' and op) or key.op or 'best'
+    if kop == 'set' then
+      out[i] = new[i]
+    elseif kop == 'incr' then
+      local hi, lo = int64_add(old[i][1], old[i][2], new[i][1], new[i][2])
+      local asc = hi and key_hex(hi, lo, false)
+      if not hi or asc < key.min or asc > key.max then
+        return nil, entry_error('key_out_of_range', 'key value ' .. i .. ' would leave int64 or the key\'s min..max')
+      end
+      out[i] = { hi, lo }
+    else
+      local better = key_hex(new[i][1], new[i][2], key.desc) < key_hex(old[i][1], old[i][2], key.desc)
+      out[i] = better and new[i] or old[i]
+    end
+  end
+  return out
+end
+
+local function values_text(values)
+  local parts = {}
+  for i, v in ipairs(values) do
+    parts[i] = int64_format(v[1], v[2])
+  end
+  return table.concat(parts, ',')
+end
+
+-- One defined board's planned write (no writes here).
+local function plan_defined_board(keys, ref, period, def, sub, values, ts)
+  local key, op = keys[ref.key], sub.op ~= '' and sub.op or def.op
+  local t = math.floor((ts - period.start_ms) / period.unit_ms)
+  if not def.lex then
+    local sign, scale, k = def.keys[1].desc and 1 or -1, period.scale, def.keys[1]
+    local value = values[1][1] * TWO32 + values[1][2] -- below 2^53: a packed definition's bound
+    local old = redis.call('ZSCORE', key, sub.player)
+    old = old and tonumber(old) or nil
+    local total = value
+    if op == 'incr' and old then
+      total = sign * math.floor(old / scale) + value
+      local asc = key_hex(math.floor(total / TWO32), total % TWO32, false)
+      if total < 0 or asc < k.min or asc > k.max then
+        return nil, entry_error('key_out_of_range', 'key value 1 would leave the key\'s min..max')
+      end
+    end
+    local score = sign * total * scale + (def.last and t or scale - 1 - t)
+    if op == 'incr' and old and value == 0 then
+      score = old -- adding zero: keep the time the total was first reached
+    end
+    return { key = key, hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope, op = op, old = old,
+      total = total, score = score }
+  end
+  local members = keys[ref.members]
+  local old = redis.call('HGET', members, sub.player)
+  local stored, was, write = values, nil, true
+  local key_len = #def.keys * KEY_HEX
+  local tuple_op = not def.per_key and (sub.op ~= '' and sub.op or def.op)
+  if old then
+    was = {}
+    for i, k in ipairs(def.keys) do
+      was[i] = { key_of_hex(old:sub((i - 1) * KEY_HEX + 1, i * KEY_HEX), k.desc) }
+    end
+    if tuple_op ~= 'best' and tuple_op ~= 'set' then -- incr, or per-key operators
+      local failure
+      stored, failure = combine_values(def, sub.op, was, values)
+      if not stored then
+        return nil, failure
+      end
+    end
+  end
+  local parts = {}
+  for i, k in ipairs(def.keys) do
+    parts[i] = key_hex(stored[i][1], stored[i][2], k.desc)
+  end
+  local prefix = table.concat(parts)
+  local head = prefix .. time_hex(ts, def.last)
+  if old then
+    -- best and set weigh the time with the values, as the board orders them (a packed board's
+    -- score holds both); incr and per-key operators move the time when the values change
+    local old_head = old:sub(1, key_len + TIME_HEX)
+    if tuple_op == 'best' then
+      write = head < old_head
+    elseif tuple_op == 'set' then
+      write = head ~= old_head
+    else
+      write = prefix ~= old:sub(1, key_len)
+    end
+  end
+  local final = write and stored or was
+  return { lex = true, key = key, members = members, distinct = ref.pts, meta = keys[ref.meta], period = period,
+    scope = ref.scope, old = old, old_prefix = old and old:sub(1, key_len), prefix = prefix,
+    member = write and head .. sub.player or nil, meta_value = sub.meta,
+    total = int64_format(final[1][1], final[1][2]), values = values_text(final) }
+end
+
+-- plan_submission for a slip naming a defined board (sub.layout.def): its key values and
+-- metadata instead of points.
+local function plan_defined(keys, sub, periods, ctx)
+  local refused = check_slip(sub)
+  if refused then
+    return nil, refused
+  end
+  local def = sub.layout.def
+  local values, bad = slip_values(def, sub.keys)
+  if not values then
+    return nil, bad
+  end
+  if #sub.meta > def.meta_bytes or not valid_utf8(sub.meta) then
+    return nil, entry_error('metadata_too_large', 'metadata must be UTF-8 of at most ' .. def.meta_bytes .. ' bytes on this board')
+  end
+  local ts, late = check_time(sub, ctx)
+  if not ts then
+    return nil, late
+  end
+  local boards = {}
+  for b, ref in ipairs(sub.layout.refs) do
+    local period = periods[ref.period]
+    if ts < period.start_ms or ts >= period.end_ms then
+      return nil, entry_error('timestamp_outside_window', 'timestamp is outside the ' .. period.window .. ' window ' .. period.label)
+    end
+    if period_closed(period) then
+      return nil, entry_error('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
+    end
+    local board, failure = plan_defined_board(keys, ref, period, def, sub, values, ts)
+    if not board then
+      return nil, failure
+    end
+    boards[b] = board
+  end
+  return { boards = boards, points = '', ts = ts }
+end
+
+-- apply_board for a lex board: returns the reply row {improved, rank, previous rank, first key}.
+local function apply_lex(board, player, name, ctx, need_rank)
+  local key, member, period = board.key, board.member, board.period
+  if not member then -- the stored values stay: so does the time they were reached
+    local rank = need_rank and board.old and redis.call('ZRANK', key, board.old)
+    rank = rank and rank + 1 or 0
+    return { 0, rank, rank, board.total }
+  end
+  local prev = board.old and redis.call('ZRANK', key, board.old)
+  if board.old then
+    redis.call('ZREM', key, board.old)
+    if redis.call('ZLEXCOUNT', key, '[' .. board.old_prefix, '(' .. board.old_prefix .. 'g') == 0 then
+      redis.call('ZREM', board.distinct, board.old_prefix) -- nobody holds those values any more
+    end
+  end
+  redis.call('ZADD', key, 0, member)
+  redis.call('ZADD', board.distinct, 0, board.prefix)
+  redis.call('HSET', board.members, player, member)
+  if board.meta_value and board.meta_value ~= '' then
+    redis.call('HSET', board.meta, player, board.meta_value)
+  end
+  local rank = redis.call('ZRANK', key, member)
+  local entered = rank < ctx.top_n and not (prev and prev < ctx.top_n)
+  if entered or (prev and prev < ctx.top_n) then
+    redis.call('HINCRBY', ctx.versions, period.window .. ':' .. period.label .. ':' .. board.scope, 1)
+  end
+  if entered then
+    redis.call('SPUBLISH', ctx.announce, cjson.encode({
+      type = 'announce', board = board.scope, window = period.window, period = period.label, player = player,
+      name = name ~= '' and name or nil, rank = lex_rank(key, board.distinct, period.mode, member, #board.prefix),
+      score = board.total, keys = board.values,
+    }))
+  end
+  if period.expire_at > 0 and not ctx.expiring[key] then
+    for _, k in ipairs({ key, board.members, board.distinct, board.meta }) do
+      redis.call('EXPIREAT', k, period.expire_at, 'NX')
+    end
+    ctx.expiring[key] = true
+  end
+  local improved = not board.old or board.prefix < board.old_prefix
+  return { improved and 1 or 0, rank + 1, prev and prev + 1 or 0, board.total }
 end
 
 -- The score of the board's N-th entry, or false while the board has fewer than N entries (then
@@ -664,7 +1078,7 @@ local function apply_submission(keys, sub, periods, ctx)
   if redis.call('SADD', seen, sub.id) == 0 then
     return { 'duplicate' }
   end
-  local plan, failure = plan_submission(keys, sub, periods, ctx)
+  local plan, failure = (sub.layout.def and plan_defined or plan_submission)(keys, sub, periods, ctx)
   if not plan then
     redis.call('SREM', seen, sub.id)
     return failure
@@ -679,7 +1093,7 @@ local function apply_submission(keys, sub, periods, ctx)
   end
   local rows, improved_any, counted = {}, false, {}
   for b, board in ipairs(plan.boards) do
-    local row = apply_board(board, sub.player, sub.name, ctx, ctx.rows or b == 1)
+    local row = (board.lex and apply_lex or apply_board)(board, sub.player, sub.name, ctx, ctx.rows or b == 1)
     improved_any = improved_any or row[1] == 1
     rows[b] = row
     local period = board.period
@@ -692,10 +1106,10 @@ local function apply_submission(keys, sub, periods, ctx)
     update_profile_name(ctx.profiles, sub.player, sub.name)
   end
   redis.call('XADD', ctx.activity, 'MAXLEN', '~', ctx.maxlen, '*',
-    'id', sub.id, 'player', sub.player, 'points', string.format('%d', plan.points),
+    'id', sub.id, 'player', sub.player, 'points', sub.layout.def and '' or string.format('%d', plan.points),
     'op', sub.op, 'ts', string.format('%d', plan.ts), 'improved', improved_any and '1' or '0',
     -- the rank on the game's first board (badges read it); a tournament slip is not on it
-    'rank', rows[1] and not plan.boards[1].period.entrants and rows[1][2] or 0)
+    'rank', rows[1] and not plan.boards[1].period.entrants and not sub.layout.def and rows[1][2] or 0)
   if not ctx.rows then
     return { 'ok' } -- the caller wants the status only: no rows to build and send
   end
@@ -713,14 +1127,16 @@ Input:
   KEYS[1] versions hash, KEYS[2] activity stream, KEYS[3] profiles hash, KEYS[4] banned hash,
           KEYS[5] scopes set, KEYS[6..] the boards, their companions, the closed markers,
           distinct-player logs and seen-id buckets the batch touches
-  ARGV    settings, period_count, periods, layout_count, layouts (each followed by its
-          board_count boards), submission_count, submissions: records of these fields, in order
-          (leaderboard/batch.py lays them out; tests/test_submit_layout.py holds the two equal):
+  ARGV    settings, period_count, periods, definition_count, definitions, layout_count, layouts
+          (each followed by its board_count boards), submission_count, submissions: records of
+          these fields, in order (leaderboard/batch.py lays them out; tests/test_submit_layout.py
+          holds the two equal):
     settings    now_ms top_n activity_maxlen clock_skew_ms idempotency_ms announce rows max_scopes
     period      window label start_ms end_ms shift unit_ms expire_at players_key entrants_key mode closed_key
+    definition  encoding tie metadata_bytes operator key_spec
     layout      seen_key seen_expire_at board_count
-    board       board_key period op scope hist_key points_key
-    submission  id player points op ts name layout
+    board       board_key period op scope hist_key points_key definition members_key meta_key
+    submission  id player points op ts name layout values meta
   where *_key is a KEYS index (entrants_key 0: not a tournament, anyone may write; closed_key 0:
   not checked, a rebuild replaying history); announce the announcements' channel; rows '1' for
   per-board rows with every board's rank, '0' for the status only (ranks read only where written
@@ -728,10 +1144,19 @@ Input:
   period's window; expire_at and seen_expire_at unix seconds (a period's 0 = never); mode the
   rank mode (ordinal, dense or competition: the rank an announcement names); a board's period
   and a submission's layout are 1-based indexes of those records; a board's op is its window's
-  default operator, a submission's op '' = each board's own; name '' = none; ts in milliseconds
+  default operator, a submission's op '' = each board's own; name '' = none; ts in milliseconds.
+  Defined boards (leaderboard/boards.py): a definition's encoding is packed or lex, tie first or
+  last, operator the board's (or 'keys': each key has its own), key_spec per key
+  'd|a,<op>,<min>,<max>' joined by ';' (direction, operator, int64 bounds); a board's definition
+  is a 1-based index of those records (0: not a defined board; members_key and meta_key 0 too),
+  its points_key then the set of distinct key parts (lex) and members_key its player -> member
+  hash; a submission to a defined board has points '' and values its key values as decimal
+  int64 text joined by ',' (values and meta '' otherwise)
 Output:
   one entry per submission: {'ok', {{improved, rank, previous_rank, points}, ...}} in board
-  order ({'ok'} without rows), {'duplicate'}, or {'error', code, message}
+  order ({'ok'} without rows; a defined board's points: its first key value), {'duplicate'}, or
+  {'error', code, message} (a defined board's slip also wrong_key_count, invalid_key_value,
+  key_out_of_range, metadata_too_large)
 ]]
 local function lb_submit(keys, args)
   local now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce, rows, max_scopes =
@@ -746,9 +1171,12 @@ local function lb_submit(keys, args)
     return refuse('bad_request', 'malformed batch header')
   end
   local periods, pos = read_periods(keys, args, SETTINGS_FIELDS + 1)
-  local layouts
+  local defs, layouts
   if periods then
-    layouts, pos = read_layouts(keys, periods, args, pos)
+    defs, pos = read_definitions(args, pos)
+  end
+  if defs then
+    layouts, pos = read_layouts(keys, periods, args, pos, defs)
   end
   local count = layouts and tonumber(args[pos])
   if not count or #args ~= pos + SUBMISSION_FIELDS * count then
@@ -757,12 +1185,13 @@ local function lb_submit(keys, args)
   local subs = {}
   pos = pos + 1
   for i = 1, count do -- every record read, and its layout found, before the first write
-    local id, player, points, op, ts, name, layout = unpack(args, pos, pos + SUBMISSION_FIELDS - 1)
+    local id, player, points, op, ts, name, layout, values, meta = unpack(args, pos, pos + SUBMISSION_FIELDS - 1)
     layout = layouts[tonumber(layout)]
     if not layout then
       return refuse('bad_request', 'malformed batch')
     end
-    subs[i] = { id = id, player = player, points = points, op = op, ts = ts, name = name, layout = layout }
+    subs[i] = { id = id, player = player, points = points, op = op, ts = ts, name = name, layout = layout,
+      keys = values, meta = meta }
     pos = pos + SUBMISSION_FIELDS
   end
   local results = {}
@@ -1036,148 +1465,8 @@ local function lb_ranks(keys, args)
   return out
 end
 
--- Defined boards: lex members ---------------------------------------------------------------
--- A board whose definition does not fit one exact double (leaderboard/boards.py: several keys,
--- negative values, the int64 range) keeps every member at score 0, so Redis orders the board by
--- the member itself, bytewise: per key 16 hex digits of the value with its sign bit flipped
--- (unsigned order is then signed order), complemented for a desc key; 12 hex digits of the time
--- it was reached (complemented for tie 'last'); the player id. Ascending order is best first:
--- rank = HGET (player -> member) + ZRANK, top = ZRANGE 0 N-1, competition rank = ZLEXCOUNT of
--- the members before the key part, dense rank = the same on the set of distinct key parts.
--- Lua numbers are doubles: a value is carried as two 32-bit halves (hi, lo) of its two's
--- complement, parsed from its decimal text and added without ever being one double.
-
-local TWO32, TWO31 = 4294967296, 2147483648
-local KEY_HEX, TIME_HEX = 16, 12
-local TIME_SPAN = 2 ^ 48 - 1
-
--- '-9223372036854775808' .. '9223372036854775807' -> hi, lo; nil for anything else. Every step
--- stays below 2^37, exact in a double.
-local function int64_parse(s)
-  if type(s) ~= 'string' then
-    return nil
-  end
-  local sign, digits = s:match('^(%-?)(%d+)$')
-  if not digits or #digits > 19 then
-    return nil
-  end
-  local hi, lo = 0, 0
-  for i = 1, #digits do
-    local t = lo * 10 + digits:byte(i) - 48
-    local carry = math.floor(t / TWO32)
-    lo, hi = t - carry * TWO32, hi * 10 + carry
-    if hi >= TWO32 then
-      return nil
-    end
-  end
-  if sign == '' then
-    if hi >= TWO31 then
-      return nil
-    end
-    return hi, lo
-  end
-  if hi > TWO31 or (hi == TWO31 and lo > 0) then
-    return nil
-  end
-  if lo == 0 then
-    return (TWO32 - hi) % TWO32, 0
-  end
-  return TWO32 - 1 - hi, TWO32 - lo
-end
-
-local function int64_format(hi, lo)
-  local sign = ''
-  if hi >= TWO31 then -- negative: format the magnitude (two's complement negation)
-    sign = '-'
-    if lo == 0 then
-      hi = (TWO32 - hi) % TWO32
-    else
-      hi, lo = TWO32 - 1 - hi, TWO32 - lo
-    end
-  end
-  if hi == 0 then
-    return sign .. string.format('%d', lo)
-  end
-  local digits = {}
-  while hi > 0 or lo > 0 do
-    local r = hi % 10
-    local t = r * TWO32 + lo
-    local d = t % 10
-    hi, lo = (hi - r) / 10, (t - d) / 10
-    digits[#digits + 1] = string.char(48 + d)
-  end
-  return sign .. string.reverse(table.concat(digits))
-end
-
--- a + b, or nil when the sum leaves int64
-local function int64_add(ahi, alo, bhi, blo)
-  local lo = alo + blo
-  local carry = lo >= TWO32 and 1 or 0
-  local hi = (ahi + bhi + carry) % TWO32
-  local an = ahi >= TWO31
-  if an == (bhi >= TWO31) and an ~= (hi >= TWO31) then
-    return nil
-  end
-  return hi, lo - carry * TWO32
-end
-
--- The 16 hex digits of one key: ascending text order is the key's best-first order.
-local function key_hex(hi, lo, desc)
-  hi = (hi + TWO31) % TWO32 -- the sign bit flipped
-  if desc then
-    hi, lo = TWO32 - 1 - hi, TWO32 - 1 - lo
-  end
-  return string.format('%08x%08x', hi, lo)
-end
-
-local function key_of_hex(text, desc)
-  local hi, lo = tonumber(text:sub(1, 8), 16), tonumber(text:sub(9, 16), 16)
-  if desc then
-    hi, lo = TWO32 - 1 - hi, TWO32 - 1 - lo
-  end
-  return (hi + TWO31) % TWO32, lo
-end
-
-local function time_hex(ts, last)
-  return string.format('%012x', last and TIME_SPAN - ts or ts)
-end
-
--- A member's rank in a mode: ordinal by its place, competition by the members before its key
--- part, dense by the distinct key parts before it. Every count is O(log N).
-local function lex_rank(board, distinct, mode, member, key_len)
-  if mode == 'ordinal' then
-    return redis.call('ZRANK', board, member) + 1
-  end
-  local before = '(' .. member:sub(1, key_len)
-  if mode == 'competition' then
-    return redis.call('ZLEXCOUNT', board, '-', before) + 1
-  end
-  return redis.call('ZLEXCOUNT', distinct, '-', before) + 1
-end
-
--- {member, profile JSON or false, metadata or false} per member, flat
-local function lex_entries(profiles, meta, members, key_len)
-  local out, players = {}, {}
-  for i, member in ipairs(members) do
-    players[i] = member:sub(key_len + TIME_HEX + 1)
-  end
-  if #players == 0 then
-    return out
-  end
-  local found = redis.call('HMGET', profiles, unpack(players))
-  local extra = redis.call('HMGET', meta, unpack(players))
-  for i, member in ipairs(members) do
-    out[#out + 1] = member
-    out[#out + 1] = found[i] or false
-    out[#out + 1] = extra[i] or false
-  end
-  return out
-end
-
-local function lex_key_len(text)
-  local n = parse_uint(text, 1)
-  return n and n >= 1 and n <= 5 and n * KEY_HEX or nil
-end
+-- Defined boards: lex reads ---------------------------------------------------------------
+-- (the encoding and its helpers: "Defined boards: lex members" above)
 
 --[[ lb_lex_top: the first N entries of a lex board, best first.
 Input:  KEYS[1] board, KEYS[2] profiles, KEYS[3] the board's metadata hash; ARGV[1] n, ARGV[2]
