@@ -191,6 +191,7 @@ class Handlers:
             approx=st.approx,
             mode=ranks.mode,
             request_id=req.id,
+            keys=st.keys,
         )
         await self._out.reply(client, msg)
 

@@ -49,7 +49,7 @@ PERIOD_FIELDS = (
     "mode",
     "closed_key",
 )
-DEFINITION_FIELDS = ("encoding", "tie", "metadata_bytes", "operator", "key_spec")
+DEFINITION_FIELDS = ("encoding", "tie", "metadata_bytes", "operator", "key_spec", "top_n")
 LAYOUT_FIELDS = ("seen_key", "seen_expire_at", "board_count")
 BOARD_FIELDS = (
     "board_key",
@@ -81,6 +81,7 @@ def definition_record(definition: boards.Definition) -> list[str | int]:
         definition.metadata_bytes,
         "keys" if per_key else definition.operator,
         spec,
+        definition.top_n,
     ]
 
 

@@ -80,8 +80,12 @@ class Board:
             return "lb_lex_top", [self.board, self.keys.profiles, self.meta], [n, self.key_count]
         return "lb_top", [self.board, self.keys.profiles], [n]
 
+    @property
+    def columns(self) -> tuple[dict[str, str], ...]:
+        return tuple({"name": k.name, "direction": k.direction, "display": k.display} for k in self.definition.keys)
+
     def top(self, flat: Sequence[Any]) -> BoardEntries:
-        return BoardEntries(self.period, self._entries(flat, 1, 1), self.mode)
+        return BoardEntries(self.period, self._entries(flat, 1, 1), self.mode, columns=self.columns)
 
     def around_call(self, player: str, k: int) -> Call:
         if self.lex:
@@ -91,13 +95,13 @@ class Board:
 
     def around(self, flat: Sequence[Any]) -> BoardEntries:
         if not flat:
-            return BoardEntries(self.period, [], self.mode)
+            return BoardEntries(self.period, [], self.mode, columns=self.columns)
         first_ordinal, size = int(flat[0]), int(flat[3])
         entries = self._entries(flat[4:], first_ordinal, int(flat[1]))
         ties = [self._tie(e.keys or ()) for e in entries]
         positions = assign_ranks(ORDINAL if self.mode == ORDINAL else COMPETITION, first_ordinal, int(flat[2]), ties)
         entries = [replace(e, top_percent=top_percent(p, size)) for e, p in zip(entries, positions, strict=True)]
-        return BoardEntries(self.period, entries, self.mode, size)
+        return BoardEntries(self.period, entries, self.mode, size, self.columns)
 
     def ranks_call(self, players: Sequence[str]) -> Call:
         if self.lex:

@@ -561,13 +561,28 @@ class Leaderboard(PlainReads):
     ) -> list[BoardEntries]:
         """``top()`` of several boards, ``(window, scope)`` each, in one pipelined round trip:
         for the publisher, whose tick may find hundreds of boards changed (a fraction of the
-        client's CPU per board of one call each, measured in docs/operations.md)."""
-        found = [await self._board(window_name, scope, at) for window_name, scope in boards]
-        commands = [("FCALL_RO", "lb_top", 2, key, self.keys.profiles, n) for key, _ in found]
+        client's CPU per board of one call each, measured in docs/operations.md). A defined
+        board's top is its definition's ``top_n``."""
+        found: list[Board | tuple[str, Period]] = []
+        commands: list[Command] = []
+        for window_name, scope in boards:
+            defined = await self.defined_board(window_name, scope, at)
+            if defined is not None:
+                name, keys, args = defined.top_call(defined.definition.top_n)
+                commands.append(("FCALL_RO", name, len(keys), *keys, *args))
+                found.append(defined)
+                continue
+            key, period = await self._board(window_name, scope, at)
+            commands.append(("FCALL_RO", "lb_top", 2, key, self.keys.profiles, n))
+            found.append((window_name, period))
         with _library_errors():
             replies = await execute_packed(self.redis, *commands) if commands else []
         out = []
-        for (window_name, _), (_, period), flat in zip(boards, found, replies, strict=True):
+        for board, flat in zip(found, replies, strict=True):
+            if isinstance(board, Board):
+                out.append(board.top(flat))
+                continue
+            window_name, period = board
             mode = self.config.rank_mode_for(window_name)
             out.append(BoardEntries(period, _entries(period, mode, 1, 1, flat), mode))
         return out

@@ -87,6 +87,8 @@ class BoardEntries:
     entries: list[Entry]
     mode: str = "ordinal"  # the rank mode of the entries' ranks
     size: int | None = None  # the board's member count, where the read took it (around)
+    # a defined board's keys: name, direction and display hint each (a page formats by them)
+    columns: tuple[Mapping[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

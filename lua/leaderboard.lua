@@ -721,16 +721,17 @@ end
 
 -- The definition records of a batch (lb_submit's Input names their fields): a count at pos, then
 -- the records.
-local DEFINITION_FIELDS = 5
+local DEFINITION_FIELDS = 6
 
 local function read_definitions(args, pos)
   local defs, count = {}, tonumber(args[pos]) or 0
   pos = pos + 1
   for d = 1, count do
-    local encoding, tie, metadata_bytes, operator, key_spec = unpack(args, pos, pos + DEFINITION_FIELDS - 1)
+    local encoding, tie, metadata_bytes, operator, key_spec, top_n = unpack(args, pos, pos + DEFINITION_FIELDS - 1)
     local def = { lex = encoding == 'lex', last = tie == 'last', meta_bytes = tonumber(metadata_bytes),
-      per_key = operator == 'keys', op = operator, keys = {} }
+      per_key = operator == 'keys', op = operator, keys = {}, top_n = parse_uint(top_n, 3) }
     if not ((encoding == 'lex' or encoding == 'packed') and (tie == 'first' or tie == 'last') and def.meta_bytes
+        and def.top_n
         and (def.per_key or VALID_OPS[operator]) and type(key_spec) == 'string') then
       return nil
     end
@@ -809,6 +810,49 @@ local function values_text(values)
   return table.concat(parts, ',')
 end
 
+-- apply_board for a lex board: returns the reply row {improved, rank, previous rank, first key}.
+local function apply_lex(board, player, name, ctx, need_rank)
+  local key, member, period = board.key, board.member, board.period
+  if not member then -- the stored values stay: so does the time they were reached
+    local rank = need_rank and board.old and redis.call('ZRANK', key, board.old)
+    rank = rank and rank + 1 or 0
+    return { 0, rank, rank, board.total }
+  end
+  local prev = board.old and redis.call('ZRANK', key, board.old)
+  if board.old then
+    redis.call('ZREM', key, board.old)
+    if redis.call('ZLEXCOUNT', key, '[' .. board.old_prefix, '(' .. board.old_prefix .. 'g') == 0 then
+      redis.call('ZREM', board.distinct, board.old_prefix) -- nobody holds those values any more
+    end
+  end
+  redis.call('ZADD', key, 0, member)
+  redis.call('ZADD', board.distinct, 0, board.prefix)
+  redis.call('HSET', board.members, player, member)
+  if board.meta_value and board.meta_value ~= '' then
+    redis.call('HSET', board.meta, player, board.meta_value)
+  end
+  local rank = redis.call('ZRANK', key, member)
+  local entered = rank < board.top_n and not (prev and prev < board.top_n)
+  if entered or (prev and prev < board.top_n) then
+    redis.call('HINCRBY', ctx.versions, period.window .. ':' .. period.label .. ':' .. board.scope, 1)
+  end
+  if entered then
+    redis.call('SPUBLISH', ctx.announce, cjson.encode({
+      type = 'announce', board = board.scope, window = period.window, period = period.label, player = player,
+      name = name ~= '' and name or nil, rank = lex_rank(key, board.distinct, period.mode, member, #board.prefix),
+      score = board.total, keys = board.values,
+    }))
+  end
+  if period.expire_at > 0 and not ctx.expiring[key] then
+    for _, k in ipairs({ key, board.members, board.distinct, board.meta }) do
+      redis.call('EXPIREAT', k, period.expire_at, 'NX')
+    end
+    ctx.expiring[key] = true
+  end
+  local improved = not board.old or board.prefix < board.old_prefix
+  return { improved and 1 or 0, rank + 1, prev and prev + 1 or 0, board.total }
+end
+
 -- One defined board's planned write (no writes here).
 local function plan_defined_board(keys, ref, period, def, sub, values, ts)
   local key, op = keys[ref.key], sub.op ~= '' and sub.op or def.op
@@ -831,7 +875,7 @@ local function plan_defined_board(keys, ref, period, def, sub, values, ts)
       score = old -- adding zero: keep the time the total was first reached
     end
     return { key = key, hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope, op = op, old = old,
-      total = total, score = score }
+      total = total, score = score, top_n = def.top_n }
   end
   local members = keys[ref.members]
   local old = redis.call('HGET', members, sub.player)
@@ -870,7 +914,7 @@ local function plan_defined_board(keys, ref, period, def, sub, values, ts)
     end
   end
   local final = write and stored or was
-  return { lex = true, key = key, members = members, distinct = ref.pts, meta = keys[ref.meta], period = period,
+  return { lex = true, top_n = def.top_n, key = key, members = members, distinct = ref.pts, meta = keys[ref.meta], period = period,
     scope = ref.scope, old = old, old_prefix = old and old:sub(1, key_len), prefix = prefix,
     member = write and head .. sub.player or nil, meta_value = sub.meta,
     total = int64_format(final[1][1], final[1][2]), values = values_text(final) }
@@ -911,49 +955,6 @@ local function plan_defined(keys, sub, periods, ctx)
     boards[b] = board
   end
   return { boards = boards, points = '', ts = ts }
-end
-
--- apply_board for a lex board: returns the reply row {improved, rank, previous rank, first key}.
-local function apply_lex(board, player, name, ctx, need_rank)
-  local key, member, period = board.key, board.member, board.period
-  if not member then -- the stored values stay: so does the time they were reached
-    local rank = need_rank and board.old and redis.call('ZRANK', key, board.old)
-    rank = rank and rank + 1 or 0
-    return { 0, rank, rank, board.total }
-  end
-  local prev = board.old and redis.call('ZRANK', key, board.old)
-  if board.old then
-    redis.call('ZREM', key, board.old)
-    if redis.call('ZLEXCOUNT', key, '[' .. board.old_prefix, '(' .. board.old_prefix .. 'g') == 0 then
-      redis.call('ZREM', board.distinct, board.old_prefix) -- nobody holds those values any more
-    end
-  end
-  redis.call('ZADD', key, 0, member)
-  redis.call('ZADD', board.distinct, 0, board.prefix)
-  redis.call('HSET', board.members, player, member)
-  if board.meta_value and board.meta_value ~= '' then
-    redis.call('HSET', board.meta, player, board.meta_value)
-  end
-  local rank = redis.call('ZRANK', key, member)
-  local entered = rank < ctx.top_n and not (prev and prev < ctx.top_n)
-  if entered or (prev and prev < ctx.top_n) then
-    redis.call('HINCRBY', ctx.versions, period.window .. ':' .. period.label .. ':' .. board.scope, 1)
-  end
-  if entered then
-    redis.call('SPUBLISH', ctx.announce, cjson.encode({
-      type = 'announce', board = board.scope, window = period.window, period = period.label, player = player,
-      name = name ~= '' and name or nil, rank = lex_rank(key, board.distinct, period.mode, member, #board.prefix),
-      score = board.total, keys = board.values,
-    }))
-  end
-  if period.expire_at > 0 and not ctx.expiring[key] then
-    for _, k in ipairs({ key, board.members, board.distinct, board.meta }) do
-      redis.call('EXPIREAT', k, period.expire_at, 'NX')
-    end
-    ctx.expiring[key] = true
-  end
-  local improved = not board.old or board.prefix < board.old_prefix
-  return { improved and 1 or 0, rank + 1, prev and prev + 1 or 0, board.total }
 end
 
 -- The score of the board's N-th entry, or false while the board has fewer than N entries (then
@@ -1038,6 +1039,15 @@ local function apply_board(board, player, name, ctx, need_rank)
   return { improved and 1 or 0, rank and rank + 1 or 0, prev and prev + 1 or 0, string.format('%d', board.total) }
 end
 
+-- apply_board for a packed defined board, whose top N is its definition's.
+local function apply_packed(board, player, name, ctx, need_rank)
+  local game_top = ctx.top_n
+  ctx.top_n = board.top_n -- nth_score's cache is per board key: one top N per key holds
+  local row = apply_board(board, player, name, ctx, need_rank)
+  ctx.top_n = game_top
+  return row
+end
+
 local function update_profile_name(profiles, player, name)
   local raw = redis.call('HGET', profiles, player)
   local profile = raw and cjson.decode(raw) or {}
@@ -1093,7 +1103,8 @@ local function apply_submission(keys, sub, periods, ctx)
   end
   local rows, improved_any, counted = {}, false, {}
   for b, board in ipairs(plan.boards) do
-    local row = (board.lex and apply_lex or apply_board)(board, sub.player, sub.name, ctx, ctx.rows or b == 1)
+    local apply = board.lex and apply_lex or board.top_n and apply_packed or apply_board
+    local row = apply(board, sub.player, sub.name, ctx, ctx.rows or b == 1)
     improved_any = improved_any or row[1] == 1
     rows[b] = row
     local period = board.period
@@ -1133,7 +1144,7 @@ Input:
           holds the two equal):
     settings    now_ms top_n activity_maxlen clock_skew_ms idempotency_ms announce rows max_scopes
     period      window label start_ms end_ms shift unit_ms expire_at players_key entrants_key mode closed_key
-    definition  encoding tie metadata_bytes operator key_spec
+    definition  encoding tie metadata_bytes operator key_spec top_n
     layout      seen_key seen_expire_at board_count
     board       board_key period op scope hist_key points_key definition members_key meta_key
     submission  id player points op ts name layout values meta
@@ -1147,7 +1158,8 @@ Input:
   default operator, a submission's op '' = each board's own; name '' = none; ts in milliseconds.
   Defined boards (leaderboard/boards.py): a definition's encoding is packed or lex, tie first or
   last, operator the board's (or 'keys': each key has its own), key_spec per key
-  'd|a,<op>,<min>,<max>' joined by ';' (direction, operator, int64 bounds); a board's definition
+  'd|a,<op>,<min>,<max>' joined by ';' (direction, operator, int64 bounds), top_n the size of
+  the top whose changes bump its version and are announced (the game's top_n: other boards); a board's definition
   is a 1-based index of those records (0: not a defined board; members_key and meta_key 0 too),
   its points_key then the set of distinct key parts (lex) and members_key its player -> member
   hash; a submission to a defined board has points '' and values its key values as decimal

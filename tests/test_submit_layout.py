@@ -144,6 +144,7 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
             "metadata_bytes": 16,
             "operator": "keys",
             "key_spec": f"d,best,0,500;a,set,{-(2**63)},{2**63 - 1}",
+            "top_n": 10,
         }
     ]
 
