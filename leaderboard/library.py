@@ -546,7 +546,7 @@ class Leaderboard(PlainReads):
         or the one ``period`` names)."""
         defined = await self.defined_board(window_name, scope, at, period)
         if defined is not None:
-            return defined.top(await self._defined_read(defined.top_call(n)))
+            return await self._with_metadata(defined, defined.top(await self._defined_read(defined.top_call(n))))
         key, found = await self._board(window_name, scope, at, period)
         flat = await self._fcall_ro("lb_top", [key, self.keys.profiles], n)
         mode = self.config.rank_mode_for(window_name)
@@ -555,6 +555,14 @@ class Leaderboard(PlainReads):
     async def _defined_read(self, call: tuple[str, list[str], list[str | int]]) -> Any:
         name, keys, args = call
         return await self._fcall_ro(name, keys, *args)
+
+    async def _with_metadata(self, board: Board, read: BoardEntries) -> BoardEntries:
+        """A packed defined board's entries with their metadata (a lex board's read has it)."""
+        if board.lex or not board.definition.metadata_bytes or not read.entries:
+            return read
+        found = await self.redis.hmget(board.meta, [e.player for e in read.entries])
+        entries = [replace(e, metadata=None if m is None else str(m)) for e, m in zip(read.entries, found, strict=True)]
+        return replace(read, entries=entries)
 
     async def tops(
         self, boards: Sequence[tuple[str, str]], n: int = 10, *, at: int | None = None
@@ -580,7 +588,7 @@ class Leaderboard(PlainReads):
         out = []
         for board, flat in zip(found, replies, strict=True):
             if isinstance(board, Board):
-                out.append(board.top(flat))
+                out.append(await self._with_metadata(board, board.top(flat)))
                 continue
             window_name, period = board
             mode = self.config.rank_mode_for(window_name)
@@ -600,7 +608,9 @@ class Leaderboard(PlainReads):
         """lb_around: the entries ``k`` above and below ``player`` (none when unranked)."""
         defined = await self.defined_board(window_name, scope, at, period)
         if defined is not None:
-            return defined.around(await self._defined_read(defined.around_call(player, k)))
+            return await self._with_metadata(
+                defined, defined.around(await self._defined_read(defined.around_call(player, k)))
+            )
         key, found = await self._board(window_name, scope, at, period)
         mode, w = self.config.rank_mode_for(window_name), found.window
         keys = [key, self.keys.profiles, self.keys.points(w.name, found.label, scope)]

@@ -875,7 +875,7 @@ local function plan_defined_board(keys, ref, period, def, sub, values, ts)
       score = old -- adding zero: keep the time the total was first reached
     end
     return { key = key, hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope, op = op, old = old,
-      total = total, score = score, top_n = def.top_n }
+      total = total, score = score, top_n = def.top_n, meta = keys[ref.meta], meta_value = sub.meta }
   end
   local members = keys[ref.members]
   local old = redis.call('HGET', members, sub.player)
@@ -1039,12 +1039,20 @@ local function apply_board(board, player, name, ctx, need_rank)
   return { improved and 1 or 0, rank and rank + 1 or 0, prev and prev + 1 or 0, string.format('%d', board.total) }
 end
 
--- apply_board for a packed defined board, whose top N is its definition's.
+-- apply_board for a packed defined board, whose top N is its definition's, and its metadata.
 local function apply_packed(board, player, name, ctx, need_rank)
+  local old, score = board.old, board.score
+  local written = old == nil or (board.op == 'best' and score > old) or (board.op ~= 'best' and score ~= old)
   local game_top = ctx.top_n
   ctx.top_n = board.top_n -- nth_score's cache is per board key: one top N per key holds
   local row = apply_board(board, player, name, ctx, need_rank)
   ctx.top_n = game_top
+  if written and board.meta_value ~= '' then
+    redis.call('HSET', board.meta, player, board.meta_value)
+    if board.period.expire_at > 0 then
+      redis.call('EXPIREAT', board.meta, board.period.expire_at, 'NX')
+    end
+  end
   return row
 end
 
