@@ -151,7 +151,8 @@ class Definition:
 
     @property
     def order(self) -> tuple[Any, ...]:
-        """What fixes the order of a live board's members: a change to it is refused."""
+        """What fixes the order of a live board's members, and what its writes keep beside them
+        (the distinct values dense ranks count, kept in dense mode only): a change is refused."""
         return (
             tuple((k.name, k.direction, k.min, k.max) for k in self.keys),
             self.tie,
@@ -159,6 +160,7 @@ class Definition:
             self.windows,
             self.time_zone,
             self.season,
+            self.rank_mode == DENSE,
         )
 
     def operator_of(self, i: int) -> str:
@@ -326,12 +328,13 @@ def parse(raw: Mapping[str, Any] | str | bytes) -> Definition:
 
 def check_update(old: Definition, new: Definition) -> Definition:
     """``new`` as the next revision of ``old``; InvalidBoard(board_reorder) when it would reorder
-    the live board's members (keys, directions, bounds, tie, encoding, windows, time zone)."""
+    the live board's members (keys, directions, bounds, tie, encoding, windows, time zone) or
+    switch dense ranks on or off (their distinct values are kept by the writes of dense boards)."""
     if old.order != new.order:
         raise _fail(
             "board_reorder",
-            f"board {old.id}: keys, directions, bounds, tie, windows and time zone are fixed once a board "
-            "exists; create a new board instead",
+            f"board {old.id}: keys, directions, bounds, tie, windows, time zone and dense ranks are fixed once "
+            "a board exists; create a new board instead",
         )
     return Definition(**{**{f: getattr(new, f) for f in new.__dataclass_fields__}, "version": old.version + 1})
 

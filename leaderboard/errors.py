@@ -94,7 +94,7 @@ BOARD_CODES = {
     "unknown_extension": "extensions must name known extensions",
     "invalid_extension": "an extension's value broke its rule",
     "board_exists": "a board of that id exists; update it instead",
-    "board_reorder": "keys, directions, bounds, tie, windows and time zone of a board are fixed",
+    "board_reorder": "keys, directions, bounds, tie, windows, time zone and dense ranks of a board are fixed",
     "stale_board": "the board changed since the version the update was made from",
     # shared with submissions: the same codes, the same words
     **{

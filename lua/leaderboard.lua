@@ -802,6 +802,23 @@ local function combine_values(def, op, old, new)
   return out
 end
 
+-- A lex member's key values ({hi, lo} each), and the key part of values.
+local function lex_values(def, member)
+  local out = {}
+  for i, k in ipairs(def.keys) do
+    out[i] = { key_of_hex(member:sub((i - 1) * KEY_HEX + 1, i * KEY_HEX), k.desc) }
+  end
+  return out
+end
+
+local function lex_prefix(def, values)
+  local parts = {}
+  for i, k in ipairs(def.keys) do
+    parts[i] = key_hex(values[i][1], values[i][2], k.desc)
+  end
+  return table.concat(parts)
+end
+
 local function values_text(values)
   local parts = {}
   for i, v in ipairs(values) do
@@ -811,36 +828,68 @@ local function values_text(values)
 end
 
 -- apply_board for a lex board: returns the reply row {improved, rank, previous rank, first key}.
+-- A planned lex write's first key value and all its values, as text (what rows and
+-- announcements show), made only where they are shown: formatting int64 costs a loop per digit.
+local function lex_texts(board)
+  local v = board.member and board.stored or lex_values(board.def, board.old)
+  return int64_format(v[1][1], v[1][2]), values_text(v)
+end
+
 local function apply_lex(board, player, name, ctx, need_rank)
-  local key, member, period = board.key, board.member, board.period
+  local key, member, period, old, top_n = board.key, board.member, board.period, board.old, board.top_n
+  -- A defined slip's activity entry carries no rank (its points are not the game's), so a rank
+  -- is read only for rows, or where the top N needs it.
+  need_rank = ctx.rows
   if not member then -- the stored values stay: so does the time they were reached
-    local rank = need_rank and board.old and redis.call('ZRANK', key, board.old)
+    local rank = need_rank and old and redis.call('ZRANK', key, old)
     rank = rank and rank + 1 or 0
-    return { 0, rank, rank, board.total }
+    return { 0, rank, rank, need_rank and (lex_texts(board)) or '' }
   end
-  local prev = board.old and redis.call('ZRANK', key, board.old)
-  if board.old then
-    redis.call('ZREM', key, board.old)
-    if redis.call('ZLEXCOUNT', key, '[' .. board.old_prefix, '(' .. board.old_prefix .. 'g') == 0 then
+  -- Whether a member is in the top N is a comparison with the N-th member (read once per batch
+  -- and again after the top N changed), not a ZRANK per write: members order as text.
+  local nth = ctx.nth[key]
+  if nth == nil then
+    nth = redis.call('ZRANGE', key, top_n - 1, top_n - 1)[1] or false
+    ctx.nth[key] = nth
+  end
+  local was_top = old and (nth == false or old <= nth)
+  local prev = need_rank and old and redis.call('ZRANK', key, old)
+  local dense = period.mode == 'dense' -- the distinct key parts serve dense ranks only
+  if old then
+    redis.call('ZREM', key, old)
+    if dense and board.old_prefix ~= board.prefix
+        and redis.call('ZLEXCOUNT', key, '[' .. board.old_prefix, '(' .. board.old_prefix .. 'g') == 0 then
       redis.call('ZREM', board.distinct, board.old_prefix) -- nobody holds those values any more
     end
   end
   redis.call('ZADD', key, 0, member)
-  redis.call('ZADD', board.distinct, 0, board.prefix)
+  if dense then
+    redis.call('ZADD', board.distinct, 0, board.prefix)
+  end
   redis.call('HSET', board.members, player, member)
-  if board.meta_value and board.meta_value ~= '' then
+  if board.meta_value ~= '' then
     redis.call('HSET', board.meta, player, board.meta_value)
   end
-  local rank = redis.call('ZRANK', key, member)
-  local entered = rank < board.top_n and not (prev and prev < board.top_n)
-  if entered or (prev and prev < board.top_n) then
-    redis.call('HINCRBY', ctx.versions, period.window .. ':' .. period.label .. ':' .. board.scope, 1)
+  -- better than the N-th before the write: in the top N; worse, and it was in it: read its rank
+  local rank = need_rank and redis.call('ZRANK', key, member)
+  local now_top = nth == false or member < nth
+  if not now_top and was_top then
+    rank = rank or redis.call('ZRANK', key, member)
+    now_top = rank < top_n
   end
-  if entered then
+  if was_top or now_top then
+    redis.call('HINCRBY', ctx.versions, period.window .. ':' .. period.label .. ':' .. board.scope, 1)
+    ctx.nth[key] = nil
+  end
+  local total, values = '', nil
+  if need_rank or (now_top and not was_top) then
+    total, values = lex_texts(board)
+  end
+  if now_top and not was_top then
     redis.call('SPUBLISH', ctx.announce, cjson.encode({
       type = 'announce', board = board.scope, window = period.window, period = period.label, player = player,
       name = name ~= '' and name or nil, rank = lex_rank(key, board.distinct, period.mode, member, #board.prefix),
-      score = board.total, keys = board.values,
+      score = total, keys = values,
     }))
   end
   if period.expire_at > 0 and not ctx.expiring[key] then
@@ -849,12 +898,12 @@ local function apply_lex(board, player, name, ctx, need_rank)
     end
     ctx.expiring[key] = true
   end
-  local improved = not board.old or board.prefix < board.old_prefix
-  return { improved and 1 or 0, rank + 1, prev and prev + 1 or 0, board.total }
+  local improved = not old or board.prefix < board.old_prefix
+  return { improved and 1 or 0, rank and rank + 1 or 0, prev and prev + 1 or 0, total }
 end
 
 -- One defined board's planned write (no writes here).
-local function plan_defined_board(keys, ref, period, def, sub, values, ts)
+local function plan_defined_board(keys, ref, period, def, sub, values, new_prefix, ts)
   local key, op = keys[ref.key], sub.op ~= '' and sub.op or def.op
   local t = math.floor((ts - period.start_ms) / period.unit_ms)
   if not def.lex then
@@ -879,27 +928,17 @@ local function plan_defined_board(keys, ref, period, def, sub, values, ts)
   end
   local members = keys[ref.members]
   local old = redis.call('HGET', members, sub.player)
-  local stored, was, write = values, nil, true
+  local stored, prefix, write = values, new_prefix, true
   local key_len = #def.keys * KEY_HEX
   local tuple_op = not def.per_key and (sub.op ~= '' and sub.op or def.op)
-  if old then
-    was = {}
-    for i, k in ipairs(def.keys) do
-      was[i] = { key_of_hex(old:sub((i - 1) * KEY_HEX + 1, i * KEY_HEX), k.desc) }
+  if old and tuple_op ~= 'best' and tuple_op ~= 'set' then -- incr, or per-key operators
+    local failure
+    stored, failure = combine_values(def, sub.op, lex_values(def, old), values)
+    if not stored then
+      return nil, failure
     end
-    if tuple_op ~= 'best' and tuple_op ~= 'set' then -- incr, or per-key operators
-      local failure
-      stored, failure = combine_values(def, sub.op, was, values)
-      if not stored then
-        return nil, failure
-      end
-    end
+    prefix = lex_prefix(def, stored)
   end
-  local parts = {}
-  for i, k in ipairs(def.keys) do
-    parts[i] = key_hex(stored[i][1], stored[i][2], k.desc)
-  end
-  local prefix = table.concat(parts)
   local head = prefix .. time_hex(ts, def.last)
   if old then
     -- best and set weigh the time with the values, as the board orders them (a packed board's
@@ -913,11 +952,9 @@ local function plan_defined_board(keys, ref, period, def, sub, values, ts)
       write = prefix ~= old:sub(1, key_len)
     end
   end
-  local final = write and stored or was
-  return { lex = true, top_n = def.top_n, key = key, members = members, distinct = ref.pts, meta = keys[ref.meta], period = period,
-    scope = ref.scope, old = old, old_prefix = old and old:sub(1, key_len), prefix = prefix,
-    member = write and head .. sub.player or nil, meta_value = sub.meta,
-    total = int64_format(final[1][1], final[1][2]), values = values_text(final) }
+  return { lex = true, def = def, top_n = def.top_n, key = key, members = members, distinct = ref.pts,
+    meta = keys[ref.meta], period = period, scope = ref.scope, old = old, old_prefix = old and old:sub(1, key_len),
+    prefix = prefix, member = write and head .. sub.player or nil, meta_value = sub.meta, stored = stored }
 end
 
 -- plan_submission for a slip naming a defined board (sub.layout.def): its key values and
@@ -939,7 +976,7 @@ local function plan_defined(keys, sub, periods, ctx)
   if not ts then
     return nil, late
   end
-  local boards = {}
+  local boards, new_prefix = {}, def.lex and lex_prefix(def, values)
   for b, ref in ipairs(sub.layout.refs) do
     local period = periods[ref.period]
     if ts < period.start_ms or ts >= period.end_ms then
@@ -948,7 +985,7 @@ local function plan_defined(keys, sub, periods, ctx)
     if period_closed(period) then
       return nil, entry_error('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
     end
-    local board, failure = plan_defined_board(keys, ref, period, def, sub, values, ts)
+    local board, failure = plan_defined_board(keys, ref, period, def, sub, values, new_prefix, ts)
     if not board then
       return nil, failure
     end
