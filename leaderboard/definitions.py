@@ -85,16 +85,12 @@ async def watch(registry: Definitions, every: float = REFRESH_S) -> None:
     """Refresh ``registry`` every ``every`` seconds until cancelled (a gateway's background
     task; a scorer refreshes in its publisher's tick). Redis away: the definitions held stay in
     use, and the next refresh that reaches it catches up."""
-    down = False
     while True:
         try:
             if await registry.refresh():
-                log.info(
-                    "boards of %s: version %s, %d defined", registry.keys.game, registry.version, len(registry.stored)
-                )
-            down = False
+                game, stored = registry.keys.game, len(registry.stored)
+                log.info("boards of %s: version %s, %d defined", game, registry.version, stored)
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-            if not down:
-                log.warning("boards of %s: not refreshed, redis unavailable (%s)", registry.keys.game, exc)
-            down = True
+            # the process's own Redis watch (a gateway's hub) says so, once, with the address
+            log.debug("boards of %s: not refreshed (%s)", registry.keys.game, type(exc).__name__)
         await asyncio.sleep(every)
