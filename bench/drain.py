@@ -12,8 +12,18 @@ every read, a light load gives a few), and reads per submission:
 * the Redis process's own CPU (``INFO cpu``, user + system) for the whole path: commands and
   everything around them (reading and writing sockets, feeding a replica).
 
-``--replica``: the same run again with a replica attached to the server (one run each, same
-workload), and the replica's CPU.
+Calls per submission: the commands run inside ``lb_submit`` (everything the drain ran but the
+scorer's own per-batch commands), and the Lua around them: the FCALL's time less theirs.
+
+``--baseline-library REF``: the same workload drained by the code of a git ref (its library and
+the scorer and encoder that call it, exported to a temporary directory), or by the library file
+at a path with this tree's scorer, alternating with this tree (``--rounds`` pairs, A B A B...), so
+both are measured under the same load. ``--replica``: every run again with a replica attached to
+the server, and the replica's CPU.
+
+``--floor``: the same workload through a function doing only the commands a three-window best
+needs (per submission a ZSCORE per board, a ZADD where it beats the old score, the activity XADD;
+per batch one SADD of the ids and one PFADD per window), the floor ``lb_submit`` stands on.
 
 Unless ``--no-write``, the figures are recorded in bench/results/drain.json.
 """
@@ -22,9 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -60,9 +74,132 @@ def usec(client: redis.Redis) -> dict[str, tuple[int, int]]:
     return {name.removeprefix("cmdstat_"): (int(s["usec"]), int(s["calls"])) for name, s in stats.items()}
 
 
-def run(args: Any, replica: bool) -> dict[str, Any]:
-    """Print one run's figures and return them."""
+# What the scorer sends around its FCALL, once per batch (read, acknowledge) or once per run:
+# everything else the drain ran, ran inside lb_submit.
+OUTSIDE = frozenset(
+    {
+        "fcall",
+        "xreadgroup",
+        "multi",
+        "exec",
+        "xack",
+        "xdel",
+        "srem",
+        "xautoclaim",
+        "xpending",
+        "xgroup|create",
+        "function|load",
+        "hello",
+        "client|setinfo",
+        "client|setname",
+        "info",
+        "config|resetstat",
+        "ping",
+    }
+)
+
+
+FLOOR_LIBRARY = """#!lua name=drainfloor
+-- KEYS: three boards, the activity stream, the seen bucket, three distinct-player logs
+-- ARGV: id, player, points for each submission
+local function floor_submit(keys, args)
+  local ids, players = {}, {}
+  for i = 1, #args, 3 do
+    local id, player, points = args[i], args[i + 1], tonumber(args[i + 2])
+    for b = 1, 3 do
+      local old = redis.call('ZSCORE', keys[b], player)
+      if not old or points > tonumber(old) then
+        redis.call('ZADD', keys[b], points, player)
+      end
+    end
+    redis.call('XADD', keys[4], 'MAXLEN', '~', 10000, '*', 'id', id, 'player', player, 'points', args[i + 2])
+    ids[#ids + 1], players[#players + 1] = id, player
+  end
+  redis.call('SADD', keys[5], unpack(ids))
+  for h = 6, 8 do
+    redis.call('PFADD', keys[h], unpack(players))
+  end
+  return #ids
+end
+redis.register_function('floor_submit', floor_submit)
+"""
+
+
+def function_figures(stats: dict[str, tuple[int, int]], n: int, spent: float) -> dict[str, Any]:
+    """Print and return the figures of the function calls in ``stats`` (commandstats of ``n``
+    submissions, ``spent`` seconds of the Redis process's CPU meanwhile): its Redis time, the
+    calls inside it and the Lua around them, per submission."""
+    inside = {name: stat for name, stat in stats.items() if name not in OUTSIDE}
+    fcall_us = stats.get("fcall", (0, 0))[0] / n
+    inside_us, inside_calls = sum(u for u, _ in inside.values()) / n, sum(c for _, c in inside.values()) / n
+    print(f"FCALL: {fcall_us:.1f} us of Redis time per submission")
+    print(f"  inside it: {inside_calls:.2f} Redis calls per submission, {inside_us:.1f} us", end="")
+    print(f"; Lua around them {fcall_us - inside_us:.1f} us")
+    by_calls = sorted(inside.items(), key=lambda kv: -kv[1][1])
+    print("  " + ", ".join(f"{c / n:.2f} {name.upper()}" for name, (_, c) in by_calls if c / n >= 0.005))
+    # wall-clock usec (above) grow when the machine is busy; the process's CPU hardly does
+    print(f"Redis process CPU meanwhile: {spent / n * 1e6:.1f} us per submission")
+    return {
+        "fcall_us_per_submission": fcall_us,
+        "calls_per_submission": inside_calls,
+        "lua_us_per_submission": fcall_us - inside_us,
+        "calls_per_submission_by_command": {name: c / n for name, (_, c) in inside.items()},
+        "call_cpu_us_per_submission": spent / n * 1e6,
+    }
+
+
+def floor(args: Any) -> dict[str, Any]:
+    """The same workload through FLOOR_LIBRARY, in batches of --scorer-batch: its Redis time."""
+    n, batch = args.submissions, min(args.scorer_batch, 1000)  # unpack() bounds a call's ids
+    rnd = random.Random(args.seed)
+    # the packed scores of lb_submit are points * 2^k + a tie part: of the same magnitude here
+    subs = [(f"s{i}", f"p{rnd.randrange(50_000)}", rnd.randrange(1_000_000) * 2**26) for i in range(n)]
+    keys = [
+        "f:{b}:daily",
+        "f:{b}:weekly",
+        "f:{b}:alltime",
+        "f:{b}:activity",
+        "f:{b}:seen",
+        "f:{b}:h1",
+        "f:{b}:h2",
+        "f:{b}:h3",
+    ]
+    with RedisServer(tempfile.mkdtemp(prefix="drain-floor-")) as server:
+        r = redis.Redis.from_url(server.url)
+        r.function_load(FLOOR_LIBRARY, replace=True)
+        r.config_resetstat()
+        cpu0 = cpu(r)
+        for start in range(0, n, batch):
+            flat = [x for sub in subs[start : start + batch] for x in sub]
+            r.fcall("floor_submit", len(keys), *keys, *flat)
+        spent = cpu(r) - cpu0
+        stats = usec(r)
+        r.close()
+    print(f"== the floor: {n:,} submissions, {batch} per call")
+    return function_figures(stats, n, spent)
+
+
+def code_tree(baseline: str, directory: Path) -> Path:
+    """A directory holding the packages the scorer runs (leaderboard, scorer) and its library:
+    a git ref's (``git archive``), or this tree's with the library file at ``baseline``."""
+    if Path(baseline).is_file():
+        for package in ("leaderboard", "scorer"):
+            shutil.copytree(results.ROOT / package, directory / package, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(results.ROOT / "lua", directory / "leaderboard" / "lua")
+        shutil.copyfile(baseline, directory / "leaderboard" / "lua" / "leaderboard.lua")
+        return directory
+    archive = subprocess.run(
+        ["git", "archive", baseline, "leaderboard", "scorer", "lua"], cwd=results.ROOT, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
+    (directory / "lua").rename(directory / "leaderboard" / "lua")  # where the package maps it
+    return directory
+
+
+def run(args: Any, replica: bool, tree: Path | None = None) -> dict[str, Any]:
+    """Print one run's figures and return them: this tree's code, or the one in ``tree``."""
     n = args.submissions
+    code = (tree / "leaderboard" / "lua" / "leaderboard.lua").read_text() if tree else library_code()
     with (
         RedisServer(tempfile.mkdtemp(prefix="drain-bench-")) as server,
         RedisServer(tempfile.mkdtemp(prefix="drain-bench-replica-")) as copy,
@@ -75,15 +212,18 @@ def run(args: Any, replica: bool) -> dict[str, Any]:
                 if time.monotonic() > deadline:
                     raise RuntimeError("the replica did not come online")
                 time.sleep(0.05)
-        r.function_load(library_code(), replace=True)
+        r.function_load(code, replace=True)
         r.config_resetstat()
         cpu0, replica_cpu0 = cpu(r), cpu(c)
         asyncio.run(fill(server.url, n, args.seed, args.submit_batch))
         queued = usec(r)
         r.config_resetstat()
+        drain_cpu0 = cpu(r)
         started = time.perf_counter()
-        drain(server.url, LB_SCORER_BATCH=str(args.scorer_batch))
+        # run from the tree: the scorer imports (and loads) the code it finds first on its path
+        drain(server.url, cwd=tree, LB_SCORER_BATCH=str(args.scorer_batch))
         elapsed = time.perf_counter() - started
+        drain_spent = cpu(r) - drain_cpu0
         drained = usec(r)
         if replica:  # the replica has applied everything the master sent before its CPU is read
             offset = r.info("replication")["master_repl_offset"]
@@ -93,10 +233,12 @@ def run(args: Any, replica: bool) -> dict[str, Any]:
         r.close()
         c.close()
     total_q, total_d = (sum(u for u, _ in stats.values()) / n for stats in (queued, drained))
-    what = "with a replica" if replica else "no replica"
+    what = ("with a replica" if replica else "no replica") + (f", the code of {args.baseline_library}" if tree else "")
     print(f"== {what}: {n:,} submissions, {args.submit_batch} per submit call, scorer batch {args.scorer_batch}")
     print(f"drained in {elapsed:.2f} s ({n / elapsed:,.0f}/s wall clock)")
-    print(f"lb_submit FCALL: {drained.get('fcall', (0, 0))[0] / n:.1f} us of Redis time per submission")
+    print("lb_submit ", end="")
+    # CPU while draining: the FCALLs and the scorer's reads and acknowledgements (the same for any code)
+    submit = function_figures(drained, n, drain_spent)
     print(f"all commands: queueing {total_q:.1f} + draining {total_d:.1f} = {total_q + total_d:.1f} us per submission")
     print(f"Redis process CPU, queue + drain: {spent / n * 1e6:.1f} us per submission", end="")
     print(f"; the replica's: {replica_spent / n * 1e6:.1f} us" if replica else "")
@@ -107,7 +249,7 @@ def run(args: Any, replica: bool) -> dict[str, Any]:
     return {
         "submissions": n,
         "drained_per_s": n / elapsed,
-        "fcall_us_per_submission": drained.get("fcall", (0, 0))[0] / n,
+        **submit,
         "queue_us_per_submission": total_q,
         "drain_us_per_submission": total_d,
         "redis_cpu_us_per_submission": spent / n * 1e6,
@@ -126,16 +268,52 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--submit-batch", type=int, default=500, help="submissions per submit call")
     p.add_argument("--scorer-batch", type=int, default=500, help="entries per scorer read (LB_SCORER_BATCH)")
     p.add_argument("--replica", action="store_true", help="also run with a replica attached")
+    p.add_argument(
+        "--baseline-library",
+        metavar="REF|PATH",
+        help="also drain with the code of a git ref (its library, scorer and encoder), or with a library file",
+    )
+    p.add_argument("--rounds", type=int, default=2, help="baseline/this-tree pairs, alternating (with a baseline)")
+    p.add_argument("--floor", action="store_true", help="also run the floor: only the commands a best needs")
     results.add_no_write(p)
     args = p.parse_args(argv)
-    if min(args.submissions, args.submit_batch, args.scorer_batch) < 1:
-        p.error("--submissions, --submit-batch and --scorer-batch must be at least 1")
-    figures = {
-        "with_replica" if replica else "no_replica": run(args, replica)
-        for replica in ((False, True) if args.replica else (False,))
-    }
+    if min(args.submissions, args.submit_batch, args.scorer_batch, args.rounds) < 1:
+        p.error("--submissions, --submit-batch, --scorer-batch and --rounds must be at least 1")
+    with tempfile.TemporaryDirectory(prefix="drain-baseline-") as scratch:
+        tree = code_tree(args.baseline_library, Path(scratch)) if args.baseline_library else None
+        figures: dict[str, Any] = {}
+        for replica in (False, True) if args.replica else (False,):
+            name = "with_replica" if replica else "no_replica"
+            if tree is None:
+                figures[name] = run(args, replica)
+                continue
+            runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "this": []}
+            for _ in range(args.rounds):
+                runs["baseline"].append(run(args, replica, tree))
+                runs["this"].append(run(args, replica))
+            figures[name] = {"baseline_library": args.baseline_library, **runs}
+            summary(runs)
+        if args.floor:
+            figures["floor"] = floor(args)
     results.save("drain", figures, args, module="bench.drain", argv=argv)
     return 0
+
+
+def summary(runs: dict[str, list[dict[str, Any]]]) -> None:
+    """The alternating runs side by side: each figure's runs and median, baseline first."""
+    print("== baseline -> this tree (each run, then the median)")
+    for label, key in (
+        ("lb_submit us/submission", "fcall_us_per_submission"),
+        ("Redis calls/submission", "calls_per_submission"),
+        ("Lua around them us", "lua_us_per_submission"),
+        ("Redis CPU draining us/sub", "call_cpu_us_per_submission"),
+        ("Redis CPU queue+drain us/sub", "redis_cpu_us_per_submission"),
+    ):
+        base, this = ([run[key] for run in runs[side]] for side in ("baseline", "this"))
+        print(
+            f"  {label:<29} {', '.join(f'{x:.2f}' for x in base)} (median {statistics.median(base):.2f})"
+            f" -> {', '.join(f'{x:.2f}' for x in this)} (median {statistics.median(this):.2f})"
+        )
 
 
 if __name__ == "__main__":

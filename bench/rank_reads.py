@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import redis
 
@@ -56,9 +57,9 @@ async def read(url: str, players: int, chunk: int, seconds: float, seed: int) ->
     return reads, size
 
 
-def drain(url: str, **extra: str) -> None:
+def drain(url: str, cwd: Path | None = None, **extra: str) -> None:
     """Apply every queued submission with one burst scorer replica (``python -m scorer --burst``,
-    ``extra`` added to its environment), as in production."""
+    ``extra`` added to its environment, run in ``cwd`` if given), as in production."""
     env = {
         **os.environ,
         "LB_REDIS_URL": url,
@@ -70,7 +71,7 @@ def drain(url: str, **extra: str) -> None:
         "LB_LOG_LEVEL": "WARNING",
         **extra,
     }
-    subprocess.run([sys.executable, "-m", "scorer", "--burst"], env=env, check=True)
+    subprocess.run([sys.executable, "-m", "scorer", "--burst"], env=env, cwd=cwd, check=True)
 
 
 def main(argv: list[str] | None = None) -> int:

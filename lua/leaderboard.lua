@@ -286,17 +286,35 @@ local function fmt_points(points)
   return string.format('%d', points)
 end
 
+-- The score encoding, its one place (the header's "Score packing"): points and the time since the
+-- period's start, in the window's tie unit, packed into one exact double, and the points read
+-- back. lowest_score is the smallest packed score holding `points`, so the scores holding exactly
+-- `points` are [lowest_score(points), lowest_score(points + 1) - 1].
+local function pack_score(points, t, scale)
+  return points * scale + (scale - 1 - t)
+end
+
+local function score_points(score, scale)
+  return math.floor(score / scale)
+end
+
+local function lowest_score(points, scale)
+  return points * scale
+end
+
 --[[ board_score_changed: keep a board's histogram and distinct points right after a member's
 packed score went from old to new (either nil: the member was added or removed). Call it AFTER the
 board itself was written (ZADD / ZREM): whether the old points value is still held by someone is
 read from the board. points_key: the board's points set in dense mode, nil otherwise. O(1) for the
 histogram, O(log N) for the points set; nothing when the points stay the same (only the time part
 moved). Any function that moves scores (submit, a correction, a ban) calls it, so dense ranks and
-the histogram stay exact.
+the histogram stay exact. `deltas` (lb_submit's batch): the histogram's changes are added up there
+and written once per bucket at the end of the batch (flush_histograms) instead of two HINCRBYs per
+write; nothing in the batch reads the histogram in between.
 ]]
-local function board_score_changed(board_key, hist_key, points_key, scale, old, new)
-  local old_points = old and math.floor(old / scale) or nil
-  local new_points = new and math.floor(new / scale) or nil
+local function board_score_changed(board_key, hist_key, points_key, scale, old, new, deltas)
+  local old_points = old and score_points(old, scale) or nil
+  local new_points = new and score_points(new, scale) or nil
   if old_points == new_points then
     return
   end
@@ -305,14 +323,29 @@ local function board_score_changed(board_key, hist_key, points_key, scale, old, 
   end
   local old_bucket, new_bucket = old_points and bucket_of(old_points), new_points and bucket_of(new_points)
   if new_bucket ~= old_bucket then
-    if new_bucket then
-      redis.call('HINCRBY', hist_key, new_bucket, 1)
-    end
-    if old_bucket and redis.call('HINCRBY', hist_key, old_bucket, -1) <= 0 then
-      redis.call('HDEL', hist_key, old_bucket)
+    if deltas then
+      local d = deltas[hist_key]
+      if not d then
+        d = {}
+        deltas[hist_key] = d
+        deltas[#deltas + 1] = hist_key -- written in first-touched order
+      end
+      if new_bucket then
+        d[new_bucket] = (d[new_bucket] or 0) + 1
+      end
+      if old_bucket then
+        d[old_bucket] = (d[old_bucket] or 0) - 1
+      end
+    else
+      if new_bucket then
+        redis.call('HINCRBY', hist_key, new_bucket, 1)
+      end
+      if old_bucket and redis.call('HINCRBY', hist_key, old_bucket, -1) <= 0 then
+        redis.call('HDEL', hist_key, old_bucket)
+      end
     end
   end
-  if old_points and points_key and redis.call('ZCOUNT', board_key, old_points * scale, (old_points + 1) * scale - 1) == 0 then
+  if old_points and points_key and redis.call('ZCOUNT', board_key, lowest_score(old_points, scale), lowest_score(old_points + 1, scale) - 1) == 0 then
     redis.call('ZREM', points_key, fmt_points(old_points))
   end
 end
@@ -320,7 +353,7 @@ end
 -- The rank of a member holding `points`, in `mode`, given its ordinal rank (1-based).
 local function mode_rank(board_key, points_key, scale, mode, points, ordinal)
   if mode == 'competition' then
-    return redis.call('ZCOUNT', board_key, (points + 1) * scale, '+inf') + 1
+    return redis.call('ZCOUNT', board_key, lowest_score(points + 1, scale), '+inf') + 1
   elseif mode == 'dense' then
     return redis.call('ZCOUNT', points_key, '(' .. fmt_points(points), '+inf') + 1
   end
@@ -352,7 +385,7 @@ local function read_histogram(hist_key, board_key, scale)
   end
   return {
     above = above, counts = counts,
-    best = math.floor(tonumber(best[2]) / scale), worst = math.floor(tonumber(worst[2]) / scale),
+    best = score_points(tonumber(best[2]), scale), worst = score_points(tonumber(worst[2]), scale),
   }
 end
 
@@ -628,17 +661,46 @@ local function record_scopes(ctx, scopes)
   end
 end
 
+-- Reads made once per batch ----------------------------------------------------------------
+
+-- Which of `items` a set (SMISMEMBER) or a hash (HMGET) holds, as a table item -> true: one call
+-- per 1,000 items (unpack() is bounded by Lua's C stack) instead of one per submission.
+local function held(command, key, items)
+  local found = {}
+  for i = 1, #items, 1000 do
+    local last = math.min(i + 999, #items)
+    local replies = redis.call(command, key, unpack(items, i, last))
+    for j = 1, last - i + 1 do
+      local reply = replies[j]
+      if reply and reply ~= 0 then
+        found[items[i + j - 1]] = true
+      end
+    end
+  end
+  return found
+end
+
+-- A tournament's entrants among the batch's players, read once per batch (the list never
+-- shrinks while its tournament runs, and nothing in the batch adds to it).
+local function entered(ctx, period)
+  local found = period.entered
+  if not found then
+    found = held('SMISMEMBER', period.entrants, ctx.players)
+    period.entered = found
+  end
+  return found[ctx.player] == true
+end
+
 -- Per-submission validation and planning (no writes) ---------------------------------------
 
--- Returns a plan {boards = {...}} or an error triple. Every check happens here, before any
--- write, so a refused submission can never leave a partial update behind.
--- The checks every slip passes, whatever board it names: its player and name (check_slip),
--- then, after its values, its operator and time (check_time: the timestamp, or nil and the error).
+-- The checks every slip passes, whatever board it names: its player and name (check_slip: nil,
+-- or the error triple), then, after its values, its operator and time (check_time: the
+-- timestamp, or nil and the error).
 local function check_slip(sub)
   if not valid_player(sub.player) then
     return entry_error('invalid_player', PLAYER_RULE)
   end
-  if #sub.name > MAX_NAME_BYTES or not plain_text(sub.name) then
+  if sub.name ~= '' and (#sub.name > MAX_NAME_BYTES or not plain_text(sub.name)) then
     return entry_error('invalid_name', 'name must be valid UTF-8 of at most ' .. MAX_NAME_BYTES .. ' bytes, without control characters')
   end
 end
@@ -660,6 +722,11 @@ local function check_time(sub, ctx)
   return ts
 end
 
+-- Returns the points, the timestamp and the new scopes (nil: none) with the boards planned in
+-- ctx.boards[1 .. #sub.layout.refs], or nil and an error triple. Every check happens here, before
+-- any write, so a refused submission can never leave a partial update behind. The board records
+-- are reused from one submission to the next: a table per board per slip was a measurable share
+-- of the call.
 local function plan_submission(keys, sub, periods, ctx)
   local refused = check_slip(sub)
   if refused then
@@ -674,43 +741,47 @@ local function plan_submission(keys, sub, periods, ctx)
     return nil, late
   end
 
-  local boards, new_scopes, new_count = {}, {}, 0
+  local boards, new_scopes, new_count = ctx.boards, nil, 0
+  ctx.player = sub.player
   for b, ref in ipairs(sub.layout.refs) do
     local period = periods[ref.period]
     if ts < period.start_ms or ts >= period.end_ms then
       return nil, entry_error('timestamp_outside_window', 'timestamp is outside the ' .. period.window .. ' window ' .. period.label)
     end
-    if period.entrants and redis.call('SISMEMBER', period.entrants, sub.player) == 0 then
+    if period.entrants and not entered(ctx, period) then
       return nil, entry_error('not_entered', 'player is not entered in tournament ' .. period.label)
     end
     if period_closed(period) then
       return nil, entry_error('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
     end
-    if ref.scope ~= 'global' and not new_scopes[ref.scope] and not known_scope(ctx, ref.scope) then
+    if ref.scope ~= 'global' and not (new_scopes and new_scopes[ref.scope]) and not known_scope(ctx, ref.scope) then
       if ctx.max_scopes > 0 and scope_count(ctx) + new_count >= ctx.max_scopes then
         return nil, entry_error('too_many_scopes', 'the game has ' .. ctx.max_scopes .. ' region and mode values (LB_MAX_SCOPES): ' .. ref.scope .. ' would be one more')
       end
+      new_scopes = new_scopes or {}
       new_scopes[ref.scope], new_count = true, new_count + 1
     end
     local op = sub.op ~= '' and sub.op or ref.op
-    local key = keys[ref.key]
-    local t = math.floor((ts - period.start_ms) / period.unit_ms)
-    local tie = period.scale - 1 - t
+    local key, scale = keys[ref.key], period.scale
     local old = redis.call('ZSCORE', key, sub.player)
     old = old and tonumber(old) or nil
     local total = points
     if op == 'incr' and old then
-      total = math.floor(old / period.scale) + points
+      total = score_points(old, scale) + points
     end
     if total > period.max_points then
       return nil, entry_error('points_out_of_range', 'points must stay below ' .. string.format('%d', period.max_points + 1) .. ' on the ' .. period.window .. ' board')
     end
-    boards[b] = {
-      key = key, hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope, op = op, old = old,
-      total = total, score = total * period.scale + tie,
-    }
+    local board = boards[b]
+    if not board then
+      board = {}
+      boards[b] = board
+    end
+    board.key, board.hist, board.pts, board.period, board.scope = key, ref.hist, ref.pts, period, ref.scope
+    board.op, board.old, board.total = op, old, total
+    board.score = pack_score(total, math.floor((ts - period.start_ms) / period.unit_ms), scale)
   end
-  return { boards = boards, points = points, ts = ts, new_scopes = new_count > 0 and new_scopes or nil }
+  return points, ts, new_scopes
 end
 
 -- Defined boards: a slip's key values and their writes --------------------------------------
@@ -827,7 +898,6 @@ local function values_text(values)
   return table.concat(parts, ',')
 end
 
--- apply_board for a lex board: returns the reply row {improved, rank, previous rank, first key}.
 -- A planned lex write's first key value and all its values, as text (what rows and
 -- announcements show), made only where they are shown: formatting int64 costs a loop per digit.
 local function lex_texts(board)
@@ -835,15 +905,17 @@ local function lex_texts(board)
   return int64_format(v[1][1], v[1][2]), values_text(v)
 end
 
-local function apply_lex(board, player, name, ctx, need_rank)
+-- apply_board for a lex board: improved, the rank and previous rank (0: not read), the first key
+-- value as text ('' when no rows are asked for).
+local function apply_lex(board, player, name, ctx)
   local key, member, period, old, top_n = board.key, board.member, board.period, board.old, board.top_n
   -- A defined slip's activity entry carries no rank (its points are not the game's), so a rank
   -- is read only for rows, or where the top N needs it.
-  need_rank = ctx.rows
+  local need_rank = ctx.rows
   if not member then -- the stored values stay: so does the time they were reached
     local rank = need_rank and old and redis.call('ZRANK', key, old)
     rank = rank and rank + 1 or 0
-    return { 0, rank, rank, need_rank and (lex_texts(board)) or '' }
+    return false, rank, rank, need_rank and (lex_texts(board)) or ''
   end
   -- Whether a member is in the top N is a comparison with the N-th member (read once per batch
   -- and again after the top N changed), not a ZRANK per write: members order as text.
@@ -898,8 +970,7 @@ local function apply_lex(board, player, name, ctx, need_rank)
     end
     ctx.expiring[key] = true
   end
-  local improved = not old or board.prefix < board.old_prefix
-  return { improved and 1 or 0, rank and rank + 1 or 0, prev and prev + 1 or 0, total }
+  return not old or board.prefix < board.old_prefix, rank and rank + 1 or 0, prev and prev + 1 or 0, total
 end
 
 -- One defined board's planned write (no writes here).
@@ -913,13 +984,13 @@ local function plan_defined_board(keys, ref, period, def, sub, values, new_prefi
     old = old and tonumber(old) or nil
     local total = value
     if op == 'incr' and old then
-      total = sign * math.floor(old / scale) + value
+      total = sign * score_points(old, scale) + value
       local asc = key_hex(math.floor(total / TWO32), total % TWO32, false)
       if total < 0 or asc < k.min or asc > k.max then
         return nil, entry_error('key_out_of_range', 'key value 1 would leave the key\'s min..max')
       end
     end
-    local score = sign * total * scale + (def.last and t or scale - 1 - t)
+    local score = pack_score(sign * total, def.last and scale - 1 - t or t, scale) -- tie last: later is better
     if op == 'incr' and old and value == 0 then
       score = old -- adding zero: keep the time the total was first reached
     end
@@ -958,7 +1029,8 @@ local function plan_defined_board(keys, ref, period, def, sub, values, new_prefi
 end
 
 -- plan_submission for a slip naming a defined board (sub.layout.def): its key values and
--- metadata instead of points.
+-- metadata instead of points; its boards planned in ctx.defined (not ctx.boards, whose records
+-- plan_submission reuses field by field).
 local function plan_defined(keys, sub, periods, ctx)
   local refused = check_slip(sub)
   if refused then
@@ -976,7 +1048,7 @@ local function plan_defined(keys, sub, periods, ctx)
   if not ts then
     return nil, late
   end
-  local boards, new_prefix = {}, def.lex and lex_prefix(def, values)
+  local boards, new_prefix = ctx.defined, def.lex and lex_prefix(def, values)
   for b, ref in ipairs(sub.layout.refs) do
     local period = periods[ref.period]
     if ts < period.start_ms or ts >= period.end_ms then
@@ -991,7 +1063,7 @@ local function plan_defined(keys, sub, periods, ctx)
     end
     boards[b] = board
   end
-  return { boards = boards, points = '', ts = ts }
+  return '', ts, nil -- no points (the activity entry's are ''), no new scope
 end
 
 -- The score of the board's N-th entry, or false while the board has fewer than N entries (then
@@ -1016,10 +1088,12 @@ local function in_top(ctx, key, player, score, nth)
   return score == nth and redis.call('ZREVRANK', key, player) < ctx.top_n
 end
 
-local function touch_top(board, player, name, ctx, rank, entered)
+-- A write changed the board's top N: bump its version; announce an entry (entered). Returns the
+-- member's 0-based rank when it read it (or was given it).
+local function touch_top(board, player, name, ctx, rank, entered_top)
   redis.call('HINCRBY', ctx.versions, board.period.window .. ':' .. board.period.label .. ':' .. board.scope, 1)
   ctx.nth[board.key] = nil -- the N-th entry may have changed
-  if entered then
+  if entered_top then
     rank = rank or redis.call('ZREVRANK', board.key, player)
     redis.call('SPUBLISH', ctx.announce, cjson.encode({
       type = 'announce', board = board.scope, window = board.period.window,
@@ -1028,61 +1102,66 @@ local function touch_top(board, player, name, ctx, rank, entered)
       score = board.total,
     }))
   end
+  return rank
 end
 
--- Writes for one planned board; returns the reply row {improved, rank, previous rank, points}
--- (ranks 1-based; 0 = not on the board before, or not read). Every redis.call costs more than
--- its command, so nothing is read or written that the outcome does not need: ranks only where
--- the caller wants them (need_rank; ctx.rows for the previous rank too).
-local function apply_board(board, player, name, ctx, need_rank)
+-- Writes for one planned board; returns improved (boolean), the rank and the previous rank
+-- (1-based; 0 = not on the board before, or not read) and the points. Every redis.call costs more
+-- than its command, so nothing is read or written that the outcome does not need: `want` says
+-- which rank: 'all' (the caller wants rows: the rank, and the previous one of a changed member),
+-- 'top' (the activity entry's: read only when the member is in the top N, else 0) or nil (none).
+local function apply_board(board, player, name, ctx, want)
   local key, old, scale = board.key, board.old, board.period.scale
   local write
   if board.op == 'best' then
     write = old == nil or board.score > old
-  elseif board.op == 'incr' and old and board.total == math.floor(old / scale) then
+  elseif board.op == 'incr' and old and board.total == score_points(old, scale) then
     write = false -- adding zero: keep the time the total was first reached
   else
     write = old == nil or board.score ~= old
   end
   if not write then
-    -- Nothing changes (a personal best not beaten: the common case). The rank is only read
-    -- when the caller wants it, or for the activity entry (first board).
-    local rank = need_rank and redis.call('ZREVRANK', key, player)
-    rank = rank and rank + 1 or 0
-    return { 0, rank, rank, string.format('%d', math.floor(old / scale)) }
+    -- Nothing changes (a personal best not beaten: the common case).
+    local rank = 0
+    if want == 'all' or (want == 'top' and in_top(ctx, key, player, old, nth_score(ctx, key))) then
+      rank = redis.call('ZREVRANK', key, player) + 1
+    end
+    return false, rank, rank, score_points(old, scale)
   end
-  local prev = ctx.rows and old and redis.call('ZREVRANK', key, player) or nil
+  local prev = want == 'all' and old and redis.call('ZREVRANK', key, player) or nil
   local nth = nth_score(ctx, key)
   local was_top = old ~= nil and (prev and prev < ctx.top_n or (not prev and in_top(ctx, key, player, old, nth)))
   -- the comparison above already decided the write, so a plain ZADD (not GT) is right here
   redis.call('ZADD', key, board.score, player)
-  board_score_changed(key, board.hist, board.period.mode == 'dense' and board.pts or nil, scale, old, board.score)
-  local rank = need_rank and redis.call('ZREVRANK', key, player) or nil
+  board_score_changed(key, board.hist, board.period.mode == 'dense' and board.pts or nil, scale, old, board.score, ctx.hist)
+  local rank = want == 'all' and redis.call('ZREVRANK', key, player) or nil
   if was_top then
-    touch_top(board, player, name, ctx, rank, false)
+    rank = touch_top(board, player, name, ctx, rank, false)
+    if want == 'top' and in_top(ctx, key, player, board.score, nth_score(ctx, key)) then
+      rank = redis.call('ZREVRANK', key, player) -- still in the top N after the write (a set may drop out)
+    end
   elseif rank and rank < ctx.top_n or (not rank and in_top(ctx, key, player, board.score, nth)) then
-    touch_top(board, player, name, ctx, rank, true)
+    rank = touch_top(board, player, name, ctx, rank, true)
   end
   if board.period.expire_at > 0 and not ctx.expiring[key] then
-    -- after board_score_changed: EXPIREAT on a key not yet created would do nothing
+    -- after the write: EXPIREAT on a key not yet created would do nothing
     redis.call('EXPIREAT', key, board.period.expire_at, 'NX')
-    redis.call('EXPIREAT', board.hist, board.period.expire_at, 'NX')
     if board.period.mode == 'dense' then
       redis.call('EXPIREAT', board.pts, board.period.expire_at, 'NX')
     end
     ctx.expiring[key] = true
+    ctx.hist_expire[board.hist] = board.period.expire_at -- set once the histogram is written
   end
-  local improved = old == nil or board.score > old
-  return { improved and 1 or 0, rank and rank + 1 or 0, prev and prev + 1 or 0, string.format('%d', board.total) }
+  return old == nil or board.score > old, rank and rank + 1 or 0, prev and prev + 1 or 0, board.total
 end
 
 -- apply_board for a packed defined board, whose top N is its definition's, and its metadata.
-local function apply_packed(board, player, name, ctx, need_rank)
+local function apply_packed(board, player, name, ctx, want)
   local old, score = board.old, board.score
   local written = old == nil or (board.op == 'best' and score > old) or (board.op ~= 'best' and score ~= old)
   local game_top = ctx.top_n
   ctx.top_n = board.top_n -- nth_score's cache is per board key: one top N per key holds
-  local row = apply_board(board, player, name, ctx, need_rank)
+  local improved, rank, prev, total = apply_board(board, player, name, ctx, want)
   ctx.top_n = game_top
   if written and board.meta_value ~= '' then
     redis.call('HSET', board.meta, player, board.meta_value)
@@ -1090,15 +1169,42 @@ local function apply_packed(board, player, name, ctx, need_rank)
       redis.call('EXPIREAT', board.meta, board.period.expire_at, 'NX')
     end
   end
-  return row
+  return improved, rank, prev, total
 end
 
-local function update_profile_name(profiles, player, name)
-  local raw = redis.call('HGET', profiles, player)
+-- The histogram changes of the batch, one HINCRBY per bucket that moved (board_score_changed).
+local function flush_histograms(ctx)
+  local deltas = ctx.hist
+  for _, hist_key in ipairs(deltas) do
+    for bucket, delta in pairs(deltas[hist_key]) do
+      if delta ~= 0 and redis.call('HINCRBY', hist_key, bucket, delta) <= 0 then
+        redis.call('HDEL', hist_key, bucket)
+      end
+    end
+    local expire_at = ctx.hist_expire[hist_key]
+    if expire_at then
+      redis.call('EXPIREAT', hist_key, expire_at, 'NX')
+    end
+  end
+end
+
+-- The profile's name, written only when it changed. Most named slips repeat the name the profile
+-- holds: the per-batch cache answers repeats within a batch, and the stored JSON is searched for
+-- the encoded name before any decode (cjson escapes quotes, so '"name":<encoded>' cannot occur
+-- inside another field's value). A miss decodes and writes the profile as before.
+local function update_profile_name(ctx, player, name)
+  if ctx.names[player] == name then
+    return
+  end
+  ctx.names[player] = name
+  local raw = redis.call('HGET', ctx.profiles, player)
+  if raw and raw:find('"name":' .. cjson.encode(name), 1, true) then
+    return
+  end
   local profile = raw and cjson.decode(raw) or {}
   if profile.name ~= name then
     profile.name = name
-    redis.call('HSET', profiles, player, cjson.encode(profile))
+    redis.call('HSET', ctx.profiles, player, cjson.encode(profile))
   end
 end
 
@@ -1117,57 +1223,91 @@ local function count_players(periods)
   end
 end
 
+-- The ids the batch applied, added to their seen buckets in one SADD per bucket (the duplicate
+-- checks were made against the buckets as read before the batch, plus these).
+local function mark_seen(marks)
+  for _, mark in ipairs(marks) do
+    local ids = mark.ids
+    for i = 1, #ids, 1000 do
+      redis.call('SADD', mark.key, unpack(ids, i, math.min(i + 999, #ids)))
+    end
+    if #ids > 0 then
+      redis.call('EXPIREAT', mark.key, mark.expire_at, 'NX')
+    end
+  end
+end
+
+local DUPLICATE, OK = { 'duplicate' }, { 'ok' }
+
+-- A number's text as the caller sent it when it is already canonical (no leading zero).
+local function canonical(text, number)
+  if #text == 1 or text:byte(1) ~= 48 then
+    return text
+  end
+  return string.format('%d', number)
+end
+
 local function apply_submission(keys, sub, periods, ctx)
   local err = text_field(sub.id, 'submission id', sub.id == '' and 'missing_id' or 'invalid_id', true)
   if err then
     return err
   end
-  -- The tombstone: one HEXISTS per submission, before the dedupe mark, so a banned player's
-  -- replayed or late slip writes nothing at all (not even its id).
-  if redis.call('HEXISTS', ctx.banned, sub.player) == 1 then
+  -- The tombstone (read for the whole batch), before the dedupe, so a banned player's replayed or
+  -- late slip writes nothing at all (not even its id).
+  if ctx.banned_players[sub.player] then
     return entry_error('banned', 'player is banned from this game')
   end
-  -- SADD is both the duplicate check and the mark (one call instead of SISMEMBER + SADD); a
-  -- refused submission takes its id out again, and nothing else was written for it.
-  local seen = sub.layout.seen
-  if redis.call('SADD', seen, sub.id) == 0 then
-    return { 'duplicate' }
+  -- The duplicate check: the id was in its seen bucket before the batch, or an earlier slip of
+  -- the batch applied it. A refused slip never marks its id.
+  local mark = sub.layout.mark
+  if mark.before[sub.id] or mark.applied[sub.id] then
+    return DUPLICATE
   end
-  local plan, failure = (sub.layout.def and plan_defined or plan_submission)(keys, sub, periods, ctx)
-  if not plan then
-    redis.call('SREM', seen, sub.id)
-    return failure
+  local defined = sub.layout.def -- a defined board's slip: key values, its own planner and writes
+  local points, ts, new_scopes = (defined and plan_defined or plan_submission)(keys, sub, periods, ctx)
+  if not points then
+    return ts -- the error triple
   end
+  mark.applied[sub.id] = true
+  mark.ids[#mark.ids + 1] = sub.id
 
-  if plan.new_scopes then
-    record_scopes(ctx, plan.new_scopes)
+  if new_scopes then
+    record_scopes(ctx, new_scopes)
   end
-  if not ctx.expiring[seen] then
-    redis.call('EXPIREAT', seen, sub.layout.seen_expire_at, 'NX')
-    ctx.expiring[seen] = true
-  end
-  local rows, improved_any, counted = {}, false, {}
-  for b, board in ipairs(plan.boards) do
-    local apply = board.lex and apply_lex or board.top_n and apply_packed or apply_board
-    local row = apply(board, sub.player, sub.name, ctx, ctx.rows or b == 1)
-    improved_any = improved_any or row[1] == 1
-    rows[b] = row
+  local boards = defined and ctx.defined or ctx.boards
+  -- the rank on the game's first board goes to the activity entry (badges read it); a tournament
+  -- slip is not on it, nor a defined board's
+  local activity_rank = 0
+  local first_want = ctx.rows and 'all' or (not boards[1].period.entrants and not defined and 'top' or nil)
+  local rows = ctx.rows and {} or nil
+  local improved_any = false
+  for b = 1, #sub.layout.refs do
+    local board = boards[b]
+    local apply = board.lex and apply_lex or defined and apply_packed or apply_board
+    local improved, rank, prev, total = apply(board, sub.player, sub.name, ctx, b == 1 and first_want or (rows and 'all'))
+    improved_any = improved_any or improved
+    if b == 1 and not board.period.entrants and not defined and rank <= ctx.top_n then
+      activity_rank = rank
+    end
+    if rows then -- a lex board's points: its first key value, as text (int64)
+      rows[b] = { improved and 1 or 0, rank, prev, board.lex and total or string.format('%d', total) }
+    end
     local period = board.period
-    if not counted[period] then
+    if period.counted ~= sub then
       period.players[#period.players + 1] = sub.player -- counted once per batch: count_players
-      counted[period] = true
+      period.counted = sub
     end
   end
   if sub.name ~= '' then
-    update_profile_name(ctx.profiles, sub.player, sub.name)
+    update_profile_name(ctx, sub.player, sub.name)
   end
   redis.call('XADD', ctx.activity, 'MAXLEN', '~', ctx.maxlen, '*',
-    'id', sub.id, 'player', sub.player, 'points', sub.layout.def and '' or string.format('%d', plan.points),
-    'op', sub.op, 'ts', string.format('%d', plan.ts), 'improved', improved_any and '1' or '0',
-    -- the rank on the game's first board (badges read it); a tournament slip is not on it
-    'rank', rows[1] and not plan.boards[1].period.entrants and not sub.layout.def and rows[1][2] or 0)
-  if not ctx.rows then
-    return { 'ok' } -- the caller wants the status only: no rows to build and send
+    'id', sub.id, 'player', sub.player, 'points', canonical(sub.points, points),
+    'op', sub.op, 'ts', canonical(sub.ts, ts), 'improved', improved_any and '1' or '0',
+    -- a string where it can be: redis.call formats a number with snprintf
+    'rank', activity_rank == 0 and '0' or activity_rank)
+  if not rows then
+    return OK -- the caller wants the status only: no rows to build and send
   end
   return { 'ok', rows }
 end
@@ -1179,6 +1319,9 @@ A slip is refused whole (per entry, nothing written) when a period it would writ
 (period_closed: lb_close set the period's marker, its finals are published) or when it names a
 region or mode value the game has not seen while the scopes set holds max_scopes values
 (too_many_scopes); a new value is added to the set by the first slip applied with it.
+What is read for every slip is read once per batch: the ban tombstones of its players (HMGET),
+its ids' seen buckets (SMISMEMBER), a tournament's entrants (SMISMEMBER); the histograms and the
+seen ids are written once per batch at its end.
 Input:
   KEYS[1] versions hash, KEYS[2] activity stream, KEYS[3] profiles hash, KEYS[4] banned hash,
           KEYS[5] scopes set, KEYS[6..] the boards, their companions, the closed markers,
@@ -1196,7 +1339,8 @@ Input:
   where *_key is a KEYS index (entrants_key 0: not a tournament, anyone may write; closed_key 0:
   not checked, a rebuild replaying history); announce the announcements' channel; rows '1' for
   per-board rows with every board's rank, '0' for the status only (ranks read only where written
-  or for the activity entry); max_scopes 0 = no cap; shift and unit_ms the score packing of the
+  into the top N or for the activity entry of a member in the top N); max_scopes 0 = no cap;
+  shift and unit_ms the score packing of the
   period's window; expire_at and seen_expire_at unix seconds (a period's 0 = never); mode the
   rank mode (ordinal, dense or competition: the rank an announcement names); a board's period
   and a submission's layout are 1-based indexes of those records; a board's op is its window's
@@ -1204,8 +1348,8 @@ Input:
   Defined boards (leaderboard/boards.py): a definition's encoding is packed or lex, tie first or
   last, operator the board's (or 'keys': each key has its own), key_spec per key
   'd|a,<op>,<min>,<max>' joined by ';' (direction, operator, int64 bounds), top_n the size of
-  the top whose changes bump its version and are announced (the game's top_n: other boards); a board's definition
-  is a 1-based index of those records (0: not a defined board; members_key and meta_key 0 too),
+  the top whose changes bump its version and are announced (the game's top_n: other boards); a
+  board's definition is a 1-based index of those records (0: not a defined board; members_key and meta_key 0 too),
   its points_key then the set of distinct key parts (lex) and members_key its player -> member
   hash; a submission to a defined board has points '' and values its key values as decimal
   int64 text joined by ',' (values and meta '' otherwise)
@@ -1214,6 +1358,8 @@ Output:
   order ({'ok'} without rows; a defined board's points: its first key value), {'duplicate'}, or
   {'error', code, message} (a defined board's slip also wrong_key_count, invalid_key_value,
   key_out_of_range, metadata_too_large)
+  The activity entry's rank is the first board's when the member is in its top N, else 0 (and 0
+  for a defined board's slip, whose activity entry has points '').
 ]]
 local function lb_submit(keys, args)
   local now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce, rows, max_scopes =
@@ -1223,6 +1369,7 @@ local function lb_submit(keys, args)
     now = tonumber(now_ms), top_n = tonumber(top_n), maxlen = activity_maxlen,
     skew = tonumber(clock_skew_ms), max_age = tonumber(idempotency_ms), announce = announce,
     rows = rows == '1', max_scopes = parse_uint(max_scopes, 9), expiring = {}, nth = {}, known = {},
+    hist = {}, hist_expire = {}, names = {}, boards = {}, defined = {},
   }
   if not (ctx.now and ctx.top_n and tonumber(ctx.maxlen) and ctx.skew and ctx.max_age and ctx.max_scopes and ctx.scopes) then
     return refuse('bad_request', 'malformed batch header')
@@ -1239,7 +1386,7 @@ local function lb_submit(keys, args)
   if not count or #args ~= pos + SUBMISSION_FIELDS * count then
     return refuse('bad_request', 'malformed batch')
   end
-  local subs = {}
+  local subs, players, distinct, marks = {}, {}, {}, {}
   pos = pos + 1
   for i = 1, count do -- every record read, and its layout found, before the first write
     local id, player, points, op, ts, name, layout, values, meta = unpack(args, pos, pos + SUBMISSION_FIELDS - 1)
@@ -1249,12 +1396,31 @@ local function lb_submit(keys, args)
     end
     subs[i] = { id = id, player = player, points = points, op = op, ts = ts, name = name, layout = layout,
       keys = values, meta = meta }
+    if not distinct[player] then
+      distinct[player] = true
+      players[#players + 1] = player
+    end
+    local mark = layout.mark or marks[layout.seen]
+    if not mark then
+      mark = { key = layout.seen, expire_at = layout.seen_expire_at, ids = {}, applied = {} }
+      marks[layout.seen] = mark
+      marks[#marks + 1] = mark
+    end
+    layout.mark = mark
+    mark.ids[#mark.ids + 1] = id
     pos = pos + SUBMISSION_FIELDS
+  end
+  ctx.players = players
+  ctx.banned_players = held('HMGET', ctx.banned, players)
+  for _, mark in ipairs(marks) do
+    mark.before, mark.ids = held('SMISMEMBER', mark.key, mark.ids), {}
   end
   local results = {}
   for i = 1, count do
     results[i] = apply_submission(keys, subs[i], periods, ctx)
   end
+  flush_histograms(ctx)
+  mark_seen(marks)
   count_players(periods)
   return results
 end
@@ -1472,7 +1638,7 @@ local function lb_around(keys, args)
   local flat = redis.call('ZRANGE', keys[1], start, rank + k, 'REV', 'WITHSCORES')
   local out = entries_with_profiles(keys[2], flat)
   local scale = 2 ^ shift
-  local points = math.floor(tonumber(flat[2]) / scale)
+  local points = score_points(tonumber(flat[2]), scale)
   local first = mode_rank(keys[1], keys[3], scale, args[3], points, start + 1)
   local position = args[3] == 'dense' and mode_rank(keys[1], keys[3], scale, 'competition', points, nil) or first
   return { start + 1, first, position, redis.call('ZCARD', keys[1]), unpack(out) }
@@ -1502,7 +1668,7 @@ local function lb_ranks(keys, args)
     local score = redis.call('ZSCORE', board, player)
     local rank, position, approx
     if score then
-      local points = math.floor(tonumber(score) / scale)
+      local points = score_points(tonumber(score), scale)
       approx = hist and approx_rank(hist, points)
       if approx and approx > deep_from then
         rank, position = approx, approx
@@ -1636,7 +1802,7 @@ local function lb_close(keys, args)
     local flat = redis.call('ZRANGE', keys[CLOSE_KEYS + b], 0, top_n - 1, 'REV', 'WITHSCORES')
     local entries = {}
     for i = 1, #flat, 2 do
-      local points, rank = math.floor(tonumber(flat[i + 1]) / scale), (i + 1) / 2
+      local points, rank = score_points(tonumber(flat[i + 1]), scale), (i + 1) / 2
       local prev = entries[#entries]
       -- the list starts at rank 1, so a tie's rank follows from the entry before it
       if prev and prev.points == points and mode ~= 'ordinal' then
@@ -1988,7 +2154,7 @@ local function lb_correct(keys, args)
     end
     local after = redis.call('ZREVRANK', plan.board, player)
     bump_if_top(keys[2], plan.field, before, after, top_n)
-    rows[#rows + 1] = { plan.old and string.format('%d', math.floor(plan.old / plan.scale)) or -1, after + 1 }
+    rows[#rows + 1] = { plan.old and string.format('%d', score_points(plan.old, plan.scale)) or -1, after + 1 }
   end
   redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'action', 'correct', 'player', player,
     'by', args[3], 'reason', args[4], 'value', string.format('%d', points), 'boards', #rows)
@@ -2093,7 +2259,7 @@ local function lb_rank_rebuild(keys, args)
   for start = 0, size - 1, step do
     local flat = redis.call('ZRANGE', board, start, start + step - 1, 'WITHSCORES')
     for i = 2, #flat, 2 do
-      local points = math.floor(tonumber(flat[i]) / scale)
+      local points = score_points(tonumber(flat[i]), scale)
       local b = bucket_of(points)
       if not counts[b] then
         counts[b], buckets = 0, buckets + 1

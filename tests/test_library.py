@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from typing import Any, cast
 
 import pytest
@@ -267,6 +268,35 @@ async def test_display_name_from_a_submission_joins_the_top(lb: Leaderboard) -> 
     await submit(lb, slip("1", "mia", 5, name="Mia 🎮"))
     [entry] = (await lb.top("daily", at=NOW)).entries
     assert entry.name == "Mia 🎮" and entry.profile == {"avatar": "a.png", "name": "Mia 🎮"}
+
+
+async def test_a_name_is_written_only_when_it_changes_and_keeps_the_other_fields(lb: Leaderboard) -> None:
+    """lb_submit finds an unchanged name in the stored JSON without decoding it: a name that only
+    looks the same inside another field, or a prefix of the stored one, must still be written."""
+
+    async def stored() -> str:
+        return cast(str, await lb.redis.hget(lb.keys.profiles, "mia"))
+
+    await store_profile(lb, "mia", {"avatar": 'x"name":"Mia"', "name": "Mia2", "country": "NO"})
+    await submit(lb, slip("1", "mia", 5, name="Mia"), slip("2", "mia", 6, NOW + 1, name="Mia"))
+    assert json.loads(await stored()) == {"avatar": 'x"name":"Mia"', "name": "Mia", "country": "NO"}
+    await lb.redis.hset(lb.keys.profiles, "mia", (await stored()).replace('"country":"NO"', '"country":"SE"'))
+    await submit(lb, slip("3", "mia", 7, NOW + 2, name="Mia"))  # unchanged: the stored text is kept as it is
+    assert json.loads(await stored())["country"] == "SE"
+    await submit(lb, slip("4", "mia", 8, NOW + 3, name="Mi"), slip("5", "mia", 9, NOW + 4, name="Mia"))
+    assert json.loads(await stored())["name"] == "Mia"
+
+
+async def test_the_activity_entry_carries_the_rank_only_within_the_top_n(r: aioredis.Redis) -> None:
+    lb = Leaderboard(r, GameConfig(game="test", windows=("weekly",), top_n=2))
+    await submit(lb, slip("1", "ana", 500), slip("2", "ben", 400), slip("3", "cy", 300))
+    await submit(lb, slip("4", "cy", 100, NOW + 1), slip("5", "ben", 900, NOW + 1), slip("6", "ana", 1, NOW + 1))
+    feed = {e["id"]: e["rank"] for e in await lb.feed(6)}
+    # cy third: 0; ben first after beating ana; ana's old best is second (not beaten)
+    assert feed == {"1": "1", "2": "2", "3": "0", "4": "0", "5": "1", "6": "2"}
+    for rows in (True, False):  # the same with and without per-board rows
+        await lb.submit_batch([slip(f"r{rows}", "cy", 200, NOW + 2)], now=LATER, rows=rows)
+        assert (await lb.feed(1))[0]["rank"] == "0"
 
 
 async def test_bad_reads_raise_bad_request(lb: Leaderboard) -> None:
