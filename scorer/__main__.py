@@ -139,7 +139,7 @@ def _redis_option(*parsers: argparse.ArgumentParser) -> None:
 def _submit_parser(sub: Subparsers, epilog: str) -> None:
     s = _parser(sub, "submit", "file one submission into the queue", "File one submission into the queue.", epilog)
     s.add_argument("--player", required=True, help="player id")
-    s.add_argument("--points", required=True, help="points (a whole number)")
+    s.add_argument("--points", help="points (a whole number); with --board, --values instead")
     s.add_argument("--id", help="submission id (default: a random one)")
     s.add_argument("--ts", help="timestamp, ms since the epoch (default: now)")
     s.add_argument("--op", choices=("best", "incr", "set"), help="write operator (default: the game's)")
@@ -147,18 +147,18 @@ def _submit_parser(sub: Subparsers, epilog: str) -> None:
     s.add_argument("--region", help="region scope, e.g. eu")
     s.add_argument("--mode", help="mode scope, e.g. ranked")
     s.add_argument("--tournament", help="tournament id: the slip counts on that tournament's boards only")
+    s.add_argument("--board", help="defined board id: the slip counts on that board only (board create)")
+    s.add_argument("--values", help="the defined board's key values, comma-separated, e.g. 12,81250")
+    s.add_argument("--meta", help="metadata of the entry on a defined board (e.g. a replay id)")
     s.add_argument("--game", help="game to submit to (default: the first of LB_GAMES, else LB_GAME)")
     _redis_option(s)
 
 
 async def submit(settings: ScorerSettings, args: argparse.Namespace) -> str:
-    fields = {
-        "id": args.id or uuid.uuid4().hex,
-        "player": args.player,
-        "points": args.points,
-        "ts": args.ts or str(now_ms()),
-    }
-    for key in ("op", "name", "region", "mode", "tournament"):
+    if (args.points is None) == (args.board is None) or (args.board is None) != (args.values is None):
+        raise UsageError("submit takes --points, or --board with --values")
+    fields = {"id": args.id or uuid.uuid4().hex, "player": args.player, "ts": args.ts or str(now_ms())}
+    for key in ("points", "op", "name", "region", "mode", "tournament", "board", "values", "meta"):
         if getattr(args, key):
             fields[key] = getattr(args, key)
     served = {c.game: c for c in settings.game.served}
@@ -170,7 +170,8 @@ async def submit(settings: ScorerSettings, args: argparse.Namespace) -> str:
     try:
         queue = Queue(redis, config)
         stream_id = await queue.submit(sub)
-        return f"queued {sub.id}: player {sub.player}, {sub.points} points (stream entry {stream_id})"
+        what = f"{sub.points} points" if sub.board is None else f"board {sub.board}: {args.values}"
+        return f"queued {sub.id}: player {sub.player}, {what} (stream entry {stream_id})"
     finally:
         await redis.aclose()
 

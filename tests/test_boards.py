@@ -115,8 +115,7 @@ async def test_the_scorer_command(redis_url: str, lb: Leaderboard, tmp_path: obj
             sys.executable,
             "-m",
             "scorer",
-            "board",
-            *args,
+            *(args if args[0] == "submit" else ("board", *args)),
             env=env,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
@@ -136,6 +135,12 @@ async def test_the_scorer_command(redis_url: str, lb: Leaderboard, tmp_path: obj
     assert code == 0 and out.splitlines() == ["default\tpacked\tpoints:desc\tv1", "tower\tlex\tfloor:desc,time:asc\tv2"]
     code, out = await board("show", "tower")
     assert code == 0 and orjson.loads(out)["top_n"] == 5, out
+    code, out = await board("submit", "--player", "ana", "--board", "tower", "--values", "12,81250", "--meta", "r1")
+    assert code == 0 and "board tower: 12,81250" in out, out
+    code, out = await board("submit", "--player", "ana", "--board", "tower", "--values", "12,1e3")
+    assert code == 2 and "invalid_key_value" in out, out
+    code, out = await board("submit", "--player", "ana", "--board", "tower", "--points", "3")
+    assert code == 2 and "--board with --values" in out, out
     code, out = await board("delete", "tower")
     assert code == 0, out
     code, out = await board("show", "tower")
