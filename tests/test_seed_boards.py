@@ -12,6 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from leaderboard import GameConfig, InvalidSubmission, Leaderboard, Submission, boards, now_ms
+from leaderboard.moderation import Moderation
 from leaderboard.queue import Queue
 from scorer import Consumer, Publisher, ScorerSettings
 
@@ -108,6 +109,12 @@ async def test_seed_boards_through_the_pipeline(redis_url: str, r: aioredis.Redi
         assert [e.get("meta") for e in speed["entries"]] == ["replay-b", None, "replay-a"]
         bad = await request(ws, {"type": "subscribe", "board": "board:nope", "window": "daily"}, "error")
         assert bad["code"] == "bad_message"
+    # a ban leaves defined boards' entries (not moderated yet) but refuses the player's slips to them
+    await Moderation(lb).ban("ben", actor="ops", reason="test")
+    [refused] = await lb.submit_batch(
+        [{"id": "late", "player": "ben", "board": "tower", "values": "99,1", "ts": str(now)}]
+    )
+    assert refused.code == "banned"
 
 
 async def _snapshot(ws: Any, scope: str) -> dict[str, Any]:
