@@ -27,7 +27,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .boards import DEFAULT_ID, Definition, default_definition, parse
 from .config import GameConfig
 from .errors import InvalidBoard
-from .transport import RedisClient
+from .transport import RedisClient, execute_packed
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,10 @@ class Definitions:
 
     async def refresh(self) -> bool:
         """Re-read the definitions if their version counter moved; whether it did."""
-        raw = await self.redis.get(self.keys.boards_version)
+        # The project's transport, not redis-py's cluster client: on a cluster the latter learns
+        # a failed node's successor inline, holding every game's commands up meanwhile, and this
+        # read runs every tick for every game.
+        [raw] = await execute_packed(self.redis, ("GET", self.keys.boards_version))
         version = int(raw) if raw is not None else 0
         if version == self.version:
             return False
