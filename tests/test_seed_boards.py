@@ -107,8 +107,9 @@ async def test_seed_boards_through_the_pipeline(redis_url: str, r: aioredis.Redi
             assert [c["name"] for c in snap["columns"]] == [k["name"] for k in _definition(board)["keys"]]
         speed = await _snapshot_of(ws, "board:speedrun", "daily")
         assert [e.get("meta") for e in speed["entries"]] == ["replay-b", None, "replay-a"]
-        bad = await request(ws, {"type": "subscribe", "board": "board:nope", "window": "daily"}, "error")
-        assert bad["code"] == "bad_message"
+        for scope, win in (("board:nope", "daily"), ("board:tower", "weekly")):  # no such board; not kept
+            bad = await request(ws, {"type": "subscribe", "board": scope, "window": win}, "error")
+            assert bad["code"] == "bad_board"
     # a ban leaves defined boards' entries (not moderated yet) but refuses the player's slips to them
     await Moderation(lb).ban("ben", actor="ops", reason="test")
     [refused] = await lb.submit_batch(
