@@ -190,4 +190,5 @@ _HANDLERS: dict[type[p.Request], Handler] = {
     p.Unban: Handlers.answer,
     p.Correct: Handlers.answer,
     p.SetProfile: Handlers.answer,
+    p.DefineBoard: Handlers.answer,
 }

@@ -29,9 +29,9 @@ import orjson
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
-from leaderboard import Leaderboard, RedisClient, now_ms, snapshot
+from leaderboard import BadRequest, Leaderboard, RedisClient, now_ms, snapshot
 from leaderboard.backoff import redis_backoff
-from leaderboard.keys import GLOBAL_SCOPE
+from leaderboard.keys import GLOBAL_SCOPE, defined_of
 from leaderboard.settings import redacted
 from leaderboard.transport import shard_pubsub
 
@@ -116,6 +116,11 @@ class Hub:
         win, scope = key
         if key in self._subs:
             return True
+        if defined_of(scope):  # a defined board exists once defined, in the windows it keeps
+            try:
+                return await self._lb.defined_board(win, scope) is not None
+            except BadRequest:
+                return False
         # A tournament window must exist before anything else: its name comes from the client.
         spec = await self._lb.window_of(win)
         if scope == GLOBAL_SCOPE or scope in self.settings.boards:

@@ -91,7 +91,9 @@ class RankPusher:
                 # an approximate rank is remembered negated: the same number read exactly later is
                 # still a change to push (the marker goes away), at no extra memory per connection
                 rank = standing.rank
-                seen = (-rank if standing.approx and rank is not None else rank, standing.score)
+                # a defined board's later keys move too: their hash stands for them, as an int
+                moved = standing.score if standing.keys is None or len(standing.keys) < 2 else hash(standing.keys)
+                seen = (-rank if standing.approx and rank is not None else rank, moved)
                 if client.ranks.get(key) == seen:
                     continue
                 msg = wire.rank(
@@ -105,6 +107,7 @@ class RankPusher:
                     top_percent=standing.top_percent,
                     approx=standing.approx,
                     mode=mode,
+                    keys=standing.keys,
                 )
                 pushes.setdefault(client, []).append((key, seen, text_frame(msg)))
         sent = 0

@@ -27,6 +27,7 @@ from websockets.http11 import Request
 
 from leaderboard import connect, wire
 from leaderboard.auth import issue
+from leaderboard.definitions import watch
 from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.lifecycle import Service
 from leaderboard.metrics_server import MetricsServer
@@ -140,6 +141,7 @@ class Gateway(Service):
         self._tasks = [
             asyncio.create_task(sweep_forever(lambda: self.clients, self.out, s), name="sweep"),
             *(asyncio.create_task(g.ranks.run_forever(), name=f"ranks-{g.name}") for g in self.games.values()),
+            *(asyncio.create_task(watch(g.lb.boards), name=f"boards-{g.name}") for g in self.games.values()),
         ]
         log.info("gateway %s listening on %s:%d", s.gateway_id, s.host, self.port)
 

@@ -3,7 +3,16 @@ submissions and their validation, game configuration, the function library's wra
 snapshot builder. The scorer, the gateways and the load test all import it from here."""
 
 from .config import GameConfig
-from .errors import CODES, BacklogFull, BadRequest, Banned, InvalidInput, InvalidSubmission, LeaderboardError
+from .errors import (
+    CODES,
+    BacklogFull,
+    BadRequest,
+    Banned,
+    InvalidBoard,
+    InvalidInput,
+    InvalidSubmission,
+    LeaderboardError,
+)
 from .keys import Keys
 from .library import Leaderboard
 from .moderation import BanResult, Moderation
@@ -38,6 +47,7 @@ __all__ = [
     "Correction",
     "Entry",
     "GameConfig",
+    "InvalidBoard",
     "InvalidInput",
     "InvalidSubmission",
     "Keys",

@@ -20,9 +20,10 @@ from typing import Any
 
 import orjson
 
+from . import boards
 from .config import GameConfig
 from .errors import CODES, InvalidSubmission
-from .keys import HOUR_MS
+from .keys import DEFINED, HOUR_MS
 from .results import BoardRef, BoardResult, SubmitResult
 from .submission import parse_uint, scopes_of
 from .windows import Period, Window, check_tournament
@@ -52,12 +53,40 @@ PERIOD_FIELDS = (
     "mode",
     "closed_key",
 )
+DEFINITION_FIELDS = ("encoding", "tie", "metadata_bytes", "operator", "key_spec", "top_n")
 LAYOUT_FIELDS = ("seen_key", "outcomes_key", "seen_expire_at", "board_count")
-BOARD_FIELDS = ("board_key", "period", "op", "scope", "hist_key", "points_key")
-SUBMISSION_FIELDS = ("id", "player", "points", "op", "ts", "name", "layout", "outcome")
+BOARD_FIELDS = (
+    "board_key",
+    "period",
+    "op",
+    "scope",
+    "hist_key",
+    "points_key",
+    "definition",
+    "members_key",
+    "meta_key",
+)
+SUBMISSION_FIELDS = ("id", "player", "points", "op", "ts", "name", "layout", "outcome", "values", "meta")
 
 # A board: its record (BOARD_FIELDS) and its ref.
-_Board = tuple[tuple[int, int, str, str, int, int], BoardRef]
+_Board = tuple[tuple[int, int, str, str, int, int, int, int, int], BoardRef]
+
+
+def definition_record(definition: boards.Definition) -> list[str | int]:
+    """A definition as lb_submit reads it (DEFINITION_FIELDS)."""
+    per_key = any(k.operator is not None for k in definition.keys)
+    spec = ";".join(
+        f"{k.direction[0]},{definition.operator_of(i) if per_key else ''},{k.min},{k.max}"
+        for i, k in enumerate(definition.keys)
+    )
+    return [
+        definition.encoding,
+        definition.tie,
+        definition.metadata_bytes,
+        "keys" if per_key else definition.operator,
+        spec,
+        definition.top_n,
+    ]
 
 
 @dataclass(slots=True)
@@ -85,7 +114,9 @@ class _Layouts:
             self.names.scopes,
         ]
         self._key_index: dict[str, int] = {}
-        self.periods: dict[tuple[str, str], tuple[int, Period]] = {}
+        # by window, label and start: a defined board's day may start elsewhere than UTC's
+        self.periods: dict[tuple[str, str, int], tuple[int, Period, boards.Definition | None]] = {}
+        self.definitions: dict[str, tuple[int, boards.Definition]] = {}
         self._specs = [(spec, config.operator_for(spec.name)) for spec in config.window_specs]
         self._boards: dict[tuple[str, str, str], _Board] = {}
         self._layouts: dict[tuple[tuple[int, ...], int], int] = {}
@@ -104,22 +135,33 @@ class _Layouts:
         return found
 
     def layout_for(
-        self, ts: int, scopes: list[str], tournament: Window | None = None
+        self,
+        ts: int,
+        scopes: list[str],
+        tournament: Window | None = None,
+        definition: boards.Definition | None = None,
     ) -> tuple[int, list[BoardRef], int, int]:
         """The layout of a submission at ``ts`` on ``scopes`` (on a tournament's boards instead
-        of the game's windows when ``tournament`` is given), its boards, and the time span
-        [lo, hi) over which it stays the same (every period and the seen-id hour)."""
+        of the game's windows when ``tournament`` is given, on a defined board's, one per window,
+        when ``definition`` is), its boards, and the time span [lo, hi) over which it stays the
+        same (every period and the seen-id hour)."""
         hour = ts // HOUR_MS
         lo, hi = hour * HOUR_MS, (hour + 1) * HOUR_MS
         refs: list[_Board] = []
-        specs = self._specs if tournament is None else [(tournament, self.config.operator)]
-        for spec, op in specs:
-            period = spec.period(ts)
+        if definition is not None:
+            periods = [boards.period(definition, w, ts) for w in definition.windows]
+            scopes = [f"{DEFINED}:{definition.id}"]
+            targets = [(p, definition.operator) for p in periods]
+        else:
+            specs = self._specs if tournament is None else [(tournament, self.config.operator)]
+            targets = [(spec.period(ts), op) for spec, op in specs]
+        for period, op in targets:
             lo, hi = max(lo, period.start_ms), min(hi, period.end_ms)
             for scope in scopes:
-                board = self._boards.get((spec.name, period.label, scope))
+                board = self._boards.get((period.window.name, period.label, scope))
                 if board is None:
-                    board = self._boards[spec.name, period.label, scope] = self._board(spec.name, period, op, scope)
+                    board = self._board(period.window.name, period, op, scope, definition)
+                    self._boards[period.window.name, period.label, scope] = board
                 refs.append(board)
         seen = self.index(self.names.seen(hour))
         shape = (tuple(record[0] for record, _ in refs), seen)
@@ -132,14 +174,26 @@ class _Layouts:
                 self.args.extend(record)
         return layout, [ref for _, ref in refs], lo, hi
 
-    def _board(self, window: str, period: Period, op: str, scope: str) -> _Board:
-        slot = self.periods.get((window, period.label))
+    def _board(
+        self, window: str, period: Period, op: str, scope: str, definition: boards.Definition | None = None
+    ) -> _Board:
+        slot = self.periods.get((window, period.label, period.start_ms))
         if slot is None:
-            slot = self.periods[window, period.label] = (len(self.periods) + 1, period)
-        key = self.index(self.names.board(window, period.label, scope))
-        hist = self.index(self.names.histogram(window, period.label, scope))
-        points = self.index(self.names.points(window, period.label, scope))
-        return (key, slot[0], op, scope, hist, points), BoardRef(window, period.label, scope)
+            slot = self.periods[window, period.label, period.start_ms] = (len(self.periods) + 1, period, definition)
+        names = self.names
+        key = self.index(names.board(window, period.label, scope))
+        hist = self.index(names.histogram(window, period.label, scope))
+        points = self.index(names.points(window, period.label, scope))
+        defined = members = meta = 0
+        if definition is not None:
+            found = self.definitions.get(definition.id)
+            if found is None:
+                found = self.definitions[definition.id] = (len(self.definitions) + 1, definition)
+            defined = found[0]
+            members = self.index(names.members(window, period.label, scope))
+            meta = self.index(names.metadata(window, period.label, scope))
+        record = (key, slot[0], op, scope, hist, points, defined, members, meta)
+        return record, BoardRef(window, period.label, scope)
 
     def head(self, now: int, rows: bool, announce: str, replay: bool) -> list[str | int]:
         """ARGV up to the submission count: the call's settings, the periods, the layouts."""
@@ -155,24 +209,28 @@ class _Layouts:
             0 if replay else config.max_scopes,
             len(self.periods),
         ]
-        for _, period in self.periods.values():
+        for _, period, definition in self.periods.values():
             w = period.window
             entrants = self.index(names.entrants(w.tournament)) if w.tournament is not None else 0
-            # a replay of history was applied before any close: its closed periods take it again
-            closed = 0 if replay else self.index(names.closed_marker(w.name, period.label))
+            # a replay of history was applied before any close: its closed periods take it again;
+            # a defined board's periods are not closed (yet): no close event is made for them
+            closed = 0 if replay or definition else self.index(names.closed_marker(w.name, period.label))
             head += [
                 w.name,
                 period.label,
                 period.start_ms,
                 period.end_ms,
-                w.shift,
+                w.shift if definition is None else definition.shift(w.name),
                 w.unit_ms,
                 period.expire_at_s,
                 self.index(names.players(w.name, period.label)),
                 entrants,
-                config.rank_mode_for(w.name),
+                config.rank_mode_for(w.name) if definition is None else definition.rank_mode,
                 closed,
             ]
+        head.append(len(self.definitions))
+        for _, definition in self.definitions.values():
+            head += definition_record(definition)
         return [*head, len(self._layouts), *self.args]
 
 
@@ -193,6 +251,7 @@ def encode_batch(
     tournaments: Mapping[str, Window] | None = None,
     announce: str | None = None,
     replay: bool = False,
+    definitions: Mapping[str, boards.Definition] | None = None,
 ) -> BatchPlan:
     """Lay out one lb_submit call. Only what naming the keys needs is checked here (timestamp,
     scopes, tournament); the library checks everything else inside its atomic call. ``rows=False``
@@ -201,15 +260,18 @@ def encode_batch(
     the tournaments the entries name (a name missing from it is refused as unknown). ``announce``
     replaces the announcement channel (a rebuild replaying history must not announce it again).
     ``replay=True``: history applied before (a rebuild's replay), taken again whatever happened
-    since: neither a closed period nor the scope cap refuses it."""
+    since: neither a closed period nor the scope cap refuses it. ``definitions`` holds the
+    definitions of the defined boards the entries name (``board``; one missing is refused as
+    unknown_board); such an entry carries ``values`` (its key values, decimal, joined by ',')
+    and ``meta`` instead of ``points``."""
     layouts = _Layouts(config)
     idem_ms, latest_ok = layouts.idem_ms, now + config.clock_skew_ms
     body: list[str | int] = []
     plan: list[tuple[str, list[BoardRef]] | SubmitResult] = []
     # Batches arrive in time order: the previous entry's layout almost always fits the next
     # one, and then no period (calendar arithmetic) or key name is computed for it.
-    last_scope: tuple[str | None, str | None, str | None] = (None, None, None)
-    boards: list[BoardRef] = []
+    last_scope: tuple[str | None, ...] = (None, None, None, None)
+    refs: list[BoardRef] = []
     layout, lo, hi = 0, 0, 0
     too_old = now - idem_ms
     add, step = body.extend, plan.append
@@ -217,6 +279,7 @@ def encode_batch(
         get = fields.get
         sub_id = get("id", "")
         region, mode, tournament = get("region") or None, get("mode") or None, get("tournament") or None
+        board = get("board") or None
         raw_ts = get("ts")
         try:
             # the common case, a stream entry's digits, without parse_uint's checks of other types
@@ -229,16 +292,21 @@ def encode_batch(
                 raise InvalidSubmission("timestamp_in_future", CODES["timestamp_in_future"])
             if ts < too_old:
                 raise InvalidSubmission("timestamp_too_old", CODES["timestamp_too_old"])
-            if not lo <= ts < hi or (region, mode, tournament) != last_scope:
-                spec = None
-                if tournament is not None:
+            if not lo <= ts < hi or (region, mode, tournament, board) != last_scope:
+                spec, definition = None, None
+                if board is not None:
+                    definition = (definitions or {}).get(board)
+                    if definition is None:
+                        raise InvalidSubmission("unknown_board", f"no board {board!r}"[:120])
+                elif tournament is not None:
                     if not valid_tournament(tournament):  # the same code as Submission's
                         raise InvalidSubmission("invalid_tournament", CODES["invalid_tournament"])
                     spec = (tournaments or {}).get(tournament)
                     if spec is None:
                         raise InvalidSubmission("unknown_tournament", f"no tournament {tournament!r}"[:120])
-                layout, boards, lo, hi = layouts.layout_for(ts, scopes_of(region, mode), spec)
-                last_scope = (region, mode, tournament)
+                scopes = [] if definition is not None else scopes_of(region, mode)
+                layout, refs, lo, hi = layouts.layout_for(ts, scopes, spec, definition)
+                last_scope = (region, mode, tournament, board)
         except InvalidSubmission as exc:
             step(SubmitResult(sub_id, "error", code=exc.code, message=exc.message))
             continue
@@ -253,9 +321,11 @@ def encode_batch(
                 get("name", ""),
                 layout,
                 get("outcome", ""),
+                get("values", ""),
+                get("meta", ""),
             )
         )
-        step((sub_id, boards))
+        step((sub_id, refs))
     count = len(body) // len(SUBMISSION_FIELDS)
     head = layouts.head(now, rows, announce or layouts.names.announce_channel, replay)
     return BatchPlan(layouts.keys, [*head, count, *body], count, plan)
@@ -271,14 +341,14 @@ def decode_batch(plan: BatchPlan, replies: Sequence[Any], *, rows: bool = True, 
         if isinstance(item, SubmitResult):
             results.append(item)
             continue
-        sub_id, boards = item
+        sub_id, refs = item
         reply = next(it)
         status = reply[0]
         if status == "ok":
             per_board = (
                 tuple(
                     BoardResult(ref, bool(row[0]), int(row[1]), int(row[2]) or None, int(row[3]))
-                    for ref, row in zip(boards, reply[1], strict=True)
+                    for ref, row in zip(refs, reply[1], strict=True)
                 )
                 if len(reply) > 1
                 else ()

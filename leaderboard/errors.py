@@ -12,6 +12,7 @@ wrappers, the queue and the gateways, has one root and a stable ``code``.
     ├── NotReplicated                not_replicated: queued on the master, no replica confirmed it in
     │                                time (LB_WAIT_REPLICAS); retry with the same id
     ├── InvalidInput                 a moderation or profile call broke a rule (code from INPUT_CODES)
+    ├── InvalidBoard                 a board definition, or a change of one, broke a rule (BOARD_CODES)
     ├── Banned                       banned: the player is banned (a correction waits for an unban)
     ├── Unavailable                  unavailable: no pooled Redis connection came free within
     │                                LB_REDIS_POOL_WAIT; also a redis ConnectionError, so every
@@ -47,6 +48,13 @@ CODES = {
     "banned": "player is banned from this game",
     "period_closed": "a window period the slip belongs to is closed: its close event and finals are published",
     "too_many_scopes": "the game has as many region and mode values as LB_MAX_SCOPES allows",
+    # a slip naming a defined board (board, values, meta): BOARD_CODES says the same
+    "invalid_board_id": "board must be 1-32 characters of A-Z a-z 0-9 _ -",
+    "unknown_board": "no board of that id",
+    "wrong_key_count": "the submission carries another number of key values than the board has keys",
+    "invalid_key_value": "a key value must be a decimal integer",
+    "key_out_of_range": "a key value is outside int64 or the key's min..max",
+    "metadata_too_large": "metadata exceeds the board's metadata_bytes, or is not UTF-8",
 }
 
 # Stable error codes of moderation and profile calls (leaderboard/moderation.py, profiles.py);
@@ -64,6 +72,43 @@ INPUT_CODES = {
     "invalid_avatar": "avatar must be an https:// URL of at most 256 bytes",
     "invalid_country": "country must be an ISO 3166-1 alpha-2 code in capitals",
     "invalid_profile": "profile fields are name, avatar and country",
+}
+
+# Stable error codes of board definitions (leaderboard/boards.py) and their calls
+# (lb_board_put, lb_board_delete), and of the key values a submission to a defined board carries.
+BOARD_CODES = {
+    "invalid_board": "a definition must be a JSON object of known fields, at most 4096 bytes",
+    "board_no_keys": "a board needs 1 to 5 keys",
+    "board_too_many_keys": "a board has at most 5 keys",
+    "invalid_board_key": "a key is {name, direction, display, operator, min, max} with a distinct name",
+    "invalid_direction": "direction must be desc or asc",
+    "invalid_display": "display must be number, duration_ms or money",
+    "invalid_tie": "tie must be first or last",
+    "invalid_rank_mode": "rank_mode must be ordinal, dense or competition",
+    "invalid_key_bounds": "a key's min and max must be int64 with min <= max",
+    "invalid_board_window": "windows must be distinct daily, weekly, monthly, alltime or season",
+    "invalid_time_zone": "time_zone must be UTC, +HH:MM or an IANA zone name",
+    "invalid_season": "a season window needs season {start_ms, length_s} (1 hour to 366 days)",
+    "invalid_top_n": "top_n must be 1-100",
+    "invalid_metadata_limit": "metadata_bytes must be 0-1024",
+    "unknown_extension": "extensions must name known extensions",
+    "invalid_extension": "an extension's value broke its rule",
+    "board_exists": "a board of that id exists; update it instead",
+    "board_reorder": "keys, directions, bounds, tie, windows, time zone and dense ranks of a board are fixed",
+    "stale_board": "the board changed since the version the update was made from",
+    # shared with submissions: the same codes, the same words
+    **{
+        code: CODES[code]
+        for code in (
+            "invalid_board_id",
+            "invalid_operator",
+            "unknown_board",
+            "wrong_key_count",
+            "invalid_key_value",
+            "key_out_of_range",
+            "metadata_too_large",
+        )
+    },
 }
 
 
@@ -125,6 +170,17 @@ class InvalidInput(LeaderboardError):
         return f"{self.code}: {self.message}"
 
 
+class InvalidBoard(LeaderboardError):
+    """A board definition or a call on one was refused before anything changed; ``code`` in BOARD_CODES."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
 class Banned(LeaderboardError):
     code = "banned"
 
@@ -146,6 +202,7 @@ _REPLY_ERRORS: dict[str, type[LeaderboardError]] = {
     "tournament_ended": TournamentError,
     "banned": Banned,
     **dict.fromkeys(INPUT_CODES, InvalidInput),
+    **dict.fromkeys(("board_exists", "unknown_board", "board_reorder", "stale_board", "invalid_board"), InvalidBoard),
 }
 
 
@@ -162,4 +219,6 @@ def from_reply(reply: str) -> LeaderboardError | None:
         return TournamentError(code, message)
     if kind is InvalidInput:
         return InvalidInput(code, message)
+    if kind is InvalidBoard:
+        return InvalidBoard(code, message)
     return kind(message)

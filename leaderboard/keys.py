@@ -17,6 +17,7 @@ GLOBAL_SCOPE = "global"
 # The span of one seen-id or refusal bucket (``seen(hour)``, ``refused(hour)``): an hour, in ms.
 HOUR_MS = 3_600_000
 SCOPE_KINDS = ("region", "mode")
+DEFINED = "board"  # the scope kind of a defined board: ``board:<id>`` (leaderboard/boards.py)
 
 
 def check_name(kind: str, value: str) -> str:
@@ -26,18 +27,25 @@ def check_name(kind: str, value: str) -> str:
     return value
 
 
+def defined_of(scope: str) -> str | None:
+    """``board:tower`` -> ``tower``: the defined board a scope names, or None."""
+    kind, _, value = scope.partition(":")
+    return value if kind == DEFINED else None
+
+
 def scope_label(kind: str, value: str) -> str:
     """``region`` + ``eu`` -> ``region:eu``: the board name clients subscribe to."""
     return f"{kind}:{value}"
 
 
 def parse_scope(board: str) -> str:
-    """Validate a board name from the outside world (``global``, ``region:eu``, ``mode:duo``)."""
+    """Validate a board name from the outside world (``global``, ``region:eu``, ``mode:duo``,
+    ``board:tower``: a defined board)."""
     if board == GLOBAL_SCOPE:
         return board
     kind, _, value = board.partition(":")
-    if kind not in SCOPE_KINDS:
-        raise ValueError(f"board must be 'global', 'region:<name>' or 'mode:<name>', got {board!r}")
+    if kind not in SCOPE_KINDS and kind != DEFINED:
+        raise ValueError(f"board must be 'global', 'region:<name>', 'mode:<name>' or 'board:<id>', got {board!r}")
     check_name(kind, value)
     return board
 
@@ -58,6 +66,15 @@ class Keys:
     # --- written by the function library
     def board(self, window: str, period: str, scope: str) -> str:
         return f"{self.prefix}:board:{window}:{period}:{scope}"
+
+    def members(self, window: str, period: str, scope: str) -> str:
+        """Hash player -> member of a lex-encoded defined board (leaderboard/boards.py): what
+        finds a player's member, whose text is its place on the board."""
+        return f"{self.prefix}:members:{window}:{period}:{scope}"
+
+    def metadata(self, window: str, period: str, scope: str) -> str:
+        """Hash player -> the metadata of the player's entry on a defined board (e.g. a replay id)."""
+        return f"{self.prefix}:meta:{window}:{period}:{scope}"
 
     def histogram(self, window: str, period: str, scope: str) -> str:
         """Hash points bucket -> members of the board in it (leaderboard/ranking.py), for
@@ -190,6 +207,19 @@ class Keys:
     def entrants(self, tournament: str) -> str:
         """Set of the players entered in a tournament."""
         return f"{self.prefix}:entrants:{tournament}"
+
+    # --- board definitions
+    @property
+    def boards(self) -> str:
+        """Hash board id -> definition JSON (leaderboard/boards.py), written by lb_board_put and
+        lb_board_delete only."""
+        return f"{self.prefix}:boards"
+
+    @property
+    def boards_version(self) -> str:
+        """Counter bumped by every change of the boards hash: a process re-reads the hash when it
+        moves (one GET per tick)."""
+        return f"{self.prefix}:boardsver"
 
     # --- the durable log's journal
     @property

@@ -28,6 +28,11 @@ lb_unban         ``unban``                           moderation.Moderation
 lb_correct       ``correct``                         moderation.Moderation
 lb_profile       ``profile``                         moderation.Moderation
 lb_rank_rebuild  ``rebuild_rank_index``              operators, once per board after an upgrade
+lb_board_put     ``create_board``, ``update_board``  operators (``python -m scorer board``, server role)
+lb_board_delete  ``delete_board``                    operators
+lb_lex_top       ``top`` (a lex board: defined.py)   publisher, gateways
+lb_lex_around    ``around`` (a lex board)            gateways
+lb_lex_ranks     ``ranks``, ``rank`` (a lex board)   gateways
 ===============  ==================================  ==============================
 
 Reads rank in the window's rank mode (``GameConfig.rank_mode_for``, leaderboard/ranking.py).
@@ -46,7 +51,8 @@ the high-level call operators use); these wrappers take them as given.
 Around the wrappers, each in its module: the transport (``connect``, ``execute_packed``) in
 transport.py, the batch layout of ``lb_submit`` in batch.py, the reads by plain commands
 (``size``, ``stats``, ``feed``, ``finals``) in reads.py, and the tournament registry
-(``lb.tournaments``: ``get``, ``all``, ``entered``) in tournaments.py.
+(``lb.tournaments``: ``get``, ``all``, ``entered``) in tournaments.py, and the board
+definitions (``lb.boards``: ``refresh``, ``get``, ``all``) in definitions.py.
 """
 
 from __future__ import annotations
@@ -60,10 +66,13 @@ from typing import Any
 import orjson
 from redis.exceptions import ResponseError
 
+from . import boards
 from .batch import decode_batch, encode_batch, outcome_rows
 from .config import GameConfig
-from .errors import BadPeriod, BadRequest, NotReplicated, TournamentError, from_reply
-from .keys import HOUR_MS, parse_scope
+from .defined import Board
+from .definitions import Definitions
+from .errors import BadPeriod, BadRequest, InvalidBoard, NotReplicated, TournamentError, from_reply
+from .keys import HOUR_MS, defined_of, parse_scope
 from .profiles import check_player_id
 from .ranking import COMPETITION, ORDINAL, assign_ranks, round_rank, top_percent
 from .reads import PlainReads
@@ -126,6 +135,7 @@ class Leaderboard(PlainReads):
         self.config = config
         self.keys = config.keys
         self.tournaments = Tournaments(redis, self.keys)
+        self.boards = Definitions(redis, config)
 
     async def load(self) -> None:
         """Load (or replace) the function library; idempotent."""
@@ -153,6 +163,9 @@ class Leaderboard(PlainReads):
             return []
         named = {t for fields in entries if (t := fields.get("tournament"))}
         tournaments = {t: w for t in named if (w := await self.tournaments.get(t)) is not None} if named else None
+        defined = {b for fields in entries if (b := fields.get("board"))}
+        if any(self.boards.get(b) is None for b in defined):
+            await self.boards.refresh()  # defined a moment ago, before this process's tick
         plan = encode_batch(
             self.config,
             entries,
@@ -161,6 +174,7 @@ class Leaderboard(PlainReads):
             tournaments=tournaments,
             announce=announce,
             replay=replay,
+            definitions={b: d for b in defined if (d := self.boards.get(b)) is not None},
         )
         if plan.count == 0:  # every entry was refused before the call
             return decode_batch(plan, [])
@@ -339,6 +353,42 @@ class Leaderboard(PlainReads):
             added += int(await _execute(self.redis, command))
         return added
 
+    # --- board definitions (leaderboard/boards.py; the registry in definitions.py)
+
+    async def create_board(self, definition: boards.Definition) -> boards.Definition:
+        """lb_board_put: store a new board definition (version 1). Creating the same one again is
+        a no-op; InvalidBoard(board_exists) for another definition of that id."""
+        created = boards.parse({**definition.as_dict(), "version": 1})
+        await self._put_board(created, "")
+        return created
+
+    async def update_board(self, definition: boards.Definition) -> boards.Definition:
+        """lb_board_put: replace a board's definition with ``definition`` as its next version.
+        InvalidBoard(unknown_board), (board_reorder) for a change that would reorder the live
+        board (boards.check_update), (stale_board) when another update landed meanwhile. The
+        game's default board may be updated while only its configuration describes it."""
+        stored = await self.boards.stored_json(definition.id)
+        if stored is None:
+            if definition.id != boards.DEFAULT_ID:
+                raise InvalidBoard("unknown_board", f"no board {definition.id!r}")
+            old = self.boards.defaults[boards.DEFAULT_ID]
+        else:
+            old = boards.parse(stored)
+        updated = boards.check_update(old, definition)
+        await self._put_board(updated, stored or "")
+        return updated
+
+    async def delete_board(self, board: str) -> None:
+        """lb_board_delete: delete a board's definition. InvalidBoard(unknown_board)."""
+        boards.check_id(board)
+        keys = (self.keys.boards, self.keys.boards_version, self.keys.journal)
+        await _execute(self.redis, ("FCALL", "lb_board_delete", len(keys), *keys, board))
+
+    async def _put_board(self, definition: boards.Definition, expected: str) -> None:
+        keys = (self.keys.boards, self.keys.boards_version, self.keys.journal)
+        command: Command = ("FCALL", "lb_board_put", len(keys), *keys, definition.id, definition.to_json(), expected)
+        await _execute(self.redis, command)
+
     # --- moderation and profiles (the boards named by the caller: see moderation.py)
 
     async def ban(
@@ -467,6 +517,31 @@ class Leaderboard(PlainReads):
             raise BadPeriod(str(exc)) from None
         return self.keys.board(spec.name, period.label, scope), period
 
+    async def defined_board(
+        self, window_name: str, scope: str, at: int | None = None, period_name: str | None = None
+    ) -> Board | None:
+        """The defined board a scope ``board:<id>`` names (its period resolved as a read names
+        it), or None for any other scope. BadRequest for a board nobody defined, or a window it
+        does not keep; BadPeriod as ``_board``."""
+        board_id = defined_of(scope)
+        if board_id is None:
+            return None
+        definition = self.boards.get(board_id)
+        if definition is None:
+            await self.boards.refresh()  # defined a moment ago, before this process's tick
+            definition = self.boards.get(board_id)
+        if definition is None:
+            raise BadRequest(f"no board {board_id!r}")
+        try:
+            boards.window_of(definition, window_name)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        try:
+            found = boards.resolve(definition, window_name, period_name, now_ms() if at is None else at)
+        except ValueError as exc:
+            raise BadPeriod(str(exc)) from None
+        return Board(self.keys, definition, found, scope)
+
     async def _fcall_ro(self, name: str, keys: list[str], *args: str | int) -> Any:
         with _library_errors():
             return await self.redis.fcall_ro(name, len(keys), *keys, *args)
@@ -476,23 +551,53 @@ class Leaderboard(PlainReads):
     ) -> BoardEntries:
         """lb_top: the first ``n`` entries of the board's current period (or the one at ``at``,
         or the one ``period`` names)."""
+        defined = await self.defined_board(window_name, scope, at, period)
+        if defined is not None:
+            return await self._with_metadata(defined, defined.top(await self._defined_read(defined.top_call(n))))
         key, found = await self._board(window_name, scope, at, period)
         flat = await self._fcall_ro("lb_top", [key, self.keys.profiles], n)
         mode = self.config.rank_mode_for(window_name)
         return BoardEntries(found, _entries(found, mode, 1, 1, flat), mode)
+
+    async def _defined_read(self, call: tuple[str, list[str], list[str | int]]) -> Any:
+        name, keys, args = call
+        return await self._fcall_ro(name, keys, *args)
+
+    async def _with_metadata(self, board: Board, read: BoardEntries) -> BoardEntries:
+        """A packed defined board's entries with their metadata (a lex board's read has it)."""
+        if board.lex or not board.definition.metadata_bytes or not read.entries:
+            return read
+        found = await self.redis.hmget(board.meta, [e.player for e in read.entries])
+        entries = [replace(e, metadata=None if m is None else str(m)) for e, m in zip(read.entries, found, strict=True)]
+        return replace(read, entries=entries)
 
     async def tops(
         self, boards: Sequence[tuple[str, str]], n: int = 10, *, at: int | None = None
     ) -> list[BoardEntries]:
         """``top()`` of several boards, ``(window, scope)`` each, in one pipelined round trip:
         for the publisher, whose tick may find hundreds of boards changed (a fraction of the
-        client's CPU per board of one call each, measured in docs/operations.md)."""
-        found = [await self._board(window_name, scope, at) for window_name, scope in boards]
-        commands = [("FCALL_RO", "lb_top", 2, key, self.keys.profiles, n) for key, _ in found]
+        client's CPU per board of one call each, measured in docs/operations.md). A defined
+        board's top is its definition's ``top_n``."""
+        found: list[Board | tuple[str, Period]] = []
+        commands: list[Command] = []
+        for window_name, scope in boards:
+            defined = await self.defined_board(window_name, scope, at)
+            if defined is not None:
+                name, keys, args = defined.top_call(defined.definition.top_n)
+                commands.append(("FCALL_RO", name, len(keys), *keys, *args))
+                found.append(defined)
+                continue
+            key, period = await self._board(window_name, scope, at)
+            commands.append(("FCALL_RO", "lb_top", 2, key, self.keys.profiles, n))
+            found.append((window_name, period))
         with _library_errors():
             replies = await execute_packed(self.redis, *commands) if commands else []
         out = []
-        for (window_name, _), (_, period), flat in zip(boards, found, replies, strict=True):
+        for board, flat in zip(found, replies, strict=True):
+            if isinstance(board, Board):
+                out.append(await self._with_metadata(board, board.top(flat)))
+                continue
+            window_name, period = board
             mode = self.config.rank_mode_for(window_name)
             out.append(BoardEntries(period, _entries(period, mode, 1, 1, flat), mode))
         return out
@@ -508,6 +613,11 @@ class Leaderboard(PlainReads):
         period: str | None = None,
     ) -> BoardEntries:
         """lb_around: the entries ``k`` above and below ``player`` (none when unranked)."""
+        defined = await self.defined_board(window_name, scope, at, period)
+        if defined is not None:
+            return await self._with_metadata(
+                defined, defined.around(await self._defined_read(defined.around_call(player, k)))
+            )
         key, found = await self._board(window_name, scope, at, period)
         mode, w = self.config.rank_mode_for(window_name), found.window
         keys = [key, self.keys.profiles, self.keys.points(w.name, found.label, scope)]
@@ -539,6 +649,11 @@ class Leaderboard(PlainReads):
         one HMGET in the same round trip (own-rank pushes leave it out: they show no names). A
         player whose rank is beyond ``deep_from`` (0: nobody) may get an approximate rank from
         the board's histogram (``approx``), rounded to three significant digits."""
+        defined = await self.defined_board(window_name, scope, at, period)
+        if defined is not None:
+            flat = await self._defined_read(defined.ranks_call(players))
+            joined = await self.redis.hmget(self.keys.profiles, list(players)) if profiles and players else None
+            return defined.ranks(players, flat, joined or [None] * len(players))
         key, found = await self._board(window_name, scope, at, period)
         mode, w = self.config.rank_mode_for(window_name), found.window
         keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]

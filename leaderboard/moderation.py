@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from .errors import INPUT_CODES, BadRequest, InvalidInput, TournamentError
-from .keys import GLOBAL_SCOPE, parse_scope
+from .keys import GLOBAL_SCOPE, defined_of, parse_scope
 from .library import Leaderboard
 from .profiles import Profile, check_player_id, normalise_text
 from .results import BoardRef, Correction
@@ -85,12 +85,14 @@ class Moderation:
         self._board_prefix = self.keys.board_pattern[:-1]
 
     async def boards(self) -> set[BoardRef]:
-        """Every board of the game that exists now: all windows, periods and scopes."""
+        """Every board of the game that exists now: all windows, periods and scopes. Defined
+        boards (``board:<id>``) are not moderated yet: a ban's tombstone refuses the player's
+        slips to them, but their entries stay (docs/operations.md)."""
         found: set[BoardRef] = set()
         async for key in self.lb.redis.scan_iter(match=self.keys.board_pattern, count=_SCAN_COUNT):
             window_name, _, rest = str(key)[len(self._board_prefix) :].partition(":")
             period, _, scope = rest.partition(":")
-            if scope:
+            if scope and not defined_of(scope):
                 found.add(BoardRef(window_name, period, scope))
         return found
 

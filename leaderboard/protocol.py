@@ -16,8 +16,9 @@ from typing import Any
 
 import orjson
 
+from leaderboard.boards import BOARD_WINDOWS
 from leaderboard.errors import INPUT_CODES, LeaderboardError
-from leaderboard.keys import GLOBAL_SCOPE, parse_scope
+from leaderboard.keys import GLOBAL_SCOPE, defined_of, parse_scope
 from leaderboard.profiles import is_player_id
 from leaderboard.windows import check_tournament, tournament_of
 
@@ -157,6 +158,16 @@ class SetProfile(Request):
     fields: Mapping[str, str]  # checked by leaderboard.profiles.Profile
 
 
+@dataclass(frozen=True, slots=True)
+class DefineBoard(Request):
+    action: str  # create, update, delete, show, list
+    board: str | None  # delete, show
+    definition: Mapping[str, Any] | None  # create, update (checked by leaderboard/boards.py)
+
+
+BOARD_ACTIONS = ("create", "update", "delete", "show", "list")
+
+
 def parse(raw: str | bytes, *, windows: Sequence[str], default_window: str) -> Request:
     """A text frame's request. ``bytes`` is a binary frame: the protocol is JSON text only (a
     binary frame would skip the UTF-8 check websockets makes of text), so it is refused."""
@@ -209,7 +220,8 @@ def _board(msg: dict[str, Any], windows: Sequence[str], default_window: str) -> 
         parse_scope(board)
     except ValueError as exc:
         raise ProtocolError("bad_board", str(exc)) from None
-    if win not in windows and tournament_of(win) is None:
+    # a defined board keeps its own windows: the read says whether this one is among them
+    if win not in windows and tournament_of(win) is None and not (defined_of(board) and win in BOARD_WINDOWS):
         raise ProtocolError("bad_board", f"window must be one of {', '.join(windows)} or t-<tournament>")
     return board, win
 
@@ -383,6 +395,18 @@ def _profile(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> 
     return SetProfile(rid, _optional_player(msg), fields)
 
 
+def _define_board(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    action = msg.get("action")
+    if action not in BOARD_ACTIONS:
+        raise _bad(f"action must be one of {', '.join(BOARD_ACTIONS)}")
+    board, definition = msg.get("board"), msg.get("definition")
+    if action in ("create", "update") and not isinstance(definition, dict):
+        raise _bad("definition must be an object (docs/data-model.md, Board definitions)")
+    if action in ("delete", "show") and not isinstance(board, str):
+        raise _bad("board must be a board id")
+    return DefineBoard(rid, action, board if action in ("delete", "show") else None, definition)
+
+
 _PARSERS = {
     "hello": _hello,
     "ping": _ping,
@@ -402,4 +426,5 @@ _PARSERS = {
     "unban": _unban,
     "correct": _correct,
     "profile": _profile,
+    "board": _define_board,
 }

@@ -41,9 +41,10 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def assign_ranks(mode: str, first_ordinal: int, first_rank: int, points: Sequence[int]) -> list[int]:
+def assign_ranks(mode: str, first_ordinal: int, first_rank: int, points: Sequence[object]) -> list[int]:
     """Ranks of a slice of consecutive board entries (best first) whose first entry has ordinal
-    rank ``first_ordinal`` and rank ``first_rank`` in ``mode``."""
+    rank ``first_ordinal`` and rank ``first_rank`` in ``mode``. ``points`` are what ties
+    compare: points, or a defined board's key parts."""
     ranks: list[int] = []
     for i, p in enumerate(points):
         if i == 0:

@@ -17,10 +17,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from . import boards, wire
 from . import protocol as p
-from . import wire
 from .auth import Identity
-from .errors import BadRequest, Banned, InvalidInput, TournamentError
+from .errors import BadRequest, Banned, InvalidBoard, InvalidInput, TournamentError
 from .library import Leaderboard
 from .moderation import Moderation
 from .profiles import Profile
@@ -72,7 +72,7 @@ async def _rank(game: Game, identity: Identity, req: p.Rank) -> bytes:
     return wire.rank(
         board=req.board, window=req.window, period=ranks.period.label, player=player, rank=st.rank,
         score=st.score, size=ranks.size, top_percent=st.top_percent, approx=st.approx, mode=ranks.mode,
-        request_id=req.id,
+        request_id=req.id, keys=st.keys,
     )  # fmt: skip
 
 
@@ -168,6 +168,33 @@ async def _profile(game: Game, identity: Identity, req: p.SetProfile) -> bytes:
     return wire.reply({"type": "profile", "player": player, "profile": stored}, req.id)
 
 
+async def _board(game: Game, identity: Identity, req: p.DefineBoard) -> bytes:
+    """Board definitions, for game servers (docs/data-model.md, Board definitions)."""
+    _server(identity, req, "define boards")
+    lb = game.lb
+    reply: dict[str, Any]
+    try:
+        if req.action in ("create", "update"):
+            definition = boards.parse(req.definition or {})
+            made = await (lb.create_board(definition) if req.action == "create" else lb.update_board(definition))
+            reply = {"type": "board", "action": req.action, "definition": made.as_dict()}
+        elif req.action == "delete":
+            await lb.delete_board(req.board or "")
+            reply = {"type": "board", "action": "delete", "board": req.board}
+        else:
+            await lb.boards.refresh()
+            if req.action == "list":
+                reply = {"type": "board", "action": "list", "boards": [d.as_dict() for d in lb.boards.all()]}
+            else:
+                found = lb.boards.get(req.board or "")
+                if found is None:
+                    raise InvalidBoard("unknown_board", f"no board {req.board!r}")
+                reply = {"type": "board", "action": "show", "definition": found.as_dict()}
+    except InvalidBoard as exc:
+        raise p.ProtocolError(exc.code, exc.message, req.id) from None
+    return wire.reply(reply, req.id)
+
+
 # ---------------------------------------------------------------- the rules
 
 
@@ -218,5 +245,6 @@ _ANSWERS: dict[type[p.Request], Answer] = {
     p.Unban: _unban,
     p.Correct: _correct,
     p.SetProfile: _profile,
+    p.DefineBoard: _board,
 }
 ANSWERED = frozenset(_ANSWERS)  # the request types answer() knows

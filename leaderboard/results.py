@@ -52,6 +52,9 @@ class Entry:
     score: int
     profile: Mapping[str, Any] | None = None
     top_percent: float | None = None  # set by reads around a player (leaderboard/ranking.py)
+    # a defined board's key values (``score`` is the first) and the entry's metadata
+    keys: tuple[int, ...] | None = None
+    metadata: str | None = None
 
     @property
     def name(self) -> str | None:
@@ -71,6 +74,7 @@ class Standing:
     profile: Mapping[str, Any] | None = None  # read only where asked for (friends lists)
     top_percent: float | None = None
     approx: bool = False
+    keys: tuple[int, ...] | None = None  # a defined board's key values (``score`` is the first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +87,8 @@ class BoardEntries:
     entries: list[Entry]
     mode: str = "ordinal"  # the rank mode of the entries' ranks
     size: int | None = None  # the board's member count, where the read took it (around)
+    # a defined board's keys: name, direction and display hint each (a page formats by them)
+    columns: tuple[Mapping[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,4 +25,5 @@ def build(scope: str, top: BoardEntries, *, version: int, ts_ms: int) -> bytes:
         ts_ms=ts_ms,
         entries=top.entries,
         mode=top.mode,
+        columns=top.columns,
     )

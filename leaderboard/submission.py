@@ -10,6 +10,7 @@ applied. Both layers use the same stable codes (errors.CODES).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,11 +20,15 @@ from .keys import GLOBAL_SCOPE, SCOPE_KINDS, check_name, scope_label
 from .profiles import has_forbidden, is_player_id
 from .windows import TOURNAMENT_SHIFT, check_tournament
 
+_INT = re.compile(r"-?\d+")
+
 OPERATORS = ("best", "incr", "set")
 MAX_ID_BYTES = 64
 MAX_NAME_BYTES = 64
 # Stream fields of a submission, in the order they are written.
-FIELDS = ("id", "player", "points", "op", "ts", "name", "region", "mode", "tournament")
+FIELDS = ("id", "player", "points", "op", "ts", "name", "region", "mode", "tournament", "board", "values", "meta")
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+MAX_META_BYTES = 1024  # the most any board allows (leaderboard/boards.py); each board says its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +55,11 @@ class Submission:
     # A tournament submission goes to that tournament's boards only (not the game's windows),
     # and counts only if the player is entered.
     tournament: str | None = None
+    # A submission to a defined board (leaderboard/boards.py) goes to that board only, one per
+    # window it keeps, with its key values (``points`` is then 0 and unused) and metadata.
+    board: str | None = None
+    values: tuple[int, ...] = ()
+    meta: str | None = None
     # Keep what lb_submit decided per board (improved, rank, previous rank, points) for
     # ``Leaderboard.status`` to answer with (the HTTP API's ?wait=applied); costs nothing otherwise.
     outcome: bool = False
@@ -77,11 +87,33 @@ class Submission:
                 check_tournament(self.tournament)
             except ValueError:
                 raise _invalid("invalid_tournament") from None
+        if self.board is not None:
+            try:
+                check_name("board", self.board)  # the rule of scope values
+            except ValueError:
+                raise _invalid("invalid_board_id") from None
+            if self.tournament:
+                raise _invalid("invalid_board_id")  # a slip goes to a tournament or to a board
+            if not 1 <= len(self.values) <= 5:
+                raise _invalid("wrong_key_count")
+            for value in self.values:
+                if type(value) is not int:
+                    raise _invalid("invalid_key_value")
+                if not INT64_MIN <= value <= INT64_MAX:
+                    raise _invalid("key_out_of_range")
+        elif self.values or self.meta is not None:
+            raise _invalid("unknown_board")  # key values or metadata need the board they are for
+        if self.meta is not None:
+            _check_text(self.meta, "metadata_too_large", MAX_META_BYTES)
 
     def fields(self) -> dict[str, str]:
         """The stream entry for this submission (absent optionals are left out)."""
-        out = {"id": self.id, "player": self.player, "points": str(self.points), "ts": str(self.ts_ms)}
-        for key in ("op", "name", "region", "mode", "tournament"):
+        out = {"id": self.id, "player": self.player, "ts": str(self.ts_ms)}
+        if self.board is None:
+            out["points"] = str(self.points)
+        else:
+            out["values"] = ",".join(map(str, self.values))
+        for key in ("op", "name", "region", "mode", "tournament", "board", "meta"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -94,16 +126,20 @@ class Submission:
         """A Submission from raw fields (a wire message, command-line arguments); raises
         InvalidSubmission. With ``now_ms`` and ``rules``, the clock and limits are checked too
         (``check()``); the queue checks those itself, so its callers need not."""
+        board = _text(fields.get("board"), "invalid_board_id") or None
         sub = cls(
             _text(fields.get("id"), "invalid_id"),
             _text(fields.get("player"), "invalid_player"),
-            parse_uint(fields.get("points"), "invalid_points", 16),
+            parse_uint(fields.get("points"), "invalid_points", 16) if board is None else 0,
             parse_uint(fields.get("ts"), "invalid_timestamp", 15),
             _text(fields.get("op"), "invalid_operator") or None,
             _text(fields.get("name"), "invalid_name") or None,
             _text(fields.get("region"), "invalid_scope") or None,
             _text(fields.get("mode"), "invalid_scope") or None,
             _text(fields.get("tournament"), "invalid_tournament") or None,
+            board,
+            parse_values(fields.get("values")) if board is not None else (),
+            _text(fields.get("meta"), "metadata_too_large") or None,
         )
         if now_ms is not None and rules is not None:
             sub.check(now_ms=now_ms, rules=rules)
@@ -112,12 +148,29 @@ class Submission:
     def check(self, *, now_ms: int, rules: Rules) -> None:
         """The rules that depend on configuration and the clock."""
         max_points = (1 << (53 - TOURNAMENT_SHIFT)) - 1 if self.tournament else rules.max_points
-        if self.points > max_points:
+        if self.board is None and self.points > max_points:
             raise InvalidSubmission("points_out_of_range", f"points must stay below {max_points + 1}")
         if self.ts_ms > now_ms + rules.clock_skew_ms:
             raise _invalid("timestamp_in_future")
         if self.ts_ms < now_ms - rules.max_age_ms:
             raise _invalid("timestamp_too_old")
+
+
+def parse_values(value: object) -> tuple[int, ...]:
+    """Key values as a list of ints or decimal strings, or one string of them joined by ','."""
+    parts = value.split(",") if isinstance(value, str) else value
+    if not isinstance(parts, list | tuple) or not 1 <= len(parts) <= 5:
+        raise _invalid("wrong_key_count")
+    out = []
+    for part in parts:
+        if isinstance(part, str) and _INT.fullmatch(part):
+            if len(part.lstrip("-0")) > 19:  # beyond any int64 (and int()'s digit limit)
+                raise _invalid("key_out_of_range")
+            part = int(part)
+        if type(part) is not int:
+            raise _invalid("invalid_key_value")
+        out.append(part)
+    return tuple(out)
 
 
 def _text(value: object, code: str) -> str:

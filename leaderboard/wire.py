@@ -5,7 +5,7 @@ The scorer encodes each snapshot once; gateways forward those bytes unchanged to
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -19,21 +19,32 @@ def encode(message: dict[str, Any]) -> bytes:
 
 
 def snapshot(
-    *, board: str, window: str, period: str, version: int, ts_ms: int, entries: Iterable[Entry], mode: str = "ordinal"
+    *,
+    board: str,
+    window: str,
+    period: str,
+    version: int,
+    ts_ms: int,
+    entries: Iterable[Entry],
+    mode: str = "ordinal",
+    columns: Sequence[Mapping[str, str]] = (),
 ) -> bytes:
-    """The ``snapshot`` message of one board's top N; ``mode`` is how its ranks treat ties."""
-    return encode(
-        {
-            "type": "snapshot",
-            "board": board,
-            "window": window,
-            "period": period,
-            "version": version,
-            "ts": ts_ms,
-            "mode": mode,
-            "entries": _rows(entries),
-        }
-    )
+    """The ``snapshot`` message of one board's top N; ``mode`` is how its ranks treat ties;
+    ``columns`` a defined board's keys (name, direction, display), whose values each entry's
+    ``keys`` carries."""
+    msg: dict[str, Any] = {
+        "type": "snapshot",
+        "board": board,
+        "window": window,
+        "period": period,
+        "version": version,
+        "ts": ts_ms,
+        "mode": mode,
+        "entries": _rows(entries),
+    }
+    if columns:
+        msg["columns"] = [dict(c) for c in columns]
+    return encode(msg)
 
 
 def error(code: str, message: str, request_id: Any = None) -> bytes:
@@ -51,6 +62,10 @@ def _rows(entries: Iterable[Entry]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"rank": e.rank, "player": e.player, "score": e.score, **display(e.profile)}
         if e.top_percent is not None:
             row["top_percent"] = e.top_percent
+        if e.keys is not None:  # a defined board's: as text, exact beyond 2^53 in any client
+            row["keys"] = [str(v) for v in e.keys]
+            if e.metadata is not None:
+                row["meta"] = e.metadata
         rows.append(row)
     return rows
 
@@ -119,9 +134,11 @@ def rank(
     approx: bool = False,
     mode: str = "ordinal",
     request_id: Any = None,
+    keys: Sequence[int] | None = None,
 ) -> bytes:
-    """A player's standing: ``rank`` in ``mode``; ``approx`` when it is a rounded estimate."""
-    msg = {
+    """A player's standing: ``rank`` in ``mode``; ``approx`` when it is a rounded estimate;
+    ``keys`` a defined board's key values (sent as text, like a snapshot's)."""
+    msg: dict[str, Any] = {
         "type": "rank",
         "board": board,
         "window": window,
@@ -134,6 +151,8 @@ def rank(
         "top_percent": top_percent,
         "approx": approx,
     }
+    if keys is not None:
+        msg["keys"] = [str(v) for v in keys]
     return _with_id(msg, request_id)
 
 

@@ -8,7 +8,10 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:board:<window>:<period>:<scope>   ZSET    player -> packed score (points and time)
   lb:{g}:hist:<window>:<period>:<scope>    HASH    points bucket -> members of the board in it
   lb:{g}:points:<window>:<period>:<scope>  ZSET    each distinct points value on the board (member
-                                                   and score: the value); dense-mode windows only
+                                                   and score: the value); dense-mode windows only;
+                                                   on a lex board each distinct key part (score 0)
+  lb:{g}:members:<window>:<period>:<scope> HASH    player -> member of a lex board (scope board:<id>)
+  lb:{g}:meta:<window>:<period>:<scope>    HASH    player -> entry metadata of a defined board
   lb:{g}:players:<window>:<period>         HLL     distinct players of one window period
   lb:{g}:seen:<hour>                       SET     submission ids applied, bucketed by the
                                                    submission's own timestamp hour
@@ -40,9 +43,11 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
                                                    all tournaments share finals:tournaments
   lb:{g}:tournaments                       HASH    tournament id -> {"start_ms","end_ms"} JSON
   lb:{g}:entrants:<tournament>             SET     players entered in a tournament (EXPIREAT)
+  lb:{g}:boards                            HASH    board id -> definition JSON (leaderboard/boards.py)
+  lb:{g}:boardsver                         STRING  counter bumped by every change of the boards hash
   lb:{g}:journal                           STREAM  one entry per change of lb_ban, lb_unban,
                                                    lb_correct, lb_profile, lb_tournament, lb_join,
-                                                   lb_close (and first badge awards, from the badge
+                                                   lb_close, lb_board_put, lb_board_delete (and first badge awards, from the badge
                                                    worker): {fn, at (Redis TIME, us), args (JSON
                                                    array)}; the durable log's recorder deletes what
                                                    it recorded (MAXLEN ~ JOURNAL_MAXLEN)
@@ -88,6 +93,8 @@ Functions (each documented where it is defined; Python wrappers in leaderboard/l
   lb_profile      set a player's profile fields         profiles, versions, journal, the boards
                                                         given (read)
   lb_rank_rebuild rebuild a board's companions          a board, its points and hist
+  lb_board_put    create or update a board definition   boards, boardsver, journal
+  lb_board_delete delete a board definition             boards, boardsver, journal
 
 Score packing (see docs/data-model.md): score = points * 2^k + (2^k - 1 - t), where t is the
 time since the window's start in the window's tie unit. An earlier arrival at the same points
@@ -103,13 +110,15 @@ Errors, one way per scope (refuse and entry_error below), with the codes of lead
   (malformed input), backlog_full, unknown_tournament, tournament_exists, tournament_ended, banned,
   points_out_of_range, and the input codes of the moderation, profile and entry functions:
   invalid_player, invalid_actor, invalid_reason, invalid_points, invalid_name, invalid_avatar,
-  invalid_country;
+  invalid_country; the board definition functions' invalid_board, board_exists, unknown_board,
+  stale_board;
 - one submission of a batch that cannot apply answers {'error', code, message} for that entry
   only and writes nothing for it: missing_id, invalid_id, banned, invalid_player, invalid_name,
   invalid_points, invalid_operator, invalid_timestamp, timestamp_in_future, timestamp_too_old,
   timestamp_outside_window, not_entered (a tournament slip of a player not entered),
   period_closed (a slip of a closed period), too_many_scopes (past max_scopes),
-  points_out_of_range.
+  points_out_of_range; a defined board's slip: wrong_key_count, invalid_key_value,
+  key_out_of_range, metadata_too_large.
 
 Player ids, wherever they come in (lb_submit, lb_join, lb_ban, lb_unban, lb_correct, lb_profile),
 follow one rule, valid_player: 1-64 bytes of UTF-8 without control, bidirectional or invisible
@@ -402,7 +411,7 @@ end
 -- Argument readers --------------------------------------------------------------------------
 
 -- lb_submit's records, each read into locals named as lb_submit's Input names its fields.
-local SETTINGS_FIELDS, PERIOD_FIELDS, LAYOUT_FIELDS, BOARD_FIELDS, SUBMISSION_FIELDS = 8, 11, 4, 6, 8
+local SETTINGS_FIELDS, PERIOD_FIELDS, LAYOUT_FIELDS, BOARD_FIELDS, SUBMISSION_FIELDS = 8, 11, 4, 9, 10
 
 -- The period records: a count at pos, then the records. Both readers return nil for a malformed
 -- record, so the call is refused before its first write.
@@ -442,7 +451,7 @@ end
 
 -- The layout records (what submissions write to, shared by every submission of the batch with
 -- the same boards and seen-id bucket): a count at pos, then each layout followed by its boards.
-local function read_layouts(keys, periods, args, pos)
+local function read_layouts(keys, periods, args, pos, defs)
   local layouts, count = {}, tonumber(args[pos]) or 0
   pos = pos + 1
   for l = 1, count do
@@ -455,11 +464,20 @@ local function read_layouts(keys, periods, args, pos)
     end
     pos = pos + LAYOUT_FIELDS
     for b = 1, board_count do
-      local board_key, period, op, scope, hist_key, points_key = unpack(args, pos, pos + BOARD_FIELDS - 1)
+      local board_key, period, op, scope, hist_key, points_key, definition, members_key, meta_key =
+        unpack(args, pos, pos + BOARD_FIELDS - 1)
       local ref = { key = tonumber(board_key), period = tonumber(period), op = op, scope = scope,
-        hist = keys[tonumber(hist_key)], pts = keys[tonumber(points_key)] }
+        hist = keys[tonumber(hist_key)], pts = keys[tonumber(points_key)], members = tonumber(members_key),
+        meta = tonumber(meta_key) }
       if not (ref.key and keys[ref.key] and periods[ref.period] and ref.op and ref.scope and ref.hist and ref.pts) then
         return nil
+      end
+      definition = tonumber(definition)
+      if definition and definition > 0 then -- a defined board's: its definition, members and metadata
+        layout.def = defs[definition]
+        if not (layout.def and keys[ref.members] and keys[ref.meta]) then
+          return nil
+        end
       end
       layout.refs[b] = ref
       pos = pos + BOARD_FIELDS
@@ -467,6 +485,149 @@ local function read_layouts(keys, periods, args, pos)
     layouts[l] = layout
   end
   return layouts, pos
+end
+
+-- Defined boards: lex members ---------------------------------------------------------------
+-- A board whose definition does not fit one exact double (leaderboard/boards.py: several keys,
+-- negative values, the int64 range) keeps every member at score 0, so Redis orders the board by
+-- the member itself, bytewise: per key 16 hex digits of the value with its sign bit flipped
+-- (unsigned order is then signed order), complemented for a desc key; 12 hex digits of the time
+-- it was reached (complemented for tie 'last'); the player id. Ascending order is best first:
+-- rank = HGET (player -> member) + ZRANK, top = ZRANGE 0 N-1, competition rank = ZLEXCOUNT of
+-- the members before the key part, dense rank = the same on the set of distinct key parts.
+-- Lua numbers are doubles: a value is carried as two 32-bit halves (hi, lo) of its two's
+-- complement, parsed from its decimal text and added without ever being one double.
+
+local TWO32, TWO31 = 4294967296, 2147483648
+local KEY_HEX, TIME_HEX = 16, 12
+local TIME_SPAN = 2 ^ 48 - 1
+
+-- '-9223372036854775808' .. '9223372036854775807' -> hi, lo; nil for anything else. Every step
+-- stays below 2^37, exact in a double.
+local function int64_parse(s)
+  if type(s) ~= 'string' then
+    return nil
+  end
+  local sign, digits = s:match('^(%-?)0*(%d+)$')
+  if not digits or #digits > 19 then
+    return nil
+  end
+  local hi, lo = 0, 0
+  for i = 1, #digits do
+    local t = lo * 10 + digits:byte(i) - 48
+    local carry = math.floor(t / TWO32)
+    lo, hi = t - carry * TWO32, hi * 10 + carry
+    if hi >= TWO32 then
+      return nil
+    end
+  end
+  if sign == '' then
+    if hi >= TWO31 then
+      return nil
+    end
+    return hi, lo
+  end
+  if hi > TWO31 or (hi == TWO31 and lo > 0) then
+    return nil
+  end
+  if lo == 0 then
+    return (TWO32 - hi) % TWO32, 0
+  end
+  return TWO32 - 1 - hi, TWO32 - lo
+end
+
+local function int64_format(hi, lo)
+  local sign = ''
+  if hi >= TWO31 then -- negative: format the magnitude (two's complement negation)
+    sign = '-'
+    if lo == 0 then
+      hi = (TWO32 - hi) % TWO32
+    else
+      hi, lo = TWO32 - 1 - hi, TWO32 - lo
+    end
+  end
+  if hi == 0 then
+    return sign .. string.format('%d', lo)
+  end
+  local digits = {}
+  while hi > 0 or lo > 0 do
+    local r = hi % 10
+    local t = r * TWO32 + lo
+    local d = t % 10
+    hi, lo = (hi - r) / 10, (t - d) / 10
+    digits[#digits + 1] = string.char(48 + d)
+  end
+  return sign .. string.reverse(table.concat(digits))
+end
+
+-- a + b, or nil when the sum leaves int64
+local function int64_add(ahi, alo, bhi, blo)
+  local lo = alo + blo
+  local carry = lo >= TWO32 and 1 or 0
+  local hi = (ahi + bhi + carry) % TWO32
+  local an = ahi >= TWO31
+  if an == (bhi >= TWO31) and an ~= (hi >= TWO31) then
+    return nil
+  end
+  return hi, lo - carry * TWO32
+end
+
+-- The 16 hex digits of one key: ascending text order is the key's best-first order.
+local function key_hex(hi, lo, desc)
+  hi = (hi + TWO31) % TWO32 -- the sign bit flipped
+  if desc then
+    hi, lo = TWO32 - 1 - hi, TWO32 - 1 - lo
+  end
+  return string.format('%08x%08x', hi, lo)
+end
+
+local function key_of_hex(text, desc)
+  local hi, lo = tonumber(text:sub(1, 8), 16), tonumber(text:sub(9, 16), 16)
+  if desc then
+    hi, lo = TWO32 - 1 - hi, TWO32 - 1 - lo
+  end
+  return (hi + TWO31) % TWO32, lo
+end
+
+local function time_hex(ts, last)
+  return string.format('%012x', last and TIME_SPAN - ts or ts)
+end
+
+-- A member's rank in a mode: ordinal by its place, competition by the members before its key
+-- part, dense by the distinct key parts before it. Every count is O(log N).
+local function lex_rank(board, distinct, mode, member, key_len)
+  if mode == 'ordinal' then
+    return redis.call('ZRANK', board, member) + 1
+  end
+  local before = '(' .. member:sub(1, key_len)
+  if mode == 'competition' then
+    return redis.call('ZLEXCOUNT', board, '-', before) + 1
+  end
+  return redis.call('ZLEXCOUNT', distinct, '-', before) + 1
+end
+
+-- {member, profile JSON or false, metadata or false} per member, flat
+local function lex_entries(profiles, meta, members, key_len)
+  local out, players = {}, {}
+  for i, member in ipairs(members) do
+    players[i] = member:sub(key_len + TIME_HEX + 1)
+  end
+  if #players == 0 then
+    return out
+  end
+  local found = redis.call('HMGET', profiles, unpack(players))
+  local extra = redis.call('HMGET', meta, unpack(players))
+  for i, member in ipairs(members) do
+    out[#out + 1] = member
+    out[#out + 1] = found[i] or false
+    out[#out + 1] = extra[i] or false
+  end
+  return out
+end
+
+local function lex_key_len(text)
+  local n = parse_uint(text, 1)
+  return n and n >= 1 and n <= 5 and n * KEY_HEX or nil
 end
 
 -- Closed periods and the scope cap, each read once per batch --------------------------------
@@ -537,22 +698,19 @@ end
 
 -- Per-submission validation and planning (no writes) ---------------------------------------
 
--- Returns the points, the timestamp and the new scopes (nil: none) with the boards planned in
--- ctx.boards[1 .. #sub.layout.refs], or nil and an error triple. Every check happens here, before
--- any write, so a refused submission can never leave a partial update behind. The board records
--- are reused from one submission to the next: a table per board per slip was a measurable share
--- of the call.
-local function plan_submission(keys, sub, periods, ctx)
+-- The checks every slip passes, whatever board it names: its player and name (check_slip: nil,
+-- or the error triple), then, after its values, its operator and time (check_time: the
+-- timestamp, or nil and the error).
+local function check_slip(sub)
   if not valid_player(sub.player) then
-    return nil, entry_error('invalid_player', PLAYER_RULE)
+    return entry_error('invalid_player', PLAYER_RULE)
   end
   if sub.name ~= '' and (#sub.name > MAX_NAME_BYTES or not plain_text(sub.name)) then
-    return nil, entry_error('invalid_name', 'name must be valid UTF-8 of at most ' .. MAX_NAME_BYTES .. ' bytes, without control characters')
+    return entry_error('invalid_name', 'name must be valid UTF-8 of at most ' .. MAX_NAME_BYTES .. ' bytes, without control characters')
   end
-  local points = parse_uint(sub.points, 16)
-  if points == nil then
-    return nil, entry_error('invalid_points', 'points must be a non-negative integer, got ' .. string.format('%q', sub.points:sub(1, 40)))
-  end
+end
+
+local function check_time(sub, ctx)
   if sub.op ~= '' and not VALID_OPS[sub.op] then
     return nil, entry_error('invalid_operator', 'operator must be best, incr or set')
   end
@@ -565,6 +723,27 @@ local function plan_submission(keys, sub, periods, ctx)
   end
   if ts < ctx.now - ctx.max_age then
     return nil, entry_error('timestamp_too_old', 'timestamp is older than the idempotency window')
+  end
+  return ts
+end
+
+-- Returns the points, the timestamp and the new scopes (nil: none) with the boards planned in
+-- ctx.boards[1 .. #sub.layout.refs], or nil and an error triple. Every check happens here, before
+-- any write, so a refused submission can never leave a partial update behind. The board records
+-- are reused from one submission to the next: a table per board per slip was a measurable share
+-- of the call.
+local function plan_submission(keys, sub, periods, ctx)
+  local refused = check_slip(sub)
+  if refused then
+    return nil, refused
+  end
+  local points = parse_uint(sub.points, 16)
+  if points == nil then
+    return nil, entry_error('invalid_points', 'points must be a non-negative integer, got ' .. string.format('%q', sub.points:sub(1, 40)))
+  end
+  local ts, late = check_time(sub, ctx)
+  if not ts then
+    return nil, late
   end
 
   local boards, new_scopes, new_count = ctx.boards, nil, 0
@@ -608,6 +787,288 @@ local function plan_submission(keys, sub, periods, ctx)
     board.score = pack_score(total, math.floor((ts - period.start_ms) / period.unit_ms), scale)
   end
   return points, ts, new_scopes
+end
+
+-- Defined boards: a slip's key values and their writes --------------------------------------
+-- A slip naming a defined board (leaderboard/boards.py) carries 1-5 key values as decimal int64
+-- text ('12,-81250') and optional metadata; its layout's boards are that board's, one per window.
+-- A packed definition is planned here and written by apply_board like any board; a lex one is
+-- written by apply_lex (members, not scores).
+
+-- The definition records of a batch (lb_submit's Input names their fields): a count at pos, then
+-- the records.
+local DEFINITION_FIELDS = 6
+
+local function read_definitions(args, pos)
+  local defs, count = {}, tonumber(args[pos]) or 0
+  pos = pos + 1
+  for d = 1, count do
+    local encoding, tie, metadata_bytes, operator, key_spec, top_n = unpack(args, pos, pos + DEFINITION_FIELDS - 1)
+    local def = { lex = encoding == 'lex', last = tie == 'last', meta_bytes = tonumber(metadata_bytes),
+      per_key = operator == 'keys', op = operator, keys = {}, top_n = parse_uint(top_n, 3) }
+    if not ((encoding == 'lex' or encoding == 'packed') and (tie == 'first' or tie == 'last') and def.meta_bytes
+        and def.top_n
+        and (def.per_key or VALID_OPS[operator]) and type(key_spec) == 'string') then
+      return nil
+    end
+    for dir, op, lo, hi in key_spec:gmatch('([da]),(%a*),(%-?%d+),(%-?%d+)') do
+      local lo_hi, lo_lo = int64_parse(lo)
+      local hi_hi, hi_lo = int64_parse(hi)
+      if not (lo_hi and hi_hi) or (op ~= '' and not VALID_OPS[op]) then
+        return nil
+      end
+      def.keys[#def.keys + 1] = { desc = dir == 'd', op = op ~= '' and op or nil,
+        min = key_hex(lo_hi, lo_lo, false), max = key_hex(hi_hi, hi_lo, false) }
+    end
+    if #def.keys < 1 or #def.keys > 5 then
+      return nil
+    end
+    defs[d] = def
+    pos = pos + DEFINITION_FIELDS
+  end
+  return defs, pos
+end
+
+-- A slip's key values as {hi, lo} pairs, or nil and the entry error.
+local function slip_values(def, text)
+  local values = {}
+  for part in (text ~= '' and text .. ',' or ''):gmatch('([^,]*),') do
+    values[#values + 1] = part
+  end
+  if #values ~= #def.keys then
+    return nil, entry_error('wrong_key_count', 'the board takes ' .. #def.keys .. ' key value(s), got ' .. #values)
+  end
+  for i, part in ipairs(values) do
+    if not part:match('^%-?%d+$') then
+      return nil, entry_error('invalid_key_value', 'key values must be decimal integers, got ' .. string.format('%q', part:sub(1, 40)))
+    end
+    local hi, lo = int64_parse(part)
+    local key = def.keys[i]
+    local asc = hi and key_hex(hi, lo, false)
+    if not hi or asc < key.min or asc > key.max then
+      return nil, entry_error('key_out_of_range', 'key value ' .. i .. ' is outside int64 or the key\'s min..max')
+    end
+    values[i] = { hi, lo }
+  end
+  return values
+end
+
+-- The stored values after an incr, or a write under per-key operators, of `new` over `old`
+-- (leaderboard/boards.py combine), or nil and the entry error when an incr leaves a key's
+-- bounds. op: the slip's ('' = the board's).
+local function combine_values(def, op, old, new)
+  local tuple_op = not def.per_key and (op ~= '' and op or def.op)
+  local out = {}
+  for i, key in ipairs(def.keys) do
+    local kop = tuple_op or (op ~= '' and op) or key.op or 'best'
+    if kop == 'set' then
+      out[i] = new[i]
+    elseif kop == 'incr' then
+      local hi, lo = int64_add(old[i][1], old[i][2], new[i][1], new[i][2])
+      local asc = hi and key_hex(hi, lo, false)
+      if not hi or asc < key.min or asc > key.max then
+        return nil, entry_error('key_out_of_range', 'key value ' .. i .. ' would leave int64 or the key\'s min..max')
+      end
+      out[i] = { hi, lo }
+    else
+      local better = key_hex(new[i][1], new[i][2], key.desc) < key_hex(old[i][1], old[i][2], key.desc)
+      out[i] = better and new[i] or old[i]
+    end
+  end
+  return out
+end
+
+-- A lex member's key values ({hi, lo} each), and the key part of values.
+local function lex_values(def, member)
+  local out = {}
+  for i, k in ipairs(def.keys) do
+    out[i] = { key_of_hex(member:sub((i - 1) * KEY_HEX + 1, i * KEY_HEX), k.desc) }
+  end
+  return out
+end
+
+local function lex_prefix(def, values)
+  local parts = {}
+  for i, k in ipairs(def.keys) do
+    parts[i] = key_hex(values[i][1], values[i][2], k.desc)
+  end
+  return table.concat(parts)
+end
+
+local function values_text(values)
+  local parts = {}
+  for i, v in ipairs(values) do
+    parts[i] = int64_format(v[1], v[2])
+  end
+  return table.concat(parts, ',')
+end
+
+-- A planned lex write's first key value and all its values, as text (what rows and
+-- announcements show), made only where they are shown: formatting int64 costs a loop per digit.
+local function lex_texts(board)
+  local v = board.member and board.stored or lex_values(board.def, board.old)
+  return int64_format(v[1][1], v[1][2]), values_text(v)
+end
+
+-- apply_board for a lex board: improved, the rank and previous rank (0: not read), the first key
+-- value as text ('' when no rows are asked for).
+local function apply_lex(board, player, name, ctx)
+  local key, member, period, old, top_n = board.key, board.member, board.period, board.old, board.top_n
+  -- A defined slip's activity entry carries no rank (its points are not the game's), so a rank
+  -- is read only for rows, or where the top N needs it.
+  local need_rank = ctx.rows
+  if not member then -- the stored values stay: so does the time they were reached
+    local rank = need_rank and old and redis.call('ZRANK', key, old)
+    rank = rank and rank + 1 or 0
+    return false, rank, rank, need_rank and (lex_texts(board)) or ''
+  end
+  -- Whether a member is in the top N is a comparison with the N-th member (read once per batch
+  -- and again after the top N changed), not a ZRANK per write: members order as text.
+  local nth = ctx.nth[key]
+  if nth == nil then
+    nth = redis.call('ZRANGE', key, top_n - 1, top_n - 1)[1] or false
+    ctx.nth[key] = nth
+  end
+  local was_top = old and (nth == false or old <= nth)
+  local prev = need_rank and old and redis.call('ZRANK', key, old)
+  local dense = period.mode == 'dense' -- the distinct key parts serve dense ranks only
+  if old then
+    redis.call('ZREM', key, old)
+    if dense and board.old_prefix ~= board.prefix
+        and redis.call('ZLEXCOUNT', key, '[' .. board.old_prefix, '(' .. board.old_prefix .. 'g') == 0 then
+      redis.call('ZREM', board.distinct, board.old_prefix) -- nobody holds those values any more
+    end
+  end
+  redis.call('ZADD', key, 0, member)
+  if dense then
+    redis.call('ZADD', board.distinct, 0, board.prefix)
+  end
+  redis.call('HSET', board.members, player, member)
+  if board.meta_value ~= '' then
+    redis.call('HSET', board.meta, player, board.meta_value)
+  end
+  -- better than the N-th before the write: in the top N; worse, and it was in it: read its rank
+  local rank = need_rank and redis.call('ZRANK', key, member)
+  local now_top = nth == false or member < nth
+  if not now_top and was_top then
+    rank = rank or redis.call('ZRANK', key, member)
+    now_top = rank < top_n
+  end
+  if was_top or now_top then
+    redis.call('HINCRBY', ctx.versions, period.window .. ':' .. period.label .. ':' .. board.scope, 1)
+    ctx.nth[key] = nil
+  end
+  local total, values = '', nil
+  if need_rank or (now_top and not was_top) then
+    total, values = lex_texts(board)
+  end
+  if now_top and not was_top then
+    redis.call('SPUBLISH', ctx.announce, cjson.encode({
+      type = 'announce', board = board.scope, window = period.window, period = period.label, player = player,
+      name = name ~= '' and name or nil, rank = lex_rank(key, board.distinct, period.mode, member, #board.prefix),
+      score = total, keys = values,
+    }))
+  end
+  if period.expire_at > 0 and not ctx.expiring[key] then
+    for _, k in ipairs({ key, board.members, board.distinct, board.meta }) do
+      redis.call('EXPIREAT', k, period.expire_at, 'NX')
+    end
+    ctx.expiring[key] = true
+  end
+  return not old or board.prefix < board.old_prefix, rank and rank + 1 or 0, prev and prev + 1 or 0, total
+end
+
+-- One defined board's planned write (no writes here).
+local function plan_defined_board(keys, ref, period, def, sub, values, new_prefix, ts)
+  local key, op = keys[ref.key], sub.op ~= '' and sub.op or def.op
+  local t = math.floor((ts - period.start_ms) / period.unit_ms)
+  if not def.lex then
+    local sign, scale, k = def.keys[1].desc and 1 or -1, period.scale, def.keys[1]
+    local value = values[1][1] * TWO32 + values[1][2] -- below 2^53: a packed definition's bound
+    local old = redis.call('ZSCORE', key, sub.player)
+    old = old and tonumber(old) or nil
+    local total = value
+    if op == 'incr' and old then
+      total = sign * score_points(old, scale) + value
+      local asc = key_hex(math.floor(total / TWO32), total % TWO32, false)
+      if total < 0 or asc < k.min or asc > k.max then
+        return nil, entry_error('key_out_of_range', 'key value 1 would leave the key\'s min..max')
+      end
+    end
+    local score = pack_score(sign * total, def.last and scale - 1 - t or t, scale) -- tie last: later is better
+    if op == 'incr' and old and value == 0 then
+      score = old -- adding zero: keep the time the total was first reached
+    end
+    return { key = key, hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope, op = op, old = old,
+      total = total, score = score, top_n = def.top_n, meta = keys[ref.meta], meta_value = sub.meta }
+  end
+  local members = keys[ref.members]
+  local old = redis.call('HGET', members, sub.player)
+  local stored, prefix, write = values, new_prefix, true
+  local key_len = #def.keys * KEY_HEX
+  local tuple_op = not def.per_key and (sub.op ~= '' and sub.op or def.op)
+  if old and tuple_op ~= 'best' and tuple_op ~= 'set' then -- incr, or per-key operators
+    local failure
+    stored, failure = combine_values(def, sub.op, lex_values(def, old), values)
+    if not stored then
+      return nil, failure
+    end
+    prefix = lex_prefix(def, stored)
+  end
+  local head = prefix .. time_hex(ts, def.last)
+  if old then
+    -- best and set weigh the time with the values, as the board orders them (a packed board's
+    -- score holds both); incr and per-key operators move the time when the values change
+    local old_head = old:sub(1, key_len + TIME_HEX)
+    if tuple_op == 'best' then
+      write = head < old_head
+    elseif tuple_op == 'set' then
+      write = head ~= old_head
+    else
+      write = prefix ~= old:sub(1, key_len)
+    end
+  end
+  return { lex = true, def = def, top_n = def.top_n, key = key, members = members, distinct = ref.pts,
+    meta = keys[ref.meta], period = period, scope = ref.scope, old = old, old_prefix = old and old:sub(1, key_len),
+    prefix = prefix, member = write and head .. sub.player or nil, meta_value = sub.meta, stored = stored }
+end
+
+-- plan_submission for a slip naming a defined board (sub.layout.def): its key values and
+-- metadata instead of points; its boards planned in ctx.defined (not ctx.boards, whose records
+-- plan_submission reuses field by field).
+local function plan_defined(keys, sub, periods, ctx)
+  local refused = check_slip(sub)
+  if refused then
+    return nil, refused
+  end
+  local def = sub.layout.def
+  local values, bad = slip_values(def, sub.keys)
+  if not values then
+    return nil, bad
+  end
+  if #sub.meta > def.meta_bytes or not valid_utf8(sub.meta) then
+    return nil, entry_error('metadata_too_large', 'metadata must be UTF-8 of at most ' .. def.meta_bytes .. ' bytes on this board')
+  end
+  local ts, late = check_time(sub, ctx)
+  if not ts then
+    return nil, late
+  end
+  local boards, new_prefix = ctx.defined, def.lex and lex_prefix(def, values)
+  for b, ref in ipairs(sub.layout.refs) do
+    local period = periods[ref.period]
+    if ts < period.start_ms or ts >= period.end_ms then
+      return nil, entry_error('timestamp_outside_window', 'timestamp is outside the ' .. period.window .. ' window ' .. period.label)
+    end
+    if period_closed(period) then
+      return nil, entry_error('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
+    end
+    local board, failure = plan_defined_board(keys, ref, period, def, sub, values, new_prefix, ts)
+    if not board then
+      return nil, failure
+    end
+    boards[b] = board
+  end
+  return '', ts, nil -- no points (the activity entry's are ''), no new scope
 end
 
 -- The score of the board's N-th entry, or false while the board has fewer than N entries (then
@@ -697,6 +1158,23 @@ local function apply_board(board, player, name, ctx, want)
     ctx.hist_expire[board.hist] = board.period.expire_at -- set once the histogram is written
   end
   return old == nil or board.score > old, rank and rank + 1 or 0, prev and prev + 1 or 0, board.total
+end
+
+-- apply_board for a packed defined board, whose top N is its definition's, and its metadata.
+local function apply_packed(board, player, name, ctx, want)
+  local old, score = board.old, board.score
+  local written = old == nil or (board.op == 'best' and score > old) or (board.op ~= 'best' and score ~= old)
+  local game_top = ctx.top_n
+  ctx.top_n = board.top_n -- nth_score's cache is per board key: one top N per key holds
+  local improved, rank, prev, total = apply_board(board, player, name, ctx, want)
+  ctx.top_n = game_top
+  if written and board.meta_value ~= '' then
+    redis.call('HSET', board.meta, player, board.meta_value)
+    if board.period.expire_at > 0 then
+      redis.call('EXPIREAT', board.meta, board.period.expire_at, 'NX')
+    end
+  end
+  return improved, rank, prev, total
 end
 
 -- The histogram changes of the batch, one HINCRBY per bucket that moved (board_score_changed).
@@ -801,7 +1279,8 @@ local function apply_submission(keys, sub, periods, ctx)
   if mark.before[sub.id] or mark.applied[sub.id] then
     return DUPLICATE
   end
-  local points, ts, new_scopes = plan_submission(keys, sub, periods, ctx)
+  local defined = sub.layout.def -- a defined board's slip: key values, its own planner and writes
+  local points, ts, new_scopes = (defined and plan_defined or plan_submission)(keys, sub, periods, ctx)
   if not points then
     return ts -- the error triple
   end
@@ -811,30 +1290,32 @@ local function apply_submission(keys, sub, periods, ctx)
   if new_scopes then
     record_scopes(ctx, new_scopes)
   end
-  local boards = ctx.boards
+  local boards = defined and ctx.defined or ctx.boards
   -- every rank of the slip when the caller wants rows or the slip asked to keep its outcome
   local all = (ctx.rows or sub.outcome) and 'all' or nil
   -- the rank on the game's first board goes to the activity entry (badges read it); a tournament
-  -- slip is not on it
+  -- slip is not on it, nor a defined board's
   local activity_rank = 0
-  local first_want = all or (not boards[1].period.entrants and 'top' or nil)
+  local first_want = all or (not boards[1].period.entrants and not defined and 'top' or nil)
   local rows = ctx.rows and {} or nil
   local outcome = sub.outcome and {} or nil
   local improved_any = false
   for b = 1, #sub.layout.refs do
     local board = boards[b]
-    local improved, rank, prev, total = apply_board(board, sub.player, sub.name, ctx, b == 1 and first_want or all)
+    local apply = board.lex and apply_lex or defined and apply_packed or apply_board
+    local improved, rank, prev, total = apply(board, sub.player, sub.name, ctx, b == 1 and first_want or all)
     improved_any = improved_any or improved
-    if b == 1 and not board.period.entrants and rank <= ctx.top_n then
+    if b == 1 and not board.period.entrants and not defined and rank <= ctx.top_n then
       activity_rank = rank
     end
-    if rows then
-      rows[b] = { improved and 1 or 0, rank, prev, string.format('%d', total) }
+    if rows then -- a lex board's points: its first key value, as text (int64)
+      rows[b] = { improved and 1 or 0, rank, prev, board.lex and total or string.format('%d', total) }
     end
     if outcome then
       -- points as text: cjson writes numbers with 14 digits
       outcome[b] = { board = board.scope, window = board.period.window, period = board.period.label,
-        improved = improved, rank = rank, previous_rank = prev, points = string.format('%d', total) }
+        improved = improved, rank = rank, previous_rank = prev,
+        points = board.lex and total or string.format('%d', total) }
     end
     local period = board.period
     if period.counted ~= sub then
@@ -873,14 +1354,16 @@ Input:
   KEYS[1] versions hash, KEYS[2] activity stream, KEYS[3] profiles hash, KEYS[4] banned hash,
           KEYS[5] scopes set, KEYS[6..] the boards, their companions, the closed markers,
           distinct-player logs, seen-id and outcome buckets the batch touches
-  ARGV    settings, period_count, periods, layout_count, layouts (each followed by its
-          board_count boards), submission_count, submissions: records of these fields, in order
-          (leaderboard/batch.py lays them out; tests/test_submit_layout.py holds the two equal):
+  ARGV    settings, period_count, periods, definition_count, definitions, layout_count, layouts
+          (each followed by its board_count boards), submission_count, submissions: records of
+          these fields, in order (leaderboard/batch.py lays them out; tests/test_submit_layout.py
+          holds the two equal):
     settings    now_ms top_n activity_maxlen clock_skew_ms idempotency_ms announce rows max_scopes
     period      window label start_ms end_ms shift unit_ms expire_at players_key entrants_key mode closed_key
+    definition  encoding tie metadata_bytes operator key_spec top_n
     layout      seen_key outcomes_key seen_expire_at board_count
-    board       board_key period op scope hist_key points_key
-    submission  id player points op ts name layout outcome
+    board       board_key period op scope hist_key points_key definition members_key meta_key
+    submission  id player points op ts name layout outcome values meta
   where *_key is a KEYS index (entrants_key 0: not a tournament, anyone may write; closed_key 0:
   not checked, a rebuild replaying history); announce the announcements' channel; rows '1' for
   per-board rows with every board's rank, '0' for the status only (ranks read only where written
@@ -891,11 +1374,22 @@ Input:
   and a submission's layout are 1-based indexes of those records; a board's op is its window's
   default operator, a submission's op '' = each board's own; name '' = none; ts in milliseconds;
   outcome '1': keep the slip's per-board rows in the layout's outcomes bucket (lb_status answers
-  with them), '' = not; the bucket expires with the seen bucket
+  with them), '' = not; the bucket expires with the seen bucket.
+  Defined boards (leaderboard/boards.py): a definition's encoding is packed or lex, tie first or
+  last, operator the board's (or 'keys': each key has its own), key_spec per key
+  'd|a,<op>,<min>,<max>' joined by ';' (direction, operator, int64 bounds), top_n the size of
+  the top whose changes bump its version and are announced (the game's top_n: other boards); a
+  board's definition is a 1-based index of those records (0: not a defined board; members_key and meta_key 0 too),
+  its points_key then the set of distinct key parts (lex) and members_key its player -> member
+  hash; a submission to a defined board has points '' and values its key values as decimal
+  int64 text joined by ',' (values and meta '' otherwise)
 Output:
   one entry per submission: {'ok', {{improved, rank, previous_rank, points}, ...}} in board
-  order ({'ok'} without rows), {'duplicate'}, or {'error', code, message}
-  The activity entry's rank is the first board's when the member is in its top N, else 0.
+  order ({'ok'} without rows; a defined board's points: its first key value), {'duplicate'}, or
+  {'error', code, message} (a defined board's slip also wrong_key_count, invalid_key_value,
+  key_out_of_range, metadata_too_large)
+  The activity entry's rank is the first board's when the member is in its top N, else 0 (and 0
+  for a defined board's slip, whose activity entry has points '').
 ]]
 local function lb_submit(keys, args)
   local now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce, rows, max_scopes =
@@ -905,15 +1399,18 @@ local function lb_submit(keys, args)
     now = tonumber(now_ms), top_n = tonumber(top_n), maxlen = activity_maxlen,
     skew = tonumber(clock_skew_ms), max_age = tonumber(idempotency_ms), announce = announce,
     rows = rows == '1', max_scopes = parse_uint(max_scopes, 9), expiring = {}, nth = {}, known = {},
-    hist = {}, hist_expire = {}, names = {}, boards = {},
+    hist = {}, hist_expire = {}, names = {}, boards = {}, defined = {},
   }
   if not (ctx.now and ctx.top_n and tonumber(ctx.maxlen) and ctx.skew and ctx.max_age and ctx.max_scopes and ctx.scopes) then
     return refuse('bad_request', 'malformed batch header')
   end
   local periods, pos = read_periods(keys, args, SETTINGS_FIELDS + 1)
-  local layouts
+  local defs, layouts
   if periods then
-    layouts, pos = read_layouts(keys, periods, args, pos)
+    defs, pos = read_definitions(args, pos)
+  end
+  if defs then
+    layouts, pos = read_layouts(keys, periods, args, pos, defs)
   end
   local count = layouts and tonumber(args[pos])
   if not count or #args ~= pos + SUBMISSION_FIELDS * count then
@@ -922,13 +1419,13 @@ local function lb_submit(keys, args)
   local subs, players, distinct, marks = {}, {}, {}, {}
   pos = pos + 1
   for i = 1, count do -- every record read, and its layout found, before the first write
-    local id, player, points, op, ts, name, layout, outcome = unpack(args, pos, pos + SUBMISSION_FIELDS - 1)
+    local id, player, points, op, ts, name, layout, outcome, values, meta = unpack(args, pos, pos + SUBMISSION_FIELDS - 1)
     layout = layouts[tonumber(layout)]
     if not layout then
       return refuse('bad_request', 'malformed batch')
     end
     subs[i] = { id = id, player = player, points = points, op = op, ts = ts, name = name, layout = layout,
-      outcome = outcome == '1' }
+      outcome = outcome == '1', keys = values, meta = meta }
     if not distinct[player] then
       distinct[player] = true
       players[#players + 1] = player
@@ -1225,6 +1722,76 @@ local function lb_ranks(keys, args)
   return out
 end
 
+-- Defined boards: lex reads ---------------------------------------------------------------
+-- (the encoding and its helpers: "Defined boards: lex members" above)
+
+--[[ lb_lex_top: the first N entries of a lex board, best first.
+Input:  KEYS[1] board, KEYS[2] profiles, KEYS[3] the board's metadata hash; ARGV[1] n, ARGV[2]
+        the definition's key count
+Output: flat {member, profile JSON or nil, metadata or nil, ...}
+]]
+local function lb_lex_top(keys, args)
+  local n, key_len = parse_uint(args[1], 6), lex_key_len(args[2])
+  if not n or n < 1 or n > 1000 or not key_len then
+    return refuse('bad_request', 'n must be 1..1000, key count 1..5')
+  end
+  return lex_entries(keys[2], keys[3], redis.call('ZRANGE', keys[1], 0, n - 1), key_len)
+end
+
+--[[ lb_lex_ranks: rank and member of each listed player on a lex board, plus the board size.
+Input:  KEYS[1] board, KEYS[2] its members hash (player -> member), KEYS[3] its distinct key
+        parts; ARGV[1] rank mode, ARGV[2] key count, ARGV[3..] players
+Output: {board size, then per player: member or nil, rank or nil, position or nil (the ordinal
+        rank in ordinal mode, else the competition rank)} in ARGV order
+]]
+local function lb_lex_ranks(keys, args)
+  local mode, key_len = args[1], lex_key_len(args[2])
+  if not RANK_MODES[mode] or not key_len then
+    return refuse('bad_request', 'rank mode and key count required')
+  end
+  local out = { redis.call('ZCARD', keys[1]) }
+  local members = #args > 2 and redis.call('HMGET', keys[2], unpack(args, 3)) or {}
+  for i = 3, #args do
+    local member = members[i - 2]
+    local rank, position
+    if member then
+      rank = lex_rank(keys[1], keys[3], mode, member, key_len)
+      position = mode == 'dense' and lex_rank(keys[1], keys[3], 'competition', member, key_len) or rank
+    end
+    out[#out + 1] = member or false
+    out[#out + 1] = rank or false
+    out[#out + 1] = position or false
+  end
+  return out
+end
+
+--[[ lb_lex_around: the entries k above and k below a player on a lex board.
+Input:  KEYS[1] board, KEYS[2] members hash, KEYS[3] distinct key parts, KEYS[4] profiles,
+        KEYS[5] metadata hash; ARGV[1] player, ARGV[2] k, ARGV[3] rank mode, ARGV[4] key count
+Output: {first ordinal rank, first rank in the mode, first position, board size, then flat
+        member, profile JSON or nil, metadata or nil, ...}; {} if unranked
+]]
+local function lb_lex_around(keys, args)
+  local k, key_len = parse_uint(args[2], 3), lex_key_len(args[4])
+  if not k or k > 100 or not RANK_MODES[args[3]] or not key_len then
+    return refuse('bad_request', 'k must be 0..100; rank mode and key count required')
+  end
+  local member = redis.call('HGET', keys[2], args[1])
+  if not member then
+    return {}
+  end
+  local ordinal = redis.call('ZRANK', keys[1], member)
+  local start = math.max(0, ordinal - k)
+  local members = redis.call('ZRANGE', keys[1], start, ordinal + k)
+  local first = members[1]
+  local rank = lex_rank(keys[1], keys[3], args[3], first, key_len)
+  local position = args[3] == 'dense' and lex_rank(keys[1], keys[3], 'competition', first, key_len) or rank
+  if args[3] == 'ordinal' then
+    rank, position = start + 1, start + 1
+  end
+  return { start + 1, rank, position, redis.call('ZCARD', keys[1]), unpack(lex_entries(keys[4], keys[5], members, key_len)) }
+end
+
 -- Closed periods and tournaments ----------------------------------------------------------
 
 --[[ lb_close: a period's close event with its final top N, added once however often (and by
@@ -1355,6 +1922,84 @@ local function lb_join(keys, args)
     journal(keys[3], 'join', args[1], args[3], unpack(args, 4))
   end
   return added
+end
+
+-- Board definitions --------------------------------------------------------------------------
+-- A definition is validated in full by leaderboard/boards.py (one rule set, with its codes); an
+-- update is a compare-and-set against the definition the caller read and checked it against
+-- (boards.check_update refuses a change that would reorder a live board), so two operators
+-- updating at once cannot both win, and neither can skip the check. Here: the shape the rest of
+-- the library relies on (a JSON object naming its own id, bounded), the version counter every
+-- process watches, and the journal entry a rebuild restores the definition from.
+
+local MAX_DEFINITION_BYTES = 4096
+
+local function definition_of(id, json)
+  if not id:match('^[%w_-]+$') or #id > 32 then
+    return nil, refuse('invalid_board', 'board id must be 1-32 characters of A-Z a-z 0-9 _ -')
+  end
+  if #json > MAX_DEFINITION_BYTES then
+    return nil, refuse('invalid_board', 'a definition is at most ' .. MAX_DEFINITION_BYTES .. ' bytes of JSON')
+  end
+  local ok, def = pcall(cjson.decode, json)
+  if not ok or type(def) ~= 'table' or def.id ~= id or type(def.keys) ~= 'table' or #def.keys < 1 or #def.keys > 5
+      or type(def.version) ~= 'number' then
+    return nil, refuse('invalid_board', 'a definition must be a JSON object with its id, 1-5 keys and a version')
+  end
+  return def
+end
+
+--[[ lb_board_put: create or update a board definition.
+Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream;
+        ARGV id, definition JSON, the definition JSON the update was checked against ('' to create)
+Output: the boards version counter after the change; 0 when creating a definition that exists
+        exactly so (a retried create); ERR board_exists (create, another definition), ERR
+        unknown_board (update of none), ERR stale_board (it changed since the caller read it),
+        ERR invalid_board
+]]
+local function lb_board_put(keys, args)
+  local id, json, expected = args[1], args[2], args[3]
+  if not (id and json and expected) then
+    return refuse('bad_request', 'malformed board put')
+  end
+  local def, err = definition_of(id, json)
+  if not def then
+    return err
+  end
+  local old = redis.call('HGET', keys[1], id)
+  if expected == '' then
+    if old then
+      if old == json then
+        return 0
+      end
+      return refuse('board_exists', 'board ' .. id .. ' exists; update it instead')
+    end
+  elseif not old then
+    return refuse('unknown_board', 'no board ' .. id)
+  elseif old ~= expected then
+    return refuse('stale_board', 'board ' .. id .. ' changed since it was read; read it and try again')
+  elseif def.version ~= cjson.decode(old).version + 1 then
+    return refuse('invalid_board', 'an update carries the next version of the definition')
+  end
+  redis.call('HSET', keys[1], id, json)
+  journal(keys[3], 'board', id, json)
+  return redis.call('INCR', keys[2])
+end
+
+--[[ lb_board_delete: delete a board definition (the board's keys expire as their windows say).
+Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream; ARGV id
+Output: the boards version counter after the change; ERR unknown_board
+]]
+local function lb_board_delete(keys, args)
+  local id = args[1]
+  if not id then
+    return refuse('bad_request', 'malformed board delete')
+  end
+  if redis.call('HDEL', keys[1], id) == 0 then
+    return refuse('unknown_board', 'no board ' .. id)
+  end
+  journal(keys[3], 'board_delete', id)
+  return redis.call('INCR', keys[2])
 end
 
 -- Moderation and profiles -------------------------------------------------------------------
@@ -1684,6 +2329,8 @@ local function lb_rank_rebuild(keys, args)
   return { size, values, buckets }
 end
 
+redis.register_function('lb_board_put', lb_board_put)
+redis.register_function('lb_board_delete', lb_board_delete)
 redis.register_function('lb_submit', lb_submit)
 redis.register_function('lb_enqueue', lb_enqueue)
 redis.register_function('lb_lease', lb_lease)
@@ -1696,6 +2343,9 @@ redis.register_function { function_name = 'lb_top', callback = lb_top, flags = {
 redis.register_function { function_name = 'lb_around', callback = lb_around, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_ranks', callback = lb_ranks, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_status', callback = lb_status, flags = { 'no-writes' } }
+redis.register_function { function_name = 'lb_lex_top', callback = lb_lex_top, flags = { 'no-writes' } }
+redis.register_function { function_name = 'lb_lex_ranks', callback = lb_lex_ranks, flags = { 'no-writes' } }
+redis.register_function { function_name = 'lb_lex_around', callback = lb_lex_around, flags = { 'no-writes' } }
 redis.register_function('lb_ban', lb_ban)
 redis.register_function('lb_unban', lb_unban)
 redis.register_function('lb_correct', lb_correct)

@@ -2,6 +2,7 @@
 ``python -m scorer submit --player mia --points 120``: file one submission into the queue.
 ``python -m scorer status --id m-1``: what became of a submission (applied, pending, refused, unknown).
 ``python -m scorer tournament create|join|list``: live tournaments (boards ``t-<id>``).
+``python -m scorer board create|list|show|update|delete``: board definitions (docs/data-model.md).
 ``python -m scorer ban|unban|correct|profile ...``: operator actions (docs/operations.md).
 ``python -m scorer rebuild``: restore the boards from the durable score log (LB_DURABLE_URL)
 into a Redis that lost them.
@@ -32,8 +33,8 @@ from typing import Any, NamedTuple
 import orjson
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
 
-from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, Submission, connect, now_ms
-from leaderboard.errors import Banned, InvalidInput, NotReplicated, TournamentError
+from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, Submission, boards, connect, now_ms
+from leaderboard.errors import Banned, InvalidBoard, InvalidInput, NotReplicated, TournamentError
 from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
 from leaderboard.queue import Queue
@@ -80,7 +81,7 @@ class Command:
 # A command's expected failures: the line it prints (on stderr) and its exit status, for the
 # first class that matches; anything else is a bug, raised. Redis trouble: ``failure``.
 FAILURES: tuple[tuple[tuple[type[Exception], ...], Callable[[Any], str], int], ...] = (
-    ((InvalidSubmission, InvalidInput, Banned), lambda e: f"refused: {e.code}: {e.message}", 2),
+    ((InvalidSubmission, InvalidInput, InvalidBoard, Banned), lambda e: f"refused: {e.code}: {e.message}", 2),
     ((BadRequest, TournamentError), lambda e: f"refused: {e.message}", 2),
     ((BacklogFull,), lambda e: f"backlog full: {e.message}", 3),
     ((NotReplicated,), lambda e: f"not replicated: {e.message}", 4),
@@ -138,7 +139,7 @@ def _redis_option(*parsers: argparse.ArgumentParser) -> None:
 def _submit_parser(sub: Subparsers, epilog: str) -> None:
     s = _parser(sub, "submit", "file one submission into the queue", "File one submission into the queue.", epilog)
     s.add_argument("--player", required=True, help="player id")
-    s.add_argument("--points", required=True, help="points (a whole number)")
+    s.add_argument("--points", help="points (a whole number); with --board, --values instead")
     s.add_argument("--id", help="submission id (default: a random one)")
     s.add_argument("--ts", help="timestamp, ms since the epoch (default: now)")
     s.add_argument("--op", choices=("best", "incr", "set"), help="write operator (default: the game's)")
@@ -146,18 +147,18 @@ def _submit_parser(sub: Subparsers, epilog: str) -> None:
     s.add_argument("--region", help="region scope, e.g. eu")
     s.add_argument("--mode", help="mode scope, e.g. ranked")
     s.add_argument("--tournament", help="tournament id: the slip counts on that tournament's boards only")
+    s.add_argument("--board", help="defined board id: the slip counts on that board only (board create)")
+    s.add_argument("--values", help="the defined board's key values, comma-separated, e.g. 12,81250")
+    s.add_argument("--meta", help="metadata of the entry on a defined board (e.g. a replay id)")
     s.add_argument("--game", help="game to submit to (default: the first of LB_GAMES, else LB_GAME)")
     _redis_option(s)
 
 
 async def submit(settings: ScorerSettings, args: argparse.Namespace) -> str:
-    fields = {
-        "id": args.id or uuid.uuid4().hex,
-        "player": args.player,
-        "points": args.points,
-        "ts": args.ts or str(now_ms()),
-    }
-    for key in ("op", "name", "region", "mode", "tournament"):
+    if (args.points is None) == (args.board is None) or (args.board is None) != (args.values is None):
+        raise UsageError("submit takes --points, or --board with --values")
+    fields = {"id": args.id or uuid.uuid4().hex, "player": args.player, "ts": args.ts or str(now_ms())}
+    for key in ("points", "op", "name", "region", "mode", "tournament", "board", "values", "meta"):
         if getattr(args, key):
             fields[key] = getattr(args, key)
     served = {c.game: c for c in settings.game.served}
@@ -169,7 +170,8 @@ async def submit(settings: ScorerSettings, args: argparse.Namespace) -> str:
     try:
         queue = Queue(redis, config)
         stream_id = await queue.submit(sub)
-        return f"queued {sub.id}: player {sub.player}, {sub.points} points (stream entry {stream_id})"
+        what = f"{sub.points} points" if sub.board is None else f"board {sub.board}: {args.values}"
+        return f"queued {sub.id}: player {sub.player}, {what} (stream entry {stream_id})"
     finally:
         await redis.aclose()
 
@@ -284,6 +286,68 @@ async def tournament(settings: ScorerSettings, args: argparse.Namespace) -> str:
             period = spec.period(0)
             lines.append(f"{spec.tournament}\t{spec.name}\t{_iso(period.start_ms)}\t{_iso(period.end_ms)}")
         return "\n".join(lines) or "no tournaments"
+    finally:
+        await redis.aclose()
+
+
+# ---------------------------------------------------------------- board definitions
+
+
+def _board_parser(sub: Subparsers, epilog: str) -> None:
+    b = _parser(
+        sub,
+        "board",
+        "create, list, show, update or delete board definitions",
+        "Board definitions: keys and directions, operator, tie rule, windows, rank mode, top N "
+        "(docs/data-model.md). Every scorer and gateway sees a change within a tick.",
+        epilog,
+    )
+    bsub = b.add_subparsers(dest="action", metavar="{create,list,show,update,delete}", required=True)
+    c = bsub.add_parser("create", help="create a board from its definition (JSON; again the same: no-op)")
+    c.add_argument("definition", help='definition JSON, e.g. {"id":"tower","keys":[{"name":"floor"}]}, or @file')
+    u = bsub.add_parser("update", help="replace a definition (its order-fixing fields cannot change)")
+    u.add_argument("definition", help="definition JSON, or @file")
+    s = bsub.add_parser("show", help="a board's definition as JSON")
+    s.add_argument("id", help="board id")
+    d = bsub.add_parser("delete", help="delete a board's definition")
+    d.add_argument("id", help="board id")
+    bsub.add_parser("list", help="every board: id, encoding, keys, version")
+    _redis_option(b, c, u, s, d)
+
+
+def _definition_text(text: str) -> str:
+    if not text.startswith("@"):
+        return text
+    try:
+        with open(text[1:], encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {text[1:]}: {exc.strerror}") from None
+
+
+async def board(settings: ScorerSettings, args: argparse.Namespace) -> str:
+    redis = connect(settings.redis_url, pool=settings.redis_pool)
+    try:
+        lb = Leaderboard(redis, settings.game.served[0])  # with LB_GAMES: the first game
+        if args.action == "create":
+            made = await lb.create_board(boards.parse(_definition_text(args.definition)))
+            return f"board {made.id}: created ({made.encoding} encoding)"
+        if args.action == "update":
+            made = await lb.update_board(boards.parse(_definition_text(args.definition)))
+            return f"board {made.id}: version {made.version}"
+        if args.action == "delete":
+            await lb.delete_board(args.id)
+            return f"board {args.id}: deleted"
+        await lb.boards.refresh()
+        if args.action == "show":
+            found = lb.boards.get(args.id)
+            if found is None:
+                raise InvalidBoard("unknown_board", f"no board {args.id!r}")
+            return found.to_json()
+        return "\n".join(
+            f"{d.id}\t{d.encoding}\t{','.join(f'{k.name}:{k.direction}' for k in d.keys)}\tv{d.version}"
+            for d in lb.boards.all()
+        )
     finally:
         await redis.aclose()
 
@@ -513,6 +577,7 @@ COMMANDS = {
         Command("submit", _submit_parser, submit),
         Command("status", _status_parser, status),
         Command("tournament", _tournament_parser, tournament),
+        Command("board", _board_parser, board),
         Command("ban", _ban_parser, operate),
         Command("unban", _unban_parser, operate),
         Command("correct", _correct_parser, operate),

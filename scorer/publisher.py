@@ -27,8 +27,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
-from leaderboard import BoardEntries, Leaderboard, Period, Publication, RedisClient, now_ms, snapshot
+from leaderboard import BoardEntries, Leaderboard, Period, Publication, RedisClient, boards, now_ms, snapshot
 from leaderboard.backoff import redis_backoff
+from leaderboard.keys import DEFINED, defined_of
 from leaderboard.windows import tournament_of, window
 
 from .settings import ScorerSettings
@@ -59,24 +60,32 @@ def due_boards(
     periods: Mapping[str, str],
     versions: Mapping[str, str],
     published: Mapping[tuple[str, str], tuple[str, int]],
+    defined: Mapping[tuple[str, str], str] | None = None,
 ) -> list[Due]:
     """Which boards to publish this tick (pure).
 
     ``periods``: window -> current period label. ``versions``: the versions hash
     (``<window>:<period>:<scope>`` -> version). ``published``: (window, scope) -> (period,
-    version) last published. A board is due when its current (period, version) differs from
+    version) last published. ``defined``: (window, ``board:<id>``) -> the current period of
+    each defined board (its days may start elsewhere than UTC's); a defined board not in it
+    (deleted) is not published. A board is due when its current (period, version) differs from
     what was last published: its top N changed, or its window rolled over (then, with no write
     in the new period yet, the new board is empty and its version is 0).
     """
+    defined = defined or {}
+
+    def current(window: str, scope: str) -> str | None:
+        return defined.get((window, scope)) if defined_of(scope) else periods.get(window)
+
     want: dict[tuple[str, str], tuple[str, int]] = {}
     for field, version in versions.items():
         window, period, scope = field.split(":", 2)  # scopes may hold a colon (region:eu)
-        if periods.get(window) == period:
+        if current(window, scope) == period:
             want[window, scope] = (period, int(version))
-    for window, scope in published:
-        current = periods.get(window)
-        if current is not None and (window, scope) not in want:
-            want[window, scope] = (current, 0)
+    for window, scope in {*published, *defined}:
+        label = current(window, scope)
+        if label is not None and (window, scope) not in want:
+            want[window, scope] = (label, 0)
     return [
         Due(window, scope, period, version)
         for (window, scope), (period, version) in sorted(want.items())
@@ -119,6 +128,8 @@ class Publisher:
 
     async def tick(self) -> list[Due]:
         """Take or renew the lease, then publish what is due; returns what was published."""
+        # every replica, lease or not: a board defined anywhere is known here within a tick
+        await self.lb.boards.refresh()
         if not await self.lb.lease(self.owner, self.settings.lease_ttl_ms):
             if self.published is not None:
                 log.info("publish lease lost to another replica")
@@ -142,13 +153,19 @@ class Publisher:
                 expired.append(period.label)  # its boards and entry list are gone: so goes its definition
         if expired:
             await self.redis.hdel(self.keys.tournaments, *expired)
+        defined = {  # the default board is the game's own (global, region:, mode:), published above
+            (w, f"{DEFINED}:{d.id}"): boards.period(d, w, now).label
+            for d in self.lb.boards.stored.values()
+            if d.id != boards.DEFAULT_ID
+            for w in d.windows
+        }
         versions = cast(dict[str, str], await self.redis.hgetall(self.keys.versions))
-        due = due_boards(periods, versions, self.published)
+        due = due_boards(periods, versions, self.published, defined)
         if due:
             await self._publish(due, now)
             if not self.leader:
                 return []  # the lease was lost while publishing: the new holder closes periods too
-        await self._close(versions, periods, now)
+        await self._close(versions, periods, now, defined)
         if time.monotonic() - self._refreshed > self.settings.snapshot_ttl_s / 2:
             await self._refresh_latest()
         return due
@@ -220,19 +237,27 @@ class Publisher:
         for field, value in raw.items():
             window, _, scope = field.partition(":")
             period, _, version = value.rpartition(":")
-            if (window in self.config.windows or tournament_of(window)) and version.isdigit():
+            known = window in self.config.windows or tournament_of(window) or defined_of(scope)
+            if known and version.isdigit():
                 out[window, scope] = (period, int(version))
         return out
 
-    async def _close(self, versions: Mapping[str, str], periods: Mapping[str, str], now: int) -> None:
+    async def _close(
+        self, versions: Mapping[str, str], periods: Mapping[str, str], now: int, defined: Mapping[tuple[str, str], str]
+    ) -> None:
         """Close every past period still in the versions hash once its end is ``close_delay_s``
-        behind; fields this code cannot place (a window no longer kept) are just removed."""
+        behind; fields this code cannot place (a window no longer kept) are just removed. A
+        defined board's past periods are not closed (no close event is made for them yet): their
+        fields are removed."""
         stale: dict[tuple[str, str], list[str]] = {}
+        orphans: list[str] = []
         for field in versions:
             win, label, scope = field.split(":", 2)
-            if periods.get(win) != label:
+            if defined_of(scope):
+                if defined.get((win, scope)) != label:
+                    orphans.append(field)
+            elif periods.get(win) != label:
                 stale.setdefault((win, label), []).append(scope)
-        orphans: list[str] = []
         s = self.settings
         for (win, label), scopes in sorted(stale.items()):
             period = await self._period(win, label)

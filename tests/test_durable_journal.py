@@ -11,7 +11,7 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from leaderboard import GameConfig, Leaderboard, now_ms
+from leaderboard import GameConfig, Leaderboard, boards, now_ms
 from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
 from leaderboard.windows import window
@@ -30,6 +30,7 @@ pytest_plugins = ("tests.durable_fixtures",)  # fixtures: store_url, store (one 
 
 CONFIG = GameConfig(game="test", windows=("daily", "weekly", "alltime"))
 ACTOR = "ops:alice"
+TOWER = {"id": "tower", "keys": [{"name": "floor"}, {"name": "time", "direction": "asc"}]}
 
 
 async def journal_state(r: aioredis.Redis, config: GameConfig) -> dict[str, Any]:
@@ -39,10 +40,12 @@ async def journal_state(r: aioredis.Redis, config: GameConfig) -> dict[str, Any]
     prefix = config.keys.prefix
     async for key in r.scan_iter(match=f"{prefix}:*", count=1000):
         kind = key[len(prefix) + 1 :].split(":", 1)[0]
-        if kind in ("banned", "tournaments"):
+        if kind in ("banned", "tournaments", "boards"):
             state[key] = {k: orjson.loads(v) for k, v in (await r.hgetall(key)).items()}
         elif kind == "entrants":
             state[key] = (sorted(await r.smembers(key)), await r.expiretime(key))
+        elif kind == "boardsver":
+            state[key] = await r.get(key)
         elif kind == "closedmark":
             state[key] = (await r.get(key), await r.expiretime(key))
         elif kind == "badges":
@@ -107,6 +110,11 @@ async def play(game: Game, store: Store, *, compact: bool) -> None:
     start = now_ms() - 60_000
     await lb.create_tournament("cup", start, start + 3_600_000)
     await lb.join("cup", ["p0", "p1", "p6"])
+    tower = boards.parse(TOWER)
+    await lb.create_board(tower)
+    await lb.update_board(boards.parse({**TOWER, "top_n": 50}))
+    await lb.create_board(boards.parse({**TOWER, "id": "gone"}))
+    await lb.delete_board("gone")
     await game.submit(slip("p0", 40, tournament="cup"), slip("p1", 41, tournament="cup"), slip("p0", 45, op="incr"))
     await game.record_journal()
     if compact:  # fold everything so far, the actions among it included, into board rows
@@ -150,6 +158,7 @@ async def test_rebuild_restores_what_the_actions_left_exactly(
     assert sum(":closedmark:" in k for k in before) == 1 and sum(":finals:" in k for k in before) == 1
     assert sum(":entrants:" in k for k in before) == 1
     assert before[CONFIG.keys.badges("p7")] == ["gold", "silver", "top10"]
+    assert before[CONFIG.keys.boards]["tower"]["top_n"] == 50 and before[CONFIG.keys.boards_version] == "4"
 
     await r.flushall()
     # in parts (the default), the actions are shared between them: p0, p2, ... in one, p1, p3, ... in the other
@@ -175,6 +184,7 @@ async def test_rebuild_restores_what_the_actions_left_exactly(
         "entrants": 4,
         "closed periods": 1,
         "badges": sum(len(v) for k, v in before.items() if ":badges:" in k),
+        "board definitions": 1,
     }
     assert any(line.startswith("  journal: ") for line in restored.lines())
 

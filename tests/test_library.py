@@ -347,13 +347,13 @@ async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Lea
     # A good first submission, then one naming a layout that does not exist, or a cut-off list:
     # refused as a whole before the first write.
     plan = encode_batch(lb.config, [slip("a", "ana", 5), slip("b", "ben", 6)], LATER)
-    head = 9 + 11 * 3 + 1  # the header, three period records, the layout count
+    head = 9 + 11 * 3 + 2  # the header, three period records, the definition count (0), the layout count
     bad_key = [*plan.args[:head], 999, *plan.args[head + 1 :]]  # a layout naming no key
     bad_period = [*plan.args[:9], "weekly", "x", "soon", *plan.args[12:]]  # a period record's start
     bad_marker = [*plan.args[:19], 999, *plan.args[20:]]  # the first period's closed marker: no key
     bad_cap = [*plan.args[:7], "-1", *plan.args[8:]]  # max_scopes
-    no_layout = [*plan.args[:-2], 99, plan.args[-1]]  # the last submission's layout
-    for args in (no_layout, plan.args[:-1], bad_key, bad_period, bad_marker, bad_cap):
+    bad_layout = [*plan.args[:-4], 99, *plan.args[-3:]]  # the last submission's layout
+    for args in (bad_layout, plan.args[:-1], bad_key, bad_period, bad_marker, bad_cap):
         with pytest.raises(redis.exceptions.ResponseError, match="bad_request malformed batch"):
             await r.fcall("lb_submit", len(plan.keys), *plan.keys, *args)
     assert await r.dbsize() == 0

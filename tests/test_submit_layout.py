@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from leaderboard import GameConfig
+from leaderboard import GameConfig, boards
 from leaderboard.batch import (
     BOARD_FIELDS,
+    DEFINITION_FIELDS,
     LAYOUT_FIELDS,
     PERIOD_FIELDS,
     SETTINGS_FIELDS,
@@ -24,6 +25,7 @@ LIBRARY = (Path(__file__).resolve().parent.parent / "lua" / "leaderboard.lua").r
 RECORDS = {
     "settings": SETTINGS_FIELDS,
     "period": PERIOD_FIELDS,
+    "definition": DEFINITION_FIELDS,
     "layout": LAYOUT_FIELDS,
     "board": BOARD_FIELDS,
     "submission": SUBMISSION_FIELDS,
@@ -71,12 +73,24 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
         window_rank_modes={"daily": "dense"},
     )
     cup = tournament_window("cup", NOW - HOUR_MS, NOW + HOUR_MS)
+    tower = boards.parse(
+        {
+            "id": "tower",
+            "keys": [{"name": "floor", "min": 0, "max": 500}, {"name": "ms", "direction": "asc", "operator": "set"}],
+            "windows": ["daily"],
+            "time_zone": "+05:30",
+            "tie": "last",
+            "rank_mode": "competition",
+            "metadata_bytes": 16,
+        }
+    )
     entries = [
         {"id": "s1", "player": "mia", "points": "70", "ts": str(NOW - 5), "name": "Mia"},
         {"id": "s2", "player": "leo", "points": "9", "ts": str(NOW - 4), "op": "set", "region": "eu"},
         {"id": "s3", "player": "ada", "points": "3", "ts": str(NOW - 3), "tournament": "cup"},
+        {"id": "s4", "player": "kai", "board": "tower", "values": "12,-81250", "meta": "r1", "ts": str(NOW - 2)},
     ]
-    plan = encode_batch(config, entries, NOW, tournaments={"cup": cup})
+    plan = encode_batch(config, entries, NOW, tournaments={"cup": cup}, definitions={"tower": tower})
     args, keys = list(plan.args), config.keys
 
     def take(names: tuple[str, ...]) -> dict[str, str | int]:
@@ -106,15 +120,33 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
         ("alltime", "all"),
         ("t-cup", "cup"),
     }
+    assert len(periods) == 4  # tower's day starts at 18:30 UTC: its own period record
     for p in periods:
         name, label = str(p["window"]), str(p["label"])
         spec = cup if name == "t-cup" else window(name)
         period = spec.period(NOW)
+        if p["start_ms"] != period.start_ms:  # tower's
+            period = boards.period(tower, name, NOW)
+            assert (p["mode"], p["closed_key"]) == ("competition", 0)
+        else:
+            assert p["mode"] == config.rank_mode_for(name)
+            assert key(p["closed_key"]) == keys.closed_marker(name, label)
         assert (p["start_ms"], p["end_ms"], p["expire_at"]) == (period.start_ms, period.end_ms, period.expire_at_s)
-        assert (p["shift"], p["unit_ms"], p["mode"]) == (spec.shift, spec.unit_ms, config.rank_mode_for(name))
+        assert (p["shift"], p["unit_ms"]) == (spec.shift, spec.unit_ms)
         assert key(p["players_key"]) == keys.players(name, label)
-        assert key(p["closed_key"]) == keys.closed_marker(name, label)
         assert (key(p["entrants_key"]) == keys.entrants("cup")) if name == "t-cup" else p["entrants_key"] == 0
+
+    definitions = [take(DEFINITION_FIELDS) for _ in range(int(args.pop(0)))]
+    assert definitions == [
+        {
+            "encoding": "lex",
+            "tie": "last",
+            "metadata_bytes": 16,
+            "operator": "keys",
+            "key_spec": f"d,best,0,500;a,set,{-(2**63)},{2**63 - 1}",
+            "top_n": 10,
+        }
+    ]
 
     layouts = []
     for _ in range(int(args.pop(0))):
@@ -122,11 +154,19 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
         layouts.append([take(BOARD_FIELDS) for _ in range(int(layout["board_count"]))])
         assert key(layout["seen_key"]) == keys.seen(NOW // HOUR_MS)
         assert layout["seen_expire_at"] == ((NOW // HOUR_MS + 1) * HOUR_MS + config.idempotency_s * 1000) // 1000
-    for board in (b for boards in layouts for b in boards):
+    for board in (b for refs in layouts for b in refs):
         p = periods[int(board["period"]) - 1]
         at = (str(p["window"]), str(p["label"]), str(board["scope"]))
         assert key(board["board_key"]) == keys.board(*at)
         assert (key(board["hist_key"]), key(board["points_key"])) == (keys.histogram(*at), keys.points(*at))
+        if board["scope"] == "board:tower":
+            assert (board["definition"], key(board["members_key"]), key(board["meta_key"])) == (
+                1,
+                keys.members(*at),
+                keys.metadata(*at),
+            )
+            continue
+        assert (board["definition"], board["members_key"], board["meta_key"]) == (0, 0, 0)
         assert board["op"] == config.operator_for(at[0]) if at[0] != "t-cup" else board["op"] == config.operator
 
     submissions = [take(SUBMISSION_FIELDS) for _ in range(int(args.pop(0)))]
@@ -135,13 +175,16 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
         assert (sub["id"], sub["player"], sub["points"], sub["ts"]) == (
             entry["id"],
             entry["player"],
-            entry["points"],
+            entry.get("points", ""),
             int(entry["ts"]),
         )
         assert (sub["op"], sub["name"]) == (entry.get("op", ""), entry.get("name", ""))
-        boards = layouts[int(sub["layout"]) - 1]
-        written = {(periods[int(b["period"]) - 1]["window"], b["scope"]) for b in boards}
-        if "tournament" in entry:
+        assert (sub["values"], sub["meta"]) == (entry.get("values", ""), entry.get("meta", ""))
+        refs = layouts[int(sub["layout"]) - 1]
+        written = {(periods[int(b["period"]) - 1]["window"], b["scope"]) for b in refs}
+        if "board" in entry:
+            assert written == {("daily", "board:tower")}
+        elif "tournament" in entry:
             assert written == {("t-cup", "global")}
         else:
             scopes = {"global", f"region:{entry['region']}"} if "region" in entry else {"global"}

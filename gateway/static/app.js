@@ -63,6 +63,23 @@ function who(e) {
   return parts;
 }
 const fmt = (n) => n.toLocaleString();
+// A defined board's key values (text: exact beyond 2^53) by each column's display hint.
+const DISPLAY = {
+  number: (v) => BigInt(v).toLocaleString(),
+  duration_ms: (v) => {
+    const ms = Number(v);
+    const s = Math.floor(Math.abs(ms) / 1000);
+    const text = `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}.${String(Math.abs(ms) % 1000).padStart(3, "0")}`;
+    return ms < 0 ? `-${text}` : text;
+  },
+  money: (v) => {
+    const n = BigInt(v); // minor units (cents)
+    const abs = n < 0n ? -n : n;
+    return `${n < 0n ? "-" : ""}${(abs / 100n).toLocaleString()}.${String(abs % 100n).padStart(2, "0")}`;
+  },
+};
+const cells = (e, columns) =>
+  columns && e.keys ? e.keys.map((v, i) => (DISPLAY[columns[i]?.display] || DISPLAY.number)(v)).join(" · ") : fmt(e.score);
 // How the board ranks ties, in the players' words (the snapshot's mode).
 const MODES = {
   ordinal: "ties: first to reach the score ranks higher",
@@ -137,7 +154,7 @@ function renderSnapshot(snap) {
     const old = tbody.querySelector(`tr[data-player="${CSS.escape(e.player)}"]`);
     const tr = el("tr");
     tr.dataset.player = e.player;
-    tr.dataset.score = String(e.score);
+    tr.dataset.score = e.keys ? e.keys.join(",") : String(e.score);
     const move = el("td", { className: "move" });
     const was = before ? before.get(e.player) : undefined;
     if (before && was === undefined) {
@@ -160,7 +177,7 @@ function renderSnapshot(snap) {
       tr.classList.add("me");
       name.append(you());
     }
-    tr.append(el("td", { className: "rank", textContent: e.rank }), move, name, el("td", { className: "num", textContent: fmt(e.score) }));
+    tr.append(el("td", { className: "rank", textContent: e.rank }), move, name, el("td", { className: "num", textContent: cells(e, snap.columns) }));
     return tr;
   });
   tbody.replaceChildren(...rows);

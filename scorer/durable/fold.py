@@ -16,7 +16,9 @@ with the rules of each function:
 * ``tournament`` / ``join``: definitions and entrants, and a tournament's slips then fold onto
   its boards like any window's;
 * ``close``: the period's close marker and its entry in the window's finals;
-* ``badge``: awards the badge worker made (scorer/badges.py journals first awards): a union.
+* ``badge``: awards the badge worker made (scorer/badges.py journals first awards): a union;
+* ``board`` / ``board_delete``: a board definition stored or deleted (the last one holds), and
+  the boards' version counter (one step per change, as the functions count them).
 
 What the actions leave beyond boards and names (tombstones, avatars and countries, tournaments,
 entrants, closes, badges) is kept in a ``Restorable``, which the rebuild writes to Redis.
@@ -245,6 +247,8 @@ class Restorable:
     entrants: dict[str, tuple[set[str], int]] = field(default_factory=dict)  # id -> (players, expire_at_s)
     closes: list[Close] = field(default_factory=list)  # in the order they were made
     badges: dict[str, set[str]] = field(default_factory=dict)  # player -> badges awarded
+    boards: dict[str, str] = field(default_factory=dict)  # board id -> definition JSON
+    board_changes: int = 0  # lb_board_put / lb_board_delete calls that changed the boards hash
     # (window, period) -> players a ban took off its global board: still in its distinct-player log
     counted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     # (window, period) -> players a correction put on its global board and who have not submitted
@@ -350,6 +354,8 @@ class ActionFolder(Folder):
         for tournament, (entrants, expire_at) in theirs.entrants.items():
             mine.entrants.setdefault(tournament, (set(), expire_at))[0].update(entrants)
         mine.closes += theirs.closes
+        mine.boards.update(theirs.boards)  # board definitions are in the first part only (shares)
+        mine.board_changes += theirs.board_changes
         for period_sets, their_sets in ((mine.counted, theirs.counted), (mine.uncounted, theirs.uncounted)):
             for period, players in their_sets.items():
                 period_sets.setdefault(period, set()).update(players)
@@ -393,6 +399,12 @@ class ActionFolder(Folder):
             players, _ = state.entrants.get(a[0], (set(), 0))
             players.update(a[2:])
             state.entrants[a[0]] = (players, int(a[1]))
+        elif action.fn == "board":
+            state.boards[a[0]] = a[1]
+            state.board_changes += 1
+        elif action.fn == "board_delete":
+            state.boards.pop(a[0], None)
+            state.board_changes += 1
         elif action.fn == "badge":
             for player, badge in zip(a[0::2], a[1::2], strict=True):
                 state.badges.setdefault(player, set()).add(badge)

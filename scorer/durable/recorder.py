@@ -29,11 +29,15 @@ T = TypeVar("T")
 
 def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult]) -> list[Record]:
     """The records of an applied batch: every ``ok``, and every ``duplicate`` (its first outcome
-    may have been lost in a crash before it was recorded; if it was not, the store ignores it)."""
+    may have been lost in a crash before it was recorded; if it was not, the store ignores it).
+    A slip to a defined board (``board``: key values, no points) has no record yet: the log's
+    rows hold points, so a rebuild does not restore defined boards' entries (docs/data-model.md)."""
     out = []
     ids: set[str] = set()
     for index, (fields, result) in enumerate(zip(entries, results, strict=True)):
         status = result.status
+        if fields.get("board"):
+            continue
         if status == "ok":
             # the function validated every field before applying it: only the numbers to convert
             fields_ok = True

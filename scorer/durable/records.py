@@ -38,7 +38,7 @@ Part = tuple[int, int]
 PARTS = (1, 2, 4, 8, 16)  # how many parts a log can be cut into (the low bits of one byte)
 
 # The journaled functions (lb_ban, lb_unban, ...) this code folds; an entry of another is skipped.
-FUNCTIONS = ("ban", "unban", "correct", "profile", "tournament", "join", "close", "badge")
+FUNCTIONS = ("ban", "unban", "correct", "profile", "tournament", "join", "close", "badge", "board", "board_delete")
 
 
 def part_of(player: str, n: int) -> int:

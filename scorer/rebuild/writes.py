@@ -169,6 +169,10 @@ def state_commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[li
         for close in closes:
             out.append(("LPUSH", key, close.final))
             out.append(("LTRIM", key, 0, close.kept - 1))
+    for board, definition in state.boards.items():
+        out.append(("HSET", keys.boards, board, definition))
+    if state.board_changes:
+        out.append(("SET", keys.boards_version, state.board_changes))
     for player, badges in state.badges.items():
         out.append(("SADD", keys.badges(player), *sorted(badges)))
     # The distinct-player logs were written from the global boards' members: add the players a
@@ -195,6 +199,7 @@ def state_commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[li
         "entrants": entrants,
         "closed periods": markers,
         "badges": sum(len(b) for b in state.badges.values()),
+        "board definitions": len(state.boards),
     }
     return out, counts
 

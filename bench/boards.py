@@ -1,0 +1,197 @@
+"""Defined boards against the default one: ``python -m bench.boards``.
+
+Three board shapes, each kept in three windows (daily, weekly, alltime) and filled to
+``--members`` members per window first (pipelined writes of what lb_submit would store: the
+default board's packed scores, a defined board's lex members with its members hash and distinct
+key parts), then, on one private redis-server, one shape after another:
+
+* ``default``: the game's own board (one key, points, packed double);
+* ``two_keys``: a defined board of two keys, desc then asc (lex members);
+* ``five_keys``: a defined board of five keys, directions alternating (lex members).
+
+For each: Redis time (``INFO commandstats``) per submission of ``--submissions`` slips through
+``lb_submit`` (random players of the board, random values, batches of 500, the scorer's
+``rows=False``), per rank read of ``--reads`` random players through ``lb_ranks`` /
+``lb_lex_ranks`` (chunks of 500, the gateways' own-rank read), and the memory per member of one
+window's board with its companions (``MEMORY USAGE``). Redis time hardly moves with other load on
+the machine; the ratios to ``default`` are the figures to read.
+
+Unless ``--no-write``, the figures are recorded in bench/results/boards.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+import tempfile
+import time
+from typing import Any
+
+import redis
+
+from bench import results
+from bench.drain import usec
+from fleet.redis_server import RedisServer
+from leaderboard import GameConfig, Leaderboard, boards, connect, now_ms
+from leaderboard.library import library_code
+from leaderboard.settings import argument_parser
+
+CONFIG = GameConfig(game="bench", windows=("daily", "weekly", "alltime"))
+WINDOWS = ("daily", "weekly", "alltime")
+CHUNK = 500
+SHAPES: dict[str, dict[str, Any] | None] = {
+    "default": None,
+    "two_keys": {"id": "two", "keys": [{"name": "level"}, {"name": "time", "direction": "asc"}]},
+    "five_keys": {
+        "id": "five",
+        "keys": [{"name": f"k{i}", "direction": "desc" if i % 2 == 0 else "asc"} for i in range(5)],
+    },
+}
+
+
+def values_of(rnd: random.Random, n: int) -> tuple[int, ...]:
+    """A random tuple: the first key spreads widely, the others tie often (as levels do)."""
+    return (rnd.randrange(1_000_000), *(rnd.randrange(100) for _ in range(n - 1)))
+
+
+def fill(r: redis.Redis, definition: boards.Definition | None, members: int, now: int, seed: int) -> None:
+    """``members`` players on each window's board, written as lb_submit would have left them."""
+    rnd, keys = random.Random(seed), CONFIG.keys
+    for name in WINDOWS:
+        if definition is None:
+            period = CONFIG.window_specs[WINDOWS.index(name)].period(now)
+            scope = "global"
+        else:
+            period = boards.period(definition, name, now)
+            scope = f"board:{definition.id}"
+        at = (name, period.label, scope)
+        board, holders, distinct = keys.board(*at), keys.members(*at), keys.points(*at)
+        for start in range(0, members, 10_000):
+            pipe = r.pipeline(transaction=False)
+            scores: dict[str, float] = {}
+            lex: dict[str, float] = {}
+            owners: dict[str, str] = {}
+            for i in range(start, min(start + 10_000, members)):
+                ts = max(period.start_ms, now - rnd.randrange(60_000))
+                player = f"p{i}"
+                if definition is None:
+                    scores[player] = period.pack(rnd.randrange(1_000_000), ts)
+                    continue
+                values = values_of(rnd, len(definition.keys))
+                member = boards.encode_member(definition, values, ts, player)
+                lex[member], owners[player] = 0, member
+            if definition is None:
+                pipe.zadd(board, scores)
+            else:
+                pipe.zadd(board, lex)
+                pipe.hset(holders, mapping=owners)  # type: ignore[arg-type]
+                if definition.rank_mode == "dense":  # the distinct key parts: dense boards only
+                    pipe.zadd(distinct, {m[: len(definition.keys) * boards.KEY_HEX]: 0 for m in lex})
+            pipe.execute()
+
+
+def memory_per_member(r: redis.Redis, definition: boards.Definition | None, members: int, now: int) -> float:
+    keys = CONFIG.keys
+    if definition is None:
+        period = CONFIG.window_specs[WINDOWS.index("alltime")].period(now)
+        at = ("alltime", period.label, "global")
+        names = [keys.board(*at), keys.histogram(*at)]
+    else:
+        period = boards.period(definition, "alltime", now)
+        at = ("alltime", period.label, f"board:{definition.id}")
+        names = [keys.board(*at), keys.members(*at), keys.points(*at)]
+    total = sum(int(r.memory_usage(name, samples=0) or 0) for name in names)
+    return total / members
+
+
+async def submit(url: str, definition: boards.Definition | None, args: Any, now: int) -> None:
+    client = connect(url)
+    lb, rnd = Leaderboard(client, CONFIG), random.Random(args.seed + 1)
+    n = 0
+    for _ in range(0, args.submissions, CHUNK):
+        entries = []
+        for _ in range(CHUNK):
+            n += 1
+            fields = {"id": f"b{n}", "player": f"p{rnd.randrange(args.members)}", "ts": str(now)}
+            if definition is None:
+                fields["points"] = str(rnd.randrange(1_000_000))
+            else:
+                fields["board"] = definition.id
+                fields["values"] = ",".join(map(str, values_of(rnd, len(definition.keys))))
+            entries.append(fields)
+        results_ = await lb.submit_batch(entries, now=now, rows=False)
+        bad = [x for x in results_ if x.status == "error"]
+        if bad:
+            raise RuntimeError(f"refused: {bad[0].code} {bad[0].message}")
+    await client.aclose()
+
+
+async def read(url: str, definition: boards.Definition | None, args: Any, now: int) -> None:
+    client = connect(url)
+    lb, rnd = Leaderboard(client, CONFIG), random.Random(args.seed + 2)
+    scope = "global" if definition is None else f"board:{definition.id}"
+    for _ in range(0, args.reads, CHUNK):
+        ranks = await lb.ranks([f"p{rnd.randrange(args.members)}" for _ in range(CHUNK)], "alltime", scope, at=now)
+        assert all(s.rank is not None for s in ranks.standings)
+    await client.aclose()
+
+
+def measure(server: RedisServer, shape: str, args: Any) -> dict[str, Any]:
+    r = redis.Redis.from_url(server.url)
+    r.flushall()
+    raw = SHAPES[shape]
+    definition = None
+    if raw is not None:
+        definition = boards.parse({**raw, "windows": list(WINDOWS)})
+        asyncio.run(Leaderboard(connect(server.url), CONFIG).create_board(definition))
+    now = now_ms()
+    started = time.perf_counter()
+    fill(r, definition, args.members, now, args.seed)
+    filled = time.perf_counter() - started
+    memory = memory_per_member(r, definition, args.members, now)
+    r.config_resetstat()
+    asyncio.run(submit(server.url, definition, args, now))
+    written = usec(r).get("fcall", (0, 0))[0] / args.submissions
+    r.config_resetstat()
+    asyncio.run(read(server.url, definition, args, now))
+    rank = usec(r).get("fcall_ro", (0, 0))[0] / args.reads
+    r.close()
+    encoding = "packed" if definition is None else definition.encoding
+    print(
+        f"{shape:<10} {encoding:<7} {written:7.1f} us/submission  {rank:6.2f} us/rank read  "
+        f"{memory:6.1f} bytes/member  (filled in {filled:.0f} s)"
+    )
+    return {
+        "encoding": encoding,
+        "fcall_us_per_submission": written,
+        "rank_read_us": rank,
+        "bytes_per_member": memory,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argument_parser("python -m bench.boards", __doc__ or "")
+    p.add_argument("--members", type=int, default=1_000_000, help="members per window's board")
+    p.add_argument("--submissions", type=int, default=20_000, help="slips through lb_submit per shape")
+    p.add_argument("--reads", type=int, default=50_000, help="rank reads per shape")
+    p.add_argument("--seed", type=int, default=1, help="seed of the generated boards and workload")
+    results.add_no_write(p)
+    args = p.parse_args(argv)
+    if min(args.members, args.submissions, args.reads) < CHUNK:
+        p.error(f"--members, --submissions and --reads must be at least {CHUNK}")
+    print(f"{args.members:,} members per board, three windows; {args.submissions:,} slips, {args.reads:,} rank reads")
+    with RedisServer(tempfile.mkdtemp(prefix="boards-bench-")) as server:
+        redis.Redis.from_url(server.url).function_load(library_code(), replace=True)
+        figures: dict[str, Any] = {shape: measure(server, shape, args) for shape in SHAPES}
+    base = figures["default"]
+    for shape in ("two_keys", "five_keys"):
+        for name in ("fcall_us_per_submission", "rank_read_us", "bytes_per_member"):
+            figures[shape][f"{name}_vs_default"] = figures[shape][name] / base[name]
+    figures["members"], figures["submissions"], figures["reads"] = args.members, args.submissions, args.reads
+    results.save("boards", figures, args, module="bench.boards", argv=argv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

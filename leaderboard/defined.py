@@ -1,0 +1,134 @@
+"""Reads of defined boards (leaderboard/boards.py): the typed wrappers of ``lb_lex_top``,
+``lb_lex_around`` and ``lb_lex_ranks`` for lex-encoded boards, and the key values of packed
+ones. ``Leaderboard.top``, ``around`` and ``ranks`` come here for a scope ``board:<id>``, so
+every caller (gateways, the HTTP API, the publisher) reads a defined board as any other.
+
+A lex member decodes to its key values, the time they were reached and the player
+(``boards.decode_member``); ranks in the three modes come from the function library, each an
+O(log N) count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import orjson
+
+from . import boards
+from .keys import Keys
+from .ranking import COMPETITION, ORDINAL, assign_ranks, top_percent
+from .results import BoardEntries, Entry, Ranks, Standing
+from .windows import Period
+
+Call = tuple[str, list[str], list[str | int]]  # a read-only function, its keys and arguments
+
+
+class Board:
+    """One period of one scope of a defined board: each read as the call to make and the
+    decoding of its reply (lex boards through lb_lex_*, packed ones through lb_top, lb_around,
+    lb_ranks with the definition's rank mode and sign)."""
+
+    def __init__(self, keys: Keys, definition: boards.Definition, period: Period, scope: str) -> None:
+        self.keys = keys
+        self.definition = definition
+        self.period = period
+        self.key_count = len(definition.keys)
+        self.lex = definition.encoding == boards.LEX
+        args = (period.window.name, period.label, scope)
+        self.board, self.members, self.distinct = keys.board(*args), keys.members(*args), keys.points(*args)
+        self.meta, self.histogram = keys.metadata(*args), keys.histogram(*args)
+
+    @property
+    def mode(self) -> str:
+        return self.definition.rank_mode
+
+    @property
+    def shift(self) -> int:
+        return self.definition.shift(self.period.window.name)
+
+    def _decode(self, member: str, score: Any) -> tuple[tuple[int, ...], str]:
+        """(values, player) of a lex member, or of a packed board's player and score."""
+        if self.lex:
+            values, _, player = boards.decode_member(self.definition, member)
+            return values, player
+        return (boards.unpack(self.definition, self.period.window.name, int(float(score))),), member
+
+    def _tie(self, values: tuple[int, ...]) -> object:
+        """What equal ranks compare: the key part of a member (or the one packed value)."""
+        return boards.key_prefix(self.definition, values) if self.lex else values
+
+    def _entries(self, flat: Sequence[Any], first_ordinal: int, first_rank: int) -> list[Entry]:
+        # lex: {member, profile, metadata}; packed: {player, score, profile}
+        rows = []
+        for j in range(0, len(flat), 3):
+            if self.lex:
+                values, player = self._decode(flat[j], None)
+                rows.append((values, player, flat[j + 1], flat[j + 2] or None))
+            else:
+                values, player = self._decode(flat[j], flat[j + 1])
+                rows.append((values, player, flat[j + 2], None))
+        ranks = assign_ranks(self.mode, first_ordinal, first_rank, [self._tie(r[0]) for r in rows])
+        return [
+            Entry(rank, player, values[0], _json(profile), keys=values, metadata=meta)
+            for rank, (values, player, profile, meta) in zip(ranks, rows, strict=True)
+        ]
+
+    def top_call(self, n: int) -> Call:
+        if self.lex:
+            return "lb_lex_top", [self.board, self.keys.profiles, self.meta], [n, self.key_count]
+        return "lb_top", [self.board, self.keys.profiles], [n]
+
+    @property
+    def columns(self) -> tuple[dict[str, str], ...]:
+        return tuple({"name": k.name, "direction": k.direction, "display": k.display} for k in self.definition.keys)
+
+    def top(self, flat: Sequence[Any]) -> BoardEntries:
+        return BoardEntries(self.period, self._entries(flat, 1, 1), self.mode, columns=self.columns)
+
+    def around_call(self, player: str, k: int) -> Call:
+        if self.lex:
+            keys = [self.board, self.members, self.distinct, self.keys.profiles, self.meta]
+            return "lb_lex_around", keys, [player, k, self.mode, self.key_count]
+        return "lb_around", [self.board, self.keys.profiles, self.distinct], [player, k, self.mode, self.shift]
+
+    def around(self, flat: Sequence[Any]) -> BoardEntries:
+        if not flat:
+            return BoardEntries(self.period, [], self.mode, columns=self.columns)
+        first_ordinal, size = int(flat[0]), int(flat[3])
+        entries = self._entries(flat[4:], first_ordinal, int(flat[1]))
+        ties = [self._tie(e.keys or ()) for e in entries]
+        positions = assign_ranks(ORDINAL if self.mode == ORDINAL else COMPETITION, first_ordinal, int(flat[2]), ties)
+        entries = [replace(e, top_percent=top_percent(p, size)) for e, p in zip(entries, positions, strict=True)]
+        return BoardEntries(self.period, entries, self.mode, size, self.columns)
+
+    def ranks_call(self, players: Sequence[str]) -> Call:
+        if self.lex:
+            return "lb_lex_ranks", [self.board, self.members, self.distinct], [self.mode, self.key_count, *players]
+        return "lb_ranks", [self.board, self.distinct, self.histogram], [self.mode, self.shift, 0, *players]
+
+    def ranks(self, players: Sequence[str], flat: Sequence[Any], joined: Sequence[Any]) -> Ranks:
+        size, width = int(flat[0]), 3 if self.lex else 4
+        standings = []
+        for i, player in enumerate(players):
+            row = flat[1 + width * i : 1 + width * (i + 1)]
+            # lex: member, rank, position; packed: rank, score, position, approx (never: deep_from 0)
+            member, rank, score, position = (row[0], row[1], None, row[2]) if self.lex else (player, *row[:3])
+            if not rank:
+                standings.append(Standing(player, None, None, _json(joined[i])))
+                continue
+            values, _ = self._decode(member, score)
+            percent = top_percent(min(int(position), size), size)
+            standings.append(Standing(player, int(rank), values[0], _json(joined[i]), percent, keys=values))
+        return Ranks(self.period, size, standings, self.mode)
+
+
+def _json(raw: str | None) -> Any:
+    if not raw:
+        return None
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,99 @@
+"""A game's board definitions as Redis holds them: the boards hash (board id -> definition JSON,
+written by ``lb_board_put`` / ``lb_board_delete`` only) and its version counter, read here by
+plain commands, over the defaults the game's configuration implies.
+
+Every process holds one registry per game and calls ``refresh()`` once per tick: one GET of the
+version counter, and the whole hash again only when it moved, so a definition created or changed
+anywhere is seen everywhere within a tick, without a restart::
+
+    registry = Definitions(redis, config)
+    await registry.refresh()                  # True when something changed
+    tower = registry.get("tower")             # a boards.Definition, or None
+    registry.get("default")                   # today's configuration, unless an operator stored one
+
+Creating, updating and deleting go through the function library (``Leaderboard.create_board``,
+``update_board``, ``delete_board``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import cast
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .boards import DEFAULT_ID, Definition, default_definition, parse
+from .config import GameConfig
+from .errors import InvalidBoard
+from .transport import RedisClient, execute_packed
+
+log = logging.getLogger(__name__)
+
+REFRESH_S = 1.0  # how often a process that has no tick of its own (a gateway) checks the counter
+
+
+def configured(config: GameConfig) -> Definition:
+    """The game's default board as its environment configuration describes it (not stored)."""
+    return default_definition(config.operator, config.rank_mode, config.windows, config.top_n)
+
+
+class Definitions:
+    """The board definitions of one game, as of the last ``refresh()``."""
+
+    def __init__(self, redis: RedisClient, config: GameConfig) -> None:
+        self.redis = redis
+        self.keys = config.keys
+        self.defaults = {DEFAULT_ID: configured(config)}
+        self.version: int | None = None  # the counter last read; None: never read
+        self.stored: dict[str, Definition] = {}
+        self.unreadable = 0  # stored definitions this code cannot parse (written by a newer one)
+
+    async def refresh(self) -> bool:
+        """Re-read the definitions if their version counter moved; whether it did."""
+        # The project's transport, not redis-py's cluster client: on a cluster the latter learns
+        # a failed node's successor inline, holding every game's commands up meanwhile, and this
+        # read runs every tick for every game.
+        [raw] = await execute_packed(self.redis, ("GET", self.keys.boards_version))
+        version = int(raw) if raw is not None else 0
+        if version == self.version:
+            return False
+        stored = cast(dict[str, str], await self.redis.hgetall(self.keys.boards))
+        found, unreadable = {}, 0
+        for board, text in stored.items():
+            try:
+                found[board] = parse(text)
+            except InvalidBoard as exc:
+                unreadable += 1
+                log.error("board %s: stored definition not readable: %s", board, exc)
+        self.stored, self.unreadable, self.version = found, unreadable, version
+        return True
+
+    def get(self, board: str) -> Definition | None:
+        return self.stored.get(board) or self.defaults.get(board)
+
+    def all(self) -> list[Definition]:
+        """Every board of the game, by id: the stored ones and the defaults none overrides."""
+        merged = {**self.defaults, **self.stored}
+        return [merged[b] for b in sorted(merged)]
+
+    async def stored_json(self, board: str) -> str | None:
+        """The definition JSON Redis holds for ``board`` now (an update's compare-and-set base)."""
+        raw = await self.redis.hget(self.keys.boards, board)
+        return None if raw is None else str(raw)
+
+
+async def watch(registry: Definitions, every: float = REFRESH_S) -> None:
+    """Refresh ``registry`` every ``every`` seconds until cancelled (a gateway's background
+    task; a scorer refreshes in its publisher's tick). Redis away: the definitions held stay in
+    use, and the next refresh that reaches it catches up."""
+    while True:
+        try:
+            if await registry.refresh():
+                game, stored = registry.keys.game, len(registry.stored)
+                log.info("boards of %s: version %s, %d defined", game, registry.version, stored)
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            # the process's own Redis watch (a gateway's hub) says so, once, with the address
+            log.debug("boards of %s: not refreshed (%s)", registry.keys.game, type(exc).__name__)
+        await asyncio.sleep(every)

@@ -1,0 +1,195 @@
+"""Properties of defined boards against the pure model (leaderboard/boards.py ``Board``), on a
+real redis-server:
+
+* reads: lex members written as the model encodes them, read by lb_lex_top, lb_lex_ranks and
+  lb_lex_around (top, ranks in each mode, around) equal the model's;
+* writes: random slips through lb_submit (random definitions: 1-5 keys, each asc or desc, the
+  board's or per-key operators, tie first or last, bounds that make some packed; values over the
+  whole int64 range, its extremes often) leave every read equal to the model's, and each slip's
+  outcome (applied, or refused with key_out_of_range / wrong_key_count) is the model's."""
+
+from __future__ import annotations
+
+import asyncio
+
+import redis.asyncio as aioredis
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fleet.redis_server import RedisServer
+from leaderboard import GameConfig, InvalidBoard, Leaderboard, boards, connect
+from leaderboard.boards import INT64_MAX, INT64_MIN, Board, parse
+from leaderboard.ranking import RANK_MODES, top_percent
+
+from .conftest import NOW
+from .properties import bounded
+
+CONFIG = GameConfig(game="test")
+EDGES = [INT64_MIN, INT64_MIN + 1, -1, 0, 1, INT64_MAX - 1, INT64_MAX]
+PLAYERS = ["ana", "ben", "cy", "dee", "eve", "fay", "gus"]
+
+
+@st.composite
+def boards_with_entries(draw: st.DrawFn) -> tuple[boards.Definition, dict[str, tuple[tuple[int, ...], int]]]:
+    n = draw(st.integers(1, 5))
+    keys = [{"name": f"k{i}", "direction": draw(st.sampled_from(["desc", "asc"]))} for i in range(n)]
+    definition = parse(
+        {
+            "id": "b",
+            "keys": keys,
+            "tie": draw(st.sampled_from(["first", "last"])),
+            "rank_mode": draw(st.sampled_from(RANK_MODES)),
+            "windows": ["alltime"],
+        }
+    )
+    # few values per key, so ties on one key, on all keys and on the time happen often
+    value = st.sampled_from([*EDGES, 5, -5]) | st.integers(INT64_MIN, INT64_MAX)
+    players = draw(st.lists(st.sampled_from(PLAYERS), min_size=1, max_size=len(PLAYERS), unique=True))
+    entries = {
+        p: (tuple(draw(value) for _ in range(n)), draw(st.sampled_from([NOW - 2000, NOW - 1000, NOW]))) for p in players
+    }
+    return definition, entries
+
+
+async def check(
+    r: aioredis.Redis, definition: boards.Definition, entries: dict[str, tuple[tuple[int, ...], int]]
+) -> None:
+    await r.flushall()  # keys only: the function library stays loaded
+    lb = Leaderboard(r, CONFIG)
+    await lb.create_board(definition)
+    period = boards.period(definition, "alltime", NOW)
+    scope = "board:b"
+    args = ("alltime", period.label, scope)
+    for player, (values, ts) in entries.items():
+        member = boards.encode_member(definition, values, ts, player)
+        await r.zadd(CONFIG.keys.board(*args), {member: 0})
+        await r.hset(CONFIG.keys.members(*args), player, member)
+        await r.zadd(CONFIG.keys.points(*args), {boards.key_prefix(definition, values): 0})
+    model = Board(definition, dict(entries))
+    ordered = model.ordered()
+    size = len(ordered)
+
+    top = await lb.top("alltime", scope, n=100, at=NOW)
+    assert [(e.player, e.keys, e.rank) for e in top.entries] == [(p, entries[p][0], model.rank(p)) for p in ordered]
+    ranks = await lb.ranks([*PLAYERS, "nobody"], "alltime", scope, at=NOW)
+    assert ranks.size == size
+    for s in ranks.standings:
+        if s.player not in entries:
+            assert (s.rank, s.keys) == (None, None)
+            continue
+        position = model.rank(s.player, "ordinal" if definition.rank_mode == "ordinal" else "competition")
+        assert (s.rank, s.keys, s.top_percent) == (
+            model.rank(s.player),
+            entries[s.player][0],
+            top_percent(position or 0, size),
+        )
+    player = ordered[len(ordered) // 2]
+    around = await lb.around(player, "alltime", scope, k=2, at=NOW)
+    i = ordered.index(player)
+    window = ordered[max(0, i - 2) : i + 3]
+    assert [(e.player, e.rank) for e in around.entries] == [(p, model.rank(p)) for p in window]
+
+
+def test_reads_of_lex_boards_equal_the_model(redis_server: RedisServer) -> None:
+    with asyncio.Runner() as runner:
+        r = connect(redis_server.url)
+        assert isinstance(r, aioredis.Redis)
+
+        @bounded(80)
+        @given(boards_with_entries())
+        def run(case: tuple[boards.Definition, dict[str, tuple[tuple[int, ...], int]]]) -> None:
+            runner.run(check(r, *case))
+
+        try:
+            run()
+        finally:
+            runner.run(r.aclose())
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[boards.Definition, list[tuple[str, str, list[str], int]]]:
+    n = draw(st.integers(1, 5))
+    bounded_keys = draw(st.booleans())
+    keys = []
+    for i in range(n):
+        key: dict[str, object] = {"name": f"k{i}", "direction": draw(st.sampled_from(["desc", "asc"]))}
+        if draw(st.integers(0, 3)) == 0:
+            key["operator"] = draw(st.sampled_from(["best", "incr", "set"]))
+        if bounded_keys:
+            key |= {"min": 0, "max": 1000}
+        keys.append(key)
+    definition = parse(
+        {
+            "id": "b",
+            "keys": keys,
+            "operator": draw(st.sampled_from(["best", "incr", "set"])),
+            "tie": draw(st.sampled_from(["first", "last"])),
+            "rank_mode": draw(st.sampled_from(RANK_MODES)),
+            "windows": ["daily"],
+        }
+    )
+    if bounded_keys:
+        value = st.sampled_from([0, 1, 7, 999, 1000, 1001])
+    else:
+        value = st.sampled_from([*EDGES, 5, -5, 2**62]) | st.integers(INT64_MIN, INT64_MAX)
+    slips = []
+    for i in range(draw(st.integers(1, 25))):
+        count = n if draw(st.integers(0, 15)) else draw(st.sampled_from([n - 1, n + 1]))
+        values = [str(draw(value)) for _ in range(count)]
+        ts = NOW - 1000 * draw(st.integers(0, 4))  # whole seconds: the packed boards' tie unit
+        slips.append((f"s{i}", draw(st.sampled_from(PLAYERS[:4])), values, ts))
+    return definition, slips
+
+
+async def check_writes(
+    r: aioredis.Redis, definition: boards.Definition, slips: list[tuple[str, str, list[str], int]], cut: int
+) -> None:
+    await r.flushall()
+    lb = Leaderboard(r, CONFIG)
+    await lb.create_board(definition)
+    model, expected = Board(definition, unit_ms=1000 if definition.encoding == boards.PACKED else 1), []
+    for _, player, values, ts in slips:
+        try:
+            parsed = boards.parse_values(definition, values)
+            model.submit(player, parsed, ts)
+            expected.append("ok")
+        except InvalidBoard as exc:
+            expected.append(exc.code)
+    entries = [
+        {"id": sid, "player": player, "board": "b", "values": ",".join(values), "ts": str(ts)}
+        for sid, player, values, ts in slips
+    ]
+    got = []
+    for part in (entries[:cut], entries[cut:]):
+        for result in await lb.submit_batch(part, now=NOW):
+            got.append(result.status if result.status != "error" else str(result.code))
+    assert got == expected
+    scope, ordered = "board:b", model.ordered()
+    top = await lb.top("daily", scope, n=100, at=NOW)
+    assert [(e.player, e.keys, e.rank) for e in top.entries] == [
+        (p, model.entries[p][0], model.rank(p)) for p in ordered
+    ]
+    ranks = await lb.ranks(PLAYERS[:4], "daily", scope, at=NOW)
+    assert [(s.player, s.rank, s.keys) for s in ranks.standings] == [
+        (p, model.rank(p), model.entries[p][0] if p in model.entries else None) for p in PLAYERS[:4]
+    ]
+    if ordered:
+        player = ordered[-1]
+        around = await lb.around(player, "daily", scope, k=1, at=NOW)
+        assert [(e.player, e.rank) for e in around.entries] == [(p, model.rank(p)) for p in ordered[-2:]]
+
+
+def test_writes_through_lb_submit_leave_the_board_as_the_model_says(redis_server: RedisServer) -> None:
+    with asyncio.Runner() as runner:
+        r = connect(redis_server.url)
+        assert isinstance(r, aioredis.Redis)
+
+        @bounded(120)
+        @given(histories(), st.integers(0, 25))
+        def run(case: tuple[boards.Definition, list[tuple[str, str, list[str], int]]], cut: int) -> None:
+            runner.run(check_writes(r, *case, cut))
+
+        try:
+            run()
+        finally:
+            runner.run(r.aclose())
