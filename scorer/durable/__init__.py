@@ -11,7 +11,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from .fold import ActionFolder, Folder
-from .records import Action, BoardRow, Compaction, Record
+from .records import Action, BoardRow, Compaction, Record, Slip
 from .store import Store, StoreError
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "Compaction",
     "Folder",
     "Record",
+    "Slip",
     "Store",
     "StoreError",
     "check_url",

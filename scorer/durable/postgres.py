@@ -15,7 +15,7 @@ from typing import Any
 
 import asyncpg
 
-from .records import Action, BoardRow, Compaction, Part, Position, Record
+from .records import Action, BoardRow, Compaction, Part, Position, Record, Slip
 from .store import Fold, Store, StoreError
 
 # The key is (game, id), the one the upsert looks up; seq needs no index of its own (it is only
@@ -47,6 +47,14 @@ ACTIONS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS actions (
     game text NOT NULL, id text NOT NULL, at bigint NOT NULL, fn text NOT NULL, args text NOT NULL,
     folded boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (game, id)
+);
+"""
+
+# The defined boards' slips (records.Slip); additive: a store made before it gets it on open.
+SLIPS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS slips (
+    game text NOT NULL, id text NOT NULL, applied bigint NOT NULL, idx integer NOT NULL, fields text NOT NULL,
     PRIMARY KEY (game, id)
 );
 """
@@ -112,6 +120,7 @@ class PostgresStore(Store):
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext('lb-durable-schema'))")
             await conn.execute(SCHEMA)
             await conn.execute(ACTIONS_SCHEMA)
+            await conn.execute(SLIPS_SCHEMA)
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -216,6 +225,26 @@ class PostgresStore(Store):
             "SELECT id, at, fn, args, folded FROM actions WHERE game = $1 ORDER BY at, id", game
         )
         return [Action.of_row(r) for r in rows]
+
+    async def record_slips(self, game: str, slips: Sequence[Slip]) -> int:
+        if not slips:
+            return 0
+        # in id order, as submissions: two replicas writing the same ids cannot deadlock
+        rows = sorted((game, *slip) for slip in slips)
+        status: str = await self.pool.execute(
+            "INSERT INTO slips (game, id, applied, idx, fields)"
+            " SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::integer[], $5::text[])"
+            " ON CONFLICT (game, id) DO UPDATE SET applied = excluded.applied, idx = excluded.idx,"
+            " fields = excluded.fields WHERE (excluded.applied, excluded.idx) < (slips.applied, slips.idx)",
+            *(list(column) for column in zip(*rows, strict=True)),
+        )
+        return int(status.rsplit(" ", 1)[1])
+
+    async def slips(self, game: str) -> list[Slip]:
+        rows = await self.pool.fetch(
+            "SELECT id, applied, idx, fields FROM slips WHERE game = $1 ORDER BY applied, idx", game
+        )
+        return [Slip(*r) for r in rows]
 
     async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Fold) -> Compaction:
         async with self.pool.acquire() as conn, conn.transaction():

@@ -16,11 +16,13 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
+import orjson
+
 from leaderboard import GameConfig, InvalidSubmission, Submission, SubmitResult, now_ms
 from leaderboard.backoff import redis_backoff
 
 from .fold import ActionFolder
-from .records import Action, Compaction, Record
+from .records import Action, Compaction, Record, Slip
 from .store import Store, StoreError
 
 log = logging.getLogger("scorer.durable")
@@ -30,8 +32,7 @@ T = TypeVar("T")
 def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult]) -> list[Record]:
     """The records of an applied batch: every ``ok``, and every ``duplicate`` (its first outcome
     may have been lost in a crash before it was recorded; if it was not, the store ignores it).
-    A slip to a defined board (``board``: key values, no points) has no record yet: the log's
-    rows hold points, so a rebuild does not restore defined boards' entries (docs/data-model.md)."""
+    A slip to a defined board (``board``: key values, no points) is a ``Slip`` (``slips_of``)."""
     out = []
     ids: set[str] = set()
     for index, (fields, result) in enumerate(zip(entries, results, strict=True)):
@@ -72,6 +73,18 @@ def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitRes
             )
         )
     return out
+
+
+def slips_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult]) -> list[Slip]:
+    """The slips to defined boards of an applied batch, ``ok`` or ``duplicate`` as in
+    ``records_of``, one per id (the first in the batch: a later one with the same id was a
+    duplicate of it)."""
+    out: dict[str, Slip] = {}
+    for index, (fields, result) in enumerate(zip(entries, results, strict=True)):
+        sid = fields.get("id", "")
+        if fields.get("board") and sid and sid not in out and result.status in ("ok", "duplicate"):
+            out[sid] = Slip(sid, result.applied_us, index, orjson.dumps(dict(fields)).decode())
+    return list(out.values())
 
 
 def earliest(batches: Iterable[Sequence[Record]]) -> list[Record]:
@@ -115,11 +128,15 @@ class Recorder:
 
     async def record(self, entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult]) -> None:
         """Returns once the batch's records are durable; retries while the store is unavailable."""
-        records = records_of(entries, results)
-        if not records:
+        records, slips = records_of(entries, results), slips_of(entries, results)
+        if not records and not slips:
             return
         if not self._opened:
             await self.open()
+        if slips:
+            await self._retry(lambda: self.store.record_slips(self.config.game, slips), "record slips")
+        if not records:
+            return
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting[done] = records
         try:

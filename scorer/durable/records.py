@@ -5,6 +5,7 @@ every other part of it (store.py, the backends, fold.py, the rebuild) can be rea
 * ``Record``: one applied submission, as the queue carried it;
 * ``Action``: one journaled change submissions do not carry (a ban, a correction, a profile, a
   tournament, a close, a badge), as the function that made it journaled it;
+* ``Slip``: one applied submission to a defined board (key values, not points), kept whole;
 * ``BoardRow``: a player's packed score on a board period, folded from submissions no longer
   kept raw; ``Compaction``: what one compaction changed;
 * ``Position``: a raw row's place in the applied order; ``Part``: a share of the players.
@@ -71,6 +72,23 @@ class Record(NamedTuple):
     # A tournament slip counts on that tournament's boards only (once its definition is known
     # from the journal: fold.py).
     tournament: str = ""
+
+
+class Slip(NamedTuple):
+    """One applied submission to a defined board (a ``board`` field: key values and metadata,
+    no points), as the queue carried it. Kept whole, not folded: a rebuild replays it through
+    ``lb_submit`` in the order applied, at a moment that gives it the same periods, reached time
+    and outcome as then (scorer/rebuild/writes.py)."""
+
+    id: str
+    applied_us: int  # Redis's clock when the batch that applied it ran
+    index: int  # type: ignore[assignment]  # its place in that batch (the name shadows tuple.index)
+    fields: str  # the queue entry's fields, a JSON object of strings
+
+    def entry(self) -> dict[str, str]:
+        """The fields lb_submit reads."""
+        fields: dict[str, str] = orjson.loads(self.fields)
+        return fields
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 import aiosqlite
 
-from .records import Action, BoardRow, Compaction, Part, Position, Record
+from .records import Action, BoardRow, Compaction, Part, Position, Record, Slip
 from .store import Fold, Store, StoreError
 
 # seq is the rowid without AUTOINCREMENT, which would read and write sqlite_sequence on every
@@ -52,6 +52,14 @@ ACTIONS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS actions (
     game TEXT NOT NULL, id TEXT NOT NULL, at INTEGER NOT NULL, fn TEXT NOT NULL, args TEXT NOT NULL,
     folded INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (game, id)
+) WITHOUT ROWID;
+"""
+
+# The defined boards' slips (records.Slip); additive: a store made before it gets it on open.
+SLIPS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS slips (
+    game TEXT NOT NULL, id TEXT NOT NULL, applied INTEGER NOT NULL, idx INTEGER NOT NULL, fields TEXT NOT NULL,
     PRIMARY KEY (game, id)
 ) WITHOUT ROWID;
 """
@@ -103,6 +111,7 @@ class SQLiteStore(Store):
         await self.db.execute("PRAGMA busy_timeout=10000")  # other replicas on the same file
         await self.db.executescript(SCHEMA)
         await self.db.executescript(ACTIONS_SCHEMA)
+        await self.db.executescript(SLIPS_SCHEMA)
 
     async def close(self) -> None:
         if self._db is not None:
@@ -225,6 +234,22 @@ class SQLiteStore(Store):
             "SELECT id, at, fn, args, folded FROM actions WHERE game = ? ORDER BY at, id", (game,)
         ) as cursor:
             return [Action.of_row(r) for r in await cursor.fetchall()]
+
+    async def record_slips(self, game: str, slips: Sequence[Slip]) -> int:
+        if not slips:
+            return 0
+        return await self._insert_many(
+            "INSERT INTO slips (game, id, applied, idx, fields) VALUES (?,?,?,?,?)"
+            " ON CONFLICT (game, id) DO UPDATE SET applied = excluded.applied, idx = excluded.idx,"
+            " fields = excluded.fields WHERE (excluded.applied, excluded.idx) < (slips.applied, slips.idx)",
+            [(game, *slip) for slip in slips],
+        )
+
+    async def slips(self, game: str) -> list[Slip]:
+        async with self.db.execute(
+            "SELECT id, applied, idx, fields FROM slips WHERE game = ? ORDER BY applied, idx", (game,)
+        ) as cursor:
+            return [Slip(*row) for row in await cursor.fetchall()]
 
     async def _fold_actions(self, game: str, folder: Fold, until: int | None) -> None:
         """Inside a compaction: hand the actions up to ``until`` (Redis's clock of the first raw

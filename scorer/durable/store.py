@@ -9,7 +9,7 @@ and ``lb_submit``), which needs nothing the submission does not carry, and which
 submission whose first outcome was lost in a crash (it is recorded when its redelivery comes back
 ``duplicate``).
 
-Three tables per store, each keyed by game:
+Four tables per store, each keyed by game:
 
 * ``submissions``: the raw log, one row per applied submission id, in the order Redis applied
   them: ``applied`` (Redis's clock when the batch ran, the same for a whole batch, increasing
@@ -25,6 +25,10 @@ Three tables per store, each keyed by game:
 * ``actions``: the changes submissions do not carry (bans, corrections, profiles, tournaments,
   closes), journaled by the functions that make them (records.py says how); their rules are
   in ``fold.py``.
+* ``slips``: the submissions to defined boards (``records.Slip``: key values, not points), whole,
+  one row per id (the earlier application kept, as in ``submissions``). They are not folded by a
+  compaction (a defined board's rules are the function library's: a rebuild replays them through
+  it); they stay until deleted by hand. A store made before this table gets it on open.
 
 A rebuild reads ``board_rows``, then the raw log in applied order. A ``Position`` is a row's
 place in that order, ``(applied, idx, seq)``.
@@ -36,7 +40,7 @@ import abc
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Protocol
 
-from .records import Action, BoardRow, Compaction, Part, Position, Record
+from .records import Action, BoardRow, Compaction, Part, Position, Record, Slip
 
 
 class StoreError(Exception):
@@ -125,6 +129,15 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def actions(self, game: str) -> list[Action]:
         """Every action recorded for ``game``, in the order Redis applied them."""
+
+    @abc.abstractmethod
+    async def record_slips(self, game: str, slips: Sequence[Slip]) -> int:
+        """Append defined boards' slips in one transaction; an id already held keeps the earlier
+        of its two applications. Returns the rows written, once committed."""
+
+    @abc.abstractmethod
+    async def slips(self, game: str) -> list[Slip]:
+        """Every defined board's slip recorded for ``game``, in the order Redis applied them."""
 
     @abc.abstractmethod
     async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Fold) -> Compaction:

@@ -8,7 +8,8 @@ whose seen-bucket would still be alive); the activity feed of the replayed part;
 versions, so the publisher publishes every restored board. From the journaled actions
 (``durable/fold.py``): the ban tombstones, what bans and corrections did to the boards,
 profiles (name, avatar, country), tournaments with their entrants and boards, the close markers
-and finals of closed periods, and badges. Not the close events' stream (``lb:{g}:closed``): its
+and finals of closed periods, badges, and the board definitions; the defined boards' entries
+from their slips (``durable/records.Slip``). Not the close events' stream (``lb:{g}:closed``): its
 consumers (rewards) already took them, and the restored markers keep the publisher from closing
 those periods again.
 
@@ -31,7 +32,11 @@ How, in the order the submissions were applied (the log's ``applied, idx, seq``)
    submission applied before the newest ban, unban, correction or name change is folded, and
    step 2 replays only later ones. What the actions left beyond boards and names (and the
    actions whose order does not matter to the boards: tournaments, entrants, closes, badges,
-   avatars, countries) is written as final state with the folded state.
+   avatars, countries) is written as final state with the folded state;
+4. before that state, the defined boards' slips go through ``lb_submit``, in the order applied,
+   each call at a moment that gives its slips the periods and outcomes they had (writes.py's
+   ``slip_calls``): a defined board's rules are the function library's alone, so they are
+   replayed, not folded.
 
 A rebuild refuses a Redis that already holds data of the game unless ``force`` (then it writes
 over it: folded states replace members, replayed ids already seen are duplicates). Run it with the

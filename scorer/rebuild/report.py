@@ -13,7 +13,8 @@ from typing import TextIO
 class Restored:
     folded: int = 0  # submissions restored through the fold
     board_rows: int = 0  # folded board rows read from the store (older than the raw log)
-    replayed: int = 0  # submissions sent through lb_submit
+    replayed: int = 0  # submissions sent through lb_submit (the defined boards' slips among them)
+    slips: int = 0  # defined boards' slips sent through lb_submit
     applied: int = 0
     duplicates: int = 0
     refused: dict[str, int] = field(default_factory=dict)  # code -> count (lb_submit or the fold)
@@ -34,7 +35,8 @@ class Restored:
             f"restored {total:,} submissions in {self.seconds:.1f} s ({rate:,.0f}/s)",
             f"  folded: {self.folded:,} submissions and {self.board_rows:,} board rows into {self.boards:,} boards, "
             f"{self.entries:,} members, {self.names:,} names, {self.seen_ids:,} ids remembered",
-            f"  through lb_submit: {self.replayed:,} ({self.applied:,} applied, {self.duplicates:,} duplicates)",
+            f"  through lb_submit: {self.replayed:,} ({self.applied:,} applied, {self.duplicates:,} duplicates; "
+            f"{self.slips:,} to defined boards)",
             f"  journal: {self.actions:,} actions folded; restored "
             + ", ".join(f"{n:,} {kind}" for kind, n in self.journal.items()),
             f"  refused: {refused}",

@@ -93,6 +93,10 @@ async def rebuild(
     folder = folded.folder
     restored.folded, restored.board_rows = folded.folded, folded.board_rows
     folder.actions = len(actions)  # the tournaments' definitions were folded in every part
+    # The defined boards' slips are not folded: each goes through lb_submit at the moment it was
+    # first applied, before the tombstones and close markers the folded state writes (they were
+    # not there yet when it was applied; their boards are apart from the folded ones).
+    await writes.replay_slips(lb, folder, await store.slips(game), restored)
     # before the first replayed one: it builds on the folded state
     await writes.write_folded(lb, folder, folded.seen, await store.names(game), restored, now)
     pending: list[dict[str, str]] = []

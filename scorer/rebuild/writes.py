@@ -1,5 +1,6 @@
-"""What a rebuild writes to Redis: the folded state as final values (``write_folded``), and the
-newest submissions through ``lb_submit`` itself (``replay``).
+"""What a rebuild writes to Redis: the folded state as final values (``write_folded``), the
+newest submissions through ``lb_submit`` itself (``replay``), and the defined boards' slips
+through it too, each at a moment that gives it the outcome it had (``replay_slips``).
 
 The folded state is written as plain commands, pipelined, one batch in flight while the next is
 built: each board's members (one ZADD per thousand members instead of one call per submission,
@@ -11,19 +12,20 @@ memory, and what the journaled actions left beyond boards and names (``state_com
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from leaderboard import GameConfig, Leaderboard
+from leaderboard.boards import Definition, period
 from leaderboard.keys import GLOBAL_SCOPE, HOUR_MS, Keys
 from leaderboard.ranking import companions
 from leaderboard.transport import Command, execute_packed
 from leaderboard.windows import tournament_of, tournament_window
 from leaderboard.windows import window as window_spec
 
-from ..durable import ActionFolder, Record
+from ..durable import ActionFolder, Record, Slip
 from ..durable.fold import Close
 from .report import Restored
 
@@ -227,6 +229,70 @@ def fields_of(record: Record) -> dict[str, str]:
         if value:
             fields[key] = value
     return fields
+
+
+async def replay_slips(lb: Leaderboard, folder: ActionFolder, slips: Sequence[Slip], restored: Restored) -> None:
+    """The defined boards' slips, through ``lb_submit``, in the order they were applied, each
+    call at a moment that gives each of its slips the outcome it had (``slip_calls``). The
+    definitions go first, as the journal left them: the call takes a board's definition from
+    the caller, who reads it from Redis."""
+    state = folder.state
+    commands: list[Command] = [("HSET", lb.keys.boards, b, d) for b, d in state.boards.items()]
+    if state.board_changes:
+        commands.append(("SET", lb.keys.boards_version, state.board_changes))
+    if commands:
+        await execute_packed(lb.redis, *commands)
+    await lb.boards.refresh()
+    for now, entries in slip_calls(lb.boards.get, [slip.entry() for slip in slips], lb.config.idempotency_s * 1000):
+        await replay(lb, entries, now, restored)
+        restored.slips += len(entries)
+
+
+def slip_calls(
+    definition_of: Callable[[str], Definition | None], entries: Sequence[dict[str, str]], horizon_ms: int
+) -> Iterator[tuple[int, list[dict[str, str]]]]:
+    """Consecutive slips grouped into calls, each with its ``now``. lb_submit took a slip when
+    its timestamp lay in the current period of each of its board's windows (the periods of the
+    call's ``now``) and within the idempotency horizon before ``now``; the same slip replayed with
+    ``now`` = its own timestamp meets both again, and its periods, and so its outcome, are the
+    same. Slips share a call (``now``: the newest timestamp among them) while that still holds
+    for each: their boards' periods at the oldest of their timestamps are those at ``now``
+    (periods only move forward) and the oldest is within the horizon."""
+    group: list[dict[str, str]] = []
+    now, oldest = 0, 0
+    first: dict[str, int] = {}  # board -> the oldest timestamp of its slips in the group
+
+    def labels(board: str, ts: int) -> tuple[str, ...]:
+        d = definition_of(board)
+        return () if d is None else tuple(period(d, w, ts).label for w in d.windows)
+
+    for fields in entries:
+        ts = _int_or_none(fields.get("ts", ""))
+        board = fields.get("board", "")
+        if ts is None or definition_of(board) is None:  # refused, now as then: on its own
+            if group:
+                yield now, group
+            yield (ts or 0), [fields]
+            group, first = [], {}
+            continue
+        if group:
+            new_now, new_oldest = max(now, ts), min(oldest, ts)
+            held = {**first, board: min(first.get(board, ts), ts)}
+            if new_now - new_oldest <= horizon_ms and all(labels(b, t) == labels(b, new_now) for b, t in held.items()):
+                group.append(fields)
+                now, oldest, first = new_now, new_oldest, held
+                continue
+            yield now, group
+        group, now, oldest, first = [fields], ts, ts, {board: ts}
+    if group:
+        yield now, group
+
+
+def _int_or_none(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
 
 
 async def replay(lb: Leaderboard, entries: list[dict[str, str]], now: int, restored: Restored) -> None:

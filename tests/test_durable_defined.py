@@ -1,0 +1,162 @@
+"""Defined boards in the durable log: their slips recorded by the real scorer, and a rebuild into
+an emptied Redis that gives every read of them back as it was (entries, key values, metadata,
+ranks in order and in ties, the previous period) — on a lex board of two keys (Tower), a
+full-range int64 board and a packed one with metadata, beside the game's own boards."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import random
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from leaderboard import GameConfig, Leaderboard, Submission, boards
+from scorer import Consumer, ScorerSettings
+from scorer.durable import Store
+from scorer.durable.recorder import Recorder
+from scorer.journal import JournalWorker
+from scorer.rebuild import rebuild
+from scorer.rebuild.writes import slip_calls
+
+from .conftest import MS, NOW
+
+pytest_plugins = ("tests.durable_fixtures",)  # fixtures: store_url, store (one per backend)
+
+HOUR = 3_600_000
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+CONFIG = GameConfig(game="test", windows=("daily", "alltime"))
+DEFINITIONS: list[dict[str, Any]] = [
+    {
+        "id": "tower",
+        "keys": [{"name": "floor", "min": 0, "max": 1000}, {"name": "time", "direction": "asc"}],
+        "windows": ["daily", "alltime"],
+        "metadata_bytes": 16,
+    },
+    {"id": "ledger", "keys": [{"name": "balance", "display": "money"}], "operator": "incr", "windows": ["alltime"]},
+    {
+        "id": "speedrun",
+        "keys": [{"name": "ms", "direction": "asc", "min": 0, "max": 3_600_000}],
+        "metadata_bytes": 16,
+        "windows": ["daily"],
+        "rank_mode": "competition",
+    },
+]
+PLAYERS = [f"p{i}" for i in range(12)]
+
+
+def slips(rnd: random.Random, first: int, start: int, hours: int) -> list[Submission]:
+    """Slips to every board over ``hours`` from ``start``: few players and few values, so that
+    writes meet and keys tie; the ledger near both ends of int64."""
+    out = []
+    for i in range(first, first + 120):
+        ts, player = start + (i - first) * hours * HOUR // 120, rnd.choice(PLAYERS)
+        board = rnd.choice(("tower", "ledger", "speedrun", ""))
+        if board == "tower":
+            values: tuple[int, ...] = (rnd.randrange(5, 9), rnd.choice((60_000, 61_000, 75_500)))
+        elif board == "ledger":
+            values = (rnd.choice((I64_MIN // 4, I64_MAX // 4, -3, 7, 0)),)
+        elif board == "speedrun":
+            values = (rnd.choice((59_990, 60_000, 61_500)),)
+        else:  # the game's own boards: folded, not replayed
+            out.append(Submission(f"s{i}", player, rnd.randrange(1, 100), ts))
+            continue
+        meta = f"run-{i}" if board != "ledger" and rnd.random() < 0.5 else None
+        out.append(Submission(f"s{i}", player, 0, ts, board=board, values=values, meta=meta))
+    return out
+
+
+def settings(redis_url: str) -> ScorerSettings:
+    return ScorerSettings(
+        redis_url=redis_url, game=CONFIG, name="c1", batch=17, block_ms=20, metrics_port=0, durable_url="sqlite:///x"
+    )
+
+
+async def record_journal(r: aioredis.Redis, redis_url: str, store: Store) -> None:
+    """The journaled actions (the definitions) through the real journal worker."""
+    worker = JournalWorker(r, settings(redis_url), Recorder(store, CONFIG, retention_days=30, compact_every_s=0))
+    await asyncio.wait_for(worker.run(burst=True), 30_000 * MS)
+
+
+async def apply(r: aioredis.Redis, redis_url: str, store: Store, subs: list[Submission], clock: int) -> None:
+    """Through the real scorer with the durable log on, its clock at ``clock``."""
+    # queued as lb_enqueue would (the queue's own clock check is the real clock's)
+    await Leaderboard(r, CONFIG).enqueue([sub.fields() for sub in subs], backlog_max=10_000)
+    recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
+    consumer = Consumer(r, settings(redis_url), now=lambda: clock, recorder=recorder)
+    await asyncio.wait_for(consumer.run(burst=True), 30_000 * MS)
+
+
+async def reads(lb: Leaderboard) -> list[Any]:
+    """Every read of every defined board's periods: top, ranks of everyone, around a player."""
+    out: list[Any] = []
+    for board, window, at in (
+        ("tower", "daily", NOW),
+        ("tower", "daily", NOW - 24 * HOUR),  # the previous day's board
+        ("tower", "alltime", NOW),
+        ("ledger", "alltime", NOW),
+        ("speedrun", "daily", NOW),
+        ("speedrun", "daily", NOW - 24 * HOUR),
+    ):
+        scope = f"board:{board}"
+        out.append(await lb.top(window, scope, n=100, at=at))
+        out.append(await lb.ranks(PLAYERS, window, scope, at=at))
+        out.append(await lb.around(PLAYERS[0], window, scope, k=3, at=at))
+    return out
+
+
+async def defined_keys(r: aioredis.Redis) -> dict[str, Any]:
+    """The defined boards' keys, read whole: members, the player -> member and metadata hashes,
+    the distinct key parts."""
+    state: dict[str, Any] = {}
+    async for key in r.scan_iter(match=f"{CONFIG.keys.prefix}:*board:*", count=1000):
+        if await r.type(key) == "zset":
+            state[key] = await r.zrange(key, 0, -1, withscores=True)
+        else:
+            state[key] = await r.hgetall(key)
+    return state
+
+
+async def test_a_rebuild_restores_defined_boards_exactly(r: aioredis.Redis, redis_url: str, store: Store) -> None:
+    lb = Leaderboard(r, CONFIG)
+    for raw in DEFINITIONS:
+        await lb.create_board(boards.parse(raw))
+    await record_journal(r, redis_url, store)
+    rnd = random.Random(25)
+    # the day before NOW (its own daily periods), then the hours before NOW
+    await apply(r, redis_url, store, slips(rnd, 0, NOW - 26 * HOUR, 5), NOW - 20 * HOUR)
+    await apply(r, redis_url, store, slips(rnd, 1000, NOW - 2 * HOUR, 2), NOW)
+    before, keys_before = await reads(lb), await defined_keys(r)
+    tower = before[0].entries
+    assert before[3].entries and before[15].entries  # the previous day's boards are kept too
+    assert len(tower) > 5 and len({e.keys for e in tower}) < len(tower)  # keys tie: time and id decide
+    assert {e.metadata for e in tower} - {None}  # some entries carry metadata
+    ledger = before[9].entries
+    assert any(e.keys and abs(e.keys[0]) > 2**61 for e in ledger)  # far beyond a double's exact integers
+    assert len(await store.slips("test")) > 150
+
+    await r.flushall()
+    restored = await rebuild(r, store, CONFIG, now=NOW + 60_000, progress_to=io.StringIO())
+    assert restored.refused == {}
+    assert restored.slips == len(await store.slips("test"))
+    assert await defined_keys(r) == keys_before
+    lb = Leaderboard(r, CONFIG)
+    assert await reads(lb) == before
+
+
+def test_slips_share_a_call_only_where_their_periods_and_horizon_allow() -> None:
+    tower = boards.parse(DEFINITIONS[0])
+    get = {"tower": tower}.get
+
+    def slip(ts: int, board: str = "tower") -> dict[str, str]:
+        return {"id": str(ts), "player": "p", "board": board, "values": "1,2", "ts": str(ts)}
+
+    day = NOW - NOW % (24 * HOUR)
+    entries = [slip(day + 5), slip(day + 1), slip(day + 9), slip(day - 1), slip(day + 2), slip(day + 3, "gone")]
+    calls = [(now, [int(e["ts"]) - day for e in group]) for now, group in slip_calls(get, entries, 48 * HOUR)]
+    # one day's slips together (now: the newest); yesterday's alone; so is a board nobody defines
+    assert calls == [(day + 9, [5, 1, 9]), (day - 1, [-1]), (day + 2, [2]), (day + 3, [3])]
+    # beyond the horizon, the same day's slips split
+    far = [slip(day + 1), slip(day + 3 * HOUR)]
+    assert [len(g) for _, g in slip_calls(get, far, HOUR)] == [1, 1]
