@@ -412,6 +412,24 @@ class Leaderboard(PlainReads):
         removed, touched = await _execute(self.redis, ("FCALL", "lb_ban", len(keys), *keys, *args))
         return int(removed), int(touched)
 
+    async def ban_defined(
+        self, player: str, boards_of: Sequence[tuple[BoardRef, boards.Definition]]
+    ) -> tuple[int, int]:
+        """lb_ban_defined: remove ``player`` from defined boards, each with its definition
+        (after ``ban``, whose tombstone keeps new slips out; nothing journaled); (boards they
+        were on, of those the boards whose top N changed)."""
+        keys: list[str] = [self.keys.versions]
+        args: list[str | int] = [player]
+        for b, d in boards_of:
+            at = (b.window, b.period, b.scope)
+            keys += [self.keys.board(*at), self.keys.members(*at), self.keys.points(*at)]
+            keys += [self.keys.metadata(*at), self.keys.histogram(*at)]
+            lex = d.encoding == boards.LEX
+            key_len = len(d.keys) * boards.KEY_HEX if lex else 0
+            args += [f"{b.window}:{b.period}:{b.scope}", d.top_n, d.rank_mode, key_len, 0 if lex else d.shift(b.window)]
+        removed, touched = await _execute(self.redis, ("FCALL", "lb_ban_defined", len(keys), *keys, *args))
+        return int(removed), int(touched)
+
     def _board_keys(self, window_name: str, period: str, scope: str) -> tuple[str, str, str]:
         """A board and its companions, as lb_ban and lb_correct take them."""
         at = (window_name, period, scope)

@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from .boards import Definition
 from .errors import INPUT_CODES, BadRequest, InvalidInput, TournamentError
 from .keys import GLOBAL_SCOPE, defined_of, parse_scope
 from .library import Leaderboard
@@ -85,20 +86,33 @@ class Moderation:
         self._board_prefix = self.keys.board_pattern[:-1]
 
     async def boards(self) -> set[BoardRef]:
-        """Every board of the game that exists now: all windows, periods and scopes. Defined
-        boards (``board:<id>``) are not moderated yet: a ban's tombstone refuses the player's
-        slips to them, but their entries stay (docs/operations.md)."""
+        """Every board of the game that exists now: all windows, periods and scopes, but the
+        defined boards (``defined_boards``)."""
+        return {b for b in await self._all_boards() if not defined_of(b.scope)}
+
+    async def defined_boards(self) -> dict[BoardRef, Definition]:
+        """Every defined board (``board:<id>``) that exists now, with its definition (a board
+        whose definition was deleted is left: its keys only wait to expire)."""
+        await self.lb.boards.refresh()
+        found = {}
+        for b in await self._all_boards():
+            board = defined_of(b.scope)
+            if board and (definition := self.lb.boards.get(board)) is not None and b.window in definition.windows:
+                found[b] = definition
+        return found
+
+    async def _all_boards(self) -> set[BoardRef]:
         found: set[BoardRef] = set()
         async for key in self.lb.redis.scan_iter(match=self.keys.board_pattern, count=_SCAN_COUNT):
             window_name, _, rest = str(key)[len(self._board_prefix) :].partition(":")
             period, _, scope = rest.partition(":")
-            if scope and not defined_of(scope):
+            if scope:
                 found.add(BoardRef(window_name, period, scope))
         return found
 
     async def ban(self, player: str, *, actor: str, reason: str) -> BanResult:
-        """Remove ``player`` from every board of the game and refuse their submissions from now
-        on (lb_submit's per-entry code ``banned``), until ``unban``."""
+        """Remove ``player`` from every board of the game, defined ones included, and refuse
+        their submissions from now on (lb_submit's per-entry code ``banned``), until ``unban``."""
         check_player(player)
         actor, reason = check_audit(actor, reason)
         done = await self.boards()
@@ -110,7 +124,18 @@ class Moderation:
             more, more_touched = await self.lb.ban(player, _ordered(new), actor=actor, reason=reason)
             removed, touched = removed + more, touched + more_touched
             done |= new
-        return BanResult(removed, touched)
+        # Defined boards after the tombstone, which keeps the player's new slips out of them: a
+        # board appearing after this scan cannot hold the player.
+        more, more_touched = await self.off_defined_boards(player)
+        return BanResult(removed + more, touched + more_touched)
+
+    async def off_defined_boards(self, player: str) -> tuple[int, int]:
+        """Remove ``player`` from every defined board (a ban's part for them, which a rebuild
+        replays too); (boards they were on, of those the boards whose top N changed)."""
+        defined = await self.defined_boards()
+        if not defined:
+            return 0, 0
+        return await self.lb.ban_defined(player, [(b, defined[b]) for b in _ordered(set(defined))])
 
     async def unban(self, player: str, *, actor: str, reason: str = "") -> bool:
         """Lift a ban (whether there was one). Removed scores are not restored."""
@@ -163,6 +188,9 @@ class Moderation:
                 chosen = [(p, parse_scope(s)) for p in periods for s in dict.fromkeys(scopes)]
             except ValueError as exc:
                 raise _invalid("invalid_scope", str(exc)) from None
+            if any(defined_of(scope) for _, scope in chosen):
+                # a correction sets points; a defined board's entries are key values
+                raise _invalid("invalid_scope", "a defined board (board:<id>) is not corrected: ban, or submit op set")
         else:
             chosen = await self._boards_of(player, periods)
         if not chosen:

@@ -86,6 +86,8 @@ Functions (each documented where it is defined; Python wrappers in leaderboard/l
   lb_ban          remove a player, leave a tombstone    banned, versions, activity, journal, the
                                                         boards given and their histograms and points
                                                         sets
+  lb_ban_defined  remove a player from defined boards    versions, the boards given and their
+                                                        members, points sets, metadata, histograms
   lb_unban        lift a ban                            banned, activity, journal
   lb_correct      set a player's points, with reason    banned (read), versions, activity, journal,
                                                         the boards given and their histograms and
@@ -2091,6 +2093,61 @@ local function lb_ban(keys, args)
   return { removed, touched }
 end
 
+--[[ lb_ban_defined: remove a player from defined boards (lb_ban's part for them, called after
+it: its tombstone already keeps the player's new slips out), or, in a rebuild, replay a ban's
+effect on them. Journals nothing: the journaled ban is lb_ban's. A lex board loses the member,
+its player -> member field, its metadata and, on a dense board, its key part when nobody else
+holds it; a packed one the member, its metadata and its share of the companions.
+Input:  KEYS[1] versions hash, then per board five keys: the board, its members hash, its points
+        set (distinct key parts, or distinct points), its metadata hash, its histogram
+        ARGV    player, then per board: its version field, top N, rank mode, key part length
+                (0: a packed board), its window's shift (packed)
+Output: {boards the player was removed from, of those the boards whose top N changed}
+]]
+local function lb_ban_defined(keys, args)
+  local player = args[1]
+  local count = (#keys - 1) / 5
+  if not valid_player(player) or count ~= math.floor(count) or #args ~= 1 + 5 * count then
+    return refuse('bad_request', 'malformed ban')
+  end
+  local removed, touched = 0, 0
+  for i = 1, count do
+    local k, a = 1 + 5 * (i - 1), 1 + 5 * (i - 1)
+    local board, members, distinct, meta, hist = unpack(keys, k + 1, k + 5)
+    local field, top_n, mode, key_len, shift = unpack(args, a + 1, a + 5)
+    top_n, key_len, shift = tonumber(top_n), tonumber(key_len), tonumber(shift)
+    if not (top_n and key_len and shift and RANK_MODES[mode]) then
+      return refuse('bad_request', 'malformed ban')
+    end
+    local rank
+    if key_len > 0 then
+      local member = redis.call('HGET', members, player)
+      rank = member and redis.call('ZRANK', board, member)
+      if member then
+        redis.call('ZREM', board, member)
+        redis.call('HDEL', members, player)
+        local prefix = member:sub(1, key_len)
+        if mode == 'dense' and redis.call('ZLEXCOUNT', board, '[' .. prefix, '(' .. prefix .. 'g') == 0 then
+          redis.call('ZREM', distinct, prefix) -- nobody holds those values any more
+        end
+      end
+    else
+      rank = redis.call('ZREVRANK', board, player)
+      if rank then
+        local old = tonumber(redis.call('ZSCORE', board, player))
+        redis.call('ZREM', board, player)
+        board_score_changed(board, hist, mode == 'dense' and distinct or nil, 2 ^ shift, old, nil)
+      end
+    end
+    if rank then
+      redis.call('HDEL', meta, player)
+      removed = removed + 1
+      touched = touched + bump_if_top(keys[1], field, rank, nil, top_n)
+    end
+  end
+  return { removed, touched }
+end
+
 --[[ lb_unban: lift a ban. The scores the ban removed stay removed; the player starts again.
 Input:  KEYS[1] banned hash, KEYS[2] activity stream, KEYS[3] journal stream
         ARGV    player, actor, reason ('' allowed), activity_maxlen
@@ -2347,6 +2404,7 @@ redis.register_function { function_name = 'lb_lex_top', callback = lb_lex_top, f
 redis.register_function { function_name = 'lb_lex_ranks', callback = lb_lex_ranks, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_lex_around', callback = lb_lex_around, flags = { 'no-writes' } }
 redis.register_function('lb_ban', lb_ban)
+redis.register_function('lb_ban_defined', lb_ban_defined)
 redis.register_function('lb_unban', lb_unban)
 redis.register_function('lb_correct', lb_correct)
 redis.register_function('lb_profile', lb_profile)

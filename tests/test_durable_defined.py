@@ -13,6 +13,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from leaderboard import GameConfig, Leaderboard, Submission, boards
+from leaderboard.moderation import Moderation
 from scorer import Consumer, ScorerSettings
 from scorer.durable import Store
 from scorer.durable.recorder import Recorder
@@ -126,8 +127,25 @@ async def test_a_rebuild_restores_defined_boards_exactly(r: aioredis.Redis, redi
     rnd = random.Random(25)
     # the day before NOW (its own daily periods), then the hours before NOW
     await apply(r, redis_url, store, slips(rnd, 0, NOW - 26 * HOUR, 5), NOW - 20 * HOUR)
-    await apply(r, redis_url, store, slips(rnd, 1000, NOW - 2 * HOUR, 2), NOW)
+    # a ban takes its player off every defined board (and it stays off after the rebuild); after
+    # the unban, the player's new slips count again
+    held = {(b.window, b.period, b.scope) for b in await Moderation(lb).defined_boards()}
+    on = [e.player for e in (await lb.top("alltime", "board:tower", n=100, at=NOW)).entries]
+    banned = await Moderation(lb).ban(on[0], actor="ops", reason="test")
+    assert banned.boards >= 2  # tower's daily and alltime boards at least
+    for board, window, at in (
+        ("tower", "alltime", NOW),
+        ("ledger", "alltime", NOW),
+        ("tower", "daily", NOW - 24 * HOUR),
+    ):
+        assert on[0] not in {e.player for e in (await lb.top(window, f"board:{board}", n=100, at=at)).entries}
+    assert await Moderation(lb).unban(on[0], actor="ops")
+    await record_journal(r, redis_url, store)
+    assert len(held) == 4  # tower daily and alltime, ledger, speedrun daily
+    back = Submission("back", on[0], 0, NOW - 2 * HOUR, board="tower", values=(5, 70_000))
+    await apply(r, redis_url, store, [back, *slips(rnd, 1000, NOW - 2 * HOUR, 2)], NOW)
     before, keys_before = await reads(lb), await defined_keys(r)
+    assert on[0] in {e.player for e in before[6].entries}  # back on tower's alltime board since the unban
     tower = before[0].entries
     assert before[3].entries and before[15].entries  # the previous day's boards are kept too
     assert len(tower) > 5 and len({e.keys for e in tower}) < len(tower)  # keys tie: time and id decide

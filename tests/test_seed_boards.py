@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 import redis.asyncio as aioredis
 
-from leaderboard import GameConfig, InvalidSubmission, Leaderboard, Submission, boards, now_ms
+from leaderboard import GameConfig, InvalidInput, InvalidSubmission, Leaderboard, Submission, boards, now_ms
 from leaderboard.moderation import Moderation
 from leaderboard.queue import Queue
 from scorer import Consumer, Publisher, ScorerSettings
@@ -110,12 +110,26 @@ async def test_seed_boards_through_the_pipeline(redis_url: str, r: aioredis.Redi
         for scope, win in (("board:nope", "daily"), ("board:tower", "weekly")):  # no such board; not kept
             bad = await request(ws, {"type": "subscribe", "board": scope, "window": win}, "error")
             assert bad["code"] == "bad_board"
-    # a ban leaves defined boards' entries (not moderated yet) but refuses the player's slips to them
-    await Moderation(lb).ban("ben", actor="ops", reason="test")
+    # a ban takes the player off every defined board (entries, metadata; the top N republished)
+    # and refuses the player's slips to them; a correction of a defined board is refused
+    mod = Moderation(lb)
+    versions = cast(dict[str, str], await r.hgetall(config.keys.versions))
+    await mod.ban("ben", actor="ops", reason="test")
+    for board, expected in EXPECTED.items():
+        top = await lb.top(WINDOW[board], f"board:{board}", n=10)
+        assert [e.player for e in top.entries] == [p for p, _ in expected if p != "ben"], board
+        assert (await lb.rank("ben", WINDOW[board], f"board:{board}")).rank is None
+    fastest = await lb.top("daily", "board:speedrun", n=10)
+    assert [e.metadata for e in fastest.entries] == [None, "replay-a"]  # ben's replay-b is gone
+    after = cast(dict[str, str], await r.hgetall(config.keys.versions))
+    assert all(int(after[f]) > int(versions[f]) for f in versions if f.endswith(("board:tower", "board:ledger")))
     [refused] = await lb.submit_batch(
         [{"id": "late", "player": "ben", "board": "tower", "values": "99,1", "ts": str(now)}]
     )
     assert refused.code == "banned"
+    with pytest.raises(InvalidInput) as refusal:
+        await mod.correct("cy", 5, actor="ops", reason="test", scopes=["board:tower"])
+    assert refusal.value.code == "invalid_scope"
 
 
 async def _snapshot(ws: Any, scope: str) -> dict[str, Any]:

@@ -20,12 +20,13 @@ import orjson
 from leaderboard import GameConfig, Leaderboard
 from leaderboard.boards import Definition, period
 from leaderboard.keys import GLOBAL_SCOPE, HOUR_MS, Keys
+from leaderboard.moderation import Moderation
 from leaderboard.ranking import companions
 from leaderboard.transport import Command, execute_packed
 from leaderboard.windows import tournament_of, tournament_window
 from leaderboard.windows import window as window_spec
 
-from ..durable import ActionFolder, Record, Slip
+from ..durable import Action, ActionFolder, Record, Slip
 from ..durable.fold import Close
 from .report import Restored
 
@@ -231,11 +232,14 @@ def fields_of(record: Record) -> dict[str, str]:
     return fields
 
 
-async def replay_slips(lb: Leaderboard, folder: ActionFolder, slips: Sequence[Slip], restored: Restored) -> None:
+async def replay_slips(
+    lb: Leaderboard, folder: ActionFolder, slips: Sequence[Slip], actions: Sequence[Action], restored: Restored
+) -> None:
     """The defined boards' slips, through ``lb_submit``, in the order they were applied, each
-    call at a moment that gives each of its slips the outcome it had (``slip_calls``). The
-    definitions go first, as the journal left them: the call takes a board's definition from
-    the caller, who reads it from Redis."""
+    call at a moment that gives each of its slips the outcome it had (``slip_calls``), and
+    between them the bans as they came (each took its player off the defined boards; the slips
+    it refused afterwards are not in the log). The definitions go first, as the journal left
+    them: the call takes a board's definition from the caller, who reads it from Redis."""
     state = folder.state
     commands: list[Command] = [("HSET", lb.keys.boards, b, d) for b, d in state.boards.items()]
     if state.board_changes:
@@ -243,9 +247,21 @@ async def replay_slips(lb: Leaderboard, folder: ActionFolder, slips: Sequence[Sl
     if commands:
         await execute_packed(lb.redis, *commands)
     await lb.boards.refresh()
-    for now, entries in slip_calls(lb.boards.get, [slip.entry() for slip in slips], lb.config.idempotency_s * 1000):
-        await replay(lb, entries, now, restored)
-        restored.slips += len(entries)
+    moderation, on_boards, done = Moderation(lb), set[str](), 0
+    # A ban stamped the same microsecond as a batch ran before it (durable/records.py).
+    bans = sorted((a.at, a.args[0]) for a in actions if a.fn == "ban" and a.args)
+    for at, player in [*bans, (None, "")]:
+        end = done
+        while end < len(slips) and (at is None or slips[end].applied_us < at):
+            end += 1
+        segment = [slip.entry() for slip in slips[done:end]]
+        for now, entries in slip_calls(lb.boards.get, segment, lb.config.idempotency_s * 1000):
+            await replay(lb, entries, now, restored)
+            restored.slips += len(entries)
+        on_boards.update(fields.get("player", "") for fields in segment)
+        done = end
+        if player in on_boards:
+            await moderation.off_defined_boards(player)
 
 
 def slip_calls(
