@@ -8,7 +8,7 @@ from http import HTTPStatus
 import orjson
 from starlette.responses import Response
 
-from leaderboard.errors import CODES, INPUT_CODES
+from leaderboard.errors import BOARD_CODES, CODES, INPUT_CODES
 
 MEDIA_TYPE = "application/problem+json"
 
@@ -23,6 +23,10 @@ STATUS = {
     "unknown_tournament": 404,
     "not_found": 404,
     "tournament_exists": 409,
+    "unknown_board": 404,
+    "board_exists": 409,
+    "board_reorder": 409,
+    "stale_board": 409,
     "method_not_allowed": 405,
     "body_too_large": 413,
     "unsupported_media_type": 415,
@@ -34,7 +38,7 @@ STATUS = {
 }
 # The codes an answer may carry (the OpenAPI document lists them).
 ALL_CODES = sorted(
-    {*STATUS, *CODES, *INPUT_CODES, "bad_json", "bad_message", "bad_period", "tournament_ended", "banned"}
+    {*STATUS, *CODES, *INPUT_CODES, *BOARD_CODES, "bad_json", "bad_message", "bad_period", "tournament_ended", "banned"}
 )
 
 

@@ -169,6 +169,38 @@ def status_message(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
     return {"type": "status", "submission": path_param(request, "submission")}
 
 
+def definition_message(action: str) -> Message:
+    """A board definition request (docs/data-model.md, Board definitions): the path's id."""
+
+    def message(request: Request, fields: dict[str, Any]) -> dict[str, Any]:
+        if action == "list":
+            return {"type": "board", "action": "list"}
+        return {"type": "board", "action": action, "board": path_param(request, "definition")}
+
+    return message
+
+
+async def put_definition(api: Api, request: Request) -> Response:
+    """Create the path's board from the body's definition, or update the stored one to it (the
+    socket's ``create``, else ``update``: a change that would reorder a live board is refused
+    with ``board_reorder``). The body's ``id``, if given, is the path's."""
+    game = api.game(request)
+    identity = _allowed(api.identity(request), "server")
+    board, fields = path_param(request, "definition"), await _json_body(api, request)
+    if fields.setdefault("id", board) != board:
+        raise Problem("invalid_board_id", "the definition's id is not the path's")
+    msg = {"type": "board", "action": "create", "definition": fields}
+    try:
+        return Response(await _answer(game, identity, api.read(request, msg, identity)), media_type=JSON)
+    except Problem as exc:
+        if exc.code != "board_exists":
+            raise
+    # Another definition of the id is stored: this one replaces it, as an update. Not charged
+    # again: one request.
+    update = api.parse({**msg, "action": "update"})
+    return Response(await _answer(game, identity, update), media_type=JSON)
+
+
 def answering(message: Message, *, auth: str = "none", body: bool = False) -> Handler:
     """A route answered as the socket answers its request (leaderboard/replies.py): the token
     checked for the route's ``auth``, the request parsed and paid for, then the same reply."""
@@ -449,11 +481,19 @@ BOARD = _param(
     "the board's scope: global, region:<name>, mode:<name>",
     True,
 )
+# reads take a defined board too (board:<id>, docs/data-model.md "Board definitions")
+READ_BOARD = _param(
+    "board",
+    "path",
+    {"type": "string", "pattern": f"^({GLOBAL_SCOPE}|({'|'.join((*SCOPE_KINDS, 'board'))}):[A-Za-z0-9_-]{{1,32}})$"},
+    "the board's scope: global, region:<name>, mode:<name>, or board:<id> (a defined board)",
+    True,
+)
 PLAYER = _param("player", "path", {"type": "string", "minLength": 1}, "a player id", True)
 WINDOW = _param("window", "query", {"type": "string"}, "the board's window (default: the socket's default window)")
 PERIOD = _param("period", "query", {"type": "string"}, "previous, or a period label such as 2026-W48")
 GAME = _param("game", "query", {"type": "string"}, "the game (default: the first game served)")
-READS = [BOARD, WINDOW, PERIOD, GAME]
+READS = [READ_BOARD, WINDOW, PERIOD, GAME]
 
 ENTRY = {
     "type": "object",
@@ -699,6 +739,68 @@ SCHEMAS: dict[str, Any] = {
         },
         "required": ["type", "tournament", "players", "added"],
     },
+    "BoardDefinition": {
+        "type": "object",
+        "description": "docs/data-model.md, Board definitions (every field but keys has a default)",
+        "properties": {
+            "id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"},
+            "keys": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 5,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,31}$"},
+                        "direction": {"enum": ["desc", "asc"]},
+                        "display": {"enum": ["number", "duration_ms", "money"]},
+                        "operator": {"enum": ["best", "incr", "set"]},
+                        "min": {"type": "integer"},
+                        "max": {"type": "integer"},
+                    },
+                    "required": ["name"],
+                },
+            },
+            "operator": {"enum": ["best", "incr", "set"]},
+            "tie": {"enum": ["first", "last"]},
+            "rank_mode": {"enum": ["ordinal", "dense", "competition"]},
+            "windows": {"type": "array", "items": {"enum": ["daily", "weekly", "monthly", "alltime", "season"]}},
+            "time_zone": {"type": "string"},
+            "season": {
+                "type": "object",
+                "properties": {"start_ms": {"type": "integer"}, "length_s": {"type": "integer"}},
+                "required": ["start_ms", "length_s"],
+            },
+            "top_n": {"type": "integer", "minimum": 1, "maximum": 100},
+            "metadata_bytes": {"type": "integer", "minimum": 0, "maximum": 1024},
+            "version": {"type": "integer"},
+            "extensions": {"type": "object"},
+        },
+        "required": ["keys"],
+    },
+    "Definition": {
+        "type": "object",
+        "properties": {
+            "type": {"const": "board"},
+            "action": {"enum": ["create", "update", "show"]},
+            "definition": {"$ref": "#/components/schemas/BoardDefinition"},
+        },
+        "required": ["type", "action", "definition"],
+    },
+    "Definitions": {
+        "type": "object",
+        "properties": {
+            "type": {"const": "board"},
+            "action": {"const": "list"},
+            "boards": {"type": "array", "items": {"$ref": "#/components/schemas/BoardDefinition"}},
+        },
+        "required": ["type", "action", "boards"],
+    },
+    "DefinitionDeleted": {
+        "type": "object",
+        "properties": {"type": {"const": "board"}, "action": {"const": "delete"}, "board": {"type": "string"}},
+        "required": ["type", "action", "board"],
+    },
     "Problem": {
         "type": "object",
         "properties": {
@@ -739,6 +841,7 @@ N_TOP = _param("n", "query", {"type": "integer", "minimum": 1, "maximum": p.MAX_
 K = _param("k", "query", {"type": "integer", "minimum": 0, "maximum": p.MAX_AROUND}, "each side (default 5)")
 N_FINALS = _param("n", "query", {"type": "integer", "minimum": 1, "maximum": p.MAX_FINALS}, "periods (default 1)")
 TOURNAMENT = _param("tournament", "path", {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"}, "its id", True)
+DEFINITION = _param("definition", "path", {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"}, "a board id", True)
 SUBMISSION = _param("submission", "path", {"type": "string", "minLength": 1}, "a submission (match) id", True)
 
 ROUTES = [
@@ -773,12 +876,12 @@ ROUTES = [
     ),
     _read_route(
         "GET", "/v1/boards/{board}/players/{player}", "player", board_read("rank", player=True),
-        "A player's rank and score (a player or server token)", "Rank", [BOARD, PLAYER, *READS[1:]], auth="player",
+        "A player's rank and score (a player or server token)", "Rank", [READ_BOARD, PLAYER, *READS[1:]], auth="player",
     ),
     _read_route(
         "GET", "/v1/boards/{board}/players/{player}/around", "around", board_read("around", "k", player=True),
         "The k entries on each side of a player (a player or server token)", "Around",
-        [BOARD, PLAYER, *READS[1:], K], auth="player",
+        [READ_BOARD, PLAYER, *READS[1:], K], auth="player",
     ),
     _read_route(
         "POST", "/v1/boards/{board}/players:ranks", "ranks", board_read("ranks", body=("players",)),
@@ -834,6 +937,27 @@ ROUTES = [
         "POST", "/v1/tournaments/{tournament}/players", "join", action("join", "tournament", "players"),
         "Enter players in a tournament (server token)", "Joined", [TOURNAMENT, GAME], auth="server",
         body="Entrants",
+    ),
+    _read_route(
+        "GET", "/v1/definitions", "list_definitions", definition_message("list"),
+        "Every board definition of the game, the default included (server token)", "Definitions", [GAME],
+        auth="server",
+    ),
+    _read_route(
+        "GET", "/v1/definitions/{definition}", "show_definition", definition_message("show"),
+        "A board definition; its boards are read as board:<id> (server token)", "Definition", [DEFINITION, GAME],
+        auth="server",
+    ),
+    Route(
+        "PUT", "/v1/definitions/{definition}", "put_definition", put_definition,
+        "Create a board, or update its definition (top_n, rank mode, display, operators, metadata limit; a "
+        "change that would reorder it is refused with board_reorder) (server token)",
+        {200: "Definition"}, [DEFINITION, GAME], body="BoardDefinition", auth="server",
+    ),
+    _read_route(
+        "DELETE", "/v1/definitions/{definition}", "delete_definition", definition_message("delete"),
+        "Delete a board definition; its boards' keys expire with their windows (server token)",
+        "DefinitionDeleted", [DEFINITION, GAME], auth="server",
     ),
     Route("GET", "/v1/openapi.json", "openapi", openapi_json, "This document", {200: ""}),
 ]  # fmt: skip

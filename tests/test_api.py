@@ -115,6 +115,11 @@ def problem(resp: httpx.Response, status: int, code: str) -> dict[str, Any]:
     return dict(body)
 
 
+async def _definition(lb: Leaderboard, board: str) -> dict[str, Any] | None:
+    raw = await lb.redis.hget(lb.keys.boards, board)
+    return None if raw is None else dict(json.loads(raw))
+
+
 async def seed(r: aioredis.Redis) -> None:
     lb = Leaderboard(r, GameConfig(game=GAME))
     now = now_ms()
@@ -514,6 +519,40 @@ async def test_operator_actions_for_the_server_role(http: httpx.AsyncClient, r: 
     status = (await http.get("/v1/submissions/m1", headers=SERVER)).json()
     assert status["type"] == "status" and status["status"] == "applied"
     problem(await http.get("/v1/submissions/m1", headers=PLAYER), 403, "forbidden")
+
+
+async def test_board_definitions_for_the_server_role(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
+    lb = Leaderboard(r, GameConfig(game=GAME))
+    tower = {"keys": [{"name": "floor"}, {"name": "time", "direction": "asc"}], "windows": ["daily"]}
+    problem(await http.put("/v1/definitions/tower", json=tower, headers=PLAYER), 403, "forbidden")
+    problem(await http.get("/v1/definitions", headers=PLAYER), 403, "forbidden")
+    assert await _definition(lb, "tower") is None  # nothing written
+
+    made = (await http.put("/v1/definitions/tower", json=tower, headers=SERVER)).json()
+    assert made["action"] == "create" and made["definition"]["id"] == "tower" and made["definition"]["version"] == 1
+    # the same one again: a no-op, version 1; a change of top N: an update, version 2
+    assert (await http.put("/v1/definitions/tower", json=tower, headers=SERVER)).json()["definition"]["version"] == 1
+    updated = (await http.put("/v1/definitions/tower", json={**tower, "top_n": 20}, headers=SERVER)).json()
+    assert updated["action"] == "update" and updated["definition"]["version"] == 2
+    shown = (await http.get("/v1/definitions/tower", headers=SERVER)).json()
+    assert shown["definition"] == updated["definition"] == (await _definition(lb, "tower") or {})
+    listed = (await http.get("/v1/definitions", headers=SERVER)).json()
+    top = await http.get("/v1/boards/board:tower/top", params={"window": "daily"})
+    assert top.status_code == 200 and top.json()["entries"] == [], top.text
+    assert [d["id"] for d in listed["boards"]] == ["default", "tower"]
+
+    # refusals: a reorder, a bad definition, an id other than the path's, an unknown board
+    flipped = {**tower, "keys": [{"name": "floor", "direction": "asc"}, {"name": "time"}]}
+    problem(await http.put("/v1/definitions/tower", json=flipped, headers=SERVER), 409, "board_reorder")
+    problem(await http.put("/v1/definitions/x", json={"keys": []}, headers=SERVER), 400, "board_no_keys")
+    problem(await http.put("/v1/definitions/x", json={**tower, "id": "y"}, headers=SERVER), 400, "invalid_board_id")
+    problem(await http.get("/v1/definitions/nope", headers=SERVER), 404, "unknown_board")
+    assert (await http.get("/v1/definitions/tower", headers=SERVER)).json()["definition"]["version"] == 2
+
+    deleted = (await http.delete("/v1/definitions/tower", headers=SERVER)).json()
+    assert deleted == {"type": "board", "action": "delete", "board": "tower"}
+    problem(await http.delete("/v1/definitions/tower", headers=SERVER), 404, "unknown_board")
+    assert await _definition(lb, "tower") is None
 
 
 async def test_finals_of_closed_periods(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
