@@ -1,7 +1,8 @@
 """``python -m api``: one HTTP API process on uvicorn (uvloop, httptools). Stateless, like a
 gateway: run as many as the load asks for (``LB_API_REUSE_PORT``: several on one port).
 SIGTERM/SIGINT: stop accepting, finish the requests under way (at most ``LB_API_DRAIN_TIMEOUT``),
-exit 0; a second signal stops at once."""
+exit 0; a second signal stops at once. ``python -m api token SUB [--role server]`` signs a token
+for curl and a local game server (``python -m api token --help``)."""
 
 from __future__ import annotations
 
