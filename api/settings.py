@@ -18,7 +18,6 @@ from leaderboard.auth import strong_secrets
 from leaderboard.budget import MAX_COST
 from leaderboard.settings import (
     RedisPool,
-    SettingsError,
     above,
     at_least,
     between,
@@ -121,8 +120,7 @@ class ApiSettings:
 
     def __post_init__(self) -> None:
         validate(self)
-        if self.default_window and self.default_window not in self.game.windows:
-            raise SettingsError(f"LB_GW_WINDOW: {self.default_window!r} is not a configured window")
+        self.game.default_window(self.default_window)  # refuses a window the game does not keep
 
     @property
     def window(self) -> str:

@@ -22,7 +22,6 @@ from leaderboard.budget import MAX_COST
 from leaderboard.keys import parse_scope
 from leaderboard.settings import (
     RedisPool,
-    SettingsError,
     above,
     at_least,
     between,
@@ -289,8 +288,7 @@ class GatewaySettings:
 
     def __post_init__(self) -> None:
         validate(self)
-        if self.default_window and self.default_window not in self.game.windows:
-            raise SettingsError(f"LB_GW_WINDOW: {self.default_window!r} is not a configured window")
+        self.game.default_window(self.default_window)  # refuses a window the game does not keep
 
     @property
     def window(self) -> str:

@@ -165,8 +165,10 @@ class GameConfig:
 
     def default_window(self, named: str = "") -> str:
         """The window of a request that names none: ``named`` (LB_GW_WINDOW) when set, else weekly
-        when kept, else the first window kept."""
+        when kept, else the first window kept. A named window the game does not keep is refused."""
         if named:
+            if named not in self.windows:
+                raise SettingsError(f"LB_GW_WINDOW: {named!r} is not a configured window")
             return named
         return "weekly" if "weekly" in self.windows else self.windows[0]
 
