@@ -265,7 +265,7 @@ def parse(raw: Mapping[str, Any] | str | bytes) -> Definition:
         try:
             raw = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            raise _fail("invalid_board", "a definition must be a JSON object") from None
+            raise _fail("invalid_board", "a definition must be valid JSON") from None
     if not isinstance(raw, Mapping):
         raise _fail("invalid_board", "a definition must be a JSON object")
     unknown = set(raw) - _FIELDS
