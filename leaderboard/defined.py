@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-import orjson
-
 from . import boards
 from .keys import Keys
+from .profiles import stored as stored_profile
 from .ranking import COMPETITION, ORDINAL, assign_ranks, top_percent
 from .results import BoardEntries, Entry, Ranks, Standing
 from .windows import Period
@@ -71,7 +70,7 @@ class Board:
                 rows.append((values, player, flat[j + 2], None))
         ranks = assign_ranks(self.mode, first_ordinal, first_rank, [self._tie(r[0]) for r in rows])
         return [
-            Entry(rank, player, values[0], _json(profile), keys=values, metadata=meta)
+            Entry(rank, player, values[0], stored_profile(profile), keys=values, metadata=meta)
             for rank, (values, player, profile, meta) in zip(ranks, rows, strict=True)
         ]
 
@@ -116,19 +115,9 @@ class Board:
             # lex: member, rank, position; packed: rank, score, position, approx (never: deep_from 0)
             member, rank, score, position = (row[0], row[1], None, row[2]) if self.lex else (player, *row[:3])
             if not rank:
-                standings.append(Standing(player, None, None, _json(joined[i])))
+                standings.append(Standing(player, None, None, stored_profile(joined[i])))
                 continue
             values, _ = self._decode(member, score)
             percent = top_percent(min(int(position), size), size)
-            standings.append(Standing(player, int(rank), values[0], _json(joined[i]), percent, keys=values))
+            standings.append(Standing(player, int(rank), values[0], stored_profile(joined[i]), percent, keys=values))
         return Ranks(self.period, size, standings, self.mode)
-
-
-def _json(raw: str | None) -> Any:
-    if not raw:
-        return None
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None

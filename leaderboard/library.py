@@ -63,7 +63,6 @@ from dataclasses import replace
 from importlib.resources import files
 from typing import Any
 
-import orjson
 from redis.exceptions import ResponseError
 
 from . import boards
@@ -74,6 +73,7 @@ from .definitions import Definitions
 from .errors import BadPeriod, BadRequest, InvalidBoard, NotReplicated, TournamentError, from_reply
 from .keys import HOUR_MS, defined_of, parse_scope
 from .profiles import check_player_id
+from .profiles import stored as stored_profile
 from .ranking import COMPETITION, ORDINAL, assign_ranks, round_rank, top_percent
 from .reads import PlainReads
 from .results import (
@@ -501,7 +501,7 @@ class Leaderboard(PlainReads):
         for item in changes.items():
             args += item
         raw = await _execute(self.redis, ("FCALL", "lb_profile", len(keys), *keys, *args))
-        return _profile(raw) or {}
+        return stored_profile(raw) or {}
 
     # --- reads (read-only: safe on replicas through FCALL_RO)
 
@@ -686,7 +686,9 @@ class Leaderboard(PlainReads):
             flat, joined = await self._fcall_ro("lb_ranks", keys, *args), [None] * len(players)
         size = int(flat[0])
         rows = zip(players, flat[1::4], flat[2::4], flat[3::4], flat[4::4], joined, strict=True)
-        standings = [_standing(p, size, w.unpack, r, s, pos, approx, _profile(f)) for p, r, s, pos, approx, f in rows]
+        standings = [
+            _standing(p, size, w.unpack, r, s, pos, approx, stored_profile(f)) for p, r, s, pos, approx, f in rows
+        ]
         return Ranks(found, size, standings, mode)
 
     async def rank(
@@ -723,7 +725,7 @@ def _entries(period: Period, mode: str, first_ordinal: int, first_rank: int, fla
     points = [unpack(flat[j + 1]) for j in range(0, len(flat), 3)]
     ranks = assign_ranks(mode, first_ordinal, first_rank, points)
     return [
-        Entry(rank, flat[j], p, _profile(flat[j + 2]))
+        Entry(rank, flat[j], p, stored_profile(flat[j + 2]))
         for rank, p, j in zip(ranks, points, range(0, len(flat), 3), strict=True)
     ]
 
@@ -738,13 +740,3 @@ def _standing(
     # an estimate can overshoot the board's size by its rounding: the percentile stays in range
     percent = top_percent(min(int(position), size), size)
     return Standing(player, shown, unpack(score), profile, top_percent=percent, approx=deep)
-
-
-def _profile(raw: str | None) -> Mapping[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
+
 from .errors import INPUT_CODES, InvalidInput
 
 MAX_NAME_BYTES = 64
@@ -173,6 +175,18 @@ class Profile:
             if value is not None and not isinstance(value, str):
                 raise _invalid(f"invalid_{f}")
         return cls(**{f: fields.get(f) for f in FIELDS})
+
+
+def stored(raw: str | None) -> dict[str, Any] | None:
+    """A profile as the profiles hash holds it (JSON); None when absent or not an object (the hash
+    is plain data anyone with Redis access can write)."""
+    if not raw:
+        return None
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def display(profile: Mapping[str, Any] | None) -> dict[str, str]:
