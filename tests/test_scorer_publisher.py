@@ -57,8 +57,8 @@ def leads(p: Publisher) -> bool:
     return p.leader  # a call, so the checker does not narrow the property between ticks
 
 
-def publisher(r: aioredis.Redis, config: GameConfig, owner: str, clock: list[int]) -> Publisher:
-    settings = ScorerSettings(redis_url="redis://unused", game=config, name=owner, **SETTINGS)
+def publisher(r: aioredis.Redis, config: GameConfig, owner: str, clock: list[int], **overrides: Any) -> Publisher:
+    settings = ScorerSettings(redis_url="redis://unused", game=config, name=owner, **(SETTINGS | overrides))
     return Publisher(r, settings, Stats(), now=lambda: clock[0])
 
 
@@ -218,7 +218,9 @@ async def publish_many_boards(r: Any, config: GameConfig, boards: int) -> Publis
     lb = Leaderboard(r, config)
     clock = [NOW + 1000]
     await lb.submit_batch([{**slip(f"s{i}", f"p{i}", i), "region": f"r{i}"} for i in range(boards - 1)], now=clock[0])
-    pub = publisher(r, config, "many", clock)
+    # a lease that outlasts the tick's 1,000 reads however loaded the machine: lb_publish is fenced
+    # by the lease, and one that ran out mid-tick publishes nothing (the lease's own tests cover that)
+    pub = publisher(r, config, "many", clock, lease_ttl_ms=30_000)
     await pub.tick()
     return pub
 
