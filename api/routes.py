@@ -78,10 +78,12 @@ class Api:
         except AuthError as exc:
             raise Problem(exc.code, exc.message) from None
 
-    def parse(self, msg: dict[str, Any]) -> Any:
-        s = self.settings
+    def parse(self, msg: dict[str, Any], game: Game | None = None) -> Any:
+        """``msg`` as the socket's parser reads it, with the windows ``game`` (default: the
+        default game) keeps: its stored default board's, else the environment's."""
+        windows = (game or self.games[self.default_game]).lb.config.windows
         try:
-            return p.parse_message(msg, windows=s.game.windows, default_window=s.window)
+            return p.parse_message(msg, windows=windows, default_window=self.settings.window)
         except p.ProtocolError as exc:
             raise Problem(exc.code, exc.message) from None
 
@@ -101,7 +103,7 @@ class Api:
 
     def read(self, request: Request, msg: dict[str, Any], identity: Identity) -> Any:
         """A read request parsed as the socket's and paid for."""
-        req = self.parse(msg)
+        req = self.parse(msg, self.game(request))
         self.charge(request, identity, req)
         return req
 
@@ -236,7 +238,7 @@ async def _answer(game: Game, identity: Identity, req: p.Request) -> bytes:
 async def top(api: Api, request: Request) -> Response:
     game = api.game(request)
     identity = api.identity(request)  # anyone may read the top; a bad token is still refused
-    req = api.parse(_board_msg(request, "top", **_int_query(request, "n")))
+    req = api.parse(_board_msg(request, "top", **_int_query(request, "n")), game)
     held = await held_top(api, game, req, request.headers.get("if-none-match"))
     if held is not None:  # free: no Redis read, or one per board and TTL
         status, headers, body = held

@@ -41,7 +41,6 @@ class Handlers:
         self._out = out
         self._games = games  # a client's requests go to its game's wrappers, queue and hub
         self._metrics = metrics
-        self._windows = settings.game.windows
         # the requests the HTTP API shares, per game: each game's boards read and written through its own wrappers
         self._replies = {name: replies.Game.of(game.lb) for name, game in games.items()}
         self._budgets = Budgets(settings.read_rate, settings.read_burst, settings.read_budgets)
@@ -56,7 +55,8 @@ class Handlers:
             return
         rid: Any = None
         try:
-            req = p.parse(raw, windows=self._windows, default_window=s.window)
+            # the game's windows as its stored default board keeps them (definitions.py)
+            req = p.parse(raw, windows=self._games[client.game].lb.config.windows, default_window=s.window)
             rid = req.id
             key = self._budget_key(client)
             if key is not None and not self._budgets.take(key, cost(req), now):  # Redis's work
@@ -106,15 +106,16 @@ class Handlers:
 
     def welcome(self, client: Client, request_id: Any = None) -> bytes:
         s, identity = self.settings, client.identity
+        config = self._games[client.game].lb.config  # with the game's stored default applied
         return wire.welcome(
             gateway=s.gateway_id,
             player=identity.player,
             role=identity.role,
             heartbeat_interval=s.client_ping_interval,
             heartbeat_timeout=2 * s.client_ping_interval,
-            windows=self._windows,
+            windows=config.windows,
             window=s.window,
-            top=s.game.top_n,
+            top=config.top_n,
             game=client.game,
             request_id=request_id,
         )

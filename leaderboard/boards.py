@@ -352,6 +352,37 @@ def default_definition(operator: str, rank_mode: str, windows: Iterable[str], to
     )
 
 
+def check_default(definition: Definition, configured: Definition) -> Definition:
+    """``definition`` as a stored ``default``: the game's own boards (``global``, ``region:``,
+    ``mode:``) take its operator, rank mode, top N, windows and display hint, so it may ask for
+    nothing else than they hold: one key as ``configured`` names it, highest first, from 0 to
+    the ceiling of its windows (windows.py), ties to the first, UTC days, windows the game keeps
+    (``configured``'s), no metadata, no per-key operator, no extensions; dense ranks on exactly
+    when the configuration has them (its writes keep the distinct points then). InvalidBoard
+    (invalid_default_board, or board_reorder for dense) otherwise."""
+    key, wanted = definition.keys[0], configured.keys[0]
+    kept = set(configured.windows)
+
+    def refuse(what: str) -> InvalidBoard:
+        return _fail("invalid_default_board", f"the game's default board {what}")
+
+    if len(definition.keys) != 1:
+        raise refuse(f"has one key, {wanted.name}")
+    if not set(definition.windows) <= kept:
+        raise refuse(f"keeps only windows the game keeps: {', '.join(configured.windows)}")
+    ceiling = min(WINDOWS[w].max_points for w in definition.windows)
+    if (key.name, key.direction, key.operator, key.min, key.max) != (wanted.name, "desc", None, 0, ceiling):
+        shape = f"{{name: {wanted.name}, direction: desc, min: 0, max: {ceiling}}}"
+        raise refuse(f"has the key {shape} (its display may change)")
+    if definition.tie != "first" or definition.time_zone != "UTC" or definition.season is not None:
+        raise refuse("ranks ties by who reached them first, on UTC days")
+    if definition.metadata_bytes or definition.extensions:
+        raise refuse("carries no metadata and no extensions")
+    if (definition.rank_mode == DENSE) != (configured.rank_mode == DENSE):
+        raise _fail("board_reorder", "the game's default board switches dense ranks on or off by LB_RANK_MODE only")
+    return definition
+
+
 # --- key values -----------------------------------------------------------------------------
 
 

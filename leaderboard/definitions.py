@@ -10,6 +10,15 @@ anywhere is seen everywhere within a tick, without a restart::
     await registry.refresh()                  # True when something changed
     tower = registry.get("tower")             # a boards.Definition, or None
     registry.get("default")                   # today's configuration, unless an operator stored one
+    registry.config                           # the game's configuration with a stored default applied
+
+A stored ``default`` is the game's own boards' definition (``global``, ``region:…``, ``mode:…``):
+its operator, rank mode, top N, windows and display hint replace those of the environment
+(``LB_OPERATOR``, ``LB_RANK_MODE``, ``LB_TOP_N``, ``LB_WINDOWS``) in ``registry.config``, which
+every wrapper of the game (``Leaderboard.config``) reads, so every process follows a stored
+change within a tick and deleting it brings the environment's back. ``LB_WINDOW_OPERATORS`` and
+``LB_WINDOW_RANK_MODES`` still override it per window, as they override the environment's.
+``admit()`` refuses a default the game's boards cannot carry (``boards.check_default``).
 
 Creating, updating and deleting go through the function library (``Leaderboard.create_board``,
 ``update_board``, ``delete_board``).
@@ -19,12 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import cast
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .boards import DEFAULT_ID, Definition, default_definition, parse
+from .boards import DEFAULT_ID, Definition, check_default, default_definition, parse
 from .config import GameConfig
 from .errors import InvalidBoard
 from .transport import RedisClient, execute_packed
@@ -39,13 +51,37 @@ def configured(config: GameConfig) -> Definition:
     return default_definition(config.operator, config.rank_mode, config.windows, config.top_n)
 
 
+def applied(config: GameConfig, default: Definition) -> GameConfig:
+    """``config`` with a stored default's operator, rank mode, top N and windows (admitted by
+    ``boards.check_default`` against ``configured(config)``); per-window overrides of windows it
+    no longer keeps are dropped with them."""
+
+    def kept(pairs: Mapping[str, str]) -> dict[str, str]:
+        return {w: v for w, v in pairs.items() if w in default.windows}
+
+    windows = tuple(w for w in config.windows if w in default.windows)  # the environment's order
+    return replace(
+        config,
+        operator=default.operator,
+        rank_mode=default.rank_mode,
+        top_n=default.top_n,
+        windows=windows,
+        window_operators=kept(config.window_operators),
+        window_rank_modes=kept(config.window_rank_modes),
+    )
+
+
 class Definitions:
     """The board definitions of one game, as of the last ``refresh()``."""
 
     def __init__(self, redis: RedisClient, config: GameConfig) -> None:
         self.redis = redis
         self.keys = config.keys
+        self.base = config  # the environment's
+        self.config = config  # the environment's with a stored default applied (module docstring)
         self.defaults = {DEFAULT_ID: configured(config)}
+        self.columns: tuple[dict[str, str], ...] = ()  # the game's boards' display hint, when stored
+        self._refreshed_at = -REFRESH_S
         self.version: int | None = None  # the counter last read; None: never read
         self.stored: dict[str, Definition] = {}
         self.unreadable = 0  # stored definitions this code cannot parse (written by a newer one)
@@ -55,6 +91,7 @@ class Definitions:
         # The project's transport, not redis-py's cluster client: on a cluster the latter learns
         # a failed node's successor inline, holding every game's commands up meanwhile, and this
         # read runs every tick for every game.
+        self._refreshed_at = time.monotonic()
         [raw] = await execute_packed(self.redis, ("GET", self.keys.boards_version))
         version = int(raw) if raw is not None else 0
         if version == self.version:
@@ -68,7 +105,34 @@ class Definitions:
                 unreadable += 1
                 log.error("board %s: stored definition not readable: %s", board, exc)
         self.stored, self.unreadable, self.version = found, unreadable, version
+        self._apply_default(found.get(DEFAULT_ID))
         return True
+
+    async def refresh_due(self, every: float = REFRESH_S) -> None:
+        """``refresh()`` when the last one is ``every`` seconds old: for a path that runs more
+        often than a tick (a scorer's batches, a queue's submissions), one GET a second at most."""
+        if time.monotonic() - self._refreshed_at >= every:
+            await self.refresh()
+
+    def _apply_default(self, stored: Definition | None) -> None:
+        config = self.base
+        columns: tuple[dict[str, str], ...] = ()
+        if stored is not None:
+            try:
+                config = applied(self.base, check_default(stored, self.defaults[DEFAULT_ID]))
+                columns = tuple({"name": k.name, "direction": k.direction, "display": k.display} for k in stored.keys)
+            except InvalidBoard as exc:  # stored before the environment changed (LB_WINDOWS...)
+                log.error("board default of %s not applied, the environment's is: %s", self.keys.game, exc.message)
+        if config != self.config:
+            log.info("boards of %s: the default board is %s", self.keys.game, "stored" if columns else "configured")
+        self.config, self.columns = config, columns
+
+    def admit(self, definition: Definition) -> Definition:
+        """``definition`` if it may be stored: InvalidBoard when it is the game's default and the
+        game's own boards cannot carry it (boards.check_default)."""
+        if definition.id == DEFAULT_ID:
+            check_default(definition, self.defaults[DEFAULT_ID])
+        return definition
 
     def get(self, board: str) -> Definition | None:
         return self.stored.get(board) or self.defaults.get(board)

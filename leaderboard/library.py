@@ -132,10 +132,15 @@ class Leaderboard(PlainReads):
 
     def __init__(self, redis: RedisClient, config: GameConfig) -> None:
         self.redis = redis
-        self.config = config
         self.keys = config.keys
         self.tournaments = Tournaments(redis, self.keys)
         self.boards = Definitions(redis, config)
+
+    @property
+    def config(self) -> GameConfig:
+        """The game's configuration as of the boards' last refresh: the environment's, or with
+        the operator's stored ``default`` definition applied (definitions.py)."""
+        return self.boards.config
 
     async def load(self) -> None:
         """Load (or replace) the function library; idempotent."""
@@ -161,6 +166,7 @@ class Leaderboard(PlainReads):
         restored (encode_batch), which closed periods and the scope cap do not refuse."""
         if not entries:
             return []
+        await self.boards.refresh_due()  # a stored default changes this call's operator, windows, top N
         named = {t for fields in entries if (t := fields.get("tournament"))}
         tournaments = {t: w for t in named if (w := await self.tournaments.get(t)) is not None} if named else None
         defined = {b for fields in entries if (b := fields.get("board"))}
@@ -358,7 +364,7 @@ class Leaderboard(PlainReads):
     async def create_board(self, definition: boards.Definition) -> boards.Definition:
         """lb_board_put: store a new board definition (version 1). Creating the same one again is
         a no-op; InvalidBoard(board_exists) for another definition of that id."""
-        created = boards.parse({**definition.as_dict(), "version": 1})
+        created = self.boards.admit(boards.parse({**definition.as_dict(), "version": 1}))
         await self._put_board(created, "")
         return created
 
@@ -374,7 +380,7 @@ class Leaderboard(PlainReads):
             old = self.boards.defaults[boards.DEFAULT_ID]
         else:
             old = boards.parse(stored)
-        updated = boards.check_update(old, definition)
+        updated = boards.check_update(old, self.boards.admit(definition))
         await self._put_board(updated, stored or "")
         return updated
 
@@ -575,7 +581,15 @@ class Leaderboard(PlainReads):
         key, found = await self._board(window_name, scope, at, period)
         flat = await self._fcall_ro("lb_top", [key, self.keys.profiles], n)
         mode = self.config.rank_mode_for(window_name)
-        return BoardEntries(found, _entries(found, mode, 1, 1, flat), mode)
+        return self._shown(BoardEntries(found, _entries(found, mode, 1, 1, flat), mode))
+
+    def _shown(self, read: BoardEntries) -> BoardEntries:
+        """A game board's read with the stored default's display hint: its column, and each
+        entry's points as its one key value (what a page formats by a column)."""
+        if not self.boards.columns:
+            return read
+        entries = [replace(e, keys=(e.score,)) for e in read.entries]
+        return replace(read, entries=entries, columns=self.boards.columns)
 
     async def _defined_read(self, call: tuple[str, list[str], list[str | int]]) -> Any:
         name, keys, args = call
@@ -617,7 +631,7 @@ class Leaderboard(PlainReads):
                 continue
             window_name, period = board
             mode = self.config.rank_mode_for(window_name)
-            out.append(BoardEntries(period, _entries(period, mode, 1, 1, flat), mode))
+            out.append(self._shown(BoardEntries(period, _entries(period, mode, 1, 1, flat), mode)))
         return out
 
     async def around(
@@ -649,7 +663,7 @@ class Leaderboard(PlainReads):
             ORDINAL if mode == ORDINAL else COMPETITION, first_ordinal, int(flat[2]), [e.score for e in entries]
         )
         entries = [replace(e, top_percent=top_percent(pos, size)) for e, pos in zip(entries, positions, strict=True)]
-        return BoardEntries(found, entries, mode, size)
+        return self._shown(BoardEntries(found, entries, mode, size))
 
     async def ranks(
         self,

@@ -27,7 +27,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
-from leaderboard import BoardEntries, Leaderboard, Period, Publication, RedisClient, boards, now_ms, snapshot
+from leaderboard import (
+    BoardEntries,
+    GameConfig,
+    Leaderboard,
+    Period,
+    Publication,
+    RedisClient,
+    boards,
+    now_ms,
+    snapshot,
+)
 from leaderboard.backoff import redis_backoff
 from leaderboard.keys import DEFINED, defined_of
 from leaderboard.windows import tournament_of, window
@@ -105,7 +115,6 @@ class Publisher:
     ) -> None:
         self.redis = redis
         self.settings = settings
-        self.config = settings.game
         self.keys = settings.game.keys
         self.lb = Leaderboard(redis, settings.game)
         self.stats = stats or Stats()
@@ -115,6 +124,12 @@ class Publisher:
         self.published: dict[tuple[str, str], tuple[str, int]] | None = None
         self._holding = False  # counted in stats.publisher
         self._refreshed = 0.0  # monotonic time of the last refresh of the latest snapshots' TTLs
+
+    @property
+    def config(self) -> GameConfig:
+        """The game's configuration, with a stored ``default`` definition applied (its top N,
+        rank mode and windows: leaderboard/definitions.py)."""
+        return self.lb.config
 
     @property
     def leader(self) -> bool:
@@ -129,7 +144,9 @@ class Publisher:
     async def tick(self) -> list[Due]:
         """Take or renew the lease, then publish what is due; returns what was published."""
         # every replica, lease or not: a board defined anywhere is known here within a tick
-        await self.lb.boards.refresh()
+        shown = self.config, self.lb.boards.columns
+        if await self.lb.boards.refresh() and (self.config, self.lb.boards.columns) != shown:
+            self._republish_game_boards()
         if not await self.lb.lease(self.owner, self.settings.lease_ttl_ms):
             if self.published is not None:
                 log.info("publish lease lost to another replica")
@@ -169,6 +186,12 @@ class Publisher:
         if time.monotonic() - self._refreshed > self.settings.snapshot_ttl_s / 2:
             await self._refresh_latest()
         return due
+
+    def _republish_game_boards(self) -> None:
+        """The game's default changed (top N, rank mode, display): its boards' snapshots are
+        due again, at the versions they have, so subscribers see the change without a write."""
+        if self.published is not None:
+            self.published = {key: was for key, was in self.published.items() if defined_of(key[1])}
 
     async def release(self) -> None:
         """Give the lease up at once (on shutdown), so another replica need not wait it out."""
