@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from . import boards
 from .config import GameConfig
-from .errors import CODES, InvalidSubmission
+from .errors import CODES, InvalidBoard, InvalidSubmission
 from .library import Leaderboard
 from .submission import Submission
 from .transport import RedisClient, now_ms
@@ -44,17 +45,21 @@ class Queue:
         return stream_id
 
     async def submit_many(self, submissions: Sequence[Submission]) -> list[str]:
-        """Check the clock and the game's limits, then append every submission in one call;
-        returns their stream ids. The rest of the rules held when each Submission was made.
+        """Check the clock, the game's limits and the definitions of the boards named, then
+        append every submission in one call; returns their stream ids. The rest of the rules
+        held when each Submission was made.
 
         Raises InvalidSubmission for the first bad one (nothing is appended then) and
         BacklogFull when the stream already holds ``backlog_max`` entries; NotReplicated when
         ``wait_replicas`` replicas did not confirm them in time."""
         if not submissions:
             return []
-        now, rules = now_ms(), self.config.rules()
+        await self.lb.boards.refresh_due()  # a stored default board changes the game's limits
+        now, rules = now_ms(), self.lb.config.rules()
         for sub in submissions:
             sub.check(now_ms=now, rules=rules)
+        if any(sub.board for sub in submissions):
+            await self._check_boards([sub for sub in submissions if sub.board])
         if any(sub.tournament for sub in submissions):
             await self._check_entries([sub for sub in submissions if sub.tournament])
         return await self.lb.enqueue(
@@ -63,6 +68,31 @@ class Queue:
             wait_replicas=self.wait_replicas,
             wait_timeout_ms=self.wait_timeout_ms,
         )
+
+    async def _check_boards(self, submissions: Sequence[Submission]) -> None:
+        """Slips to defined boards: refused here, with lb_submit's codes, when the board is
+        unknown or the slip does not fit its definition (key count, key bounds, metadata size).
+
+        Checked against this process's registry, refreshed once a tick (and at once for a board
+        it does not know yet), not by lb_enqueue reading the boards hash: the append stays one
+        cheap call with no JSON decoded per slip inside Redis, and a definition that changes
+        between this check and the apply is caught there anyway, since lb_submit checks every
+        slip again against the definition it holds then."""
+        for sub in submissions:
+            assert sub.board is not None
+            definition = self.lb.boards.get(sub.board)
+            if definition is None:
+                await self.lb.boards.refresh()  # defined a moment ago, before this process's tick
+                definition = self.lb.boards.get(sub.board)
+            if definition is None:
+                raise InvalidSubmission("unknown_board", f"no board {sub.board!r}")
+            try:
+                boards.parse_values(definition, sub.values)
+            except InvalidBoard as exc:
+                raise InvalidSubmission(exc.code, exc.message) from None
+            if sub.meta is not None and len(sub.meta.encode()) > definition.metadata_bytes:
+                limit = definition.metadata_bytes
+                raise InvalidSubmission("metadata_too_large", f"metadata is at most {limit} bytes on board {sub.board}")
 
     async def _check_entries(self, submissions: Sequence[Submission]) -> None:
         """Tournament submissions: refused here, at once, if the tournament is unknown, not

@@ -136,6 +136,8 @@ async def test_the_scorer_command(redis_url: str, lb: Leaderboard, tmp_path: obj
     code, out = await board("show", "tower")
     assert code == 0 and orjson.loads(out)["top_n"] == 5, out
     code, out = await board("submit", "--player", "ana", "--board", "tower", "--values", "12,81250", "--meta", "r1")
+    assert code == 2 and "metadata_too_large" in out, out  # tower keeps no metadata: refused before the queue
+    code, out = await board("submit", "--player", "ana", "--board", "tower", "--values", "12,81250")
     assert code == 0 and "board tower: 12,81250" in out, out
     code, out = await board("submit", "--player", "ana", "--board", "tower", "--values", "12,1e3")
     assert code == 2 and "invalid_key_value" in out, out
