@@ -29,7 +29,7 @@ from leaderboard import protocol as p
 from leaderboard.auth import SPECTATOR, AuthError, Identity, authenticate
 from leaderboard.budget import Budgets, cost
 from leaderboard.errors import NotReplicated, TournamentError
-from leaderboard.keys import GLOBAL_SCOPE, SCOPE_KINDS, parse_scope
+from leaderboard.keys import DEFINED, GLOBAL_SCOPE, SCOPE_KINDS, parse_scope
 from leaderboard.queue import Queue
 from leaderboard.windows import window
 
@@ -310,7 +310,7 @@ async def submit(api: Api, request: Request) -> Response:
     queued = {"submission": sub.id, "stream_id": stream_id, "status": "pending"}
     if wait is None:
         return Response(orjson.dumps(queued), 202, media_type=JSON)
-    outcome = await _outcome(game.lb, sub.id, api.settings.wait_max)
+    outcome = await _outcome(game.lb, sub, api.settings.wait_max)
     if outcome is None:  # not applied within the bound: queued, as without ?wait
         return Response(orjson.dumps(queued), 202, media_type=JSON)
     return Response(orjson.dumps({"stream_id": stream_id, **outcome}), 200, media_type=JSON)
@@ -349,25 +349,33 @@ async def _json_body(api: Api, request: Request) -> dict[str, Any]:
 def _submission(request: Request, body: dict[str, Any]) -> Submission:
     """seed 001's body ``{player_id, score | delta, match_id}`` as the socket's submission: the
     match id (or the Idempotency-Key header) is the submission id; ``delta`` adds (``incr``),
-    ``score`` goes through each board's operator; the path's board scopes it."""
+    ``score`` goes through each board's operator; the path's board scopes it. A defined board
+    (``board:<id>``) takes ``values`` (its key values) and ``meta`` instead of a score."""
     match_id, key = body.get("match_id"), request.headers.get("idempotency-key")
     if match_id is not None and key is not None and match_id != key:
         raise Problem("bad_message", "match_id and Idempotency-Key differ")
-    if ("score" in body) == ("delta" in body):
-        raise Problem("bad_message", "give one of score and delta")
+    kind, value = _scope(path_param(request, "board"))
     fields: dict[str, Any] = {
         "id": match_id if match_id is not None else key or "",
         "player": body.get("player_id"),
-        "points": body["delta"] if "delta" in body else body["score"],
         "ts": body.get("ts", now_ms()),
     }
+    if kind == DEFINED:
+        if "score" in body or "delta" in body:
+            raise Problem("bad_message", "a defined board takes values (and meta), not score or delta")
+        fields |= {"values": body.get("values"), "meta": body.get("meta")}
+    elif ("score" in body) == ("delta" in body):
+        raise Problem("bad_message", "give one of score and delta")
+    elif "values" in body or "meta" in body:
+        raise Problem("unknown_board", "values and meta are a defined board's (board:<id>)")
+    else:
+        fields["points"] = body["delta"] if "delta" in body else body["score"]
     if "delta" in body:
         fields["op"] = "incr"
     for name in ("name", "region", "mode", "tournament"):
         if name in body:
             fields[name] = body[name]
     try:
-        kind, value = _scope(path_param(request, "board"))
         if kind is not None:
             if fields.get(kind, value) != value:
                 raise Problem("invalid_scope", f"the body's {kind} is not the board's")
@@ -426,12 +434,12 @@ def _top_answer(raw: str, n: int, ttl: int, stale: int) -> tuple[str, str, Heade
     return snap["period"], etag, full, bare, body
 
 
-async def _outcome(lb: Leaderboard, submission_id: str, bound: float) -> dict[str, Any] | None:
+async def _outcome(lb: Leaderboard, sub: Submission, bound: float) -> dict[str, Any] | None:
     """The submission's status once it is no longer pending, read until ``bound`` seconds pass."""
     loop = asyncio.get_running_loop()
     deadline, pause = loop.time() + bound, _POLL_S[0]
     while True:
-        found = await _read(lb.status(submission_id))
+        found = await _read(lb.status(sub.id))
         if found.status != "pending":
             out: dict[str, Any] = {"submission": found.id, "status": found.status}
             if found.code is not None:
@@ -449,11 +457,26 @@ async def _outcome(lb: Leaderboard, submission_id: str, bound: float) -> dict[st
                     }
                     for b in found.boards
                 ]
+                if sub.board is not None:
+                    await _with_keys(lb, sub.player, out["boards"])
             return out
         if loop.time() + pause > deadline:
             return None
         await asyncio.sleep(pause)  # the scorer applies in batches: a few reads per slip at most
         pause = min(2 * pause, _POLL_S[1])
+
+
+async def _with_keys(lb: Leaderboard, player: str, rows: list[dict[str, Any]]) -> None:
+    """A defined board's rows with the player's key values there (``points`` is the first): what
+    lb_submit keeps per board is that one number, so the values are read (as text, exact beyond
+    2^53), one read per board period; a period no longer readable keeps its row without them."""
+    for row in rows:
+        try:
+            standing = await lb.rank(player, row["window"], row["board"], period=row["period"])
+        except (BadRequest, TournamentError):
+            continue
+        if standing.keys is not None:
+            row["keys"] = [str(v) for v in standing.keys]
 
 
 async def _read(call: Awaitable[T]) -> T:
@@ -553,6 +576,11 @@ SCHEMAS: dict[str, Any] = {
                         "player": {"type": "string"},
                         "rank": {"type": ["integer", "null"]},
                         "score": {"type": ["integer", "null"]},
+                        "keys": {
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "description": "a defined board's key values of a ranked player (score is the first)",
+                        },
                     },
                     "required": ["player", "rank", "score"],
                 },
@@ -589,6 +617,14 @@ SCHEMAS: dict[str, Any] = {
             "region": {"type": "string"},
             "mode": {"type": "string"},
             "tournament": {"type": "string"},
+            "values": {
+                "type": "array",
+                "items": {"type": ["integer", "string"]},
+                "minItems": 1,
+                "maxItems": 5,
+                "description": "a defined board's (board:<id>) key values, int64 (text beyond 2^53), not a score",
+            },
+            "meta": {"type": "string", "maxLength": 1024, "description": "a defined board's entry metadata"},
         },
         "required": ["player_id"],
     },
@@ -622,6 +658,11 @@ SCHEMAS: dict[str, Any] = {
                         "rank": {"type": "integer"},
                         "previous_rank": {"type": ["integer", "null"]},
                         "points": {"type": "integer"},
+                        "keys": {
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "description": "a defined board's: the player's key values there (points is the first)",
+                        },
                     },
                     "required": ["board", "window", "period", "improved", "rank", "previous_rank", "points"],
                 },

@@ -24,7 +24,7 @@ from openapi_spec_validator import validate
 
 from api.routes import openapi
 from fleet.redis_server import RedisServer, free_port
-from leaderboard import GameConfig, Leaderboard, Submission, now_ms, snapshot
+from leaderboard import GameConfig, Leaderboard, Submission, boards, now_ms, snapshot
 from leaderboard.auth import issue
 from leaderboard.library import library_code
 from leaderboard.windows import window
@@ -553,6 +553,52 @@ async def test_board_definitions_for_the_server_role(http: httpx.AsyncClient, r:
     assert deleted == {"type": "board", "action": "delete", "board": "tower"}
     problem(await http.delete("/v1/definitions/tower", headers=SERVER), 404, "unknown_board")
     assert await _definition(lb, "tower") is None
+
+
+async def test_a_defined_board_takes_key_values_and_answers_with_them(
+    http: httpx.AsyncClient, r: aioredis.Redis, redis_url: str
+) -> None:
+    lb = Leaderboard(r, GameConfig(game=GAME))
+    tower = {
+        "id": "tower",
+        "keys": [{"name": "floor", "min": 0, "max": 1000}, {"name": "time", "direction": "asc"}],
+        "windows": ["daily"],
+        "metadata_bytes": 8,
+    }
+    await lb.create_board(boards.parse(tower))
+    path = "/v1/boards/board:tower/scores"
+
+    async def post(body: dict[str, Any], where: str = path, **params: str) -> httpx.Response:
+        slip = {"player_id": "ana", "match_id": "t0", **body}
+        return await http.post(where, params=params, json=slip, headers=SERVER)
+
+    # refused before the queue, with the codes the scorer would give; nothing queued
+    problem(await post({"values": [1, 2]}, "/v1/boards/board:nope/scores"), 404, "unknown_board")
+    problem(await post({"values": [1]}), 400, "wrong_key_count")
+    problem(await post({"values": [1001, 5]}), 400, "key_out_of_range")
+    problem(await post({"values": ["1", "9223372036854775808"]}), 400, "key_out_of_range")
+    problem(await post({"values": [1, 5], "meta": "123456789"}), 400, "metadata_too_large")
+    problem(await post({"values": [1, 5], "score": 3}), 400, "bad_message")
+    problem(await post({"score": 3, "values": [1, 5]}, "/v1/boards/global/scores"), 404, "unknown_board")
+    assert await r.xlen(lb.keys.submissions) == 0
+
+    async with scorer(redis_url):
+        applied = await post({"values": ["12", 81_250], "meta": "run-1", "match_id": "t1"}, wait="applied")
+        assert applied.status_code == 200 and applied.json()["status"] == "applied", applied.text
+        [row] = applied.json()["boards"]
+        assert (row["board"], row["window"], row["points"]) == ("board:tower", "daily", 12)
+        assert row["keys"] == ["12", "81250"]
+        ben = {"player_id": "ben", "values": [12, 79_900], "match_id": "t2"}
+        applied = await http.post(path, params={"wait": "applied"}, json=ben, headers=SERVER)
+        assert [(b["points"], b["keys"]) for b in applied.json()["boards"]] == [(12, ["12", "79900"])]
+
+    friends = await http.post(
+        "/v1/boards/board:tower/players:ranks", params={"window": "daily"}, json={"players": ["ana", "ben", "zed"]},
+        headers=PLAYER,
+    )  # fmt: skip
+    assert friends.status_code == 200, friends.text
+    rows = [(p["player"], p["rank"], p.get("keys")) for p in friends.json()["players"]]
+    assert rows == [("ana", 2, ["12", "81250"]), ("ben", 1, ["12", "79900"]), ("zed", None, None)]
 
 
 async def test_finals_of_closed_periods(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
