@@ -199,6 +199,8 @@ def ranks(
             "top_percent": s.top_percent,
             "approx": s.approx,
             **display(s.profile),
+            # a defined board's key values, as text (like a snapshot's): exact beyond 2^53
+            **({} if s.keys is None else {"keys": [str(v) for v in s.keys]}),
         }
         for s in standings
     ]

@@ -175,3 +175,20 @@ async def test_the_queue_checks_a_slip_against_its_boards_definition(
     await lb.create_board(boards.parse({**tower, "id": "fresh"}))
     await fresh.submit(Submission("e", "ana", 0, now, board="fresh", values=(3, 4)))
     assert await r.xlen(lb.keys.submissions) == 1
+
+
+async def test_a_friends_list_on_a_defined_board_carries_each_ranked_players_keys(
+    redis_url: str, lb: Leaderboard
+) -> None:
+    await lb.create_board(boards.parse({"id": "combat", "keys": [{"name": "power"}, {"name": "level"}]}))
+    now = now_ms()
+    slips = [Submission(f"c{i}", p, 0, now, board="combat", values=v) for i, (p, v) in enumerate(
+        [("ana", (9_000, 40)), ("ben", (2**60, -3))]
+    )]  # fmt: skip
+    assert all(done.code is None for done in await lb.submit_batch([s.fields() for s in slips]))
+    async with running(redis_url) as gw, client(gw, f"?token={token('mia')}") as ws:
+        await greet(ws)
+        msg = {"type": "ranks", "board": "board:combat", "window": "weekly", "players": ["ana", "ben", "zed"]}
+        reply = await request(ws, msg, "ranks")
+    rows = [(p["player"], p["rank"], p.get("keys")) for p in reply["players"]]
+    assert rows == [("ana", 2, ["9000", "40"]), ("ben", 1, [str(2**60), "-3"]), ("zed", None, None)]
