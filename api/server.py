@@ -7,6 +7,7 @@ by the games served; every refusal answered as a problem (problems.py), an unexp
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
@@ -25,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from leaderboard import Leaderboard, connect, replies
 from leaderboard.budget import Budgets
+from leaderboard.definitions import watch
 from leaderboard.queue import Queue
 
 from . import problems, routes
@@ -139,9 +141,14 @@ def application(settings: ApiSettings) -> ASGIApp:
         for game in games.values():
             if settings.watch_max:
                 game.watch.start()
+        # each game's board definitions, its stored default among them, seen within a tick
+        refreshing = [asyncio.create_task(watch(g.lb.boards), name=f"boards-{name}") for name, g in games.items()]
         try:
             yield
         finally:
+            for task in refreshing:
+                task.cancel()
+            await asyncio.gather(*refreshing, return_exceptions=True)
             for game in games.values():
                 await game.watch.close()
             await redis.aclose()

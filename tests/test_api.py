@@ -26,6 +26,7 @@ from api.routes import openapi
 from fleet.redis_server import RedisServer, free_port
 from leaderboard import GameConfig, Leaderboard, Submission, boards, now_ms, snapshot
 from leaderboard.auth import issue
+from leaderboard.definitions import configured
 from leaderboard.library import library_code
 from leaderboard.windows import window
 
@@ -599,6 +600,38 @@ async def test_a_defined_board_takes_key_values_and_answers_with_them(
     assert friends.status_code == 200, friends.text
     rows = [(p["player"], p["rank"], p.get("keys")) for p in friends.json()["players"]]
     assert rows == [("ana", 2, ["12", "81250"]), ("ben", 1, ["12", "79900"]), ("zed", None, None)]
+
+
+async def test_a_stored_default_board_reaches_the_api_without_a_restart(
+    http: httpx.AsyncClient, r: aioredis.Redis
+) -> None:
+    await seed(r)
+    lb = Leaderboard(r, GameConfig(game=GAME))
+    # The flush between tests restarts the boards' counter, which the module's API process
+    # compares with the one it last read: start past any count an earlier test left there.
+    await r.set(lb.keys.boards_version, now_ms())
+    stored = {**configured(lb.config).as_dict(), "rank_mode": "competition", "windows": ["weekly"]}
+    stored["keys"] = [{**stored["keys"][0], "max": window("weekly").max_points, "display": "money"}]
+    made = await http.put("/v1/definitions/default", json=stored, headers=SERVER)
+    assert made.status_code == 200 and made.json()["action"] == "create", made.text
+
+    async def follows() -> bool:
+        # not the held snapshot (the scorer's, republished by its publisher): a read of Redis
+        top = (await http.get("/v1/boards/global/top", params={"n": 3, "period": "current"})).json()
+        return bool(top["mode"] == "competition" and top["entries"][0].get("keys") == ["700"])
+
+    await until(follows, 5)
+    daily = await http.get("/v1/boards/global/top", params={"window": "daily"})
+    problem(daily, 404, "bad_board")  # a window the stored default no longer keeps
+    refused = {**stored, "time_zone": "Europe/Paris"}
+    problem(await http.put("/v1/definitions/default", json=refused, headers=SERVER), 400, "invalid_default_board")
+    assert (await _definition(lb, "default") or {}).get("time_zone") == "UTC"
+    assert (await http.delete("/v1/definitions/default", headers=SERVER)).status_code == 200
+
+    async def back() -> bool:
+        return bool((await http.get("/v1/boards/global/top", params={"window": "daily"})).status_code == 200)
+
+    await until(back, 5)
 
 
 async def test_finals_of_closed_periods(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
