@@ -28,6 +28,7 @@ from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard,
 from leaderboard import protocol as p
 from leaderboard.auth import SPECTATOR, AuthError, Identity, authenticate
 from leaderboard.budget import Budgets, cost
+from leaderboard.definitions import default_window
 from leaderboard.errors import NotReplicated, TournamentError
 from leaderboard.keys import DEFINED, GLOBAL_SCOPE, SCOPE_KINDS, parse_scope
 from leaderboard.queue import Queue
@@ -81,9 +82,10 @@ class Api:
     def parse(self, msg: dict[str, Any], game: Game | None = None) -> Any:
         """``msg`` as the socket's parser reads it, with the windows ``game`` (default: the
         default game) keeps: its stored default board's, else the environment's."""
-        windows = (game or self.games[self.default_game]).lb.config.windows
+        config = (game or self.games[self.default_game]).lb.config
+        window = default_window(config, self.settings.default_window)
         try:
-            return p.parse_message(msg, windows=windows, default_window=self.settings.window)
+            return p.parse_message(msg, windows=config.windows, default_window=window)
         except p.ProtocolError as exc:
             raise Problem(exc.code, exc.message) from None
 

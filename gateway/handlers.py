@@ -18,6 +18,7 @@ from leaderboard import BacklogFull, InvalidSubmission, Submission, now_ms, repl
 from leaderboard import protocol as p
 from leaderboard.auth import SPECTATOR, AuthError, authenticate
 from leaderboard.budget import Budgets, cost
+from leaderboard.definitions import default_window
 from leaderboard.errors import NotReplicated
 
 from .client import Client
@@ -56,7 +57,8 @@ class Handlers:
         rid: Any = None
         try:
             # the game's windows as its stored default board keeps them (definitions.py)
-            req = p.parse(raw, windows=self._games[client.game].lb.config.windows, default_window=s.window)
+            windows = self._games[client.game].lb.config.windows
+            req = p.parse(raw, windows=windows, default_window=self.default_window(client.game))
             rid = req.id
             key = self._budget_key(client)
             if key is not None and not self._budgets.take(key, cost(req), now):  # Redis's work
@@ -88,6 +90,10 @@ class Handlers:
             return "p:" + identity.player
         return "a:" + client.address
 
+    def default_window(self, game: str) -> str:
+        """The window of a request that names none, and of a connection's first board."""
+        return default_window(self._games[game].lb.config, self.settings.default_window)
+
     # ------------------------------------------------------------ identity
 
     async def authenticate(self, client: Client, token: str | None) -> bool:
@@ -114,7 +120,7 @@ class Handlers:
             heartbeat_interval=s.client_ping_interval,
             heartbeat_timeout=2 * s.client_ping_interval,
             windows=config.windows,
-            window=s.window,
+            window=self.default_window(client.game),
             top=config.top_n,
             game=client.game,
             request_id=request_id,

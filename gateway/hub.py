@@ -194,6 +194,8 @@ class Hub:
         except (RedisError, OSError):
             self.metrics.redis_errors.inc()
             return cached[1] if cached is not None else None
+        except BadRequest:  # a window the game's stored default board stopped keeping a moment ago
+            return None
         arrived = self._latest.get(key)
         if arrived is not None and arrived is not cached and not arrived[2]:
             # A snapshot was published while we read: it is at least as new as what we read (the

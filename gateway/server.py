@@ -58,7 +58,6 @@ class Gateway(Service):
         s = self.settings = settings
         self.metrics = Metrics()
         self.draining = False
-        self._default = (s.window, GLOBAL_SCOPE)
         # Everything is built here, nothing connects yet: start() only starts, and close() can
         # run after a start() that failed half-way.
         # Every read is bounded (redis_timeout); the hub's blocking pub/sub read is not: redis-py
@@ -350,7 +349,7 @@ class Gateway(Service):
         self.metrics.connections.inc()
         try:
             await self.out.reply(client, self.handlers.welcome(client))
-            await game.hub.subscribe(client, self._default)
+            await game.hub.subscribe(client, (self.handlers.default_window(game.name), GLOBAL_SCOPE))
             # recv() rather than "async for": the async generator and its asend object would
             # stay alive per idle socket; and an idle socket waits for a frame here, on one
             # future, before recv() (LeanConnection.frame_waiter; docs/benchmarks.md, memory

@@ -71,6 +71,13 @@ def applied(config: GameConfig, default: Definition) -> GameConfig:
     )
 
 
+def default_window(config: GameConfig, named: str) -> str:
+    """The window of a request that names none (and of a gateway connection's first board):
+    ``named`` (LB_GW_WINDOW, LB_API_WINDOW) while ``config`` keeps it, else the game's own choice:
+    a stored default board may keep fewer windows than the environment named one from."""
+    return config.default_window(named if named in config.windows else "")
+
+
 class Definitions:
     """The board definitions of one game, as of the last ``refresh()``."""
 

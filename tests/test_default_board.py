@@ -62,7 +62,9 @@ async def test_a_default_the_game_cannot_carry_is_refused_and_nothing_written(
     assert await r.hgetall(lb.keys.boards) == {}
 
 
-async def test_fewer_windows_narrow_what_the_game_writes_and_reads(r: aioredis.Redis, lb: Leaderboard) -> None:
+async def test_fewer_windows_narrow_what_the_game_writes_and_reads(
+    redis_url: str, r: aioredis.Redis, lb: Leaderboard
+) -> None:
     ceiling = 68_719_476_735  # the daily board's: the one window kept
     await lb.create_board(default(windows=["daily"], keys=[{**KEY, "max": ceiling}]))
     await lb.boards.refresh()
@@ -73,7 +75,24 @@ async def test_fewer_windows_narrow_what_the_game_writes_and_reads(r: aioredis.R
     assert done.code is None and [b.board.window for b in done.boards] == ["daily"]
     with pytest.raises(BadRequest, match="not kept"):
         await lb.top("weekly")
-    await lb.delete_board(boards.DEFAULT_ID)
+    async with running(redis_url) as gw:  # LB_GW_WINDOW unset: weekly, which is no longer kept
+
+        async def first_board_is(name: str) -> bool:  # a new connection's welcome and first snapshot
+            async with client(gw) as ws:
+                welcome, snap = await greet(ws)
+                return bool(welcome["window"] == snap["window"] == name)
+
+        registry = gw.default_game.lb.boards
+        await until(lambda: registry.config.windows == ("daily",), 3 * T, every=50 * MS)  # its next refresh
+        assert await first_board_is("daily")
+        await lb.delete_board(boards.DEFAULT_ID)
+        await until(lambda: registry.config == CONFIG, 3 * T, every=50 * MS)
+        assert await first_board_is("weekly")
+        async with client(gw) as ws:
+            await greet(ws)
+            reply = await request(ws, {"type": "top", "board": "global", "n": 1}, "top")
+            assert reply["window"] == "weekly"
+
     await lb.boards.refresh()
     assert lb.config == CONFIG
 
