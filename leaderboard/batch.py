@@ -115,7 +115,7 @@ class _Layouts:
         ]
         self._key_index: dict[str, int] = {}
         # by window, label and start: a defined board's day may start elsewhere than UTC's
-        self.periods: dict[tuple[str, str, int], tuple[int, Period, boards.Definition | None]] = {}
+        self.periods: dict[tuple[str, str, int, str], tuple[int, Period, boards.Definition | None]] = {}
         self.definitions: dict[str, tuple[int, boards.Definition]] = {}
         self._specs = [(spec, config.operator_for(spec.name)) for spec in config.window_specs]
         self._boards: dict[tuple[str, str, str], _Board] = {}
@@ -177,9 +177,11 @@ class _Layouts:
     def _board(
         self, window: str, period: Period, op: str, scope: str, definition: boards.Definition | None = None
     ) -> _Board:
-        slot = self.periods.get((window, period.label, period.start_ms))
+        # a defined board's periods are its own: its close marker, rank mode and tie bits
+        at = (window, period.label, period.start_ms, scope if definition is not None else "")
+        slot = self.periods.get(at)
         if slot is None:
-            slot = self.periods[window, period.label, period.start_ms] = (len(self.periods) + 1, period, definition)
+            slot = self.periods[at] = (len(self.periods) + 1, period, definition)
         names = self.names
         key = self.index(names.board(window, period.label, scope))
         hist = self.index(names.histogram(window, period.label, scope))
@@ -209,12 +211,11 @@ class _Layouts:
             0 if replay else config.max_scopes,
             len(self.periods),
         ]
-        for _, period, definition in self.periods.values():
+        for (*_, scope), (_, period, definition) in self.periods.items():
             w = period.window
             entrants = self.index(names.entrants(w.tournament)) if w.tournament is not None else 0
-            # a replay of history was applied before any close: its closed periods take it again;
-            # a defined board's periods are not closed (yet): no close event is made for them
-            closed = 0 if replay or definition else self.index(names.closed_marker(w.name, period.label))
+            # a replay of history was applied before any close: its closed periods take it again
+            closed = 0 if replay else self.index(names.closed_marker(w.name, period.label, scope or None))
             head += [
                 w.name,
                 period.label,

@@ -45,7 +45,7 @@ from .keys import check_name
 from .ranking import COMPETITION, DENSE, ORDINAL, RANK_MODES
 from .submission import OPERATORS
 from .submission import parse_values as parse_ints
-from .windows import WINDOWS, Period, Window
+from .windows import WINDOWS, Period, Window, label_day, readable
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 MAX_KEYS = 5
@@ -65,6 +65,7 @@ DEFAULT_ID = "default"
 
 _KEY_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _OFFSET = re.compile(r"([+-])(\d{2}):(\d{2})")
+_SEASON_LABEL = re.compile(r"s(0|[1-9]\d{0,8})")
 _FIELDS = {
     "id",
     "keys",
@@ -529,18 +530,38 @@ def period(definition: Definition, window_name: str, ts_ms: int) -> Period:
     return Period(spec, label, start, end)
 
 
+def named(definition: Definition, window_name: str, label: str) -> Period:
+    """The period of the definition's window a label names: a calendar label (``2026-11-30``,
+    ``2026-W48``, ``2026-11``) whose days start in the definition's time zone, ``all``, or a
+    season's ``s<n>`` (n from 0); ValueError for a label the window never produces."""
+    spec = window_of(definition, window_name)
+    if spec.name == SEASON:
+        assert definition.season is not None
+        if not isinstance(label, str) or not _SEASON_LABEL.fullmatch(label):
+            raise ValueError(f"{label!r} is not a season label (s0, s1, ...)")
+        season = definition.season
+        return period(definition, SEASON, season.start_ms + int(label[1:]) * season.length_s * 1000)
+    first = label_day(spec.name, label)
+    if first is None or definition.time_zone == "UTC":
+        return spec.named(label)
+    midnight = dt.datetime(first.year, first.month, first.day, tzinfo=_zone(definition))
+    return period(definition, window_name, int(midnight.timestamp() * 1000))
+
+
 def resolve(definition: Definition, window_name: str, name: str | None, now_ms: int) -> Period:
-    """The period a read of a defined board names: None or ``current``, ``previous``, or (UTC
-    days only) a label; ValueError otherwise."""
+    """The period a read of a defined board names: None or ``current``, ``previous``, or a label
+    (``named``), as long as retention keeps it (windows.readable); ValueError otherwise."""
     spec = window_of(definition, window_name)
     if definition.time_zone == "UTC" and spec.name != SEASON:
         return spec.resolve(name, now_ms)
     current = period(definition, window_name, now_ms)
     if name is None or name == "current":
         return current
-    if name == "previous" and spec.name != "alltime":
-        return period(definition, window_name, current.start_ms - 1)
-    raise ValueError(f"board {definition.id}: periods other than the current one are read as 'previous'")
+    if name == "previous":
+        if spec.name == "alltime" or current.label == "s0":
+            raise ValueError(f"the {window_name} window of board {definition.id} has no previous period")
+        return readable(period(definition, window_name, current.start_ms - 1), now_ms)
+    return readable(named(definition, window_name, name), now_ms)
 
 
 # --- the model of a board -------------------------------------------------------------------

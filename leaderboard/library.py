@@ -21,6 +21,7 @@ lb_top           ``top``                             publisher, gateways
 lb_around        ``around``                          gateways
 lb_ranks         ``ranks``, ``rank``                 gateways (requests, own rank)
 lb_close         ``close``                           scorer publisher (closed periods)
+lb_close_board   ``close_board``                     scorer publisher (a defined board's)
 lb_tournament    ``create_tournament``               operators (API, ``python -m scorer``)
 lb_join          ``join``                            operators, game servers
 lb_ban           ``ban``                             moderation.Moderation
@@ -318,6 +319,13 @@ class Leaderboard(PlainReads):
             *scopes,
         ]
         reply = await _execute(self.redis, ("FCALL", "lb_close", len(keys), *keys, *args))
+        return None if reply is None else str(reply)
+
+    async def close_board(self, board: Board, *, top_n: int, keep: int, maxlen: int) -> str | None:
+        """lb_close_board: ``close`` for one period of a defined board (``defined_board``),
+        whose periods are its own: the event's stream id, or None if it was closed before."""
+        name, keys, args = board.close_call(top_n=top_n, keep=keep, maxlen=maxlen, now=now_ms())
+        reply = await _execute(self.redis, ("FCALL", name, len(keys), *keys, *args))
         return None if reply is None else str(reply)
 
     async def create_tournament(self, tournament: str, start_ms: int, end_ms: int) -> Window:
