@@ -19,7 +19,7 @@ import orjson
 from . import boards
 from .keys import Keys
 from .profiles import stored as stored_profile
-from .ranking import COMPETITION, ORDINAL, assign_ranks, top_percent
+from .ranking import COMPETITION, DENSE, ORDINAL, assign_ranks, round_rank, top_percent
 from .results import BoardEntries, Entry, Ranks, Standing
 from .windows import Period
 
@@ -122,7 +122,13 @@ class Board:
             return "lb_lex_ranks", [self.board, self.members, self.distinct], [self.mode, self.key_count, *players]
         return "lb_ranks", [self.board, self.distinct, self.histogram], [self.mode, self.shift, 0, *players]
 
-    def ranks(self, players: Sequence[str], flat: Sequence[Any], joined: Sequence[Any]) -> Ranks:
+    def ranks(self, players: Sequence[str], flat: Sequence[Any], joined: Sequence[Any], deep_from: int = 0) -> Ranks:
+        """Each player's standing. A rank beyond ``deep_from`` (0: none) is shown rounded to three
+        significant digits and marked ``approx``, as the game's boards show their histogram
+        estimates (ranking.round_rank; dense ranks never are): a defined board's exact rank is
+        already O(log N) whatever its encoding (a lex board's ZRANK/ZLEXCOUNT, a packed one's
+        ZREVRANK/ZCOUNT), and its histogram cannot place a lex member or a packed asc value, so
+        the rounding is made from the exact rank, and the percentile stays exact."""
         size, width = int(flat[0]), 3 if self.lex else 4
         standings = []
         for i, player in enumerate(players):
@@ -134,5 +140,8 @@ class Board:
                 continue
             values, _ = self._decode(member, score)
             percent = top_percent(min(int(position), size), size)
-            standings.append(Standing(player, int(rank), values[0], stored_profile(joined[i]), percent, keys=values))
+            deep = 0 < deep_from < int(rank) and self.mode != DENSE
+            shown = round_rank(int(rank)) if deep else int(rank)
+            profile = stored_profile(joined[i])
+            standings.append(Standing(player, shown, values[0], profile, percent, approx=deep, keys=values))
         return Ranks(self.period, size, standings, self.mode)

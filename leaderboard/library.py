@@ -679,7 +679,7 @@ class Leaderboard(PlainReads):
         if defined is not None:
             flat = await self._defined_read(defined.ranks_call(players))
             joined = await self.redis.hmget(self.keys.profiles, list(players)) if profiles and players else None
-            return defined.ranks(players, flat, joined or [None] * len(players))
+            return defined.ranks(players, flat, joined or [None] * len(players), deep_from)
         key, found = await self._board(window_name, scope, at, period)
         mode, w = self.config.rank_mode_for(window_name), found.window
         keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
