@@ -52,10 +52,10 @@ async def test_deep_ranks_and_percentiles_of_defined_boards_follow_the_model(
     models, players = {}, [f"p{i}" for i in range(300)]
     subs = []
     for shape, keys in SHAPES.items():
-        d = boards.parse({"id": shape, "keys": keys, "windows": ["daily"], "rank_mode": mode})
-        await lb.create_board(d)
-        day = boards.period(d, "daily", now)
-        models[shape] = model = boards.Board(d, unit_ms=1 if d.encoding == boards.LEX else 1000)
+        board = boards.parse({"id": shape, "keys": keys, "windows": ["daily"], "rank_mode": mode})
+        await lb.create_board(board)
+        day = boards.period(board, "daily", now)
+        models[shape] = model = boards.Board(board, unit_ms=1 if board.encoding == boards.LEX else 1000)
         for i, player in enumerate(players):
             ts = max(day.start_ms, now - 60_000) + i  # ties: the same values, reached later
             values = values_of(rng, shape)
