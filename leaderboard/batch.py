@@ -22,7 +22,7 @@ import orjson
 
 from . import boards
 from .config import GameConfig
-from .errors import CODES, InvalidSubmission
+from .errors import CODES, InvalidBoard, InvalidSubmission
 from .keys import DEFINED, HOUR_MS
 from .results import BoardRef, BoardResult, SubmitResult
 from .submission import parse_uint, scopes_of
@@ -149,7 +149,12 @@ class _Layouts:
         lo, hi = hour * HOUR_MS, (hour + 1) * HOUR_MS
         refs: list[_Board] = []
         if definition is not None:
-            periods = [boards.period(definition, w, ts) for w in definition.windows]
+            # a tournament on a defined board: the tournament's one period instead of its windows
+            periods = (
+                [tournament.period(ts)]
+                if tournament
+                else [boards.period(definition, w, ts) for w in definition.windows]
+            )
             scopes = [f"{DEFINED}:{definition.id}"]
             targets = [(p, definition.operator) for p in periods]
         else:
@@ -299,12 +304,17 @@ def encode_batch(
                     definition = (definitions or {}).get(board)
                     if definition is None:
                         raise InvalidSubmission("unknown_board", f"no board {board!r}"[:120])
-                elif tournament is not None:
+                if tournament is not None:
                     if not valid_tournament(tournament):  # the same code as Submission's
                         raise InvalidSubmission("invalid_tournament", CODES["invalid_tournament"])
                     spec = (tournaments or {}).get(tournament)
                     if spec is None:
                         raise InvalidSubmission("unknown_tournament", f"no tournament {tournament!r}"[:120])
+                    if definition is not None:
+                        try:
+                            definition.check_tournament()
+                        except InvalidBoard as exc:
+                            raise InvalidSubmission(exc.code, exc.message[:120]) from None
                 scopes = [] if definition is not None else scopes_of(region, mode)
                 layout, refs, lo, hi = layouts.layout_for(ts, scopes, spec, definition)
                 last_scope = (region, mode, tournament, board)

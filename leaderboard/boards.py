@@ -45,7 +45,7 @@ from .keys import check_name
 from .ranking import COMPETITION, DENSE, ORDINAL, RANK_MODES
 from .submission import OPERATORS
 from .submission import parse_values as parse_ints
-from .windows import WINDOWS, Period, Window, label_day, readable
+from .windows import TOURNAMENT_SHIFT, WINDOWS, Period, Window, label_day, readable, tournament_of
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 MAX_KEYS = 5
@@ -143,12 +143,26 @@ class Definition:
         return PACKED if key.min >= 0 and key.max <= bound else LEX
 
     def shift(self, window_name: str) -> int:
-        """Bits of a packed score's tie part on a window: today's (windows.py), and for a season
-        enough for its length in seconds."""
+        """Bits of a packed score's tie part on a window: today's (windows.py), for a season
+        enough for its length in seconds, and a tournament's (``t-<id>``) as windows.py packs it."""
         if window_name == SEASON:
             assert self.season is not None
             return self.season.length_s.bit_length()
+        if tournament_of(window_name) is not None:
+            return TOURNAMENT_SHIFT
         return WINDOWS[window_name].shift
+
+    def check_tournament(self) -> None:
+        """A tournament on this board keeps the board's encoding: a packed board's one key must
+        fit a tournament's packing too (k = 22: values up to 2,147,483,647), or its slips would
+        not be exact; InvalidBoard(key_out_of_range) otherwise. A lex board takes any."""
+        bound = (1 << (53 - TOURNAMENT_SHIFT)) - 1
+        if self.encoding == PACKED and self.keys[0].max > bound:
+            raise _fail(
+                "key_out_of_range",
+                f"board {self.id} is packed with {self.keys[0].name} up to {self.keys[0].max}: a tournament "
+                f"packs values up to {bound} (give the key a lower max, or use another board)",
+            )
 
     @property
     def order(self) -> tuple[Any, ...]:

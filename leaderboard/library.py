@@ -558,12 +558,19 @@ class Leaderboard(PlainReads):
             definition = self.boards.get(board_id)
         if definition is None:
             raise BadRequest(f"no board {board_id!r}")
+        at = now_ms() if at is None else at
+        if tournament_of(window_name) is not None:  # a tournament on the board: its one period
+            spec = await self.window_of(window_name)
+            try:
+                return Board(self.keys, definition, spec.resolve(period_name, at), scope)
+            except ValueError as exc:
+                raise BadPeriod(str(exc)) from None
         try:
             boards.window_of(definition, window_name)
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
         try:
-            found = boards.resolve(definition, window_name, period_name, now_ms() if at is None else at)
+            found = boards.resolve(definition, window_name, period_name, at)
         except ValueError as exc:
             raise BadPeriod(str(exc)) from None
         return Board(self.keys, definition, found, scope)

@@ -703,6 +703,15 @@ local function entered(ctx, period)
   return found[ctx.player] == true
 end
 
+-- A tournament slip of a defined board (plan_defined) whose player is not entered: the entry
+-- error, as plan_submission refuses the game's boards' tournament slips; nil otherwise.
+local function tournament_refusal(ctx, period, player)
+  ctx.player = player
+  if period.entrants and not entered(ctx, period) then
+    return entry_error('not_entered', 'player is not entered in tournament ' .. period.label)
+  end
+end
+
 -- Per-submission validation and planning (no writes) ---------------------------------------
 
 -- The checks every slip passes, whatever board it names: its player and name (check_slip: nil,
@@ -1069,6 +1078,7 @@ local function plan_defined(keys, sub, periods, ctx)
     if period_closed(period) then
       return nil, entry_error('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
     end
+    local outsider = tournament_refusal(ctx, period, sub.player); if outsider then return nil, outsider end
     local board, failure = plan_defined_board(keys, ref, period, def, sub, values, new_prefix, ts)
     if not board then
       return nil, failure

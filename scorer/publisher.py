@@ -162,6 +162,10 @@ class Publisher:
             for w in d.windows
         }
         versions = cast(dict[str, str], await self.redis.hgetall(self.keys.versions))
+        for field in versions:  # a tournament on a defined board: published once written to, while it runs
+            win, label, scope = field.split(":", 2)
+            if defined_of(scope) and tournament_of(win) and periods.get(win) == label:
+                defined[win, scope] = label
         due = due_boards(periods, versions, self.published, defined)
         if due:
             await self._publish(due, now)
@@ -259,7 +263,7 @@ class Publisher:
             win, label, scope = field.split(":", 2)
             if defined_of(scope):
                 if defined.get((win, scope)) != label:
-                    board = self._defined_period(win, label, scope)
+                    board = await self._defined_period(win, label, scope)
                     if board is None:
                         orphans.append(field)
                     else:
@@ -275,6 +279,8 @@ class Publisher:
                 self.stats.closed += 1
                 p = board.period
                 log.info("closed %s %s of %s (event %s)", p.window.name, p.label, board.scope, event)
+            if board.period.window.tournament is not None:
+                await self._forget_window(board.period.window.name, board.scope)
         for (win, label), scopes in sorted(stale.items()):
             period = await self._period(win, label)
             if period is None:
@@ -305,22 +311,26 @@ class Publisher:
         except ValueError:
             return None
 
-    def _defined_period(self, win: str, label: str, scope: str) -> Board | None:
-        """The defined board period a versions field names, or None when its definition is gone
-        or the label is not one of its periods."""
+    async def _defined_period(self, win: str, label: str, scope: str) -> Board | None:
+        """The defined board period a versions field names (one of its own, or a tournament's),
+        or None when its definition or tournament is gone, or the label is not one of its periods."""
         definition = self.lb.boards.stored.get(defined_of(scope) or "")
         if definition is None:
             return None
+        if tournament_of(win) is not None:
+            period = await self._period(win, label)
+            return None if period is None or period.label != label else Board(self.keys, definition, period, scope)
         try:
             return Board(self.keys, definition, boards.named(definition, win, label), scope)
         except ValueError:
             return None
 
-    async def _forget_window(self, win: str) -> None:
-        """A closed tournament is never published again: drop its published records, so its
-        stored latest snapshots are no longer kept alive and simply expire."""
+    async def _forget_window(self, win: str, scope: str | None = None) -> None:
+        """A closed tournament is never published again: drop its published records (of one
+        defined board's, given its ``scope``), so its stored latest snapshots are no longer kept
+        alive and simply expire."""
         assert self.published is not None
-        gone = [key for key in self.published if key[0] == win]
+        gone = [key for key in self.published if key[0] == win and scope in (None, key[1])]
         if gone:
             await self.redis.hdel(self.keys.published, *(f"{w}:{scope}" for w, scope in gone))
             for key in gone:

@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 
 from leaderboard import GameConfig, Leaderboard, Submission, boards, now_ms
 from leaderboard.errors import BadPeriod
+from leaderboard.moderation import Moderation
 from scorer import Consumer, Publisher, ScorerSettings, Stats
 from scorer.durable import Store
 from scorer.durable.recorder import Recorder
@@ -23,7 +24,7 @@ from scorer.journal import JournalWorker
 from scorer.rebuild import rebuild
 
 from .conftest import MS, NOW
-from .gw_helpers import client, greet, request, running
+from .gw_helpers import client, greet, recv_type, request, running
 
 pytest_plugins = ("tests.durable_fixtures",)  # fixtures: store_url, store (one per backend)
 
@@ -97,15 +98,24 @@ async def apply(r: aioredis.Redis, redis_url: str, config: GameConfig, subs: lis
     return stats
 
 
-def model_finals(definition: boards.Definition) -> list[dict[str, Any]]:
-    """The final top of a board as the pure model orders and ranks it (leaderboard/boards.py)."""
-    unit = 1 if definition.encoding == boards.LEX else 1000
-    model = boards.Board(definition, unit_ms=unit)
+def model_of(definition: boards.Definition, first_ts: int | None = None) -> tuple[boards.Board, dict[str, str]]:
+    """The pure model of a board fed its SLIPS a second apart from ``first_ts``, and its metadata."""
+    model = boards.Board(definition, unit_ms=1 if definition.encoding == boards.LEX else 1000)
     meta: dict[str, str] = {}
     for n, (player, values, m) in enumerate(SLIPS[definition.id]):
-        model.submit(player, values, FIRST_TS[definition.id] + n * 1000)
+        model.submit(player, values, (FIRST_TS[definition.id] if first_ts is None else first_ts) + n * 1000)
         if m is not None:
             meta[player] = m
+    return model, meta
+
+
+def model_order(definition: boards.Definition, first_ts: int) -> list[tuple[str, tuple[int, ...]]]:
+    return model_of(definition, first_ts)[0].top(100)
+
+
+def model_finals(definition: boards.Definition, first_ts: int | None = None) -> list[dict[str, Any]]:
+    """The final top of a board as the pure model orders and ranks it (leaderboard/boards.py)."""
+    model, meta = model_of(definition, first_ts)
     out = []
     for player, values in model.top(100):
         row: dict[str, Any] = {"rank": model.rank(player), "player": player, "keys": [str(v) for v in values]}
@@ -324,3 +334,69 @@ async def test_a_past_period_of_a_time_zone_board_reads_like_the_current_one(
         assert (await request(ws, msg, "error"))["code"] == "bad_period"
     with pytest.raises(BadPeriod, match="has expired"):
         await lb.top("daily", "board:tower", period=gone, at=now)
+
+
+# ---------------------------------------------------------------- tournaments
+
+
+async def test_a_tournament_on_defined_boards_runs_publishes_and_closes(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    lb, now = Leaderboard(r, config), now_ms()
+    tower = boards.parse(DEFINITIONS["tower"])
+    speedrun = boards.parse(DEFINITIONS["speedrun"] | {"windows": ["daily"], "season": None})
+    wide = boards.parse({"id": "wide", "keys": [{"name": "v", "min": 0, "max": 2**36 - 1}], "windows": ["daily"]})
+    assert wide.encoding == speedrun.encoding == boards.PACKED
+    for d in (tower, speedrun, wide):
+        await lb.create_board(d)
+    cup = await lb.create_tournament("cup", now - 10 * MIN, now + 50 * MIN)
+    await lb.join("cup", ["ana", "ben", "cy", "dee"])
+    start = now - 5 * MIN
+    subs = [
+        Submission(f"{board}-{n}", player, 0, start + n * 1000, board=board, values=values, meta=meta, tournament="cup")
+        for board in ("tower", "speedrun")
+        for n, (player, values, meta) in enumerate(SLIPS[board])
+    ]
+    refused = [
+        Submission("out", "fay", 0, start, board="tower", values=(99, 1), tournament="cup"),  # not entered
+        Submission("big", "ana", 0, start, board="wide", values=(5,), tournament="cup"),  # wider than k = 22
+    ]
+    stats = await apply(r, redis_url, config, [*subs, *refused], now)
+    assert (stats.applied, stats.dead_letters) == (len(subs), 2)
+    letters: Any = await r.xrange(config.keys.dead_letters)
+    assert {f["id"]: f["dead.code"] for _, f in letters} == {"out": "not_entered", "big": "key_out_of_range"}
+    for d in (tower, speedrun):
+        expected = [(e["player"], e["keys"], e.get("meta")) for e in model_finals(d, first_ts=start)]
+        top = await lb.top("t-cup", f"board:{d.id}", n=10)
+        assert [(e.player, [str(v) for v in e.keys or ()], e.metadata) for e in top.entries] == expected
+        assert top.period.label == "cup"
+        assert (await lb.top("daily", f"board:{d.id}", n=10)).entries == []  # its own windows untouched
+    # published while it runs, read over a real socket
+    clock = [now]
+    pub = Publisher(r, settings(redis_url, config), Stats(), now=lambda: clock[0])
+    due = await pub.tick()
+    assert {(d.window, d.scope) for d in due} >= {("t-cup", "board:tower"), ("t-cup", "board:speedrun")}
+    async with running(redis_url) as gw, client(gw) as ws:
+        await greet(ws)
+        await request(ws, {"type": "subscribe", "board": "board:tower", "window": "t-cup"}, "subscribed")
+        snap = await recv_type(ws, "snapshot")
+        assert [e["player"] for e in snap["entries"]] == [p for p, *_ in model_order(tower, start)]
+    # a ban takes the player off the tournament's boards too
+    await Moderation(lb).ban("cy", actor="ops", reason="test")
+    assert "cy" not in {e.player for e in (await lb.top("t-cup", "board:tower", n=10)).entries}
+    # closed once its end is past the close delay: the board's own event and finals
+    clock[0] = cup.period(0).end_ms + 65_000
+    await pub.tick()
+    await pub.tick()
+    events = {e["id"]: e for e in await closed_events(r, config)}
+    assert set(events) == {"t-cup:cup:board:tower", "t-cup:cup:board:speedrun"}
+    top = orjson.loads(events["t-cup:cup:board:tower"]["top"])["board:tower"]
+    assert [e["player"] for e in top] == [p for p, *_ in model_order(tower, start) if p != "cy"]
+    [final] = await lb.finals("t-cup", 5, "board:tower")
+    assert final["top"]["board:tower"] == top
+    assert ("t-cup", "board:tower") not in (pub.published or {})  # never published again
+    late = Submission("late", "ana", 0, cup.period(0).end_ms - 1000, board="tower", values=(500, 1), tournament="cup")
+    stats = await apply(r, redis_url, config, [late], clock[0])
+    assert stats.dead_letters == 1
+    letters = await r.xrange(config.keys.dead_letters)
+    assert letters[-1][1]["dead.code"] == "period_closed"
