@@ -1827,12 +1827,12 @@ local CLOSE_KEYS, CLOSE_ARGS = 5, 11
 
 -- The close's common arguments (lb_close, lb_close_board: the same first ones), parsed; nil
 -- when malformed. The journal and the event keep the caller's text of the numbers.
-local function close_args(args, shift, mode)
+local function close_args(args)
   local c = { window = args[1], period = args[2], start_ms = args[3], end_ms = args[4], expire_at = args[7],
-    kept = args[8], now_ms = args[10], mode = mode, board = '' }
+    kept = args[8], now_ms = args[10], mode = args[11], board = '' }
   c.top_n, c.expire_s, c.keep = parse_uint(args[6], 4), parse_uint(args[7], 12), parse_uint(args[8], 6)
-  c.maxlen, c.now, c.shift = parse_uint(args[9], 9), parse_uint(args[10], 15), parse_uint(shift, 2)
-  if not (c.shift and c.top_n and c.top_n >= 1 and c.expire_s and c.keep and c.maxlen and c.now and RANK_MODES[mode]) then
+  c.maxlen, c.now, c.shift = parse_uint(args[9], 9), parse_uint(args[10], 15), parse_uint(args[5], 2)
+  if not (c.shift and c.top_n and c.top_n >= 1 and c.expire_s and c.keep and c.maxlen and c.now and RANK_MODES[c.mode]) then
     return nil
   end
   return c
@@ -1896,7 +1896,7 @@ local function add_close(keys, c, top)
 end
 
 local function lb_close(keys, args)
-  local c = close_args(args, args[5], args[11])
+  local c = close_args(args)
   local boards = #keys - CLOSE_KEYS -- board b: KEYS[CLOSE_KEYS + b], its scope ARGV[CLOSE_ARGS + b]
   if not c or #args ~= CLOSE_ARGS + boards then
     return refuse('bad_request', 'malformed close')
@@ -1936,7 +1936,7 @@ Input:  KEYS[1] marker, KEYS[2] closed stream, KEYS[3] finals list, KEYS[4] vers
 Output: the close event's stream id, or false if the period was closed before
 ]]
 local function lb_close_board(keys, args)
-  local c = close_args(args, args[5], args[11])
+  local c = close_args(args)
   local scope, columns, directions = args[12], args[13], args[14]
   if not c or #args ~= 14 or #keys ~= 7 or not (directions or ''):match('^[ad]+$') or #directions > 5
       or (c.shift > 0 and #directions ~= 1) or not (scope or ''):match('^board:') then

@@ -13,6 +13,7 @@ from typing import Any, cast
 import orjson
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from leaderboard import GameConfig, Leaderboard, Submission, boards, now_ms
 from leaderboard.errors import BadPeriod
@@ -400,3 +401,27 @@ async def test_a_tournament_on_defined_boards_runs_publishes_and_closes(
     assert stats.dead_letters == 1
     letters = await r.xrange(config.keys.dead_letters)
     assert letters[-1][1]["dead.code"] == "period_closed"
+
+
+async def test_a_malformed_close_of_a_defined_board_is_refused_and_writes_nothing(
+    r: aioredis.Redis, config: GameConfig
+) -> None:
+    lb = Leaderboard(r, config)
+    tower = boards.parse(DEFINITIONS["tower"])
+    await lb.create_board(tower)
+    name, keys, args = (await _board(lb, "tower", NOW)).close_call(top_n=10, keep=10, maxlen=100, now=NOW)
+    # ARGV: window, period, start, end, shift, n, expire_at, kept, maxlen, now, mode, scope, columns, directions
+    for bad in (
+        {13: "dx"},  # a direction other than d or a
+        {13: "dddddd"},  # six keys
+        {10: "olympic"},  # no such rank mode
+        {4: "17"},  # a packed shift, with two keys
+        {11: "region:eu"},  # not a defined board
+        {5: "0"},  # an empty top
+    ):
+        changed = [bad.get(i, a) for i, a in enumerate(args)]
+        with pytest.raises(ResponseError, match="bad_request"):
+            await r.fcall(name, len(keys), *keys, *changed)
+    with pytest.raises(ResponseError, match="bad_request"):
+        await r.fcall(name, len(keys), *keys, *args[:-1])
+    assert not await r.exists(keys[0], config.keys.closed, keys[2])
