@@ -22,7 +22,7 @@ import orjson
 
 from . import boards
 from .config import GameConfig
-from .errors import CODES, InvalidSubmission
+from .errors import CODES, InvalidBoard, InvalidSubmission
 from .keys import DEFINED, HOUR_MS
 from .results import BoardRef, BoardResult, SubmitResult
 from .submission import parse_uint, scopes_of
@@ -115,7 +115,7 @@ class _Layouts:
         ]
         self._key_index: dict[str, int] = {}
         # by window, label and start: a defined board's day may start elsewhere than UTC's
-        self.periods: dict[tuple[str, str, int], tuple[int, Period, boards.Definition | None]] = {}
+        self.periods: dict[tuple[str, str, int, str], tuple[int, Period, boards.Definition | None]] = {}
         self.definitions: dict[str, tuple[int, boards.Definition]] = {}
         self._specs = [(spec, config.operator_for(spec.name)) for spec in config.window_specs]
         self._boards: dict[tuple[str, str, str], _Board] = {}
@@ -149,7 +149,12 @@ class _Layouts:
         lo, hi = hour * HOUR_MS, (hour + 1) * HOUR_MS
         refs: list[_Board] = []
         if definition is not None:
-            periods = [boards.period(definition, w, ts) for w in definition.windows]
+            # a tournament on a defined board: the tournament's one period instead of its windows
+            periods = (
+                [tournament.period(ts)]
+                if tournament
+                else [boards.period(definition, w, ts) for w in definition.windows]
+            )
             scopes = [f"{DEFINED}:{definition.id}"]
             targets = [(p, definition.operator) for p in periods]
         else:
@@ -177,9 +182,11 @@ class _Layouts:
     def _board(
         self, window: str, period: Period, op: str, scope: str, definition: boards.Definition | None = None
     ) -> _Board:
-        slot = self.periods.get((window, period.label, period.start_ms))
+        # a defined board's periods are its own: its close marker, rank mode and tie bits
+        at = (window, period.label, period.start_ms, scope if definition is not None else "")
+        slot = self.periods.get(at)
         if slot is None:
-            slot = self.periods[window, period.label, period.start_ms] = (len(self.periods) + 1, period, definition)
+            slot = self.periods[at] = (len(self.periods) + 1, period, definition)
         names = self.names
         key = self.index(names.board(window, period.label, scope))
         hist = self.index(names.histogram(window, period.label, scope))
@@ -209,12 +216,11 @@ class _Layouts:
             0 if replay else config.max_scopes,
             len(self.periods),
         ]
-        for _, period, definition in self.periods.values():
+        for (*_, scope), (_, period, definition) in self.periods.items():
             w = period.window
             entrants = self.index(names.entrants(w.tournament)) if w.tournament is not None else 0
-            # a replay of history was applied before any close: its closed periods take it again;
-            # a defined board's periods are not closed (yet): no close event is made for them
-            closed = 0 if replay or definition else self.index(names.closed_marker(w.name, period.label))
+            # a replay of history was applied before any close: its closed periods take it again
+            closed = 0 if replay else self.index(names.closed_marker(w.name, period.label, scope or None))
             head += [
                 w.name,
                 period.label,
@@ -298,12 +304,17 @@ def encode_batch(
                     definition = (definitions or {}).get(board)
                     if definition is None:
                         raise InvalidSubmission("unknown_board", f"no board {board!r}"[:120])
-                elif tournament is not None:
+                if tournament is not None:
                     if not valid_tournament(tournament):  # the same code as Submission's
                         raise InvalidSubmission("invalid_tournament", CODES["invalid_tournament"])
                     spec = (tournaments or {}).get(tournament)
                     if spec is None:
                         raise InvalidSubmission("unknown_tournament", f"no tournament {tournament!r}"[:120])
+                    if definition is not None:
+                        try:
+                            definition.check_tournament()
+                        except InvalidBoard as exc:
+                            raise InvalidSubmission(exc.code, exc.message[:120]) from None
                 scopes = [] if definition is not None else scopes_of(region, mode)
                 layout, refs, lo, hi = layouts.layout_for(ts, scopes, spec, definition)
                 last_scope = (region, mode, tournament, board)

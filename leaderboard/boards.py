@@ -45,7 +45,7 @@ from .keys import check_name
 from .ranking import COMPETITION, DENSE, ORDINAL, RANK_MODES
 from .submission import OPERATORS
 from .submission import parse_values as parse_ints
-from .windows import WINDOWS, Period, Window
+from .windows import TOURNAMENT_SHIFT, WINDOWS, Period, Window, label_day, readable, tournament_of
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 MAX_KEYS = 5
@@ -65,6 +65,7 @@ DEFAULT_ID = "default"
 
 _KEY_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _OFFSET = re.compile(r"([+-])(\d{2}):(\d{2})")
+_SEASON_LABEL = re.compile(r"s(0|[1-9]\d{0,8})")
 _FIELDS = {
     "id",
     "keys",
@@ -142,12 +143,26 @@ class Definition:
         return PACKED if key.min >= 0 and key.max <= bound else LEX
 
     def shift(self, window_name: str) -> int:
-        """Bits of a packed score's tie part on a window: today's (windows.py), and for a season
-        enough for its length in seconds."""
+        """Bits of a packed score's tie part on a window: today's (windows.py), for a season
+        enough for its length in seconds, and a tournament's (``t-<id>``) as windows.py packs it."""
         if window_name == SEASON:
             assert self.season is not None
             return self.season.length_s.bit_length()
+        if tournament_of(window_name) is not None:
+            return TOURNAMENT_SHIFT
         return WINDOWS[window_name].shift
+
+    def check_tournament(self) -> None:
+        """A tournament on this board keeps the board's encoding: a packed board's one key must
+        fit a tournament's packing too (k = 22: values up to 2,147,483,647), or its slips would
+        not be exact; InvalidBoard(key_out_of_range) otherwise. A lex board takes any."""
+        bound = (1 << (53 - TOURNAMENT_SHIFT)) - 1
+        if self.encoding == PACKED and self.keys[0].max > bound:
+            raise _fail(
+                "key_out_of_range",
+                f"board {self.id} is packed with {self.keys[0].name} up to {self.keys[0].max}: a tournament "
+                f"packs values up to {bound} (give the key a lower max, or use another board)",
+            )
 
     @property
     def order(self) -> tuple[Any, ...]:
@@ -560,18 +575,38 @@ def period(definition: Definition, window_name: str, ts_ms: int) -> Period:
     return Period(spec, label, start, end)
 
 
+def named(definition: Definition, window_name: str, label: str) -> Period:
+    """The period of the definition's window a label names: a calendar label (``2026-11-30``,
+    ``2026-W48``, ``2026-11``) whose days start in the definition's time zone, ``all``, or a
+    season's ``s<n>`` (n from 0); ValueError for a label the window never produces."""
+    spec = window_of(definition, window_name)
+    if spec.name == SEASON:
+        assert definition.season is not None
+        if not isinstance(label, str) or not _SEASON_LABEL.fullmatch(label):
+            raise ValueError(f"{label!r} is not a season label (s0, s1, ...)")
+        season = definition.season
+        return period(definition, SEASON, season.start_ms + int(label[1:]) * season.length_s * 1000)
+    first = label_day(spec.name, label)
+    if first is None or definition.time_zone == "UTC":
+        return spec.named(label)
+    midnight = dt.datetime(first.year, first.month, first.day, tzinfo=_zone(definition))
+    return period(definition, window_name, int(midnight.timestamp() * 1000))
+
+
 def resolve(definition: Definition, window_name: str, name: str | None, now_ms: int) -> Period:
-    """The period a read of a defined board names: None or ``current``, ``previous``, or (UTC
-    days only) a label; ValueError otherwise."""
+    """The period a read of a defined board names: None or ``current``, ``previous``, or a label
+    (``named``), as long as retention keeps it (windows.readable); ValueError otherwise."""
     spec = window_of(definition, window_name)
     if definition.time_zone == "UTC" and spec.name != SEASON:
         return spec.resolve(name, now_ms)
     current = period(definition, window_name, now_ms)
     if name is None or name == "current":
         return current
-    if name == "previous" and spec.name != "alltime":
-        return period(definition, window_name, current.start_ms - 1)
-    raise ValueError(f"board {definition.id}: periods other than the current one are read as 'previous'")
+    if name == "previous":
+        if spec.name == "alltime" or current.label == "s0":
+            raise ValueError(f"the {window_name} window of board {definition.id} has no previous period")
+        return readable(period(definition, window_name, current.start_ms - 1), now_ms)
+    return readable(named(definition, window_name, name), now_ms)
 
 
 # --- the model of a board -------------------------------------------------------------------

@@ -14,14 +14,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import orjson
+
 from . import boards
 from .keys import Keys
 from .profiles import stored as stored_profile
-from .ranking import COMPETITION, ORDINAL, assign_ranks, top_percent
+from .ranking import COMPETITION, DENSE, ORDINAL, assign_ranks, round_rank, top_percent
 from .results import BoardEntries, Entry, Ranks, Standing
 from .windows import Period
 
-Call = tuple[str, list[str], list[str | int]]  # a read-only function, its keys and arguments
+Call = tuple[str, list[str], list[str | int]]  # a function of the library, its keys and arguments
 
 
 class Board:
@@ -33,6 +35,7 @@ class Board:
         self.keys = keys
         self.definition = definition
         self.period = period
+        self.scope = scope
         self.key_count = len(definition.keys)
         self.lex = definition.encoding == boards.LEX
         args = (period.window.name, period.label, scope)
@@ -102,12 +105,30 @@ class Board:
         entries = [replace(e, top_percent=top_percent(p, size)) for e, p in zip(entries, positions, strict=True)]
         return BoardEntries(self.period, entries, self.mode, size, self.columns)
 
+    def close_call(self, *, top_n: int, keep: int, maxlen: int, now: int) -> Call:
+        """lb_close_board: this period's close event with its final top ``top_n`` (every key
+        value, the rank in the board's mode, the metadata), once, kept in the board's finals of
+        the window (the newest ``keep``)."""
+        k, p = self.keys, self.period
+        w = p.window.name
+        keys = [k.closed_marker(w, p.label, self.scope), k.closed, k.finals(w, self.scope), k.versions, k.journal]
+        args: list[str | int] = [w, p.label, p.start_ms, p.end_ms, 0 if self.lex else self.shift, top_n]
+        args += [p.expire_at_s, keep, maxlen, now, self.mode, self.scope, orjson.dumps(self.columns).decode()]
+        args.append("".join(key.direction[0] for key in self.definition.keys))
+        return "lb_close_board", [*keys, self.board, self.meta], args
+
     def ranks_call(self, players: Sequence[str]) -> Call:
         if self.lex:
             return "lb_lex_ranks", [self.board, self.members, self.distinct], [self.mode, self.key_count, *players]
         return "lb_ranks", [self.board, self.distinct, self.histogram], [self.mode, self.shift, 0, *players]
 
-    def ranks(self, players: Sequence[str], flat: Sequence[Any], joined: Sequence[Any]) -> Ranks:
+    def ranks(self, players: Sequence[str], flat: Sequence[Any], joined: Sequence[Any], deep_from: int = 0) -> Ranks:
+        """Each player's standing. A rank beyond ``deep_from`` (0: none) is shown rounded to three
+        significant digits and marked ``approx``, as the game's boards show their histogram
+        estimates (ranking.round_rank; dense ranks never are): a defined board's exact rank is
+        already O(log N) whatever its encoding (a lex board's ZRANK/ZLEXCOUNT, a packed one's
+        ZREVRANK/ZCOUNT), and its histogram cannot place a lex member or a packed asc value, so
+        the rounding is made from the exact rank, and the percentile stays exact."""
         size, width = int(flat[0]), 3 if self.lex else 4
         standings = []
         for i, player in enumerate(players):
@@ -119,5 +140,8 @@ class Board:
                 continue
             values, _ = self._decode(member, score)
             percent = top_percent(min(int(position), size), size)
-            standings.append(Standing(player, int(rank), values[0], stored_profile(joined[i]), percent, keys=values))
+            deep = 0 < deep_from < int(rank) and self.mode != DENSE
+            shown = round_rank(int(rank)) if deep else int(rank)
+            profile = stored_profile(joined[i])
+            standings.append(Standing(player, shown, values[0], profile, percent, approx=deep, keys=values))
         return Ranks(self.period, size, standings, self.mode)

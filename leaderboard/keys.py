@@ -185,13 +185,18 @@ class Keys:
         """Stream of close events: one per window period, with its final top N (rewards read it)."""
         return f"{self.prefix}:closed"
 
-    def closed_marker(self, window: str, period: str) -> str:
+    def closed_marker(self, window: str, period: str, scope: str | None = None) -> str:
         """Set (NX) in the same call that adds a period's close event: it is added once, and
-        lb_submit refuses a later slip of the period (period_closed). Expires with its boards."""
-        return f"{self.prefix}:closedmark:{window}:{period}"
+        lb_submit refuses a later slip of the period (period_closed). Expires with its boards.
+        A defined board (``scope`` ``board:<id>``) has its own: its periods are its own."""
+        suffix = f":{scope}" if scope is not None and defined_of(scope) else ""
+        return f"{self.prefix}:closedmark:{window}:{period}{suffix}"
 
-    def finals(self, window: str) -> str:
-        """List of the newest close events of a window (all tournaments share one), newest first."""
+    def finals(self, window: str, scope: str | None = None) -> str:
+        """List of the newest close events of a window (all tournaments share one), newest first;
+        a defined board (``scope`` ``board:<id>``) has its own per window."""
+        if scope is not None and defined_of(scope):
+            return f"{self.prefix}:finals:{window}:{scope}"
         return f"{self.prefix}:finals:{'tournaments' if tournament_of(window) else window}"
 
     @property

@@ -21,6 +21,7 @@ lb_top           ``top``                             publisher, gateways
 lb_around        ``around``                          gateways
 lb_ranks         ``ranks``, ``rank``                 gateways (requests, own rank)
 lb_close         ``close``                           scorer publisher (closed periods)
+lb_close_board   ``close_board``                     scorer publisher (a defined board's)
 lb_tournament    ``create_tournament``               operators (API, ``python -m scorer``)
 lb_join          ``join``                            operators, game servers
 lb_ban           ``ban``                             moderation.Moderation
@@ -326,6 +327,13 @@ class Leaderboard(PlainReads):
         reply = await _execute(self.redis, ("FCALL", "lb_close", len(keys), *keys, *args))
         return None if reply is None else str(reply)
 
+    async def close_board(self, board: Board, *, top_n: int, keep: int, maxlen: int) -> str | None:
+        """lb_close_board: ``close`` for one period of a defined board (``defined_board``),
+        whose periods are its own: the event's stream id, or None if it was closed before."""
+        name, keys, args = board.close_call(top_n=top_n, keep=keep, maxlen=maxlen, now=now_ms())
+        reply = await _execute(self.redis, ("FCALL", name, len(keys), *keys, *args))
+        return None if reply is None else str(reply)
+
     async def create_tournament(self, tournament: str, start_ms: int, end_ms: int) -> Window:
         """lb_tournament: create a tournament running [start_ms, end_ms); its window (``t-<id>``).
         Creating it again with the same bounds is a no-op; TournamentError(tournament_exists)
@@ -556,12 +564,19 @@ class Leaderboard(PlainReads):
             definition = self.boards.get(board_id)
         if definition is None:
             raise BadRequest(f"no board {board_id!r}")
+        at = now_ms() if at is None else at
+        if tournament_of(window_name) is not None:  # a tournament on the board: its one period
+            spec = await self.window_of(window_name)
+            try:
+                return Board(self.keys, definition, spec.resolve(period_name, at), scope)
+            except ValueError as exc:
+                raise BadPeriod(str(exc)) from None
         try:
             boards.window_of(definition, window_name)
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
         try:
-            found = boards.resolve(definition, window_name, period_name, now_ms() if at is None else at)
+            found = boards.resolve(definition, window_name, period_name, at)
         except ValueError as exc:
             raise BadPeriod(str(exc)) from None
         return Board(self.keys, definition, found, scope)
@@ -685,7 +700,7 @@ class Leaderboard(PlainReads):
         if defined is not None:
             flat = await self._defined_read(defined.ranks_call(players))
             joined = await self.redis.hmget(self.keys.profiles, list(players)) if profiles and players else None
-            return defined.ranks(players, flat, joined or [None] * len(players))
+            return defined.ranks(players, flat, joined or [None] * len(players), deep_from)
         key, found = await self._board(window_name, scope, at, period)
         mode, w = self.config.rank_mode_for(window_name), found.window
         keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]

@@ -37,7 +37,7 @@ from .library import Leaderboard
 from .profiles import Profile, check_player_id, normalise_text
 from .results import BoardRef, Correction
 from .transport import now_ms
-from .windows import TOURNAMENT_PREFIX, Period
+from .windows import TOURNAMENT_PREFIX, Period, tournament_of
 
 MAX_ACTOR_BYTES = 64
 MAX_REASON_BYTES = 256
@@ -97,7 +97,9 @@ class Moderation:
         found = {}
         for b in await self._all_boards():
             board = defined_of(b.scope)
-            if board and (definition := self.lb.boards.get(board)) is not None and b.window in definition.windows:
+            definition = self.lb.boards.get(board) if board else None
+            # one of its own windows, or a tournament on it
+            if definition is not None and (b.window in definition.windows or tournament_of(b.window)):
                 found[b] = definition
         return found
 

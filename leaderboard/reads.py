@@ -56,11 +56,14 @@ class PlainReads:
         rows = await self.redis.xrevrange(self.keys.activity, count=n)
         return [cast(dict[str, str], fields) for _, fields in rows or ()]
 
-    async def finals(self, window_name: str, n: int = 10) -> list[dict[str, Any]]:
+    async def finals(self, window_name: str, n: int = 10, scope: str | None = None) -> list[dict[str, Any]]:
         """The newest close events kept for a window, newest first: ``{"id", "window", "period",
         "start_ms", "end_ms", "closed_ms", "event", "top": {scope: [{"rank", "player",
-        "points"}, ...]}}``. All tournaments share one list (LB_CLOSED_KEEP long), read whole."""
+        "points"}, ...]}}``. All tournaments share one list (LB_CLOSED_KEEP long), read whole.
+        A defined board's (``scope`` ``board:<id>``) are its own, each with ``board`` and
+        ``columns`` (its keys), its entries with ``keys`` (every value, as text) and ``meta``
+        instead of ``points``."""
         shared = tournament_of(window_name) is not None
-        raw = await self.redis.lrange(self.keys.finals(window_name), 0, -1 if shared else n - 1)
+        raw = await self.redis.lrange(self.keys.finals(window_name, scope), 0, -1 if shared else n - 1)
         found = [orjson.loads(item) for item in raw]
         return [f for f in found if f.get("window") == window_name][:n]

@@ -97,7 +97,7 @@ async def _ranks(game: Game, identity: Identity, req: p.Ranks) -> bytes:
 
 
 async def _finals(game: Game, identity: Identity, req: p.Finals) -> bytes:
-    kept = await read(req, game.lb.finals(req.window, req.n))
+    kept = await read(req, game.lb.finals(req.window, req.n, req.board))
     return wire.finals(board=req.board, window=req.window, periods=kept, request_id=req.id)
 
 

@@ -92,8 +92,6 @@ class Submission:
                 check_name("board", self.board)  # the rule of scope values
             except ValueError:
                 raise _invalid("invalid_board_id") from None
-            if self.tournament:
-                raise _invalid("invalid_board_id")  # a slip goes to a tournament or to a board
             if not 1 <= len(self.values) <= 5:
                 raise _invalid("wrong_key_count")
             for value in self.values:

@@ -28,7 +28,8 @@ accepts points up to 2,147,483,647. Everything keyed by window (boards, channels
 snapshots, rank pushes) therefore treats a tournament like any other window.
 
 Past periods are named by their label (``Window.named``, e.g. ``2026-W48``) or relative to the
-current one (``Window.resolve``: ``current``, ``previous``).
+current one (``Window.resolve``: ``current``, ``previous``), as long as retention keeps their keys
+(``readable``).
 """
 
 from __future__ import annotations
@@ -137,22 +138,10 @@ class Window:
             if label != self.name[len(TOURNAMENT_PREFIX) :]:
                 raise ValueError(f"tournament {self.name} has one period, {self.name[len(TOURNAMENT_PREFIX) :]!r}")
             return self.period(self.span[0])
-        pattern = _LABELS.get(self.name)
-        if pattern is None or not isinstance(label, str) or not pattern.fullmatch(label):
-            raise ValueError(f"{label!r} is not a {self.name} period label")
-        try:
-            if self.name == "daily":
-                start = dt.datetime.strptime(label, "%Y-%m-%d").replace(tzinfo=_UTC)
-            elif self.name == "weekly":
-                year, week = int(label[:4]), int(label[6:])
-                start = dt.datetime.fromisocalendar(year, week, 1).replace(tzinfo=_UTC)
-            elif self.name == "monthly":
-                start = dt.datetime.strptime(label, "%Y-%m").replace(tzinfo=_UTC)
-            else:
-                return self.period(ALLTIME_EPOCH_MS)
-        except ValueError:
-            raise ValueError(f"{label!r} is not a {self.name} period label") from None
-        return self.period(_ms(start))
+        first = label_day(self.name, label)
+        if first is None:
+            return self.period(ALLTIME_EPOCH_MS)
+        return self.period(_ms(dt.datetime(first.year, first.month, first.day, tzinfo=_UTC)))
 
     def resolve(self, name: str | None, now_ms: int) -> Period:
         """The period a read names: None or ``current`` (the one at ``now_ms``), ``previous``
@@ -167,11 +156,36 @@ class Window:
             found = self.period(current.start_ms - 1)
         else:
             found = self.named(name)
-        if found.start_ms > now_ms:
-            raise ValueError(f"{self.name} period {found.label} has not started yet")
-        if found.expire_at_s and found.expire_at_s * 1000 <= now_ms:
-            raise ValueError(f"{self.name} period {found.label} has expired")
-        return found
+        return readable(found, now_ms)
+
+
+def readable(found: Period, now_ms: int) -> Period:
+    """``found`` if a read may name it at ``now_ms``: started, and its keys not expired yet
+    (what retention keeps); ValueError otherwise, there is nothing to read there."""
+    if found.start_ms > now_ms:
+        raise ValueError(f"{found.window.name} period {found.label} has not started yet")
+    if found.expire_at_s and found.expire_at_s * 1000 <= now_ms:
+        raise ValueError(f"{found.window.name} period {found.label} has expired (kept until its retention ends)")
+    return found
+
+
+def label_day(window_name: str, label: str) -> dt.date | None:
+    """The first day of the period a calendar label names (``2026-11-30``, ``2026-W48`` from its
+    Monday, ``2026-11`` from the 1st), as a date wherever that day starts; None for the all-time
+    label ``all``. ValueError for a label the window never produces."""
+    pattern = _LABELS.get(window_name)
+    if pattern is None or not isinstance(label, str) or not pattern.fullmatch(label):
+        raise ValueError(f"{label!r} is not a {window_name} period label")
+    try:
+        if window_name == "daily":
+            return dt.date.fromisoformat(label)
+        if window_name == "weekly":
+            return dt.date.fromisocalendar(int(label[:4]), int(label[6:]), 1)
+        if window_name == "monthly":
+            return dt.date(int(label[:4]), int(label[5:]), 1)
+    except ValueError:
+        raise ValueError(f"{label!r} is not a {window_name} period label") from None
+    return None
 
 
 def tournament_window(tournament: str, start_ms: int, end_ms: int) -> Window:

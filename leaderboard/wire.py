@@ -228,20 +228,25 @@ def recent(*, board: str, window: str, entries: Iterable[dict[str, Any]], reques
 
 
 def finals(*, board: str, window: str, periods: Iterable[dict[str, Any]], request_id: Any = None) -> bytes:
-    """The kept final top N of a window's closed periods (rows as in a snapshot)."""
-    out = [
-        {
-            "period": f["period"],
-            "start_ms": f["start_ms"],
-            "end_ms": f["end_ms"],
-            "closed_ms": f["closed_ms"],
-            "entries": [
-                {"rank": e["rank"], "player": e["player"], "score": e["points"]} for e in f["top"].get(board, ())
-            ],
-        }
-        for f in periods
-    ]
+    """The kept final top N of a window's closed periods (rows as in a snapshot: a defined
+    board's with ``keys`` and ``meta``, and its ``columns`` per period)."""
+    out = []
+    for f in periods:
+        kept: dict[str, Any] = {k: f[k] for k in ("period", "start_ms", "end_ms", "closed_ms")}
+        kept["entries"] = [_final_row(e) for e in f["top"].get(board, ())]
+        if "columns" in f:
+            kept["columns"] = f["columns"]
+        out.append(kept)
     return _with_id({"type": "finals", "board": board, "window": window, "periods": out}, request_id)
+
+
+def _final_row(e: dict[str, Any]) -> dict[str, Any]:
+    if "keys" not in e:
+        return {"rank": e["rank"], "player": e["player"], "score": e["points"]}
+    row = {"rank": e["rank"], "player": e["player"], "score": int(e["keys"][0]), "keys": e["keys"]}
+    if e.get("meta") is not None:
+        row["meta"] = e["meta"]
+    return row
 
 
 def joined(tournament: str, players: Iterable[str], added: int, request_id: Any = None) -> bytes:

@@ -39,8 +39,10 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:closed                            STREAM  close events: a period's final top N (MAXLEN ~)
   lb:{g}:closedmark:<window>:<period>      STRING  set with the period's close event (EXPIREAT);
                                                    lb_submit refuses the period's later slips
+                                                   (a defined board's: ...:<period>:board:<id>)
   lb:{g}:finals:<window>                   LIST    the newest close events of a window (LTRIM);
-                                                   all tournaments share finals:tournaments
+                                                   all tournaments share finals:tournaments; a
+                                                   defined board's: finals:<window>:board:<id>
   lb:{g}:tournaments                       HASH    tournament id -> {"start_ms","end_ms"} JSON
   lb:{g}:entrants:<tournament>             SET     players entered in a tournament (EXPIREAT)
   lb:{g}:boards                            HASH    board id -> definition JSON (leaderboard/boards.py)
@@ -81,6 +83,9 @@ Functions (each documented where it is defined; Python wrappers in leaderboard/l
   lb_ranks        ranks of listed players (no-writes)   a board, its points and hist
   lb_close        a period's close event, once          closedmark, closed, finals, versions,
                                                         journal; boards (read)
+  lb_close_board  a defined board period's close event  its closedmark, closed, its finals,
+                  (its own periods), once               versions, journal; the board and its
+                                                        metadata (read)
   lb_tournament   create a tournament                   tournaments, journal
   lb_join         enter players in a tournament         tournaments (read), entrants, journal
   lb_ban          remove a player, leave a tombstone    banned, versions, activity, journal, the
@@ -698,6 +703,15 @@ local function entered(ctx, period)
   return found[ctx.player] == true
 end
 
+-- A tournament slip of a defined board (plan_defined) whose player is not entered: the entry
+-- error, as plan_submission refuses the game's boards' tournament slips; nil otherwise.
+local function tournament_refusal(ctx, period, player)
+  ctx.player = player
+  if period.entrants and not entered(ctx, period) then
+    return entry_error('not_entered', 'player is not entered in tournament ' .. period.label)
+  end
+end
+
 -- Per-submission validation and planning (no writes) ---------------------------------------
 
 -- The checks every slip passes, whatever board it names: its player and name (check_slip: nil,
@@ -1064,6 +1078,7 @@ local function plan_defined(keys, sub, periods, ctx)
     if period_closed(period) then
       return nil, entry_error('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
     end
+    local outsider = tournament_refusal(ctx, period, sub.player); if outsider then return nil, outsider end
     local board, failure = plan_defined_board(keys, ref, period, def, sub, values, new_prefix, ts)
     if not board then
       return nil, failure
@@ -1810,62 +1825,158 @@ Output: the close event's stream id, or false if the period was closed before
 ]]
 local CLOSE_KEYS, CLOSE_ARGS = 5, 11
 
+-- The close's common arguments (lb_close, lb_close_board: the same first ones), parsed; nil
+-- when malformed. The journal and the event keep the caller's text of the numbers.
+local function close_args(args)
+  local c = { window = args[1], period = args[2], start_ms = args[3], end_ms = args[4], expire_at = args[7],
+    kept = args[8], now_ms = args[10], mode = args[11], board = '' }
+  c.top_n, c.expire_s, c.keep = parse_uint(args[6], 4), parse_uint(args[7], 12), parse_uint(args[8], 6)
+  c.maxlen, c.now, c.shift = parse_uint(args[9], 9), parse_uint(args[10], 15), parse_uint(args[5], 2)
+  if not (c.shift and c.top_n and c.top_n >= 1 and c.expire_s and c.keep and c.maxlen and c.now and RANK_MODES[c.mode]) then
+    return nil
+  end
+  return c
+end
+
+-- Whether this call closes the period: its boards' version fields dropped either way, then the
+-- marker set NX (a period closed before keeps its event).
+local function take_close(keys, c, fields)
+  for _, field in ipairs(fields) do
+    redis.call('HDEL', keys[4], field)
+  end
+  if c.expire_s > 0 then
+    return redis.call('SET', keys[1], c.now, 'NX', 'EXAT', c.expire_s)
+  end
+  return redis.call('SET', keys[1], c.now, 'NX')
+end
+
+-- The rank of the i-th entry of a final list (from rank 1) in the mode, given the rank and the
+-- tie (what the mode compares) of the entry before it: a tie shares its rank outside ordinal mode.
+local function final_rank(prev_rank, prev_tie, tie, i, mode)
+  if prev_rank and prev_tie == tie and mode ~= 'ordinal' then
+    return prev_rank
+  elseif prev_rank and mode == 'dense' then
+    return prev_rank + 1
+  end
+  return i
+end
+
+-- The close event, its entry in the finals (the newest `keep`) and the journal entry a rebuild
+-- restores the marker and the finals from. A defined board's (c.board its scope) names the
+-- board and carries its columns (key names, directions, display hints).
+local function add_close(keys, c, top)
+  local id = c.window .. ':' .. c.period .. (c.board ~= '' and ':' .. c.board or '')
+  -- cjson writes an empty table as {}; a board with no entries is simply left out
+  local top_json = next(top) and cjson.encode(top) or '{}'
+  local fields = { 'id', id, 'window', c.window, 'period', c.period, 'start_ms', c.start_ms, 'end_ms', c.end_ms,
+    'closed_ms', c.now_ms, 'top', top_json }
+  if c.board ~= '' then
+    fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = 'board', c.board, 'columns', c.columns
+  end
+  local event_id = redis.call('XADD', keys[2], 'MAXLEN', '~', c.maxlen, '*', unpack(fields))
+  local final = ''
+  if c.keep > 0 then
+    local record = {
+      id = id, window = c.window, period = c.period, start_ms = tonumber(c.start_ms), end_ms = tonumber(c.end_ms),
+      closed_ms = c.now, event = event_id, top = cjson.decode(top_json),
+    }
+    if c.board ~= '' then
+      record.board, record.columns = c.board, cjson.decode(c.columns)
+    end
+    final = cjson.encode(record)
+    redis.call('LPUSH', keys[3], final)
+    redis.call('LTRIM', keys[3], 0, c.keep - 1)
+  end
+  if c.board ~= '' then
+    journal(keys[5], 'close', c.window, c.period, c.expire_at, c.kept, c.now_ms, final, c.board)
+  else
+    journal(keys[5], 'close', c.window, c.period, c.expire_at, c.kept, c.now_ms, final)
+  end
+  return event_id
+end
+
 local function lb_close(keys, args)
-  -- the journal and the event keep the caller's text of the numbers: parsed copies are separate
-  local window, period, start_ms, end_ms, shift, n, expire_at, kept, maxlen, now_ms, mode = unpack(args, 1, CLOSE_ARGS)
-  local top_n, expire_s, keep, now = parse_uint(n, 4), parse_uint(expire_at, 12), parse_uint(kept, 6), parse_uint(now_ms, 15)
-  shift, maxlen = parse_uint(shift, 2), parse_uint(maxlen, 9)
+  local c = close_args(args)
   local boards = #keys - CLOSE_KEYS -- board b: KEYS[CLOSE_KEYS + b], its scope ARGV[CLOSE_ARGS + b]
-  if not (shift and top_n and top_n >= 1 and expire_s and keep and maxlen and now and RANK_MODES[mode])
-      or #args ~= CLOSE_ARGS + boards then
+  if not c or #args ~= CLOSE_ARGS + boards then
     return refuse('bad_request', 'malformed close')
   end
+  local fields = {}
   for b = 1, boards do
-    redis.call('HDEL', keys[4], window .. ':' .. period .. ':' .. args[CLOSE_ARGS + b])
+    fields[b] = c.window .. ':' .. c.period .. ':' .. args[CLOSE_ARGS + b]
   end
-  local marked
-  if expire_s > 0 then
-    marked = redis.call('SET', keys[1], now, 'NX', 'EXAT', expire_s)
-  else
-    marked = redis.call('SET', keys[1], now, 'NX')
-  end
-  if not marked then
+  if not take_close(keys, c, fields) then
     return false
   end
-  local scale = 2 ^ shift
+  local scale = 2 ^ c.shift
   local top = {}
   for b = 1, boards do
-    local flat = redis.call('ZRANGE', keys[CLOSE_KEYS + b], 0, top_n - 1, 'REV', 'WITHSCORES')
-    local entries = {}
+    local flat = redis.call('ZRANGE', keys[CLOSE_KEYS + b], 0, c.top_n - 1, 'REV', 'WITHSCORES')
+    local entries, rank, last = {}, nil, nil
     for i = 1, #flat, 2 do
-      local points, rank = score_points(tonumber(flat[i + 1]), scale), (i + 1) / 2
-      local prev = entries[#entries]
-      -- the list starts at rank 1, so a tie's rank follows from the entry before it
-      if prev and prev.points == points and mode ~= 'ordinal' then
-        rank = prev.rank
-      elseif prev and mode == 'dense' then
-        rank = prev.rank + 1
-      end
+      local points = score_points(tonumber(flat[i + 1]), scale)
+      rank, last = final_rank(rank, last, points, (i + 1) / 2, c.mode), points
       entries[#entries + 1] = { rank = rank, player = flat[i], points = points }
     end
     top[args[CLOSE_ARGS + b]] = entries
   end
-  local id = window .. ':' .. period
-  -- cjson writes an empty table as {}; a board with no entries is simply left out
-  local top_json = next(top) and cjson.encode(top) or '{}'
-  local event_id = redis.call('XADD', keys[2], 'MAXLEN', '~', maxlen, '*', 'id', id, 'window', window,
-    'period', period, 'start_ms', start_ms, 'end_ms', end_ms, 'closed_ms', now_ms, 'top', top_json)
-  local final = ''
-  if keep > 0 then
-    final = cjson.encode({
-      id = id, window = window, period = period, start_ms = tonumber(start_ms), end_ms = tonumber(end_ms),
-      closed_ms = now, event = event_id, top = cjson.decode(top_json),
-    })
-    redis.call('LPUSH', keys[3], final)
-    redis.call('LTRIM', keys[3], 0, keep - 1)
+  return add_close(keys, c, top)
+end
+
+--[[ lb_close_board: lb_close for one defined board (scope board:<id>), whose periods are its
+own (its time zone's days, its season's length): its own marker (lb_submit refuses the board's
+later slips of the period), its own finals list, and entries with every key value as text (exact
+over the whole int64 range), the rank in the board's mode and the entry's metadata. A lex board's
+top is its first members (ZRANGE, as lb_lex_top), a packed one's its highest scores.
+Input:  KEYS[1] marker, KEYS[2] closed stream, KEYS[3] finals list, KEYS[4] versions hash,
+        KEYS[5] journal stream, KEYS[6] the board, KEYS[7] its metadata hash
+        ARGV    window, period, start_ms, end_ms, shift (0: a lex board), n, marker expire_at_s
+                (0 = never), finals kept, stream maxlen, now_ms, rank mode, scope, columns (JSON
+                array of {name, direction, display}), directions ('d' or 'a' per key, e.g. 'da')
+Output: the close event's stream id, or false if the period was closed before
+]]
+local function lb_close_board(keys, args)
+  local c = close_args(args)
+  local scope, columns, directions = args[12], args[13], args[14]
+  if not c or #args ~= 14 or #keys ~= 7 or not (directions or ''):match('^[ad]+$') or #directions > 5
+      or (c.shift > 0 and #directions ~= 1) or not (scope or ''):match('^board:') then
+    return refuse('bad_request', 'malformed close')
   end
-  journal(keys[5], 'close', window, period, expire_at, kept, now_ms, final)
-  return event_id
+  c.board, c.columns = scope, columns
+  if not take_close(keys, c, { c.window .. ':' .. c.period .. ':' .. scope }) then
+    return false
+  end
+  local rows, key_len = {}, #directions * KEY_HEX
+  if c.shift == 0 then
+    for _, member in ipairs(redis.call('ZRANGE', keys[6], 0, c.top_n - 1)) do
+      local values = {}
+      for i = 1, #directions do
+        local hi, lo = key_of_hex(member:sub((i - 1) * KEY_HEX + 1, i * KEY_HEX), directions:sub(i, i) == 'd')
+        values[i] = int64_format(hi, lo)
+      end
+      rows[#rows + 1] = { player = member:sub(key_len + TIME_HEX + 1), keys = values, tie = member:sub(1, key_len) }
+    end
+  else
+    local flat, scale = redis.call('ZRANGE', keys[6], 0, c.top_n - 1, 'REV', 'WITHSCORES'), 2 ^ c.shift
+    for i = 1, #flat, 2 do
+      local signed = score_points(tonumber(flat[i + 1]), scale)
+      local value = directions == 'd' and signed or -signed
+      rows[#rows + 1] = { player = flat[i], keys = { fmt_points(value) }, tie = signed }
+    end
+  end
+  local entries = {}
+  if #rows > 0 then
+    local players = {}
+    for i, row in ipairs(rows) do
+      players[i] = row.player
+    end
+    local meta, rank, last = redis.call('HMGET', keys[7], unpack(players)), nil, nil
+    for i, row in ipairs(rows) do
+      rank, last = final_rank(rank, last, row.tie, i, c.mode), row.tie
+      entries[i] = { rank = rank, player = row.player, keys = row.keys, meta = meta[i] or nil }
+    end
+  end
+  return add_close(keys, c, next(entries) and { [scope] = entries } or {})
 end
 
 --[[ lb_tournament: create a tournament; its definition never changes afterwards.
@@ -2394,6 +2505,7 @@ redis.register_function('lb_lease', lb_lease)
 redis.register_function('lb_forget', lb_forget)
 redis.register_function('lb_publish', lb_publish)
 redis.register_function('lb_close', lb_close)
+redis.register_function('lb_close_board', lb_close_board)
 redis.register_function('lb_tournament', lb_tournament)
 redis.register_function('lb_join', lb_join)
 redis.register_function { function_name = 'lb_top', callback = lb_top, flags = { 'no-writes' } }

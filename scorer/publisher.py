@@ -12,10 +12,11 @@ yesterday's version, but the channel carries today's board. A tournament is a wi
 (``t-<id>``) whose one period is current from its creation until its close.
 
 Closing: a period whose end lies ``LB_CLOSE_DELAY_S`` in the past while its boards still have
-fields in the versions hash gets its close event (``lb_close``: once, whoever asks, so a replica
-that took the lease over, or one started after the scorer was down at the close moment, adds
-exactly the events still missing). The same call removes those fields: the hash only ever holds
-current periods and periods not closed yet.
+fields in the versions hash gets its close event (``lb_close``, and ``lb_close_board`` for a
+defined board's own periods: once, whoever asks, so a replica that took the lease over, or one
+started after the scorer was down at the close moment, adds exactly the events still missing).
+The same call removes those fields: the hash only ever holds current periods and periods not
+closed yet.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from leaderboard import (
     snapshot,
 )
 from leaderboard.backoff import redis_backoff
+from leaderboard.defined import Board
 from leaderboard.keys import DEFINED, defined_of
 from leaderboard.windows import tournament_of, window
 
@@ -177,6 +179,10 @@ class Publisher:
             for w in d.windows
         }
         versions = cast(dict[str, str], await self.redis.hgetall(self.keys.versions))
+        for field in versions:  # a tournament on a defined board: published once written to, while it runs
+            win, label, scope = field.split(":", 2)
+            if defined_of(scope) and tournament_of(win) and periods.get(win) == label:
+                defined[win, scope] = label
         due = due_boards(periods, versions, self.published, defined)
         if due:
             await self._publish(due, now)
@@ -269,19 +275,35 @@ class Publisher:
         self, versions: Mapping[str, str], periods: Mapping[str, str], now: int, defined: Mapping[tuple[str, str], str]
     ) -> None:
         """Close every past period still in the versions hash once its end is ``close_delay_s``
-        behind; fields this code cannot place (a window no longer kept) are just removed. A
-        defined board's past periods are not closed (no close event is made for them yet): their
-        fields are removed."""
+        behind: the game's boards one call per window period, a defined board's one call per
+        board period (its periods are its own: its time zone's days, its season's length).
+        Fields this code cannot place (a window no longer kept, a board deleted) are just
+        removed."""
         stale: dict[tuple[str, str], list[str]] = {}
         orphans: list[str] = []
+        ended: list[Board] = []
         for field in versions:
             win, label, scope = field.split(":", 2)
             if defined_of(scope):
                 if defined.get((win, scope)) != label:
-                    orphans.append(field)
+                    board = await self._defined_period(win, label, scope)
+                    if board is None:
+                        orphans.append(field)
+                    else:
+                        ended.append(board)
             elif periods.get(win) != label:
                 stale.setdefault((win, label), []).append(scope)
         s = self.settings
+        for board in ended:
+            if now < board.period.end_ms + s.close_delay_s * 1000:
+                continue  # not over yet, or within the grace for slips still on their way
+            event = await self.lb.close_board(board, top_n=s.closed_top_n, keep=s.closed_keep, maxlen=s.closed_maxlen)
+            if event is not None:
+                self.stats.closed += 1
+                p = board.period
+                log.info("closed %s %s of %s (event %s)", p.window.name, p.label, board.scope, event)
+            if board.period.window.tournament is not None:
+                await self._forget_window(board.period.window.name, board.scope)
         for (win, label), scopes in sorted(stale.items()):
             period = await self._period(win, label)
             if period is None:
@@ -312,11 +334,26 @@ class Publisher:
         except ValueError:
             return None
 
-    async def _forget_window(self, win: str) -> None:
-        """A closed tournament is never published again: drop its published records, so its
-        stored latest snapshots are no longer kept alive and simply expire."""
+    async def _defined_period(self, win: str, label: str, scope: str) -> Board | None:
+        """The defined board period a versions field names (one of its own, or a tournament's),
+        or None when its definition or tournament is gone, or the label is not one of its periods."""
+        definition = self.lb.boards.stored.get(defined_of(scope) or "")
+        if definition is None:
+            return None
+        if tournament_of(win) is not None:
+            period = await self._period(win, label)
+            return None if period is None or period.label != label else Board(self.keys, definition, period, scope)
+        try:
+            return Board(self.keys, definition, boards.named(definition, win, label), scope)
+        except ValueError:
+            return None
+
+    async def _forget_window(self, win: str, scope: str | None = None) -> None:
+        """A closed tournament is never published again: drop its published records (of one
+        defined board's, given its ``scope``), so its stored latest snapshots are no longer kept
+        alive and simply expire."""
         assert self.published is not None
-        gone = [key for key in self.published if key[0] == win]
+        gone = [key for key in self.published if key[0] == win and scope in (None, key[1])]
         if gone:
             await self.redis.hdel(self.keys.published, *(f"{w}:{scope}" for w, scope in gone))
             for key in gone:

@@ -127,7 +127,8 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
         period = spec.period(NOW)
         if p["start_ms"] != period.start_ms:  # tower's
             period = boards.period(tower, name, NOW)
-            assert (p["mode"], p["closed_key"]) == ("competition", 0)
+            assert p["mode"] == "competition"  # the board's own, and its own close marker
+            assert key(p["closed_key"]) == keys.closed_marker(name, label, "board:tower")
         else:
             assert p["mode"] == config.rank_mode_for(name)
             assert key(p["closed_key"]) == keys.closed_marker(name, label)

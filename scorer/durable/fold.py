@@ -235,6 +235,7 @@ class Close:
     expire_at_s: int
     kept: int
     final: str
+    scope: str | None = None  # a defined board's (board:<id>): its own marker and finals
 
 
 @dataclass(slots=True)
@@ -410,7 +411,7 @@ class ActionFolder(Folder):
                 state.badges.setdefault(player, set()).add(badge)
         elif action.fn == "close":
             window, period, expire_at, kept, now, final = a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5]
-            state.closes.append(Close(window, period, now, expire_at, kept, final))
+            state.closes.append(Close(window, period, now, expire_at, kept, final, a[6] if len(a) > 6 else None))
 
     def _correct(self, a: tuple[str, ...]) -> None:
         """lb_correct's arithmetic: a player on the board keeps the time part of their score; one

@@ -161,10 +161,10 @@ def state_commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[li
     finals: dict[str, list[Close]] = {}
     for close in state.closes:
         if close.kept and close.final:  # the finals list has no expiry: it keeps its newest entries
-            finals.setdefault(keys.finals(close.window), []).append(close)
+            finals.setdefault(keys.finals(close.window, close.scope), []).append(close)
         if close.expire_at_s and close.expire_at_s <= now_s:
             continue
-        marker = keys.closed_marker(close.window, close.period)
+        marker = keys.closed_marker(close.window, close.period, close.scope)
         out.append(("SET", marker, close.closed_ms, *(("EXAT", close.expire_at_s) if close.expire_at_s else ())))
         markers += 1
     for key, closes in finals.items():
