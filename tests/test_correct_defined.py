@@ -2,7 +2,7 @@
 or an entry taken off, on a lex board (two keys, dense ranks) and a packed one (one asc key), in
 every window the correction names, with the player -> member hash, the distinct key parts, the
 histogram and metadata kept right, the top-N versions bumped, the activity and the journal
-written; bad input refused with its stable code and nothing written; the socket path."""
+written; bad input refused with its stable code and nothing written; the socket and command-line paths."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from typing import Any, cast
 import pytest
 import redis.asyncio as aioredis
 
-from leaderboard import InvalidInput, Leaderboard, boards
+from leaderboard import InvalidInput, Leaderboard, boards, now_ms
 from leaderboard.errors import Banned, InvalidBoard
 from leaderboard.moderation import Moderation
 from leaderboard.ranking import companions
 
 from .conftest import NOW
 from .gw_helpers import client, greet, request, running, token
+from .test_scorer_process import operator
 
 TOWER: dict[str, Any] = {  # lex: the higher floor first, then the earlier time
     "id": "tower",
@@ -242,3 +243,18 @@ async def test_a_game_server_corrects_a_defined_board_over_its_socket(
         assert bad["code"] == "bad_message"
     top = await lb.top("alltime", "board:tower", n=10)
     assert [e.player for e in top.entries] == ["ana", "cy"]
+
+
+async def test_the_command_line_corrects_a_defined_board(r: aioredis.Redis, redis_url: str, lb: Leaderboard) -> None:
+    await lb.create_board(boards.parse(TOWER))
+    await lb.submit_batch([{"id": "1", "player": "mia", "board": "tower", "values": "3,500", "ts": str(now_ms())}])
+    base = ("correct", "--player", "mia", "--scope", "board:tower", "--reason", "fix")
+    rc, out, err = await operator(redis_url, *base, "--values", "4,400", "--meta", "r-9", "--window", "alltime")
+    assert rc == 0 and out.startswith("corrected mia: alltime ") and "board:tower: 3,500 -> 4,400 (#1)" in out, err
+    top = await lb.top("alltime", "board:tower", n=10)
+    assert [(e.player, e.keys, e.metadata) for e in top.entries] == [("mia", (4, 400), "r-9")]
+    rc, out, err = await operator(redis_url, *base, "--remove")
+    assert rc == 0 and out.count("(#-)") == 2, err
+    rc, out, err = await operator(redis_url, *base, "--values", "4")
+    assert rc == 2 and err.startswith("refused: wrong_key_count: "), err
+    assert (await lb.top("alltime", "board:tower", n=10)).entries == []
