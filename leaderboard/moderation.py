@@ -7,10 +7,11 @@ commands and the gateways' ``server``-role requests go through it)::
     await mod.correct("p-7", 1200, actor="ops:alice", reason="double-counted match")
     await mod.set_profile("p-7", Profile(name="Zoë", country="FR"))
 
-Each action is one atomic call of the function library (lb_ban, lb_unban, lb_correct,
-lb_profile), recorded in the activity stream with its actor and reason (profiles excepted), and
-it bumps the top-N version of every board whose top N it changed, so the next snapshot carries
-it; own-rank pushes read the boards again every interval, so they follow by themselves.
+Each action is one atomic call of the function library (lb_ban, lb_unban, lb_correct, per
+defined board lb_correct_defined, lb_profile), recorded in the activity stream with its actor
+and reason (profiles excepted), and it bumps the top-N version of every board whose top N it
+changed, so the next snapshot carries it; own-rank pushes read the boards again every interval,
+so they follow by themselves.
 
 Finding the boards is this module's part: the function library never builds a key name (every
 key reaches it through KEYS, so it runs on a Cluster). A ban must reach every window, period and
@@ -254,6 +255,8 @@ class Moderation:
         await self.lb.boards.refresh()
         calls = []
         for board in dict.fromkeys(board_ids):
+            if board == boards.DEFAULT_ID:  # the game's own boards: points, on global and its scopes
+                raise _invalid("invalid_scope", "the default board is the game's own: correct it with points")
             definition = self.lb.boards.get(board)
             if definition is None:
                 raise InvalidBoard("unknown_board", f"no board {board}")

@@ -182,6 +182,7 @@ async def test_a_correction_names_a_window_and_a_period_of_the_board(r: aioredis
         ({"values": [13, 1], "metadata": "m" * 17}, "metadata_too_large"),
         ({"remove": True, "values": [13, 1]}, "wrong_key_count"),
         ({"values": [13, 1], "scopes": ["board:nope"]}, "unknown_board"),
+        ({"values": [13], "scopes": ["board:default"]}, "invalid_scope"),  # the game's own: points
         ({"values": [13, 1], "scopes": ["board:tower", "global"]}, "invalid_scope"),
         ({"values": [13, 1], "points": 5}, "invalid_points"),
         ({"values": [13, 1], "scopes": ["global"]}, "invalid_scope"),
