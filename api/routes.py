@@ -718,8 +718,20 @@ SCHEMAS: dict[str, Any] = {
             "window": {"type": "string", "description": "one window (default: every window kept)"},
             "period": {"type": "string", "description": "a period label (default: the current one)"},
             "scopes": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 10},
+            "values": {
+                "type": "array",
+                "items": {"type": ["integer", "string"]},
+                "minItems": 1,
+                "maxItems": 5,
+                "description": "a defined board's key values from now on (scopes board:<id>; instead of points)",
+            },
+            "metadata": {
+                "type": "string",
+                "description": "a defined board's entry metadata ('' clears; default: kept)",
+            },
+            "remove": {"type": "boolean", "description": "take the player off the defined boards named"},
         },
-        "required": ["points", "reason"],
+        "required": ["reason"],
     },
     "Profile": {
         "type": "object",
@@ -754,9 +766,10 @@ SCHEMAS: dict[str, Any] = {
             "type": {"const": "corrected"},
             "player": {"type": "string"},
             "points": {"type": "integer"},
+            "values": {"type": ["array", "null"], "items": {"type": "string"}},
             "boards": {"type": "array", "items": {"type": "object"}},
         },
-        "required": ["type", "player", "points", "boards"],
+        "required": ["type", "player", "boards"],
     },
     "ProfileSet": {
         "type": "object",
@@ -958,7 +971,7 @@ ROUTES = [
     ),
     _read_route(
         "POST", "/v1/players/{player}/corrections", "correct",
-        action("correct", "player", "points", "reason", "window", "period", "scopes"),
+        action("correct", "player", "points", "reason", "window", "period", "scopes", "values", "metadata", "remove"),
         "Set a player's points on their boards (server token), journaled with the reason", "Corrected",
         [PLAYER, GAME], auth="server", body="Correction",
     ),

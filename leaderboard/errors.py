@@ -205,6 +205,8 @@ _REPLY_ERRORS: dict[str, type[LeaderboardError]] = {
     "banned": Banned,
     **dict.fromkeys(INPUT_CODES, InvalidInput),
     **dict.fromkeys(("board_exists", "unknown_board", "board_reorder", "stale_board", "invalid_board"), InvalidBoard),
+    # a defined board's correction (lb_correct_defined): its key values and metadata
+    **dict.fromkeys(("wrong_key_count", "invalid_key_value", "key_out_of_range", "metadata_too_large"), InvalidBoard),
 }
 
 

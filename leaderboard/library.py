@@ -27,6 +27,7 @@ lb_join          ``join``                            operators, game servers
 lb_ban           ``ban``                             moderation.Moderation
 lb_unban         ``unban``                           moderation.Moderation
 lb_correct       ``correct``                         moderation.Moderation
+lb_correct_defined ``correct_defined``               moderation.Moderation, the rebuild (replay)
 lb_profile       ``profile``                         moderation.Moderation
 lb_rank_rebuild  ``rebuild_rank_index``              operators, once per board after an upgrade
 lb_board_put     ``create_board``, ``update_board``  operators (``python -m scorer board``, server role)
@@ -67,12 +68,12 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from . import boards
-from .batch import decode_batch, encode_batch, outcome_rows
+from .batch import DEFINITION_FIELDS, decode_batch, definition_record, encode_batch, outcome_rows
 from .config import GameConfig
 from .defined import Board
 from .definitions import Definitions
 from .errors import BadPeriod, BadRequest, InvalidBoard, NotReplicated, TournamentError, from_reply
-from .keys import HOUR_MS, defined_of, parse_scope
+from .keys import DEFINED, HOUR_MS, defined_of, parse_scope
 from .profiles import check_player_id
 from .profiles import stored as stored_profile
 from .ranking import COMPETITION, ORDINAL, assign_ranks, round_rank, top_percent
@@ -101,6 +102,8 @@ from .windows import (
 
 # Entries per lb_join call: the function unpacks them onto Lua's C stack, which is bounded.
 _JOIN_CHUNK = 1000
+# lb_correct_defined's arguments after ``how``: fixed ones, then a definition record, then per board
+_CORRECT_DEFINED_ARGS, _CORRECT_DEFINED_FIELDS = 8, 7
 
 
 def library_code() -> str:
@@ -504,6 +507,62 @@ class Leaderboard(PlainReads):
             Correction(BoardRef(p.window.name, p.label, scope), None if int(prev) < 0 else int(prev), int(rank))
             for (p, scope), (prev, rank) in zip(boards, rows, strict=True)
         ]
+
+    async def correct_defined(
+        self,
+        player: str,
+        definition: boards.Definition,
+        periods: Sequence[Period],
+        values: Sequence[int] | None,
+        *,
+        metadata: str | None = None,
+        actor: str,
+        reason: str,
+        now: int | None = None,
+    ) -> list[Correction]:
+        """lb_correct_defined: set ``player``'s key values (None: take them off) on the defined
+        board's ``periods``; ``metadata`` None keeps the entry's, ``""`` clears it."""
+        args: list[str | int] = [
+            player,
+            "" if values is None else ",".join(map(str, values)),
+            "keep" if metadata is None else "set",
+            metadata or "",
+            actor,
+            reason,
+            now_ms() if now is None else now,
+            self.config.activity_maxlen,
+            1,
+            *definition_record(definition),
+        ]
+        scope = f"{DEFINED}:{definition.id}"
+        for p in periods:
+            w = p.window
+            args += [f"{w.name}:{p.label}:{scope}", p.start_ms, p.end_ms, definition.shift(w.name)]
+            args += [w.unit_ms, p.expire_at_s, definition.rank_mode]
+        rows = await self.replay_correct_defined([str(a) for a in args], journal=True)
+        return [
+            Correction(
+                BoardRef(p.window.name, p.label, scope),
+                int(prev.split(",")[0]) if prev else None,
+                int(rank) or None,
+                tuple(int(v) for v in prev.split(",")) if prev else None,
+            )
+            for p, (prev, rank) in zip(periods, rows, strict=True)
+        ]
+
+    async def replay_correct_defined(self, args: Sequence[str], *, journal: bool = False) -> list[Any]:
+        """lb_correct_defined with the arguments it journaled (``journal``: journal it, as a new
+        correction is; a rebuild replays without); its rows. The keys follow from the board
+        records' version fields."""
+        keys = [self.keys.banned, self.keys.versions, self.keys.activity, self.keys.journal]
+        first = _CORRECT_DEFINED_ARGS + 1 + len(DEFINITION_FIELDS)
+        for field in args[first::_CORRECT_DEFINED_FIELDS]:
+            at = field.split(":", 2)
+            keys += [self.keys.board(*at), self.keys.members(*at), self.keys.points(*at)]
+            keys += [self.keys.metadata(*at), self.keys.histogram(*at)]
+        how = "correct" if journal else "replay"
+        rows: list[Any] = await _execute(self.redis, ("FCALL", "lb_correct_defined", len(keys), *keys, how, *args))
+        return rows
 
     async def profile(self, player: str, changes: Mapping[str, str], boards: Sequence[BoardRef]) -> Mapping[str, Any]:
         """lb_profile: set (``""``: clear) profile fields of ``player``; ``boards`` are those whose

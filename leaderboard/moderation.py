@@ -7,10 +7,11 @@ commands and the gateways' ``server``-role requests go through it)::
     await mod.correct("p-7", 1200, actor="ops:alice", reason="double-counted match")
     await mod.set_profile("p-7", Profile(name="Zoë", country="FR"))
 
-Each action is one atomic call of the function library (lb_ban, lb_unban, lb_correct,
-lb_profile), recorded in the activity stream with its actor and reason (profiles excepted), and
-it bumps the top-N version of every board whose top N it changed, so the next snapshot carries
-it; own-rank pushes read the boards again every interval, so they follow by themselves.
+Each action is one atomic call of the function library (lb_ban, lb_unban, lb_correct, per
+defined board lb_correct_defined, lb_profile), recorded in the activity stream with its actor
+and reason (profiles excepted), and it bumps the top-N version of every board whose top N it
+changed, so the next snapshot carries it; own-rank pushes read the boards again every interval,
+so they follow by themselves.
 
 Finding the boards is this module's part: the function library never builds a key name (every
 key reaches it through KEYS, so it runs on a Cluster). A ban must reach every window, period and
@@ -30,8 +31,9 @@ from typing import Any
 
 import orjson
 
+from . import boards
 from .boards import Definition
-from .errors import INPUT_CODES, BadRequest, InvalidInput, TournamentError
+from .errors import INPUT_CODES, BadRequest, InvalidBoard, InvalidInput, TournamentError
 from .keys import GLOBAL_SCOPE, defined_of, parse_scope
 from .library import Leaderboard
 from .profiles import Profile, check_player_id, normalise_text
@@ -67,6 +69,17 @@ def check_audit(actor: object, reason: object, *, reason_required: bool = True) 
 
 def _ordered(boards: set[BoardRef]) -> list[BoardRef]:
     return sorted(boards, key=lambda b: (b.window, b.period, b.scope))
+
+
+def _utf8_text(value: object) -> bool:
+    """Text that encodes as UTF-8 (a lone surrogate does not)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _points(points: object) -> int:
@@ -153,7 +166,7 @@ class Moderation:
     async def correct(
         self,
         player: str,
-        points: int | str,
+        points: int | str | None = None,
         *,
         actor: str,
         reason: str,
@@ -161,17 +174,35 @@ class Moderation:
         period: str | None = None,
         scopes: Sequence[str] | None = None,
         at: int | None = None,
+        values: Sequence[object] | None = None,
+        metadata: str | None = None,
+        remove: bool = False,
     ) -> list[Correction]:
         """Set ``player``'s points (a correction: the score is overwritten, higher or lower).
 
         Which boards: the current period of every window the game keeps, or of ``window_name``
         (a tournament's ``t-<id>`` too); ``period`` (with ``window_name``) names another period
         still kept, as reads do (``previous`` or a label). On each, the ``global`` board and
-        every scope board the player is on, or the ``scopes`` given."""
+        every scope board the player is on, or the ``scopes`` given.
+
+        ``scopes`` naming defined boards (``board:<id>``, and only those) correct their entries
+        instead (``correct_defined``): ``values`` (its key values) or ``remove``, no points."""
         check_player(player)
-        value = _points(points)
         actor, reason = check_audit(actor, reason)
         when = now_ms() if at is None else at
+        defined = [board for s in scopes or () if isinstance(s, str) and (board := defined_of(s))]
+        if defined:
+            if len(defined) < len(scopes or ()):
+                raise _invalid("invalid_scope", "a correction names the game's boards or defined ones, not both")
+            if points is not None:
+                raise _invalid("invalid_points", "a defined board holds key values: give values, not points")
+            return await self.correct_defined(
+                player, defined, values, metadata=metadata, remove=remove, actor=actor, reason=reason,
+                window_name=window_name, period=period, at=when,
+            )  # fmt: skip
+        if values is not None or metadata is not None or remove:
+            raise _invalid("invalid_scope", "values, metadata and remove correct a defined board: name it (board:<id>)")
+        value = _points(points)
         if window_name is not None:
             try:  # a window the game keeps, or a tournament's (t-<id>)
                 spec = await self.lb.window_of(window_name)
@@ -190,14 +221,74 @@ class Moderation:
                 chosen = [(p, parse_scope(s)) for p in periods for s in dict.fromkeys(scopes)]
             except ValueError as exc:
                 raise _invalid("invalid_scope", str(exc)) from None
-            if any(defined_of(scope) for _, scope in chosen):
-                # a correction sets points; a defined board's entries are key values
-                raise _invalid("invalid_scope", "a defined board (board:<id>) is not corrected: ban, or submit op set")
         else:
             chosen = await self._boards_of(player, periods)
         if not chosen:
             raise _invalid("invalid_scope", "no board to correct")
         return await self.lb.correct(player, value, chosen, actor=actor, reason=reason, now=when)
+
+    async def correct_defined(
+        self,
+        player: str,
+        board_ids: Sequence[str],
+        values: Sequence[object] | None,
+        *,
+        actor: str,
+        reason: str,
+        metadata: str | None = None,
+        remove: bool = False,
+        window_name: str | None = None,
+        period: str | None = None,
+        at: int | None = None,
+    ) -> list[Correction]:
+        """Set ``player``'s key ``values`` on defined boards (or, ``remove``, take them off),
+        one atomic call per board: the current period of each of its windows, or of
+        ``window_name`` (``period``: ``previous`` or a label, as reads take it). The entry keeps
+        the time it was reached; a new one is placed as of now. ``metadata``: None keeps the
+        entry's, ``""`` clears it. InvalidBoard: unknown_board, wrong_key_count,
+        invalid_key_value, key_out_of_range, metadata_too_large."""
+        check_player(player)
+        actor, reason = check_audit(actor, reason)
+        if remove and (values is not None or metadata is not None):
+            raise InvalidBoard("wrong_key_count", "an entry removed takes no key values and no metadata")
+        if metadata is not None and not _utf8_text(metadata):
+            raise InvalidBoard("metadata_too_large", "metadata must be UTF-8 text")
+        when = now_ms() if at is None else at
+        await self.lb.boards.refresh()
+        calls = []
+        for board in dict.fromkeys(board_ids):
+            if board == boards.DEFAULT_ID:  # the game's own boards: points, on global and its scopes
+                raise _invalid("invalid_scope", "the default board is the game's own: correct it with points")
+            definition = self.lb.boards.get(board)
+            if definition is None:
+                raise InvalidBoard("unknown_board", f"no board {board}")
+            if not remove and values is None:
+                raise InvalidBoard(
+                    "wrong_key_count", f"board {board} takes {len(definition.keys)} key value(s), got none"
+                )
+            checked = None if values is None else boards.parse_values(definition, list(values))
+            if metadata is not None and len(metadata.encode()) > definition.metadata_bytes:
+                raise InvalidBoard(
+                    "metadata_too_large", f"board {board} keeps at most {definition.metadata_bytes} bytes of metadata"
+                )
+            if window_name is not None:
+                try:
+                    periods = [boards.resolve(definition, window_name, period, when)]
+                except ValueError as exc:
+                    raise _invalid(
+                        "invalid_window" if window_name not in definition.windows else "invalid_period", str(exc)
+                    ) from None
+            elif period is not None:
+                raise _invalid("invalid_period", "a period needs its window")
+            else:
+                periods = [boards.period(definition, w, when) for w in definition.windows]
+            calls.append((definition, periods, checked))
+        out: list[Correction] = []
+        for definition, periods, checked in calls:
+            out += await self.lb.correct_defined(
+                player, definition, periods, checked, metadata=metadata, actor=actor, reason=reason, now=when
+            )
+        return out
 
     async def _boards_of(self, player: str, periods: Sequence[Period]) -> list[tuple[Period, str]]:
         """``global`` of each period, and the scope boards of those periods the player is on."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from leaderboard.boards import BOARD_WINDOWS
+from leaderboard.boards import BOARD_WINDOWS, MAX_KEYS
 from leaderboard.errors import INPUT_CODES, LeaderboardError
 from leaderboard.keys import GLOBAL_SCOPE, defined_of, parse_scope
 from leaderboard.profiles import is_player_id
@@ -150,6 +150,11 @@ class Correct(Request):
     window: str | None  # None: every window
     period: str | None  # None: the current one
     scopes: tuple[str, ...] | None  # None: global and every scope the player is on
+    # a defined board's correction (scopes board:<id>): its key values, or remove; metadata
+    # (None: kept) — checked by leaderboard.moderation, as points are
+    values: tuple[Any, ...] | None = None
+    metadata: str | None = None
+    remove: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,8 +366,11 @@ def _unban(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Re
 
 def _correct(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
     window, period, scopes = msg.get("window"), msg.get("period"), msg.get("scopes")
+    # a defined board keeps windows of its own (a season): moderation checks them against it
+    defined = isinstance(scopes, list) and any(isinstance(s, str) and defined_of(s) for s in scopes)
     if window is not None and (
-        not isinstance(window, str) or (window not in windows and tournament_of(window) is None)
+        not isinstance(window, str)
+        or (window not in windows and tournament_of(window) is None and not (defined and window in BOARD_WINDOWS))
     ):
         raise ProtocolError("bad_board", f"window must be one of {', '.join(windows)} or t-<tournament>")
     if period is not None and not isinstance(period, str):
@@ -377,6 +385,13 @@ def _correct(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> 
                 parse_scope(scope)
             except (ValueError, TypeError):
                 raise ProtocolError("bad_board", f"no board {str(scope)[:40]!r}") from None
+    values, metadata, remove = msg.get("values"), msg.get("metadata"), msg.get("remove", False)
+    if values is not None and (not isinstance(values, list) or not 1 <= len(values) <= MAX_KEYS):
+        raise _bad(f"values must be a list of 1-{MAX_KEYS} key values")
+    if metadata is not None and not isinstance(metadata, str):
+        raise _bad("metadata must be a string")
+    if not isinstance(remove, bool):
+        raise _bad("remove must be true or false")
     return Correct(
         rid,
         _player(msg.get("player")),
@@ -385,6 +400,9 @@ def _correct(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> 
         window,
         period,
         None if scopes is None else tuple(scopes),
+        None if values is None else tuple(values),
+        metadata,
+        remove,
     )
 
 

@@ -138,16 +138,22 @@ async def _correct(game: Game, identity: Identity, req: p.Correct) -> bytes:
     actor = _server(identity, req, "moderate")
     call = game.mods.correct(
         req.player, req.points, actor=actor, reason=req.reason, window_name=req.window, period=req.period,
-        scopes=req.scopes,
+        scopes=req.scopes, values=req.values, metadata=req.metadata, remove=req.remove,
     )  # fmt: skip
     rows = await _act(req, call)
+    defined = req.points is None  # a defined board's correction: values (or remove), no points
     boards = [
         {"window": c.board.window, "period": c.board.period, "board": c.board.scope}
         | {"previous": c.previous, "rank": c.rank}
+        | ({"previous_keys": None if c.keys is None else [str(v) for v in c.keys]} if defined else {})
         for c in rows
     ]
-    msg = {"type": "corrected", "player": req.player, "points": int(req.points), "boards": boards}
-    return wire.reply(msg, req.id)
+    msg: dict[str, Any] = {"type": "corrected", "player": req.player}
+    if defined:  # key values as text, as snapshots carry them (int64 is beyond JSON's exact numbers)
+        msg["values"] = None if req.values is None else [str(int(v)) for v in req.values]
+    else:
+        msg["points"] = int(req.points)
+    return wire.reply(msg | {"boards": boards}, req.id)
 
 
 async def _profile(game: Game, identity: Identity, req: p.SetProfile) -> bytes:
@@ -217,7 +223,7 @@ async def _act(req: p.Request, call: Awaitable[T]) -> T:
     """An operator action refused by its checks: the error's own stable code, nothing changed."""
     try:
         return await call
-    except (InvalidInput, Banned) as exc:
+    except (InvalidInput, InvalidBoard, Banned) as exc:
         raise p.ProtocolError(exc.code, exc.message, req.id) from None
 
 

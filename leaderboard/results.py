@@ -124,11 +124,13 @@ class Publication:
 @dataclass(frozen=True, slots=True)
 class Correction:
     """One board of a score correction: the player's points before (None: not on the board) and
-    their rank after (1-based)."""
+    their rank after (1-based; None: a defined board's correction took them off it). On a defined
+    board ``previous`` is the first key value and ``keys`` all of them."""
 
     board: BoardRef
     previous: int | None
-    rank: int
+    rank: int | None
+    keys: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

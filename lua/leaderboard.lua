@@ -48,7 +48,7 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:boards                            HASH    board id -> definition JSON (leaderboard/boards.py)
   lb:{g}:boardsver                         STRING  counter bumped by every change of the boards hash
   lb:{g}:journal                           STREAM  one entry per change of lb_ban, lb_unban,
-                                                   lb_correct, lb_profile, lb_tournament, lb_join,
+                                                   lb_correct, lb_correct_defined, lb_profile, lb_tournament, lb_join,
                                                    lb_close, lb_board_put, lb_board_delete (and first badge awards, from the badge
                                                    worker): {fn, at (Redis TIME, us), args (JSON
                                                    array)}; the durable log's recorder deletes what
@@ -97,6 +97,9 @@ Functions (each documented where it is defined; Python wrappers in leaderboard/l
   lb_correct      set a player's points, with reason    banned (read), versions, activity, journal,
                                                         the boards given and their histograms and
                                                         points sets
+  lb_correct_defined set or remove a player's entry on   banned (read), versions, activity, journal,
+                  defined boards, with reason           the boards given and their members, points
+                                                        sets, metadata, histograms
   lb_profile      set a player's profile fields         profiles, versions, journal, the boards
                                                         given (read)
   lb_rank_rebuild rebuild a board's companions          a board, its points and hist
@@ -2365,6 +2368,159 @@ local function lb_correct(keys, args)
   return rows
 end
 
+--[[ lb_correct_defined: set a player's key values on defined boards, or take the player off
+them (a correction, with its reason): lb_correct's part for boards whose entries are key values.
+A player already on a board keeps the time their entry was reached (ties stay ordered as they
+were reached); a player not on it is placed as of now (clamped into the board's period). A lex
+board's member, its player -> member field and, on a dense board, its distinct key parts follow;
+a packed board's companions (histogram, distinct points) too. Metadata is kept, set or cleared.
+Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, KEYS[4] journal
+        stream, then per board five keys: the board, its members hash, its points set (distinct
+        key parts, or distinct points), its metadata hash, its histogram
+        ARGV    how ('correct'; 'replay': a rebuild replaying a journaled one, not journaled
+                again), player, values ("v1,v2,..."; '' takes the player off), metadata mode
+                ('keep' or 'set'), metadata ('' clears), actor, reason, now_ms, activity_maxlen,
+                then one definition record (lb_submit's: 1, then its DEFINITION_FIELDS), then
+                per board its version field, start_ms, end_ms, shift (packed), unit_ms,
+                expire_at_s (0 = never), rank mode
+Output: per board {previous values ("v1,v2,...") or '' (not on it), rank after (1-based; 0: off it)}
+        ERR banned (lift the ban first); ERR wrong_key_count, invalid_key_value,
+        key_out_of_range, metadata_too_large; ERR invalid_player, invalid_actor, invalid_reason
+]]
+local CORRECT_DEFINED_ARGS, CORRECT_DEFINED_FIELDS = 9, 7
+
+local function lb_correct_defined(keys, args)
+  local how, player, corrected, meta_mode, meta_value, actor, reason = unpack(args, 1, 7)
+  if how ~= 'correct' and how ~= 'replay' then
+    return refuse('bad_request', 'malformed correction')
+  end
+  local err = check_action(player, actor, reason, true)
+  if err then
+    return err
+  end
+  local now, maxlen = parse_uint(args[8], 15), parse_uint(args[9], 12)
+  local defs, pos = read_definitions(args, CORRECT_DEFINED_ARGS + 1)
+  local count = (#keys - 4) / 5
+  if not (now and maxlen and defs and #defs == 1 and (meta_mode == 'keep' or meta_mode == 'set'))
+      or count < 1 or count ~= math.floor(count) or #args ~= pos - 1 + CORRECT_DEFINED_FIELDS * count then
+    return refuse('bad_request', 'malformed correction')
+  end
+  local def, values = defs[1], nil
+  if corrected ~= '' then
+    local bad
+    values, bad = slip_values(def, corrected)
+    if not values then
+      return refuse(bad[2], bad[3])
+    end
+  end
+  if meta_mode == 'set' and (#meta_value > def.meta_bytes or not valid_utf8(meta_value)) then
+    return refuse('metadata_too_large', 'metadata must be UTF-8 of at most ' .. def.meta_bytes .. ' bytes on this board')
+  end
+  if redis.call('HEXISTS', keys[1], player) == 1 then
+    return refuse('banned', 'player is banned from this game; unban first')
+  end
+  local key_len = def.lex and #def.keys * KEY_HEX or 0
+  local plans = {}
+  for b = 1, count do -- every board checked before the first write
+    local a, k = pos - 1 + CORRECT_DEFINED_FIELDS * (b - 1), 4 + 5 * (b - 1)
+    local field, start_ms, end_ms, shift, unit_ms, expire_at, mode = unpack(args, a + 1, a + CORRECT_DEFINED_FIELDS)
+    start_ms, end_ms, shift = tonumber(start_ms), tonumber(end_ms), tonumber(shift)
+    unit_ms, expire_at = tonumber(unit_ms), tonumber(expire_at)
+    if not (start_ms and end_ms and shift and unit_ms and unit_ms > 0 and expire_at and RANK_MODES[mode])
+        or end_ms <= start_ms then
+      return refuse('bad_request', 'malformed correction')
+    end
+    local plan = { field = field, mode = mode, scale = 2 ^ shift, expire_at = expire_at, board = keys[k + 1],
+      members = keys[k + 2], distinct = keys[k + 3], meta = keys[k + 4], hist = keys[k + 5] }
+    local at = math.min(math.max(now, start_ms), end_ms - 1) -- a new entry's reached time
+    if def.lex then
+      plan.old = redis.call('HGET', plan.members, player)
+      if values then
+        local reached = plan.old and plan.old:sub(key_len + 1, key_len + TIME_HEX) or time_hex(at, def.last)
+        plan.prefix = lex_prefix(def, values)
+        plan.member = plan.prefix .. reached .. player
+      end
+    else
+      local old = redis.call('ZSCORE', plan.board, player)
+      plan.old = old and tonumber(old) or nil
+      if values then
+        local sign = def.keys[1].desc and 1 or -1
+        local tie = plan.old and plan.old % plan.scale -- floored: a negated value's tie part too
+        if not tie then
+          local t = math.floor((at - start_ms) / unit_ms)
+          tie = def.last and t or plan.scale - 1 - t
+        end
+        plan.score = sign * (values[1][1] * TWO32 + values[1][2]) * plan.scale + tie
+      end
+    end
+    plans[b] = plan
+  end
+  local rows = {}
+  for _, plan in ipairs(plans) do
+    local before, after, previous
+    if def.lex then
+      local old = plan.old
+      before = old and redis.call('ZRANK', plan.board, old)
+      previous = old and values_text(lex_values(def, old)) or ''
+      if old then
+        redis.call('ZREM', plan.board, old)
+      end
+      if plan.member then
+        redis.call('ZADD', plan.board, 0, plan.member)
+        redis.call('HSET', plan.members, player, plan.member)
+        if plan.mode == 'dense' then
+          redis.call('ZADD', plan.distinct, 0, plan.prefix)
+        end
+        after = redis.call('ZRANK', plan.board, plan.member)
+      elseif old then
+        redis.call('HDEL', plan.members, player)
+      end
+      local old_prefix = old and old:sub(1, key_len)
+      if plan.mode == 'dense' and old_prefix and old_prefix ~= plan.prefix
+          and redis.call('ZLEXCOUNT', plan.board, '[' .. old_prefix, '(' .. old_prefix .. 'g') == 0 then
+        redis.call('ZREM', plan.distinct, old_prefix) -- nobody holds those values any more
+      end
+    else
+      before = plan.old and redis.call('ZREVRANK', plan.board, player)
+      previous = plan.old and string.format('%d', (def.keys[1].desc and 1 or -1) * score_points(plan.old, plan.scale)) or ''
+      if plan.score then
+        redis.call('ZADD', plan.board, plan.score, player)
+        after = redis.call('ZREVRANK', plan.board, player)
+      elseif plan.old then
+        redis.call('ZREM', plan.board, player)
+      end
+      if plan.old or plan.score then
+        board_score_changed(plan.board, plan.hist, plan.mode == 'dense' and plan.distinct or nil, plan.scale,
+          plan.old, plan.score)
+      end
+    end
+    if not values then
+      redis.call('HDEL', plan.meta, player)
+    elseif meta_mode == 'set' then
+      if meta_value == '' then
+        redis.call('HDEL', plan.meta, player)
+      else
+        redis.call('HSET', plan.meta, player, meta_value)
+      end
+    end
+    if values and plan.expire_at > 0 then
+      -- after the writes: EXPIREAT on a key not yet created would do nothing
+      for _, key in ipairs({ plan.board, plan.members, plan.distinct, plan.meta, plan.hist }) do
+        redis.call('EXPIREAT', key, plan.expire_at, 'NX')
+      end
+    end
+    bump_if_top(keys[2], plan.field, before, after, def.top_n)
+    rows[#rows + 1] = { previous, after and after + 1 or 0 }
+  end
+  redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'action', 'correct', 'player', player,
+    'by', actor, 'reason', reason, 'value', corrected, 'boards', #rows)
+  if how == 'correct' then
+    -- every argument but how: all a rebuild's replay of it needs, the board records included
+    journal(keys[4], 'correct_defined', unpack(args, 2))
+  end
+  return rows
+end
+
 local PROFILE_CHECKS = {
   name = function(v)
     return #v <= MAX_NAME_BYTES and plain_text(v)
@@ -2519,5 +2675,6 @@ redis.register_function('lb_ban', lb_ban)
 redis.register_function('lb_ban_defined', lb_ban_defined)
 redis.register_function('lb_unban', lb_unban)
 redis.register_function('lb_correct', lb_correct)
+redis.register_function('lb_correct_defined', lb_correct_defined)
 redis.register_function('lb_profile', lb_profile)
 redis.register_function('lb_rank_rebuild', lb_rank_rebuild)

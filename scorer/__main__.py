@@ -388,7 +388,11 @@ def _correct_parser(sub: Subparsers, epilog: str) -> None:
     c = _operator_parser(
         sub, epilog, "correct", "set a player's points (higher or lower) on the current period of every window"
     )
-    c.add_argument("--points", required=True, help="the corrected points (a whole number)")
+    what = c.add_mutually_exclusive_group(required=True)
+    what.add_argument("--points", help="the corrected points (a whole number)")
+    what.add_argument("--values", help="a defined board's key values, comma-separated (with --scope board:<id>)")
+    what.add_argument("--remove", action="store_true", help="take the player off the defined boards --scope names")
+    c.add_argument("--meta", help="with --values: the entry's metadata ('' clears it; default: kept)")
     c.add_argument("--reason", required=True, help="why, recorded with the correction")
     c.add_argument("--actor", help=ACTOR_HELP)
     c.add_argument("--window", help="only this window, or a tournament's t-<id> (default: every window of the game)")
@@ -403,6 +407,13 @@ def _profile_parser(sub: Subparsers, epilog: str) -> None:
     c.add_argument("--name", help="display name (NFC-normalised; 1-64 bytes, no control characters)")
     c.add_argument("--avatar", help="avatar image URL (https only, at most 256 bytes)")
     c.add_argument("--country", help="ISO 3166-1 alpha-2 country code, e.g. FR")
+
+
+def _shown(before: int | tuple[int, ...] | None) -> str:
+    """A correction's value before, as the command line takes it."""
+    if before is None:
+        return "-"
+    return ",".join(map(str, before)) if isinstance(before, tuple) else str(before)
 
 
 def _default_actor() -> str:
@@ -425,6 +436,7 @@ async def operate(settings: ScorerSettings, args: argparse.Namespace) -> str:
             was = await mod.unban(args.player, actor=actor, reason=args.reason)
             return f"unbanned {args.player}" if was else f"{args.player} was not banned: nothing changed"
         if args.command == "correct":
+            values = None if args.values is None else args.values.split(",")
             rows = await mod.correct(
                 args.player,
                 args.points,
@@ -433,10 +445,14 @@ async def operate(settings: ScorerSettings, args: argparse.Namespace) -> str:
                 window_name=args.window,
                 period=args.period,
                 scopes=args.scope,
+                values=values,
+                metadata=args.meta,
+                remove=args.remove,
             )
+            after = args.points if args.points is not None else args.values or "(removed)"
             boards = ", ".join(
                 f"{c.board.window} {c.board.period} {c.board.scope}: "
-                f"{'-' if c.previous is None else c.previous} -> {args.points} (#{c.rank})"
+                f"{_shown(c.keys if c.keys is not None else c.previous)} -> {after} (#{c.rank or '-'})"
                 for c in rows
             )
             return f"corrected {args.player}: {boards}"

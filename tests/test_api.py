@@ -550,6 +550,15 @@ async def test_board_definitions_for_the_server_role(http: httpx.AsyncClient, r:
     problem(await http.get("/v1/definitions/nope", headers=SERVER), 404, "unknown_board")
     assert (await http.get("/v1/definitions/tower", headers=SERVER)).json()["definition"]["version"] == 2
 
+    # a correction of the defined board: key values instead of points
+    await lb.submit_batch([{"id": "t1", "player": "mia", "board": "tower", "values": "3,500", "ts": str(now_ms())}])
+    fix = {"values": [4, "400"], "reason": "lost run", "scopes": ["board:tower"]}
+    corrected = (await http.post("/v1/players/mia/corrections", json=fix, headers=SERVER)).json()
+    assert corrected["values"] == ["4", "400"] and corrected["boards"][0]["previous_keys"] == ["3", "500"]
+    assert (await lb.top("daily", "board:tower", n=5)).entries[0].keys == (4, 400)
+    short = {**fix, "values": [4]}
+    problem(await http.post("/v1/players/mia/corrections", json=short, headers=SERVER), 400, "wrong_key_count")
+
     deleted = (await http.delete("/v1/definitions/tower", headers=SERVER)).json()
     assert deleted == {"type": "board", "action": "delete", "board": "tower"}
     problem(await http.delete("/v1/definitions/tower", headers=SERVER), 404, "unknown_board")

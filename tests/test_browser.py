@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 
 from fleet import demo
 from fleet.supervisor import Fleet, FleetSettings
-from leaderboard import GameConfig, Leaderboard, Submission, now_ms
+from leaderboard import GameConfig, Leaderboard, Submission, boards, now_ms
 from leaderboard.auth import issue
 from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
@@ -184,6 +184,47 @@ async def test_a_tournament_shows_live_beside_the_windows(fleet: Fleet, browser:
     await Queue(r, GameConfig(game="test")).submit(Submission("t2", "mia", 500, now_ms(), name="Mia", tournament="cup"))
     await wait_until(lambda: _eq(page.inner_text("#my-rank"), "#1"), 5)  # own-rank pushes work on it too
     await wait_until(lambda: _eq(rows(page), ["Mia", "Leo"]), 5)
+    await page.close()
+
+
+async def test_a_defined_board_shows_its_keys_by_their_display_hints(
+    fleet: Fleet, browser: Any, r: aioredis.Redis
+) -> None:
+    """Times as durations (m:ss.mmm), money as units and cents (exact beyond a double's 2^53), a
+    plain number grouped, two keys side by side: from the snapshots the real scorer publishes."""
+    config = GameConfig(game="test")
+    lb = Leaderboard(r, config)
+    ms = {"name": "ms", "direction": "asc", "display": "duration_ms", "min": 0, "max": 36_000_000}
+    await lb.create_board(boards.parse({"id": "speedrun", "keys": [ms], "windows": ["daily"]}))
+    balance = {"name": "balance", "display": "money"}
+    await lb.create_board(boards.parse({"id": "wallet", "keys": [balance], "operator": "set", "windows": ["daily"]}))
+    floor = {"name": "floor", "min": 0, "max": 10_000}
+    time_key = {"name": "time", "direction": "asc", "display": "duration_ms"}
+    await lb.create_board(boards.parse({"id": "tower", "keys": [floor, time_key], "windows": ["daily"]}))
+    now = now_ms()
+    runs = [
+        ("speedrun", "ana", (61_500,)),
+        ("speedrun", "ben", (59_990,)),
+        ("speedrun", "cy", (3_725_042,)),  # over an hour: minutes keep counting
+        ("wallet", "ana", (123_456,)),
+        ("wallet", "ben", (-5,)),
+        ("wallet", "cy", (10**17 + 1,)),  # 10^15 units and a cent: beyond 2^53
+        ("tower", "ana", (1_204, 81_250)),
+    ]
+    await Queue(r, config).submit_many(
+        [Submission(f"d{i}", p, 0, now, board=b, values=v) for i, (b, p, v) in enumerate(runs)]
+    )
+    shown = {
+        "speedrun": ["0:59.990", "1:01.500", "62:05.042"],
+        "wallet": ["1,000,000,000,000,000.01", "1,234.56", "-0.05"],
+        "tower": ["1,204 · 1:21.250"],
+    }
+    page = await browser.new_page(locale="en-US")
+    cells = page.locator("#top tbody tr td.num")
+    for board, expected in shown.items():
+        await page.goto(f"{fleet.page_url}#board=board:{board}&window=daily")
+        await page.reload()  # a new hash alone does not load the page again
+        await wait_until(lambda want=expected: _eq(cells.all_inner_texts(), want), 10)
     await page.close()
 
 

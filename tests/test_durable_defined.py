@@ -89,8 +89,9 @@ async def apply(r: aioredis.Redis, redis_url: str, store: Store, subs: list[Subm
     await asyncio.wait_for(consumer.run(burst=True), 30_000 * MS)
 
 
-async def reads(lb: Leaderboard) -> list[Any]:
-    """Every read of every defined board's periods: top, ranks of everyone, around a player."""
+async def reads(lb: Leaderboard, only: tuple[str, ...] = ("tower", "ledger", "speedrun")) -> list[Any]:
+    """Every read of every defined board's periods (of the boards ``only`` names): top, ranks of
+    everyone, around a player."""
     out: list[Any] = []
     for board, window, at in (
         ("tower", "daily", NOW),
@@ -100,6 +101,8 @@ async def reads(lb: Leaderboard) -> list[Any]:
         ("speedrun", "daily", NOW),
         ("speedrun", "daily", NOW - 24 * HOUR),
     ):
+        if board not in only:
+            continue
         scope = f"board:{board}"
         out.append(await lb.top(window, scope, n=100, at=at))
         out.append(await lb.ranks(PLAYERS, window, scope, at=at))
@@ -140,6 +143,16 @@ async def test_a_rebuild_restores_defined_boards_exactly(r: aioredis.Redis, redi
     ):
         assert on[0] not in {e.player for e in (await lb.top(window, f"board:{board}", n=100, at=at)).entries}
     assert await Moderation(lb).unban(on[0], actor="ops")
+    # corrections of defined boards (set, remove, a player placed anew) and a definition updated
+    # between slips: a rebuild replays each in its place, the older slips under the older definition
+    # (their metadata no longer fits the new limit, their operator is no longer the board's)
+    mod, at = Moderation(lb), NOW - 2 * HOUR - 60_000
+    tower_on = [e.player for e in (await lb.top("alltime", "board:tower", n=100, at=NOW)).entries]
+    tower, ledger = ["board:tower"], ["board:ledger"]
+    await mod.correct(tower_on[-1], actor="o", reason="r", scopes=tower, values=[8, 1], window_name="alltime", at=at)
+    await mod.correct(tower_on[1], actor="o", reason="r", scopes=tower, remove=True, at=at)
+    await mod.correct("newbie", actor="o", reason="r", scopes=ledger, values=[I64_MIN // 3], metadata="", at=at)
+    await lb.update_board(boards.parse({**DEFINITIONS[2], "operator": "set", "metadata_bytes": 4}))
     await record_journal(r, redis_url, store)
     assert len(held) == 4  # tower daily and alltime, ledger, speedrun daily
     back = Submission("back", on[0], 0, NOW - 2 * HOUR, board="tower", values=(5, 70_000))
@@ -157,7 +170,7 @@ async def test_a_rebuild_restores_defined_boards_exactly(r: aioredis.Redis, redi
     await r.flushall()
     restored = await rebuild(r, store, CONFIG, now=NOW + 60_000, progress_to=io.StringIO())
     assert restored.refused == {}
-    assert restored.slips == len(await store.slips("test"))
+    assert restored.slips == len(await store.slips("test")) and restored.defined_corrections == 3
     assert await defined_keys(r) == keys_before
     lb = Leaderboard(r, CONFIG)
     assert await reads(lb) == before
@@ -178,3 +191,60 @@ def test_slips_share_a_call_only_where_their_periods_and_horizon_allow() -> None
     # beyond the horizon, the same day's slips split
     far = [slip(day + 1), slip(day + 3 * HOUR)]
     assert [len(g) for _, g in slip_calls(get, far, HOUR)] == [1, 1]
+
+
+def runs(rnd: random.Random, prefix: str, start: int, boards_of: tuple[str, ...]) -> list[Submission]:
+    """A few slips to the tower and speedrun boards over the hour from ``start``."""
+    out = []
+    for i in range(30):
+        board, player = rnd.choice(boards_of), rnd.choice(PLAYERS)
+        values = (
+            (rnd.randrange(5, 9), rnd.choice((60_000, 75_500)))
+            if board == "tower"
+            else (rnd.randrange(59_000, 61_000),)
+        )
+        out.append(Submission(f"{prefix}{i}", player, 0, start + i * 100_000, board=board, values=values))
+    return out
+
+
+async def live_keys(r: aioredis.Redis) -> dict[str, Any]:
+    """``defined_keys`` of the periods still alive at NOW (Redis's own clock is years before it)."""
+    state = await defined_keys(r)
+    return {k: v for k, v in state.items() if not 0 < await r.expiretime(k) <= NOW // 1000}
+
+
+async def test_deleted_and_recreated_boards_rebuild_as_redis_holds_them_after_expired_slips_are_pruned(
+    r: aioredis.Redis, redis_url: str, store: Store
+) -> None:
+    lb = Leaderboard(r, CONFIG)
+    await lb.create_board(boards.parse(DEFINITIONS[0]))  # tower: daily and alltime
+    await lb.create_board(boards.parse(DEFINITIONS[2]))  # speedrun: daily only
+    await record_journal(r, redis_url, store)
+    rnd = random.Random(26)
+    old = runs(rnd, "old", NOW - 9 * 24 * HOUR, ("tower", "speedrun"))  # their daily periods expired by NOW
+    await apply(r, redis_url, store, old, NOW - 9 * 24 * HOUR + HOUR)
+    await apply(r, redis_url, store, runs(rnd, "mid", NOW - 4 * HOUR, ("tower", "speedrun")), NOW - 3 * HOUR)
+    # speedrun deleted (its keys stay until they expire), then created again with the same id and
+    # another operator: it goes on from the keys it left, here as in a rebuild
+    await lb.delete_board("speedrun")
+    await record_journal(r, redis_url, store)
+    await lb.create_board(boards.parse({**DEFINITIONS[2], "operator": "set"}))
+    await record_journal(r, redis_url, store)
+    await apply(r, redis_url, store, runs(rnd, "new", NOW - 2 * HOUR, ("tower", "speedrun")), NOW)
+    before, keys_before = await reads(lb, ("tower", "speedrun")), await live_keys(r)
+    assert before[0].entries and before[9].entries  # tower's and speedrun's today
+    recorded = {s.id for s in await store.slips("test")}
+
+    # a compaction drops the slips whose every period expired (speedrun's old ones: its daily
+    # board only; tower's are on its all-time board too), and only those
+    recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
+    pruned = (await recorder.compact(now=NOW)).slips
+    kept = {s.id for s in await store.slips("test")}
+    assert recorded - kept == {s.id for s in old if s.board == "speedrun"} and pruned == len(recorded - kept) > 0
+    assert (await recorder.compact(now=NOW)).slips == 0  # once
+
+    await r.flushall()
+    restored = await rebuild(r, store, CONFIG, now=NOW + 60_000, progress_to=io.StringIO())
+    assert restored.refused == {}
+    assert await live_keys(r) == keys_before
+    assert await reads(Leaderboard(r, CONFIG), ("tower", "speedrun")) == before

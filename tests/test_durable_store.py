@@ -12,7 +12,7 @@ import pytest
 
 from leaderboard import GameConfig
 from leaderboard.settings import SettingsError
-from scorer.durable import Folder, Record, Store, StoreError, open_store
+from scorer.durable import Folder, Record, Slip, Store, StoreError, open_store
 from scorer.durable.postgres import SCHEMA as POSTGRES_SCHEMA
 from scorer.durable.records import PARTS, part_of
 from scorer.durable.sqlite import SCHEMA as SQLITE_SCHEMA
@@ -193,6 +193,41 @@ async def test_a_store_made_with_the_earlier_schema_opens_and_records_as_before(
         await store.record("g", [rec(0, applied_us=200)])
         await store.record("g", [rec(1, applied_us=100), rec(2, applied_us=300), rec(0, applied_us=150)])
         assert [(r.id, r.applied_us) for r in await scanned(store)] == [("s1", 100), ("s0", 150), ("s2", 300)]
+    finally:
+        await store.close()
+
+
+async def test_a_slips_table_made_before_its_expiry_column_gets_it_and_keeps_its_rows(store_url: str) -> None:
+    earlier = "CREATE TABLE slips (game TEXT NOT NULL, id TEXT NOT NULL, applied BIGINT NOT NULL, idx INTEGER NOT NULL,"
+    earlier += " fields TEXT NOT NULL, PRIMARY KEY (game, id));"
+    row = ("g", "x1", 5, 0, '{"id": "x1", "board": "gone", "ts": "1"}')
+    if store_url.startswith("sqlite:"):
+        with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:
+            db.executescript(earlier)
+            db.execute("INSERT INTO slips VALUES (?,?,?,?,?)", row)
+    else:
+        conn = await asyncpg.connect(store_url)
+        try:
+            await conn.execute(earlier)
+            await conn.execute("INSERT INTO slips VALUES ($1,$2,$3,$4,$5)", *row)
+        finally:
+            await conn.close()
+    for _ in range(2):  # opened again: the column is there already
+        store = open_store(store_url)
+        await store.open()
+        try:
+            assert [s.id for s in await store.slips("g")] == ["x1"]
+            # no definition of its board in the log: kept, whatever the clock
+            assert await store.prune_slips("g", now_s=2**40, lifetime=lambda slip: 0) == 0
+        finally:
+            await store.close()
+    store = open_store(store_url)
+    await store.open()
+    try:
+        await store.record_slips("g", [Slip("x2", 7, 0, '{"id": "x2"}')])
+        # the expiry is given once, when first pruned: x1's stays "never" although the lifetime changed
+        assert await store.prune_slips("g", now_s=100, lifetime=lambda slip: 50) == 1
+        assert [s.id for s in await store.slips("g")] == ["x1"]
     finally:
         await store.close()
 

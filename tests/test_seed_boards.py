@@ -111,7 +111,7 @@ async def test_seed_boards_through_the_pipeline(redis_url: str, r: aioredis.Redi
             bad = await request(ws, {"type": "subscribe", "board": scope, "window": win}, "error")
             assert bad["code"] == "bad_board"
     # a ban takes the player off every defined board (entries, metadata; the top N republished)
-    # and refuses the player's slips to them; a correction of a defined board is refused
+    # and refuses the player's slips to them; a defined board is corrected with key values, not points
     mod = Moderation(lb)
     versions = cast(dict[str, str], await r.hgetall(config.keys.versions))
     await mod.ban("ben", actor="ops", reason="test")
@@ -129,7 +129,7 @@ async def test_seed_boards_through_the_pipeline(redis_url: str, r: aioredis.Redi
     assert refused.code == "banned"
     with pytest.raises(InvalidInput) as refusal:
         await mod.correct("cy", 5, actor="ops", reason="test", scopes=["board:tower"])
-    assert refusal.value.code == "invalid_scope"
+    assert refusal.value.code == "invalid_points"
 
 
 async def _snapshot(ws: Any, scope: str) -> dict[str, Any]:

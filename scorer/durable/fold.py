@@ -18,7 +18,9 @@ with the rules of each function:
 * ``close``: the period's close marker and its entry in the window's finals;
 * ``badge``: awards the badge worker made (scorer/badges.py journals first awards): a union;
 * ``board`` / ``board_delete``: a board definition stored or deleted (the last one holds), and
-  the boards' version counter (one step per change, as the functions count them).
+  the boards' version counter (one step per change, as the functions count them);
+* ``correct_defined``: nothing here — a defined board's entries follow the function library's
+  rules, so the rebuild replays it through ``lb_correct_defined`` among the slips (rebuild/writes.py).
 
 What the actions leave beyond boards and names (tombstones, avatars and countries, tournaments,
 entrants, closes, badges) is kept in a ``Restorable``, which the rebuild writes to Redis.

@@ -10,7 +10,7 @@ cannot deadlock; the order of application is in ``applied`` and ``idx``, not in 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import asyncpg
@@ -51,12 +51,14 @@ CREATE TABLE IF NOT EXISTS actions (
 );
 """
 
-# The defined boards' slips (records.Slip); additive: a store made before it gets it on open.
+# The defined boards' slips (records.Slip) and when each expires (NULL: not computed yet; 0:
+# never); additive: a store made before it gets it on open, and one made before expire_at that.
 SLIPS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS slips (
     game text NOT NULL, id text NOT NULL, applied bigint NOT NULL, idx integer NOT NULL, fields text NOT NULL,
     PRIMARY KEY (game, id)
 );
+ALTER TABLE slips ADD COLUMN IF NOT EXISTS expire_at bigint;
 """
 
 # No index on ts: every write pays for each index, and the two queries that filter on ts (a
@@ -235,7 +237,8 @@ class PostgresStore(Store):
             "INSERT INTO slips (game, id, applied, idx, fields)"
             " SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::integer[], $5::text[])"
             " ON CONFLICT (game, id) DO UPDATE SET applied = excluded.applied, idx = excluded.idx,"
-            " fields = excluded.fields WHERE (excluded.applied, excluded.idx) < (slips.applied, slips.idx)",
+            " fields = excluded.fields, expire_at = NULL"
+            " WHERE (excluded.applied, excluded.idx) < (slips.applied, slips.idx)",
             *(list(column) for column in zip(*rows, strict=True)),
         )
         return int(status.rsplit(" ", 1)[1])
@@ -245,6 +248,28 @@ class PostgresStore(Store):
             "SELECT id, applied, idx, fields FROM slips WHERE game = $1 ORDER BY applied, idx", game
         )
         return [Slip(*r) for r in rows]
+
+    async def prune_slips(self, game: str, *, now_s: int, lifetime: Callable[[Slip], int]) -> int:
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('lb-durable-compact:' || $1))", game)
+            fresh = [
+                Slip(*r)
+                for r in await conn.fetch(
+                    "SELECT id, applied, idx, fields FROM slips WHERE game = $1 AND expire_at IS NULL", game
+                )
+            ]
+            if fresh:
+                await conn.execute(
+                    "UPDATE slips SET expire_at = u.expire_at FROM unnest($2::text[], $3::bigint[]) AS u(id, expire_at)"
+                    " WHERE slips.game = $1 AND slips.id = u.id",
+                    game,
+                    [s.id for s in fresh],
+                    [lifetime(s) for s in fresh],
+                )
+            status: str = await conn.execute(
+                "DELETE FROM slips WHERE game = $1 AND expire_at > 0 AND expire_at <= $2", game, now_s
+            )
+        return int(status.rsplit(" ", 1)[1])
 
     async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Fold) -> Compaction:
         async with self.pool.acquire() as conn, conn.transaction():

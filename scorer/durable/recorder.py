@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TypeVar
 
 import orjson
@@ -22,6 +23,7 @@ from leaderboard import GameConfig, InvalidSubmission, Submission, SubmitResult,
 from leaderboard.backoff import redis_backoff
 
 from .fold import ActionFolder
+from .lifetimes import SlipLifetimes
 from .records import Action, Compaction, Record, Slip
 from .store import Store, StoreError
 
@@ -188,17 +190,26 @@ class Recorder:
                     log.warning("durable store unavailable (%s: %s); retrying, batch not acknowledged", what, exc)
                 await asyncio.sleep(backoff.next_delay())
 
-    async def compact(self) -> Compaction:
-        now = now_ms()
+    async def compact(self, *, now: int | None = None) -> Compaction:
+        """Fold the raw rows older than the retention into board rows, and drop the board rows
+        and the defined boards' slips whose periods expired (``now``: the clock, ms)."""
+        now = now_ms() if now is None else now
+        game = self.config.game
         result = await self.store.compact(
-            self.config.game, before_ts=now - self.retention_ms, now_s=now // 1000, folder=ActionFolder(self.config)
+            game, before_ts=now - self.retention_ms, now_s=now // 1000, folder=ActionFolder(self.config)
         )
-        if result.folded or result.expired:
+        lifetimes = SlipLifetimes(await self.store.actions(game))
+        result = replace(
+            result, slips=await self.store.prune_slips(game, now_s=now // 1000, lifetime=lifetimes.expire_at)
+        )
+        if result.folded or result.expired or result.slips:
             log.info(
-                "durable log compacted: %d submissions folded into %d board rows, %d expired rows dropped",
+                "durable log compacted: %d submissions folded into %d board rows, %d expired rows and %d expired "
+                "slips dropped",
                 result.folded,
                 result.board_rows,
                 result.expired,
+                result.slips,
             )
         return result
 

@@ -39,7 +39,19 @@ Part = tuple[int, int]
 PARTS = (1, 2, 4, 8, 16)  # how many parts a log can be cut into (the low bits of one byte)
 
 # The journaled functions (lb_ban, lb_unban, ...) this code folds; an entry of another is skipped.
-FUNCTIONS = ("ban", "unban", "correct", "profile", "tournament", "join", "close", "badge", "board", "board_delete")
+FUNCTIONS = (
+    "ban",
+    "unban",
+    "correct",
+    "correct_defined",
+    "profile",
+    "tournament",
+    "join",
+    "close",
+    "badge",
+    "board",
+    "board_delete",
+)
 
 
 def part_of(player: str, n: int) -> int:
@@ -138,8 +150,10 @@ class BoardRow:
 @dataclass(frozen=True, slots=True)
 class Compaction:
     """What one ``compact`` call changed: raw rows folded away, board rows written, rows dropped
-    because their board expired."""
+    because their board expired; and (the recorder's compaction) defined boards' slips dropped
+    because every period they wrote to expired."""
 
     folded: int
     board_rows: int
     expired: int
+    slips: int = 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +56,12 @@ CREATE TABLE IF NOT EXISTS actions (
 ) WITHOUT ROWID;
 """
 
-# The defined boards' slips (records.Slip); additive: a store made before it gets it on open.
+# The defined boards' slips (records.Slip) and when each expires (NULL: not computed yet; 0:
+# never); additive: a store made before it gets it on open, and one made before expire_at that.
 SLIPS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS slips (
     game TEXT NOT NULL, id TEXT NOT NULL, applied INTEGER NOT NULL, idx INTEGER NOT NULL, fields TEXT NOT NULL,
+    expire_at INTEGER,
     PRIMARY KEY (game, id)
 ) WITHOUT ROWID;
 """
@@ -112,6 +114,14 @@ class SQLiteStore(Store):
         await self.db.executescript(SCHEMA)
         await self.db.executescript(ACTIONS_SCHEMA)
         await self.db.executescript(SLIPS_SCHEMA)
+        async with self.db.execute("SELECT 1 FROM pragma_table_info('slips') WHERE name = 'expire_at'") as cursor:
+            has_expiry = await cursor.fetchone()
+        if not has_expiry:
+            try:
+                await self.db.execute("ALTER TABLE slips ADD COLUMN expire_at INTEGER")
+            except sqlite3.OperationalError as exc:  # another replica added it first
+                if "duplicate column" not in str(exc):
+                    raise
 
     async def close(self) -> None:
         if self._db is not None:
@@ -241,7 +251,8 @@ class SQLiteStore(Store):
         return await self._insert_many(
             "INSERT INTO slips (game, id, applied, idx, fields) VALUES (?,?,?,?,?)"
             " ON CONFLICT (game, id) DO UPDATE SET applied = excluded.applied, idx = excluded.idx,"
-            " fields = excluded.fields WHERE (excluded.applied, excluded.idx) < (slips.applied, slips.idx)",
+            " fields = excluded.fields, expire_at = NULL"
+            " WHERE (excluded.applied, excluded.idx) < (slips.applied, slips.idx)",
             [(game, *slip) for slip in slips],
         )
 
@@ -250,6 +261,20 @@ class SQLiteStore(Store):
             "SELECT id, applied, idx, fields FROM slips WHERE game = ? ORDER BY applied, idx", (game,)
         ) as cursor:
             return [Slip(*row) for row in await cursor.fetchall()]
+
+    async def prune_slips(self, game: str, *, now_s: int, lifetime: Callable[[Slip], int]) -> int:
+        async with self._transaction() as db:
+            async with db.execute(
+                "SELECT id, applied, idx, fields FROM slips WHERE game = ? AND expire_at IS NULL", (game,)
+            ) as cursor:
+                fresh = [Slip(*row) for row in await cursor.fetchall()]
+            await db.executemany(
+                "UPDATE slips SET expire_at = ? WHERE game = ? AND id = ?", [(lifetime(s), game, s.id) for s in fresh]
+            )
+            cursor = await db.execute(
+                "DELETE FROM slips WHERE game = ? AND expire_at > 0 AND expire_at <= ?", (game, now_s)
+            )
+            return max(cursor.rowcount, 0)
 
     async def _fold_actions(self, game: str, folder: Fold, until: int | None) -> None:
         """Inside a compaction: hand the actions up to ``until`` (Redis's clock of the first raw

@@ -28,7 +28,10 @@ Four tables per store, each keyed by game:
 * ``slips``: the submissions to defined boards (``records.Slip``: key values, not points), whole,
   one row per id (the earlier application kept, as in ``submissions``). They are not folded by a
   compaction (a defined board's rules are the function library's: a rebuild replays them through
-  it); they stay until deleted by hand. A store made before this table gets it on open.
+  it); each is given, at the compaction after it was recorded, the time the last board period it
+  wrote to expires (``expire_at``, from the definition of its time: lifetimes.py; NULL until
+  then, 0 for never), and is deleted then, as board rows are. A store made before this table
+  gets it on open, and the ``expire_at`` column too.
 
 A rebuild reads ``board_rows``, then the raw log in applied order. A ``Position`` is a row's
 place in that order, ``(applied, idx, seq)``.
@@ -37,7 +40,7 @@ place in that order, ``(applied, idx, seq)``.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Protocol
 
 from .records import Action, BoardRow, Compaction, Part, Position, Record, Slip
@@ -138,6 +141,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def slips(self, game: str) -> list[Slip]:
         """Every defined board's slip recorded for ``game``, in the order Redis applied them."""
+
+    @abc.abstractmethod
+    async def prune_slips(self, game: str, *, now_s: int, lifetime: Callable[[Slip], int]) -> int:
+        """Give each slip not yet given one its ``expire_at`` (``lifetime``: Unix seconds, 0 for
+        never) and delete the slips expired at ``now_s``; the slips deleted. One transaction."""
 
     @abc.abstractmethod
     async def compact(self, game: str, *, before_ts: int, now_s: int, folder: Fold) -> Compaction:

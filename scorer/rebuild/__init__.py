@@ -35,7 +35,9 @@ How, in the order the submissions were applied (the log's ``applied, idx, seq``)
    avatars, countries) is written as final state with the folded state;
 4. before that state, the defined boards' slips go through ``lb_submit``, in the order applied,
    each call at a moment that gives its slips the periods and outcomes they had (writes.py's
-   ``slip_calls``): a defined board's rules are the function library's alone, so they are
+   ``slip_calls``), under the definition of their time, with the bans, the corrections of
+   defined boards (``lb_correct_defined``, not journaled again) and the definitions' changes in
+   their places: a defined board's rules are the function library's alone, so they are
    replayed, not folded.
 
 A rebuild refuses a Redis that already holds data of the game unless ``force`` (then it writes

@@ -15,6 +15,7 @@ class Restored:
     board_rows: int = 0  # folded board rows read from the store (older than the raw log)
     replayed: int = 0  # submissions sent through lb_submit (the defined boards' slips among them)
     slips: int = 0  # defined boards' slips sent through lb_submit
+    defined_corrections: int = 0  # corrections of defined boards replayed through lb_correct_defined
     applied: int = 0
     duplicates: int = 0
     refused: dict[str, int] = field(default_factory=dict)  # code -> count (lb_submit or the fold)
@@ -36,7 +37,7 @@ class Restored:
             f"  folded: {self.folded:,} submissions and {self.board_rows:,} board rows into {self.boards:,} boards, "
             f"{self.entries:,} members, {self.names:,} names, {self.seen_ids:,} ids remembered",
             f"  through lb_submit: {self.replayed:,} ({self.applied:,} applied, {self.duplicates:,} duplicates; "
-            f"{self.slips:,} to defined boards)",
+            f"{self.slips:,} to defined boards; {self.defined_corrections:,} corrections of them)",
             f"  journal: {self.actions:,} actions folded; restored "
             + ", ".join(f"{n:,} {kind}" for kind, n in self.journal.items()),
             f"  refused: {refused}",

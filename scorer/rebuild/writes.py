@@ -19,6 +19,7 @@ import orjson
 
 from leaderboard import GameConfig, Leaderboard
 from leaderboard.boards import Definition, period
+from leaderboard.errors import Banned, InvalidBoard, InvalidInput
 from leaderboard.keys import GLOBAL_SCOPE, HOUR_MS, Keys
 from leaderboard.moderation import Moderation
 from leaderboard.ranking import companions
@@ -232,27 +233,29 @@ def fields_of(record: Record) -> dict[str, str]:
     return fields
 
 
+# The journaled actions that change what a defined board's slips do, or do to it: its definition
+# (put, delete), a ban (off every defined board), a correction of its entries.
+_DEFINED_HISTORY = frozenset({"ban", "board", "board_delete", "correct_defined"})
+
+
 async def replay_slips(
     lb: Leaderboard, folder: ActionFolder, slips: Sequence[Slip], actions: Sequence[Action], restored: Restored
 ) -> None:
     """The defined boards' slips, through ``lb_submit``, in the order they were applied, each
     call at a moment that gives each of its slips the outcome it had (``slip_calls``), and
-    between them the bans as they came (each took its player off the defined boards; the slips
-    it refused afterwards are not in the log). The definitions go first, as the journal left
-    them: the call takes a board's definition from the caller, who reads it from Redis."""
-    state = folder.state
-    commands: list[Command] = [("HSET", lb.keys.boards, b, d) for b, d in state.boards.items()]
-    if state.board_changes:
-        commands.append(("SET", lb.keys.boards_version, state.board_changes))
-    if commands:
-        await execute_packed(lb.redis, *commands)
-    await lb.boards.refresh()
+    between them the actions as they came: each definition as it stood when its slips were
+    applied (the call takes a board's definition from the caller, who reads it from Redis; an
+    update may have changed the operator or the metadata limit since), each ban (it took its
+    player off the defined boards; the slips it refused afterwards are not in the log), each
+    correction (``lb_correct_defined`` again, not journaled again). A deleted board's keys stay
+    in Redis until they expire, and a board created again with the same id goes on from them:
+    so do its slips here, under the definition of their time."""
     moderation, on_boards, done = Moderation(lb), set[str](), 0
-    # A ban stamped the same microsecond as a batch ran before it (durable/records.py).
-    bans = sorted((a.at, a.args[0]) for a in actions if a.fn == "ban" and a.args)
-    for at, player in [*bans, (None, "")]:
+    # An action stamped the same microsecond as a batch ran before it (durable/records.py).
+    history = sorted(a for a in actions if a.fn in _DEFINED_HISTORY and a.args)
+    for action in [*history, None]:
         end = done
-        while end < len(slips) and (at is None or slips[end].applied_us < at):
+        while end < len(slips) and (action is None or slips[end].applied_us < action.at):
             end += 1
         segment = [slip.entry() for slip in slips[done:end]]
         for now, entries in slip_calls(lb.boards.get, segment, lb.config.idempotency_s * 1000):
@@ -260,8 +263,32 @@ async def replay_slips(
             restored.slips += len(entries)
         on_boards.update(fields.get("player", "") for fields in segment)
         done = end
-        if player in on_boards:
-            await moderation.off_defined_boards(player)
+        if action is not None:
+            await _replay_defined(lb, moderation, action, on_boards, restored)
+
+
+async def _replay_defined(
+    lb: Leaderboard, moderation: Moderation, action: Action, on_boards: set[str], restored: Restored
+) -> None:
+    """One action of ``_DEFINED_HISTORY`` at its place among the slips."""
+    a = action.args
+    if action.fn == "ban":
+        if a[0] in on_boards:
+            await moderation.off_defined_boards(a[0])
+        return
+    if action.fn == "correct_defined":
+        try:
+            await lb.replay_correct_defined(a)
+        except (InvalidBoard, InvalidInput, Banned) as exc:  # not as then: said, not hidden
+            key = f"{exc.code} (correction)"
+            restored.refused[key] = restored.refused.get(key, 0) + 1
+        else:
+            on_boards.add(a[0])
+            restored.defined_corrections += 1
+        return
+    put = ("HSET", lb.keys.boards, a[0], a[1]) if action.fn == "board" else ("HDEL", lb.keys.boards, a[0])
+    await execute_packed(lb.redis, put, ("INCR", lb.keys.boards_version))
+    await lb.boards.refresh()
 
 
 def slip_calls(
