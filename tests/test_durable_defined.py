@@ -248,3 +248,37 @@ async def test_deleted_and_recreated_boards_rebuild_as_redis_holds_them_after_ex
     assert restored.refused == {}
     assert await live_keys(r) == keys_before
     assert await reads(Leaderboard(r, CONFIG), ("tower", "speedrun")) == before
+
+
+async def test_a_rebuild_replays_tournament_slips_of_defined_boards(
+    r: aioredis.Redis, redis_url: str, store: Store
+) -> None:
+    """A slip naming a defined board and a tournament is checked against the tournament and its
+    entrants when it is applied: a rebuild has both in place before it replays such slips."""
+    lb = Leaderboard(r, CONFIG)
+    await lb.create_board(boards.parse(DEFINITIONS[0]))
+    await lb.create_tournament("cup", NOW - 3 * HOUR, NOW + HOUR)
+    await lb.join("cup", PLAYERS[:4])
+    await record_journal(r, redis_url, store)
+    subs = [
+        Submission(
+            f"c{i}",
+            PLAYERS[i % 4],
+            0,
+            NOW - 2 * HOUR + i * 60_000,
+            board="tower",
+            values=(i % 3, 60_000 + i),
+            tournament="cup",
+        )
+        for i in range(12)
+    ]
+    await apply(r, redis_url, store, subs, NOW)
+    before = await lb.top("t-cup", "board:tower", n=10, at=NOW)
+    assert len(before.entries) == 4
+    keys_before = await defined_keys(r)
+
+    await r.flushall()
+    restored = await rebuild(r, store, CONFIG, now=NOW + 60_000, progress_to=io.StringIO())
+    assert restored.refused == {} and restored.slips == len(subs)
+    assert await defined_keys(r) == keys_before
+    assert await Leaderboard(r, CONFIG).top("t-cup", "board:tower", n=10, at=NOW) == before

@@ -96,6 +96,7 @@ async def rebuild(
     # The defined boards' slips are not folded: each goes through lb_submit at the moment it was
     # first applied, before the tombstones and close markers the folded state writes (they were
     # not there yet when it was applied; their boards are apart from the folded ones).
+    await writes.write_tournaments(lb, folder, now)
     await writes.replay_slips(lb, folder, await store.slips(game), actions, restored)
     # before the first replayed one: it builds on the folded state
     await writes.write_folded(lb, folder, folded.seen, await store.names(game), restored, now)

@@ -140,16 +140,12 @@ def _companions(
     return out
 
 
-def state_commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[list[tuple[Any, ...]], dict[str, int]]:
-    """The Redis commands that restore what the actions left beyond boards and names, and their
-    counts by kind (for the rebuild's report)."""
-    state, now_s = folder.state, now_ms // 1000
-    out: list[tuple[Any, ...]] = []
-    for player, record in state.tombstones.items():
-        out.append(("HSET", keys.banned, player, orjson.dumps(record).decode()))
+def tournament_commands(keys: Keys, folder: ActionFolder, now_s: int, out: list[tuple[Any, ...]]) -> int:
+    """Append the commands that restore the tournaments and their entrants to ``out``; how many
+    entrants."""
+    state, entrants = folder.state, 0
     for tournament, (start, end) in state.tournaments.items():
         out.append(("HSET", keys.tournaments, tournament, orjson.dumps({"start_ms": start, "end_ms": end}).decode()))
-    entrants = 0
     for tournament, (players, expire_at) in state.entrants.items():
         if not players or (expire_at and expire_at <= now_s):
             continue
@@ -158,6 +154,28 @@ def state_commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[li
             out.append(("SADD", key, *listed[i : i + 1000]))
         out.append(("EXPIREAT", key, expire_at))
         entrants += len(players)
+    return entrants
+
+
+async def write_tournaments(lb: Leaderboard, folder: ActionFolder, now: int) -> None:
+    """The tournaments and their entrants, before the defined boards' slips replay: lb_submit
+    checks a slip naming a tournament against both (``state_commands`` writes them again with
+    the rest of the state: the same values)."""
+    folder.finish()  # every action folded, the tournaments created after the last folded submission too
+    commands: list[tuple[Any, ...]] = []
+    tournament_commands(lb.config.keys, folder, now // 1000, commands)
+    if commands:
+        await execute_packed(lb.redis, *commands)
+
+
+def state_commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[list[tuple[Any, ...]], dict[str, int]]:
+    """The Redis commands that restore what the actions left beyond boards and names, and their
+    counts by kind (for the rebuild's report)."""
+    state, now_s = folder.state, now_ms // 1000
+    out: list[tuple[Any, ...]] = []
+    for player, record in state.tombstones.items():
+        out.append(("HSET", keys.banned, player, orjson.dumps(record).decode()))
+    entrants = tournament_commands(keys, folder, now_s, out)
     markers = 0
     finals: dict[str, list[Close]] = {}
     for close in state.closes:
