@@ -524,8 +524,30 @@ READS = [READ_BOARD, WINDOW, PERIOD, GAME]
 
 ENTRY = {
     "type": "object",
-    "properties": {"rank": {"type": "integer"}, "player": {"type": "string"}, "score": {"type": "integer"}},
+    "properties": {
+        "rank": {"type": "integer"},
+        "player": {"type": "string"},
+        "score": {"type": "integer"},
+        "keys": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "a defined board's: the entry's key values as text (exact beyond 2^53)",
+        },
+        "meta": {"type": "string", "description": "a defined board's: the entry's metadata"},
+    },
     "required": ["rank", "player", "score"],
+}
+COLUMNS = {
+    "type": "array",
+    "description": "a defined board's keys, in order: what each entry's keys hold and how to show them",
+    "items": {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "direction": {"enum": ["desc", "asc"]},
+            "display": {"type": "string"},
+        },
+    },
 }
 BOARD_FIELDS = {
     "board": {"type": "string"},
@@ -688,6 +710,7 @@ SCHEMAS: dict[str, Any] = {
                         "end_ms": {"type": "integer"},
                         "closed_ms": {"type": "integer"},
                         "entries": {"type": "array", "items": ENTRY},
+                        "columns": COLUMNS,
                     },
                     "required": ["period", "entries"],
                 },
