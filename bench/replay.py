@@ -131,7 +131,7 @@ def replay(sides: dict[str, tuple[str, list[Call]]], submissions: int) -> dict[s
                 batch_us[side].append(now[1] - last[side][1])
                 last[side] = now
                 for reply in replies if function == "lb_submit" else ():
-                    status = reply[0].decode()
+                    status = (reply if isinstance(reply, bytes) else reply[0]).decode()  # 'ok', or ['ok']
                     statuses[side][status] = statuses[side].get(status, 0) + 1
         figures = {}
         for side in names:

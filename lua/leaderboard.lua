@@ -1244,7 +1244,8 @@ local function mark_seen(marks)
   end
 end
 
-local DUPLICATE, OK = { 'duplicate' }, { 'ok' }
+-- A status alone is a plain string in the reply: a table per entry was a measurable share of the call.
+local DUPLICATE, OK = 'duplicate', 'ok'
 
 -- A slip that asked to keep its outcome: its per-board rows, by its id, in the outcomes bucket of
 -- its hour (kept as long as its seen bucket), for lb_status to answer with.
@@ -1387,7 +1388,8 @@ Input:
   int64 text joined by ',' (values and meta '' otherwise)
 Output:
   one entry per submission: {'ok', {{improved, rank, previous_rank, points}, ...}} in board
-  order ({'ok'} without rows; a defined board's points: its first key value), {'duplicate'}, or
+  order ('ok', a plain string, without rows; a defined board's points: its first key value),
+  'duplicate', or
   {'error', code, message} (a defined board's slip also wrong_key_count, invalid_key_value,
   key_out_of_range, metadata_too_large)
   The activity entry's rank is the first board's when the member is in its top N, else 0 (and 0
