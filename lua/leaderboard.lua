@@ -731,9 +731,9 @@ end
 
 -- Returns the points, the timestamp and the new scopes (nil: none) with the boards planned in
 -- ctx.boards[1 .. #sub.layout.refs], or nil and an error triple. Every check happens here, before
--- any write, so a refused submission can never leave a partial update behind. The board records
--- are reused from one submission to the next: a table per board per slip was a measurable share
--- of the call.
+-- any write, so a refused submission can never leave a partial update behind. Each layout board
+-- has one record for the batch, reused from one submission to the next: a table per board per
+-- slip was a measurable share of the call.
 local function plan_submission(keys, sub, periods, ctx)
   local refused = check_slip(sub)
   if refused then
@@ -758,7 +758,7 @@ local function plan_submission(keys, sub, periods, ctx)
     if period.entrants and not entered(ctx, period) then
       return nil, entry_error('not_entered', 'player is not entered in tournament ' .. period.label)
     end
-    if period_closed(period) then
+    if period.closed or (period.closed == nil and period_closed(period)) then -- read once per batch
       return nil, entry_error('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
     end
     if ref.scope ~= 'global' and not (new_scopes and new_scopes[ref.scope]) and not known_scope(ctx, ref.scope) then
@@ -768,8 +768,14 @@ local function plan_submission(keys, sub, periods, ctx)
       new_scopes = new_scopes or {}
       new_scopes[ref.scope], new_count = true, new_count + 1
     end
+    -- the board's record: what does not change from slip to slip is set once per batch
+    local board = ref.board
+    if not board then
+      board = { key = keys[ref.key], hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope }
+      ref.board = board
+    end
     local op = sub.op ~= '' and sub.op or ref.op
-    local key, scale = keys[ref.key], period.scale
+    local key, scale = board.key, period.scale
     local old = redis.call('ZSCORE', key, sub.player)
     old = old and tonumber(old) or nil
     local total = points
@@ -779,12 +785,7 @@ local function plan_submission(keys, sub, periods, ctx)
     if total > period.max_points then
       return nil, entry_error('points_out_of_range', 'points must stay below ' .. string.format('%d', period.max_points + 1) .. ' on the ' .. period.window .. ' board')
     end
-    local board = boards[b]
-    if not board then
-      board = {}
-      boards[b] = board
-    end
-    board.key, board.hist, board.pts, board.period, board.scope = key, ref.hist, ref.pts, period, ref.scope
+    boards[b] = board
     board.op, board.old, board.total = op, old, total
     board.score = pack_score(total, math.floor((ts - period.start_ms) / period.unit_ms), scale)
   end
