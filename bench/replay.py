@@ -66,7 +66,7 @@ Call = tuple[str, list[Any]]  # (function, [numkeys, *keys, *args])
 
 def capture(submissions: int, seed: int, batch: int) -> tuple[list[list[dict[str, str]]], int]:
     """The queued entries' fields, in the scorer's batches, and the time they were read at."""
-    with RedisServer(tempfile.mkdtemp(prefix="replay-capture-")) as server:
+    with tempfile.TemporaryDirectory(prefix="replay-capture-") as scratch, RedisServer(scratch) as server:
         r = redis.Redis.from_url(server.url, decode_responses=True)
         r.function_load(library_code(), replace=True)
         asyncio.run(fill(server.url, submissions, seed, min(batch, 500)))
@@ -109,9 +109,10 @@ def replay(sides: dict[str, tuple[str, list[Call]]], submissions: int) -> dict[s
     within milliseconds of the others', under the same load. Each FCALL is followed by an INFO:
     its own time and the process's CPU, per batch. The figures per submission, per library."""
     with ExitStack() as stack:
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="replay-")))
         clients: dict[str, redis.Redis] = {}
         for side, (code, _) in sides.items():
-            server = stack.enter_context(RedisServer(tempfile.mkdtemp(prefix="replay-")))
+            server = stack.enter_context(RedisServer(scratch / side))
             r = clients[side] = redis.Redis.from_url(server.url)
             stack.callback(r.close)
             r.function_load(code, replace=True)
