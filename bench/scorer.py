@@ -3,9 +3,10 @@
 In one run, against a private redis-server it starts and stops itself:
 
 a) sustained: a real scorer replica (``python -m scorer``, a child process) consumes a queue kept
-   full by a producer (``Queue.submit_many`` of submissions generated beforehand, as the
-   baseline's are); throughput = entries applied and acknowledged per
-   second, with three windows and ~10% replayed ids (dedupe);
+   full by ``--producers`` submit calls in flight (``Queue.submit_many`` of submissions generated
+   beforehand, as the baseline's are; one producer waiting for each reply could not keep a fast
+   scorer's queue full); throughput = entries applied and acknowledged per second, with three
+   windows and ~10% replayed ids (dedupe);
 b) baseline: the same kind of submissions applied one FCALL per submission, one at a time
    (``lb.submit_batch([one])`` in sequence) — the seed lesson's path;
 c) publish lag: while the producer offers a steady load, probe submissions that enter the top 10
@@ -161,6 +162,7 @@ async def sustained(
     fig: Figures,
     *,
     live: bool = False,
+    producers: int = 1,
     game: str = "bench",
     env: dict[str, str] | None = None,
 ) -> None:
@@ -174,7 +176,9 @@ async def sustained(
         await queue.submit_many(source.take(CHUNK))
     offered = [SUSTAINED_BACKLOG]
     stop = asyncio.Event()
-    producer = asyncio.create_task(produce(queue, source, stop, None, offered))
+    # several submit calls in flight, as several game servers make them: one waits for its reply
+    # between calls, and alone it could not keep a fast scorer's queue full
+    tasks = [asyncio.create_task(produce(queue, source, stop, None, offered)) for _ in range(producers)]
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "scorer", env=scorer_env(url, game, **(env or {}))
     )
@@ -195,7 +199,7 @@ async def sustained(
         fig.backlog_end = int(await r.xlen(stream))
     finally:
         stop.set()
-        await producer
+        await asyncio.gather(*tasks)
         proc.terminate()
         await asyncio.wait_for(proc.wait(), 15)
 
@@ -297,7 +301,9 @@ async def run(args: argparse.Namespace) -> Figures:
         print("baseline ...", file=sys.stderr)
         fig.baseline = await baseline(r, args.baseline_s)
         print("sustained ...", file=sys.stderr)
-        await sustained(server.url, r, args.warmup_s, args.sustained_s, fig, live=args.live_producer)
+        await sustained(
+            server.url, r, args.warmup_s, args.sustained_s, fig, live=args.live_producer, producers=args.producers
+        )
         rate = args.lag_rate or round(min(10_000.0, 0.75 * fig.sustained), -2)
         print(f"publish lag at {rate:,.0f}/s ...", file=sys.stderr)
         await publish_lag(server.url, r, rate, args.lag_s, fig)
@@ -361,10 +367,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="generate the sustained run's submissions while measuring (on the same cores)",
     )
+    p.add_argument("--producers", type=int, default=2, help="submit calls in flight while measuring (a) (game servers)")
     results.add_no_write(p)
     p.add_argument("--durable", action="store_true", help="measure (a) without and with the durable log instead")
     p.add_argument("--rounds", type=int, default=2, help="--durable: rounds of (none, SQLite, PostgreSQL)")
     args = p.parse_args(argv)
+    if args.producers < 1:
+        p.error("--producers must be at least 1")
     if args.durable:
         runs = asyncio.run(durable_cost(args))
         print("\n".join(durable_table(runs)))

@@ -354,7 +354,10 @@ def decode_batch(plan: BatchPlan, replies: Sequence[Any], *, rows: bool = True, 
             continue
         sub_id, refs = item
         reply = next(it)
-        status = reply[0]
+        if reply == "ok":  # the status alone, a plain string (no rows asked)
+            results.append(SubmitResult(sub_id, "ok", applied_us=stamp))
+            continue
+        status = reply if reply == "duplicate" else reply[0]
         if status == "ok":
             per_board = (
                 tuple(

@@ -748,9 +748,9 @@ end
 
 -- Returns the points, the timestamp and the new scopes (nil: none) with the boards planned in
 -- ctx.boards[1 .. #sub.layout.refs], or nil and an error triple. Every check happens here, before
--- any write, so a refused submission can never leave a partial update behind. The board records
--- are reused from one submission to the next: a table per board per slip was a measurable share
--- of the call.
+-- any write, so a refused submission can never leave a partial update behind. Each layout board
+-- has one record for the batch, reused from one submission to the next: a table per board per
+-- slip was a measurable share of the call.
 local function plan_submission(keys, sub, periods, ctx)
   local refused = check_slip(sub)
   if refused then
@@ -775,7 +775,7 @@ local function plan_submission(keys, sub, periods, ctx)
     if period.entrants and not entered(ctx, period) then
       return nil, entry_error('not_entered', 'player is not entered in tournament ' .. period.label)
     end
-    if period_closed(period) then
+    if period.closed or (period.closed == nil and period_closed(period)) then -- read once per batch
       return nil, entry_error('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
     end
     if ref.scope ~= 'global' and not (new_scopes and new_scopes[ref.scope]) and not known_scope(ctx, ref.scope) then
@@ -785,8 +785,14 @@ local function plan_submission(keys, sub, periods, ctx)
       new_scopes = new_scopes or {}
       new_scopes[ref.scope], new_count = true, new_count + 1
     end
+    -- the board's record: what does not change from slip to slip is set once per batch
+    local board = ref.board
+    if not board then
+      board = { key = keys[ref.key], hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope }
+      ref.board = board
+    end
     local op = sub.op ~= '' and sub.op or ref.op
-    local key, scale = keys[ref.key], period.scale
+    local key, scale = board.key, period.scale
     local old = redis.call('ZSCORE', key, sub.player)
     old = old and tonumber(old) or nil
     local total = points
@@ -796,12 +802,7 @@ local function plan_submission(keys, sub, periods, ctx)
     if total > period.max_points then
       return nil, entry_error('points_out_of_range', 'points must stay below ' .. string.format('%d', period.max_points + 1) .. ' on the ' .. period.window .. ' board')
     end
-    local board = boards[b]
-    if not board then
-      board = {}
-      boards[b] = board
-    end
-    board.key, board.hist, board.pts, board.period, board.scope = key, ref.hist, ref.pts, period, ref.scope
+    boards[b] = board
     board.op, board.old, board.total = op, old, total
     board.score = pack_score(total, math.floor((ts - period.start_ms) / period.unit_ms), scale)
   end
@@ -1262,7 +1263,8 @@ local function mark_seen(marks)
   end
 end
 
-local DUPLICATE, OK = { 'duplicate' }, { 'ok' }
+-- A status alone is a plain string in the reply: a table per entry was a measurable share of the call.
+local DUPLICATE, OK = 'duplicate', 'ok'
 
 -- A slip that asked to keep its outcome: its per-board rows, by its id, in the outcomes bucket of
 -- its hour (kept as long as its seen bucket), for lb_status to answer with.
@@ -1338,9 +1340,9 @@ local function apply_submission(keys, sub, periods, ctx)
         points = board.lex and total or string.format('%d', total) }
     end
     local period = board.period
-    if period.counted ~= sub then
+    if period.counted ~= sub.n then
       period.players[#period.players + 1] = sub.player -- counted once per batch: count_players
-      period.counted = sub
+      period.counted = sub.n
     end
   end
   if sub.name ~= '' then
@@ -1405,7 +1407,8 @@ Input:
   int64 text joined by ',' (values and meta '' otherwise)
 Output:
   one entry per submission: {'ok', {{improved, rank, previous_rank, points}, ...}} in board
-  order ({'ok'} without rows; a defined board's points: its first key value), {'duplicate'}, or
+  order ('ok', a plain string, without rows; a defined board's points: its first key value),
+  'duplicate', or
   {'error', code, message} (a defined board's slip also wrong_key_count, invalid_key_value,
   key_out_of_range, metadata_too_large)
   The activity entry's rank is the first board's when the member is in its top N, else 0 (and 0
@@ -1436,16 +1439,13 @@ local function lb_submit(keys, args)
   if not count or #args ~= pos + SUBMISSION_FIELDS * count then
     return refuse('bad_request', 'malformed batch')
   end
-  local subs, players, distinct, marks = {}, {}, {}, {}
-  pos = pos + 1
-  for i = 1, count do -- every record read, and its layout found, before the first write
-    local id, player, points, op, ts, name, layout, outcome, values, meta = unpack(args, pos, pos + SUBMISSION_FIELDS - 1)
-    layout = layouts[tonumber(layout)]
+  local players, distinct, marks = {}, {}, {}
+  local first = pos + 1
+  for at = first, pos + SUBMISSION_FIELDS * count, SUBMISSION_FIELDS do -- every record's layout found before the first write
+    local id, player, layout = args[at], args[at + 1], layouts[tonumber(args[at + 6])]
     if not layout then
       return refuse('bad_request', 'malformed batch')
     end
-    subs[i] = { id = id, player = player, points = points, op = op, ts = ts, name = name, layout = layout,
-      outcome = outcome == '1', keys = values, meta = meta }
     if not distinct[player] then
       distinct[player] = true
       players[#players + 1] = player
@@ -1458,16 +1458,21 @@ local function lb_submit(keys, args)
     end
     layout.mark = mark
     mark.ids[#mark.ids + 1] = id
-    pos = pos + SUBMISSION_FIELDS
   end
   ctx.players = players
   ctx.banned_players = held('HMGET', ctx.banned, players)
   for _, mark in ipairs(marks) do
     mark.before, mark.ids = held('SMISMEMBER', mark.key, mark.ids), {}
   end
-  local results = {}
+  -- one record table, refilled for each slip (nothing keeps it past its slip): a table per slip
+  -- was a measurable share of the call
+  local results, sub, at = {}, {}, first
   for i = 1, count do
-    results[i] = apply_submission(keys, subs[i], periods, ctx)
+    local id, player, points, op, ts, name, layout, outcome, values, meta = unpack(args, at, at + SUBMISSION_FIELDS - 1)
+    sub.n, sub.id, sub.player, sub.points, sub.op, sub.ts, sub.name = i, id, player, points, op, ts, name
+    sub.layout, sub.outcome, sub.keys, sub.meta = layouts[tonumber(layout)], outcome == '1', values, meta
+    results[i] = apply_submission(keys, sub, periods, ctx)
+    at = at + SUBMISSION_FIELDS
   end
   flush_histograms(ctx)
   mark_seen(marks)

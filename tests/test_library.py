@@ -384,6 +384,21 @@ async def test_without_rows_only_statuses_come_back_and_the_activity_rank_is_kep
     assert await scores(lb) == [("ben", 900), ("ana", 500), ("cy", 50)]
 
 
+async def test_without_rows_a_status_is_a_plain_string_and_an_error_keeps_its_triple(
+    lb: Leaderboard, r: aioredis.Redis
+) -> None:
+    entries = [slip("1", "ana", 300), slip("1", "ana", 300), slip("2", "", 5)]
+    plan = encode_batch(lb.config, entries, LATER, rows=False)
+    replies = await r.fcall("lb_submit", len(plan.keys), *plan.keys, *plan.args)
+    assert replies[:2] == ["ok", "duplicate"] and replies[2][:2] == ["error", "invalid_player"]
+    results = decode_batch(plan, replies, rows=False)
+    assert [(x.status, x.code, x.boards) for x in results] == [
+        ("ok", None, ()),
+        ("duplicate", None, ()),
+        ("error", "invalid_player", ()),
+    ]
+
+
 async def test_top_versions_and_announcements_match_an_independent_count(r: aioredis.Redis) -> None:
     """One batch (the scorer's path: the top N judged against each board's N-th score) must bump
     versions and announce exactly as often as the top N, read before and after every single

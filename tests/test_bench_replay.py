@@ -1,0 +1,57 @@
+"""``python -m bench.replay`` at a small scale: the scorer's batches captured once and replayed into
+fresh servers, this tree against a baseline and the floor, every library applying every slip."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bench import results
+from bench.replay import main
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_replay_measures_this_tree_against_a_baseline_and_the_floor(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    baseline = str(results.ROOT / "lua" / "leaderboard.lua")
+    argv = ["--submissions", "1200", "--batch", "400", "--rounds", "2", "--floor", "--baseline-library", baseline]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "== 1,200 submissions in 3 batches of 400, 2 rounds" in out
+    assert re.search(r"this / baseline, Redis CPU batch by batch: median [\d.]+ \(rounds [\d.]+ [\d.]+\)", out)
+    doc = results.load("replay", tmp_path)
+    assert doc is not None and doc["command"] == "python -m bench.replay " + " ".join(argv)
+    figures = doc["figures"]
+    assert figures["libraries"] == ["baseline", "this", "floor"]
+    # the same library from the same batches: the same outcome, the same commands
+    assert figures["statuses"]["this"] == figures["statuses"]["baseline"] == {"ok": 1200}
+    assert figures["calls_by_command"]["this"] == figures["calls_by_command"]["baseline"]
+    assert figures["calls_by_command"]["floor"]["zscore"] == 3  # a ZSCORE per window per slip
+    for key in ("fcall_us", "median_batch_us", "cpu_us", "median_batch_cpu_us", "lua_us"):
+        row = figures[key]
+        assert all(len(row[side]["rounds"]) == 2 and row[side]["median"] > 0 for side in figures["libraries"])
+        assert row["this_vs_baseline"] > 0 and row["this_vs_floor"] > 0
+    assert len(figures["batch_cpu_this_vs_floor"]["rounds"]) == 2
+
+
+def test_replay_of_a_git_ref_uses_its_own_encoder(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    assert main(["--submissions", "300", "--rounds", "1", "--baseline-library", "HEAD", "--no-write"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^baseline: per round \{'ok': 300\}", out, re.M)
+    assert re.search(r"^this: per round \{'ok': 300\}", out, re.M)
+    assert results.load("replay", tmp_path) is None
+
+
+@pytest.mark.parametrize("argv", [["--submissions", "0"], ["--rounds", "0"], ["--floor", "--batch", "1001"]])
+def test_replay_refuses_bad_counts_with_a_usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and re.search("must be at least|at most 1000", capsys.readouterr().err)
