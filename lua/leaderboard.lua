@@ -932,11 +932,11 @@ end
 
 -- apply_board for a lex board: improved, the rank and previous rank (0: not read), the first key
 -- value as text ('' when no rows are asked for).
-local function apply_lex(board, player, name, ctx)
+local function apply_lex(board, player, name, ctx, want)
   local key, member, period, old, top_n = board.key, board.member, board.period, board.old, board.top_n
   -- A defined slip's activity entry carries no rank (its points are not the game's), so a rank
-  -- is read only for rows, or where the top N needs it.
-  local need_rank = ctx.rows
+  -- is read only for rows or a kept outcome ('all'), or where the top N needs it.
+  local need_rank = want == 'all'
   if not member then -- the stored values stay: so does the time they were reached
     local rank = need_rank and old and redis.call('ZRANK', key, old)
     rank = rank and rank + 1 or 0

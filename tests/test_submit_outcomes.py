@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 from websockets.asyncio.client import ClientConnection
 
 from fleet.redis_server import RedisServer
-from leaderboard import GameConfig, Leaderboard, Submission, now_ms
+from leaderboard import GameConfig, Leaderboard, Submission, boards, now_ms
 
 from .conftest import NOW
 from .gw_helpers import client, greet, recv_type, running, token
@@ -94,3 +94,24 @@ async def test_only_slips_that_ask_keep_their_outcome(lb: Leaderboard) -> None:
     [bucket] = [k async for k in lb.redis.scan_iter(match=lb.keys.outcomes(NOW // 3_600_000))]
     assert 0 < await lb.redis.ttl(bucket) <= await lb.redis.ttl(lb.keys.seen(NOW // 3_600_000))
     assert await lb.redis.hlen(bucket) == 1
+
+
+async def test_a_defined_boards_kept_outcome_has_its_ranks(lb: Leaderboard) -> None:
+    """On a two-key (lex) board and a packed one alike: the rank and previous rank the write gave."""
+    await lb.create_board(
+        boards.parse(
+            {"id": "tower", "keys": [{"name": "floor"}, {"name": "time", "direction": "asc"}], "windows": ["alltime"]}
+        )
+    )
+    await lb.create_board(
+        boards.parse({"id": "run", "keys": [{"name": "ms", "direction": "asc"}], "windows": ["alltime"]})
+    )
+    for board, first, better in (("tower", (9, 500), (12, 700)), ("run", (900,), (300,))):
+        others = [Submission(f"{board}-{p}", p, 0, NOW, board=board, values=first) for p in ("ann", "bob")]
+        asked = Submission(f"{board}-m1", "mia", 0, NOW + 1, board=board, values=first, outcome=True)
+        again = Submission(f"{board}-m2", "mia", 0, NOW + 2, board=board, values=better, outcome=True)
+        await lb.submit_batch([s.fields() for s in (*others, asked, again)], now=NOW + 1000, rows=False)
+        [row] = (await lb.status(f"{board}-m1", now=NOW + 1000)).boards
+        assert (row.rank, row.previous_rank) == (3, None)  # tied with both, reached last
+        [row] = (await lb.status(f"{board}-m2", now=NOW + 1000)).boards
+        assert (row.rank, row.previous_rank) == (1, 3)
