@@ -597,10 +597,11 @@ async def test_a_defined_board_takes_key_values_and_answers_with_them(
         assert applied.status_code == 200 and applied.json()["status"] == "applied", applied.text
         [row] = applied.json()["boards"]
         assert (row["board"], row["window"], row["points"]) == ("board:tower", "daily", 12)
-        assert row["keys"] == ["12", "81250"]
+        assert (row["keys"], row["rank"], row["previous_rank"]) == (["12", "81250"], 1, None)
         ben = {"player_id": "ben", "values": [12, 79_900], "match_id": "t2"}
         applied = await http.post(path, params={"wait": "applied"}, json=ben, headers=SERVER)
-        assert [(b["points"], b["keys"]) for b in applied.json()["boards"]] == [(12, ["12", "79900"])]
+        rows = [(b["points"], b["keys"], b["rank"]) for b in applied.json()["boards"]]
+        assert rows == [(12, ["12", "79900"], 1)]  # the same floor, sooner: ahead of ana
 
     friends = await http.post(
         "/v1/boards/board:tower/players:ranks", params={"window": "daily"}, json={"players": ["ana", "ben", "zed"]},
