@@ -75,6 +75,16 @@ def plan(
     tick's messages, not the extras. Targets with the same frames share one buffer (joined
     once)."""
     extras = extras or {}
+    if len(messages) == 1:
+        # the common tick (one board changed): every subscriber gets the one frame, so the
+        # per-socket bookkeeping below, two Python loops over every socket, buys nothing
+        subscribers, frame = messages[0]
+        shared = [target for target in subscribers if target not in extras] if extras else list(subscribers)
+        writes = [(frame, 1, shared)] if shared else []
+        for target, own in extras.items():
+            mine_too = target in subscribers
+            writes.append((b"".join([frame, *own] if mine_too else own), int(mine_too), [target]))
+        return writes
     # Which messages each target gets, as a bit mask: small ints are shared objects, so at 10k
     # sockets this allocates nothing per socket (a list per socket fed the garbage collector).
     mine: dict[T, int] = {}

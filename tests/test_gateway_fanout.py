@@ -290,3 +290,21 @@ async def test_a_socket_whose_closing_handshake_began_gets_nothing_after_its_clo
         finally:
             closing.cancel()
             sock.close()
+
+
+def test_plan_of_one_message_is_the_general_plan() -> None:
+    """The one-board tick's short cut gives what the general rule gives (a second message with
+    an empty frame makes plan take the general path and leaves the buffers equal)."""
+    a, b, c, d = "a", "b", "c", "d"
+    for subscribers, extras in [
+        ({a, b, c}, {}),
+        ({a, b, c}, {b: [b"R1", b"P"], d: [b"R2"]}),
+        (set(), {d: [b"P"]}),
+        (set(), {}),
+    ]:
+        fast = fanout.plan([(subscribers, b"G1")], extras)
+        general = fanout.plan([(subscribers, b"G1"), (subscribers, b"")], extras)
+        assert {(buffer, tuple(sorted(targets))) for buffer, _, targets in fast} == {
+            (buffer, tuple(sorted(targets))) for buffer, _, targets in general
+        }, (subscribers, extras)
+        assert all(count == (targets[0] in subscribers) for _, count, targets in fast)
