@@ -79,7 +79,8 @@ class LeanConnection(ServerConnection):
         self.client: Client | None = None  # the gateway's record of it, once admitted (``attach``)
 
     def attach(self, client: Client) -> None:
-        """From now on ``client.closed`` follows this connection out of OPEN (``send_data``)."""
+        """From now on ``client.closed`` follows this connection out of OPEN (``send_data``,
+        ``connection_lost``)."""
         self.client = client
         if self.protocol.state is not State.OPEN:
             client.closed = True
@@ -93,6 +94,11 @@ class LeanConnection(ServerConnection):
         client = self.client
         if client is not None and self.protocol.state is not State.OPEN:
             client.closed = True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)  # the protocol is CLOSED now, without a send_data
+        if self.client is not None:
+            self.client.closed = True
 
     def data_received(self, data: bytes) -> None:
         # The sweep's pings come back as one small pong per socket (heartbeat.py): 500 a second

@@ -48,10 +48,6 @@ def text_frame(payload: bytes) -> bytes:
     return Frame(Opcode.TEXT, payload).serialize(mask=False)
 
 
-def is_open(client: Client) -> bool:
-    return not client.closed and client.ws.state is State.OPEN
-
-
 class Outbound:
     def __init__(self, settings: GatewaySettings, metrics: Metrics, on_drop: Callable[[Client], None]) -> None:
         self.settings = settings
