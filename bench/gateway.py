@@ -545,13 +545,34 @@ def table(results: list[Result]) -> str:
     return head + rows
 
 
+def rounds(results: list[Result]) -> list[dict[str, Result]]:
+    """The runs grouped into rounds: round k holds each target's k-th run (``--targets
+    floor,gateway,floor,gateway`` is two rounds), so a target run twice is two figures, not one
+    overwriting the other."""
+    seen: dict[str, int] = {}
+    grouped: list[dict[str, Result]] = []
+    for x in results:
+        k = seen.get(x.name, 0)
+        seen[x.name] = k + 1
+        if k == len(grouped):
+            grouped.append({})
+        grouped[k][x.name] = x
+    return grouped
+
+
 def ratios(results: list[Result]) -> str:
-    by = {x.name: x for x in results}
+    """The gateway against its baselines within each round (a round's runs ran back to back, so
+    the machine's load was the same for both)."""
+    grouped = rounds(results)
+    return "".join(_round_ratios(by, f"round {k + 1}: " if len(grouped) > 1 else "") for k, by in enumerate(grouped))
+
+
+def _round_ratios(by: dict[str, Result], tag: str) -> str:
     ours, naive = by.get("gateway"), by.get("naive")
     ka = by.get("gateway-keepalive")
     if ours is not None and ka is not None:
         others = (
-            f"- heartbeat sweep vs websockets' keepalive task per socket: CPU per delivery "
+            f"- {tag}heartbeat sweep vs websockets' keepalive task per socket: CPU per delivery "
             f"{ours.cpu_ms_per_1k:.1f} vs {ka.cpu_ms_per_1k:.1f} ms / 1k, RSS per connection "
             f"{ours.rss_kb_per_conn:.1f} vs {ka.rss_kb_per_conn:.1f} KB\n"
         )
@@ -560,7 +581,7 @@ def ratios(results: list[Result]) -> str:
     peer = by.get("node-ws")
     if ours is not None and peer is not None:
         others += (
-            f"- gateway vs Node.js with ws (the peers' fan-out): CPU per delivery {ours.cpu_ms_per_1k:.1f} vs "
+            f"- {tag}gateway vs Node.js with ws (the peers' fan-out): CPU per delivery {ours.cpu_ms_per_1k:.1f} vs "
             f"{peer.cpu_ms_per_1k:.1f} ms / 1k (**{ours.cpu_ms_per_1k / peer.cpu_ms_per_1k:.2f}×**), RSS per "
             f"connection {ours.rss_kb_per_conn:.1f} vs {peer.rss_kb_per_conn:.1f} KB, spread p99 "
             f"{ours.spread_p99_ms:.0f} vs {peer.spread_p99_ms:.0f} ms\n"
@@ -568,21 +589,21 @@ def ratios(results: list[Result]) -> str:
     if ours is None or naive is None:
         return others
     lines = [
-        f"- CPU per delivery: gateway / naive = **{ours.cpu_ms_per_1k / naive.cpu_ms_per_1k:.2f}×** (target ≤ 0.5×); "
-        f"user-space CPU only (without the kernel's loopback TCP, which also carries the clients' receive "
-        f"path here): **{ours.user_ms_per_1k / naive.user_ms_per_1k:.2f}×**",
-        f"- RSS per connection: gateway / naive = "
+        f"- {tag}CPU per delivery: gateway / naive = **{ours.cpu_ms_per_1k / naive.cpu_ms_per_1k:.2f}×** "
+        f"(target ≤ 0.5×); user-space CPU only (without the kernel's loopback TCP, which also carries the "
+        f"clients' receive path here): **{ours.user_ms_per_1k / naive.user_ms_per_1k:.2f}×**",
+        f"- {tag}RSS per connection: gateway / naive = "
         f"**{ours.rss_kb_per_conn / naive.rss_kb_per_conn:.2f}×** "
         f"({ours.rss_kb_per_conn:.1f} KB; target ≤ 10 KB)",
-        f"- spread p99 (target ≤ 100 ms): at arrival gateway {ours.spread_p99_ms:.0f} ms vs naive "
+        f"- {tag}spread p99 (target ≤ 100 ms): at arrival gateway {ours.spread_p99_ms:.0f} ms vs naive "
         f"{naive.spread_p99_ms:.0f} ms; when read by the clients {ours.read_spread_p99_ms:.0f} vs "
         f"{naive.read_spread_p99_ms:.0f} ms",
-        f"- publish→arrival p99: gateway / naive = {ours.lat_p99_ms / max(naive.lat_p99_ms, 1e-9):.2f}×",
+        f"- {tag}publish→arrival p99: gateway / naive = {ours.lat_p99_ms / max(naive.lat_p99_ms, 1e-9):.2f}×",
     ]
     bc = by.get("gateway-broadcast")
     if bc is not None:
         lines.append(
-            f"- frame once vs websockets.broadcast() inside the gateway: CPU per delivery "
+            f"- {tag}frame once vs websockets.broadcast() inside the gateway: CPU per delivery "
             f"{ours.cpu_ms_per_1k:.1f} vs {bc.cpu_ms_per_1k:.1f} ms / 1k "
             f"(**{ours.cpu_ms_per_1k / bc.cpu_ms_per_1k:.2f}×**), spread p99 {ours.spread_p99_ms:.0f} vs "
             f"{bc.spread_p99_ms:.0f} ms"
@@ -627,6 +648,7 @@ def against_floor_and_baselines(results: list[Result]) -> str:
             f"- gateway / floor (a C sender's write() loop), CPU per delivery: "
             f"**{ours.cpu_ms_per_1k / floor.cpu_ms_per_1k:.2f}×** ({ours.cpu_ms_per_1k:.1f} vs "
             f"{floor.cpu_ms_per_1k:.1f} ms / 1k; user space {ours.user_ms_per_1k:.1f} vs {floor.user_ms_per_1k:.1f})"
+            f"{by_round(results, 'gateway', 'floor')}"
         )
     for name in dict.fromkeys(x.name for x in results if "@" in x.name):
         base = pooled(results, name)
@@ -637,8 +659,17 @@ def against_floor_and_baselines(results: list[Result]) -> str:
             f"- {name.partition('@')[0]} against {name}: CPU per delivery {mine.cpu_ms_per_1k:.1f} vs "
             f"{base.cpu_ms_per_1k:.1f} ms / 1k (**{mine.cpu_ms_per_1k / base.cpu_ms_per_1k:.2f}×**), RSS per "
             f"connection **{mine.rss_kb_per_conn:.2f} vs {base.rss_kb_per_conn:.2f} KB**"
+            f"{by_round(results, name.partition('@')[0], name)}"
         )
     return "".join(line + "\n" for line in lines)
+
+
+def by_round(results: list[Result], name: str, base: str) -> str:
+    """``name`` / ``base`` CPU per delivery in each round that ran both, when there is more than one."""
+    figures = [by[name].cpu_ms_per_1k / by[base].cpu_ms_per_1k for by in rounds(results) if name in by and base in by]
+    if len(figures) < 2:
+        return ""
+    return "; by round " + ", ".join(f"{x:.2f}×" for x in figures)
 
 
 def coalescing(results: list[Result]) -> str:

@@ -18,13 +18,33 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from websockets.asyncio.server import ServerConnection
-from websockets.protocol import State
+from websockets.protocol import Protocol, State
+from websockets.streams import StreamReader
 
 from leaderboard.auth import SPECTATOR, Identity
 
 from .fanout import socket_fd
 
+try:  # websockets' C unmasking, as its own frame parser picks it
+    from websockets.speedups import apply_mask
+except ImportError:  # pragma: no cover  (websockets built without its C extension)
+    from websockets.utils import apply_mask
+
 BoardKey = tuple[str, str]  # (window, scope)
+
+_PARSE, _AT_EOF = Protocol.parse.__code__, StreamReader.at_eof.__code__
+_PONG = 0x8A  # first byte of a pong frame: FIN, no reserved bits, opcode 0xA
+
+
+def between_frames(parser: object) -> bool:
+    """Whether websockets' frame parser (a chain of generators) waits for the first byte of a
+    frame: its frame loop (``Protocol.parse``, not the closed connection's ``discard``) suspended
+    in the reader's ``at_eof``, not inside a frame it has begun to read."""
+    outer, inner = None, parser
+    while (deeper := getattr(inner, "gi_yieldfrom", None)) is not None:
+        outer, inner = inner, deeper
+    return getattr(inner, "gi_code", None) is _AT_EOF and getattr(outer, "gi_code", None) is _PARSE
+
 
 T = TypeVar("T")
 
@@ -59,7 +79,8 @@ class LeanConnection(ServerConnection):
         self.client: Client | None = None  # the gateway's record of it, once admitted (``attach``)
 
     def attach(self, client: Client) -> None:
-        """From now on ``client.closed`` follows this connection out of OPEN (``send_data``)."""
+        """From now on ``client.closed`` follows this connection out of OPEN (``send_data``,
+        ``connection_lost``)."""
         self.client = client
         if self.protocol.state is not State.OPEN:
             client.closed = True
@@ -73,6 +94,40 @@ class LeanConnection(ServerConnection):
         client = self.client
         if client is not None and self.protocol.state is not State.OPEN:
             client.closed = True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)  # the protocol is CLOSED now, without a send_data
+        if self.client is not None:
+            self.client.closed = True
+
+    def data_received(self, data: bytes) -> None:
+        # The sweep's pings come back as one small pong per socket (heartbeat.py): 500 a second
+        # at 10,000 sockets and a 20-s interval. websockets' parser spends ~10 µs on each (a
+        # generator chain, a Frame, its event); the one case that carries no information but
+        # "alive" (a single whole pong answering the pending ping, arriving between frames) is
+        # recognised here in ~1 µs. Anything else, including a pong with other bytes around it,
+        # goes to websockets, whose rules stay the only ones.
+        client = self.client
+        if client is not None and client.ping_data is not None and 6 <= len(data) <= 131 and data[0] == _PONG:
+            protocol = self.protocol
+            if (
+                data[1] == 0x80 | (len(data) - 6)  # masked, as a client's frames must be; 7-bit length
+                and not client.closed  # OPEN: no closing handshake under way
+                and not protocol.reader.buffer
+                and between_frames(protocol.parser)
+                and apply_mask(data[6:], data[2:6]) == client.ping_data
+            ):
+                client.ping_data = None
+                return
+        super().data_received(data)
+
+    def acknowledge_pings(self, data: bytes) -> None:
+        # the pong of the sweep's ping, when it came through websockets' parser after all
+        client = self.client
+        if client is not None and data == client.ping_data:
+            client.ping_data = None
+        else:
+            super().acknowledge_pings(data)
 
     async def handshake(self, *args: Any, **kwargs: Any) -> None:
         await super().handshake(*args, **kwargs)
@@ -122,8 +177,8 @@ class Client:
         "identity",
         "last_ping",
         "over_since",
+        "ping_data",
         "ping_sent",
-        "ping_waiter",
         "ranks",
         "refill_at",
         "skips",
@@ -149,8 +204,9 @@ class Client:
         # flow control: consecutive skipped messages, and since when the buffer is over the bound
         self.skips = 0
         self.over_since = 0.0
-        # heartbeats (the sweep task): the pending ping's pong future, when it was sent
-        self.ping_waiter: asyncio.Future[float] | None = None
+        # heartbeats (the sweep task): the pending ping's payload (None: no ping waits for its
+        # pong; cleared by LeanConnection when the pong comes), when it was sent
+        self.ping_data: bytes | None = None
         self.ping_sent = 0.0
         self.last_ping = now
         # own rank: the last (rank, score) pushed per board, to push only on change

@@ -72,35 +72,61 @@ def plan(
 
     Returns (buffer, messages in it, targets): each target appears once, with the frames of every
     message it subscribes to, in message order, then its extras, joined; "messages" counts the
-    tick's messages, not the extras. Targets with the same frames share one buffer (joined
-    once)."""
+    tick's messages, not the extras. Targets with the same frames, extras included, share one
+    buffer (joined once)."""
     extras = extras or {}
-    # Which messages each target gets, as a bit mask: small ints are shared objects, so at 10k
-    # sockets this allocates nothing per socket (a list per socket fed the garbage collector).
-    mine: dict[T, int] = {}
-    get = mine.get
-    for i, (targets, _) in enumerate(messages):
-        bit = 1 << i
-        for target in targets:
-            mine[target] = get(target, 0) | bit
-    groups: dict[int, list[T]] = {}
-    for target, mask in mine.items():
-        if target not in extras:
-            group = groups.get(mask)
-            if group is None:
-                groups[mask] = [target]
-            else:
-                group.append(target)
+    if len(messages) == 1:
+        # the common tick (one board changed): every subscriber gets the one frame, so the
+        # per-socket bookkeeping below, two Python loops over every socket, buys nothing
+        subscribers, frame = messages[0]
+        shared = [target for target in subscribers if target not in extras] if extras else list(subscribers)
+        writes = [(frame, 1, shared)] if shared else []
 
-    def frames_of(mask: int) -> list[bytes]:
-        return [frame for i, (_, frame) in enumerate(messages) if mask >> i & 1]
+        def mask_of(target: T) -> int:
+            return int(target in subscribers)
 
-    writes = [(b"".join(frames_of(mask)), mask.bit_count(), targets) for mask, targets in groups.items()]
+        def frames_of(mask: int) -> list[bytes]:
+            return [frame] if mask else []
+
+    else:
+        # Which messages each target gets, as a bit mask: small ints are shared objects, so at
+        # 10k sockets this allocates nothing per socket (a list per socket fed the garbage
+        # collector).
+        mine: dict[T, int] = {}
+        get = mine.get
+        for i, (targets, _) in enumerate(messages):
+            bit = 1 << i
+            for target in targets:
+                mine[target] = get(target, 0) | bit
+        groups: dict[int, list[T]] = {}
+        for target, mask in mine.items():
+            if target not in extras:
+                group = groups.get(mask)
+                if group is None:
+                    groups[mask] = [target]
+                else:
+                    group.append(target)
+
+        def mask_of(target: T) -> int:
+            return get(target, 0)
+
+        def frames_of(mask: int) -> list[bytes]:
+            return [frame for i, (_, frame) in enumerate(messages) if mask >> i & 1]
+
+        writes = [(b"".join(frames_of(mask)), mask.bit_count(), targets) for mask, targets in groups.items()]
+    # Targets whose own frames are equal too share a buffer: the heartbeat's pings of one sweep
+    # are the same bytes, so its pinged sockets are one more group, not a write setup each.
+    with_own: dict[tuple[int, tuple[bytes, ...]], list[T]] = {}
     for target, own in extras.items():
-        frames = frames_of(mine.get(target, 0))
-        count = len(frames)
-        frames.extend(own)
-        writes.append((b"".join(frames), count, [target]))
+        key = (mask_of(target), tuple(own))
+        group = with_own.get(key)
+        if group is None:
+            with_own[key] = [target]
+        else:
+            group.append(target)
+    writes.extend(
+        (b"".join([*frames_of(mask), *own]), mask.bit_count(), targets) for (mask, own), targets in with_own.items()
+    )
     return writes
 
 

@@ -48,10 +48,6 @@ def text_frame(payload: bytes) -> bytes:
     return Frame(Opcode.TEXT, payload).serialize(mask=False)
 
 
-def is_open(client: Client) -> bool:
-    return not client.closed and client.ws.state is State.OPEN
-
-
 class Outbound:
     def __init__(self, settings: GatewaySettings, metrics: Metrics, on_drop: Callable[[Client], None]) -> None:
         self.settings = settings
@@ -85,13 +81,6 @@ class Outbound:
         # A socket closing under us ends its handler's read loop anyway: nothing to report.
         with contextlib.suppress(ConnectionClosed):
             await client.ws.send(payload, text=True)
-
-    async def ping(self, client: Client) -> asyncio.Future[float] | None:
-        """A protocol ping (the sweep's heartbeat); the future resolves with the pong."""
-        # ping() only awaits when a fragmented send is in progress; we never fragment.
-        with contextlib.suppress(ConnectionClosed):
-            return await client.ws.ping()  # type: ignore[return-value]  # typed Awaitable, a Future in fact
-        return None
 
     async def close(self, client: Client, code: int, reason: str) -> None:
         """The closing handshake (websockets' own; bounded by its ``close_timeout``)."""
@@ -144,6 +133,21 @@ class Outbound:
         self._flush_in(hold)
         return True
 
+    def ping_held(self, client: Client, frame: bytes, hold: float) -> None:
+        """A protocol ping (the heartbeat sweep's, pre-framed): written with the socket's next
+        tick write within ``hold`` seconds, or at once when coalescing is off. Not subject to
+        the skip rule here: a socket that skips the tick it waits for gets it again
+        (``flush``)."""
+        if self._coalesce <= 0 or hold <= 0:
+            client.transport.write(frame)
+            return
+        held = self._held.get(client)
+        if held is None:
+            self._held[client] = [frame]
+        else:
+            held.append(frame)
+        self._flush_in(hold)
+
     def _flush_in(self, delay: float) -> None:
         loop = asyncio.get_running_loop()
         at = loop.time() + delay
@@ -183,6 +187,8 @@ class Outbound:
                 for client in targets:
                     if client in held and client not in ready:
                         client.ranks.clear()  # its held rank push was skipped: send it next round
+                        client.ping_data = None  # and its ping: the sweep pings it again
+                        client.last_ping = 0.0
             if admitted:
                 self._writer.write(direct, buffer, queued)
             delivered += count * admitted

@@ -61,3 +61,36 @@ def test_the_floor_and_a_revisions_gateway_deliver_every_snapshot_to_every_socke
         assert (int(row[1]), int(row[2]), int(row[3])) == (200, 200, 200), row[0]
     built = list((tmp_path / "cache" / "leaderboard-bench").iterdir())
     assert len(built) == 1 and built[0].name.startswith("floor-")  # compiled once, outside the tree
+
+
+def _run(name: str, cpu: float, rss: float = 6.0) -> gateway.Result:
+    return gateway.Result(
+        name=name, sockets=100, deliveries=1000, expected=1000, cpu_ms_per_1k=cpu, user_ms_per_1k=cpu / 2,
+        clients_ms_per_1k=1.0, gc_pauses=0, gc_pause_ms=0.0, rss_kb_per_conn=rss, spread_p50_ms=1.0,
+        spread_p99_ms=2.0, read_spread_p50_ms=1.0, read_spread_p99_ms=2.0, lat_p50_ms=1.0, lat_p99_ms=2.0,
+    )  # fmt: skip
+
+
+def test_each_round_of_a_target_run_twice_keeps_its_own_ratios() -> None:
+    """``floor,gateway,naive,floor,gateway,naive``: each round's gateway is set against that
+    round's baselines, not the last run of each name against the last of the other."""
+    runs = [
+        _run("floor", 5.0), _run("gateway", 10.0), _run("naive", 20.0), _run("gateway@main", 12.5),
+        _run("floor", 8.0), _run("gateway", 12.0), _run("naive", 15.0), _run("gateway@main", 12.0),
+    ]  # fmt: skip
+    assert [sorted(by) for by in gateway.rounds(runs)] == [["floor", "gateway", "gateway@main", "naive"]] * 2
+    assert [by["gateway"].cpu_ms_per_1k for by in gateway.rounds(runs)] == [10.0, 12.0]
+    text = gateway.ratios(runs)
+    assert "round 1: CPU per delivery: gateway / naive = **0.50×**" in text, text
+    assert "round 2: CPU per delivery: gateway / naive = **0.80×**" in text, text
+    summary = gateway.against_floor_and_baselines(runs)
+    # pooled over both rounds (22 / 13 ms per 1k), then each round on its own
+    assert "gateway / floor (a C sender's write() loop), CPU per delivery: **1.69×**" in summary, summary
+    assert "by round 2.00×, 1.50×" in summary, summary
+    assert "by round 0.80×, 1.00×" in summary, summary  # gateway against gateway@main
+
+
+def test_a_single_round_is_not_labelled() -> None:
+    text = gateway.ratios([_run("gateway", 10.0), _run("naive", 20.0)])
+    assert "- CPU per delivery: gateway / naive = **0.50×**" in text and "round" not in text
+    assert "by round" not in gateway.against_floor_and_baselines([_run("floor", 5.0), _run("gateway", 6.0)])

@@ -210,6 +210,15 @@ def test_plan_gives_each_socket_its_frames_in_order_and_shares_equal_buffers() -
     # own frames (rank pushes) go after the tick's, and count apart from its messages
     with_ranks = fanout.plan([({a, b}, b"G1")], {b: [b"R1", b"R2"], c: [b"R3"]})
     assert sorted(with_ranks, key=lambda w: w[2]) == [(b"G1", 1, [a]), (b"G1R1R2", 1, [b]), (b"R3", 0, [c])]
+    # equal own frames (one sweep's pings) are one more shared buffer, one tick message or more
+    d = "d"
+    for messages in ([({a, b, c}, b"G1")], [({a, b, c}, b"G1"), ({a}, b"E1")]):
+        pinged = fanout.plan(messages, {b: [b"P"], c: [b"P"], d: [b"P"]})
+        assert {(buffer, count, tuple(sorted(targets))) for buffer, count, targets in pinged} == {
+            *([(b"G1", 1, (a,))] if len(messages) == 1 else [(b"G1E1", 2, (a,))]),
+            (b"G1P", 1, (b, c)),
+            (b"P", 0, (d,)),
+        }
 
 
 def written(gw: Gateway) -> tuple[float, float]:
@@ -290,3 +299,21 @@ async def test_a_socket_whose_closing_handshake_began_gets_nothing_after_its_clo
         finally:
             closing.cancel()
             sock.close()
+
+
+def test_plan_of_one_message_is_the_general_plan() -> None:
+    """The one-board tick's short cut gives what the general rule gives (a second message with
+    an empty frame makes plan take the general path and leaves the buffers equal)."""
+    a, b, c, d = "a", "b", "c", "d"
+    for subscribers, extras in [
+        ({a, b, c}, {}),
+        ({a, b, c}, {b: [b"R1", b"P"], d: [b"R2"]}),
+        (set(), {d: [b"P"]}),
+        (set(), {}),
+    ]:
+        fast = fanout.plan([(subscribers, b"G1")], extras)
+        general = fanout.plan([(subscribers, b"G1"), (subscribers, b"")], extras)
+        assert {(buffer, tuple(sorted(targets))) for buffer, _, targets in fast} == {
+            (buffer, tuple(sorted(targets))) for buffer, _, targets in general
+        }, (subscribers, extras)
+        assert all(count == (targets[0] in subscribers) for _, count, targets in fast)
