@@ -42,6 +42,17 @@ def children(pid: int) -> set[int]:
     return found
 
 
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (those that have already gone are left out)."""
+    found, todo = set[int](), [pid]
+    while todo:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            below = children(todo.pop()) - found
+            found |= below
+            todo += below
+    return found
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -123,8 +134,14 @@ class Fleet:
 
     async def stop(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
+            # Its processes too: each gets SIGTERM when the fleet dies and drains meanwhile, holding
+            # the fleet's stdout and stderr, and proc.wait() waits for those pipes to close.
+            family = descendants(self.proc.pid)
             self.proc.kill()
-            await self.proc.wait()
+            for pid in family:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            await asyncio.wait_for(self.proc.wait(), 30 * T)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.gather(*self._readers), 5)
 

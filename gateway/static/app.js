@@ -198,10 +198,13 @@ function renderFresh() {
 function setSize(size) {
   if (typeof size === "number") boardSize = size;
 }
+// Rank messages seen: a stats reply asked for before the latest one read an older board.
+let ranksSeen = 0;
 
 // Rank pushes and rank replies: the player's standing, then the neighbours read after it.
 function onRank(msg) {
   if (msg.board !== board || msg.window !== windowName || msg.player !== me) return;
+  ranksSeen += 1;
   setSize(msg.size);
   setMine(msg.rank, msg.score, msg.top_percent ?? null, msg.approx === true);
   refreshAround();
@@ -337,9 +340,10 @@ async function refreshFeed() {
 
 async function refreshStats() {
   const win = windowName;
+  const asked = ranksSeen;
   try {
     const stats = await client.request({ type: "stats", board, window: win });
-    if (win !== windowName) return;
+    if (win !== windowName || ranksSeen !== asked) return;
     setSize(stats.size);
     renderStanding();
   } catch {}
