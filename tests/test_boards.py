@@ -90,9 +90,9 @@ async def test_a_deleted_boards_id_is_created_again_only_with_keys_that_read_its
         assert caught.value.code == "board_reorder" and "use a new id" in str(caught.value)
     assert {k: await r.dump(k) async for k in r.scan_iter(match=f"{config.keys.prefix}:*")} == state
     # the deleted definition changed between the caller's check and its create: told, nothing written
-    keys = (config.keys.boards, config.keys.boards_version, config.keys.journal, config.keys.deleted_boards)
+    names = (config.keys.boards, config.keys.boards_version, config.keys.journal, config.keys.deleted_boards)
     with pytest.raises(Exception, match="stale_board"):
-        await r.fcall("lb_board_put", 4, *keys, "tower", boards.parse(TOWER).to_json(), "", "")
+        await r.fcall("lb_board_put", 4, *names, "tower", boards.parse(TOWER).to_json(), "", "")
     assert {k: await r.dump(k) async for k in r.scan_iter(match=f"{config.keys.prefix}:*")} == state
 
 
