@@ -354,6 +354,20 @@ def check_update(old: Definition, new: Definition) -> Definition:
     return Definition(**{**{f: getattr(new, f) for f in new.__dataclass_fields__}, "version": old.version + 1})
 
 
+def check_recreate(deleted: Definition, new: Definition) -> Definition:
+    """``new`` as the definition of an id whose board was deleted as ``deleted``: its keys stay in
+    Redis until they expire (an all-time board's never do) and the new board goes on from them,
+    so it must read them as the old one wrote them: check_update's rule, InvalidBoard(board_reorder)
+    otherwise."""
+    if deleted.order != new.order:
+        raise _fail(
+            "board_reorder",
+            f"board {new.id} was deleted but its entries are kept under that id: created again, it keeps its "
+            "keys, directions, bounds, tie, windows, time zone and dense ranks; use a new id for other ones",
+        )
+    return new
+
+
 def default_definition(operator: str, rank_mode: str, windows: Iterable[str], top_n: int) -> Definition:
     """Today's environment configuration as a definition (never stored unless an operator
     overrides it): one key, points, highest first, ties to the first to reach it."""

@@ -154,6 +154,12 @@ class Definitions:
         raw = await self.redis.hget(self.keys.boards, board)
         return None if raw is None else str(raw)
 
+    async def deleted_json(self, board: str) -> str | None:
+        """The definition JSON ``board`` had when deleted, if it was and is not created again (a
+        create's compare-and-set base: its keys may still hold the old board's entries)."""
+        raw = await self.redis.hget(self.keys.deleted_boards, board)
+        return None if raw is None else str(raw)
+
 
 async def watch(registry: Definitions, every: float = REFRESH_S) -> None:
     """Refresh ``registry`` every ``every`` seconds until cancelled (a gateway's background

@@ -226,6 +226,13 @@ class Keys:
         moves (one GET per tick)."""
         return f"{self.prefix}:boardsver"
 
+    @property
+    def deleted_boards(self) -> str:
+        """Hash board id -> the definition JSON it had when deleted (lb_board_delete): its keys
+        stay in Redis until they expire, so lb_board_put creates that id again only with the
+        same keys, directions, bounds (boards.check_recreate)."""
+        return f"{self.prefix}:deletedboards"
+
     # --- the durable log's journal
     @property
     def journal(self) -> str:

@@ -374,9 +374,15 @@ class Leaderboard(PlainReads):
 
     async def create_board(self, definition: boards.Definition) -> boards.Definition:
         """lb_board_put: store a new board definition (version 1). Creating the same one again is
-        a no-op; InvalidBoard(board_exists) for another definition of that id."""
+        a no-op; InvalidBoard(board_exists) for another definition of that id. The id of a deleted
+        board is created again only with keys that read its entries as they were written
+        (boards.check_recreate: board_reorder), compare-and-set on that deleted definition
+        (stale_board when it changed meanwhile)."""
         created = self.boards.admit(boards.parse({**definition.as_dict(), "version": 1}))
-        await self._put_board(created, "")
+        deleted = await self.boards.deleted_json(created.id)
+        if deleted is not None:
+            boards.check_recreate(boards.parse(deleted), created)
+        await self._put_board(created, "", deleted or "")
         return created
 
     async def update_board(self, definition: boards.Definition) -> boards.Definition:
@@ -384,27 +390,32 @@ class Leaderboard(PlainReads):
         InvalidBoard(unknown_board), (board_reorder) for a change that would reorder the live
         board (boards.check_update), (stale_board) when another update landed meanwhile. The
         game's default board may be updated while only its configuration describes it."""
-        stored = await self.boards.stored_json(definition.id)
+        stored, deleted = await self.boards.stored_json(definition.id), None
         if stored is None:
             if definition.id != boards.DEFAULT_ID:
                 raise InvalidBoard("unknown_board", f"no board {definition.id!r}")
             old = self.boards.defaults[boards.DEFAULT_ID]
+            deleted = await self.boards.deleted_json(definition.id)  # stored as a create: its base too
         else:
             old = boards.parse(stored)
         updated = boards.check_update(old, self.boards.admit(definition))
-        await self._put_board(updated, stored or "")
+        await self._put_board(updated, stored or "", deleted or "")
         return updated
 
     async def delete_board(self, board: str) -> None:
         """lb_board_delete: delete a board's definition. InvalidBoard(unknown_board)."""
         boards.check_id(board)
-        keys = (self.keys.boards, self.keys.boards_version, self.keys.journal)
+        keys = self._definition_keys
         await _execute(self.redis, ("FCALL", "lb_board_delete", len(keys), *keys, board))
 
-    async def _put_board(self, definition: boards.Definition, expected: str) -> None:
-        keys = (self.keys.boards, self.keys.boards_version, self.keys.journal)
-        command: Command = ("FCALL", "lb_board_put", len(keys), *keys, definition.id, definition.to_json(), expected)
-        await _execute(self.redis, command)
+    @property
+    def _definition_keys(self) -> tuple[str, str, str, str]:
+        return (self.keys.boards, self.keys.boards_version, self.keys.journal, self.keys.deleted_boards)
+
+    async def _put_board(self, definition: boards.Definition, expected: str, deleted: str) -> None:
+        keys = self._definition_keys
+        args = (definition.id, definition.to_json(), expected, deleted)
+        await _execute(self.redis, ("FCALL", "lb_board_put", len(keys), *keys, *args))
 
     # --- moderation and profiles (the boards named by the caller: see moderation.py)
 

@@ -103,8 +103,8 @@ Functions (each documented where it is defined; Python wrappers in leaderboard/l
   lb_profile      set a player's profile fields         profiles, versions, journal, the boards
                                                         given (read)
   lb_rank_rebuild rebuild a board's companions          a board, its points and hist
-  lb_board_put    create or update a board definition   boards, boardsver, journal
-  lb_board_delete delete a board definition             boards, boardsver, journal
+  lb_board_put    create or update a board definition   boards, boardsver, journal, deletedboards
+  lb_board_delete delete a board definition             boards, boardsver, journal, deletedboards
 
 Score packing (see docs/data-model.md): score = points * 2^k + (2^k - 1 - t), where t is the
 time since the window's start in the window's tie unit. An earlier arrival at the same points
@@ -2071,16 +2071,18 @@ local function definition_of(id, json)
 end
 
 --[[ lb_board_put: create or update a board definition.
-Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream;
-        ARGV id, definition JSON, the definition JSON the update was checked against ('' to create)
+Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream, KEYS[4]
+        deleted definitions hash; ARGV id, definition JSON, the definition JSON the update was
+        checked against ('' to create), the deleted definition of that id a create was checked
+        against ('' for none: boards.check_recreate; its keys may still hold entries)
 Output: the boards version counter after the change; 0 when creating a definition that exists
         exactly so (a retried create); ERR board_exists (create, another definition), ERR
-        unknown_board (update of none), ERR stale_board (it changed since the caller read it),
-        ERR invalid_board
+        unknown_board (update of none), ERR stale_board (it, or the deleted one a create was
+        checked against, changed since the caller read it), ERR invalid_board
 ]]
 local function lb_board_put(keys, args)
-  local id, json, expected = args[1], args[2], args[3]
-  if not (id and json and expected) then
+  local id, json, expected, deleted = args[1], args[2], args[3], args[4]
+  if not (id and json and expected and deleted) then
     return refuse('bad_request', 'malformed board put')
   end
   local def, err = definition_of(id, json)
@@ -2095,6 +2097,9 @@ local function lb_board_put(keys, args)
       end
       return refuse('board_exists', 'board ' .. id .. ' exists; update it instead')
     end
+    if (redis.call('HGET', keys[4], id) or '') ~= deleted then
+      return refuse('stale_board', 'the deleted definition of board ' .. id .. ' changed since it was read; try again')
+    end
   elseif not old then
     return refuse('unknown_board', 'no board ' .. id)
   elseif old ~= expected then
@@ -2103,12 +2108,15 @@ local function lb_board_put(keys, args)
     return refuse('invalid_board', 'an update carries the next version of the definition')
   end
   redis.call('HSET', keys[1], id, json)
+  redis.call('HDEL', keys[4], id)  -- live again: the definition in the boards hash is the one to check
   journal(keys[3], 'board', id, json)
   return redis.call('INCR', keys[2])
 end
 
---[[ lb_board_delete: delete a board definition (the board's keys expire as their windows say).
-Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream; ARGV id
+--[[ lb_board_delete: delete a board definition (the board's keys expire as their windows say),
+remembered in the deleted definitions hash: a create of that id is checked against it.
+Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream, KEYS[4]
+        deleted definitions hash; ARGV id
 Output: the boards version counter after the change; ERR unknown_board
 ]]
 local function lb_board_delete(keys, args)
@@ -2116,10 +2124,13 @@ local function lb_board_delete(keys, args)
   if not id then
     return refuse('bad_request', 'malformed board delete')
   end
-  if redis.call('HDEL', keys[1], id) == 0 then
+  local old = redis.call('HGET', keys[1], id)
+  if not old then
     return refuse('unknown_board', 'no board ' .. id)
   end
-  journal(keys[3], 'board_delete', id)
+  redis.call('HDEL', keys[1], id)
+  redis.call('HSET', keys[4], id, old)
+  journal(keys[3], 'board_delete', id, old)
   return redis.call('INCR', keys[2])
 end
 

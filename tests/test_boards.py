@@ -13,7 +13,7 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from leaderboard import GameConfig, Leaderboard, boards
+from leaderboard import GameConfig, Leaderboard, Submission, boards, now_ms
 from leaderboard.errors import InvalidBoard
 from scorer import Publisher, ScorerSettings
 
@@ -60,16 +60,56 @@ async def test_an_update_made_from_a_stale_read_is_refused(
     r: aioredis.Redis, lb: Leaderboard, config: GameConfig
 ) -> None:
     first = await lb.create_board(boards.parse(TOWER))
-    keys = (config.keys.boards, config.keys.boards_version, config.keys.journal)
+    keys = (config.keys.boards, config.keys.boards_version, config.keys.journal, config.keys.deleted_boards)
     await lb.update_board(boards.parse({**TOWER, "top_n": 20}))
     # a second operator checked its change against version 1 and sends it now
     late = boards.check_update(first, boards.parse({**TOWER, "top_n": 30}))
     with pytest.raises(Exception, match="stale_board"):
-        await r.fcall("lb_board_put", 3, *keys, "tower", late.to_json(), first.to_json())
+        await r.fcall("lb_board_put", 4, *keys, "tower", late.to_json(), first.to_json(), "")
     for bad in ("[]", '{"id":"other","keys":[{}],"version":1}', "x" * 5000):
         with pytest.raises(Exception, match="invalid_board"):
-            await r.fcall("lb_board_put", 3, *keys, "tower2", bad, "")
+            await r.fcall("lb_board_put", 4, *keys, "tower2", bad, "", "")
     assert await r.hlen(config.keys.boards) == 1 and await r.get(config.keys.boards_version) == "2"
+
+
+async def test_a_deleted_boards_id_is_created_again_only_with_keys_that_read_its_entries(
+    r: aioredis.Redis, lb: Leaderboard, config: GameConfig
+) -> None:
+    await lb.create_board(boards.parse(TOWER))
+    await lb.submit_batch([Submission("s1", "mia", 0, now_ms(), board="tower", values=(12, 81250)).fields()])
+    await lb.delete_board("tower")  # its entries stay under its keys until they expire
+    state = {k: await r.dump(k) async for k in r.scan_iter(match=f"{config.keys.prefix}:*")}
+    # packed instead of lex, one key instead of two, another direction: each would misread them
+    for keys in (
+        [{"name": "floor", "min": 0, "max": 1000}],
+        [{"name": "floor"}, {"name": "time"}],
+        [{"name": "floor"}, {"name": "time", "direction": "asc"}, {"name": "lives"}],
+    ):
+        with pytest.raises(InvalidBoard) as caught:
+            await lb.create_board(boards.parse({**TOWER, "keys": keys}))
+        assert caught.value.code == "board_reorder" and "use a new id" in str(caught.value)
+    assert {k: await r.dump(k) async for k in r.scan_iter(match=f"{config.keys.prefix}:*")} == state
+    # the deleted definition changed between the caller's check and its create: told, nothing written
+    names = (config.keys.boards, config.keys.boards_version, config.keys.journal, config.keys.deleted_boards)
+    with pytest.raises(Exception, match="stale_board"):
+        await r.fcall("lb_board_put", 4, *names, "tower", boards.parse(TOWER).to_json(), "", "")
+    assert {k: await r.dump(k) async for k in r.scan_iter(match=f"{config.keys.prefix}:*")} == state
+
+
+async def test_a_deleted_board_created_again_with_the_same_keys_goes_on_from_its_entries(
+    r: aioredis.Redis, lb: Leaderboard, config: GameConfig
+) -> None:
+    await lb.create_board(boards.parse(TOWER))
+    await lb.submit_batch([Submission("s1", "mia", 0, now_ms(), board="tower", values=(12, 81250)).fields()])
+    await lb.delete_board("tower")
+    assert boards.parse(await r.hget(config.keys.deleted_boards, "tower") or "") == boards.parse(TOWER)
+    again = await lb.create_board(boards.parse({**TOWER, "top_n": 5}))  # the same keys
+    assert again.version == 1 and await r.hlen(config.keys.deleted_boards) == 0
+    await lb.boards.refresh()  # as every process does within a tick
+    await lb.submit_batch([Submission("s2", "ann", 0, now_ms(), board="tower", values=(9, 70000)).fields()])
+    top = (await lb.top("alltime", "board:tower")).entries
+    assert [(e.player, e.keys) for e in top] == [("mia", (12, 81250)), ("ann", (9, 70000))]
+    assert [fn for fn, _ in await journal(r, config)] == ["board", "board_delete", "board"]
 
 
 async def test_the_default_board_is_the_configuration_until_an_operator_overrides_it(

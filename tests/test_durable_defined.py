@@ -10,9 +10,11 @@ import io
 import random
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
 from leaderboard import GameConfig, Leaderboard, Submission, boards
+from leaderboard.errors import InvalidBoard
 from leaderboard.moderation import Moderation
 from scorer import Consumer, ScorerSettings
 from scorer.durable import Store
@@ -248,6 +250,37 @@ async def test_deleted_and_recreated_boards_rebuild_as_redis_holds_them_after_ex
     assert restored.refused == {}
     assert await live_keys(r) == keys_before
     assert await reads(Leaderboard(r, CONFIG), ("tower", "speedrun")) == before
+
+
+async def test_a_rebuild_keeps_deleted_definitions_so_a_re_creation_is_checked_as_before(
+    r: aioredis.Redis, redis_url: str, store: Store
+) -> None:
+    lb = Leaderboard(r, CONFIG)
+    await lb.create_board(boards.parse(DEFINITIONS[0]))
+    await lb.create_board(boards.parse(DEFINITIONS[2]))
+    await record_journal(r, redis_url, store)
+    await apply(r, redis_url, store, runs(random.Random(27), "a", NOW - 2 * HOUR, ("tower", "speedrun")), NOW)
+    await lb.delete_board("tower")
+    await lb.create_board(tower := boards.parse({**DEFINITIONS[0], "top_n": 5}))  # the same keys: goes on
+    before = await reads(lb, ("tower", "speedrun"))
+    assert before[0].entries and before[9].entries  # tower's and speedrun's today
+    for board in ("tower", "speedrun"):
+        await lb.delete_board(board)
+    await record_journal(r, redis_url, store)
+    deleted = await r.hgetall(CONFIG.keys.deleted_boards)
+    assert boards.parse(deleted["tower"]).top_n == 5 and set(deleted) == {"tower", "speedrun"}
+
+    await r.flushall()
+    restored = await rebuild(r, store, CONFIG, now=NOW + 60_000, progress_to=io.StringIO())
+    assert restored.refused == {} and await r.hgetall(CONFIG.keys.deleted_boards) == deleted
+    lb = Leaderboard(r, CONFIG)
+    with pytest.raises(InvalidBoard) as caught:  # packed -> lex: would misread speedrun's entries
+        await lb.create_board(boards.parse({**DEFINITIONS[2], "keys": [{"name": "ms", "direction": "asc"}]}))
+    assert caught.value.code == "board_reorder" and await r.hlen(CONFIG.keys.boards) == 0
+    await lb.create_board(tower)
+    await lb.create_board(boards.parse(DEFINITIONS[2]))
+    await lb.boards.refresh()
+    assert await reads(lb, ("tower", "speedrun")) == before
 
 
 async def test_a_rebuild_replays_tournament_slips_of_defined_boards(

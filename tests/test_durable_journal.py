@@ -40,7 +40,7 @@ async def journal_state(r: aioredis.Redis, config: GameConfig) -> dict[str, Any]
     prefix = config.keys.prefix
     async for key in r.scan_iter(match=f"{prefix}:*", count=1000):
         kind = key[len(prefix) + 1 :].split(":", 1)[0]
-        if kind in ("banned", "tournaments", "boards"):
+        if kind in ("banned", "tournaments", "boards", "deletedboards"):
             state[key] = {k: orjson.loads(v) for k, v in (await r.hgetall(key)).items()}
         elif kind == "entrants":
             state[key] = (sorted(await r.smembers(key)), await r.expiretime(key))
@@ -159,6 +159,7 @@ async def test_rebuild_restores_what_the_actions_left_exactly(
     assert sum(":entrants:" in k for k in before) == 1
     assert before[CONFIG.keys.badges("p7")] == ["gold", "silver", "top10"]
     assert before[CONFIG.keys.boards]["tower"]["top_n"] == 50 and before[CONFIG.keys.boards_version] == "4"
+    assert before[CONFIG.keys.deleted_boards]["gone"]["id"] == "gone"
 
     await r.flushall()
     # in parts (the default), the actions are shared between them: p0, p2, ... in one, p1, p3, ... in the other
@@ -185,6 +186,7 @@ async def test_rebuild_restores_what_the_actions_left_exactly(
         "closed periods": 1,
         "badges": sum(len(v) for k, v in before.items() if ":badges:" in k),
         "board definitions": 1,
+        "deleted board definitions": 1,
     }
     assert any(line.startswith("  journal: ") for line in restored.lines())
 

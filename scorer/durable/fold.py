@@ -17,8 +17,9 @@ with the rules of each function:
   its boards like any window's;
 * ``close``: the period's close marker and its entry in the window's finals;
 * ``badge``: awards the badge worker made (scorer/badges.py journals first awards): a union;
-* ``board`` / ``board_delete``: a board definition stored or deleted (the last one holds), and
-  the boards' version counter (one step per change, as the functions count them);
+* ``board`` / ``board_delete``: a board definition stored or deleted (the last one holds; a
+  deleted one is remembered until its id is created again, as lb_board_delete keeps it), and the
+  boards' version counter (one step per change, as the functions count them);
 * ``correct_defined``: nothing here — a defined board's entries follow the function library's
   rules, so the rebuild replays it through ``lb_correct_defined`` among the slips (rebuild/writes.py).
 
@@ -251,6 +252,7 @@ class Restorable:
     closes: list[Close] = field(default_factory=list)  # in the order they were made
     badges: dict[str, set[str]] = field(default_factory=dict)  # player -> badges awarded
     boards: dict[str, str] = field(default_factory=dict)  # board id -> definition JSON
+    deleted_boards: dict[str, str] = field(default_factory=dict)  # board id -> definition JSON when deleted
     board_changes: int = 0  # lb_board_put / lb_board_delete calls that changed the boards hash
     # (window, period) -> players a ban took off its global board: still in its distinct-player log
     counted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
@@ -358,6 +360,7 @@ class ActionFolder(Folder):
             mine.entrants.setdefault(tournament, (set(), expire_at))[0].update(entrants)
         mine.closes += theirs.closes
         mine.boards.update(theirs.boards)  # board definitions are in the first part only (shares)
+        mine.deleted_boards.update(theirs.deleted_boards)
         mine.board_changes += theirs.board_changes
         for period_sets, their_sets in ((mine.counted, theirs.counted), (mine.uncounted, theirs.uncounted)):
             for period, players in their_sets.items():
@@ -404,9 +407,12 @@ class ActionFolder(Folder):
             state.entrants[a[0]] = (players, int(a[1]))
         elif action.fn == "board":
             state.boards[a[0]] = a[1]
+            state.deleted_boards.pop(a[0], None)
             state.board_changes += 1
         elif action.fn == "board_delete":
-            state.boards.pop(a[0], None)
+            old = state.boards.pop(a[0], None)
+            if deleted := a[1] if len(a) > 1 else old:  # journaled with the definition since it is kept
+                state.deleted_boards[a[0]] = deleted
             state.board_changes += 1
         elif action.fn == "badge":
             for player, badge in zip(a[0::2], a[1::2], strict=True):

@@ -193,6 +193,8 @@ def state_commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[li
             out.append(("LTRIM", key, 0, close.kept - 1))
     for board, definition in state.boards.items():
         out.append(("HSET", keys.boards, board, definition))
+    for board, definition in state.deleted_boards.items():
+        out.append(("HSET", keys.deleted_boards, board, definition))
     if state.board_changes:
         out.append(("SET", keys.boards_version, state.board_changes))
     for player, badges in state.badges.items():
@@ -222,6 +224,7 @@ def state_commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[li
         "closed periods": markers,
         "badges": sum(len(b) for b in state.badges.values()),
         "board definitions": len(state.boards),
+        "deleted board definitions": len(state.deleted_boards),
     }
     return out, counts
 
@@ -304,8 +307,14 @@ async def _replay_defined(
             on_boards.add(a[0])
             restored.defined_corrections += 1
         return
-    put = ("HSET", lb.keys.boards, a[0], a[1]) if action.fn == "board" else ("HDEL", lb.keys.boards, a[0])
-    await execute_packed(lb.redis, put, ("INCR", lb.keys.boards_version))
+    # as lb_board_put / lb_board_delete change the boards hash and the deleted definitions' hash
+    boards, deleted = lb.keys.boards, lb.keys.deleted_boards
+    if action.fn == "board":
+        change: tuple[tuple[str, ...], ...] = (("HSET", boards, a[0], a[1]), ("HDEL", deleted, a[0]))
+    else:  # journaled with the definition it deleted (before that, only its id: the one Redis holds)
+        old = a[1] if len(a) > 1 else await lb.boards.stored_json(a[0])
+        change = (("HDEL", boards, a[0]), *((("HSET", deleted, a[0], old),) if old else ()))
+    await execute_packed(lb.redis, *change, ("INCR", lb.keys.boards_version))
     await lb.boards.refresh()
 
 
