@@ -431,6 +431,13 @@ def parse_values(definition: Definition, raw: Sequence[Any]) -> tuple[int, ...]:
     return values
 
 
+def check_metadata(definition: Definition, meta: str | None) -> None:
+    """InvalidBoard(metadata_too_large) when ``meta`` is longer than the board keeps (None: none)."""
+    if meta is not None and len(meta.encode()) > definition.metadata_bytes:
+        limit = definition.metadata_bytes
+        raise _fail("metadata_too_large", f"board {definition.id} keeps at most {limit} bytes of metadata")
+
+
 def combine(definition: Definition, old: tuple[int, ...] | None, new: tuple[int, ...]) -> tuple[int, ...]:
     """The stored values after a submission of ``new`` over ``old`` (None: no entry yet).
 

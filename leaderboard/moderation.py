@@ -267,10 +267,7 @@ class Moderation:
                     "wrong_key_count", f"board {board} takes {len(definition.keys)} key value(s), got none"
                 )
             checked = None if values is None else boards.parse_values(definition, list(values))
-            if metadata is not None and len(metadata.encode()) > definition.metadata_bytes:
-                raise InvalidBoard(
-                    "metadata_too_large", f"board {board} keeps at most {definition.metadata_bytes} bytes of metadata"
-                )
+            boards.check_metadata(definition, metadata)
             if window_name is not None:
                 try:
                     periods = [boards.resolve(definition, window_name, period, when)]

@@ -88,11 +88,9 @@ class Queue:
                 raise InvalidSubmission("unknown_board", f"no board {sub.board!r}")
             try:
                 boards.parse_values(definition, sub.values)
+                boards.check_metadata(definition, sub.meta)
             except InvalidBoard as exc:
                 raise InvalidSubmission(exc.code, exc.message) from None
-            if sub.meta is not None and len(sub.meta.encode()) > definition.metadata_bytes:
-                limit = definition.metadata_bytes
-                raise InvalidSubmission("metadata_too_large", f"metadata is at most {limit} bytes on board {sub.board}")
 
     async def _check_entries(self, submissions: Sequence[Submission]) -> None:
         """Tournament submissions: refused here, at once, if the tournament is unknown, not
