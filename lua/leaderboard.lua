@@ -715,6 +715,88 @@ local function tournament_refusal(ctx, period, player)
   end
 end
 
+-- The batch's boards, by key -----------------------------------------------------------------
+-- Each board key the batch writes to has one record (ctx.held): its members' scores, read with one
+-- ZMSCORE per layout's players the first time a slip of that layout plans on it (a player already
+-- held keeps the batch's own view, which includes its deferred writes), and the batch's writes
+-- to it gathered into one multi-member ZADD. Anything that reads the key itself (a rank, the
+-- N-th score, a count) flushes those writes first, so it sees exactly what a ZADD per slip
+-- left; the rest are flushed at the end of the batch. A member written twice keeps one pair,
+-- the latest score: the board's final order depends only on the final scores.
+local function held_board(ctx, key, layout)
+  local held = ctx.held[key]
+  if not held then
+    held = { scores = {}, read = {}, writes = {}, at = {} }
+    ctx.held[key] = held
+    ctx.held[#ctx.held + 1] = key -- flushed in first-touched order
+  end
+  if not held.read[layout] then
+    held.read[layout] = true
+    local players, scores = layout.players, held.scores
+    for i = 1, #players, 1000 do -- unpack() is bounded by Lua's C stack
+      local last = math.min(i + 999, #players)
+      local replies = redis.call('ZMSCORE', key, unpack(players, i, last))
+      for j = 1, last - i + 1 do
+        local player = players[i + j - 1]
+        if scores[player] == nil then
+          local score = replies[j]
+          scores[player] = score and tonumber(score) or false
+        end
+      end
+    end
+  end
+  return held
+end
+
+-- A member's score as the batch left it (nil: not on the board).
+local function held_score(ctx, key, layout, player)
+  return held_board(ctx, key, layout).scores[player] or nil
+end
+
+-- A write to the board, deferred until the key is read or the batch ends.
+local function defer_write(ctx, key, player, score)
+  local held = ctx.held[key]
+  held.scores[player] = score
+  local at, writes = held.at[player], held.writes
+  if at then
+    writes[at] = score
+  else
+    writes[#writes + 1] = score
+    writes[#writes + 1] = player
+    held.at[player] = #writes - 1
+  end
+end
+
+-- Before any read of the key: its deferred writes, in ZADDs of at most 500 members.
+local function flush_board(ctx, key)
+  local held = ctx.held[key]
+  local writes = held and held.writes
+  if writes and #writes > 0 then
+    for i = 1, #writes, 1000 do
+      redis.call('ZADD', key, unpack(writes, i, math.min(i + 999, #writes)))
+    end
+    held.writes, held.at = {}, {}
+  end
+end
+
+-- A member's 0-based rank (ZREVRANK) on a board of the batch, its deferred writes flushed first.
+local function board_rank(ctx, key, player)
+  flush_board(ctx, key)
+  return redis.call('ZREVRANK', key, player)
+end
+
+-- At the end of the batch: every board's remaining writes, then the expiry of the boards it
+-- wrote (EXPIREAT on a key not yet created would do nothing).
+local function flush_boards(ctx)
+  for _, key in ipairs(ctx.held) do
+    flush_board(ctx, key)
+    local expire_at = ctx.held[key].expire_at
+    if expire_at then
+      redis.call('EXPIREAT', key, expire_at, 'NX')
+    end
+  end
+end
+
 -- Per-submission validation and planning (no writes) ---------------------------------------
 
 -- The checks every slip passes, whatever board it names: its player and name (check_slip: nil,
@@ -793,8 +875,7 @@ local function plan_submission(keys, sub, periods, ctx)
     end
     local op = sub.op ~= '' and sub.op or ref.op
     local key, scale = board.key, period.scale
-    local old = redis.call('ZSCORE', key, sub.player)
-    old = old and tonumber(old) or nil
+    local old = held_score(ctx, key, sub.layout, sub.player)
     local total = points
     if op == 'incr' and old then
       total = score_points(old, scale) + points
@@ -999,14 +1080,13 @@ local function apply_lex(board, player, name, ctx, want)
 end
 
 -- One defined board's planned write (no writes here).
-local function plan_defined_board(keys, ref, period, def, sub, values, new_prefix, ts)
+local function plan_defined_board(keys, ref, period, def, sub, values, new_prefix, ts, ctx)
   local key, op = keys[ref.key], sub.op ~= '' and sub.op or def.op
   local t = math.floor((ts - period.start_ms) / period.unit_ms)
   if not def.lex then
     local sign, scale, k = def.keys[1].desc and 1 or -1, period.scale, def.keys[1]
     local value = values[1][1] * TWO32 + values[1][2] -- below 2^53: a packed definition's bound
-    local old = redis.call('ZSCORE', key, sub.player)
-    old = old and tonumber(old) or nil
+    local old = held_score(ctx, key, sub.layout, sub.player)
     local total = value
     if op == 'incr' and old then
       total = sign * score_points(old, scale) + value
@@ -1083,7 +1163,7 @@ local function plan_defined(keys, sub, periods, ctx)
       return nil, entry_error('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
     end
     local outsider = tournament_refusal(ctx, period, sub.player); if outsider then return nil, outsider end
-    local board, failure = plan_defined_board(keys, ref, period, def, sub, values, new_prefix, ts)
+    local board, failure = plan_defined_board(keys, ref, period, def, sub, values, new_prefix, ts, ctx)
     if not board then
       return nil, failure
     end
@@ -1098,6 +1178,7 @@ end
 local function nth_score(ctx, key)
   local nth = ctx.nth[key]
   if nth == nil then
+    flush_board(ctx, key)
     local flat = redis.call('ZRANGE', key, ctx.top_n - 1, ctx.top_n - 1, 'REV', 'WITHSCORES')
     nth = flat[2] and tonumber(flat[2]) or false
     ctx.nth[key] = nth
@@ -1111,7 +1192,7 @@ local function in_top(ctx, key, player, score, nth)
   if nth == false or score > nth then
     return true
   end
-  return score == nth and redis.call('ZREVRANK', key, player) < ctx.top_n
+  return score == nth and board_rank(ctx, key, player) < ctx.top_n
 end
 
 -- A write changed the board's top N: bump its version; announce an entry (entered). Returns the
@@ -1120,7 +1201,7 @@ local function touch_top(board, player, name, ctx, rank, entered_top)
   redis.call('HINCRBY', ctx.versions, board.period.window .. ':' .. board.period.label .. ':' .. board.scope, 1)
   ctx.nth[board.key] = nil -- the N-th entry may have changed
   if entered_top then
-    rank = rank or redis.call('ZREVRANK', board.key, player)
+    rank = rank or board_rank(ctx, board.key, player)
     redis.call('SPUBLISH', ctx.announce, cjson.encode({
       type = 'announce', board = board.scope, window = board.period.window,
       period = board.period.label, player = player, name = name ~= '' and name or nil,
@@ -1150,29 +1231,32 @@ local function apply_board(board, player, name, ctx, want)
     -- Nothing changes (a personal best not beaten: the common case).
     local rank = 0
     if want == 'all' or (want == 'top' and in_top(ctx, key, player, old, nth_score(ctx, key))) then
-      rank = redis.call('ZREVRANK', key, player) + 1
+      rank = board_rank(ctx, key, player) + 1
     end
     return false, rank, rank, score_points(old, scale)
   end
-  local prev = want == 'all' and old and redis.call('ZREVRANK', key, player) or nil
+  local prev = want == 'all' and old and board_rank(ctx, key, player) or nil
   local nth = nth_score(ctx, key)
   local was_top = old ~= nil and (prev and prev < ctx.top_n or (not prev and in_top(ctx, key, player, old, nth)))
   -- the comparison above already decided the write, so a plain ZADD (not GT) is right here
-  redis.call('ZADD', key, board.score, player)
-  board_score_changed(key, board.hist, board.period.mode == 'dense' and board.pts or nil, scale, old, board.score, ctx.hist)
-  local rank = want == 'all' and redis.call('ZREVRANK', key, player) or nil
+  defer_write(ctx, key, player, board.score)
+  local dense = board.period.mode == 'dense'
+  if dense then
+    flush_board(ctx, key) -- board_score_changed counts the old points on the board
+  end
+  board_score_changed(key, board.hist, dense and board.pts or nil, scale, old, board.score, ctx.hist)
+  local rank = want == 'all' and board_rank(ctx, key, player) or nil
   if was_top then
     rank = touch_top(board, player, name, ctx, rank, false)
     if want == 'top' and in_top(ctx, key, player, board.score, nth_score(ctx, key)) then
-      rank = redis.call('ZREVRANK', key, player) -- still in the top N after the write (a set may drop out)
+      rank = board_rank(ctx, key, player) -- still in the top N after the write (a set may drop out)
     end
   elseif rank and rank < ctx.top_n or (not rank and in_top(ctx, key, player, board.score, nth)) then
     rank = touch_top(board, player, name, ctx, rank, true)
   end
   if board.period.expire_at > 0 and not ctx.expiring[key] then
-    -- after the write: EXPIREAT on a key not yet created would do nothing
-    redis.call('EXPIREAT', key, board.period.expire_at, 'NX')
-    if board.period.mode == 'dense' then
+    ctx.held[key].expire_at = board.period.expire_at -- set once the board is written (flush_boards)
+    if dense then -- written above
       redis.call('EXPIREAT', board.pts, board.period.expire_at, 'NX')
     end
     ctx.expiring[key] = true
@@ -1422,7 +1506,7 @@ local function lb_submit(keys, args)
     now = tonumber(now_ms), top_n = tonumber(top_n), maxlen = activity_maxlen,
     skew = tonumber(clock_skew_ms), max_age = tonumber(idempotency_ms), announce = announce,
     rows = rows == '1', max_scopes = parse_uint(max_scopes, 9), expiring = {}, nth = {}, known = {},
-    hist = {}, hist_expire = {}, names = {}, boards = {}, defined = {},
+    hist = {}, hist_expire = {}, names = {}, boards = {}, defined = {}, held = {},
   }
   if not (ctx.now and ctx.top_n and tonumber(ctx.maxlen) and ctx.skew and ctx.max_age and ctx.max_scopes and ctx.scopes) then
     return refuse('bad_request', 'malformed batch header')
@@ -1450,6 +1534,13 @@ local function lb_submit(keys, args)
       distinct[player] = true
       players[#players + 1] = player
     end
+    if not layout.players then
+      layout.players, layout.distinct = {}, {}
+    end
+    if not layout.distinct[player] then -- whose scores are read on each board of the layout
+      layout.distinct[player] = true
+      layout.players[#layout.players + 1] = player
+    end
     local mark = layout.mark or marks[layout.seen]
     if not mark then
       mark = { key = layout.seen, expire_at = layout.seen_expire_at, ids = {}, applied = {} }
@@ -1474,6 +1565,7 @@ local function lb_submit(keys, args)
     results[i] = apply_submission(keys, sub, periods, ctx)
     at = at + SUBMISSION_FIELDS
   end
+  flush_boards(ctx)
   flush_histograms(ctx)
   mark_seen(marks)
   count_players(periods)
