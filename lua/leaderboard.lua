@@ -748,14 +748,8 @@ local function held_board(ctx, key, layout)
   return held
 end
 
--- A member's score as the batch left it (nil: not on the board).
-local function held_score(ctx, key, layout, player)
-  return held_board(ctx, key, layout).scores[player] or nil
-end
-
 -- A write to the board, deferred until the key is read or the batch ends.
-local function defer_write(ctx, key, player, score)
-  local held = ctx.held[key]
+local function defer_write(held, player, score)
   held.scores[player] = score
   local at, writes = held.at[player], held.writes
   if at then
@@ -871,11 +865,12 @@ local function plan_submission(keys, sub, periods, ctx)
     local board = ref.board
     if not board then
       board = { key = keys[ref.key], hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope }
+      board.held = held_board(ctx, board.key, sub.layout) -- a record per layout and key, as the read
       ref.board = board
     end
     local op = sub.op ~= '' and sub.op or ref.op
-    local key, scale = board.key, period.scale
-    local old = held_score(ctx, key, sub.layout, sub.player)
+    local scale = period.scale
+    local old = board.held.scores[sub.player] or nil
     local total = points
     if op == 'incr' and old then
       total = score_points(old, scale) + points
@@ -1086,7 +1081,8 @@ local function plan_defined_board(keys, ref, period, def, sub, values, new_prefi
   if not def.lex then
     local sign, scale, k = def.keys[1].desc and 1 or -1, period.scale, def.keys[1]
     local value = values[1][1] * TWO32 + values[1][2] -- below 2^53: a packed definition's bound
-    local old = held_score(ctx, key, sub.layout, sub.player)
+    local held = held_board(ctx, key, sub.layout)
+    local old = held.scores[sub.player] or nil
     local total = value
     if op == 'incr' and old then
       total = sign * score_points(old, scale) + value
@@ -1099,7 +1095,7 @@ local function plan_defined_board(keys, ref, period, def, sub, values, new_prefi
     if op == 'incr' and old and value == 0 then
       score = old -- adding zero: keep the time the total was first reached
     end
-    return { key = key, hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope, op = op, old = old,
+    return { key = key, held = held, hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope, op = op, old = old,
       total = total, score = score, top_n = def.top_n, meta = keys[ref.meta], meta_value = sub.meta }
   end
   local members = keys[ref.members]
@@ -1239,7 +1235,7 @@ local function apply_board(board, player, name, ctx, want)
   local nth = nth_score(ctx, key)
   local was_top = old ~= nil and (prev and prev < ctx.top_n or (not prev and in_top(ctx, key, player, old, nth)))
   -- the comparison above already decided the write, so a plain ZADD (not GT) is right here
-  defer_write(ctx, key, player, board.score)
+  defer_write(board.held, player, board.score)
   local dense = board.period.mode == 'dense'
   if dense then
     flush_board(ctx, key) -- board_score_changed counts the old points on the board
@@ -1255,7 +1251,7 @@ local function apply_board(board, player, name, ctx, want)
     rank = touch_top(board, player, name, ctx, rank, true)
   end
   if board.period.expire_at > 0 and not ctx.expiring[key] then
-    ctx.held[key].expire_at = board.period.expire_at -- set once the board is written (flush_boards)
+    board.held.expire_at = board.period.expire_at -- set once the board is written (flush_boards)
     if dense then -- written above
       redis.call('EXPIREAT', board.pts, board.period.expire_at, 'NX')
     end
@@ -1282,14 +1278,40 @@ local function apply_packed(board, player, name, ctx, want)
   return improved, rank, prev, total
 end
 
--- The histogram changes of the batch, one HINCRBY per bucket that moved (board_score_changed).
+-- The histogram changes of the batch (board_score_changed), three calls per histogram however
+-- many buckets moved: the moved buckets' counts read (HMGET), the new counts written (HSET) and the
+-- emptied buckets deleted (HDEL). A call per bucket was most of the histograms' cost.
 local function flush_histograms(ctx)
   local deltas = ctx.hist
   for _, hist_key in ipairs(deltas) do
+    local buckets = {}
     for bucket, delta in pairs(deltas[hist_key]) do
-      if delta ~= 0 and redis.call('HINCRBY', hist_key, bucket, delta) <= 0 then
-        redis.call('HDEL', hist_key, bucket)
+      if delta ~= 0 then
+        buckets[#buckets + 1] = bucket
       end
+    end
+    local counts, set, emptied = {}, {}, {}
+    for i = 1, #buckets, 1000 do -- unpack() is bounded by Lua's C stack
+      local last = math.min(i + 999, #buckets)
+      local replies = redis.call('HMGET', hist_key, unpack(buckets, i, last))
+      for j = 1, last - i + 1 do
+        counts[i + j - 1] = tonumber(replies[j]) or 0
+      end
+    end
+    for i, bucket in ipairs(buckets) do
+      local count = counts[i] + deltas[hist_key][bucket]
+      if count > 0 then
+        set[#set + 1] = bucket
+        set[#set + 1] = count
+      else
+        emptied[#emptied + 1] = bucket
+      end
+    end
+    for i = 1, #set, 1000 do
+      redis.call('HSET', hist_key, unpack(set, i, math.min(i + 999, #set)))
+    end
+    for i = 1, #emptied, 1000 do
+      redis.call('HDEL', hist_key, unpack(emptied, i, math.min(i + 999, #emptied)))
     end
     local expire_at = ctx.hist_expire[hist_key]
     if expire_at then
