@@ -1476,8 +1476,10 @@ A slip is refused whole (per entry, nothing written) when a period it would writ
 region or mode value the game has not seen while the scopes set holds max_scopes values
 (too_many_scopes); a new value is added to the set by the first slip applied with it.
 What is read for every slip is read once per batch: the ban tombstones of its players (HMGET),
-its ids' seen buckets (SMISMEMBER), a tournament's entrants (SMISMEMBER); the histograms and the
-seen ids are written once per batch at its end.
+its ids' seen buckets (SMISMEMBER), a tournament's entrants (SMISMEMBER), each board's scores of
+the players of each layout writing to it (ZMSCORE: held_board); the boards' writes are gathered
+into one ZADD per board (flushed earlier only before a read of that board), and the histograms
+and the seen ids are written once per batch at its end.
 Input:
   KEYS[1] versions hash, KEYS[2] activity stream, KEYS[3] profiles hash, KEYS[4] banned hash,
           KEYS[5] scopes set, KEYS[6..] the boards, their companions, the closed markers,
