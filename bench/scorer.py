@@ -13,6 +13,11 @@ c) publish lag: while the producer offers a steady load, probe submissions that 
    are timed from the moment the queue accepted them to the moment a subscriber receives the
    weekly snapshot containing them.
 
+``--baseline REF``: (a) again, alternating (``--rounds`` pairs), with the scorer of a git ref (its
+packages and function library, exported to a temporary directory: the library it loads replaces
+this tree's, so the queue's ``lb_enqueue`` is the ref's too) and with this tree's, each on a game of
+its own; the producer stays this tree's Python. Prints both side by side: the same load, one run.
+
 ``--durable`` measures instead the cost of the durable score log: (a) repeated without the log,
 with SQLite (a file in a temporary directory) and with PostgreSQL (a private server, fsync on),
 alternating, ``--rounds`` times, and prints the ratios.
@@ -38,6 +43,7 @@ from typing import Any
 import orjson
 
 from bench import results
+from bench.drain import code_tree
 from fleet.redis_server import RedisServer
 from leaderboard import BacklogFull, GameConfig, Leaderboard, RedisClient, Submission, connect, now_ms
 from leaderboard.queue import Queue
@@ -169,6 +175,7 @@ async def sustained(
     producers: int = 1,
     game: str = "bench",
     env: dict[str, str] | None = None,
+    tree: Path | None = None,
 ) -> None:
     config = GameConfig(game=game)
     queue = Queue(r, config, backlog_max=SUSTAINED_BACKLOG)
@@ -183,8 +190,9 @@ async def sustained(
     # several submit calls in flight, as several game servers make them: one waits for its reply
     # between calls, and alone it could not keep a fast scorer's queue full
     tasks = [asyncio.create_task(produce(queue, source, stop, None, offered)) for _ in range(producers)]
+    # run from ``tree``: the scorer imports (and loads) the code it finds first on its path
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "scorer", env=scorer_env(url, game, **(env or {}))
+        sys.executable, "-m", "scorer", env=scorer_env(url, game, **(env or {})), cwd=tree
     )
     redis_pid = int((await r.info("server"))["process_id"])
     pids = (redis_pid, proc.pid, os.getpid())
@@ -327,6 +335,45 @@ async def run(args: argparse.Namespace) -> Figures:
     return fig
 
 
+async def against_baseline(args: argparse.Namespace, tree: Path) -> dict[str, list[Figures]]:
+    """(a) with the scorer of ``tree`` and with this tree's, alternating, in one run."""
+    runs: dict[str, list[Figures]] = {"baseline": [], "this": []}
+    with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)) as server:
+        r = connect(server.url)
+        for round_ in range(args.rounds):
+            for side, cwd in (("baseline", tree), ("this", None)):
+                fig = Figures()
+                await Leaderboard(r, GameConfig(game="bench")).load()  # the queue's before the scorer's start
+                await sustained(server.url, r, args.warmup_s, args.sustained_s, fig, game=f"{side}{round_}", tree=cwd)
+                runs[side].append(fig)
+                print(f"round {round_ + 1} {side}: {fig.sustained:,.0f} /s", file=sys.stderr)
+        await r.aclose()
+    return runs
+
+
+def baseline_table(ref: str, runs: dict[str, list[Figures]]) -> list[str]:
+    def per(fig: Figures) -> str:  # µs of CPU per submission applied: Redis, scorer, producer
+        cores = (fig.cores_redis, fig.cores_scorer, fig.cores_producer)
+        return ", ".join(f"{c / fig.sustained * 1e6:.1f}" for c in cores) if fig.sustained else "-"
+
+    def commands(fig: Figures) -> str:
+        return ", ".join(f"{name.upper()} {us:.2f}" for name, (us, _) in fig.commands.items() if us >= 0.3)
+
+    lines = [
+        "| code | round | sustained /s | CPU per submission: Redis, scorer, producer (µs) "
+        "| Redis waited | Redis time per submission by command (µs) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for side, label in (("baseline", ref), ("this", "this tree")):
+        for i, fig in enumerate(runs[side]):
+            lines.append(
+                f"| {label} | {i + 1} | {fig.sustained:,.0f} | {per(fig)} | {fig.redis_waited:.0%} | {commands(fig)} |"
+            )
+    ratios = [t.sustained / b.sustained for b, t in zip(runs["baseline"], runs["this"], strict=True) if b.sustained]
+    lines.append(f"this tree / {ref}, each round: " + ", ".join(f"{x:.2f}×" for x in ratios))
+    return lines
+
+
 async def durable_cost(args: argparse.Namespace) -> dict[str, list[float]]:
     """(a) without the log, with SQLite, with PostgreSQL, alternating, in one run."""
     from fleet.postgres_server import PostgresServer
@@ -386,7 +433,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--producers", type=int, default=2, help="submit calls in flight while measuring (a) (game servers)")
     results.add_no_write(p)
     p.add_argument("--durable", action="store_true", help="measure (a) without and with the durable log instead")
-    p.add_argument("--rounds", type=int, default=2, help="--durable: rounds of (none, SQLite, PostgreSQL)")
+    p.add_argument("--baseline", metavar="REF", help="(a) only, alternating with the scorer and library of a git ref")
+    p.add_argument(
+        "--rounds", type=int, default=2, help="--durable: rounds of (none, SQLite, PostgreSQL); --baseline: pairs"
+    )
     args = p.parse_args(argv)
     if args.producers < 1:
         p.error("--producers must be at least 1")
@@ -394,6 +444,13 @@ def main(argv: list[str] | None = None) -> int:
         runs = asyncio.run(durable_cost(args))
         print("\n".join(durable_table(runs)))
         results.save("scorer-durable", {"sustained_per_s": runs}, args, module="bench.scorer", argv=argv)
+        return 0
+    if args.baseline:
+        with tempfile.TemporaryDirectory(prefix="scorer-baseline-") as scratch:
+            by_side = asyncio.run(against_baseline(args, code_tree(args.baseline, Path(scratch))))
+        print("\n".join(baseline_table(args.baseline, by_side)))
+        figures = {"baseline_ref": args.baseline, **{k: [asdict(f) for f in v] for k, v in by_side.items()}}
+        results.save("scorer-baseline", figures, args, module="bench.scorer", argv=argv)
         return 0
     fig = asyncio.run(run(args))
     print("\n".join(table(fig)))
