@@ -232,7 +232,8 @@ end
 -- The journal of state changes the submissions log does not carry (operator actions, profiles,
 -- tournaments, closes): one entry per change, appended in the same atomic call as the change, so
 -- whoever made it (a scorer command, a gateway's server-role request) cannot leave it out. The
--- scorer records the entries in the durable log and deletes them (scorer/journal.py); the cap
+-- scorer records the entries in the durable log and acknowledges them, trimming what is recorded
+-- (scorer/journal.py, lb_ack); the cap
 -- only bounds a journal nobody records (no durable log configured): changes are rare next to
 -- submissions. 'at' is Redis's clock in microseconds, the clock of the log's 'applied' order.
 local JOURNAL_MAXLEN = 100000
