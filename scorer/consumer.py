@@ -36,7 +36,7 @@ from typing import Any
 
 from leaderboard import RedisClient, SubmitResult, now_ms
 from leaderboard.keys import HOUR_MS
-from leaderboard.transport import Command, execute_packed
+from leaderboard.transport import Command
 
 from .durable.recorder import Recorder
 from .settings import ScorerSettings
@@ -125,7 +125,7 @@ class Consumer(GroupWorker):
                 ("XADD", self.dead_letters, "MAXLEN", "~", maxlen, "*", *(x for kv in letter.items() for x in kv))
             )
         if not letters:
-            await execute_packed(self.redis, ack)
+            await self.acknowledge(ack)
         else:
             # One MULTI: a dead letter is written exactly when its entry is acknowledged.
             refused_key = self.settings.game.keys.refused(int(at) // HOUR_MS)
@@ -133,10 +133,7 @@ class Consumer(GroupWorker):
             commands: list[Command] = [("MULTI",), *letters]
             if refusals:
                 commands += [("HSET", refused_key, *refusals), ("EXPIREAT", refused_key, expire_at)]
-            replies = await execute_packed(self.redis, *commands, ack, ("EXEC",))
-            for reply in replies[-1]:  # errors inside EXEC come back as values, not raised
-                if isinstance(reply, Exception):
-                    raise reply
+            await self.acknowledge(*commands, ack, ("EXEC",))
         s = self.stats
         s.batches += 1
         s.dead_letters += dead

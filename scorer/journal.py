@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 
 from leaderboard import RedisClient
-from leaderboard.transport import execute_packed
 
 from .durable.recorder import Recorder
 from .durable.records import Action
@@ -42,4 +41,4 @@ class JournalWorker(GroupWorker):
         if self.settings.crash_at == "journaled":  # LB_SCORER_CRASH_AT: the crash tests' hook
             self.log.warning("LB_SCORER_CRASH_AT=journaled: exiting abruptly")
             os._exit(70)
-        await execute_packed(self.redis, self.lb.ack_command(self.stream, self.group, [sid for sid, _ in batch]))
+        await self.acknowledge(self.lb.ack_command(self.stream, self.group, [sid for sid, _ in batch]))
