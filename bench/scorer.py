@@ -13,6 +13,11 @@ c) publish lag: while the producer offers a steady load, probe submissions that 
    are timed from the moment the queue accepted them to the moment a subscriber receives the
    weekly snapshot containing them.
 
+``--baseline REF``: (a) again, alternating (``--rounds`` pairs), with the scorer of a git ref (its
+packages and function library, exported to a temporary directory: the library it loads replaces
+this tree's, so the queue's ``lb_enqueue`` is the ref's too) and with this tree's, each on a game of
+its own; the producer stays this tree's Python. Prints both side by side: the same load, one run.
+
 ``--durable`` measures instead the cost of the durable score log: (a) repeated without the log,
 with SQLite (a file in a temporary directory) and with PostgreSQL (a private server, fsync on),
 alternating, ``--rounds`` times, and prints the ratios.
@@ -31,12 +36,14 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from bench import results
+from bench.drain import code_tree
 from fleet.redis_server import RedisServer
 from leaderboard import BacklogFull, GameConfig, Leaderboard, RedisClient, Submission, connect, now_ms
 from leaderboard.queue import Queue
@@ -68,6 +75,9 @@ class Figures:
     cores_scorer: float = 0.0
     cores_producer: float = 0.0  # this process: the producer's submit calls and generation
     redis_waited: float = 0.0  # share of (a) Redis spent runnable but waiting for a core (schedstat)
+    # (a)'s INFO commandstats per submission applied: command -> (µs of Redis time, calls); calls
+    # made inside an FCALL (lb_enqueue's and lb_submit's) are counted in it and again on their own
+    commands: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 class Source:
@@ -121,6 +131,17 @@ def scorer_env(url: str, game: str, **extra: str) -> dict[str, str]:
     }
 
 
+async def backlog(r: RedisClient, stream: str) -> int:
+    """Entries the scorer has still to apply: its group's not delivered plus pending (the stream
+    may also hold acknowledged entries the next acknowledgement trims); the stream's length if
+    the group cannot count (no group yet, or its lag unknown)."""
+    groups: Any = await r.xinfo_groups(stream)
+    for group in groups:
+        if group["name"] == "scorer" and group.get("lag") is not None:
+            return int(group["lag"]) + int(group["pending"])
+    return int(await r.xlen(stream))
+
+
 async def produce(queue: Queue, source: Source, stop: asyncio.Event, rate: float | None, counter: list[int]) -> None:
     """Offer submissions at a steady rate, or (rate None) as fast as the queue takes them: the
     queue's own backlog cap is the back-pressure, so production matches consumption."""
@@ -165,6 +186,7 @@ async def sustained(
     producers: int = 1,
     game: str = "bench",
     env: dict[str, str] | None = None,
+    tree: Path | None = None,
 ) -> None:
     config = GameConfig(game=game)
     queue = Queue(r, config, backlog_max=SUSTAINED_BACKLOG)
@@ -179,24 +201,32 @@ async def sustained(
     # several submit calls in flight, as several game servers make them: one waits for its reply
     # between calls, and alone it could not keep a fast scorer's queue full
     tasks = [asyncio.create_task(produce(queue, source, stop, None, offered)) for _ in range(producers)]
+    # run from ``tree``: the scorer imports (and loads) the code it finds first on its path
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "scorer", env=scorer_env(url, game, **(env or {}))
+        sys.executable, "-m", "scorer", env=scorer_env(url, game, **(env or {})), cwd=tree
     )
     redis_pid = int((await r.info("server"))["process_id"])
     pids = (redis_pid, proc.pid, os.getpid())
     try:
         await asyncio.sleep(warmup)
-        t0, applied0, offered0 = time.perf_counter(), offered[0] - await r.xlen(stream), offered[0]
+        t0, applied0, offered0 = time.perf_counter(), offered[0] - await backlog(r, stream), offered[0]
         before = [usage(pid) for pid in pids]
+        await r.config_resetstat()
         await asyncio.sleep(seconds)
-        t1, applied1, offered1 = time.perf_counter(), offered[0] - await r.xlen(stream), offered[0]
+        t1, applied1, offered1 = time.perf_counter(), offered[0] - await backlog(r, stream), offered[0]
         after = [usage(pid) for pid in pids]
+        commands: dict[str, Any] = await r.info("commandstats")
         cores = [(b.cpu_s - a.cpu_s) / (t1 - t0) for a, b in zip(before, after, strict=True)]
         fig.cores_redis, fig.cores_scorer, fig.cores_producer = cores
         fig.redis_waited = (after[0].wait_s - before[0].wait_s) / (t1 - t0)
         fig.sustained = (applied1 - applied0) / (t1 - t0)
         fig.offered_sustained = (offered1 - offered0) / (t1 - t0)
-        fig.backlog_end = int(await r.xlen(stream))
+        fig.backlog_end = await backlog(r, stream)
+        applied = max(1, applied1 - applied0)
+        fig.commands = {
+            name.removeprefix("cmdstat_"): (int(stat["usec"]) / applied, int(stat["calls"]) / applied)
+            for name, stat in sorted(commands.items(), key=lambda kv: -int(kv[1]["usec"]))
+        }
     finally:
         stop.set()
         await asyncio.gather(*tasks)
@@ -274,6 +304,9 @@ def table(fig: Figures) -> list[str]:
     def per(cores: float) -> float:  # µs of CPU per submission applied
         return cores / fig.sustained * 1e6 if fig.sustained else 0.0
 
+    by_command = ", ".join(
+        f"{name.upper()} {us:.2f} µs ({calls:.3g} calls)" for name, (us, calls) in fig.commands.items() if us >= 0.05
+    )
     return [
         "| measure | figure | target |",
         "|---|---|---|",
@@ -284,6 +317,8 @@ def table(fig: Figures) -> list[str]:
         f"| {fig.cores_redis:.2f}, {fig.cores_scorer:.2f}, {fig.cores_producer:.2f} | |",
         f"| (a) CPU per submission: Redis, scorer, producer | {per(fig.cores_redis):.1f}, {per(fig.cores_scorer):.1f}, "
         f"{per(fig.cores_producer):.1f} µs | |",
+        "| (a) Redis time per submission by command (INFO commandstats; FCALL holds lb_enqueue's and lb_submit's "
+        f"calls, counted again on their own) | {by_command} | |",
         f"| (b) baseline, one FCALL per submission, one at a time | {fig.baseline:,.0f} /s | |",
         f"| (a) / (b) | **{ratio:.1f}×** | ≥ 8× |",
         f"| (c) publish lag, accepted → snapshot received, at {fig.lag_rate:,.0f} /s offered "
@@ -309,6 +344,45 @@ async def run(args: argparse.Namespace) -> Figures:
         await publish_lag(server.url, r, rate, args.lag_s, fig)
         await r.aclose()
     return fig
+
+
+async def against_baseline(args: argparse.Namespace, tree: Path) -> dict[str, list[Figures]]:
+    """(a) with the scorer of ``tree`` and with this tree's, alternating, in one run."""
+    runs: dict[str, list[Figures]] = {"baseline": [], "this": []}
+    with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)) as server:
+        r = connect(server.url)
+        for round_ in range(args.rounds):
+            for side, cwd in (("baseline", tree), ("this", None)):
+                fig = Figures()
+                await Leaderboard(r, GameConfig(game="bench")).load()  # the queue's before the scorer's start
+                await sustained(server.url, r, args.warmup_s, args.sustained_s, fig, game=f"{side}{round_}", tree=cwd)
+                runs[side].append(fig)
+                print(f"round {round_ + 1} {side}: {fig.sustained:,.0f} /s", file=sys.stderr)
+        await r.aclose()
+    return runs
+
+
+def baseline_table(ref: str, runs: dict[str, list[Figures]]) -> list[str]:
+    def per(fig: Figures) -> str:  # µs of CPU per submission applied: Redis, scorer, producer
+        cores = (fig.cores_redis, fig.cores_scorer, fig.cores_producer)
+        return ", ".join(f"{c / fig.sustained * 1e6:.1f}" for c in cores) if fig.sustained else "-"
+
+    def commands(fig: Figures) -> str:
+        return ", ".join(f"{name.upper()} {us:.2f}" for name, (us, _) in fig.commands.items() if us >= 0.3)
+
+    lines = [
+        "| code | round | sustained /s | CPU per submission: Redis, scorer, producer (µs) "
+        "| Redis waited | Redis time per submission by command (µs) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for side, label in (("baseline", ref), ("this", "this tree")):
+        for i, fig in enumerate(runs[side]):
+            lines.append(
+                f"| {label} | {i + 1} | {fig.sustained:,.0f} | {per(fig)} | {fig.redis_waited:.0%} | {commands(fig)} |"
+            )
+    ratios = [t.sustained / b.sustained for b, t in zip(runs["baseline"], runs["this"], strict=True) if b.sustained]
+    lines.append(f"this tree / {ref}, each round: " + ", ".join(f"{x:.2f}×" for x in ratios))
+    return lines
 
 
 async def durable_cost(args: argparse.Namespace) -> dict[str, list[float]]:
@@ -370,7 +444,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--producers", type=int, default=2, help="submit calls in flight while measuring (a) (game servers)")
     results.add_no_write(p)
     p.add_argument("--durable", action="store_true", help="measure (a) without and with the durable log instead")
-    p.add_argument("--rounds", type=int, default=2, help="--durable: rounds of (none, SQLite, PostgreSQL)")
+    p.add_argument("--baseline", metavar="REF", help="(a) only, alternating with the scorer and library of a git ref")
+    p.add_argument(
+        "--rounds", type=int, default=2, help="--durable: rounds of (none, SQLite, PostgreSQL); --baseline: pairs"
+    )
     args = p.parse_args(argv)
     if args.producers < 1:
         p.error("--producers must be at least 1")
@@ -378,6 +455,13 @@ def main(argv: list[str] | None = None) -> int:
         runs = asyncio.run(durable_cost(args))
         print("\n".join(durable_table(runs)))
         results.save("scorer-durable", {"sustained_per_s": runs}, args, module="bench.scorer", argv=argv)
+        return 0
+    if args.baseline:
+        with tempfile.TemporaryDirectory(prefix="scorer-baseline-") as scratch:
+            by_side = asyncio.run(against_baseline(args, code_tree(args.baseline, Path(scratch))))
+        print("\n".join(baseline_table(args.baseline, by_side)))
+        figures = {"baseline_ref": args.baseline, **{k: [asdict(f) for f in v] for k, v in by_side.items()}}
+        results.save("scorer-baseline", figures, args, module="bench.scorer", argv=argv)
         return 0
     fig = asyncio.run(run(args))
     print("\n".join(table(fig)))

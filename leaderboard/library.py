@@ -13,6 +13,7 @@ function         wrapper                             used by
 ===============  ==================================  ==============================
 lb_submit        ``submit_batch``                    scorer consumer
 lb_enqueue       ``enqueue``                         queue.Queue (submit API)
+lb_ack           ``ack_command``                     scorer consumer, journal worker
 lb_status        ``status``                          gateways (status request), ``python -m scorer status``
 lb_lease         ``lease``                           scorer publisher
 lb_publish       ``publish``                         scorer publisher
@@ -293,6 +294,16 @@ class Leaderboard(PlainReads):
             ]
         command: Any = ("FCALL", "lb_publish", len(keys), *keys, *args)
         return bool(await _execute(self.redis, command))
+
+    @staticmethod
+    def ack_command(
+        stream: str, group: str, ids: Sequence[str], *, queued: str | None = None, submission_ids: Sequence[str] = ()
+    ) -> Command:
+        """lb_ack, as a command to send alone or inside the caller's MULTI: acknowledge ``ids``
+        in ``group``, remove ``submission_ids`` from the ``queued`` set, and trim the stream below
+        the oldest entry any group has still to apply. Its reply: the count acknowledged."""
+        keys = (stream,) if queued is None else (stream, queued)
+        return ("FCALL", "lb_ack", len(keys), *keys, group, len(ids), *ids, *submission_ids)
 
     async def forget(self, stream: str, group: str, *, idle_ms: int, keep: str) -> list[str]:
         """lb_forget: remove the consumer names of ``group`` idle ``idle_ms`` with nothing

@@ -1,8 +1,8 @@
 """The submissions queue: game servers (and gateways, for ``server`` connections) file score
 slips into a Redis Stream that the scorer consumes. The queue refuses new slips when its backlog
 is full instead of trimming ones nobody has applied yet. The check and the appends are one call of
-``lb_enqueue``, and the scorer deletes entries once applied, so the stream's length is exactly the
-number of slips still waiting::
+``lb_enqueue``; the backlog is what the scorer's group has not acknowledged (the stream's length
+bounds it from above: acknowledgements trim below the oldest entry still waiting)::
 
     queue = Queue(redis, config)  # LB_BACKLOG_MAX etc. from config
     stream_id = await queue.submit(Submission("m-1", "mia", 120, now_ms()))

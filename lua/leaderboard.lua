@@ -25,7 +25,9 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
                                                    tombstone lb_submit checks before any write
   lb:{g}:scopes                            SET     every region and mode value ("region:eu") slips
                                                    named: at most max_scopes (LB_MAX_SCOPES)
-  lb:{g}:submissions                       STREAM  the queue: only entries not yet applied and acked
+  lb:{g}:submissions                       STREAM  the queue: entries not yet applied and acked (and
+                                                   acked ones newer than a pending one, until lb_ack
+                                                   trims them)
   lb:{g}:queued                            SET     submission ids in the queue: lb_enqueue adds, the
                                                    scorer removes when it acknowledges them
   lb:{g}:deadletters                       STREAM  slips the scorer refused: their fields and dead.id,
@@ -73,6 +75,7 @@ Functions (each documented where it is defined; Python wrappers in leaderboard/l
                                                         profiles;
                                                         SPUBLISH announce
   lb_enqueue      append to the queue under its cap     submissions, queued
+  lb_ack          acknowledge, trim what is applied     the stream given (any group), queued
   lb_status       a submission's outcome (no-writes)    queued, seen, outcomes, refused
   lb_lease        take, renew or release the lease      publisher
   lb_publish      publish snapshots under the lease     publisher (read), published, latest;
@@ -229,7 +232,8 @@ end
 -- The journal of state changes the submissions log does not carry (operator actions, profiles,
 -- tournaments, closes): one entry per change, appended in the same atomic call as the change, so
 -- whoever made it (a scorer command, a gateway's server-role request) cannot leave it out. The
--- scorer records the entries in the durable log and deletes them (scorer/journal.py); the cap
+-- scorer records the entries in the durable log and acknowledges them, trimming what is recorded
+-- (scorer/journal.py, lb_ack); the cap
 -- only bounds a journal nobody records (no durable log configured): changes are rare next to
 -- submissions. 'at' is Redis's clock in microseconds, the clock of the log's 'applied' order.
 local JOURNAL_MAXLEN = 100000
@@ -1596,12 +1600,80 @@ local function lb_submit(keys, args)
   return results
 end
 
+--[[ The queue's length and trim. The scorer acknowledges entries without deleting them one by one
+(lb_ack trims the stream below the oldest entry a group has still to apply), so the stream may
+hold acknowledged entries newer than a pending one: its length is at least the backlog, and
+exactly the backlog once nothing older is pending. The exact figure is the group's own count.
+]]
+
+-- Each consumer group of a stream as a table of its XINFO GROUPS fields; none without the stream.
+local function stream_groups(stream)
+  local reply = redis.pcall('XINFO', 'GROUPS', stream)
+  if type(reply) ~= 'table' or reply.err then
+    return {}
+  end
+  local groups = {}
+  for i, flat in ipairs(reply) do
+    local g = {}
+    for f = 1, #flat, 2 do
+      g[flat[f]] = flat[f + 1]
+    end
+    groups[i] = g
+  end
+  return groups
+end
+
+-- Entries some group has still to apply: the most any group has not acknowledged (lag: not yet
+-- delivered; pending: delivered, not acknowledged). The stream's length when there is no group
+-- (nothing was trimmed then) or a group's lag is unknown (XDEL'd entries ahead of it): an upper bound.
+local function backlog_of(stream, length)
+  local groups, most = stream_groups(stream), 0
+  for _, g in ipairs(groups) do
+    if type(g.lag) ~= 'number' then
+      return length
+    end
+    most = math.max(most, g.lag + g.pending)
+  end
+  return #groups > 0 and most or length
+end
+
+-- Stream ids "<ms>-<seq>" in order (ms and seq compared as numbers).
+local function id_below(a, b)
+  local ams, aseq = string.match(a, '^(%d+)-(%d+)$')
+  local bms, bseq = string.match(b, '^(%d+)-(%d+)$')
+  ams, bms = tonumber(ams), tonumber(bms)
+  return ams < bms or (ams == bms and tonumber(aseq) < tonumber(bseq))
+end
+
+-- Trim a stream below the oldest entry any of its groups has still to apply: a group's oldest
+-- pending entry, or (nothing pending) the one after its last delivered. Exact MINID: whole nodes
+-- are freed, the first kept node is cut where the bound falls (no per-id search as XDEL makes).
+local function trim_applied(stream)
+  local bound
+  for _, g in ipairs(stream_groups(stream)) do
+    local first
+    if g.pending > 0 then
+      first = redis.call('XPENDING', stream, g.name, '-', '+', 1)[1][1]
+    else
+      local ms, seq = string.match(g['last-delivered-id'], '^(%d+)-(%d+)$')
+      -- the next id; a sequence too long to count on in a double keeps its entry (one too many)
+      first = #seq <= 14 and ms .. '-' .. string.format('%d', tonumber(seq) + 1) or g['last-delivered-id']
+    end
+    if not bound or id_below(first, bound) then
+      bound = first
+    end
+  end
+  if bound then
+    redis.call('XTRIM', stream, 'MINID', bound)
+  end
+end
+
 --[[ lb_enqueue: append submissions to the queue, unless that would overfill it.
-The length check and the appends are one atomic call, so concurrent submitters cannot together
-push the backlog past its cap. The scorer deletes entries once applied and acked, so XLEN is the
-number of slips still waiting. MAXLEN ~ is only a safety cap against writers that bypass this
-function: with the check above it never trims an entry nobody applied. Each entry's 'id' field
-joins the queued set (lb_status: pending) until the scorer acknowledges the entry.
+The backlog check and the appends are one atomic call, so concurrent submitters cannot together
+push the backlog past its cap. The stream's length bounds the backlog from above (see
+backlog_of), so it is enough when it leaves room; only a stream that looks full is counted
+exactly. Nothing is trimmed here: an entry waiting is never dropped to make room. Each entry's
+'id' field joins the queued set (lb_status: pending) until the scorer acknowledges the entry.
 Input:  KEYS[1] submissions stream, KEYS[2] queued set
         ARGV    backlog_max, entry_count, then per entry: field_count (pairs), field, value, ...
 Output: the stream ids, in order; or 'ERR backlog_full ...' and nothing is appended
@@ -1614,7 +1686,10 @@ local function lb_enqueue(keys, args)
   end
   local length = redis.call('XLEN', keys[1])
   if length + count > backlog_max then
-    return refuse('backlog_full', 'the submissions backlog holds ' .. length .. ' of ' .. backlog_max .. ' entries')
+    length = backlog_of(keys[1], length)
+    if length + count > backlog_max then
+      return refuse('backlog_full', 'the submissions backlog holds ' .. length .. ' of ' .. backlog_max .. ' entries')
+    end
   end
   if not keys[2] then
     return refuse('bad_request', 'the queued set is required')
@@ -1625,19 +1700,49 @@ local function lb_enqueue(keys, args)
     if not pairs_count or pairs_count < 1 then
       return refuse('bad_request', 'malformed entry ' .. i)
     end
-    ids[i] = redis.call('XADD', keys[1], 'MAXLEN', '~', backlog_max, '*', unpack(args, pos + 1, pos + 2 * pairs_count))
-    for f = pos + 1, pos + 2 * pairs_count, 2 do
-      if args[f] == 'id' then
-        queued[#queued + 1] = args[f + 1]
-        break
-      end
+    local last = pos + 2 * pairs_count
+    ids[i] = redis.call('XADD', keys[1], '*', unpack(args, pos + 1, last))
+    -- a submission's id is its first field (Submission.fields); other writers' anywhere
+    local f = pos + 1
+    while f < last and args[f] ~= 'id' do
+      f = f + 2
     end
-    pos = pos + 1 + 2 * pairs_count
+    if f < last then
+      queued[#queued + 1] = args[f + 1]
+    end
+    pos = last + 1
   end
   for i = 1, #queued, 1000 do -- chunked: unpack() is bounded by Lua's C stack
     redis.call('SADD', keys[2], unpack(queued, i, math.min(i + 999, #queued)))
   end
   return ids
+end
+
+--[[ lb_ack: acknowledge a group's entries, take their submission ids out of the queued set, and
+trim the stream below the oldest entry any group has still to apply (trim_applied). One call per
+batch instead of XACK + XDEL: XDEL looks up each id in its node, the trim frees whole nodes.
+Every entry not acknowledged stays, so a replica that dies leaves its entries to be claimed.
+Input:  KEYS[1] stream, KEYS[2] queued set (optional)
+        ARGV    group, entry_count, the entries' stream ids, then submission ids to remove from
+                the queued set
+Output: the number of entries acknowledged
+]]
+local function lb_ack(keys, args)
+  local count = parse_uint(args[2], 9)
+  if not count or #args < 2 + count then
+    return refuse('bad_request', 'malformed acknowledgement')
+  end
+  local acked = 0
+  for i = 3, 2 + count, 1000 do -- chunked: unpack() is bounded by Lua's C stack
+    acked = acked + redis.call('XACK', keys[1], args[1], unpack(args, i, math.min(i + 999, 2 + count)))
+  end
+  if keys[2] then
+    for i = 3 + count, #args, 1000 do
+      redis.call('SREM', keys[2], unpack(args, i, math.min(i + 999, #args)))
+    end
+  end
+  trim_applied(keys[1])
+  return acked
 end
 
 --[[ lb_status: what became of a submission, by its id: applied (its id is in a seen bucket;
@@ -2789,6 +2894,7 @@ redis.register_function('lb_board_put', lb_board_put)
 redis.register_function('lb_board_delete', lb_board_delete)
 redis.register_function('lb_submit', lb_submit)
 redis.register_function('lb_enqueue', lb_enqueue)
+redis.register_function('lb_ack', lb_ack)
 redis.register_function('lb_lease', lb_lease)
 redis.register_function('lb_forget', lb_forget)
 redis.register_function('lb_publish', lb_publish)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import gc
 import getpass
 import logging
 import os
@@ -581,6 +582,12 @@ async def run(settings: ScorerSettings, burst: bool) -> None:
         loop.add_signal_handler(sig, on_signal)
     try:
         await scorer.start()
+        if settings.gc_threshold > 0:
+            # Everything alive once started lives as long as the process: frozen, it is never
+            # scanned; and fewer collections than a batch's garbage would trigger by default.
+            gc.freeze()
+            _, older, oldest = gc.get_threshold()
+            gc.set_threshold(settings.gc_threshold, older, oldest)
         await scorer.wait()
     finally:
         await scorer.close()

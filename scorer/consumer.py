@@ -1,12 +1,16 @@
 """The submissions consumer: read a batch from the queue, apply it with one FCALL, dead-letter
-what was refused, acknowledge and delete. See stream.GroupWorker for the delivery guarantees.
+what was refused, acknowledge and trim. See stream.GroupWorker for the delivery guarantees.
 
-Why entries are deleted once acknowledged (XACK + XDEL in one MULTI) rather than trimmed with
-``XTRIM MINID``: deleting leaves the stream holding exactly the entries not yet applied, so its
-length *is* the backlog the submit API checks, with no extra reads per batch. MINID trimming would
-need the oldest pending id of the whole group (XPENDING) and the group's read position before
-every trim, and would still count acknowledged entries newer than the oldest pending one.
-Entries are deleted roughly in arrival order, so the stream's nodes empty and are freed quickly.
+Why the acknowledgement trims (``lb_ack``: XACK, then ``XTRIM MINID`` below the oldest entry the
+group has still to apply) rather than deleting each entry (XDEL): XDEL searches each id's node
+and was the dearest command of the whole path per submission; the trim frees whole nodes. The
+stream then holds every entry not yet acknowledged, plus acknowledged ones newer than one still
+pending (another loop's or replica's batch in flight, a dead replica's entries until claimed), so
+its length bounds the backlog from above and equals it once nothing older is pending.
+``lb_enqueue`` reads the length, and only when that says full counts the backlog exactly from
+the group (XINFO GROUPS: entries not delivered plus pending): the cap is never passed and never
+refuses early, with no extra read per batch. Pending entries are never trimmed, so a crash
+anywhere leaves them to be claimed, as before.
 
 With a durable log (LB_DURABLE_URL), each batch goes apply → record → acknowledge. Both writes
 are idempotent by submission id and the acknowledgement comes last, so a crash between any two
@@ -32,7 +36,7 @@ from typing import Any
 
 from leaderboard import RedisClient, SubmitResult, now_ms
 from leaderboard.keys import HOUR_MS
-from leaderboard.transport import Command, execute_packed
+from leaderboard.transport import Command
 
 from .durable.recorder import Recorder
 from .settings import ScorerSettings
@@ -84,48 +88,52 @@ class Consumer(GroupWorker):
             self._crash_point("recorded")
         ids = [sid for sid, _ in batch]
         at = str(self.now())
-        dead = 0
-        # One MULTI: a dead letter is written exactly when its entry is acknowledged, and an entry
-        # leaves the stream exactly when it is acknowledged (the backlog count stays exact).
-        commands: list[Command] = [("MULTI",)]
-        banned = 0
         # What a game server asks (lb_status, docs/protocol.md): its slips leave the queued set,
         # and a refused one is found by its submission id, with its code, for as long as ids are
         # remembered (the dead-letter stream keeps it too, but is read by entry, not by id).
-        refused_key = self.settings.game.keys.refused(int(at) // HOUR_MS)
+        ack = self.lb.ack_command(
+            self.stream,
+            self.group,
+            ids,
+            queued=self.queued,
+            submission_ids=[sub_id for _, fields in batch if (sub_id := fields.get("id"))],
+        )
+        dead = banned = 0
+        letters: list[Command] = []
         refusals: list[str] = []
         for (sid, fields), result in zip(batch, results, strict=True):
-            if result.status == "error":
-                code, message = result.code or UNPROCESSABLE, result.message or ""
-                if fields.get("id"):
-                    # "<code> <message>": plain text, as the message may hold any bytes of the slip
-                    refusals += [fields["id"], f"{code} {message}"]
-                dead += 1
-                # a banned player's slip is refused like any bad one (kept in the dead letters,
-                # with its code) and counted on its own, so a ban's effect is visible
-                banned += result.code == "banned"
-                letter = {
-                    **fields,
-                    "dead.id": sid,
-                    "dead.code": code,
-                    "dead.message": message,
-                    "dead.at": at,
-                    "dead.by": self.consumer,
-                }
-                maxlen = self.settings.dead_letters_maxlen
-                commands.append(
-                    ("XADD", self.dead_letters, "MAXLEN", "~", maxlen, "*", *(x for kv in letter.items() for x in kv))
-                )
-        if refusals:
+            if result.status != "error":
+                continue
+            code, message = result.code or UNPROCESSABLE, result.message or ""
+            if fields.get("id"):
+                # "<code> <message>": plain text, as the message may hold any bytes of the slip
+                refusals += [fields["id"], f"{code} {message}"]
+            dead += 1
+            # a banned player's slip is refused like any bad one (kept in the dead letters,
+            # with its code) and counted on its own, so a ban's effect is visible
+            banned += result.code == "banned"
+            letter = {
+                **fields,
+                "dead.id": sid,
+                "dead.code": code,
+                "dead.message": message,
+                "dead.at": at,
+                "dead.by": self.consumer,
+            }
+            maxlen = self.settings.dead_letters_maxlen
+            letters.append(
+                ("XADD", self.dead_letters, "MAXLEN", "~", maxlen, "*", *(x for kv in letter.items() for x in kv))
+            )
+        if not letters:
+            await self.acknowledge(ack)
+        else:
+            # One MULTI: a dead letter is written exactly when its entry is acknowledged.
+            refused_key = self.settings.game.keys.refused(int(at) // HOUR_MS)
             expire_at = (int(at) // HOUR_MS + 1) * HOUR_MS // 1000 + self.settings.game.idempotency_s
-            commands += [("HSET", refused_key, *refusals), ("EXPIREAT", refused_key, expire_at)]
-        if submission_ids := [fields["id"] for _, fields in batch if fields.get("id")]:
-            commands.append(("SREM", self.queued, *submission_ids))
-        commands += [("XACK", self.stream, self.group, *ids), ("XDEL", self.stream, *ids), ("EXEC",)]
-        replies = await execute_packed(self.redis, *commands)
-        for reply in replies[-1]:  # errors inside EXEC come back as values, not raised
-            if isinstance(reply, Exception):
-                raise reply
+            commands: list[Command] = [("MULTI",), *letters]
+            if refusals:
+                commands += [("HSET", refused_key, *refusals), ("EXPIREAT", refused_key, expire_at)]
+            await self.acknowledge(*commands, ack, ("EXEC",))
         s = self.stats
         s.batches += 1
         s.dead_letters += dead

@@ -1,12 +1,13 @@
 """The journal worker: records the game's journal (``lb:{g}:journal``: bans, unbans,
 corrections, profiles, tournaments, entrants, closes, each appended by the function that made
-the change) in the durable score log, then acknowledges and deletes the entries.
+the change) in the durable score log, then acknowledges the entries and trims what is recorded.
 
 The order is that of submissions (consumer.py): the change is already applied when its entry
 exists (the same atomic call), the entry is recorded, then acknowledged. A crash before the
 acknowledgement leaves the entry pending: it is claimed and recorded again, and the store keeps
-one row per stream id. Deleting what is acknowledged keeps the journal holding only what is not
-recorded yet; its cap (MAXLEN ~ in the function library) matters only when no scorer records it.
+one row per stream id. The acknowledgement (lb_ack) trims the journal below the oldest entry not
+recorded yet, so it holds little more than what is still to record; its cap (MAXLEN ~ in the
+function library) matters only when no scorer records it.
 Runs only with a durable log (LB_DURABLE_URL); in burst mode it too returns once drained.
 """
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 import os
 
 from leaderboard import RedisClient
-from leaderboard.transport import execute_packed
 
 from .durable.recorder import Recorder
 from .durable.records import Action
@@ -41,10 +41,4 @@ class JournalWorker(GroupWorker):
         if self.settings.crash_at == "journaled":  # LB_SCORER_CRASH_AT: the crash tests' hook
             self.log.warning("LB_SCORER_CRASH_AT=journaled: exiting abruptly")
             os._exit(70)
-        ids = [sid for sid, _ in batch]
-        replies = await execute_packed(
-            self.redis, ("MULTI",), ("XACK", self.stream, self.group, *ids), ("XDEL", self.stream, *ids), ("EXEC",)
-        )
-        for reply in replies[-1]:  # errors inside EXEC come back as values, not raised
-            if isinstance(reply, Exception):
-                raise reply
+        await self.acknowledge(self.lb.ack_command(self.stream, self.group, [sid for sid, _ in batch]))

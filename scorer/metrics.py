@@ -62,8 +62,10 @@ def registry_for(stats: Stats) -> CollectorRegistry:
 
 
 async def sample_lag(redis: RedisClient, config: GameConfig, stats: Stats, now: Callable[[], int] = now_ms) -> None:
-    """Backlog, pending and the oldest waiting entry's age: the stream holds only entries not yet
-    applied (the consumer deletes what it acknowledges), so its first entry is the oldest."""
+    """Backlog, pending and the oldest waiting entry's age. Each acknowledgement trims the stream
+    below the oldest entry still to apply (lb_ack), so its first entry is the oldest waiting; the
+    backlog is the group's count (not delivered + pending), as the stream may still hold
+    acknowledged entries newer than a pending one (its length, if the group cannot count)."""
     stream = config.keys.submissions
     async with redis.pipeline(transaction=False) as pipe:
         pipe.xlen(stream)
@@ -75,8 +77,10 @@ async def sample_lag(redis: RedisClient, config: GameConfig, stats: Stats, now: 
             stats.backlog = stats.pending = 0
             stats.oldest_age_s = 0.0
             return
-    stats.backlog = int(length)
-    stats.pending = sum(int(g["pending"]) for g in groups if g["name"] == GROUP)
+    ours = [g for g in groups if g["name"] == GROUP]
+    stats.pending = sum(int(g["pending"]) for g in ours)
+    lag = ours[0].get("lag") if ours else None
+    stats.backlog = int(length) if lag is None else int(lag) + stats.pending
     if first:
         stamp = int(first[0][0].split("-")[0])
         stats.oldest_age_s = max(0.0, (now() - stamp) / 1000)

@@ -82,6 +82,15 @@ class ScorerSettings:
         "read-apply-ack loops per replica (while one waits on Redis or the durable log, the others work)",
         check=at_least(1),
     )
+    # --- the process (python -m scorer only): young objects before a collection. Each batch
+    # makes a few thousand (an entry's dict, its record, its result); with Python's default, 700,
+    # collections ran several times per batch and cost ~1.5 µs per submission (docs/benchmarks.md)
+    gc_threshold: int = setting(
+        "LB_SCORER_GC_THRESHOLD",
+        50_000,
+        "young objects before a garbage collection (0 keeps Python's default)",
+        check=at_least(0),
+    )
     claim_idle_ms: int = setting(
         "LB_SCORER_CLAIM_IDLE_MS",
         10_000,

@@ -27,6 +27,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from leaderboard import Leaderboard, RedisClient
 from leaderboard.backoff import redis_backoff
+from leaderboard.transport import Command, execute_packed
 
 from .settings import ScorerSettings
 
@@ -161,6 +162,22 @@ class GroupWorker:
             # moves to another node: the group is found there, through MOVED)
             await self.ensure_group()
             return await fn(*args, **kwargs)
+
+    async def acknowledge(self, *commands: Command) -> None:
+        """Send the acknowledgement (``lb_ack``, alone or inside the caller's MULTI). Redis that
+        restarted without persistence has lost the function library: load it and send again (a
+        MULTI's other commands then run twice; its dead letters were lost with the rest)."""
+        for attempt in range(2):
+            try:
+                replies = await execute_packed(self.redis, *commands)
+                for reply in replies[-1] if commands[0][0] == "MULTI" else ():
+                    if isinstance(reply, Exception):  # errors inside EXEC come back as values
+                        raise reply
+                return
+            except ResponseError as exc:
+                if attempt or "function not found" not in str(exc).lower():
+                    raise
+                await self.lb.load()
 
     async def drained(self) -> bool:
         """Nothing pending in the whole group. Called right after a read found nothing new, so

@@ -323,3 +323,25 @@ async def test_a_banned_players_slips_are_dead_lettered_and_counted(
     [(_, letter)] = await r.xrange(config.keys.dead_letters) or []
     assert letter is not None
     assert letter["player"] == "cheat" and letter["dead.code"] == "banned"
+
+
+async def test_a_library_lost_between_apply_and_acknowledgement_is_loaded_again(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    """Redis restarted without persistence after the batch was applied: the acknowledgement
+    (lb_ack) loads the function library and goes through, so the batch is not retried forever."""
+    stats = Stats()
+    consumer = Consumer(r, settings_for(redis_url, config), stats, now=lambda: LATER)
+    await enqueue(r, config, *(slip(f"s{i}", f"p{i}", i) for i in range(5)), slip("bad", "", 1))
+    applied = consumer.apply
+
+    async def apply_then_lose_the_library(entries: Any) -> Any:
+        results = await applied(entries)
+        await r.function_flush()
+        return results
+
+    consumer.apply = apply_then_lose_the_library  # type: ignore[method-assign]
+    await drain(consumer)
+    assert stats.applied == 5 and stats.dead_letters == 1  # the MULTI with a dead letter went through
+    assert (await r.xpending(config.keys.submissions, GROUP))["pending"] == 0
+    assert await r.xlen(config.keys.submissions) == 0

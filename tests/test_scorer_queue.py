@@ -68,3 +68,46 @@ async def test_lease_is_held_renewed_and_released_by_its_owner_only(r: aioredis.
     assert await lease("b", "release") == 0 and await lease("b") == 0  # b cannot release a's lease
     await lease("a", "release")
     assert await lease("b") == 1
+
+
+async def test_ack_trims_only_below_the_oldest_entry_still_to_apply(r: aioredis.Redis, config: GameConfig) -> None:
+    """lb_ack acknowledges and trims: entries another consumer holds pending, and every one after
+    them, stay (to be applied or claimed); once nothing older is pending, the stream is empty."""
+    queue, stream, group = Queue(r, config, backlog_max=100), config.keys.submissions, "scorer"
+    await r.xgroup_create(stream, group, id="0", mkstream=True)
+    await queue.submit_many([sub(i) for i in range(10)])
+    held: Any = await r.xreadgroup(group, "slow", {stream: ">"}, count=4)  # pending, never acked here
+    taken: Any = await r.xreadgroup(group, "fast", {stream: ">"}, count=4)
+    later = [sid for sid, _ in taken[0][1]]
+    ack = queue.lb.ack_command(stream, group, later, queued=config.keys.queued, submission_ids=["s-4", "s-5"])
+    assert await r.execute_command(*ack) == 4
+    assert await r.xlen(stream) == 10  # nothing below the slow consumer's oldest pending entry
+    assert await r.smembers(config.keys.queued) == {f"s-{i}" for i in (0, 1, 2, 3, 6, 7, 8, 9)}
+    assert await r.execute_command(*ack) == 0  # acknowledged twice: nothing more
+    held_ids = [sid for sid, _ in held[0][1]]
+    assert await r.execute_command(*queue.lb.ack_command(stream, group, held_ids[:2])) == 2
+    kept: Any = await r.xrange(stream)
+    assert [sid for sid, _ in kept][:2] == held_ids[2:]  # trimmed up to the next pending
+    await r.execute_command(*queue.lb.ack_command(stream, group, held_ids[2:]))
+    assert await r.xlen(stream) == 2  # the two never delivered
+    rest: Any = await r.xreadgroup(group, "fast", {stream: ">"})
+    await r.execute_command(*queue.lb.ack_command(stream, group, [sid for sid, _ in rest[0][1]]))
+    assert await r.xlen(stream) == 0
+
+
+async def test_backlog_counts_what_is_not_acknowledged_not_the_streams_length(
+    r: aioredis.Redis, config: GameConfig
+) -> None:
+    """Acknowledged entries held in the stream behind a pending one do not fill the queue: the
+    backlog is what the group has not acknowledged, and the cap still holds exactly."""
+    queue, stream, group = Queue(r, config, backlog_max=10), config.keys.submissions, "scorer"
+    await r.xgroup_create(stream, group, id="0", mkstream=True)
+    await queue.submit_many([sub(i) for i in range(10)])
+    await r.xreadgroup(group, "slow", {stream: ">"}, count=1)  # holds the oldest entry pending
+    taken: Any = await r.xreadgroup(group, "fast", {stream: ">"}, count=6)
+    await r.execute_command(*queue.lb.ack_command(stream, group, [sid for sid, _ in taken[0][1]]))
+    assert await r.xlen(stream) == 10  # all kept behind the pending one; 4 still to apply
+    await queue.submit_many([sub(i) for i in range(10, 16)])  # 4 + 6: exactly the cap
+    with pytest.raises(BacklogFull, match="holds 10 of 10"):
+        await queue.submit(sub(16))
+    assert await r.xlen(stream) == 16
