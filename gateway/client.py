@@ -92,8 +92,10 @@ class LeanConnection(ServerConnection):
         # reads one flag of the client per socket per tick instead of the connection's state
         # through two objects and two properties.
         client = self.client
-        if client is not None and self.protocol.state is not State.OPEN:
-            client.closed = True
+        if client is not None:
+            client.clean = False  # whatever websockets wrote went through the transport
+            if self.protocol.state is not State.OPEN:
+                client.closed = True
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)  # the protocol is CLOSED now, without a send_data
@@ -171,6 +173,7 @@ class Client:
     __slots__ = (
         "address",
         "boards",
+        "clean",
         "closed",
         "fd",
         "game",
@@ -201,6 +204,12 @@ class Client:
         # no more writes: dropped, its handler ended, or its closing handshake began (the last
         # set by LeanConnection.send_data)
         self.closed = False
+        # Nothing went through the transport since the fan-out last found its buffer empty, so
+        # the next frame may go to the descriptor without asking the transport again (an
+        # attribute here instead of a call reaching into the event loop's handle, per socket
+        # per tick). Every write through the transport clears it (outbound.py, fanout.py,
+        # LeanConnection.send_data); only the fan-out sets it.
+        self.clean = False
         # flow control: consecutive skipped messages, and since when the buffer is over the bound
         self.skips = 0
         self.over_since = 0.0

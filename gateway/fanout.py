@@ -57,6 +57,7 @@ class Target(Protocol):
 
     fd: int
     transport: asyncio.WriteTransport
+    clean: bool  # cleared here when bytes go through the transport
 
 
 Leftover = tuple[Target, bytes]
@@ -185,8 +186,10 @@ class Writer:
                 leftover.extend(future.result())
         for target, tail in leftover:
             target.transport.write(tail)
+            target.clean = False
         for target in queued:
             target.transport.write(frame)
+            target.clean = False
 
     def close(self) -> None:
         if self._pool is not None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -317,3 +319,47 @@ def test_plan_of_one_message_is_the_general_plan() -> None:
             (buffer, tuple(sorted(targets))) for buffer, _, targets in general
         }, (subscribers, extras)
         assert all(count == (targets[0] in subscribers) for _, count, targets in fast)
+
+
+async def test_a_socket_is_written_directly_only_while_nothing_went_through_its_transport(
+    redis_url: str, r: aioredis.Redis
+) -> None:
+    """The fan-out skips asking a ``clean`` socket's transport for its buffer: every write that
+    goes through the transport (websockets' reply here, the fan-out's own leftover below) must
+    make the next tick ask again, or the tick's frame could overtake bytes still queued."""
+    async with running(redis_url) as gw, client(gw) as ws:
+        await greet(ws)
+        [c] = gw.clients
+        assert not c.clean  # the welcome and the snapshot on connect went through the transport
+        await publish(r, gw, snapshot(2))
+        assert (await recv(ws))["version"] == 2
+        assert c.clean  # found empty, written to the descriptor
+        assert (await request(ws, {"type": "ping"}))["type"] == "pong"  # websockets wrote it
+        assert not c.clean
+        await publish(r, gw, snapshot(3))
+        assert (await recv(ws))["version"] == 3
+        assert c.clean
+    async with running(redis_url) as gw:
+        await publish(r, gw, snapshot(1))
+        slow = await raw_ws(gw, rcvbuf=4096)
+
+        def has(version: int) -> bool:
+            with contextlib.suppress(BlockingIOError):
+                return f'"version":{version}'.encode() in slow.recv(1 << 16, socket.MSG_PEEK)
+            return False
+
+        try:
+            await until(lambda: has(1), 2 * T)  # the snapshot on connect went through the transport
+            [c] = gw.clients
+            await publish(r, gw, snapshot(4))
+            await until(lambda: c.clean, 2 * T)
+            for version in range(5, 100):  # until the socket's buffers are full (it never reads)
+                await publish(r, gw, snapshot(version, pad=48_000))
+                written = gw.metrics.writes._value.get()
+                await until(lambda: gw.metrics.writes._value.get() > written, 2 * T)  # noqa: B023
+                if c.transport.get_write_buffer_size():
+                    break
+            assert c.transport.get_write_buffer_size() > 0
+            assert not c.clean  # the rest went through the transport
+        finally:
+            slow.close()
