@@ -184,7 +184,7 @@ class Outbound:
         # plan() reads the subscriber sets before any admission below can drop a socket (a drop
         # removes it from those sets)
         for buffer, count, targets in plan([(clients, frame) for clients, _, frame in tick], held):
-            direct, queued = self._sort(targets, now)
+            direct, fds, queued = self._sort(targets, now)
             admitted = len(direct) + len(queued)
             if admitted < len(targets) and held:
                 ready = {*direct, *queued}
@@ -194,7 +194,7 @@ class Outbound:
                         client.ping_data = None  # and its ping: the sweep pings it again
                         client.last_ping = 0.0
             if admitted:
-                self._writer.write(direct, buffer, queued)
+                self._writer.write(direct, buffer, queued, fds)
             delivered += count * admitted
             writes += admitted
         self.metrics.deliveries.inc(delivered)
@@ -223,39 +223,47 @@ class Outbound:
         """Write one pre-framed message to every client; returns how many got it."""
         started = time.perf_counter()
         now = time.monotonic()
-        direct, queued = self._sort(tuple(clients), now)  # a copy: a drop mutates the set
+        direct, fds, queued = self._sort(tuple(clients), now)  # a copy: a drop mutates the set
         admitted = len(direct) + len(queued)
         if self._broadcast:
             # The comparison path (LB_GW_FANOUT=broadcast): same skip rules, websockets frames.
             broadcast([c.ws for c in (*direct, *queued)], payload, text=True)
         else:
-            self._writer.write(direct, frame, queued)
+            self._writer.write(direct, frame, queued, fds)
         self.metrics.deliveries.inc(admitted)
         self.metrics.writes.inc(admitted)
         self.metrics.broadcast_seconds.observe(time.perf_counter() - started)
         return admitted
 
-    def _sort(self, clients: Sequence[Client], now: float) -> tuple[list[Client], list[Client]]:
+    def _sort(self, clients: Sequence[Client], now: float) -> tuple[list[Client], list[int], list[Client]]:
         """Admit each socket (the skip rule, ``_admit``'s) and sort the admitted: those whose
-        descriptor may take the frame directly (``fanout.Writer.write`` says which), those whose
-        transport must.
+        descriptor may take the frame directly (``fanout.Writer.write`` says which) with their
+        descriptors, those whose transport must.
         One pass with every check inlined: it runs once per socket per tick, and at 10,000
         sockets each attribute read and call in it is a measurable share of a delivery. A
         ``clean`` socket (nothing went through its transport since this found it empty: the
         common case, a spectator between ticks) is written directly without asking its
         transport for its buffer's size."""
         direct: list[Client] = []
+        fds: list[int] = []
         queued: list[Client] = []
         bound = self._bound
         for client in clients:
-            # closed: out of OPEN too (LeanConnection.send_data); a transport closing on its own
-            # (the peer reset it) drops writes anyway, and its descriptor is not written to
-            if client.closed or client.transport.is_closing():
+            # closed: out of OPEN too (LeanConnection.send_data)
+            if client.closed:
                 continue
             if client.clean:
                 direct.append(client)
+                fds.append(client.fd)
                 continue
-            held = client.transport.get_write_buffer_size()
+            # A transport closing on its own (the peer reset it) drops writes anyway, and its
+            # descriptor is not written to. (A clean socket's is, until its connection_lost
+            # sets ``closed``: the descriptor stays open until then, so the write fails or
+            # reaches the peer being reset, and the transport drops the rest.)
+            transport = client.transport
+            if transport.is_closing():
+                continue
+            held = transport.get_write_buffer_size()
             if held > bound:
                 self._skip(client, now)
                 continue
@@ -267,7 +275,8 @@ class Outbound:
             else:
                 client.clean = True
                 direct.append(client)
-        return direct, queued
+                fds.append(client.fd)
+        return direct, fds, queued
 
     def _admit(self, client: Client, now: float) -> bool:
         """Whether one push goes to ``client`` now: open, its buffer within the bound (else it
