@@ -56,7 +56,10 @@ class Target(Protocol):
 
     fd: int
     transport: asyncio.WriteTransport
-    clean: bool  # cleared here when bytes go through the transport
+    clean: bool
+
+    def wrote(self) -> None:
+        """Bytes went through the transport (clears ``clean``)."""
 
 
 Leftover = tuple[Target, bytes]
@@ -190,10 +193,10 @@ class Writer:
                 leftover.extend(future.result())
         for target, tail in leftover:
             target.transport.write(tail)
-            target.clean = False
+            target.wrote()
         for target in queued:
             target.transport.write(frame)
-            target.clean = False
+            target.wrote()
 
     def close(self) -> None:
         if self._pool is not None:

@@ -16,6 +16,8 @@ from websockets.asyncio.client import connect
 
 from fleet.redis_server import RedisServer
 from gateway import fanout
+from gateway.client import Client
+from gateway.outbound import Outbound
 from gateway.server import Gateway
 from leaderboard import Leaderboard, Submission, now_ms
 from leaderboard.library import library_code
@@ -367,3 +369,46 @@ async def test_a_socket_is_written_directly_only_while_nothing_went_through_its_
             assert not c.clean  # the rest went through the transport
         finally:
             slow.close()
+
+
+async def test_a_boards_saved_descriptors_take_the_tick_until_anything_changes(
+    redis_url: str, r: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tick finding every socket of its one board open and clean saves their descriptors; the
+    next tick writes those without visiting a socket, until anything changes (here a reply
+    through a transport, then a socket leaving), which sends a tick through the per-socket pass
+    again. Every socket gets every snapshot either way, byte for byte."""
+    visited: list[int] = []
+    real = Outbound._sort
+
+    def spy(self: Outbound, clients: Sequence[Client], now: float) -> tuple[list[Client], list[int], list[Client]]:
+        visited.append(len(clients))
+        return real(self, clients, now)
+
+    monkeypatch.setattr(Outbound, "_sort", spy)
+    async with running(redis_url) as gw:
+        sockets = [await connect(url(gw), open_timeout=5 * T) for _ in range(3)]
+        try:
+            for ws in sockets:
+                await greet(ws)
+
+            async def tick(version: int) -> list[int]:
+                visited.clear()
+                payload = snapshot(version)
+                await publish(r, gw, payload)
+                got = await asyncio.gather(*(asyncio.wait_for(w.recv(decode=False), 2 * T) for w in sockets))
+                assert got == [payload] * len(sockets)
+                return visited[:]
+
+            assert await tick(2) == [3]  # socket by socket: the welcome went through the transports
+            assert await tick(3) == []  # the saved descriptors
+            assert await tick(4) == []
+            assert (await request(sockets[0], {"type": "ping"}))["type"] == "pong"
+            assert await tick(5) == [3]  # a reply went through a transport
+            assert await tick(6) == []
+            await sockets.pop().close()
+            await until(lambda: len(gw.clients) == 2, 2 * T)
+            assert await tick(7) == [2]  # one left
+            assert await tick(8) == []
+        finally:
+            await asyncio.gather(*(ws.close() for ws in sockets))
