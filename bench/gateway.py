@@ -82,7 +82,12 @@ NODE_GATEWAY = ROOT / "bench" / "node_gateway"
 FLOOR_SOURCE = ROOT / "bench" / "floor" / "floor.c"
 # forward the channel and nothing else: no /metrics, no snapshot on connect
 # the floor's variants (bench/floor/floor.c says what each isolates): name -> its environment
-FLOOR_VARIANTS = {"floor": {}, "floor-mt": {"FLOOR_THREADS": "4"}, "floor-touch": {"FLOOR_TOUCH": "512"}}
+FLOOR_VARIANTS = {
+    "floor": {},
+    "floor-mt": {"FLOOR_THREADS": "4"},
+    "floor-touch": {"FLOOR_TOUCH": "512"},
+    "floor-greet": {"FLOOR_GREET": "1400"},
+}
 BASELINES = ("naive", "node-ws", *FLOOR_VARIANTS)
 
 # ---------------------------------------------------------------- client processes
@@ -702,7 +707,8 @@ def main(argv: list[str] | None = None) -> int:
         "per socket instead of the sweep), naive, node-ws (Node.js with the ws library), floor (a C "
         "program's write() loop, bench/floor/floor.c), floor-mt (the same with 4 idle threads, as uvloop's "
         "worker pool), floor-touch (the same visiting 512 bytes of its own memory per socket before each "
-        "fan-out); NAME@REV runs a gateway target with the code of git "
+        "fan-out), floor-greet (the same sending a 1,400-byte frame on connect, as the gateway's welcome and "
+        "snapshot); NAME@REV runs a gateway target with the code of git "
         "revision REV (e.g. gateway@main), extracted with git archive",
     )
     p.add_argument(

@@ -17,7 +17,9 @@
  * single-threaded one); FLOOR_TOUCH=B reads and writes B bytes of the sender's own memory per
  * socket, one byte per cache line in a scattered order, in a pass before each fan-out, as an
  * interpreter's per-socket objects are visited before the writes (their cache misses are user
- * time; what they evict from the caches shows as the writes' system time).
+ * time; what they evict from the caches shows as the writes' system time); FLOOR_GREET=B sends
+ * each socket a text frame of B bytes right after its upgrade, as a server's welcome and
+ * snapshot on connect are (a socket's TCP state then starts from traffic, not from nothing).
  *
  * bench/gateway.py compiles it on demand with the system's cc (`apt-get install gcc`) into a
  * cache directory outside the repository. Reads from the clients are discarded; bytes from
@@ -106,6 +108,7 @@ static int nconns;
 static int *open_fds; /* the sockets a message goes to, in no particular order */
 static int nopen;
 static int ep;
+static size_t greet; /* FLOOR_GREET: bytes of the frame each socket gets once upgraded */
 
 static struct conn *conn_of(int fd) {
     if (fd >= nconns) {
@@ -155,6 +158,17 @@ static void upgrade(int fd, struct conn *c) {
                      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                      "Sec-WebSocket-Accept: %s\r\n\r\n", accept);
     if (write(fd, reply, (size_t)n) != n) { drop(fd); return; }
+    if (greet) {
+        static char *hello;
+        size_t size = 4 + greet;
+        if (!hello) {
+            hello = malloc(size);
+            if (!hello || greet >= 65536) abort();
+            hello[0] = (char)0x81, hello[1] = 126, hello[2] = (char)(greet >> 8), hello[3] = (char)greet;
+            memset(hello + 4, ' ', greet);
+        }
+        if (write(fd, hello, size) != (ssize_t)size) { drop(fd); return; }
+    }
     free(c->head);
     c->head = NULL;
     c->state = OPEN;
@@ -343,8 +357,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     signal(SIGPIPE, SIG_IGN); /* a peer gone: write() fails with EPIPE, the socket is dropped */
-    const char *threads = getenv("FLOOR_THREADS"), *bytes = getenv("FLOOR_TOUCH");
+    const char *threads = getenv("FLOOR_THREADS"), *bytes = getenv("FLOOR_TOUCH"), *hello = getenv("FLOOR_GREET");
     touch = bytes ? (size_t)strtoul(bytes, NULL, 10) : 0;
+    greet = hello ? (size_t)strtoul(hello, NULL, 10) : 0;
     for (int i = 0, n = threads ? atoi(threads) : 0; i < n; i++) {
         pthread_t t;
         if (pthread_create(&t, NULL, idle, NULL)) abort();
