@@ -48,12 +48,12 @@ def test_the_floor_and_a_revisions_gateway_deliver_every_snapshot_to_every_socke
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The C floor, compiled here into a fresh cache, answers the clients' upgrades (their
-    Sec-WebSocket-Accept checked) and writes each snapshot to every socket, and so do its two
-    variants (idle threads, memory visited per socket); ``gateway@HEAD`` runs the committed
-    tree's gateway from its own extracted copy."""
+    Sec-WebSocket-Accept checked) and writes each snapshot to every socket, and so do its
+    variants (idle threads, memory visited per socket, a frame on connect); ``gateway@HEAD``
+    runs the committed tree's gateway from its own extracted copy."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
-    names = ("floor", "floor-mt", "floor-touch", "gateway@HEAD")
+    names = ("floor", "floor-mt", "floor-touch", "floor-greet", "gateway@HEAD")
     argv = ["--sockets", "200", "--seconds", "1", "--targets", ",".join(names), "--no-write"]
     assert gateway.main(argv) == 0
     out = capsys.readouterr().out
