@@ -81,7 +81,14 @@ EXTRA_BOARDS = ("region:eu", "mode:duo")  # --boards 3: what every socket also w
 NODE_GATEWAY = ROOT / "bench" / "node_gateway"
 FLOOR_SOURCE = ROOT / "bench" / "floor" / "floor.c"
 # forward the channel and nothing else: no /metrics, no snapshot on connect
-BASELINES = ("naive", "node-ws", "floor")
+# the floor's variants (bench/floor/floor.c says what each isolates): name -> its environment
+FLOOR_VARIANTS = {
+    "floor": {},
+    "floor-mt": {"FLOOR_THREADS": "4"},
+    "floor-touch": {"FLOOR_TOUCH": "512"},
+    "floor-greet": {"FLOOR_GREET": "1400"},
+}
+BASELINES = ("naive", "node-ws", *FLOOR_VARIANTS)
 
 # ---------------------------------------------------------------- client processes
 
@@ -291,13 +298,14 @@ def _start_target(
         # node itself, not an npm wrapper: its pid is the one measured
         cmd = [shutil.which("node") or "node", "server.js", str(port), KEYS.snapshot_channel(WINDOW, BOARD)]
         return subprocess.Popen(cmd, cwd=NODE_GATEWAY, env={**os.environ, "LB_REDIS_URL": redis_url})
-    elif name == "floor":
+    elif name in FLOOR_VARIANTS:
         url = urlsplit(redis_url)
         binary = floor_binary()
         assert isinstance(binary, Path), binary  # main() skips the target otherwise
         cmd = [str(binary), str(port), url.hostname or "127.0.0.1", str(url.port or 6379)]
         cmd.append(KEYS.snapshot_channel(WINDOW, BOARD))
-        return subprocess.Popen(cmd, env={**os.environ, "LB_REDIS_PASSWORD": unquote(url.password or "")})
+        env = {**os.environ, **FLOOR_VARIANTS[name], "LB_REDIS_PASSWORD": unquote(url.password or "")}
+        return subprocess.Popen(cmd, env=env)
     else:
         cmd = [sys.executable, "-m", "gateway"]
         # gateway@REV: that revision's code, from its own tree (python -m puts the tree first on
@@ -697,7 +705,10 @@ def main(argv: list[str] | None = None) -> int:
         default="floor,gateway,gateway-broadcast,naive,node-ws",
         help="comma-separated: gateway, gateway-broadcast, gateway-keepalive (websockets' keepalive task "
         "per socket instead of the sweep), naive, node-ws (Node.js with the ws library), floor (a C "
-        "program's write() loop, bench/floor/floor.c); NAME@REV runs a gateway target with the code of git "
+        "program's write() loop, bench/floor/floor.c), floor-mt (the same with 4 idle threads, as uvloop's "
+        "worker pool), floor-touch (the same visiting 512 bytes of its own memory per socket before each "
+        "fan-out), floor-greet (the same sending a 1,400-byte frame on connect, as the gateway's welcome and "
+        "snapshot); NAME@REV runs a gateway target with the code of git "
         "revision REV (e.g. gateway@main), extracted with git archive",
     )
     p.add_argument(
@@ -740,8 +751,8 @@ def main(argv: list[str] | None = None) -> int:
                 if name == "node-ws" and (why := node_ready()) is not None:
                     print(f"  node-ws skipped: {why}", flush=True)
                     continue
-                if name == "floor" and isinstance(built := floor_binary(), str):
-                    print(f"  floor skipped: {built}", flush=True)
+                if name in FLOOR_VARIANTS and isinstance(built := floor_binary(), str):
+                    print(f"  {name} skipped: {built}", flush=True)
                     continue
                 results.append(run_target(name, r, server.url, args))
             r.close()

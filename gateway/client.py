@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from websockets.asyncio.server import ServerConnection
 from websockets.protocol import Protocol, State
@@ -83,22 +83,26 @@ class LeanConnection(ServerConnection):
         ``connection_lost``)."""
         self.client = client
         if self.protocol.state is not State.OPEN:
-            client.closed = True
+            client.shut()
 
     def send_data(self) -> None:
+        writes = bool(self.protocol.writes)  # what super() is about to write through the transport
         super().send_data()
         # websockets calls this after every step that takes the connection out of OPEN (a close
         # frame sent or received, a failure, the end of the peer's stream), so the fan-out
         # reads one flag of the client per socket per tick instead of the connection's state
         # through two objects and two properties.
         client = self.client
-        if client is not None and self.protocol.state is not State.OPEN:
-            client.closed = True
+        if client is not None:
+            if writes:
+                client.wrote()
+            if self.protocol.state is not State.OPEN and not client.closed:
+                client.shut()
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)  # the protocol is CLOSED now, without a send_data
         if self.client is not None:
-            self.client.closed = True
+            self.client.shut()  # before the loop closes the descriptor, whose number may be reused
 
     def data_received(self, data: bytes) -> None:
         # The sweep's pings come back as one small pong per socket (heartbeat.py): 500 a second
@@ -168,9 +172,17 @@ ABUSE_WINDOW_S = 10.0
 
 
 class Client:
+    # Bumped by every change after which a board's sockets may no longer all take a frame
+    # straight to their descriptors: bytes through a transport (``wrote``), a close (``shut``),
+    # a subscription taken or dropped (``changed``). While it stands, outbound.py writes a board
+    # from the descriptors it saved at the last tick, without visiting each socket's objects.
+    # One count per process: a change anywhere costs every board one visit, never a wrong write.
+    changes: ClassVar[int] = 0
+
     __slots__ = (
         "address",
         "boards",
+        "clean",
         "closed",
         "fd",
         "game",
@@ -201,6 +213,12 @@ class Client:
         # no more writes: dropped, its handler ended, or its closing handshake began (the last
         # set by LeanConnection.send_data)
         self.closed = False
+        # Nothing went through the transport since the fan-out last found its buffer empty, so
+        # the next frame may go to the descriptor without asking the transport again (an
+        # attribute here instead of a call reaching into the event loop's handle, per socket
+        # per tick). Every write through the transport clears it (outbound.py, fanout.py,
+        # LeanConnection.send_data); only the fan-out sets it.
+        self.clean = False
         # flow control: consecutive skipped messages, and since when the buffer is over the bound
         self.skips = 0
         self.over_since = 0.0
@@ -216,6 +234,20 @@ class Client:
         self.refill_at = now
         self.strikes = 0
         self.strikes_since = now
+
+    @staticmethod
+    def changed() -> None:
+        Client.changes += 1
+
+    def wrote(self) -> None:
+        """Bytes went through the transport: the fan-out asks it about its buffer again."""
+        self.clean = False
+        Client.changes += 1
+
+    def shut(self) -> None:
+        """No more writes (``closed``)."""
+        self.closed = True
+        Client.changes += 1
 
     def add_board(self, key: BoardKey) -> None:
         if key not in self.boards:

@@ -67,7 +67,8 @@ async def sweep(clients: list[Client], out: Outbound, settings: GatewaySettings,
             # OPEN: LeanConnection)
             if client.closed:
                 continue
-            out.check_stalled(client, now)
+            if not client.clean:  # a clean socket's transport holds nothing: not stalled
+                out.check_stalled(client, now)
             if not pings:
                 continue
             if client.ping_data is not None:

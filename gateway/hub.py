@@ -99,6 +99,7 @@ class Hub:
         """Add a subscriber and send it the board's latest snapshot at once."""
         client.add_board(key)
         self._subs.setdefault(key, set()).add(client)
+        Client.changed()
         channel = self.channel(key)
         self._channel_board[channel] = key
         await self._ensure_channel(channel)
@@ -135,6 +136,7 @@ class Hub:
         if subs is None:
             return
         subs.discard(client)
+        Client.changed()
         if not subs:
             del self._subs[key]
             asyncio.get_running_loop().create_task(self._release(key))

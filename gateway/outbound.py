@@ -30,7 +30,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import overload
 
 from websockets.asyncio.connection import broadcast
 from websockets.exceptions import ConnectionClosed
@@ -41,6 +44,39 @@ from .client import Client
 from .fanout import Writer, plan
 from .metrics import Metrics
 from .settings import GatewaySettings
+
+
+@dataclass(slots=True)
+class _Saved:
+    """A board's sockets as the last tick found them, every one open and clean: their
+    descriptors in one flat array (what a tick writes), the clients in the same order (only
+    read for a short write). Valid while ``Client.changes`` is still ``changes``."""
+
+    audience: Collection[Client]
+    changes: int
+    fds: array[int]
+    clients: tuple[Client, ...]
+
+
+class _Picked(Sequence[Client]):
+    """``clients[i]`` for each i in ``keep``, read only when asked for (a short write)."""
+
+    __slots__ = ("clients", "keep")
+
+    def __init__(self, clients: Sequence[Client], keep: Sequence[int]) -> None:
+        self.clients, self.keep = clients, keep
+
+    def __len__(self) -> int:
+        return len(self.keep)
+
+    @overload
+    def __getitem__(self, i: int) -> Client: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Client]: ...
+    def __getitem__(self, i: int | slice) -> Client | Sequence[Client]:
+        if isinstance(i, slice):
+            return _Picked(self.clients, self.keep[i])
+        return self.clients[self.keep[i]]
 
 
 def text_frame(payload: bytes) -> bytes:
@@ -63,6 +99,7 @@ class Outbound:
         self._held_due: list[float] = []  # when each held push was due (loop time)
         self._tick_ts: list[float] = []  # the gathered snapshots' ts (wall clock, s)
         self._flush_at: asyncio.TimerHandle | None = None
+        self._saved: dict[int, _Saved] = {}  # id(a board's subscriber set) -> its sockets, saved
 
     def stop(self) -> None:
         """Release the writer threads and the pending tick (the process is stopping)."""
@@ -70,6 +107,7 @@ class Outbound:
             self._flush_at.cancel()
             self._flush_at = None
         self._tick, self._held, self._held_due, self._tick_ts = [], {}, [], []
+        self._saved = {}
         self._writer.close()
 
     # ------------------------------------------------------------ replies: never skipped
@@ -94,6 +132,7 @@ class Outbound:
         """Write one pre-framed message that a newer one supersedes; False when skipped (or closed)."""
         if self._admit(client, now):
             client.transport.write(frame)
+            client.wrote()
             return True
         return False
 
@@ -122,6 +161,7 @@ class Outbound:
             return False
         if self._coalesce <= 0 or hold <= 0:
             client.transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+            client.wrote()
             self.metrics.rank_push_lag_seconds.observe(asyncio.get_running_loop().time() - due)
             return True
         self._held_due.append(due)
@@ -140,6 +180,7 @@ class Outbound:
         (``flush``)."""
         if self._coalesce <= 0 or hold <= 0:
             client.transport.write(frame)
+            client.wrote()
             return
         held = self._held.get(client)
         if held is None:
@@ -171,16 +212,28 @@ class Outbound:
             for client, frames in held.items():
                 if not client.closed:
                     client.transport.write(b"".join(frames))
+                    client.wrote()
             self._observe_lag(held_due)
             self._observe_written(tick_ts)
             return
         started = time.perf_counter()
         now = time.monotonic()
         delivered = writes = 0
+        messages = [(clients, frame) for clients, _, frame in tick]
+        saved = self._saved_for(tick)
+        if saved is not None:
+            # Nothing changed since the last tick found this board's sockets all open and clean:
+            # its frame goes to the saved descriptors, but for the sockets with frames of their
+            # own this tick (held pushes, pings), which plan() joins into one buffer as ever.
+            frame = messages[0][1]
+            mine = {client for client in held if client in saved.audience}
+            self._write_saved(saved, frame, {client.fd for client in mine})
+            delivered = writes = len(saved.fds) - len(mine)
+            messages = [(mine, frame)]
         # plan() reads the subscriber sets before any admission below can drop a socket (a drop
         # removes it from those sets)
-        for buffer, count, targets in plan([(clients, frame) for clients, _, frame in tick], held):
-            direct, queued = self._sort(targets, now)
+        for buffer, count, targets in plan(messages, held):
+            direct, fds, queued = self._sort(targets, now)
             admitted = len(direct) + len(queued)
             if admitted < len(targets) and held:
                 ready = {*direct, *queued}
@@ -190,15 +243,43 @@ class Outbound:
                         client.ping_data = None  # and its ping: the sweep pings it again
                         client.last_ping = 0.0
             if admitted:
-                self._writer.write(direct, buffer, queued)
+                self._writer.write(direct, buffer, queued, fds)
             delivered += count * admitted
             writes += admitted
+        if len(tick) == 1 and saved is None:
+            self._save(tick[0][0])
         self.metrics.deliveries.inc(delivered)
         self.metrics.writes.inc(writes)
         if tick:
             self.metrics.broadcast_seconds.observe(time.perf_counter() - started)
         self._observe_lag(held_due)
         self._observe_written(tick_ts)
+
+    def _saved_for(self, tick: list[tuple[Collection[Client], bytes, bytes]]) -> _Saved | None:
+        """The one board of a one-board tick, saved and still valid; else None (and saved
+        boards no longer valid are forgotten: they hold their clients)."""
+        if self._saved and any(saved.changes != Client.changes for saved in self._saved.values()):
+            self._saved = {k: saved for k, saved in self._saved.items() if saved.changes == Client.changes}
+        if len(tick) != 1:
+            return None
+        saved = self._saved.get(id(tick[0][0]))
+        return saved if saved is not None and saved.audience is tick[0][0] else None
+
+    def _save(self, audience: Collection[Client]) -> None:
+        """After a tick written socket by socket: save the board's sockets if every one is open
+        and clean now (the ordinary state of a spectator between ticks)."""
+        clients = tuple(audience)
+        if clients and all(client.clean and not client.closed for client in clients):
+            fds = array("i", [client.fd for client in clients])
+            self._saved[id(audience)] = _Saved(audience, Client.changes, fds, clients)
+
+    def _write_saved(self, saved: _Saved, frame: bytes, skip: set[int]) -> None:
+        """Write ``frame`` to a saved board's descriptors, those in ``skip`` left out."""
+        if not skip:
+            self._writer.write(saved.clients, frame, fds=saved.fds)
+            return
+        keep = [i for i, fd in enumerate(saved.fds) if fd not in skip]
+        self._writer.write(_Picked(saved.clients, keep), frame, fds=[saved.fds[i] for i in keep])
 
     def _observe_written(self, tick_ts: list[float]) -> None:
         # after the writes: the last socket of this process has the snapshot (or it waits in
@@ -219,32 +300,45 @@ class Outbound:
         """Write one pre-framed message to every client; returns how many got it."""
         started = time.perf_counter()
         now = time.monotonic()
-        direct, queued = self._sort(tuple(clients), now)  # a copy: a drop mutates the set
+        direct, fds, queued = self._sort(tuple(clients), now)  # a copy: a drop mutates the set
         admitted = len(direct) + len(queued)
         if self._broadcast:
             # The comparison path (LB_GW_FANOUT=broadcast): same skip rules, websockets frames.
             broadcast([c.ws for c in (*direct, *queued)], payload, text=True)
         else:
-            self._writer.write(direct, frame, queued)
+            self._writer.write(direct, frame, queued, fds)
         self.metrics.deliveries.inc(admitted)
         self.metrics.writes.inc(admitted)
         self.metrics.broadcast_seconds.observe(time.perf_counter() - started)
         return admitted
 
-    def _sort(self, clients: Sequence[Client], now: float) -> tuple[list[Client], list[Client]]:
+    def _sort(self, clients: Sequence[Client], now: float) -> tuple[list[Client], list[int], list[Client]]:
         """Admit each socket (the skip rule, ``_admit``'s) and sort the admitted: those whose
-        descriptor may take the frame directly (``fanout.Writer.write`` says which), those whose
-        transport must.
+        descriptor may take the frame directly (``fanout.Writer.write`` says which) with their
+        descriptors, those whose transport must.
         One pass with every check inlined: it runs once per socket per tick, and at 10,000
-        sockets each attribute read and call in it is a measurable share of a delivery."""
+        sockets each attribute read and call in it is a measurable share of a delivery. A
+        ``clean`` socket (nothing went through its transport since this found it empty: the
+        common case, a spectator between ticks) is written directly without asking its
+        transport for its buffer's size."""
         direct: list[Client] = []
+        fds: list[int] = []
         queued: list[Client] = []
         bound = self._bound
         for client in clients:
+            # closed: out of OPEN too (LeanConnection.send_data)
+            if client.closed:
+                continue
+            if client.clean:
+                direct.append(client)
+                fds.append(client.fd)
+                continue
+            # A transport closing on its own (the peer reset it) drops writes anyway, and its
+            # descriptor is not written to. (A clean socket's is, until its connection_lost
+            # sets ``closed``: the descriptor stays open until then, so the write fails or
+            # reaches the peer being reset, and the transport drops the rest.)
             transport = client.transport
-            # closed: out of OPEN too (LeanConnection.send_data); a transport closing on its own
-            # (the peer reset it) drops writes anyway, and its descriptor is not written to
-            if client.closed or transport.is_closing():
+            if transport.is_closing():
                 continue
             held = transport.get_write_buffer_size()
             if held > bound:
@@ -256,8 +350,10 @@ class Outbound:
             if held or client.fd < 0:
                 queued.append(client)
             else:
+                client.clean = True
                 direct.append(client)
-        return direct, queued
+                fds.append(client.fd)
+        return direct, fds, queued
 
     def _admit(self, client: Client, now: float) -> bool:
         """Whether one push goes to ``client`` now: open, its buffer within the bound (else it
@@ -298,7 +394,7 @@ class Outbound:
         The client sees an abnormal close and reconnects with backoff."""
         if client.closed and client.transport.is_closing():  # dropped already, or gone
             return
-        client.closed = True
+        client.shut()
         self.metrics.dropped.labels(reason).inc()
         self._on_drop(client)
         client.transport.abort()

@@ -374,5 +374,5 @@ class Gateway(Service):
                     self._per_address[address] = left
             self.metrics.connections.dec()
             game.hub.remove(client)
-            client.closed = True
+            client.shut()
             ws.client = None  # the two referred to each other

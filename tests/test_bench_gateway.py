@@ -48,14 +48,16 @@ def test_the_floor_and_a_revisions_gateway_deliver_every_snapshot_to_every_socke
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The C floor, compiled here into a fresh cache, answers the clients' upgrades (their
-    Sec-WebSocket-Accept checked) and writes each snapshot to every socket; ``gateway@HEAD`` runs
-    the committed tree's gateway from its own extracted copy."""
+    Sec-WebSocket-Accept checked) and writes each snapshot to every socket, and so do its
+    variants (idle threads, memory visited per socket, a frame on connect); ``gateway@HEAD``
+    runs the committed tree's gateway from its own extracted copy."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
-    argv = ["--sockets", "200", "--seconds", "1", "--targets", "floor,gateway@HEAD", "--no-write"]
+    names = ("floor", "floor-mt", "floor-touch", "floor-greet", "gateway@HEAD")
+    argv = ["--sockets", "200", "--seconds", "1", "--targets", ",".join(names), "--no-write"]
     assert gateway.main(argv) == 0
     out = capsys.readouterr().out
-    for name in ("floor", "gateway@HEAD"):
+    for name in names:
         row = re.search(rf"^\| {re.escape(name)} \| (\d+) \| (\d+)/(\d+) \|", out, re.M)
         assert row is not None, out
         assert (int(row[1]), int(row[2]), int(row[3])) == (200, 200, 200), row[0]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -14,6 +16,8 @@ from websockets.asyncio.client import connect
 
 from fleet.redis_server import RedisServer
 from gateway import fanout
+from gateway.client import Client
+from gateway.outbound import Outbound
 from gateway.server import Gateway
 from leaderboard import Leaderboard, Submission, now_ms
 from leaderboard.library import library_code
@@ -51,9 +55,9 @@ def writer_threads(monkeypatch: pytest.MonkeyPatch, per_thread: int) -> set[int]
     seen: set[int] = set()
     real = fanout.write_direct
 
-    def spy(targets: Sequence[fanout.Target], frame: bytes) -> list[fanout.Leftover]:
+    def spy(targets: Sequence[fanout.Target], frame: bytes, fds: Sequence[int]) -> list[fanout.Leftover]:
         seen.add(threading.get_ident())
-        return real(targets, frame)
+        return real(targets, frame, fds)
 
     monkeypatch.setattr(fanout, "MIN_PER_THREAD", per_thread)
     monkeypatch.setattr(fanout, "write_direct", spy)
@@ -317,3 +321,94 @@ def test_plan_of_one_message_is_the_general_plan() -> None:
             (buffer, tuple(sorted(targets))) for buffer, _, targets in general
         }, (subscribers, extras)
         assert all(count == (targets[0] in subscribers) for _, count, targets in fast)
+
+
+async def test_a_socket_is_written_directly_only_while_nothing_went_through_its_transport(
+    redis_url: str, r: aioredis.Redis
+) -> None:
+    """The fan-out skips asking a ``clean`` socket's transport for its buffer: every write that
+    goes through the transport (websockets' reply here, the fan-out's own leftover below) must
+    make the next tick ask again, or the tick's frame could overtake bytes still queued."""
+    async with running(redis_url) as gw, client(gw) as ws:
+        await greet(ws)
+        [c] = gw.clients
+
+        def clean() -> bool:  # read afresh each time (the flag changes under the test)
+            return c.clean
+
+        assert not clean()  # the welcome and the snapshot on connect went through the transport
+        await publish(r, gw, snapshot(2))
+        assert (await recv(ws))["version"] == 2
+        assert clean()  # found empty, written to the descriptor
+        assert (await request(ws, {"type": "ping"}))["type"] == "pong"  # websockets wrote it
+        assert not clean()
+        await publish(r, gw, snapshot(3))
+        assert (await recv(ws))["version"] == 3
+        assert clean()
+    async with running(redis_url) as gw:
+        await publish(r, gw, snapshot(1))
+        slow = await raw_ws(gw, rcvbuf=4096)
+
+        def has(version: int) -> bool:
+            with contextlib.suppress(BlockingIOError):
+                return f'"version":{version}'.encode() in slow.recv(1 << 16, socket.MSG_PEEK)
+            return False
+
+        try:
+            await until(lambda: has(1), 2 * T)  # the snapshot on connect went through the transport
+            [c] = gw.clients
+            await publish(r, gw, snapshot(4))
+            await until(lambda: c.clean, 2 * T)
+            for version in range(5, 100):  # until the socket's buffers are full (it never reads)
+                await publish(r, gw, snapshot(version, pad=48_000))
+                written = gw.metrics.writes._value.get()
+                await until(lambda: gw.metrics.writes._value.get() > written, 2 * T)  # noqa: B023
+                if c.transport.get_write_buffer_size():
+                    break
+            assert c.transport.get_write_buffer_size() > 0
+            assert not c.clean  # the rest went through the transport
+        finally:
+            slow.close()
+
+
+async def test_a_boards_saved_descriptors_take_the_tick_until_anything_changes(
+    redis_url: str, r: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tick finding every socket of its one board open and clean saves their descriptors; the
+    next tick writes those without visiting a socket, until anything changes (here a reply
+    through a transport, then a socket leaving), which sends a tick through the per-socket pass
+    again. Every socket gets every snapshot either way, byte for byte."""
+    visited: list[int] = []
+    real = Outbound._sort
+
+    def spy(self: Outbound, clients: Sequence[Client], now: float) -> tuple[list[Client], list[int], list[Client]]:
+        visited.append(len(clients))
+        return real(self, clients, now)
+
+    monkeypatch.setattr(Outbound, "_sort", spy)
+    async with running(redis_url) as gw:
+        sockets = [await connect(url(gw), open_timeout=5 * T) for _ in range(3)]
+        try:
+            for ws in sockets:
+                await greet(ws)
+
+            async def tick(version: int) -> list[int]:
+                visited.clear()
+                payload = snapshot(version)
+                await publish(r, gw, payload)
+                got = await asyncio.gather(*(asyncio.wait_for(w.recv(decode=False), 2 * T) for w in sockets))
+                assert got == [payload] * len(sockets)
+                return visited[:]
+
+            assert await tick(2) == [3]  # socket by socket: the welcome went through the transports
+            assert await tick(3) == []  # the saved descriptors
+            assert await tick(4) == []
+            assert (await request(sockets[0], {"type": "ping"}))["type"] == "pong"
+            assert await tick(5) == [3]  # a reply went through a transport
+            assert await tick(6) == []
+            await sockets.pop().close()
+            await until(lambda: len(gw.clients) == 2, 2 * T)
+            assert await tick(7) == [2]  # one left
+            assert await tick(8) == []
+        finally:
+            await asyncio.gather(*(ws.close() for ws in sockets))

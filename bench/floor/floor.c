@@ -11,6 +11,16 @@
  * delivery is, to within a few hundred nanoseconds, the kernel's work inside write() — on
  * loopback the sending and the receiving TCP stack — which every target pays alike.
  *
+ * Two variants isolate what a real server adds around the same loop (bench/gateway.py's targets
+ * floor-mt and floor-touch): FLOOR_THREADS=N starts N idle threads, as an event loop's worker pool
+ * does (the kernel takes a file reference per write() in a multi-threaded process, none in a
+ * single-threaded one); FLOOR_TOUCH=B reads and writes B bytes of the sender's own memory per
+ * socket, one byte per cache line in a scattered order, in a pass before each fan-out, as an
+ * interpreter's per-socket objects are visited before the writes (their cache misses are user
+ * time; what they evict from the caches shows as the writes' system time); FLOOR_GREET=B sends
+ * each socket a text frame of B bytes right after its upgrade, as a server's welcome and
+ * snapshot on connect are (a socket's TCP state then starts from traffic, not from nothing).
+ *
  * bench/gateway.py compiles it on demand with the system's cc (`apt-get install gcc`) into a
  * cache directory outside the repository. Reads from the clients are discarded; bytes from
  * Redis other than the channel's messages (AUTH's +OK, the subscription's confirmation) are
@@ -18,6 +28,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -97,6 +108,7 @@ static int nconns;
 static int *open_fds; /* the sockets a message goes to, in no particular order */
 static int nopen;
 static int ep;
+static size_t greet; /* FLOOR_GREET: bytes of the frame each socket gets once upgraded */
 
 static struct conn *conn_of(int fd) {
     if (fd >= nconns) {
@@ -146,6 +158,17 @@ static void upgrade(int fd, struct conn *c) {
                      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                      "Sec-WebSocket-Accept: %s\r\n\r\n", accept);
     if (write(fd, reply, (size_t)n) != n) { drop(fd); return; }
+    if (greet) {
+        static char *hello;
+        size_t size = 4 + greet;
+        if (!hello) {
+            hello = malloc(size);
+            if (!hello || greet >= 65536) abort();
+            hello[0] = (char)0x81, hello[1] = 126, hello[2] = (char)(greet >> 8), hello[3] = (char)greet;
+            memset(hello + 4, ' ', greet);
+        }
+        if (write(fd, hello, size) != (ssize_t)size) { drop(fd); return; }
+    }
     free(c->head);
     c->head = NULL;
     c->state = OPEN;
@@ -193,6 +216,32 @@ static void accept_all(int listener) {
 /* ------------------------------------------------------------------ the fan-out */
 
 static unsigned long short_writes;
+static size_t touch; /* FLOOR_TOUCH: bytes of per-socket memory visited before each fan-out */
+static unsigned char *touched;
+static size_t touched_cap; /* sockets the area has room for */
+
+/* Visit `touch` bytes per open socket, in the order of a hash of the descriptor (no prefetcher
+ * streams through it), one read-modify-write per 64-byte line, like a reference count. */
+static void touch_all(void) {
+    if (!touch) return;
+    if ((size_t)nconns > touched_cap) {
+        touched = realloc(touched, (size_t)nconns * touch);
+        if (!touched) abort();
+        memset(touched + touched_cap * touch, 0, ((size_t)nconns - touched_cap) * touch);
+        touched_cap = (size_t)nconns;
+    }
+    for (int i = 0; i < nopen; i++) {
+        size_t slot = ((size_t)open_fds[i] * 2654435761u) % touched_cap;
+        unsigned char *at = touched + slot * touch;
+        for (size_t off = 0; off < touch; off += 64) at[off]++;
+    }
+}
+
+static void *idle(void *arg) {
+    (void)arg;
+    for (;;) pause();
+    return NULL;
+}
 
 static void fan_out(const char *payload, size_t len) {
     static char *frame;
@@ -212,6 +261,7 @@ static void fan_out(const char *payload, size_t len) {
     }
     memcpy(frame + head, payload, len);
     size_t size = head + len;
+    touch_all();
     for (int i = 0; i < nopen; i++) {
         int fd = open_fds[i];
         if (write(fd, frame, size) != (ssize_t)size) {
@@ -307,6 +357,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     signal(SIGPIPE, SIG_IGN); /* a peer gone: write() fails with EPIPE, the socket is dropped */
+    const char *threads = getenv("FLOOR_THREADS"), *bytes = getenv("FLOOR_TOUCH"), *hello = getenv("FLOOR_GREET");
+    touch = bytes ? (size_t)strtoul(bytes, NULL, 10) : 0;
+    greet = hello ? (size_t)strtoul(hello, NULL, 10) : 0;
+    for (int i = 0, n = threads ? atoi(threads) : 0; i < n; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, idle, NULL)) abort();
+    }
     ep = epoll_create1(EPOLL_CLOEXEC);
 
     int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
