@@ -366,6 +366,24 @@ async def test_bad_configuration_is_one_line_and_exit_2_before_anything_starts(t
     assert not (tmp_path / "redis").exists()
 
 
+def free_on(*hosts: str) -> int:
+    """A port free on every one of ``hosts`` (the gateways bind the same port on each): a port the
+    kernel picks free on one may be another connection's local port on the next, when a test or
+    benchmark connects from that address."""
+    for _ in range(50):
+        with contextlib.ExitStack() as stack:
+            first = stack.enter_context(socket.socket())
+            first.bind((hosts[0], 0))
+            port = int(first.getsockname()[1])
+            try:
+                for host in hosts[1:]:
+                    stack.enter_context(socket.socket()).bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no port free on {', '.join(hosts)}")
+
+
 def free_run(count: int) -> int:
     """The first of ``count`` consecutive free ports on 127.0.0.1 (held open while looking)."""
     for _ in range(50):
@@ -386,9 +404,7 @@ def free_run(count: int) -> int:
 @pytest.mark.skipif(Haproxy.binary() is None, reason="haproxy is not installed (./dev install installs it, as root)")
 async def test_behind_haproxy_the_gateways_and_metrics_ports_can_be_pinned(tmp_path: Path, redis_url: str) -> None:
     metrics = free_run(3)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.2", 0))
-        gateway_port = probe.getsockname()[1]
+    gateway_port = free_on("127.0.0.2", "127.0.0.3")
     settings = FleetSettings(
         redis_url=redis_url, data_dir=tmp_path, port=0, gateways=2, balancer="haproxy", demo_tokens=False,
         log_level="WARNING", gateway_port=gateway_port, metrics_port=metrics,
