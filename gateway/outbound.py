@@ -33,6 +33,7 @@ import time
 from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import overload
 
 from websockets.asyncio.connection import broadcast
@@ -44,6 +45,8 @@ from .client import Client
 from .fanout import Writer, plan
 from .metrics import Metrics
 from .settings import GatewaySettings
+
+_FD = attrgetter("fd")
 
 
 @dataclass(slots=True)
@@ -268,7 +271,7 @@ class Outbound:
     def _save(self, audience: Collection[Client]) -> None:
         """After a tick written socket by socket: save the board's sockets if every one is open
         and clean now (the ordinary state of a spectator between ticks)."""
-        clients = tuple(audience)
+        clients = tuple(sorted(audience, key=_FD))  # in descriptor order, as the sockets were accepted
         if clients and all(client.clean and not client.closed for client in clients):
             fds = array("i", [client.fd for client in clients])
             self._saved[id(audience)] = _Saved(audience, Client.changes, fds, clients)
