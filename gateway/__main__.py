@@ -18,6 +18,7 @@ from typing import Any
 
 import uvloop
 
+from leaderboard.gctune import fewer_collections
 from leaderboard.settings import argument_parser, load_or_exit
 
 from .metrics import Metrics
@@ -31,10 +32,7 @@ def tune_gc(threshold: int, metrics: Metrics) -> None:
     """Fewer, cheaper collections, and each one timed (the loop stands still while it runs).
 
     Everything alive at start-up lives as long as the process: frozen, it is never scanned."""
-    if threshold > 0:
-        gc.freeze()
-        _, older, oldest = gc.get_threshold()
-        gc.set_threshold(threshold, older, oldest)
+    fewer_collections(threshold)
     started = 0.0
 
     def timed(phase: str, info: dict[str, Any]) -> None:

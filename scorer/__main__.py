@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import gc
 import getpass
 import logging
 import os
@@ -36,6 +35,7 @@ from redis.exceptions import AuthenticationError, ConnectionError, ResponseError
 
 from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, Submission, boards, connect, now_ms
 from leaderboard.errors import Banned, InvalidBoard, InvalidInput, NotReplicated, TournamentError
+from leaderboard.gctune import fewer_collections
 from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
 from leaderboard.queue import Queue
@@ -582,12 +582,7 @@ async def run(settings: ScorerSettings, burst: bool) -> None:
         loop.add_signal_handler(sig, on_signal)
     try:
         await scorer.start()
-        if settings.gc_threshold > 0:
-            # Everything alive once started lives as long as the process: frozen, it is never
-            # scanned; and fewer collections than a batch's garbage would trigger by default.
-            gc.freeze()
-            _, older, oldest = gc.get_threshold()
-            gc.set_threshold(settings.gc_threshold, older, oldest)
+        fewer_collections(settings.gc_threshold)
         await scorer.wait()
     finally:
         await scorer.close()
