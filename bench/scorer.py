@@ -46,7 +46,7 @@ from bench import results
 from bench.drain import code_tree
 from fleet.redis_server import RedisServer
 from leaderboard import BacklogFull, GameConfig, Leaderboard, RedisClient, Submission, connect, now_ms
-from leaderboard.queue import Queue
+from leaderboard.queue import Queue, backlog
 from leaderboard.settings import argument_parser
 from loadtest.procstat import usage
 
@@ -129,17 +129,6 @@ def scorer_env(url: str, game: str, **extra: str) -> dict[str, str]:
         "LB_SCORER_BADGES": "0",
         **extra,
     }
-
-
-async def backlog(r: RedisClient, stream: str) -> int:
-    """Entries the scorer has still to apply: its group's not delivered plus pending (the stream
-    may also hold acknowledged entries the next acknowledgement trims); the stream's length if
-    the group cannot count (no group yet, or its lag unknown)."""
-    groups: Any = await r.xinfo_groups(stream)
-    for group in groups:
-        if group["name"] == "scorer" and group.get("lag") is not None:
-            return int(group["lag"]) + int(group["pending"])
-    return int(await r.xlen(stream))
 
 
 async def produce(queue: Queue, source: Source, stop: asyncio.Event, rate: float | None, counter: list[int]) -> None:

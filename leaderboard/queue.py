@@ -12,12 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from redis.exceptions import ResponseError
+
 from . import boards
 from .config import GameConfig
 from .errors import CODES, InvalidBoard, InvalidSubmission
 from .library import Leaderboard
 from .submission import Submission
 from .transport import RedisClient, now_ms
+
+SCORER_GROUP = "scorer"  # the scorer's consumer group on the submissions stream
 
 
 class Queue:
@@ -110,3 +114,17 @@ class Queue:
             [entered] = await self.lb.tournaments.entered(sub.tournament, [sub.player])
             if not entered:
                 raise InvalidSubmission("not_entered", f"{CODES['not_entered']}: {sub.tournament}")
+
+
+async def backlog(r: RedisClient, stream: str) -> int:
+    """Entries the scorer has still to apply: its group's not delivered plus pending (the stream
+    may also hold acknowledged entries the next acknowledgement trims); the stream's length if
+    the group cannot count (no stream or group yet, or its lag unknown)."""
+    try:
+        groups = await r.xinfo_groups(stream)
+    except ResponseError:  # no stream yet
+        groups = []
+    for group in groups:
+        if group["name"] == SCORER_GROUP and group.get("lag") is not None:
+            return int(group["lag"]) + int(group["pending"])
+    return int(await r.xlen(stream))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from leaderboard import GameConfig, Leaderboard, RedisClient, Submission, now_ms
 from leaderboard.errors import BacklogFull
-from leaderboard.queue import Queue
+from leaderboard.queue import Queue, backlog
 
 REGIONS = ("eu", "na", "asia")
 MODES = ("solo", "duo")
@@ -99,7 +99,7 @@ class Flood:
         self.samples: list[tuple[float, float, float, int]] = []  # (time, accepted/s, applied/s, backlog)
 
     async def backlog(self) -> int:
-        return int(await self.redis.xlen(self.stream))
+        return await backlog(self.redis, self.stream)
 
     def start(self) -> None:
         self._started = time.monotonic()

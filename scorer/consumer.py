@@ -36,6 +36,7 @@ from typing import Any
 
 from leaderboard import RedisClient, SubmitResult, now_ms
 from leaderboard.keys import HOUR_MS
+from leaderboard.queue import SCORER_GROUP
 from leaderboard.transport import Command
 
 from .durable.recorder import Recorder
@@ -43,7 +44,7 @@ from .settings import ScorerSettings
 from .stats import Stats
 from .stream import REDIS_DOWN, Batch, GroupWorker
 
-GROUP = "scorer"
+GROUP = SCORER_GROUP
 # Not a code of the function library: the entry broke the batch call itself (or the Python
 # encoder), so it was applied alone, failed alone, and went to the dead letters.
 UNPROCESSABLE = "unprocessable"

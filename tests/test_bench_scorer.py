@@ -11,15 +11,16 @@ import pytest
 import redis.asyncio as aioredis
 
 from bench import results
-from bench.scorer import backlog, main
+from bench.scorer import main
 from leaderboard import GameConfig, Leaderboard, Submission, now_ms
-from leaderboard.queue import Queue
+from leaderboard.queue import Queue, backlog
 
 pytestmark = pytest.mark.timeout(120)
 
 
 async def test_backlog_is_what_the_group_has_not_acknowledged(r: aioredis.Redis, config: GameConfig) -> None:
     stream = config.keys.submissions
+    assert await backlog(r, stream) == 0  # no stream yet
     await Queue(r, config).submit_many([Submission(f"s{i}", f"p{i}", i, now_ms()) for i in range(6)])
     assert await backlog(r, stream) == 6  # no group yet: the stream's length
     await r.xgroup_create(stream, "scorer", id="0")
