@@ -323,8 +323,10 @@ read from the board. points_key: the board's points set in dense mode, nil other
 histogram, O(log N) for the points set; nothing when the points stay the same (only the time part
 moved). Any function that moves scores (submit, a correction, a ban) calls it, so dense ranks and
 the histogram stay exact. `deltas` (lb_submit's batch): the histogram's changes are added up there
-and written once per bucket at the end of the batch (flush_histograms) instead of two HINCRBYs per
-write; nothing in the batch reads the histogram in between.
+and written at the end of the batch (flush_histograms: three calls per histogram) instead of two
+HINCRBYs per write; nothing in the batch reads the histogram in between. In a batch the board's
+own write may still wait (held_board): only the dense mode's count reads the board, and its
+caller flushes first.
 ]]
 local function board_score_changed(board_key, hist_key, points_key, scale, old, new, deltas)
   local old_points = old and score_points(old, scale) or nil
