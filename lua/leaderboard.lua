@@ -1409,12 +1409,12 @@ end
 --[[ The common slip, in one pass: a slip to the game's own boards with their own operators (best
 or set), no tournament, no dense rank mode, no rows and no kept outcome (nearly every slip of a
 game). common_boards decides once per layout and batch whether its slips may take this path (its
-record, or false) and hoists what every slip shares: the boards' records, the window all its periods share, the
-smallest points cap. apply_common then checks a slip and writes it board by board, with no
-table per slip or board: the same checks, writes, histogram changes, top-N bumps and
-announcements as plan_submission + apply_board (the property tests hold the two paths equal).
-A slip it cannot take whole (any refusal, which must write nothing) goes the general way, which
-names the exact error.
+record, or false) and works out what they all share: the boards' records, the window all its
+periods share, the smallest points cap. apply_common then checks a slip and writes it board by
+board, with no table per slip or board: the same checks, writes, histogram changes, top-N bumps
+and announcements as plan_submission + apply_board (tests/test_properties_common.py holds the two
+paths equal). A slip it cannot take whole (any refusal, which must write nothing) goes the
+general way, which names the exact error.
 ]]
 local function common_boards(keys, layout, periods, ctx)
   if layout.def or ctx.rows or #layout.refs == 0 then
