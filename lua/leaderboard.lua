@@ -327,8 +327,10 @@ read from the board. points_key: the board's points set in dense mode, nil other
 histogram, O(log N) for the points set; nothing when the points stay the same (only the time part
 moved). Any function that moves scores (submit, a correction, a ban) calls it, so dense ranks and
 the histogram stay exact. `deltas` (lb_submit's batch): the histogram's changes are added up there
-and written once per bucket at the end of the batch (flush_histograms) instead of two HINCRBYs per
-write; nothing in the batch reads the histogram in between.
+and written at the end of the batch (flush_histograms: three calls per histogram) instead of two
+HINCRBYs per write; nothing in the batch reads the histogram in between. In a batch the board's
+own write may still wait (held_board): only the dense mode's count reads the board, and its
+caller flushes first.
 ]]
 local function board_score_changed(board_key, hist_key, points_key, scale, old, new, deltas)
   local old_points = old and score_points(old, scale) or nil
@@ -826,6 +828,16 @@ local function check_time(sub, ctx)
   return ts
 end
 
+-- A layout board's record for the batch: what does not change from slip to slip, set once (a
+-- record per layout and key, as the read).
+local function layout_board(keys, ref, period, layout, ctx)
+  local board = { key = keys[ref.key], hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope,
+    own_op = ref.op }
+  board.held = held_board(ctx, board.key, layout)
+  ref.board = board
+  return board
+end
+
 -- Returns the points, the timestamp and the new scopes (nil: none) with the boards planned in
 -- ctx.boards[1 .. #sub.layout.refs], or nil and an error triple. Every check happens here, before
 -- any write, so a refused submission can never leave a partial update behind. Each layout board
@@ -865,13 +877,7 @@ local function plan_submission(keys, sub, periods, ctx)
       new_scopes = new_scopes or {}
       new_scopes[ref.scope], new_count = true, new_count + 1
     end
-    -- the board's record: what does not change from slip to slip is set once per batch
-    local board = ref.board
-    if not board then
-      board = { key = keys[ref.key], hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope }
-      board.held = held_board(ctx, board.key, sub.layout) -- a record per layout and key, as the read
-      ref.board = board
-    end
+    local board = ref.board or layout_board(keys, ref, period, sub.layout, ctx)
     local op = sub.op ~= '' and sub.op or ref.op
     local scale = period.scale
     local old = board.held.scores[sub.player] or nil
@@ -1395,6 +1401,115 @@ local function canonical(text, number)
   return string.format('%d', number)
 end
 
+-- The slip's activity entry (badges and feeds read it).
+local function log_activity(ctx, sub, points, ts, improved, rank)
+  redis.call('XADD', ctx.activity, 'MAXLEN', '~', ctx.maxlen, '*',
+    'id', sub.id, 'player', sub.player, 'points', canonical(sub.points, points),
+    'op', sub.op, 'ts', canonical(sub.ts, ts), 'improved', improved and '1' or '0',
+    -- a string where it can be: redis.call formats a number with snprintf
+    'rank', rank == 0 and '0' or rank)
+end
+
+--[[ The common slip, in one pass: a slip to the game's own boards with their own operators (best
+or set), no tournament, no dense rank mode, no rows and no kept outcome (nearly every slip of a
+game). common_boards decides once per layout and batch whether its slips may take this path (its
+record, or false) and works out what they all share: the boards' records, the window all its
+periods share, the smallest points cap. apply_common then checks a slip and writes it board by
+board, with no table per slip or board: the same checks, writes, histogram changes, top-N bumps
+and announcements as plan_submission + apply_board (tests/test_properties_common.py holds the two
+paths equal). A slip it cannot take whole (any refusal, which must write nothing) goes the
+general way, which names the exact error.
+]]
+local function common_boards(keys, layout, periods, ctx)
+  if layout.def or ctx.rows or #layout.refs == 0 then
+    return false
+  end
+  local boards, start_ms, end_ms, max_points = {}, -math.huge, math.huge, math.huge
+  for b, ref in ipairs(layout.refs) do
+    local period = periods[ref.period]
+    if ref.op == 'incr' or period.mode == 'dense' or period.entrants or period_closed(period)
+        or (ref.scope ~= 'global' and not known_scope(ctx, ref.scope)) then
+      return false
+    end
+    boards[b] = ref.board or layout_board(keys, ref, period, layout, ctx)
+    start_ms, end_ms = math.max(start_ms, period.start_ms), math.min(end_ms, period.end_ms)
+    max_points = math.min(max_points, period.max_points)
+  end
+  return { boards = boards, start_ms = start_ms, end_ms = end_ms, max_points = max_points }
+end
+
+-- Returns OK, or nil (nothing written) when the slip must take the general path.
+local function apply_common(sub, ctx, common)
+  if check_slip(sub) then
+    return nil
+  end
+  local points = parse_uint(sub.points, 16)
+  local ts = points and points <= common.max_points and check_time(sub, ctx)
+  if not ts or ts < common.start_ms or ts >= common.end_ms then
+    return nil
+  end
+  local mark, player, name = sub.layout.mark, sub.player, sub.name
+  mark.applied[sub.id] = true
+  mark.ids[#mark.ids + 1] = sub.id
+  local deltas, improved_any, activity_rank = ctx.hist, false, 0
+  local new_bucket = bucket_of(points)
+  for b, board in ipairs(common.boards) do
+    local key, held, period = board.key, board.held, board.period
+    local scale = period.scale
+    local old = held.scores[player] or nil
+    local score = pack_score(points, math.floor((ts - period.start_ms) / period.unit_ms), scale)
+    if old == nil or (score > old or (score ~= old and board.own_op == 'set')) then
+      local nth = nth_score(ctx, key)
+      local was_top = old ~= nil and in_top(ctx, key, player, old, nth)
+      defer_write(held, player, score)
+      local old_points = old and score_points(old, scale)
+      local old_bucket = old_points and old_points ~= points and bucket_of(old_points)
+      if old == nil or (old_bucket and old_bucket ~= new_bucket) then -- board_score_changed's deltas
+        local d = deltas[board.hist]
+        if not d then
+          d = {}
+          deltas[board.hist] = d
+          deltas[#deltas + 1] = board.hist
+        end
+        d[new_bucket] = (d[new_bucket] or 0) + 1
+        if old_bucket then
+          d[old_bucket] = (d[old_bucket] or 0) - 1
+        end
+      end
+      board.total = points -- what touch_top announces
+      local rank
+      if was_top then
+        touch_top(board, player, name, ctx, nil, false)
+        if b == 1 and in_top(ctx, key, player, score, nth_score(ctx, key)) then
+          rank = board_rank(ctx, key, player)
+        end
+      elseif in_top(ctx, key, player, score, nth) then
+        rank = touch_top(board, player, name, ctx, nil, true)
+      end
+      if b == 1 and rank and rank < ctx.top_n then
+        activity_rank = rank + 1
+      end
+      if period.expire_at > 0 and not ctx.expiring[key] then
+        held.expire_at = period.expire_at -- set once the board is written (flush_boards)
+        ctx.expiring[key] = true
+        ctx.hist_expire[board.hist] = period.expire_at
+      end
+      improved_any = improved_any or old == nil or score > old
+    elseif b == 1 and in_top(ctx, key, player, old, nth_score(ctx, key)) then
+      activity_rank = board_rank(ctx, key, player) + 1
+    end
+    if period.counted ~= sub.n then
+      period.players[#period.players + 1] = player -- counted once per batch: count_players
+      period.counted = sub.n
+    end
+  end
+  if name ~= '' then
+    update_profile_name(ctx, player, name)
+  end
+  log_activity(ctx, sub, points, ts, improved_any, activity_rank)
+  return OK
+end
+
 local function apply_submission(keys, sub, periods, ctx)
   local err = text_field(sub.id, 'submission id', sub.id == '' and 'missing_id' or 'invalid_id', true)
   if err then
@@ -1411,7 +1526,17 @@ local function apply_submission(keys, sub, periods, ctx)
   if mark.before[sub.id] or mark.applied[sub.id] then
     return DUPLICATE
   end
-  local defined = sub.layout.def -- a defined board's slip: key values, its own planner and writes
+  local layout = sub.layout
+  if layout.common == nil then
+    layout.common = common_boards(keys, layout, periods, ctx)
+  end
+  if layout.common and sub.op == '' and not sub.outcome then
+    local done = apply_common(sub, ctx, layout.common)
+    if done then
+      return done
+    end
+  end
+  local defined = layout.def -- a defined board's slip: key values, its own planner and writes
   local points, ts, new_scopes = (defined and plan_defined or plan_submission)(keys, sub, periods, ctx)
   if not points then
     return ts -- the error triple
@@ -1458,11 +1583,7 @@ local function apply_submission(keys, sub, periods, ctx)
   if sub.name ~= '' then
     update_profile_name(ctx, sub.player, sub.name)
   end
-  redis.call('XADD', ctx.activity, 'MAXLEN', '~', ctx.maxlen, '*',
-    'id', sub.id, 'player', sub.player, 'points', canonical(sub.points, points),
-    'op', sub.op, 'ts', canonical(sub.ts, ts), 'improved', improved_any and '1' or '0',
-    -- a string where it can be: redis.call formats a number with snprintf
-    'rank', activity_rank == 0 and '0' or activity_rank)
+  log_activity(ctx, sub, points, ts, improved_any, activity_rank)
   if outcome then
     keep_outcome(ctx, sub, outcome)
   end
