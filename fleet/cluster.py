@@ -35,16 +35,7 @@ import redis
 
 from leaderboard.settings import argument_parser
 
-from .redis_server import RedisServer
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct free ports: all bound at once, so none is handed out twice."""
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for sock in socks:
-            sock.bind((host, 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
+from .redis_server import RedisServer, free_ports
 
 
 def free_ports_check(host: str, ports: tuple[int, ...]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import re
 import shutil
 import socket
@@ -26,10 +27,43 @@ from .children import die_with_parent
 log = logging.getLogger(__name__)
 
 
+def ephemeral_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int:
+    """The lowest port the kernel hands out as a connection's local port (32768 by default)."""
+    try:
+        with open(path) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports free on ``host``, all bound at once while picking, so none is
+    handed out twice. Picked below the kernel's ephemeral range: a port the kernel picks (bind to
+    0) is one it may also give an outgoing connection as its local port between this pick and
+    the moment the process meant to listen there binds it ("address already in use"), while a
+    port below that range only a listener can take."""
+    below = range(max(1024, ephemeral_low() - 16384), ephemeral_low())
+    picked: list[int] = []
+    with contextlib.ExitStack() as stack:
+        for port in random.sample(below, min(len(below), 50 * count)):
+            sock = stack.enter_context(socket.socket())
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            picked.append(port)
+            if len(picked) == count:
+                return picked
+        while len(picked) < count:  # a machine with no room below its ephemeral range
+            sock = stack.enter_context(socket.socket())
+            sock.bind((host, 0))
+            picked.append(int(sock.getsockname()[1]))
+        return picked
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    """One free port (free_ports)."""
+    return free_ports(1, host)[0]
 
 
 class RedisServer:

@@ -11,7 +11,8 @@ import pytest
 import redis.asyncio
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from fleet.cluster import Cluster, free_ports
+from fleet.cluster import Cluster
+from fleet.redis_server import free_ports
 from gateway.server import Gateway
 from leaderboard import GameConfig, connect
 from leaderboard.errors import Unavailable

@@ -23,7 +23,7 @@ from client import LeaderboardClient
 from fleet.children import http_ok, listening_pids
 from fleet.claims import FleetRefused
 from fleet.haproxy import Haproxy
-from fleet.redis_server import RedisServer
+from fleet.redis_server import RedisServer, ephemeral_low, free_ports
 from fleet.supervisor import Fleet as SupervisedFleet
 from fleet.supervisor import FleetSettings
 
@@ -364,6 +364,16 @@ async def test_bad_configuration_is_one_line_and_exit_2_before_anything_starts(t
         "configuration error: LB_WINDOWS: unknown window 'dayly'; expected one of daily, weekly, monthly, alltime"
     ], f.output()
     assert not (tmp_path / "redis").exists()
+
+
+def test_a_fleet_picks_its_ports_below_the_ephemeral_range() -> None:
+    # a port from the ephemeral range may become an outgoing connection's local port before the
+    # child meant to listen on it binds it
+    ports = free_ports(20)
+    assert len(set(ports)) == 20 and all(1024 <= port < ephemeral_low() for port in ports)
+    with contextlib.ExitStack() as stack:
+        for port in ports:
+            stack.enter_context(socket.socket()).bind(("127.0.0.1", port))
 
 
 def free_on(*hosts: str) -> int:
