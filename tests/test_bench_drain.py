@@ -1,0 +1,16 @@
+"""bench.drain's lb_submit figure: commandstats has one FCALL line for lb_submit and the
+acknowledging lb_ack; the acknowledgement's commands are taken out of it, and not counted as
+lb_submit's calls."""
+
+from __future__ import annotations
+
+from bench.drain import function_figures
+
+
+def test_the_acknowledgements_commands_are_not_lb_submits() -> None:
+    stats = {"fcall": (12_000, 4), "zadd": (3_000, 300), "xack": (500, 2), "srem": (300, 2), "xtrim": (200, 2)}
+    with_ack = function_figures(stats, 100, 0.001, acks=True)
+    assert with_ack["fcall_us_per_submission"] == 110.0  # 12,000 - 1,000 us over 100 submissions
+    assert with_ack["calls_per_submission"] == 3.0 and with_ack["lua_us_per_submission"] == 80.0
+    # a library that acknowledges with a MULTI: its XACK ran outside the FCALL, which is all lb_submit
+    assert function_figures(stats, 100, 0.001)["fcall_us_per_submission"] == 120.0
