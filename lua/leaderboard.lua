@@ -1727,21 +1727,25 @@ hold acknowledged entries newer than a pending one: its length is at least the b
 exactly the backlog once nothing older is pending. The exact figure is the group's own count.
 ]]
 
--- Each consumer group of a stream as a table of its XINFO GROUPS fields; none without the stream.
-local function stream_groups(stream)
-  local reply = redis.pcall('XINFO', 'GROUPS', stream)
+-- XINFO's records (flat field, value lists) as tables; none when the stream or group is missing.
+local function info_records(reply)
   if type(reply) ~= 'table' or reply.err then
     return {}
   end
-  local groups = {}
+  local records = {}
   for i, flat in ipairs(reply) do
-    local g = {}
+    local record = {}
     for f = 1, #flat, 2 do
-      g[flat[f]] = flat[f + 1]
+      record[flat[f]] = flat[f + 1]
     end
-    groups[i] = g
+    records[i] = record
   end
-  return groups
+  return records
+end
+
+-- Each consumer group of a stream as a table of its XINFO GROUPS fields; none without the stream.
+local function stream_groups(stream)
+  return info_records(redis.pcall('XINFO', 'GROUPS', stream))
 end
 
 -- Entries some group has still to apply: the most any group has not acknowledged (lag: not yet
@@ -1970,16 +1974,8 @@ local function lb_forget(keys, args)
   if not idle_ms then
     return refuse('bad_request', 'idle_ms must be a number')
   end
-  local consumers = redis.pcall('XINFO', 'CONSUMERS', keys[1], args[1])
-  if type(consumers) ~= 'table' or consumers.err then
-    return {} -- no stream or no group yet: nothing to forget
-  end
-  local removed = {}
-  for _, flat in ipairs(consumers) do
-    local c = {}
-    for i = 1, #flat, 2 do
-      c[flat[i]] = flat[i + 1]
-    end
+  local removed = {} -- no stream or no group yet: nothing to forget
+  for _, c in ipairs(info_records(redis.pcall('XINFO', 'CONSUMERS', keys[1], args[1]))) do
     if c.pending == 0 and c.idle >= idle_ms and c.name ~= args[3] then
       redis.call('XGROUP', 'DELCONSUMER', keys[1], args[1], c.name)
       removed[#removed + 1] = c.name
