@@ -188,6 +188,17 @@ def floor(args: Any) -> dict[str, Any]:
     return function_figures(stats, n, spent)
 
 
+def baseline_error(baseline: str | None) -> str | None:
+    """Why ``baseline`` (``--baseline-library`` / ``--baseline``) can't be used, or None: it
+    must be a library file or a git ref of this repository."""
+    if baseline is None or Path(baseline).is_file():
+        return None
+    found = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{baseline}^{{commit}}"], cwd=results.ROOT, capture_output=True
+    )
+    return None if found.returncode == 0 else f"{baseline!r} is neither a library file nor a git ref of this repository"
+
+
 def code_tree(baseline: str, directory: Path) -> Path:
     """A directory holding the packages the scorer runs (leaderboard, scorer) and its library:
     a git ref's (``git archive``), or this tree's with the library file at ``baseline``."""
@@ -288,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if min(args.submissions, args.submit_batch, args.scorer_batch, args.rounds) < 1:
         p.error("--submissions, --submit-batch, --scorer-batch and --rounds must be at least 1")
+    if error := baseline_error(args.baseline_library):
+        p.error(f"--baseline-library: {error}")
     with tempfile.TemporaryDirectory(prefix="drain-baseline-") as scratch:
         tree = code_tree(args.baseline_library, Path(scratch)) if args.baseline_library else None
         figures: dict[str, Any] = {}

@@ -41,7 +41,7 @@ from typing import Any, cast
 import redis
 
 from bench import results
-from bench.drain import FLOOR_LIBRARY, OUTSIDE, code_tree, fill, usec
+from bench.drain import FLOOR_LIBRARY, OUTSIDE, baseline_error, code_tree, fill, usec
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig
 from leaderboard.library import library_code
@@ -225,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--submissions, --batch and --rounds must be at least 1")
     if args.floor and args.batch > 1000:
         p.error("--floor takes at most 1000 entries per batch (unpack() bounds a call's arguments)")
+    if error := baseline_error(args.baseline_library):
+        p.error(f"--baseline-library: {error}")
     batches, now = capture(args.submissions, args.seed, args.batch)
     n = sum(len(b) for b in batches)
     sides: dict[str, tuple[str, list[Call]]] = {}

@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 
 from bench import results
-from bench.drain import code_tree
+from bench.drain import baseline_error, code_tree
 from fleet.redis_server import RedisServer
 from leaderboard import BacklogFull, GameConfig, Leaderboard, RedisClient, Submission, connect, now_ms
 from leaderboard.queue import Queue, backlog
@@ -440,6 +440,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.producers < 1:
         p.error("--producers must be at least 1")
+    if error := baseline_error(args.baseline):
+        p.error(f"--baseline: {error}")
     if args.durable:
         runs = asyncio.run(durable_cost(args))
         print("\n".join(durable_table(runs)))

@@ -4,7 +4,9 @@ lb_submit's calls."""
 
 from __future__ import annotations
 
-from bench.drain import function_figures
+import pytest
+
+from bench.drain import baseline_error, function_figures, main
 
 
 def test_the_acknowledgements_commands_are_not_lb_submits() -> None:
@@ -14,3 +16,11 @@ def test_the_acknowledgements_commands_are_not_lb_submits() -> None:
     assert with_ack["calls_per_submission"] == 3.0 and with_ack["lua_us_per_submission"] == 80.0
     # a library that acknowledges with a MULTI: its XACK ran outside the FCALL, which is all lb_submit
     assert function_figures(stats, 100, 0.001)["fcall_us_per_submission"] == 120.0
+
+
+def test_a_baseline_that_is_no_ref_nor_file_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert baseline_error("HEAD") is None and baseline_error(None) is None
+    with pytest.raises(SystemExit) as exit_:
+        main(["--baseline-library", "no-such-ref", "--no-write"])
+    assert exit_.value.code == 2
+    assert "'no-such-ref' is neither a library file nor a git ref" in capsys.readouterr().err
