@@ -62,7 +62,11 @@ class GameConfig:
         "LB_TOP_N", 10, "size of the top that snapshots and announcements track", check=between(1, 100)
     )
     activity_maxlen: int = setting(
-        "LB_ACTIVITY_MAXLEN", 10_000, "approximate length the activity stream is trimmed to", check=at_least(1)
+        "LB_ACTIVITY_MAXLEN",
+        10_000,
+        "about how many submissions the activity stream keeps"
+        " (an entry per batch: trimmed to this many over the batch's size)",
+        check=at_least(1),
     )
     clock_skew_ms: int = setting(
         "LB_CLOCK_SKEW_MS", 30_000, "how far ahead of the server clock a timestamp may be", check=at_least(0)

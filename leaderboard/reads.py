@@ -17,6 +17,7 @@ from typing import Any, cast
 
 import orjson
 
+from . import activity
 from .keys import Keys
 from .results import BoardStats
 from .transport import RedisClient
@@ -52,9 +53,11 @@ class PlainReads:
         return BoardStats(found, int(size), int(players))
 
     async def feed(self, n: int = 20) -> list[dict[str, str]]:
-        """The newest applied submissions, newest first."""
+        """The newest applied submissions and moderation actions, newest first (one mapping
+        each: leaderboard/activity.py). Each stream entry holds at least one, so ``n`` entries
+        hold enough."""
         rows = await self.redis.xrevrange(self.keys.activity, count=n)
-        return [cast(dict[str, str], fields) for _, fields in rows or ()]
+        return activity.newest(cast(list[tuple[str, dict[str, str]]], rows or []), n)
 
     async def finals(self, window_name: str, n: int = 10, scope: str | None = None) -> list[dict[str, Any]]:
         """The newest close events kept for a window, newest first: ``{"id", "window", "period",

@@ -19,7 +19,12 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
                                                    slips that asked to keep them; the seen bucket's
                                                    hour and lifetime
   lb:{g}:versions                          HASH    "<window>:<period>:<scope>" -> top-N version
-  lb:{g}:activity                          STREAM  one entry per applied submission (MAXLEN ~)
+  lb:{g}:activity                          STREAM  one entry per lb_submit call that applied any
+                                                   submission: n, then a column per field, the
+                                                   applied submissions' values joined by newlines
+                                                   (leaderboard/activity.py); one entry per
+                                                   moderation action (its action field); MAXLEN ~
+                                                   about activity_maxlen submissions
   lb:{g}:profiles                          HASH    player -> profile JSON {"name", "avatar", "country"}
   lb:{g}:banned                            HASH    player -> ban record JSON {"by", "reason", "at"}: the
                                                    tombstone lb_submit checks before any write
@@ -732,7 +737,7 @@ end
 local function held_board(ctx, key, layout)
   local held = ctx.held[key]
   if not held then
-    held = { scores = {}, read = {}, writes = {}, at = {} }
+    held = { scores = {}, read = {}, pending = {} }
     ctx.held[key] = held
     ctx.held[#ctx.held + 1] = key -- flushed in first-touched order
   end
@@ -754,29 +759,33 @@ local function held_board(ctx, key, layout)
   return held
 end
 
--- A write to the board, deferred until the key is read or the batch ends.
+-- A write to the board, deferred until the key is read or the batch ends: the member's latest
+-- score only (the order of a ZADD's members does not change the board it leaves).
 local function defer_write(held, player, score)
   held.scores[player] = score
-  local at, writes = held.at[player], held.writes
-  if at then
-    writes[at] = score
-  else
-    writes[#writes + 1] = score
-    writes[#writes + 1] = player
-    held.at[player] = #writes - 1
-  end
+  held.pending[player] = score
 end
 
--- Before any read of the key: its deferred writes, in ZADDs of at most 500 members.
+-- Before any read of the key: its deferred writes, in ZADDs of at most 500 members (unpack() is
+-- bounded by Lua's C stack).
 local function flush_board(ctx, key)
   local held = ctx.held[key]
-  local writes = held and held.writes
-  if writes and #writes > 0 then
-    for i = 1, #writes, 1000 do
-      redis.call('ZADD', key, unpack(writes, i, math.min(i + 999, #writes)))
-    end
-    held.writes, held.at = {}, {}
+  if not (held and next(held.pending)) then
+    return
   end
+  local writes, n = {}, 0
+  for player, score in pairs(held.pending) do
+    writes[n + 1], writes[n + 2] = score, player
+    n = n + 2
+    if n == 1000 then
+      redis.call('ZADD', key, unpack(writes, 1, n))
+      n = 0
+    end
+  end
+  if n > 0 then
+    redis.call('ZADD', key, unpack(writes, 1, n))
+  end
+  held.pending = {}
 end
 
 -- A member's 0-based rank (ZREVRANK) on a board of the batch, its deferred writes flushed first.
@@ -1401,13 +1410,35 @@ local function canonical(text, number)
   return string.format('%d', number)
 end
 
--- The slip's activity entry (badges and feeds read it).
+--[[ The activity entries of the batch (badges and feeds read them), one stream entry per call:
+n, then a column per field (ACTIVITY_COLUMNS: leaderboard/activity.py reads the same), the
+applied slips' values in batch order joined by newlines (no id, player or operator may hold a
+control character: valid_player, text_field). An XADD per slip was the dearest rule of the call
+(the command and its arguments' conversion: about 2 us per slip in bench.drain); the columns
+are appended to here and written by flush_activity. The stream is trimmed to about activity_maxlen
+submissions: MAXLEN ~ in entries of this call's size.
+]]
+local ACTIVITY_COLUMNS = { 'id', 'player', 'points', 'op', 'ts', 'improved', 'rank' }
+
 local function log_activity(ctx, sub, points, ts, improved, rank)
-  redis.call('XADD', ctx.activity, 'MAXLEN', '~', ctx.maxlen, '*',
-    'id', sub.id, 'player', sub.player, 'points', canonical(sub.points, points),
-    'op', sub.op, 'ts', canonical(sub.ts, ts), 'improved', improved and '1' or '0',
-    -- a string where it can be: redis.call formats a number with snprintf
-    'rank', rank == 0 and '0' or rank)
+  local a = ctx.act
+  local n = a.n + 1
+  a.n = n
+  a.id[n], a.player[n], a.points[n], a.op[n] = sub.id, sub.player, canonical(sub.points, points), sub.op
+  a.ts[n], a.improved[n], a.rank[n] = canonical(sub.ts, ts), improved and '1' or '0', rank == 0 and '0' or rank
+end
+
+local function flush_activity(ctx)
+  local a = ctx.act
+  if a.n == 0 then
+    return
+  end
+  local fields = { 'XADD', ctx.activity, 'MAXLEN', '~', math.ceil(ctx.maxlen / a.n), '*', 'n', a.n }
+  for _, column in ipairs(ACTIVITY_COLUMNS) do
+    fields[#fields + 1] = column
+    fields[#fields + 1] = table.concat(a[column], '\n')
+  end
+  redis.call(unpack(fields))
 end
 
 --[[ The common slip, in one pass: a slip to the game's own boards with their own operators (best
@@ -1644,8 +1675,9 @@ Output:
   'duplicate', or
   {'error', code, message} (a defined board's slip also wrong_key_count, invalid_key_value,
   key_out_of_range, metadata_too_large)
-  The activity entry's rank is the first board's when the member is in its top N, else 0 (and 0
-  for a defined board's slip, whose activity entry has points '').
+  The call's activity entry (flush_activity) holds each applied slip; a slip's rank there is
+  the first board's when the member is in its top N, else 0 (and 0 for a defined board's slip,
+  whose points there are '').
 ]]
 local function lb_submit(keys, args)
   local now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce, rows, max_scopes =
@@ -1656,8 +1688,10 @@ local function lb_submit(keys, args)
     skew = tonumber(clock_skew_ms), max_age = tonumber(idempotency_ms), announce = announce,
     rows = rows == '1', max_scopes = parse_uint(max_scopes, 9), expiring = {}, nth = {}, known = {},
     hist = {}, hist_expire = {}, names = {}, boards = {}, defined = {}, held = {},
+    act = { n = 0, id = {}, player = {}, points = {}, op = {}, ts = {}, improved = {}, rank = {} },
   }
-  if not (ctx.now and ctx.top_n and tonumber(ctx.maxlen) and ctx.skew and ctx.max_age and ctx.max_scopes and ctx.scopes) then
+  ctx.maxlen = tonumber(ctx.maxlen)
+  if not (ctx.now and ctx.top_n and ctx.maxlen and ctx.skew and ctx.max_age and ctx.max_scopes and ctx.scopes) then
     return refuse('bad_request', 'malformed batch header')
   end
   local periods, pos = read_periods(keys, args, SETTINGS_FIELDS + 1)
@@ -1716,6 +1750,7 @@ local function lb_submit(keys, args)
   end
   flush_boards(ctx)
   flush_histograms(ctx)
+  flush_activity(ctx)
   mark_seen(marks)
   count_players(periods)
   return results

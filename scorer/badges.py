@@ -1,5 +1,5 @@
-"""The badge worker: reads the activity stream (one entry per applied submission) through its own
-consumer group and awards badges.
+"""The badge worker: reads the activity stream (an entry per submission batch or moderation action:
+leaderboard/activity.py) through its own consumer group and awards badges.
 
 An award is a set membership (``SADD lb:{g}:badges:<player> <badge>``), so awarding is idempotent
 by construction: an entry delivered twice — claimed after a crash between award and ack, or read
@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 import orjson
 
-from leaderboard import RedisClient
+from leaderboard import RedisClient, activity
 
 from .settings import ScorerSettings
 from .stats import Stats
@@ -59,10 +59,11 @@ class BadgeWorker(GroupWorker):
     async def handle(self, batch: Batch) -> None:
         earned = list(
             dict.fromkeys(
-                (fields["player"], badge)
+                (event["player"], badge)
                 for _, fields in batch
-                if fields.get("player")
-                for badge in awards(fields, self.thresholds, self.top_n)
+                for event in activity.submissions(fields)
+                if event.get("player")
+                for badge in awards(event, self.thresholds, self.top_n)
             )
         )
         new: list[tuple[str, str]] = []

@@ -7,12 +7,13 @@ import datetime as dt
 import inspect
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import cast
 
 import pytest
 import redis
 
 from fleet.redis_server import RedisServer
-from leaderboard import GameConfig, Leaderboard, connect
+from leaderboard import GameConfig, Leaderboard, activity, connect
 from leaderboard.library import library_code
 
 # A fixed instant (Tuesday 2030-11-26 10:00 UTC, ISO week 2030-W48) so periods are deterministic.
@@ -38,6 +39,13 @@ async def until(condition: Callable[[], bool | Awaitable[bool]], seconds: float,
             return
         assert loop.time() < deadline, f"not within {seconds} s: {getattr(condition, '__qualname__', condition)}"
         await asyncio.sleep(every)
+
+
+async def activity_events(r: redis.asyncio.Redis, key: str) -> list[dict[str, str]]:
+    """Every event of an activity stream, oldest first: each applied submission (an entry per
+    batch) and each moderation action (an entry each)."""
+    entries = cast(list[tuple[str, dict[str, str]]], await r.xrange(key))
+    return [event for _, fields in entries for event in activity.submissions(fields)]
 
 
 @pytest.fixture(scope="session")

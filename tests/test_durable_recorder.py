@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import sqlite3
+from typing import cast
 
 import asyncpg
 import redis.asyncio as aioredis
@@ -120,8 +121,8 @@ async def test_no_batch_of_a_refused_commit_is_acknowledged(
         else:  # applied to Redis, not recorded, not acknowledged: it will be redelivered
             assert {sid for sid, _ in b} <= pending and not ids & recorded
     # the stream is trimmed below the oldest entry still to apply, never at or above it
-    oldest = min((int(ms), int(seq)) for ms, seq in (sid.split("-") for sid in pending))
-    left = [sid for sid, _ in await r.xrange(stream)]
+    oldest = min((int(ms), int(seq)) for ms, seq in (str(sid).split("-") for sid in pending))
+    left = [sid for sid, _ in cast(list[tuple[str, dict[str, str]]], await r.xrange(stream))]
     assert left == [sid for b in batches for sid, _ in b if tuple(map(int, sid.split("-"))) >= oldest]
 
 

@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from leaderboard import WINDOWS, BadRequest, GameConfig, Leaderboard, Submission, SubmitResult
 from leaderboard.batch import decode_batch, encode_batch
 
-from .conftest import NOW
+from .conftest import NOW, activity_events
 from .lb_helpers import store_profile
 
 MIN = 60_000
@@ -152,10 +152,16 @@ async def test_activity_stream_hll_and_feed(lb: Leaderboard) -> None:
     assert await lb.distinct_players("weekly", at=NOW) == 2
 
 
-async def test_activity_stream_is_trimmed(r: aioredis.Redis) -> None:
+async def test_activity_stream_is_trimmed_to_about_its_length_in_submissions(r: aioredis.Redis) -> None:
     lb = Leaderboard(r, GameConfig(game="test", windows=("weekly",), activity_maxlen=100))
-    await submit(lb, *(slip(f"t{i}", f"x{i}", i) for i in range(1000)))
-    assert 100 <= await r.xlen(lb.keys.activity) < 1000
+    for start in range(0, 1000, 10):  # an entry per call of ten
+        await submit(lb, *(slip(f"t{i}", f"x{i}", i) for i in range(start, start + 10)))
+    events = await activity_events(r, lb.keys.activity)
+    assert 100 <= len(events) < 1000
+    assert [e["id"] for e in events] == [f"t{i}" for i in range(1000 - len(events), 1000)]
+    # one call of more than that: its entry is kept whole, and the older ones go
+    await submit(lb, *(slip(f"u{i}", f"y{i}", i) for i in range(300)))
+    assert [e["id"] for e in await lb.feed(301)] == [f"u{i}" for i in reversed(range(300))]
 
 
 async def test_windowed_keys_expire_inside_the_function(lb: Leaderboard, r: aioredis.Redis) -> None:

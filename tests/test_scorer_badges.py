@@ -7,7 +7,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from leaderboard import GameConfig, Leaderboard
+from leaderboard import GameConfig, Leaderboard, activity
 from scorer import BadgeWorker, ScorerSettings, Stats, awards
 from scorer.badges import GROUP
 
@@ -37,18 +37,20 @@ async def test_a_redelivered_entry_awards_nothing_twice(r: aioredis.Redis, lb: L
         badge_thresholds=THRESHOLDS,
     )
     # 15 players so that five of them end outside the top 10
-    await lb.submit_batch([slip(f"s{i}", f"p{i}", 100 * i) for i in range(15)], now=NOW + 1000)
+    for start in (0, 5, 10):  # an activity entry per call: three of five submissions
+        await lb.submit_batch([slip(f"s{i}", f"p{i}", 100 * i) for i in range(start, start + 5)], now=NOW + 1000)
     await BadgeWorker(r, settings).ensure_group()
-    # A consumer that reads everything and never acknowledges; it even awarded the first eight
+    # A consumer that reads everything and never acknowledges; it even awarded the first two
     # entries' badges before it died (the crash between award and ack).
     reply: Any = await r.xreadgroup(GROUP, "ghost", {config.keys.activity: ">"}, count=100)
     [[_, ghost]] = reply
-    assert len(ghost) == 15
+    assert [len(activity.submissions(fields)) for _, fields in ghost] == [5, 5, 5]
     awarded_once = 0
-    for _, fields in ghost[:8]:
-        for badge in awards(fields, THRESHOLDS, 10):
-            awarded_once += await r.sadd(config.keys.badges(fields["player"]), badge)
-    # The live worker claims all fifteen once idle: the first eight award nothing new.
+    for _, fields in ghost[:2]:
+        for event in activity.submissions(fields):
+            for badge in awards(event, THRESHOLDS, 10):
+                awarded_once += await r.sadd(config.keys.badges(event["player"]), badge)
+    # The live worker claims all three once idle: the first two award nothing new.
     stats = Stats()
     worker = BadgeWorker(r, settings, stats)
     await asyncio.wait_for(worker.run(burst=True), 5000 * MS)

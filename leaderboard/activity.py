@@ -1,0 +1,46 @@
+"""The activity stream's entries, read back (pure: no I/O).
+
+``lb_submit`` writes one stream entry per call, for all the submissions it applied: ``n``, then
+one column per field of ``COLUMNS``, the submissions' values in the call's order joined by
+newlines (no id, player or operator holds a control character). One XADD per submission was the
+dearest rule of the call. The moderation functions write one entry per action, with an
+``action`` field (``ban``, ``unban``, ``correct``) and no ``n``. ``submissions`` turns either
+into one mapping per event, as a consumer wants them::
+
+    for stream_id, fields in await redis.xrange(keys.activity):
+        for event in activity.submissions(fields):
+            event["player"], event["points"], event["rank"], ...
+
+A submission's fields: ``id``, ``player``, ``points`` (a defined board's slip: ''), ``op``
+('' = each board's own), ``ts`` (milliseconds), ``improved`` ('1' when any board improved) and
+``rank`` (its rank on the game's first board when within the top N, else '0').
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+COLUMNS = ("id", "player", "points", "op", "ts", "improved", "rank")  # lb_submit's ACTIVITY_COLUMNS
+
+
+def submissions(fields: Mapping[str, str]) -> list[dict[str, str]]:
+    """One stream entry's events, in the order they were applied: a submission batch's
+    submissions, or the one moderation action (its fields as they are)."""
+    count = fields.get("n")
+    if count is None:
+        return [dict(fields)]
+    columns = [fields.get(name, "").split("\n") for name in COLUMNS]
+    n = int(count)
+    if any(len(column) != n for column in columns):
+        raise ValueError(f"activity entry of {n} submissions with columns of other lengths")
+    return [dict(zip(COLUMNS, values, strict=True)) for values in zip(*columns, strict=True)]
+
+
+def newest(entries: Sequence[tuple[object, Mapping[str, str]]], n: int) -> list[dict[str, str]]:
+    """The newest ``n`` events of entries read newest first (XREVRANGE), newest first."""
+    out: list[dict[str, str]] = []
+    for _, fields in entries:
+        out += reversed(submissions(fields))
+        if len(out) >= n:
+            break
+    return out[:n]

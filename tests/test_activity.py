@@ -1,0 +1,80 @@
+"""The activity stream's entries: one per lb_submit call, a column per field, read back by
+leaderboard.activity as one event per submission, in the call's order; moderation actions stay
+one entry each."""
+
+from __future__ import annotations
+
+import pytest
+import redis.asyncio as aioredis
+
+from leaderboard import Leaderboard, activity
+
+from .conftest import NOW, activity_events
+
+LATER = NOW + 600_000
+
+
+def slip(sid: str, player: str, points: int, ts: int = NOW, **extra: str) -> dict[str, str]:
+    return {"id": sid, "player": player, "points": str(points), "ts": str(ts), **extra}
+
+
+def test_a_batch_entry_reads_back_as_its_submissions_in_order() -> None:
+    fields = {
+        "n": "2",
+        "id": "a\nb",
+        "player": "ana\nben",
+        "points": "10\n20",
+        "op": "\nincr",
+        "ts": "1\n2",
+        "improved": "1\n0",
+        "rank": "3\n0",
+    }
+    assert activity.submissions(fields) == [
+        {"id": "a", "player": "ana", "points": "10", "op": "", "ts": "1", "improved": "1", "rank": "3"},
+        {"id": "b", "player": "ben", "points": "20", "op": "incr", "ts": "2", "improved": "0", "rank": "0"},
+    ]
+
+
+def test_a_moderation_entry_is_one_event_as_it_is() -> None:
+    fields = {"action": "ban", "player": "cheat", "by": "ops", "reason": "aimbot"}
+    assert activity.submissions(fields) == [fields]
+
+
+def test_an_entry_whose_columns_disagree_with_its_count_is_refused() -> None:
+    with pytest.raises(ValueError, match="2 submissions"):
+        activity.submissions({"n": "2", "id": "a", "player": "ana\nben"})
+
+
+def test_newest_takes_events_newest_first_across_entries() -> None:
+    older = {"n": "2", **{name: "a\nb" if name == "id" else "\n" for name in activity.COLUMNS}}
+    newer = {"action": "unban", "player": "q"}
+    events = activity.newest([("2-0", newer), ("1-0", older)], 2)
+    assert [e.get("id", e.get("action")) for e in events] == ["unban", "b"]
+
+
+async def test_one_entry_per_call_holds_every_applied_submission_and_no_refused_one(
+    lb: Leaderboard, r: aioredis.Redis
+) -> None:
+    # ids and players with spaces, commas, quotes and non-ASCII text survive the columns
+    entries = [
+        slip("id with space", "ana", 10),
+        slip("x,y", "bén", 20),
+        slip("dup", 'ci "q"', 5),
+        slip("dup", 'ci "q"', 7),  # the same id again: a duplicate, not applied
+        slip("bad", "\u202eevil", 1),  # refused: invalid_player
+        slip("last", "ana", 30, op="incr"),
+    ]
+    results = await lb.submit_batch(entries, now=LATER)
+    assert [res.status for res in results] == ["ok", "ok", "ok", "duplicate", "error", "ok"]
+    assert await r.xlen(lb.keys.activity) == 1
+    events = await activity_events(r, lb.keys.activity)
+    assert [(e["id"], e["player"], e["points"], e["op"]) for e in events] == [
+        ("id with space", "ana", "10", ""),
+        ("x,y", "bén", "20", ""),
+        ("dup", 'ci "q"', "5", ""),
+        ("last", "ana", "30", "incr"),
+    ]
+    assert [e["improved"] for e in events] == ["1", "1", "1", "1"]
+    # a call that applies nothing writes no entry
+    await lb.submit_batch([slip("dup", 'ci "q"', 9)], now=LATER)
+    assert await r.xlen(lb.keys.activity) == 1
