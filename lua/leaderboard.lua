@@ -1362,14 +1362,24 @@ end
 -- One PFADD per distinct-player log per batch instead of one per submission: the log's final
 -- state does not depend on the order or grouping of the adds. Chunked because unpack() is
 -- bounded by Lua's C stack.
-local function count_players(periods)
+local function add_players(period, players)
+  for i = 1, #players, 1000 do
+    redis.call('PFADD', period.hll, unpack(players, i, math.min(i + 999, #players)))
+  end
+  if #players > 0 and period.expire_at > 0 then
+    redis.call('EXPIREAT', period.hll, period.expire_at, 'NX')
+  end
+end
+
+-- The players the general path applied, by period; those of the common slips, one list per
+-- layout, added to each of the layout's periods.
+local function count_players(periods, commons)
   for _, period in ipairs(periods) do
-    local players = period.players
-    for i = 1, #players, 1000 do
-      redis.call('PFADD', period.hll, unpack(players, i, math.min(i + 999, #players)))
-    end
-    if #players > 0 and period.expire_at > 0 then
-      redis.call('EXPIREAT', period.hll, period.expire_at, 'NX')
+    add_players(period, period.players)
+  end
+  for _, common in ipairs(commons) do
+    for _, period in ipairs(common.periods) do
+      add_players(period, common.players)
     end
   end
 end
@@ -1450,61 +1460,95 @@ board, with no table per slip or board: the same checks, writes, histogram chang
 and announcements as plan_submission + apply_board (tests/test_properties_common.py holds the two
 paths equal). A slip it cannot take whole (any refusal, which must write nothing) goes the
 general way, which names the exact error.
+apply_common runs for nearly every slip, so it takes the slip's fields as the call's arguments
+hold them (no record table) and does inline what the general path calls helpers for
+(parse_uint, check_time, pack_score, nth_score, in_top's comparison, defer_write,
+board_score_changed's histogram deltas, log_activity): in Lua 5.1 a function call costs about
+as much as ten table reads, and those calls were a third of the call's Lua.
 ]]
 local function common_boards(keys, layout, periods, ctx)
   if layout.def or ctx.rows or #layout.refs == 0 then
     return false
   end
-  local boards, start_ms, end_ms, max_points = {}, -math.huge, math.huge, math.huge
+  local boards, in_periods, seen_periods = {}, {}, {}
+  local lo, hi, max_points = ctx.now - ctx.max_age, ctx.now + ctx.skew, math.huge -- ts in [lo, hi]
   for b, ref in ipairs(layout.refs) do
     local period = periods[ref.period]
     if ref.op == 'incr' or period.mode == 'dense' or period.entrants or period_closed(period)
         or (ref.scope ~= 'global' and not known_scope(ctx, ref.scope)) then
       return false
     end
-    boards[b] = ref.board or layout_board(keys, ref, period, layout, ctx)
-    start_ms, end_ms = math.max(start_ms, period.start_ms), math.min(end_ms, period.end_ms)
+    local board = ref.board or layout_board(keys, ref, period, layout, ctx)
+    boards[b] = board
+    if not board.deltas then -- the board's histogram changes (flush_histograms), shared with the general path
+      board.deltas = ctx.hist[board.hist]
+      if not board.deltas then
+        board.deltas = {}
+        ctx.hist[board.hist] = board.deltas
+        ctx.hist[#ctx.hist + 1] = board.hist
+      end
+    end
+    if not seen_periods[period] then -- the layout's distinct periods (count_players)
+      seen_periods[period] = true
+      in_periods[#in_periods + 1] = period
+    end
+    lo, hi = math.max(lo, period.start_ms), math.min(hi, period.end_ms - 1)
     max_points = math.min(max_points, period.max_points)
   end
-  return { boards = boards, start_ms = start_ms, end_ms = end_ms, max_points = max_points }
+  local common = { boards = boards, periods = in_periods, players = {}, lo = lo, hi = hi, max_points = max_points }
+  ctx.commons[#ctx.commons + 1] = common
+  return common
 end
 
--- Returns OK, or nil (nothing written) when the slip must take the general path.
-local function apply_common(sub, ctx, common)
-  if check_slip(sub) then
+-- Returns DUPLICATE or OK, or nil (nothing written) when the slip must take the general path: a
+-- refusal of any kind, a player id or name with non-ASCII text (valid_player's slower half).
+local function apply_common(ctx, common, n, id, player, points_text, ts_text, name, mark)
+  if id == '' or #id > MAX_ID_BYTES or not valid_utf8(id) or ctx.banned_players[player] then
     return nil
   end
-  local points = parse_uint(sub.points, 16)
-  local ts = points and points <= common.max_points and check_time(sub, ctx)
-  if not ts or ts < common.start_ms or ts >= common.end_ms then
+  if mark.before[id] or mark.applied[id] then
+    return DUPLICATE
+  end
+  if #player == 0 or #player > MAX_ID_BYTES or player:find('[%z\1-\31\127-\255]')
+      or (name ~= '' and (#name > MAX_NAME_BYTES or not plain_text(name)))
+      or #points_text == 0 or #points_text > 16 or points_text:find('%D')
+      or #ts_text == 0 or #ts_text > 15 or ts_text:find('%D') then
     return nil
   end
-  local mark, player, name = sub.layout.mark, sub.player, sub.name
-  mark.applied[sub.id] = true
-  mark.ids[#mark.ids + 1] = sub.id
-  local deltas, improved_any, activity_rank = ctx.hist, false, 0
-  local new_bucket = bucket_of(points)
-  for b, board in ipairs(common.boards) do
+  local points, ts = tonumber(points_text), tonumber(ts_text)
+  if points > common.max_points or ts < common.lo or ts > common.hi then
+    return nil
+  end
+  mark.applied[id] = true
+  local ids = mark.ids
+  ids[#ids + 1] = id
+  local improved_any, activity_rank, new_bucket = false, 0, nil
+  local boards, nths, floor = common.boards, ctx.nth, math.floor
+  for b = 1, #boards do
+    local board = boards[b]
     local key, held, period = board.key, board.held, board.period
     local scale = period.scale
-    local old = held.scores[player] or nil
-    local score = pack_score(points, math.floor((ts - period.start_ms) / period.unit_ms), scale)
-    if old == nil or (score > old or (score ~= old and board.own_op == 'set')) then
-      local nth = nth_score(ctx, key)
-      local was_top = old ~= nil and in_top(ctx, key, player, old, nth)
-      defer_write(held, player, score)
-      local old_points = old and score_points(old, scale)
-      local old_bucket = old_points and old_points ~= points and bucket_of(old_points)
-      if old == nil or (old_bucket and old_bucket ~= new_bucket) then -- board_score_changed's deltas
-        local d = deltas[board.hist]
-        if not d then
-          d = {}
-          deltas[board.hist] = d
-          deltas[#deltas + 1] = board.hist
-        end
-        d[new_bucket] = (d[new_bucket] or 0) + 1
-        if old_bucket then
-          d[old_bucket] = (d[old_bucket] or 0) - 1
+    local scores = held.scores
+    local old = scores[player] or nil
+    local score = points * scale + (scale - 1 - floor((ts - period.start_ms) / period.unit_ms)) -- pack_score
+    if old == nil or score > old or (score ~= old and board.own_op == 'set') then
+      local nth = nths[key]
+      if nth == nil then
+        nth = nth_score(ctx, key)
+      end
+      local was_top = old ~= nil and (nth == false or old > nth or (old == nth and in_top(ctx, key, player, old, nth)))
+      scores[player] = score -- defer_write
+      held.pending[player] = score
+      local old_points = old and floor(old / scale)
+      if old_points ~= points then -- board_score_changed's deltas
+        new_bucket = new_bucket or bucket_of(points)
+        local old_bucket = old_points and bucket_of(old_points)
+        if old_bucket ~= new_bucket then
+          local d = board.deltas
+          d[new_bucket] = (d[new_bucket] or 0) + 1
+          if old_bucket then
+            d[old_bucket] = (d[old_bucket] or 0) - 1
+          end
         end
       end
       board.total = points -- what touch_top announces
@@ -1514,30 +1558,36 @@ local function apply_common(sub, ctx, common)
         if b == 1 and in_top(ctx, key, player, score, nth_score(ctx, key)) then
           rank = board_rank(ctx, key, player)
         end
-      elseif in_top(ctx, key, player, score, nth) then
+      elseif nth == false or score > nth or (score == nth and in_top(ctx, key, player, score, nth)) then
         rank = touch_top(board, player, name, ctx, nil, true)
       end
       if b == 1 and rank and rank < ctx.top_n then
         activity_rank = rank + 1
       end
-      if period.expire_at > 0 and not ctx.expiring[key] then
-        held.expire_at = period.expire_at -- set once the board is written (flush_boards)
-        ctx.expiring[key] = true
-        ctx.hist_expire[board.hist] = period.expire_at
+      if not board.expiry_noted then -- set once the board is written (flush_boards)
+        board.expiry_noted = true
+        if period.expire_at > 0 then
+          held.expire_at = period.expire_at
+          ctx.expiring[key] = true
+          ctx.hist_expire[board.hist] = period.expire_at
+        end
       end
       improved_any = improved_any or old == nil or score > old
     elseif b == 1 and in_top(ctx, key, player, old, nth_score(ctx, key)) then
       activity_rank = board_rank(ctx, key, player) + 1
     end
-    if period.counted ~= sub.n then
-      period.players[#period.players + 1] = player -- counted once per batch: count_players
-      period.counted = sub.n
-    end
   end
+  local players = common.players -- counted in each of the layout's periods: count_players
+  players[#players + 1] = player
   if name ~= '' then
     update_profile_name(ctx, player, name)
   end
-  log_activity(ctx, sub, points, ts, improved_any, activity_rank)
+  local a = ctx.act -- log_activity
+  local k = a.n + 1
+  a.n = k
+  a.id[k], a.player[k], a.op[k], a.improved[k], a.rank[k] = id, player, '', improved_any and '1' or '0', activity_rank
+  a.points[k] = canonical(points_text, points)
+  a.ts[k] = canonical(ts_text, ts)
   return OK
 end
 
@@ -1558,15 +1608,6 @@ local function apply_submission(keys, sub, periods, ctx)
     return DUPLICATE
   end
   local layout = sub.layout
-  if layout.common == nil then
-    layout.common = common_boards(keys, layout, periods, ctx)
-  end
-  if layout.common and sub.op == '' and not sub.outcome then
-    local done = apply_common(sub, ctx, layout.common)
-    if done then
-      return done
-    end
-  end
   local defined = layout.def -- a defined board's slip: key values, its own planner and writes
   local points, ts, new_scopes = (defined and plan_defined or plan_submission)(keys, sub, periods, ctx)
   if not points then
@@ -1687,7 +1728,7 @@ local function lb_submit(keys, args)
     now = tonumber(now_ms), top_n = tonumber(top_n), maxlen = activity_maxlen,
     skew = tonumber(clock_skew_ms), max_age = tonumber(idempotency_ms), announce = announce,
     rows = rows == '1', max_scopes = parse_uint(max_scopes, 9), expiring = {}, nth = {}, known = {},
-    hist = {}, hist_expire = {}, names = {}, boards = {}, defined = {}, held = {},
+    hist = {}, hist_expire = {}, names = {}, boards = {}, defined = {}, held = {}, commons = {},
     act = { n = 0, id = {}, player = {}, points = {}, op = {}, ts = {}, improved = {}, rank = {} },
   }
   ctx.maxlen = tonumber(ctx.maxlen)
@@ -1743,16 +1784,27 @@ local function lb_submit(keys, args)
   local results, sub, at = {}, {}, first
   for i = 1, count do
     local id, player, points, op, ts, name, layout, outcome, values, meta = unpack(args, at, at + SUBMISSION_FIELDS - 1)
-    sub.n, sub.id, sub.player, sub.points, sub.op, sub.ts, sub.name = i, id, player, points, op, ts, name
-    sub.layout, sub.outcome, sub.keys, sub.meta = layouts[tonumber(layout)], outcome == '1', values, meta
-    results[i] = apply_submission(keys, sub, periods, ctx)
+    layout = layouts[tonumber(layout)]
+    local common = layout.common
+    if common == nil then -- decided once per layout and batch
+      common = common_boards(keys, layout, periods, ctx)
+      layout.common = common
+    end
+    local result = common and op == '' and outcome ~= '1'
+      and apply_common(ctx, common, i, id, player, points, ts, name, layout.mark)
+    if not result then
+      sub.n, sub.id, sub.player, sub.points, sub.op, sub.ts, sub.name = i, id, player, points, op, ts, name
+      sub.layout, sub.outcome, sub.keys, sub.meta = layout, outcome == '1', values, meta
+      result = apply_submission(keys, sub, periods, ctx)
+    end
+    results[i] = result
     at = at + SUBMISSION_FIELDS
   end
   flush_boards(ctx)
   flush_histograms(ctx)
   flush_activity(ctx)
   mark_seen(marks)
-  count_players(periods)
+  count_players(periods, ctx.commons)
   return results
 end
 
