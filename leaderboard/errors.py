@@ -31,7 +31,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 # Stable error codes of submissions; the function library returns the same ones.
 CODES = {
     "missing_id": "submission id is required",
-    "invalid_id": "submission id must be valid UTF-8 of at most 64 bytes",
+    "invalid_id": "submission id must be valid UTF-8 of at most 64 bytes, without control characters",
     "invalid_player": "player must be 1-64 bytes of UTF-8 without control, bidirectional or invisible characters",
     "invalid_name": "name must be valid UTF-8 of at most 64 bytes, without control characters",
     "invalid_points": "points must be a non-negative integer",

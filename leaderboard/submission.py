@@ -21,6 +21,7 @@ from .profiles import has_forbidden, is_player_id
 from .windows import TOURNAMENT_SHIFT, check_tournament
 
 _INT = re.compile(r"-?\d+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 OPERATORS = ("best", "incr", "set")
 MAX_ID_BYTES = 64
@@ -70,6 +71,8 @@ class Submission:
         if self.id == "":
             raise _invalid("missing_id")
         _check_text(self.id, "invalid_id", MAX_ID_BYTES)
+        if _CONTROL.search(self.id):  # the activity entry joins ids with newlines
+            raise _invalid("invalid_id")
         if not is_player_id(self.player):
             raise _invalid("invalid_player")
         if self.name is not None:

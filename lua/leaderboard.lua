@@ -262,6 +262,8 @@ local function entry_error(code, message)
   return { 'error', code, message }
 end
 
+-- An id: UTF-8 of at most MAX_ID_BYTES, without C0 control characters or DEL (the activity
+-- entry joins ids with newlines: flush_activity).
 local function text_field(value, what, code, required)
   if value == '' then
     if required then
@@ -269,8 +271,8 @@ local function text_field(value, what, code, required)
     end
     return nil
   end
-  if #value > MAX_ID_BYTES or not valid_utf8(value) then
-    return entry_error(code, what .. ' must be valid UTF-8 of at most ' .. MAX_ID_BYTES .. ' bytes')
+  if #value > MAX_ID_BYTES or value:find('[%z\1-\31\127]') or not valid_utf8(value) then
+    return entry_error(code, what .. ' must be valid UTF-8 of at most ' .. MAX_ID_BYTES .. ' bytes, without control characters')
   end
   return nil
 end
@@ -1423,7 +1425,7 @@ end
 --[[ The activity entries of the batch (badges and feeds read them), one stream entry per call:
 n, then a column per field (ACTIVITY_COLUMNS: leaderboard/activity.py reads the same), the
 applied slips' values in batch order joined by newlines (no id, player or operator may hold a
-control character: valid_player, text_field). An XADD per slip was the dearest rule of the call
+control character: text_field, valid_player). An XADD per slip was the dearest rule of the call
 (the command and its arguments' conversion: about 2 us per slip in bench.drain); the columns
 are appended to here and written by flush_activity. The stream is trimmed to about activity_maxlen
 submissions: MAXLEN ~ in entries of this call's size.
@@ -1503,7 +1505,8 @@ end
 -- Returns DUPLICATE or OK, or nil (nothing written) when the slip must take the general path: a
 -- refusal of any kind, a player id or name with non-ASCII text (valid_player's slower half).
 local function apply_common(ctx, common, n, id, player, points_text, ts_text, name, mark)
-  if id == '' or #id > MAX_ID_BYTES or not valid_utf8(id) or ctx.banned_players[player] then
+  if id == '' or #id > MAX_ID_BYTES or id:find('[%z\1-\31\127]') or not valid_utf8(id)
+      or ctx.banned_players[player] then
     return nil
   end
   if mark.before[id] or mark.applied[id] then

@@ -40,6 +40,9 @@ CASES = [
     ({"id": ""}, "missing_id"),
     ({"id": "i" * 65}, "invalid_id"),
     ({"id": "\udcc0\udcaf"}, "invalid_id"),  # an overlong encoding of '/'
+    ({"id": "two\nlines"}, "invalid_id"),  # the activity entry joins ids with newlines
+    ({"id": "nul\x00"}, "invalid_id"),
+    ({"id": "del\x7f"}, "invalid_id"),
     ({"op": "max"}, "invalid_operator"),
     ({"op": "BEST"}, "invalid_operator"),
     ({"ts": "abc"}, "invalid_timestamp"),
