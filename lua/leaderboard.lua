@@ -286,14 +286,17 @@ end
 local RANK_MODES = { ordinal = true, dense = true, competition = true }
 local SUB_BUCKETS = 16 -- buckets per power of two: each spans at most 1/16 of its lower bound
 
--- Integer-exact (doubles below 2^53): frexp gives the power of two, the rest is a shift.
+-- Integer-exact (doubles below 2^53): frexp gives points = m * 2^ex with m in [0.5, 1), so the
+-- power of two is ex - 1 and the place inside it (points - 2^(ex-1)) * 16 / 2^(ex-1) is
+-- 32m - 16, exact (a scaling by a power of two and a subtraction inside [16, 32)); x - x % 1 is
+-- its floor, without a call.
 local function bucket_of(points)
   if points <= 0 then
     return 0
   end
-  local _, ex = math.frexp(points)
-  local base = 2 ^ (ex - 1)
-  return 1 + (ex - 1) * SUB_BUCKETS + math.floor((points - base) * SUB_BUCKETS / base)
+  local m, ex = math.frexp(points)
+  local place = 2 * SUB_BUCKETS * m - SUB_BUCKETS
+  return 1 + (ex - 1) * SUB_BUCKETS + (place - place % 1)
 end
 
 -- The points range [lo, hi) of a bucket.
@@ -775,10 +778,11 @@ local function flush_board(ctx, key)
   if not (held and next(held.pending)) then
     return
   end
-  local writes, n = {}, 0
-  for player, score in pairs(held.pending) do
+  local pending, writes, n = held.pending, {}, 0
+  for player, score in pairs(pending) do
     writes[n + 1], writes[n + 2] = score, player
     n = n + 2
+    pending[player] = nil -- emptied in place: apply_common's board records hold this table
     if n == 1000 then
       redis.call('ZADD', key, unpack(writes, 1, n))
       n = 0
@@ -787,7 +791,6 @@ local function flush_board(ctx, key)
   if n > 0 then
     redis.call('ZADD', key, unpack(writes, 1, n))
   end
-  held.pending = {}
 end
 
 -- A member's 0-based rank (ZREVRANK) on a board of the batch, its deferred writes flushed first.
@@ -1414,9 +1417,16 @@ local function keep_outcome(ctx, sub, outcome)
   end
 end
 
--- A number's text as the caller sent it when it is already canonical (no leading zero).
+-- A number's text as the caller sent it when it is already canonical (no leading zero: a text of
+-- n > 1 digits holds at least 10^(n-1), arithmetic rather than a call).
+local POW10 = {}
+for n = 1, 17 do
+  POW10[n] = 10 ^ (n - 1)
+end
+
 local function canonical(text, number)
-  if #text == 1 or text:byte(1) ~= 48 then
+  local least = POW10[#text]
+  if not least or number >= least then -- not least: '' (a defined board's slip has no points)
     return text
   end
   return string.format('%d', number)
@@ -1482,12 +1492,19 @@ local function common_boards(keys, layout, periods, ctx)
     end
     local board = ref.board or layout_board(keys, ref, period, layout, ctx)
     boards[b] = board
-    if not board.deltas then -- the board's histogram changes (flush_histograms), shared with the general path
-      board.deltas = ctx.hist[board.hist]
+    if not board.deltas then -- what apply_common's writes need, one table read each
+      board.scores, board.pending, board.scale = board.held.scores, board.held.pending, period.scale
+      board.start_ms, board.unit_ms = period.start_ms, period.unit_ms
+      board.deltas = ctx.hist[board.hist] -- its histogram's changes (flush_histograms), shared with the general path
       if not board.deltas then
         board.deltas = {}
         ctx.hist[board.hist] = board.deltas
         ctx.hist[#ctx.hist + 1] = board.hist
+      end
+      if period.expire_at > 0 then -- its expiry, set once the board is written (flush_boards)
+        board.held.expire_at = period.expire_at
+        ctx.expiring[board.key] = true
+        ctx.hist_expire[board.hist] = period.expire_at
       end
     end
     if not seen_periods[period] then -- the layout's distinct periods (count_players)
@@ -1526,14 +1543,13 @@ local function apply_common(ctx, common, n, id, player, points_text, ts_text, na
   local ids = mark.ids
   ids[#ids + 1] = id
   local improved_any, activity_rank, new_bucket = false, 0, nil
-  local boards, nths, floor = common.boards, ctx.nth, math.floor
+  local boards, nths = common.boards, ctx.nth
   for b = 1, #boards do
     local board = boards[b]
-    local key, held, period = board.key, board.held, board.period
-    local scale = period.scale
-    local scores = held.scores
+    local key, scores, scale = board.key, board.scores, board.scale
     local old = scores[player] or nil
-    local score = points * scale + (scale - 1 - floor((ts - period.start_ms) / period.unit_ms)) -- pack_score
+    local t = (ts - board.start_ms) / board.unit_ms -- pack_score; x - x % 1 is floor(x) for x >= 0
+    local score = points * scale + (scale - 1 - (t - t % 1))
     if old == nil or score > old or (score ~= old and board.own_op == 'set') then
       local nth = nths[key]
       if nth == nil then
@@ -1541,8 +1557,8 @@ local function apply_common(ctx, common, n, id, player, points_text, ts_text, na
       end
       local was_top = old ~= nil and (nth == false or old > nth or (old == nth and in_top(ctx, key, player, old, nth)))
       scores[player] = score -- defer_write
-      held.pending[player] = score
-      local old_points = old and floor(old / scale)
+      board.pending[player] = score
+      local old_points = old and (old - old % scale) / scale -- score_points
       if old_points ~= points then -- board_score_changed's deltas
         new_bucket = new_bucket or bucket_of(points)
         local old_bucket = old_points and bucket_of(old_points)
@@ -1554,26 +1570,19 @@ local function apply_common(ctx, common, n, id, player, points_text, ts_text, na
           end
         end
       end
-      board.total = points -- what touch_top announces
       local rank
       if was_top then
+        board.total = points -- what touch_top announces
         touch_top(board, player, name, ctx, nil, false)
         if b == 1 and in_top(ctx, key, player, score, nth_score(ctx, key)) then
           rank = board_rank(ctx, key, player)
         end
       elseif nth == false or score > nth or (score == nth and in_top(ctx, key, player, score, nth)) then
+        board.total = points
         rank = touch_top(board, player, name, ctx, nil, true)
       end
       if b == 1 and rank and rank < ctx.top_n then
         activity_rank = rank + 1
-      end
-      if not board.expiry_noted then -- set once the board is written (flush_boards)
-        board.expiry_noted = true
-        if period.expire_at > 0 then
-          held.expire_at = period.expire_at
-          ctx.expiring[key] = true
-          ctx.hist_expire[board.hist] = period.expire_at
-        end
       end
       improved_any = improved_any or old == nil or score > old
     elseif b == 1 and in_top(ctx, key, player, old, nth_score(ctx, key)) then
@@ -1589,8 +1598,8 @@ local function apply_common(ctx, common, n, id, player, points_text, ts_text, na
   local k = a.n + 1
   a.n = k
   a.id[k], a.player[k], a.op[k], a.improved[k], a.rank[k] = id, player, '', improved_any and '1' or '0', activity_rank
-  a.points[k] = canonical(points_text, points)
-  a.ts[k] = canonical(ts_text, ts)
+  a.points[k] = points >= POW10[#points_text] and points_text or canonical(points_text, points)
+  a.ts[k] = ts >= POW10[#ts_text] and ts_text or canonical(ts_text, ts)
   return OK
 end
 
@@ -1750,32 +1759,50 @@ local function lb_submit(keys, args)
   if not count or #args ~= pos + SUBMISSION_FIELDS * count then
     return refuse('bad_request', 'malformed batch')
   end
-  local players, distinct, marks = {}, {}, {}
-  local first = pos + 1
-  for at = first, pos + SUBMISSION_FIELDS * count, SUBMISSION_FIELDS do -- every record's layout found before the first write
-    local id, player, layout = args[at], args[at + 1], layouts[tonumber(args[at + 6])]
-    if not layout then
-      return refuse('bad_request', 'malformed batch')
+  -- Every record's layout found before the first write, with each layout's distinct players
+  -- (whose scores are read on each of its boards) and its seen bucket's ids. Consecutive records
+  -- nearly always share a layout: its tables are looked up again only when it changes.
+  local used, marks, first = {}, {}, pos + 1
+  local last, ids, distinct, players
+  for at = first, pos + SUBMISSION_FIELDS * count, SUBMISSION_FIELDS do
+    local text = args[at + 6]
+    if text ~= last then
+      local layout = layouts[tonumber(text)]
+      if not layout then
+        return refuse('bad_request', 'malformed batch')
+      end
+      if not layout.players then
+        layout.players, layout.distinct = {}, {}
+        used[#used + 1] = layout
+        local mark = marks[layout.seen]
+        if not mark then
+          mark = { key = layout.seen, expire_at = layout.seen_expire_at, ids = {}, applied = {} }
+          marks[layout.seen] = mark
+          marks[#marks + 1] = mark
+        end
+        layout.mark = mark
+      end
+      last, ids, distinct, players = text, layout.mark.ids, layout.distinct, layout.players
     end
+    local player = args[at + 1]
     if not distinct[player] then
       distinct[player] = true
       players[#players + 1] = player
     end
-    if not layout.players then
-      layout.players, layout.distinct = {}, {}
+    ids[#ids + 1] = args[at]
+  end
+  -- the batch's distinct players (ban tombstones, tournament entrants): one layout's are its own
+  players = used[1] and used[1].players or {}
+  if #used > 1 then
+    players, distinct = {}, {}
+    for _, layout in ipairs(used) do
+      for _, player in ipairs(layout.players) do
+        if not distinct[player] then
+          distinct[player] = true
+          players[#players + 1] = player
+        end
+      end
     end
-    if not layout.distinct[player] then -- whose scores are read on each board of the layout
-      layout.distinct[player] = true
-      layout.players[#layout.players + 1] = player
-    end
-    local mark = layout.mark or marks[layout.seen]
-    if not mark then
-      mark = { key = layout.seen, expire_at = layout.seen_expire_at, ids = {}, applied = {} }
-      marks[layout.seen] = mark
-      marks[#marks + 1] = mark
-    end
-    layout.mark = mark
-    mark.ids[#mark.ids + 1] = id
   end
   ctx.players = players
   ctx.banned_players = held('HMGET', ctx.banned, players)
@@ -1784,20 +1811,23 @@ local function lb_submit(keys, args)
   end
   -- one record table, refilled for each slip (nothing keeps it past its slip): a table per slip
   -- was a measurable share of the call
-  local results, sub, at = {}, {}, first
+  local results, sub, at, current, common = {}, {}, first, nil, nil
+  last = nil
   for i = 1, count do
     local id, player, points, op, ts, name, layout, outcome, values, meta = unpack(args, at, at + SUBMISSION_FIELDS - 1)
-    layout = layouts[tonumber(layout)]
-    local common = layout.common
-    if common == nil then -- decided once per layout and batch
-      common = common_boards(keys, layout, periods, ctx)
-      layout.common = common
+    if layout ~= last then -- the record's layout index: its layout looked up again only when it changes
+      last, current = layout, layouts[tonumber(layout)]
+      common = current.common
+      if common == nil then -- decided once per layout and batch
+        common = common_boards(keys, current, periods, ctx)
+        current.common = common
+      end
     end
     local result = common and op == '' and outcome ~= '1'
-      and apply_common(ctx, common, i, id, player, points, ts, name, layout.mark)
+      and apply_common(ctx, common, i, id, player, points, ts, name, current.mark)
     if not result then
       sub.n, sub.id, sub.player, sub.points, sub.op, sub.ts, sub.name = i, id, player, points, op, ts, name
-      sub.layout, sub.outcome, sub.keys, sub.meta = layout, outcome == '1', values, meta
+      sub.layout, sub.outcome, sub.keys, sub.meta = current, outcome == '1', values, meta
       result = apply_submission(keys, sub, periods, ctx)
     end
     results[i] = result
