@@ -1522,7 +1522,9 @@ end
 -- Returns DUPLICATE or OK, or nil (nothing written) when the slip must take the general path: a
 -- refusal of any kind, a player id or name with non-ASCII text (valid_player's slower half).
 local function apply_common(ctx, common, n, id, player, points_text, ts_text, name, mark)
-  if id == '' or #id > MAX_ID_BYTES or id:find('[%z\1-\31\127]') or not valid_utf8(id)
+  -- an id of printable ASCII passes with one scan; any other byte, text_field's checks
+  if id == '' or #id > MAX_ID_BYTES
+      or (id:find('[%z\1-\31\127-\255]') and (id:find('[%z\1-\31\127]') or not valid_utf8(id)))
       or ctx.banned_players[player] then
     return nil
   end

@@ -31,7 +31,9 @@ def test_replay_measures_this_tree_against_a_baseline_and_the_floor(
     # the same library from the same batches: the same outcome, the same commands
     assert figures["statuses"]["this"] == figures["statuses"]["baseline"] == {"ok": 1200}
     assert figures["calls_by_command"]["this"] == figures["calls_by_command"]["baseline"]
-    assert figures["calls_by_command"]["floor"]["zscore"] == 3  # a ZSCORE per window per slip
+    # the floor's commands once per batch: a ZMSCORE per window, one activity XADD
+    floor = figures["calls_by_command"]["floor"]
+    assert floor["zmscore"] == pytest.approx(3 / 400) and floor["xadd"] == pytest.approx(1 / 400)
     for key in ("fcall_us", "median_batch_us", "cpu_us", "median_batch_cpu_us", "lua_us"):
         row = figures[key]
         assert all(len(row[side]["rounds"]) == 2 and row[side]["median"] > 0 for side in figures["libraries"])
