@@ -5,11 +5,11 @@ one column per field of ``COLUMNS``, the submissions' values in the call's order
 newlines (no id, player or operator holds a control character). One XADD per submission was the
 dearest rule of the call. The moderation functions write one entry per action, with an
 ``action`` field (``ban``, ``unban``, ``correct``) and no ``n``. ``submissions`` turns either
-into one mapping per event, as a consumer wants them::
+into one mapping per event, as a consumer wants them; ``events`` does so for entries as a stream
+read returns them, skipping (with a warning) one that is not the library's::
 
-    for stream_id, fields in await redis.xrange(keys.activity):
-        for event in activity.submissions(fields):
-            event["player"], event["points"], event["rank"], ...
+    for event in activity.events(await redis.xrange(keys.activity)):
+        event["player"], event["points"], event["rank"], ...
 
 A submission's fields: ``id``, ``player``, ``points`` (a defined board's slip: ''), ``op``
 ('' = each board's own), ``ts`` (milliseconds), ``improved`` ('1' when any board improved) and
@@ -18,7 +18,10 @@ A submission's fields: ``id``, ``player``, ``points`` (a defined board's slip: '
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+
+log = logging.getLogger("leaderboard.activity")
 
 COLUMNS = ("id", "player", "points", "op", "ts", "improved", "rank")  # lb_submit's ACTIVITY_COLUMNS
 
@@ -36,11 +39,21 @@ def submissions(fields: Mapping[str, str]) -> list[dict[str, str]]:
     return [dict(zip(COLUMNS, values, strict=True)) for values in zip(*columns, strict=True)]
 
 
+def events(entries: Sequence[tuple[object, Mapping[str, str]]]) -> Iterator[dict[str, str]]:
+    """The events of entries in the order given; an entry that is not one of the library's (a
+    count its columns disagree with: written by hand) is skipped, with a warning."""
+    for entry_id, fields in entries:
+        try:
+            yield from submissions(fields)
+        except ValueError as exc:
+            log.warning("activity entry %s skipped: %s", entry_id, exc)
+
+
 def newest(entries: Sequence[tuple[object, Mapping[str, str]]], n: int) -> list[dict[str, str]]:
     """The newest ``n`` events of entries read newest first (XREVRANGE), newest first."""
     out: list[dict[str, str]] = []
-    for _, fields in entries:
-        out += reversed(submissions(fields))
+    for entry in entries:
+        out += reversed(list(events([entry])))
         if len(out) >= n:
             break
     return out[:n]

@@ -60,8 +60,7 @@ class BadgeWorker(GroupWorker):
         earned = list(
             dict.fromkeys(
                 (event["player"], badge)
-                for _, fields in batch
-                for event in activity.submissions(fields)
+                for event in activity.events(batch)
                 if event.get("player")
                 for badge in awards(event, self.thresholds, self.top_n)
             )

@@ -78,3 +78,12 @@ async def test_one_entry_per_call_holds_every_applied_submission_and_no_refused_
     # a call that applies nothing writes no entry
     await lb.submit_batch([slip("dup", 'ci "q"', 9)], now=LATER)
     assert await r.xlen(lb.keys.activity) == 1
+
+
+def test_an_entry_written_by_hand_is_skipped_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    good = {"n": "1", **{name: "x" for name in activity.COLUMNS}}
+    bad = {"n": "3", "id": "a\nb"}
+    with caplog.at_level("WARNING", logger="leaderboard.activity"):
+        assert [e["id"] for e in activity.events([("1-0", good), ("2-0", bad), ("3-0", good)])] == ["x", "x"]
+        assert activity.newest([("2-0", bad), ("1-0", good)], 5) == [dict.fromkeys(activity.COLUMNS, "x")]
+    assert "activity entry 2-0 skipped" in caplog.text
