@@ -12,8 +12,8 @@ from leaderboard import GameConfig
 
 async def redis_state(r: aioredis.Redis, config: GameConfig) -> dict[str, Any]:
     """Every key the rebuild restores, read whole: boards (members and exact scores), distinct
-    player counts, seen ids, profiles (decoded: JSON spelling may differ), and each board's rank
-    companions (histogram; distinct points in dense mode)."""
+    player counts, seen ids, the scopes slips named, profiles (decoded: JSON spelling may
+    differ), and each board's rank companions (histogram; distinct points in dense mode)."""
     prefix = config.keys.prefix
     state: dict[str, Any] = {}
     async for key in r.scan_iter(match=f"{prefix}:*", count=1000):
@@ -26,7 +26,7 @@ async def redis_state(r: aioredis.Redis, config: GameConfig) -> dict[str, Any]:
             state[key] = await r.zrange(key, 0, -1, withscores=True)
         elif kind == "players":
             state[key] = await r.pfcount(key)
-        elif kind == "seen":
+        elif kind in ("seen", "scopes"):
             state[key] = sorted(await r.smembers(key))
         elif kind == "profiles":
             state[key] = {p: orjson.loads(v) for p, v in (await r.hgetall(key)).items()}

@@ -53,8 +53,8 @@ def history(n: int, *, seed: int = 1, hours: int = 38) -> list[dict[str, str]]:
         }
         if op := rnd.choice(("", "best", "incr", "set")):
             fields["op"] = op
-        if rnd.random() < 0.3:
-            fields["region"] = rnd.choice(("eu", "us"))
+        if rnd.random() < 0.3:  # one region only early on: its scope is known from the folded part alone
+            fields["region"] = rnd.choice(("apac",) if i < n // 4 else ("eu", "us"))
         if rnd.random() < 0.2:
             fields["mode"] = "duo"
         if rnd.random() < 0.2:

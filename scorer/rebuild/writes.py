@@ -20,7 +20,7 @@ import orjson
 from leaderboard import GameConfig, Leaderboard
 from leaderboard.boards import Definition, period
 from leaderboard.errors import Banned, InvalidBoard, InvalidInput
-from leaderboard.keys import GLOBAL_SCOPE, HOUR_MS, Keys
+from leaderboard.keys import GLOBAL_SCOPE, HOUR_MS, SCOPE_KINDS, Keys
 from leaderboard.moderation import Moderation
 from leaderboard.ranking import companions
 from leaderboard.transport import Command, execute_packed
@@ -68,6 +68,11 @@ async def write_folded(
             inflight = None
 
     try:
+        # the region and mode values the folded slips named, expired periods' too: lb_submit's
+        # cap on them (LB_MAX_SCOPES) counts every value a slip ever named
+        named = sorted({scope for _, _, scope in folder.boards if scope.split(":", 1)[0] in SCOPE_KINDS})
+        if named:
+            commands.append(("SADD", keys.scopes, *named))
         for (window, period, scope), members in folder.boards.items():
             expire_at = folder.expire_at[(window, period, scope)]
             if (expire_at and expire_at <= now_s) or not members:
