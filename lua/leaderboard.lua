@@ -1477,8 +1477,9 @@ general way, which names the exact error.
 apply_common runs for nearly every slip, so it takes the slip's fields as the call's arguments
 hold them (no record table) and does inline what the general path calls helpers for
 (parse_uint, check_time, pack_score, nth_score, in_top's comparison, defer_write,
-board_score_changed's histogram deltas, log_activity): in Lua 5.1 a function call costs about
-as much as ten table reads, and those calls were a third of the call's Lua.
+board_score_changed's histogram deltas, log_activity): entering and leaving Lua functions was
+about 200 machine instructions a call, and writing them out took the slip's VM instructions
+from 722 to 521 (docs/benchmarks.md, the bench.replay section).
 ]]
 local function common_boards(keys, layout, periods, ctx)
   if layout.def or ctx.rows or #layout.refs == 0 then

@@ -341,18 +341,30 @@ async def get_calls(r: aioredis.Redis) -> int:
     return int((await r.info("commandstats")).get("cmdstat_get", {}).get("calls", 0))
 
 
-async def test_concurrent_requests_for_a_top_read_redis_once(tmp_path: Path) -> None:
-    # A Redis and an API process of the test's own: the GETs counted are this process's alone
-    # (the module's API process, and whatever else shares a server, read it too), and a hold
-    # that outlasts the requests however loaded the machine is.
+@contextlib.asynccontextmanager
+async def own_redis(tmp_path: Path, scope: str, version: int) -> AsyncIterator[tuple[RedisServer, aioredis.Redis]]:
+    """A Redis of the test's own (the module's API process reads the shared one too), the library
+    loaded, the game seeded and a snapshot of ``scope`` published; stopped at the end."""
     server = RedisServer(tmp_path).start()
     try:
         raw = redis.Redis.from_url(server.url)
         raw.function_load(library_code(), replace=True)
         raw.close()
-        r = aioredis.Redis.from_url(server.url, decode_responses=True)
-        await seed(r)
-        await publish(r, "region:eu", 3)
+        client = aioredis.Redis.from_url(server.url, decode_responses=True)
+        try:
+            await seed(client)
+            await publish(client, scope, version)
+            yield server, client
+        finally:
+            await client.aclose()
+    finally:
+        server.stop()
+
+
+async def test_concurrent_requests_for_a_top_read_redis_once(tmp_path: Path) -> None:
+    # its own Redis: the GETs counted are this API process's alone; a hold that outlasts the
+    # requests however loaded the machine is
+    async with own_redis(tmp_path, "region:eu", 3) as (server, r):
         with api_process(server.url, LB_API_TOP_TTL="60") as url:
             async with httpx.AsyncClient(base_url=url, timeout=10) as http:
                 before = await get_calls(r)
@@ -360,23 +372,12 @@ async def test_concurrent_requests_for_a_top_read_redis_once(tmp_path: Path) -> 
                 # one read in flight, the others awaited it (then it was held); and one when the
                 # board's subscription was confirmed, from which on pub/sub keeps it current
                 assert await get_calls(r) - before <= 2
-        etag = f'"{answers[0].json()["period"]}.3"'
-        assert {(a.status_code, a.headers["etag"]) for a in answers} == {(200, etag)}
-        await r.aclose()
-    finally:
-        server.stop()
+    etag = f'"{answers[0].json()["period"]}.3"'
+    assert {(a.status_code, a.headers["etag"]) for a in answers} == {(200, etag)}
 
 
 async def test_a_held_top_is_served_stale_while_redis_is_down_then_503(tmp_path: Path) -> None:
-    server = RedisServer(tmp_path).start()
-    try:
-        raw = redis.Redis.from_url(server.url)
-        raw.function_load(library_code(), replace=True)
-        raw.close()
-        client = aioredis.Redis.from_url(server.url, decode_responses=True)
-        await seed(client)
-        await publish(client, "global", 1)
-        await client.aclose()
+    async with own_redis(tmp_path, "global", 1) as (server, _):
         hold = {"LB_API_TOP_TTL": "0.2", "LB_API_STALE_IF_ERROR": "1.5", "LB_API_REDIS_TIMEOUT": "0.5"}
         with api_process(server.url, **hold) as url:
             async with httpx.AsyncClient(base_url=url, timeout=10) as http:
@@ -398,8 +399,6 @@ async def test_a_held_top_is_served_stale_while_redis_is_down_then_503(tmp_path:
                 assert {a.headers["etag"] for _, a in served} == {fresh.headers["etag"]}
                 assert all(a.content == fresh.content for _, a in served)
                 problem(seen[-1][1], 503, "unavailable")
-    finally:
-        server.stop()
 
 
 async def test_a_player_id_with_a_slash_or_percent_is_addressable(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
