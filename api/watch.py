@@ -55,7 +55,6 @@ class Watch:
         self._pubsub: PubSub | None = None
         self._lock = asyncio.Lock()  # SSUBSCRIBE/SUNSUBSCRIBE reach Redis in the order decided
         self._tasks: list[asyncio.Task[None]] = []
-        self._reads: set[asyncio.Task[None]] = set()
 
     @property
     def live(self) -> int:
@@ -70,9 +69,9 @@ class Watch:
             ]
 
     async def close(self) -> None:
-        for task in [*self._tasks, *self._reads]:
+        for task in self._tasks:
             task.cancel()
-        for task in [*self._tasks, *self._reads]:
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
@@ -116,20 +115,19 @@ class Watch:
                         with contextlib.suppress(RedisError, OSError):
                             await self._pubsub.sunsubscribe(channel)
 
-    def _confirmed(self, channel: str) -> None:
-        """Subscribed: what is stored now is at least as old as anything published from here on."""
+    async def _confirmed(self, channel: str) -> None:
+        """Subscribed: what is stored now is at least as old as anything published from here on.
+        Read by the reader itself, before the messages that follow the confirmation: a snapshot
+        published meanwhile waits in the socket and replaces what was read, and once a published
+        snapshot has been answered, no read of this confirmation is still to come."""
         board = self._boards.get(channel)
-        if board is not None and not board.live:
-            task = asyncio.create_task(self._load(channel, board))
-            self._reads.add(task)
-            task.add_done_callback(self._reads.discard)
-
-    async def _load(self, channel: str, board: _Board) -> None:
+        if board is None or board.live:
+            return
         try:
             value = await self._redis.get(board.latest_key)
         except (RedisError, OSError):
             return  # Held answers meanwhile; the next published snapshot makes it live
-        if self._boards.get(channel) is board and not board.live:  # a message may have come first
+        if self._boards.get(channel) is board:
             board.value, board.live = (None if value is None else str(value)), True
 
     def _on_message(self, channel: str, data: str) -> None:
@@ -155,7 +153,7 @@ class Watch:
                         self._on_message(channel, _text(msg["data"]))
                     elif kind == "ssubscribe":
                         backoff.reset()
-                        self._confirmed(channel)
+                        await self._confirmed(channel)
                     elif kind == "sunsubscribe" and channel in self._boards:
                         raise ConnectionError("slot moved; subscribing on its new owner")
             except asyncio.CancelledError:
