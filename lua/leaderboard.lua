@@ -437,7 +437,10 @@ end
 -- Argument readers --------------------------------------------------------------------------
 
 -- lb_submit's records, each read into locals named as lb_submit's Input names its fields.
-local SETTINGS_FIELDS, PERIOD_FIELDS, LAYOUT_FIELDS, BOARD_FIELDS, SUBMISSION_FIELDS = 8, 11, 4, 9, 10
+local SETTINGS_FIELDS, PERIOD_FIELDS, LAYOUT_FIELDS, BOARD_FIELDS, SUBMISSION_FIELDS, FULL_FIELDS = 8, 11, 4, 9, 2, 9
+-- A slip's parts (SLIP_PARTS): printable ASCII id and player and digits, as the common path takes
+-- them (one scan checks all four), else any text between the tabs (the general path checks it).
+local COMMON_SLIP, ANY_SLIP = '^([ -~]+)\t([ -~]+)\t(%d+)\t(%d+)\t(.*)$', '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'
 
 -- The period records: a count at pos, then the records. Both readers return nil for a malformed
 -- record, so the call is refused before its first write.
@@ -1523,22 +1526,18 @@ local function common_boards(keys, layout, periods, ctx)
   return common
 end
 
--- Returns DUPLICATE or OK, or nil (nothing written) when the slip must take the general path: a
--- refusal of any kind, a player id or name with non-ASCII text (valid_player's slower half).
+-- Returns DUPLICATE or OK, or nil (nothing written) when the slip must take the general path (a
+-- refusal of any kind). Its id and player are printable ASCII and its points and ts digits (the
+-- one scan of COMMON_SLIP: any other slip takes the general path).
 local function apply_common(ctx, common, n, id, player, points_text, ts_text, name, mark)
-  -- an id of printable ASCII passes with one scan; any other byte, text_field's checks
-  if id == '' or #id > MAX_ID_BYTES
-      or (id:find('[%z\1-\31\127-\255]') and (id:find('[%z\1-\31\127]') or not valid_utf8(id)))
-      or ctx.banned_players[player] then
+  if #id > MAX_ID_BYTES or ctx.banned_players[player] then
     return nil
   end
   if mark.before[id] or mark.applied[id] then
     return DUPLICATE
   end
-  if #player == 0 or #player > MAX_ID_BYTES or player:find('[%z\1-\31\127-\255]')
-      or (name ~= '' and (#name > MAX_NAME_BYTES or not plain_text(name)))
-      or #points_text == 0 or #points_text > 16 or points_text:find('%D')
-      or #ts_text == 0 or #ts_text > 15 or ts_text:find('%D') then
+  if #player > MAX_ID_BYTES or (name ~= '' and (#name > MAX_NAME_BYTES or not plain_text(name)))
+      or #points_text > 16 or #ts_text > 15 then
     return nil
   end
   local points, ts = tonumber(points_text), tonumber(ts_text)
@@ -1548,7 +1547,7 @@ local function apply_common(ctx, common, n, id, player, points_text, ts_text, na
   mark.applied[id] = true
   local ids = mark.ids
   ids[#ids + 1] = id
-  local improved_any, activity_rank, new_bucket = false, 0, nil
+  local improved_any, activity_rank, new_bucket = false, '0', nil -- a rank as text: table.concat formats a number
   local boards, nths = common.boards, ctx.nth
   for b = 1, #boards do
     local board = boards[b]
@@ -1711,7 +1710,11 @@ Input:
     definition  encoding tie metadata_bytes operator key_spec top_n
     layout      seen_key outcomes_key seen_expire_at board_count
     board       board_key period op scope hist_key points_key definition members_key meta_key
-    submission  id player points op ts name layout outcome values meta
+    submission  layout slip
+    full        id player points op ts name outcome values meta
+  a slip is the submission's parts `id player points ts name` (SLIP_PARTS) joined by TAB; slip ''
+  is followed by the submission's full record (a slip naming op, outcome, values or meta, or with
+  a TAB in a part);
   where *_key is a KEYS index (entrants_key 0: not a tournament, anyone may write; closed_key 0:
   not checked, a rebuild replaying history); announce the announcements' channel; rows '1' for
   per-board rows with every board's rank, '0' for the status only (ranks read only where written
@@ -1765,65 +1768,88 @@ local function lb_submit(keys, args)
     layouts, pos = read_layouts(keys, periods, args, pos, defs)
   end
   local count = layouts and tonumber(args[pos])
-  if not count or #args ~= pos + SUBMISSION_FIELDS * count then
+  if not count then
     return refuse('bad_request', 'malformed batch')
   end
-  -- Every record's layout found before the first write, with each layout's distinct players
-  -- (whose scores are read on each of its boards) and its seen bucket's ids. Consecutive records
-  -- nearly always share a layout: its tables are looked up again only when it changes.
-  local used, marks, first = {}, {}, pos + 1
-  local last, ids, distinct, players
-  for at = first, pos + SUBMISSION_FIELDS * count, SUBMISSION_FIELDS do
-    local text = args[at + 6]
-    if text ~= last then
-      local layout = layouts[tonumber(text)]
-      if not layout then
+  -- Every record read before the first write: its parts into columns (a full record's position in
+  -- `full`; a slip the common path cannot take, 0), each layout's distinct players (whose scores
+  -- are read on each of its boards) and its seen bucket's ids. Consecutive records nearly always
+  -- share a layout: its tables are looked up again only when it changes.
+  local ids, players, points_texts, stamps, names, lays, full = {}, {}, {}, {}, {}, {}, {}
+  local used, marks, at, last = {}, {}, pos + 1, nil
+  local seen, distinct, listed
+  for i = 1, count do
+    local layout, slip = unpack(args, at, at + SUBMISSION_FIELDS - 1)
+    local id, player, points, ts, name
+    if slip ~= '' then
+      if slip then
+        id, player, points, ts, name = slip:match(COMMON_SLIP)
+        if not id then
+          id, player, points, ts, name = slip:match(ANY_SLIP)
+          full[i] = 0
+        end
+      end
+      at = at + SUBMISSION_FIELDS
+    else -- the full record follows: its first six fields (op read again on the general path)
+      full[i] = at + SUBMISSION_FIELDS
+      local _
+      id, player, points, _, ts, name = unpack(args, full[i], full[i] + 5)
+      at = at + SUBMISSION_FIELDS + FULL_FIELDS
+    end
+    if layout ~= last then
+      local found = layouts[tonumber(layout)]
+      if not (found and name) then
         return refuse('bad_request', 'malformed batch')
       end
-      if not layout.players then
-        layout.players, layout.distinct = {}, {}
-        used[#used + 1] = layout
-        local mark = marks[layout.seen]
+      if not found.players then
+        found.players, found.distinct = {}, {}
+        used[#used + 1] = found
+        local mark = marks[found.seen]
         if not mark then
-          mark = { key = layout.seen, expire_at = layout.seen_expire_at, ids = {}, applied = {} }
-          marks[layout.seen] = mark
+          mark = { key = found.seen, expire_at = found.seen_expire_at, ids = {}, applied = {} }
+          marks[found.seen] = mark
           marks[#marks + 1] = mark
         end
-        layout.mark = mark
+        found.mark = mark
       end
-      last, ids, distinct, players = text, layout.mark.ids, layout.distinct, layout.players
+      last, seen, distinct, listed = layout, found.mark.ids, found.distinct, found.players
+    elseif not name then
+      return refuse('bad_request', 'malformed batch')
     end
-    local player = args[at + 1]
+    ids[i], players[i], points_texts[i], stamps[i], names[i], lays[i] = id, player, points, ts, name, layout
     if not distinct[player] then
       distinct[player] = true
-      players[#players + 1] = player
+      listed[#listed + 1] = player
     end
-    ids[#ids + 1] = args[at]
+    seen[#seen + 1] = id
+  end
+  if at ~= #args + 1 then
+    return refuse('bad_request', 'malformed batch')
   end
   -- the batch's distinct players (ban tombstones, tournament entrants): one layout's are its own
-  players = used[1] and used[1].players or {}
+  local batch_players = used[1] and used[1].players or {}
   if #used > 1 then
-    players, distinct = {}, {}
+    batch_players, distinct = {}, {}
     for _, layout in ipairs(used) do
       for _, player in ipairs(layout.players) do
         if not distinct[player] then
           distinct[player] = true
-          players[#players + 1] = player
+          batch_players[#batch_players + 1] = player
         end
       end
     end
   end
-  ctx.players = players
-  ctx.banned_players = held('HMGET', ctx.banned, players)
+  ctx.players = batch_players
+  ctx.banned_players = held('HMGET', ctx.banned, batch_players)
   for _, mark in ipairs(marks) do
     mark.before, mark.ids = held('SMISMEMBER', mark.key, mark.ids), {}
   end
   -- one record table, refilled for each slip (nothing keeps it past its slip): a table per slip
   -- was a measurable share of the call
-  local results, sub, at, current, common = {}, {}, first, nil, nil
+  local results, sub, current, common = {}, {}, nil, nil
   last = nil
   for i = 1, count do
-    local id, player, points, op, ts, name, layout, outcome, values, meta = unpack(args, at, at + SUBMISSION_FIELDS - 1)
+    local layout = lays[i]
     if layout ~= last then -- the record's layout index: its layout looked up again only when it changes
       last, current = layout, layouts[tonumber(layout)]
       common = current.common
@@ -1832,15 +1858,19 @@ local function lb_submit(keys, args)
         current.common = common
       end
     end
-    local result = common and op == '' and outcome ~= '1'
-      and apply_common(ctx, common, i, id, player, points, ts, name, current.mark)
+    local record = full[i]
+    local result = common and not record
+      and apply_common(ctx, common, i, ids[i], players[i], points_texts[i], stamps[i], names[i], current.mark)
     if not result then
-      sub.n, sub.id, sub.player, sub.points, sub.op, sub.ts, sub.name = i, id, player, points, op, ts, name
-      sub.layout, sub.outcome, sub.keys, sub.meta = current, outcome == '1', values, meta
+      sub.n, sub.id, sub.player, sub.points, sub.op, sub.ts, sub.name = i, ids[i], players[i], points_texts[i], '', stamps[i], names[i]
+      sub.layout, sub.outcome, sub.keys, sub.meta = current, false, '', ''
+      if record and record > 0 then
+        local id, player, points, op, ts, name, outcome, values, meta = unpack(args, record, record + FULL_FIELDS - 1)
+        sub.op, sub.outcome, sub.keys, sub.meta = op, outcome == '1', values, meta
+      end
       result = apply_submission(keys, sub, periods, ctx)
     end
     results[i] = result
-    at = at + SUBMISSION_FIELDS
   end
   flush_boards(ctx)
   flush_histograms(ctx)

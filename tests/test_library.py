@@ -358,8 +358,14 @@ async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Lea
     bad_period = [*plan.args[:9], "weekly", "x", "soon", *plan.args[12:]]  # a period record's start
     bad_marker = [*plan.args[:19], 999, *plan.args[20:]]  # the first period's closed marker: no key
     bad_cap = [*plan.args[:7], "-1", *plan.args[8:]]  # max_scopes
-    bad_layout = [*plan.args[:-4], 99, *plan.args[-3:]]  # the last submission's layout
-    for args in (bad_layout, plan.args[:-1], bad_key, bad_period, bad_marker, bad_cap):
+    bad_layout = [*plan.args[:-2], 99, plan.args[-1]]  # the last submission's layout
+    # a slip of four parts, one whose full record is cut off, one argument too many
+    parts = str(plan.args[-1]).split("\t")
+    short_slip = [*plan.args[:-1], "\t".join(parts[:4])]
+    no_record = [*plan.args[:-1], ""]
+    extra = [*plan.args, "x"]
+    malformed = (bad_layout, plan.args[:-1], bad_key, bad_period, bad_marker, bad_cap, short_slip, no_record, extra)
+    for args in malformed:
         with pytest.raises(redis.exceptions.ResponseError, match="bad_request malformed batch"):
             await r.fcall("lb_submit", len(plan.keys), *plan.keys, *args)
     assert await r.dbsize() == 0
@@ -463,3 +469,31 @@ async def test_top_versions_and_announcements_match_an_independent_count(r: aior
         assert await r.zrange(k, 0, -1, withscores=True) == await r.zrange(
             k.replace("{single}", "{batch}"), 0, -1, withscores=True
         )
+
+
+async def test_a_slip_with_a_tab_or_text_beyond_ascii_takes_its_full_record_or_the_general_path(
+    lb: Leaderboard, r: aioredis.Redis
+) -> None:
+    entries = [
+        slip("t1", "a\tb", 5),  # a tab in a part: the slip goes as its full record
+        slip("t2", "ana", 6, name="A\tna"),
+        slip("t\t3", "ana", 7),
+        slip("t4", "zoë", 8, name="Zoë"),  # beyond ASCII: the general path, applied the same
+        slip("t5", "ana", "09"),  # digits the common path takes, written in canonical form
+        slip("t6", "ana", "1e3"),
+    ]
+    plan = encode_batch(lb.config, entries, LATER)
+    # the slips with a tab in a part: each field an argument of its own (the full record)
+    assert {"t1", "a\tb", "t2", "A\tna", "t\t3"} <= set(plan.args)
+    assert {f"t4\tzoë\t8\t{NOW}\tZoë", f"t5\tana\t09\t{NOW}\t", f"t6\tana\t1e3\t{NOW}\t"} <= set(plan.args)
+    results = decode_batch(plan, await r.fcall("lb_submit", len(plan.keys), *plan.keys, *plan.args))
+    assert [(res.status, res.code) for res in results] == [
+        ("error", "invalid_player"),
+        ("error", "invalid_name"),
+        ("error", "invalid_id"),
+        ("ok", None),
+        ("ok", None),
+        ("error", "invalid_points"),
+    ]
+    assert await scores(lb) == [("ana", 9), ("zoë", 8)]
+    assert [(e["id"], e["points"]) for e in await activity_events(r, lb.keys.activity)] == [("t4", "8"), ("t5", "9")]

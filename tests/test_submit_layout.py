@@ -13,9 +13,11 @@ from leaderboard import GameConfig, boards
 from leaderboard.batch import (
     BOARD_FIELDS,
     DEFINITION_FIELDS,
+    FULL_FIELDS,
     LAYOUT_FIELDS,
     PERIOD_FIELDS,
     SETTINGS_FIELDS,
+    SLIP_PARTS,
     SUBMISSION_FIELDS,
     encode_batch,
 )
@@ -29,6 +31,7 @@ RECORDS = {
     "layout": LAYOUT_FIELDS,
     "board": BOARD_FIELDS,
     "submission": SUBMISSION_FIELDS,
+    "full": FULL_FIELDS,
 }
 NOW = 1_764_592_200_000  # 2025-12-01T12:30:00Z
 HOUR_MS = 3_600_000
@@ -58,11 +61,27 @@ def code_records() -> dict[str, tuple[str, ...]]:
     return read
 
 
+def slip_parts() -> tuple[tuple[str, ...], tuple[str, ...], list[tuple[str, ...]]]:
+    """The slip's parts as the header names them (``parts `a b ...` (SLIP_PARTS)``), as the
+    library's two patterns capture them, and the locals it reads their captures into."""
+    named = re.search(r"parts `([\w ]+)` \(SLIP_PARTS\)", LIBRARY)
+    assert named is not None
+    patterns = re.search(r"^local COMMON_SLIP, ANY_SLIP = '(.*)', '(.*)'$", LIBRARY, re.MULTILINE)
+    assert patterns is not None
+    captures = tuple(str(len(re.findall(r"\((?!\?)", p))) for p in patterns.groups())
+    read = [tuple(names.split(", ")) for names in re.findall(r"(\w[\w, ]*) = slip:match\(\w+_SLIP\)", LIBRARY)]
+    return tuple(named.group(1).split()), captures, read
+
+
 def test_the_header_the_library_and_the_encoder_name_the_same_fields() -> None:
     header = header_records()
     assert header == RECORDS
     read = code_records()
     assert {record: read[record] for record in RECORDS} == RECORDS
+    named, captures, reads = slip_parts()
+    assert named == SLIP_PARTS
+    assert captures == (str(len(SLIP_PARTS)),) * 2  # one capture per part, in both patterns
+    assert reads == [SLIP_PARTS] * 2
 
 
 def test_the_encoder_writes_each_field_where_its_name_says() -> None:
@@ -170,14 +189,24 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
         assert (board["definition"], board["members_key"], board["meta_key"]) == (0, 0, 0)
         assert board["op"] == config.operator_for(at[0]) if at[0] != "t-cup" else board["op"] == config.operator
 
-    submissions = [take(SUBMISSION_FIELDS) for _ in range(int(args.pop(0)))]
+    submissions = []
+    for _ in range(int(args.pop(0))):
+        sub = take(SUBMISSION_FIELDS)
+        if sub["slip"] == "":  # a full record follows
+            sub |= take(FULL_FIELDS)
+        else:  # the slip's parts, and the rest of the record empty
+            parts = str(sub["slip"]).split("\t")
+            sub |= dict(zip(SLIP_PARTS, parts, strict=True)) | {"op": "", "outcome": "", "values": "", "meta": ""}
+        submissions.append(sub)
     assert args == []  # every argument was named
+    assert [s["slip"] == "" for s in submissions] == [False, True, False, True]  # op set; a defined board's
     for sub, entry in zip(submissions, entries, strict=True):
+        sub["ts"] = str(sub["ts"])  # an int in a full record (the Redis client writes it as digits)
         assert (sub["id"], sub["player"], sub["points"], sub["ts"]) == (
             entry["id"],
             entry["player"],
             entry.get("points", ""),
-            int(entry["ts"]),
+            entry["ts"],
         )
         assert (sub["op"], sub["name"]) == (entry.get("op", ""), entry.get("name", ""))
         assert (sub["values"], sub["meta"]) == (entry.get("values", ""), entry.get("meta", ""))
