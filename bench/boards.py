@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.members, args.submissions, args.reads) < CHUNK:
         p.error(f"--members, --submissions and --reads must be at least {CHUNK}")
     print(f"{args.members:,} members per board, three windows; {args.submissions:,} slips, {args.reads:,} rank reads")
-    with RedisServer(tempfile.mkdtemp(prefix="boards-bench-")) as server:
+    with tempfile.TemporaryDirectory(prefix="boards-bench-") as scratch, RedisServer(scratch) as server:
         redis.Redis.from_url(server.url).function_load(library_code(), replace=True)
         figures: dict[str, Any] = {shape: measure(server, shape, args) for shape in SHAPES}
     base = figures["default"]

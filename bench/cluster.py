@@ -129,8 +129,9 @@ def shards(cluster: Cluster, games: list[str], n: int, seed: int, figures: dict[
 
     for replica in (False, True):
         with (
-            RedisServer(tempfile.mkdtemp(prefix="cluster-bench-single-")) as server,
-            RedisServer(tempfile.mkdtemp(prefix="cluster-bench-replica-")) as copy,
+            tempfile.TemporaryDirectory(prefix="cluster-bench-single-") as scratch,
+            RedisServer(Path(scratch) / "primary") as server,
+            RedisServer(Path(scratch) / "replica") as copy,
         ):
             r = redis.Redis.from_url(server.url)
             if replica:  # what replication alone costs the master, without cluster mode
@@ -232,7 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shards-only", action="store_true", help="only part 1: Redis time per submission")
     results.add_no_write(p)
     args = p.parse_args(argv)
-    root = Path(tempfile.mkdtemp(prefix="cluster-bench-"))
+    with tempfile.TemporaryDirectory(prefix="cluster-bench-") as scratch:
+        return measure(args, argv, Path(scratch))
+
+
+def measure(args: Any, argv: list[str] | None, root: Path) -> int:
+    """The benchmark's parts, each cluster in its own directory under ``root``."""
     figures: dict[str, Any] = {"submissions_per_game": args.submissions}
     with Cluster(root / "a") as cluster:
         games = keyslot_names(cluster.masters(), "bench", 3)

@@ -192,7 +192,7 @@ def floor(args: Any) -> dict[str, Any]:
         "f:{b}:h2",
         "f:{b}:h3",
     ]
-    with RedisServer(tempfile.mkdtemp(prefix="drain-floor-")) as server:
+    with tempfile.TemporaryDirectory(prefix="drain-floor-") as scratch, RedisServer(scratch) as server:
         r = redis.Redis.from_url(server.url)
         r.function_load(FLOOR_LIBRARY, replace=True)
         r.config_resetstat()
@@ -240,8 +240,9 @@ def run(args: Any, replica: bool, tree: Path | None = None) -> dict[str, Any]:
     n = args.submissions
     code = (tree / "leaderboard" / "lua" / "leaderboard.lua").read_text() if tree else library_code()
     with (
-        RedisServer(tempfile.mkdtemp(prefix="drain-bench-")) as server,
-        RedisServer(tempfile.mkdtemp(prefix="drain-bench-replica-")) as copy,
+        tempfile.TemporaryDirectory(prefix="drain-bench-") as scratch,
+        RedisServer(Path(scratch) / "primary") as server,
+        RedisServer(Path(scratch) / "replica") as copy,
     ):
         r, c = redis.Redis.from_url(server.url), redis.Redis.from_url(copy.url)
         if replica:

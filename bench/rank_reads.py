@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1, help="seed of the generated workload")
     results.add_no_write(p)
     args = p.parse_args(argv)
-    with RedisServer(tempfile.mkdtemp(prefix="rank-bench-")) as server:
+    with tempfile.TemporaryDirectory(prefix="rank-bench-") as scratch, RedisServer(scratch) as server:
         r = redis.Redis.from_url(server.url)
         r.function_load(library_code(), replace=True)
         asyncio.run(fill(server.url, args.players, args.seed))
