@@ -1767,7 +1767,7 @@ local function lb_submit(keys, args)
   if defs then
     layouts, pos = read_layouts(keys, periods, args, pos, defs)
   end
-  local count = layouts and tonumber(args[pos])
+  local count = layouts and parse_uint(args[pos], 9)
   if not count then
     return refuse('bad_request', 'malformed batch')
   end

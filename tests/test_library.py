@@ -364,7 +364,21 @@ async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Lea
     short_slip = [*plan.args[:-1], "\t".join(parts[:4])]
     no_record = [*plan.args[:-1], ""]
     extra = [*plan.args, "x"]
-    malformed = (bad_layout, plan.args[:-1], bad_key, bad_period, bad_marker, bad_cap, short_slip, no_record, extra)
+    count_at = len(plan.args) - 2 * plan.count - 1  # the submission count, before the two records
+    assert plan.args[count_at] == 2
+    no_count = [*plan.args[:count_at], "-1", *plan.args[count_at + 1 :]]
+    malformed = (
+        bad_layout,
+        plan.args[:-1],
+        bad_key,
+        bad_period,
+        bad_marker,
+        bad_cap,
+        short_slip,
+        no_record,
+        extra,
+        no_count,
+    )
     for args in malformed:
         with pytest.raises(redis.exceptions.ResponseError, match="bad_request malformed batch"):
             await r.fcall("lb_submit", len(plan.keys), *plan.keys, *args)
