@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import time
 
 from loadtest.probes import quantile, quantile_bucket
 from loadtest.procstat import usage
@@ -39,6 +40,15 @@ def test_cdf_and_rates() -> None:
 def test_usage_of_this_process() -> None:
     u = usage(os.getpid())
     assert u.cpu_s > 0 and u.rss_bytes > 10 * 1024 * 1024
+
+
+def test_a_few_milliseconds_of_cpu_are_read_as_such() -> None:
+    # /proc/<pid>/stat alone reads 0 or 10 ms for 5 ms of work (its clock ticks)
+    before, clock = usage(os.getpid()).cpu_s, time.process_time()
+    while time.process_time() - clock < 0.005:
+        pass
+    used, clock = usage(os.getpid()).cpu_s - before, time.process_time() - clock
+    assert abs(used - clock) < 0.002, (used, clock)
 
 
 def test_a_percentile_of_too_few_samples_says_so() -> None:
