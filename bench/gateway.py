@@ -21,8 +21,8 @@ first use, the target skipped saying why when that cannot be done) — opens the
 from several client processes (raw non-blocking sockets read with recvmsg, each process on its own 127.0.0.x source
 address), publishes snapshots as the scorer does (SET latest + PUBLISH), and measures:
 
-* CPU ms per 1,000 deliveries: utime+stime of the gateway process (/proc/<pid>/stat) over the
-  publishing window, divided by the deliveries the clients counted;
+* CPU ms per 1,000 deliveries: the gateway process's CPU time over the publishing window (its
+  threads' run time, loadtest/procstat.py), divided by the deliveries the clients counted;
 * RSS per connection: VmRSS after connecting minus VmRSS idle, over the socket count;
 * fan-out spread: per snapshot, last minus first across all sockets (p50/p99), both as the
   kernel stamped the bytes' arrival (SO_TIMESTAMPNS: on loopback, inside the sender's write) and
