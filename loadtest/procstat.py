@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,24 +22,17 @@ class Usage:
     wait_s: float = 0.0
 
 
-def thread_times(pid: int) -> tuple[float, float]:
-    """Seconds the process's live threads ran on a core, and waited runnable for one
-    (/proc/<pid>/task/*/schedstat, in nanoseconds)."""
-    ran = waited = 0
+def run_queue_wait(pid: int) -> float:
+    """Seconds the process's threads waited runnable for a core (/proc/<pid>/task/*/schedstat)."""
+    total = 0
     with contextlib.suppress(OSError):
         for tid in os.listdir(f"/proc/{pid}/task"):
             with (
                 contextlib.suppress(OSError, ValueError, IndexError),
                 open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as f,
             ):
-                fields = f.read().split()
-                ran, waited = ran + int(fields[0]), waited + int(fields[1])
-    return ran / 1e9, waited / 1e9
-
-
-def run_queue_wait(pid: int) -> float:
-    """Seconds the process's threads waited runnable for a core."""
-    return thread_times(pid)[1]
+                total += int(f.read().split()[1])
+    return total / 1e9
 
 
 def usage(pid: int) -> Usage:
@@ -52,11 +46,18 @@ def usage(pid: int) -> Usage:
             if line.startswith("VmRSS:"):
                 rss_kb = int(line.split()[1])
                 break
-    ran, waited = thread_times(pid)
     # /proc/<pid>/stat counts in clock ticks (10 ms): a light process read over a short window
-    # used 0 or 10 ms. Its live threads' run time is exact; a thread that ended took its share
-    # with it, and then the ticks, which keep it, are the larger.
-    return Usage(max((utime + stime) / _TICKS, ran), rss_kb * 1024, utime / _TICKS, waited)
+    # used 0 or 10 ms. The process's CPU clock (every thread, ended ones too) counts nanoseconds.
+    try:
+        cpu_s = time.clock_gettime(_cpu_clock(pid))
+    except OSError:  # the process has just ended
+        cpu_s = (utime + stime) / _TICKS
+    return Usage(cpu_s, rss_kb * 1024, utime / _TICKS, run_queue_wait(pid))
+
+
+def _cpu_clock(pid: int) -> int:
+    """The clock id of a process's CPU time, as clock_getcpuclockid(3) makes it on Linux."""
+    return (~pid << 3) | 2  # CPUCLOCK_SCHED: the scheduler's run time, every thread of the process
 
 
 def command_line(pid: int) -> list[str]:
