@@ -12,6 +12,7 @@ from .errors import (
     InvalidInput,
     InvalidSubmission,
     LeaderboardError,
+    LibraryMismatch,
 )
 from .keys import Keys
 from .library import Leaderboard
@@ -53,6 +54,7 @@ __all__ = [
     "Keys",
     "Leaderboard",
     "LeaderboardError",
+    "LibraryMismatch",
     "Moderation",
     "Period",
     "Profile",

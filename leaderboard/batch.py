@@ -30,7 +30,12 @@ from .windows import Period, Window, check_tournament
 
 # lb_submit's ARGV: the settings, then each list as its count and its records (a layout's boards
 # follow it). The names are the library's (its header, and the locals it reads them into).
+# The layout of the call these records make: the library refuses another (library_mismatch), so a
+# scorer of one release never has its batches misread by the library of another. Raised with any
+# change to the records below.
+SUBMIT_LAYOUT = 2
 SETTINGS_FIELDS = (
+    "layout",
     "now_ms",
     "top_n",
     "activity_maxlen",
@@ -211,6 +216,7 @@ class _Layouts:
         """ARGV up to the submission count: the call's settings, the periods, the layouts."""
         config, names = self.config, self.names
         head: list[str | int] = [
+            SUBMIT_LAYOUT,
             now,
             config.top_n,
             config.activity_maxlen,

@@ -14,6 +14,8 @@ wrappers, the queue and the gateways, has one root and a stable ``code``.
     ├── InvalidInput                 a moderation or profile call broke a rule (code from INPUT_CODES)
     ├── InvalidBoard                 a board definition, or a change of one, broke a rule (BOARD_CODES)
     ├── Banned                       banned: the player is banned (a correction waits for an unban)
+    ├── LibraryMismatch              library_mismatch: the function library in Redis is another
+    │                                release's (it reads another layout of lb_submit's call)
     ├── Unavailable                  unavailable: no pooled Redis connection came free within
     │                                LB_REDIS_POOL_WAIT; also a redis ConnectionError, so every
     │                                caller that retries a lost connection retries this too
@@ -25,6 +27,8 @@ wrappers, the queue and the gateways, has one root and a stable ``code``.
 """
 
 from __future__ import annotations
+
+import re
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -187,6 +191,20 @@ class Banned(LeaderboardError):
     code = "banned"
 
 
+class LibraryMismatch(LeaderboardError):
+    """The function library in Redis reads another layout of ``lb_submit``'s call than this
+    process writes: a process of another release loaded it (every scorer loads its own at start).
+    Nothing was written; the call can be sent again once the library matches. ``layout``: the
+    library's (0 if it did not say)."""
+
+    code = "library_mismatch"
+
+    @property
+    def layout(self) -> int:
+        found = re.search(r"reads layout (\d+)", self.message)
+        return int(found.group(1)) if found else 0
+
+
 class Unavailable(LeaderboardError, RedisConnectionError):
     """Every pooled connection to a Redis node stayed busy past the pool's wait: the process is
     asking more of that node than its pool allows (LB_REDIS_POOL_SIZE). Nothing was sent; the
@@ -199,6 +217,7 @@ class Unavailable(LeaderboardError, RedisConnectionError):
 _REPLY_ERRORS: dict[str, type[LeaderboardError]] = {
     "bad_request": BadRequest,
     "backlog_full": BacklogFull,
+    "library_mismatch": LibraryMismatch,
     "unknown_tournament": TournamentError,
     "tournament_exists": TournamentError,
     "tournament_ended": TournamentError,

@@ -69,11 +69,11 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from . import boards
-from .batch import DEFINITION_FIELDS, decode_batch, definition_record, encode_batch, outcome_rows
+from .batch import DEFINITION_FIELDS, SUBMIT_LAYOUT, decode_batch, definition_record, encode_batch, outcome_rows
 from .config import GameConfig
 from .defined import Board
 from .definitions import Definitions
-from .errors import BadPeriod, BadRequest, InvalidBoard, NotReplicated, TournamentError, from_reply
+from .errors import BadPeriod, BadRequest, InvalidBoard, LibraryMismatch, NotReplicated, TournamentError, from_reply
 from .keys import DEFINED, HOUR_MS, defined_of, parse_scope
 from .profiles import check_player_id
 from .profiles import stored as stored_profile
@@ -192,6 +192,12 @@ class Leaderboard(PlainReads):
         command = ("FCALL", "lb_submit", len(plan.keys), *plan.keys, *plan.args)
         call = self._stamped if stamp else self._plain
         try:
+            replies, applied_us = await call(command)
+        except LibraryMismatch as exc:
+            if exc.layout >= SUBMIT_LAYOUT:
+                raise  # a newer release's library: this process waits to be replaced
+            # an older release's, loaded by one of its processes during an upgrade: load this one
+            await self.load()
             replies, applied_us = await call(command)
         except ResponseError as exc:
             if "function not found" not in str(exc).lower():

@@ -125,7 +125,8 @@ ZCOUNT on the board's points set). Reads take the mode as an argument; no read s
 
 Errors, one way per scope (refuse and entry_error below), with the codes of leaderboard/errors.py:
 - a call that cannot run answers 'ERR <code> <message>' and writes nothing: bad_request
-  (malformed input), backlog_full, unknown_tournament, tournament_exists, tournament_ended, banned,
+  (malformed input), library_mismatch (lb_submit: a call laid out by another release),
+  backlog_full, unknown_tournament, tournament_exists, tournament_ended, banned,
   points_out_of_range, and the input codes of the moderation, profile and entry functions:
   invalid_player, invalid_actor, invalid_reason, invalid_points, invalid_name, invalid_avatar,
   invalid_country; the board definition functions' invalid_board, board_exists, unknown_board,
@@ -437,7 +438,9 @@ end
 -- Argument readers --------------------------------------------------------------------------
 
 -- lb_submit's records, each read into locals named as lb_submit's Input names its fields.
-local SETTINGS_FIELDS, PERIOD_FIELDS, LAYOUT_FIELDS, BOARD_FIELDS, SUBMISSION_FIELDS, FULL_FIELDS = 8, 11, 4, 9, 2, 9
+local SETTINGS_FIELDS, PERIOD_FIELDS, LAYOUT_FIELDS, BOARD_FIELDS, SUBMISSION_FIELDS, FULL_FIELDS = 9, 11, 4, 9, 2, 9
+-- The call layout lb_submit reads (leaderboard/batch.py's SUBMIT_LAYOUT): another is refused whole.
+local SUBMIT_LAYOUT = '2'
 -- A slip's parts (SLIP_PARTS): printable ASCII id and player and digits, as the common path takes
 -- them (one scan checks all four), else any text between the tabs (the general path checks it).
 local COMMON_SLIP, ANY_SLIP = '^([ -~]+)\t([ -~]+)\t(%d+)\t(%d+)\t(.*)$', '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'
@@ -1705,7 +1708,7 @@ Input:
           (each followed by its board_count boards), submission_count, submissions: records of
           these fields, in order (leaderboard/batch.py lays them out; tests/test_submit_layout.py
           holds the two equal):
-    settings    now_ms top_n activity_maxlen clock_skew_ms idempotency_ms announce rows max_scopes
+    settings    layout now_ms top_n activity_maxlen clock_skew_ms idempotency_ms announce rows max_scopes
     period      window label start_ms end_ms shift unit_ms expire_at players_key entrants_key mode closed_key
     definition  encoding tie metadata_bytes operator key_spec top_n
     layout      seen_key outcomes_key seen_expire_at board_count
@@ -1714,7 +1717,8 @@ Input:
     full        id player points op ts name outcome values meta
   a slip is the submission's parts `id player points ts name` (SLIP_PARTS) joined by TAB; slip ''
   is followed by the submission's full record (a slip naming op, outcome, values or meta, or with
-  a TAB in a part);
+  a TAB in a part); layout the call's layout (SUBMIT_LAYOUT: a call of another is refused whole
+  with library_mismatch, as a scorer of another release lays it out);
   where *_key is a KEYS index (entrants_key 0: not a tournament, anyone may write; closed_key 0:
   not checked, a rebuild replaying history); announce the announcements' channel; rows '1' for
   per-board rows with every board's rank, '0' for the status only (ranks read only where written
@@ -1743,10 +1747,15 @@ Output:
   The call's activity entry (flush_activity) holds each applied slip; a slip's rank there is
   the first board's when the member is in its top N, else 0 (and 0 for a defined board's slip,
   whose points there are '').
+  Whole-call errors: 'ERR library_mismatch ...' (another layout), 'ERR bad_request ...'.
 ]]
 local function lb_submit(keys, args)
-  local now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce, rows, max_scopes =
+  local layout, now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce, rows, max_scopes =
     unpack(args, 1, SETTINGS_FIELDS)
+  if layout ~= SUBMIT_LAYOUT then -- a scorer of another release: nothing read, nothing written
+    return refuse('library_mismatch', 'the function library reads layout ' .. SUBMIT_LAYOUT
+      .. " of lb_submit's call; this call is another release's")
+  end
   local ctx = {
     versions = keys[1], activity = keys[2], profiles = keys[3], banned = keys[4], scopes = keys[5],
     now = tonumber(now_ms), top_n = tonumber(top_n), maxlen = activity_maxlen,

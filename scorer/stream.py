@@ -27,6 +27,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from leaderboard import Leaderboard, RedisClient
 from leaderboard.backoff import redis_backoff
+from leaderboard.errors import LibraryMismatch
 from leaderboard.transport import Command, execute_packed
 
 from .settings import ScorerSettings
@@ -38,6 +39,9 @@ REDIS_DOWN: tuple[type[BaseException], ...] = (
     RedisTimeoutError,
     ReadOnlyError,
     OSError,
+    # The library in Redis is a newer release's (an upgrade under way): the batch waits, queued,
+    # until this replica is replaced, rather than be refused by a library that misreads it.
+    LibraryMismatch,
 )
 
 Batch = list[tuple[str, dict[str, str]]]
@@ -212,7 +216,8 @@ class GroupWorker:
                 loop_time = asyncio.get_running_loop().time()
                 if self._down_since is None:
                     self._down_since = loop_time
-                    self.log.warning("%s: redis unavailable (%s); retrying with backoff", self.group, exc)
+                    why = f"waiting: {exc}" if isinstance(exc, LibraryMismatch) else f"redis unavailable ({exc})"
+                    self.log.warning("%s: %s; retrying with backoff", self.group, why)
                 if await sleep_unless(stop or asyncio.Event(), backoff.next_delay()):
                     return None
                 continue

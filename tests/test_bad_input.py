@@ -8,7 +8,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from leaderboard import CODES, WINDOWS, GameConfig, InvalidSubmission, Leaderboard, Submission
-from leaderboard.batch import decode_batch, encode_batch
+from leaderboard.batch import SETTINGS_FIELDS, decode_batch, encode_batch
 from leaderboard.submission import parse_uint
 
 from .conftest import NOW
@@ -145,7 +145,7 @@ async def test_library_checks_time_against_its_own_clock_argument(
 ) -> None:
     """The wrapper refuses these before the call; the function must refuse them on its own too."""
     plan = encode_batch(lb.config, [fields(ts=str(ts))], ts)  # a caller whose clock agrees with ts
-    plan.args[0] = NOW  # the function's clock argument
+    plan.args[SETTINGS_FIELDS.index("now_ms")] = NOW  # the function's clock argument
     [result] = decode_batch(plan, await r.fcall("lb_submit", len(plan.keys), *plan.keys, *plan.args))
     assert (result.status, result.code) == ("error", code)
     assert await r.dbsize() == 0

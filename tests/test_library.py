@@ -9,9 +9,11 @@ from typing import Any, cast
 
 import pytest
 import redis.asyncio as aioredis
+import redis.exceptions
 
-from leaderboard import WINDOWS, BadRequest, GameConfig, Leaderboard, Submission, SubmitResult
-from leaderboard.batch import decode_batch, encode_batch
+from leaderboard import WINDOWS, BadRequest, GameConfig, Leaderboard, LibraryMismatch, Submission, SubmitResult
+from leaderboard.batch import SETTINGS_FIELDS, SUBMIT_LAYOUT, decode_batch, encode_batch
+from leaderboard.errors import from_reply
 
 from .conftest import NOW, activity_events
 from .lb_helpers import store_profile
@@ -349,15 +351,18 @@ async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Lea
     import redis.exceptions
 
     with pytest.raises(redis.exceptions.ResponseError, match="bad_request"):
-        await r.fcall("lb_submit", 3, lb.keys.versions, lb.keys.activity, lb.keys.profiles, "x")
+        await r.fcall("lb_submit", 3, lb.keys.versions, lb.keys.activity, lb.keys.profiles, SUBMIT_LAYOUT, "x")
     # A good first submission, then one naming a layout that does not exist, or a cut-off list:
     # refused as a whole before the first write.
     plan = encode_batch(lb.config, [slip("a", "ana", 5), slip("b", "ben", 6)], LATER)
-    head = 9 + 11 * 3 + 2  # the header, three period records, the definition count (0), the layout count
+    periods = len(SETTINGS_FIELDS) + 1  # the first period record, after the settings and their count
+    head = periods + 11 * 3 + 2  # three period records, the definition count (0), the layout count
     bad_key = [*plan.args[:head], 999, *plan.args[head + 1 :]]  # a layout naming no key
-    bad_period = [*plan.args[:9], "weekly", "x", "soon", *plan.args[12:]]  # a period record's start
-    bad_marker = [*plan.args[:19], 999, *plan.args[20:]]  # the first period's closed marker: no key
-    bad_cap = [*plan.args[:7], "-1", *plan.args[8:]]  # max_scopes
+    bad_period = [*plan.args[:periods], "weekly", "x", "soon", *plan.args[periods + 3 :]]  # a period's start
+    marker = periods + 10  # the first period's closed marker: no key
+    bad_marker = [*plan.args[:marker], 999, *plan.args[marker + 1 :]]
+    cap = SETTINGS_FIELDS.index("max_scopes")
+    bad_cap = [*plan.args[:cap], "-1", *plan.args[cap + 1 :]]
     bad_layout = [*plan.args[:-2], 99, plan.args[-1]]  # the last submission's layout
     # a slip of four parts, one whose full record is cut off, one argument too many
     parts = str(plan.args[-1]).split("\t")
@@ -511,3 +516,16 @@ async def test_a_slip_with_a_tab_or_text_beyond_ascii_takes_its_full_record_or_t
     ]
     assert await scores(lb) == [("ana", 9), ("zoë", 8)]
     assert [(e["id"], e["points"]) for e in await activity_events(r, lb.keys.activity)] == [("t4", "8"), ("t5", "9")]
+
+
+async def test_a_call_of_another_layout_is_refused_whole_and_writes_nothing(r: aioredis.Redis, lb: Leaderboard) -> None:
+    plan = encode_batch(lb.config, [slip("a", "ana", 5)], LATER)
+    assert plan.args[0] == SUBMIT_LAYOUT
+    # a newer release's call, and an older one's (its settings began with the clock)
+    for first in (SUBMIT_LAYOUT + 1, LATER):
+        expected = f"^library_mismatch .* reads layout {SUBMIT_LAYOUT} "
+        with pytest.raises(redis.exceptions.ResponseError, match=expected) as e:
+            await r.fcall("lb_submit", len(plan.keys), *plan.keys, first, *plan.args[1:])
+        refused = from_reply(str(e.value))
+        assert isinstance(refused, LibraryMismatch) and refused.layout == SUBMIT_LAYOUT
+    assert await r.dbsize() == 0

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from fleet.redis_server import RedisServer
 from leaderboard import WINDOWS, GameConfig, InvalidSubmission, Leaderboard, Submission, connect
-from leaderboard.batch import decode_batch, encode_batch
+from leaderboard.batch import SETTINGS_FIELDS, decode_batch, encode_batch
 
 from .conftest import NOW
 from .properties import bounded
@@ -100,7 +100,7 @@ async def library_verdicts(lb: Leaderboard, r: aioredis.Redis, fields: dict[str,
             plan = encode_batch(lb.config, [fields], int(ts))
             if plan.count == 0:  # refused before the call for another reason (a scope)
                 continue
-            plan.args[0] = NOW  # the function's clock argument
+            plan.args[SETTINGS_FIELDS.index("now_ms")] = NOW  # the function's clock argument
             [result] = decode_batch(plan, await r.fcall("lb_submit", len(plan.keys), *plan.keys, *plan.args))
         verdict = "ok" if result.status == "ok" else str(result.code)
         assert result.status in ("ok", "error"), result

@@ -10,8 +10,11 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
-from leaderboard import GameConfig, Leaderboard, connect
+from leaderboard import GameConfig, Leaderboard, LibraryMismatch, connect
+from leaderboard.batch import SUBMIT_LAYOUT, encode_batch
+from leaderboard.library import library_code
 from leaderboard.moderation import Moderation
 from scorer import Consumer, ScorerSettings, Stats
 from scorer.consumer import GROUP
@@ -345,3 +348,69 @@ async def test_a_library_lost_between_apply_and_acknowledgement_is_loaded_again(
     assert stats.applied == 5 and stats.dead_letters == 1  # the MULTI with a dead letter went through
     assert (await r.xpending(config.keys.submissions, GROUP))["pending"] == 0
     assert await r.xlen(config.keys.submissions) == 0
+
+
+def library_of_layout(layout: int) -> str:
+    """This release's library, as a release whose call layout is ``layout`` would ship it."""
+    code = library_code()
+    ours = f"local SUBMIT_LAYOUT = '{SUBMIT_LAYOUT}'"
+    assert ours in code
+    return code.replace(ours, f"local SUBMIT_LAYOUT = '{layout}'")
+
+
+async def test_a_newer_releases_library_leaves_the_batches_queued_until_the_library_matches(
+    r: aioredis.Redis, redis_url: str, config: GameConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An upgrade under way: a replica of the next release loaded its library. This replica's
+    batches are neither refused nor dead-lettered: they wait, queued, and are applied once the
+    library in Redis reads this release's layout again."""
+    caplog.set_level(logging.INFO, logger="scorer")
+    stats = Stats()
+    consumer = Consumer(r, settings_for(redis_url, config), stats, now=lambda: LATER)
+    await enqueue(r, config, *(slip(f"s{i}", f"p{i}", i) for i in range(5)))
+    await r.function_load(library_of_layout(SUBMIT_LAYOUT + 1), replace=True)
+    stop = asyncio.Event()
+    task = asyncio.create_task(consumer.run(stop))
+    try:
+        said = f"waiting: the function library reads layout {SUBMIT_LAYOUT + 1}"
+        await until(lambda: any(said in m for m in caplog.messages), 5000 * MS)
+        assert (stats.applied, stats.dead_letters) == (0, 0)
+        assert (await r.xpending(config.keys.submissions, GROUP))["pending"] == 5
+        assert not await r.exists(config.keys.dead_letters)
+        await r.function_load(library_code(), replace=True)  # the upgrade rolled back, or this replica's release
+        await until(lambda: stats.applied == 5, 5000 * MS)
+        assert stats.dead_letters == 0
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5000 * MS)
+        await r.function_load(library_code(), replace=True)
+
+
+async def test_an_older_releases_library_is_replaced_by_this_ones(r: aioredis.Redis, config: GameConfig) -> None:
+    """A replica of the previous release restarted during the upgrade and loaded its library:
+    this release's is loaded again and the batch goes through. A newer release's is left alone."""
+    lb = Leaderboard(r, config)
+
+    async def reads(layout: int) -> bool:
+        """Whether the library in Redis takes a call of ``layout`` (an empty batch: writes nothing)."""
+        plan = encode_batch(config, [], LATER)
+        try:
+            await r.fcall("lb_submit", len(plan.keys), *plan.keys, layout, *plan.args[1:])
+        except ResponseError as exc:
+            assert "library_mismatch" in str(exc)
+            return False
+        return True
+
+    try:
+        await r.function_load(library_of_layout(SUBMIT_LAYOUT - 1), replace=True)
+        [result] = await lb.submit_batch([slip("a", "ana", 5)], now=LATER)
+        assert result.status == "ok" and await reads(SUBMIT_LAYOUT)
+        await r.function_load(library_of_layout(SUBMIT_LAYOUT + 1), replace=True)
+        with pytest.raises(LibraryMismatch) as refused:
+            await lb.submit_batch([slip("b", "ben", 6)], now=LATER)
+        assert refused.value.layout == SUBMIT_LAYOUT + 1
+        assert await reads(SUBMIT_LAYOUT + 1) and not await reads(SUBMIT_LAYOUT)  # left as it was
+    finally:
+        await r.function_load(library_code(), replace=True)
+    top = (await lb.top("alltime", n=10, at=NOW)).entries
+    assert [(e.player, e.score) for e in top] == [("ana", 5)]

@@ -19,6 +19,7 @@ from leaderboard.batch import (
     SETTINGS_FIELDS,
     SLIP_PARTS,
     SUBMISSION_FIELDS,
+    SUBMIT_LAYOUT,
     encode_batch,
 )
 from leaderboard.windows import tournament_window, window
@@ -123,6 +124,7 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
 
     settings = take(SETTINGS_FIELDS)
     assert settings == {
+        "layout": SUBMIT_LAYOUT,
         "now_ms": NOW,
         "top_n": config.top_n,
         "activity_maxlen": config.activity_maxlen,
