@@ -35,7 +35,7 @@ from .windows import Period, Window, check_tournament
 # change to the records below.
 SUBMIT_LAYOUT = 2
 SETTINGS_FIELDS = (
-    "layout",
+    "call_layout",
     "now_ms",
     "top_n",
     "activity_maxlen",

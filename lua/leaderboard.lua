@@ -1480,8 +1480,8 @@ board, with no table per slip or board: the same checks, writes, histogram chang
 and announcements as plan_submission + apply_board (tests/test_properties_common.py holds the two
 paths equal). A slip it cannot take whole (any refusal, which must write nothing) goes the
 general way, which names the exact error.
-apply_common runs for nearly every slip, so it takes the slip's fields as the call's arguments
-hold them (no record table) and does inline what the general path calls helpers for
+apply_common runs for nearly every slip, so it takes the slip's parts as its pattern split them
+(no record table) and does inline what the general path calls helpers for
 (parse_uint, check_time, pack_score, nth_score, in_top's comparison, defer_write,
 board_score_changed's histogram deltas, log_activity): entering and leaving Lua functions was
 about 200 machine instructions a call, and writing them out took the slip's VM instructions
@@ -1532,7 +1532,7 @@ end
 -- Returns DUPLICATE or OK, or nil (nothing written) when the slip must take the general path (a
 -- refusal of any kind). Its id and player are printable ASCII and its points and ts digits (the
 -- one scan of COMMON_SLIP: any other slip takes the general path).
-local function apply_common(ctx, common, n, id, player, points_text, ts_text, name, mark)
+local function apply_common(ctx, common, id, player, points_text, ts_text, name, mark)
   if #id > MAX_ID_BYTES or ctx.banned_players[player] then
     return nil
   end
@@ -1708,7 +1708,7 @@ Input:
           (each followed by its board_count boards), submission_count, submissions: records of
           these fields, in order (leaderboard/batch.py lays them out; tests/test_submit_layout.py
           holds the two equal):
-    settings    layout now_ms top_n activity_maxlen clock_skew_ms idempotency_ms announce rows max_scopes
+    settings    call_layout now_ms top_n activity_maxlen clock_skew_ms idempotency_ms announce rows max_scopes
     period      window label start_ms end_ms shift unit_ms expire_at players_key entrants_key mode closed_key
     definition  encoding tie metadata_bytes operator key_spec top_n
     layout      seen_key outcomes_key seen_expire_at board_count
@@ -1717,7 +1717,7 @@ Input:
     full        id player points op ts name outcome values meta
   a slip is the submission's parts `id player points ts name` (SLIP_PARTS) joined by TAB; slip ''
   is followed by the submission's full record (a slip naming op, outcome, values or meta, or with
-  a TAB in a part); layout the call's layout (SUBMIT_LAYOUT: a call of another is refused whole
+  a TAB in a part); call_layout the call's layout (SUBMIT_LAYOUT: a call of another is refused whole
   with library_mismatch, as a scorer of another release lays it out);
   where *_key is a KEYS index (entrants_key 0: not a tournament, anyone may write; closed_key 0:
   not checked, a rebuild replaying history); announce the announcements' channel; rows '1' for
@@ -1750,9 +1750,9 @@ Output:
   Whole-call errors: 'ERR library_mismatch ...' (another layout), 'ERR bad_request ...'.
 ]]
 local function lb_submit(keys, args)
-  local layout, now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce, rows, max_scopes =
+  local call_layout, now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce, rows, max_scopes =
     unpack(args, 1, SETTINGS_FIELDS)
-  if layout ~= SUBMIT_LAYOUT then -- a scorer of another release: nothing read, nothing written
+  if call_layout ~= SUBMIT_LAYOUT then -- a scorer of another release: nothing read, nothing written
     return refuse('library_mismatch', 'the function library reads layout ' .. SUBMIT_LAYOUT
       .. " of lb_submit's call; this call is another release's")
   end
@@ -1780,13 +1780,13 @@ local function lb_submit(keys, args)
   if not count then
     return refuse('bad_request', 'malformed batch')
   end
-  -- Every record read before the first write: its parts into columns (a full record's position in
-  -- `full`; a slip the common path cannot take, 0), each layout's distinct players (whose scores
-  -- are read on each of its boards) and its seen bucket's ids. Consecutive records nearly always
-  -- share a layout: its tables are looked up again only when it changes.
+  -- Every record read before the first write: its parts and its layout into columns (a full
+  -- record's position in `full`; a slip the common path cannot take, 0), each layout's distinct
+  -- players (whose scores are read on each of its boards) and its seen bucket's ids. Consecutive
+  -- records nearly always share a layout: it is looked up again only when the index changes.
   local ids, players, points_texts, stamps, names, lays, full = {}, {}, {}, {}, {}, {}, {}
   local used, marks, at, last = {}, {}, pos + 1, nil
-  local seen, distinct, listed
+  local found, seen, distinct, listed
   for i = 1, count do
     local layout, slip = unpack(args, at, at + SUBMISSION_FIELDS - 1)
     local id, player, points, ts, name
@@ -1806,7 +1806,7 @@ local function lb_submit(keys, args)
       at = at + SUBMISSION_FIELDS + FULL_FIELDS
     end
     if layout ~= last then
-      local found = layouts[tonumber(layout)]
+      found = layouts[tonumber(layout)]
       if not (found and name) then
         return refuse('bad_request', 'malformed batch')
       end
@@ -1825,7 +1825,7 @@ local function lb_submit(keys, args)
     elseif not name then
       return refuse('bad_request', 'malformed batch')
     end
-    ids[i], players[i], points_texts[i], stamps[i], names[i], lays[i] = id, player, points, ts, name, layout
+    ids[i], players[i], points_texts[i], stamps[i], names[i], lays[i] = id, player, points, ts, name, found
     if not distinct[player] then
       distinct[player] = true
       listed[#listed + 1] = player
@@ -1856,11 +1856,9 @@ local function lb_submit(keys, args)
   -- one record table, refilled for each slip (nothing keeps it past its slip): a table per slip
   -- was a measurable share of the call
   local results, sub, current, common = {}, {}, nil, nil
-  last = nil
   for i = 1, count do
-    local layout = lays[i]
-    if layout ~= last then -- the record's layout index: its layout looked up again only when it changes
-      last, current = layout, layouts[tonumber(layout)]
+    if lays[i] ~= current then
+      current = lays[i]
       common = current.common
       if common == nil then -- decided once per layout and batch
         common = common_boards(keys, current, periods, ctx)
@@ -1869,7 +1867,7 @@ local function lb_submit(keys, args)
     end
     local record = full[i]
     local result = common and not record
-      and apply_common(ctx, common, i, ids[i], players[i], points_texts[i], stamps[i], names[i], current.mark)
+      and apply_common(ctx, common, ids[i], players[i], points_texts[i], stamps[i], names[i], current.mark)
     if not result then
       sub.n, sub.id, sub.player, sub.points, sub.op, sub.ts, sub.name = i, ids[i], players[i], points_texts[i], '', stamps[i], names[i]
       sub.layout, sub.outcome, sub.keys, sub.meta = current, false, '', ''

@@ -124,7 +124,7 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
 
     settings = take(SETTINGS_FIELDS)
     assert settings == {
-        "layout": SUBMIT_LAYOUT,
+        "call_layout": SUBMIT_LAYOUT,
         "now_ms": NOW,
         "top_n": config.top_n,
         "activity_maxlen": config.activity_maxlen,
