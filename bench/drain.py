@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +53,31 @@ from leaderboard import GameConfig, Submission, connect, now_ms
 from leaderboard.library import library_code
 from leaderboard.queue import Queue
 from leaderboard.settings import argument_parser
+from leaderboard.submission import entry_fields
 
 
-async def fill(url: str, count: int, seed: int, per_call: int) -> None:
+def by_name(tree: Path | None) -> bool:
+    """Whether the scorer in ``tree`` (None: this tree's) is of a release that reads stream
+    entries of fields by name only, as its producers wrote them, rather than slips."""
+    return tree is not None and 'SLIP = "slip"' not in (tree / "leaderboard" / "submission.py").read_text()
+
+
+async def submit(queue: Queue, subs: Sequence[Submission], *, names: bool = False) -> None:
+    """Queue ``subs`` as this release's producers do, or (``names``) as an earlier release's did:
+    fields by name, the entries its scorer reads."""
+    if names:
+        await queue.lb.enqueue([entry_fields(s.fields()) for s in subs], backlog_max=queue.backlog_max)
+    else:
+        await queue.submit_many(subs)
+
+
+async def fill(url: str, count: int, seed: int, per_call: int, *, names: bool = False) -> None:
     client = connect(url)
     queue = Queue(client, GameConfig(game="bench"), backlog_max=count + per_call)
     rnd, now = random.Random(seed), now_ms()
     subs = [Submission(f"s{i}", f"p{rnd.randrange(50_000)}", rnd.randrange(1_000_000), now) for i in range(count)]
     for start in range(0, count, per_call):
-        await queue.submit_many(subs[start : start + per_call])
+        await submit(queue, subs[start : start + per_call], names=names)
     await client.aclose()
 
 
@@ -255,7 +272,7 @@ def run(args: Any, replica: bool, tree: Path | None = None) -> dict[str, Any]:
         r.function_load(code, replace=True)
         r.config_resetstat()
         cpu0, replica_cpu0 = cpu(r), cpu(c)
-        asyncio.run(fill(server.url, n, args.seed, args.submit_batch))
+        asyncio.run(fill(server.url, n, args.seed, args.submit_batch, names=by_name(tree)))
         queued = usec(r)
         r.config_resetstat()
         drain_cpu0 = cpu(r)

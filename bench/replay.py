@@ -46,6 +46,7 @@ from fleet.redis_server import RedisServer
 from leaderboard import GameConfig
 from leaderboard.library import library_code
 from leaderboard.settings import argument_parser
+from leaderboard.submission import entry_fields
 
 GAME = "bench"
 
@@ -65,14 +66,15 @@ Call = tuple[str, list[Any]]  # (function, [numkeys, *keys, *args])
 
 
 def capture(submissions: int, seed: int, batch: int) -> tuple[list[list[dict[str, str]]], int]:
-    """The queued entries' fields, in the scorer's batches, and the time they were read at."""
+    """The queued entries' fields, in the scorer's batches, and the time they were read at. By
+    name: what every release's encoder reads (a slip passed on as it came is the same argument)."""
     with tempfile.TemporaryDirectory(prefix="replay-capture-") as scratch, RedisServer(scratch) as server:
         r = redis.Redis.from_url(server.url, decode_responses=True)
         r.function_load(library_code(), replace=True)
         asyncio.run(fill(server.url, submissions, seed, min(batch, 500)))
         now = int(r.time()[0]) * 1000
         stream = GameConfig(game=GAME).keys.submissions
-        entries: list[dict[str, str]] = [fields for _, fields in cast(Any, r.xrange(stream))]
+        entries = [entry_fields(fields) for _, fields in cast(Any, r.xrange(stream))]
         r.close()
     return [entries[i : i + batch] for i in range(0, len(entries), batch)], now
 

@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 
 from bench import results
-from bench.drain import baseline_error, code_tree
+from bench.drain import baseline_error, by_name, code_tree, submit
 from fleet.redis_server import RedisServer
 from leaderboard import BacklogFull, GameConfig, Leaderboard, RedisClient, Submission, connect, now_ms
 from leaderboard.queue import Queue, backlog
@@ -131,7 +131,9 @@ def scorer_env(url: str, game: str, **extra: str) -> dict[str, str]:
     }
 
 
-async def produce(queue: Queue, source: Source, stop: asyncio.Event, rate: float | None, counter: list[int]) -> None:
+async def produce(
+    queue: Queue, source: Source, stop: asyncio.Event, rate: float | None, counter: list[int], *, names: bool = False
+) -> None:
     """Offer submissions at a steady rate, or (rate None) as fast as the queue takes them: the
     queue's own backlog cap is the back-pressure, so production matches consumption."""
     loop = asyncio.get_running_loop()
@@ -143,7 +145,7 @@ async def produce(queue: Queue, source: Source, stop: asyncio.Event, rate: float
             if due > loop.time():
                 await asyncio.sleep(due - loop.time())
         try:
-            await queue.submit_many(chunk)
+            await submit(queue, chunk, names=names)
         except BacklogFull:
             await asyncio.sleep(0.005)  # the same chunk again, like a game server would
             continue
@@ -183,13 +185,14 @@ async def sustained(
     source = Source("s-")
     if not live:
         source.prepare(int((warmup + seconds + 2) * PREPARED_RATE))
+    names = by_name(tree)  # an earlier release's scorer reads the entries its producers wrote
     for _ in range(SUSTAINED_BACKLOG // CHUNK):  # a queue that is full before the scorer starts
-        await queue.submit_many(source.take(CHUNK))
+        await submit(queue, source.take(CHUNK), names=names)
     offered = [SUSTAINED_BACKLOG]
     stop = asyncio.Event()
     # several submit calls in flight, as several game servers make them: one waits for its reply
     # between calls, and alone it could not keep a fast scorer's queue full
-    tasks = [asyncio.create_task(produce(queue, source, stop, None, offered)) for _ in range(producers)]
+    tasks = [asyncio.create_task(produce(queue, source, stop, None, offered, names=names)) for _ in range(producers)]
     # run from ``tree``: the scorer imports (and loads) the code it finds first on its path
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "scorer", env=scorer_env(url, game, **(env or {})), cwd=tree

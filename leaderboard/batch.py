@@ -25,7 +25,7 @@ from .config import GameConfig
 from .errors import CODES, InvalidBoard, InvalidSubmission
 from .keys import DEFINED, HOUR_MS
 from .results import BoardRef, BoardResult, SubmitResult
-from .submission import parse_uint, scopes_of
+from .submission import SLIP, SLIP_PARTS, parse_uint, scopes_of, slip_parts
 from .windows import Period, Window, check_tournament
 
 # lb_submit's ARGV: the settings, then each list as its count and its records (a layout's boards
@@ -74,8 +74,8 @@ BOARD_FIELDS = (
 # A submission is its layout and its slip: the text fields a slip of the layout's own boards has
 # (nearly every one), joined by a tab, one argument where five cost the library five; a slip with
 # op, outcome, values or meta, or a tab in a field, is '' and followed by its whole record.
+# The slip is the queue entry's own (SLIP_PARTS, leaderboard/submission.py), passed on as it came.
 SUBMISSION_FIELDS = ("layout", "slip")
-SLIP_PARTS = ("id", "player", "points", "ts", "name")
 FULL_FIELDS = ("id", "player", "points", "op", "ts", "name", "outcome", "values", "meta")
 
 # A board: its record (BOARD_FIELDS) and its ref.
@@ -295,10 +295,20 @@ def encode_batch(
     add, step = body.extend, plan.append
     for fields in entries:
         get = fields.get
-        sub_id = get("id", "")
-        region, mode, tournament = get("region") or None, get("mode") or None, get("tournament") or None
-        board = get("board") or None
-        raw_ts = get("ts")
+        slip = get(SLIP)
+        if slip is None:  # fields by name: an earlier release's entry, a caller's mapping
+            sub_id, player, points, raw_ts, name = (get(k, "") for k in SLIP_PARTS)
+            slip = f"{sub_id}\t{player}\t{points}\t{raw_ts}\t{name}"
+        else:
+            parts = slip.split("\t")
+            sub_id, player, points, raw_ts, name = parts if len(parts) == 5 else slip_parts(slip)
+        if len(fields) == 1 and SLIP in fields:  # nearly every entry: the slip alone
+            region = mode = tournament = board = None
+            common = True
+        else:
+            region, mode, tournament = get("region") or None, get("mode") or None, get("tournament") or None
+            board = get("board") or None
+            common = not (get("op") or get("outcome") or get("values") or get("meta"))
         try:
             # the common case, a stream entry's digits, without parse_uint's checks of other types
             if type(raw_ts) is str and 0 < len(raw_ts) <= 15 and raw_ts.isdigit() and raw_ts.isascii():
@@ -333,9 +343,7 @@ def encode_batch(
         except InvalidSubmission as exc:
             step(SubmitResult(sub_id, "error", code=exc.code, message=exc.message))
             continue
-        player, points, name = get("player", ""), get("points", ""), get("name", "")
-        slip = f"{sub_id}\t{player}\t{points}\t{ts}\t{name}"  # SLIP_PARTS
-        if slip.count("\t") == 4 and not (get("op") or get("outcome") or get("values") or get("meta")):
+        if common and slip.count("\t") == 4:  # the slip as it came: SLIP_PARTS, no tab inside one
             add((layout, slip))
         else:  # FULL_FIELDS
             add((layout, "", sub_id, player, points, get("op", ""), ts, name))

@@ -26,8 +26,15 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 OPERATORS = ("best", "incr", "set")
 MAX_ID_BYTES = 64
 MAX_NAME_BYTES = 64
-# Stream fields of a submission, in the order they are written.
+# A submission's fields by name (Submission.parse, the protocol's ``submit``, dead letters).
 FIELDS = ("id", "player", "points", "op", "ts", "name", "region", "mode", "tournament", "board", "values", "meta")
+# Its stream entry: the slip, these five joined by tabs (none of them can hold a tab) in one field,
+# then only the optional fields it sets. The slip is the very text lb_submit takes for a common
+# submission (leaderboard/batch.py), so a scorer passes it on as it came: one field where five
+# cost the queue, the scorer's reader and the encoder each a string and a dict slot. An entry of
+# fields by name (an earlier release's) is read as well (``entry_fields``, ``slip_parts``).
+SLIP = "slip"
+SLIP_PARTS = ("id", "player", "points", "ts", "name")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 MAX_META_BYTES = 1024  # the most any board allows (leaderboard/boards.py); each board says its own
 
@@ -108,16 +115,16 @@ class Submission:
             _check_text(self.meta, "metadata_too_large", MAX_META_BYTES)
 
     def fields(self) -> dict[str, str]:
-        """The stream entry for this submission (absent optionals are left out)."""
-        out = {"id": self.id, "player": self.player, "ts": str(self.ts_ms)}
-        if self.board is None:
-            out["points"] = str(self.points)
-        else:
-            out["values"] = ",".join(map(str, self.values))
-        for key in ("op", "name", "region", "mode", "tournament", "board", "meta"):
+        """The stream entry for this submission: its slip (SLIP_PARTS; a defined board's has no
+        points) and the optional fields it sets."""
+        points = str(self.points) if self.board is None else ""
+        out = {SLIP: f"{self.id}\t{self.player}\t{points}\t{self.ts_ms}\t{self.name or ''}"}
+        for key in ("op", "region", "mode", "tournament", "board", "meta"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
+        if self.board is not None:
+            out["values"] = ",".join(map(str, self.values))
         if self.outcome:
             out["outcome"] = "1"
         return out
@@ -155,6 +162,24 @@ class Submission:
             raise _invalid("timestamp_in_future")
         if self.ts_ms < now_ms - rules.max_age_ms:
             raise _invalid("timestamp_too_old")
+
+
+def slip_parts(slip: str) -> list[str]:
+    """A slip's SLIP_PARTS, also of one not written by ``Submission.fields``: missing parts are
+    empty, and a tab past the fourth stays in the name (which the library then refuses)."""
+    parts = slip.split("\t", 4)
+    return parts if len(parts) == 5 else [*parts, *[""] * (5 - len(parts))]
+
+
+def entry_fields(entry: Mapping[str, str]) -> dict[str, str]:
+    """A stream entry's fields by name (FIELDS) whichever form it came in, empty parts of its slip
+    left out: what dead letters, the durable log and tools read."""
+    slip = entry.get(SLIP)
+    if slip is None:
+        return dict(entry)
+    out = {k: v for k, v in zip(SLIP_PARTS, slip_parts(slip), strict=True) if v}
+    out.update((k, v) for k, v in entry.items() if k != SLIP)
+    return out
 
 
 def parse_values(value: object) -> tuple[int, ...]:

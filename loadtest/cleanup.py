@@ -32,6 +32,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from leaderboard import GameConfig, RedisClient, connect
 from leaderboard.settings import argument_parser, redis_url_arg, unreachable
+from leaderboard.submission import entry_fields
 
 SCAN_COUNT = 1000
 PREFIX = re.compile(r"lt-[0-9a-f]{10}-")  # what run_prefix() makes: nothing wider may be removed by hand
@@ -85,7 +86,7 @@ async def _entries(redis: RedisClient, stream: str, last: str) -> AsyncIterator[
     start = "-"
     while batch := cast(list[tuple[str, dict[str, str]]], await redis.xrange(stream, start, last, count=SCAN_COUNT)):
         for _, fields in batch:
-            yield fields
+            yield entry_fields(fields)  # by name, whichever form the entry came in
         start = "(" + batch[-1][0]
 
 

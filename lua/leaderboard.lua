@@ -1964,7 +1964,8 @@ The backlog check and the appends are one atomic call, so concurrent submitters 
 push the backlog past its cap. The stream's length bounds the backlog from above (see
 backlog_of), so it is enough when it leaves room; only a stream that looks full is counted
 exactly. Nothing is trimmed here: an entry waiting is never dropped to make room. Each entry's
-'id' field joins the queued set (lb_status: pending) until the scorer acknowledges the entry.
+submission id (its 'slip' field up to the first tab, or its 'id' field) joins the queued set
+(lb_status: pending) until the scorer acknowledges the entry.
 Input:  KEYS[1] submissions stream, KEYS[2] queued set
         ARGV    backlog_max, entry_count, then per entry: field_count (pairs), field, value, ...
 Output: the stream ids, in order; or 'ERR backlog_full ...' and nothing is appended
@@ -1993,13 +1994,19 @@ local function lb_enqueue(keys, args)
     end
     local last = pos + 2 * pairs_count
     ids[i] = redis.call('XADD', keys[1], '*', unpack(args, pos + 1, last))
-    -- a submission's id is its first field (Submission.fields); other writers' anywhere
+    -- a submission's slip is its first field (Submission.fields); an entry by name has its 'id' anywhere
     local f = pos + 1
-    while f < last and args[f] ~= 'id' do
+    while f < last and args[f] ~= 'slip' and args[f] ~= 'id' do
       f = f + 2
     end
     if f < last then
-      queued[#queued + 1] = args[f + 1]
+      local id = args[f + 1]
+      if args[f] == 'slip' then
+        id = string.match(id, '^[^\t]+')
+      end
+      if id then
+        queued[#queued + 1] = id
+      end
     end
     pos = last + 1
   end

@@ -37,6 +37,7 @@ from typing import Any
 from leaderboard import RedisClient, SubmitResult, now_ms
 from leaderboard.keys import HOUR_MS
 from leaderboard.queue import SCORER_GROUP
+from leaderboard.submission import entry_fields
 from leaderboard.transport import Command
 
 from .durable.recorder import Recorder
@@ -85,7 +86,7 @@ class Consumer(GroupWorker):
             results = await self._apply_unpoisoned(batch)
         self._crash_point("applied")
         if self.recorder is not None:
-            await self.recorder.record([fields for _, fields in batch], results)
+            await self.recorder.record([entry_fields(fields) for _, fields in batch], results)
             self._crash_point("recorded")
         ids = [sid for sid, _ in batch]
         at = str(self.now())
@@ -97,7 +98,7 @@ class Consumer(GroupWorker):
             self.group,
             ids,
             queued=self.queued,
-            submission_ids=[sub_id for _, fields in batch if (sub_id := fields.get("id"))],
+            submission_ids=[result.id for result in results if result.id],
         )
         dead = banned = 0
         letters: list[Command] = []
@@ -106,15 +107,15 @@ class Consumer(GroupWorker):
             if result.status != "error":
                 continue
             code, message = result.code or UNPROCESSABLE, result.message or ""
-            if fields.get("id"):
+            if result.id:
                 # "<code> <message>": plain text, as the message may hold any bytes of the slip
-                refusals += [fields["id"], f"{code} {message}"]
+                refusals += [result.id, f"{code} {message}"]
             dead += 1
             # a banned player's slip is refused like any bad one (kept in the dead letters,
             # with its code) and counted on its own, so a ban's effect is visible
             banned += result.code == "banned"
             letter = {
-                **fields,
+                **entry_fields(fields),  # by name, whichever form the entry came in
                 "dead.id": sid,
                 "dead.code": code,
                 "dead.message": message,
@@ -171,7 +172,8 @@ class Consumer(GroupWorker):
         for sid, fields in batch:
             if sid in self._poisoned:
                 self._poisoned.discard(sid)
-                results.append(SubmitResult(fields.get("id", ""), "error", code=TOO_MANY_DELIVERIES, message=message))
+                sub_id = entry_fields(fields).get("id", "")
+                results.append(SubmitResult(sub_id, "error", code=TOO_MANY_DELIVERIES, message=message))
             else:
                 results.append(next(applied))
         return results
@@ -193,7 +195,7 @@ class Consumer(GroupWorker):
                 raise
             except Exception as exc:
                 message = f"{type(exc).__name__}: {exc}"[:200]
-                result = SubmitResult(entry.get("id", ""), "error", code=UNPROCESSABLE, message=message)
+                result = SubmitResult(entry_fields(entry).get("id", ""), "error", code=UNPROCESSABLE, message=message)
             results.append(result)
         return results
 

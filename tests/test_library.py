@@ -14,6 +14,7 @@ import redis.exceptions
 from leaderboard import WINDOWS, BadRequest, GameConfig, Leaderboard, LibraryMismatch, Submission, SubmitResult
 from leaderboard.batch import SETTINGS_FIELDS, SUBMIT_LAYOUT, decode_batch, encode_batch
 from leaderboard.errors import from_reply
+from leaderboard.submission import entry_fields
 
 from .conftest import NOW, activity_events
 from .lb_helpers import store_profile
@@ -391,16 +392,23 @@ async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Lea
 
 
 def test_submission_fields_round_trip(config: GameConfig) -> None:
+    """A stream entry is the slip and the optional fields set; read back by name, it parses to
+    the same submission."""
     sub = Submission("id-1", "ana", 12, NOW, op="incr", region="eu", name="Ana")
-    assert Submission.parse(sub.fields(), now_ms=NOW, rules=config.rules()) == sub
-    assert dataclasses.replace(sub, region=None).fields().keys() == {
-        "id",
-        "player",
-        "points",
-        "ts",
-        "op",
-        "name",
+    assert sub.fields() == {"slip": f"id-1\tana\t12\t{NOW}\tAna", "op": "incr", "region": "eu"}
+    assert Submission.parse(entry_fields(sub.fields()), now_ms=NOW, rules=config.rules()) == sub
+    assert entry_fields(dataclasses.replace(sub, region=None, name=None).fields()) == {
+        "id": "id-1",
+        "player": "ana",
+        "points": "12",
+        "ts": str(NOW),
+        "op": "incr",
     }
+    defined = Submission("id-2", "ana", 0, NOW, board="race", values=(5, -1), meta="m")
+    assert defined.fields() == {"slip": f"id-2\tana\t\t{NOW}\t", "board": "race", "meta": "m", "values": "5,-1"}
+    assert Submission.parse(entry_fields(defined.fields())) == defined
+    # an entry by name (an earlier release's) is read as it is
+    assert entry_fields({"id": "x", "player": "ana"}) == {"id": "x", "player": "ana"}
 
 
 async def test_without_rows_only_statuses_come_back_and_the_activity_rank_is_kept(lb: Leaderboard) -> None:

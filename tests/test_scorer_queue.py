@@ -19,17 +19,15 @@ def sub(i: int, points: int = 10) -> Submission:
 async def test_submit_appends_stream_entries(r: aioredis.Redis, config: GameConfig) -> None:
     queue = Queue(r, config, backlog_max=10)
     first = await queue.submit(Submission("a", "ana", 5, now_ms(), name="Ana", region="eu"))
-    ids = await queue.submit_many([sub(1), sub(2)])
+    subs = [sub(1), sub(2)]
+    ids = await queue.submit_many(subs)
     rows: Any = await r.xrange(config.keys.submissions)
     assert [sid for sid, _ in rows] == [first, *ids]
-    assert rows[0][1] == {
-        "id": "a",
-        "player": "ana",
-        "points": "5",
-        "ts": rows[0][1]["ts"],
-        "name": "Ana",
-        "region": "eu",
-    }
+    # the slip in one field (the text lb_submit takes), then the optional fields set
+    ts = rows[0][1]["slip"].split("\t")[3]
+    assert rows[0][1] == {"slip": f"a\tana\t5\t{ts}\tAna", "region": "eu"}
+    assert rows[1][1] == subs[0].fields()
+    assert set(await r.smembers(config.keys.queued)) == {"a", "s-1", "s-2"}  # lb_status: pending
 
 
 async def test_backlog_full_refuses_the_whole_batch(r: aioredis.Redis, config: GameConfig) -> None:

@@ -17,11 +17,11 @@ from leaderboard.batch import (
     LAYOUT_FIELDS,
     PERIOD_FIELDS,
     SETTINGS_FIELDS,
-    SLIP_PARTS,
     SUBMISSION_FIELDS,
     SUBMIT_LAYOUT,
     encode_batch,
 )
+from leaderboard.submission import SLIP_PARTS
 from leaderboard.windows import tournament_window, window
 
 LIBRARY = (Path(__file__).resolve().parent.parent / "lua" / "leaderboard.lua").read_text()
