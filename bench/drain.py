@@ -18,7 +18,8 @@ scorer's own per-batch commands), and the Lua around them: the FCALL's time less
 ``--baseline-library REF``: the same workload drained by the code of a git ref (its library and
 the scorer and encoder that call it, exported to a temporary directory), or by the library file
 at a path with this tree's scorer, alternating with this tree (``--rounds`` pairs, A B A B...), so
-both are measured under the same load. ``--replica``: every run again with a replica attached to
+both are measured under the same load; each is queued the entries its release's producers wrote
+(fields by name before slip entries). ``--replica``: every run again with a replica attached to
 the server, and the replica's CPU.
 
 ``--floor``: the same workload through a function doing only the commands a three-window best

@@ -16,7 +16,8 @@ c) publish lag: while the producer offers a steady load, probe submissions that 
 ``--baseline REF``: (a) again, alternating (``--rounds`` pairs), with the scorer of a git ref (its
 packages and function library, exported to a temporary directory: the library it loads replaces
 this tree's, so the queue's ``lb_enqueue`` is the ref's too) and with this tree's, each on a game of
-its own; the producer stays this tree's Python. Prints both side by side: the same load, one run.
+its own; the producer stays this tree's Python, writing the entries the ref's scorer reads (fields
+by name for a release before slip entries). Prints both side by side: the same load, one run.
 
 ``--durable`` measures instead the cost of the durable score log: (a) repeated without the log,
 with SQLite (a file in a temporary directory) and with PostgreSQL (a private server, fsync on),

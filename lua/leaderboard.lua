@@ -32,7 +32,9 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
                                                    named: at most max_scopes (LB_MAX_SCOPES)
   lb:{g}:submissions                       STREAM  the queue: entries not yet applied and acked (and
                                                    acked ones newer than a pending one, until lb_ack
-                                                   trims them)
+                                                   trims them); an entry is the slip (id, player,
+                                                   points, ts, name joined by tabs) and the optional
+                                                   fields set, or (earlier releases) fields by name
   lb:{g}:queued                            SET     submission ids in the queue: lb_enqueue adds, the
                                                    scorer removes when it acknowledges them
   lb:{g}:deadletters                       STREAM  slips the scorer refused: their fields and dead.id,

@@ -86,6 +86,7 @@ class GroupWorker:
         self._next_claim = 0.0  # loop time of the next XAUTOCLAIM scan
         self._next_forget = 0.0
         self._down_since: float | None = None
+        self._down_for = ""  # what the wait under way is for, said again when it ends
 
     async def handle(self, batch: Batch) -> None:
         raise NotImplementedError
@@ -216,7 +217,9 @@ class GroupWorker:
                 loop_time = asyncio.get_running_loop().time()
                 if self._down_since is None:
                     self._down_since = loop_time
-                    why = f"waiting: {exc}" if isinstance(exc, LibraryMismatch) else f"redis unavailable ({exc})"
+                    mismatch = isinstance(exc, LibraryMismatch)
+                    self._down_for = "the function library matches again" if mismatch else "redis is back"
+                    why = f"waiting: {exc}" if mismatch else f"redis unavailable ({exc})"
                     self.log.warning("%s: %s; retrying with backoff", self.group, why)
                 if await sleep_unless(stop or asyncio.Event(), backoff.next_delay()):
                     return None
@@ -224,5 +227,5 @@ class GroupWorker:
             if self._down_since is not None:
                 down = asyncio.get_running_loop().time() - self._down_since
                 self._down_since = None
-                self.log.info("%s: redis is back after %.1f s", self.group, down)
+                self.log.info("%s: %s after %.1f s", self.group, self._down_for, down)
             return result

@@ -4,9 +4,16 @@ lb_submit's calls."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
+from typing import Any
 
-from bench.drain import baseline_error, function_figures, main
+import pytest
+import redis
+
+from bench.drain import baseline_error, by_name, code_tree, fill, function_figures, main
+from leaderboard import GameConfig
+from leaderboard.library import library_code
+from leaderboard.submission import entry_fields
 
 
 def test_the_acknowledgements_commands_are_not_lb_submits() -> None:
@@ -24,3 +31,25 @@ def test_a_baseline_that_is_no_ref_nor_file_is_a_usage_error(capsys: pytest.Capt
         main(["--baseline-library", "no-such-ref", "--no-write"])
     assert exit_.value.code == 2
     assert "'no-such-ref' is neither a library file nor a git ref" in capsys.readouterr().err
+
+
+async def test_each_release_is_queued_the_entries_its_scorer_reads(tmp_path: Path, redis_url: str) -> None:
+    """A baseline from before slip entries gets entries by name (all its scorer reads); this tree's
+    code, or a ref's that has them, gets slips."""
+    assert not by_name(None)
+    (tmp_path / "head").mkdir()
+    assert not by_name(code_tree("HEAD", tmp_path / "head"))
+    earlier = tmp_path / "earlier" / "leaderboard"
+    earlier.mkdir(parents=True)
+    (earlier / "submission.py").write_text('FIELDS = ("id", "player", "points", "ts")\n')
+    assert by_name(earlier.parent)
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    r.function_load(library_code(), replace=True)
+    stream = GameConfig(game="bench").keys.submissions
+    await fill(redis_url, 2, 1, 2, names=True)
+    await fill(redis_url, 2, 1, 2)
+    entries: Any = r.xrange(stream)
+    assert [sorted(fields) for _, fields in entries] == [["id", "player", "points", "ts"]] * 2 + [["slip"]] * 2
+    same = [{k: v for k, v in entry_fields(fields).items() if k != "ts"} for _, fields in entries]  # one seed
+    assert same[2:] == same[:2]
+    r.close()

@@ -12,7 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from leaderboard import GameConfig, Leaderboard, LibraryMismatch, connect
+from leaderboard import GameConfig, Leaderboard, LibraryMismatch, Submission, connect
 from leaderboard.batch import SUBMIT_LAYOUT, encode_batch
 from leaderboard.library import library_code
 from leaderboard.moderation import Moderation
@@ -101,6 +101,49 @@ async def test_refused_and_unparseable_entries_are_dead_lettered_without_blockin
     assert by_source[ids[2]]["dead.code"] == "timestamp_in_future"
     assert by_source[ids[3]]["dead.code"] == "invalid_timestamp"
     assert await r.xlen(config.keys.submissions) == 0  # acked: never retried
+
+
+async def test_slip_entries_and_entries_by_name_are_applied_alike(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    """A queue holding this release's slip entries beside an earlier release's entries by name:
+    both applied; a refused slip's dead letter holds its fields by name and its id leaves the
+    queued set; slips not written by Submission.fields get the library's own codes."""
+    stats = Stats()
+    consumer = Consumer(r, settings_for(redis_url, config), stats, now=lambda: LATER)
+    lb = Leaderboard(r, config)
+    subs = [Submission("new-1", "ana", 30, NOW, name="Ana"), Submission("new-2", "ben", 20, NOW, region="eu")]
+    await lb.enqueue([s.fields() for s in subs], backlog_max=100)
+    ids = await lb.enqueue(
+        [
+            slip("old-1", "cy", 10),
+            {"slip": f"new-3\tdee\t-4\t{NOW}\t"},  # a slip the library refuses
+            {"slip": f"new-4\teve\t5\t{NOW}\tE\tve"},  # a tab in the name
+            {"slip": "new-5\tfay"},  # parts missing
+            {"slip": f"\tgus\t5\t{NOW}\t"},  # no id
+        ],
+        backlog_max=100,
+    )
+    assert await r.smembers(config.keys.queued) == {"new-1", "new-2", "old-1", "new-3", "new-4", "new-5"}
+    await drain(consumer)
+    assert (stats.applied, stats.dead_letters) == (3, 4)
+    top = (await lb.top("alltime", n=10, at=NOW)).entries
+    assert [(e.player, e.score, e.name) for e in top] == [("ana", 30, "Ana"), ("ben", 20, None), ("cy", 10, None)]
+    eu = (await lb.top("alltime", n=10, at=NOW, scope="region:eu")).entries
+    assert [e.player for e in eu] == ["ben"]
+    letters: Any = await r.xrange(config.keys.dead_letters)
+    by_source = {fields.pop("dead.id"): fields for _, fields in letters}
+    assert {k: v for k, v in by_source[ids[1]].items() if not k.startswith("dead.")} == {
+        "id": "new-3",
+        "player": "dee",
+        "points": "-4",
+        "ts": str(NOW),
+    }
+    codes = [by_source[sid]["dead.code"] for sid in ids[1:]]
+    assert codes == ["invalid_points", "invalid_name", "invalid_timestamp", "missing_id"]
+    assert await r.smembers(config.keys.queued) == set()
+    assert (await lb.status("new-3", now=LATER)).code == "invalid_points"
+    assert (await lb.status("new-1", now=LATER)).status == "applied"
 
 
 async def test_entries_left_pending_by_a_dead_replica_are_claimed_and_applied_once(
@@ -380,6 +423,9 @@ async def test_a_newer_releases_library_leaves_the_batches_queued_until_the_libr
         await r.function_load(library_code(), replace=True)  # the upgrade rolled back, or this replica's release
         await until(lambda: stats.applied == 5, 5000 * MS)
         assert stats.dead_letters == 0
+        # the end of the wait is said as what it was: no outage of Redis
+        assert any("scorer: the function library matches again after" in m for m in caplog.messages)
+        assert not any("redis" in m for m in caplog.messages)
     finally:
         stop.set()
         await asyncio.wait_for(task, 5000 * MS)
