@@ -24,7 +24,7 @@ from . import boards
 from .config import GameConfig
 from .errors import CODES, InvalidBoard, InvalidSubmission
 from .keys import DEFINED, HOUR_MS
-from .results import BoardRef, BoardResult, SubmitResult
+from .results import BoardRef, BoardResult, SubmitResult, applied
 from .submission import SLIP, SLIP_PARTS, parse_uint, scopes_of, slip_parts
 from .windows import Period, Window, check_tournament
 
@@ -367,8 +367,7 @@ def decode_batch(plan: BatchPlan, replies: Sequence[Any], *, rows: bool = True, 
         sub_id, refs = item
         reply = next(it)
         if reply == "ok":  # the status alone, a plain string (no rows asked)
-            # every field given in order: half the time of a keyword and the defaults' lookup
-            results.append(SubmitResult(sub_id, "ok", (), None, None, stamp))
+            results.append(applied(sub_id, stamp))
             continue
         status = reply if reply == "duplicate" else reply[0]
         if status == "ok":

@@ -430,12 +430,16 @@ async def test_without_rows_a_status_is_a_plain_string_and_an_error_keeps_its_tr
     plan = encode_batch(lb.config, entries, LATER, rows=False)
     replies = await r.fcall("lb_submit", len(plan.keys), *plan.keys, *plan.args)
     assert replies[:2] == ["ok", "duplicate"] and replies[2][:2] == ["error", "invalid_player"]
-    results = decode_batch(plan, replies, rows=False)
+    results = decode_batch(plan, replies, rows=False, stamp=7)
     assert [(x.status, x.code, x.boards) for x in results] == [
         ("ok", None, ()),
         ("duplicate", None, ()),
         ("error", "invalid_player", ()),
     ]
+    # the applied slip's result, made through its slots, is the dataclass's own: equal, frozen
+    assert results[0] == SubmitResult("1", "ok", applied_us=7) and hash(results[0]) == hash(results[0])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        results[0].id = "2"  # type: ignore[misc]
 
 
 async def test_top_versions_and_announcements_match_an_independent_count(r: aioredis.Redis) -> None:
