@@ -293,9 +293,23 @@ def encode_batch(
     too_old = now - idem_ms
     count = 0
     add, step = body.extend, plan.append
+    plain = False  # the layout in hand is the game's own boards' (no scope, tournament or board)
     for fields in entries:
         get = fields.get
         slip = get(SLIP)
+        if plain and slip is not None and len(fields) == 1:
+            # Nearly every entry: a slip alone, in the span of the layout in hand. Passed on as it
+            # came; anything else, or a time out of these bounds, takes the general path below.
+            parts = slip.split("\t")
+            if len(parts) == 5:
+                raw_ts = parts[3]
+                if 0 < len(raw_ts) <= 15 and raw_ts.isdigit() and raw_ts.isascii():
+                    ts = int(raw_ts)
+                    if lo <= ts < hi and too_old <= ts <= latest_ok:
+                        add((layout, slip))
+                        count += 1
+                        step((parts[0], refs))
+                        continue
         if slip is None:  # fields by name: an earlier release's entry, a caller's mapping
             sub_id, player, points, raw_ts, name = (get(k, "") for k in SLIP_PARTS)
             slip = f"{sub_id}\t{player}\t{points}\t{raw_ts}\t{name}"
@@ -340,6 +354,7 @@ def encode_batch(
                 scopes = [] if definition is not None else scopes_of(region, mode)
                 layout, refs, lo, hi = layouts.layout_for(ts, scopes, spec, definition)
                 last_scope = (region, mode, tournament, board)
+                plain = last_scope == (None, None, None, None)
         except InvalidSubmission as exc:
             step(SubmitResult(sub_id, "error", code=exc.code, message=exc.message))
             continue

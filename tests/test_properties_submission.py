@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from fleet.redis_server import RedisServer
 from leaderboard import WINDOWS, GameConfig, InvalidSubmission, Leaderboard, Submission, connect
 from leaderboard.batch import SETTINGS_FIELDS, decode_batch, encode_batch
+from leaderboard.submission import SLIP_PARTS
 
 from .conftest import NOW
 from .properties import bounded
@@ -85,14 +86,27 @@ def python_verdict(fields: Mapping[str, str], config: GameConfig) -> str:
     return "ok"
 
 
+def slip_entry(fields: Mapping[str, str]) -> dict[str, str] | None:
+    """The same submission as a queue entry of this release: its slip and the other fields (None
+    when a field holds a tab, which Submission.fields never writes)."""
+    parts = [fields.get(k, "") for k in SLIP_PARTS]
+    if any("\t" in part for part in parts):
+        return None
+    return {"slip": "\t".join(parts), **{k: v for k, v in fields.items() if k not in SLIP_PARTS}}
+
+
 async def library_verdicts(lb: Leaderboard, r: aioredis.Redis, fields: dict[str, str]) -> list[str]:
-    """The verdict of the wrapper the scorer uses, and where the wrapper refuses a timestamp before
-    the call, the library's own (called with a clock at which the wrapper lets it through)."""
+    """The verdict of the wrapper the scorer uses, for the entry by name and as a slip entry, and
+    where the wrapper refuses a timestamp before the call, the library's own (called with a clock
+    at which the wrapper lets it through)."""
     verdicts = []
-    for direct in (False, True):
+    for how in ("by name", "slip", "direct"):
         await r.flushall()  # keys only: the function library stays loaded
-        if not direct:
-            [result] = await lb.submit_batch([fields], now=NOW)
+        if how != "direct":
+            entry = fields if how == "by name" else slip_entry(fields)
+            if entry is None:
+                continue
+            [result] = await lb.submit_batch([entry], now=NOW)
         else:
             ts = fields["ts"]
             if not (ts.isascii() and ts.isdigit() and abs(int(ts) - NOW) < 60 * HOUR):

@@ -9,7 +9,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from leaderboard import GameConfig, boards
+from hypothesis import given
+from hypothesis import strategies as st
+
+from leaderboard import GameConfig, Submission, boards
 from leaderboard.batch import (
     BOARD_FIELDS,
     DEFINITION_FIELDS,
@@ -21,8 +24,10 @@ from leaderboard.batch import (
     SUBMIT_LAYOUT,
     encode_batch,
 )
-from leaderboard.submission import SLIP_PARTS
+from leaderboard.submission import SLIP_PARTS, entry_fields
 from leaderboard.windows import tournament_window, window
+
+from .properties import bounded
 
 LIBRARY = (Path(__file__).resolve().parent.parent / "lua" / "leaderboard.lua").read_text()
 RECORDS = {
@@ -230,3 +235,32 @@ def test_the_header_names_every_error_code_the_library_answers() -> None:
     codes |= {f"invalid_{field}" for field in re.findall(r"^  (\w+) = function\(v\)", LIBRARY, re.MULTILINE)}
     codes.discard("invalid_")  # refuse('invalid_' .. field, ...): the profile fields, added above
     assert codes and {code for code in codes if not re.search(rf"\b{code}\b", header)} == set()
+
+
+@bounded(150)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(-3 * HOUR_MS, 30_000),  # across hours, the days' ends, the clock's edges
+            st.sampled_from([None, "eu", "na"]),
+            st.sampled_from([None, "Ana", "Zoë"]),
+            st.sampled_from([None, "incr"]),
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_a_slip_entry_is_laid_out_as_its_fields_by_name(
+    slips: list[tuple[int, str | None, str | None, str | None]],
+) -> None:
+    """The scorer's two readings of a queue entry, a slip (this release's; most take the fast path
+    of a slip alone) and fields by name (an earlier release's), make the same call."""
+    config = GameConfig(game="g", windows=("daily", "weekly", "alltime"))
+    now = 1_798_415_999_000  # 2026-12-27T23:59:59Z, a Sunday: the next second is a new day and week
+    subs = [
+        Submission(f"s{i}", f"p{i % 7}", i * 13, now + dt, region=region, name=name, op=op)
+        for i, (dt, region, name, op) in enumerate(slips)
+    ]
+    as_slips = encode_batch(config, [s.fields() for s in subs], now)
+    by_name = encode_batch(config, [entry_fields(s.fields()) for s in subs], now)
+    assert (as_slips.keys, as_slips.args, as_slips.entries) == (by_name.keys, by_name.args, by_name.entries)
