@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 from leaderboard import BadRequest, GameConfig, InvalidBoard, InvalidSubmission, Leaderboard, Submission, boards, now_ms
 from leaderboard.definitions import configured
 from leaderboard.queue import Queue
+from leaderboard.submission import entry_fields
 from scorer import Consumer, Publisher, ScorerSettings
 
 from .conftest import MS, until
@@ -184,7 +185,7 @@ async def test_the_queue_checks_a_slip_against_its_boards_definition(
     async with running(redis_url) as gw, client(gw, f"?token={token('ops', 'server')}") as ws:
         await greet(ws)
         for sub, code in slips:
-            fields = {k: v for k, v in sub.fields().items() if k != "values"} | {"values": list(sub.values)}
+            fields = entry_fields(sub.fields()) | {"values": list(sub.values)}  # as a list, one form of it
             reply = await request(ws, {"type": "submit", "submission": fields, "id": sub.id})
             assert (reply["type"], reply["code"]) == ("error", code)
     assert await r.xlen(lb.keys.submissions) == 0

@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 
 from fleet.redis_server import free_port
 from leaderboard import WINDOWS, GameConfig, Leaderboard, now_ms
+from leaderboard.submission import entry_fields
 from scorer import Scorer, ScorerSettings
 from scorer.consumer import GROUP
 
@@ -184,7 +185,13 @@ async def test_cli_submit(r: aioredis.Redis, redis_url: str, config: GameConfig)
     assert rc == 0
     rows: Any = await r.xrange(config.keys.submissions)
     [(sid, fields)] = rows
-    assert fields["player"] == "mia" and fields["region"] == "eu"
+    assert entry_fields(fields) | {"ts": "?"} == {
+        "id": "m-1",
+        "player": "mia",
+        "points": "120",
+        "ts": "?",
+        "region": "eu",
+    }
     assert out.strip() == f"queued m-1: player mia, 120 points (stream entry {sid})"  # says what it queued
     rc, _, err = await cli(redis_url, "--player", "mia", "--points", "-3")
     assert rc == 2 and "invalid_points" in err

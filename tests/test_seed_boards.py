@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 from leaderboard import GameConfig, InvalidInput, InvalidSubmission, Leaderboard, Submission, boards, now_ms
 from leaderboard.moderation import Moderation
 from leaderboard.queue import Queue
+from leaderboard.submission import entry_fields
 from scorer import Consumer, Publisher, ScorerSettings
 
 from .conftest import MS
@@ -160,5 +161,13 @@ def test_a_slip_to_a_board_is_checked_where_it_is_made() -> None:
         Submission("s", "ana", 0, 1, values=(1,))
     assert caught.value.code == "unknown_board"
     sub = Submission("s", "ana", 0, 1, board="tower", values=(12, -5), meta="r")
-    assert sub.fields() == {"id": "s", "player": "ana", "ts": "1", "board": "tower", "values": "12,-5", "meta": "r"}
-    assert Submission.parse(sub.fields()) == sub
+    assert sub.fields() == {"slip": "s\tana\t\t1\t", "board": "tower", "meta": "r", "values": "12,-5"}
+    assert entry_fields(sub.fields()) == {
+        "id": "s",
+        "player": "ana",
+        "ts": "1",
+        "board": "tower",
+        "values": "12,-5",
+        "meta": "r",
+    }
+    assert Submission.parse(entry_fields(sub.fields())) == sub
