@@ -1965,7 +1965,8 @@ end
 The backlog check and the appends are one atomic call, so concurrent submitters cannot together
 push the backlog past its cap. The stream's length bounds the backlog from above (see
 backlog_of), so it is enough when it leaves room; only a stream that looks full is counted
-exactly. Nothing is trimmed here: an entry waiting is never dropped to make room. Each entry's
+exactly. Nothing is trimmed here: an entry waiting is never dropped to make room. A malformed
+call (an entry cut short, arguments past the last) appends nothing. Each entry's
 submission id (its 'slip' field up to the first tab, or its 'id' field) joins the queued set
 (lb_status: pending) until the scorer acknowledges the entry.
 Input:  KEYS[1] submissions stream, KEYS[2] queued set
@@ -1988,29 +1989,45 @@ local function lb_enqueue(keys, args)
   if not keys[2] then
     return refuse('bad_request', 'the queued set is required')
   end
-  local ids, queued, pos = {}, {}, 3
+  -- every entry's shape is checked before the first append: a malformed call appends nothing
+  local starts, pos = {}, 3
   for i = 1, count do
-    local pairs_count = parse_uint(args[pos], 3)
-    if not pairs_count or pairs_count < 1 then
+    local pairs_count = args[pos] == '1' and 1 or parse_uint(args[pos], 3)
+    if not pairs_count or pairs_count < 1 or pos + 2 * pairs_count > #args then
       return refuse('bad_request', 'malformed entry ' .. i)
     end
-    local last = pos + 2 * pairs_count
-    ids[i] = redis.call('XADD', keys[1], '*', unpack(args, pos + 1, last))
-    -- a submission's slip is its first field (Submission.fields); an entry by name has its 'id' anywhere
-    local f = pos + 1
-    while f < last and args[f] ~= 'slip' and args[f] ~= 'id' do
-      f = f + 2
-    end
-    if f < last then
-      local id = args[f + 1]
-      if args[f] == 'slip' then
-        id = string.match(id, '^[^\t]+')
+    starts[i] = pos
+    pos = pos + 2 * pairs_count + 1
+  end
+  if pos ~= #args + 1 then
+    return refuse('bad_request', 'arguments past the last entry')
+  end
+  local ids, queued, n, stream = {}, {}, 0, keys[1]
+  for i = 1, count do
+    local at, id = starts[i], nil
+    if args[at] == '1' and args[at + 1] == 'slip' then -- nearly every entry: a slip alone
+      local slip = args[at + 2]
+      ids[i] = redis.call('XADD', stream, '*', 'slip', slip)
+      id = string.match(slip, '^[^\t]+')
+    else
+      local last = at + 2 * tonumber(args[at])
+      ids[i] = redis.call('XADD', stream, '*', unpack(args, at + 1, last))
+      -- a slip is an entry's first field (Submission.fields); an entry by name has its 'id' anywhere
+      local f = at + 1
+      while f < last and args[f] ~= 'slip' and args[f] ~= 'id' do
+        f = f + 2
       end
-      if id then
-        queued[#queued + 1] = id
+      if f < last then
+        id = args[f + 1]
+        if args[f] == 'slip' then
+          id = string.match(id, '^[^\t]+')
+        end
       end
     end
-    pos = last + 1
+    if id then
+      n = n + 1
+      queued[n] = id
+    end
   end
   for i = 1, #queued, 1000 do -- chunked: unpack() is bounded by Lua's C stack
     redis.call('SADD', keys[2], unpack(queued, i, math.min(i + 999, #queued)))

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from leaderboard import BacklogFull, GameConfig, InvalidSubmission, Submission, now_ms
 from leaderboard.queue import Queue
@@ -39,6 +40,43 @@ async def test_backlog_full_refuses_the_whole_batch(r: aioredis.Redis, config: G
     await queue.submit(sub(3))
     with pytest.raises(BacklogFull):
         await queue.submit(sub(4))
+
+
+async def test_a_malformed_enqueue_appends_nothing(r: aioredis.Redis, config: GameConfig) -> None:
+    """Every entry's shape is checked before the first append: an entry cut short, a pair count
+    that is no number, or arguments past the last entry refuse the whole call."""
+    keys = (config.keys.submissions, config.keys.queued)
+    good = ["1", "slip", f"a\tana\t5\t{now_ms()}\t"]
+    for args in (
+        [10, 2, *good, "2", "id", "b"],  # the second entry's second pair missing
+        [10, 2, *good, "x", "id", "b"],
+        [10, 2, *good, "0"],
+        [10, 1, *good, "extra"],
+    ):
+        with pytest.raises(ResponseError, match="bad_request"):
+            await r.fcall("lb_enqueue", 2, *keys, *args)  # type: ignore[arg-type]
+        assert not await r.exists(*keys)
+    # an entry by name, one slip with other fields, one slip with no id: queued by what they hold
+    await r.fcall(
+        "lb_enqueue",
+        2,
+        *keys,
+        10,
+        3,
+        "2",
+        "player",
+        "ana",
+        "id",
+        "n-1",
+        *good[:2],
+        "\tben\t1\t1\t",
+        "2",
+        *good[1:],
+        "op",
+        "incr",
+    )  # type: ignore[arg-type]
+    assert await r.xlen(config.keys.submissions) == 3
+    assert await r.smembers(config.keys.queued) == {"n-1", "a"}
 
 
 async def test_backlog_check_is_atomic_under_concurrent_submitters(r: aioredis.Redis, config: GameConfig) -> None:
