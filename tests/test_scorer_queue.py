@@ -54,7 +54,7 @@ async def test_a_malformed_enqueue_appends_nothing(r: aioredis.Redis, config: Ga
         [10, 1, *good, "extra"],
     ):
         with pytest.raises(ResponseError, match="bad_request"):
-            await r.fcall("lb_enqueue", 2, *keys, *args)  # type: ignore[arg-type]
+            await r.fcall("lb_enqueue", 2, *keys, *args)
         assert not await r.exists(*keys)
     # an entry by name, one slip with other fields, one slip with no id: queued by what they hold
     await r.fcall(
@@ -74,7 +74,7 @@ async def test_a_malformed_enqueue_appends_nothing(r: aioredis.Redis, config: Ga
         *good[1:],
         "op",
         "incr",
-    )  # type: ignore[arg-type]
+    )
     assert await r.xlen(config.keys.submissions) == 3
     assert await r.smembers(config.keys.queued) == {"n-1", "a"}
 
