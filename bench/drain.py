@@ -41,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,11 +72,21 @@ async def submit(queue: Queue, subs: Sequence[Submission], *, names: bool = Fals
         await queue.submit_many(subs)
 
 
-async def fill(url: str, count: int, seed: int, per_call: int, *, names: bool = False) -> None:
+# Who submits: ``uniform`` over 50,000 players (most slips write), or ``pareto`` as
+# bench.scorer draws them (a few players submit most slips, and they hold the top).
+PLAYERS: dict[str, Callable[[random.Random], int]] = {
+    "uniform": lambda rnd: rnd.randrange(50_000),
+    "pareto": lambda rnd: int(rnd.paretovariate(1.1)) % 50_000,
+}
+
+
+async def fill(
+    url: str, count: int, seed: int, per_call: int, *, names: bool = False, players: str = "uniform"
+) -> None:
     client = connect(url)
     queue = Queue(client, GameConfig(game="bench"), backlog_max=count + per_call)
-    rnd, now = random.Random(seed), now_ms()
-    subs = [Submission(f"s{i}", f"p{rnd.randrange(50_000)}", rnd.randrange(1_000_000), now) for i in range(count)]
+    rnd, now, player = random.Random(seed), now_ms(), PLAYERS[players]
+    subs = [Submission(f"s{i}", f"p{player(rnd)}", rnd.randrange(1_000_000), now) for i in range(count)]
     for start in range(0, count, per_call):
         await submit(queue, subs[start : start + per_call], names=names)
     await client.aclose()

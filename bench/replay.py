@@ -4,11 +4,13 @@ bench.drain measures the whole path (a producer queueing, a scorer process readi
 acknowledging) while both share the machine's cores with Redis; on a loaded 2-core machine its
 figures move by a few µs from run to run. This benchmark takes everything but the call away:
 
-* **captured once**: N submissions (random points over 50,000 players, three windows, global
-  scope) are queued through the real queue, read back from the stream in batches of ``--batch``
-  entries as the scorer reads them, and laid out by the scorer's encoder (``encode_batch``, with
-  the scorer's arguments) into the FCALLs it would send; a baseline's batches by the baseline's
-  own encoder, so a change of the call's layout is compared fairly;
+* **captured once**: N submissions (random points over 50,000 players, uniformly or, with
+  ``--players pareto``, as bench.scorer draws them: a few players submit most slips and hold
+  the top; three windows, global scope) are queued through the real queue, read back from the
+  stream in batches of ``--batch`` entries as the scorer reads them, and laid out by the
+  scorer's encoder (``encode_batch``, with the scorer's arguments) into the FCALLs it would send;
+  a baseline's batches by the baseline's own encoder, so a change of the call's layout is
+  compared fairly;
 * **replayed**: each round, for each library (this tree's, ``--baseline-library REF|PATH``'s,
   the ``--floor``), a fresh redis-server gets the library and the same FCALLs, one after
   another, from one client and nothing else, so every round starts from the same (empty) keys;
@@ -41,7 +43,7 @@ from typing import Any, cast
 import redis
 
 from bench import results
-from bench.drain import FLOOR_LIBRARY, OUTSIDE, baseline_error, code_tree, fill, usec
+from bench.drain import FLOOR_LIBRARY, OUTSIDE, PLAYERS, baseline_error, code_tree, fill, usec
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig
 from leaderboard.library import library_code
@@ -65,13 +67,15 @@ json.dump([[plan.keys, plan.args] for plan in plans], sys.stdout)
 Call = tuple[str, list[Any]]  # (function, [numkeys, *keys, *args])
 
 
-def capture(submissions: int, seed: int, batch: int) -> tuple[list[list[dict[str, str]]], int]:
+def capture(
+    submissions: int, seed: int, batch: int, players: str = "uniform"
+) -> tuple[list[list[dict[str, str]]], int]:
     """The queued entries' fields, in the scorer's batches, and the time they were read at. By
     name: what every release's encoder reads (a slip passed on as it came is the same argument)."""
     with tempfile.TemporaryDirectory(prefix="replay-capture-") as scratch, RedisServer(scratch) as server:
         r = redis.Redis.from_url(server.url, decode_responses=True)
         r.function_load(library_code(), replace=True)
-        asyncio.run(fill(server.url, submissions, seed, min(batch, 500)))
+        asyncio.run(fill(server.url, submissions, seed, min(batch, 500), players=players))
         now = int(r.time()[0]) * 1000
         stream = GameConfig(game=GAME).keys.submissions
         entries = [entry_fields(fields) for _, fields in cast(Any, r.xrange(stream))]
@@ -213,6 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m bench.replay", __doc__ or "")
     p.add_argument("--submissions", type=int, default=60_000, help="submissions captured and replayed")
     p.add_argument("--seed", type=int, default=1, help="seed of the generated workload")
+    p.add_argument(
+        "--players",
+        choices=sorted(PLAYERS),
+        default="uniform",
+        help="who submits: uniform over 50,000 players, or pareto as bench.scorer draws them",
+    )
     p.add_argument("--batch", type=int, default=500, help="entries per batch (the scorer's LB_SCORER_BATCH)")
     p.add_argument("--rounds", type=int, default=5, help="rounds; each replays every library once, alternating")
     p.add_argument(
@@ -229,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--floor takes at most 1000 entries per batch (unpack() bounds a call's arguments)")
     if error := baseline_error(args.baseline_library):
         p.error(f"--baseline-library: {error}")
-    batches, now = capture(args.submissions, args.seed, args.batch)
+    batches, now = capture(args.submissions, args.seed, args.batch, args.players)
     n = sum(len(b) for b in batches)
     sides: dict[str, tuple[str, list[Call]]] = {}
     with tempfile.TemporaryDirectory(prefix="replay-baseline-") as scratch:

@@ -802,9 +802,32 @@ local function flush_board(ctx, key)
 end
 
 -- A member's 0-based rank (ZREVRANK) on a board of the batch, its deferred writes flushed first.
+-- A rank within the top N is kept until a write may move it (forget_ranks, at every write): the
+-- players of the top submit most, and each of their slips reads its rank for the activity entry.
 local function board_rank(ctx, key, player)
+  local known = ctx.ranks[key]
+  local rank = known and known[player]
+  if rank then
+    return rank
+  end
   flush_board(ctx, key)
-  return redis.call('ZREVRANK', key, player)
+  rank = redis.call('ZREVRANK', key, player)
+  if rank and rank < ctx.top_n then
+    if not known then
+      known = {}
+      ctx.ranks[key] = known
+    end
+    known[player] = rank
+  end
+  return rank
+end
+
+-- A write of a member at `old` (nil: new) to `score`, given the N-th score before it (false:
+-- fewer than N members): only one that stays below the N-th score moves no rank of the top N.
+local function forget_ranks(ctx, key, nth, old, score)
+  if nth == false or score >= nth or (old and old >= nth) then
+    ctx.ranks[key] = nil
+  end
 end
 
 -- At the end of the batch: every board's remaining writes, then the expiry of the boards it
@@ -1268,6 +1291,7 @@ local function apply_board(board, player, name, ctx, want)
   local was_top = old ~= nil and (prev and prev < ctx.top_n or (not prev and in_top(ctx, key, player, old, nth)))
   -- the comparison above already decided the write, so a plain ZADD (not GT) is right here
   defer_write(board.held, player, board.score)
+  forget_ranks(ctx, key, nth, old, board.score)
   local dense = board.period.mode == 'dense'
   if dense then
     flush_board(ctx, key) -- board_score_changed counts the old points on the board
@@ -1568,6 +1592,7 @@ local function apply_common(ctx, common, id, player, points_text, ts_text, name,
       local was_top = old ~= nil and (nth == false or old > nth or (old == nth and in_top(ctx, key, player, old, nth)))
       scores[player] = score -- defer_write
       board.pending[player] = score
+      forget_ranks(ctx, key, nth, old, score)
       local old_points = old and (old - old % scale) / scale -- score_points
       if old_points ~= points then -- board_score_changed's deltas
         new_bucket = new_bucket or bucket_of(points)
@@ -1762,7 +1787,7 @@ local function lb_submit(keys, args)
     versions = keys[1], activity = keys[2], profiles = keys[3], banned = keys[4], scopes = keys[5],
     now = tonumber(now_ms), top_n = tonumber(top_n), maxlen = activity_maxlen,
     skew = tonumber(clock_skew_ms), max_age = tonumber(idempotency_ms), announce = announce,
-    rows = rows == '1', max_scopes = parse_uint(max_scopes, 9), expiring = {}, nth = {}, known = {},
+    rows = rows == '1', max_scopes = parse_uint(max_scopes, 9), expiring = {}, nth = {}, ranks = {}, known = {},
     hist = {}, hist_expire = {}, names = {}, boards = {}, defined = {}, held = {}, commons = {},
     act = { n = 0, id = {}, player = {}, points = {}, op = {}, ts = {}, improved = {}, rank = {} },
   }
