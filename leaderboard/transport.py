@@ -331,6 +331,8 @@ def _slot_key(commands: Sequence[Command]) -> str:
         if name in ("FCALL", "FCALL_RO"):
             if int(command[2]) > 0:
                 return str(command[3])
+        elif name == "XREADGROUP":
+            return str(command[[str(part).upper() for part in command].index("STREAMS") + 1])
         elif name not in ("MULTI", "EXEC", "WAIT") and len(command) > 1:
             return str(command[1])
     raise ValueError("no key to route these commands by")

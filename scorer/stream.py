@@ -48,6 +48,11 @@ Batch = list[tuple[str, dict[str, str]]]
 T = TypeVar("T")
 
 
+def _fields(pairs: list[str]) -> dict[str, str]:
+    """An entry's field, value list as a dict; nearly every submission's is one pair (its slip)."""
+    return {pairs[0]: pairs[1]} if len(pairs) == 2 else dict(zip(pairs[::2], pairs[1::2], strict=True))
+
+
 async def sleep_unless(event: asyncio.Event, seconds: float) -> bool:
     """Sleep up to ``seconds``; return True early if ``event`` is set."""
     with contextlib.suppress(TimeoutError):
@@ -114,19 +119,15 @@ class GroupWorker:
             if claimed:
                 self._next_claim = 0.0  # more may be waiting: keep claiming before reading new
                 return claimed
-        reply: Any = await self._call(
-            self.redis.xreadgroup,
-            self.group,
-            self.consumer,
-            {self.stream: ">"},
-            count=self.batch,
-            block=self.block_ms,
-        )
+        # Sent packed and its reply taken as hiredis parsed it: redis-py's own parse of XREADGROUP
+        # built each entry's dict through Python helpers, about 1 µs of the scorer's per entry.
+        read = ("XREADGROUP", "GROUP", self.group, self.consumer, "COUNT", self.batch, "BLOCK", self.block_ms)
+        [reply] = await self._call(execute_packed, self.redis, (*read, "STREAMS", self.stream, ">"))
         if not reply:
             return []
-        # RESP2 replies are [[stream, entries]]; RESP3 ones {stream: [entries]}
-        entries = reply[0][1] if isinstance(reply, list) else next(iter(reply.values()))[0]
-        return [(sid, fields) for sid, fields in entries if fields is not None]
+        # RESP2 replies are [[stream, entries]]; RESP3 ones {stream: entries}
+        entries: Any = reply[0][1] if isinstance(reply, list) else next(iter(reply.values()))
+        return [(sid, _fields(pairs)) for sid, pairs in entries if pairs is not None]
 
     async def _claim(self) -> Batch:
         reply: Any = await self._call(
