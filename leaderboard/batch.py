@@ -316,7 +316,7 @@ def encode_batch(
         else:
             parts = slip.split("\t")
             sub_id, player, points, raw_ts, name = parts if len(parts) == 5 else slip_parts(slip)
-        if len(fields) == 1 and SLIP in fields:  # nearly every entry: the slip alone
+        if len(fields) == 1 and SLIP in fields:  # a slip alone the fast path above did not take
             region = mode = tournament = board = None
             common = True
         else:

@@ -177,8 +177,9 @@ def entry_fields(entry: Mapping[str, str]) -> dict[str, str]:
     slip = entry.get(SLIP)
     if slip is None:
         return dict(entry)
-    out = {k: v for k, v in zip(SLIP_PARTS, slip_parts(slip), strict=True) if v}
-    out.update((k, v) for k, v in entry.items() if k != SLIP)
+    out = {k: v for k, v in zip(SLIP_PARTS, slip_parts(slip)) if v}
+    if len(entry) > 1:
+        out.update((k, v) for k, v in entry.items() if k != SLIP)
     return out
 
 
