@@ -177,7 +177,7 @@ def entry_fields(entry: Mapping[str, str]) -> dict[str, str]:
     slip = entry.get(SLIP)
     if slip is None:
         return dict(entry)
-    out = {k: v for k, v in zip(SLIP_PARTS, slip_parts(slip)) if v}
+    out = {k: v for k, v in zip(SLIP_PARTS, slip_parts(slip), strict=False) if v}  # always five parts
     if len(entry) > 1:
         out.update((k, v) for k, v in entry.items() if k != SLIP)
     return out
