@@ -719,6 +719,23 @@ local function held(command, key, items)
   return found
 end
 
+-- The batch's banned players (a set, as held's). Most games hold a few tombstones or none: a
+-- tombstone hash with fewer fields than the batch has players is read whole (HKEYS) rather than
+-- asked about each player (HMGET).
+local function banned_among(key, players)
+  local count = redis.call('HLEN', key)
+  if count >= #players then
+    return held('HMGET', key, players)
+  end
+  local found = {}
+  if count > 0 then
+    for _, player in ipairs(redis.call('HKEYS', key)) do
+      found[player] = true
+    end
+  end
+  return found
+end
+
 -- A tournament's entrants among the batch's players, read once per batch (the list never
 -- shrinks while its tournament runs, and nothing in the batch adds to it).
 local function entered(ctx, period)
@@ -750,7 +767,7 @@ end
 local function held_board(ctx, key, layout)
   local held = ctx.held[key]
   if not held then
-    held = { scores = {}, read = {}, pending = {} }
+    held = { scores = {}, read = {}, pending = { n = 0 } }
     ctx.held[key] = held
     ctx.held[#ctx.held + 1] = key -- flushed in first-touched order
   end
@@ -772,30 +789,36 @@ local function held_board(ctx, key, layout)
   return held
 end
 
--- A write to the board, deferred until the key is read or the batch ends: the member's latest
--- score only (the order of a ZADD's members does not change the board it leaves).
+-- A write to the board, deferred until the key is read or the batch ends: the member's score
+-- kept and the member listed in pending (its length in pending.n: an append costs less than a
+-- new key in a growing hash). A member written twice is listed twice, and written with its
+-- latest score both times: the order of a ZADD's members does not change the board it leaves.
 local function defer_write(held, player, score)
   held.scores[player] = score
-  held.pending[player] = score
+  local pending = held.pending
+  local n = pending.n + 1
+  pending.n, pending[n] = n, player
 end
 
 -- Before any read of the key: its deferred writes, in ZADDs of at most 500 members (unpack() is
 -- bounded by Lua's C stack).
 local function flush_board(ctx, key)
   local held = ctx.held[key]
-  if not (held and next(held.pending)) then
+  if not (held and held.pending.n > 0) then
     return
   end
-  local pending, writes, n = held.pending, {}, 0
-  for player, score in pairs(pending) do
-    writes[n + 1], writes[n + 2] = score, player
+  local pending, scores, writes, n = held.pending, held.scores, {}, 0
+  for i = 1, pending.n do
+    local player = pending[i]
+    writes[n + 1], writes[n + 2] = scores[player], player
     n = n + 2
-    pending[player] = nil -- emptied in place: apply_common's board records hold this table
     if n == 1000 then
       redis.call('ZADD', key, unpack(writes, 1, n))
       n = 0
     end
   end
+  -- emptied in place (the next writes list over the old ones): apply_common's board records hold it
+  pending.n = 0
   if n > 0 then
     redis.call('ZADD', key, unpack(writes, 1, n))
   end
@@ -1591,8 +1614,12 @@ local function apply_common(ctx, common, id, player, points_text, ts_text, name,
       end
       local was_top = old ~= nil and (nth == false or old > nth or (old == nth and in_top(ctx, key, player, old, nth)))
       scores[player] = score -- defer_write
-      board.pending[player] = score
-      forget_ranks(ctx, key, nth, old, score)
+      local pending = board.pending
+      local listed = pending.n + 1
+      pending.n, pending[listed] = listed, player
+      if nth == false or score >= nth or (old and old >= nth) then -- forget_ranks
+        ctx.ranks[key] = nil
+      end
       local old_points = old and (old - old % scale) / scale -- score_points
       if old_points ~= points then -- board_score_changed's deltas
         new_bucket = new_bucket or bucket_of(points)
@@ -1876,7 +1903,7 @@ local function lb_submit(keys, args)
     end
   end
   ctx.players = batch_players
-  ctx.banned_players = held('HMGET', ctx.banned, batch_players)
+  ctx.banned_players = banned_among(ctx.banned, batch_players)
   for _, mark in ipairs(marks) do
     mark.before, mark.ids = held('SMISMEMBER', mark.key, mark.ids), {}
   end

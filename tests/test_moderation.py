@@ -70,6 +70,19 @@ async def test_a_banned_players_submissions_are_refused_per_entry_and_replays_to
     assert again.status == "ok" and await top(lb) == [("ana", 7), ("cheat", 5)]
 
 
+@pytest.mark.parametrize("more_banned", [0, 3], ids=["tombstones-fewer-than-players", "tombstones-as-many"])
+async def test_a_batch_finds_its_banned_players_however_many_tombstones_the_game_holds(
+    lb: Leaderboard, more_banned: int
+) -> None:
+    # lb_submit reads a tombstone hash with fewer fields than the batch has players whole, and
+    # asks about each player otherwise: the verdicts are the same either way
+    for player in ["cheat", *(f"bot{i}" for i in range(more_banned))]:
+        await Moderation(lb).ban(player, actor=ACTOR, reason="bot")
+    results = await submit(lb, slip("1", "ana", 7), slip("2", "cheat", 900), slip("3", "ben", 5))
+    assert [(r.status, r.code) for r in results] == [("ok", None), ("error", "banned"), ("ok", None)]
+    assert await top(lb) == [("ana", 7), ("ben", 5)]
+
+
 async def test_correct_sets_points_up_or_down_keeping_the_tie_time(lb: Leaderboard, r: aioredis.Redis) -> None:
     await submit(lb, slip("1", "ana", 900, region="eu"), slip("2", "ben", 500, NOW + 1000))
     mod = Moderation(lb)
