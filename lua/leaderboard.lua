@@ -1749,7 +1749,7 @@ A slip is refused whole (per entry, nothing written) when a period it would writ
 (period_closed: lb_close set the period's marker, its finals are published) or when it names a
 region or mode value the game has not seen while the scopes set holds max_scopes values
 (too_many_scopes); a new value is added to the set by the first slip applied with it.
-What is read for every slip is read once per batch: the ban tombstones of its players (HMGET),
+What is read for every slip is read once per batch: the ban tombstones of its players (banned_among),
 its ids' seen buckets (SMISMEMBER), a tournament's entrants (SMISMEMBER), each board's scores of
 the players of each layout writing to it (ZMSCORE: held_board); the boards' writes are gathered
 into one ZADD per board (flushed earlier only before a read of that board), and the histograms
