@@ -173,7 +173,7 @@ class Watch:
         pubsub, self._pubsub = self._pubsub, None
         if pubsub is not None:
             with contextlib.suppress(Exception):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                await pubsub.aclose()
 
 
 def _text(value: str | bytes) -> str:

@@ -286,7 +286,7 @@ async def publish_lag(url: str, r: RedisClient, rate: float, seconds: float, fig
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await pubsub.aclose()  # type: ignore[no-untyped-call]
+        await pubsub.aclose()
         proc.terminate()
         await asyncio.wait_for(proc.wait(), 15)
 

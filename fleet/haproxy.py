@@ -72,6 +72,10 @@ DEFAULT_LOG = "stdout format raw local0 info"  # under systemd, stdout is the jo
 LOG_FORMAT = "%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq %HM %HP"
 
 
+class CommandRefused(RuntimeError):
+    """The runtime API answered a command with an error (an unknown server, a bad state)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Gateway:
     """One backend server: ``gw-1`` at ``127.0.0.2:8000`` (or an HTTP API process, ``api-1``)."""
@@ -239,7 +243,7 @@ class Runtime:
         """``ready``, ``drain`` (no new connections, open ones stay) or ``maint``."""
         answer = (await self.command(f"set server {backend}/{server} state {state}")).strip()
         if answer:
-            raise RuntimeError(f"haproxy: set server {server} state {state}: {answer}")
+            raise CommandRefused(f"haproxy: set server {server} state {state}: {answer}")
 
     async def servers(self, backend: str = BACKEND) -> dict[str, dict[str, str]]:
         """Per server of ``backend``: ``status`` (UP, DOWN, DRAIN, MAINT, …), ``scur`` (connections

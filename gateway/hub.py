@@ -294,7 +294,7 @@ class Hub:
         pubsub, self._pubsub = self._pubsub, None
         if pubsub is not None:
             with contextlib.suppress(Exception):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                await pubsub.aclose()
 
     def _confirmed(self, channel: bytes) -> None:
         self._subscribed.add(channel)

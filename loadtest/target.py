@@ -268,7 +268,7 @@ class SnapshotMonitor:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         if self.pubsub is not None:
-            await self.pubsub.aclose()  # type: ignore[no-untyped-call]
+            await self.pubsub.aclose()
         await self.redis.aclose()
 
     def between(self, t0: float, t1: float) -> list[tuple[str, int]]:

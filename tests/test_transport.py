@@ -35,7 +35,7 @@ async def test_a_connection_torn_down_under_a_command_is_a_lost_connection(redis
         writing = asyncio.create_task(conn.send_packed_command(b"*1\r\n$4\r\nPING\r\n", check_health=False))
         await asyncio.sleep(0)
         await conn.disconnect(nowait=True)
-        with pytest.raises(RedisConnectionError, match="closed by another task"):
+        with pytest.raises(RedisConnectionError):
             await writing
         await client.connection_pool.release(conn)
         assert await client.ping()  # the pool goes on with a fresh connection
