@@ -120,7 +120,7 @@ async def post_applied(
     status = path[: path.index("boards/")] + "submissions/" + quote(resp.json()["submission"], safe="")
 
     async def decided() -> bool:
-        return bool((await http.get(status, headers=SERVER)).json()["status"] != "pending")
+        return bool((await http.get(status, headers=headers)).json()["status"] != "pending")  # a server token
 
     await until(decided, 30)
     return await http.post(path, params={"wait": "applied"}, json=slip, headers=headers)
