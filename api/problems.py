@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from http import HTTPStatus
 
 import orjson
@@ -27,6 +28,8 @@ STATUS = {
     "board_exists": 409,
     "board_reorder": 409,
     "stale_board": 409,
+    # an Idempotency-Key (match_id) reused with another body: the IETF idempotency-key draft's 422
+    "idempotency_conflict": 422,
     "method_not_allowed": 405,
     "body_too_large": 413,
     "unsupported_media_type": 415,
@@ -38,7 +41,15 @@ STATUS = {
 }
 # The codes an answer may carry (the OpenAPI document lists them).
 ALL_CODES = sorted(
-    {*STATUS, *CODES, *INPUT_CODES, *BOARD_CODES, "bad_json", "bad_message", "bad_period", "tournament_ended", "banned"}
+    {
+        *STATUS,
+        *CODES,
+        *INPUT_CODES,
+        *BOARD_CODES,
+        *("bad_json", "bad_message", "bad_period", "tournament_ended", "banned"),
+        # a request body against its schema in the OpenAPI document (bodies.py)
+        *("unknown_field", "missing_field"),
+    }
 )
 
 
@@ -53,8 +64,11 @@ class Problem(Exception):
         self.retry_after = retry_after
 
 
-def response(code: str, message: str, *, retry_after: int | None = None) -> Response:
-    """The problem's answer; ``Retry-After`` (seconds) on a 429, and 1 s on a 503."""
+def response(
+    code: str, message: str, *, retry_after: int | None = None, headers: Mapping[str, str] | None = None
+) -> Response:
+    """The problem's answer; ``Retry-After`` (seconds) on a 429, and 1 s on a 503; ``headers``
+    besides (a 405's ``Allow``)."""
     status = STATUS.get(code, 400)
     body = {
         "type": f"https://leaderboard.invalid/problems/{code}",  # the code, as the URI RFC 9457 asks for
@@ -63,7 +77,9 @@ def response(code: str, message: str, *, retry_after: int | None = None) -> Resp
         "detail": message,
         "code": code,
     }
-    headers = {"Retry-After": str(retry_after or 1)} if status in (429, 503) else None
+    headers = dict(headers or {})
+    if status in (429, 503):
+        headers["Retry-After"] = str(retry_after or 1)
     if code in ("auth_required", "invalid_token", "token_expired"):
-        headers = {"WWW-Authenticate": "Bearer"}
+        headers["WWW-Authenticate"] = "Bearer"
     return Response(orjson.dumps(body), status, headers, MEDIA_TYPE)

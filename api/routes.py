@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -34,6 +35,7 @@ from leaderboard.keys import DEFINED, GLOBAL_SCOPE, SCOPE_KINDS, parse_scope
 from leaderboard.queue import Queue
 from leaderboard.windows import window
 
+from . import bodies
 from .problems import ALL_CODES, MEDIA_TYPE, Problem
 from .settings import ApiSettings
 from .watch import Watch
@@ -190,7 +192,7 @@ async def put_definition(api: Api, request: Request) -> Response:
     with ``board_reorder``). The body's ``id``, if given, is the path's."""
     game = api.game(request)
     identity = _allowed(api.identity(request), "server")
-    board, fields = path_param(request, "definition"), await _json_body(api, request)
+    board, fields = path_param(request, "definition"), await _json_body(api, request, "BoardDefinition")
     if fields.setdefault("id", board) != board:
         raise Problem("invalid_board_id", "the definition's id is not the path's")
     msg = {"type": "board", "action": "create", "definition": fields}
@@ -205,14 +207,15 @@ async def put_definition(api: Api, request: Request) -> Response:
     return Response(await _answer(game, identity, update), media_type=JSON)
 
 
-def answering(message: Message, *, auth: str = "none", body: bool = False) -> Handler:
+def answering(message: Message, *, auth: str = "none", body: str | None = None) -> Handler:
     """A route answered as the socket answers its request (leaderboard/replies.py): the token
-    checked for the route's ``auth``, the request parsed and paid for, then the same reply."""
+    checked for the route's ``auth``, its ``body`` (a schema's name) checked, the request parsed
+    and paid for, then the same reply."""
 
     async def handler(api: Api, request: Request) -> Response:
         game = api.game(request)
         identity = _allowed(api.identity(request), auth)
-        fields = await _json_body(api, request) if body else {}
+        fields = await _json_body(api, request, body) if body else {}
         req = api.read(request, message(request, fields), identity)
         return Response(await _answer(game, identity, req), media_type=JSON)
 
@@ -248,10 +251,34 @@ async def top(api: Api, request: Request) -> Response:
         response.raw_headers = list(headers)  # made once per snapshot, as the fast path sends them
         return response
     api.charge(request, identity, req)
-    return Response(await _answer(game, identity, req), media_type=JSON)
+    body = await _answer(game, identity, req)
+    # read from the board (no snapshot to answer with): cacheable as a held answer is, its ETag
+    # the body's own, so a client or CDN holds every top the same way
+    etag = f'"b.{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
+    bare = ((b"etag", etag.encode()), (b"cache-control", _cache_control(api)))
+    if _matches(etag, request.headers.get("if-none-match")):
+        response = Response(b"", 304)
+        response.raw_headers = list(bare)
+        return response
+    response = Response(body, media_type=JSON)
+    response.raw_headers += bare
+    return response
 
 
 Headers = tuple[tuple[bytes, bytes], ...]  # as ASGI sends them
+
+
+def _cache_control(api: Api) -> bytes:
+    return _cache_header(int(api.settings.top_ttl), int(api.settings.stale_if_error))
+
+
+@functools.lru_cache(maxsize=8)
+def _cache_header(ttl: int, stale: int) -> bytes:
+    return f"max-age={ttl}, stale-while-revalidate={ttl}, stale-if-error={stale}".encode()
+
+
+def _matches(etag: str, if_none_match: str | None) -> bool:
+    return if_none_match is not None and etag in (tag.strip() for tag in if_none_match.split(","))
 
 
 async def held_top(api: Api, game: Game, req: p.Top, if_none_match: str | None) -> tuple[int, Headers, bytes] | None:
@@ -263,7 +290,7 @@ async def held_top(api: Api, game: Game, req: p.Top, if_none_match: str | None) 
         return None
     (etag, full, bare, body), age = held
     stale = (b"age", b"%d" % age) if age >= 1 else None  # none when fresh: haproxy stores no "Age: 0"
-    if if_none_match is not None and etag in (tag.strip() for tag in if_none_match.split(",")):
+    if _matches(etag, if_none_match):
         return 304, (*bare, stale) if stale else bare, b""
     return 200, (*full, stale) if stale else full, body
 
@@ -284,7 +311,7 @@ async def create_tournament(api: Api, request: Request) -> Response:
     scorer tournament create`` makes them; again with the same bounds: the same answer."""
     game = api.game(request)
     _allowed(api.identity(request), "server")
-    fields = await _json_body(api, request)
+    fields = await _json_body(api, request, "TournamentSpan")
     tournament, start, end = path_param(request, "tournament"), fields.get("start_ms"), fields.get("end_ms")
     if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**53 for v in (start, end)):
         raise Problem("bad_message", "start_ms and end_ms must be times in ms since the epoch")
@@ -300,11 +327,13 @@ async def submit(api: Api, request: Request) -> Response:
     wait = request.query_params.get("wait")
     if wait not in (None, "applied"):
         raise Problem("bad_message", "wait must be applied")
-    sub = _submission(request, await _json_body(api, request))
+    body = await _json_body(api, request, "Score")
+    sub = _submission(request, body)
     if wait is not None:  # lb_submit keeps what it decided per board for the status read below
         sub = replace(sub, outcome=True)
     try:
-        stream_id = await game.queue.submit(sub)  # the clock and the game's limits checked here
+        # the clock and the game's limits checked here; the body's fingerprint against the id's first
+        stream_id = await game.queue.submit(sub, body=fingerprint(path_param(request, "board"), body))
     except (InvalidSubmission, BacklogFull, NotReplicated) as exc:
         raise Problem(exc.code, exc.message) from None
     except (RedisError, OSError):
@@ -325,8 +354,9 @@ async def openapi_json(api: Api, request: Request) -> Response:
 # ---------------------------------------------------------------- their parts
 
 
-async def _json_body(api: Api, request: Request) -> dict[str, Any]:
-    """The request's JSON object, read no further than LB_API_MAX_BODY bytes."""
+async def _json_body(api: Api, request: Request, schema: str) -> dict[str, Any]:
+    """The request's JSON object, read no further than LB_API_MAX_BODY bytes, as its ``schema``
+    in the OpenAPI document says (bodies.py: types, bounds, no field it does not declare)."""
     cap = api.settings.max_body
     kind = request.headers.get("content-type", JSON).partition(";")[0].strip().lower()
     if kind != JSON:
@@ -345,6 +375,9 @@ async def _json_body(api: Api, request: Request) -> dict[str, Any]:
         raise Problem("bad_json", "the body is not valid JSON") from None
     if not isinstance(value, dict):
         raise Problem("bad_json", "the body is not a JSON object")
+    violation = bodies.check(SCHEMAS, schema, value, FIELD_CODES.get(schema, {}))
+    if violation is not None:
+        raise Problem(violation.code, violation.message)
     return value
 
 
@@ -356,6 +389,8 @@ def _submission(request: Request, body: dict[str, Any]) -> Submission:
     match_id, key = body.get("match_id"), request.headers.get("idempotency-key")
     if match_id is not None and key is not None and match_id != key:
         raise Problem("bad_message", "match_id and Idempotency-Key differ")
+    if match_id is None and not key:  # the document's rule, which one schema cannot say across body and header
+        raise Problem("missing_id", "match_id or Idempotency-Key is required: the submission id, applied once")
     kind, value = _scope(path_param(request, "board"))
     fields: dict[str, Any] = {
         "id": match_id if match_id is not None else key or "",
@@ -385,6 +420,15 @@ def _submission(request: Request, body: dict[str, Any]) -> Submission:
         return Submission.parse(fields)
     except InvalidSubmission as exc:
         raise Problem(exc.code, exc.message) from None
+
+
+def fingerprint(board: str, body: dict[str, Any]) -> str:
+    """What a submission's request asks, as the Idempotency-Key rule compares it: the path's board
+    and the body's fields but the id (a retry may name it by the header instead), in one text
+    whatever the order of the fields and the spaces between them; hashed, to keep it short."""
+    fields = {k: v for k, v in body.items() if k != "match_id"}
+    canonical = orjson.dumps({"board": board, "body": fields}, option=orjson.OPT_SORT_KEYS)
+    return hashlib.blake2b(canonical, digest_size=16).hexdigest()
 
 
 def _scope(board: str) -> tuple[str | None, str | None]:
@@ -430,8 +474,7 @@ def _top_answer(raw: str, n: int, ttl: int, stale: int) -> tuple[str, str, Heade
     msg = {k: snap[k] for k in ("board", "window", "period", "mode")} | {"entries": snap["entries"][:n]}
     body = orjson.dumps({"type": "top", **msg})
     etag = f'"{snap["period"]}.{snap["version"]}"'
-    cache = f"max-age={ttl}, stale-while-revalidate={ttl}, stale-if-error={stale}".encode()
-    bare = ((b"etag", etag.encode()), (b"cache-control", cache))
+    bare = ((b"etag", etag.encode()), (b"cache-control", _cache_header(ttl, stale)))
     full = ((b"content-type", JSON.encode()), (b"content-length", b"%d" % len(body)), *bare)
     return snap["period"], etag, full, bare, body
 
@@ -555,6 +598,7 @@ BOARD_FIELDS = {
     "period": {"type": "string"},
     "mode": {"type": "string"},
 }
+MS_SINCE_EPOCH = {"type": "integer", "minimum": 0, "maximum": 2**53 - 1}
 SCHEMAS: dict[str, Any] = {
     "Top": {
         "type": "object",
@@ -618,6 +662,7 @@ SCHEMAS: dict[str, Any] = {
             "players": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": p.MAX_FRIENDS}
         },
         "required": ["players"],
+        "additionalProperties": False,
     },
     "Stats": {
         "type": "object",
@@ -635,15 +680,20 @@ SCHEMAS: dict[str, Any] = {
             "player_id": {"type": "string", "minLength": 1, "maxLength": 64},
             "score": {"type": "integer", "minimum": 0, "description": "through each board's operator"},
             "delta": {"type": "integer", "minimum": 0, "description": "added to the player's points"},
-            "match_id": {"type": "string", "minLength": 1, "description": "the submission id: applied once"},
-            "ts": {"type": "integer", "description": "ms since the epoch (default: now)"},
+            "match_id": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 64,
+                "description": "the submission id, applied once: match_id or the Idempotency-Key header is required",
+            },
+            "ts": {"type": "integer", "minimum": 0, "description": "ms since the epoch (default: now)"},
             "name": {"type": "string"},
             "region": {"type": "string"},
             "mode": {"type": "string"},
             "tournament": {"type": "string"},
             "values": {
                 "type": "array",
-                "items": {"type": ["integer", "string"]},
+                "items": {"type": ["integer", "string"], "pattern": "^-?[0-9]+$"},
                 "minItems": 1,
                 "maxItems": 5,
                 "description": "a defined board's (board:<id>) key values, int64 (text beyond 2^53), not a score",
@@ -651,6 +701,9 @@ SCHEMAS: dict[str, Any] = {
             "meta": {"type": "string", "maxLength": 1024, "description": "a defined board's entry metadata"},
         },
         "required": ["player_id"],
+        "additionalProperties": False,
+        "description": "one of score and delta, or a defined board's values; match_id or the Idempotency-Key "
+        "header names the submission",
     },
     "Queued": {
         "type": "object",
@@ -732,6 +785,7 @@ SCHEMAS: dict[str, Any] = {
     "Reason": {
         "type": "object",
         "properties": {"reason": {"type": "string", "description": "journaled with the action"}},
+        "additionalProperties": False,
     },
     "Correction": {
         "type": "object",
@@ -755,16 +809,19 @@ SCHEMAS: dict[str, Any] = {
             "remove": {"type": "boolean", "description": "take the player off the defined boards named"},
         },
         "required": ["reason"],
+        "additionalProperties": False,
     },
     "Profile": {
         "type": "object",
         "properties": {"name": {"type": "string"}, "avatar": {"type": "string"}, "country": {"type": "string"}},
         "minProperties": 1,
+        "additionalProperties": False,
     },
     "TournamentSpan": {
         "type": "object",
-        "properties": {"start_ms": {"type": "integer", "minimum": 0}, "end_ms": {"type": "integer", "minimum": 0}},
+        "properties": {"start_ms": MS_SINCE_EPOCH, "end_ms": MS_SINCE_EPOCH},
         "required": ["start_ms", "end_ms"],
+        "additionalProperties": False,
     },
     "Entrants": {
         "type": "object",
@@ -772,6 +829,7 @@ SCHEMAS: dict[str, Any] = {
             "players": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": p.MAX_JOIN}
         },
         "required": ["players"],
+        "additionalProperties": False,
     },
     "Banned": {
         "type": "object",
@@ -840,6 +898,7 @@ SCHEMAS: dict[str, Any] = {
                         "max": {"type": "integer"},
                     },
                     "required": ["name"],
+                    "additionalProperties": False,
                 },
             },
             "operator": {"enum": ["best", "incr", "set"]},
@@ -851,6 +910,7 @@ SCHEMAS: dict[str, Any] = {
                 "type": "object",
                 "properties": {"start_ms": {"type": "integer"}, "length_s": {"type": "integer"}},
                 "required": ["start_ms", "length_s"],
+                "additionalProperties": False,
             },
             "top_n": {"type": "integer", "minimum": 1, "maximum": 100},
             "metadata_bytes": {"type": "integer", "minimum": 0, "maximum": 1024},
@@ -858,6 +918,7 @@ SCHEMAS: dict[str, Any] = {
             "extensions": {"type": "object"},
         },
         "required": ["keys"],
+        "additionalProperties": False,
     },
     "Definition": {
         "type": "object",
@@ -896,6 +957,71 @@ SCHEMAS: dict[str, Any] = {
 }
 
 
+bodies.checked(SCHEMAS)  # every rule the document states is one the validator applies
+
+# A request body's field that breaks its schema gets the code the library gives the same rule
+# (bodies.py: "<field>.<keyword>" for one keyword's own, "*" for the body's default; else
+# bad_message); unknown_field and missing_field whatever the body.
+FIELD_CODES: dict[str, dict[str, str]] = {
+    "Score": {
+        "player_id": "invalid_player",
+        "match_id": "invalid_id",
+        "score": "invalid_points",
+        "delta": "invalid_points",
+        "ts": "invalid_timestamp",
+        "name": "invalid_name",
+        "region": "invalid_scope",
+        "mode": "invalid_scope",
+        "tournament": "invalid_tournament",
+        "values": "invalid_key_value",
+        "values.type": "wrong_key_count",
+        "values.minItems": "wrong_key_count",
+        "values.maxItems": "wrong_key_count",
+        "meta": "metadata_too_large",
+    },
+    "Reason": {"reason": "invalid_reason"},
+    "Correction": {
+        "points": "invalid_points",
+        "reason": "invalid_reason",
+        "window": "invalid_window",
+        "period": "invalid_period",
+        "scopes": "invalid_scope",
+        "values": "invalid_key_value",
+        "values.type": "wrong_key_count",
+        "values.minItems": "wrong_key_count",
+        "values.maxItems": "wrong_key_count",
+        "metadata": "metadata_too_large",
+    },
+    "Profile": {
+        "*": "invalid_profile",
+        "name": "invalid_name",
+        "avatar": "invalid_avatar",
+        "country": "invalid_country",
+    },
+    "BoardDefinition": {
+        "*": "invalid_board",
+        "id": "invalid_board_id",
+        "keys": "invalid_board_key",
+        "keys.type": "board_no_keys",
+        "keys.minItems": "board_no_keys",
+        "keys.maxItems": "board_too_many_keys",
+        "direction": "invalid_direction",
+        "display": "invalid_display",
+        "operator": "invalid_operator",
+        "min": "invalid_key_bounds",
+        "max": "invalid_key_bounds",
+        "tie": "invalid_tie",
+        "rank_mode": "invalid_rank_mode",
+        "windows": "invalid_board_window",
+        "time_zone": "invalid_time_zone",
+        "season": "invalid_season",
+        "top_n": "invalid_top_n",
+        "metadata_bytes": "invalid_metadata_limit",
+        "extensions": "unknown_extension",
+    },
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
     method: str
@@ -914,7 +1040,7 @@ def _read_route(
     params: list[dict[str, Any]], *, auth: str = "none", body: str | None = None,
 ) -> Route:  # fmt: skip
     """A route answered as its socket request is (``answering``)."""
-    handler = answering(message, auth=auth, body=body is not None)
+    handler = answering(message, auth=auth, body=body)
     return Route(method, path, name, handler, summary, {200: answer}, params, body, auth)
 
 

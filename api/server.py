@@ -115,8 +115,9 @@ def application(settings: ApiSettings) -> ASGIApp:
     budgets = Budgets(settings.read_rate, settings.read_burst, settings.read_budgets)
     api = Api(settings, games, settings.game.served[0].game, budgets)
 
-    def endpoint(handler: Handler) -> Any:
+    def endpoint(handlers: dict[str, Handler]) -> Any:
         async def answer(request: Request) -> Response:
+            handler = handlers[request.method if request.method in handlers else "GET"]  # HEAD: GET's
             try:
                 return await handler(api, request)
             except problems.Problem as exc:
@@ -130,7 +131,7 @@ def application(settings: ApiSettings) -> ASGIApp:
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_message")
-        return problems.response(code, str(exc.detail))
+        return problems.response(code, str(exc.detail), headers=exc.headers)  # a 405's Allow
 
     async def server_error(request: Request, exc: Exception) -> Response:
         # outside a route (the routing itself): Starlette logs it after this answer
@@ -161,7 +162,12 @@ def application(settings: ApiSettings) -> ASGIApp:
             return Response("redis unreachable\n", 503, media_type="text/plain")
         return Response("ok\n", media_type="text/plain")
 
-    table = [StarletteRoute(r.path, endpoint(r.handler), methods=[r.method]) for r in ROUTES]
+    methods: dict[str, dict[str, Handler]] = {}
+    for r in ROUTES:
+        methods.setdefault(r.path, {})[r.method] = r.handler
+    # one Starlette route per path, all its methods: a 405's Allow names every one (one route per
+    # method would answer with the first's alone)
+    table = [StarletteRoute(path, endpoint(handlers), methods=list(handlers)) for path, handlers in methods.items()]
     table.append(StarletteRoute("/readyz", readyz, methods=["GET"]))
     app = Starlette(
         routes=table,

@@ -52,6 +52,8 @@ CODES = {
     "banned": "player is banned from this game",
     "period_closed": "a window period the slip belongs to is closed: its close event and finals are published",
     "too_many_scopes": "the game has as many region and mode values as LB_MAX_SCOPES allows",
+    # the HTTP API's Idempotency-Key rule (lb_enqueue): an id is filed with one request body
+    "idempotency_conflict": "the submission id was filed with another body",
     # a slip naming a defined board (board, values, meta): BOARD_CODES says the same
     "invalid_board_id": "board must be 1-32 characters of A-Z a-z 0-9 _ -",
     "unknown_board": "no board of that id",
@@ -222,6 +224,7 @@ _REPLY_ERRORS: dict[str, type[LeaderboardError]] = {
     "tournament_exists": TournamentError,
     "tournament_ended": TournamentError,
     "banned": Banned,
+    "idempotency_conflict": InvalidSubmission,
     **dict.fromkeys(INPUT_CODES, InvalidInput),
     **dict.fromkeys(("board_exists", "unknown_board", "board_reorder", "stale_board", "invalid_board"), InvalidBoard),
     # a defined board's correction (lb_correct_defined): its key values and metadata
@@ -244,4 +247,6 @@ def from_reply(reply: str) -> LeaderboardError | None:
         return InvalidInput(code, message)
     if kind is InvalidBoard:
         return InvalidBoard(code, message)
+    if kind is InvalidSubmission:
+        return InvalidSubmission(code, message)
     return kind(message)

@@ -93,6 +93,12 @@ class Keys:
         """Submission ids applied, bucketed by the hour of the submission's own timestamp."""
         return f"{self.prefix}:seen:{hour}"
 
+    def bodies(self, hour: int) -> str:
+        """Hash submission id -> fingerprint of the request body it was first filed with (the HTTP
+        API's Idempotency-Key rule: lb_enqueue refuses the id with another body), bucketed by the
+        hour it was filed and kept as long as a submission id is remembered."""
+        return f"{self.prefix}:bodies:{hour}"
+
     def outcomes(self, hour: int) -> str:
         """Hash submission id -> what lb_submit decided per board (JSON), for the submissions
         that asked to keep it (``Submission.outcome``); bucketed and kept as their seen ids."""

@@ -226,9 +226,14 @@ class Leaderboard(PlainReads):
         backlog_max: int,
         wait_replicas: int = 0,
         wait_timeout_ms: int = 0,
+        bodies: Sequence[str] | None = None,
     ) -> list[str]:
         """lb_enqueue: append stream entries to the submissions queue, all or none; their ids.
         Raises BacklogFull when that would take the queue past ``backlog_max``.
+
+        ``bodies``: per entry, a fingerprint of the request that filed it ('' for none): an id
+        filed before (within LB_IDEMPOTENCY_S) with another one is refused, InvalidSubmission
+        ``idempotency_conflict``, and nothing is appended.
 
         ``wait_replicas`` > 0: then ``WAIT`` on the same connection until that many replicas
         have the entries (at most ``wait_timeout_ms``), so an acknowledged submission survives
@@ -238,7 +243,13 @@ class Leaderboard(PlainReads):
             args.append(len(fields))
             for item in fields.items():
                 args += item
-        command: Command = ("FCALL", "lb_enqueue", 2, self.keys.submissions, self.keys.queued, *args)
+        keys = [self.keys.submissions, self.keys.queued]
+        if bodies is not None:
+            # every hour's bucket an id filed within the idempotency window is in, the newest first
+            hour, window = now_ms() // HOUR_MS, self.config.idempotency_s * 1000 // HOUR_MS
+            keys += [self.keys.bodies(h) for h in range(hour, hour - window - 2, -1)]
+            args += [(hour + 1) * HOUR_MS // 1000 + self.config.idempotency_s, *bodies]
+        command: Command = ("FCALL", "lb_enqueue", len(keys), *keys, *args)
         if not wait_replicas:
             ids = await _execute(self.redis, command)
             return [str(i) for i in ids]

@@ -44,11 +44,12 @@ class Queue:
         self.wait_timeout_ms = config.wait_timeout_ms if wait_timeout_ms is None else wait_timeout_ms
         self.stream = config.keys.submissions
 
-    async def submit(self, submission: Submission) -> str:
-        [stream_id] = await self.submit_many([submission])
+    async def submit(self, submission: Submission, *, body: str | None = None) -> str:
+        """``body``: a fingerprint of the request that filed it (Leaderboard.enqueue's ``bodies``)."""
+        [stream_id] = await self.submit_many([submission], bodies=None if body is None else [body])
         return stream_id
 
-    async def submit_many(self, submissions: Sequence[Submission]) -> list[str]:
+    async def submit_many(self, submissions: Sequence[Submission], *, bodies: Sequence[str] | None = None) -> list[str]:
         """Check the clock, the game's limits and the definitions of the boards named, then
         append every submission in one call; returns their stream ids. The rest of the rules
         held when each Submission was made.
@@ -71,6 +72,7 @@ class Queue:
             backlog_max=self.backlog_max,
             wait_replicas=self.wait_replicas,
             wait_timeout_ms=self.wait_timeout_ms,
+            bodies=bodies,
         )
 
     async def _check_boards(self, submissions: Sequence[Submission]) -> None:

@@ -37,6 +37,9 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
                                                    fields set, or (earlier releases) fields by name
   lb:{g}:queued                            SET     submission ids in the queue: lb_enqueue adds, the
                                                    scorer removes when it acknowledges them
+  lb:{g}:bodies:<hour>                     HASH    submission id -> fingerprint of the request body it
+                                                   was first filed with (the HTTP API's), bucketed by
+                                                   the hour lb_enqueue took it; kept as long as seen
   lb:{g}:deadletters                       STREAM  slips the scorer refused: their fields and dead.id,
                                                    dead.code, dead.message, dead.at, dead.by (scorer)
   lb:{g}:refused:<hour>                    HASH    submission id -> "<code> <message>" of the
@@ -81,7 +84,7 @@ Functions (each documented where it is defined; Python wrappers in leaderboard/l
                                                         outcomes, scopes, versions, activity,
                                                         profiles;
                                                         SPUBLISH announce
-  lb_enqueue      append to the queue under its cap     submissions, queued
+  lb_enqueue      append to the queue under its cap     submissions, queued, bodies
   lb_ack          acknowledge, trim what is applied     the stream given (any group), queued
   lb_status       a submission's outcome (no-writes)    queued, seen, outcomes, refused
   lb_lease        take, renew or release the lease      publisher
@@ -2013,6 +2016,54 @@ local function trim_applied(stream)
   end
 end
 
+-- An entry's submission id: its slip up to the first tab, or its 'id' field; nil if it has none.
+local function entry_id(args, at)
+  local last = at + 2 * tonumber(args[at])
+  for f = at + 1, last - 1, 2 do
+    if args[f] == 'slip' then
+      return string.match(args[f + 1], '^[^\t]+')
+    elseif args[f] == 'id' then
+      return args[f + 1]
+    end
+  end
+  return nil
+end
+
+-- The request bodies' fingerprints, each against the one its id was first filed with (the
+-- Idempotency-Key rule of the HTTP API): another one refuses the whole call before anything is
+-- appended, since the id would be applied with the first body and this one dropped unseen.
+-- Returns the ids filed for the first time (fingerprint by id), or nil and the refusal.
+local function claim_bodies(keys, args, starts, count, pos)
+  if not parse_uint(args[pos], 12) then
+    return nil, refuse('bad_request', 'malformed body fingerprints')
+  end
+  local first = {}
+  for i = 1, count do
+    local fp = args[pos + i]
+    if fp ~= '' then
+      local id = entry_id(args, starts[i])
+      if not id then
+        return nil, refuse('bad_request', 'entry ' .. i .. ' has a body fingerprint but no submission id')
+      end
+      local known, stored = first[id], nil
+      for k = 3, #keys do -- the newest bucket first: a retry comes soon after
+        if known or stored then
+          break
+        end
+        stored = redis.call('HGET', keys[k], id)
+      end
+      known = known or stored
+      if known and known ~= fp then
+        return nil, refuse('idempotency_conflict', 'submission ' .. id .. ' was filed with another body')
+      end
+      if not stored then
+        first[id] = fp
+      end
+    end
+  end
+  return first
+end
+
 --[[ lb_enqueue: append submissions to the queue, unless that would overfill it.
 The backlog check and the appends are one atomic call, so concurrent submitters cannot together
 push the backlog past its cap. The stream's length bounds the backlog from above (see
@@ -2020,10 +2071,16 @@ backlog_of), so it is enough when it leaves room; only a stream that looks full 
 exactly. Nothing is trimmed here: an entry waiting is never dropped to make room. A malformed
 call (an entry cut short, arguments past the last) appends nothing. Each entry's
 submission id (its 'slip' field up to the first tab, or its 'id' field) joins the queued set
-(lb_status: pending) until the scorer acknowledges the entry.
-Input:  KEYS[1] submissions stream, KEYS[2] queued set
-        ARGV    backlog_max, entry_count, then per entry: field_count (pairs), field, value, ...
-Output: the stream ids, in order; or 'ERR backlog_full ...' and nothing is appended
+(lb_status: pending) until the scorer acknowledges the entry. With body buckets (the HTTP API),
+each entry's request body fingerprint is held to the first one filed under its id
+(claim_bodies), and a first one is kept in the current hour's bucket.
+Input:  KEYS[1] submissions stream, KEYS[2] queued set, KEYS[3 ..] (optional) the bodies buckets
+        of the idempotency window, the current hour's first
+        ARGV    backlog_max, entry_count, then per entry: field_count (pairs), field, value, ...;
+                with body buckets then: their expire_at (unix s), one fingerprint per entry ('':
+                none)
+Output: the stream ids, in order; or 'ERR backlog_full ...' or 'ERR idempotency_conflict ...' and
+        nothing is appended
 ]]
 local function lb_enqueue(keys, args)
   local backlog_max = parse_uint(args[1], 12)
@@ -2051,8 +2108,17 @@ local function lb_enqueue(keys, args)
     starts[i] = pos
     pos = pos + 2 * pairs_count + 1
   end
-  if pos ~= #args + 1 then
+  local bodies = #keys > 2
+  if pos + (bodies and count + 1 or 0) ~= #args + 1 then
     return refuse('bad_request', 'arguments past the last entry')
+  end
+  local first
+  if bodies then
+    local err
+    first, err = claim_bodies(keys, args, starts, count, pos)
+    if err then
+      return err
+    end
   end
   local ids, queued, n, stream = {}, {}, 0, keys[1]
   for i = 1, count do
@@ -2083,6 +2149,12 @@ local function lb_enqueue(keys, args)
   end
   for i = 1, #queued, 1000 do -- chunked: unpack() is bounded by Lua's C stack
     redis.call('SADD', keys[2], unpack(queued, i, math.min(i + 999, #queued)))
+  end
+  if first and next(first) then
+    for id, fp in pairs(first) do
+      redis.call('HSET', keys[3], id, fp) -- a retry's: the same fingerprint again, a no-op
+    end
+    redis.call('EXPIREAT', keys[3], args[pos], 'NX')
   end
   return ids
 end

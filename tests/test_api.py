@@ -108,6 +108,24 @@ async def scorer(redis_url: str, **env: str) -> AsyncIterator[None]:
         await asyncio.wait_for(proc.wait(), 10)
 
 
+async def post_applied(
+    http: httpx.AsyncClient, path: str, slip: dict[str, Any], headers: dict[str, str] = SERVER
+) -> httpx.Response:
+    """``POST path?wait=applied``, answered with the slip's outcome however long the scorer takes:
+    a 202 (still pending past LB_API_WAIT_MAX on a loaded machine) waits, bounded, for the slip's
+    status route to leave pending, then asks again (a retry: the same answer, now the outcome)."""
+    resp = await http.post(path, params={"wait": "applied"}, json=slip, headers=headers)
+    if resp.status_code != 202:
+        return resp
+    status = path[: path.index("boards/")] + "submissions/" + quote(resp.json()["submission"], safe="")
+
+    async def decided() -> bool:
+        return bool((await http.get(status, headers=headers)).json()["status"] != "pending")  # a server token
+
+    await until(decided, 30)
+    return await http.post(path, params={"wait": "applied"}, json=slip, headers=headers)
+
+
 def problem(resp: httpx.Response, status: int, code: str) -> dict[str, Any]:
     assert resp.status_code == status, resp.text
     assert resp.headers["content-type"] == "application/problem+json"
@@ -167,13 +185,14 @@ async def test_the_top_comes_from_the_published_snapshot_with_its_etag(
     await seed(r)
     slip = {"player_id": "zoe", "score": 900, "match_id": "z-1"}
     async with scorer(redis_url, LB_TICK_MS="20"):
-        await http.post("/v1/boards/global/scores", params={"wait": "applied"}, json=slip, headers=SERVER)
+        await post_applied(http, "/v1/boards/global/scores", slip)
         tagged: list[httpx.Response] = []
 
         async def published() -> bool:
             resp = await http.get("/v1/boards/global/top", params={"n": 2})
             tagged[:] = [resp]
-            return "etag" in resp.headers and resp.json()["entries"][0]["player"] == "zoe"
+            held = resp.headers["etag"].startswith(f'"{resp.json()["period"]}.')  # the snapshot's ETag
+            return held and resp.json()["entries"][0]["player"] == "zoe"
 
         await until(published, 10)
         [first] = tagged
@@ -186,7 +205,7 @@ async def test_the_top_comes_from_the_published_snapshot_with_its_etag(
         assert same.status_code == 304 and same.content == b"" and same.headers["etag"] == etag
 
         slip = {"player_id": "ada", "score": 950, "match_id": "a-1"}
-        await http.post("/v1/boards/global/scores", params={"wait": "applied"}, json=slip, headers=SERVER)
+        await post_applied(http, "/v1/boards/global/scores", slip)
 
         async def changed() -> bool:
             resp = await http.get("/v1/boards/global/top", params={"n": 2}, headers={"If-None-Match": etag})
@@ -195,9 +214,10 @@ async def test_the_top_comes_from_the_published_snapshot_with_its_etag(
 
         await until(changed, 10)
         assert tagged[0].headers["etag"] != etag and tagged[0].json()["entries"][0]["player"] == "ada"
-    # more entries than a snapshot holds are read from the board: no ETag
+    # more entries than a snapshot holds are read from the board: cacheable the same way
     past = await http.get("/v1/boards/global/top", params={"window": "alltime", "n": 50})
-    assert past.status_code == 200 and "etag" not in past.headers
+    assert past.status_code == 200 and past.headers["etag"] != etag
+    assert past.headers["cache-control"] == first.headers["cache-control"]
 
 
 async def test_a_submission_is_queued_then_applied_once(
@@ -207,15 +227,15 @@ async def test_a_submission_is_queued_then_applied_once(
     queued = await http.post("/v1/boards/global/scores", json=slip, headers=SERVER)
     assert queued.status_code == 202 and queued.json()["submission"] == "match-1" and queued.json()["stream_id"]
     async with scorer(redis_url):
-        applied = await http.post("/v1/boards/global/scores", params={"wait": "applied"}, json=slip, headers=SERVER)
+        applied = await post_applied(http, "/v1/boards/global/scores", slip)
         assert applied.status_code == 200, applied.text
         assert applied.json()["status"] == "applied" and applied.json()["submission"] == "match-1"
         # a retry, by the header this time: the same outcome, nothing applied twice
-        retry = await http.post(
+        retry = await post_applied(
+            http,
             "/v1/boards/global/scores",
-            params={"wait": "applied"},
-            json={"player_id": "ana", "delta": 40},
-            headers={**SERVER, "Idempotency-Key": "match-1"},
+            {"player_id": "ana", "delta": 40},
+            {**SERVER, "Idempotency-Key": "match-1"},
         )
         assert retry.status_code == 200 and retry.json()["status"] == "applied"
         lb = Leaderboard(r, GameConfig(game=GAME))
@@ -223,12 +243,11 @@ async def test_a_submission_is_queued_then_applied_once(
         me = (await http.get("/v1/boards/global/players/ana", headers=SERVER)).json()
         assert me["score"] == 40  # once, although filed three times
 
-        refused = await http.post(
+        refused = await post_applied(
+            http,
             "/v1/boards/global/scores",
-            params={"wait": "applied"},
             # the queue takes it (below the cap), the board cannot hold 40 + it: the scorer refuses
-            json={"player_id": "ana", "delta": GameConfig(game=GAME).rules().max_points, "match_id": "too-much"},
-            headers=SERVER,
+            {"player_id": "ana", "delta": GameConfig(game=GAME).rules().max_points, "match_id": "too-much"},
         )
         assert refused.status_code == 200 and refused.json()["status"] == "refused" and refused.json()["code"]
         assert (await lb.ranks(["ana"], "weekly", "global")).standings[0].score == 40
@@ -271,6 +290,13 @@ BAD_WRITES = [
     (json.dumps({"player_id": "mia", "score": 1.5, "match_id": "m"}).encode(), {}, 400, "invalid_points"),
     (json.dumps({"player_id": 7, "score": 1, "match_id": "m"}).encode(), {}, 400, "invalid_player"),
     (json.dumps({"player_id": "mia", "score": 1}).encode(), {}, 400, "missing_id"),
+    # the types and fields of the document's Score, no looser
+    (json.dumps({"player_id": "mia", "score": "1200", "match_id": "m"}).encode(), {}, 400, "invalid_points"),
+    (json.dumps({"player_id": "mia", "score": True, "match_id": "m"}).encode(), {}, 400, "invalid_points"),
+    (json.dumps({"player_id": "mia", "score": 1, "match_id": "m", "ts": "1"}).encode(), {}, 400, "invalid_timestamp"),
+    (json.dumps({"playerId": "mia", "score": 1, "match_id": "m"}).encode(), {}, 400, "unknown_field"),
+    (json.dumps({"score": 1, "match_id": "m"}).encode(), {}, 400, "missing_field"),
+    (json.dumps({"player_id": "mia", "score": 1, "match_id": 7}).encode(), {}, 400, "invalid_id"),
     (json.dumps({"player_id": "mia", "score": 1, "delta": 1, "match_id": "m"}).encode(), {}, 400, "bad_message"),
     (
         json.dumps({"player_id": "mia", "score": 1, "match_id": "m"}).encode(),
@@ -600,9 +626,9 @@ async def test_a_defined_board_takes_key_values_and_answers_with_them(
     await lb.create_board(boards.parse(tower))
     path = "/v1/boards/board:tower/scores"
 
-    async def post(body: dict[str, Any], where: str = path, **params: str) -> httpx.Response:
+    async def post(body: dict[str, Any], where: str = path) -> httpx.Response:
         slip = {"player_id": "ana", "match_id": "t0", **body}
-        return await http.post(where, params=params, json=slip, headers=SERVER)
+        return await http.post(where, json=slip, headers=SERVER)
 
     # refused before the queue, with the codes the scorer would give; nothing queued
     problem(await post({"values": [1, 2]}, "/v1/boards/board:nope/scores"), 404, "unknown_board")
@@ -612,16 +638,21 @@ async def test_a_defined_board_takes_key_values_and_answers_with_them(
     problem(await post({"values": [1, 5], "meta": "123456789"}), 400, "metadata_too_large")
     problem(await post({"values": [1, 5], "score": 3}), 400, "bad_message")
     problem(await post({"score": 3, "values": [1, 5]}, "/v1/boards/global/scores"), 404, "unknown_board")
+    # the values as the document has them: an array of integers or decimal text
+    problem(await post({"values": "1,5"}), 400, "wrong_key_count")
+    problem(await post({"values": [1, "5x"]}), 400, "invalid_key_value")
+    problem(await post({"values": [1, 5.0]}), 400, "invalid_key_value")
     assert await r.xlen(lb.keys.submissions) == 0
 
     async with scorer(redis_url):
-        applied = await post({"values": ["12", 81_250], "meta": "run-1", "match_id": "t1"}, wait="applied")
+        slip = {"player_id": "ana", "values": ["12", 81_250], "meta": "run-1", "match_id": "t1"}
+        applied = await post_applied(http, path, slip)
         assert applied.status_code == 200 and applied.json()["status"] == "applied", applied.text
         [row] = applied.json()["boards"]
         assert (row["board"], row["window"], row["points"]) == ("board:tower", "daily", 12)
         assert (row["keys"], row["rank"], row["previous_rank"]) == (["12", "81250"], 1, None)
         ben = {"player_id": "ben", "values": [12, 79_900], "match_id": "t2"}
-        applied = await http.post(path, params={"wait": "applied"}, json=ben, headers=SERVER)
+        applied = await post_applied(http, path, ben)
         rows = [(b["points"], b["keys"], b["rank"]) for b in applied.json()["boards"]]
         assert rows == [(12, ["12", "79900"], 1)]  # the same floor, sooner: ahead of ana
 
@@ -690,7 +721,7 @@ async def test_only_a_board_with_a_published_snapshot_is_watched(http: httpx.Asy
     # any well-formed name may be asked for: answered (from Redis), but no subscription held for it
     for name in ("mode:nobody", "region:nowhere"):
         answer = await http.get(f"/v1/boards/{name}/top")
-        assert answer.status_code == 200 and answer.json()["entries"] == [] and "etag" not in answer.headers
+        assert answer.status_code == 200 and answer.json()["entries"] == []
     await publish(r, "mode:played", 1)
     assert (await http.get("/v1/boards/mode:played/top")).status_code == 200
 
@@ -723,3 +754,111 @@ async def test_the_top_sent_before_routing_is_the_routes_answer(http: httpx.Asyn
     # a token is checked by the route, before anything is answered
     problem(await http.get("/v1/boards/mode:same/top", headers={"Authorization": "Bearer bad"}), 401, "invalid_token")
     problem(await http.get("/v1/boards/nope/top"), 404, "bad_board")
+
+
+async def test_every_top_is_cacheable_the_same_way(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
+    await seed(r)
+    lb = Leaderboard(r, GameConfig(game=GAME))
+    await publish(r, "mode:held", 1)
+    held = await http.get("/v1/boards/mode:held/top")
+    # a board of this test's own (the module's API process may still watch another test's), nothing
+    # published for it: read from the board, with an ETag of its own and the same Cache-Control
+    await lb.submit_batch([Submission("c1", "ana", 70, now_ms(), mode="cold").fields()])
+    cold = "/v1/boards/mode:cold/top"
+    read = [await http.get(cold, params=q) for q in ({}, {"window": "weekly"}, {"n": 50})]
+    for answer in read:
+        assert answer.status_code == 200 and answer.json()["entries"], answer.text
+        assert answer.headers["etag"] and answer.headers["cache-control"] == held.headers["cache-control"]
+    etag = read[0].headers["etag"]
+    assert read[1].headers["etag"] == etag  # the same answer, the same ETag
+    same = await http.get(cold, headers={"If-None-Match": etag})
+    assert same.status_code == 304 and same.content == b"" and same.headers["etag"] == etag
+    assert same.headers["cache-control"] == held.headers["cache-control"]
+    await lb.submit_batch([Submission("c2", "zed", 5000, now_ms(), mode="cold").fields()])
+    changed = await http.get(cold, headers={"If-None-Match": etag})
+    assert changed.status_code == 200 and changed.headers["etag"] != etag
+
+
+async def test_a_body_is_checked_as_the_document_says(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
+    scores = "/v1/boards/global/scores"
+    unknown = problem(
+        await http.post(scores, json={"playerId": "mia", "score": 1, "match_id": "m"}, headers=SERVER),
+        400,
+        "unknown_field",
+    )
+    assert "playerId" in unknown["detail"]
+    missing = problem(await http.post(scores, json={"score": 1, "match_id": "m"}, headers=SERVER), 400, "missing_field")
+    assert "player_id" in missing["detail"]
+    no_id = problem(await http.post(scores, json={"player_id": "mia", "score": 1}, headers=SERVER), 400, "missing_id")
+    assert "match_id" in no_id["detail"] and "Idempotency-Key" in no_id["detail"]
+    # the operator actions' bodies too, each with the code of the field's rule
+    refusals = [
+        ("POST", "/v1/players/p1/ban", {"reason": "x", "why": "y"}, "unknown_field"),
+        ("POST", "/v1/players/p1/ban", {"reason": 7}, "invalid_reason"),
+        ("POST", "/v1/players/p1/corrections", {"points": "5", "reason": "x"}, "invalid_points"),
+        ("POST", "/v1/players/p1/corrections", {"points": 5}, "missing_field"),
+        ("PUT", "/v1/players/p1/profile", {}, "invalid_profile"),
+        ("PUT", "/v1/players/p1/profile", {"name": "Mia", "nick": "m"}, "unknown_field"),
+        ("PUT", "/v1/tournaments/cup", {"start_ms": "1", "end_ms": 2}, "bad_message"),
+        ("POST", "/v1/tournaments/cup/players", {"players": ["mia"], "team": "a"}, "unknown_field"),
+        ("POST", "/v1/boards/global/players:ranks", {"players": ["mia"], "n": 1}, "unknown_field"),
+        ("PUT", "/v1/definitions/tower", {"keys": [{"name": "floor", "dir": "asc"}]}, "unknown_field"),
+        ("PUT", "/v1/definitions/tower", {"keys": [{"name": "floor"}], "top_n": "5"}, "invalid_top_n"),
+        ("PUT", "/v1/definitions/tower", {"keys": []}, "board_no_keys"),
+    ]
+    for method, path, body, code in refusals:
+        found = problem(await http.request(method, path, json=body, headers=SERVER), 400, code)
+        if code == "unknown_field":
+            assert any(name in found["detail"] for name in ("why", "nick", "team", "n", "keys[0].dir")), found
+    assert await r.dbsize() == 0
+
+
+async def test_a_405_names_every_method_of_the_path(http: httpx.AsyncClient) -> None:
+    refused = await http.delete("/v1/boards/global/top")
+    problem(refused, 405, "method_not_allowed")
+    assert {m.strip() for m in refused.headers["allow"].split(",")} == {"GET", "HEAD"}
+    refused = await http.patch("/v1/definitions/tower", headers=SERVER)
+    problem(refused, 405, "method_not_allowed")
+    assert {m.strip() for m in refused.headers["allow"].split(",")} == {"GET", "HEAD", "PUT", "DELETE"}
+
+
+async def test_an_idempotency_key_reused_with_another_body_is_refused(
+    http: httpx.AsyncClient, r: aioredis.Redis, redis_server: RedisServer, redis_url: str
+) -> None:
+    lb = Leaderboard(r, GameConfig(game=GAME))
+    scores = "/v1/boards/global/scores"
+    first = {"player_id": "ana", "score": 500, "match_id": "k-1"}
+    assert (await http.post(scores, json=first, headers=SERVER)).status_code == 202
+    for other in ({**first, "score": 900}, {**first, "player_id": "ben"}, {**first, "name": "Ana"}):
+        problem(await http.post(scores, json=other, headers=SERVER), 422, "idempotency_conflict")
+    by_key = {**SERVER, "Idempotency-Key": "k-1"}
+    problem(
+        await http.post(scores, json={"player_id": "ana", "score": 900}, headers=by_key), 422, "idempotency_conflict"
+    )
+    problem(await http.post("/v1/boards/region:eu/scores", json=first, headers=SERVER), 422, "idempotency_conflict")
+    assert await r.xlen(lb.keys.submissions) == 1  # nothing appended for them
+    # the same body again, its fields in another order or the id by the header: a retry, as before
+    again = await http.post(scores, json=dict(reversed(first.items())), headers=SERVER)
+    assert again.status_code == 202 and again.json()["submission"] == "k-1"
+    header = await http.post(scores, json={"player_id": "ana", "score": 500}, headers=by_key)
+    assert header.status_code == 202
+
+    # concurrent first filings of one id with different bodies: one is taken, the others refused
+    answers = await asyncio.gather(
+        *(
+            http.post(scores, json={"player_id": f"p{i}", "score": i, "match_id": "k-2"}, headers=SERVER)
+            for i in range(8)
+        )
+    )
+    assert sorted(a.status_code for a in answers) == [202] + [422] * 7
+
+    # kept in Redis: another API process (or this one restarted) holds the id to its first body
+    with api_process(redis_server.url) as other_url:
+        async with httpx.AsyncClient(base_url=other_url, timeout=10) as second:
+            refused = await second.post(scores, json={**first, "score": 1}, headers=SERVER)
+            problem(refused, 422, "idempotency_conflict")
+            assert (await second.post(scores, json=first, headers=SERVER)).status_code == 202
+    async with scorer(redis_url):
+        applied = await post_applied(http, scores, first)
+        assert applied.status_code == 200 and applied.json()["status"] == "applied", applied.text
+    assert (await lb.ranks(["ana"], "weekly", "global")).standings[0].score == 500

@@ -25,6 +25,7 @@ from fleet.supervisor import Fleet, FleetSettings
 from leaderboard.auth import issue
 
 from .conftest import MS, until
+from .test_api import post_applied
 from .test_fleet import fleet, sourced
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +45,7 @@ async def every_route(api: str, secret: str) -> None:
     server, player = bearer(secret, "game-1", "server"), bearer(secret, "clan/mia", "player")
     async with httpx.AsyncClient(base_url=api, timeout=10 * T) as http:
         slip = {"player_id": "clan/mia", "score": 9_000_000, "match_id": "fleet-1"}
-        done = await http.post("boards/global/scores", params={"wait": "applied"}, json=slip, headers=server)
+        done = await post_applied(http, "boards/global/scores", slip, server)
         assert done.status_code == 200 and done.json()["status"] == "applied", done.text
         me = "boards/global/players/" + quote("clan/mia", safe="")
         assert (await http.get(me, headers=player)).json()["rank"] == 1

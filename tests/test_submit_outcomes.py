@@ -16,7 +16,7 @@ from leaderboard import GameConfig, Leaderboard, Submission, boards, now_ms
 
 from .conftest import NOW
 from .gw_helpers import client, greet, recv_type, running, token
-from .test_api import GAME, SECRET, api_process, scorer
+from .test_api import GAME, SECRET, api_process, post_applied, scorer
 from .test_api import token as api_token
 
 
@@ -44,11 +44,11 @@ async def test_wait_applied_reports_the_rank_the_socket_pushes(
             _, snap = await greet(ws)
 
             async def post(score: int, match: str) -> dict[str, Any]:
-                resp = await http.post(
+                resp = await post_applied(
+                    http,
                     "/v1/boards/global/scores",
-                    params={"wait": "applied"},
-                    json={"player_id": "mia", "score": score, "match_id": match},
-                    headers=api_token("backend", "server"),  # made now: a long suite outlives one made at import
+                    {"player_id": "mia", "score": score, "match_id": match},
+                    api_token("backend", "server"),  # made now: a long suite outlives one made at import
                 )
                 assert resp.status_code == 200, resp.text
                 body: dict[str, Any] = resp.json()
