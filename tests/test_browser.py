@@ -413,8 +413,9 @@ async def test_browser_backoff_is_full_jitter_and_spread(fleet: Fleet, browser: 
 
 
 @pytest.mark.slow
-async def test_the_demo_stays_a_race_for_a_minute(demo_fleet: Fleet, browser: Any, tmp_path: Path) -> None:
-    """The page on ``./dev run``'s traffic: the top 10 keeps changing and the entries feed fills."""
+async def test_the_demo_stays_a_race(demo_fleet: Fleet, browser: Any, tmp_path: Path) -> None:
+    """The page on ``./dev run``'s traffic: the top 10 keeps changing and the entries feed fills.
+    Twenty seconds in the suite; ``LB_DEMO_RACE_S=60`` (or longer) watches the race for longer."""
     desktop = await browser.new_page(viewport={"width": 1100, "height": 760})
     phone = await browser.new_page(viewport={"width": 390, "height": 844})
     for page in (desktop, phone):
@@ -425,11 +426,11 @@ async def test_the_demo_stays_a_race_for_a_minute(demo_fleet: Fleet, browser: An
     try:
         seen: list[list[str]] = []
         start = time.monotonic()
-        while time.monotonic() - start < 60:
+        while time.monotonic() - start < RACE_S:
             seen.append(await rows(desktop))
             await asyncio.sleep(1)  # one sample a second: the rate of change is what is measured
         changes = sum(a != b for a, b in itertools.pairwise(seen))
-        assert changes >= 30, f"the top 10 changed in only {changes} of {len(seen) - 1} seconds"
+        assert changes >= (len(seen) - 1) / 2, f"the top 10 changed in only {changes} of {len(seen) - 1} seconds"
         assert {name for top in seen[-10:] for name in top} - {name for top in seen[:10] for name in top}
         entries = await desktop.locator("#feed li:not(.placeholder)").count()
         assert entries >= 5 and await desktop.locator("#feed .placeholder").count() == 0, entries
@@ -451,6 +452,7 @@ async def test_the_demo_stays_a_race_for_a_minute(demo_fleet: Fleet, browser: An
 
 
 DEMO_RATE = 200  # submissions/s: a shared test machine; the fleet's default is 300
+RACE_S = max(20.0, float(os.environ.get("LB_DEMO_RACE_S", "20")))  # 20: ten samples at each end
 
 
 async def rank_and_around_agree(page: Any) -> bool:
