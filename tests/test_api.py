@@ -326,6 +326,8 @@ def test_redis_unreachable_is_503_with_retry_after() -> None:
         top = httpx.get(url + "/v1/boards/global/top", timeout=10)
         problem(top, 503, "unavailable")
         assert top.headers["retry-after"] == "1"
+        # still ready: a balancer must leave it in, or clients get the balancer's page, not this
+        assert httpx.get(url + "/readyz", timeout=10).status_code == 200
         slip = {"player_id": "mia", "score": 1, "match_id": "m"}
         problem(httpx.post(url + "/v1/boards/global/scores", json=slip, headers=SERVER, timeout=10), 503, "unavailable")
 
