@@ -23,6 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.address import Network, client_address, networks
 from leaderboard import Leaderboard, connect, replies
 from leaderboard.budget import Budgets
 from leaderboard.definitions import watch
@@ -52,6 +53,27 @@ class SegmentPaths:
             segments = raw.decode("latin-1").split("/")
             path = "/".join(quote(unquote(seg), safe="!$&'()*+,;=:@~") for seg in segments)
             scope = {**scope, "path": path}
+        await self.app(scope, receive, send)
+
+
+class ClientAddress:
+    """The client's address (``scope["client"]``, a spectator's read budget) by the gateway's rule
+    (gateway/address.py): from a peer in ``LB_API_TRUSTED_PROXIES``, the last value of its
+    ``X-Forwarded-For`` (the balancer appends what it saw; anything left of it is the client's
+    own and may be forged); from any other peer, the peer."""
+
+    def __init__(self, app: ASGIApp, trusted: tuple[Network, ...]) -> None:
+        self.app, self.trusted = app, trusted
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.trusted and scope.get("client"):
+            # several header lines are one list: the last value is the last line's
+            forwarded = [value for name, value in scope["headers"] if name == b"x-forwarded-for"]
+            if forwarded:
+                peer, port = scope["client"]
+                address = client_address(peer, forwarded[-1].decode("latin-1"), self.trusted)
+                if address != peer:
+                    scope = {**scope, "client": (address, port)}
         await self.app(scope, receive, send)
 
 
@@ -168,4 +190,4 @@ def application(settings: ApiSettings) -> ASGIApp:
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
     )
-    return HeldTop(app, api)
+    return ClientAddress(HeldTop(app, api), networks(settings.trusted_proxies))

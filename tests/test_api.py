@@ -442,6 +442,29 @@ def test_a_players_reads_are_budgeted_then_429_with_retry_after(redis_server: Re
         assert httpx.post(path, json=friends, headers=SERVER, timeout=10).status_code == 200
 
 
+def test_x_forwarded_for_is_believed_from_a_configured_balancer_only(redis_server: RedisServer) -> None:
+    from leaderboard.budget import MAX_COST
+
+    # a balancer on another host (127.0.0.5: not uvicorn's loopback default), and a client on this
+    # one (127.0.0.1) that forges the header to pick a budget of its own
+    budget = {"LB_API_READ_RATE": "1", "LB_API_READ_BURST": str(MAX_COST), "LB_API_TRUSTED_PROXIES": "127.0.0.5"}
+    finals = "/v1/boards/global/finals?n=10"  # the dearest read a spectator may make: the whole budget
+    with api_process(redis_server.url, **budget) as url:
+
+        def get(source: str, forwarded: str) -> httpx.Response:
+            transport = httpx.HTTPTransport(local_address=source)
+            with httpx.Client(base_url=url, transport=transport, timeout=10) as http:
+                return http.get(finals, headers={"X-Forwarded-For": forwarded})
+
+        # from the balancer: each forwarded client has its own budget, the last value counts
+        assert get("127.0.0.5", "203.0.113.1").status_code == 200
+        problem(get("127.0.0.5", "198.51.100.7, 203.0.113.1"), 429, "rate_limited")
+        assert get("127.0.0.5", "203.0.113.2").status_code == 200
+        # from anyone else the header is ignored: the peer's own budget, whatever it names
+        assert get("127.0.0.1", "203.0.113.3").status_code == 200
+        problem(get("127.0.0.1", "203.0.113.4"), 429, "rate_limited")
+
+
 async def spublish(r: aioredis.Redis, board: str, version: int) -> None:
     """A board's snapshot published only (not stored): pub/sub alone can bring it to the API."""
     lb, now = Leaderboard(r, GameConfig(game=GAME)), now_ms()

@@ -28,7 +28,8 @@ pytestmark = pytest.mark.skipif(Haproxy.binary() is None, reason="haproxy is not
 async def balanced(redis_server: RedisServer) -> AsyncIterator[tuple[str, Haproxy]]:
     """One API process for the module behind a haproxy with the top cache; the balancer's URL."""
     budget = {"LB_API_READ_RATE": "1", "LB_API_READ_BURST": str(MAX_COST)}
-    with api_process(redis_server.url, **budget) as url:
+    # haproxy connects from 127.0.0.1: its X-Forwarded-For is the client's (the fleet's setting)
+    with api_process(redis_server.url, **budget, LB_API_TRUSTED_PROXIES="127.0.0.1") as url:
         config = BalancerConfig(
             (Gateway("gw-1", "127.0.0.2:1"),),  # no gateway answers: only /v1/ is asked here
             apis=(Gateway("api-1", url.removeprefix("http://")),),
