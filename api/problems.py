@@ -28,6 +28,7 @@ STATUS = {
     "board_reorder": 409,
     "stale_board": 409,
     "method_not_allowed": 405,
+    "request_timeout": 408,
     "body_too_large": 413,
     "unsupported_media_type": 415,
     "rate_limited": 429,
@@ -54,7 +55,8 @@ class Problem(Exception):
 
 
 def response(code: str, message: str, *, retry_after: int | None = None) -> Response:
-    """The problem's answer; ``Retry-After`` (seconds) on a 429, and 1 s on a 503."""
+    """The problem's answer; ``Retry-After`` (seconds) on a 429, and 1 s on a 503; a 408 closes
+    the connection (the rest of the body it gave up on may still come)."""
     status = STATUS.get(code, 400)
     body = {
         "type": f"https://leaderboard.invalid/problems/{code}",  # the code, as the URI RFC 9457 asks for
@@ -66,4 +68,6 @@ def response(code: str, message: str, *, retry_after: int | None = None) -> Resp
     headers = {"Retry-After": str(retry_after or 1)} if status in (429, 503) else None
     if code in ("auth_required", "invalid_token", "token_expired"):
         headers = {"WWW-Authenticate": "Bearer"}
+    if status == 408:
+        headers = {"Connection": "close"}
     return Response(orjson.dumps(body), status, headers, MEDIA_TYPE)

@@ -18,10 +18,10 @@ from urllib.parse import quote, unquote
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.address import Network, client_address, networks
 from leaderboard import Leaderboard, connect, replies
@@ -54,6 +54,64 @@ class SegmentPaths:
             path = "/".join(quote(unquote(seg), safe="!$&'()*+,;=:@~") for seg in segments)
             scope = {**scope, "path": path}
         await self.app(scope, receive, send)
+
+
+class Tally:
+    """Events logged as lines, not one each: the first at once, then while more come one line
+    every ``every`` seconds with how many came meanwhile (a crowd of slow clients is a line per
+    interval, not a line per client)."""
+
+    def __init__(self, line: str, every: float = 10.0) -> None:
+        self.line, self.every = line, every  # ``line``'s one %d is the count
+        self.count = 0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self) -> None:
+        self.count += 1
+        if self._timer is None:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.count:
+            self._timer = None
+            return
+        log.warning(self.line, self.count)
+        self.count = 0
+        self._timer = asyncio.get_running_loop().call_later(self.every, self._flush)
+
+
+class BodyDeadline:
+    """A request's body must arrive within ``seconds`` of its headers (``LB_API_BODY_TIMEOUT``):
+    a client sending it slowly, or never, would hold its connection and its handler without end.
+    Past the deadline the route reading it is refused ``request_timeout`` (408, the connection
+    closed), logged as a count (``Tally``): a crowd of slow clients is not a line each."""
+
+    def __init__(self, app: ASGIApp, seconds: float) -> None:
+        self.app, self.seconds = app, seconds
+        self.timeouts = Tally(f"%d request bodies not received within {seconds:g} s (LB_API_BODY_TIMEOUT): 408")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        deadline = asyncio.get_running_loop().time() + self.seconds
+        complete = False
+
+        async def bounded() -> Message:
+            nonlocal complete
+            if complete:  # after the body, only a disconnect: the route may wait for it as it likes
+                return await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                self.timeouts.add()
+                raise problems.Problem(
+                    "request_timeout", f"the body did not arrive within {self.seconds:g} s"
+                ) from None
+            complete = message["type"] != "http.request" or not message.get("more_body", False)
+            return message
+
+        return await self.app(scope, bounded, send)
 
 
 class ClientAddress:
@@ -142,6 +200,10 @@ def application(settings: ApiSettings) -> ASGIApp:
                 return await handler(api, request)
             except problems.Problem as exc:
                 return problems.response(exc.code, exc.message, retry_after=exc.retry_after)
+            except ClientDisconnect:
+                # gone before its body was read: nothing to answer (the answer goes nowhere) and
+                # nothing went wrong here; nginx's "client closed request" for what is not sent
+                return Response(status_code=499)
             except Exception:
                 log.exception("%s %s failed", request.method, request.url.path)
                 return problems.response("internal", "the request failed on the server; it is logged")
@@ -190,4 +252,4 @@ def application(settings: ApiSettings) -> ASGIApp:
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
     )
-    return ClientAddress(HeldTop(app, api), networks(settings.trusted_proxies))
+    return ClientAddress(BodyDeadline(HeldTop(app, api), settings.body_timeout), networks(settings.trusted_proxies))

@@ -62,6 +62,12 @@ class ApiSettings:
     max_body: int = setting(
         "LB_API_MAX_BODY", 4096, "largest request body in bytes; a larger one is refused with 413", check=at_least(1)
     )
+    body_timeout: float = setting(
+        "LB_API_BODY_TIMEOUT",
+        10.0,
+        "seconds from a request's headers to the end of its body; a slower body is refused with 408",
+        check=above(0),
+    )
     wait_max: float = setting(
         "LB_API_WAIT_MAX", 2.0, "longest ?wait=applied of a submission (s); still pending then: 202", check=at_least(0)
     )
