@@ -62,7 +62,7 @@ class Tally:
     interval, not a line per client)."""
 
     def __init__(self, line: str, every: float = 10.0) -> None:
-        self.line, self.every = line, every  # ``line``'s one %d is the count
+        self.line, self.every = line, every  # ``line``'s one %d is the count since the last line
         self.count = 0
         self._timer: asyncio.TimerHandle | None = None
 
@@ -88,7 +88,7 @@ class BodyDeadline:
 
     def __init__(self, app: ASGIApp, seconds: float) -> None:
         self.app, self.seconds = app, seconds
-        self.timeouts = Tally(f"%d request bodies not received within {seconds:g} s (LB_API_BODY_TIMEOUT): 408")
+        self.timeouts = Tally(f"bodies not received within {seconds:g} s (LB_API_BODY_TIMEOUT), answered 408: %d")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
