@@ -61,6 +61,9 @@ async def serve(settings: ApiSettings) -> int:
         log_level=settings.log_level.lower(),
         access_log=False,
         server_header=False,
+        # the client's address is server.py's (LB_API_TRUSTED_PROXIES): uvicorn's own rule would
+        # believe an X-Forwarded-For from any loopback peer and from no balancer on another host
+        proxy_headers=False,
         timeout_graceful_shutdown=settings.drain_timeout,
     )
     server = _Server(config)

@@ -31,6 +31,7 @@ STATUS = {
     # an Idempotency-Key (match_id) reused with another body: the IETF idempotency-key draft's 422
     "idempotency_conflict": 422,
     "method_not_allowed": 405,
+    "request_timeout": 408,
     "body_too_large": 413,
     "unsupported_media_type": 415,
     "rate_limited": 429,
@@ -67,8 +68,9 @@ class Problem(Exception):
 def response(
     code: str, message: str, *, retry_after: int | None = None, headers: Mapping[str, str] | None = None
 ) -> Response:
-    """The problem's answer; ``Retry-After`` (seconds) on a 429, and 1 s on a 503; ``headers``
-    besides (a 405's ``Allow``)."""
+    """The problem's answer; ``Retry-After`` (seconds) on a 429, and 1 s on a 503; a 408 closes
+    the connection (the rest of the body it gave up on may still come); ``headers`` besides (a
+    405's ``Allow``)."""
     status = STATUS.get(code, 400)
     body = {
         "type": f"https://leaderboard.invalid/problems/{code}",  # the code, as the URI RFC 9457 asks for
@@ -82,4 +84,6 @@ def response(
         headers["Retry-After"] = str(retry_after or 1)
     if code in ("auth_required", "invalid_token", "token_expired"):
         headers["WWW-Authenticate"] = "Bearer"
+    if status == 408:
+        headers["Connection"] = "close"
     return Response(orjson.dumps(body), status, headers, MEDIA_TYPE)

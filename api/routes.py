@@ -93,7 +93,7 @@ class Api:
 
     def charge(self, request: Request, identity: Identity, req: p.Request) -> None:
         """Spend what ``req`` costs Redis from its player's budget (a spectator's: its address's,
-        which uvicorn takes from X-Forwarded-For behind a local balancer); game servers have none."""
+        the one a balancer in LB_API_TRUSTED_PROXIES forwarded: server.py); game servers have none."""
         if identity.role == "server":
             return
         if identity.player is not None:

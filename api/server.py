@@ -15,15 +15,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote, unquote
 
-from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.address import Network, client_address, networks
 from leaderboard import Leaderboard, connect, replies
 from leaderboard.budget import Budgets
 from leaderboard.definitions import watch
@@ -53,6 +53,85 @@ class SegmentPaths:
             segments = raw.decode("latin-1").split("/")
             path = "/".join(quote(unquote(seg), safe="!$&'()*+,;=:@~") for seg in segments)
             scope = {**scope, "path": path}
+        await self.app(scope, receive, send)
+
+
+class Tally:
+    """Events logged as lines, not one each: the first at once, then while more come one line
+    every ``every`` seconds with how many came meanwhile (a crowd of slow clients is a line per
+    interval, not a line per client)."""
+
+    def __init__(self, line: str, every: float = 10.0) -> None:
+        self.line, self.every = line, every  # ``line``'s one %d is the count since the last line
+        self.count = 0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self) -> None:
+        self.count += 1
+        if self._timer is None:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.count:
+            self._timer = None
+            return
+        log.warning(self.line, self.count)
+        self.count = 0
+        self._timer = asyncio.get_running_loop().call_later(self.every, self._flush)
+
+
+class BodyDeadline:
+    """A request's body must arrive within ``seconds`` of its headers (``LB_API_BODY_TIMEOUT``):
+    a client sending it slowly, or never, would hold its connection and its handler without end.
+    Past the deadline the route reading it is refused ``request_timeout`` (408, the connection
+    closed), logged as a count (``Tally``): a crowd of slow clients is not a line each."""
+
+    def __init__(self, app: ASGIApp, seconds: float) -> None:
+        self.app, self.seconds = app, seconds
+        self.timeouts = Tally(f"bodies not received within {seconds:g} s (LB_API_BODY_TIMEOUT), answered 408: %d")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        deadline = asyncio.get_running_loop().time() + self.seconds
+        complete = False
+
+        async def bounded() -> Message:
+            nonlocal complete
+            if complete:  # after the body, only a disconnect: the route may wait for it as it likes
+                return await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                self.timeouts.add()
+                raise problems.Problem(
+                    "request_timeout", f"the body did not arrive within {self.seconds:g} s"
+                ) from None
+            complete = message["type"] != "http.request" or not message.get("more_body", False)
+            return message
+
+        return await self.app(scope, bounded, send)
+
+
+class ClientAddress:
+    """The client's address (``scope["client"]``, a spectator's read budget) by the gateway's rule
+    (gateway/address.py): from a peer in ``LB_API_TRUSTED_PROXIES``, the last value of its
+    ``X-Forwarded-For`` (the balancer appends what it saw; anything left of it is the client's
+    own and may be forged); from any other peer, the peer."""
+
+    def __init__(self, app: ASGIApp, trusted: tuple[Network, ...]) -> None:
+        self.app, self.trusted = app, trusted
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.trusted and scope.get("client"):
+            # several header lines are one list: the last value is the last line's
+            forwarded = [value for name, value in scope["headers"] if name == b"x-forwarded-for"]
+            if forwarded:
+                peer, port = scope["client"]
+                address = client_address(peer, forwarded[-1].decode("latin-1"), self.trusted)
+                if address != peer:
+                    scope = {**scope, "client": (address, port)}
         await self.app(scope, receive, send)
 
 
@@ -122,6 +201,10 @@ def application(settings: ApiSettings) -> ASGIApp:
                 return await handler(api, request)
             except problems.Problem as exc:
                 return problems.response(exc.code, exc.message, retry_after=exc.retry_after)
+            except ClientDisconnect:
+                # gone before its body was read: nothing to answer (the answer goes nowhere) and
+                # nothing went wrong here; nginx's "client closed request" for what is not sent
+                return Response(status_code=499)
             except Exception:
                 log.exception("%s %s failed", request.method, request.url.path)
                 return problems.response("internal", "the request failed on the server; it is logged")
@@ -155,12 +238,12 @@ def application(settings: ApiSettings) -> ASGIApp:
             await redis.aclose()
 
     async def readyz(request: Request) -> Response:
-        # the balancer's health check (off the public routes): this process serves while Redis answers
-        try:
-            await redis.ping()
-        except (RedisError, OSError):
-            return Response("redis unreachable\n", 503, media_type="text/plain")
-        return Response("ok\n", media_type="text/plain")
+        # The balancer's health check (off the public routes): ready while the process answers,
+        # Redis or not. Without Redis it still answers something (a held top for its
+        # stale-if-error, its own 503 problem with Retry-After otherwise), which a balancer that
+        # took every process out would replace with an error page of its own. Stopping, the
+        # process closes its listener: the check's connection is refused, and that takes it out.
+        return Response("ready\n", media_type="text/plain")
 
     methods: dict[str, dict[str, Handler]] = {}
     for r in ROUTES:
@@ -175,4 +258,4 @@ def application(settings: ApiSettings) -> ASGIApp:
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
     )
-    return HeldTop(app, api)
+    return ClientAddress(BodyDeadline(HeldTop(app, api), settings.body_timeout), networks(settings.trusted_proxies))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gateway.address import parse_networks, valid_networks
 from leaderboard import GameConfig
 from leaderboard.auth import strong_secrets
 from leaderboard.budget import MAX_COST
@@ -60,6 +61,12 @@ class ApiSettings:
     )
     max_body: int = setting(
         "LB_API_MAX_BODY", 4096, "largest request body in bytes; a larger one is refused with 413", check=at_least(1)
+    )
+    body_timeout: float = setting(
+        "LB_API_BODY_TIMEOUT",
+        10.0,
+        "seconds from a request's headers to the end of its body; a slower body is refused with 408",
+        check=above(0),
     )
     wait_max: float = setting(
         "LB_API_WAIT_MAX", 2.0, "longest ?wait=applied of a submission (s); still pending then: 202", check=at_least(0)
@@ -115,6 +122,17 @@ class ApiSettings:
         50_000,
         "players and addresses whose read budget is remembered (the least recently used are forgotten first)",
         check=at_least(1),
+    )
+    # behind a balancer every peer is the balancer: its X-Forwarded-For names the client (whose
+    # address is a spectator's read budget), but only a balancer of ours may say so: the
+    # gateway's rule (gateway/address.py), not uvicorn's, which believes any loopback peer
+    trusted_proxies: tuple[str, ...] = setting(
+        "LB_API_TRUSTED_PROXIES",
+        (),
+        "balancer addresses or networks, comma-separated, whose X-Forwarded-For (last value) is the client's"
+        " address (a spectator's read budget); from any other peer the header is ignored",
+        parse=parse_networks,
+        check=valid_networks,
     )
     log_level: str = log_level()
 

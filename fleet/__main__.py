@@ -5,7 +5,8 @@ Redis URL is given, loads the function library, one scorer (with the badge worke
 processes sharing one port (SO_REUSEPORT), the HTTP API's processes (on the next port, which they
 share) and demo game-server traffic, then prints the page, HTTP API and metrics URLs and writes
 var/fleet.env for other commands (source it): the Redis URL, the token secret (``LB_JWT_SECRETS``
-from the environment when set, else one made here) and the API's URL. A gateway or the scorer that
+from the environment when set, else the one kept in var/jwt-secret, made at the first start) and
+the API's URL. A gateway or the scorer that
 dies is restarted with backoff. A second fleet on the same data directory, or on a port something
 else listens on (unless --join), is refused. Ctrl-C stops everything in order: gateways drain, the
 scorer acks its last batch, Redis flushes its AOF, each within --stop-timeout; a second Ctrl-C
@@ -24,7 +25,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import secrets
 import signal
 import sys
 from dataclasses import dataclass
@@ -56,6 +56,7 @@ from scorer.settings import ScorerSettings
 
 from . import demo, rebalance, rollout
 from .addresses import banner
+from .claims import JWT_SECRET_FILE, kept_secret
 from .supervisor import Fleet, FleetSettings
 
 log = logging.getLogger("fleet")
@@ -86,7 +87,10 @@ class FleetOptions:
         "writes its URL to <data dir>/fleet.env",
     )
     data_dir: str = setting(
-        "LB_DATA_DIR", "var", "the fleet's data directory (locked while it runs): Redis's data, fleet.env, scores.db"
+        "LB_DATA_DIR",
+        "var",
+        "the fleet's data directory (locked while it runs): Redis's data, fleet.env, scores.db, jwt-secret (the"
+        " token secret when LB_JWT_SECRETS is not set, kept across starts)",
     )
     demo_rate: float = setting("LB_DEMO_RATE", 300.0, "demo submissions per second", check=at_least(0))
     demo_external: bool = setting(
@@ -196,9 +200,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.game = load_or_exit(GameConfig)
     load_or_exit(ScorerSettings)
     gateway = load_or_exit(GatewaySettings)
-    # an exported LB_JWT_SECRETS is the game backend's: the gateways must accept its tokens
-    args.jwt_secret = ",".join(gateway.jwt_secrets) or secrets.token_hex(32)  # never begins with "-"
     try:
+        # an exported LB_JWT_SECRETS is the game backend's: the gateways must accept its tokens;
+        # else the data directory's own, kept across starts (a new one would refuse every token
+        # the last run signed)
+        args.jwt_secret = ",".join(gateway.jwt_secrets) or kept_secret(Path(args.data_dir) / JWT_SECRET_FILE)
         args.settings = FleetSettings(
             redis_url=args.redis_url,
             data_dir=Path(args.data_dir),
@@ -218,7 +224,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             gateway_port=args.gateway_port,
             metrics_port=args.metrics_port,
         )
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:  # OSError: the data directory's secret not readable or writable
         p.error(str(exc))
     return args
 

@@ -1,7 +1,7 @@
 """What a fleet claims before it starts anything, and never takes from another: its data
 directory (an ``flock`` held for its life, so a second fleet cannot start a second redis-server on
 the same AOF), the ports it must listen on (refused while something else listens there), and the
-files holding its secrets (only its user can read them)."""
+files holding its secrets (only its user can read them; the token secret kept across starts)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,15 @@ import contextlib
 import errno
 import fcntl
 import os
+import secrets
 import socket
 from pathlib import Path
 
+from leaderboard.auth import MIN_SECRET_BYTES
+
 from .children import listening_pids
+
+JWT_SECRET_FILE = "jwt-secret"  # in the data directory: the tokens' secret when none is exported
 
 
 class FleetRefused(RuntimeError):
@@ -80,6 +85,23 @@ def check_port_free(host: str, port: int, *, join_hint: bool = True) -> None:
         f"port {port} on {host} is already in use{who}; stop what listens there, choose another --port, "
         "or give --join to add this fleet's gateways to the processes on it"
     )
+
+
+def kept_secret(path: Path) -> str:
+    """The token secret kept in ``path`` (0600), made there the first time: a fleet started again
+    on the same data directory verifies the tokens the last one signed (a page's, a game server's
+    from ``python -m api token``), where a new secret at each start refused them all. Raises
+    ValueError for a file that holds no usable secret (it is not replaced: someone wrote it)."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_private(path, secrets.token_hex(32) + "\n")  # hex: never begins with "-"
+    secret = path.read_text().strip()
+    if len(secret.encode()) < MIN_SECRET_BYTES or "," in secret:
+        raise ValueError(
+            f"{path} holds no token secret of at least {MIN_SECRET_BYTES} bytes: remove it (the next start makes "
+            "one) or export LB_JWT_SECRETS"
+        )
+    return secret
 
 
 def write_private(path: Path, text: str) -> None:

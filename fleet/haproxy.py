@@ -18,8 +18,10 @@ to a running haproxy's runtime API (a rolling restart by hand). What the configu
   gateway closes them itself, in staggered batches with 1012);
 * the client's address: any ``X-Forwarded-For`` the client sent is deleted and the balancer's own
   is added, so the gateway (``LB_GW_TRUSTED_PROXIES``) can believe the last value;
-* ``/v1/`` goes to the HTTP API processes (backend ``api``, health-checked on their ``/readyz``),
-  everything else (``/ws``, the page) to the gateways: one public port;
+* ``/v1/`` goes to the HTTP API processes (backend ``api``, health-checked on their ``/readyz``,
+  which stays 200 without Redis: the API's own answers, a held top or its 503 problem, must reach
+  the client rather than haproxy's page for a backend with no server), everything else (``/ws``,
+  the page) to the gateways: one public port;
 * a public ``GET /v1/boards/{board}/top`` (no ``Authorization``) is answered from haproxy's
   ``cache`` for its ``Cache-Control: max-age`` (1 s; the cache's own ``max-age 1`` caps it), with
   ``304`` on the ETag: the top is the same public data for every client, so the balancer, not

@@ -318,10 +318,13 @@ class Fleet(Service):
         """Start HTTP API process ``index`` (also to replace one that died)."""
         s = self.settings
         host, port = self.addresses.api(index)
+        # behind the balancer every peer is haproxy (from 127.0.0.1): its X-Forwarded-For is the client
+        behind = {"LB_API_TRUSTED_PROXIES": "127.0.0.1"} if s.balancer else {}
         env = self.child_env(
             LB_API_HOST=host,
             LB_API_PORT=str(port),
             LB_API_REUSE_PORT="0" if s.balancer else "1",
+            **behind,
             # a local stop should not wait long for slow requests (?wait=applied is bounded)
             LB_API_DRAIN_TIMEOUT=dict(s.env).get("LB_API_DRAIN_TIMEOUT", str(max(1, int(s.drain_window) + 2))),
         )

@@ -1,7 +1,8 @@
 """Where a client connects from: the peer's address, or — behind a trusted balancer — the address
 the balancer forwarded in ``X-Forwarded-For``.
 
-The per-address connection cap (``LB_GW_MAX_PER_ADDRESS``) counts by this address. Behind HAProxy
+The gateway's per-address connection cap (``LB_GW_MAX_PER_ADDRESS``) counts by this address, and
+so does the HTTP API's read budget of a spectator (``LB_API_TRUSTED_PROXIES``: the same rule). Behind HAProxy
 every peer is the balancer, so without the forwarded address one cap would hold for all players at
 once; but a header is only as true as whoever wrote it, so it is believed only from a peer in
 ``LB_GW_TRUSTED_PROXIES``, and only its last value: a balancer appends the address it saw, while
@@ -27,6 +28,15 @@ def parse_networks(raw: str) -> tuple[str, ...]:
             except ValueError:
                 raise ValueError(f"{item.strip()!r} is not an IP address or network") from None
     return tuple(out)
+
+
+def valid_networks(items: tuple[str, ...]) -> str | None:
+    """A settings check: what is wrong with ``items`` as networks, or None."""
+    try:
+        parse_networks(",".join(items))
+    except ValueError as exc:
+        return f"must be IP addresses or networks: {exc}"
+    return None
 
 
 def networks(items: Sequence[str]) -> tuple[Network, ...]:

@@ -35,15 +35,7 @@ from leaderboard.settings import (
     validate,
 )
 
-from .address import parse_networks
-
-
-def valid_networks(items: tuple[str, ...]) -> str | None:
-    try:
-        parse_networks(",".join(items))
-    except ValueError as exc:
-        return f"must be IP addresses or networks: {exc}"
-    return None
+from .address import parse_networks, valid_networks
 
 
 def parse_boards(raw: str) -> tuple[str, ...]:

@@ -30,9 +30,10 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import functools
 import os
 import sys
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -260,10 +261,34 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text
 
 
-def argument_parser(prog: str, description: str, *settings: type[Any]) -> argparse.ArgumentParser:
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose subcommands refuse what they do not know themselves, with their own
+    usage: argparse hands a subcommand's unknown arguments back to the top parser, whose error shows
+    the top-level usage (``python -m scorer [-h] …``) for a typo in ``python -m scorer submit``. A
+    subcommand's parser is made of the same class (``add_subparsers``), so nested ones too."""
+
+    def __init__(self, *args: Any, subcommand: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.subcommand = subcommand
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        kwargs.setdefault("parser_class", functools.partial(type(self), subcommand=True))
+        return super().add_subparsers(**kwargs)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if self.subcommand and extras:
+            # everything after a subcommand's name is its own (argparse gives it all the rest)
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
+def argument_parser(prog: str, description: str, *settings: type[Any]) -> ArgumentParser:
     """An argument parser whose ``--help`` lists the options with their defaults and, below them,
     every ``LB_`` variable the process reads."""
-    return argparse.ArgumentParser(
+    return ArgumentParser(
         prog=prog,
         description=plain(description),
         epilog=describe(*settings) if settings else None,

@@ -39,7 +39,15 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from leaderboard import GameConfig, connect
-from leaderboard.settings import HelpFormatter, describe, plain, redacted, redis_url_arg, unreachable
+from leaderboard.settings import (
+    ArgumentParser,
+    HelpFormatter,
+    describe,
+    plain,
+    redacted,
+    redis_url_arg,
+    unreachable,
+)
 
 from . import report
 from .chaos import add_arguments as chaos_args
@@ -78,7 +86,7 @@ VARIABLES = (
 
 def parser() -> argparse.ArgumentParser:
     doc = __doc__ or ""
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="python -m loadtest",
         description=plain(doc.split("\n\n")[0]),
         epilog=plain(doc.split("\n\n", 1)[1]) + "\n" + VARIABLES,

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -57,10 +58,13 @@ def api_url(redis_server: RedisServer) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def api_process(redis_url: str, **env: str) -> Iterator[str]:
+def api_process(redis_url: str, log: Path | None = None, /, **env: str) -> Iterator[str]:
+    """A ``python -m api`` process on a free port; its stderr (its log) appended to ``log`` if given."""
     port = free_port()
+    stack = contextlib.ExitStack()
     proc = subprocess.Popen(
         [sys.executable, "-m", "api"],
+        stderr=stack.enter_context(log.open("ab")) if log else None,
         cwd=ROOT,
         env=_env(
             redis_url,
@@ -83,7 +87,10 @@ def api_process(redis_url: str, **env: str) -> Iterator[str]:
         yield url
     finally:
         proc.terminate()
-        assert proc.wait(timeout=10) == 0  # a clean stop: the requests under way finished
+        try:
+            assert proc.wait(timeout=10) == 0  # a clean stop: the requests under way finished
+        finally:
+            stack.close()
 
 
 @pytest.fixture
@@ -352,6 +359,8 @@ def test_redis_unreachable_is_503_with_retry_after() -> None:
         top = httpx.get(url + "/v1/boards/global/top", timeout=10)
         problem(top, 503, "unavailable")
         assert top.headers["retry-after"] == "1"
+        # still ready: a balancer must leave it in, or clients get the balancer's page, not this
+        assert httpx.get(url + "/readyz", timeout=10).status_code == 200
         slip = {"player_id": "mia", "score": 1, "match_id": "m"}
         problem(httpx.post(url + "/v1/boards/global/scores", json=slip, headers=SERVER, timeout=10), 503, "unavailable")
 
@@ -464,6 +473,67 @@ def test_a_players_reads_are_budgeted_then_429_with_retry_after(redis_server: Re
         other = token("ben", "player")
         assert httpx.post(path, json=friends, headers=other, timeout=10).status_code == 200
         assert httpx.post(path, json=friends, headers=SERVER, timeout=10).status_code == 200
+
+
+def test_x_forwarded_for_is_believed_from_a_configured_balancer_only(redis_server: RedisServer) -> None:
+    from leaderboard.budget import MAX_COST
+
+    # a balancer on another host (127.0.0.5: not uvicorn's loopback default), and a client on this
+    # one (127.0.0.1) that forges the header to pick a budget of its own
+    budget = {"LB_API_READ_RATE": "1", "LB_API_READ_BURST": str(MAX_COST), "LB_API_TRUSTED_PROXIES": "127.0.0.5"}
+    finals = "/v1/boards/global/finals?n=10"  # the dearest read a spectator may make: the whole budget
+    with api_process(redis_server.url, **budget) as url:
+
+        def get(source: str, forwarded: str) -> httpx.Response:
+            transport = httpx.HTTPTransport(local_address=source)
+            with httpx.Client(base_url=url, transport=transport, timeout=10) as http:
+                return http.get(finals, headers={"X-Forwarded-For": forwarded})
+
+        # from the balancer: each forwarded client has its own budget, the last value counts
+        assert get("127.0.0.5", "203.0.113.1").status_code == 200
+        problem(get("127.0.0.5", "198.51.100.7, 203.0.113.1"), 429, "rate_limited")
+        assert get("127.0.0.5", "203.0.113.2").status_code == 200
+        # from anyone else the header is ignored: the peer's own budget, whatever it names
+        assert get("127.0.0.1", "203.0.113.3").status_code == 200
+        problem(get("127.0.0.1", "203.0.113.4"), 429, "rate_limited")
+
+
+def _held_body(port: int, headers: dict[str, str], sent: bytes, declared: int) -> socket.socket:
+    """A connection whose request declares ``declared`` bytes of body and has sent ``sent``."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    sock.sendall(
+        f"POST /v1/boards/global/players:ranks HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {declared}\r\n{head}\r\n".encode()
+        + sent
+    )
+    return sock
+
+
+def test_a_slow_body_is_408_in_one_log_line_and_a_client_gone_mid_body_is_no_error(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    log = tmp_path / "api.log"
+    with api_process(redis_server.url, log, LB_API_BODY_TIMEOUT="0.3") as url:
+        port = int(url.rsplit(":", 1)[1])
+        # a player's client that sends part of its body, then goes away
+        _held_body(port, PLAYER, b'{"players": ["mi', 100).close()
+        # one that sends part and stops: refused once the bound has passed, and the connection closed
+        with _held_body(port, PLAYER, b'{"players": ["mi', 100) as slow:
+            answer = b""
+            while chunk := slow.recv(65536):  # until the server closes it (10 s timeout: a hang fails)
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408 ")
+        assert b"content-type: application/problem+json" in head.lower()
+        assert json.loads(body)["code"] == "request_timeout"
+        # the server still answers a whole body at once
+        friends = {"players": ["mia"]}
+        assert httpx.post(url + "/v1/boards/global/players:ranks", json=friends, headers=PLAYER).status_code == 200
+    # the process has stopped (its requests finished): its whole log is written
+    text = log.read_text()
+    assert "Traceback" not in text and "ERROR" not in text, text
+    assert len([line for line in text.splitlines() if "LB_API_BODY_TIMEOUT" in line]) == 1, text
 
 
 async def spublish(r: aioredis.Redis, board: str, version: int) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,7 +19,7 @@ from fleet.redis_server import RedisServer, free_port
 from leaderboard.budget import MAX_COST
 
 from .conftest import until
-from .test_api import PLAYER, api_process, problem, publish, seed, spublish
+from .test_api import PLAYER, api_process, own_redis, problem, publish, seed, spublish
 
 pytestmark = pytest.mark.skipif(Haproxy.binary() is None, reason="haproxy is not installed (./dev install)")
 
@@ -27,7 +28,8 @@ pytestmark = pytest.mark.skipif(Haproxy.binary() is None, reason="haproxy is not
 async def balanced(redis_server: RedisServer) -> AsyncIterator[tuple[str, Haproxy]]:
     """One API process for the module behind a haproxy with the top cache; the balancer's URL."""
     budget = {"LB_API_READ_RATE": "1", "LB_API_READ_BURST": str(MAX_COST)}
-    with api_process(redis_server.url, **budget) as url:
+    # haproxy connects from 127.0.0.1: its X-Forwarded-For is the client's (the fleet's setting)
+    with api_process(redis_server.url, **budget, LB_API_TRUSTED_PROXIES="127.0.0.1") as url:
         config = BalancerConfig(
             (Gateway("gw-1", "127.0.0.2:1"),),  # no gateway answers: only /v1/ is asked here
             apis=(Gateway("api-1", url.removeprefix("http://")),),
@@ -104,3 +106,45 @@ async def test_a_spectators_budget_is_its_own_address_behind_the_balancer(balanc
         problem(await one.get(finals, headers={"X-Forwarded-For": "203.0.113.9"}), 429, "rate_limited")
         # another address behind the same balancer has a budget of its own
         assert (await other.get(finals)).status_code == 200
+
+
+async def test_a_redis_outage_reaches_clients_as_the_apis_own_answers_not_the_balancers(tmp_path: Path) -> None:
+    """Redis stopped behind the balancer: the API stays in (its health check does not need Redis),
+    so a client gets the held top while its stale-if-error lasts, then the API's problem+json 503
+    with Retry-After — never haproxy's own error page for a backend without a server."""
+    async with own_redis(tmp_path, "global", 1) as (server, _):
+        hold = {"LB_API_TOP_TTL": "0.2", "LB_API_STALE_IF_ERROR": "1.5", "LB_API_REDIS_TIMEOUT": "0.5"}
+        with api_process(server.url, **hold) as api:
+            config = BalancerConfig(
+                (Gateway("gw-1", "127.0.0.2:1"),),
+                apis=(Gateway("api-1", api.removeprefix("http://")),),
+                bind=f"127.0.0.1:{free_port()}",
+                stats_socket="",
+                log="",
+                check_interval_ms=100,  # two failed checks would take it out within 0.2 s
+            )
+            async with Haproxy(config) as lb, httpx.AsyncClient(base_url=f"http://{config.bind}", timeout=10) as http:
+                await until(lambda: _up(lb), 10)
+                fresh = await http.get("/v1/boards/global/top")
+                assert fresh.status_code == 200
+                server.stop()
+                stopped = time.monotonic()
+                seen: list[httpx.Response] = []
+
+                async def outlasted() -> bool:
+                    # a refusal seen, and ten of haproxy's checks since Redis stopped: five times
+                    # what it takes to mark a server down
+                    seen.append(await http.get("/v1/boards/global/top"))
+                    return seen[-1].status_code == 503 and time.monotonic() - stopped > 10 * 0.1
+
+                await until(outlasted, 15)
+                assert seen[0].status_code == 200  # asked at once: within the hold's stale-if-error
+                for answer in seen:
+                    if answer.status_code == 200:  # held: the same top, its ETag
+                        assert answer.content == fresh.content and answer.headers["etag"] == fresh.headers["etag"]
+                    else:
+                        assert problem(answer, 503, "unavailable") and answer.headers["retry-after"] == "1"
+                stats = await http.get("/v1/boards/global/stats")
+                problem(stats, 503, "unavailable")
+                assert stats.headers["retry-after"] == "1"
+                assert await _up(lb)

@@ -331,8 +331,21 @@ async def test_favicon_is_served_and_the_page_loads_without_errors(demo_fleet: F
     assert icon.status == 200 and icon.headers["content-type"].startswith("image/")
     assert (await icon.body())[:4] == b"\x00\x00\x01\x00"  # an ICO file
     assert await page.get_attribute("link[rel=icon]", "href") == "/favicon.ico"
+    # README's browser snippet, as it is, on the page the fleet serves: a player's live top
+    await page.add_script_tag(
+        type="module", content="const render = (top) => { window.rendered = top; };\n" + _readme_snippet()
+    )
+    await wait_until(lambda: _eq(page.evaluate("window.rendered?.type"), "snapshot"), 10)
+    assert await page.evaluate("window.rendered.board") == "global"
     assert failures == []
     await page.close()
+
+
+def _readme_snippet() -> str:
+    """README's JavaScript for a page (the block that makes a LeaderboardClient)."""
+    blocks = (ROOT / "README.md").read_text().split("```js\n")[1:]
+    [snippet] = [block.split("```")[0] for block in blocks if "new LeaderboardClient" in block]
+    return snippet
 
 
 async def test_a_rejected_token_on_a_demo_fleet_is_replaced(demo_fleet: Fleet, browser: Any) -> None:

@@ -20,6 +20,7 @@ import redis
 from websockets.asyncio.client import connect as ws_connect
 
 from client import LeaderboardClient
+from fleet.__main__ import parse_args
 from fleet.children import http_ok, listening_pids
 from fleet.claims import FleetRefused
 from fleet.haproxy import Haproxy
@@ -441,3 +442,24 @@ def test_the_secret_a_fleet_makes_passes_a_command_line_as_one_argument() -> Non
     made = [FleetSettings().jwt_secret for _ in range(2000)]
     assert not [s for s in made if s.startswith("-")]
     assert len(set(made)) == len(made) and all(len(s.encode()) >= 32 for s in made)
+
+
+def test_the_token_secret_made_at_the_first_start_is_kept_for_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in [v for v in os.environ if v.startswith("LB_")]:
+        monkeypatch.delenv(var)
+    first = parse_args(["--data-dir", str(tmp_path)]).jwt_secret
+    kept = tmp_path / "jwt-secret"
+    assert kept.stat().st_mode & 0o777 == 0o600 and len(first) >= 32
+    assert parse_args(["--data-dir", str(tmp_path)]).jwt_secret == first  # tokens signed before still verify
+    # an exported one is the game backend's: used as it is, the kept one left alone
+    monkeypatch.setenv("LB_JWT_SECRETS", "b" * 32)
+    assert parse_args(["--data-dir", str(tmp_path)]).jwt_secret == "b" * 32
+    assert kept.read_text().strip() == first
+    # a file holding no usable secret is a usage error naming it, not replaced
+    monkeypatch.delenv("LB_JWT_SECRETS")
+    kept.write_text("short\n")
+    with pytest.raises(SystemExit) as refused:
+        parse_args(["--data-dir", str(tmp_path)])
+    assert refused.value.code == 2 and kept.read_text() == "short\n"

@@ -426,3 +426,45 @@ def test_no_help_text_shows_the_redis_password() -> None:
         assert "usage:" in text, (command, text)
         assert "hunter2" not in text, (command, text)
     assert "bench.scorer" in helps and "--redis-url" in helps["fleet"]
+
+
+# A subcommand given a flag it does not know, after whatever it requires: the command's own usage.
+SUBCOMMANDS = {
+    "scorer submit": "--player mia --points 5",
+    "scorer status": "--id m1",
+    "scorer tournament list": "",
+    "scorer tournament create": "spring --start 2030-01-01T00:00:00 --end 2030-01-02T00:00:00",
+    "scorer board list": "",
+    "scorer ban": "--player mia --reason r",
+    "loadtest submit": "",
+    "loadtest chaos": "",
+    "fleet rollout": "",
+    "fleet rebalance": "",
+    "fleet.haproxy servers": "",
+    "fleet.haproxy state": "gw-1 drain",
+    "api token": "mia",
+}
+WRONG_FLAGS = """
+import contextlib, io, runpy, sys
+for command in sys.argv[1:]:
+    module, *args = command.split()
+    sys.argv = [module, *args, "--no-such-flag"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), contextlib.suppress(SystemExit):
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    print(f"=== {command}\\n{out.getvalue()}")
+"""
+
+
+def test_a_wrong_flag_after_a_subcommand_shows_the_subcommands_usage() -> None:
+    commands = [f"{name} {args}".strip() for name, args in SUBCOMMANDS.items()]
+    done = subprocess.run(
+        [sys.executable, "-c", WRONG_FLAGS, *commands], cwd=ROOT, env=QUIET, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    answers = [part.split("\n", 1)[1] for part in done.stdout.split("=== ")[1:]]
+    assert len(answers) == len(SUBCOMMANDS)
+    for name, text in zip(SUBCOMMANDS, answers, strict=True):
+        prog = f"python -m {name}"
+        assert f"usage: {prog} " in text, (name, text)
+        assert f"{prog}: error: unrecognized arguments: --no-such-flag" in text, (name, text)
