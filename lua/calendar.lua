@@ -203,7 +203,7 @@ end
 Input:  KEYS[1] tournaments hash, KEYS[2] the tournament's entrants, KEYS[3] journal stream;
         ARGV    id, now_ms, entrants expire_at_s, players...
 Output: how many players were newly entered; ERR unknown_tournament, ERR tournament_ended,
-        ERR invalid_player (valid_player; nobody is entered)
+        ERR invalid_player (valid.player; nobody is entered)
 ]]
 function calendar.lb_join(keys, args)
   local now, expire_at = valid.parse_uint(args[2], 15), valid.parse_uint(args[3], 12)

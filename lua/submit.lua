@@ -235,13 +235,14 @@ end
 -- refusal of any kind). Its id and player are printable ASCII and its points and ts digits (the
 -- one scan of COMMON_SLIP: any other slip takes the general path).
 function submit.apply_common(ctx, common, id, player, points_text, ts_text, name, mark)
-  if #id > valid.MAX_ID_BYTES or ctx.banned_players[player] then
+  local MAX_ID_BYTES = valid.MAX_ID_BYTES -- read twice a slip: one table read
+  if #id > MAX_ID_BYTES or ctx.banned_players[player] then
     return nil
   end
   if mark.before[id] or mark.applied[id] then
     return submit.DUPLICATE
   end
-  if #player > valid.MAX_ID_BYTES or (name ~= '' and (#name > valid.MAX_NAME_BYTES or not valid.plain_text(name)))
+  if #player > MAX_ID_BYTES or (name ~= '' and (#name > valid.MAX_NAME_BYTES or not valid.plain_text(name)))
       or #points_text > 16 or #ts_text > 15 then
     return nil
   end
@@ -253,7 +254,7 @@ function submit.apply_common(ctx, common, id, player, points_text, ts_text, name
   local ids = mark.ids
   ids[#ids + 1] = id
   local improved_any, activity_rank, new_bucket = false, '0', nil -- a rank as text: table.concat formats a number
-  local boards, nths = common.boards, ctx.nth
+  local boards, nths, bucket_of = common.boards, ctx.nth, scoring.bucket_of -- bucket_of: per board
   for b = 1, #boards do
     local board = boards[b]
     local key, scores, scale = board.key, board.scores, board.scale
@@ -275,8 +276,8 @@ function submit.apply_common(ctx, common, id, player, points_text, ts_text, name
       end
       local old_points = old and (old - old % scale) / scale -- score_points
       if old_points ~= points then -- board_score_changed's deltas
-        new_bucket = new_bucket or scoring.bucket_of(points)
-        local old_bucket = old_points and scoring.bucket_of(old_points)
+        new_bucket = new_bucket or bucket_of(points)
+        local old_bucket = old_points and bucket_of(old_points)
         if old_bucket ~= new_bucket then
           local d = board.deltas
           d[new_bucket] = (d[new_bucket] or 0) + 1
@@ -312,12 +313,12 @@ function submit.apply_common(ctx, common, id, player, points_text, ts_text, name
   if name ~= '' then
     batch.update_profile_name(ctx, player, name)
   end
-  local a = ctx.act -- log_activity
+  local a, POW10 = ctx.act, batch.POW10 -- log_activity
   local k = a.n + 1
   a.n = k
   a.id[k], a.player[k], a.op[k], a.improved[k], a.rank[k] = id, player, '', improved_any and '1' or '0', activity_rank
-  a.points[k] = points >= batch.POW10[#points_text] and points_text or batch.canonical(points_text, points)
-  a.ts[k] = ts >= batch.POW10[#ts_text] and ts_text or batch.canonical(ts_text, ts)
+  a.points[k] = points >= POW10[#points_text] and points_text or batch.canonical(points_text, points)
+  a.ts[k] = ts >= POW10[#ts_text] and ts_text or batch.canonical(ts_text, ts)
   return submit.OK
 end
 
@@ -463,6 +464,11 @@ function submit.lb_submit(keys, args)
     return refuse('library_mismatch', 'the function library reads layout ' .. batch.SUBMIT_LAYOUT
       .. " of lb_submit's call; this call is another release's")
   end
+  -- What the loops below use per slip, bound once per batch: a module's field is a table read at
+  -- each use where a local is a register.
+  local SUBMISSION_FIELDS, FULL_FIELDS = batch.SUBMISSION_FIELDS, batch.FULL_FIELDS
+  local COMMON_SLIP, ANY_SLIP = batch.COMMON_SLIP, batch.ANY_SLIP
+  local apply_common, apply_submission = submit.apply_common, submit.apply_submission
   local ctx = {
     versions = keys[1], activity = keys[2], profiles = keys[3], banned = keys[4], scopes = keys[5],
     now = tonumber(now_ms), top_n = tonumber(top_n), maxlen = activity_maxlen,
@@ -495,22 +501,22 @@ function submit.lb_submit(keys, args)
   local used, marks, at, last = {}, {}, pos + 1, nil
   local found, seen, distinct, listed
   for i = 1, count do
-    local layout, slip = unpack(args, at, at + batch.SUBMISSION_FIELDS - 1)
+    local layout, slip = unpack(args, at, at + SUBMISSION_FIELDS - 1)
     local id, player, points, ts, name
     if slip ~= '' then
       if slip then
-        id, player, points, ts, name = slip:match(batch.COMMON_SLIP)
+        id, player, points, ts, name = slip:match(COMMON_SLIP)
         if not id then
-          id, player, points, ts, name = slip:match(batch.ANY_SLIP)
+          id, player, points, ts, name = slip:match(ANY_SLIP)
           full[i] = 0
         end
       end
-      at = at + batch.SUBMISSION_FIELDS
+      at = at + SUBMISSION_FIELDS
     else -- the full record follows: its first six fields (op read again on the general path)
-      full[i] = at + batch.SUBMISSION_FIELDS
+      full[i] = at + SUBMISSION_FIELDS
       local _
       id, player, points, _, ts, name = unpack(args, full[i], full[i] + 5)
-      at = at + batch.SUBMISSION_FIELDS + batch.FULL_FIELDS
+      at = at + SUBMISSION_FIELDS + FULL_FIELDS
     end
     if layout ~= last then
       found = layouts[tonumber(layout)]
@@ -574,15 +580,15 @@ function submit.lb_submit(keys, args)
     end
     local record = full[i]
     local result = common and not record
-      and submit.apply_common(ctx, common, ids[i], players[i], points_texts[i], stamps[i], names[i], current.mark)
+      and apply_common(ctx, common, ids[i], players[i], points_texts[i], stamps[i], names[i], current.mark)
     if not result then
       sub.n, sub.id, sub.player, sub.points, sub.op, sub.ts, sub.name = i, ids[i], players[i], points_texts[i], '', stamps[i], names[i]
       sub.layout, sub.outcome, sub.keys, sub.meta = current, false, '', ''
       if record and record > 0 then
-        local id, player, points, op, ts, name, outcome, values, meta = unpack(args, record, record + batch.FULL_FIELDS - 1)
+        local id, player, points, op, ts, name, outcome, values, meta = unpack(args, record, record + FULL_FIELDS - 1)
         sub.op, sub.outcome, sub.keys, sub.meta = op, outcome == '1', values, meta
       end
-      result = submit.apply_submission(keys, sub, periods, ctx)
+      result = apply_submission(keys, sub, periods, ctx)
     end
     results[i] = result
   end

@@ -156,7 +156,7 @@ Errors, one way per scope (refuse and entry_error below), with the codes of lead
   key_out_of_range, metadata_too_large.
 
 Player ids, wherever they come in (lb_submit, lb_join, lb_ban, lb_unban, lb_correct, lb_profile),
-follow one rule, valid_player: 1-64 bytes of UTF-8 without control, bidirectional or invisible
+follow one rule, valid.player: 1-64 bytes of UTF-8 without control, bidirectional or invisible
 characters (leaderboard/profiles.py is_player_id is the same).
 ]]
 

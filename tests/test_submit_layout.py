@@ -77,7 +77,8 @@ def slip_parts() -> tuple[tuple[str, ...], tuple[str, ...], list[tuple[str, ...]
     patterns = re.search(r"^\w+\.COMMON_SLIP, \w+\.ANY_SLIP = '(.*)', '(.*)'$", LIBRARY, re.MULTILINE)
     assert patterns is not None
     captures = tuple(str(len(re.findall(r"\((?!\?)", p))) for p in patterns.groups())
-    read = [tuple(names.split(", ")) for names in re.findall(r"(\w[\w, ]*) = slip:match\(\w+\.\w+_SLIP\)", LIBRARY)]
+    matches = re.findall(r"(\w[\w, ]*) = slip:match\((?:\w+\.)?\w+_SLIP\)", LIBRARY)
+    read = [tuple(names.split(", ")) for names in matches]
     return tuple(named.group(1).split()), captures, read
 
 
