@@ -51,6 +51,7 @@ from bench import results
 from bench.rank_reads import drain
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Submission, connect, now_ms
+from leaderboard.assembly import MANIFEST, SINGLE_FILE, from_directory
 from leaderboard.library import library_code
 from leaderboard.queue import Queue
 from leaderboard.settings import argument_parser
@@ -248,12 +249,14 @@ def baseline_error(baseline: str | None) -> str | None:
 
 def code_tree(baseline: str, directory: Path) -> Path:
     """A directory holding the packages the scorer runs (leaderboard, scorer) and its library:
-    a git ref's (``git archive``), or this tree's with the library file at ``baseline``."""
+    a git ref's (``git archive``), or this tree's with the library file at ``baseline`` (a whole
+    library, assembled: its lua/ holds that file alone, which a tree without a manifest names)."""
     if Path(baseline).is_file():
         for package in ("leaderboard", "scorer"):
             shutil.copytree(results.ROOT / package, directory / package, ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copytree(results.ROOT / "lua", directory / "leaderboard" / "lua")
-        shutil.copyfile(baseline, directory / "leaderboard" / "lua" / "leaderboard.lua")
+        ignore = shutil.ignore_patterns("__pycache__", "*.lua", MANIFEST)  # this tree's library: not the baseline's
+        shutil.copytree(results.ROOT / "lua", directory / "leaderboard" / "lua", ignore=ignore)
+        shutil.copyfile(baseline, directory / "leaderboard" / "lua" / SINGLE_FILE)
         return directory
     archive = subprocess.run(
         ["git", "archive", baseline, "leaderboard", "scorer", "lua"], cwd=results.ROOT, capture_output=True, check=True
@@ -263,10 +266,16 @@ def code_tree(baseline: str, directory: Path) -> Path:
     return directory
 
 
+def tree_library(tree: Path) -> str:
+    """The function library of a tree made by ``code_tree``, assembled as this release loads its
+    own (leaderboard/assembly.py: its manifest's files, or the one file of an older release)."""
+    return from_directory(tree / "leaderboard" / "lua").text
+
+
 def run(args: Any, replica: bool, tree: Path | None = None) -> dict[str, Any]:
     """Print one run's figures and return them: this tree's code, or the one in ``tree``."""
     n = args.submissions
-    code = (tree / "leaderboard" / "lua" / "leaderboard.lua").read_text() if tree else library_code()
+    code = tree_library(tree) if tree else library_code()
     with (
         tempfile.TemporaryDirectory(prefix="drain-bench-") as scratch,
         RedisServer(Path(scratch) / "primary") as server,

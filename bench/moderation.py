@@ -58,7 +58,7 @@ from leaderboard.transport import RedisClient
 
 GAME = "bench"
 CHUNK = 10_000
-TOMBSTONE = "  ctx.banned_players = held('HMGET', ctx.banned, batch_players)\n"
+TOMBSTONE = "  ctx.banned_players = batch.banned_among(ctx.banned, batch_players)\n"  # lua/submit.lua
 JOURNAL = "local function journal(key, fn, ...)\n"
 
 

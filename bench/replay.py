@@ -43,7 +43,7 @@ from typing import Any, cast
 import redis
 
 from bench import results
-from bench.drain import FLOOR_LIBRARY, OUTSIDE, PLAYERS, baseline_error, code_tree, fill, usec
+from bench.drain import FLOOR_LIBRARY, OUTSIDE, PLAYERS, baseline_error, code_tree, fill, tree_library, usec
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig
 from leaderboard.library import library_code
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="replay-baseline-") as scratch:
         if args.baseline_library:
             tree = code_tree(args.baseline_library, Path(scratch))
-            code = (tree / "leaderboard" / "lua" / "leaderboard.lua").read_text()
+            code = tree_library(tree)
             sides["baseline"] = (code, encoded(batches, now, tree))
         sides["this"] = (library_code(), encoded(batches, now, None))
     if args.floor:

@@ -1,7 +1,7 @@
 """Batch encoding of ``lb_submit`` (pure: no I/O): stream entries to the call's KEYS and ARGV,
 and the call's replies back to one SubmitResult per entry.
 
-The layout of the arguments is documented at ``lb_submit`` in lua/leaderboard.lua, record by
+The layout of the arguments is documented at ``lb_submit`` in lua/submit.lua, record by
 record, with the field names of the ``*_FIELDS`` tuples below (tests/test_submit_layout.py holds
 the two equal, and this encoder to its names)::
 

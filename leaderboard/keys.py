@@ -1,7 +1,8 @@
 """Every Redis key and channel name the fleet uses, built in one place.
 
 All names of one game share the hash tag ``{game}``, so in a Redis Cluster they live in one slot
-and a function can touch them all. lua/leaderboard.lua's header describes the same schema.
+and a function can touch them all. The function library's header (lua/text.lua) describes the same
+schema (tests/test_library_layout.py holds the two equal).
 """
 
 from __future__ import annotations

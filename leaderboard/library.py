@@ -1,4 +1,4 @@
-"""Typed Python wrappers of the function library (lua/leaderboard.lua): one method per
+"""Typed Python wrappers of the function library (lua/, assembled by assembly.py): one method per
 registered function, replies as the dataclasses of results.py, ``ERR <code>`` replies as the
 exception tree of errors.py (``errors.from_reply``). They take a ``redis.asyncio.Redis`` made
 by ``connect()`` (str replies; undecodable bytes kept so one never poisons a whole batch)::
@@ -63,12 +63,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from importlib.resources import files
 from typing import Any
 
 from redis.exceptions import ResponseError
 
 from . import boards
+from .assembly import packaged
 from .batch import DEFINITION_FIELDS, SUBMIT_LAYOUT, decode_batch, definition_record, encode_batch, outcome_rows
 from .config import GameConfig
 from .defined import Board
@@ -108,20 +108,33 @@ _CORRECT_DEFINED_ARGS, _CORRECT_DEFINED_FIELDS = 8, 7
 
 
 def library_code() -> str:
-    """The function library's source: package data, so an installed wheel has it too."""
-    return files("leaderboard.lua").joinpath("leaderboard.lua").read_text(encoding="utf-8")
+    """The function library's source, its files assembled in order (assembly.py): package data,
+    so an installed wheel has it too."""
+    return packaged().text
+
+
+def _located(exc: ResponseError) -> ResponseError:
+    """A Redis error from inside the library with its position named as ``file.lua:line`` (the
+    line map of assembly.py); the error itself when it names none."""
+    text = str(exc)
+    named = packaged().translate(text)
+    return exc if named == text else type(exc)(named)
 
 
 @contextmanager
 def _library_errors() -> Iterator[None]:
-    """A library error reply ('ERR <code> ...') raised as the exception tree's; others as they are."""
+    """A library error reply ('ERR <code> ...') raised as the exception tree's; others as they
+    are, a position in the library named as its file's line."""
     try:
         yield
     except ResponseError as exc:
         mapped = from_reply(str(exc))
-        if mapped is None:
+        if mapped is not None:
+            raise mapped from None
+        located = _located(exc)
+        if located is exc:
             raise
-        raise mapped from None
+        raise located from exc
 
 
 async def _execute(redis: RedisClient, command: Command) -> Any:
@@ -149,7 +162,8 @@ class Leaderboard(PlainReads):
 
     async def load(self) -> None:
         """Load (or replace) the function library; idempotent."""
-        await self.redis.function_load(library_code(), replace=True)
+        with _library_errors():  # a compile error names its file's line
+            await self.redis.function_load(library_code(), replace=True)
 
     # --- writes
 
@@ -216,7 +230,7 @@ class Leaderboard(PlainReads):
         *_, (reply, (seconds, micros)) = await execute_packed(self.redis, ("MULTI",), command, ("TIME",), ("EXEC",))
         if isinstance(reply, ResponseError):  # errors inside EXEC come back as values
             mapped = from_reply(str(reply))
-            raise mapped or reply
+            raise mapped or _located(reply)
         return reply, int(seconds) * 1_000_000 + int(micros)
 
     async def enqueue(

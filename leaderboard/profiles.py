@@ -18,7 +18,7 @@ until the next profile write); its name is checked for the same refused code poi
 
 Player ids follow the one rule of ``check_player_id``: 1-64 bytes of UTF-8, none of the code
 points refused in display text, and none of the invisible ones either (``_INVISIBLE``). The
-function library applies the same rule (``valid_player`` in lua/leaderboard.lua) to
+function library applies the same rule (``valid.player`` in lua/text.lua) to
 every player id it is given; tests/test_player_ids.py holds the two equal.
 """
 

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 
 ORDINAL, DENSE, COMPETITION = "ordinal", "dense", "competition"
 RANK_MODES = (ORDINAL, DENSE, COMPETITION)
-SUB_BUCKETS = 16  # must equal SUB_BUCKETS in lua/leaderboard.lua
+SUB_BUCKETS = 16  # must equal scoring.SUB_BUCKETS in lua/encoding.lua
 SIGNIFICANT_DIGITS = 3  # an approximate rank is shown to this many digits (≈ #412,000)
 
 

@@ -29,7 +29,7 @@ from .stats import Stats
 from .stream import Batch, GroupWorker
 
 GROUP = "badges"
-JOURNAL_MAXLEN = 100_000  # the function library's cap on the journal (leaderboard.lua)
+JOURNAL_MAXLEN = 100_000  # the function library's cap on the journal (lua/text.lua)
 
 
 def awards(entry: Mapping[str, str], thresholds: Sequence[tuple[str, int]], top_n: int | None) -> list[str]:

@@ -4,14 +4,17 @@ lb_submit's calls."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-from bench.drain import baseline_error, by_name, code_tree, fill, function_figures, main
+from bench import results
+from bench.drain import baseline_error, by_name, code_tree, fill, function_figures, main, tree_library
 from leaderboard import GameConfig
+from leaderboard.assembly import assemble
 from leaderboard.library import library_code
 from leaderboard.submission import entry_fields
 
@@ -53,3 +56,31 @@ async def test_each_release_is_queued_the_entries_its_scorer_reads(tmp_path: Pat
     same = [{k: v for k, v in entry_fields(fields).items() if k != "ts"} for _, fields in entries]  # one seed
     assert same[2:] == same[:2]
     r.close()
+
+
+def test_a_baseline_library_is_assembled_as_the_loader_assembles_it(tmp_path: Path) -> None:
+    """A ref's library from its own lua/ (the manifest's files, or the one file of a release from
+    before them); a library file as it is."""
+
+    def show(ref: str, name: str) -> str:
+        found = subprocess.run(["git", "show", f"{ref}:lua/{name}"], cwd=results.ROOT, capture_output=True, text=True)
+        if found.returncode != 0:
+            raise FileNotFoundError(name)
+        return found.stdout
+
+    (tmp_path / "head").mkdir()
+    assert tree_library(code_tree("HEAD", tmp_path / "head")) == assemble(lambda name: show("HEAD", name)).text
+    split = subprocess.run(
+        ["git", "rev-list", "-1", "HEAD", "--", "lua/leaderboard.lua"],
+        cwd=results.ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()  # fmt: skip: the commit that split the one file
+    one_file = show(f"{split}^", "leaderboard.lua")
+    (tmp_path / "before").mkdir()
+    assert tree_library(code_tree(f"{split}^", tmp_path / "before")) == one_file
+    library = tmp_path / "library.lua"
+    library.write_text("#!lua name=leaderboard\n-- a copy with one rule taken out\n")
+    (tmp_path / "file").mkdir()
+    assert tree_library(code_tree(str(library), tmp_path / "file")) == library.read_text()

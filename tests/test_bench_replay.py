@@ -10,6 +10,7 @@ import pytest
 
 from bench import results
 from bench.replay import main
+from leaderboard.library import library_code
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -18,8 +19,9 @@ def test_replay_measures_this_tree_against_a_baseline_and_the_floor(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(results, "RESULTS", tmp_path)
-    baseline = str(results.ROOT / "lua" / "leaderboard.lua")
-    argv = ["--submissions", "1200", "--batch", "400", "--rounds", "2", "--floor", "--baseline-library", baseline]
+    baseline = tmp_path / "library.lua"  # a library file: this tree's, assembled
+    baseline.write_text(library_code())
+    argv = ["--submissions", "1200", "--batch", "400", "--rounds", "2", "--floor", "--baseline-library", str(baseline)]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "== 1,200 submissions in 3 batches of 400, 2 rounds" in out

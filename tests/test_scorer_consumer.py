@@ -396,9 +396,9 @@ async def test_a_library_lost_between_apply_and_acknowledgement_is_loaded_again(
 def library_of_layout(layout: int) -> str:
     """This release's library, as a release whose call layout is ``layout`` would ship it."""
     code = library_code()
-    ours = f"local SUBMIT_LAYOUT = '{SUBMIT_LAYOUT}'"
+    ours = f"batch.SUBMIT_LAYOUT = '{SUBMIT_LAYOUT}'"  # lua/batch.lua
     assert ours in code
-    return code.replace(ours, f"local SUBMIT_LAYOUT = '{layout}'")
+    return code.replace(ours, f"batch.SUBMIT_LAYOUT = '{layout}'")
 
 
 async def test_a_newer_releases_library_leaves_the_batches_queued_until_the_library_matches(

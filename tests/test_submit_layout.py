@@ -1,5 +1,5 @@
-"""lb_submit's argument layout has three writings that must agree: the header of lua/leaderboard.lua
-(the Input block of lb_submit), the locals the library reads each record into, and the encoder of
+"""lb_submit's argument layout has three writings that must agree: the library's header of lb_submit
+(its Input block, in lua/submit.lua), the locals the library reads each record into, and the encoder of
 leaderboard/batch.py (its ``*_FIELDS`` tuples, and what it writes under each name). A field added,
 dropped or moved in any one of them fails here, before a batch reaches Redis. The library's error
 codes are held to its header's list the same way."""
@@ -7,7 +7,6 @@ codes are held to its header's list the same way."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -24,12 +23,13 @@ from leaderboard.batch import (
     SUBMIT_LAYOUT,
     encode_batch,
 )
+from leaderboard.library import library_code
 from leaderboard.submission import SLIP_PARTS, entry_fields
 from leaderboard.windows import tournament_window, window
 
 from .properties import bounded
 
-LIBRARY = (Path(__file__).resolve().parent.parent / "lua" / "leaderboard.lua").read_text()
+LIBRARY = library_code()  # assembled: the files of lua/ in order
 RECORDS = {
     "settings": SETTINGS_FIELDS,
     "period": PERIOD_FIELDS,
@@ -53,10 +53,12 @@ def header_records() -> dict[str, tuple[str, ...]]:
 
 def code_records() -> dict[str, tuple[str, ...]]:
     """The locals each record is read into: ``local a, b, ... = unpack(args, ..., <RECORD>_FIELDS)``,
-    each checked against the field count the library declares for it (every function's records)."""
+    each checked against the field count the library declares for it (every function's records:
+    ``<module>.<RECORD>_FIELDS = <n>`` at the top level of its file)."""
     sizes: dict[str, int] = {}
-    for names, values in re.findall(r"^local ([A-Z_, ]+) = ([\d, ]+)$", LIBRARY, re.MULTILINE):
-        for name, value in zip(names.split(", "), values.split(", "), strict=True):
+    for names, values in re.findall(r"^((?:\w+\.[A-Z_]+(?:, )?)+) = ([\d, ]+)$", LIBRARY, re.MULTILINE):
+        for qualified, value in zip(names.split(", "), values.split(", "), strict=True):
+            name = qualified.partition(".")[2]
             if name.endswith("_FIELDS"):
                 sizes[name.removesuffix("_FIELDS").lower()] = int(value)
     read = {}
@@ -72,10 +74,11 @@ def slip_parts() -> tuple[tuple[str, ...], tuple[str, ...], list[tuple[str, ...]
     library's two patterns capture them, and the locals it reads their captures into."""
     named = re.search(r"parts `([\w ]+)` \(SLIP_PARTS\)", LIBRARY)
     assert named is not None
-    patterns = re.search(r"^local COMMON_SLIP, ANY_SLIP = '(.*)', '(.*)'$", LIBRARY, re.MULTILINE)
+    patterns = re.search(r"^\w+\.COMMON_SLIP, \w+\.ANY_SLIP = '(.*)', '(.*)'$", LIBRARY, re.MULTILINE)
     assert patterns is not None
     captures = tuple(str(len(re.findall(r"\((?!\?)", p))) for p in patterns.groups())
-    read = [tuple(names.split(", ")) for names in re.findall(r"(\w[\w, ]*) = slip:match\(\w+_SLIP\)", LIBRARY)]
+    matches = re.findall(r"(\w[\w, ]*) = slip:match\((?:\w+\.)?\w+_SLIP\)", LIBRARY)
+    read = [tuple(names.split(", ")) for names in matches]
     return tuple(named.group(1).split()), captures, read
 
 

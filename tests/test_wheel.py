@@ -1,5 +1,5 @@
 """The package as a user installs it: a built wheel (not the source tree) runs a scorer, which loads
-the function library it ships (lua/leaderboard.lua, installed as the package leaderboard.lua), and a
+the function library it ships (the files of lua/, installed as the package leaderboard.lua), and a
 gateway, which serves the page it ships."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pytest
 
 from fleet.redis_server import free_port
 from leaderboard import GameConfig, Leaderboard, connect
+from leaderboard.assembly import MANIFEST, from_directory
 
 from .conftest import MS
 from .gw_helpers import http_get
@@ -40,8 +41,11 @@ def install_wheel(tmp: Path) -> Path:
         check=True, cwd=tmp, timeout=120,
     )  # fmt: skip
     [wheel] = (tmp / "dist").glob("*.whl")
-    with zipfile.ZipFile(wheel) as archive:  # the library at its package's place
-        assert archive.read("leaderboard/lua/leaderboard.lua") == (ROOT / "lua" / "leaderboard.lua").read_bytes()
+    with zipfile.ZipFile(wheel) as archive:  # every file of the library at its package's place
+        parts = [*(ROOT / "lua").glob("*.lua"), ROOT / "lua" / MANIFEST]
+        assert len(parts) == len(from_directory(ROOT / "lua").parts) + 1
+        for part in parts:
+            assert archive.read(f"leaderboard/lua/{part.name}") == part.read_bytes(), part.name
     env_dir = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", env_dir], check=True, timeout=60)
     python = env_dir / "bin" / "python"
@@ -61,7 +65,7 @@ def install_wheel(tmp: Path) -> Path:
         text=True,
         timeout=60,
     )
-    assert shipped == (ROOT / "lua" / "leaderboard.lua").read_text()
+    assert shipped == from_directory(ROOT / "lua").text
     return python
 
 

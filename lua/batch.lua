@@ -1,0 +1,491 @@
+-- The batch machinery of lb_submit: its argument records read into tables, what is read once
+-- per batch (ban tombstones, seen ids, entrants, each board's scores), the boards' deferred
+-- writes, the checks every slip passes, and the writes made once at the end of the batch
+-- (histograms, activity, seen ids, distinct players).
+local batch = {}
+
+-- Argument readers --------------------------------------------------------------------------
+
+-- lb_submit's records, each read into locals named as lb_submit's Input names its fields.
+batch.SETTINGS_FIELDS, batch.PERIOD_FIELDS, batch.LAYOUT_FIELDS, batch.BOARD_FIELDS, batch.SUBMISSION_FIELDS, batch.FULL_FIELDS = 9, 11, 4, 9, 2, 9
+-- The call layout lb_submit reads (leaderboard/batch.py's SUBMIT_LAYOUT): another is refused whole.
+batch.SUBMIT_LAYOUT = '2'
+-- A slip's parts (SLIP_PARTS): printable ASCII id and player and digits, as the common path takes
+-- them (one scan checks all four), else any text between the tabs (the general path checks it).
+batch.COMMON_SLIP, batch.ANY_SLIP = '^([ -~]+)\t([ -~]+)\t(%d+)\t(%d+)\t(.*)$', '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'
+
+-- The period records: a count at pos, then the records. Both readers return nil for a malformed
+-- record, so the call is refused before its first write.
+function batch.read_periods(keys, args, pos)
+  local periods, count = {}, tonumber(args[pos]) or 0
+  pos = pos + 1
+  for p = 1, count do
+    local window, label, start_ms, end_ms, shift, unit_ms, expire_at, players_key, entrants_key, mode, closed_key =
+      unpack(args, pos, pos + batch.PERIOD_FIELDS - 1)
+    start_ms, end_ms, shift, unit_ms = tonumber(start_ms), tonumber(end_ms), tonumber(shift), tonumber(unit_ms)
+    expire_at, players_key = tonumber(expire_at), tonumber(players_key)
+    entrants_key, closed_key = tonumber(entrants_key), tonumber(closed_key)
+    if not (window and label and start_ms and end_ms and shift and unit_ms and expire_at and keys[players_key]
+        and entrants_key and (entrants_key == 0 or keys[entrants_key]) and scoring.RANK_MODES[mode]
+        and closed_key and (closed_key == 0 or keys[closed_key])) then
+      return nil
+    end
+    periods[p] = {
+      window = window,
+      label = label,
+      start_ms = start_ms,
+      end_ms = end_ms,
+      scale = 2 ^ shift,
+      max_points = 2 ^ (53 - shift) - 1,
+      unit_ms = unit_ms,
+      expire_at = expire_at,
+      hll = keys[players_key],
+      entrants = entrants_key ~= 0 and keys[entrants_key] or nil,
+      mode = mode,
+      marker = closed_key ~= 0 and keys[closed_key] or nil,
+      players = {}, listed = {}, -- applied in this batch, each once, for the distinct-player log
+    }
+    pos = pos + batch.PERIOD_FIELDS
+  end
+  return periods, pos
+end
+
+-- The layout records (what submissions write to, shared by every submission of the batch with
+-- the same boards and seen-id bucket): a count at pos, then each layout followed by its boards.
+function batch.read_layouts(keys, periods, args, pos, defs)
+  local layouts, count = {}, tonumber(args[pos]) or 0
+  pos = pos + 1
+  for l = 1, count do
+    local seen_key, outcomes_key, seen_expire_at, board_count = unpack(args, pos, pos + batch.LAYOUT_FIELDS - 1)
+    local layout = { seen = keys[tonumber(seen_key)], outcomes = keys[tonumber(outcomes_key)],
+      seen_expire_at = seen_expire_at, refs = {} }
+    board_count = tonumber(board_count)
+    if not (layout.seen and layout.outcomes and valid.parse_uint(seen_expire_at, 12) and board_count) then
+      return nil
+    end
+    pos = pos + batch.LAYOUT_FIELDS
+    for b = 1, board_count do
+      local board_key, period, op, scope, hist_key, points_key, definition, members_key, meta_key =
+        unpack(args, pos, pos + batch.BOARD_FIELDS - 1)
+      local ref = { key = tonumber(board_key), period = tonumber(period), op = op, scope = scope,
+        hist = keys[tonumber(hist_key)], pts = keys[tonumber(points_key)], members = tonumber(members_key),
+        meta = tonumber(meta_key) }
+      if not (ref.key and keys[ref.key] and periods[ref.period] and ref.op and ref.scope and ref.hist and ref.pts) then
+        return nil
+      end
+      definition = tonumber(definition)
+      if definition and definition > 0 then -- a defined board's: its definition, members and metadata
+        layout.def = defs[definition]
+        if not (layout.def and keys[ref.members] and keys[ref.meta]) then
+          return nil
+        end
+      end
+      layout.refs[b] = ref
+      pos = pos + batch.BOARD_FIELDS
+    end
+    layouts[l] = layout
+  end
+  return layouts, pos
+end
+
+-- Closed periods and the scope cap, each read once per batch --------------------------------
+
+-- A period whose close event was added (lb_close sets its marker in the same call): its finals
+-- are published, so no later slip may change its boards. Read once per period per batch.
+function batch.period_closed(period)
+  if period.marker and period.closed == nil then
+    period.closed = redis.call('EXISTS', period.marker) == 1
+  end
+  return period.closed
+end
+
+-- The scopes set holds every region and mode value the game's slips named; a new one is added
+-- by the slip that names it (record_scopes, after its plan), unless the set holds max_scopes.
+function batch.known_scope(ctx, scope)
+  local known = ctx.known[scope]
+  if known == nil then
+    known = redis.call('SISMEMBER', ctx.scopes, scope) == 1
+    ctx.known[scope] = known
+  end
+  return known
+end
+
+function batch.scope_count(ctx)
+  if not ctx.scope_count then
+    ctx.scope_count = redis.call('SCARD', ctx.scopes)
+  end
+  return ctx.scope_count
+end
+
+function batch.record_scopes(ctx, scopes)
+  for scope in pairs(scopes) do
+    ctx.scope_count = batch.scope_count(ctx) + redis.call('SADD', ctx.scopes, scope)
+    ctx.known[scope] = true
+  end
+end
+
+-- Reads made once per batch ----------------------------------------------------------------
+
+-- Which of `items` a set (SMISMEMBER) or a hash (HMGET) holds, as a table item -> true: one call
+-- per 1,000 items (unpack() is bounded by Lua's C stack) instead of one per submission.
+function batch.held(command, key, items)
+  local found = {}
+  for i = 1, #items, 1000 do
+    local last = math.min(i + 999, #items)
+    local replies = redis.call(command, key, unpack(items, i, last))
+    for j = 1, last - i + 1 do
+      local reply = replies[j]
+      if reply and reply ~= 0 then
+        found[items[i + j - 1]] = true
+      end
+    end
+  end
+  return found
+end
+
+-- The batch's banned players (a set, as held's). Most games hold a few tombstones or none: a
+-- tombstone hash with fewer fields than the batch has players is read whole (HKEYS) rather than
+-- asked about each player (HMGET).
+function batch.banned_among(key, players)
+  local count = redis.call('HLEN', key)
+  if count >= #players then
+    return batch.held('HMGET', key, players)
+  end
+  local found = {}
+  if count > 0 then
+    for _, player in ipairs(redis.call('HKEYS', key)) do
+      found[player] = true
+    end
+  end
+  return found
+end
+
+-- A tournament's entrants among the batch's players, read once per batch (the list never
+-- shrinks while its tournament runs, and nothing in the batch adds to it).
+function batch.entered(ctx, period)
+  local found = period.entered
+  if not found then
+    found = batch.held('SMISMEMBER', period.entrants, ctx.players)
+    period.entered = found
+  end
+  return found[ctx.player] == true
+end
+
+-- A tournament slip of a defined board (plan_defined) whose player is not entered: the entry
+-- error, as plan_submission refuses the game's boards' tournament slips; nil otherwise.
+function batch.tournament_refusal(ctx, period, player)
+  ctx.player = player
+  if period.entrants and not batch.entered(ctx, period) then
+    return entry_error('not_entered', 'player is not entered in tournament ' .. period.label)
+  end
+end
+
+-- The batch's boards, by key -----------------------------------------------------------------
+-- Each board key the batch writes to has one record (ctx.held): its members' scores, read with one
+-- ZMSCORE per layout's players the first time a slip of that layout plans on it (a player already
+-- held keeps the batch's own view, which includes its deferred writes), and the batch's writes
+-- to it gathered into one multi-member ZADD. Anything that reads the key itself (a rank, the
+-- N-th score, a count) flushes those writes first, so it sees exactly what a ZADD per slip
+-- left; the rest are flushed at the end of the batch. A member written twice keeps one pair,
+-- the latest score: the board's final order depends only on the final scores.
+function batch.held_board(ctx, key, layout)
+  local held = ctx.held[key]
+  if not held then
+    held = { scores = {}, read = {}, pending = { n = 0 } }
+    ctx.held[key] = held
+    ctx.held[#ctx.held + 1] = key -- flushed in first-touched order
+  end
+  if not held.read[layout] then
+    held.read[layout] = true
+    local players, scores = layout.players, held.scores
+    for i = 1, #players, 1000 do -- unpack() is bounded by Lua's C stack
+      local last = math.min(i + 999, #players)
+      local replies = redis.call('ZMSCORE', key, unpack(players, i, last))
+      for j = 1, last - i + 1 do
+        local player = players[i + j - 1]
+        if scores[player] == nil then
+          local score = replies[j]
+          scores[player] = score and tonumber(score) or false
+        end
+      end
+    end
+  end
+  return held
+end
+
+-- A write to the board, deferred until the key is read or the batch ends: the member's score
+-- kept and the member listed in pending (its length in pending.n: an append costs less than a
+-- new key in a growing hash). A member written twice is listed twice, and written with its
+-- latest score both times: the order of a ZADD's members does not change the board it leaves.
+function batch.defer_write(held, player, score)
+  held.scores[player] = score
+  local pending = held.pending
+  local n = pending.n + 1
+  pending.n, pending[n] = n, player
+end
+
+-- Before any read of the key: its deferred writes, in ZADDs of at most 500 members (unpack() is
+-- bounded by Lua's C stack).
+function batch.flush_board(ctx, key)
+  local held = ctx.held[key]
+  if not (held and held.pending.n > 0) then
+    return
+  end
+  local pending, scores, writes, n = held.pending, held.scores, {}, 0
+  for i = 1, pending.n do
+    local player = pending[i]
+    writes[n + 1], writes[n + 2] = scores[player], player
+    n = n + 2
+    if n == 1000 then
+      redis.call('ZADD', key, unpack(writes, 1, n))
+      n = 0
+    end
+  end
+  -- emptied in place (the next writes list over the old ones): apply_common's board records hold it
+  pending.n = 0
+  if n > 0 then
+    redis.call('ZADD', key, unpack(writes, 1, n))
+  end
+end
+
+-- A member's 0-based rank (ZREVRANK) on a board of the batch, its deferred writes flushed first.
+-- A rank within the top N is kept until a write may move it (forget_ranks, at every write): the
+-- players of the top submit most, and each of their slips reads its rank for the activity entry.
+function batch.board_rank(ctx, key, player)
+  local known = ctx.ranks[key]
+  local rank = known and known[player]
+  if rank then
+    return rank
+  end
+  batch.flush_board(ctx, key)
+  rank = redis.call('ZREVRANK', key, player)
+  if rank and rank < ctx.top_n then
+    if not known then
+      known = {}
+      ctx.ranks[key] = known
+    end
+    known[player] = rank
+  end
+  return rank
+end
+
+-- A write of a member at `old` (nil: new) to `score`, given the N-th score before it (false:
+-- fewer than N members): only one that stays below the N-th score moves no rank of the top N.
+function batch.forget_ranks(ctx, key, nth, old, score)
+  if nth == false or score >= nth or (old and old >= nth) then
+    ctx.ranks[key] = nil
+  end
+end
+
+-- At the end of the batch: every board's remaining writes, then the expiry of the boards it
+-- wrote (EXPIREAT on a key not yet created would do nothing).
+function batch.flush_boards(ctx)
+  for _, key in ipairs(ctx.held) do
+    batch.flush_board(ctx, key)
+    local expire_at = ctx.held[key].expire_at
+    if expire_at then
+      redis.call('EXPIREAT', key, expire_at, 'NX')
+    end
+  end
+end
+
+-- Per-submission validation and planning (no writes) ---------------------------------------
+
+-- The checks every slip passes, whatever board it names: its player and name (check_slip: nil,
+-- or the error triple), then, after its values, its operator and time (check_time: the
+-- timestamp, or nil and the error).
+function batch.check_slip(sub)
+  if not valid.player(sub.player) then
+    return entry_error('invalid_player', valid.PLAYER_RULE)
+  end
+  if sub.name ~= '' and (#sub.name > valid.MAX_NAME_BYTES or not valid.plain_text(sub.name)) then
+    return entry_error('invalid_name', 'name must be valid UTF-8 of at most ' .. valid.MAX_NAME_BYTES .. ' bytes, without control characters')
+  end
+end
+
+function batch.check_time(sub, ctx)
+  if sub.op ~= '' and not valid.VALID_OPS[sub.op] then
+    return nil, entry_error('invalid_operator', 'operator must be best, incr or set')
+  end
+  local ts = valid.parse_uint(sub.ts, 15)
+  if ts == nil then
+    return nil, entry_error('invalid_timestamp', 'timestamp must be integer milliseconds since the epoch')
+  end
+  if ts > ctx.now + ctx.skew then
+    return nil, entry_error('timestamp_in_future', 'timestamp is ahead of the server clock')
+  end
+  if ts < ctx.now - ctx.max_age then
+    return nil, entry_error('timestamp_too_old', 'timestamp is older than the idempotency window')
+  end
+  return ts
+end
+
+-- A layout board's record for the batch: what does not change from slip to slip, set once (a
+-- record per layout and key, as the read).
+function batch.layout_board(keys, ref, period, layout, ctx)
+  local board = { key = keys[ref.key], hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope,
+    own_op = ref.op }
+  board.held = batch.held_board(ctx, board.key, layout)
+  ref.board = board
+  return board
+end
+
+-- The histogram changes of the batch (board_score_changed), three calls per histogram however
+-- many buckets moved: the moved buckets' counts read (HMGET), the new counts written (HSET) and the
+-- emptied buckets deleted (HDEL). A call per bucket was most of the histograms' cost.
+function batch.flush_histograms(ctx)
+  local deltas = ctx.hist
+  for _, hist_key in ipairs(deltas) do
+    local buckets = {}
+    for bucket, delta in pairs(deltas[hist_key]) do
+      if delta ~= 0 then
+        buckets[#buckets + 1] = bucket
+      end
+    end
+    local counts, set, emptied = {}, {}, {}
+    for i = 1, #buckets, 1000 do -- unpack() is bounded by Lua's C stack
+      local last = math.min(i + 999, #buckets)
+      local replies = redis.call('HMGET', hist_key, unpack(buckets, i, last))
+      for j = 1, last - i + 1 do
+        counts[i + j - 1] = tonumber(replies[j]) or 0
+      end
+    end
+    for i, bucket in ipairs(buckets) do
+      local count = counts[i] + deltas[hist_key][bucket]
+      if count > 0 then
+        set[#set + 1] = bucket
+        set[#set + 1] = count
+      else
+        emptied[#emptied + 1] = bucket
+      end
+    end
+    for i = 1, #set, 1000 do
+      redis.call('HSET', hist_key, unpack(set, i, math.min(i + 999, #set)))
+    end
+    for i = 1, #emptied, 1000 do
+      redis.call('HDEL', hist_key, unpack(emptied, i, math.min(i + 999, #emptied)))
+    end
+    local expire_at = ctx.hist_expire[hist_key]
+    if expire_at then
+      redis.call('EXPIREAT', hist_key, expire_at, 'NX')
+    end
+  end
+end
+
+-- The profile's name, written only when it changed. Most named slips repeat the name the profile
+-- holds: the per-batch cache answers repeats within a batch, and the stored JSON is searched for
+-- the encoded name before any decode (cjson escapes quotes, so '"name":<encoded>' cannot occur
+-- inside another field's value). A miss decodes and writes the profile as before.
+function batch.update_profile_name(ctx, player, name)
+  if ctx.names[player] == name then
+    return
+  end
+  ctx.names[player] = name
+  local raw = redis.call('HGET', ctx.profiles, player)
+  if raw and raw:find('"name":' .. cjson.encode(name), 1, true) then
+    return
+  end
+  local profile = raw and cjson.decode(raw) or {}
+  if profile.name ~= name then
+    profile.name = name
+    redis.call('HSET', ctx.profiles, player, cjson.encode(profile))
+  end
+end
+
+-- One PFADD per distinct-player log per batch instead of one per submission: the log's final
+-- state does not depend on the order or grouping of the adds. Each player once per batch: a log
+-- of a few thousand players is kept sparse by Redis, where an add costs a scan of the log (on a
+-- stream where players come back often: 0.18 us a submission with a member per slip, 0.02 with
+-- each of the batch's players once). Chunked because unpack() is bounded by Lua's C stack.
+function batch.add_players(period, players)
+  for i = 1, #players, 1000 do
+    redis.call('PFADD', period.hll, unpack(players, i, math.min(i + 999, #players)))
+  end
+  if #players > 0 and period.expire_at > 0 then
+    redis.call('EXPIREAT', period.hll, period.expire_at, 'NX')
+  end
+end
+
+-- The players the general path applied, by period; those of the common slips, one list per
+-- layout, added to each of the layout's periods.
+function batch.count_players(periods, commons)
+  for _, period in ipairs(periods) do
+    batch.add_players(period, period.players)
+  end
+  for _, common in ipairs(commons) do
+    for _, period in ipairs(common.periods) do
+      batch.add_players(period, common.players)
+    end
+  end
+end
+
+-- The ids the batch applied, added to their seen buckets in one SADD per bucket (the duplicate
+-- checks were made against the buckets as read before the batch, plus these).
+function batch.mark_seen(marks)
+  for _, mark in ipairs(marks) do
+    local ids = mark.ids
+    for i = 1, #ids, 1000 do
+      redis.call('SADD', mark.key, unpack(ids, i, math.min(i + 999, #ids)))
+    end
+    if #ids > 0 then
+      redis.call('EXPIREAT', mark.key, mark.expire_at, 'NX')
+    end
+  end
+end
+
+-- A slip that asked to keep its outcome: its per-board rows, by its id, in the outcomes bucket of
+-- its hour (kept as long as its seen bucket), for lb_status to answer with.
+function batch.keep_outcome(ctx, sub, outcome)
+  local key = sub.layout.outcomes
+  redis.call('HSET', key, sub.id, cjson.encode(outcome))
+  if not ctx.expiring[key] then
+    redis.call('EXPIREAT', key, sub.layout.seen_expire_at, 'NX')
+    ctx.expiring[key] = true
+  end
+end
+
+-- A number's text as the caller sent it when it is already canonical (no leading zero: a text of
+-- n > 1 digits holds at least 10^(n-1), arithmetic rather than a call).
+batch.POW10 = {}
+for n = 1, 17 do
+  batch.POW10[n] = 10 ^ (n - 1)
+end
+
+function batch.canonical(text, number)
+  local least = batch.POW10[#text]
+  if not least or number >= least then -- not least: '' (a defined board's slip has no points)
+    return text
+  end
+  return string.format('%d', number)
+end
+
+--[[ The activity entries of the batch (badges and feeds read them), one stream entry per call:
+n, then a column per field (ACTIVITY_COLUMNS: leaderboard/activity.py reads the same), the
+applied slips' values in batch order joined by newlines (no id, player or operator may hold a
+control character: valid.text_field, valid.player). An XADD per slip was the dearest rule of the call
+(the command and its arguments' conversion: about 2 us per slip in bench.drain); the columns
+are appended to here and written by flush_activity. The stream is trimmed to about activity_maxlen
+submissions: MAXLEN ~ in entries of this call's size.
+]]
+batch.ACTIVITY_COLUMNS = { 'id', 'player', 'points', 'op', 'ts', 'improved', 'rank' }
+
+function batch.log_activity(ctx, sub, points, ts, improved, rank)
+  local a = ctx.act
+  local n = a.n + 1
+  a.n = n
+  a.id[n], a.player[n], a.points[n], a.op[n] = sub.id, sub.player, batch.canonical(sub.points, points), sub.op
+  a.ts[n], a.improved[n], a.rank[n] = batch.canonical(sub.ts, ts), improved and '1' or '0', rank == 0 and '0' or rank
+end
+
+function batch.flush_activity(ctx)
+  local a = ctx.act
+  if a.n == 0 then
+    return
+  end
+  local fields = { 'XADD', ctx.activity, 'MAXLEN', '~', math.ceil(ctx.maxlen / a.n), '*', 'n', a.n }
+  for _, column in ipairs(batch.ACTIVITY_COLUMNS) do
+    fields[#fields + 1] = column
+    fields[#fields + 1] = table.concat(a[column], '\n')
+  end
+  redis.call(unpack(fields))
+end

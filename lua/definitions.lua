@@ -1,0 +1,376 @@
+-- Defined boards (leaderboard/boards.py): their definitions as lb_submit reads them, a slip's key
+-- values and its writes to a defined board, and the functions that create, update and delete a
+-- definition.
+local definitions = {}
+
+-- Defined boards: a slip's key values and their writes --------------------------------------
+-- A slip naming a defined board (leaderboard/boards.py) carries 1-5 key values as decimal int64
+-- text ('12,-81250') and optional metadata; its layout's boards are that board's, one per window.
+-- A packed definition is planned here and written by apply_board like any board; a lex one is
+-- written by apply_lex (members, not scores).
+
+-- The definition records of a batch (lb_submit's Input names their fields): a count at pos, then
+-- the records.
+definitions.DEFINITION_FIELDS = 6
+
+function definitions.read(args, pos)
+  local defs, count = {}, tonumber(args[pos]) or 0
+  pos = pos + 1
+  for d = 1, count do
+    local encoding, tie, metadata_bytes, operator, key_spec, top_n = unpack(args, pos, pos + definitions.DEFINITION_FIELDS - 1)
+    local def = { lex = encoding == 'lex', last = tie == 'last', meta_bytes = tonumber(metadata_bytes),
+      per_key = operator == 'keys', op = operator, keys = {}, top_n = valid.parse_uint(top_n, 3) }
+    if not ((encoding == 'lex' or encoding == 'packed') and (tie == 'first' or tie == 'last') and def.meta_bytes
+        and def.top_n
+        and (def.per_key or valid.VALID_OPS[operator]) and type(key_spec) == 'string') then
+      return nil
+    end
+    for dir, op, lo, hi in key_spec:gmatch('([da]),(%a*),(%-?%d+),(%-?%d+)') do
+      local lo_hi, lo_lo = int64.parse(lo)
+      local hi_hi, hi_lo = int64.parse(hi)
+      if not (lo_hi and hi_hi) or (op ~= '' and not valid.VALID_OPS[op]) then
+        return nil
+      end
+      def.keys[#def.keys + 1] = { desc = dir == 'd', op = op ~= '' and op or nil,
+        min = lex.key_hex(lo_hi, lo_lo, false), max = lex.key_hex(hi_hi, hi_lo, false) }
+    end
+    if #def.keys < 1 or #def.keys > 5 then
+      return nil
+    end
+    defs[d] = def
+    pos = pos + definitions.DEFINITION_FIELDS
+  end
+  return defs, pos
+end
+
+-- A slip's key values as {hi, lo} pairs, or nil and the entry error.
+function definitions.slip_values(def, text)
+  local values = {}
+  for part in (text ~= '' and text .. ',' or ''):gmatch('([^,]*),') do
+    values[#values + 1] = part
+  end
+  if #values ~= #def.keys then
+    return nil, entry_error('wrong_key_count', 'the board takes ' .. #def.keys .. ' key value(s), got ' .. #values)
+  end
+  for i, part in ipairs(values) do
+    if not part:match('^%-?%d+$') then
+      return nil, entry_error('invalid_key_value', 'key values must be decimal integers, got ' .. string.format('%q', part:sub(1, 40)))
+    end
+    local hi, lo = int64.parse(part)
+    local key = def.keys[i]
+    local asc = hi and lex.key_hex(hi, lo, false)
+    if not hi or asc < key.min or asc > key.max then
+      return nil, entry_error('key_out_of_range', 'key value ' .. i .. ' is outside int64 or the key\'s min..max')
+    end
+    values[i] = { hi, lo }
+  end
+  return values
+end
+
+-- The stored values after an incr, or a write under per-key operators, of `new` over `old`
+-- (leaderboard/boards.py combine), or nil and the entry error when an incr leaves a key's
+-- bounds. op: the slip's ('' = the board's).
+function definitions.combine_values(def, op, old, new)
+  local tuple_op = not def.per_key and (op ~= '' and op or def.op)
+  local out = {}
+  for i, key in ipairs(def.keys) do
+    local kop = tuple_op or (op ~= '' and op) or key.op or 'best'
+    if kop == 'set' then
+      out[i] = new[i]
+    elseif kop == 'incr' then
+      local hi, lo = int64.add(old[i][1], old[i][2], new[i][1], new[i][2])
+      local asc = hi and lex.key_hex(hi, lo, false)
+      if not hi or asc < key.min or asc > key.max then
+        return nil, entry_error('key_out_of_range', 'key value ' .. i .. ' would leave int64 or the key\'s min..max')
+      end
+      out[i] = { hi, lo }
+    else
+      local better = lex.key_hex(new[i][1], new[i][2], key.desc) < lex.key_hex(old[i][1], old[i][2], key.desc)
+      out[i] = better and new[i] or old[i]
+    end
+  end
+  return out
+end
+
+-- A lex member's key values ({hi, lo} each), and the key part of values.
+function definitions.lex_values(def, member)
+  local out = {}
+  for i, k in ipairs(def.keys) do
+    out[i] = { lex.key_of_hex(member:sub((i - 1) * lex.KEY_HEX + 1, i * lex.KEY_HEX), k.desc) }
+  end
+  return out
+end
+
+function definitions.lex_prefix(def, values)
+  local parts = {}
+  for i, k in ipairs(def.keys) do
+    parts[i] = lex.key_hex(values[i][1], values[i][2], k.desc)
+  end
+  return table.concat(parts)
+end
+
+function definitions.values_text(values)
+  local parts = {}
+  for i, v in ipairs(values) do
+    parts[i] = int64.format(v[1], v[2])
+  end
+  return table.concat(parts, ',')
+end
+
+-- A planned lex write's first key value and all its values, as text (what rows and
+-- announcements show), made only where they are shown: formatting int64 costs a loop per digit.
+function definitions.lex_texts(board)
+  local v = board.member and board.stored or definitions.lex_values(board.def, board.old)
+  return int64.format(v[1][1], v[1][2]), definitions.values_text(v)
+end
+
+-- apply_board for a lex board: improved, the rank and previous rank (0: not read), the first key
+-- value as text ('' when no rows are asked for).
+function definitions.apply_lex(board, player, name, ctx, want)
+  local key, member, period, old, top_n = board.key, board.member, board.period, board.old, board.top_n
+  -- A defined slip's activity entry carries no rank (its points are not the game's), so a rank
+  -- is read only for rows or a kept outcome ('all'), or where the top N needs it.
+  local need_rank = want == 'all'
+  if not member then -- the stored values stay: so does the time they were reached
+    local rank = need_rank and old and redis.call('ZRANK', key, old)
+    rank = rank and rank + 1 or 0
+    return false, rank, rank, need_rank and (definitions.lex_texts(board)) or ''
+  end
+  -- Whether a member is in the top N is a comparison with the N-th member (read once per batch
+  -- and again after the top N changed), not a ZRANK per write: members order as text.
+  local nth = ctx.nth[key]
+  if nth == nil then
+    nth = redis.call('ZRANGE', key, top_n - 1, top_n - 1)[1] or false
+    ctx.nth[key] = nth
+  end
+  local was_top = old and (nth == false or old <= nth)
+  local prev = need_rank and old and redis.call('ZRANK', key, old)
+  local dense = period.mode == 'dense' -- the distinct key parts serve dense ranks only
+  if old then
+    redis.call('ZREM', key, old)
+    if dense and board.old_prefix ~= board.prefix
+        and redis.call('ZLEXCOUNT', key, '[' .. board.old_prefix, '(' .. board.old_prefix .. 'g') == 0 then
+      redis.call('ZREM', board.distinct, board.old_prefix) -- nobody holds those values any more
+    end
+  end
+  redis.call('ZADD', key, 0, member)
+  if dense then
+    redis.call('ZADD', board.distinct, 0, board.prefix)
+  end
+  redis.call('HSET', board.members, player, member)
+  if board.meta_value ~= '' then
+    redis.call('HSET', board.meta, player, board.meta_value)
+  end
+  -- better than the N-th before the write: in the top N; worse, and it was in it: read its rank
+  local rank = need_rank and redis.call('ZRANK', key, member)
+  local now_top = nth == false or member < nth
+  if not now_top and was_top then
+    rank = rank or redis.call('ZRANK', key, member)
+    now_top = rank < top_n
+  end
+  if was_top or now_top then
+    redis.call('HINCRBY', ctx.versions, period.window .. ':' .. period.label .. ':' .. board.scope, 1)
+    ctx.nth[key] = nil
+  end
+  local total, values = '', nil
+  if need_rank or (now_top and not was_top) then
+    total, values = definitions.lex_texts(board)
+  end
+  if now_top and not was_top then
+    redis.call('SPUBLISH', ctx.announce, cjson.encode({
+      type = 'announce', board = board.scope, window = period.window, period = period.label, player = player,
+      name = name ~= '' and name or nil, rank = lex.rank(key, board.distinct, period.mode, member, #board.prefix),
+      score = total, keys = values,
+    }))
+  end
+  if period.expire_at > 0 and not ctx.expiring[key] then
+    for _, k in ipairs({ key, board.members, board.distinct, board.meta }) do
+      redis.call('EXPIREAT', k, period.expire_at, 'NX')
+    end
+    ctx.expiring[key] = true
+  end
+  return not old or board.prefix < board.old_prefix, rank and rank + 1 or 0, prev and prev + 1 or 0, total
+end
+
+-- One defined board's planned write (no writes here).
+function definitions.plan_defined_board(keys, ref, period, def, sub, values, new_prefix, ts, ctx)
+  local key, op = keys[ref.key], sub.op ~= '' and sub.op or def.op
+  local t = math.floor((ts - period.start_ms) / period.unit_ms)
+  if not def.lex then
+    local sign, scale, k = def.keys[1].desc and 1 or -1, period.scale, def.keys[1]
+    local value = values[1][1] * int64.TWO32 + values[1][2] -- below 2^53: a packed definition's bound
+    local held = batch.held_board(ctx, key, sub.layout)
+    local old = held.scores[sub.player] or nil
+    local total = value
+    if op == 'incr' and old then
+      total = sign * scoring.score_points(old, scale) + value
+      local asc = lex.key_hex(math.floor(total / int64.TWO32), total % int64.TWO32, false)
+      if total < 0 or asc < k.min or asc > k.max then
+        return nil, entry_error('key_out_of_range', 'key value 1 would leave the key\'s min..max')
+      end
+    end
+    local score = scoring.pack_score(sign * total, def.last and scale - 1 - t or t, scale) -- tie last: later is better
+    if op == 'incr' and old and value == 0 then
+      score = old -- adding zero: keep the time the total was first reached
+    end
+    return { key = key, held = held, hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope, op = op, old = old,
+      total = total, score = score, top_n = def.top_n, meta = keys[ref.meta], meta_value = sub.meta }
+  end
+  local members = keys[ref.members]
+  local old = redis.call('HGET', members, sub.player)
+  local stored, prefix, write = values, new_prefix, true
+  local key_len = #def.keys * lex.KEY_HEX
+  local tuple_op = not def.per_key and (sub.op ~= '' and sub.op or def.op)
+  if old and tuple_op ~= 'best' and tuple_op ~= 'set' then -- incr, or per-key operators
+    local failure
+    stored, failure = definitions.combine_values(def, sub.op, definitions.lex_values(def, old), values)
+    if not stored then
+      return nil, failure
+    end
+    prefix = definitions.lex_prefix(def, stored)
+  end
+  local head = prefix .. lex.time_hex(ts, def.last)
+  if old then
+    -- best and set weigh the time with the values, as the board orders them (a packed board's
+    -- score holds both); incr and per-key operators move the time when the values change
+    local old_head = old:sub(1, key_len + lex.TIME_HEX)
+    if tuple_op == 'best' then
+      write = head < old_head
+    elseif tuple_op == 'set' then
+      write = head ~= old_head
+    else
+      write = prefix ~= old:sub(1, key_len)
+    end
+  end
+  return { lex = true, def = def, top_n = def.top_n, key = key, members = members, distinct = ref.pts,
+    meta = keys[ref.meta], period = period, scope = ref.scope, old = old, old_prefix = old and old:sub(1, key_len),
+    prefix = prefix, member = write and head .. sub.player or nil, meta_value = sub.meta, stored = stored }
+end
+
+-- plan_submission for a slip naming a defined board (sub.layout.def): its key values and
+-- metadata instead of points; its boards planned in ctx.defined (not ctx.boards, whose records
+-- plan_submission reuses field by field).
+function definitions.plan_defined(keys, sub, periods, ctx)
+  local refused = batch.check_slip(sub)
+  if refused then
+    return nil, refused
+  end
+  local def = sub.layout.def
+  local values, bad = definitions.slip_values(def, sub.keys)
+  if not values then
+    return nil, bad
+  end
+  if #sub.meta > def.meta_bytes or not valid.utf8(sub.meta) then
+    return nil, entry_error('metadata_too_large', 'metadata must be UTF-8 of at most ' .. def.meta_bytes .. ' bytes on this board')
+  end
+  local ts, late = batch.check_time(sub, ctx)
+  if not ts then
+    return nil, late
+  end
+  local boards, new_prefix = ctx.defined, def.lex and definitions.lex_prefix(def, values)
+  for b, ref in ipairs(sub.layout.refs) do
+    local period = periods[ref.period]
+    if ts < period.start_ms or ts >= period.end_ms then
+      return nil, entry_error('timestamp_outside_window', 'timestamp is outside the ' .. period.window .. ' window ' .. period.label)
+    end
+    if batch.period_closed(period) then
+      return nil, entry_error('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
+    end
+    local outsider = batch.tournament_refusal(ctx, period, sub.player); if outsider then return nil, outsider end
+    local board, failure = definitions.plan_defined_board(keys, ref, period, def, sub, values, new_prefix, ts, ctx)
+    if not board then
+      return nil, failure
+    end
+    boards[b] = board
+  end
+  return '', ts, nil -- no points (the activity entry's are ''), no new scope
+end
+
+-- Board definitions --------------------------------------------------------------------------
+-- A definition is validated in full by leaderboard/boards.py (one rule set, with its codes); an
+-- update is a compare-and-set against the definition the caller read and checked it against
+-- (boards.check_update refuses a change that would reorder a live board), so two operators
+-- updating at once cannot both win, and neither can skip the check. Here: the shape the rest of
+-- the library relies on (a JSON object naming its own id, bounded), the version counter every
+-- process watches, and the journal entry a rebuild restores the definition from.
+
+definitions.MAX_DEFINITION_BYTES = 4096
+
+function definitions.definition_of(id, json)
+  if not id:match('^[%w_-]+$') or #id > 32 then
+    return nil, refuse('invalid_board', 'board id must be 1-32 characters of A-Z a-z 0-9 _ -')
+  end
+  if #json > definitions.MAX_DEFINITION_BYTES then
+    return nil, refuse('invalid_board', 'a definition is at most ' .. definitions.MAX_DEFINITION_BYTES .. ' bytes of JSON')
+  end
+  local ok, def = pcall(cjson.decode, json)
+  if not ok or type(def) ~= 'table' or def.id ~= id or type(def.keys) ~= 'table' or #def.keys < 1 or #def.keys > 5
+      or type(def.version) ~= 'number' then
+    return nil, refuse('invalid_board', 'a definition must be a JSON object with its id, 1-5 keys and a version')
+  end
+  return def
+end
+
+--[[ lb_board_put: create or update a board definition.
+Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream, KEYS[4]
+        deleted definitions hash; ARGV id, definition JSON, the definition JSON the update was
+        checked against ('' to create), the deleted definition of that id a create was checked
+        against ('' for none: boards.check_recreate; its keys may still hold entries)
+Output: the boards version counter after the change; 0 when creating a definition that exists
+        exactly so (a retried create); ERR board_exists (create, another definition), ERR
+        unknown_board (update of none), ERR stale_board (it, or the deleted one a create was
+        checked against, changed since the caller read it), ERR invalid_board
+]]
+function definitions.lb_board_put(keys, args)
+  local id, json, expected, deleted = args[1], args[2], args[3], args[4]
+  if not (id and json and expected and deleted) then
+    return refuse('bad_request', 'malformed board put')
+  end
+  local def, err = definitions.definition_of(id, json)
+  if not def then
+    return err
+  end
+  local old = redis.call('HGET', keys[1], id)
+  if expected == '' then
+    if old then
+      if old == json then
+        return 0
+      end
+      return refuse('board_exists', 'board ' .. id .. ' exists; update it instead')
+    end
+    if (redis.call('HGET', keys[4], id) or '') ~= deleted then
+      return refuse('stale_board', 'the deleted definition of board ' .. id .. ' changed since it was read; try again')
+    end
+  elseif not old then
+    return refuse('unknown_board', 'no board ' .. id)
+  elseif old ~= expected then
+    return refuse('stale_board', 'board ' .. id .. ' changed since it was read; read it and try again')
+  elseif def.version ~= cjson.decode(old).version + 1 then
+    return refuse('invalid_board', 'an update carries the next version of the definition')
+  end
+  redis.call('HSET', keys[1], id, json)
+  redis.call('HDEL', keys[4], id)  -- live again: the definition in the boards hash is the one to check
+  journal(keys[3], 'board', id, json)
+  return redis.call('INCR', keys[2])
+end
+
+--[[ lb_board_delete: delete a board definition (the board's keys expire as their windows say),
+remembered in the deleted definitions hash: a create of that id is checked against it.
+Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream, KEYS[4]
+        deleted definitions hash; ARGV id
+Output: the boards version counter after the change; ERR unknown_board
+]]
+function definitions.lb_board_delete(keys, args)
+  local id = args[1]
+  if not id then
+    return refuse('bad_request', 'malformed board delete')
+  end
+  local old = redis.call('HGET', keys[1], id)
+  if not old then
+    return refuse('unknown_board', 'no board ' .. id)
+  end
+  redis.call('HDEL', keys[1], id)
+  redis.call('HSET', keys[4], id, old)
+  journal(keys[3], 'board_delete', id, old)
+  return redis.call('INCR', keys[2])
+end

@@ -1,0 +1,306 @@
+-- Score, int64 and lex encodings: a packed score's points and time (scoring), a board's rank
+-- companions (histogram and distinct points, scoring), exact 64-bit integers as two doubles
+-- (int64) and a lex board's member text (lex).
+local lex = {}
+local scoring = {}
+local int64 = {}
+
+-- Rank modes, histogram and distinct points ------------------------------------------------
+-- A board has companions, kept in the same atomic write as the board (board_score_changed): always
+-- a histogram (HASH bucket -> members) for approximate deep ranks, and in dense mode only a set of
+-- its distinct points values (ZSET value -> value): on a board where nearly every member has its own
+-- points value that set costs about two thirds of the board's memory. ranking.py has the same buckets.
+
+scoring.RANK_MODES = { ordinal = true, dense = true, competition = true }
+scoring.SUB_BUCKETS = 16 -- buckets per power of two: each spans at most 1/16 of its lower bound
+
+-- Integer-exact (doubles below 2^53): frexp gives points = m * 2^ex with m in [0.5, 1), so the
+-- power of two is ex - 1 and the place inside it (points - 2^(ex-1)) * 16 / 2^(ex-1) is
+-- 32m - 16, exact (a scaling by a power of two and a subtraction inside [16, 32)); x - x % 1 is
+-- its floor, without a call.
+function scoring.bucket_of(points)
+  if points <= 0 then
+    return 0
+  end
+  local m, ex = math.frexp(points)
+  local place = 2 * scoring.SUB_BUCKETS * m - scoring.SUB_BUCKETS
+  return 1 + (ex - 1) * scoring.SUB_BUCKETS + (place - place % 1)
+end
+
+-- The points range [lo, hi) of a bucket.
+function scoring.bucket_bounds(b)
+  if b == 0 then
+    return 0, 1
+  end
+  local e, sub = math.floor((b - 1) / scoring.SUB_BUCKETS), (b - 1) % scoring.SUB_BUCKETS
+  local base = 2 ^ e
+  local hi = sub == scoring.SUB_BUCKETS - 1 and 2 * base or base + math.ceil((sub + 1) * base / scoring.SUB_BUCKETS)
+  return base + math.ceil(sub * base / scoring.SUB_BUCKETS), hi
+end
+
+function scoring.fmt_points(points)
+  return string.format('%d', points)
+end
+
+-- The score encoding, its one place (the header's "Score packing"): points and the time since the
+-- period's start, in the window's tie unit, packed into one exact double, and the points read
+-- back. lowest_score is the smallest packed score holding `points`, so the scores holding exactly
+-- `points` are [lowest_score(points), lowest_score(points + 1) - 1].
+function scoring.pack_score(points, t, scale)
+  return points * scale + (scale - 1 - t)
+end
+
+function scoring.score_points(score, scale)
+  return math.floor(score / scale)
+end
+
+function scoring.lowest_score(points, scale)
+  return points * scale
+end
+
+--[[ board_score_changed: keep a board's histogram and distinct points right after a member's
+packed score went from old to new (either nil: the member was added or removed). Call it AFTER the
+board itself was written (ZADD / ZREM): whether the old points value is still held by someone is
+read from the board. points_key: the board's points set in dense mode, nil otherwise. O(1) for the
+histogram, O(log N) for the points set; nothing when the points stay the same (only the time part
+moved). Any function that moves scores (submit, a correction, a ban) calls it, so dense ranks and
+the histogram stay exact. `deltas` (lb_submit's batch): the histogram's changes are added up there
+and written at the end of the batch (flush_histograms: three calls per histogram) instead of two
+HINCRBYs per write; nothing in the batch reads the histogram in between. In a batch the board's
+own write may still wait (held_board): only the dense mode's count reads the board, and its
+caller flushes first.
+]]
+function scoring.board_score_changed(board_key, hist_key, points_key, scale, old, new, deltas)
+  local old_points = old and scoring.score_points(old, scale) or nil
+  local new_points = new and scoring.score_points(new, scale) or nil
+  if old_points == new_points then
+    return
+  end
+  if new_points and points_key then
+    redis.call('ZADD', points_key, new_points, scoring.fmt_points(new_points))
+  end
+  local old_bucket, new_bucket = old_points and scoring.bucket_of(old_points), new_points and scoring.bucket_of(new_points)
+  if new_bucket ~= old_bucket then
+    if deltas then
+      local d = deltas[hist_key]
+      if not d then
+        d = {}
+        deltas[hist_key] = d
+        deltas[#deltas + 1] = hist_key -- written in first-touched order
+      end
+      if new_bucket then
+        d[new_bucket] = (d[new_bucket] or 0) + 1
+      end
+      if old_bucket then
+        d[old_bucket] = (d[old_bucket] or 0) - 1
+      end
+    else
+      if new_bucket then
+        redis.call('HINCRBY', hist_key, new_bucket, 1)
+      end
+      if old_bucket and redis.call('HINCRBY', hist_key, old_bucket, -1) <= 0 then
+        redis.call('HDEL', hist_key, old_bucket)
+      end
+    end
+  end
+  if old_points and points_key and redis.call('ZCOUNT', board_key, scoring.lowest_score(old_points, scale), scoring.lowest_score(old_points + 1, scale) - 1) == 0 then
+    redis.call('ZREM', points_key, scoring.fmt_points(old_points))
+  end
+end
+
+-- The rank of a member holding `points`, in `mode`, given its ordinal rank (1-based).
+function scoring.mode_rank(board_key, points_key, scale, mode, points, ordinal)
+  if mode == 'competition' then
+    return redis.call('ZCOUNT', board_key, scoring.lowest_score(points + 1, scale), '+inf') + 1
+  elseif mode == 'dense' then
+    return redis.call('ZCOUNT', points_key, '(' .. scoring.fmt_points(points), '+inf') + 1
+  end
+  return ordinal
+end
+
+-- The histogram read once per call: for each bucket present, how many members sit in buckets
+-- above it. O(B log B) for B buckets (at most 16 per power of two), then O(1) per player. The
+-- board's best and worst points bound the top and bottom buckets: those are often filled only in
+-- part, and spreading their members over the whole bucket would misplace them.
+function scoring.read_histogram(hist_key, board_key, scale)
+  local best = redis.call('ZRANGE', board_key, -1, -1, 'WITHSCORES')
+  local worst = redis.call('ZRANGE', board_key, 0, 0, 'WITHSCORES')
+  if not best[2] then
+    return nil
+  end
+  local flat = redis.call('HGETALL', hist_key)
+  local buckets, counts = {}, {}
+  for i = 1, #flat, 2 do
+    local b = tonumber(flat[i])
+    buckets[#buckets + 1] = b
+    counts[b] = tonumber(flat[i + 1])
+  end
+  table.sort(buckets, function(x, y) return x > y end)
+  local above, acc = {}, 0
+  for _, b in ipairs(buckets) do
+    above[b] = acc
+    acc = acc + counts[b]
+  end
+  return {
+    above = above, counts = counts,
+    best = scoring.score_points(tonumber(best[2]), scale), worst = scoring.score_points(tonumber(worst[2]), scale),
+  }
+end
+
+-- Approximate ordinal rank of a member with `points`: the members of every bucket above, plus its
+-- place inside its own bucket estimated as if the bucket's members were spread evenly over the
+-- bucket's points range. nil when the histogram does not know the bucket.
+function scoring.approx_rank(hist, points)
+  local b = scoring.bucket_of(points)
+  local count = hist.counts[b]
+  if not count then
+    return nil
+  end
+  local lo, hi = scoring.bucket_bounds(b)
+  hi, lo = math.min(hi, hist.best + 1), math.max(lo, hist.worst)
+  local inside = math.ceil(count * (hi - points) / (hi - lo))
+  return hist.above[b] + math.max(1, math.min(count, inside))
+end
+
+-- Defined boards: lex members ---------------------------------------------------------------
+-- A board whose definition does not fit one exact double (leaderboard/boards.py: several keys,
+-- negative values, the int64 range) keeps every member at score 0, so Redis orders the board by
+-- the member itself, bytewise: per key 16 hex digits of the value with its sign bit flipped
+-- (unsigned order is then signed order), complemented for a desc key; 12 hex digits of the time
+-- it was reached (complemented for tie 'last'); the player id. Ascending order is best first:
+-- rank = HGET (player -> member) + ZRANK, top = ZRANGE 0 N-1, competition rank = ZLEXCOUNT of
+-- the members before the key part, dense rank = the same on the set of distinct key parts.
+-- Lua numbers are doubles: a value is carried as two 32-bit halves (hi, lo) of its two's
+-- complement, parsed from its decimal text and added without ever being one double.
+
+int64.TWO32, int64.TWO31 = 4294967296, 2147483648
+lex.KEY_HEX, lex.TIME_HEX = 16, 12
+lex.TIME_SPAN = 2 ^ 48 - 1
+
+-- '-9223372036854775808' .. '9223372036854775807' -> hi, lo; nil for anything else. Every step
+-- stays below 2^37, exact in a double.
+function int64.parse(s)
+  if type(s) ~= 'string' then
+    return nil
+  end
+  local sign, digits = s:match('^(%-?)0*(%d+)$')
+  if not digits or #digits > 19 then
+    return nil
+  end
+  local hi, lo = 0, 0
+  for i = 1, #digits do
+    local t = lo * 10 + digits:byte(i) - 48
+    local carry = math.floor(t / int64.TWO32)
+    lo, hi = t - carry * int64.TWO32, hi * 10 + carry
+    if hi >= int64.TWO32 then
+      return nil
+    end
+  end
+  if sign == '' then
+    if hi >= int64.TWO31 then
+      return nil
+    end
+    return hi, lo
+  end
+  if hi > int64.TWO31 or (hi == int64.TWO31 and lo > 0) then
+    return nil
+  end
+  if lo == 0 then
+    return (int64.TWO32 - hi) % int64.TWO32, 0
+  end
+  return int64.TWO32 - 1 - hi, int64.TWO32 - lo
+end
+
+function int64.format(hi, lo)
+  local sign = ''
+  if hi >= int64.TWO31 then -- negative: format the magnitude (two's complement negation)
+    sign = '-'
+    if lo == 0 then
+      hi = (int64.TWO32 - hi) % int64.TWO32
+    else
+      hi, lo = int64.TWO32 - 1 - hi, int64.TWO32 - lo
+    end
+  end
+  if hi == 0 then
+    return sign .. string.format('%d', lo)
+  end
+  local digits = {}
+  while hi > 0 or lo > 0 do
+    local r = hi % 10
+    local t = r * int64.TWO32 + lo
+    local d = t % 10
+    hi, lo = (hi - r) / 10, (t - d) / 10
+    digits[#digits + 1] = string.char(48 + d)
+  end
+  return sign .. string.reverse(table.concat(digits))
+end
+
+-- a + b, or nil when the sum leaves int64
+function int64.add(ahi, alo, bhi, blo)
+  local lo = alo + blo
+  local carry = lo >= int64.TWO32 and 1 or 0
+  local hi = (ahi + bhi + carry) % int64.TWO32
+  local an = ahi >= int64.TWO31
+  if an == (bhi >= int64.TWO31) and an ~= (hi >= int64.TWO31) then
+    return nil
+  end
+  return hi, lo - carry * int64.TWO32
+end
+
+-- The 16 hex digits of one key: ascending text order is the key's best-first order.
+function lex.key_hex(hi, lo, desc)
+  hi = (hi + int64.TWO31) % int64.TWO32 -- the sign bit flipped
+  if desc then
+    hi, lo = int64.TWO32 - 1 - hi, int64.TWO32 - 1 - lo
+  end
+  return string.format('%08x%08x', hi, lo)
+end
+
+function lex.key_of_hex(text, desc)
+  local hi, lo = tonumber(text:sub(1, 8), 16), tonumber(text:sub(9, 16), 16)
+  if desc then
+    hi, lo = int64.TWO32 - 1 - hi, int64.TWO32 - 1 - lo
+  end
+  return (hi + int64.TWO31) % int64.TWO32, lo
+end
+
+function lex.time_hex(ts, last)
+  return string.format('%012x', last and lex.TIME_SPAN - ts or ts)
+end
+
+-- A member's rank in a mode: ordinal by its place, competition by the members before its key
+-- part, dense by the distinct key parts before it. Every count is O(log N).
+function lex.rank(board, distinct, mode, member, key_len)
+  if mode == 'ordinal' then
+    return redis.call('ZRANK', board, member) + 1
+  end
+  local before = '(' .. member:sub(1, key_len)
+  if mode == 'competition' then
+    return redis.call('ZLEXCOUNT', board, '-', before) + 1
+  end
+  return redis.call('ZLEXCOUNT', distinct, '-', before) + 1
+end
+
+-- {member, profile JSON or false, metadata or false} per member, flat
+function lex.entries(profiles, meta, members, key_len)
+  local out, players = {}, {}
+  for i, member in ipairs(members) do
+    players[i] = member:sub(key_len + lex.TIME_HEX + 1)
+  end
+  if #players == 0 then
+    return out
+  end
+  local found = redis.call('HMGET', profiles, unpack(players))
+  local extra = redis.call('HMGET', meta, unpack(players))
+  for i, member in ipairs(members) do
+    out[#out + 1] = member
+    out[#out + 1] = found[i] or false
+    out[#out + 1] = extra[i] or false
+  end
+  return out
+end
+
+function lex.key_len(text)
+  local n = valid.parse_uint(text, 1)
+  return n and n >= 1 and n <= 5 and n * lex.KEY_HEX or nil
+end
