@@ -28,6 +28,7 @@ STATUS = {
     "board_exists": 409,
     "board_reorder": 409,
     "stale_board": 409,
+    "too_many_boards": 409,
     # an Idempotency-Key (match_id) reused with another body: the IETF idempotency-key draft's 422
     "idempotency_conflict": 422,
     "method_not_allowed": 405,

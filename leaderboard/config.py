@@ -84,6 +84,12 @@ class GameConfig:
         "with too_many_scopes (0 = no cap)",
         check=at_least(0),
     )
+    max_boards: int = setting(
+        "LB_MAX_BOARDS",
+        100_000,
+        "board definitions a game may store; a create past it is refused with too_many_boards (0 = no cap)",
+        check=at_least(0),
+    )
 
     # The queue's rules: the scorer's `submit` command and the gateways' server connections both
     # file slips, so both read them here.

@@ -2,9 +2,15 @@
 written by ``lb_board_put`` / ``lb_board_delete`` only) and its version counter, read here by
 plain commands, over the defaults the game's configuration implies.
 
-Every process holds one registry per game and calls ``refresh()`` once per tick: one GET of the
-version counter, and the whole hash again only when it moved, so a definition created or changed
-anywhere is seen everywhere within a tick, without a restart::
+Every process holds one registry per game and calls ``refresh()`` once per tick: one round trip
+that reads the version counter and the change log after the version the registry holds (a
+sorted set of the ids changed, by the counter's value at their change), then the definitions of
+just those ids. A change costs each process the definitions it changed, not all of them, so a
+definition created or changed anywhere is seen everywhere within a tick with 100,000 stored,
+without a restart. A registry reads and parses them all only at its first refresh, or when it
+holds a version older than the log's floor (a deleted definition forgotten since: lb_board_purge;
+a rebuilt Redis); that read goes a chunk at a time (HSCAN), yielding to the event loop between
+chunks::
 
     registry = Definitions(redis, config)
     await registry.refresh()                  # True when something changed
@@ -44,6 +50,9 @@ from .transport import RedisClient, execute_packed
 log = logging.getLogger(__name__)
 
 REFRESH_S = 1.0  # how often a process that has no tick of its own (a gateway) checks the counter
+CHANGES_PER_READ = 1000  # changed ids read per round trip (a burst of creates is read in steps)
+LOAD_CHUNK = 1000  # definitions per HSCAN step of a full read (parsed between two yields)
+FLOOR = ""  # the change log's floor member: never a board id (lb_board_purge, a rebuild)
 
 
 def configured(config: GameConfig) -> Definition:
@@ -92,28 +101,94 @@ class Definitions:
         self.version: int | None = None  # the counter last read; None: never read
         self.stored: dict[str, Definition] = {}
         self.unreadable = 0  # stored definitions this code cannot parse (written by a newer one)
+        self._unreadable: set[str] = set()
+        self.parsed = 0  # definitions parsed since the registry was made (a refresh parses the changed ones)
+        self.loads = 0  # full reads of every definition (the first refresh, or fallen behind the log's floor)
 
     async def refresh(self) -> bool:
-        """Re-read the definitions if their version counter moved; whether it did."""
+        """Bring the registry to the version counter; whether a definition changed."""
         # The project's transport, not redis-py's cluster client: on a cluster the latter learns
         # a failed node's successor inline, holding every game's commands up meanwhile, and this
         # read runs every tick for every game.
         self._refreshed_at = time.monotonic()
-        [raw] = await execute_packed(self.redis, ("GET", self.keys.boards_version))
-        version = int(raw) if raw is not None else 0
-        if version == self.version:
-            return False
-        stored = cast(dict[str, str], await self.redis.hgetall(self.keys.boards))
-        found, unreadable = {}, 0
-        for board, text in stored.items():
-            try:
-                found[board] = parse(text)
-            except InvalidBoard as exc:
-                unreadable += 1
-                log.error("board %s: stored definition not readable: %s", board, exc)
-        self.stored, self.unreadable, self.version = found, unreadable, version
+        k = self.keys
+        moved = False
+        while True:
+            since = -1 if self.version is None else self.version
+            # The floor is read after the log: a purge between the two raises it, so a change
+            # whose member the purge took is either in the range read or below the floor.
+            raw, changed, floor = await execute_packed(
+                self.redis,
+                ("GET", k.boards_version),
+                ("ZRANGE", k.board_changes, f"({since}", "+inf", "BYSCORE", "LIMIT", 0, CHANGES_PER_READ, "WITHSCORES"),
+                ("ZSCORE", k.board_changes, FLOOR),
+            )
+            version = int(raw) if raw is not None else 0
+            if not changed and version == since:
+                return moved
+            # Held none yet, or behind the floor, or ahead of the counter (a flushed or rebuilt
+            # Redis), or the counter moved with nothing in the log (a bump by hand): the log
+            # cannot say what changed.
+            if self.version is None or since < int(float(floor or 0)) or since > version or not changed:
+                await self._load_all(version)
+                return True
+            pairs = changed if isinstance(changed[0], list) else list(zip(changed[0::2], changed[1::2], strict=True))
+            ids = [str(board) for board, _ in pairs]  # RESP3 answers pairs, RESP2 a flat list
+            texts = await self.redis.hmget(k.boards, ids)
+            self._apply(dict(zip(ids, cast(list[str | None], texts), strict=True)))
+            reached = int(float(pairs[-1][1]))
+            moved = True
+            if len(ids) < CHANGES_PER_READ:
+                # every change after ``since`` was read, including any newer than the counter
+                # read first: their definitions are the current ones
+                self.version = max(version, reached)
+                self._apply_default(self.stored.get(DEFAULT_ID))
+                return True
+            self.version = reached  # more in the log than one read returns: read on from there
+
+    def _apply(self, texts: Mapping[str, str | None]) -> None:
+        """Replace the definitions of the ids given (None: deleted)."""
+        for board, text in texts.items():
+            was_unreadable = board in self._unreadable
+            self._unreadable.discard(board)
+            if text is None:
+                self.stored.pop(board, None)
+            else:
+                definition = self._parse(board, text)
+                if definition is None:
+                    self.stored.pop(board, None)
+                else:
+                    self.stored[board] = definition
+            if was_unreadable != (board in self._unreadable):
+                self.unreadable = len(self._unreadable)
+
+    def _parse(self, board: str, text: str) -> Definition | None:
+        self.parsed += 1
+        try:
+            return parse(text)
+        except InvalidBoard as exc:
+            self._unreadable.add(board)
+            log.error("board %s: stored definition not readable: %s", board, exc)
+            return None
+
+    async def _load_all(self, version: int) -> None:
+        """Read and parse every stored definition, a chunk at a time (a change made meanwhile is
+        newer than ``version`` and read by the next refresh)."""
+        found: dict[str, Definition] = {}
+        self._unreadable = set()
+        cursor: int | str = 0
+        while True:
+            cursor, chunk = await self.redis.hscan(self.keys.boards, cursor, count=LOAD_CHUNK)
+            for board, text in cast(dict[str, str], chunk).items():
+                definition = self._parse(board, text)
+                if definition is not None:
+                    found[board] = definition
+            if not cursor or cursor == "0":
+                break
+            await asyncio.sleep(0)  # parsing 100,000 takes seconds: let the loop serve meanwhile
+        self.stored, self.unreadable, self.version = found, len(self._unreadable), version
+        self.loads += 1
         self._apply_default(found.get(DEFAULT_ID))
-        return True
 
     async def refresh_due(self, every: float = REFRESH_S) -> None:
         """``refresh()`` when the last one is ``every`` seconds old: for a path that runs more

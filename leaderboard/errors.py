@@ -102,6 +102,7 @@ BOARD_CODES = {
     "board_exists": "a board of that id exists; update it instead",
     "board_reorder": "keys, directions, bounds, tie, windows, time zone and dense ranks of a board are fixed",
     "stale_board": "the board changed since the version the update was made from",
+    "too_many_boards": "the game stores LB_MAX_BOARDS definitions, its most: delete one before creating another",
     "invalid_default_board": "the game's default board keeps one key, points (desc, 0 to its windows' ceiling), "
     "ties to the first, UTC days, the game's windows, no metadata",
     # shared with submissions: the same codes, the same words

@@ -234,10 +234,18 @@ class Keys:
         return f"{self.prefix}:boardsver"
 
     @property
+    def board_changes(self) -> str:
+        """Sorted set board id -> the boards version counter at its last change (lb_board_put,
+        lb_board_delete): a process reads only the definitions changed since the version it
+        holds; member ``""`` is the floor below which it re-reads them all (lb_board_changes)."""
+        return f"{self.prefix}:boardlog"
+
+    @property
     def deleted_boards(self) -> str:
         """Hash board id -> the definition JSON it had when deleted (lb_board_delete): its keys
         stay in Redis until they expire, so lb_board_put creates that id again only with the
-        same keys, directions, bounds (boards.check_recreate)."""
+        same keys, directions, bounds (boards.check_recreate); forgotten once they hold no
+        entries (lb_board_purge)."""
         return f"{self.prefix}:deletedboards"
 
     # --- the durable log's journal

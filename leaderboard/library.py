@@ -33,6 +33,7 @@ lb_profile       ``profile``                         moderation.Moderation
 lb_rank_rebuild  ``rebuild_rank_index``              operators, once per board after an upgrade
 lb_board_put     ``create_board``, ``update_board``  operators (``python -m scorer board``, server role)
 lb_board_delete  ``delete_board``                    operators
+lb_board_purge   ``purge_board``                     the scorer (leaderboard/purge.py)
 lb_lex_top       ``top`` (a lex board: defined.py)   publisher, gateways
 lb_lex_around    ``around`` (a lex board)            gateways
 lb_lex_ranks     ``ranks``, ``rank`` (a lex board)   gateways
@@ -450,13 +451,21 @@ class Leaderboard(PlainReads):
         keys = self._definition_keys
         await _execute(self.redis, ("FCALL", "lb_board_delete", len(keys), *keys, board))
 
+    async def purge_board(self, board: str, deleted: str, keys: Sequence[str]) -> bool:
+        """lb_board_purge: forget the deleted definition ``deleted`` of ``board`` when none of
+        ``keys`` (its periods' keys retention may keep: leaderboard/purge.py) exists; whether
+        it was forgotten."""
+        names = (self.keys.deleted_boards, self.keys.board_changes, self.keys.journal, *keys)
+        return bool(await _execute(self.redis, ("FCALL", "lb_board_purge", len(names), *names, board, deleted)))
+
     @property
-    def _definition_keys(self) -> tuple[str, str, str, str]:
-        return (self.keys.boards, self.keys.boards_version, self.keys.journal, self.keys.deleted_boards)
+    def _definition_keys(self) -> tuple[str, str, str, str, str]:
+        k = self.keys
+        return (k.boards, k.boards_version, k.journal, k.deleted_boards, k.board_changes)
 
     async def _put_board(self, definition: boards.Definition, expected: str, deleted: str) -> None:
         keys = self._definition_keys
-        args = (definition.id, definition.to_json(), expected, deleted)
+        args = (definition.id, definition.to_json(), expected, deleted, self.config.max_boards)
         await _execute(self.redis, ("FCALL", "lb_board_put", len(keys), *keys, *args))
 
     # --- moderation and profiles (the boards named by the caller: see moderation.py)

@@ -291,10 +291,20 @@ end
 -- update is a compare-and-set against the definition the caller read and checked it against
 -- (boards.check_update refuses a change that would reorder a live board), so two operators
 -- updating at once cannot both win, and neither can skip the check. Here: the shape the rest of
--- the library relies on (a JSON object naming its own id, bounded), the version counter every
--- process watches, and the journal entry a rebuild restores the definition from.
+-- the library relies on (a JSON object naming its own id, bounded), the game's cap on stored
+-- definitions, the version counter every process watches, the change log that tells a process
+-- which definitions changed since the version it holds, and the journal entry a rebuild
+-- restores the definition from.
+--
+-- The change log (boardlog) is a sorted set: each id that changed, scored with the counter's
+-- value at its last change, so it holds one member per stored or deleted-and-kept id and needs
+-- no trimming; processes read it by plain commands (leaderboard/definitions.py). Its member ''
+-- (never an id) is the floor: a process holding an older version than the floor may have
+-- missed a change whose member is gone (a purged record, a rebuild), and re-reads every
+-- definition.
 
 definitions.MAX_DEFINITION_BYTES = 4096
+definitions.FLOOR = ''
 
 function definitions.definition_of(id, json)
   if not id:match('^[%w_-]+$') or #id > 32 then
@@ -311,19 +321,28 @@ function definitions.definition_of(id, json)
   return def
 end
 
+-- The counter after a change of id, which the change log records.
+function definitions.changed(version_key, log_key, id)
+  local version = redis.call('INCR', version_key)
+  redis.call('ZADD', log_key, version, id)
+  return version
+end
+
 --[[ lb_board_put: create or update a board definition.
 Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream, KEYS[4]
-        deleted definitions hash; ARGV id, definition JSON, the definition JSON the update was
-        checked against ('' to create), the deleted definition of that id a create was checked
-        against ('' for none: boards.check_recreate; its keys may still hold entries)
+        deleted definitions hash, KEYS[5] change log; ARGV id, definition JSON, the definition
+        JSON the update was checked against ('' to create), the deleted definition of that id a
+        create was checked against ('' for none: boards.check_recreate; its keys may still hold
+        entries), the most definitions the game stores (0: no cap)
 Output: the boards version counter after the change; 0 when creating a definition that exists
         exactly so (a retried create); ERR board_exists (create, another definition), ERR
         unknown_board (update of none), ERR stale_board (it, or the deleted one a create was
-        checked against, changed since the caller read it), ERR invalid_board
+        checked against, changed since the caller read it), ERR too_many_boards (a create while
+        the game stores its cap), ERR invalid_board
 ]]
 function definitions.lb_board_put(keys, args)
-  local id, json, expected, deleted = args[1], args[2], args[3], args[4]
-  if not (id and json and expected and deleted) then
+  local id, json, expected, deleted, cap = args[1], args[2], args[3], args[4], tonumber(args[5])
+  if not (id and json and expected and deleted and cap) then
     return refuse('bad_request', 'malformed board put')
   end
   local def, err = definitions.definition_of(id, json)
@@ -341,6 +360,11 @@ function definitions.lb_board_put(keys, args)
     if (redis.call('HGET', keys[4], id) or '') ~= deleted then
       return refuse('stale_board', 'the deleted definition of board ' .. id .. ' changed since it was read; try again')
     end
+    -- checked here, in the call that stores it, so creates racing for the last place cannot
+    -- both take it
+    if cap > 0 and redis.call('HLEN', keys[1]) >= cap then
+      return refuse('too_many_boards', 'the game stores ' .. cap .. ' board definitions, its most; delete one first')
+    end
   elseif not old then
     return refuse('unknown_board', 'no board ' .. id)
   elseif old ~= expected then
@@ -351,13 +375,14 @@ function definitions.lb_board_put(keys, args)
   redis.call('HSET', keys[1], id, json)
   redis.call('HDEL', keys[4], id)  -- live again: the definition in the boards hash is the one to check
   journal(keys[3], 'board', id, json)
-  return redis.call('INCR', keys[2])
+  return definitions.changed(keys[2], keys[5], id)
 end
 
 --[[ lb_board_delete: delete a board definition (the board's keys expire as their windows say),
-remembered in the deleted definitions hash: a create of that id is checked against it.
+remembered in the deleted definitions hash until its boards' entries are gone (lb_board_purge):
+a create of that id is checked against it.
 Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream, KEYS[4]
-        deleted definitions hash; ARGV id
+        deleted definitions hash, KEYS[5] change log; ARGV id
 Output: the boards version counter after the change; ERR unknown_board
 ]]
 function definitions.lb_board_delete(keys, args)
@@ -372,5 +397,39 @@ function definitions.lb_board_delete(keys, args)
   redis.call('HDEL', keys[1], id)
   redis.call('HSET', keys[4], id, old)
   journal(keys[3], 'board_delete', id, old)
-  return redis.call('INCR', keys[2])
+  return definitions.changed(keys[2], keys[5], id)
+end
+
+--[[ lb_board_purge: forget a deleted definition once its boards hold no entries.
+Input:  KEYS[1] deleted definitions hash, KEYS[2] change log, KEYS[3] journal stream, KEYS[4..]
+        every key of the board's periods that retention may still keep (leaderboard/purge.py);
+        ARGV id, the deleted definition JSON they were listed from
+Output: 1 when forgotten; 0 when kept (a key still exists, or the record is not that one: created
+        again, or deleted again since)
+]]
+function definitions.lb_board_purge(keys, args)
+  local id, json = args[1], args[2]
+  if not (id and json) then
+    return refuse('bad_request', 'malformed board purge')
+  end
+  if redis.call('HGET', keys[1], id) ~= json then
+    return 0
+  end
+  for i = 4, #keys do
+    if redis.call('EXISTS', keys[i]) == 1 then
+      return 0
+    end
+  end
+  redis.call('HDEL', keys[1], id)
+  -- a process still holding a version before the delete would never learn of it once its member
+  -- is gone: the floor rises past it, and such a process re-reads every definition
+  local at = redis.call('ZSCORE', keys[2], id)
+  if at then
+    redis.call('ZREM', keys[2], id)
+    if tonumber(at) > tonumber(redis.call('ZSCORE', keys[2], definitions.FLOOR) or '0') then
+      redis.call('ZADD', keys[2], at, definitions.FLOOR)
+    end
+  end
+  journal(keys[3], 'board_purge', id)
+  return 1
 end

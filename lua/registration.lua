@@ -3,6 +3,7 @@
 
 redis.register_function('lb_board_put', definitions.lb_board_put)
 redis.register_function('lb_board_delete', definitions.lb_board_delete)
+redis.register_function('lb_board_purge', definitions.lb_board_purge)
 redis.register_function('lb_submit', submit.lb_submit)
 redis.register_function('lb_enqueue', queue.lb_enqueue)
 redis.register_function('lb_ack', queue.lb_ack)

@@ -59,12 +59,16 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:entrants:<tournament>             SET     players entered in a tournament (EXPIREAT)
   lb:{g}:boards                            HASH    board id -> definition JSON (leaderboard/boards.py)
   lb:{g}:boardsver                         STRING  counter bumped by every change of the boards hash
+  lb:{g}:boardlog                          ZSET    board id -> the counter's value at its last
+                                                   change (put, delete); member '' the floor: a
+                                                   process holding less re-reads every definition
   lb:{g}:deletedboards                     HASH    board id -> the definition JSON it had when deleted
                                                    (lb_board_delete); lb_board_put creates that id
-                                                   again only with the same keys and bounds
+                                                   again only with the same keys and bounds; kept
+                                                   until its boards hold no entries (lb_board_purge)
   lb:{g}:journal                           STREAM  one entry per change of lb_ban, lb_unban,
                                                    lb_correct, lb_correct_defined, lb_profile, lb_tournament, lb_join,
-                                                   lb_close, lb_board_put, lb_board_delete (and first badge awards, from the badge
+                                                   lb_close, lb_board_put, lb_board_delete, lb_board_purge (and first badge awards, from the badge
                                                    worker): {fn, at (Redis TIME, us), args (JSON
                                                    array)}; the durable log's recorder deletes what
                                                    it recorded (MAXLEN ~ JOURNAL_MAXLEN)
@@ -130,8 +134,12 @@ them; Python wrappers in leaderboard/library.py):
   lb_profile      set a player's profile fields         profiles, versions, journal, the boards
                                                         given (read)
   lb_rank_rebuild rebuild a board's companions          a board, its points and hist
-  lb_board_put    create or update a board definition   boards, boardsver, journal, deletedboards
-  lb_board_delete delete a board definition             boards, boardsver, journal, deletedboards
+  lb_board_put    create or update a board definition   boards, boardsver, journal, deletedboards,
+                  under the game's cap                  boardlog
+  lb_board_delete delete a board definition             boards, boardsver, journal, deletedboards,
+                                                        boardlog
+  lb_board_purge  forget a deleted definition whose     deletedboards, boardlog, journal; its
+                  boards hold no entries                boards' keys (read)
 
 Score packing (see docs/data-model.md): score = points * 2^k + (2^k - 1 - t), where t is the
 time since the window's start in the window's tie unit. An earlier arrival at the same points

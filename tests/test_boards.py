@@ -60,15 +60,15 @@ async def test_an_update_made_from_a_stale_read_is_refused(
     r: aioredis.Redis, lb: Leaderboard, config: GameConfig
 ) -> None:
     first = await lb.create_board(boards.parse(TOWER))
-    keys = (config.keys.boards, config.keys.boards_version, config.keys.journal, config.keys.deleted_boards)
+    keys = lb._definition_keys
     await lb.update_board(boards.parse({**TOWER, "top_n": 20}))
     # a second operator checked its change against version 1 and sends it now
     late = boards.check_update(first, boards.parse({**TOWER, "top_n": 30}))
     with pytest.raises(Exception, match="stale_board"):
-        await r.fcall("lb_board_put", 4, *keys, "tower", late.to_json(), first.to_json(), "")
+        await r.fcall("lb_board_put", 5, *keys, "tower", late.to_json(), first.to_json(), "", 0)
     for bad in ("[]", '{"id":"other","keys":[{}],"version":1}', "x" * 5000):
         with pytest.raises(Exception, match="invalid_board"):
-            await r.fcall("lb_board_put", 4, *keys, "tower2", bad, "", "")
+            await r.fcall("lb_board_put", 5, *keys, "tower2", bad, "", "", 0)
     assert await r.hlen(config.keys.boards) == 1 and await r.get(config.keys.boards_version) == "2"
 
 
@@ -90,9 +90,9 @@ async def test_a_deleted_boards_id_is_created_again_only_with_keys_that_read_its
         assert caught.value.code == "board_reorder" and "use a new id" in str(caught.value)
     assert {k: await r.dump(k) async for k in r.scan_iter(match=f"{config.keys.prefix}:*")} == state
     # the deleted definition changed between the caller's check and its create: told, nothing written
-    names = (config.keys.boards, config.keys.boards_version, config.keys.journal, config.keys.deleted_boards)
+    names = lb._definition_keys
     with pytest.raises(Exception, match="stale_board"):
-        await r.fcall("lb_board_put", 4, *names, "tower", boards.parse(TOWER).to_json(), "", "")
+        await r.fcall("lb_board_put", 5, *names, "tower", boards.parse(TOWER).to_json(), "", "", 0)
     assert {k: await r.dump(k) async for k in r.scan_iter(match=f"{config.keys.prefix}:*")} == state
 
 
