@@ -176,14 +176,14 @@ class Definitions:
         newer than ``version`` and read by the next refresh)."""
         found: dict[str, Definition] = {}
         self._unreadable = set()
-        cursor: int | str = 0
+        cursor = 0
         while True:
             cursor, chunk = await self.redis.hscan(self.keys.boards, cursor, count=LOAD_CHUNK)
             for board, text in cast(dict[str, str], chunk).items():
                 definition = self._parse(board, text)
                 if definition is not None:
                     found[board] = definition
-            if not cursor or cursor == "0":
+            if not int(cursor):
                 break
             await asyncio.sleep(0)  # parsing 100,000 takes seconds: let the loop serve meanwhile
         self.stored, self.unreadable, self.version = found, len(self._unreadable), version
