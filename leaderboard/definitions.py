@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 REFRESH_S = 1.0  # how often a process that has no tick of its own (a gateway) checks the counter
 CHANGES_PER_READ = 1000  # changed ids read per round trip (a burst of creates is read in steps)
 LOAD_CHUNK = 1000  # definitions per HSCAN step of a full read (parsed between two yields)
+CHANGED_KEPT = 100_000  # ids of changes remembered for changes_since (more: a new generation)
 FLOOR = ""  # the change log's floor member: never a board id (lb_board_purge, a rebuild)
 
 
@@ -104,6 +105,10 @@ class Definitions:
         self._unreadable: set[str] = set()
         self.parsed = 0  # definitions parsed since the registry was made (a refresh parses the changed ones)
         self.loads = 0  # full reads of every definition (the first refresh, or fallen behind the log's floor)
+        # What changed, for a holder of derived state (the publisher's periods): the ids applied
+        # since the last full read, in order; a full read (or a long list) starts a new generation.
+        self.generation = 0
+        self._changed: list[str] = []
 
     async def refresh(self) -> bool:
         """Bring the registry to the version counter; whether a definition changed."""
@@ -146,8 +151,20 @@ class Definitions:
                 return True
             self.version = reached  # more in the log than one read returns: read on from there
 
+    def changes_since(self, mark: tuple[int, int]) -> tuple[tuple[int, int], list[str] | None]:
+        """The ids whose definitions changed since ``mark`` (a mark this returned before, or
+        ``(-1, 0)``), and the mark to ask from next; None instead of ids: derive from ``stored``
+        anew (a full read since, or the first ask)."""
+        now = (self.generation, len(self._changed))
+        if mark[0] != self.generation:
+            return now, None
+        return now, self._changed[mark[1] :]
+
     def _apply(self, texts: Mapping[str, str | None]) -> None:
         """Replace the definitions of the ids given (None: deleted)."""
+        if len(self._changed) + len(texts) > CHANGED_KEPT:
+            self.generation, self._changed = self.generation + 1, []
+        self._changed += texts
         for board, text in texts.items():
             was_unreadable = board in self._unreadable
             self._unreadable.discard(board)
@@ -188,6 +205,7 @@ class Definitions:
             await asyncio.sleep(0)  # parsing 100,000 takes seconds: let the loop serve meanwhile
         self.stored, self.unreadable, self.version = found, len(self._unreadable), version
         self.loads += 1
+        self.generation, self._changed = self.generation + 1, []
         self._apply_default(found.get(DEFAULT_ID))
 
     async def refresh_due(self, every: float = REFRESH_S) -> None:

@@ -227,7 +227,10 @@ _REPLY_ERRORS: dict[str, type[LeaderboardError]] = {
     "banned": Banned,
     "idempotency_conflict": InvalidSubmission,
     **dict.fromkeys(INPUT_CODES, InvalidInput),
-    **dict.fromkeys(("board_exists", "unknown_board", "board_reorder", "stale_board", "invalid_board"), InvalidBoard),
+    **dict.fromkeys(
+        ("board_exists", "unknown_board", "board_reorder", "stale_board", "invalid_board", "too_many_boards"),
+        InvalidBoard,
+    ),
     # a defined board's correction (lb_correct_defined): its key values and metadata
     **dict.fromkeys(("wrong_key_count", "invalid_key_value", "key_out_of_range", "metadata_too_large"), InvalidBoard),
 }

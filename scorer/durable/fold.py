@@ -414,6 +414,8 @@ class ActionFolder(Folder):
             if deleted := a[1] if len(a) > 1 else old:  # journaled with the definition since it is kept
                 state.deleted_boards[a[0]] = deleted
             state.board_changes += 1
+        elif action.fn == "board_purge":  # its boards held no entries left: nothing to check a create against
+            state.deleted_boards.pop(a[0], None)
         elif action.fn == "badge":
             for player, badge in zip(a[0::2], a[1::2], strict=True):
                 state.badges.setdefault(player, set()).add(badge)

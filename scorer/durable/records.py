@@ -51,6 +51,7 @@ FUNCTIONS = (
     "badge",
     "board",
     "board_delete",
+    "board_purge",
 )
 
 

@@ -202,6 +202,8 @@ def state_commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[li
         out.append(("HSET", keys.deleted_boards, board, definition))
     if state.board_changes:
         out.append(("SET", keys.boards_version, state.board_changes))
+        # the change log restarts at the floor: a process holding an older version reads them all
+        out.append(("ZADD", keys.board_changes, state.board_changes, ""))
     for player, badges in state.badges.items():
         out.append(("SADD", keys.badges(player), *sorted(badges)))
     # The distinct-player logs were written from the global boards' members: add the players a
@@ -319,7 +321,8 @@ async def _replay_defined(
     else:  # journaled with the definition it deleted (before that, only its id: the one Redis holds)
         old = a[1] if len(a) > 1 else await lb.boards.stored_json(a[0])
         change = (("HDEL", boards, a[0]), *((("HSET", deleted, a[0], old),) if old else ()))
-    await execute_packed(lb.redis, *change, ("INCR", lb.keys.boards_version))
+    *_, version = await execute_packed(lb.redis, *change, ("INCR", lb.keys.boards_version))
+    await execute_packed(lb.redis, ("ZADD", lb.keys.board_changes, version, a[0]))  # as lb_board_put logs it
     await lb.boards.refresh()
 
 
