@@ -229,8 +229,8 @@ class Keys:
 
     @property
     def boards_version(self) -> str:
-        """Counter bumped by every change of the boards hash: a process re-reads the hash when it
-        moves (one GET per tick)."""
+        """Counter bumped by every change of the boards hash: a process reads the changes after
+        the version it holds when it moves (``board_changes``; one round trip per tick)."""
         return f"{self.prefix}:boardsver"
 
     @property

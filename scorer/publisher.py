@@ -22,10 +22,11 @@ closed yet.
 from __future__ import annotations
 
 import asyncio
+import collections
 import heapq
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -59,6 +60,11 @@ log = logging.getLogger("scorer.publisher")
 # batches cost the scorer about a quarter of the CPU of one call per board (bench.publish_reads,
 # docs/operations.md).
 READS_PER_CALL = 100
+# Boards published per tick at most, those written to first: the rest are due at the next tick.
+# Thousands of defined boards become due at once (a scorer's start, a rollover: each gets its new
+# period's empty board), and one tick reading and publishing them all outlived its lease, so it
+# published nothing, again and again (about 20,000 boards took 24 s on a 2-core machine).
+PUBLISH_PER_TICK = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +82,7 @@ def due_boards(
     versions: Mapping[str, str],
     published: Mapping[tuple[str, str], tuple[str, int]],
     defined: Mapping[tuple[str, str], str] | None = None,
+    rest: Iterable[tuple[str, str]] | None = None,
 ) -> list[Due]:
     """Which boards to publish this tick (pure).
 
@@ -86,6 +93,11 @@ def due_boards(
     (deleted) is not published. A board is due when its current (period, version) differs from
     what was last published: its top N changed, or its window rolled over (then, with no write
     in the new period yet, the new board is empty and its version is 0).
+
+    ``rest``: the boards to look at besides those in ``versions`` (None: every published and
+    defined board). The publisher passes those that may have changed (the game's own boards,
+    the defined boards whose period changed since its last tick and those left over by
+    ``PUBLISH_PER_TICK``): with 100,000 defined boards, looking at every one took seconds a tick.
     """
     defined = defined or {}
 
@@ -97,15 +109,12 @@ def due_boards(
         window, period, scope = field.split(":", 2)  # scopes may hold a colon (region:eu)
         if current(window, scope) == period:
             want[window, scope] = (period, int(version))
-    for window, scope in {*published, *defined}:
+    for window, scope in {*published, *defined} if rest is None else set(rest):
         label = current(window, scope)
         if label is not None and (window, scope) not in want:
             want[window, scope] = (label, 0)
-    return [
-        Due(window, scope, period, version)
-        for (window, scope), (period, version) in sorted(want.items())
-        if published.get((window, scope)) != (period, version)
-    ]
+    changed = sorted(item for item in want.items() if published.get(item[0]) != item[1])
+    return [Due(window, scope, period, version) for (window, scope), (period, version) in changed]
 
 
 class DefinedPeriods:
@@ -122,6 +131,7 @@ class DefinedPeriods:
         self._of: dict[str, tuple[str, ...]] = {}  # board id -> its windows, as held here
         self._mark = (-1, 0)
         self._now = 0
+        self.dirty: set[tuple[str, str]] = set()  # keys placed or dropped since the last take_dirty()
         self.placed = 0  # periods computed since made: the definitions changed and the periods ended
 
     def update(self, registry: Definitions, now: int) -> None:
@@ -134,6 +144,7 @@ class DefinedPeriods:
             for w in self._of.pop(board, ()):
                 self.labels.pop((w, f"{DEFINED}:{board}"), None)
                 self._ends.pop((w, f"{DEFINED}:{board}"), None)
+                self.dirty.add((w, f"{DEFINED}:{board}"))
             d = registry.stored.get(board)
             if d is not None and d.id != boards.DEFAULT_ID:  # the default is the game's own boards
                 self._of[board] = d.windows
@@ -145,11 +156,16 @@ class DefinedPeriods:
             if self._ends.get((w, scope)) == end and d is not None:
                 self._place(d, w, now)
 
+    def take_dirty(self) -> set[tuple[str, str]]:
+        dirty, self.dirty = self.dirty, set()
+        return dirty
+
     def _place(self, d: boards.Definition, w: str, now: int) -> None:
         p = boards.period(d, w, now)
         self.placed += 1
         key = (w, f"{DEFINED}:{d.id}")
         self.labels[key], self._ends[key] = p.label, p.end_ms
+        self.dirty.add(key)
         heapq.heappush(self._heap, (p.end_ms, *key))
 
 
@@ -175,6 +191,13 @@ class Publisher:
         self._holding = False  # counted in stats.publisher
         self._refreshed = 0.0  # monotonic time of the last refresh of the latest snapshots' TTLs
         self.defined = DefinedPeriods()
+        # What due_boards looks at besides the versions hash (its ``rest``): the game's own
+        # published boards, and PUBLISH_PER_TICK at most of the backlog: the defined boards whose
+        # period changed (new, deleted, rolled over), those the cap left over, and every defined
+        # board once the lease is (re)taken. A tick's work follows the boards that may be due,
+        # not the boards defined.
+        self._game_keys: set[tuple[str, str]] = set()
+        self._backlog: collections.deque[tuple[str, str]] = collections.deque()
         self.purger = Purger(self.lb)
         self._purged = time.monotonic()  # the first pass a PURGE_EVERY_S after the start
 
@@ -208,6 +231,10 @@ class Publisher:
             return []
         if self.published is None:
             self.published = await self._load_published()
+            self._game_keys = {key for key in self.published if not defined_of(key[1])}
+            self._backlog = collections.deque(
+                {**dict.fromkeys(k for k in self.published if defined_of(k[1])), **dict.fromkeys(self.defined.labels)}
+            )
             self._counted(True)
             log.info("publish lease taken (%s)", self.owner)
 
@@ -225,12 +252,20 @@ class Publisher:
             await self.redis.hdel(self.keys.tournaments, *expired)
         self.defined.update(self.lb.boards, now)
         defined = dict(self.defined.labels)  # a copy: a tournament's are added below
+        self._backlog.extend(self.defined.take_dirty())
+        batch = min(len(self._backlog), PUBLISH_PER_TICK)
+        rest = {*self._game_keys, *(self._backlog.popleft() for _ in range(batch))}
         versions = cast(dict[str, str], await self.redis.hgetall(self.keys.versions))
         for field in versions:  # a tournament on a defined board: published once written to, while it runs
             win, label, scope = field.split(":", 2)
             if defined_of(scope) and tournament_of(win) and periods.get(win) == label:
                 defined[win, scope] = label
-        due = due_boards(periods, versions, self.published, defined)
+        due = due_boards(periods, versions, self.published, defined, rest)
+        if len(due) > PUBLISH_PER_TICK:  # sorted() is stable: the written ones first, in their order
+            due = sorted(due, key=lambda d: d.version == 0)
+            # the written ones left stay due (the versions hash holds them); the others wait
+            self._backlog.extend((d.window, d.scope) for d in due[PUBLISH_PER_TICK:] if d.version == 0)
+            due = sorted(due[:PUBLISH_PER_TICK], key=lambda d: (d.window, d.scope))
         if due:
             await self._publish(due, now)
             if not self.leader:
@@ -248,6 +283,7 @@ class Publisher:
         due again, at the versions they have, so subscribers see the change without a write."""
         if self.published is not None:
             self.published = {key: was for key, was in self.published.items() if defined_of(key[1])}
+            self._game_keys = set()
 
     async def release(self) -> None:
         """Give the lease up at once (on shutdown), so another replica need not wait it out."""
@@ -301,6 +337,8 @@ class Publisher:
             return
         for d in due:
             self.published[d.window, d.scope] = (d.period, d.version)
+            if not defined_of(d.scope):
+                self._game_keys.add((d.window, d.scope))
         self.stats.published += len(due)
 
     async def _read_tops(self, due: list[Due], now: int) -> list[BoardEntries]:
@@ -408,6 +446,7 @@ class Publisher:
             await self.redis.hdel(self.keys.published, *(f"{w}:{scope}" for w, scope in gone))
             for key in gone:
                 del self.published[key]
+                self._game_keys.discard(key)
 
     async def _refresh_latest(self) -> None:
         """Keep the stored latest snapshot of boards that simply did not change alive."""
