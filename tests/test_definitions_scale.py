@@ -15,6 +15,8 @@ from leaderboard import GameConfig, Leaderboard, Submission, boards, now_ms
 from leaderboard.definitions import CHANGES_PER_READ, Definitions
 from leaderboard.errors import InvalidBoard
 from leaderboard.purge import Purger, board_keys, kept_periods
+from scorer import Publisher, ScorerSettings
+from scorer import publisher as publisher_module
 from scorer.publisher import DefinedPeriods
 
 TOWER = {"id": "tower", "keys": [{"name": "floor"}, {"name": "time", "direction": "asc"}]}
@@ -182,3 +184,24 @@ async def test_the_publishers_periods_follow_changes_without_computing_every_def
     started = time.perf_counter()
     periods.update(lb.boards, now + day)
     assert periods.placed == placed + 22 and time.perf_counter() - started < 1
+
+
+async def test_a_publisher_publishes_many_due_boards_over_ticks_written_ones_first(
+    redis_url: str, r: aioredis.Redis, lb: Leaderboard, config: GameConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(publisher_module, "PUBLISH_PER_TICK", 3)
+    for i in range(5):
+        await lb.create_board(board(i))  # two windows each: ten boards due, each its empty board
+    await lb.boards.refresh()
+    await lb.submit_batch([Submission("s1", "mia", 0, now_ms(), board="g4", values=(7,)).fields()])
+    publisher = Publisher(r, ScorerSettings(redis_url=redis_url, game=config, name="s1", metrics_port=0))
+    first = await publisher.tick()
+    assert len(first) == 3 and {(d.scope, d.version) for d in first if d.version} == {("board:g4", 1)}
+    published = {(d.window, d.scope) for d in first}
+    for _ in range(3):
+        published |= {(d.window, d.scope) for d in await publisher.tick()}
+    assert published == {(w, f"board:g{i}") for i in range(5) for w in ("daily", "alltime")}
+    assert await publisher.tick() == []  # all published: nothing left
+    await lb.create_board(board(5))
+    await lb.boards.refresh()
+    assert {(d.window, d.scope) for d in await publisher.tick()} == {("daily", "board:g5"), ("alltime", "board:g5")}
