@@ -10,7 +10,9 @@ process says when it first used it: the registries when ``get()`` returns it, th
 a tick returned with it in its registry. Reported per process: the first load's time, its
 longest stall of the event loop (a 5 ms ticker's worst lateness), its memory (RSS after the load
 minus before, per stored definition), the time from the create to its use, and the publisher's
-tick time before the change (median of its ticks after the first).
+tick time before the change (``tick_s``: median of the five ticks after the first, while it
+still publishes every board's first snapshot) and once it has published them all
+(``steady_tick_s``: ticking until a tick publishes nothing, at most ``--deadline`` seconds).
 
 ``--baseline REF`` runs the same with the code of a git ref (its leaderboard, scorer and
 library: ``git archive``, as bench.drain does), alternating with this tree's per count. A process
@@ -122,6 +124,17 @@ async def worker(url: str, kind: str, tick_ms: int) -> None:
         else:
             await registry.refresh()
     print(json.dumps({"event": "seen", "at": time.time(), "stall_s": worst}), flush=True)
+    if publisher is not None:  # once every board is published: what a tick costs from then on
+        for _ in range(1000):
+            if not await publisher.tick():
+                break
+            await asyncio.sleep(tick_ms / 1000)
+        steady = []
+        for _ in range(5):
+            t = time.perf_counter()
+            await publisher.tick()
+            steady.append(time.perf_counter() - t)
+        print(json.dumps({"event": "steady", "tick_s": statistics.median(steady)}), flush=True)
     watch.cancel()
 
 
@@ -189,6 +202,10 @@ def run_side(args: Any, n: int, tree: Path | None) -> dict[str, Any]:
                 except TimeoutError:
                     line = ""
                 seen.append(json.loads(line) if line else {})
+            try:
+                steady = json.loads(_readline(procs[0], time.monotonic() + args.deadline) or "{}")
+            except TimeoutError:
+                steady = {}
         finally:
             for p in procs:
                 p.kill()
@@ -203,8 +220,9 @@ def run_side(args: Any, n: int, tree: Path | None) -> dict[str, Any]:
             "change_to_use_s": round(s["at"] - created, 3) if s else None,
             "stall_s": round(s["stall_s"], 3) if s else None,
         }
-        if load.get("ticks"):
-            figures["tick_s"] = round(statistics.median(load["ticks"]), 4)
+        if kind == "publisher":
+            figures["tick_s"] = round(statistics.median(load["ticks"]), 4) if load.get("ticks") else None
+            figures["steady_tick_s"] = round(steady["tick_s"], 4) if steady else None
         out["processes"].append(figures)
     return out
 
