@@ -130,6 +130,8 @@ class Definitions:
             )
             version = int(raw) if raw is not None else 0
             if not changed and version == since:
+                if moved:  # read in steps, the last one full: the default may be among them
+                    self._apply_default(self.stored.get(DEFAULT_ID))
                 return moved
             # Held none yet, or behind the floor, or ahead of the counter (a flushed or rebuilt
             # Redis), or the counter moved with nothing in the log (a bump by hand): the log
@@ -166,7 +168,6 @@ class Definitions:
             self.generation, self._changed = self.generation + 1, []
         self._changed += texts
         for board, text in texts.items():
-            was_unreadable = board in self._unreadable
             self._unreadable.discard(board)
             if text is None:
                 self.stored.pop(board, None)
@@ -176,8 +177,7 @@ class Definitions:
                     self.stored.pop(board, None)
                 else:
                     self.stored[board] = definition
-            if was_unreadable != (board in self._unreadable):
-                self.unreadable = len(self._unreadable)
+        self.unreadable = len(self._unreadable)
 
     def _parse(self, board: str, text: str) -> Definition | None:
         self.parsed += 1

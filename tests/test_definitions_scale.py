@@ -60,6 +60,13 @@ async def test_more_changes_than_one_read_returns_are_read_in_steps(
     assert await registry.refresh()
     assert len(registry.stored) == CHANGES_PER_READ + 5 and registry.parsed == CHANGES_PER_READ + 5
     assert registry.loads == 1 and registry.version == int(await r.get(config.keys.boards_version) or 0)
+    # exactly one read's worth, the stored default among them: applied as any refresh applies it
+    for i in range(CHANGES_PER_READ - 1):
+        await lb.delete_board(f"g{i}")
+    stored = {**boards.default_definition("best", "ordinal", config.windows, 25).as_dict(), "top_n": 25}
+    await lb.create_board(boards.parse(stored))
+    assert await registry.refresh()
+    assert registry.loads == 1 and len(registry.stored) == 7 and registry.config.top_n == 25
 
 
 async def test_a_registry_behind_the_logs_floor_reads_them_all(
