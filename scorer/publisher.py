@@ -46,6 +46,7 @@ from leaderboard.defined import Board
 from leaderboard.definitions import Definitions
 from leaderboard.keys import DEFINED, defined_of
 from leaderboard.purge import PURGE_EVERY_S, Purger
+from leaderboard.transport import execute_packed
 from leaderboard.windows import tournament_of, window
 
 from .settings import ScorerSettings
@@ -65,6 +66,7 @@ READS_PER_CALL = 100
 # period's empty board), and one tick reading and publishing them all outlived its lease, so it
 # published nothing, again and again (about 20,000 boards took 24 s on a 2-core machine).
 PUBLISH_PER_TICK = 2000
+EXPIRES_PER_CALL = 5000  # the latest snapshots' TTLs refreshed per round trip
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,9 +453,10 @@ class Publisher:
     async def _refresh_latest(self) -> None:
         """Keep the stored latest snapshot of boards that simply did not change alive."""
         assert self.published is not None
-        if self.published:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for window, scope in self.published:
-                    pipe.expire(self.keys.latest(window, scope), self.settings.snapshot_ttl_s)
-                await pipe.execute()
+        # packed by hiredis a few thousand at a time: with 100,000 defined boards there are
+        # 200,000 or more, which redis-py's pipeline took seconds of the tick to pack
+        latest = [self.keys.latest(window, scope) for window, scope in self.published]
+        ttl = self.settings.snapshot_ttl_s
+        for i in range(0, len(latest), EXPIRES_PER_CALL):
+            await execute_packed(self.redis, *(("EXPIRE", key, ttl) for key in latest[i : i + EXPIRES_PER_CALL]))
         self._refreshed = time.monotonic()

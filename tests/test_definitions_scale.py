@@ -212,3 +212,8 @@ async def test_a_publisher_publishes_many_due_boards_over_ticks_written_ones_fir
     await lb.create_board(board(5))
     await lb.boards.refresh()
     assert {(d.window, d.scope) for d in await publisher.tick()} == {("daily", "board:g5"), ("alltime", "board:g5")}
+    # the latest snapshots of boards that did not change are kept alive, a round trip per few thousand
+    latest = config.keys.latest("daily", "board:g1")
+    await r.expire(latest, 5)
+    await publisher._refresh_latest()
+    assert await r.ttl(latest) > 5
