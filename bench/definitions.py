@@ -2,17 +2,18 @@
 
 For each count of stored definitions, on a private redis-server: the definitions are written as
 ``lb_board_put`` leaves them (the boards hash, the change log, the counter; one key, daily and
-alltime windows, every other one in Europe/Paris), then ``--registries`` processes each hold a
-registry (``Definitions.refresh()`` every ``--tick-ms``, as a gateway's watch does once a
-second) and one process runs a scorer's publisher (``Publisher.tick()`` every ``--tick-ms``,
-holding the lease). Once each has loaded, one definition is created (``lb_board_put``), and each
-process says when it first used it: the registries when ``get()`` returns it, the publisher when
-a tick returned with it in its registry. Reported per process: the first load's time, its
-longest stall of the event loop (a 5 ms ticker's worst lateness), its memory (RSS after the load
-minus before, per stored definition), the time from the create to its use, and the publisher's
-tick time before the change (``tick_s``: median of the five ticks after the first, while it
-still publishes every board's first snapshot) and once it has published them all
-(``steady_tick_s``: ticking until a tick publishes nothing, at most ``--deadline`` seconds).
+alltime windows, every other one in Europe/Paris; the Redis memory they take is reported), then
+``--registries`` processes each hold a registry (``Definitions.refresh()`` every ``--tick-ms``,
+as a gateway's watch does once a second) and one process runs a scorer's publisher
+(``Publisher.tick()`` every ``--tick-ms``, holding the lease). Once each has loaded, one
+definition is created (``lb_board_put``), and each process says when it first used it: the
+registries when ``get()`` returns it, the publisher when a tick returned with it in its
+registry. Reported per process: the first load's time, its longest stall of the event loop (a
+5 ms ticker's worst lateness), its memory (RSS after the load minus before, per stored
+definition), the time from the create to its use, and the publisher's tick time before the
+change (``tick_s``: median of the five ticks after the first, while it still publishes every
+board's first snapshot) and once it has published them all (``steady_tick_s``: ticking until a
+tick publishes nothing, at most ``--deadline`` seconds).
 
 ``--baseline REF`` runs the same with the code of a git ref (its leaderboard, scorer and
 library: ``git archive``, as bench.drain does), alternating with this tree's per count. A process
@@ -54,10 +55,12 @@ def definition_json(i: int, version: int = 1) -> str:
     return boards.parse({**spec, "version": version}).to_json()
 
 
-def seed(url: str, n: int, code: str) -> None:
-    """``n`` definitions, as lb_board_put leaves them: hash, change log (version i), counter."""
+def seed(url: str, n: int, code: str) -> int:
+    """``n`` definitions, as lb_board_put leaves them: hash, change log (version i), counter;
+    the bytes of Redis memory they took."""
     r = redis.Redis.from_url(url, decode_responses=True)
     r.function_load(code, replace=True)
+    before = int(r.info("memory")["used_memory"])
     prefix = f"lb:{{{GAME}}}"
     pipe = r.pipeline(transaction=False)
     for i in range(1, n + 1):
@@ -67,7 +70,9 @@ def seed(url: str, n: int, code: str) -> None:
             pipe.execute()
     pipe.set(f"{prefix}:boardsver", n)
     pipe.execute()
+    used = int(r.info("memory")["used_memory"]) - before
     r.close()
+    return used
 
 
 def rss_kb() -> int:
@@ -143,7 +148,7 @@ def run_side(args: Any, n: int, tree: Path | None) -> dict[str, Any]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with tempfile.TemporaryDirectory(prefix="bench-defs-") as data, RedisServer(Path(data)) as server:
         t = time.perf_counter()
-        seed(server.url, n, code)
+        redis_bytes = seed(server.url, n, code)
         seeded = time.perf_counter() - t
         kinds = ["publisher", *["registry"] * args.registries]
         cmd = [
@@ -210,7 +215,13 @@ def run_side(args: Any, n: int, tree: Path | None) -> dict[str, Any]:
             for p in procs:
                 p.kill()
                 p.wait()
-    out: dict[str, Any] = {"stored": n, "seeded_s": round(seeded, 2), "processes": []}
+    per = round(redis_bytes / n)
+    out: dict[str, Any] = {
+        "stored": n,
+        "seeded_s": round(seeded, 2),
+        "redis_bytes_per_definition": per,
+        "processes": [],
+    }
     for kind, load, s in zip(kinds, loaded, seen, strict=True):
         figures = {
             "kind": kind,
@@ -265,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             for side in runs:
                 figures = run_side(args, n, tree if side == "baseline" else None)
                 runs[side].append(figures)
-                print(f"{side} {n:,} stored (seeded in {figures['seeded_s']} s):")
+                per = figures["redis_bytes_per_definition"]
+                print(f"{side} {n:,} stored (seeded in {figures['seeded_s']} s, {per} bytes each in Redis):")
                 for f in figures["processes"]:
                     print("   ", ", ".join(f"{k} {v}" for k, v in f.items()))
     results.save(
