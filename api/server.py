@@ -23,10 +23,10 @@ from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.address import Network, client_address, networks
 from leaderboard import Leaderboard, connect, replies
 from leaderboard.budget import Budgets
 from leaderboard.definitions import watch
+from leaderboard.proxies import Network, client_address, networks
 from leaderboard.queue import Queue
 
 from . import problems, routes
@@ -116,7 +116,7 @@ class BodyDeadline:
 
 class ClientAddress:
     """The client's address (``scope["client"]``, a spectator's read budget) by the gateway's rule
-    (gateway/address.py): from a peer in ``LB_API_TRUSTED_PROXIES``, the last value of its
+    (leaderboard/proxies.py): from a peer in ``LB_API_TRUSTED_PROXIES``, the last value of its
     ``X-Forwarded-For`` (the balancer appends what it saw; anything left of it is the client's
     own and may be forged); from any other peer, the peer."""
 

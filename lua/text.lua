@@ -145,7 +145,8 @@ ZCOUNT on the board's points set). Reads take the mode as an argument; no read s
 Errors, one way per scope (refuse and entry_error below), with the codes of leaderboard/errors.py:
 - a call that cannot run answers 'ERR <code> <message>' and writes nothing: bad_request
   (malformed input), library_mismatch (lb_submit: a call laid out by another release),
-  backlog_full, unknown_tournament, tournament_exists, tournament_ended, banned,
+  backlog_full, idempotency_conflict (lb_enqueue: a submission id filed again with another body),
+  unknown_tournament, tournament_exists, tournament_ended, banned,
   points_out_of_range, and the input codes of the moderation, profile and entry functions:
   invalid_player, invalid_actor, invalid_reason, invalid_points, invalid_name, invalid_avatar,
   invalid_country; the board definition functions' invalid_board, board_exists, unknown_board,
