@@ -27,7 +27,7 @@ from leaderboard.auth import SPECTATOR, Identity, authenticate
 from leaderboard.budget import Budgets, cost
 from leaderboard.definitions import default_window
 from leaderboard.errors import TournamentError
-from leaderboard.keys import DEFINED, parse_scope
+from leaderboard.keys import DEFINED
 from leaderboard.queue import Queue
 
 from . import bodies
@@ -75,13 +75,20 @@ class Api:
         with refusals():
             return authenticate(token.strip(), self.settings.jwt_secrets)
 
-    def parse(self, msg: dict[str, Any], game: Game | None = None) -> Any:
-        """``msg`` as the socket's parser reads it, with the windows ``game`` (default: the
-        default game) keeps: its stored default board's, else the environment's."""
-        config = (game or self.games[self.default_game]).lb.config
-        window = default_window(config, self.settings.default_window)
+    def parse_held(self, msg: dict[str, Any], game: Game | None = None) -> Any:
+        """``msg`` as the socket's parser reads it, against the boards ``game`` (default: the
+        default game) keeps as this process holds them (replies.parse): for the fast path."""
+        shared = (game or self.games[self.default_game]).shared
+        window = default_window(shared.lb.config, self.settings.default_window)
         with refusals():
-            return p.parse_message(msg, windows=config.windows, default_window=window)
+            return replies.parse(shared, msg, default_window=window)
+
+    async def parse(self, msg: dict[str, Any], game: Game | None = None) -> Any:
+        """``parse_held``, a board unknown here looked up again first (replies.request)."""
+        shared = (game or self.games[self.default_game]).shared
+        window = default_window(shared.lb.config, self.settings.default_window)
+        with refusals():
+            return await replies.request(shared, msg, default_window=window)
 
     def charge(self, request: Request, identity: Identity, req: p.Request) -> None:
         """Spend what ``req`` costs Redis from its player's budget (a spectator's: its address's,
@@ -97,9 +104,9 @@ class Api:
             wait = (units - self.budgets.left(key, now)) / self.budgets.rate
             raise Problem("rate_limited", "too many reads; slow down", retry_after=max(1, math.ceil(wait)))
 
-    def read(self, request: Request, msg: dict[str, Any], identity: Identity) -> Any:
+    async def read(self, request: Request, msg: dict[str, Any], identity: Identity) -> Any:
         """A read request parsed as the socket's and paid for."""
-        req = self.parse(msg, self.game(request))
+        req = await self.parse(msg, self.game(request))
         self.charge(request, identity, req)
         return req
 
@@ -191,13 +198,13 @@ async def put_definition(api: Api, request: Request) -> Response:
         raise Problem("invalid_board_id", "the definition's id is not the path's")
     msg = {"type": "board", "action": "create", "definition": fields}
     try:
-        return Response(await answer(game, identity, api.read(request, msg, identity)), media_type=JSON)
+        return Response(await answer(game, identity, await api.read(request, msg, identity)), media_type=JSON)
     except Problem as exc:
         if exc.code != "board_exists":
             raise
     # Another definition of the id is stored: this one replaces it, as an update. Not charged
     # again: one request.
-    update = api.parse({**msg, "action": "update"})
+    update = await api.parse({**msg, "action": "update"})
     return Response(await answer(game, identity, update), media_type=JSON)
 
 
@@ -210,7 +217,7 @@ def answering(message: Message, *, auth: str = "none", body: str | None = None) 
         game = api.game(request)
         identity = _allowed(api.identity(request), auth)
         fields = await _json_body(api, request, body) if body else {}
-        req = api.read(request, message(request, fields), identity)
+        req = await api.read(request, message(request, fields), identity)
         return Response(await answer(game, identity, req), media_type=JSON)
 
     return handler
@@ -348,7 +355,7 @@ def fingerprint(board: str, body: dict[str, Any]) -> str:
 
 def _scope(board: str) -> tuple[str | None, str | None]:
     try:
-        label = parse_scope(board)
+        label = p.board_name(board)  # a defined board's bare id too, as reads take it
     except ValueError as exc:
         raise Problem("bad_board", str(exc)) from None
     kind, _, value = label.partition(":")

@@ -21,7 +21,7 @@ from .handlers import JSON, Api, Game, answer, board_msg, int_query, read
 async def top(api: Api, request: Request) -> Response:
     game = api.game(request)
     identity = api.identity(request)  # anyone may read the top; a bad token is still refused
-    req = api.parse(board_msg(request, "top", **int_query(request, "n")), game)
+    req = await api.parse(board_msg(request, "top", **int_query(request, "n")), game)
     held = await held_top(api, game, req, request.headers.get("if-none-match"))
     if held is not None:  # free: no Redis read, or one per board and TTL
         status, headers, body = held
@@ -79,7 +79,7 @@ async def fast_top(api: Api, board: str, n: int | None, if_none_match: str | Non
     parser, then ``held_top``; None for anything else, which the route answers."""
     msg: dict[str, Any] = {"type": "top", "board": board} | ({} if n is None else {"n": n})
     try:
-        return await held_top(api, api.games[api.default_game], api.parse(msg), if_none_match)
+        return await held_top(api, api.games[api.default_game], api.parse_held(msg), if_none_match)
     except Exception:  # refused, Redis unreachable, a broken snapshot: the route answers (and logs)
         return None
 
