@@ -56,9 +56,10 @@ class Handlers:
             return
         rid: Any = None
         try:
-            # the game's windows as its stored default board keeps them (definitions.py)
-            windows = self._games[client.game].lb.config.windows
-            req = p.parse(raw, windows=windows, default_window=self.default_window(client.game))
+            # the game's boards as this process holds them: a stored default's windows, the defined boards
+            req = await replies.request(
+                self._replies[client.game], raw, default_window=self.default_window(client.game)
+            )
             rid = req.id
             key = self._budget_key(client)
             if key is not None and not self._budgets.take(key, cost(req), now):  # Redis's work

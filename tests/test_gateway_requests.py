@@ -54,7 +54,7 @@ def test_parse_defaults_and_codes() -> None:
         ('{"type":"dance"}', "unknown_type"),
         ('{"type":"top","n":500}', "bad_message"),
         ('{"type":"top","board":"planet:x"}', "bad_board"),
-        ('{"type":"top","window":"monthly"}', "bad_board"),
+        ('{"type":"top","window":"monthly"}', "invalid_window"),
         ('{"type":"ranks","players":[]}', "bad_message"),
         ('{"type":"ping","id":{"x":1}}', "bad_message"),
         (b'{"type":"ping"}', "binary_frame"),  # valid JSON, but a binary frame
@@ -165,7 +165,7 @@ async def test_stats_size_and_distinct_players_for_anyone(redis_url: str, lb: Le
             "size": 7, "players": 7, "id": 9,
         }  # fmt: skip
         bad = await request(ws, {"type": "stats", "window": "yearly"})
-        assert (bad["type"], bad["code"]) == ("error", "bad_board")
+        assert (bad["type"], bad["code"]) == ("error", "invalid_window")
 
 
 async def test_own_rank_is_pushed_only_on_change(redis_url: str, lb: Leaderboard) -> None:

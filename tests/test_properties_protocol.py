@@ -21,7 +21,7 @@ from .properties import bounded
 
 WINDOWS = ["daily", "weekly", "alltime"]
 # The codes parse() may raise (docs/protocol.md); the others come from the dispatch.
-PARSE_CODES = {"binary_frame", "bad_json", "bad_message", "unknown_type", "bad_board", "bad_period"}
+PARSE_CODES = {"binary_frame", "bad_json", "bad_message", "unknown_type", "bad_board", "bad_period", "invalid_window"}
 TYPES = [
     "hello",
     "ping",
