@@ -38,7 +38,6 @@ from .schemas import (
     N_FINALS,
     N_TOP,
     PLAYER,
-    READ_BOARD,
     READS,
     SCHEMAS,
     SUBMISSION,
@@ -107,12 +106,12 @@ ROUTES = [
     ),
     _read_route(
         "GET", "/v1/boards/{board}/players/{player}", "player", board_read("rank", player=True),
-        "A player's rank and score (a player or server token)", "Rank", [READ_BOARD, PLAYER, *READS[1:]], auth="player",
+        "A player's rank and score (a player or server token)", "Rank", [BOARD, PLAYER, *READS[1:]], auth="player",
     ),
     _read_route(
         "GET", "/v1/boards/{board}/players/{player}/around", "around", board_read("around", "k", player=True),
         "The k entries on each side of a player (a player or server token)", "Around",
-        [READ_BOARD, PLAYER, *READS[1:], K], auth="player",
+        [BOARD, PLAYER, *READS[1:], K], auth="player",
     ),
     _read_route(
         "POST", "/v1/boards/{board}/players:ranks", "ranks", board_read("ranks", body=("players",)),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from leaderboard import protocol as p
-from leaderboard.keys import GLOBAL_SCOPE, SCOPE_KINDS
+from leaderboard.keys import SCOPE_KINDS
 
 from . import bodies
 from .problems import ALL_CODES
@@ -17,26 +17,20 @@ def param(name: str, where: str, schema: dict[str, Any], doc: str, required: boo
     return {"name": name, "in": where, "required": required, "description": doc, "schema": schema}
 
 
+# Every board by one parameter: the game's own scopes, and a defined board as board:<id> or its
+# bare id (docs/data-model.md "Board definitions"); a bare "global" is the game's own board
 BOARD = param(
     "board",
     "path",
-    {"type": "string", "pattern": f"^({GLOBAL_SCOPE}|({'|'.join(SCOPE_KINDS)}):[A-Za-z0-9_-]{{1,32}})$"},
-    "the board's scope: global, region:<name>, mode:<name>",
-    True,
-)
-# reads take a defined board too (board:<id>, docs/data-model.md "Board definitions")
-READ_BOARD = param(
-    "board",
-    "path",
-    {"type": "string", "pattern": f"^({GLOBAL_SCOPE}|({'|'.join((*SCOPE_KINDS, 'board'))}):[A-Za-z0-9_-]{{1,32}})$"},
-    "the board's scope: global, region:<name>, mode:<name>, or board:<id> (a defined board)",
+    {"type": "string", "pattern": f"^(({'|'.join((*SCOPE_KINDS, 'board'))}):)?[A-Za-z0-9_-]{{1,32}}$"},
+    "the board: global, region:<name>, mode:<name>, or a defined board as board:<id> or <id>",
     True,
 )
 PLAYER = param("player", "path", {"type": "string", "minLength": 1}, "a player id", True)
 WINDOW = param("window", "query", {"type": "string"}, "the board's window (default: the socket's default window)")
 PERIOD = param("period", "query", {"type": "string"}, "previous, or a period label such as 2026-W48")
 GAME = param("game", "query", {"type": "string"}, "the game (default: the first game served)")
-READS = [READ_BOARD, WINDOW, PERIOD, GAME]
+READS = [BOARD, WINDOW, PERIOD, GAME]
 
 ENTRY = {
     "type": "object",
