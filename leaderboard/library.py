@@ -647,6 +647,12 @@ class Leaderboard(PlainReads):
     async def _board(
         self, window_name: str, scope: str, at: int | None, period_name: str | None = None
     ) -> tuple[str, Period]:
+        """The board key and period a read names. A defined board's (scope ``board:<id>``) is of
+        its own windows, periods and time zone (``defined_board``), so the plain reads (size,
+        stats) serve every window it keeps, as the function library's reads do."""
+        defined = await self.defined_board(window_name, scope, at, period_name)
+        if defined is not None:
+            return defined.board, defined.period
         try:
             parse_scope(scope)
         except ValueError as exc:

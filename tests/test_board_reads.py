@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from leaderboard import Leaderboard, Submission, boards
+from leaderboard import BadRequest, Leaderboard, Submission, boards
 
 from .conftest import NOW
 
@@ -68,6 +68,27 @@ async def test_exact_ties_read_in_one_order_on_every_encoding(lb: Leaderboard, r
         around = [await lb.around(player, "alltime", f"board:{b}", k=2, at=NOW) for b in ("packed", "lex")]
         assert rows(around[0].entries) == rows(around[1].entries)
         assert [e.top_percent for e in around[0].entries] == [e.top_percent for e in around[1].entries]
+
+
+async def test_stats_serve_every_window_the_board_keeps(lb: Leaderboard) -> None:
+    """A defined board's own windows (monthly, a season) the game does not keep are read like its
+    others: stats and size too, not only top, around and ranks."""
+    assert "monthly" not in lb.config.windows
+    season = {"start_ms": NOW - 86_400_000, "length_s": 7 * 86_400}
+    for board_id, key in (("m", {"name": "v"}), ("mx", {"name": "v", "min": -5})):  # packed, lex
+        definition = boards.parse({"id": board_id, "keys": [key], "windows": ["monthly", "season"], "season": season})
+        await lb.create_board(definition)
+        slips = [{"id": f"{board_id}{p}", "player": p, "board": board_id, "values": "3", "ts": str(NOW)} for p in "xy"]
+        assert [r.status for r in await lb.submit_batch(slips, now=NOW)] == ["ok", "ok"]
+        for window_name in ("monthly", "season"):
+            stats = await lb.stats(window_name, f"board:{board_id}", at=NOW)
+            top = await lb.top(window_name, f"board:{board_id}", at=NOW)
+            assert (stats.size, stats.period.label) == (2, top.period.label)
+            assert stats.players >= 2
+            assert await lb.size(window_name, f"board:{board_id}", at=NOW) == 2
+    # a window the board does not keep stays a bad request
+    with pytest.raises(BadRequest):
+        await lb.stats("weekly", "board:m", at=NOW)
 
 
 async def test_a_lex_member_written_before_the_player_part_was_complemented_reads_its_player(
