@@ -196,8 +196,9 @@ def compare_reads(
 
 
 def measure(server: RedisServer, shape: str, args: Any, trees: dict[str, Path] | None = None) -> dict[str, Any]:
-    # a lex member's player part is not UTF-8: written as connect()'s clients write it
-    r = redis.Redis.from_url(server.url, encoding_errors="surrogateescape")
+    # a lex member's player part is not UTF-8: written as connect()'s clients write it; no socket
+    # timeout: FLUSHALL of the last shape's millions of members outlasts redis-py's 5 s when loaded
+    r = redis.Redis.from_url(server.url, encoding_errors="surrogateescape", socket_timeout=None)
     r.flushall()
     raw = SHAPES[shape]
     definition = None
