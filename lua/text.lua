@@ -100,14 +100,12 @@ them; Python wrappers in leaderboard/library.py):
   lb_publish      publish snapshots under the lease     publisher (read), published, latest;
                                                         SPUBLISH snap
   lb_forget       drop gone consumers of a group        the stream given (any group)
-  lb_top          top N with profiles (no-writes)       a board, profiles
-  lb_around       entries around a player (no-writes)   a board, its points, profiles
-  lb_ranks        ranks of listed players (no-writes)   a board, its points and hist
-  lb_lex_top      a lex board's top N (no-writes)       a board, profiles, its metadata
-  lb_lex_around   entries around a player on a lex      a board, its members, its points (key
-                  board (no-writes)                     parts), profiles, its metadata
-  lb_lex_ranks    ranks of listed players on a lex      a board, its members, its points (key
-                  board (no-writes)                     parts)
+  lb_top          top N with profiles and metadata,     a board, profiles, its metadata
+                  either encoding (no-writes)
+  lb_around       entries around a player, either       a board, profiles, its points (or key
+                  encoding (no-writes)                  parts), its members, its metadata
+  lb_ranks        ranks of listed players, either       a board, its points (or key parts),
+                  encoding (no-writes)                  hist, its members
   lb_close        a period's close event, once          closedmark, closed, finals, versions,
                                                         journal; boards (read)
   lb_close_board  a defined board period's close event  its closedmark, closed, its finals,

@@ -735,6 +735,26 @@ async def test_a_defined_board_takes_key_values_and_answers_with_them(
     assert rows == [("ana", 2, ["12", "81250"]), ("ben", 1, ["12", "79900"]), ("zed", None, None)]
 
 
+async def test_stats_answer_on_every_window_a_defined_board_keeps(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
+    """Its own monthly and season windows, which the game does not keep, as top reads them."""
+    lb = Leaderboard(r, GameConfig(game=GAME))
+    # the API process outlives each test's flush: a counter it has not seen, or it keeps its copy
+    await r.set(lb.keys.boards_version, now_ms())
+    season = {"start_ms": now_ms() - 3_600_000, "length_s": 7 * 86_400}
+    await lb.create_board(
+        boards.parse({"id": "mon", "keys": [{"name": "v"}], "windows": ["monthly", "season"], "season": season})
+    )
+    [result] = await lb.submit_batch(
+        [{"id": "mon-1", "player": "ana", "board": "mon", "values": "3", "ts": str(now_ms())}]
+    )
+    assert result.status == "ok"
+    for window_name in ("monthly", "season"):
+        stats = await http.get("/v1/boards/board:mon/stats", params={"window": window_name})
+        assert stats.status_code == 200, stats.text
+        top = (await http.get("/v1/boards/board:mon/top", params={"window": window_name})).json()
+        assert (stats.json()["size"], stats.json()["period"]) == (1, top["period"])
+
+
 async def test_a_stored_default_board_reaches_the_api_without_a_restart(
     http: httpx.AsyncClient, r: aioredis.Redis
 ) -> None:
