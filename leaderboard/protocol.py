@@ -61,6 +61,11 @@ class Ping(Request):
 
 
 @dataclass(frozen=True, slots=True)
+class Boards(Request):
+    """The game's boards and how to show them (a page's board picker): anyone may ask."""
+
+
+@dataclass(frozen=True, slots=True)
 class Subscribe(BoardRequest):
     pass
 
@@ -273,6 +278,10 @@ def _ping(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Req
     return Ping(rid)
 
 
+def _boards(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+    return Boards(rid)
+
+
 def _subscribe(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
     _live(msg)
     return Subscribe(rid, *_board(msg, windows, dw))
@@ -445,4 +454,5 @@ _PARSERS = {
     "correct": _correct,
     "profile": _profile,
     "board": _define_board,
+    "boards": _boards,
 }
