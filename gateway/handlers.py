@@ -162,7 +162,7 @@ class Handlers:
 
     async def boards(self, client: Client, req: p.Boards) -> None:
         lb = self._games[client.game].lb
-        await lb.boards.refresh_due()  # a board defined a moment ago is offered within a second
+        await lb.boards.refresh()  # one GET of the version counter: a board defined a moment ago is offered
         msg = wire.boards(
             lb.boards.all(),
             scopes=(GLOBAL_SCOPE, *(s for s in self.settings.boards if s != GLOBAL_SCOPE)),

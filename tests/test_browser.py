@@ -126,10 +126,18 @@ async def test_page_reconnects_by_itself_after_its_gateway_dies(fleet: Fleet, br
     page = await browser.new_page()
     await page.goto(fleet.page_url)
     await wait_until(lambda: _first(rows(page), "Ana"), 10)
+    # Two minutes on with nothing new: connected, the board is idle, not lost (not red).
+    await page.clock.set_fixed_time(time.time() + 120)  # Date only: the page's timers keep running
+    await wait_until(lambda: _eq(page.get_attribute("#fresh", "data-state"), "idle"), 3)
+    assert (await page.inner_text("#fresh")).startswith("idle")
+    red = "rgb(210, 69, 47)"  # --down: the colour of a lost connection
+    assert await page.eval_on_selector("#fresh", "e => getComputedStyle(e).color") != red
     [gw] = fleet.gateways
     gw.send_signal(signal.SIGKILL)
     await gw.wait()
     await wait_until(lambda: _contains(page.inner_text("#status-text"), "Reconnecting"), 5)
+    await wait_until(lambda: _eq(page.get_attribute("#fresh", "data-state"), "offline"), 3)  # now it is
+    assert await page.eval_on_selector("#fresh", "e => getComputedStyle(e).color") == red
     assert await rows(page) == ["Ana"]  # the last snapshot stays on screen
     await submit(r, ("leo", 900, "Leo"))  # the board moves while the page is away
     fleet.gateways[0] = await fleet.start_gateway(0)
@@ -187,44 +195,70 @@ async def test_a_tournament_shows_live_beside_the_windows(fleet: Fleet, browser:
     await page.close()
 
 
-async def test_a_defined_board_shows_its_keys_by_their_display_hints(
+async def test_every_board_is_offered_and_shows_its_keys_by_their_display_hints(
     fleet: Fleet, browser: Any, r: aioredis.Redis
 ) -> None:
-    """Times as durations (m:ss.mmm), money as units and cents (exact beyond a double's 2^53), a
-    plain number grouped, two keys side by side: from the snapshots the real scorer publishes."""
+    """The picker lists the game's boards as links; each opens in its own first window (none
+    keeps ``weekly``, the game's default), and shows its keys by their display hints in the top,
+    the rank panel, the players around and the feed: times as durations (m:ss.mmm), money as
+    units and cents (exact beyond a double's 2^53), both keys of a two-key board; metadata as text."""
     config = GameConfig(game="test")
     lb = Leaderboard(r, config)
-    ms = {"name": "ms", "direction": "asc", "display": "duration_ms", "min": 0, "max": 36_000_000}
-    await lb.create_board(boards.parse({"id": "speedrun", "keys": [ms], "windows": ["daily"]}))
+    ms = {"name": "lap", "direction": "asc", "display": "duration_ms", "min": 0, "max": 36_000_000}
+    speedrun = {"id": "speedrun", "keys": [ms], "windows": ["daily"], "metadata_bytes": 64}
+    await lb.create_board(boards.parse(speedrun))
     balance = {"name": "balance", "display": "money"}
-    await lb.create_board(boards.parse({"id": "wallet", "keys": [balance], "operator": "set", "windows": ["daily"]}))
+    await lb.create_board(boards.parse({"id": "wallet", "keys": [balance], "operator": "set", "windows": ["monthly"]}))
     floor = {"name": "floor", "min": 0, "max": 10_000}
     time_key = {"name": "time", "direction": "asc", "display": "duration_ms"}
     await lb.create_board(boards.parse({"id": "tower", "keys": [floor, time_key], "windows": ["daily"]}))
     now = now_ms()
+    html = '<img src=x onerror="window.pwned=1">'
     runs = [
-        ("speedrun", "ana", (61_500,)),
-        ("speedrun", "ben", (59_990,)),
-        ("speedrun", "cy", (3_725_042,)),  # over an hour: minutes keep counting
-        ("wallet", "ana", (123_456,)),
-        ("wallet", "ben", (-5,)),
-        ("wallet", "cy", (10**17 + 1,)),  # 10^15 units and a cent: beyond 2^53
-        ("tower", "ana", (1_204, 81_250)),
+        ("speedrun", "ana", (61_500,), "Mazda MX-5"),
+        ("speedrun", "ben", (59_990,), html),
+        ("speedrun", "cy", (3_725_042,), None),  # over an hour: minutes keep counting
+        ("wallet", "ana", (123_456,), None),
+        ("wallet", "ben", (-5,), None),
+        ("wallet", "cy", (10**17 + 1,), None),  # 10^15 units and a cent: beyond 2^53
+        ("tower", "ana", (1_204, 81_250), None),
+        ("tower", "ben", (1_204, 79_900), None),  # the same floor, faster: ranked apart
     ]
     await Queue(r, config).submit_many(
-        [Submission(f"d{i}", p, 0, now, board=b, values=v) for i, (b, p, v) in enumerate(runs)]
+        [Submission(f"d{i}", p, 0, now, board=b, values=v, meta=m) for i, (b, p, v, m) in enumerate(runs)]
     )
-    shown = {
-        "speedrun": ["0:59.990", "1:01.500", "62:05.042"],
-        "wallet": ["1,000,000,000,000,000.01", "1,234.56", "-0.05"],
-        "tower": ["1,204 · 1:21.250"],
-    }
     page = await browser.new_page(locale="en-US")
-    cells = page.locator("#top tbody tr td.num")
-    for board, expected in shown.items():
-        await page.goto(f"{fleet.page_url}#board=board:{board}&window=daily")
-        await page.reload()  # a new hash alone does not load the page again
-        await wait_until(lambda want=expected: _eq(cells.all_inner_texts(), want), 10)
+    await page.goto(f"{fleet.page_url}#token={issue('ana', 'player', SECRET, exp=time.time() + 600)}")
+    links = page.locator("#boards a")
+    await wait_until(lambda: _eq(links.all_inner_texts(), ["global", "speedrun", "tower", "wallet"]), 10)
+    cells, around = page.locator("#top tbody tr td.num"), page.locator("#around li .num")
+
+    await links.filter(has_text="speedrun").click()  # a link: the address names the board
+    assert page.url.endswith("&board=speedrun") or "board=speedrun" in page.url
+    await wait_until(lambda: _eq(cells.all_inner_texts(), ["0:59.990", "1:01.500", "62:05.042"]), 5)
+    assert await page.inner_text("#windows [aria-pressed=true]") == "daily"  # its own first window
+    assert await page.inner_text("#score-col") == "lap"
+    await wait_until(lambda: _contains(page.inner_text("#my-score"), "lap 1:01.500 · of 3 players"), 5)
+    await wait_until(lambda: _eq(around.all_inner_texts(), ["0:59.990", "1:01.500", "62:05.042"]), 5)
+    assert "points" not in await page.inner_text("main")
+    metas = await page.locator("#top tbody tr td.player .meta").all_inner_texts()
+    assert metas == [html, "Mazda MX-5"]  # the markup as text; cy has none
+    assert await page.locator("#around li .meta").all_inner_texts() == [html, "Mazda MX-5"]
+    assert not await page.evaluate("window.pwned === 1")
+    await wait_until(lambda: _contains(page.locator("#feed .num").all_inner_texts(), " · 1:01.500"), 5)
+
+    await page.locator("#boards a", has_text="tower").click()
+    await wait_until(lambda: _eq(cells.all_inner_texts(), ["1,204 · 1:19.900", "1,204 · 1:21.250"]), 5)
+    await wait_until(lambda: _eq(around.all_inner_texts(), ["1,204 · 1:19.900", "1,204 · 1:21.250"]), 5)
+    await wait_until(lambda: _contains(page.inner_text("#my-score"), "floor 1,204 · time 1:21.250"), 5)
+    assert await page.inner_text("#my-rank") == "#2"
+
+    await page.goto(f"{fleet.page_url}#board=board:wallet")  # the long form, and a spectator
+    await page.reload()
+    await wait_until(lambda: _eq(cells.all_inner_texts(), ["1,000,000,000,000,000.01", "1,234.56", "-0.05"]), 10)
+    assert await page.inner_text("#windows [aria-pressed=true]") == "monthly"
+    await page.goto(f"{fleet.page_url}#board=nope")
+    await wait_until(lambda: _eq(page.get_attribute("#fresh", "data-state"), "error"), 5)
     await page.close()
 
 
