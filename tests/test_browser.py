@@ -28,6 +28,8 @@ from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
 from leaderboard.queue import Queue
 
+from .test_seed_boards import DEFINITIONS as SEED_BOARDS
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Chromium is not installed (./dev test installs it as root with apt-get)"
@@ -668,4 +670,85 @@ async def test_only_rows_that_moved_by_their_own_score_are_highlighted(
     after = ["Player 12", "Player 9", "Player 11", "Mia", "Player 10", *(f"Player {i}" for i in range(8, 3, -1))]
     await wait_until(lambda: _eq(rows(page), after), 5)
     assert await moved(page) == ["p9"]
+    await page.close()
+
+
+DRIVERS = [  # name, lap (ms), car: a speedrun board's entries, lowest first
+    ("Mia Storm", 461_250, "Porsche 911 GT3 RS"),
+    ("Leo Park", 463_900, "Nissan GT-R Nismo"),
+    ("Ana Souza", 465_075, "Mercedes-AMG GT Black Series"),
+    ("Kai Berg", 468_310, "Lamborghini Huracán STO"),
+    ("Zoe Chen", 470_004, "Porsche 718 Cayman GT4"),
+    ("Ben Okafor", 472_560, "BMW M4 CSL"),
+    ("Ivy Novak", 474_120, "Honda Civic Type R"),
+    ("Sam Rossi", 479_880, "Toyota GR Supra"),
+    ("Eva Lind", 483_415, "Mazda MX-5"),
+    ("Tom Harris", 489_990, "Volkswagen Golf GTI"),
+    ("Noa Katz", 497_230, "Ford Mustang Mach 1"),
+]
+CLIMBERS = [  # name, floor, completion time (ms): the Tower board (seed 003, section 4.2)
+    ("Mia Storm", 58, 1_925_400),
+    ("Leo Park", 58, 2_011_250),
+    ("Ana Souza", 57, 1_750_900),
+    ("Kai Berg", 55, 1_640_000),
+    ("Zoe Chen", 55, 1_702_315),
+    ("Ben Okafor", 55, 1_702_316),
+    ("Ivy Novak", 52, 1_480_120),
+    ("Sam Rossi", 49, 1_390_555),
+    ("Eva Lind", 47, 1_299_800),
+    ("Tom Harris", 44, 1_205_010),
+    ("Noa Katz", 40, 1_100_000),
+]
+
+
+async def test_a_speedrun_and_the_tower_board_on_the_page(fleet: Fleet, browser: Any, r: aioredis.Redis) -> None:
+    """docs/clients.md's pictures: a speedrun board (durations, lowest first, the car as metadata)
+    and the Tower board of tests/test_seed_boards.py (floor, then completion time), as a player in
+    the middle sees them. ``LB_UPDATE_SCREENSHOT=1`` saves them as docs/screenshot-*.png."""
+    config = GameConfig(game="test")
+    lb = Leaderboard(r, config)
+    lap = {"name": "lap", "direction": "asc", "display": "duration_ms", "min": 0, "max": 3_600_000}
+    await lb.create_board(
+        boards.parse({"id": "nordschleife", "keys": [lap], "windows": ["daily"], "metadata_bytes": 64})
+    )
+    await lb.create_board(boards.parse(next(d for d in SEED_BOARDS if d["id"] == "tower")))
+    now = now_ms()
+
+    def player(name: str) -> str:
+        return name.split()[0].lower()
+
+    slips = [
+        Submission(f"n{i}", player(name), 0, now, name=name, board="nordschleife", values=(ms,), meta=car)
+        for i, (name, ms, car) in enumerate(DRIVERS)
+    ] + [
+        Submission(f"t{i}", player(name), 0, now, name=name, board="tower", values=(floor, ms))
+        for i, (name, floor, ms) in enumerate(CLIMBERS)
+    ]
+    await Queue(r, config).submit_many(slips)
+    # reduced motion: the picture shows the marks, not a highlight caught halfway through fading
+    page = await browser.new_page(viewport={"width": 1100, "height": 760}, locale="en-US", reduced_motion="reduce")
+    token = issue("zoe", "player", SECRET, exp=time.time() + 600)
+    shots = {
+        "nordschleife": ("7:50.004", "7:41.250", "Porsche 911 GT3 RS"),
+        "tower": ("55 · 28:22.315", "58 · 32:05.400", None),
+    }
+    for board, (mine, first, car) in shots.items():
+        await page.goto(f"{fleet.page_url}#board={board}&token={token}")
+        await page.reload()
+        await wait_until(lambda: _eq(page.locator("#top tbody tr").count(), 10), 10)
+        assert (await page.locator("#top tbody tr td.num").all_inner_texts())[0] == first
+        await wait_until(lambda: _eq(page.inner_text("#my-rank"), "#5"), 5)
+        await wait_until(lambda: _eq(page.locator("#around li").count(), 5), 5)
+        assert mine in await page.inner_text("#around li.me .num")
+        if car is not None:
+            assert (await page.locator("#top tbody tr td.player .meta").all_inner_texts())[0] == car
+        else:  # a climb while the page is open: the feed and the movement marks show it
+            climb = Submission("t-late", "noa", 0, now_ms(), name="Noa Katz", board="tower", values=(56, 1_830_000))
+            await Queue(r, config).submit(climb)
+            await wait_until(lambda: _first(page.locator("#feed .name").all_inner_texts(), "Noa Katz"), 5)
+            assert (await page.inner_text("#feed li >> nth=0")).endswith("entered at #4 · 56 · 30:30.000")
+            await wait_until(lambda: _eq(page.inner_text("#my-rank"), "#6"), 5)
+            await wait_until(lambda: _eq(around_me(page), "6"), 5)
+        if os.environ.get("LB_UPDATE_SCREENSHOT"):
+            await page.screenshot(path=str(ROOT / "docs" / f"screenshot-{board}.png"))
     await page.close()

@@ -94,8 +94,11 @@ const DISPLAY = {
 const shown = (column, v) => (DISPLAY[column?.display] || DISPLAY.number)(String(v));
 // An entry's standing as the board ranks it: every key (a floor alone would show players ranked
 // apart as equal), each by its display hint; the game's boards' points as a number.
+// Key values as text: a list, or (an announcement's) one string joined by ",".
+const keysOf = (e) => (typeof e.keys === "string" ? e.keys.split(",") : e.keys);
 function score(e) {
-  if (e.keys && columns) return e.keys.map((v, i) => shown(columns[i], v)).join(" · ");
+  const keys = keysOf(e);
+  if (keys && columns) return keys.map((v, i) => shown(columns[i], v)).join(" · ");
   if (e.score == null) return "";
   return columns && columns.length === 1 ? shown(columns[0], e.score) : fmt(e.score);
 }
@@ -103,10 +106,10 @@ function score(e) {
 // "5,000 points" (never a lap time as points).
 function labelled(e) {
   if (!columns) return `${score(e)} points`;
-  const values = e.keys || [e.score];
+  const values = keysOf(e) || [e.score];
   return values.map((v, i) => `${columns[i]?.name ?? ""} ${shown(columns[i], v)}`.trim()).join(" · ");
 }
-const sameStanding = (a, b) => String(a.keys ?? a.score) === String(b.keys ?? b.score);
+const sameStanding = (a, b) => String(keysOf(a) ?? a.score) === String(keysOf(b) ?? b.score);
 // An entry's metadata (a car, a replay id): text, never HTML, whatever it holds.
 const meta = (e) => (typeof e.meta === "string" && e.meta ? [el("span", { className: "meta", textContent: e.meta })] : []);
 // How the board ranks ties, in the players' words (the snapshot's mode).
@@ -378,7 +381,8 @@ async function refreshAround() {
     $("around").replaceChildren(
       ...reply.entries.map((e) => {
         const mark = e.player === me ? [you()] : [];
-        const li = el("li", { value: e.rank }, ...who(e), ...mark, ...meta(e), el("span", { className: "num", textContent: score(e) }));
+        // the value first: it floats right, on the name's line
+        const li = el("li", { value: e.rank }, el("span", { className: "num", textContent: score(e) }), ...who(e), ...mark, ...meta(e));
         if (e.player === me) li.className = "me";
         return li;
       }),
@@ -421,10 +425,10 @@ function renderFeed() {
       const li = el(
         "li",
         {},
+        el("time", { className: "muted", textContent: time }), // floats right, on the first line
         el("span", { className: "name", textContent: m.name || m.player }),
         ` entered at #${m.rank}`,
         el("span", { className: "num", textContent: ` · ${score(m)}` }),
-        el("time", { className: "muted", textContent: time }),
       );
       li.dataset.key = `${m.period}|${m.player}|${m.rank}|${m.score}|${m.ts}`;
       if (shown.has(li.dataset.key)) li.classList.add("shown"); // already on screen: no slide-in again
