@@ -20,6 +20,7 @@ from leaderboard.auth import SPECTATOR, AuthError, authenticate
 from leaderboard.budget import Budgets, cost
 from leaderboard.definitions import default_window
 from leaderboard.errors import NotReplicated
+from leaderboard.keys import GLOBAL_SCOPE
 
 from .client import Client
 from .games import Game
@@ -160,6 +161,19 @@ class Handlers:
         msg = wire.recent(board=req.board, window=req.window, entries=entries, request_id=req.id)
         await self._out.reply(client, msg)
 
+    async def boards(self, client: Client, req: p.Boards) -> None:
+        lb = self._games[client.game].lb
+        await lb.boards.refresh()  # one GET of the version counter: a board defined a moment ago is offered
+        msg = wire.boards(
+            lb.boards.all(),
+            scopes=(GLOBAL_SCOPE, *(s for s in self.settings.boards if s != GLOBAL_SCOPE)),
+            windows=lb.config.windows,
+            window=self.default_window(client.game),
+            columns=lb.boards.columns,
+            request_id=req.id,
+        )
+        await self._out.reply(client, msg)
+
     async def submit(self, client: Client, req: p.Submit) -> None:
         role = client.identity.role
         if role != "server":
@@ -187,6 +201,7 @@ _HANDLERS: dict[type[p.Request], Handler] = {
     p.Top: Handlers.answer,
     p.Stats: Handlers.answer,
     p.Recent: Handlers.recent,
+    p.Boards: Handlers.boards,
     p.Rank: Handlers.answer,
     p.Around: Handlers.answer,
     p.Ranks: Handlers.answer,

@@ -66,6 +66,11 @@ class Ping(Request):
 
 
 @dataclass(frozen=True, slots=True)
+class Boards(Request):
+    """The game's boards and how to show them (a page's board picker): anyone may ask."""
+
+
+@dataclass(frozen=True, slots=True)
 class Subscribe(BoardRequest):
     pass
 
@@ -339,6 +344,10 @@ def _ping(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     return Ping(rid)
 
 
+def _boards(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
+    return Boards(rid)
+
+
 def _subscribe(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     _live(msg)
     return Subscribe(rid, *_board(msg, boards))
@@ -514,4 +523,5 @@ _PARSERS = {
     "correct": _correct,
     "profile": _profile,
     "board": _define_board,
+    "boards": _boards,
 }
