@@ -1,4 +1,4 @@
-"""Request bodies checked against the OpenAPI document's own schemas (``routes.SCHEMAS``): the
+"""Request bodies checked against the OpenAPI document's own schemas (``schemas.SCHEMAS``): the
 document a client reads is the rule the API applies (pure: no I/O)::
 
     violation = check(SCHEMAS, "Score", body, FIELD_CODES["Score"])

@@ -1,15 +1,26 @@
 """Errors as ``application/problem+json`` (RFC 9457): every refusal carries the socket's stable
-``code`` (docs/protocol.md) and the HTTP status that code means (pure: no I/O)."""
+``code`` (docs/protocol.md) and the HTTP status that code means (pure: no I/O).
+
+The one place errors become problems: a handler raises ``Problem`` for a rule of HTTP's own, and
+runs everything else inside ``refusals()``, which turns the fleet's errors (the exception tree of
+leaderboard/errors.py, the socket's ``ProtocolError`` and ``AuthError`` among them) into the
+problem of their code, and Redis out of reach into ``unavailable``::
+
+    with refusals():
+        body = await replies.answer(game, identity, req)
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from http import HTTPStatus
 
 import orjson
+from redis.exceptions import RedisError
 from starlette.responses import Response
 
-from leaderboard.errors import BOARD_CODES, CODES, INPUT_CODES
+from leaderboard.errors import BOARD_CODES, CODES, INPUT_CODES, LeaderboardError
 
 MEDIA_TYPE = "application/problem+json"
 
@@ -64,6 +75,24 @@ class Problem(Exception):
         self.message = message
         self.status = STATUS.get(code, 400)
         self.retry_after = retry_after
+
+
+def code_of(exc: LeaderboardError) -> str:
+    """The code a client is told: the socket's (a read Redis refused for its arguments is the
+    asker's ``bad_message``, as leaderboard/replies.py says it)."""
+    return "bad_message" if exc.code == "bad_request" else exc.code
+
+
+@contextmanager
+def refusals(unavailable: str = "Redis is unreachable; retry later") -> Iterator[None]:
+    """Raise the problem of an error the block raises: a ``LeaderboardError``'s own code, and
+    ``unavailable`` (saying ``unavailable``) for Redis out of reach; a ``Problem`` as it is."""
+    try:
+        yield
+    except LeaderboardError as exc:  # before RedisError: Unavailable is both, and says its own code
+        raise Problem(code_of(exc), exc.message) from None
+    except (RedisError, OSError):
+        raise Problem("unavailable", unavailable) from None
 
 
 def response(

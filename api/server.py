@@ -23,15 +23,16 @@ from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.address import Network, client_address, networks
 from leaderboard import Leaderboard, connect, replies
 from leaderboard.budget import Budgets
 from leaderboard.definitions import watch
+from leaderboard.proxies import Network, client_address, networks
 from leaderboard.queue import Queue
 
-from . import problems, routes
+from . import problems, top
+from .handlers import Api, Game, Handler
 from .held import Held
-from .routes import ROUTES, Api, Game, Handler
+from .routes import ROUTES
 from .settings import ApiSettings
 from .watch import Watch
 
@@ -41,7 +42,7 @@ log = logging.getLogger("api")
 class SegmentPaths:
     """Routes match the path as the client sent it, segment by segment: ASGI servers give the
     percent-decoded path, in which a player id's ``/`` (sent as ``%2F``) would split its segment.
-    Each segment is decoded, then its ``%`` and ``/`` encoded again; ``routes.path_param`` decodes
+    Each segment is decoded, then its ``%`` and ``/`` encoded again; ``handlers.path_param`` decodes
     a matched segment once more, so every id round-trips exactly."""
 
     def __init__(self, app: ASGIApp) -> None:
@@ -116,7 +117,7 @@ class BodyDeadline:
 
 class ClientAddress:
     """The client's address (``scope["client"]``, a spectator's read budget) by the gateway's rule
-    (gateway/address.py): from a peer in ``LB_API_TRUSTED_PROXIES``, the last value of its
+    (leaderboard/proxies.py): from a peer in ``LB_API_TRUSTED_PROXIES``, the last value of its
     ``X-Forwarded-For`` (the balancer appends what it saw; anything left of it is the client's
     own and may be forged); from any other peer, the peer."""
 
@@ -141,7 +142,7 @@ _N = re.compile(rb"(?:n=([1-9][0-9]{0,2}))?")
 
 class HeldTop:
     """``GET top`` of a held board, the request a crowd of pages makes, answered before Starlette
-    (the route ``top``, the same rules and the same bytes: ``routes.fast_top``): only with no
+    (the route ``top``, the same rules and the same bytes: ``top.fast_top``): only with no
     token and no query but ``n``; everything else, and whatever ``fast_top`` cannot answer,
     goes on to the routes. One table of routes still defines the API (and its OpenAPI): this is
     that route's answer sent sooner, most of a held answer's CPU being Starlette's routing,
@@ -164,7 +165,7 @@ class HeldTop:
                 if name == b"if-none-match":
                     etags = value.decode("latin-1")
             n = int(query[1]) if query[1] else None
-            answer = await routes.fast_top(self.api, path[1], n, etags)
+            answer = await top.fast_top(self.api, path[1], n, etags)
             if answer is not None:
                 status, headers, body = answer
                 await send({"type": "http.response.start", "status": status, "headers": headers})

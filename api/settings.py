@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gateway.address import parse_networks, valid_networks
 from leaderboard import GameConfig
 from leaderboard.auth import strong_secrets
 from leaderboard.budget import MAX_COST
+from leaderboard.proxies import parse_networks, valid_networks
 from leaderboard.settings import (
     RedisPool,
     above,
@@ -125,7 +125,7 @@ class ApiSettings:
     )
     # behind a balancer every peer is the balancer: its X-Forwarded-For names the client (whose
     # address is a spectator's read budget), but only a balancer of ours may say so: the
-    # gateway's rule (gateway/address.py), not uvicorn's, which believes any loopback peer
+    # gateway's rule (leaderboard/proxies.py), not uvicorn's, which believes any loopback peer
     trusted_proxies: tuple[str, ...] = setting(
         "LB_API_TRUSTED_PROXIES",
         (),

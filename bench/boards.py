@@ -11,10 +11,16 @@ key parts), then, on one private redis-server, one shape after another:
 
 For each: Redis time (``INFO commandstats``) per submission of ``--submissions`` slips through
 ``lb_submit`` (random players of the board, random values, batches of 500, the scorer's
-``rows=False``), per rank read of ``--reads`` random players through ``lb_ranks`` /
-``lb_lex_ranks`` (chunks of 500, the gateways' own-rank read), and the memory per member of one
-window's board with its companions (``MEMORY USAGE``). Redis time hardly moves with other load on
-the machine; the ratios to ``default`` are the figures to read.
+``rows=False``), per rank read of ``--reads`` random players through ``lb_ranks`` (chunks of
+500, the gateways' own-rank read), and the memory per member of one window's board with its
+companions (``MEMORY USAGE``). Redis time hardly moves with other load on the machine; the ratios
+to ``default`` are the figures to read.
+
+``--baseline-library REF|PATH`` (a git ref of this repository, or a library file with this
+tree's Python, as bench.drain takes it): the rank reads of each shape made by the baseline's code
+and library too, on the same boards, alternating with this tree's (``--rounds`` pairs, B A B A
+...): each side's library loaded in turn (``FUNCTION LOAD REPLACE``) and its reads made by its own
+``Leaderboard.ranks`` in a process started in its tree; the medians and their ratio recorded.
 
 Unless ``--no-write``, the figures are recorded in bench/results/boards.json.
 """
@@ -23,15 +29,18 @@ from __future__ import annotations
 
 import asyncio
 import random
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import redis
 
 from bench import results
-from bench.drain import usec
+from bench.drain import baseline_error, code_tree, tree_library, usec
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Leaderboard, boards, connect, now_ms
 from leaderboard.library import library_code
@@ -137,8 +146,59 @@ async def read(url: str, definition: boards.Definition | None, args: Any, now: i
     await client.aclose()
 
 
-def measure(server: RedisServer, shape: str, args: Any) -> dict[str, Any]:
-    r = redis.Redis.from_url(server.url)
+# The rank reads of one side, run in its tree (its leaderboard first on the path): what read() does.
+READER = """
+import asyncio, random, sys
+from leaderboard import GameConfig, Leaderboard, connect
+
+async def main(url, scope, members, reads, seed, now):
+    client = connect(url)
+    lb = Leaderboard(client, GameConfig(game="bench", windows=("daily", "weekly", "alltime")))
+    rnd = random.Random(seed + 2)
+    for _ in range(0, reads, 500):
+        ranks = await lb.ranks([f"p{rnd.randrange(members)}" for _ in range(500)], "alltime", scope, at=now)
+        assert all(s.rank is not None for s in ranks.standings)
+    await client.aclose()
+
+url, scope = sys.argv[1:3]
+asyncio.run(main(url, scope, *map(int, sys.argv[3:])))
+"""
+
+
+def read_in(tree: Path, r: redis.Redis, url: str, definition: boards.Definition | None, args: Any, now: int) -> float:
+    """Redis time per rank read of the code in ``tree``, its library loaded first."""
+    r.function_load(library_code() if tree == results.ROOT else tree_library(tree), replace=True)
+    r.config_resetstat()
+    scope = "global" if definition is None else f"board:{definition.id}"
+    argv = [url, scope, str(args.members), str(args.reads), str(args.seed), str(now)]
+    subprocess.run([sys.executable, "-c", READER, *argv], cwd=tree, check=True)
+    return float(usec(r).get("fcall_ro", (0, 0))[0] / args.reads)
+
+
+def compare_reads(
+    r: redis.Redis, url: str, definition: boards.Definition | None, args: Any, now: int, trees: dict[str, Path]
+) -> dict[str, Any]:
+    """Rank reads of the baseline and of this tree, alternating, on the same boards."""
+    runs: dict[str, list[float]] = {"baseline": [], "this": []}
+    for _ in range(args.rounds):
+        for side in ("baseline", "this"):
+            runs[side].append(read_in(trees[side], r, url, definition, args, now))
+    r.function_load(library_code(), replace=True)
+    base, this = statistics.median(runs["baseline"]), statistics.median(runs["this"])
+    name = definition.id if definition else "default"
+    print(f"{name:<10} rank read {base:6.2f} -> {this:6.2f} us ({this / base:.3f}x; rounds {runs})")
+    return {
+        "rank_read_runs": runs,
+        "baseline_rank_read_us": base,
+        "rank_read_us": this,
+        "rank_read_vs_baseline": this / base,
+    }
+
+
+def measure(server: RedisServer, shape: str, args: Any, trees: dict[str, Path] | None = None) -> dict[str, Any]:
+    # a lex member's player part is not UTF-8: written as connect()'s clients write it; no socket
+    # timeout: FLUSHALL of the last shape's millions of members outlasts redis-py's 5 s when loaded
+    r = redis.Redis.from_url(server.url, encoding_errors="surrogateescape", socket_timeout=None)
     r.flushall()
     raw = SHAPES[shape]
     definition = None
@@ -153,9 +213,14 @@ def measure(server: RedisServer, shape: str, args: Any) -> dict[str, Any]:
     r.config_resetstat()
     asyncio.run(submit(server.url, definition, args, now))
     written = usec(r).get("fcall", (0, 0))[0] / args.submissions
-    r.config_resetstat()
-    asyncio.run(read(server.url, definition, args, now))
-    rank = usec(r).get("fcall_ro", (0, 0))[0] / args.reads
+    compared: dict[str, Any] = {}
+    if trees is None:
+        r.config_resetstat()
+        asyncio.run(read(server.url, definition, args, now))
+        rank = usec(r).get("fcall_ro", (0, 0))[0] / args.reads
+    else:
+        compared = compare_reads(r, server.url, definition, args, now, trees)
+        rank = compared["rank_read_us"]
     r.close()
     encoding = "packed" if definition is None else definition.encoding
     print(
@@ -167,6 +232,7 @@ def measure(server: RedisServer, shape: str, args: Any) -> dict[str, Any]:
         "fcall_us_per_submission": written,
         "rank_read_us": rank,
         "bytes_per_member": memory,
+        **compared,
     }
 
 
@@ -176,14 +242,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--submissions", type=int, default=20_000, help="slips through lb_submit per shape")
     p.add_argument("--reads", type=int, default=50_000, help="rank reads per shape")
     p.add_argument("--seed", type=int, default=1, help="seed of the generated boards and workload")
+    p.add_argument("--baseline-library", metavar="REF|PATH", help="rank reads by this code too, alternating")
+    p.add_argument("--rounds", type=int, default=3, help="baseline and this tree's rank reads per shape")
     results.add_no_write(p)
     args = p.parse_args(argv)
     if min(args.members, args.submissions, args.reads) < CHUNK:
         p.error(f"--members, --submissions and --reads must be at least {CHUNK}")
+    if error := baseline_error(args.baseline_library):
+        p.error(f"--baseline-library: {error}")
     print(f"{args.members:,} members per board, three windows; {args.submissions:,} slips, {args.reads:,} rank reads")
     with tempfile.TemporaryDirectory(prefix="boards-bench-") as scratch, RedisServer(scratch) as server:
+        trees = None
+        if args.baseline_library:
+            (Path(scratch) / "baseline").mkdir()
+            baseline = code_tree(args.baseline_library, Path(scratch) / "baseline")
+            trees = {"baseline": baseline, "this": results.ROOT}
         redis.Redis.from_url(server.url).function_load(library_code(), replace=True)
-        figures: dict[str, Any] = {shape: measure(server, shape, args) for shape in SHAPES}
+        figures: dict[str, Any] = {shape: measure(server, shape, args, trees) for shape in SHAPES}
+        figures["baseline_library"] = args.baseline_library
     base = figures["default"]
     for shape in ("two_keys", "five_keys"):
         for name in ("fcall_us_per_submission", "rank_read_us", "bytes_per_member"):

@@ -207,7 +207,7 @@ class Client:
         self.fd = socket_fd(ws.transport)  # for the fan-out's direct writes; -1: transport only
         self.identity = identity
         self.game = ""  # the game it connected to (gateway/games.py), set once at connect
-        self.address = ""  # the client's address (gateway/address.py): a spectator's read budget
+        self.address = ""  # the client's address (leaderboard/proxies.py): a spectator's read budget
         # a tuple (48 bytes for one board) rather than a set (216): a socket watches a handful
         self.boards: tuple[BoardKey, ...] = ()
         # no more writes: dropped, its handler ended, or its closing handshake began (the last

@@ -20,6 +20,7 @@ from leaderboard.auth import SPECTATOR, AuthError, authenticate
 from leaderboard.budget import Budgets, cost
 from leaderboard.definitions import default_window
 from leaderboard.errors import NotReplicated
+from leaderboard.keys import GLOBAL_SCOPE
 
 from .client import Client
 from .games import Game
@@ -56,9 +57,10 @@ class Handlers:
             return
         rid: Any = None
         try:
-            # the game's windows as its stored default board keeps them (definitions.py)
-            windows = self._games[client.game].lb.config.windows
-            req = p.parse(raw, windows=windows, default_window=self.default_window(client.game))
+            # the game's boards as this process holds them: a stored default's windows, the defined boards
+            req = await replies.request(
+                self._replies[client.game], raw, default_window=self.default_window(client.game)
+            )
             rid = req.id
             key = self._budget_key(client)
             if key is not None and not self._budgets.take(key, cost(req), now):  # Redis's work
@@ -159,6 +161,19 @@ class Handlers:
         msg = wire.recent(board=req.board, window=req.window, entries=entries, request_id=req.id)
         await self._out.reply(client, msg)
 
+    async def boards(self, client: Client, req: p.Boards) -> None:
+        lb = self._games[client.game].lb
+        await lb.boards.refresh()  # one GET of the version counter: a board defined a moment ago is offered
+        msg = wire.boards(
+            lb.boards.all(),
+            scopes=(GLOBAL_SCOPE, *(s for s in self.settings.boards if s != GLOBAL_SCOPE)),
+            windows=lb.config.windows,
+            window=self.default_window(client.game),
+            columns=lb.boards.columns,
+            request_id=req.id,
+        )
+        await self._out.reply(client, msg)
+
     async def submit(self, client: Client, req: p.Submit) -> None:
         role = client.identity.role
         if role != "server":
@@ -186,6 +201,7 @@ _HANDLERS: dict[type[p.Request], Handler] = {
     p.Top: Handlers.answer,
     p.Stats: Handlers.answer,
     p.Recent: Handlers.recent,
+    p.Boards: Handlers.boards,
     p.Rank: Handlers.answer,
     p.Around: Handlers.answer,
     p.Ranks: Handlers.answer,

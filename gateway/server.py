@@ -31,8 +31,8 @@ from leaderboard.definitions import watch
 from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.lifecycle import Service
 from leaderboard.metrics_server import MetricsServer
+from leaderboard.proxies import client_address, networks
 
-from .address import client_address, networks
 from .admin import SHED_PATH, shed_action
 from .client import Client, LeanConnection
 from .games import Game, build_games

@@ -20,6 +20,7 @@ from leaderboard import GameConfig
 from leaderboard.auth import strong_secrets
 from leaderboard.budget import MAX_COST
 from leaderboard.keys import parse_scope
+from leaderboard.proxies import parse_networks, valid_networks
 from leaderboard.settings import (
     RedisPool,
     above,
@@ -34,8 +35,6 @@ from leaderboard.settings import (
     setting,
     validate,
 )
-
-from .address import parse_networks, valid_networks
 
 
 def parse_boards(raw: str) -> tuple[str, ...]:
@@ -139,7 +138,7 @@ class GatewaySettings:
         check=at_least(0),
     )
     # behind a balancer every peer is the balancer: its X-Forwarded-For names the client, but
-    # only a balancer of ours may say so (gateway/address.py)
+    # only a balancer of ours may say so (leaderboard/proxies.py)
     trusted_proxies: tuple[str, ...] = setting(
         "LB_GW_TRUSTED_PROXIES",
         (),

@@ -18,8 +18,13 @@ Encodings (docs/data-model.md gives the exact limits):
 * ``lex`` — every other definition: all members score 0 and the member itself orders the board
   (Redis sorts equal scores by memcmp of the member): per key 16 hex digits of the value with
   its sign bit flipped (so unsigned order is signed order), complemented for ``desc``; then 12
-  hex digits of the time it was reached (complemented for tie ``last``); then the player id.
-  Ascending member order is best first, so top N is ``ZRANGE 0 N-1`` and a rank is ``ZRANK``.
+  hex digits of the time it was reached (complemented for tie ``last``); then the player id's
+  bytes complemented and 0xFF (``player_part``). Ascending member order is best first, so top N
+  is ``ZRANGE 0 N-1`` and a rank is ``ZRANK``.
+
+Ties: entries with equal values reached at the same time (in the window's tie unit) read by
+descending player id (bytewise) on both encodings, the order Redis gives a packed board read
+highest score first.
 
 The model (``Board``) is the ordering's specification in plain Python: the property tests hold
 every read of the function library to it.
@@ -510,9 +515,28 @@ def key_prefix(definition: Definition, values: Sequence[int]) -> str:
     return "".join(parts)
 
 
+def player_part(player: str) -> str:
+    """A lex member's player part: the id's UTF-8 bytes complemented, then 0xFF, so ascending
+    member order reads the players of equal values and time by descending id, as a packed board
+    does (lua/encoding.lua lex.player_part). Not UTF-8: held as text the way ``connect()``'s
+    clients read it (surrogateescape)."""
+    flipped = bytes(255 - b for b in player.encode()) + b"\xff"
+    return flipped.decode("utf-8", "surrogateescape")
+
+
+def player_of(part: str) -> str:
+    """The player id of a member's player part (``player_part`` undone). A member written before
+    the part was complemented holds the id as it is: UTF-8 never holds the byte 0xFF, so the
+    last byte tells them apart."""
+    raw = part.encode("utf-8", "surrogateescape")
+    if not raw.endswith(b"\xff"):
+        return part
+    return bytes(255 - b for b in raw[:-1]).decode()
+
+
 def encode_member(definition: Definition, values: Sequence[int], ts_ms: int, player: str) -> str:
     t = ts_ms if definition.tie == "first" else ((1 << 48) - 1) - ts_ms
-    return f"{key_prefix(definition, values)}{t:012x}{player}"
+    return f"{key_prefix(definition, values)}{t:012x}{player_part(player)}"
 
 
 def decode_member(definition: Definition, member: str) -> tuple[tuple[int, ...], int, str]:
@@ -527,7 +551,7 @@ def decode_member(definition: Definition, member: str) -> tuple[tuple[int, ...],
     at = len(definition.keys) * KEY_HEX
     t = int(member[at : at + TIME_HEX], 16)
     ts = t if definition.tie == "first" else ((1 << 48) - 1) - t
-    return tuple(values), ts, member[at + TIME_HEX :]
+    return tuple(values), ts, player_of(member[at + TIME_HEX :])
 
 
 # --- periods --------------------------------------------------------------------------------
@@ -636,9 +660,10 @@ def resolve(definition: Definition, window_name: str, name: str | None, now_ms: 
 @dataclass(slots=True)
 class Board:
     """One board period in plain Python: the specification every encoding is tested against.
-    Equal values rank by the time they were reached, then by player id: ascending on a lex
-    board, descending on a packed one (Redis orders equal scores by member, and a packed board
-    is read highest first), whose time counts in its window's tie unit (``unit_ms``)."""
+    Equal values rank by the time they were reached, then by player id, descending (bytewise)
+    on either encoding: Redis orders equal scores by member and a packed board is read highest
+    first, and a lex member's player part is written to read the same way. A packed board's
+    time counts in its window's tie unit (``unit_ms``)."""
 
     definition: Definition
     entries: dict[str, tuple[tuple[int, ...], int]] = field(default_factory=dict)  # player -> (values, reached)
@@ -665,9 +690,7 @@ class Board:
         return (_order_key(self.definition, values), t if self.definition.tie == "first" else -t)
 
     def sort_key(self, player: str) -> tuple[Any, ...]:
-        name: tuple[int, ...] | bytes = player.encode()
-        if self.definition.encoding == PACKED:
-            name = (*(255 - b for b in name), 256)  # descending bytes
+        name = (*(255 - b for b in player.encode()), 256)  # descending bytes, on every encoding
         return (*self._place(*self.entries[player]), name)
 
     def ordered(self) -> list[str]:

@@ -1,11 +1,14 @@
-"""Reads of defined boards (leaderboard/boards.py): the typed wrappers of ``lb_lex_top``,
-``lb_lex_around`` and ``lb_lex_ranks`` for lex-encoded boards, and the key values of packed
-ones. ``Leaderboard.top``, ``around`` and ``ranks`` come here for a scope ``board:<id>``, so
-every caller (gateways, the HTTP API, the publisher) reads a defined board as any other.
+"""Reads of defined boards (leaderboard/boards.py): the calls of ``lb_top``, ``lb_around`` and
+``lb_ranks`` for one board period, with the board's encoding argument (a packed board's shift,
+a lex board's ``lex:<key count>``), and the decoding of their replies, which have one shape on
+both encodings. ``Leaderboard.top``, ``around`` and ``ranks`` come here for a scope
+``board:<id>``, so every caller (gateways, the HTTP API, the publisher) reads a defined board
+as any other.
 
-A lex member decodes to its key values, the time they were reached and the player
-(``boards.decode_member``); ranks in the three modes come from the function library, each an
-O(log N) count.
+An entry's order decodes to its key values: a lex member's (``boards.decode_member``), a packed
+score's (``boards.unpack``). Ranks in the three modes come from the function library, each an
+O(log N) count; equal entries (the same values reached at the same time) read by descending
+player id on either encoding.
 """
 
 from __future__ import annotations
@@ -27,9 +30,8 @@ Call = tuple[str, list[str], list[str | int]]  # a function of the library, its 
 
 
 class Board:
-    """One period of one scope of a defined board: each read as the call to make and the
-    decoding of its reply (lex boards through lb_lex_*, packed ones through lb_top, lb_around,
-    lb_ranks with the definition's rank mode and sign)."""
+    """One period of one scope of a defined board: each read as the call to make (lb_top,
+    lb_around, lb_ranks with the board's encoding and rank mode) and the decoding of its reply."""
 
     def __init__(self, keys: Keys, definition: boards.Definition, period: Period, scope: str) -> None:
         self.keys = keys
@@ -50,27 +52,33 @@ class Board:
     def shift(self) -> int:
         return self.definition.shift(self.period.window.name)
 
-    def _decode(self, member: str, score: Any) -> tuple[tuple[int, ...], str]:
-        """(values, player) of a lex member, or of a packed board's player and score."""
+    @property
+    def encoding(self) -> str | int:
+        """The reads' encoding argument: ``lex:<key count>`` for a lex board, else the shift."""
+        return f"lex:{self.key_count}" if self.lex else self.shift
+
+    @property
+    def _meta(self) -> list[str]:
+        """The metadata hash as a read's optional last key: only where entries carry metadata."""
+        return [self.meta] if self.definition.metadata_bytes else []
+
+    def _values(self, order: Any) -> tuple[int, ...]:
+        """The key values of an entry's order: a lex member's, or a packed score's one value."""
         if self.lex:
-            values, _, player = boards.decode_member(self.definition, member)
-            return values, player
-        return (boards.unpack(self.definition, self.period.window.name, int(float(score))),), member
+            return boards.decode_member(self.definition, order)[0]
+        return (boards.unpack(self.definition, self.period.window.name, int(float(order))),)
 
     def _tie(self, values: tuple[int, ...]) -> object:
         """What equal ranks compare: the key part of a member (or the one packed value)."""
         return boards.key_prefix(self.definition, values) if self.lex else values
 
     def _entries(self, flat: Sequence[Any], first_ordinal: int, first_rank: int) -> list[Entry]:
-        # lex: {member, profile, metadata}; packed: {player, score, profile}
+        # {player, order, profile[, metadata]} per entry on either encoding
+        width = 4 if self._meta else 3
         rows = []
-        for j in range(0, len(flat), 3):
-            if self.lex:
-                values, player = self._decode(flat[j], None)
-                rows.append((values, player, flat[j + 1], flat[j + 2] or None))
-            else:
-                values, player = self._decode(flat[j], flat[j + 1])
-                rows.append((values, player, flat[j + 2], None))
+        for j in range(0, len(flat), width):
+            meta = flat[j + 3] if width == 4 else None
+            rows.append((self._values(flat[j + 1]), flat[j], flat[j + 2], None if meta is None else str(meta)))
         ranks = assign_ranks(self.mode, first_ordinal, first_rank, [self._tie(r[0]) for r in rows])
         return [
             Entry(rank, player, values[0], stored_profile(profile), keys=values, metadata=meta)
@@ -78,9 +86,7 @@ class Board:
         ]
 
     def top_call(self, n: int) -> Call:
-        if self.lex:
-            return "lb_lex_top", [self.board, self.keys.profiles, self.meta], [n, self.key_count]
-        return "lb_top", [self.board, self.keys.profiles], [n]
+        return "lb_top", [self.board, self.keys.profiles, *self._meta], [n, self.encoding]
 
     @property
     def columns(self) -> tuple[dict[str, str], ...]:
@@ -90,10 +96,8 @@ class Board:
         return BoardEntries(self.period, self._entries(flat, 1, 1), self.mode, columns=self.columns)
 
     def around_call(self, player: str, k: int) -> Call:
-        if self.lex:
-            keys = [self.board, self.members, self.distinct, self.keys.profiles, self.meta]
-            return "lb_lex_around", keys, [player, k, self.mode, self.key_count]
-        return "lb_around", [self.board, self.keys.profiles, self.distinct], [player, k, self.mode, self.shift]
+        keys = [self.board, self.keys.profiles, self.distinct, self.members, *self._meta]
+        return "lb_around", keys, [player, k, self.mode, self.encoding]
 
     def around(self, flat: Sequence[Any]) -> BoardEntries:
         if not flat:
@@ -118,9 +122,8 @@ class Board:
         return "lb_close_board", [*keys, self.board, self.meta], args
 
     def ranks_call(self, players: Sequence[str]) -> Call:
-        if self.lex:
-            return "lb_lex_ranks", [self.board, self.members, self.distinct], [self.mode, self.key_count, *players]
-        return "lb_ranks", [self.board, self.distinct, self.histogram], [self.mode, self.shift, 0, *players]
+        keys = [self.board, self.distinct, self.histogram, self.members]
+        return "lb_ranks", keys, [self.mode, self.encoding, 0, *players]
 
     def ranks(self, players: Sequence[str], flat: Sequence[Any], joined: Sequence[Any], deep_from: int = 0) -> Ranks:
         """Each player's standing. A rank beyond ``deep_from`` (0: none) is shown rounded to three
@@ -129,16 +132,15 @@ class Board:
         already O(log N) whatever its encoding (a lex board's ZRANK/ZLEXCOUNT, a packed one's
         ZREVRANK/ZCOUNT), and its histogram cannot place a lex member or a packed asc value, so
         the rounding is made from the exact rank, and the percentile stays exact."""
-        size, width = int(flat[0]), 3 if self.lex else 4
+        size = int(flat[0])
         standings = []
         for i, player in enumerate(players):
-            row = flat[1 + width * i : 1 + width * (i + 1)]
-            # lex: member, rank, position; packed: rank, score, position, approx (never: deep_from 0)
-            member, rank, score, position = (row[0], row[1], None, row[2]) if self.lex else (player, *row[:3])
+            # rank, order, position, approx (never: the call's deep_from is 0)
+            rank, order, position = flat[1 + 4 * i : 4 + 4 * i]
             if not rank:
                 standings.append(Standing(player, None, None, stored_profile(joined[i])))
                 continue
-            values, _ = self._decode(member, score)
+            values = self._values(order)
             percent = top_percent(min(int(position), size), size)
             deep = 0 < deep_from < int(rank) and self.mode != DENSE
             shown = round_rank(int(rank)) if deep else int(rank)

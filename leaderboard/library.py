@@ -34,9 +34,6 @@ lb_rank_rebuild  ``rebuild_rank_index``              operators, once per board a
 lb_board_put     ``create_board``, ``update_board``  operators (``python -m scorer board``, server role)
 lb_board_delete  ``delete_board``                    operators
 lb_board_purge   ``purge_board``                     the scorer (leaderboard/purge.py)
-lb_lex_top       ``top`` (a lex board: defined.py)   publisher, gateways
-lb_lex_around    ``around`` (a lex board)            gateways
-lb_lex_ranks     ``ranks``, ``rank`` (a lex board)   gateways
 ===============  ==================================  ==============================
 
 Reads rank in the window's rank mode (``GameConfig.rank_mode_for``, leaderboard/ranking.py).
@@ -659,6 +656,12 @@ class Leaderboard(PlainReads):
     async def _board(
         self, window_name: str, scope: str, at: int | None, period_name: str | None = None
     ) -> tuple[str, Period]:
+        """The board key and period a read names. A defined board's (scope ``board:<id>``) is of
+        its own windows, periods and time zone (``defined_board``), so the plain reads (size,
+        stats) serve every window it keeps, as the function library's reads do."""
+        defined = await self.defined_board(window_name, scope, at, period_name)
+        if defined is not None:
+            return defined.board, defined.period
         try:
             parse_scope(scope)
         except ValueError as exc:
@@ -713,7 +716,7 @@ class Leaderboard(PlainReads):
         or the one ``period`` names)."""
         defined = await self.defined_board(window_name, scope, at, period)
         if defined is not None:
-            return await self._with_metadata(defined, defined.top(await self._defined_read(defined.top_call(n))))
+            return defined.top(await self._defined_read(defined.top_call(n)))
         key, found = await self._board(window_name, scope, at, period)
         flat = await self._fcall_ro("lb_top", [key, self.keys.profiles], n)
         mode = self.config.rank_mode_for(window_name)
@@ -730,14 +733,6 @@ class Leaderboard(PlainReads):
     async def _defined_read(self, call: tuple[str, list[str], list[str | int]]) -> Any:
         name, keys, args = call
         return await self._fcall_ro(name, keys, *args)
-
-    async def _with_metadata(self, board: Board, read: BoardEntries) -> BoardEntries:
-        """A packed defined board's entries with their metadata (a lex board's read has it)."""
-        if board.lex or not board.definition.metadata_bytes or not read.entries:
-            return read
-        found = await self.redis.hmget(board.meta, [e.player for e in read.entries])
-        entries = [replace(e, metadata=None if m is None else str(m)) for e, m in zip(read.entries, found, strict=True)]
-        return replace(read, entries=entries)
 
     async def tops(
         self, boards: Sequence[tuple[str, str]], n: int = 10, *, at: int | None = None
@@ -763,7 +758,7 @@ class Leaderboard(PlainReads):
         out = []
         for board, flat in zip(found, replies, strict=True):
             if isinstance(board, Board):
-                out.append(await self._with_metadata(board, board.top(flat)))
+                out.append(board.top(flat))
                 continue
             window_name, period = board
             mode = self.config.rank_mode_for(window_name)
@@ -783,9 +778,7 @@ class Leaderboard(PlainReads):
         """lb_around: the entries ``k`` above and below ``player`` (none when unranked)."""
         defined = await self.defined_board(window_name, scope, at, period)
         if defined is not None:
-            return await self._with_metadata(
-                defined, defined.around(await self._defined_read(defined.around_call(player, k)))
-            )
+            return defined.around(await self._defined_read(defined.around_call(player, k)))
         key, found = await self._board(window_name, scope, at, period)
         mode, w = self.config.rank_mode_for(window_name), found.window
         keys = [key, self.keys.profiles, self.keys.points(w.name, found.label, scope)]

@@ -10,7 +10,7 @@ here knows about sockets, roles or Redis::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,7 @@ import orjson
 
 from leaderboard.boards import BOARD_WINDOWS, MAX_KEYS
 from leaderboard.errors import INPUT_CODES, LeaderboardError
-from leaderboard.keys import GLOBAL_SCOPE, defined_of, parse_scope
+from leaderboard.keys import DEFINED, GLOBAL_SCOPE, SCOPE_KINDS, defined_of, parse_scope
 from leaderboard.profiles import is_player_id
 from leaderboard.windows import check_tournament, tournament_of
 
@@ -29,6 +29,11 @@ MAX_FRIENDS = 100
 MAX_JOIN = 1000
 MAX_FINALS = 10
 MAX_PERIOD_CHARS = 32
+
+# What the parser knows of the game's defined boards: the windows a board id keeps, its first
+# one a read's default, or None when no board of that id is defined (the registry a process
+# holds, leaderboard/definitions.py; replies.parse asks Redis again before it says unknown_board).
+BoardWindows = Callable[[str], Sequence[str] | None]
 
 
 class ProtocolError(LeaderboardError):
@@ -58,6 +63,11 @@ class Hello(Request):
 @dataclass(frozen=True, slots=True)
 class Ping(Request):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class Boards(Request):
+    """The game's boards and how to show them (a page's board picker): anyone may ask."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +183,9 @@ class DefineBoard(Request):
 BOARD_ACTIONS = ("create", "update", "delete", "show", "list")
 
 
-def parse(raw: str | bytes, *, windows: Sequence[str], default_window: str) -> Request:
+def parse(
+    raw: str | bytes, *, windows: Sequence[str], default_window: str, boards: BoardWindows | None = None
+) -> Request:
     """A text frame's request. ``bytes`` is a binary frame: the protocol is JSON text only (a
     binary frame would skip the UTF-8 check websockets makes of text), so it is refused."""
     if isinstance(raw, bytes):
@@ -184,11 +196,15 @@ def parse(raw: str | bytes, *, windows: Sequence[str], default_window: str) -> R
         raise ProtocolError("bad_json", "the frame is not valid JSON") from None
     if not isinstance(msg, dict):
         raise ProtocolError("bad_json", "the frame is not a JSON object")
-    return parse_message(msg, windows=windows, default_window=default_window)
+    return parse_message(msg, windows=windows, default_window=default_window, boards=boards)
 
 
-def parse_message(msg: dict[str, Any], *, windows: Sequence[str], default_window: str) -> Request:
-    """A decoded message's request (the HTTP API builds one from a route and its query)."""
+def parse_message(
+    msg: dict[str, Any], *, windows: Sequence[str], default_window: str, boards: BoardWindows | None = None
+) -> Request:
+    """A decoded message's request (the HTTP API builds one from a route and its query).
+    ``windows`` and ``default_window`` are the game's own boards'; ``boards`` the defined boards'
+    (without it a defined board is not checked here: the library refuses it)."""
     rid = msg.get("id")
     if rid is not None and not _valid_id(rid):
         raise ProtocolError("bad_message", "id must be a string or number of at most 64 characters")
@@ -197,7 +213,7 @@ def parse_message(msg: dict[str, Any], *, windows: Sequence[str], default_window
     if parser is None:
         raise ProtocolError("unknown_type", f"unknown message type {kind!r}"[:120], rid)
     try:
-        return parser(msg, rid, windows, default_window)
+        return parser(msg, rid, _Boards(windows, default_window, boards))
     except ProtocolError as exc:
         exc.request_id = rid
         raise
@@ -217,18 +233,73 @@ def _bad(message: str) -> ProtocolError:
     return ProtocolError("bad_message", message)
 
 
-def _board(msg: dict[str, Any], windows: Sequence[str], default_window: str) -> tuple[str, str]:
-    board, win = msg.get("board", GLOBAL_SCOPE), msg.get("window", default_window)
-    if not isinstance(board, str) or not isinstance(win, str):
-        raise _bad("board and window must be strings")
+def board_name(board: str) -> str:
+    """A board as a client names it, in the one form replies carry: ``global``, ``region:<name>``,
+    ``mode:<name>``, ``board:<id>``; a defined board's bare id (``speedrun``, as the command line
+    names it) is ``board:speedrun``. ``global`` is always the game's own board (a defined board
+    of that id is ``board:global``). ValueError for anything else."""
+    if board != GLOBAL_SCOPE and ":" not in board:
+        board = f"{DEFINED}:{board}"
+    return parse_scope(board)
+
+
+def board_id(board: str) -> str:
+    """A defined board's id as a submission carries it: ``board:speedrun`` or ``speedrun`` is
+    ``speedrun`` (anything else as given, for the id's own check to refuse)."""
+    return defined_of(board) or board
+
+
+@dataclass(frozen=True, slots=True)
+class _Boards:
+    """The boards a message may name: the game's own (``windows``, a read's ``default`` window)
+    and the defined ones (``defined``)."""
+
+    windows: Sequence[str]
+    default: str
+    defined: BoardWindows | None
+
+    def kept(self, board: str, *, known: bool = True) -> tuple[Sequence[str], str]:
+        """The windows ``board`` keeps and its default; unknown_board for a defined board nobody
+        defined (or deleted), unless ``known`` is False (leaving a board needs no board)."""
+        board_id = defined_of(board)
+        if board_id is None:
+            return self.windows, self.default
+        found = None if self.defined is None else self.defined(board_id)
+        if found is None:
+            if self.defined is None or not known:  # not known here: the library's to refuse
+                return BOARD_WINDOWS, self.default
+            raise ProtocolError(
+                "unknown_board",
+                f"no board {board_id!r} is defined ({board} names a defined board; the game's own are "
+                f"global, {', '.join(k + ':<name>' for k in SCOPE_KINDS)})",
+            )
+        return found, found[0]
+
+    def check_window(self, board: str, win: str, kept: Sequence[str]) -> str:
+        if win not in kept and tournament_of(win) is None:
+            raise ProtocolError(
+                "invalid_window", f"board {board} keeps the windows {', '.join(kept)} (and t-<tournament>), not {win!r}"
+            )
+        return win
+
+
+def _named_board(board: object) -> str:
+    if not isinstance(board, str):
+        raise _bad("board must be a string")
     try:
-        parse_scope(board)
+        return board_name(board)
     except ValueError as exc:
         raise ProtocolError("bad_board", str(exc)) from None
-    # a defined board keeps its own windows: the read says whether this one is among them
-    if win not in windows and tournament_of(win) is None and not (defined_of(board) and win in BOARD_WINDOWS):
-        raise ProtocolError("bad_board", f"window must be one of {', '.join(windows)} or t-<tournament>")
-    return board, win
+
+
+def _board(msg: dict[str, Any], boards: _Boards, *, known: bool = True) -> tuple[str, str]:
+    """The board a message names and its window: the one named, else the board's first (a
+    defined board's own, not the game's default)."""
+    board, win = _named_board(msg.get("board", GLOBAL_SCOPE)), msg.get("window")
+    if win is not None and not isinstance(win, str):
+        raise _bad("board and window must be strings")
+    kept, default = boards.kept(board, known=known)
+    return board, default if win is None else boards.check_window(board, win, kept)
 
 
 def _period(msg: dict[str, Any]) -> str | None:
@@ -262,63 +333,67 @@ def _optional_player(msg: dict[str, Any]) -> str | None:
     return None if msg.get("player") is None else _player(msg["player"])
 
 
-def _hello(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+def _hello(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     token = msg.get("token")
     if token is not None and not isinstance(token, str):
         raise _bad("token must be a string")
     return Hello(rid, token or None)
 
 
-def _ping(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+def _ping(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     return Ping(rid)
 
 
-def _subscribe(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+def _boards(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
+    return Boards(rid)
+
+
+def _subscribe(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     _live(msg)
-    return Subscribe(rid, *_board(msg, windows, dw))
+    return Subscribe(rid, *_board(msg, boards))
 
 
-def _unsubscribe(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
-    return Unsubscribe(rid, *_board(msg, windows, dw))
+def _unsubscribe(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
+    return Unsubscribe(rid, *_board(msg, boards, known=False))  # a deleted board is left too
 
 
-def _top(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
-    board, win = _board(msg, windows, dw)
+def _top(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
+    board, win = _board(msg, boards)
     return Top(rid, board, win, _int(msg, "n", 10, 1, MAX_TOP), _period(msg))
 
 
-def _rank(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
-    board, win = _board(msg, windows, dw)
+def _rank(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
+    board, win = _board(msg, boards)
     return Rank(rid, board, win, _optional_player(msg), _period(msg))
 
 
-def _around(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
-    board, win = _board(msg, windows, dw)
+def _around(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
+    board, win = _board(msg, boards)
     return Around(rid, board, win, _optional_player(msg), _int(msg, "k", 5, 0, MAX_AROUND), _period(msg))
 
 
-def _ranks(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
-    board, win = _board(msg, windows, dw)
+def _ranks(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
+    board, win = _board(msg, boards)
     players = msg.get("players")
     if not isinstance(players, list) or not 1 <= len(players) <= MAX_FRIENDS:
         raise _bad(f"players must be a list of 1-{MAX_FRIENDS} player ids")
     return Ranks(rid, board, win, tuple(_player(p, "players[]") for p in players), _period(msg))
 
 
-def _stats(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
-    return Stats(rid, *_board(msg, windows, dw), _period(msg))
+def _stats(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
+    return Stats(rid, *_board(msg, boards), _period(msg))
 
 
-def _recent(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
-    return Recent(rid, *_board(msg, windows, dw))
+def _recent(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
+    return Recent(rid, *_board(msg, boards))
 
 
-def _finals(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
-    board, win = _board(msg, windows, dw)
+def _finals(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
+    board, win = _board(msg, boards)
     return Finals(rid, board, win, _int(msg, "n", 1, 1, MAX_FINALS))
 
 
-def _join(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+def _join(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     tournament = msg.get("tournament")
     try:
         check_tournament(tournament)  # type: ignore[arg-type]
@@ -330,17 +405,19 @@ def _join(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Req
     return Join(rid, tournament, tuple(_player(p, "players[]") for p in players))  # type: ignore[arg-type]
 
 
-def _submit(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+def _submit(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     sub = msg.get("submission")
     if not isinstance(sub, dict):
         raise _bad("submission must be an object")
+    if isinstance(sub.get("board"), str):  # board:<id> as reads name it, or the bare id
+        sub = {**sub, "board": board_id(sub["board"])}
     for name in ("id", "player", "op", "name", "region", "mode"):
         if name in sub and not isinstance(sub[name], str):
             raise _bad(f"submission.{name} must be a string")
     return Submit(rid, sub)
 
 
-def _status(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+def _status(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     sid = msg.get("submission")
     if not isinstance(sid, str) or not 0 < len(sid.encode("utf-8", "replace")) <= 64:
         raise _bad("submission must be a submission id of 1-64 bytes")
@@ -356,35 +433,36 @@ def _text(msg: dict[str, Any], name: str, *, required: bool = True) -> str:
     return value
 
 
-def _ban(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+def _ban(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     return Ban(rid, _player(msg.get("player")), _text(msg, "reason"))
 
 
-def _unban(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+def _unban(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     return Unban(rid, _player(msg.get("player")), _text(msg, "reason", required=False))
 
 
-def _correct(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+def _correct(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     window, period, scopes = msg.get("window"), msg.get("period"), msg.get("scopes")
     # a defined board keeps windows of its own (a season): moderation checks them against it
-    defined = isinstance(scopes, list) and any(isinstance(s, str) and defined_of(s) for s in scopes)
-    if window is not None and (
-        not isinstance(window, str)
-        or (window not in windows and tournament_of(window) is None and not (defined and window in BOARD_WINDOWS))
-    ):
-        raise ProtocolError("bad_board", f"window must be one of {', '.join(windows)} or t-<tournament>")
-    if period is not None and not isinstance(period, str):
-        raise _bad("period must be a string")
     if scopes is not None:
         if not isinstance(scopes, list) or not 1 <= len(scopes) <= 10:
             raise _bad("scopes must be a list of 1-10 boards")
+        try:
+            scopes = [board_name(scope) for scope in scopes]
+        except (ValueError, TypeError, AttributeError):  # null or 3 is no board either
+            raise ProtocolError("bad_board", f"no board among {str(scopes)[:60]}") from None
         for scope in scopes:
-            try:
-                if not isinstance(scope, str):  # parse_scope expects text: null or 3 is no board
-                    raise TypeError(scope)
-                parse_scope(scope)
-            except (ValueError, TypeError):
-                raise ProtocolError("bad_board", f"no board {str(scope)[:40]!r}") from None
+            boards.kept(scope)  # unknown_board for a defined board nobody defined
+    defined = isinstance(scopes, list) and any(defined_of(s) for s in scopes)
+    if window is not None and (
+        not isinstance(window, str)
+        or (
+            window not in boards.windows and tournament_of(window) is None and not (defined and window in BOARD_WINDOWS)
+        )
+    ):
+        raise ProtocolError("invalid_window", f"window must be one of {', '.join(boards.windows)} or t-<tournament>")
+    if period is not None and not isinstance(period, str):
+        raise _bad("period must be a string")
     values, metadata, remove = msg.get("values"), msg.get("metadata"), msg.get("remove", False)
     if values is not None and (not isinstance(values, list) or not 1 <= len(values) <= MAX_KEYS):
         raise _bad(f"values must be a list of 1-{MAX_KEYS} key values")
@@ -406,14 +484,14 @@ def _correct(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> 
     )
 
 
-def _profile(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+def _profile(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     fields = msg.get("profile")
     if not isinstance(fields, dict) or not fields:
         raise _bad("profile must be an object with name, avatar and/or country")
     return SetProfile(rid, _optional_player(msg), fields)
 
 
-def _define_board(msg: dict[str, Any], rid: Any, windows: Sequence[str], dw: str) -> Request:
+def _define_board(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     action = msg.get("action")
     if action not in BOARD_ACTIONS:
         raise _bad(f"action must be one of {', '.join(BOARD_ACTIONS)}")
@@ -445,4 +523,5 @@ _PARSERS = {
     "correct": _correct,
     "profile": _profile,
     "board": _define_board,
+    "boards": _boards,
 }

@@ -40,6 +40,30 @@ class Game:
         return cls(lb, Moderation(lb))
 
 
+def parse(game: Game, msg: str | bytes | dict[str, Any], *, default_window: str) -> p.Request:
+    """``msg`` (a frame, or a decoded message) as the socket's parser reads it, against the game's
+    boards as this process holds them: its windows (a stored default's) and its defined boards."""
+    config, defined = game.lb.config, game.lb.boards
+
+    def windows_of(board_id: str) -> tuple[str, ...] | None:
+        found = defined.get(board_id)
+        return None if found is None else found.windows
+
+    kw: dict[str, Any] = {"windows": config.windows, "default_window": default_window, "boards": windows_of}
+    return p.parse_message(msg, **kw) if isinstance(msg, dict) else p.parse(msg, **kw)
+
+
+async def request(game: Game, msg: str | bytes | dict[str, Any], *, default_window: str) -> p.Request:
+    """``parse()``, and a board unknown here looked up in Redis once more before it is
+    ``unknown_board``: defined a moment ago elsewhere, before this process's tick."""
+    try:
+        return parse(game, msg, default_window=default_window)
+    except p.ProtocolError as exc:
+        if exc.code != "unknown_board" or not await game.lb.boards.refresh():
+            raise
+    return parse(game, msg, default_window=default_window)
+
+
 async def answer(game: Game, identity: Identity, req: p.Request) -> bytes:
     """The reply to ``req`` asked by ``identity`` (KeyError: not a shared request, see ANSWERED)."""
     return await _ANSWERS[type(req)](game, identity, req)
@@ -183,16 +207,18 @@ async def _board(game: Game, identity: Identity, req: p.DefineBoard) -> bytes:
         if req.action in ("create", "update"):
             definition = boards.parse(req.definition or {})
             made = await (lb.create_board(definition) if req.action == "create" else lb.update_board(definition))
+            await lb.boards.refresh()  # this process reads it at once, not a tick later
             reply = {"type": "board", "action": req.action, "definition": made.as_dict()}
         elif req.action == "delete":
-            await lb.delete_board(req.board or "")
+            await lb.delete_board(p.board_id(req.board or ""))
+            await lb.boards.refresh()  # its reads are unknown_board here at once, not a tick later
             reply = {"type": "board", "action": "delete", "board": req.board}
         else:
             await lb.boards.refresh()
             if req.action == "list":
                 reply = {"type": "board", "action": "list", "boards": [d.as_dict() for d in lb.boards.all()]}
             else:
-                found = lb.boards.get(req.board or "")
+                found = lb.boards.get(p.board_id(req.board or ""))
                 if found is None:
                     raise InvalidBoard("unknown_board", f"no board {req.board!r}")
                 reply = {"type": "board", "action": "show", "definition": found.as_dict()}

@@ -10,6 +10,8 @@ from typing import Any
 
 import orjson
 
+from .boards import DEFAULT_ID, Definition
+from .keys import DEFINED, scope_label
 from .profiles import display
 from .results import Entry, Standing
 
@@ -225,6 +227,39 @@ def stats(*, board: str, window: str, period: str, size: int, players: int, requ
 def recent(*, board: str, window: str, entries: Iterable[dict[str, Any]], request_id: Any = None) -> bytes:
     """The board's last announcements the gateway heard, newest first (each with ``ts``, ms)."""
     return _with_id({"type": "recent", "board": board, "window": window, "entries": list(entries)}, request_id)
+
+
+def boards(
+    definitions: Iterable[Definition],
+    *,
+    scopes: Sequence[str],
+    windows: Sequence[str],
+    window: str,
+    columns: Sequence[Mapping[str, str]] = (),
+    request_id: Any = None,
+) -> bytes:
+    """The ``boards`` reply: every board of the game a page may offer, each with what it needs to
+    read and show it: the game's own ``scopes`` (``global`` first, then the gateway's configured
+    ones) in ``windows``, defaulting to ``window``, and each defined board in its own windows,
+    defaulting to its first. ``columns`` the game's boards' display hint, when one is stored.
+    Only what a viewer needs: a definition's limits and rules stay with the game servers."""
+    own = [dict(c) for c in columns]
+    listed: list[dict[str, Any]] = [
+        {"board": s, "windows": list(windows), "window": window, **({"columns": own} if own else {})} for s in scopes
+    ]
+    for d in definitions:
+        if d.id == DEFAULT_ID:  # the game's own boards, listed above by scope
+            continue
+        listed.append(
+            {
+                "board": scope_label(DEFINED, d.id),
+                "windows": list(d.windows),
+                "window": d.windows[0],
+                "columns": [{"name": k.name, "direction": k.direction, "display": k.display} for k in d.keys],
+                "metadata": d.metadata_bytes > 0,
+            }
+        )
+    return _with_id({"type": "boards", "boards": listed}, request_id)
 
 
 def finals(*, board: str, window: str, periods: Iterable[dict[str, Any]], request_id: Any = None) -> bytes:

@@ -120,7 +120,7 @@ end
 own (its time zone's days, its season's length): its own marker (lb_submit refuses the board's
 later slips of the period), its own finals list, and entries with every key value as text (exact
 over the whole int64 range), the rank in the board's mode and the entry's metadata. A lex board's
-top is its first members (ZRANGE, as lb_lex_top), a packed one's its highest scores.
+top is its first members (ZRANGE, as lb_top reads a lex board), a packed one's its highest scores.
 Input:  KEYS[1] marker, KEYS[2] closed stream, KEYS[3] finals list, KEYS[4] versions hash,
         KEYS[5] journal stream, KEYS[6] the board, KEYS[7] its metadata hash
         ARGV    window, period, start_ms, end_ms, shift (0: a lex board), n, marker expire_at_s
@@ -147,7 +147,7 @@ function calendar.lb_close_board(keys, args)
         local hi, lo = lex.key_of_hex(member:sub((i - 1) * lex.KEY_HEX + 1, i * lex.KEY_HEX), directions:sub(i, i) == 'd')
         values[i] = int64.format(hi, lo)
       end
-      rows[#rows + 1] = { player = member:sub(key_len + lex.TIME_HEX + 1), keys = values, tie = member:sub(1, key_len) }
+      rows[#rows + 1] = { player = lex.player_of(member, key_len), keys = values, tie = member:sub(1, key_len) }
     end
   else
     local flat, scale = redis.call('ZRANGE', keys[6], 0, c.top_n - 1, 'REV', 'WITHSCORES'), 2 ^ c.shift

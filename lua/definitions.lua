@@ -244,7 +244,7 @@ function definitions.plan_defined_board(keys, ref, period, def, sub, values, new
   end
   return { lex = true, def = def, top_n = def.top_n, key = key, members = members, distinct = ref.pts,
     meta = keys[ref.meta], period = period, scope = ref.scope, old = old, old_prefix = old and old:sub(1, key_len),
-    prefix = prefix, member = write and head .. sub.player or nil, meta_value = sub.meta, stored = stored }
+    prefix = prefix, member = write and head .. lex.player_part(sub.player) or nil, meta_value = sub.meta, stored = stored }
 end
 
 -- plan_submission for a slip naming a defined board (sub.layout.def): its key values and

@@ -167,7 +167,9 @@ end
 -- negative values, the int64 range) keeps every member at score 0, so Redis orders the board by
 -- the member itself, bytewise: per key 16 hex digits of the value with its sign bit flipped
 -- (unsigned order is then signed order), complemented for a desc key; 12 hex digits of the time
--- it was reached (complemented for tie 'last'); the player id. Ascending order is best first:
+-- it was reached (complemented for tie 'last'); the player id's bytes complemented, then \255
+-- (lex.player_part: equal values and time read by descending player id, as on a packed board).
+-- Ascending order is best first:
 -- rank = HGET (player -> member) + ZRANK, top = ZRANGE 0 N-1, competition rank = ZLEXCOUNT of
 -- the members before the key part, dense rank = the same on the set of distinct key parts.
 -- Lua numbers are doubles: a value is carried as two 32-bit halves (hi, lo) of its two's
@@ -281,23 +283,37 @@ function lex.rank(board, distinct, mode, member, key_len)
   return redis.call('ZLEXCOUNT', distinct, '-', before) + 1
 end
 
--- {member, profile JSON or false, metadata or false} per member, flat
-function lex.entries(profiles, meta, members, key_len)
-  local out, players = {}, {}
-  for i, member in ipairs(members) do
-    players[i] = member:sub(key_len + lex.TIME_HEX + 1)
+-- A lex member's player part: the id's bytes complemented, then \255. Ascending member order then
+-- puts the players of equal values and time in descending byte order of their ids, the order a
+-- packed board gives them (read highest score first, and Redis orders equal scores by member):
+-- one tie rule on every encoding. \255 outranks every complemented byte (an id holds no \0), so
+-- an id sorts after the longer ids it begins, descending as well.
+-- The byte -> complement table, made at the first call (a library's load runs without the
+-- string library).
+function lex.flip()
+  local flip = lex.FLIP
+  if not flip then
+    flip = {}
+    for b = 0, 255 do
+      flip[string.char(b)] = string.char(255 - b)
+    end
+    lex.FLIP = flip
   end
-  if #players == 0 then
-    return out
+  return flip
+end
+
+function lex.player_part(player)
+  return (player:gsub('.', lex.flip())) .. '\255'
+end
+
+-- The player id of a member whose key part is key_len long. A member written before the player
+-- part was complemented holds the id as it is: no UTF-8 text holds the byte \255, so the last
+-- byte tells the two apart (such an entry keeps its old place among exact ties until rewritten).
+function lex.player_of(member, key_len)
+  if member:byte(-1) ~= 255 then
+    return member:sub(key_len + lex.TIME_HEX + 1)
   end
-  local found = redis.call('HMGET', profiles, unpack(players))
-  local extra = redis.call('HMGET', meta, unpack(players))
-  for i, member in ipairs(members) do
-    out[#out + 1] = member
-    out[#out + 1] = found[i] or false
-    out[#out + 1] = extra[i] or false
-  end
-  return out
+  return (member:sub(key_len + lex.TIME_HEX + 1, -2):gsub('.', lex.flip()))
 end
 
 function lex.key_len(text)

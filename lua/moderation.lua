@@ -322,7 +322,7 @@ function moderation.lb_correct_defined(keys, args)
       if values then
         local reached = plan.old and plan.old:sub(key_len + 1, key_len + lex.TIME_HEX) or lex.time_hex(at, def.last)
         plan.prefix = definitions.lex_prefix(def, values)
-        plan.member = plan.prefix .. reached .. player
+        plan.member = plan.prefix .. reached .. lex.player_part(player)
       end
     else
       local old = redis.call('ZSCORE', plan.board, player)

@@ -1,176 +1,198 @@
--- Reads of a board (no writes): the top N, the entries around a player, listed players' ranks,
--- the same on a lex board; and lb_rank_rebuild, which rebuilds a board's rank companions.
+-- Reads of a board (no writes): the top N, the entries around a player and listed players'
+-- ranks, one function each on every board, which takes one path by the board's encoding (the
+-- call's encoding argument, reads.encoding): a packed board read highest score first, or a lex
+-- board read in ascending member order. The ranks in each mode, the profile and metadata join
+-- and the replies' shape are the same on both. And lb_rank_rebuild, which rebuilds a board's
+-- rank companions.
 local reads = {}
 
-function reads.entries_with_profiles(profiles, flat)
-  local out, players = {}, {}
-  for i = 1, #flat, 2 do
-    players[#players + 1] = flat[i]
+-- A read's encoding argument: a packed board's shift (0..52; its scale 2^shift returned) or a
+-- lex board's 'lex:<key count>' (1..5; the length of its members' key part returned). nil for
+-- anything else.
+function reads.encoding(text)
+  local count = type(text) == 'string' and text:match('^lex:(%d)$')
+  if count then
+    local key_len = lex.key_len(count)
+    return key_len and 'lex', key_len
   end
-  local found = #players > 0 and redis.call('HMGET', profiles, unpack(players)) or {}
+  local shift = valid.parse_uint(text, 2)
+  if shift and shift <= 52 then
+    return 'packed', 2 ^ shift
+  end
+  return nil
+end
+
+-- The players at ordinal places start..stop (0-based), best first, and each one's order: a
+-- packed board's score, a lex board's member. Ties read in the same order on both (equal
+-- members of a packed board by descending player id, what ZRANGE REV gives; a lex member's
+-- player part is written so ascending order is that order too: lex.player_part).
+function reads.slice(board, enc, param, start, stop)
+  local players, orders = {}, {}
+  if enc == 'lex' then
+    local members = redis.call('ZRANGE', board, start, stop)
+    for i, member in ipairs(members) do
+      players[i], orders[i] = lex.player_of(member, param), member
+    end
+    return players, orders
+  end
+  local flat = redis.call('ZRANGE', board, start, stop, 'REV', 'WITHSCORES')
+  for i = 1, #flat, 2 do
+    players[#players + 1], orders[#orders + 1] = flat[i], flat[i + 1]
+  end
+  return players, orders
+end
+
+-- A player's ordinal rank (1-based), given its order; the player's member on a lex board.
+function reads.ordinal(enc, board, player, order)
+  if enc == 'lex' then
+    return redis.call('ZRANK', board, order) + 1
+  end
+  return redis.call('ZREVRANK', board, player) + 1
+end
+
+-- The rank in `mode` of a member with this order (`ordinal`: its ordinal rank, needed in
+-- ordinal mode only). O(log N) on either encoding: a count of the better points (packed) or
+-- key parts (lex) on the board, or on its distinct set in dense mode.
+function reads.rank(enc, param, board, distinct, mode, order, ordinal)
+  if mode == 'ordinal' then
+    return ordinal
+  end
+  if enc == 'lex' then
+    return lex.rank(board, distinct, mode, order, param)
+  end
+  return scoring.mode_rank(board, distinct, param, mode, scoring.score_points(tonumber(order), param), ordinal)
+end
+
+-- What a percentile counts: the ordinal rank in ordinal mode, else the competition rank.
+function reads.position(enc, param, board, distinct, mode, order, rank)
+  if mode == 'dense' then
+    return reads.rank(enc, param, board, distinct, 'competition', order, nil)
+  end
+  return rank
+end
+
+-- The entries of a reply, flat: {player, order, profile JSON or false[, metadata or false]} per
+-- entry; the metadata column only where the call names the board's metadata hash.
+function reads.joined(profiles, meta, players, orders)
+  local out = {}
+  if #players == 0 then
+    return out
+  end
+  local found = redis.call('HMGET', profiles, unpack(players))
+  local extra = meta and redis.call('HMGET', meta, unpack(players))
   for i, player in ipairs(players) do
     out[#out + 1] = player
-    out[#out + 1] = flat[i * 2]
+    out[#out + 1] = orders[i]
     out[#out + 1] = found[i] or false
+    if extra then
+      out[#out + 1] = extra[i] or false
+    end
   end
   return out
 end
 
---[[ lb_top: the first N entries of a board, best first, joined with profiles.
-Input:  KEYS[1] board, KEYS[2] profiles; ARGV[1] n
-Output: flat {player, packed score, profile JSON or nil, ...}
+--[[ lb_top: the first N entries of a board, best first, joined with profiles (and metadata).
+Input:  KEYS[1] board, KEYS[2] profiles, KEYS[3] the board's metadata hash (optional);
+        ARGV[1] n, ARGV[2] the encoding (reads.encoding; optional: a packed board)
+Output: flat {player, packed score or lex member, profile JSON or nil[, metadata or nil], ...}
 ]]
 function reads.lb_top(keys, args)
   local n = valid.parse_uint(args[1], 6)
-  if not n or n < 1 or n > 1000 then
-    return refuse('bad_request', 'n must be 1..1000')
+  local enc, param = 'packed', 1
+  if args[2] then
+    enc, param = reads.encoding(args[2])
   end
-  local flat = redis.call('ZRANGE', keys[1], 0, n - 1, 'REV', 'WITHSCORES')
-  return reads.entries_with_profiles(keys[2], flat)
+  if not n or n < 1 or n > 1000 or not enc then
+    return refuse('bad_request', 'n must be 1..1000; the encoding a shift or lex:<key count>')
+  end
+  local players, orders = reads.slice(keys[1], enc, param, 0, n - 1)
+  return reads.joined(keys[2], keys[3], players, orders)
 end
 
 --[[ lb_around: the entries k above and k below a player, clamped at the board's edges.
-Input:  KEYS[1] board, KEYS[2] profiles, KEYS[3] the board's points set;
-        ARGV[1] player, ARGV[2] k, ARGV[3] rank mode, ARGV[4] shift (k of the score packing)
+Input:  KEYS[1] board, KEYS[2] profiles, KEYS[3] the board's distinct set (points, or a lex
+        board's key parts), KEYS[4] its members hash (read on a lex board), KEYS[5] its metadata
+        hash (optional); ARGV[1] player, ARGV[2] k, ARGV[3] rank mode, ARGV[4] the encoding
+        (reads.encoding: a packed board's shift)
 Output: {first ordinal rank (1-based), first rank in the mode, first percentile position (the
-        ordinal rank in ordinal mode, else the competition rank), board size, player, packed score,
-        profile JSON or nil, ...}; {} if unranked
+        ordinal rank in ordinal mode, else the competition rank), board size, then the entries as
+        lb_top's}; {} if unranked
 ]]
 function reads.lb_around(keys, args)
-  local k = valid.parse_uint(args[2], 3)
-  if not k or k > 100 then
-    return refuse('bad_request', 'k must be 0..100')
+  local k, mode = valid.parse_uint(args[2], 3), args[3]
+  local enc, param = reads.encoding(args[4])
+  if not k or k > 100 or not scoring.RANK_MODES[mode] or not enc or (enc == 'lex' and not keys[4]) then
+    return refuse('bad_request', 'k must be 0..100; rank mode, encoding (and a lex board\'s members) required')
   end
-  local shift = valid.parse_uint(args[4], 2)
-  if not scoring.RANK_MODES[args[3]] or not shift or shift > 52 then
-    return refuse('bad_request', 'rank mode and shift required')
+  local board, player = keys[1], args[1]
+  local ordinal
+  if enc == 'lex' then
+    local member = redis.call('HGET', keys[4], player)
+    ordinal = member and redis.call('ZRANK', board, member)
+  else
+    ordinal = redis.call('ZREVRANK', board, player)
   end
-  local rank = redis.call('ZREVRANK', keys[1], args[1])
-  if not rank then
+  if not ordinal then
     return {}
   end
-  local start = math.max(0, rank - k)
-  local flat = redis.call('ZRANGE', keys[1], start, rank + k, 'REV', 'WITHSCORES')
-  local out = reads.entries_with_profiles(keys[2], flat)
-  local scale = 2 ^ shift
-  local points = scoring.score_points(tonumber(flat[2]), scale)
-  local first = scoring.mode_rank(keys[1], keys[3], scale, args[3], points, start + 1)
-  local position = args[3] == 'dense' and scoring.mode_rank(keys[1], keys[3], scale, 'competition', points, nil) or first
-  return { start + 1, first, position, redis.call('ZCARD', keys[1]), unpack(out) }
+  local start = math.max(0, ordinal - k)
+  local players, orders = reads.slice(board, enc, param, start, ordinal + k)
+  local first = reads.rank(enc, param, board, keys[3], mode, orders[1], start + 1)
+  local position = reads.position(enc, param, board, keys[3], mode, orders[1], first)
+  return { start + 1, first, position, redis.call('ZCARD', board), unpack(reads.joined(keys[2], keys[5], players, orders)) }
 end
 
---[[ lb_ranks: rank and packed score of each listed player (a friends list, or the players
-a gateway pushes own-rank updates to), plus the board size.
-A player whose approximate rank (from the histogram) is beyond deep_from gets that approximation
-(ordinal and competition modes; dense ranks are always exact): O(1) per player after one read of
-the histogram, instead of O(log N). deep_from 0: every rank exact.
-Input:  KEYS[1] board, KEYS[2] its points set, KEYS[3] its histogram;
-        ARGV[1] rank mode, ARGV[2] shift, ARGV[3] deep_from, ARGV[4..] players
-Output: {board size, then per player: rank (1-based) or nil, packed score or nil, position or nil
-        (the ordinal rank in ordinal mode, else the competition rank: what a percentile counts),
-        1 if approximate else 0} in ARGV order
+--[[ lb_ranks: rank and order of each listed player (a friends list, or the players a gateway
+pushes own-rank updates to), plus the board size.
+On a packed board, a player whose approximate rank (from the histogram) is beyond deep_from gets
+that approximation (ordinal and competition modes; dense ranks are always exact): O(1) per player
+after one read of the histogram, instead of O(log N). deep_from 0: every rank exact, as on a lex
+board always (its histogram cannot place a member of several keys).
+Input:  KEYS[1] board, KEYS[2] its distinct set (points, or a lex board's key parts), KEYS[3] its
+        histogram, KEYS[4] its members hash (read on a lex board); ARGV[1] rank mode, ARGV[2] the
+        encoding (reads.encoding: a packed board's shift), ARGV[3] deep_from, ARGV[4..] players
+Output: {board size, then per player: rank (1-based) or nil, packed score or lex member or nil,
+        position or nil (the ordinal rank in ordinal mode, else the competition rank: what a
+        percentile counts), 1 if approximate else 0} in ARGV order
 ]]
 function reads.lb_ranks(keys, args)
-  local mode, shift, deep_from = args[1], valid.parse_uint(args[2], 2), valid.parse_uint(args[3], 12)
-  if not scoring.RANK_MODES[mode] or not shift or shift > 52 or not deep_from then
-    return refuse('bad_request', 'rank mode, shift and deep_from required')
+  local mode, deep_from = args[1], valid.parse_uint(args[3], 12)
+  local enc, param = reads.encoding(args[2])
+  if not scoring.RANK_MODES[mode] or not enc or not deep_from or (enc == 'lex' and not keys[4]) then
+    return refuse('bad_request', 'rank mode, encoding, deep_from (and a lex board\'s members) required')
   end
-  local board, scale = keys[1], 2 ^ shift
+  local board, distinct = keys[1], keys[2]
   local out = { redis.call('ZCARD', board) }
-  local hist = deep_from > 0 and mode ~= 'dense' and out[1] > deep_from and scoring.read_histogram(keys[3], board, scale) or nil
+  local hist = enc == 'packed' and deep_from > 0 and mode ~= 'dense' and out[1] > deep_from
+    and scoring.read_histogram(keys[3], board, param) or nil
+  local members = enc == 'lex' and (#args > 3 and redis.call('HMGET', keys[4], unpack(args, 4)) or {})
   for i = 4, #args do
     local player = args[i]
-    local score = redis.call('ZSCORE', board, player)
+    local order
+    if members then
+      order = members[i - 3]
+    else
+      order = redis.call('ZSCORE', board, player)
+    end
     local rank, position, approx
-    if score then
-      local points = scoring.score_points(tonumber(score), scale)
-      approx = hist and scoring.approx_rank(hist, points)
+    if order then
+      approx = hist and scoring.approx_rank(hist, scoring.score_points(tonumber(order), param))
       if approx and approx > deep_from then
         rank, position = approx, approx
       else
         approx = nil
-        -- one O(log N) read per mode: ZREVRANK only where the ordinal rank is the answer
-        local ordinal = mode == 'ordinal' and redis.call('ZREVRANK', board, player) + 1 or nil
-        rank = scoring.mode_rank(board, keys[2], scale, mode, points, ordinal)
-        position = mode == 'dense' and scoring.mode_rank(board, keys[2], scale, 'competition', points, nil) or rank
+        -- one O(log N) read per mode: the ordinal rank only where it is the answer
+        local ordinal = mode == 'ordinal' and reads.ordinal(enc, board, player, order) or nil
+        rank = reads.rank(enc, param, board, distinct, mode, order, ordinal)
+        position = reads.position(enc, param, board, distinct, mode, order, rank)
       end
     end
     out[#out + 1] = rank or false
-    out[#out + 1] = score or false
+    out[#out + 1] = order or false
     out[#out + 1] = position or false
     out[#out + 1] = approx and 1 or 0
   end
   return out
-end
-
--- Defined boards: lex reads ---------------------------------------------------------------
--- (the encoding and its helpers: "Defined boards: lex members" above)
-
---[[ lb_lex_top: the first N entries of a lex board, best first.
-Input:  KEYS[1] board, KEYS[2] profiles, KEYS[3] the board's metadata hash; ARGV[1] n, ARGV[2]
-        the definition's key count
-Output: flat {member, profile JSON or nil, metadata or nil, ...}
-]]
-function reads.lb_lex_top(keys, args)
-  local n, key_len = valid.parse_uint(args[1], 6), lex.key_len(args[2])
-  if not n or n < 1 or n > 1000 or not key_len then
-    return refuse('bad_request', 'n must be 1..1000, key count 1..5')
-  end
-  return lex.entries(keys[2], keys[3], redis.call('ZRANGE', keys[1], 0, n - 1), key_len)
-end
-
---[[ lb_lex_ranks: rank and member of each listed player on a lex board, plus the board size.
-Input:  KEYS[1] board, KEYS[2] its members hash (player -> member), KEYS[3] its distinct key
-        parts; ARGV[1] rank mode, ARGV[2] key count, ARGV[3..] players
-Output: {board size, then per player: member or nil, rank or nil, position or nil (the ordinal
-        rank in ordinal mode, else the competition rank)} in ARGV order
-]]
-function reads.lb_lex_ranks(keys, args)
-  local mode, key_len = args[1], lex.key_len(args[2])
-  if not scoring.RANK_MODES[mode] or not key_len then
-    return refuse('bad_request', 'rank mode and key count required')
-  end
-  local out = { redis.call('ZCARD', keys[1]) }
-  local members = #args > 2 and redis.call('HMGET', keys[2], unpack(args, 3)) or {}
-  for i = 3, #args do
-    local member = members[i - 2]
-    local rank, position
-    if member then
-      rank = lex.rank(keys[1], keys[3], mode, member, key_len)
-      position = mode == 'dense' and lex.rank(keys[1], keys[3], 'competition', member, key_len) or rank
-    end
-    out[#out + 1] = member or false
-    out[#out + 1] = rank or false
-    out[#out + 1] = position or false
-  end
-  return out
-end
-
---[[ lb_lex_around: the entries k above and k below a player on a lex board.
-Input:  KEYS[1] board, KEYS[2] members hash, KEYS[3] distinct key parts, KEYS[4] profiles,
-        KEYS[5] metadata hash; ARGV[1] player, ARGV[2] k, ARGV[3] rank mode, ARGV[4] key count
-Output: {first ordinal rank, first rank in the mode, first position, board size, then flat
-        member, profile JSON or nil, metadata or nil, ...}; {} if unranked
-]]
-function reads.lb_lex_around(keys, args)
-  local k, key_len = valid.parse_uint(args[2], 3), lex.key_len(args[4])
-  if not k or k > 100 or not scoring.RANK_MODES[args[3]] or not key_len then
-    return refuse('bad_request', 'k must be 0..100; rank mode and key count required')
-  end
-  local member = redis.call('HGET', keys[2], args[1])
-  if not member then
-    return {}
-  end
-  local ordinal = redis.call('ZRANK', keys[1], member)
-  local start = math.max(0, ordinal - k)
-  local members = redis.call('ZRANGE', keys[1], start, ordinal + k)
-  local first = members[1]
-  local rank = lex.rank(keys[1], keys[3], args[3], first, key_len)
-  local position = args[3] == 'dense' and lex.rank(keys[1], keys[3], 'competition', first, key_len) or rank
-  if args[3] == 'ordinal' then
-    rank, position = start + 1, start + 1
-  end
-  return { start + 1, rank, position, redis.call('ZCARD', keys[1]), unpack(lex.entries(keys[4], keys[5], members, key_len)) }
 end
 
 --[[ lb_rank_rebuild: rebuild a board's histogram, and in dense mode its distinct points, from the

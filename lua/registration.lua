@@ -18,9 +18,6 @@ redis.register_function { function_name = 'lb_top', callback = reads.lb_top, fla
 redis.register_function { function_name = 'lb_around', callback = reads.lb_around, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_ranks', callback = reads.lb_ranks, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_status', callback = queue.lb_status, flags = { 'no-writes' } }
-redis.register_function { function_name = 'lb_lex_top', callback = reads.lb_lex_top, flags = { 'no-writes' } }
-redis.register_function { function_name = 'lb_lex_ranks', callback = reads.lb_lex_ranks, flags = { 'no-writes' } }
-redis.register_function { function_name = 'lb_lex_around', callback = reads.lb_lex_around, flags = { 'no-writes' } }
 redis.register_function('lb_ban', moderation.lb_ban)
 redis.register_function('lb_ban_defined', moderation.lb_ban_defined)
 redis.register_function('lb_unban', moderation.lb_unban)

@@ -104,14 +104,12 @@ them; Python wrappers in leaderboard/library.py):
   lb_publish      publish snapshots under the lease     publisher (read), published, latest;
                                                         SPUBLISH snap
   lb_forget       drop gone consumers of a group        the stream given (any group)
-  lb_top          top N with profiles (no-writes)       a board, profiles
-  lb_around       entries around a player (no-writes)   a board, its points, profiles
-  lb_ranks        ranks of listed players (no-writes)   a board, its points and hist
-  lb_lex_top      a lex board's top N (no-writes)       a board, profiles, its metadata
-  lb_lex_around   entries around a player on a lex      a board, its members, its points (key
-                  board (no-writes)                     parts), profiles, its metadata
-  lb_lex_ranks    ranks of listed players on a lex      a board, its members, its points (key
-                  board (no-writes)                     parts)
+  lb_top          top N with profiles and metadata,     a board, profiles, its metadata
+                  either encoding (no-writes)
+  lb_around       entries around a player, either       a board, profiles, its points (or key
+                  encoding (no-writes)                  parts), its members, its metadata
+  lb_ranks        ranks of listed players, either       a board, its points (or key parts),
+                  encoding (no-writes)                  hist, its members
   lb_close        a period's close event, once          closedmark, closed, finals, versions,
                                                         journal; boards (read)
   lb_close_board  a defined board period's close event  its closedmark, closed, its finals,
@@ -153,7 +151,8 @@ ZCOUNT on the board's points set). Reads take the mode as an argument; no read s
 Errors, one way per scope (refuse and entry_error below), with the codes of leaderboard/errors.py:
 - a call that cannot run answers 'ERR <code> <message>' and writes nothing: bad_request
   (malformed input), library_mismatch (lb_submit: a call laid out by another release),
-  backlog_full, unknown_tournament, tournament_exists, tournament_ended, banned,
+  backlog_full, idempotency_conflict (lb_enqueue: a submission id filed again with another body),
+  unknown_tournament, tournament_exists, tournament_ended, banned,
   points_out_of_range, and the input codes of the moderation, profile and entry functions:
   invalid_player, invalid_actor, invalid_reason, invalid_points, invalid_name, invalid_avatar,
   invalid_country; the board definition functions' invalid_board, board_exists, unknown_board,

@@ -3,6 +3,7 @@
 ``python -m scorer status --id m-1``: what became of a submission (applied, pending, refused, unknown).
 ``python -m scorer tournament create|join|list``: live tournaments (boards ``t-<id>``).
 ``python -m scorer board create|list|show|update|delete``: board definitions (docs/data-model.md).
+``python -m scorer top``: a board's top N, read as the socket and the HTTP API read it.
 ``python -m scorer ban|unban|correct|profile ...``: operator actions (docs/operations.md).
 ``python -m scorer rebuild``: restore the boards from the durable score log (LB_DURABLE_URL)
 into a Redis that lost them.
@@ -33,7 +34,20 @@ from typing import Any, NamedTuple
 import orjson
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
 
-from leaderboard import BacklogFull, BadRequest, InvalidSubmission, Leaderboard, Submission, boards, connect, now_ms
+from leaderboard import (
+    BacklogFull,
+    BadRequest,
+    InvalidSubmission,
+    Leaderboard,
+    Submission,
+    boards,
+    connect,
+    now_ms,
+    replies,
+)
+from leaderboard import protocol as p
+from leaderboard.auth import Identity
+from leaderboard.definitions import default_window
 from leaderboard.errors import Banned, InvalidBoard, InvalidInput, NotReplicated, TournamentError
 from leaderboard.gctune import fewer_collections
 from leaderboard.moderation import Moderation
@@ -82,8 +96,12 @@ class Command:
 # A command's expected failures: the line it prints (on stderr) and its exit status, for the
 # first class that matches; anything else is a bug, raised. Redis trouble: ``failure``.
 FAILURES: tuple[tuple[tuple[type[Exception], ...], Callable[[Any], str], int], ...] = (
-    ((InvalidSubmission, InvalidInput, InvalidBoard, Banned), lambda e: f"refused: {e.code}: {e.message}", 2),
-    ((BadRequest, TournamentError), lambda e: f"refused: {e.message}", 2),
+    # the code a client of the socket or the HTTP API is told for the same refusal (docs/protocol.md)
+    (
+        (InvalidSubmission, InvalidInput, InvalidBoard, Banned, BadRequest, TournamentError, p.ProtocolError),
+        lambda e: f"refused: {'bad_message' if e.code == 'bad_request' else e.code}: {e.message}",
+        2,
+    ),
     ((BacklogFull,), lambda e: f"backlog full: {e.message}", 3),
     ((NotReplicated,), lambda e: f"not replicated: {e.message}", 4),
     ((RebuildRefused,), lambda e: f"refused: {e}", 3),
@@ -162,6 +180,8 @@ async def submit(settings: ScorerSettings, args: argparse.Namespace) -> str:
     for key in ("points", "op", "name", "region", "mode", "tournament", "board", "values", "meta"):
         if getattr(args, key):
             fields[key] = getattr(args, key)
+    if args.board:  # speedrun or board:speedrun, as the socket and the HTTP API name it
+        fields["board"] = p.board_id(args.board)
     served = {c.game: c for c in settings.game.served}
     config = served.get(args.game or next(iter(served)))
     if config is None:
@@ -309,9 +329,9 @@ def _board_parser(sub: Subparsers, epilog: str) -> None:
     u = bsub.add_parser("update", help="replace a definition (its order-fixing fields cannot change)")
     u.add_argument("definition", help="definition JSON, or @file")
     s = bsub.add_parser("show", help="a board's definition as JSON")
-    s.add_argument("id", help="board id")
+    s.add_argument("id", type=p.board_id, help="board id (speedrun, or board:speedrun)")
     d = bsub.add_parser("delete", help="delete a board's definition")
-    d.add_argument("id", help="board id")
+    d.add_argument("id", type=p.board_id, help="board id (speedrun, or board:speedrun)")
     bsub.add_parser("list", help="every board: id, encoding, keys, version")
     _redis_option(b, c, u, s, d)
 
@@ -349,6 +369,43 @@ async def board(settings: ScorerSettings, args: argparse.Namespace) -> str:
             f"{d.id}\t{d.encoding}\t{','.join(f'{k.name}:{k.direction}' for k in d.keys)}\tv{d.version}"
             for d in lb.boards.all()
         )
+    finally:
+        await redis.aclose()
+
+
+def _top_parser(sub: Subparsers, epilog: str) -> None:
+    t = _parser(
+        sub,
+        "top",
+        "a board's top N as JSON (the socket's top reply)",
+        "A board's top N, read as the socket and the HTTP API read it: the same parser, the same reply, the same "
+        "error codes (docs/protocol.md). --board names the game's own board (global, region:<name>, "
+        "mode:<name>) or a defined one (speedrun, or board:speedrun).",
+        epilog,
+    )
+    t.add_argument("--board", default="global", help="the board (default: global)")
+    t.add_argument("--window", help="the window (default: the board's first; the game's default for its own)")
+    t.add_argument("--period", help="previous, or a period label such as 2026-W48 (default: the current)")
+    t.add_argument("-n", type=int, default=10, help="entries (default 10)")
+    t.add_argument("--game", help="the game (default: the first of LB_GAMES, else LB_GAME)")
+    _redis_option(t)
+
+
+async def top(settings: ScorerSettings, args: argparse.Namespace) -> str:
+    served = {c.game: c for c in settings.game.served}
+    config = served.get(args.game or next(iter(served)))
+    if config is None:
+        raise p.ProtocolError("unknown_game", f"game {args.game!r} is not served here ({', '.join(served)})")
+    msg = {"type": "top", "board": args.board, "n": args.n}
+    msg |= {name: getattr(args, name) for name in ("window", "period") if getattr(args, name) is not None}
+    redis = connect(settings.redis_url, pool=settings.redis_pool)
+    try:
+        game = replies.Game.of(Leaderboard(redis, config))
+        await game.lb.boards.refresh()  # a process of one request: its registry read once
+        req = replies.parse(game, msg, default_window=default_window(game.lb.config, ""))
+        # an operator's read: a game server's, as a trusted process reads
+        body = await replies.answer(game, Identity("server", "operator"), req)
+        return orjson.dumps(orjson.loads(body), option=orjson.OPT_INDENT_2).decode()
     finally:
         await redis.aclose()
 
@@ -596,6 +653,7 @@ COMMANDS = {
         Command("status", _status_parser, status),
         Command("tournament", _tournament_parser, tournament),
         Command("board", _board_parser, board),
+        Command("top", _top_parser, top),
         Command("ban", _ban_parser, operate),
         Command("unban", _unban_parser, operate),
         Command("correct", _correct_parser, operate),

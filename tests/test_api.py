@@ -328,7 +328,7 @@ async def test_a_bad_write_is_refused_and_writes_nothing(
 
 
 async def test_bad_reads_are_refused(http: httpx.AsyncClient) -> None:
-    problem(await http.get("/v1/boards/global/top", params={"window": "hourly"}), 404, "bad_board")
+    problem(await http.get("/v1/boards/global/top", params={"window": "hourly"}), 400, "invalid_window")
     problem(await http.get("/v1/boards/planet:x/top"), 404, "bad_board")
     problem(await http.get("/v1/boards/global/top", params={"n": "0"}), 400, "bad_message")
     problem(await http.get("/v1/boards/global/top", params={"n": "lots"}), 400, "bad_message")
@@ -735,6 +735,26 @@ async def test_a_defined_board_takes_key_values_and_answers_with_them(
     assert rows == [("ana", 2, ["12", "81250"]), ("ben", 1, ["12", "79900"]), ("zed", None, None)]
 
 
+async def test_stats_answer_on_every_window_a_defined_board_keeps(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
+    """Its own monthly and season windows, which the game does not keep, as top reads them."""
+    lb = Leaderboard(r, GameConfig(game=GAME))
+    # the API process outlives each test's flush: a counter it has not seen, or it keeps its copy
+    await r.set(lb.keys.boards_version, now_ms())
+    season = {"start_ms": now_ms() - 3_600_000, "length_s": 7 * 86_400}
+    await lb.create_board(
+        boards.parse({"id": "mon", "keys": [{"name": "v"}], "windows": ["monthly", "season"], "season": season})
+    )
+    [result] = await lb.submit_batch(
+        [{"id": "mon-1", "player": "ana", "board": "mon", "values": "3", "ts": str(now_ms())}]
+    )
+    assert result.status == "ok"
+    for window_name in ("monthly", "season"):
+        stats = await http.get("/v1/boards/board:mon/stats", params={"window": window_name})
+        assert stats.status_code == 200, stats.text
+        top = (await http.get("/v1/boards/board:mon/top", params={"window": window_name})).json()
+        assert (stats.json()["size"], stats.json()["period"]) == (1, top["period"])
+
+
 async def test_a_stored_default_board_reaches_the_api_without_a_restart(
     http: httpx.AsyncClient, r: aioredis.Redis
 ) -> None:
@@ -755,7 +775,7 @@ async def test_a_stored_default_board_reaches_the_api_without_a_restart(
 
     await until(follows, 5)
     daily = await http.get("/v1/boards/global/top", params={"window": "daily"})
-    problem(daily, 404, "bad_board")  # a window the stored default no longer keeps
+    problem(daily, 400, "invalid_window")  # a window the stored default no longer keeps
     refused = {**stored, "time_zone": "Europe/Paris"}
     problem(await http.put("/v1/definitions/default", json=refused, headers=SERVER), 400, "invalid_default_board")
     assert (await _definition(lb, "default") or {}).get("time_zone") == "UTC"
@@ -823,7 +843,7 @@ async def test_the_top_sent_before_routing_is_the_routes_answer(http: httpx.Asyn
         assert same[0].headers["etag"] == same[1].headers["etag"] == fast.headers["etag"]
     # a token is checked by the route, before anything is answered
     problem(await http.get("/v1/boards/mode:same/top", headers={"Authorization": "Bearer bad"}), 401, "invalid_token")
-    problem(await http.get("/v1/boards/nope/top"), 404, "bad_board")
+    problem(await http.get("/v1/boards/nope/top"), 404, "unknown_board")  # a defined board's bare id
 
 
 async def test_every_top_is_cacheable_the_same_way(http: httpx.AsyncClient, r: aioredis.Redis) -> None:

@@ -11,7 +11,8 @@ import pytest
 
 from api import bodies
 from api.problems import ALL_CODES
-from api.routes import FIELD_CODES, SCHEMAS, openapi
+from api.routes import openapi
+from api.schemas import FIELD_CODES, SCHEMAS
 
 CASES: list[tuple[str, Any]] = [
     ("Score", {"player_id": "mia", "score": 1, "match_id": "m"}),

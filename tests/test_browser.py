@@ -28,6 +28,8 @@ from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
 from leaderboard.queue import Queue
 
+from .test_seed_boards import DEFINITIONS as SEED_BOARDS
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Chromium is not installed (./dev test installs it as root with apt-get)"
@@ -126,10 +128,18 @@ async def test_page_reconnects_by_itself_after_its_gateway_dies(fleet: Fleet, br
     page = await browser.new_page()
     await page.goto(fleet.page_url)
     await wait_until(lambda: _first(rows(page), "Ana"), 10)
+    # Two minutes on with nothing new: connected, the board is idle, not lost (not red).
+    await page.clock.set_fixed_time(time.time() + 120)  # Date only: the page's timers keep running
+    await wait_until(lambda: _eq(page.get_attribute("#fresh", "data-state"), "idle"), 3)
+    assert (await page.inner_text("#fresh")).startswith("idle")
+    red = "rgb(210, 69, 47)"  # --down: the colour of a lost connection
+    assert await page.eval_on_selector("#fresh", "e => getComputedStyle(e).color") != red
     [gw] = fleet.gateways
     gw.send_signal(signal.SIGKILL)
     await gw.wait()
     await wait_until(lambda: _contains(page.inner_text("#status-text"), "Reconnecting"), 5)
+    await wait_until(lambda: _eq(page.get_attribute("#fresh", "data-state"), "offline"), 3)  # now it is
+    assert await page.eval_on_selector("#fresh", "e => getComputedStyle(e).color") == red
     assert await rows(page) == ["Ana"]  # the last snapshot stays on screen
     await submit(r, ("leo", 900, "Leo"))  # the board moves while the page is away
     fleet.gateways[0] = await fleet.start_gateway(0)
@@ -187,44 +197,70 @@ async def test_a_tournament_shows_live_beside_the_windows(fleet: Fleet, browser:
     await page.close()
 
 
-async def test_a_defined_board_shows_its_keys_by_their_display_hints(
+async def test_every_board_is_offered_and_shows_its_keys_by_their_display_hints(
     fleet: Fleet, browser: Any, r: aioredis.Redis
 ) -> None:
-    """Times as durations (m:ss.mmm), money as units and cents (exact beyond a double's 2^53), a
-    plain number grouped, two keys side by side: from the snapshots the real scorer publishes."""
+    """The picker lists the game's boards as links; each opens in its own first window (none
+    keeps ``weekly``, the game's default), and shows its keys by their display hints in the top,
+    the rank panel, the players around and the feed: times as durations (m:ss.mmm), money as
+    units and cents (exact beyond a double's 2^53), both keys of a two-key board; metadata as text."""
     config = GameConfig(game="test")
     lb = Leaderboard(r, config)
-    ms = {"name": "ms", "direction": "asc", "display": "duration_ms", "min": 0, "max": 36_000_000}
-    await lb.create_board(boards.parse({"id": "speedrun", "keys": [ms], "windows": ["daily"]}))
+    ms = {"name": "lap", "direction": "asc", "display": "duration_ms", "min": 0, "max": 36_000_000}
+    speedrun = {"id": "speedrun", "keys": [ms], "windows": ["daily"], "metadata_bytes": 64}
+    await lb.create_board(boards.parse(speedrun))
     balance = {"name": "balance", "display": "money"}
-    await lb.create_board(boards.parse({"id": "wallet", "keys": [balance], "operator": "set", "windows": ["daily"]}))
+    await lb.create_board(boards.parse({"id": "wallet", "keys": [balance], "operator": "set", "windows": ["monthly"]}))
     floor = {"name": "floor", "min": 0, "max": 10_000}
     time_key = {"name": "time", "direction": "asc", "display": "duration_ms"}
     await lb.create_board(boards.parse({"id": "tower", "keys": [floor, time_key], "windows": ["daily"]}))
     now = now_ms()
+    html = '<img src=x onerror="window.pwned=1">'
     runs = [
-        ("speedrun", "ana", (61_500,)),
-        ("speedrun", "ben", (59_990,)),
-        ("speedrun", "cy", (3_725_042,)),  # over an hour: minutes keep counting
-        ("wallet", "ana", (123_456,)),
-        ("wallet", "ben", (-5,)),
-        ("wallet", "cy", (10**17 + 1,)),  # 10^15 units and a cent: beyond 2^53
-        ("tower", "ana", (1_204, 81_250)),
+        ("speedrun", "ana", (61_500,), "Mazda MX-5"),
+        ("speedrun", "ben", (59_990,), html),
+        ("speedrun", "cy", (3_725_042,), None),  # over an hour: minutes keep counting
+        ("wallet", "ana", (123_456,), None),
+        ("wallet", "ben", (-5,), None),
+        ("wallet", "cy", (10**17 + 1,), None),  # 10^15 units and a cent: beyond 2^53
+        ("tower", "ana", (1_204, 81_250), None),
+        ("tower", "ben", (1_204, 79_900), None),  # the same floor, faster: ranked apart
     ]
     await Queue(r, config).submit_many(
-        [Submission(f"d{i}", p, 0, now, board=b, values=v) for i, (b, p, v) in enumerate(runs)]
+        [Submission(f"d{i}", p, 0, now, board=b, values=v, meta=m) for i, (b, p, v, m) in enumerate(runs)]
     )
-    shown = {
-        "speedrun": ["0:59.990", "1:01.500", "62:05.042"],
-        "wallet": ["1,000,000,000,000,000.01", "1,234.56", "-0.05"],
-        "tower": ["1,204 · 1:21.250"],
-    }
     page = await browser.new_page(locale="en-US")
-    cells = page.locator("#top tbody tr td.num")
-    for board, expected in shown.items():
-        await page.goto(f"{fleet.page_url}#board=board:{board}&window=daily")
-        await page.reload()  # a new hash alone does not load the page again
-        await wait_until(lambda want=expected: _eq(cells.all_inner_texts(), want), 10)
+    await page.goto(f"{fleet.page_url}#token={issue('ana', 'player', SECRET, exp=time.time() + 600)}")
+    links = page.locator("#boards a")
+    await wait_until(lambda: _eq(links.all_inner_texts(), ["global", "speedrun", "tower", "wallet"]), 10)
+    cells, around = page.locator("#top tbody tr td.num"), page.locator("#around li .num")
+
+    await links.filter(has_text="speedrun").click()  # a link: the address names the board
+    assert page.url.endswith("&board=speedrun") or "board=speedrun" in page.url
+    await wait_until(lambda: _eq(cells.all_inner_texts(), ["0:59.990", "1:01.500", "62:05.042"]), 5)
+    assert await page.inner_text("#windows [aria-pressed=true]") == "daily"  # its own first window
+    assert await page.text_content("#score-col") == "lap"  # shown in capitals, like the other heads
+    await wait_until(lambda: _contains(page.inner_text("#my-score"), "lap 1:01.500 · of 3 players"), 5)
+    await wait_until(lambda: _eq(around.all_inner_texts(), ["0:59.990", "1:01.500", "62:05.042"]), 5)
+    assert "points" not in await page.inner_text("main")
+    metas = await page.locator("#top tbody tr td.player .meta").all_inner_texts()
+    assert metas == [html, "Mazda MX-5"]  # the markup as text; cy has none
+    assert await page.locator("#around li .meta").all_inner_texts() == [html, "Mazda MX-5"]
+    assert not await page.evaluate("window.pwned === 1")
+    await wait_until(lambda: _contains(page.locator("#feed .num").all_inner_texts(), " · 1:01.500"), 5)
+
+    await page.locator("#boards a", has_text="tower").click()
+    await wait_until(lambda: _eq(cells.all_inner_texts(), ["1,204 · 1:19.900", "1,204 · 1:21.250"]), 5)
+    await wait_until(lambda: _eq(around.all_inner_texts(), ["1,204 · 1:19.900", "1,204 · 1:21.250"]), 5)
+    await wait_until(lambda: _contains(page.inner_text("#my-score"), "floor 1,204 · time 1:21.250"), 5)
+    assert await page.inner_text("#my-rank") == "#2"
+
+    await page.goto(f"{fleet.page_url}#board=board:wallet")  # the long form, and a spectator
+    await page.reload()
+    await wait_until(lambda: _eq(cells.all_inner_texts(), ["1,000,000,000,000,000.01", "1,234.56", "-0.05"]), 10)
+    assert await page.inner_text("#windows [aria-pressed=true]") == "monthly"
+    await page.goto(f"{fleet.page_url}#board=nope")
+    await wait_until(lambda: _eq(page.get_attribute("#fresh", "data-state"), "error"), 5)
     await page.close()
 
 
@@ -634,4 +670,85 @@ async def test_only_rows_that_moved_by_their_own_score_are_highlighted(
     after = ["Player 12", "Player 9", "Player 11", "Mia", "Player 10", *(f"Player {i}" for i in range(8, 3, -1))]
     await wait_until(lambda: _eq(rows(page), after), 5)
     assert await moved(page) == ["p9"]
+    await page.close()
+
+
+DRIVERS = [  # name, lap (ms), car: a speedrun board's entries, lowest first
+    ("Mia Storm", 461_250, "Porsche 911 GT3 RS"),
+    ("Leo Park", 463_900, "Nissan GT-R Nismo"),
+    ("Ana Souza", 465_075, "Mercedes-AMG GT Black Series"),
+    ("Kai Berg", 468_310, "Lamborghini Huracán STO"),
+    ("Zoe Chen", 470_004, "Porsche 718 Cayman GT4"),
+    ("Ben Okafor", 472_560, "BMW M4 CSL"),
+    ("Ivy Novak", 474_120, "Honda Civic Type R"),
+    ("Sam Rossi", 479_880, "Toyota GR Supra"),
+    ("Eva Lind", 483_415, "Mazda MX-5"),
+    ("Tom Harris", 489_990, "Volkswagen Golf GTI"),
+    ("Noa Katz", 497_230, "Ford Mustang Mach 1"),
+]
+CLIMBERS = [  # name, floor, completion time (ms): the Tower board (seed 003, section 4.2)
+    ("Mia Storm", 58, 1_925_400),
+    ("Leo Park", 58, 2_011_250),
+    ("Ana Souza", 57, 1_750_900),
+    ("Kai Berg", 55, 1_640_000),
+    ("Zoe Chen", 55, 1_702_315),
+    ("Ben Okafor", 55, 1_702_316),
+    ("Ivy Novak", 52, 1_480_120),
+    ("Sam Rossi", 49, 1_390_555),
+    ("Eva Lind", 47, 1_299_800),
+    ("Tom Harris", 44, 1_205_010),
+    ("Noa Katz", 40, 1_100_000),
+]
+
+
+async def test_a_speedrun_and_the_tower_board_on_the_page(fleet: Fleet, browser: Any, r: aioredis.Redis) -> None:
+    """docs/clients.md's pictures: a speedrun board (durations, lowest first, the car as metadata)
+    and the Tower board of tests/test_seed_boards.py (floor, then completion time), as a player in
+    the middle sees them. ``LB_UPDATE_SCREENSHOT=1`` saves them as docs/screenshot-*.png."""
+    config = GameConfig(game="test")
+    lb = Leaderboard(r, config)
+    lap = {"name": "lap", "direction": "asc", "display": "duration_ms", "min": 0, "max": 3_600_000}
+    await lb.create_board(
+        boards.parse({"id": "nordschleife", "keys": [lap], "windows": ["daily"], "metadata_bytes": 64})
+    )
+    await lb.create_board(boards.parse(next(d for d in SEED_BOARDS if d["id"] == "tower")))
+    now = now_ms()
+
+    def player(name: str) -> str:
+        return name.split()[0].lower()
+
+    slips = [
+        Submission(f"n{i}", player(name), 0, now, name=name, board="nordschleife", values=(ms,), meta=car)
+        for i, (name, ms, car) in enumerate(DRIVERS)
+    ] + [
+        Submission(f"t{i}", player(name), 0, now, name=name, board="tower", values=(floor, ms))
+        for i, (name, floor, ms) in enumerate(CLIMBERS)
+    ]
+    await Queue(r, config).submit_many(slips)
+    # reduced motion: the picture shows the marks, not a highlight caught halfway through fading
+    page = await browser.new_page(viewport={"width": 1100, "height": 760}, locale="en-US", reduced_motion="reduce")
+    token = issue("zoe", "player", SECRET, exp=time.time() + 600)
+    shots = {
+        "nordschleife": ("7:50.004", "7:41.250", "Porsche 911 GT3 RS"),
+        "tower": ("55 · 28:22.315", "58 · 32:05.400", None),
+    }
+    for board, (mine, first, car) in shots.items():
+        await page.goto(f"{fleet.page_url}#board={board}&token={token}")
+        await page.reload()
+        await wait_until(lambda: _eq(page.locator("#top tbody tr").count(), 10), 10)
+        assert (await page.locator("#top tbody tr td.num").all_inner_texts())[0] == first
+        await wait_until(lambda: _eq(page.inner_text("#my-rank"), "#5"), 5)
+        await wait_until(lambda: _eq(page.locator("#around li").count(), 5), 5)
+        assert mine in await page.inner_text("#around li.me .num")
+        if car is not None:
+            assert (await page.locator("#top tbody tr td.player .meta").all_inner_texts())[0] == car
+        else:  # a climb while the page is open: the feed and the movement marks show it
+            climb = Submission("t-late", "noa", 0, now_ms(), name="Noa Katz", board="tower", values=(56, 1_830_000))
+            await Queue(r, config).submit(climb)
+            await wait_until(lambda: _first(page.locator("#feed .name").all_inner_texts(), "Noa Katz"), 5)
+            assert (await page.inner_text("#feed li >> nth=0")).endswith("entered at #4 · 56 · 30:30.000")
+            await wait_until(lambda: _eq(page.inner_text("#my-rank"), "#6"), 5)
+            await wait_until(lambda: _eq(around_me(page), "6"), 5)
+        if os.environ.get("LB_UPDATE_SCREENSHOT"):
+            await page.screenshot(path=str(ROOT / "docs" / f"screenshot-{board}.png"))
     await page.close()

@@ -10,8 +10,8 @@ import pytest
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import InvalidStatus
 
-from gateway.address import client_address, networks
 from gateway.settings import GatewaySettings
+from leaderboard.proxies import client_address, networks
 from leaderboard.settings import SettingsError
 
 from .gw_helpers import client, greet, running

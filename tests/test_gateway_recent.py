@@ -39,4 +39,4 @@ async def test_recent_returns_the_boards_last_announcements_newest_first(redis_u
         eu = await request(ws, {"type": "recent", "board": "region:eu", "id": 3})
         assert [e["player"] for e in eu["entries"]] == ["eu"]
         bad = await request(ws, {"type": "recent", "window": "hourly", "id": 4})
-        assert (bad["type"], bad["code"], bad["id"]) == ("error", "bad_board", 4)
+        assert (bad["type"], bad["code"], bad["id"]) == ("error", "invalid_window", 4)

@@ -12,7 +12,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from leaderboard import GameConfig, Leaderboard, Submission, now_ms
+from leaderboard import GameConfig, Leaderboard, Submission, boards, now_ms
 from leaderboard.auth import AuthError, authenticate, issue
 from leaderboard.protocol import ProtocolError, Subscribe, parse
 
@@ -54,7 +54,7 @@ def test_parse_defaults_and_codes() -> None:
         ('{"type":"dance"}', "unknown_type"),
         ('{"type":"top","n":500}', "bad_message"),
         ('{"type":"top","board":"planet:x"}', "bad_board"),
-        ('{"type":"top","window":"monthly"}', "bad_board"),
+        ('{"type":"top","window":"monthly"}', "invalid_window"),
         ('{"type":"ranks","players":[]}', "bad_message"),
         ('{"type":"ping","id":{"x":1}}', "bad_message"),
         (b'{"type":"ping"}', "binary_frame"),  # valid JSON, but a binary frame
@@ -165,7 +165,33 @@ async def test_stats_size_and_distinct_players_for_anyone(redis_url: str, lb: Le
             "size": 7, "players": 7, "id": 9,
         }  # fmt: skip
         bad = await request(ws, {"type": "stats", "window": "yearly"})
-        assert (bad["type"], bad["code"]) == ("error", "bad_board")
+        assert (bad["type"], bad["code"]) == ("error", "invalid_window")
+
+
+async def test_boards_lists_the_games_boards_for_anyone(redis_url: str, lb: Leaderboard) -> None:
+    """A page's board picker: the game's own boards in the game's windows, each defined board in
+    its own windows with its keys' display hints, and nothing of a definition's rules."""
+    time_key = {"name": "time", "direction": "asc", "display": "duration_ms"}
+    await lb.create_board(boards.parse({"id": "tower", "keys": [{"name": "floor"}, time_key], "windows": ["daily"]}))
+    speedrun = {"id": "speedrun", "keys": [time_key], "windows": ["monthly", "alltime"], "metadata_bytes": 32}
+    await lb.create_board(boards.parse(speedrun))
+    async with running(redis_url, boards=("region:eu",)) as gw, client(gw) as ws:  # a spectator
+        welcome, _ = await greet(ws)
+        listed = await request(ws, {"type": "boards", "id": 4})
+    assert (listed["type"], listed["id"]) == ("boards", 4)
+    own = {"windows": welcome["windows"], "window": welcome["window"]}
+    assert listed["boards"] == [
+        {"board": "global", **own},
+        {"board": "region:eu", **own},
+        {
+            "board": "board:speedrun", "windows": ["monthly", "alltime"], "window": "monthly",
+            "columns": [time_key], "metadata": True,
+        },
+        {
+            "board": "board:tower", "windows": ["daily"], "window": "daily",
+            "columns": [{"name": "floor", "direction": "desc", "display": "number"}, time_key], "metadata": False,
+        },
+    ]  # fmt: skip
 
 
 async def test_own_rank_is_pushed_only_on_change(redis_url: str, lb: Leaderboard) -> None:

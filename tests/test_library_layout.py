@@ -87,10 +87,11 @@ async def test_a_redis_error_inside_the_library_names_its_file_and_line(lb: Lead
     await r.set(lb.keys.board("weekly", label, "global"), "not a board")
     with pytest.raises(redis.exceptions.ResponseError) as raised:
         await lb.top("weekly", at=NOW)
-    # lb_top's one read of the board (reads.lua), named where Redis named user_function:<line>
+    # lb_top's read of a packed board (reads.slice, in reads.lua), named where Redis named
+    # user_function:<line>
     lines = (LUA / "reads.lua").read_text().splitlines()
-    start = lines.index("function reads.lb_top(keys, args)")
-    line = next(i for i in range(start, len(lines)) if "redis.call(" in lines[i]) + 1
+    start = lines.index("function reads.slice(board, enc, param, start, stop)")
+    line = next(i for i in range(start, len(lines)) if "redis.call(" in lines[i] and "'REV'" in lines[i]) + 1
     assert f"reads.lua:{line}" in str(raised.value)
     assert "user_function" not in str(raised.value)
 

@@ -1,8 +1,9 @@
 """Properties of defined boards against the pure model (leaderboard/boards.py ``Board``), on a
 real redis-server:
 
-* reads: lex members written as the model encodes them, read by lb_lex_top, lb_lex_ranks and
-  lb_lex_around (top, ranks in each mode, around) equal the model's;
+* reads: entries written as the model encodes them (lex members, or a packed board's scores),
+  read by lb_top, lb_ranks and lb_around (top, ranks in each mode, around) equal the model's,
+  ties by descending player id on both encodings;
 * writes: random slips through lb_submit (random definitions: 1-5 keys, each asc or desc, the
   board's or per-key operators, tie first or last, bounds that make some packed; values over the
   whole int64 range, its extremes often) leave every read equal to the model's, and each slip's
@@ -32,7 +33,12 @@ PLAYERS = ["ana", "ben", "cy", "dee", "eve", "fay", "gus"]
 @st.composite
 def boards_with_entries(draw: st.DrawFn) -> tuple[boards.Definition, dict[str, tuple[tuple[int, ...], int]]]:
     n = draw(st.integers(1, 5))
-    keys = [{"name": f"k{i}", "direction": draw(st.sampled_from(["desc", "asc"]))} for i in range(n)]
+    keys: list[dict[str, object]] = [
+        {"name": f"k{i}", "direction": draw(st.sampled_from(["desc", "asc"]))} for i in range(n)
+    ]
+    packed = n == 1 and draw(st.booleans())  # one bounded key: the same reads on a packed board
+    if packed:
+        keys[0] |= {"min": 0, "max": 1000}
     definition = parse(
         {
             "id": "b",
@@ -44,6 +50,8 @@ def boards_with_entries(draw: st.DrawFn) -> tuple[boards.Definition, dict[str, t
     )
     # few values per key, so ties on one key, on all keys and on the time happen often
     value = st.sampled_from([*EDGES, 5, -5]) | st.integers(INT64_MIN, INT64_MAX)
+    if packed:
+        value = st.sampled_from([0, 1, 5, 1000]) | st.integers(0, 1000)
     players = draw(st.lists(st.sampled_from(PLAYERS), min_size=1, max_size=len(PLAYERS), unique=True))
     entries = {
         p: (tuple(draw(value) for _ in range(n)), draw(st.sampled_from([NOW - 2000, NOW - 1000, NOW]))) for p in players
@@ -60,12 +68,19 @@ async def check(
     period = boards.period(definition, "alltime", NOW)
     scope = "board:b"
     args = ("alltime", period.label, scope)
+    packed = definition.encoding == boards.PACKED
     for player, (values, ts) in entries.items():
+        if packed:
+            score = boards.pack(definition, "alltime", values[0], ts, period.start_ms)
+            points = score >> definition.shift("alltime")
+            await r.zadd(CONFIG.keys.board(*args), {player: score})
+            await r.zadd(CONFIG.keys.points(*args), {str(points): points})
+            continue
         member = boards.encode_member(definition, values, ts, player)
         await r.zadd(CONFIG.keys.board(*args), {member: 0})
         await r.hset(CONFIG.keys.members(*args), player, member)
         await r.zadd(CONFIG.keys.points(*args), {boards.key_prefix(definition, values): 0})
-    model = Board(definition, dict(entries))
+    model = Board(definition, dict(entries), unit_ms=period.window.unit_ms if packed else 1)
     ordered = model.ordered()
     size = len(ordered)
 
@@ -90,7 +105,7 @@ async def check(
     assert [(e.player, e.rank) for e in around.entries] == [(p, model.rank(p)) for p in window]
 
 
-def test_reads_of_lex_boards_equal_the_model(redis_server: RedisServer) -> None:
+def test_reads_of_both_encodings_equal_the_model(redis_server: RedisServer) -> None:
     with asyncio.Runner() as runner:
         r = connect(redis_server.url)
         assert isinstance(r, aioredis.Redis)

@@ -108,9 +108,9 @@ async def test_seed_boards_through_the_pipeline(redis_url: str, r: aioredis.Redi
             assert [c["name"] for c in snap["columns"]] == [k["name"] for k in _definition(board)["keys"]]
         speed = await _snapshot_of(ws, "board:speedrun", "daily")
         assert [e.get("meta") for e in speed["entries"]] == ["replay-b", None, "replay-a"]
-        for scope, win in (("board:nope", "daily"), ("board:tower", "weekly")):  # no such board; not kept
+        for scope, win, code in (("board:nope", "daily", "unknown_board"), ("board:tower", "weekly", "invalid_window")):
             bad = await request(ws, {"type": "subscribe", "board": scope, "window": win}, "error")
-            assert bad["code"] == "bad_board"
+            assert bad["code"] == code
     # a ban takes the player off every defined board (entries, metadata; the top N republished)
     # and refuses the player's slips to them; a defined board is corrected with key values, not points
     mod = Moderation(lb)

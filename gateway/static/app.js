@@ -1,25 +1,38 @@
 // The live leaderboard page: top 10 updating in place with movement, your rank with its trend and
-// the players around you, the board's player count, and a feed of top-10 entries.
-// Token: #token=... in the URL, or a demo token if the gateway offers one (also when a token is
-// refused: a restarted demo fleet signs with a new secret). #window=t-<id> shows a tournament:
-// it is a window like the game's, so the page only has to offer it beside them.
+// the players around you, the board's player count, and a feed of top-10 entries — on any board
+// of the game, each key shown by its display hint.
+// Board: #board=<id> — a defined board's id (#board=tower) or one of the game's own boards
+// (global, region:eu); board:<id> is read too. The picker offers every board of the game (a
+// `boards` request) as links of that form, so a board is a link; a hash change switches in place.
+// Window: #window=<name> when the board keeps it, else the board's own first window (the game's
+// boards: the gateway's default). Token: #token=... in the URL, or a demo token if the gateway
+// offers one (also when a token is refused: a restarted demo fleet signs with a new secret).
+// #window=t-<id> shows a tournament: it is a window like the others, offered beside them.
 import { LeaderboardClient } from "/client.js";
 
 const $ = (id) => document.getElementById(id);
-const params = new URLSearchParams(location.hash.slice(1) || location.search.slice(1));
-const board = params.get("board") || "global";
+const params = () => new URLSearchParams(location.hash.slice(1) || location.search.slice(1));
+const boardOf = (name) => (!name ? "global" : name === "global" || name.includes(":") ? name : `board:${name}`);
+const linkName = (b) => (b.startsWith("board:") ? b.slice("board:".length) : b);
 const TREND = 30; // rank pushes the sparkline shows
-let token = params.get("token");
-let windowName = params.get("window") || null;
+const IDLE_S = 10; // a snapshot older than this on a live connection: the board is idle
+let token = params().get("token");
+let target = boardOf(params().get("board")); // the board the URL asks for
+let wanted = params().get("window") || null; // the window the URL asks for, if the board keeps it
+let board = null; // the board and window shown (subscribed): null until the first is chosen
+let windowName = null;
+let catalog = null; // the game's boards, from the `boards` reply; null until it comes
+let columns = null; // the shown board's keys and display hints; null: plain points
+let boardError = null; // the URL names a board the game does not have
 const isTournament = (w) => /^t-[A-Za-z0-9_-]{1,32}$/.test(w || "");
-const tournament = isTournament(windowName) ? windowName : null; // stays on offer after a switch
+const tournament = isTournament(wanted) ? wanted : null; // stays on offer after a switch
 const offered = (windows) => (tournament ? [...windows, tournament] : windows);
 let shownRanks = null; // player -> rank on screen; null: nothing shown yet for this window
 let countdown = null;
 let lastSnapshotTs = null;
 let me = null; // this page's player id, from welcome
 // what the page shows as the player's standing; approx: a rounded deep-rank estimate ("≈ #412,000")
-let mine = { rank: null, score: null, pct: null, approx: false };
+let mine = { rank: null, score: null, keys: null, pct: null, approx: false };
 let boardSize = null; // one count for the whole page: the newest of stats and rank replies
 let trend = []; // the player's last ranks, oldest first
 let aroundSeq = 0; // only the newest "around" reply is drawn
@@ -78,8 +91,27 @@ const DISPLAY = {
     return `${n < 0n ? "-" : ""}${(abs / 100n).toLocaleString()}.${String(abs % 100n).padStart(2, "0")}`;
   },
 };
-const cells = (e, columns) =>
-  columns && e.keys ? e.keys.map((v, i) => (DISPLAY[columns[i]?.display] || DISPLAY.number)(v)).join(" · ") : fmt(e.score);
+const shown = (column, v) => (DISPLAY[column?.display] || DISPLAY.number)(String(v));
+// An entry's standing as the board ranks it: every key (a floor alone would show players ranked
+// apart as equal), each by its display hint; the game's boards' points as a number.
+// Key values as text: a list, or (an announcement's) one string joined by ",".
+const keysOf = (e) => (typeof e.keys === "string" ? e.keys.split(",") : e.keys);
+function score(e) {
+  const keys = keysOf(e);
+  if (keys && columns) return keys.map((v, i) => shown(columns[i], v)).join(" · ");
+  if (e.score == null) return "";
+  return columns && columns.length === 1 ? shown(columns[0], e.score) : fmt(e.score);
+}
+// The same with what each value counts, where it stands alone: "floor 12 · time 1:19.900",
+// "5,000 points" (never a lap time as points).
+function labelled(e) {
+  if (!columns) return `${score(e)} points`;
+  const values = keysOf(e) || [e.score];
+  return values.map((v, i) => `${columns[i]?.name ?? ""} ${shown(columns[i], v)}`.trim()).join(" · ");
+}
+const sameStanding = (a, b) => String(keysOf(a) ?? a.score) === String(keysOf(b) ?? b.score);
+// An entry's metadata (a car, a replay id): text, never HTML, whatever it holds.
+const meta = (e) => (typeof e.meta === "string" && e.meta ? [el("span", { className: "meta", textContent: e.meta })] : []);
 // How the board ranks ties, in the players' words (the snapshot's mode).
 const MODES = {
   ordinal: "ties: first to reach the score ranks higher",
@@ -117,10 +149,72 @@ function renderWindows(windows) {
   );
 }
 
+// The picker: every board of the game as a link (#board=<id>, the page's token kept), the shown one
+// marked; hidden while the game has only its own board.
+function hrefFor(b) {
+  const p = params();
+  p.set("board", linkName(b));
+  p.delete("window"); // a board opens in its own first window
+  return `#${[...p].map(([k, v]) => `${k}=${encodeURIComponent(v).replace(/%3A/gi, ":")}`).join("&")}`;
+}
+
+function renderBoards() {
+  const list = catalog || [];
+  $("boards").hidden = list.length < 2;
+  $("boards").replaceChildren(
+    ...list.map((b) => {
+      const a = el("a", { href: hrefFor(b.board), textContent: linkName(b.board) });
+      a.dataset.board = b.board;
+      if (b.board === target) a.setAttribute("aria-current", "page");
+      return a;
+    }),
+  );
+}
+
+// What the page knows of a board: the catalog's entry, or for the game's own boards the welcome's
+// windows until the catalog comes (a defined board waits for it: only it knows its windows).
+function boardInfo(b) {
+  const listed = catalog && catalog.find((x) => x.board === b);
+  if (listed) return listed;
+  if (!b.startsWith("board:") && client.welcome) return { board: b, windows: client.welcome.windows, window: client.welcome.window };
+  return null;
+}
+
+// Show the board the URL asks for, in the window it asks for if the board keeps it, else in the
+// board's own default window. True when what is shown changed (its panels then start afresh).
+function settle() {
+  renderBoards();
+  const info = boardInfo(target);
+  boardError = !info && catalog ? `no board ${linkName(target)} in this game` : null;
+  if (!info) {
+    renderFresh();
+    return false;
+  }
+  const windows = offered(info.windows);
+  const w = wanted && windows.includes(wanted) ? wanted : info.window;
+  const changed = target !== board || w !== windowName;
+  if (changed) {
+    if (windowName) client.unsubscribe(board, windowName);
+    [board, windowName] = [target, w];
+    columns = info.columns || null;
+    resetStanding();
+    resetFeed();
+    client.subscribe(board, windowName);
+  }
+  renderColumns();
+  renderWindows(windows);
+  return changed;
+}
+
+function renderColumns() {
+  $("score-col").textContent = columns ? columns.map((c) => c.name).join(" · ") : "Score";
+  $("top").dataset.keys = String(columns ? columns.length : 1);
+}
+
 function resetStanding() {
   shownRanks = null; // the next window's first snapshot is a first look, not a movement
   lastSnapshotTs = null;
-  mine = { rank: null, score: null, pct: null, approx: false };
+  mine = { rank: null, score: null, keys: null, pct: null, approx: false };
   boardSize = null;
   trend = [];
   $("top").tBodies[0].replaceChildren();
@@ -131,17 +225,17 @@ function resetStanding() {
 
 function switchWindow(w) {
   if (w === windowName) return;
-  client.unsubscribe(board, windowName);
-  windowName = w;
-  resetStanding();
-  resetFeed();
-  renderWindows(offered(client.welcome.windows));
-  client.subscribe(board, windowName);
-  refresh();
+  wanted = w;
+  history.replaceState(null, "", `${hrefFor(board)}&window=${encodeURIComponent(w)}`); // the address names it too
+  if (settle()) refresh();
 }
 
 function renderSnapshot(snap) {
   if (snap.board !== board || snap.window !== windowName) return;
+  if (snap.columns) {
+    columns = snap.columns; // the snapshot's own: a definition updated since the catalog came
+    renderColumns();
+  }
   $("period").textContent = `· ${snap.window} ${snap.period}`;
   $("mode").textContent = MODES[snap.mode] || "";
   $("mode").dataset.mode = snap.mode || "";
@@ -154,7 +248,7 @@ function renderSnapshot(snap) {
     const old = tbody.querySelector(`tr[data-player="${CSS.escape(e.player)}"]`);
     const tr = el("tr");
     tr.dataset.player = e.player;
-    tr.dataset.score = e.keys ? e.keys.join(",") : String(e.score);
+    tr.dataset.score = String(e.keys ?? e.score);
     const move = el("td", { className: "move" });
     const was = before ? before.get(e.player) : undefined;
     if (before && was === undefined) {
@@ -177,22 +271,32 @@ function renderSnapshot(snap) {
       tr.classList.add("me");
       name.append(you());
     }
-    tr.append(el("td", { className: "rank", textContent: e.rank }), move, name, el("td", { className: "num", textContent: cells(e, snap.columns) }));
+    name.append(...meta(e));
+    tr.append(el("td", { className: "rank", textContent: e.rank }), move, name, el("td", { className: "num", textContent: score(e) }));
     return tr;
   });
   tbody.replaceChildren(...rows);
   shownRanks = new Map(snap.entries.map((e) => [e.player, e.rank]));
 }
 
+// How current the top 10 is. A snapshot comes only when the top changes, so on a live connection
+// (its heartbeat proves the line) an old one means an idle board, shown calmly; only a lost
+// connection turns it red.
 function renderFresh() {
   const fresh = $("fresh");
-  if (lastSnapshotTs == null) {
-    fresh.textContent = "waiting for data…";
-    return;
+  const live = client.status === "live";
+  let text, state;
+  if (boardError) [text, state] = [boardError, "error"];
+  else if (lastSnapshotTs == null) [text, state] = [live && boardSize === 0 ? "no entries yet" : "waiting for data…", "waiting"];
+  else {
+    const age = Math.max(0, Math.round((Date.now() - lastSnapshotTs) / 1000));
+    const ago = age < 60 ? `${age} s` : age < 3600 ? `${Math.floor(age / 60)} min` : `${Math.floor(age / 3600)} h`;
+    if (!live) [text, state] = [`offline · updated ${ago} ago`, "offline"];
+    else if (age < IDLE_S) [text, state] = [`updated ${ago} ago`, "fresh"];
+    else [text, state] = [`idle · no change for ${ago}`, "idle"];
   }
-  const age = Math.max(0, Math.round((Date.now() - lastSnapshotTs) / 1000));
-  fresh.textContent = age < 60 ? `updated ${age} s ago` : `updated ${Math.floor(age / 60)} min ago`;
-  fresh.dataset.stale = String(age >= 10);
+  fresh.textContent = text;
+  fresh.dataset.state = state;
 }
 
 function setSize(size) {
@@ -206,16 +310,18 @@ function onRank(msg) {
   if (msg.board !== board || msg.window !== windowName || msg.player !== me) return;
   ranksSeen += 1;
   setSize(msg.size);
-  setMine(msg.rank, msg.score, msg.top_percent ?? null, msg.approx === true);
+  setMine(msg, msg.top_percent ?? null, msg.approx === true);
   refreshAround();
 }
 
-function setMine(rank, score, pct = mine.pct, approx = false) {
+// The player's standing from a rank message or their own around row (rank, score, a defined
+// board's keys).
+function setMine({ rank, score, keys = null }, pct = mine.pct, approx = false) {
   if (rank !== mine.rank && rank != null) {
     trend.push(rank);
     if (trend.length > TREND) trend.shift();
   }
-  mine = { rank, score, pct: rank == null ? null : pct, approx };
+  mine = { rank, score, keys, pct: rank == null ? null : pct, approx };
   renderStanding();
 }
 
@@ -225,7 +331,7 @@ function renderStanding() {
   $("my-rank").title = mine.approx ? "approximate: far down a large board, the rank is estimated" : "";
   $("my-pct").textContent = share(mine.pct);
   $("my-score").textContent =
-    mine.score == null ? "Play a match to get on this board." : `${fmt(mine.score)} points · of ${boardSize == null ? "–" : fmt(boardSize)} players`;
+    mine.score == null ? "Play a match to get on this board." : `${labelled(mine)} · of ${boardSize == null ? "–" : fmt(boardSize)} players`;
   renderTrend();
 }
 
@@ -270,15 +376,14 @@ async function refreshAround() {
     // The around read is newer than the rank it followed: where they differ the player moved in
     // between, and the page must not show two different ranks. An approximate rank is kept while
     // the score stands: it is marked as such, and the list shows the exact neighbours.
-    const moved = mineRow && mineRow.score !== mine.score;
-    if (mineRow && (moved || (!mine.approx && mineRow.rank !== mine.rank))) setMine(mineRow.rank, mineRow.score, mineRow.top_percent ?? null);
+    const moved = mineRow && !sameStanding(mineRow, mine);
+    if (mineRow && (moved || (!mine.approx && mineRow.rank !== mine.rank))) setMine(mineRow, mineRow.top_percent ?? null);
     $("around").replaceChildren(
       ...reply.entries.map((e) => {
-        const li = el("li", { value: e.rank }, ...who(e), el("span", { className: "num", textContent: fmt(e.score) }));
-        if (e.player === me) {
-          li.className = "me";
-          li.insertBefore(you(), li.lastChild);
-        }
+        const mark = e.player === me ? [you()] : [];
+        // the value first: it floats right, on the name's line
+        const li = el("li", { value: e.rank }, el("span", { className: "num", textContent: score(e) }), ...who(e), ...mark, ...meta(e));
+        if (e.player === me) li.className = "me";
         return li;
       }),
     );
@@ -317,7 +422,14 @@ function renderFeed() {
   feed.replaceChildren(
     ...feedItems.map((m) => {
       const time = new Date(m.ts).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
-      const li = el("li", {}, el("span", { className: "name", textContent: m.name || m.player }), ` entered at #${m.rank}`, el("time", { className: "muted", textContent: time }));
+      const li = el(
+        "li",
+        {},
+        el("time", { className: "muted", textContent: time }), // floats right, on the first line
+        el("span", { className: "name", textContent: m.name || m.player }),
+        ` entered at #${m.rank}`,
+        el("span", { className: "num", textContent: ` · ${score(m)}` }),
+      );
       li.dataset.key = `${m.period}|${m.player}|${m.rank}|${m.score}|${m.ts}`;
       if (shown.has(li.dataset.key)) li.classList.add("shown"); // already on screen: no slide-in again
       if (m.player === me) li.classList.add("me");
@@ -346,6 +458,7 @@ async function refreshStats() {
     if (win !== windowName || ranksSeen !== asked) return;
     setSize(stats.size);
     renderStanding();
+    renderFresh(); // an empty board says so instead of waiting
   } catch {}
 }
 
@@ -363,12 +476,13 @@ async function refreshPast() {
     if (win !== windowName) return;
     past.textContent = r.rank == null
       ? `${PREVIOUS[win]} (${r.period}): not ranked`
-      : `${PREVIOUS[win]} (${r.period}): #${fmt(r.rank)} of ${fmt(r.size)} · ${fmt(r.score)} points`;
+      : `${PREVIOUS[win]} (${r.period}): #${fmt(r.rank)} of ${fmt(r.size)} · ${labelled(r)}`;
     past.hidden = false;
   } catch {}
 }
 
 function refresh() {
+  if (!windowName) return; // no board chosen yet
   refreshStats();
   refreshPast();
   refreshFeed();
@@ -394,14 +508,21 @@ const scheme = location.protocol === "https:" ? "wss" : "ws";
 const client = new LeaderboardClient(`${scheme}://${location.host}/ws`, { token, renewToken: demoToken });
 window.leaderboard = client; // for the console and for tests
 
-client.addEventListener("status", (e) => setStatus(e.detail));
+client.addEventListener("status", (e) => {
+  setStatus(e.detail);
+  renderFresh();
+});
+// The game's boards: asked at each welcome (a board defined meanwhile joins the picker).
+async function refreshCatalog() {
+  try {
+    catalog = (await client.request({ type: "boards" })).boards;
+  } catch {
+    catalog = catalog || [];
+  }
+  if (settle()) refresh();
+}
 client.addEventListener("welcome", (e) => {
   const w = e.detail;
-  if (!windowName || !offered(w.windows).includes(windowName)) {
-    client.unsubscribe(board, windowName);
-    windowName = w.window;
-    client.subscribe(board, windowName);
-  }
   // Every connection is greeted as a spectator before the gateway reads the hello: with a token,
   // that first welcome says nothing about who this page is, and the player's standing stays on
   // screen until new data replaces it. Only another player (a renewed demo token) starts afresh.
@@ -410,9 +531,15 @@ client.addEventListener("welcome", (e) => {
     if (me) resetStanding(); // the first player of the page has nothing shown to reset
     me = w.player;
   }
-  renderWindows(offered(w.windows));
+  settle();
   $("me").hidden = !me;
   refresh();
+  refreshCatalog();
+});
+addEventListener("hashchange", () => {
+  const p = params();
+  [target, wanted] = [boardOf(p.get("board")), p.get("window") || null];
+  if (settle()) refresh();
 });
 client.addEventListener("snapshot", (e) => renderSnapshot(e.detail));
 client.addEventListener("rank", (e) => onRank(e.detail));
@@ -421,5 +548,4 @@ client.addEventListener("announce", (e) => addFeed(e.detail));
 setInterval(() => client.status === "live" && (refreshStats(), refreshAround()), 10000);
 setInterval(renderFresh, 1000);
 
-if (windowName) client.subscribe(board, windowName);
 client.start();
