@@ -22,8 +22,9 @@ its first entry meanwhile, and the second check sees it::
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, cast
 
 from . import boards
@@ -60,7 +61,7 @@ def kept_periods(definition: boards.Definition, now: int) -> Iterator[Period]:
                 break
 
 
-def board_keys(lb: Leaderboard, definition: boards.Definition, periods: Iterator[Period]) -> list[str]:
+def board_keys(lb: Leaderboard, definition: boards.Definition, periods: Iterable[Period]) -> list[str]:
     k, scope, out = lb.keys, f"{DEFINED}:{definition.id}", []
     for p in periods:
         args = (p.window.name, p.label, scope)
@@ -78,21 +79,19 @@ class Purger:
         self._found: dict[str, str] = {}  # id -> deleted JSON found with no keys at the last pass
         self.purged = 0
 
-    async def _keys(self, definition: boards.Definition, now: int) -> list[str]:
-        names = board_keys(self.lb, definition, kept_periods(definition, now))
-        for spec in await self.lb.tournaments.all():  # a tournament on the board: its window's period
-            period = spec.period(0)
-            if period.expire_at_s * 1000 > now:
-                names += board_keys(self.lb, definition, iter((period,)))
-        return names
+    def _keys(self, definition: boards.Definition, now: int, tournaments: list[Period]) -> list[str]:
+        """The keys ``definition``'s boards may still have: its own periods', and those of the
+        tournaments still kept (a tournament on the board is a window of its own)."""
+        return board_keys(self.lb, definition, itertools.chain(kept_periods(definition, now), iter(tournaments)))
 
     async def run(self, now: int) -> list[str]:
         """One pass: forget the records found empty at the last pass and still empty, then look
         at the next ``per_pass`` records. The ids forgotten."""
         purged = []
+        kept = [p for spec in await self.lb.tournaments.all() if (p := spec.period(0)).expire_at_s * 1000 > now]
         for board, deleted in self._found.items():
             try:
-                names = await self._keys(boards.parse(deleted), now)
+                names = self._keys(boards.parse(deleted), now, kept)
             except InvalidBoard:
                 continue
             if await self.lb.purge_board(board, deleted, names):
@@ -106,7 +105,7 @@ class Purger:
                 definition = boards.parse(deleted)
             except InvalidBoard:  # written by a newer version of this code: its keys unknown here
                 continue
-            names = await self._keys(definition, now)
+            names = self._keys(definition, now, kept)
             if not names or not await r.exists(*names):
                 self._found[board] = deleted
         if purged:

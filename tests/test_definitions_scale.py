@@ -217,3 +217,22 @@ async def test_a_publisher_publishes_many_due_boards_over_ticks_written_ones_fir
     await r.expire(latest, 5)
     await publisher._refresh_latest()
     assert await r.ttl(latest) > 5
+
+
+async def test_a_deleted_definition_is_kept_while_a_tournament_on_it_holds_entries(
+    r: aioredis.Redis, lb: Leaderboard, config: GameConfig
+) -> None:
+    k, now = config.keys, now_ms()
+    await lb.create_board(boards.parse(TOWER))
+    await lb.create_tournament("cup", now - 60_000, now + 3_600_000)
+    await lb.join("cup", ["mia"])
+    await lb.submit_batch([Submission("s1", "mia", 0, now, board="tower", values=(3, 9), tournament="cup").fields()])
+    await lb.delete_board("tower")
+    on_cup = [key async for key in r.scan_iter(match=f"{k.prefix}:*:t-cup:*:board:tower")]
+    assert on_cup  # the tournament's boards of it, and no other
+    purger = Purger(lb)
+    for _ in range(2):
+        assert await purger.run(now_ms()) == []
+    await r.delete(*on_cup)
+    await purger.run(now_ms())
+    assert await purger.run(now_ms()) == ["tower"]
