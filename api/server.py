@@ -28,6 +28,7 @@ from leaderboard import Leaderboard, connect, replies
 from leaderboard.budget import Budgets
 from leaderboard.definitions import watch
 from leaderboard.queue import Queue
+from leaderboard.transport import redis_budget
 
 from . import problems, routes
 from .held import Held
@@ -92,6 +93,23 @@ class HeldTop:
                 await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
                 return None
         return await self.app(scope, receive, send)
+
+
+class RedisBudget:
+    """Each request's Redis calls together within ``seconds`` (LB_API_REDIS_TIMEOUT): the socket
+    timeout bounds one read or connect, but a cluster client's call retries and tries node after
+    node (a shard down took 3.6 s with 2 s set), and a request may make several calls.
+    Past the bound, the call raises a redis TimeoutError, which the routes answer as Redis down
+    (503 unavailable, or a held top while it may be served stale)."""
+
+    def __init__(self, app: ASGIApp, seconds: float) -> None:
+        self.app, self.seconds = app, seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        with redis_budget(self.seconds):
+            return await self.app(scope, receive, send)
 
 
 def application(settings: ApiSettings) -> ASGIApp:
@@ -169,4 +187,4 @@ def application(settings: ApiSettings) -> ASGIApp:
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
     )
-    return HeldTop(app, api)
+    return RedisBudget(HeldTop(app, api), settings.redis_timeout)
