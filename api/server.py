@@ -28,6 +28,7 @@ from leaderboard.budget import Budgets
 from leaderboard.definitions import watch
 from leaderboard.proxies import Network, client_address, networks
 from leaderboard.queue import Queue
+from leaderboard.transport import redis_budget
 
 from . import problems, top
 from .handlers import Api, Game, Handler
@@ -174,6 +175,23 @@ class HeldTop:
         return await self.app(scope, receive, send)
 
 
+class RedisBudget:
+    """Each request's Redis calls together within ``seconds`` (LB_API_REDIS_TIMEOUT): the socket
+    timeout bounds one read or connect, but a cluster client's call retries and tries node after
+    node (a shard down took 3.6 s with 2 s set), and a request may make several calls.
+    Past the bound, the call raises a redis TimeoutError, which the routes answer as Redis down
+    (503 unavailable, or a held top while it may be served stale)."""
+
+    def __init__(self, app: ASGIApp, seconds: float) -> None:
+        self.app, self.seconds = app, seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        with redis_budget(self.seconds):
+            return await self.app(scope, receive, send)
+
+
 def application(settings: ApiSettings) -> ASGIApp:
     bound = settings.redis_timeout or None
     redis = connect(settings.redis_url, pool=settings.redis_pool, socket_timeout=bound, socket_connect_timeout=bound)
@@ -259,4 +277,5 @@ def application(settings: ApiSettings) -> ASGIApp:
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
     )
-    return ClientAddress(BodyDeadline(HeldTop(app, api), settings.body_timeout), networks(settings.trusted_proxies))
+    bounded = RedisBudget(HeldTop(app, api), settings.redis_timeout)
+    return ClientAddress(BodyDeadline(bounded, settings.body_timeout), networks(settings.trusted_proxies))

@@ -100,7 +100,8 @@ class ApiSettings:
     redis_timeout: float = setting(
         "LB_API_REDIS_TIMEOUT",
         2.0,
-        "seconds a Redis call may take before the request is answered 503 unavailable (0 = no bound)",
+        "seconds of Redis time a request may take, its calls together (a cluster client's retries inside"
+        " them too), before it is answered 503 unavailable (0 = no bound)",
         check=at_least(0),
     )
     # A player's (a spectator's: an address's) reads, by what they cost Redis: the socket's rule

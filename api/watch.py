@@ -55,6 +55,10 @@ class Watch:
         self._pubsub: PubSub | None = None
         self._lock = asyncio.Lock()  # SSUBSCRIBE/SUNSUBSCRIBE reach Redis in the order decided
         self._tasks: list[asyncio.Task[None]] = []
+        # An outage is logged when it starts and when it ends, not at each attempt of the
+        # reconnect loop (several a second with its backoff: hundreds of lines per outage).
+        self._down_since: float | None = None
+        self.failed_attempts = 0  # of the outage under way
 
     @property
     def live(self) -> int:
@@ -153,13 +157,21 @@ class Watch:
                         self._on_message(channel, _text(msg["data"]))
                     elif kind == "ssubscribe":
                         backoff.reset()
+                        self._back()
                         await self._confirmed(channel)
                     elif kind == "sunsubscribe" and channel in self._boards:
                         raise ConnectionError("slot moved; subscribing on its new owner")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # RedisError, OSError, and whatever a dying socket raises
-                log.warning("pub/sub unavailable (%s): top N read through the hold until it is back", exc)
+                self.failed_attempts += 1
+                if self._down_since is None:
+                    self._down_since = time.monotonic()
+                    log.warning(
+                        "%s: pub/sub unavailable (%s): top N read through the hold until it is back",
+                        self._keys.game,
+                        exc or type(exc).__name__,
+                    )
             finally:
                 # what pub/sub held goes to the hold: served while fresh, then stale-if-error
                 for board in self._boards.values():
@@ -168,6 +180,18 @@ class Watch:
                     board.live = False
                 await self._close_pubsub()
             await asyncio.sleep(backoff.next_delay())
+
+    def _back(self) -> None:
+        """Subscribed again: the outage under way, if any, ends (logged once, with its length)."""
+        if self._down_since is None:
+            return
+        log.info(
+            "%s: pub/sub back after %.1f s (%d failed attempts to reconnect)",
+            self._keys.game,
+            time.monotonic() - self._down_since,
+            self.failed_attempts,
+        )
+        self._down_since, self.failed_attempts = None, 0
 
     async def _close_pubsub(self) -> None:
         pubsub, self._pubsub = self._pubsub, None

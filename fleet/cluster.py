@@ -2,7 +2,8 @@
 the cluster benchmark and anyone who wants to run the fleet against a cluster by hand::
 
     python -m fleet.cluster --dir var/cluster        # prints LB_REDIS_URL=redis+cluster://...
-    python -m fleet.cluster --port 7000              # nodes on 7000-7005, their buses on 17000-17005
+    python -m fleet.cluster --port 7000              # nodes on 7000-7005, their buses on 7006-7011
+    python -m fleet.cluster --port 7000 --bus-port 17000   # buses on 17000-17005 (Redis's +10000)
 
     with Cluster(tmp_path) as cluster:               # 3 masters, 1 replica each
         cluster.url                                  # redis+cluster://127.0.0.1:<port>
@@ -12,8 +13,11 @@ the cluster benchmark and anyone who wants to run the fleet against a cluster by
 
 Every node listens on a free loopback port and a free cluster-bus port (``cluster-port``), so
 it never collides with another server on the machine; or, with a base port P (``--port``,
-``Cluster(base_port=P)``), on P, P+1, … and its bus on Redis's usual port + 10000, so the URL
-stays the same from one start to the next (a port in use is then an error, not a new pick).
+``Cluster(base_port=P)``), on P, P+1, …, P+N-1 and its bus on P+N, …, P+2N-1: one block of 2N
+ports from P, so an operator reserves one range, and the URL stays the same from one start to
+the next (a port in use is then an error, not a new pick). ``--bus-port B``
+(``Cluster(bus_port=B)``) puts the buses on B, …, B+N-1 instead (B = P+10000: Redis's own
+convention).
 ``cluster-node-timeout`` is short (1 s by default) so a failover completes within a few seconds.
 No password: it only listens on loopback and lives as long as the process that started it.
 """
@@ -45,18 +49,18 @@ def free_ports_check(host: str, ports: tuple[int, ...]) -> None:
             stack.enter_context(socket.socket()).bind((host, port))
 
 
-BUS_OFFSET = 10_000  # Redis's own default: the cluster bus listens on the port + 10000
-
-
-def pinned_ports(base: int, count: int) -> list[tuple[int, int]]:
-    """``count`` nodes on ``base``, ``base + 1``, … with their buses ``BUS_OFFSET`` above;
-    ValueError when they do not fit in 1024..65535."""
-    if not base >= 1024 or base + count - 1 + BUS_OFFSET > 65_535:
-        raise ValueError(
-            f"base port {base}: {count} nodes need {base}..{base + count - 1} and their buses "
-            f"{base + BUS_OFFSET}..{base + BUS_OFFSET + count - 1}, all within 1024..65535"
-        )
-    return [(base + i, base + BUS_OFFSET + i) for i in range(count)]
+def pinned_ports(base: int, count: int, bus: int = 0) -> list[tuple[int, int]]:
+    """``count`` nodes on ``base``, ``base + 1``, … with their buses on ``bus``, ``bus + 1``, …
+    (0: right after the nodes, ``base + count``: one block of ``2 * count`` ports); ValueError
+    when they do not fit in 1024..65535 or the two ranges overlap."""
+    bus = bus or base + count
+    nodes, buses = range(base, base + count), range(bus, bus + count)
+    span = f"{count} nodes need {base}..{base + count - 1} and their buses {bus}..{bus + count - 1}"
+    if min(base, bus) < 1024 or max(nodes[-1], buses[-1]) > 65_535:
+        raise ValueError(f"base port {base}, bus port {bus}: {span}, all within 1024..65535")
+    if nodes.start < buses.stop and buses.start < nodes.stop:
+        raise ValueError(f"base port {base}, bus port {bus}: {span}, which overlap")
+    return list(zip(nodes, buses, strict=True))
 
 
 class ClusterNode(RedisServer):
@@ -137,6 +141,7 @@ class Cluster:
         aof: bool = False,
         startup_timeout: float = 20.0,
         base_port: int = 0,
+        bus_port: int = 0,
     ) -> None:
         if masters < 3:
             raise ValueError("Redis Cluster needs at least 3 masters")
@@ -144,8 +149,10 @@ class Cluster:
         self.startup_timeout = startup_timeout
         count = masters * (1 + replicas)
         self.replicas = replicas
+        if bus_port and not base_port:
+            raise ValueError("a bus port needs a base port (--port) too")
         if base_port:
-            pairs = pinned_ports(base_port, count)
+            pairs = pinned_ports(base_port, count, bus_port)
         else:
             ports = free_ports(2 * count)  # at once: no two nodes get the same port
             pairs = [(ports[2 * i], ports[2 * i + 1]) for i in range(count)]
@@ -257,6 +264,13 @@ class Cluster:
                 with master.client() as c:
                     c.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
 
+    def replicas_of(self, master: ClusterNode) -> list[ClusterNode]:
+        """The replicas ``master`` has online now (its shard's other nodes)."""
+        with master.client() as c:
+            repl = c.info("replication")
+        links = [v for k, v in repl.items() if k.startswith("slave") and isinstance(v, dict)]
+        return [self.node_at(f"{link['ip']}:{link['port']}") for link in links if link.get("state") == "online"]
+
     def kill(self, node: ClusterNode) -> None:
         """SIGKILL: no goodbye to clients or replicas, as when a host dies."""
         assert node.process is not None
@@ -333,7 +347,15 @@ def main(argv: list[str] | None = None) -> int:
         "--port",
         type=int,
         default=0,
-        help="base port: nodes on PORT, PORT+1, …, buses 10000 above (default 0: free ports, new at each start)",
+        help="base port: the N nodes on PORT..PORT+N-1 and, unless --bus-port says otherwise, their cluster "
+        "buses on PORT+N..PORT+2N-1 (default 0: free ports, new at each start)",
+    )
+    p.add_argument(
+        "--bus-port",
+        type=int,
+        default=0,
+        help="first cluster-bus port with --port: the buses on BUS_PORT..BUS_PORT+N-1 (e.g. PORT+10000, "
+        "Redis's own convention) (default 0: right after the nodes' ports)",
     )
     args: argparse.Namespace = p.parse_args(argv)
     try:
@@ -344,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
             node_timeout_ms=args.node_timeout_ms,
             aof=args.aof,
             base_port=args.port,
+            bus_port=args.bus_port,
         )
     except ValueError as exc:
         p.error(str(exc))

@@ -19,6 +19,8 @@ wrappers, the queue and the gateways, has one root and a stable ``code``.
     ├── Unavailable                  unavailable: no pooled Redis connection came free within
     │                                LB_REDIS_POOL_WAIT; also a redis ConnectionError, so every
     │                                caller that retries a lost connection retries this too
+    ├── ClusterDown                  unavailable: the Redis Cluster cannot serve the call now
+    │                                (CLUSTERDOWN, no node answers, …); a redis ConnectionError too
     ├── leaderboard.protocol.ProtocolError   a client message was refused (docs/protocol.md codes)
     └── leaderboard.auth.AuthError           invalid_token, token_expired
 
@@ -212,6 +214,18 @@ class Unavailable(LeaderboardError, RedisConnectionError):
     """Every pooled connection to a Redis node stayed busy past the pool's wait: the process is
     asking more of that node than its pool allows (LB_REDIS_POOL_SIZE). Nothing was sent; the
     call may be retried. A ``ConnectionError`` too: for the callers it is Redis unavailable."""
+
+    code = "unavailable"
+
+
+class ClusterDown(LeaderboardError, RedisConnectionError):
+    """A Redis Cluster that cannot serve the call right now, whatever redis-py raised for it:
+    ``CLUSTERDOWN`` or ``MASTERDOWN`` (a shard with its master and replicas down; a node just
+    restarted, refusing until it is in step with the others), ``TRYAGAIN`` or a redirect that
+    kept moving (a slot being moved, a failover being agreed on), a slot no node serves, or no
+    node answering at all. For every caller this is Redis being down: back off and call again
+    (a submission sent again with its id is applied once). A ``ConnectionError``, so every caller
+    that retries a lost connection retries this too (leaderboard/transport.py raises it)."""
 
     code = "unavailable"
 

@@ -50,7 +50,9 @@ The boards a moderation or profile call touches are found by moderation.py (``Mo
 the high-level call operators use); these wrappers take them as given.
 
 Around the wrappers, each in its module: the transport (``connect``, ``execute_packed``) in
-transport.py, the batch layout of ``lb_submit`` in batch.py, the reads by plain commands
+transport.py, the library's code and its loading again on a node that lost it (every wrapper's
+call goes through ``with_library``) in loading.py, the batch layout of ``lb_submit`` in
+batch.py, the reads by plain commands
 (``size``, ``stats``, ``feed``, ``finals``) in reads.py, and the tournament registry
 (``lb.tournaments``: ``get``, ``all``, ``entered``) in tournaments.py, and the board
 definitions (``lb.boards``: ``refresh``, ``get``, ``all``) in definitions.py.
@@ -73,6 +75,8 @@ from .defined import Board
 from .definitions import Definitions
 from .errors import BadPeriod, BadRequest, InvalidBoard, LibraryMismatch, NotReplicated, TournamentError, from_reply
 from .keys import DEFINED, HOUR_MS, defined_of, parse_scope
+from .loading import library_code as library_code  # re-exported: where its callers import it from
+from .loading import with_library
 from .profiles import check_player_id
 from .profiles import stored as stored_profile
 from .ranking import COMPETITION, ORDINAL, assign_ranks, round_rank, top_percent
@@ -105,12 +109,6 @@ _JOIN_CHUNK = 1000
 _CORRECT_DEFINED_ARGS, _CORRECT_DEFINED_FIELDS = 8, 7
 
 
-def library_code() -> str:
-    """The function library's source, its files assembled in order (assembly.py): package data,
-    so an installed wheel has it too."""
-    return packaged().text
-
-
 def _located(exc: ResponseError) -> ResponseError:
     """A Redis error from inside the library with its position named as ``file.lua:line`` (the
     line map of assembly.py); the error itself when it names none."""
@@ -136,9 +134,10 @@ def _library_errors() -> Iterator[None]:
 
 
 async def _execute(redis: RedisClient, command: Command) -> Any:
-    """One packed call, its library error reply raised as the exception tree's."""
+    """One packed call of a library function (loaded first where missing: ``loading.with_library``),
+    its library error reply raised as the exception tree's."""
     with _library_errors():
-        [reply] = await execute_packed(redis, command)
+        [reply] = await with_library(redis, [command], lambda: execute_packed(redis, command))
     return reply
 
 
@@ -211,12 +210,6 @@ class Leaderboard(PlainReads):
             # an older release's, loaded by one of its processes during an upgrade: load this one
             await self.load()
             replies, applied_us = await call(command)
-        except ResponseError as exc:
-            if "function not found" not in str(exc).lower():
-                raise
-            # Redis restarted without the library (no persistence): load it and go on.
-            await self.load()
-            replies, applied_us = await call(command)
         return decode_batch(plan, replies, rows=rows, stamp=applied_us)
 
     async def _plain(self, command: Command) -> tuple[Any, int]:
@@ -225,11 +218,13 @@ class Leaderboard(PlainReads):
     async def _stamped(self, command: Command) -> tuple[Any, int]:
         # Inside MULTI, TIME answers the time the transaction started executing: batches applied
         # one after another get increasing stamps, whichever connection sent them.
-        *_, (reply, (seconds, micros)) = await execute_packed(self.redis, ("MULTI",), command, ("TIME",), ("EXEC",))
-        if isinstance(reply, ResponseError):  # errors inside EXEC come back as values
-            mapped = from_reply(str(reply))
-            raise mapped or _located(reply)
-        return reply, int(seconds) * 1_000_000 + int(micros)
+        async def call() -> tuple[Any, int]:
+            *_, (reply, (seconds, micros)) = await execute_packed(self.redis, ("MULTI",), command, ("TIME",), ("EXEC",))
+            if isinstance(reply, ResponseError):  # errors inside EXEC come back as values
+                raise from_reply(str(reply)) or _located(reply)
+            return reply, int(seconds) * 1_000_000 + int(micros)
+
+        return await with_library(self.redis, [command], call)
 
     async def enqueue(
         self,
@@ -267,7 +262,11 @@ class Leaderboard(PlainReads):
             return [str(i) for i in ids]
         # WAIT counts the replicas that have every write this connection made: one pipeline.
         with _library_errors():
-            ids, acked = await execute_packed(self.redis, command, ("WAIT", wait_replicas, wait_timeout_ms))
+            ids, acked = await with_library(
+                self.redis,
+                self.keys.submissions,
+                lambda: execute_packed(self.redis, command, ("WAIT", wait_replicas, wait_timeout_ms)),
+            )
         if int(acked) < wait_replicas:
             raise NotReplicated(
                 f"queued, but {acked} of {wait_replicas} replicas confirmed within {wait_timeout_ms} ms; "
@@ -707,7 +706,7 @@ class Leaderboard(PlainReads):
 
     async def _fcall_ro(self, name: str, keys: list[str], *args: str | int) -> Any:
         with _library_errors():
-            return await self.redis.fcall_ro(name, len(keys), *keys, *args)
+            return await with_library(self.redis, keys[0], lambda: self.redis.fcall_ro(name, len(keys), *keys, *args))
 
     async def top(
         self, window_name: str, scope: str = "global", n: int = 10, *, at: int | None = None, period: str | None = None
@@ -754,7 +753,11 @@ class Leaderboard(PlainReads):
             commands.append(("FCALL_RO", "lb_top", 2, key, self.keys.profiles, n))
             found.append((window_name, period))
         with _library_errors():
-            replies = await execute_packed(self.redis, *commands) if commands else []
+            replies = (
+                await with_library(self.redis, commands, lambda: execute_packed(self.redis, *commands))
+                if commands
+                else []
+            )
         out = []
         for board, flat in zip(found, replies, strict=True):
             if isinstance(board, Board):
@@ -820,11 +823,12 @@ class Leaderboard(PlainReads):
         keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
         args: list[str | int] = [mode, w.shift, deep_from, *players]
         if profiles and players:
+            commands: list[Command] = [
+                ("FCALL_RO", "lb_ranks", len(keys), *keys, *args),
+                ("HMGET", self.keys.profiles, *players),
+            ]
             with _library_errors():
-                async with self.redis.pipeline(transaction=False) as pipe:
-                    pipe.fcall_ro("lb_ranks", len(keys), *keys, *args)
-                    pipe.hmget(self.keys.profiles, list(players))
-                    flat, joined = await pipe.execute()
+                flat, joined = await with_library(self.redis, key, lambda: execute_packed(self.redis, *commands))
         else:
             flat, joined = await self._fcall_ro("lb_ranks", keys, *args), [None] * len(players)
         size = int(flat[0])

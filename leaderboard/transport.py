@@ -10,10 +10,14 @@ or a failover). The few things redis-py's cluster client does not do the way the
 are here, once: ``execute_packed`` (hiredis-packed pipelines, sent to the slot's master) and
 ``shard_pubsub`` (a sharded pub/sub connection on the node that owns a game's slot).
 
-Every connection of every client is made here, so what must hold for all of them holds here:
-pools bounded per node and waited for (``RedisPool``: past the wait, ``Unavailable``); a
-connection torn down under a command raised as a lost connection; a cluster that cannot be
-reached or has not settled yet raised as one too. Callers need only retry ``ConnectionError``.
+Every connection of every client is made here, and every call goes through here, so what must
+hold for all of them holds here: pools bounded per node and waited for (``RedisPool``: past the
+wait, ``Unavailable``); a connection torn down under a command raised as a lost connection; a
+cluster that cannot serve a call now (``CLUSTERDOWN``, ``TRYAGAIN``, no node reachable, not
+settled yet) raised as ``ClusterDown``, a lost connection too. Callers need only retry
+``ConnectionError``. Inside ``redis_budget(seconds)`` (an HTTP request's calls) the calls'
+time adds up to at most ``seconds``, however many retries and topology refreshes redis-py
+makes within them; past it, ``TimeoutError``.
 """
 
 from __future__ import annotations
@@ -21,28 +25,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from contextvars import ContextVar
-from typing import Any, TypeAlias, cast
+from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeVar, cast
 
 import hiredis
 import redis.asyncio as aioredis
-from redis.asyncio.client import PubSub
+from redis.asyncio.client import Pipeline, PubSub
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.asyncio.connection import Connection, parse_url
 from redis.exceptions import (
     AskError,
     ClusterDownError,
+    ClusterError,
     MaxConnectionsError,
     MovedError,
     RedisClusterException,
+    RedisClusterUnreachableError,
     ResponseError,
+    SlotNotCoveredError,
     TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .errors import Unavailable
+from .errors import ClusterDown, Unavailable
 from .settings import RedisPool, cluster_seeds
 
 RedisClient: TypeAlias = aioredis.Redis | RedisCluster
@@ -67,6 +75,70 @@ _NODE_OPTIONS = {
 }
 _REDIRECT_TRIES = 5  # a slot moving, or a failover being agreed on, settles within a few retries
 _LOST = (ConnectionError, TimeoutError, OSError, RedisConnectionError, RedisTimeoutError)
+# What redis-py raises when a cluster cannot serve a call now (ClusterError: CLUSTERDOWN,
+# MASTERDOWN, redirects past their TTL; AskError: MOVED or ASK still moving after our retries),
+# raised to the callers as ClusterDown: Redis is down, back off (see errors.ClusterDown).
+_CLUSTER_DOWN = (ClusterError, TryAgainError, AskError, SlotNotCoveredError, RedisClusterUnreachableError)
+T = TypeVar("T")
+
+
+def _down(exc: BaseException) -> ClusterDown:
+    """What the callers get for one of ``_CLUSTER_DOWN``: raised ``from`` it."""
+    return ClusterDown(f"Redis Cluster unavailable: {exc or type(exc).__name__}")
+
+
+@dataclass(slots=True)
+class _Budget:
+    seconds: float
+    left: float
+
+
+# The Redis time left to the calls of one HTTP request (redis_budget), and whether a call that
+# counts against it is under way in this task (the calls redis-py makes inside it are its own).
+_BUDGET: ContextVar[_Budget | None] = ContextVar("lb_redis_budget", default=None)
+_BUDGETED: ContextVar[bool] = ContextVar("lb_redis_budgeted", default=False)
+
+
+@contextlib.contextmanager
+def redis_budget(seconds: float | None) -> Iterator[None]:
+    """Bound the Redis time of every call made inside (and in the tasks started inside): the
+    calls' durations add up, and the call that would take the sum past ``seconds`` is cut and
+    raised as a redis ``TimeoutError``. A socket timeout bounds one read or connect; a cluster
+    client retries, refreshes its topology and tries node after node within one call, so only
+    a bound on the call itself bounds a request. None or 0: no bound::
+
+        with redis_budget(2.0):      # the HTTP API, around each request
+            await lb.top("weekly")
+    """
+    if not seconds:
+        yield
+        return
+    token = _BUDGET.set(_Budget(seconds, seconds))
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
+async def _bounded(call: Awaitable[T]) -> T:
+    """``call`` within the budget left (redis_budget), its duration taken from it."""
+    budget = _BUDGET.get()
+    if budget is None or _BUDGETED.get():
+        return await call
+    token = _BUDGETED.set(True)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    timeout = asyncio.timeout(max(budget.left, 0.0))
+    try:
+        async with timeout:
+            return await call
+    except TimeoutError:
+        if not timeout.expired():
+            raise
+        raise RedisTimeoutError(f"Redis did not answer within the request's {budget.seconds:g} s") from None
+    finally:
+        budget.left -= loop.time() - started
+        _BUDGETED.reset(token)
 
 
 def is_cluster_url(url: str) -> bool:
@@ -86,7 +158,7 @@ def connect(url: str, *, decode: bool = True, pool: RedisPool | None = None, **k
     if seeds is None:
         blocking = _BlockingPool.from_url(url, max_connections=pool.size, timeout=pool.wait, **kwargs)
         blocking.connection_class = _lost_when_torn_down(blocking.connection_class)
-        return aioredis.Redis.from_pool(blocking)
+        return _Redis.from_pool(blocking)
     # A replica promoted in a failover answers within about the cluster's node timeout; redis-py
     # retries a command through its own topology refreshes, and the callers' backoff does the rest.
     kwargs.pop("health_check_interval", None)  # not a cluster-client option
@@ -159,6 +231,21 @@ class _BlockingPool(aioredis.BlockingConnectionPool):
             raise _pool_busy(self.max_connections, self.timeout or 0) from exc
 
 
+class _Redis(aioredis.Redis):
+    """redis-py's client of one server, its calls within the caller's budget (redis_budget)."""
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        return await _bounded(super().execute_command(*args, **options))  # type: ignore[no-untyped-call]
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
+        return _RedisPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+
+
+class _RedisPipeline(Pipeline):
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        return await _bounded(super().execute(raise_on_error))
+
+
 def _pool_busy(size: int, wait: float) -> Unavailable:
     return Unavailable(f"all {size} pooled Redis connections stayed busy for {wait:g} s (LB_REDIS_POOL_SIZE)")
 
@@ -176,9 +263,11 @@ class _Cluster(RedisCluster):
 
     * each node's pool bounded and waited for (``pool_wait``) as ``_BlockingPool`` is: redis-py's
       cluster nodes refuse at once with ``MaxConnectionsError`` when their pool is full;
-    * no seed node reachable, or the layout not settled yet, is a lost connection (the callers
-      back off and retry), not a ``RedisClusterException`` that ends a process;
-    * connections torn down under a command are lost connections (``_LostWhenTornDown``)."""
+    * a cluster that cannot serve a call now (no node reachable, the layout not settled yet,
+      ``CLUSTERDOWN`` once redis-py's own retries are spent) is ``ClusterDown``, a lost
+      connection (the callers back off and retry), not an error that ends a process;
+    * connections torn down under a command are lost connections (``_LostWhenTornDown``);
+    * every call within the caller's budget (``redis_budget``)."""
 
     def __init__(self, *args: Any, pool_wait: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -205,6 +294,12 @@ class _Cluster(RedisCluster):
             yield
         finally:
             gate.release()
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await _bounded(super().execute_command(*args, **kwargs))
+        except _CLUSTER_DOWN as exc:
+            raise _down(exc) from exc
 
     async def _execute_command(self, target_node: ClusterNode, *args: Any, **kwargs: Any) -> Any:
         token = _IN_CALL.set(True)
@@ -236,7 +331,7 @@ class _Cluster(RedisCluster):
                 raise  # a URL naming a server that is not a cluster node: a configuration error
             # no seed answers, or the nodes do not cover every slot or agree on who serves
             # which yet (a cluster being created, a failover being agreed on): wait for it
-            raise RedisConnectionError(str(exc)) from exc
+            raise ClusterDown(str(exc)) from exc
 
 
 class _Pipeline(ClusterPipeline):
@@ -246,7 +341,9 @@ class _Pipeline(ClusterPipeline):
     async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True) -> list[Any]:
         token = _IN_CALL.set(True)
         try:
-            return await super().execute(raise_on_error, allow_redirections)
+            return await _bounded(super().execute(raise_on_error, allow_redirections))
+        except _CLUSTER_DOWN as exc:
+            raise _down(exc) from exc
         finally:
             _IN_CALL.reset(token)
 
@@ -258,27 +355,34 @@ def now_ms() -> int:
 Command = Sequence[str | int]
 
 
-async def execute_packed(redis: RedisClient, *commands: Command) -> list[Any]:
+async def execute_packed(redis: RedisClient, *commands: Command, route: str | None = None) -> list[Any]:
     """Send ``commands`` packed by hiredis in C, pipelined on one pooled connection; one reply
     each, and the first error reply raised once every reply has been read.
 
     For the hot paths that send thousands of arguments per call (a batch FCALL carries about
     twenty per submission, an enqueue eight, an acknowledgement one per entry): redis-py's
     asyncio client packs each argument in Python, which was the largest cost of those calls.
-    On a cluster, all ``commands`` must touch one slot (one game's keys); they go to its master."""
+    On a cluster, all ``commands`` must touch one slot (one game's keys); they go to its master
+    (``route``: the master of that key's slot instead, for commands without keys)."""
     packed = b"".join(_pack(command) for command in commands)
     if isinstance(redis, RedisCluster):
-        return await _execute_cluster(redis, packed, commands)
+        try:
+            return await _bounded(_execute_cluster(redis, packed, commands, route or slot_key(commands)))
+        except _CLUSTER_DOWN as exc:
+            raise _down(exc) from exc
+    return await _bounded(_execute_single(redis, packed, len(commands)))
+
+
+async def _execute_single(redis: aioredis.Redis, packed: bytes, count: int) -> list[Any]:
     pool = redis.connection_pool
     conn = await pool.get_connection()  # type: ignore[no-untyped-call]
     try:
-        return await _send(conn, packed, len(commands))
+        return await _send(conn, packed, count)
     finally:
         await pool.release(conn)
 
 
-async def _execute_cluster(cluster: RedisCluster, packed: bytes, commands: Sequence[Command]) -> list[Any]:
-    key = _slot_key(commands)
+async def _execute_cluster(cluster: RedisCluster, packed: bytes, commands: Sequence[Command], key: str) -> list[Any]:
     for attempt in range(_REDIRECT_TRIES):
         await cluster.initialize()
         node = cluster.get_node_from_key(key)
@@ -324,7 +428,7 @@ async def _refresh_later(cluster: RedisCluster) -> None:
         await cluster.nodes_manager.initialize()
 
 
-def _slot_key(commands: Sequence[Command]) -> str:
+def slot_key(commands: Sequence[Command]) -> str:
     """The key that decides where ``commands`` go: the first key of the first keyed command."""
     for command in commands:
         name = str(command[0]).upper()
@@ -359,17 +463,36 @@ async def _send(conn: Connection, packed: bytes, count: int) -> list[Any]:
         raise
 
 
+async def where(redis: RedisClient, key: str) -> str:
+    """The address of the server ``key``'s calls go to: on a cluster, the master of its slot as
+    the client knows the layout now (for logs, and to tell one node's trouble from another's)."""
+    if isinstance(redis, RedisCluster):
+        try:
+            await redis.initialize()
+            node = redis.get_node_from_key(key)
+        except _CLUSTER_DOWN as exc:
+            raise _down(exc) from exc
+        if node is None:  # pragma: no cover - get_node_from_key raises for an uncovered slot
+            raise ClusterDown(f"no node serves the slot of {key!r}")
+        return str(node.name)
+    options = redis.connection_pool.connection_kwargs
+    return str(options.get("path") or f"{options.get('host', 'localhost')}:{options.get('port', 6379)}")
+
+
 async def shard_address(redis: RedisClient, key: str) -> tuple[str, int] | None:
     """Where a sharded pub/sub connection for ``key``'s slot must go: the master that owns it
     (freshly learnt: this is asked after a disconnect, when the layout may have changed).
     None on a single server: the client's own address serves every channel."""
     if not isinstance(redis, RedisCluster):
         return None
-    await redis.initialize()
-    await redis.nodes_manager.initialize()
-    node = redis.get_node_from_key(key)
+    try:
+        await redis.initialize()
+        await redis.nodes_manager.initialize()
+        node = redis.get_node_from_key(key)
+    except _CLUSTER_DOWN as exc:
+        raise _down(exc) from exc
     if node is None:  # pragma: no cover
-        raise ClusterDownError(f"no node serves the slot of {key!r}")
+        raise ClusterDown(f"no node serves the slot of {key!r}")
     return str(node.host), int(node.port)
 
 

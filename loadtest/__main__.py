@@ -192,7 +192,15 @@ def parser() -> argparse.ArgumentParser:
                 "--feed-rate",
                 type=float,
                 default=100.0,
-                help="submissions/s that keep the top 10 moving so snapshots flow (default 100; 0 = none)",
+                help="submissions/s that keep the top 10 moving so snapshots flow (default 100; 0 = none); a run "
+                "in which no snapshot was published says so (NOTHING MEASURED) and why",
+            )
+            load.add_argument(
+                "--feed-into-top",
+                action="store_true",
+                help="each feed player's first slip starts at the watched board's 10th place, so the feed moves a "
+                "top 10 that is established (a live game's: its slips would never reach it); the run's players "
+                "are removed at the end, as always",
             )
         load.add_argument("--players", type=int, default=100_000, help="player population of the submissions")
         load.add_argument(

@@ -33,6 +33,25 @@ Report = dict[str, Any]  # one client process's report (``Worker.report``)
 Probe = tuple[dict[str, float], tuple[float, float]]  # the gateways' /metrics, Redis's FCALL_RO (calls, µs)
 
 
+def nothing_published(*, rate: float, accepted: int, backlog_growth: int, tenth: int | None) -> str:
+    """Why no snapshot of the watched board was published in a measured window, from what the run
+    saw (the feed's ``rate``, the submissions the queue ``accepted`` from it and how much the queue
+    grew meanwhile, the points of the board's 10th place if it has ten): a window without a
+    snapshot measured nothing, which a report must say instead of "0 / 0 deliveries"."""
+    if not rate:
+        return "no feed (--feed-rate 0), and nothing else changed the board's top 10"
+    if not accepted:
+        return "the queue accepted none of the feed's submissions (backlog full, or Redis refused them)"
+    if backlog_growth >= accepted:
+        return f"no scorer applied the {accepted:,} submissions fed (the queue grew by {backlog_growth:,})"
+    if tenth is not None:
+        return (
+            f"the board's top 10 is established (10th place: {tenth:,} points) and the feed's slips did not "
+            "reach it, so it never changed; --feed-into-top starts each feed player at its 10th place"
+        )
+    return "the board's top 10 did not change"
+
+
 @dataclass
 class PhaseSamples:
     """What one socket phase measured. ``before`` / ``after`` / ``final``: the client processes'

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from leaderboard import GameConfig, Leaderboard, RedisClient, Submission, now_ms
-from leaderboard.errors import BacklogFull
+from leaderboard.errors import BacklogFull, BadRequest
 from leaderboard.queue import Queue, backlog
 
 REGIONS = ("eu", "na", "asia")
@@ -38,9 +38,13 @@ class Source:
     prefix: str = "p"  # player ids: <prefix><index>; load-test sockets use the same ids
     name_share: float = 0.05  # slips that carry a display name (profiles change rarely)
     seed: int | None = None
+    # points a player's first slip starts from (``--feed-into-top``: the watched board's 10th
+    # place, so that on an established board each new player enters its top 10 and moves it)
+    floor: int = 0
     rnd: random.Random = field(init=False)
     serial: int = 0
     run: str = field(init=False)
+    _lifted: set[int] = field(init=False, default_factory=set)  # players whose first slip had the floor
 
     def __post_init__(self) -> None:
         self.rnd = random.Random(self.seed)
@@ -54,11 +58,15 @@ class Source:
         for _ in range(n):
             self.serial += 1
             index = self.player()
+            floor = 0
+            if self.floor and index not in self._lifted:
+                self._lifted.add(index)
+                floor = self.floor
             out.append(
                 Submission(
                     id=f"lt-{self.run}-{self.serial}",
                     player=f"{self.prefix}{index}",
-                    points=min(int(rnd.paretovariate(1.5) * 10), POINTS_CAP),
+                    points=floor + min(int(rnd.paretovariate(1.5) * 10), POINTS_CAP),
                     ts_ms=ts,
                     op=self.op,
                     name=f"Player {index}" if rnd.random() < self.name_share else None,
@@ -67,6 +75,16 @@ class Source:
                 )
             )
         return out
+
+
+async def tenth_place(redis: RedisClient, config: GameConfig, window: str) -> int | None:
+    """The points of the global board's 10th place in ``window``, None while it holds fewer (or
+    the game keeps no such window)."""
+    try:
+        entries = (await Leaderboard(redis, config).top(window, n=10)).entries
+    except BadRequest:
+        return None
+    return int(entries[9].score) if len(entries) == 10 else None
 
 
 class Flood:

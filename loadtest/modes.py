@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.rollout import Step, rollout
-from leaderboard import GameConfig, connect
+from leaderboard import GameConfig, RedisClient, connect
 
 from . import report
-from .figures import GRACE, phase_figures, rollout_figures, storm_figures
-from .flood import Flood, Source, Window, one_at_a_time
+from .figures import GRACE, nothing_published, phase_figures, rollout_figures, storm_figures
+from .flood import Flood, Source, Window, one_at_a_time, tenth_place
 from .measure import SETTLE, catch_up, channel_of, measure_phase, swarm_of
 from .progress import Progress, Watch
 from .rows import (
@@ -47,6 +47,31 @@ class Result:
     charts: list[str] = field(default_factory=list)
 
 
+async def into_top(
+    flood: Flood, redis: RedisClient, config: GameConfig, args: argparse.Namespace, progress: Progress
+) -> None:
+    """``--feed-into-top``: each feed player's first slip starts from the watched board's 10th
+    place, so a feed of a board whose top 10 is established moves it (without, its slips may never
+    reach it: no snapshot is published, and a socket phase measures nothing)."""
+    if not getattr(args, "feed_into_top", False):
+        return
+    tenth = await tenth_place(redis, config, args.window)
+    if tenth is not None:
+        flood.source.floor = tenth
+        progress.note(f"--feed-into-top: the feed's players start at the board's 10th place, {tenth:,} points")
+
+
+async def why_nothing(flood: Flood | None, redis: RedisClient, config: GameConfig, window: str, backlog0: int) -> str:
+    """Why no snapshot was published in a window (``figures.nothing_published``), read now."""
+    growth = await flood.backlog() - backlog0 if flood is not None else 0
+    return nothing_published(
+        rate=flood.rate if flood is not None else 0,
+        accepted=flood.accepted if flood is not None else 0,
+        backlog_growth=growth,
+        tenth=await tenth_place(redis, config, window),
+    )
+
+
 async def run_load(mode: str, target: Target, args: argparse.Namespace, progress: Progress) -> Result:
     """``sockets`` (a light feed keeps snapshots coming) and ``mixed`` (a flood at ``--rate``)."""
     rate = args.feed_rate if mode == "sockets" else args.rate
@@ -59,9 +84,12 @@ async def run_load(mode: str, target: Target, args: argparse.Namespace, progress
         if rate != 0
         else None
     )
+    backlog0 = 0
     try:
         async with SnapshotMonitor(target.redis_url, channel) as monitor:
             if flood is not None:
+                await into_top(flood, redis, config, args, progress)
+                backlog0 = await flood.backlog()
                 flood.start()
             await asyncio.sleep(1.0)  # the first tick: boards exist, stored snapshots too
             label = "haproxy" if target.balancer_pids else "gateway"
@@ -85,6 +113,9 @@ async def run_load(mode: str, target: Target, args: argparse.Namespace, progress
                     spread=None if through else target.direct_urls,
                 )
                 f, ser = phase_figures(samples)
+                if not f["snapshots"]:
+                    f["nothing_published"] = await why_nothing(flood, redis, config, args.window, backlog0)
+                    progress.note(f"{phase}: NOTHING MEASURED: no snapshot was published: {f['nothing_published']}")
                 result.figures[phase] = f
                 result.series[phase] = ser
                 result.rows += phase_rows(f, f"{phase}: " if target.balancer_pids else "")
@@ -192,6 +223,7 @@ async def run_storm(target: Target, args: argparse.Namespace, progress: Progress
     swarms: list[Swarm] = []
     try:
         if args.feed_rate:
+            await into_top(flood, redis, GameConfig(game=target.game), args, progress)
             flood.start()
         victim_swarm = swarm_of(args, target, target.ws_url, reconnect=True)
         swarms.append(await victim_swarm.start())
@@ -273,9 +305,13 @@ async def run_rollout(target: Target, args: argparse.Namespace, progress: Progre
             f"UP in the balancer after {step.back_in_s:.1f} s"
         )
 
+    config = GameConfig(game=target.game)
+    backlog0 = 0
     try:
         async with SnapshotMonitor(target.redis_url, channel_of(target.game, args.window)) as monitor:
             if args.feed_rate:
+                await into_top(flood, redis, config, args, progress)
+                backlog0 = await flood.backlog()
                 flood.start()
             await asyncio.sleep(1.0)  # the first tick: the board and its stored snapshot exist
             await swarm.start()
@@ -301,6 +337,8 @@ async def run_rollout(target: Target, args: argparse.Namespace, progress: Progre
             expected = monitor.between(t0, t1)
             await catch_up(swarm, [k for k, _ in expected], since=t0)
             reports = await swarm.report([k for k, _ in expected], since=t0)
+            fed = flood if args.feed_rate else None
+            why = "" if expected else await why_nothing(fed, redis, config, args.window, backlog0)
     finally:
         await swarm.close()
         await flood.stop()
@@ -316,6 +354,9 @@ async def run_rollout(target: Target, args: argparse.Namespace, progress: Progre
         refused_before=before["refused"],
         snapshots=len(expected),
     )
+    if not expected:
+        f["nothing_published"] = why
+        progress.note(f"rollout: NOTHING MEASURED: no snapshot was published: {why}")
     result.figures["rollout"] = f
     result.series["timeline"] = watch.timeline
     result.rows += rollout_rows(f, steps)

@@ -36,9 +36,18 @@ def too_few(count: int, snapshots: int | None = None) -> str:
     return ""
 
 
+def nothing_measured(f: dict[str, Any], prefix: str = "") -> Rows:
+    """The first row of a window in which no snapshot was published (the run then sets
+    ``nothing_published``: why), saying so: its other figures are of nothing."""
+    if "nothing_published" not in f:
+        return []
+    return [(f"{prefix}NOTHING MEASURED", f"no snapshot was published in the window: {f['nothing_published']}")]
+
+
 def phase_rows(f: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     lat, read, spread = f["latency_ms"], f["read_latency_ms"], f["spread_ms"]
     rows: list[tuple[str, Any]] = [
+        *nothing_measured(f, prefix),
         (
             f"{prefix}sockets open / asked",
             f"{f['opened']:,} / {f['sockets']:,} ({f['connect_failures']} failed: {f.get('failed_connect', 0)} no "
@@ -241,6 +250,7 @@ def storm_charts(f: dict[str, Any], timeline: list[dict[str, float]]) -> list[st
 def rollout_rows(f: dict[str, Any], steps: list[Step]) -> Rows:
     g = f["longest_gap_s"]
     return [
+        *nothing_measured(f),
         ("gateways restarted / haproxy processes", f"{len(steps)} / {f['balancers']}"),
         ("rolling restart took s", f["rollout_seconds"]),
         *[

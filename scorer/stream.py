@@ -28,6 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from leaderboard import Leaderboard, RedisClient
 from leaderboard.backoff import redis_backoff
 from leaderboard.errors import LibraryMismatch
+from leaderboard.loading import with_library
 from leaderboard.transport import Command, execute_packed
 
 from .settings import ScorerSettings
@@ -170,20 +171,17 @@ class GroupWorker:
             return await fn(*args, **kwargs)
 
     async def acknowledge(self, *commands: Command) -> None:
-        """Send the acknowledgement (``lb_ack``, alone or inside the caller's MULTI). Redis that
-        restarted without persistence has lost the function library: load it and send again (a
-        MULTI's other commands then run twice; its dead letters were lost with the rest)."""
-        for attempt in range(2):
-            try:
-                replies = await execute_packed(self.redis, *commands)
-                for reply in replies[-1] if commands[0][0] == "MULTI" else ():
-                    if isinstance(reply, Exception):  # errors inside EXEC come back as values
-                        raise reply
-                return
-            except ResponseError as exc:
-                if attempt or "function not found" not in str(exc).lower():
-                    raise
-                await self.lb.load()
+        """Send the acknowledgement (``lb_ack``, alone or inside the caller's MULTI). A node that
+        restarted without persistence has lost the function library: load it there and send
+        again (a MULTI's other commands then run twice; its dead letters were lost with the rest)."""
+
+        async def send() -> None:
+            replies = await execute_packed(self.redis, *commands)
+            for reply in replies[-1] if commands[0][0] == "MULTI" else ():
+                if isinstance(reply, Exception):  # errors inside EXEC come back as values
+                    raise reply
+
+        await with_library(self.redis, self.stream, send)
 
     async def drained(self) -> bool:
         """Nothing pending in the whole group. Called right after a read found nothing new, so

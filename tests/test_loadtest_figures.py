@@ -6,8 +6,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
+
 from fleet.rollout import Step
-from loadtest.figures import GATEWAY_PROCESS_FIGURES, GRACE, PhaseSamples, phase_figures, rollout_figures, storm_figures
+from loadtest.figures import (
+    GATEWAY_PROCESS_FIGURES,
+    GRACE,
+    PhaseSamples,
+    nothing_published,
+    phase_figures,
+    rollout_figures,
+    storm_figures,
+)
+from loadtest.flood import Source
 from loadtest.rows import phase_rows, rollout_rows, storm_rows
 
 T0 = 1_900_000_000.0
@@ -132,6 +143,40 @@ def test_a_phases_figures_sum_the_client_processes_reports() -> None:
     assert series["latency_cdf"][-1] == (160.0, 1.0)
     rows = dict(phase_rows(f))
     assert rows["deliveries / expected"].startswith("7 / 8 (lost 1, counted 2.0 s after the window")
+
+
+def test_a_window_without_a_snapshot_says_it_measured_nothing_and_why() -> None:
+    """0 of 0 deliveries is not a result: the table's first row says nothing was measured, and why."""
+    f, _ = phase_figures(samples(expected=[]))
+    assert (f["snapshots"], f["expected_deliveries"]) == (0, 0)
+    assert "NOTHING MEASURED" not in dict(phase_rows(f))  # the run sets why, once it has looked
+    f["nothing_published"] = nothing_published(rate=100, accepted=1500, backlog_growth=3, tenth=9_000_000)
+    [(name, text), *_] = phase_rows(f, "gateway: ")
+    assert name == "gateway: NOTHING MEASURED" and "10th place: 9,000,000 points" in text
+    assert "--feed-into-top" in text
+
+
+@pytest.mark.parametrize(
+    ("seen", "why"),
+    [
+        ({"rate": 0, "accepted": 0, "backlog_growth": 0, "tenth": None}, "--feed-rate 0"),
+        ({"rate": 100, "accepted": 0, "backlog_growth": 0, "tenth": None}, "accepted none"),
+        ({"rate": 100, "accepted": 1500, "backlog_growth": 1500, "tenth": 7}, "no scorer applied the 1,500"),
+        ({"rate": 100, "accepted": 1500, "backlog_growth": 0, "tenth": 7}, "established (10th place: 7 points)"),
+        ({"rate": 100, "accepted": 1500, "backlog_growth": 0, "tenth": None}, "did not change"),
+    ],
+)
+def test_why_no_snapshot_was_published(seen: dict[str, int], why: str) -> None:
+    assert why in nothing_published(**seen)
+
+
+def test_into_the_top_each_feed_player_starts_at_the_floor_once() -> None:
+    plain, lifted = Source(players=50, seed=7), Source(players=50, seed=7, floor=1_000_000)
+    first: set[str] = set()
+    for a, b in zip(plain.take(500), lifted.take(500), strict=True):
+        assert a.player == b.player
+        assert b.points == a.points + (1_000_000 if a.player not in first else 0)
+        first.add(a.player)
 
 
 def test_unknown_gateway_processes_are_not_zero_but_said_why() -> None:

@@ -4,6 +4,7 @@ nothing lost, latencies positive and bounded, everyone back after a storm — no
 
 from __future__ import annotations
 
+import asyncio
 import math
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 import redis
 
 from gateway.outbound import text_frame
-from leaderboard import Entry, wire
+from leaderboard import Entry, GameConfig, Leaderboard, Submission, connect, now_ms, wire
 from loadtest.__main__ import main
 from loadtest.messages import message_type, snapshot_identity
 from loadtest.wsclient import ClientReader, accept_value
@@ -94,6 +95,30 @@ def test_sockets_mode_with_naive_baseline(tmp_path: Path, redis_url: str) -> Non
     assert math.isfinite(doc["figures"]["ratios"]["gateway / naive: CPU per delivery"])
     # the report's charts are drawn from these figures: latency, CPU and memory, gateway beside naive
     assert (tmp_path / "sockets.html").read_text().count('<img src="data:image/png;base64,') == 3
+
+
+@pytest.mark.slow
+def test_a_feed_that_cannot_move_an_established_top_says_so_or_moves_it(tmp_path: Path, redis_url: str) -> None:
+    """A live game's top 10 is far above anything the feed's fresh players score: no snapshot is
+    published, and the run says it measured nothing and why (it said "0 / 0 deliveries" and no
+    more). ``--feed-into-top`` starts the feed's players at its 10th place, and it moves."""
+    stars = [Submission(f"star-{i}", f"star{i}", 100_000_000 + i, now_ms()).fields() for i in range(10)]
+
+    async def establish() -> None:
+        r = connect(redis_url)
+        try:
+            assert all(s.status == "ok" for s in await Leaderboard(r, GameConfig(game="ltsockets")).submit_batch(stars))
+        finally:
+            await r.aclose()
+
+    asyncio.run(establish())
+    small = ("--sockets", "50", "--duration", "2", "--players", "1000")
+    f = run("sockets", tmp_path, redis_url, *small)["figures"]["gateway"]
+    assert f["snapshots"] == 0 and "established (10th place: 100,000,000 points)" in f["nothing_published"]
+    assert "NOTHING MEASURED" in (tmp_path / "sockets.html").read_text()
+    f = run("sockets", tmp_path, redis_url, *small, "--feed-into-top")["figures"]["gateway"]
+    assert "nothing_published" not in f
+    assert f["snapshots"] >= 1 and f["deliveries"] == f["expected_deliveries"] == 50 * f["snapshots"]
 
 
 @pytest.mark.slow

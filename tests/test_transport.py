@@ -1,19 +1,30 @@
 """The transport's connection handling over a real redis-server: a connection torn down under a
-command is a lost connection, and a full pool waits (bounded) instead of failing at once."""
+command is a lost connection, a full pool waits (bounded) instead of failing at once, a budget
+bounds the calls made inside it, and a cluster that cannot serve a call is Redis down."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 import redis.asyncio
+from redis.exceptions import (
+    ClusterDownError,
+    MasterDownError,
+    MovedError,
+    RedisClusterUnreachableError,
+    ResponseError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from leaderboard import connect
 from leaderboard.errors import Unavailable
 from leaderboard.settings import RedisPool, SettingsError, cluster_seeds, redacted, redis_url_problem
-from leaderboard.transport import _torn_down, execute_packed
+from leaderboard.transport import _CLUSTER_DOWN, _down, _torn_down, execute_packed, redis_budget
 from scorer import ScorerSettings
 
 from .conftest import MS, until
@@ -92,6 +103,56 @@ async def test_a_pool_held_past_its_wait_is_unavailable(redis_url: str, r: redis
         await asyncio.gather(*held, return_exceptions=True)
     finally:
         await client.aclose()
+
+
+async def test_a_budget_bounds_the_redis_time_of_all_the_calls_inside(redis_url: str) -> None:
+    """``redis_budget`` (each HTTP API request's): the calls' durations add up, and the call that
+    would take the sum past the bound is cut, whatever kind of call it is."""
+    client = connect(redis_url, socket_timeout=None)
+    try:
+        with redis_budget(500 * MS):
+            assert await client.blpop(["empty"], timeout=0.3) is None  # 0.3 s of the 0.5 s spent
+            with pytest.raises(RedisTimeoutError):
+                await client.blpop(["empty"], timeout=0.3)
+
+        async def piped() -> list[object]:
+            pipe = client.pipeline(transaction=False)
+            pipe.blpop(["empty"], timeout=5)
+            return await pipe.execute()
+
+        calls: list[Callable[[], Awaitable[object]]] = [
+            lambda: client.blpop(["empty"], timeout=5),
+            lambda: execute_packed(client, ("BLPOP", "empty", 5)),
+            piped,
+        ]
+        for call in calls:
+            with redis_budget(100 * MS), pytest.raises(RedisTimeoutError):
+                await call()
+        assert await client.ping()  # outside a budget, unbounded; the cut connections are not reused
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ClusterDownError("The cluster is down"),
+        MasterDownError("Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
+        TryAgainError("Multiple keys request during rehashing of slot"),
+        MovedError("3999 127.0.0.1:6381"),
+        SlotNotCoveredError('Slot "3999" not covered by the cluster.'),
+        RedisClusterUnreachableError("Redis Cluster cannot be connected."),
+    ],
+    ids=type,
+)
+def test_a_cluster_that_cannot_serve_a_call_is_redis_down(error: Exception) -> None:
+    """What redis-py raises when a cluster cannot serve a call now: the callers' "Redis is down,
+    back off" (a ConnectionError), never an error that ends a process."""
+    assert isinstance(error, _CLUSTER_DOWN)
+    down = _down(error)
+    assert isinstance(down, RedisConnectionError) and down.code == "unavailable"
+    # a refusal of the call itself stays one
+    assert not isinstance(ResponseError("WRONGTYPE Operation against a key holding the wrong kind"), _CLUSTER_DOWN)
 
 
 # ---------------------------------------------------------------- cluster URLs
