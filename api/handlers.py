@@ -29,6 +29,7 @@ from leaderboard.definitions import default_window
 from leaderboard.errors import TournamentError
 from leaderboard.keys import DEFINED
 from leaderboard.queue import Queue
+from leaderboard.results import Refiled
 
 from . import bodies
 from .problems import Problem, refusals
@@ -265,7 +266,11 @@ async def submit(api: Api, request: Request) -> Response:
         sub = replace(sub, outcome=True)
     with refusals("Redis is unreachable; retry with the same match_id"):
         # the clock and the game's limits checked here; the body's fingerprint against the id's first
-        stream_id = await game.queue.submit(sub, body=fingerprint(path_param(request, "board"), body))
+        filed = await game.queue.submit(sub, body=fingerprint(path_param(request, "board"), body))
+    # A retry of an earlier filing is not appended again (its slip, stamped by this clock when the
+    # body has no ts, could fall in another hour's seen bucket and be applied twice): it is
+    # answered as that filing, with its entry's id and, asked to wait, its outcome read below.
+    stream_id = filed.stream_id if isinstance(filed, Refiled) else filed
     queued = {"submission": sub.id, "stream_id": stream_id, "status": "pending"}
     if wait is None:
         return Response(orjson.dumps(queued), 202, media_type=JSON)

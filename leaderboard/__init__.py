@@ -27,6 +27,7 @@ from .results import (
     Entry,
     Publication,
     Ranks,
+    Refiled,
     Standing,
     SubmitResult,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "Publication",
     "Ranks",
     "RedisClient",
+    "Refiled",
     "Rules",
     "Standing",
     "Submission",

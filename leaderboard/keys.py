@@ -95,9 +95,10 @@ class Keys:
         return f"{self.prefix}:seen:{hour}"
 
     def bodies(self, hour: int) -> str:
-        """Hash submission id -> fingerprint of the request body it was first filed with (the HTTP
-        API's Idempotency-Key rule: lb_enqueue refuses the id with another body), bucketed by the
-        hour it was filed and kept as long as a submission id is remembered."""
+        """Hash submission id -> "<fingerprint> <stream id>": the request body it was first filed
+        with and the entry that filing appended (the HTTP API's Idempotency-Key rule: lb_enqueue
+        refuses the id with another body, and does not append a retry with the same one again),
+        bucketed by the hour it was filed and kept as long as a submission id is remembered."""
         return f"{self.prefix}:bodies:{hour}"
 
     def outcomes(self, hour: int) -> str:

@@ -88,6 +88,7 @@ from .results import (
     Entry,
     Publication,
     Ranks,
+    Refiled,
     Standing,
     SubmissionStatus,
     SubmitResult,
@@ -139,6 +140,11 @@ async def _execute(redis: RedisClient, command: Command) -> Any:
     with _library_errors():
         [reply] = await with_library(redis, [command], lambda: execute_packed(redis, command))
     return reply
+
+
+def _enqueued(reply: Sequence[Any]) -> list[str | Refiled]:
+    """lb_enqueue's reply: a stream id per entry appended, a one-element array per retry."""
+    return [Refiled(str(i[0])) if isinstance(i, list) else str(i) for i in reply]
 
 
 class Leaderboard(PlainReads):
@@ -234,13 +240,16 @@ class Leaderboard(PlainReads):
         wait_replicas: int = 0,
         wait_timeout_ms: int = 0,
         bodies: Sequence[str] | None = None,
-    ) -> list[str]:
+    ) -> list[str | Refiled]:
         """lb_enqueue: append stream entries to the submissions queue, all or none; their ids.
         Raises BacklogFull when that would take the queue past ``backlog_max``.
 
         ``bodies``: per entry, a fingerprint of the request that filed it ('' for none): an id
         filed before (within LB_IDEMPOTENCY_S) with another one is refused, InvalidSubmission
-        ``idempotency_conflict``, and nothing is appended.
+        ``idempotency_conflict``, and nothing is appended; with the same one the entry is a
+        retry, not appended (its slip may carry another stamp, in another hour's seen bucket:
+        it would be applied twice), and its place in the list is a Refiled. Without ``bodies``
+        every entry is appended and the list holds stream ids only.
 
         ``wait_replicas`` > 0: then ``WAIT`` on the same connection until that many replicas
         have the entries (at most ``wait_timeout_ms``), so an acknowledged submission survives
@@ -258,8 +267,7 @@ class Leaderboard(PlainReads):
             args += [(hour + 1) * HOUR_MS // 1000 + self.config.idempotency_s, *bodies]
         command: Command = ("FCALL", "lb_enqueue", len(keys), *keys, *args)
         if not wait_replicas:
-            ids = await _execute(self.redis, command)
-            return [str(i) for i in ids]
+            return _enqueued(await _execute(self.redis, command))
         # WAIT counts the replicas that have every write this connection made: one pipeline.
         with _library_errors():
             ids, acked = await with_library(
@@ -272,7 +280,7 @@ class Leaderboard(PlainReads):
                 f"queued, but {acked} of {wait_replicas} replicas confirmed within {wait_timeout_ms} ms; "
                 "retry with the same id"
             )
-        return [str(i) for i in ids]
+        return _enqueued(ids)
 
     async def status(self, submission_id: str, *, now: int | None = None) -> SubmissionStatus:
         """lb_status: what became of a submission, by its id (SubmissionStatus): applied, pending,

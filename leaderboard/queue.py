@@ -11,6 +11,7 @@ bounds it from above: acknowledgements trim below the oldest entry still waiting
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import overload
 
 from redis.exceptions import ResponseError
 
@@ -18,6 +19,7 @@ from . import boards
 from .config import GameConfig
 from .errors import CODES, InvalidBoard, InvalidSubmission
 from .library import Leaderboard
+from .results import Refiled
 from .submission import Submission
 from .transport import RedisClient, now_ms
 
@@ -44,15 +46,31 @@ class Queue:
         self.wait_timeout_ms = config.wait_timeout_ms if wait_timeout_ms is None else wait_timeout_ms
         self.stream = config.keys.submissions
 
-    async def submit(self, submission: Submission, *, body: str | None = None) -> str:
-        """``body``: a fingerprint of the request that filed it (Leaderboard.enqueue's ``bodies``)."""
-        [stream_id] = await self.submit_many([submission], bodies=None if body is None else [body])
-        return stream_id
+    @overload
+    async def submit(self, submission: Submission) -> str: ...
+    @overload
+    async def submit(self, submission: Submission, *, body: str) -> str | Refiled: ...
+    async def submit(self, submission: Submission, *, body: str | None = None) -> str | Refiled:
+        """``body``: a fingerprint of the request that filed it (Leaderboard.enqueue's ``bodies``):
+        a retry of an earlier filing with the same one is not appended again, a Refiled instead
+        of the stream id."""
+        if body is None:
+            [stream_id] = await self.submit_many([submission])
+            return stream_id
+        [filed] = await self.submit_many([submission], bodies=[body])
+        return filed
 
-    async def submit_many(self, submissions: Sequence[Submission], *, bodies: Sequence[str] | None = None) -> list[str]:
+    @overload
+    async def submit_many(self, submissions: Sequence[Submission]) -> list[str]: ...
+    @overload
+    async def submit_many(self, submissions: Sequence[Submission], *, bodies: Sequence[str]) -> list[str | Refiled]: ...
+    async def submit_many(
+        self, submissions: Sequence[Submission], *, bodies: Sequence[str] | None = None
+    ) -> list[str] | list[str | Refiled]:
         """Check the clock, the game's limits and the definitions of the boards named, then
-        append every submission in one call; returns their stream ids. The rest of the rules
-        held when each Submission was made.
+        append every submission in one call; returns their stream ids (with ``bodies``, a
+        Refiled for each retry: Leaderboard.enqueue). The rest of the rules held when each
+        Submission was made.
 
         Raises InvalidSubmission for the first bad one (nothing is appended then) and
         BacklogFull when the stream already holds ``backlog_max`` entries; NotReplicated when
@@ -67,13 +85,18 @@ class Queue:
             await self._check_boards([sub for sub in submissions if sub.board])
         if any(sub.tournament for sub in submissions):
             await self._check_entries([sub for sub in submissions if sub.tournament])
-        return await self.lb.enqueue(
+        filed = await self.lb.enqueue(
             [sub.fields() for sub in submissions],
             backlog_max=self.backlog_max,
             wait_replicas=self.wait_replicas,
             wait_timeout_ms=self.wait_timeout_ms,
             bodies=bodies,
         )
+        if bodies is None:  # every entry appended: lb_enqueue tells retries only by their bodies
+            ids = [i for i in filed if isinstance(i, str)]
+            assert len(ids) == len(filed)
+            return ids
+        return filed
 
     async def _check_boards(self, submissions: Sequence[Submission]) -> None:
         """Slips to defined boards: refused here, with lb_submit's codes, when the board is

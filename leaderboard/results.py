@@ -152,6 +152,15 @@ class Correction:
 
 
 @dataclass(frozen=True, slots=True)
+class Refiled:
+    """An entry ``Leaderboard.enqueue`` did not append: its submission id was filed before with
+    the same request body, so it is a retry of that filing (``stream_id``: the entry the filing
+    appended, '' when its record does not say). What became of it is ``Leaderboard.status``'s."""
+
+    stream_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class SubmissionStatus:
     """What became of a submission (``Leaderboard.status``): ``applied``, ``pending`` (in the
     queue), ``refused`` (dead-lettered; then ``code`` and ``message`` say why) or ``unknown``

@@ -88,37 +88,48 @@ end
 
 -- The request bodies' fingerprints, each against the one its id was first filed with (the
 -- Idempotency-Key rule of the HTTP API): another one refuses the whole call before anything is
--- appended, since the id would be applied with the first body and this one dropped unseen.
--- Returns the ids filed for the first time (fingerprint by id), or nil and the refusal.
+-- appended, since the id would be applied with the first body and this one dropped unseen. The
+-- same one is a retry: not appended again, since a slip stamped by the API's clock gets a new
+-- stamp each time and lb_submit dedupes an id only within its stamp's hour.
+-- A bucket's record is "<fingerprint> <stream id of the first filing>" (the fingerprint alone in
+-- records written before the stream id was kept).
+-- Returns the ids filed for the first time (fingerprint by id) and the retries (the first
+-- filing's stream id, '' if unknown, by entry index), or nil and the refusal.
 function queue.claim_bodies(keys, args, starts, count, pos)
   if not valid.parse_uint(args[pos], 12) then
-    return nil, refuse('bad_request', 'malformed body fingerprints')
+    return nil, nil, refuse('bad_request', 'malformed body fingerprints')
   end
-  local first = {}
+  local first, retries = {}, {}
   for i = 1, count do
     local fp = args[pos + i]
     if fp ~= '' then
       local id = queue.entry_id(args, starts[i])
       if not id then
-        return nil, refuse('bad_request', 'entry ' .. i .. ' has a body fingerprint but no submission id')
+        return nil, nil, refuse('bad_request', 'entry ' .. i .. ' has a body fingerprint but no submission id')
       end
-      local known, stored = first[id], nil
+      local stored
       for k = 3, #keys do -- the newest bucket first: a retry comes soon after
-        if known or stored then
+        stored = redis.call('HGET', keys[k], id)
+        if stored then
           break
         end
-        stored = redis.call('HGET', keys[k], id)
       end
-      known = known or stored
+      local known, stream_id = first[id], nil
+      if stored then
+        known, stream_id = string.match(stored, '^(%S+) ?(%S*)$')
+      end
       if known and known ~= fp then
-        return nil, refuse('idempotency_conflict', 'submission ' .. id .. ' was filed with another body')
+        return nil, nil, refuse('idempotency_conflict', 'submission ' .. id .. ' was filed with another body')
       end
-      if not stored then
+      if stored then
+        retries[i] = stream_id
+      else
+        -- a second copy within this call is appended too: the same slip, deduped by lb_submit
         first[id] = fp
       end
     end
   end
-  return first
+  return first, retries
 end
 
 --[[ lb_enqueue: append submissions to the queue, unless that would overfill it.
@@ -130,14 +141,17 @@ call (an entry cut short, arguments past the last) appends nothing. Each entry's
 submission id (its 'slip' field up to the first tab, or its 'id' field) joins the queued set
 (lb_status: pending) until the scorer acknowledges the entry. With body buckets (the HTTP API),
 each entry's request body fingerprint is held to the first one filed under its id
-(claim_bodies), and a first one is kept in the current hour's bucket.
+(claim_bodies), and a first one is kept, with the entry's stream id, in the current hour's
+bucket; an entry whose id was filed before with the same fingerprint is a retry and is neither
+appended nor queued again (its first filing is applied, or pending and queued already).
 Input:  KEYS[1] submissions stream, KEYS[2] queued set, KEYS[3 ..] (optional) the bodies buckets
         of the idempotency window, the current hour's first
         ARGV    backlog_max, entry_count, then per entry: field_count (pairs), field, value, ...;
                 with body buckets then: their expire_at (unix s), one fingerprint per entry ('':
                 none)
-Output: the stream ids, in order; or 'ERR backlog_full ...' or 'ERR idempotency_conflict ...' and
-        nothing is appended
+Output: per entry in order its stream id, or for a retry (body buckets only) a one-element
+        array: the stream id its first filing got ('' when that record does not hold one);
+        or 'ERR backlog_full ...' or 'ERR idempotency_conflict ...' and nothing is appended
 ]]
 function queue.lb_enqueue(keys, args)
   local backlog_max = valid.parse_uint(args[1], 12)
@@ -169,18 +183,21 @@ function queue.lb_enqueue(keys, args)
   if pos + (bodies and count + 1 or 0) ~= #args + 1 then
     return refuse('bad_request', 'arguments past the last entry')
   end
-  local first
+  local first, retries = nil, {}
   if bodies then
     local err
-    first, err = queue.claim_bodies(keys, args, starts, count, pos)
+    first, retries, err = queue.claim_bodies(keys, args, starts, count, pos)
     if err then
       return err
     end
   end
   local ids, queued, n, stream = {}, {}, 0, keys[1]
+  local filed = {} -- a first filing's stream id by submission id, kept with its fingerprint
   for i = 1, count do
     local at, id = starts[i], nil
-    if args[at] == '1' and args[at + 1] == 'slip' then -- nearly every entry: a slip alone
+    if retries[i] then
+      ids[i] = { retries[i] }
+    elseif args[at] == '1' and args[at + 1] == 'slip' then -- nearly every entry: a slip alone
       local slip = args[at + 2]
       ids[i] = redis.call('XADD', stream, '*', 'slip', slip)
       id = string.match(slip, '^[^\t]+')
@@ -199,9 +216,10 @@ function queue.lb_enqueue(keys, args)
         end
       end
     end
-    if id then
+    if id then -- none for a retry: its id is queued already, or applied
       n = n + 1
       queued[n] = id
+      filed[id] = filed[id] or ids[i]
     end
   end
   for i = 1, #queued, 1000 do -- chunked: unpack() is bounded by Lua's C stack
@@ -209,7 +227,7 @@ function queue.lb_enqueue(keys, args)
   end
   if first and next(first) then
     for id, fp in pairs(first) do
-      redis.call('HSET', keys[3], id, fp) -- a retry's: the same fingerprint again, a no-op
+      redis.call('HSET', keys[3], id, fp .. ' ' .. filed[id])
     end
     redis.call('EXPIREAT', keys[3], args[pos], 'NX')
   end

@@ -37,9 +37,11 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
                                                    fields set, or (earlier releases) fields by name
   lb:{g}:queued                            SET     submission ids in the queue: lb_enqueue adds, the
                                                    scorer removes when it acknowledges them
-  lb:{g}:bodies:<hour>                     HASH    submission id -> fingerprint of the request body it
-                                                   was first filed with (the HTTP API's), bucketed by
-                                                   the hour lb_enqueue took it; kept as long as seen
+  lb:{g}:bodies:<hour>                     HASH    submission id -> "<fingerprint> <stream id>" of the
+                                                   request body it was first filed with (the HTTP
+                                                   API's) and the entry that filing appended,
+                                                   bucketed by the hour lb_enqueue took it; kept as
+                                                   long as seen
   lb:{g}:deadletters                       STREAM  slips the scorer refused: their fields and dead.id,
                                                    dead.code, dead.message, dead.at, dead.by (scorer)
   lb:{g}:refused:<hour>                    HASH    submission id -> "<code> <message>" of the

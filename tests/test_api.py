@@ -912,6 +912,28 @@ async def test_a_405_names_every_method_of_the_path(http: httpx.AsyncClient) -> 
     assert {m.strip() for m in refused.headers["allow"].split(",")} == {"GET", "HEAD", "PUT", "DELETE"}
 
 
+async def test_a_retry_after_its_first_filing_was_applied_is_answered_not_queued_again(
+    http: httpx.AsyncClient, r: aioredis.Redis, redis_url: str
+) -> None:
+    """A body without ts is stamped by the API's clock, so a retry's slip carries another stamp
+    (in a later hour, another seen bucket: lb_submit would apply it again, test_scorer_queue).
+    The id's first body stands for it: the retry is answered as that filing, never appended."""
+    lb = Leaderboard(r, GameConfig(game=GAME))
+    scores, slip = "/v1/boards/global/scores", {"player_id": "cyd", "delta": 7}
+    by_key = {**SERVER, "Idempotency-Key": "k-retry"}
+    async with scorer(redis_url):
+        first = await post_applied(http, scores, slip, by_key)
+        assert first.status_code == 200 and first.json()["status"] == "applied", first.text
+        added = (await r.xinfo_stream(lb.keys.submissions))["entries-added"]
+        again = await http.post(scores, params={"wait": "applied"}, json=slip, headers=by_key)
+        assert again.status_code == 200 and again.json() == first.json()  # its entry, its outcome
+        queued = await http.post(scores, json=slip, headers=by_key)
+        assert queued.status_code == 202
+        assert queued.json() == {"submission": "k-retry", "stream_id": first.json()["stream_id"], "status": "pending"}
+        assert (await r.xinfo_stream(lb.keys.submissions))["entries-added"] == added
+    assert (await lb.ranks(["cyd"], "alltime", "global")).standings[0].score == 7
+
+
 async def test_an_idempotency_key_reused_with_another_body_is_refused(
     http: httpx.AsyncClient, r: aioredis.Redis, redis_server: RedisServer, redis_url: str
 ) -> None:

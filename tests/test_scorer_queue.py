@@ -9,8 +9,10 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from leaderboard import BacklogFull, GameConfig, InvalidSubmission, Submission, now_ms
+from leaderboard import BacklogFull, GameConfig, InvalidSubmission, Leaderboard, Submission, now_ms
+from leaderboard.keys import HOUR_MS
 from leaderboard.queue import Queue
+from leaderboard.results import Refiled
 
 
 def sub(i: int, points: int = 10) -> Submission:
@@ -29,6 +31,39 @@ async def test_submit_appends_stream_entries(r: aioredis.Redis, config: GameConf
     assert rows[0][1] == {"slip": f"a\tana\t5\t{ts}\tAna", "region": "eu"}
     assert rows[1][1] == subs[0].fields()
     assert set(await r.smembers(config.keys.queued)) == {"a", "s-1", "s-2"}  # lb_status: pending
+
+
+async def test_a_retry_with_the_same_body_is_not_appended_again(r: aioredis.Redis, config: GameConfig) -> None:
+    """The HTTP API stamps a body without ts with its own clock, so a retry's slip may carry a
+    stamp in a later hour than its first filing's: lb_submit dedupes an id within its stamp's
+    hour's seen bucket only, and would add the points again. The id's first body fingerprint
+    stands for it instead: a retry with the same one is not appended, pending or applied."""
+    lb, queue = Leaderboard(r, config), Queue(r, config, backlog_max=10)
+    now = now_ms()
+    first, retry = (Submission("k-1", "ana", 5, ts, op="incr") for ts in (now - 2 * HOUR_MS, now))
+    assert first.ts_ms // HOUR_MS != retry.ts_ms // HOUR_MS  # another seen bucket
+    [stream_id] = await queue.submit_many([first], bodies=["fp"])
+    assert isinstance(stream_id, str)
+    # still pending: the same entry stands, queued once
+    assert await queue.submit(retry, body="fp") == Refiled(stream_id)
+    assert await r.smembers(config.keys.queued) == {"k-1"}
+    # applied as the scorer applies it (lb_submit), then filed again
+    entries: Any = await r.xrange(config.keys.submissions)
+    await lb.submit_batch([fields for _, fields in entries], now=now_ms(), rows=False)
+    assert await queue.submit(retry, body="fp") == Refiled(stream_id)
+    # what the scorer would read next: nothing appended for either retry
+    later: Any = await r.xrange(config.keys.submissions, min="(" + stream_id)
+    if later:
+        await lb.submit_batch([fields for _, fields in later], now=now_ms(), rows=False)
+    assert (await lb.rank("ana", "alltime")).score == 5
+    assert later == []
+    assert (await lb.status("k-1")).status == "applied"
+    # another body under the id is still refused; without bodies (socket, CLI) every entry is appended
+    with pytest.raises(InvalidSubmission) as refused:
+        await queue.submit(retry, body="other")
+    assert refused.value.code == "idempotency_conflict"
+    assert await queue.submit(retry) != stream_id
+    assert await r.xlen(config.keys.submissions) == 2
 
 
 async def test_backlog_full_refuses_the_whole_batch(r: aioredis.Redis, config: GameConfig) -> None:
