@@ -10,6 +10,7 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
+from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -22,16 +23,22 @@ PIN = re.compile(
 )
 
 
-def locked() -> dict[str, tuple[str, str | None]]:
-    """Package -> (version, environment marker or None), from the lock's text."""
+def locked() -> list[tuple[str, str, str | None]]:
+    """(package, version, environment marker or None) per requirement of the lock's text: a
+    package may appear twice, each pin under its marker (numpy for Python 3.11, another for 3.12+)."""
     text = LOCK.read_text()
-    pins: dict[str, tuple[str, str | None]] = {
-        canonicalize_name(m[1]): (m[2], m[3].strip() if m[3] else None) for m in PIN.finditer(text)
-    }
+    pins: list[tuple[str, str, str | None]] = [
+        (canonicalize_name(m[1]), m[2], m[3].strip() if m[3] else None) for m in PIN.finditer(text)
+    ]
     # Every requirement line of the lock was read as a hashed pin: none without a hash, none loose.
     requirement_lines = [line for line in text.splitlines() if line and not line[0].isspace() and line[0] != "#"]
     assert len(requirement_lines) == len(pins), "every line of requirements.lock is name==version with its hashes"
     return pins
+
+
+def here() -> dict[str, str]:
+    """Package -> the version the lock pins for this interpreter and platform."""
+    return {name: version for name, version, marker in locked() if marker is None or Marker(marker).evaluate()}
 
 
 def declared() -> list[Requirement]:
@@ -40,22 +47,18 @@ def declared() -> list[Requirement]:
 
 
 def test_the_lock_pins_every_declared_dependency_within_its_range() -> None:
-    pins = locked()
+    pins = here()
     for requirement in declared():
         name = canonicalize_name(requirement.name)
         assert name in pins, f"{requirement.name} is declared in pyproject.toml but not locked: ./dev lock"
-        assert requirement.specifier.contains(pins[name][0]), f"{name}=={pins[name][0]} is outside {requirement}"
+        assert requirement.specifier.contains(pins[name]), f"{name}=={pins[name]} is outside {requirement}"
 
 
 def test_the_virtualenv_holds_exactly_the_lock() -> None:
     """What the suite runs with is what a fresh machine installs: each locked package that applies
     here is installed at its locked version."""
-    from packaging.markers import Marker
-
     wrong = {}
-    for name, (version, marker) in locked().items():
-        if marker is not None and not Marker(marker).evaluate():
-            continue
+    for name, version in here().items():
         try:
             installed = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -71,5 +74,5 @@ def test_readme_names_the_locked_versions() -> None:
     section = readme.split("\n## Dependencies\n", 1)[1].split("\n## ", 1)[0]
     named = dict(re.findall(r"^\| `([a-z0-9\-]+)` \| ([^ |]+) \|", section, re.M))
     assert len(named) >= 10, "README's Dependencies table lists the main packages"
-    pins = locked()
-    assert {name: pins[canonicalize_name(name)][0] for name in named} == named
+    pins = here()
+    assert {name: pins[canonicalize_name(name)] for name in named} == named
