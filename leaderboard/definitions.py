@@ -100,6 +100,10 @@ class Definitions:
         self.columns: tuple[dict[str, str], ...] = ()  # the game's boards' display hint, when stored
         self._refreshed_at = -REFRESH_S
         self.version: int | None = None  # the counter last read; None: never read
+        # The change log's member at ``version`` (the change that brought the counter there), None
+        # when unknown: a Redis that lost its data and counted back to the same version holds
+        # another member there, which tells this registry its version no longer means anything.
+        self._mark: str | None = None
         self.stored: dict[str, Definition] = {}
         self.unreadable = 0  # stored definitions this code cannot parse (written by a newer one)
         self._unreadable: set[str] = set()
@@ -122,21 +126,27 @@ class Definitions:
             since = -1 if self.version is None else self.version
             # The floor is read after the log: a purge between the two raises it, so a change
             # whose member the purge took is either in the range read or below the floor.
-            raw, changed, floor = await execute_packed(
+            raw, changed, floor, at_since = await execute_packed(
                 self.redis,
                 ("GET", k.boards_version),
                 ("ZRANGE", k.board_changes, f"({since}", "+inf", "BYSCORE", "LIMIT", 0, CHANGES_PER_READ, "WITHSCORES"),
                 ("ZSCORE", k.board_changes, FLOOR),
+                ("ZRANGE", k.board_changes, since, since, "BYSCORE"),
             )
             version = int(raw) if raw is not None else 0
-            if not changed and version == since:
+            # The log holds another change at the version this registry holds: Redis lost its
+            # data and counted back to it (no member there at all is fine: the change that was
+            # there moved to a later version, or was purged and the floor says so).
+            there = [str(m) for m in at_since if str(m) != FLOOR]
+            recounted = self._mark is not None and bool(there) and self._mark not in there
+            if not changed and version == since and not recounted:
                 if moved:  # read in steps, the last one full: the default may be among them
                     self._apply_default(self.stored.get(DEFAULT_ID))
                 return moved
             # Held none yet, or behind the floor, or ahead of the counter (a flushed or rebuilt
-            # Redis), or the counter moved with nothing in the log (a bump by hand): the log
-            # cannot say what changed.
-            if self.version is None or since < int(float(floor or 0)) or since > version or not changed:
+            # Redis), or counted back to it, or the counter moved with nothing in the log (a bump
+            # by hand): the log cannot say what changed.
+            if self.version is None or since < int(float(floor or 0)) or since > version or recounted or not changed:
                 await self._load_all(version)
                 return True
             pairs = changed if isinstance(changed[0], list) else list(zip(changed[0::2], changed[1::2], strict=True))
@@ -149,9 +159,10 @@ class Definitions:
                 # every change after ``since`` was read, including any newer than the counter
                 # read first: their definitions are the current ones
                 self.version = max(version, reached)
+                self._mark = ids[-1] if reached == self.version else None
                 self._apply_default(self.stored.get(DEFAULT_ID))
                 return True
-            self.version = reached  # more in the log than one read returns: read on from there
+            self.version, self._mark = reached, ids[-1]  # more in the log than one read returns: read on from there
 
     def changes_since(self, mark: tuple[int, int]) -> tuple[tuple[int, int], list[str] | None]:
         """The ids whose definitions changed since ``mark`` (a mark this returned before, or
@@ -203,7 +214,9 @@ class Definitions:
             if not int(cursor):
                 break
             await asyncio.sleep(0)  # parsing 100,000 takes seconds: let the loop serve meanwhile
+        marks = await self.redis.zrange(self.keys.board_changes, version, version, byscore=True)
         self.stored, self.unreadable, self.version = found, len(self._unreadable), version
+        self._mark = next((str(m) for m in marks if m != FLOOR), None)
         self.loads += 1
         self.generation, self._changed = self.generation + 1, []
         self._apply_default(found.get(DEFAULT_ID))

@@ -14,6 +14,7 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
+from fleet.redis_server import RedisServer
 from leaderboard import Leaderboard, boards, now_ms
 
 from .gw_helpers import client, greet, request, running, token
@@ -32,11 +33,11 @@ CASES = [
 ]
 
 
-@pytest.fixture
-def api_url(redis_url: str) -> Iterator[str]:
-    # One process a test, started after the test's flush: a process kept across flushes may hold
-    # the very counter value the next test's first change brings, and then miss that change.
-    with api_process(redis_url) as url:
+@pytest.fixture(scope="module")
+def api_url(redis_server: RedisServer) -> Iterator[str]:
+    # One process for the module, across each test's flush (the registry tells a Redis that
+    # counted back to the version it holds: tests/test_definitions_scale.py)
+    with api_process(redis_server.url) as url:
         yield url
 
 

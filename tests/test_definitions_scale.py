@@ -104,6 +104,23 @@ async def test_a_flushed_or_rebuilt_redis_is_read_again_in_full(
     assert registry.loads == 3 and registry.version == 100
 
 
+async def test_a_redis_that_counted_back_to_the_registrys_version_is_read_again(
+    r: aioredis.Redis, config: GameConfig, lb: Leaderboard
+) -> None:
+    """Redis lost its data and its counter came back to the very version a process holds (one
+    change before, one change since): the log's member at that version tells."""
+    await lb.create_board(board(1))
+    registry = Definitions(r, config)
+    await registry.refresh()
+    version = registry.version
+    await r.flushdb()
+    await lb.create_board(board(2))
+    assert int(await r.get(config.keys.boards_version) or 0) == version  # the same counter
+    assert await registry.refresh()
+    assert set(registry.stored) == {"g2"} and registry.loads == 2
+    assert not await registry.refresh()  # and then it holds again
+
+
 async def test_the_cap_refuses_the_next_create_and_changes_nothing(r: aioredis.Redis, config: GameConfig) -> None:
     capped = Leaderboard(r, GameConfig(game=config.game, max_boards=3))
     for i in range(3):
