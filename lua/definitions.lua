@@ -109,19 +109,38 @@ function definitions.lex_prefix(def, values)
   return table.concat(parts)
 end
 
-function definitions.values_text(values)
+-- Key values as text, one each: exact over the whole int64 range, as snapshots carry them.
+function definitions.texts(values)
   local parts = {}
   for i, v in ipairs(values) do
     parts[i] = int64.format(v[1], v[2])
   end
-  return table.concat(parts, ',')
+  return parts
+end
+
+function definitions.values_text(values)
+  return table.concat(definitions.texts(values), ',')
 end
 
 -- A planned lex write's first key value and all its values, as text (what rows and
 -- announcements show), made only where they are shown: formatting int64 costs a loop per digit.
 function definitions.lex_texts(board)
-  local v = board.member and board.stored or definitions.lex_values(board.def, board.old)
-  return int64.format(v[1][1], v[1][2]), definitions.values_text(v)
+  local texts = definitions.texts(board.member and board.stored or definitions.lex_values(board.def, board.old))
+  return texts[1], texts
+end
+
+-- A defined board's announcement (either encoding): the entry as the board's snapshot entries
+-- carry it (leaderboard/wire.py), so a page reads both alike: `keys` the values as text, `score`
+-- the first as a number, `meta` when the entry has some. `keys`: definitions.texts' list.
+function definitions.announce(board, player, name, ctx, rank, keys)
+  local meta = board.meta_value ~= '' and board.meta_value or redis.call('HGET', board.meta, player)
+  local json = cjson.encode({
+    type = 'announce', board = board.scope, window = board.period.window, period = board.period.label,
+    player = player, name = name ~= '' and name or nil, rank = rank, keys = keys, meta = meta or nil,
+  })
+  -- score goes in as the key's digits: cjson writes numbers with 14 significant digits, and a
+  -- key is any int64 (19)
+  redis.call('SPUBLISH', ctx.announce, '{"score":' .. keys[1] .. ',' .. json:sub(2))
 end
 
 -- apply_board for a lex board: improved, the rank and previous rank (0: not read), the first key
@@ -177,11 +196,8 @@ function definitions.apply_lex(board, player, name, ctx, want)
     total, values = definitions.lex_texts(board)
   end
   if now_top and not was_top then
-    redis.call('SPUBLISH', ctx.announce, cjson.encode({
-      type = 'announce', board = board.scope, window = period.window, period = period.label, player = player,
-      name = name ~= '' and name or nil, rank = lex.rank(key, board.distinct, period.mode, member, #board.prefix),
-      score = total, keys = values,
-    }))
+    definitions.announce(board, player, name, ctx, lex.rank(key, board.distinct, period.mode, member, #board.prefix),
+      values)
   end
   if period.expire_at > 0 and not ctx.expiring[key] then
     for _, k in ipairs({ key, board.members, board.distinct, board.meta }) do
@@ -214,7 +230,7 @@ function definitions.plan_defined_board(keys, ref, period, def, sub, values, new
       score = old -- adding zero: keep the time the total was first reached
     end
     return { key = key, held = held, hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope, op = op, old = old,
-      total = total, score = score, top_n = def.top_n, meta = keys[ref.meta], meta_value = sub.meta }
+      total = total, score = score, top_n = def.top_n, meta = keys[ref.meta], meta_value = sub.meta, defined = true }
   end
   local members = keys[ref.members]
   local old = redis.call('HGET', members, sub.player)

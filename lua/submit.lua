@@ -89,12 +89,18 @@ function submit.touch_top(board, player, name, ctx, rank, entered_top)
   ctx.nth[board.key] = nil -- the N-th entry may have changed
   if entered_top then
     rank = rank or batch.board_rank(ctx, board.key, player)
-    redis.call('SPUBLISH', ctx.announce, cjson.encode({
-      type = 'announce', board = board.scope, window = board.period.window,
-      period = board.period.label, player = player, name = name ~= '' and name or nil,
-      rank = scoring.mode_rank(board.key, board.pts, board.period.scale, board.period.mode, board.total, rank + 1),
-      score = board.total,
-    }))
+    local shown = scoring.mode_rank(board.key, board.pts, board.period.scale, board.period.mode, board.total, rank + 1)
+    if board.defined then -- a packed defined board: its one key, in the shape its snapshot entries have
+      local total = board.total -- >= 0 and below 2^53: a packed definition's bounds
+      definitions.announce(board, player, name, ctx, shown,
+        { int64.format(math.floor(total / int64.TWO32), total % int64.TWO32) })
+    else
+      redis.call('SPUBLISH', ctx.announce, cjson.encode({
+        type = 'announce', board = board.scope, window = board.period.window,
+        period = board.period.label, player = player, name = name ~= '' and name or nil,
+        rank = shown, score = board.total,
+      }))
+    end
   end
   return rank
 end

@@ -94,10 +94,8 @@ const DISPLAY = {
 const shown = (column, v) => (DISPLAY[column?.display] || DISPLAY.number)(String(v));
 // An entry's standing as the board ranks it: every key (a floor alone would show players ranked
 // apart as equal), each by its display hint; the game's boards' points as a number.
-// Key values as text: a list, or (an announcement's) one string joined by ",".
-const keysOf = (e) => (typeof e.keys === "string" ? e.keys.split(",") : e.keys);
 function score(e) {
-  const keys = keysOf(e);
+  const keys = e.keys; // a defined board's values as text, in snapshots and announcements alike
   if (keys && columns) return keys.map((v, i) => shown(columns[i], v)).join(" · ");
   if (e.score == null) return "";
   return columns && columns.length === 1 ? shown(columns[0], e.score) : fmt(e.score);
@@ -106,10 +104,10 @@ function score(e) {
 // "5,000 points" (never a lap time as points).
 function labelled(e) {
   if (!columns) return `${score(e)} points`;
-  const values = keysOf(e) || [e.score];
+  const values = e.keys || [e.score];
   return values.map((v, i) => `${columns[i]?.name ?? ""} ${shown(columns[i], v)}`.trim()).join(" · ");
 }
-const sameStanding = (a, b) => String(keysOf(a) ?? a.score) === String(keysOf(b) ?? b.score);
+const sameStanding = (a, b) => String(a.keys ?? a.score) === String(b.keys ?? b.score);
 // An entry's metadata (a car, a replay id): text, never HTML, whatever it holds.
 const meta = (e) => (typeof e.meta === "string" && e.meta ? [el("span", { className: "meta", textContent: e.meta })] : []);
 // How the board ranks ties, in the players' words (the snapshot's mode).
