@@ -12,6 +12,7 @@ from typing import cast
 import pytest
 import redis
 
+from fleet.cluster import Cluster
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Leaderboard, activity, connect
 from leaderboard.library import library_code
@@ -81,3 +82,11 @@ def config() -> GameConfig:
 @pytest.fixture
 def lb(r: redis.asyncio.Redis, config: GameConfig) -> Leaderboard:
     return Leaderboard(r, config)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A private Redis Cluster (three masters, a replica each) for one module: a module that kills
+    nodes leaves it to no other. Modules wanting another shape define their own."""
+    with Cluster(tmp_path_factory.mktemp("cluster"), node_timeout_ms=1000) as c:
+        yield c

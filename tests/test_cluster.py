@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -33,12 +33,6 @@ from .conftest import until
 from .gw_helpers import T, client, greet, recv_type, request, running, token
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # slow: the module starts a cluster
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with Cluster(tmp_path_factory.mktemp("cluster"), node_timeout_ms=1000) as c:
-        yield c
 
 
 @contextlib.asynccontextmanager

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 import traceback
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -27,12 +27,6 @@ from .gw_helpers import T
 from .test_api import PLAYER, api_process
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # slow: the module starts a cluster
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with Cluster(tmp_path_factory.mktemp("cluster"), node_timeout_ms=1000) as c:
-        yield c
 
 
 @contextlib.asynccontextmanager

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,6 @@ from fleet.supervisor import Fleet, FleetSettings
 from loadtest.__main__ import main
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # slow: the module starts a cluster
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with Cluster(tmp_path_factory.mktemp("cluster"), node_timeout_ms=1000) as c:
-        yield c
 
 
 def boards(cluster: Cluster, game: str) -> dict[str, list[str]]:

@@ -3,20 +3,12 @@ boards on whichever master holds its slot."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from fleet.cluster import Cluster
 from leaderboard import GameConfig, Leaderboard, Moderation, Profile, connect, now_ms
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # slow: the module starts a cluster
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with Cluster(tmp_path_factory.mktemp("cluster"), node_timeout_ms=1000) as c:
-        yield c
 
 
 async def test_ban_correct_and_profile_on_a_cluster(cluster: Cluster) -> None:
