@@ -55,6 +55,7 @@ PLAYERS = 50_000
 REPLAY_SHARE = 0.1
 CHUNK = 500  # submissions per submit_many call of the producer
 BACKLOG_MAX = 400_000
+STARTUP_S = 60.0  # the longest a scorer may take to apply its first batch
 PREPARED_RATE = 40_000  # submissions per second of the sustained run generated beforehand
 SUSTAINED_BACKLOG = 20_000  # the cap while measuring (a): always work queued, never a pile-up
 
@@ -167,6 +168,16 @@ async def baseline(r: RedisClient, seconds: float) -> float:
     return done / (time.perf_counter() - started)
 
 
+async def first_apply(r: RedisClient, stream: str, offered: list[int], proc: asyncio.subprocess.Process) -> None:
+    """Waits for the scorer's first applied batch: the warm-up counts from there, not from a start
+    that takes longer on a busy machine (imports, the library's load, an earlier release's tree)."""
+    deadline = time.monotonic() + STARTUP_S
+    while offered[0] - await backlog(r, stream) <= 0:
+        if proc.returncode is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the scorer applied nothing in {STARTUP_S:.0f} s (exit code {proc.returncode})")
+        await asyncio.sleep(0.05)
+
+
 async def sustained(
     url: str,
     r: RedisClient,
@@ -201,6 +212,7 @@ async def sustained(
     redis_pid = int((await r.info("server"))["process_id"])
     pids = (redis_pid, proc.pid, os.getpid())
     try:
+        await first_apply(r, stream, offered, proc)
         await asyncio.sleep(warmup)
         t0, applied0, offered0 = time.perf_counter(), offered[0] - await backlog(r, stream), offered[0]
         before = [usage(pid) for pid in pids]

@@ -39,7 +39,9 @@ GAME = "test"
 
 
 def token(player: str, role: str) -> dict[str, str]:
-    return {"Authorization": "Bearer " + issue(player, role, SECRET, exp=time.time() + 600)}
+    # a day: the module's tokens are made when the suite is collected and used whenever the
+    # module's turn comes, in whichever of the suite's processes
+    return {"Authorization": "Bearer " + issue(player, role, SECRET, exp=time.time() + 86_400)}
 
 
 SERVER, PLAYER = token("backend", "server"), token("mia", "player")
