@@ -52,13 +52,14 @@ end
 
 -- The layout records (what submissions write to, shared by every submission of the batch with
 -- the same boards and seen-id bucket): a count at pos, then each layout followed by its boards.
-function batch.read_layouts(keys, periods, args, pos, defs)
+-- A layout's definition is its boards' (the game's own: `default`, submit.default).
+function batch.read_layouts(keys, periods, args, pos, defs, default)
   local layouts, count = {}, tonumber(args[pos]) or 0
   pos = pos + 1
   for l = 1, count do
     local seen_key, outcomes_key, seen_expire_at, board_count = unpack(args, pos, pos + batch.LAYOUT_FIELDS - 1)
     local layout = { seen = keys[tonumber(seen_key)], outcomes = keys[tonumber(outcomes_key)],
-      seen_expire_at = seen_expire_at, refs = {} }
+      seen_expire_at = seen_expire_at, refs = {}, def = default }
     board_count = tonumber(board_count)
     if not (layout.seen and layout.outcomes and valid.parse_uint(seen_expire_at, 12) and board_count) then
       return nil
@@ -171,15 +172,6 @@ function batch.entered(ctx, period)
   return found[ctx.player] == true
 end
 
--- A tournament slip of a defined board (plan_defined) whose player is not entered: the entry
--- error, as plan_submission refuses the game's boards' tournament slips; nil otherwise.
-function batch.tournament_refusal(ctx, period, player)
-  ctx.player = player
-  if period.entrants and not batch.entered(ctx, period) then
-    return entry_error('not_entered', 'player is not entered in tournament ' .. period.label)
-  end
-end
-
 -- The batch's boards, by key -----------------------------------------------------------------
 -- Each board key the batch writes to has one record (ctx.held): its members' scores, read with one
 -- ZMSCORE per layout's players the first time a slip of that layout plans on it (a player already
@@ -251,7 +243,7 @@ end
 -- A member's 0-based rank (ZREVRANK) on a board of the batch, its deferred writes flushed first.
 -- A rank within the top N is kept until a write may move it (forget_ranks, at every write): the
 -- players of the top submit most, and each of their slips reads its rank for the activity entry.
-function batch.board_rank(ctx, key, player)
+function batch.board_rank(ctx, key, player, top_n)
   local known = ctx.ranks[key]
   local rank = known and known[player]
   if rank then
@@ -259,7 +251,7 @@ function batch.board_rank(ctx, key, player)
   end
   batch.flush_board(ctx, key)
   rank = redis.call('ZREVRANK', key, player)
-  if rank and rank < ctx.top_n then
+  if rank and rank < top_n then
     if not known then
       known = {}
       ctx.ranks[key] = known
@@ -321,11 +313,15 @@ function batch.check_time(sub, ctx)
 end
 
 -- A layout board's record for the batch: what does not change from slip to slip, set once (a
--- record per layout and key, as the read).
+-- record per layout and key, as the read). A lex board's entries are read where they are written
+-- (its members hash), a packed one's once (held_board).
 function batch.layout_board(keys, ref, period, layout, ctx)
+  local def = layout.def
   local board = { key = keys[ref.key], hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope,
-    own_op = ref.op }
-  board.held = batch.held_board(ctx, board.key, layout)
+    own_op = ref.op, def = def, top_n = def.top_n, members = keys[ref.members], meta = keys[ref.meta] }
+  if not def.lex then
+    board.held = batch.held_board(ctx, board.key, layout)
+  end
   ref.board = board
   return board
 end
