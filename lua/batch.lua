@@ -180,10 +180,13 @@ end
 -- N-th score, a count) flushes those writes first, so it sees exactly what a ZADD per slip
 -- left; the rest are flushed at the end of the batch. A member written twice keeps one pair,
 -- the latest score: the board's final order depends only on the final scores.
-function batch.held_board(ctx, key, layout)
+-- A lex board (`members`: its player -> member hash) is held alike: its players' members read
+-- with one HMGET, its writes gathered into one ZREM of the members replaced, one ZADD of the new
+-- ones (score 0) and one HSET of the hash: four calls a slip were most of its cost.
+function batch.held_board(ctx, key, layout, members)
   local held = ctx.held[key]
   if not held then
-    held = { scores = {}, read = {}, pending = { n = 0 } }
+    held = { scores = {}, read = {}, pending = { n = 0 }, members = members, gone = members and {} }
     ctx.held[key] = held
     ctx.held[#ctx.held + 1] = key -- flushed in first-touched order
   end
@@ -192,12 +195,12 @@ function batch.held_board(ctx, key, layout)
     local players, scores = layout.players, held.scores
     for i = 1, #players, 1000 do -- unpack() is bounded by Lua's C stack
       local last = math.min(i + 999, #players)
-      local replies = redis.call('ZMSCORE', key, unpack(players, i, last))
+      local replies = redis.call(members and 'HMGET' or 'ZMSCORE', members or key, unpack(players, i, last))
       for j = 1, last - i + 1 do
         local player = players[i + j - 1]
         if scores[player] == nil then
-          local score = replies[j]
-          scores[player] = score and tonumber(score) or false
+          local reply = replies[j]
+          scores[player] = reply and (members and reply or tonumber(reply)) or false
         end
       end
     end
@@ -210,6 +213,12 @@ end
 -- new key in a growing hash). A member written twice is listed twice, and written with its
 -- latest score both times: the order of a ZADD's members does not change the board it leaves.
 function batch.defer_write(held, player, score)
+  if held.members then -- a lex board: the member it replaces goes
+    local old = held.scores[player]
+    if old then
+      held.gone[#held.gone + 1] = old
+    end
+  end
   held.scores[player] = score
   local pending = held.pending
   local n = pending.n + 1
@@ -222,6 +231,9 @@ function batch.flush_board(ctx, key)
   local held = ctx.held[key]
   if not (held and held.pending.n > 0) then
     return
+  end
+  if held.members then
+    return batch.flush_members(key, held)
   end
   local pending, scores, writes, n = held.pending, held.scores, {}, 0
   for i = 1, pending.n do
@@ -238,6 +250,27 @@ function batch.flush_board(ctx, key)
   if n > 0 then
     redis.call('ZADD', key, unpack(writes, 1, n))
   end
+end
+
+-- A lex board's deferred writes: the replaced members off first (a member may come back: A, B,
+-- then A again), then the new ones and the hash, each in chunks of 500 (Lua's C stack).
+function batch.flush_members(key, held)
+  local gone, pending, members = held.gone, held.pending, held.members
+  for i = 1, #gone, 500 do
+    redis.call('ZREM', key, unpack(gone, i, math.min(i + 499, #gone)))
+  end
+  for i = 1, pending.n, 500 do
+    local adds, fields = {}, {}
+    for j = i, math.min(i + 499, pending.n) do
+      local player = pending[j]
+      local member = held.scores[player]
+      adds[#adds + 1], adds[#adds + 2] = 0, member
+      fields[#fields + 1], fields[#fields + 2] = player, member
+    end
+    redis.call('ZADD', key, unpack(adds))
+    redis.call('HSET', members, unpack(fields))
+  end
+  held.gone, pending.n = {}, 0
 end
 
 -- A member's 0-based rank (ZREVRANK) on a board of the batch, its deferred writes flushed first.
@@ -274,9 +307,12 @@ end
 function batch.flush_boards(ctx)
   for _, key in ipairs(ctx.held) do
     batch.flush_board(ctx, key)
-    local expire_at = ctx.held[key].expire_at
-    if expire_at then
-      redis.call('EXPIREAT', key, expire_at, 'NX')
+    local held = ctx.held[key]
+    if held.expire_at then
+      redis.call('EXPIREAT', key, held.expire_at, 'NX')
+      if held.members then
+        redis.call('EXPIREAT', held.members, held.expire_at, 'NX')
+      end
     end
   end
 end
@@ -313,15 +349,12 @@ function batch.check_time(sub, ctx)
 end
 
 -- A layout board's record for the batch: what does not change from slip to slip, set once (a
--- record per layout and key, as the read). A lex board's entries are read where they are written
--- (its members hash), a packed one's once (held_board).
+-- record per layout and key, as the read), with its held entries (held_board).
 function batch.layout_board(keys, ref, period, layout, ctx)
   local def = layout.def
   local board = { key = keys[ref.key], hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope,
     own_op = ref.op, def = def, top_n = def.top_n, members = keys[ref.members], meta = keys[ref.meta] }
-  if not def.lex then
-    board.held = batch.held_board(ctx, board.key, layout)
-  end
+  board.held = batch.held_board(ctx, board.key, layout, def.lex and board.members)
   ref.board = board
   return board
 end

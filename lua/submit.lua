@@ -120,7 +120,7 @@ end
 -- operators move the time when the values change.
 function submit.plan_lex(board, _, values, prefix, ts, sub)
   local def = board.def
-  local old = redis.call('HGET', board.members, sub.player) or nil -- false when none
+  local old = board.held.scores[sub.player] or nil
   local stored, write = values, true
   local key_len = #def.keys * lex.KEY_HEX
   local tuple_op = not def.per_key and (sub.op ~= '' and sub.op or def.op)
@@ -181,6 +181,7 @@ function submit.nth(ctx, board)
   end
   local nth = ctx.nth[board.key]
   if nth == nil then
+    batch.flush_board(ctx, board.key)
     nth = redis.call('ZRANGE', board.key, board.top_n - 1, board.top_n - 1)[1] or false
     ctx.nth[board.key] = nth
   end
@@ -196,6 +197,7 @@ end
 
 function submit.rank(ctx, board, player, at)
   if board.def.lex then
+    batch.flush_board(ctx, board.key)
     return redis.call('ZRANK', board.key, at)
   end
   return batch.board_rank(ctx, board.key, player, board.top_n)
@@ -254,26 +256,21 @@ function submit.apply(board, player, name, ctx, want)
   local nth = submit.nth(ctx, board)
   local was_top = old ~= nil and (prev and prev < top_n or (not prev and submit.placed(ctx, board, player, old, nth)))
   local dense = period.mode == 'dense' -- the distinct points (key parts) serve dense ranks only
+  -- the plan already decided the write, so a plain ZADD (not GT) is right here
+  batch.defer_write(board.held, player, at)
+  if dense then
+    batch.flush_board(ctx, key) -- the distinct points count the old ones on the board
+  end
   if lexical then
-    if old then
-      redis.call('ZREM', key, old)
-      if dense and board.old_prefix ~= board.prefix
+    if dense then
+      if old and board.old_prefix ~= board.prefix
           and redis.call('ZLEXCOUNT', key, '[' .. board.old_prefix, '(' .. board.old_prefix .. 'g') == 0 then
         redis.call('ZREM', board.pts, board.old_prefix) -- nobody holds those values any more
       end
-    end
-    redis.call('ZADD', key, 0, at)
-    if dense then
       redis.call('ZADD', board.pts, 0, board.prefix)
     end
-    redis.call('HSET', board.members, player, at)
   else
-    -- the plan already decided the write, so a plain ZADD (not GT) is right here
-    batch.defer_write(board.held, player, at)
     batch.forget_ranks(ctx, key, nth, old, at)
-    if dense then
-      batch.flush_board(ctx, key) -- board_score_changed counts the old points on the board
-    end
     scoring.board_score_changed(key, board.hist, dense and board.pts or nil, period.scale, old, at, ctx.hist)
   end
   if board.meta_value ~= '' then
@@ -296,13 +293,8 @@ function submit.apply(board, player, name, ctx, want)
     if dense then -- written above
       redis.call('EXPIREAT', board.pts, period.expire_at, 'NX')
     end
-    if lexical then
-      redis.call('EXPIREAT', key, period.expire_at, 'NX')
-      redis.call('EXPIREAT', board.members, period.expire_at, 'NX')
-    else
-      board.held.expire_at = period.expire_at -- set once the board is written (flush_boards)
-      ctx.hist_expire[board.hist] = period.expire_at -- set once the histogram is written
-    end
+    board.held.expire_at = period.expire_at -- set once the board is written (flush_boards)
+    ctx.hist_expire[board.hist] = period.expire_at -- set once the histogram is written
   end
   local total = board.total
   if lexical then
