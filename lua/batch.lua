@@ -127,8 +127,22 @@ end
 
 -- Reads made once per batch ----------------------------------------------------------------
 
--- Which of `items` a set (SMISMEMBER) or a hash (HMGET) holds, as a table item -> true: one call
--- per 1,000 items (unpack() is bounded by Lua's C stack) instead of one per submission.
+-- A command of `key` and many items, in calls of at most 1,000 items (unpack() is bounded by
+-- Lua's C stack): one call per 1,000 items instead of one per submission. Returns the replies
+-- of an item-per-reply command (HMGET) in the items' order. The reads of every batch (held,
+-- held_board) loop over the replies where they come: a copy of each was measurable there.
+function batch.chunked(command, key, items)
+  local out = {}
+  for i = 1, #items, 1000 do
+    local replies = redis.call(command, key, unpack(items, i, math.min(i + 999, #items)))
+    for j = 1, type(replies) == 'table' and #replies or 0 do
+      out[#out + 1] = replies[j]
+    end
+  end
+  return out
+end
+
+-- Which of `items` a set (SMISMEMBER) or a hash (HMGET) holds, as a table item -> true.
 function batch.held(command, key, items)
   local found = {}
   for i = 1, #items, 1000 do
@@ -253,23 +267,17 @@ function batch.flush_board(ctx, key)
 end
 
 -- A lex board's deferred writes: the replaced members off first (a member may come back: A, B,
--- then A again), then the new ones and the hash, each in chunks of 500 (Lua's C stack).
+-- then A again), then the new ones at score 0 and the members hash.
 function batch.flush_members(key, held)
-  local gone, pending, members = held.gone, held.pending, held.members
-  for i = 1, #gone, 500 do
-    redis.call('ZREM', key, unpack(gone, i, math.min(i + 499, #gone)))
+  local pending, adds, fields = held.pending, {}, {}
+  batch.chunked('ZREM', key, held.gone)
+  for i = 1, pending.n do
+    local player = pending[i]
+    local member = held.scores[player]
+    adds[2 * i - 1], adds[2 * i], fields[2 * i - 1], fields[2 * i] = 0, member, player, member
   end
-  for i = 1, pending.n, 500 do
-    local adds, fields = {}, {}
-    for j = i, math.min(i + 499, pending.n) do
-      local player = pending[j]
-      local member = held.scores[player]
-      adds[#adds + 1], adds[#adds + 2] = 0, member
-      fields[#fields + 1], fields[#fields + 2] = player, member
-    end
-    redis.call('ZADD', key, unpack(adds))
-    redis.call('HSET', members, unpack(fields))
-  end
+  batch.chunked('ZADD', key, adds) -- pairs: 1,000 items never split one
+  batch.chunked('HSET', held.members, fields)
   held.gone, pending.n = {}, 0
 end
 
@@ -371,16 +379,9 @@ function batch.flush_histograms(ctx)
         buckets[#buckets + 1] = bucket
       end
     end
-    local counts, set, emptied = {}, {}, {}
-    for i = 1, #buckets, 1000 do -- unpack() is bounded by Lua's C stack
-      local last = math.min(i + 999, #buckets)
-      local replies = redis.call('HMGET', hist_key, unpack(buckets, i, last))
-      for j = 1, last - i + 1 do
-        counts[i + j - 1] = tonumber(replies[j]) or 0
-      end
-    end
+    local counts, set, emptied = batch.chunked('HMGET', hist_key, buckets), {}, {}
     for i, bucket in ipairs(buckets) do
-      local count = counts[i] + deltas[hist_key][bucket]
+      local count = (tonumber(counts[i]) or 0) + deltas[hist_key][bucket]
       if count > 0 then
         set[#set + 1] = bucket
         set[#set + 1] = count
@@ -388,12 +389,8 @@ function batch.flush_histograms(ctx)
         emptied[#emptied + 1] = bucket
       end
     end
-    for i = 1, #set, 1000 do
-      redis.call('HSET', hist_key, unpack(set, i, math.min(i + 999, #set)))
-    end
-    for i = 1, #emptied, 1000 do
-      redis.call('HDEL', hist_key, unpack(emptied, i, math.min(i + 999, #emptied)))
-    end
+    batch.chunked('HSET', hist_key, set) -- pairs: 1,000 items never split one
+    batch.chunked('HDEL', hist_key, emptied)
     local expire_at = ctx.hist_expire[hist_key]
     if expire_at then
       redis.call('EXPIREAT', hist_key, expire_at, 'NX')
@@ -427,9 +424,7 @@ end
 -- stream where players come back often: 0.18 us a submission with a member per slip, 0.02 with
 -- each of the batch's players once). Chunked because unpack() is bounded by Lua's C stack.
 function batch.add_players(period, players)
-  for i = 1, #players, 1000 do
-    redis.call('PFADD', period.hll, unpack(players, i, math.min(i + 999, #players)))
-  end
+  batch.chunked('PFADD', period.hll, players)
   if #players > 0 and period.expire_at > 0 then
     redis.call('EXPIREAT', period.hll, period.expire_at, 'NX')
   end
@@ -453,9 +448,7 @@ end
 function batch.mark_seen(marks)
   for _, mark in ipairs(marks) do
     local ids = mark.ids
-    for i = 1, #ids, 1000 do
-      redis.call('SADD', mark.key, unpack(ids, i, math.min(i + 999, #ids)))
-    end
+    batch.chunked('SADD', mark.key, ids)
     if #ids > 0 then
       redis.call('EXPIREAT', mark.key, mark.expire_at, 'NX')
     end
