@@ -670,7 +670,10 @@ class Board:
     unit_ms: int = 1
 
     def submit(self, player: str, values: tuple[int, ...], ts_ms: int) -> None:
-        """A slip of ``values`` reached at ``ts_ms`` (``writes`` says what it changes)."""
+        """A slip of ``values`` reached at ``ts_ms``. The reached time moves as docs/data-model.md
+        states: ``best`` takes the slip when its values and time rank higher together (equal
+        values reached earlier under tie ``first``, later under ``last``), ``set`` when either
+        differs, ``incr`` and per-key operators only when the stored values change."""
         old = self.entries.get(player)
         if old is None:
             self.entries[player] = (values, ts_ms)

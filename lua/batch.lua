@@ -52,13 +52,14 @@ end
 
 -- The layout records (what submissions write to, shared by every submission of the batch with
 -- the same boards and seen-id bucket): a count at pos, then each layout followed by its boards.
-function batch.read_layouts(keys, periods, args, pos, defs)
+-- A layout's definition is its boards' (the game's own: `default`, submit.default).
+function batch.read_layouts(keys, periods, args, pos, defs, default)
   local layouts, count = {}, tonumber(args[pos]) or 0
   pos = pos + 1
   for l = 1, count do
     local seen_key, outcomes_key, seen_expire_at, board_count = unpack(args, pos, pos + batch.LAYOUT_FIELDS - 1)
     local layout = { seen = keys[tonumber(seen_key)], outcomes = keys[tonumber(outcomes_key)],
-      seen_expire_at = seen_expire_at, refs = {} }
+      seen_expire_at = seen_expire_at, refs = {}, def = default }
     board_count = tonumber(board_count)
     if not (layout.seen and layout.outcomes and valid.parse_uint(seen_expire_at, 12) and board_count) then
       return nil
@@ -126,8 +127,22 @@ end
 
 -- Reads made once per batch ----------------------------------------------------------------
 
--- Which of `items` a set (SMISMEMBER) or a hash (HMGET) holds, as a table item -> true: one call
--- per 1,000 items (unpack() is bounded by Lua's C stack) instead of one per submission.
+-- A command of `key` and many items, in calls of at most 1,000 items (unpack() is bounded by
+-- Lua's C stack): one call per 1,000 items instead of one per submission. Returns the replies
+-- of an item-per-reply command (HMGET) in the items' order. The reads of every batch (held,
+-- held_board) loop over the replies where they come: a copy of each was measurable there.
+function batch.chunked(command, key, items)
+  local out = {}
+  for i = 1, #items, 1000 do
+    local replies = redis.call(command, key, unpack(items, i, math.min(i + 999, #items)))
+    for j = 1, type(replies) == 'table' and #replies or 0 do
+      out[#out + 1] = replies[j]
+    end
+  end
+  return out
+end
+
+-- Which of `items` a set (SMISMEMBER) or a hash (HMGET) holds, as a table item -> true.
 function batch.held(command, key, items)
   local found = {}
   for i = 1, #items, 1000 do
@@ -171,15 +186,6 @@ function batch.entered(ctx, period)
   return found[ctx.player] == true
 end
 
--- A tournament slip of a defined board (plan_defined) whose player is not entered: the entry
--- error, as plan_submission refuses the game's boards' tournament slips; nil otherwise.
-function batch.tournament_refusal(ctx, period, player)
-  ctx.player = player
-  if period.entrants and not batch.entered(ctx, period) then
-    return entry_error('not_entered', 'player is not entered in tournament ' .. period.label)
-  end
-end
-
 -- The batch's boards, by key -----------------------------------------------------------------
 -- Each board key the batch writes to has one record (ctx.held): its members' scores, read with one
 -- ZMSCORE per layout's players the first time a slip of that layout plans on it (a player already
@@ -188,10 +194,13 @@ end
 -- N-th score, a count) flushes those writes first, so it sees exactly what a ZADD per slip
 -- left; the rest are flushed at the end of the batch. A member written twice keeps one pair,
 -- the latest score: the board's final order depends only on the final scores.
-function batch.held_board(ctx, key, layout)
+-- A lex board (`members`: its player -> member hash) is held alike: its players' members read
+-- with one HMGET, its writes gathered into one ZREM of the members replaced, one ZADD of the new
+-- ones (score 0) and one HSET of the hash: four calls a slip were most of its cost.
+function batch.held_board(ctx, key, layout, members)
   local held = ctx.held[key]
   if not held then
-    held = { scores = {}, read = {}, pending = { n = 0 } }
+    held = { scores = {}, read = {}, pending = { n = 0 }, members = members, gone = members and {} }
     ctx.held[key] = held
     ctx.held[#ctx.held + 1] = key -- flushed in first-touched order
   end
@@ -200,12 +209,12 @@ function batch.held_board(ctx, key, layout)
     local players, scores = layout.players, held.scores
     for i = 1, #players, 1000 do -- unpack() is bounded by Lua's C stack
       local last = math.min(i + 999, #players)
-      local replies = redis.call('ZMSCORE', key, unpack(players, i, last))
+      local replies = redis.call(members and 'HMGET' or 'ZMSCORE', members or key, unpack(players, i, last))
       for j = 1, last - i + 1 do
         local player = players[i + j - 1]
         if scores[player] == nil then
-          local score = replies[j]
-          scores[player] = score and tonumber(score) or false
+          local reply = replies[j]
+          scores[player] = reply and (members and reply or tonumber(reply)) or false
         end
       end
     end
@@ -218,6 +227,12 @@ end
 -- new key in a growing hash). A member written twice is listed twice, and written with its
 -- latest score both times: the order of a ZADD's members does not change the board it leaves.
 function batch.defer_write(held, player, score)
+  if held.members then -- a lex board: the member it replaces goes
+    local old = held.scores[player]
+    if old then
+      held.gone[#held.gone + 1] = old
+    end
+  end
   held.scores[player] = score
   local pending = held.pending
   local n = pending.n + 1
@@ -230,6 +245,9 @@ function batch.flush_board(ctx, key)
   local held = ctx.held[key]
   if not (held and held.pending.n > 0) then
     return
+  end
+  if held.members then
+    return batch.flush_members(key, held)
   end
   local pending, scores, writes, n = held.pending, held.scores, {}, 0
   for i = 1, pending.n do
@@ -248,10 +266,25 @@ function batch.flush_board(ctx, key)
   end
 end
 
+-- A lex board's deferred writes: the replaced members off first (a member may come back: A, B,
+-- then A again), then the new ones at score 0 and the members hash.
+function batch.flush_members(key, held)
+  local pending, adds, fields = held.pending, {}, {}
+  batch.chunked('ZREM', key, held.gone)
+  for i = 1, pending.n do
+    local player = pending[i]
+    local member = held.scores[player]
+    adds[2 * i - 1], adds[2 * i], fields[2 * i - 1], fields[2 * i] = 0, member, player, member
+  end
+  batch.chunked('ZADD', key, adds) -- pairs: 1,000 items never split one
+  batch.chunked('HSET', held.members, fields)
+  held.gone, pending.n = {}, 0
+end
+
 -- A member's 0-based rank (ZREVRANK) on a board of the batch, its deferred writes flushed first.
 -- A rank within the top N is kept until a write may move it (forget_ranks, at every write): the
 -- players of the top submit most, and each of their slips reads its rank for the activity entry.
-function batch.board_rank(ctx, key, player)
+function batch.board_rank(ctx, key, player, top_n)
   local known = ctx.ranks[key]
   local rank = known and known[player]
   if rank then
@@ -259,7 +292,7 @@ function batch.board_rank(ctx, key, player)
   end
   batch.flush_board(ctx, key)
   rank = redis.call('ZREVRANK', key, player)
-  if rank and rank < ctx.top_n then
+  if rank and rank < top_n then
     if not known then
       known = {}
       ctx.ranks[key] = known
@@ -282,9 +315,12 @@ end
 function batch.flush_boards(ctx)
   for _, key in ipairs(ctx.held) do
     batch.flush_board(ctx, key)
-    local expire_at = ctx.held[key].expire_at
-    if expire_at then
-      redis.call('EXPIREAT', key, expire_at, 'NX')
+    local held = ctx.held[key]
+    if held.expire_at then
+      redis.call('EXPIREAT', key, held.expire_at, 'NX')
+      if held.members then
+        redis.call('EXPIREAT', held.members, held.expire_at, 'NX')
+      end
     end
   end
 end
@@ -321,11 +357,12 @@ function batch.check_time(sub, ctx)
 end
 
 -- A layout board's record for the batch: what does not change from slip to slip, set once (a
--- record per layout and key, as the read).
+-- record per layout and key, as the read), with its held entries (held_board).
 function batch.layout_board(keys, ref, period, layout, ctx)
+  local def = layout.def
   local board = { key = keys[ref.key], hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope,
-    own_op = ref.op }
-  board.held = batch.held_board(ctx, board.key, layout)
+    own_op = ref.op, def = def, top_n = def.top_n, members = keys[ref.members], meta = keys[ref.meta] }
+  board.held = batch.held_board(ctx, board.key, layout, def.lex and board.members)
   ref.board = board
   return board
 end
@@ -342,16 +379,9 @@ function batch.flush_histograms(ctx)
         buckets[#buckets + 1] = bucket
       end
     end
-    local counts, set, emptied = {}, {}, {}
-    for i = 1, #buckets, 1000 do -- unpack() is bounded by Lua's C stack
-      local last = math.min(i + 999, #buckets)
-      local replies = redis.call('HMGET', hist_key, unpack(buckets, i, last))
-      for j = 1, last - i + 1 do
-        counts[i + j - 1] = tonumber(replies[j]) or 0
-      end
-    end
+    local counts, set, emptied = batch.chunked('HMGET', hist_key, buckets), {}, {}
     for i, bucket in ipairs(buckets) do
-      local count = counts[i] + deltas[hist_key][bucket]
+      local count = (tonumber(counts[i]) or 0) + deltas[hist_key][bucket]
       if count > 0 then
         set[#set + 1] = bucket
         set[#set + 1] = count
@@ -359,12 +389,8 @@ function batch.flush_histograms(ctx)
         emptied[#emptied + 1] = bucket
       end
     end
-    for i = 1, #set, 1000 do
-      redis.call('HSET', hist_key, unpack(set, i, math.min(i + 999, #set)))
-    end
-    for i = 1, #emptied, 1000 do
-      redis.call('HDEL', hist_key, unpack(emptied, i, math.min(i + 999, #emptied)))
-    end
+    batch.chunked('HSET', hist_key, set) -- pairs: 1,000 items never split one
+    batch.chunked('HDEL', hist_key, emptied)
     local expire_at = ctx.hist_expire[hist_key]
     if expire_at then
       redis.call('EXPIREAT', hist_key, expire_at, 'NX')
@@ -398,9 +424,7 @@ end
 -- stream where players come back often: 0.18 us a submission with a member per slip, 0.02 with
 -- each of the batch's players once). Chunked because unpack() is bounded by Lua's C stack.
 function batch.add_players(period, players)
-  for i = 1, #players, 1000 do
-    redis.call('PFADD', period.hll, unpack(players, i, math.min(i + 999, #players)))
-  end
+  batch.chunked('PFADD', period.hll, players)
   if #players > 0 and period.expire_at > 0 then
     redis.call('EXPIREAT', period.hll, period.expire_at, 'NX')
   end
@@ -424,9 +448,7 @@ end
 function batch.mark_seen(marks)
   for _, mark in ipairs(marks) do
     local ids = mark.ids
-    for i = 1, #ids, 1000 do
-      redis.call('SADD', mark.key, unpack(ids, i, math.min(i + 999, #ids)))
-    end
+    batch.chunked('SADD', mark.key, ids)
     if #ids > 0 then
       redis.call('EXPIREAT', mark.key, mark.expire_at, 'NX')
     end

@@ -1,29 +1,61 @@
--- lb_submit: a batch of submissions, each planned (no writes) then applied to the game's boards
--- (apply_board) or a defined board's (definitions.lua); the common slip's path (apply_common).
+-- lb_submit: a batch of submissions, each planned (no writes) then applied, on every board by one
+-- planner (submit.plan) and one apply (submit.apply), which differ only by the board's encoding:
+-- a packed score or a lex member. The game's own boards are the definition `default`
+-- (submit.default); the common slip's path (common.lua) is the same writes in one pass.
 local submit = {}
 
--- Returns the points, the timestamp and the new scopes (nil: none) with the boards planned in
--- ctx.boards[1 .. #sub.layout.refs], or nil and an error triple. Every check happens here, before
--- any write, so a refused submission can never leave a partial update behind. Each layout board
--- has one record for the batch, reused from one submission to the next: a table per board per
--- slip was a measurable share of the call.
-function submit.plan_submission(keys, sub, periods, ctx)
+-- The game's own boards (global, region:, mode:), as the definition `default` the environment
+-- seeds (leaderboard/boards.py): packed, one highest-first key the slip's points carry, ties to
+-- the first, no metadata, the call's top N, each window's own operator, kept per scope (a board
+-- per region and mode value, counted against max_scopes). A layout naming no definition is its.
+function submit.default(top_n)
+  return { points = true, scoped = true, lex = false, last = false, sign = 1, meta_bytes = 0,
+    keys = { { desc = true } }, top_n = top_n }
+end
+
+-- A slip's values, or nil and the entry error: a `points` definition's (the game's) its points,
+-- else its key values ({hi, lo} each, definitions.slip_values) and metadata checked.
+function submit.values(def, sub)
+  if def.points then
+    local points = valid.parse_uint(sub.points, 16)
+    if points == nil then
+      return nil, entry_error('invalid_points', 'points must be a non-negative integer, got ' .. string.format('%q', sub.points:sub(1, 40)))
+    end
+    return points
+  end
+  local values, bad = definitions.slip_values(def, sub.keys)
+  if values and (#sub.meta > def.meta_bytes or not valid.utf8(sub.meta)) then
+    return nil, entry_error('metadata_too_large', 'metadata must be UTF-8 of at most ' .. def.meta_bytes .. ' bytes on this board')
+  end
+  return values, bad
+end
+
+-- Returns the activity entry's points ('' for key values), the timestamp and the new scopes (nil:
+-- none), with the boards planned in ctx.boards[1 .. #sub.layout.refs], or nil and an error triple.
+-- Every check happens here, before any write, so a refused submission can never leave a partial
+-- update behind. Each layout board has one record for the batch (batch.layout_board), reused
+-- from one slip to the next: a table per board per slip was a measurable share of the call.
+function submit.plan(keys, sub, periods, ctx)
   local refused = batch.check_slip(sub)
   if refused then
     return nil, refused
   end
-  local points = valid.parse_uint(sub.points, 16)
-  if points == nil then
-    return nil, entry_error('invalid_points', 'points must be a non-negative integer, got ' .. string.format('%q', sub.points:sub(1, 40)))
+  local layout = sub.layout
+  local def = layout.def
+  local values, bad = submit.values(def, sub)
+  if not values then
+    return nil, bad
   end
   local ts, late = batch.check_time(sub, ctx)
   if not ts then
     return nil, late
   end
-
+  -- a packed board's one value as a number (below 2^53: a packed definition's bound)
+  local value = def.points and values or (not def.lex and values[1][1] * int64.TWO32 + values[1][2])
+  local prefix = def.lex and definitions.lex_prefix(def, values)
   local boards, new_scopes, new_count = ctx.boards, nil, 0
   ctx.player = sub.player
-  for b, ref in ipairs(sub.layout.refs) do
+  for b, ref in ipairs(layout.refs) do
     local period = periods[ref.period]
     if ts < period.start_ms or ts >= period.end_ms then
       return nil, entry_error('timestamp_outside_window', 'timestamp is outside the ' .. period.window .. ' window ' .. period.label)
@@ -34,39 +66,97 @@ function submit.plan_submission(keys, sub, periods, ctx)
     if period.closed or (period.closed == nil and batch.period_closed(period)) then -- read once per batch
       return nil, entry_error('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
     end
-    if ref.scope ~= 'global' and not (new_scopes and new_scopes[ref.scope]) and not batch.known_scope(ctx, ref.scope) then
+    if def.scoped and ref.scope ~= 'global' and not (new_scopes and new_scopes[ref.scope]) and not batch.known_scope(ctx, ref.scope) then
       if ctx.max_scopes > 0 and batch.scope_count(ctx) + new_count >= ctx.max_scopes then
         return nil, entry_error('too_many_scopes', 'the game has ' .. ctx.max_scopes .. ' region and mode values (LB_MAX_SCOPES): ' .. ref.scope .. ' would be one more')
       end
       new_scopes = new_scopes or {}
       new_scopes[ref.scope], new_count = true, new_count + 1
     end
-    local board = ref.board or batch.layout_board(keys, ref, period, sub.layout, ctx)
-    local op = sub.op ~= '' and sub.op or ref.op
-    local scale = period.scale
-    local old = board.held.scores[sub.player] or nil
-    local total = points
-    if op == 'incr' and old then
-      total = scoring.score_points(old, scale) + points
-    end
-    if total > period.max_points then
-      return nil, entry_error('points_out_of_range', 'points must stay below ' .. string.format('%d', period.max_points + 1) .. ' on the ' .. period.window .. ' board')
+    local board = ref.board or batch.layout_board(keys, ref, period, layout, ctx)
+    local failure = (def.lex and submit.plan_lex or submit.plan_packed)(board, sub.op ~= '' and sub.op or ref.op,
+      def.lex and values or value, prefix, ts, sub)
+    if failure then
+      return nil, failure
     end
     boards[b] = board
-    board.op, board.old, board.total = op, old, total
-    board.score = scoring.pack_score(total, math.floor((ts - period.start_ms) / period.unit_ms), scale)
   end
-  return points, ts, new_scopes
+  return def.points and values or '', ts, new_scopes
 end
 
--- The score of the board's N-th entry, or false while the board has fewer than N entries (then
--- everyone on it is in the top N). Read once per batch and again only after the top N changed,
--- so whether a write touches the top N is a comparison, not a ZREVRANK per board.
-function submit.nth_score(ctx, key)
+-- A packed board's planned write: its score (the value signed by the key's direction, and the
+-- time in the window's tie unit, counted down for tie first), whether it is written (best: a
+-- higher score; set: another; incr: a non-zero addition) and improved (a higher score).
+function submit.plan_packed(board, op, value, _, ts, sub)
+  local period, def = board.period, board.def
+  local scale = period.scale
+  local old = board.held.scores[sub.player] or nil
+  local total = value
+  if op == 'incr' and old then
+    total = def.sign * scoring.score_points(old, scale) + value
+    if not def.points then
+      local k, asc = def.keys[1], lex.key_hex(math.floor(total / int64.TWO32), total % int64.TWO32, false)
+      if total < 0 or asc < k.min or asc > k.max then
+        return entry_error('key_out_of_range', 'key value 1 would leave the key\'s min..max')
+      end
+    end
+  end
+  if def.points and total > period.max_points then
+    return entry_error('points_out_of_range', 'points must stay below ' .. string.format('%d', period.max_points + 1) .. ' on the ' .. period.window .. ' board')
+  end
+  local t = math.floor((ts - period.start_ms) / period.unit_ms)
+  local score = scoring.pack_score(def.sign * total, def.last and scale - 1 - t or t, scale)
+  if op == 'incr' and old and value == 0 then
+    score = old -- adding zero: keep the time the total was first reached
+  end
+  board.op, board.old, board.total, board.score, board.meta_value = op, old, total, score, sub.meta
+  board.write = old == nil or (op == 'best' and score > old) or (op ~= 'best' and score ~= old)
+  board.improved = old == nil or score > old
+end
+
+-- A lex board's planned write: the stored values (definitions.combine_values for incr and per-key
+-- operators), the member they make, or none when nothing changes. best and set weigh the time
+-- with the values, as the board orders them (a packed score holds both); incr and per-key
+-- operators move the time when the values change.
+function submit.plan_lex(board, _, values, prefix, ts, sub)
+  local def = board.def
+  local old = board.held.scores[sub.player] or nil
+  local stored, write = values, true
+  local key_len = #def.keys * lex.KEY_HEX
+  local tuple_op = not def.per_key and (sub.op ~= '' and sub.op or def.op)
+  if old and tuple_op ~= 'best' and tuple_op ~= 'set' then -- incr, or per-key operators
+    local failure
+    stored, failure = definitions.combine_values(def, sub.op, definitions.lex_values(def, old), values)
+    if not stored then
+      return failure
+    end
+    prefix = definitions.lex_prefix(def, stored)
+  end
+  local head = prefix .. lex.time_hex(ts, def.last)
+  local old_prefix = old and old:sub(1, key_len)
+  if old then
+    local old_head = old:sub(1, key_len + lex.TIME_HEX)
+    if tuple_op == 'best' then
+      write = head < old_head
+    elseif tuple_op == 'set' then
+      write = head ~= old_head
+    else
+      write = prefix ~= old_prefix
+    end
+  end
+  board.old, board.old_prefix, board.prefix, board.stored, board.meta_value = old, old_prefix, prefix, stored, sub.meta
+  board.member = write and head .. lex.player_part(sub.player) or nil
+  board.write, board.improved = write, not old or prefix < old_prefix
+end
+
+-- The score of a packed board's N-th entry, or false while the board has fewer than N entries
+-- (then everyone on it is in the top N). Read once per batch and again only after the top N
+-- changed, so whether a write touches the top N is a comparison, not a ZREVRANK per board.
+function submit.nth_score(ctx, key, top_n)
   local nth = ctx.nth[key]
   if nth == nil then
     batch.flush_board(ctx, key)
-    local flat = redis.call('ZRANGE', key, ctx.top_n - 1, ctx.top_n - 1, 'REV', 'WITHSCORES')
+    local flat = redis.call('ZRANGE', key, top_n - 1, top_n - 1, 'REV', 'WITHSCORES')
     nth = flat[2] and tonumber(flat[2]) or false
     ctx.nth[key] = nth
   end
@@ -75,258 +165,147 @@ end
 
 -- Is a score in the top N, given the N-th score? An exact tie with the N-th entry is decided by
 -- member order, which only ZREVRANK knows.
-function submit.in_top(ctx, key, player, score, nth)
+function submit.in_top(ctx, key, player, score, nth, top_n)
   if nth == false or score > nth then
     return true
   end
-  return score == nth and batch.board_rank(ctx, key, player) < ctx.top_n
+  return score == nth and batch.board_rank(ctx, key, player, top_n) < top_n
 end
 
--- A write changed the board's top N: bump its version; announce an entry (entered). Returns the
--- member's 0-based rank when it read it (or was given it).
+-- The same on either encoding: the N-th entry's place (a packed score, or a lex member: members
+-- order as text, best first), whether a place (`at`) is in the top N, and the 0-based rank of
+-- the player's entry at that place.
+function submit.nth(ctx, board)
+  if not board.def.lex then
+    return submit.nth_score(ctx, board.key, board.top_n)
+  end
+  local nth = ctx.nth[board.key]
+  if nth == nil then
+    batch.flush_board(ctx, board.key)
+    nth = redis.call('ZRANGE', board.key, board.top_n - 1, board.top_n - 1)[1] or false
+    ctx.nth[board.key] = nth
+  end
+  return nth
+end
+
+function submit.placed(ctx, board, player, at, nth)
+  if board.def.lex then
+    return nth == false or at <= nth
+  end
+  return submit.in_top(ctx, board.key, player, at, nth, board.top_n)
+end
+
+function submit.rank(ctx, board, player, at)
+  if board.def.lex then
+    batch.flush_board(ctx, board.key)
+    return redis.call('ZRANK', board.key, at)
+  end
+  return batch.board_rank(ctx, board.key, player, board.top_n)
+end
+
+-- A write changed the board's top N: bump its version; announce an entry (entered), in the shape
+-- the board's snapshot entries have (the game's: its points as score; a definition's: its key
+-- values, definitions.announce). Returns the member's 0-based rank when it read it (or was given it).
 function submit.touch_top(board, player, name, ctx, rank, entered_top)
-  redis.call('HINCRBY', ctx.versions, board.period.window .. ':' .. board.period.label .. ':' .. board.scope, 1)
+  local period = board.period
+  redis.call('HINCRBY', ctx.versions, period.window .. ':' .. period.label .. ':' .. board.scope, 1)
   ctx.nth[board.key] = nil -- the N-th entry may have changed
   if entered_top then
-    rank = rank or batch.board_rank(ctx, board.key, player)
-    local shown = scoring.mode_rank(board.key, board.pts, board.period.scale, board.period.mode, board.total, rank + 1)
-    if board.defined then -- a packed defined board: its one key, in the shape its snapshot entries have
-      local total = board.total -- >= 0 and below 2^53: a packed definition's bounds
-      definitions.announce(board, player, name, ctx, shown,
-        { int64.format(math.floor(total / int64.TWO32), total % int64.TWO32) })
-    else
+    local def = board.def
+    if def.lex then
+      rank = rank or submit.rank(ctx, board, player, board.member)
+      local _, texts = definitions.lex_texts(board)
+      local shown = period.mode == 'ordinal' and rank + 1 or lex.rank(board.key, board.pts, period.mode, board.member, #board.prefix)
+      definitions.announce(board, player, name, ctx, shown, texts)
+      return rank
+    end
+    rank = rank or batch.board_rank(ctx, board.key, player, board.top_n)
+    local total = board.total
+    local shown = scoring.mode_rank(board.key, board.pts, period.scale, period.mode, def.sign * total, rank + 1)
+    if def.points then
       redis.call('SPUBLISH', ctx.announce, cjson.encode({
-        type = 'announce', board = board.scope, window = board.period.window,
-        period = board.period.label, player = player, name = name ~= '' and name or nil,
-        rank = shown, score = board.total,
+        type = 'announce', board = board.scope, window = period.window, period = period.label,
+        player = player, name = name ~= '' and name or nil, rank = shown, score = total,
       }))
+    else -- >= 0 and below 2^53: a packed definition's bounds
+      definitions.announce(board, player, name, ctx, shown, { int64.format(math.floor(total / int64.TWO32), total % int64.TWO32) })
     end
   end
   return rank
 end
 
--- Writes for one planned board; returns improved (boolean), the rank and the previous rank
--- (1-based; 0 = not on the board before, or not read) and the points. Every redis.call costs more
+-- The planned write of one board, on either encoding; returns improved (boolean), the rank and
+-- the previous rank (1-based; 0 = not on the board before, or not read) and the points (a lex
+-- board's: its first key value as text, '' unless rows are wanted). Every redis.call costs more
 -- than its command, so nothing is read or written that the outcome does not need: `want` says
 -- which rank: 'all' (the caller wants rows: the rank, and the previous one of a changed member),
 -- 'top' (the activity entry's: read only when the member is in the top N, else 0) or nil (none).
-function submit.apply_board(board, player, name, ctx, want)
-  local key, old, scale = board.key, board.old, board.period.scale
-  local write
-  if board.op == 'best' then
-    write = old == nil or board.score > old
-  elseif board.op == 'incr' and old and board.total == scoring.score_points(old, scale) then
-    write = false -- adding zero: keep the time the total was first reached
-  else
-    write = old == nil or board.score ~= old
-  end
-  if not write then
-    -- Nothing changes (a personal best not beaten: the common case).
+function submit.apply(board, player, name, ctx, want)
+  local key, old, top_n, period, lexical = board.key, board.old, board.top_n, board.period, board.def.lex
+  if not board.write then -- nothing changes (a personal best not beaten: the common case)
     local rank = 0
-    if want == 'all' or (want == 'top' and submit.in_top(ctx, key, player, old, submit.nth_score(ctx, key))) then
-      rank = batch.board_rank(ctx, key, player) + 1
+    if want == 'all' or (want == 'top' and submit.placed(ctx, board, player, old, submit.nth(ctx, board))) then
+      rank = submit.rank(ctx, board, player, old) + 1
     end
-    return false, rank, rank, scoring.score_points(old, scale)
+    if lexical then
+      return false, rank, rank, want == 'all' and (definitions.lex_texts(board)) or ''
+    end
+    return false, rank, rank, board.def.sign * scoring.score_points(old, period.scale)
   end
-  local prev = want == 'all' and old and batch.board_rank(ctx, key, player) or nil
-  local nth = submit.nth_score(ctx, key)
-  local was_top = old ~= nil and (prev and prev < ctx.top_n or (not prev and submit.in_top(ctx, key, player, old, nth)))
-  -- the comparison above already decided the write, so a plain ZADD (not GT) is right here
-  batch.defer_write(board.held, player, board.score)
-  batch.forget_ranks(ctx, key, nth, old, board.score)
-  local dense = board.period.mode == 'dense'
+  local at = lexical and board.member or board.score -- the entry's place after the write
+  local prev = want == 'all' and old and submit.rank(ctx, board, player, old) or nil
+  local nth = submit.nth(ctx, board)
+  local was_top = old ~= nil and (prev and prev < top_n or (not prev and submit.placed(ctx, board, player, old, nth)))
+  local dense = period.mode == 'dense' -- the distinct points (key parts) serve dense ranks only
+  -- the plan already decided the write, so a plain ZADD (not GT) is right here
+  batch.defer_write(board.held, player, at)
   if dense then
-    batch.flush_board(ctx, key) -- board_score_changed counts the old points on the board
+    batch.flush_board(ctx, key) -- the distinct points count the old ones on the board
   end
-  scoring.board_score_changed(key, board.hist, dense and board.pts or nil, scale, old, board.score, ctx.hist)
-  local rank = want == 'all' and batch.board_rank(ctx, key, player) or nil
+  if lexical then
+    if dense then
+      if old and board.old_prefix ~= board.prefix
+          and redis.call('ZLEXCOUNT', key, '[' .. board.old_prefix, '(' .. board.old_prefix .. 'g') == 0 then
+        redis.call('ZREM', board.pts, board.old_prefix) -- nobody holds those values any more
+      end
+      redis.call('ZADD', board.pts, 0, board.prefix)
+    end
+  else
+    batch.forget_ranks(ctx, key, nth, old, at)
+    scoring.board_score_changed(key, board.hist, dense and board.pts or nil, period.scale, old, at, ctx.hist)
+  end
+  if board.meta_value ~= '' then
+    redis.call('HSET', board.meta, player, board.meta_value)
+    if period.expire_at > 0 then
+      redis.call('EXPIREAT', board.meta, period.expire_at, 'NX')
+    end
+  end
+  local rank = want == 'all' and submit.rank(ctx, board, player, at) or nil
   if was_top then
     rank = submit.touch_top(board, player, name, ctx, rank, false)
-    if want == 'top' and submit.in_top(ctx, key, player, board.score, submit.nth_score(ctx, key)) then
-      rank = batch.board_rank(ctx, key, player) -- still in the top N after the write (a set may drop out)
+    if want == 'top' and submit.placed(ctx, board, player, at, submit.nth(ctx, board)) then
+      rank = submit.rank(ctx, board, player, at) -- still in the top N after the write (a set may drop out)
     end
-  elseif rank and rank < ctx.top_n or (not rank and submit.in_top(ctx, key, player, board.score, nth)) then
+  elseif rank and rank < top_n or (not rank and submit.placed(ctx, board, player, at, nth)) then
     rank = submit.touch_top(board, player, name, ctx, rank, true)
   end
-  if board.period.expire_at > 0 and not ctx.expiring[key] then
-    board.held.expire_at = board.period.expire_at -- set once the board is written (flush_boards)
-    if dense then -- written above
-      redis.call('EXPIREAT', board.pts, board.period.expire_at, 'NX')
-    end
+  if period.expire_at > 0 and not ctx.expiring[key] then
     ctx.expiring[key] = true
-    ctx.hist_expire[board.hist] = board.period.expire_at -- set once the histogram is written
-  end
-  return old == nil or board.score > old, rank and rank + 1 or 0, prev and prev + 1 or 0, board.total
-end
-
--- apply_board for a packed defined board, whose top N is its definition's, and its metadata.
-function submit.apply_packed(board, player, name, ctx, want)
-  local old, score = board.old, board.score
-  local written = old == nil or (board.op == 'best' and score > old) or (board.op ~= 'best' and score ~= old)
-  local game_top = ctx.top_n
-  ctx.top_n = board.top_n -- nth_score's cache is per board key: one top N per key holds
-  local improved, rank, prev, total = submit.apply_board(board, player, name, ctx, want)
-  ctx.top_n = game_top
-  if written and board.meta_value ~= '' then
-    redis.call('HSET', board.meta, player, board.meta_value)
-    if board.period.expire_at > 0 then
-      redis.call('EXPIREAT', board.meta, board.period.expire_at, 'NX')
+    if dense then -- written above
+      redis.call('EXPIREAT', board.pts, period.expire_at, 'NX')
     end
+    board.held.expire_at = period.expire_at -- set once the board is written (flush_boards)
+    ctx.hist_expire[board.hist] = period.expire_at -- set once the histogram is written
   end
-  return improved, rank, prev, total
+  local total = board.total
+  if lexical then
+    total = want == 'all' and (definitions.lex_texts(board)) or ''
+  end
+  return board.improved, rank and rank + 1 or 0, prev and prev + 1 or 0, total
 end
 
 -- A status alone is a plain string in the reply: a table per entry was a measurable share of the call.
 submit.DUPLICATE, submit.OK = 'duplicate', 'ok'
-
---[[ The common slip, in one pass: a slip to the game's own boards with their own operators (best
-or set), no tournament, no dense rank mode, no rows and no kept outcome (nearly every slip of a
-game). common_boards decides once per layout and batch whether its slips may take this path (its
-record, or false) and works out what they all share: the boards' records, the window all its
-periods share, the smallest points cap. apply_common then checks a slip and writes it board by
-board, with no table per slip or board: the same checks, writes, histogram changes, top-N bumps
-and announcements as plan_submission + apply_board (tests/test_properties_common.py holds the two
-paths equal). A slip it cannot take whole (any refusal, which must write nothing) goes the
-general way, which names the exact error.
-apply_common runs for nearly every slip, so it takes the slip's parts as its pattern split them
-(no record table) and does inline what the general path calls helpers for
-(parse_uint, check_time, pack_score, nth_score, in_top's comparison, defer_write,
-board_score_changed's histogram deltas, log_activity): entering and leaving Lua functions was
-about 200 machine instructions a call, and writing them out took the slip's VM instructions
-from 722 to 521 (docs/benchmarks.md, the bench.replay section).
-]]
-function submit.common_boards(keys, layout, periods, ctx)
-  if layout.def or ctx.rows or #layout.refs == 0 then
-    return false
-  end
-  local boards, in_periods, seen_periods = {}, {}, {}
-  local lo, hi, max_points = ctx.now - ctx.max_age, ctx.now + ctx.skew, math.huge -- ts in [lo, hi]
-  for b, ref in ipairs(layout.refs) do
-    local period = periods[ref.period]
-    if ref.op == 'incr' or period.mode == 'dense' or period.entrants or batch.period_closed(period)
-        or (ref.scope ~= 'global' and not batch.known_scope(ctx, ref.scope)) then
-      return false
-    end
-    local board = ref.board or batch.layout_board(keys, ref, period, layout, ctx)
-    boards[b] = board
-    if not board.deltas then -- what apply_common's writes need, one table read each
-      board.scores, board.pending, board.scale = board.held.scores, board.held.pending, period.scale
-      board.start_ms, board.unit_ms = period.start_ms, period.unit_ms
-      board.deltas = ctx.hist[board.hist] -- its histogram's changes (flush_histograms), shared with the general path
-      if not board.deltas then
-        board.deltas = {}
-        ctx.hist[board.hist] = board.deltas
-        ctx.hist[#ctx.hist + 1] = board.hist
-      end
-      if period.expire_at > 0 then -- its expiry, set once the board is written (flush_boards)
-        board.held.expire_at = period.expire_at
-        ctx.expiring[board.key] = true
-        ctx.hist_expire[board.hist] = period.expire_at
-      end
-    end
-    if not seen_periods[period] then -- the layout's distinct periods (count_players)
-      seen_periods[period] = true
-      in_periods[#in_periods + 1] = period
-    end
-    lo, hi = math.max(lo, period.start_ms), math.min(hi, period.end_ms - 1)
-    max_points = math.min(max_points, period.max_points)
-  end
-  local common = { boards = boards, periods = in_periods, players = {}, listed = {}, lo = lo, hi = hi,
-    max_points = max_points }
-  ctx.commons[#ctx.commons + 1] = common
-  return common
-end
-
--- Returns DUPLICATE or OK, or nil (nothing written) when the slip must take the general path (a
--- refusal of any kind). Its id and player are printable ASCII and its points and ts digits (the
--- one scan of COMMON_SLIP: any other slip takes the general path).
-function submit.apply_common(ctx, common, id, player, points_text, ts_text, name, mark)
-  local MAX_ID_BYTES = valid.MAX_ID_BYTES -- read twice a slip: one table read
-  if #id > MAX_ID_BYTES or ctx.banned_players[player] then
-    return nil
-  end
-  if mark.before[id] or mark.applied[id] then
-    return submit.DUPLICATE
-  end
-  if #player > MAX_ID_BYTES or (name ~= '' and (#name > valid.MAX_NAME_BYTES or not valid.plain_text(name)))
-      or #points_text > 16 or #ts_text > 15 then
-    return nil
-  end
-  local points, ts = tonumber(points_text), tonumber(ts_text)
-  if points > common.max_points or ts < common.lo or ts > common.hi then
-    return nil
-  end
-  mark.applied[id] = true
-  local ids = mark.ids
-  ids[#ids + 1] = id
-  local improved_any, activity_rank, new_bucket = false, '0', nil -- a rank as text: table.concat formats a number
-  local boards, nths, bucket_of = common.boards, ctx.nth, scoring.bucket_of -- bucket_of: per board
-  for b = 1, #boards do
-    local board = boards[b]
-    local key, scores, scale = board.key, board.scores, board.scale
-    local old = scores[player] or nil
-    local t = (ts - board.start_ms) / board.unit_ms -- pack_score; x - x % 1 is floor(x) for x >= 0
-    local score = points * scale + (scale - 1 - (t - t % 1))
-    if old == nil or score > old or (score ~= old and board.own_op == 'set') then
-      local nth = nths[key]
-      if nth == nil then
-        nth = submit.nth_score(ctx, key)
-      end
-      local was_top = old ~= nil and (nth == false or old > nth or (old == nth and submit.in_top(ctx, key, player, old, nth)))
-      scores[player] = score -- defer_write
-      local pending = board.pending
-      local listed = pending.n + 1
-      pending.n, pending[listed] = listed, player
-      if nth == false or score >= nth or (old and old >= nth) then -- forget_ranks
-        ctx.ranks[key] = nil
-      end
-      local old_points = old and (old - old % scale) / scale -- score_points
-      if old_points ~= points then -- board_score_changed's deltas
-        new_bucket = new_bucket or bucket_of(points)
-        local old_bucket = old_points and bucket_of(old_points)
-        if old_bucket ~= new_bucket then
-          local d = board.deltas
-          d[new_bucket] = (d[new_bucket] or 0) + 1
-          if old_bucket then
-            d[old_bucket] = (d[old_bucket] or 0) - 1
-          end
-        end
-      end
-      local rank
-      if was_top then
-        board.total = points -- what touch_top announces
-        submit.touch_top(board, player, name, ctx, nil, false)
-        if b == 1 and submit.in_top(ctx, key, player, score, submit.nth_score(ctx, key)) then
-          rank = batch.board_rank(ctx, key, player)
-        end
-      elseif nth == false or score > nth or (score == nth and submit.in_top(ctx, key, player, score, nth)) then
-        board.total = points
-        rank = submit.touch_top(board, player, name, ctx, nil, true)
-      end
-      if b == 1 and rank and rank < ctx.top_n then
-        activity_rank = rank + 1
-      end
-      improved_any = improved_any or old == nil or score > old
-    elseif b == 1 and submit.in_top(ctx, key, player, old, submit.nth_score(ctx, key)) then
-      activity_rank = batch.board_rank(ctx, key, player) + 1
-    end
-  end
-  if not common.listed[player] then -- listed once, counted in each of the layout's periods: count_players
-    common.listed[player] = true
-    local players = common.players
-    players[#players + 1] = player
-  end
-  if name ~= '' then
-    batch.update_profile_name(ctx, player, name)
-  end
-  local a, POW10 = ctx.act, batch.POW10 -- log_activity
-  local k = a.n + 1
-  a.n = k
-  a.id[k], a.player[k], a.op[k], a.improved[k], a.rank[k] = id, player, '', improved_any and '1' or '0', activity_rank
-  a.points[k] = points >= POW10[#points_text] and points_text or batch.canonical(points_text, points)
-  a.ts[k] = ts >= POW10[#ts_text] and ts_text or batch.canonical(ts_text, ts)
-  return submit.OK
-end
 
 function submit.apply_submission(keys, sub, periods, ctx)
   local err = valid.text_field(sub.id, 'submission id', sub.id == '' and 'missing_id' or 'invalid_id', true)
@@ -344,9 +323,7 @@ function submit.apply_submission(keys, sub, periods, ctx)
   if mark.before[sub.id] or mark.applied[sub.id] then
     return submit.DUPLICATE
   end
-  local layout = sub.layout
-  local defined = layout.def -- a defined board's slip: key values, its own planner and writes
-  local points, ts, new_scopes = (defined and definitions.plan_defined or submit.plan_submission)(keys, sub, periods, ctx)
+  local points, ts, new_scopes = submit.plan(keys, sub, periods, ctx)
   if not points then
     return ts -- the error triple
   end
@@ -356,32 +333,31 @@ function submit.apply_submission(keys, sub, periods, ctx)
   if new_scopes then
     batch.record_scopes(ctx, new_scopes)
   end
-  local boards = defined and ctx.defined or ctx.boards
+  local boards, game = ctx.boards, sub.layout.def.points
   -- every rank of the slip when the caller wants rows or the slip asked to keep its outcome
   local all = (ctx.rows or sub.outcome) and 'all' or nil
   -- the rank on the game's first board goes to the activity entry (badges read it); a tournament
-  -- slip is not on it, nor a defined board's
+  -- slip is not on it, nor a defined board's (its points are not the game's)
   local activity_rank = 0
-  local first_want = all or (not boards[1].period.entrants and not defined and 'top' or nil)
+  local first_want = all or (not boards[1].period.entrants and game and 'top' or nil)
   local rows = ctx.rows and {} or nil
   local outcome = sub.outcome and {} or nil
   local improved_any = false
   for b = 1, #sub.layout.refs do
     local board = boards[b]
-    local apply = board.lex and definitions.apply_lex or defined and submit.apply_packed or submit.apply_board
-    local improved, rank, prev, total = apply(board, sub.player, sub.name, ctx, b == 1 and first_want or all)
+    local improved, rank, prev, total = submit.apply(board, sub.player, sub.name, ctx, b == 1 and first_want or all)
     improved_any = improved_any or improved
-    if b == 1 and not board.period.entrants and not defined and rank <= ctx.top_n then
+    if b == 1 and not board.period.entrants and game and rank <= ctx.top_n then
       activity_rank = rank
     end
-    if rows then -- a lex board's points: its first key value, as text (int64)
-      rows[b] = { improved and 1 or 0, rank, prev, board.lex and total or string.format('%d', total) }
+    -- points as text (cjson writes numbers with 14 digits); a lex board's: its first key value
+    local shown = board.def.lex and total or (rows or outcome) and string.format('%d', total)
+    if rows then
+      rows[b] = { improved and 1 or 0, rank, prev, shown }
     end
     if outcome then
-      -- points as text: cjson writes numbers with 14 digits
       outcome[b] = { board = board.scope, window = board.period.window, period = board.period.label,
-        improved = improved, rank = rank, previous_rank = prev,
-        points = board.lex and total or string.format('%d', total) }
+        improved = improved, rank = rank, previous_rank = prev, points = shown }
     end
     local period = board.period
     if not period.listed[sub.player] then -- listed once per batch: count_players
@@ -411,9 +387,10 @@ region or mode value the game has not seen while the scopes set holds max_scopes
 (too_many_scopes); a new value is added to the set by the first slip applied with it.
 What is read for every slip is read once per batch: the ban tombstones of its players (banned_among),
 its ids' seen buckets (SMISMEMBER), a tournament's entrants (SMISMEMBER), each board's scores of
-the players of each layout writing to it (ZMSCORE: held_board); the boards' writes are gathered
-into one ZADD per board (flushed earlier only before a read of that board), and the histograms
-and the seen ids are written once per batch at its end.
+the players of each layout writing to it (ZMSCORE, a lex board's members HMGET: held_board); the
+boards' writes are gathered into one ZADD per board (a lex board's: one ZREM, ZADD and HSET),
+flushed earlier only before a read of that board, and the histograms and the seen ids are
+written once per batch at its end.
 Input:
   KEYS[1] versions hash, KEYS[2] activity stream, KEYS[3] profiles hash, KEYS[4] banned hash,
           KEYS[5] scopes set, KEYS[6..] the boards, their companions, the closed markers,
@@ -447,8 +424,9 @@ Input:
   Defined boards (leaderboard/boards.py): a definition's encoding is packed or lex, tie first or
   last, operator the board's (or 'keys': each key has its own), key_spec per key
   'd|a,<op>,<min>,<max>' joined by ';' (direction, operator, int64 bounds), top_n the size of
-  the top whose changes bump its version and are announced (the game's top_n: other boards); a
-  board's definition is a 1-based index of those records (0: not a defined board; members_key and meta_key 0 too),
+  the top whose changes bump its version and are announced; a board's definition is a 1-based
+  index of those records (0: the game's own boards, the definition `default` with the game's
+  top_n, submit.default; members_key and meta_key 0 too),
   its points_key then the set of distinct key parts (lex) and members_key its player -> member
   hash; a submission to a defined board has points '' and values its key values as decimal
   int64 text joined by ',' (values and meta '' otherwise)
@@ -480,7 +458,7 @@ function submit.lb_submit(keys, args)
     now = tonumber(now_ms), top_n = tonumber(top_n), maxlen = activity_maxlen,
     skew = tonumber(clock_skew_ms), max_age = tonumber(idempotency_ms), announce = announce,
     rows = rows == '1', max_scopes = valid.parse_uint(max_scopes, 9), expiring = {}, nth = {}, ranks = {}, known = {},
-    hist = {}, hist_expire = {}, names = {}, boards = {}, defined = {}, held = {}, commons = {},
+    hist = {}, hist_expire = {}, names = {}, boards = {}, held = {}, commons = {},
     act = { n = 0, id = {}, player = {}, points = {}, op = {}, ts = {}, improved = {}, rank = {} },
   }
   ctx.maxlen = tonumber(ctx.maxlen)
@@ -493,7 +471,7 @@ function submit.lb_submit(keys, args)
     defs, pos = definitions.read(args, pos)
   end
   if defs then
-    layouts, pos = batch.read_layouts(keys, periods, args, pos, defs)
+    layouts, pos = batch.read_layouts(keys, periods, args, pos, defs, submit.default(ctx.top_n))
   end
   local count = layouts and valid.parse_uint(args[pos], 9)
   if not count then

@@ -2,7 +2,7 @@
 
 ``Folder`` applies recorded submissions in the order they were applied to Redis and keeps, per
 board period, each player's packed score: the same arithmetic as ``lb_submit`` (lua/
-submit.lua: ``plan_submission`` and ``apply_board``), so folding a prefix of the log and
+submit.lua: ``plan_packed`` and ``apply``), so folding a prefix of the log and
 sending the rest through ``lb_submit`` leaves the boards exactly as sending it all would.
 tests/test_durable_log.py holds the two side by side on random histories.
 

@@ -1,0 +1,151 @@
+-- lb_submit's common slip in one pass (submit.common_boards, submit.apply_common): the same
+-- checks and writes as submit.plan + submit.apply for nearly every slip of a game, inline.
+
+--[[ The common slip, in one pass: a slip to the game's own boards with their own operators (best
+or set), no tournament, no dense rank mode, no rows and no kept outcome (nearly every slip of a
+game). common_boards decides once per layout and batch whether its slips may take this path (its
+record, or false) and works out what they all share: the boards' records, the window all its
+periods share, the smallest points cap. apply_common then checks a slip and writes it board by
+board, with no table per slip or board: the same checks, writes, histogram changes, top-N bumps
+and announcements as submit.plan + submit.apply (tests/test_properties_common.py holds the two
+paths equal). A slip it cannot take whole (any refusal, which must write nothing) goes the
+general way, which names the exact error.
+apply_common runs for nearly every slip, so it takes the slip's parts as its pattern split them
+(no record table) and does inline what the general path calls helpers for
+(parse_uint, check_time, pack_score, nth_score, in_top's comparison, defer_write,
+board_score_changed's histogram deltas, log_activity): entering and leaving Lua functions was
+about 200 machine instructions a call, and writing them out took the slip's VM instructions
+from 722 to 521 (docs/benchmarks.md, the bench.replay section).
+]]
+function submit.common_boards(keys, layout, periods, ctx)
+  if not layout.def.points or ctx.rows or #layout.refs == 0 then
+    return false
+  end
+  local boards, in_periods, seen_periods = {}, {}, {}
+  local lo, hi, max_points = ctx.now - ctx.max_age, ctx.now + ctx.skew, math.huge -- ts in [lo, hi]
+  for b, ref in ipairs(layout.refs) do
+    local period = periods[ref.period]
+    if ref.op == 'incr' or period.mode == 'dense' or period.entrants or batch.period_closed(period)
+        or (ref.scope ~= 'global' and not batch.known_scope(ctx, ref.scope)) then
+      return false
+    end
+    local board = ref.board or batch.layout_board(keys, ref, period, layout, ctx)
+    boards[b] = board
+    if not board.deltas then -- what apply_common's writes need, one table read each
+      board.scores, board.pending, board.scale = board.held.scores, board.held.pending, period.scale
+      board.start_ms, board.unit_ms = period.start_ms, period.unit_ms
+      board.deltas = ctx.hist[board.hist] -- its histogram's changes (flush_histograms), shared with the general path
+      if not board.deltas then
+        board.deltas = {}
+        ctx.hist[board.hist] = board.deltas
+        ctx.hist[#ctx.hist + 1] = board.hist
+      end
+      if period.expire_at > 0 then -- its expiry, set once the board is written (flush_boards)
+        board.held.expire_at = period.expire_at
+        ctx.expiring[board.key] = true
+        ctx.hist_expire[board.hist] = period.expire_at
+      end
+    end
+    if not seen_periods[period] then -- the layout's distinct periods (count_players)
+      seen_periods[period] = true
+      in_periods[#in_periods + 1] = period
+    end
+    lo, hi = math.max(lo, period.start_ms), math.min(hi, period.end_ms - 1)
+    max_points = math.min(max_points, period.max_points)
+  end
+  local common = { boards = boards, periods = in_periods, players = {}, listed = {}, lo = lo, hi = hi,
+    max_points = max_points }
+  ctx.commons[#ctx.commons + 1] = common
+  return common
+end
+
+-- Returns DUPLICATE or OK, or nil (nothing written) when the slip must take the general path (a
+-- refusal of any kind). Its id and player are printable ASCII and its points and ts digits (the
+-- one scan of COMMON_SLIP: any other slip takes the general path).
+function submit.apply_common(ctx, common, id, player, points_text, ts_text, name, mark)
+  local MAX_ID_BYTES = valid.MAX_ID_BYTES -- read twice a slip: one table read
+  if #id > MAX_ID_BYTES or ctx.banned_players[player] then
+    return nil
+  end
+  if mark.before[id] or mark.applied[id] then
+    return submit.DUPLICATE
+  end
+  if #player > MAX_ID_BYTES or (name ~= '' and (#name > valid.MAX_NAME_BYTES or not valid.plain_text(name)))
+      or #points_text > 16 or #ts_text > 15 then
+    return nil
+  end
+  local points, ts = tonumber(points_text), tonumber(ts_text)
+  if points > common.max_points or ts < common.lo or ts > common.hi then
+    return nil
+  end
+  mark.applied[id] = true
+  local ids = mark.ids
+  ids[#ids + 1] = id
+  local improved_any, activity_rank, new_bucket = false, '0', nil -- a rank as text: table.concat formats a number
+  local boards, nths, bucket_of = common.boards, ctx.nth, scoring.bucket_of -- bucket_of: per board
+  for b = 1, #boards do
+    local board = boards[b]
+    local key, scores, scale = board.key, board.scores, board.scale
+    local old = scores[player] or nil
+    local t = (ts - board.start_ms) / board.unit_ms -- pack_score; x - x % 1 is floor(x) for x >= 0
+    local score = points * scale + (scale - 1 - (t - t % 1))
+    if old == nil or score > old or (score ~= old and board.own_op == 'set') then
+      local nth = nths[key]
+      if nth == nil then
+        nth = submit.nth_score(ctx, key, ctx.top_n)
+      end
+      local was_top = old ~= nil and (nth == false or old > nth or (old == nth and submit.in_top(ctx, key, player, old, nth, ctx.top_n)))
+      scores[player] = score -- defer_write
+      local pending = board.pending
+      local listed = pending.n + 1
+      pending.n, pending[listed] = listed, player
+      if nth == false or score >= nth or (old and old >= nth) then -- forget_ranks
+        ctx.ranks[key] = nil
+      end
+      local old_points = old and (old - old % scale) / scale -- score_points
+      if old_points ~= points then -- board_score_changed's deltas
+        new_bucket = new_bucket or bucket_of(points)
+        local old_bucket = old_points and bucket_of(old_points)
+        if old_bucket ~= new_bucket then
+          local d = board.deltas
+          d[new_bucket] = (d[new_bucket] or 0) + 1
+          if old_bucket then
+            d[old_bucket] = (d[old_bucket] or 0) - 1
+          end
+        end
+      end
+      local rank
+      if was_top then
+        board.total = points -- what touch_top announces
+        submit.touch_top(board, player, name, ctx, nil, false)
+        if b == 1 and submit.in_top(ctx, key, player, score, submit.nth_score(ctx, key, ctx.top_n), ctx.top_n) then
+          rank = batch.board_rank(ctx, key, player, ctx.top_n)
+        end
+      elseif nth == false or score > nth or (score == nth and submit.in_top(ctx, key, player, score, nth, ctx.top_n)) then
+        board.total = points
+        rank = submit.touch_top(board, player, name, ctx, nil, true)
+      end
+      if b == 1 and rank and rank < ctx.top_n then
+        activity_rank = rank + 1
+      end
+      improved_any = improved_any or old == nil or score > old
+    elseif b == 1 and submit.in_top(ctx, key, player, old, submit.nth_score(ctx, key, ctx.top_n), ctx.top_n) then
+      activity_rank = batch.board_rank(ctx, key, player, ctx.top_n) + 1
+    end
+  end
+  if not common.listed[player] then -- listed once, counted in each of the layout's periods: count_players
+    common.listed[player] = true
+    local players = common.players
+    players[#players + 1] = player
+  end
+  if name ~= '' then
+    batch.update_profile_name(ctx, player, name)
+  end
+  local a, POW10 = ctx.act, batch.POW10 -- log_activity
+  local k = a.n + 1
+  a.n = k
+  a.id[k], a.player[k], a.op[k], a.improved[k], a.rank[k] = id, player, '', improved_any and '1' or '0', activity_rank
+  a.points[k] = points >= POW10[#points_text] and points_text or batch.canonical(points_text, points)
+  a.ts[k] = ts >= POW10[#ts_text] and ts_text or batch.canonical(ts_text, ts)
+  return submit.OK
+end
