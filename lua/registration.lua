@@ -11,7 +11,6 @@ redis.register_function('lb_lease', publish.lb_lease)
 redis.register_function('lb_forget', queue.lb_forget)
 redis.register_function('lb_publish', publish.lb_publish)
 redis.register_function('lb_close', calendar.lb_close)
-redis.register_function('lb_close_board', calendar.lb_close_board)
 redis.register_function('lb_tournament', calendar.lb_tournament)
 redis.register_function('lb_join', calendar.lb_join)
 redis.register_function { function_name = 'lb_top', callback = reads.lb_top, flags = { 'no-writes' } }
@@ -19,10 +18,8 @@ redis.register_function { function_name = 'lb_around', callback = reads.lb_aroun
 redis.register_function { function_name = 'lb_ranks', callback = reads.lb_ranks, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_status', callback = queue.lb_status, flags = { 'no-writes' } }
 redis.register_function('lb_ban', moderation.lb_ban)
-redis.register_function('lb_ban_defined', moderation.lb_ban_defined)
 redis.register_function('lb_unban', moderation.lb_unban)
 redis.register_function('lb_correct', moderation.lb_correct)
-redis.register_function('lb_correct_defined', moderation.lb_correct_defined)
 redis.register_function('lb_profile', moderation.lb_profile)
 redis.register_function('lb_rank_rebuild', reads.lb_rank_rebuild)
 

@@ -69,8 +69,11 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
                                                    again only with the same keys and bounds; kept
                                                    until its boards hold no entries (lb_board_purge)
   lb:{g}:journal                           STREAM  one entry per change of lb_ban, lb_unban,
-                                                   lb_correct, lb_correct_defined, lb_profile, lb_tournament, lb_join,
-                                                   lb_close, lb_board_put, lb_board_delete, lb_board_purge (and first badge awards, from the badge
+                                                   lb_correct (fn correct or correct_defined: the
+                                                   form the durable log's rebuild takes),
+                                                   lb_profile, lb_tournament, lb_join, lb_close,
+                                                   lb_board_put, lb_board_delete, lb_board_purge
+                                                   (and first badge awards, from the badge
                                                    worker): {fn, at (Redis TIME, us), args (JSON
                                                    array)}; the durable log's recorder deletes what
                                                    it recorded (MAXLEN ~ JOURNAL_MAXLEN)
@@ -92,7 +95,7 @@ the shard owning its slot, the game's, and on a single server it works the same)
                                            listens: the caller names the channel in ARGV)
 
 Functions (each documented where it is defined, in the file of its concept: lua/parts.txt lists
-them; Python wrappers in leaderboard/library.py):
+them; Python wrappers in leaderboard/library/, a module per file):
 
   lb_submit       apply a batch of submissions          banned, closedmark (read), boards (with
                                                         their hist and points), players, seen,
@@ -112,25 +115,17 @@ them; Python wrappers in leaderboard/library.py):
                   encoding (no-writes)                  parts), its members, its metadata
   lb_ranks        ranks of listed players, either       a board, its points (or key parts),
                   encoding (no-writes)                  hist, its members
-  lb_close        a period's close event, once          closedmark, closed, finals, versions,
-                                                        journal; boards (read)
-  lb_close_board  a defined board period's close event  its closedmark, closed, its finals,
-                  (its own periods), once               versions, journal; the board and its
-                                                        metadata (read)
+  lb_close        a period's close event, once, either  closedmark, closed, finals, versions,
+                  encoding (a defined board's alone)    journal; boards and their metadata (read)
   lb_tournament   create a tournament                   tournaments, journal
   lb_join         enter players in a tournament         tournaments (read), entrants, journal
-  lb_ban          remove a player, leave a tombstone    banned, versions, activity, journal, the
-                                                        boards given and their histograms and points
-                                                        sets
-  lb_ban_defined  remove a player from defined boards    versions, the boards given and their
-                                                        members, points sets, metadata, histograms
+  lb_ban          remove a player, leave a tombstone,   banned, versions, activity, journal, the
+                  either encoding                       boards given and their histograms, points
+                                                        sets, members and metadata
   lb_unban        lift a ban                            banned, activity, journal
-  lb_correct      set a player's points, with reason    banned (read), versions, activity, journal,
-                                                        the boards given and their histograms and
-                                                        points sets
-  lb_correct_defined set or remove a player's entry on   banned (read), versions, activity, journal,
-                  defined boards, with reason           the boards given and their members, points
-                                                        sets, metadata, histograms
+  lb_correct      set or remove a player's entry, with  banned (read), versions, activity, journal,
+                  reason, either encoding               the boards given and their histograms,
+                                                        points sets, members and metadata
   lb_profile      set a player's profile fields         profiles, versions, journal, the boards
                                                         given (read)
   lb_rank_rebuild rebuild a board's companions          a board, its points and hist
@@ -176,7 +171,7 @@ characters (leaderboard/profiles.py is_player_id is the same).
 -- integers), how a call refuses (refuse, entry_error) and the journal of state changes.
 --
 -- The library is one chunk assembled from the files of lua/ in the order lua/parts.txt names
--- (leaderboard/library.py): this file first, registration.lua last. Lua 5.1 takes at most 200
+-- (leaderboard/assembly.py): this file first, registration.lua last. Lua 5.1 takes at most 200
 -- locals in a chunk, so each file keeps its helpers in a module table (valid.player, int64.parse)
 -- and the chunk's top-level locals are those tables and a few helpers every file calls;
 -- tests/test_library_layout.py counts them. Top-level statements start at column 0 (what that
@@ -300,6 +295,18 @@ end
 
 local function entry_error(code, message)
   return { 'error', code, message }
+end
+
+-- A function whose arguments another release lays out otherwise carries its call's layout first
+-- (lb_ban, lb_correct, lb_close): a call of another layout is refused whole, before anything is
+-- read or written, with the layout this library reads (errors.LibraryMismatch). nil when it is
+-- this library's.
+function valid.other_layout(got, want, fn)
+  if got == want then
+    return nil
+  end
+  return refuse('library_mismatch', 'the function library reads layout ' .. want .. ' of ' .. fn
+    .. "'s call; this call is another release's")
 end
 
 -- An id: UTF-8 of at most MAX_ID_BYTES, without C0 control characters or DEL (the activity

@@ -1,0 +1,168 @@
+"""The moderation and profile wrappers: ``lb_ban``, ``lb_unban``, ``lb_correct`` and
+``lb_profile`` (moderation.lua), each on every board. The boards a call touches are found by
+leaderboard/moderation.py (``Moderation``, the high-level call operators use); these wrappers take
+them as given."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .. import boards
+from ..batch import DEFINITION_FIELDS, definition_record
+from ..errors import BadRequest, TournamentError
+from ..keys import defined_of
+from ..profiles import stored as stored_profile
+from ..results import BoardRef, Correction
+from ..transport import Command, now_ms
+from ..windows import Period, window
+from .calls import execute
+from .reads import ReadCalls
+
+# The call layouts of lb_ban and lb_correct (moderation.lua): the library refuses another (library_mismatch)
+BAN_LAYOUT = CORRECT_LAYOUT = 2
+# lb_correct's arguments after ``how``: fixed ones, then a definition record, then per board
+_CORRECT_ARGS, _CORRECT_FIELDS = 8, 7
+
+
+class ModerationCalls(ReadCalls):
+    """Bans, corrections and profiles (a board's window from ``window_of``)."""
+
+    async def ban(
+        self,
+        player: str,
+        boards: Sequence[BoardRef],
+        *,
+        actor: str,
+        reason: str,
+        now: int | None = None,
+        replay: bool = False,
+    ) -> tuple[int, int]:
+        """lb_ban: tombstone ``player`` and remove them from ``boards``, the game's and defined
+        ones alike (a defined board whose definition is gone is left: its keys only wait to
+        expire); (boards they were on, of those the boards whose top N changed). ``replay``: a
+        rebuild replaying the ban's effect on the boards given (no tombstone, activity or
+        journal entry)."""
+        keys = [self.keys.banned, self.keys.versions, self.keys.activity, self.keys.journal]
+        args: list[str | int] = [BAN_LAYOUT, "replay" if replay else "ban", player, actor, reason]
+        args += [now_ms() if now is None else now, self.config.activity_maxlen]
+        for b in boards:
+            found = await self._ban_record(b)
+            if found is not None:  # the companions (histogram, points set, members) follow the removal
+                at = (b.window, b.period, b.scope)
+                keys += [*self._board_keys(*at), self.keys.members(*at), self.keys.metadata(*at)]
+                args += [f"{b.window}:{b.period}:{b.scope}", *found]
+        removed, touched = await self._versioned(BAN_LAYOUT, ("FCALL", "lb_ban", len(keys), *keys, *args))
+        return int(removed), int(touched)
+
+    async def _ban_record(self, b: BoardRef) -> tuple[int, str, str | int] | None:
+        """A board's top N, rank mode and encoding as lb_ban takes them (lex:<key count>, or a
+        packed board's shift, '' when its window is no longer known); None for a defined board
+        whose definition is gone."""
+        board_id = defined_of(b.scope)
+        if board_id is None:
+            shift = await self._shift_of(b.window)
+            return self.config.top_n, self.config.rank_mode_for(b.window), "" if shift < 0 else shift
+        d = self.boards.get(board_id)
+        if d is None:
+            return None
+        encoding = f"lex:{len(d.keys)}" if d.encoding == boards.LEX else d.shift(b.window)
+        return d.top_n, d.rank_mode, encoding
+
+    def _board_keys(self, window_name: str, period: str, scope: str) -> tuple[str, str, str]:
+        """A board and its companions, as lb_ban and lb_correct take them."""
+        at = (window_name, period, scope)
+        return self.keys.board(*at), self.keys.histogram(*at), self.keys.points(*at)
+
+    async def _shift_of(self, window_name: str) -> int:
+        """The score shift of a board's window, -1 when its window is no longer known (a
+        tournament whose definition is gone): its companions are then left alone."""
+        try:
+            return (await self.window_of(window_name)).shift
+        except (BadRequest, TournamentError):
+            try:  # a window the game no longer keeps still has its fixed encoding
+                return window(window_name).shift
+            except ValueError:
+                return -1
+
+    async def unban(self, player: str, *, actor: str, reason: str = "") -> bool:
+        """lb_unban: lift a ban; whether there was one."""
+        keys = (self.keys.banned, self.keys.activity, self.keys.journal)
+        args = (player, actor, reason, self.config.activity_maxlen)
+        return bool(await execute(self.redis, ("FCALL", "lb_unban", len(keys), *keys, *args)))
+
+    async def correct(
+        self,
+        player: str,
+        value: int | Sequence[int] | None,
+        boards_at: Sequence[tuple[Period, str]],
+        *,
+        actor: str,
+        reason: str,
+        now: int | None = None,
+        definition: boards.Definition | None = None,
+        metadata: str | None = None,
+    ) -> list[Correction]:
+        """lb_correct: set ``player``'s entry on each (period, scope) board given. The game's
+        boards (no ``definition``) take points, ``value`` an int; a defined board's periods (its
+        ``definition``, the scope ``board:<id>``) its key values, or None to take the player off
+        it, and ``metadata`` (None keeps the entry's, ``""`` clears it)."""
+        record = self._points_record if definition is None else definition_record(definition)
+        values = (value,) if isinstance(value, int) else value
+        args: list[str | int] = [player, "" if values is None else ",".join(map(str, values))]
+        args += ["keep" if metadata is None else "set", metadata or "", actor, reason, now_ms() if now is None else now]
+        args += [self.config.activity_maxlen, 1, *record]
+        for period, scope in boards_at:
+            w = period.window
+            if definition is None:
+                shift, mode = w.shift, self.config.rank_mode_for(w.name)
+            else:
+                shift, mode = definition.shift(w.name), definition.rank_mode
+            args += [f"{w.name}:{period.label}:{scope}", period.start_ms, period.end_ms, shift]
+            args += [w.unit_ms, period.expire_at_s, mode]
+        # the durable log folds the game's boards' corrections, and replays a defined board's
+        rows = await self._correct_call("correct" if definition is None else "correct_defined", [str(a) for a in args])
+        out = []
+        for (p, scope), (prev, rank) in zip(boards_at, rows, strict=True):
+            before = tuple(int(v) for v in prev.split(",")) if prev else None
+            board = BoardRef(p.window.name, p.label, scope)
+            keys = None if definition is None else before  # the game's boards' corrections carry points only
+            out.append(Correction(board, before[0] if before else None, int(rank) or None, keys))
+        return out
+
+    @property
+    def _points_record(self) -> list[str | int]:
+        """The game's boards as lb_correct takes them: packed, one key, the points, highest first,
+        ties to the first, bounded only per board by its window's exact scores (lb_correct
+        refuses points_out_of_range past them)."""
+        points = boards.BoardKey("points", min=0)
+        record = definition_record(boards.Definition(boards.DEFAULT_ID, (points,), top_n=self.config.top_n))
+        return [boards.PACKED, *record[1:]]
+
+    async def replay_correct(self, args: Sequence[str]) -> list[Any]:
+        """lb_correct with the arguments a correction of a defined board journaled (not journaled
+        again: a rebuild replaying it); its rows."""
+        return await self._correct_call("", args)
+
+    async def _correct_call(self, how: str, args: Sequence[str]) -> list[Any]:
+        """lb_correct with ``args`` after its layout and ``how``; the keys follow from the board
+        records' version fields."""
+        keys = [self.keys.banned, self.keys.versions, self.keys.activity, self.keys.journal]
+        for field in args[_CORRECT_ARGS + 1 + len(DEFINITION_FIELDS) :: _CORRECT_FIELDS]:
+            at = field.split(":", 2)
+            keys += [*self._board_keys(*at), self.keys.members(*at), self.keys.metadata(*at)]
+        command: Command = ("FCALL", "lb_correct", len(keys), *keys, CORRECT_LAYOUT, how, *args)
+        rows: list[Any] = await self._versioned(CORRECT_LAYOUT, command)
+        return rows
+
+    async def profile(self, player: str, changes: Mapping[str, str], boards: Sequence[BoardRef]) -> Mapping[str, Any]:
+        """lb_profile: set (``""``: clear) profile fields of ``player``; ``boards`` are those whose
+        snapshot shows the profile (the current ones). Returns the profile after the write."""
+        keys = [self.keys.profiles, self.keys.versions, self.keys.journal]
+        keys += [self.keys.board(b.window, b.period, b.scope) for b in boards]
+        args: list[str | int] = [player, self.config.top_n, len(boards)]
+        args += [f"{b.window}:{b.period}:{b.scope}" for b in boards]
+        for item in changes.items():
+            args += item
+        raw = await execute(self.redis, ("FCALL", "lb_profile", len(keys), *keys, *args))
+        return stored_profile(raw) or {}
