@@ -19,7 +19,6 @@ subscriber's (leaderboard/subscriber.py), the gateway hub's too::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from redis.exceptions import RedisError
 
 from leaderboard import RedisClient
 from leaderboard.keys import Keys
+from leaderboard.lifecycle import stop
 from leaderboard.subscriber import Subscriber
 
 from .held import Held
@@ -71,10 +71,7 @@ class Watch:
 
     async def close(self) -> None:
         task, self._forget = self._forget, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop(task)
         await self.subscriber.close()
 
     async def get(self, window: str, scope: str) -> tuple[str | None, float]:

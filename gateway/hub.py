@@ -4,9 +4,9 @@ Snapshots and announcements travel over sharded pub/sub (SPUBLISH in the functio
 hub's subscriber (leaderboard/subscriber.py) opens its connection to the node that owns the game's
 slot (on a single server, the server itself) and SSUBSCRIBEs there to the channels of boards that
 have at least one local subscriber (plus the game's announce channel); the hub hands each message
-to outbound.py, framed
-once (a WebSocket text frame is the same bytes for every server-side socket when compression is
-off), to be written to every subscriber under its flow-control rules (skip, stall, drop).
+to outbound.py, framed once (a WebSocket text frame is the same bytes for every server-side socket
+when compression is off), to be written to every subscriber under its flow-control rules (skip,
+stall, drop).
 
 When Redis drops, the subscriber reconnects with backoff (on a cluster, to whichever node owns the
 slot by then: a promoted replica after a failover, the new owner after a resharding, which also
@@ -31,6 +31,7 @@ from redis.exceptions import RedisError
 
 from leaderboard import BadRequest, Leaderboard, RedisClient, now_ms, snapshot
 from leaderboard.keys import GLOBAL_SCOPE, defined_of
+from leaderboard.lifecycle import stop
 from leaderboard.settings import redacted
 from leaderboard.subscriber import Subscriber
 
@@ -79,10 +80,7 @@ class Hub:
     async def close(self) -> None:
         await self.subscriber.close()
         task, self._resync = self._resync, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop(task)
 
     # ------------------------------------------------------------ subscriptions
 
@@ -237,7 +235,7 @@ class Hub:
     def on_lost(self, failed: bool) -> None:
         if failed:
             self.metrics.redis_errors.inc()
-        self.metrics.redis_up.set(0)
+            self.metrics.redis_up.set(0)
 
     async def on_confirmed(self, channel: bytes) -> None:
         waiter = self._pending.pop(channel, None)

@@ -34,6 +34,7 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
 from .backoff import redis_backoff
+from .lifecycle import stop
 from .transport import RedisClient, shard_pubsub
 
 Ch = TypeVar("Ch", str, bytes)  # channel names as the client replies them (decoded or raw)
@@ -80,7 +81,7 @@ class Subscriber(Generic[Ch]):
         # reach Redis in the order they were decided.
         self.lock = asyncio.Lock()
         self.live: set[Ch] = set()  # channels Redis confirmed on the current connection
-        self.connected = asyncio.Event()  # set while the connection is subscribed
+        self.connected = asyncio.Event()  # set once subscribed, cleared when the connection fails
         self.failed_attempts = 0  # of the outage under way
         self._down_since: float | None = None
         self._pubsub: PubSub | None = None
@@ -92,10 +93,7 @@ class Subscriber(Generic[Ch]):
 
     async def close(self) -> None:
         task, self._reader = self._reader, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop(task)
         await self._close_pubsub()
 
     async def ssubscribe(self, *channels: Ch) -> None:
@@ -146,9 +144,9 @@ class Subscriber(Generic[Ch]):
                 raise
             except Exception as exc:  # RedisError, OSError, and whatever a dying socket raises
                 failed = True
+                self.connected.clear()  # (left set by close: how far the connection got)
                 self._failed(exc)
             finally:
-                self.connected.clear()
                 self.live.clear()
                 self._listener.on_lost(failed)
                 await self._close_pubsub()

@@ -101,16 +101,15 @@ def _recorder(store: Store) -> Recorder:
 
 
 async def _apply(r: RedisClient, redis_url: str, store: Store, subs: list[Submission], clock: int) -> None:
-    """Queued, then applied by the real scorer with the durable log on, its clock at ``clock``;
-    then the journal recorded."""
+    """Queued, then applied by the real scorer with the durable log on, its clock at ``clock``."""
     with pinned(clock):
         await Leaderboard(r, CONFIG).enqueue([sub.fields() for sub in subs], backlog_max=10_000)
         consumer = Consumer(r, _settings(redis_url), now=lambda: clock, recorder=_recorder(store))
         await asyncio.wait_for(consumer.run(burst=True), 30)
-    await _journal(r, redis_url, store)
 
 
 async def _journal(r: RedisClient, redis_url: str, store: Store) -> None:
+    """The actions journaled so far recorded in the durable log, before the slips that follow."""
     worker = JournalWorker(r, _settings(redis_url), _recorder(store))
     await asyncio.wait_for(worker.run(burst=True), 30)
 
@@ -167,6 +166,7 @@ async def write(r: RedisClient, redis_url: str, store: Store) -> dict[str, Any]:
         board = await lb.defined_board("daily", "board:tower", NOW - DAY)
         assert board is not None
         answers["closed_board"] = await lb.close_board(board, top_n=5, keep=4, maxlen=100) is not None
+    await _journal(r, redis_url, store)  # the close
     await _apply(r, redis_url, store, _slips("b", NOW - 8 * HOUR, 7, 90, 2), NOW - 60_000)
     with pinned(NOW - 30_000):
         answers["ban"] = plain(await mod.ban(PLAYERS[9], actor="ops", reason="cheating"))
