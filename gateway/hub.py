@@ -1,15 +1,16 @@
 """Subscriptions and fan-out: board -> local sockets, one pub/sub connection per game served.
 
 Snapshots and announcements travel over sharded pub/sub (SPUBLISH in the function library): the
-hub's reader task opens its connection to the node that owns the game's slot (on a single server,
-the server itself) and SSUBSCRIBEs there to the channels of boards that have at least one local
-subscriber (plus the game's announce channel), and hands each message to outbound.py, framed
-once (a WebSocket text frame is the same bytes for every server-side socket when compression is
-off), to be written to every subscriber under its flow-control rules (skip, stall, drop).
+hub's subscriber (leaderboard/subscriber.py) opens its connection to the node that owns the game's
+slot (on a single server, the server itself) and SSUBSCRIBEs there to the channels of boards that
+have at least one local subscriber (plus the game's announce channel); the hub hands each message
+to outbound.py, framed once (a WebSocket text frame is the same bytes for every server-side socket
+when compression is off), to be written to every subscriber under its flow-control rules (skip,
+stall, drop).
 
-When Redis drops, the reader reconnects with backoff (on a cluster, to whichever node owns the
+When Redis drops, the subscriber reconnects with backoff (on a cluster, to whichever node owns the
 slot by then: a promoted replica after a failover, the new owner after a resharding, which also
-ends the old node's subscriptions with an unasked ``sunsubscribe``), subscribes again, and
+ends the old node's subscriptions with an unasked ``sunsubscribe``), subscribes again, and the hub
 re-sends each board's latest snapshot to its subscribers when it differs from the last one they
 got.
 
@@ -26,14 +27,13 @@ import time
 from collections import deque
 
 import orjson
-from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
 from leaderboard import BadRequest, Leaderboard, RedisClient, now_ms, snapshot
-from leaderboard.backoff import redis_backoff
 from leaderboard.keys import GLOBAL_SCOPE, defined_of
+from leaderboard.lifecycle import stop
 from leaderboard.settings import redacted
-from leaderboard.transport import shard_pubsub
+from leaderboard.subscriber import Subscriber
 
 from .client import BoardKey, Client
 from .metrics import Metrics
@@ -63,32 +63,24 @@ class Hub:
         # board -> (payload, frame, built_at); built_at > 0 for snapshots built here (version 0)
         self._latest: dict[BoardKey, tuple[bytes, bytes, float]] = {}
         self._channel_board: dict[bytes, BoardKey] = {}
-        self._subscribed: set[bytes] = set()  # channels Redis confirmed on the current connection
         self._pending: dict[bytes, asyncio.Future[None]] = {}
-        self._pubsub: PubSub | None = None
-        # Serialises SUBSCRIBE/UNSUBSCRIBE so they reach Redis in the order they were decided.
-        self._sub_lock = asyncio.Lock()
         self._announce = self._keys.announce_channel.encode()
         # board -> its last announcements heard (ms heard, message), oldest first
         self._recent: dict[BoardKey, deque[tuple[int, dict[str, object]]]] = {}
-        self._reader: asyncio.Task[None] | None = None
         self._resync: asyncio.Task[None] | None = None
-        self.connected = asyncio.Event()  # set while the pub/sub connection is subscribed
+        label = f"{self._keys.game} (redis at {redacted(settings.redis_url)})"
+        self.subscriber = Subscriber(raw, self._announce, self, log=log, label=label)
+        self.connected = self.subscriber.connected  # set while the pub/sub connection is subscribed
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        if self._reader is None:
-            self._reader = asyncio.create_task(self._read_forever(), name="hub-reader")
+        self.subscriber.start()
 
     async def close(self) -> None:
-        for task in (self._reader, self._resync):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        self._reader = self._resync = None
-        await self._close_pubsub()
+        await self.subscriber.close()
+        task, self._resync = self._resync, None
+        await stop(task)
 
     # ------------------------------------------------------------ subscriptions
 
@@ -146,16 +138,13 @@ class Hub:
             self.unsubscribe(client, key)
 
     async def _ensure_channel(self, channel: bytes) -> None:
-        async with self._sub_lock:
-            if channel in self._subscribed:
+        async with self.subscriber.lock:
+            if channel in self.subscriber.live:
                 return
             waiter = self._pending.get(channel)
             if waiter is None:
                 waiter = self._pending[channel] = asyncio.get_running_loop().create_future()
-                if self._pubsub is not None:
-                    # On failure the reader reconnects and subscribes every wanted channel.
-                    with contextlib.suppress(RedisError, OSError):
-                        await self._pubsub.ssubscribe(channel)
+                await self.subscriber.ssubscribe(channel)
         # Without Redis the client still gets the cached snapshot; live ones follow the reconnect.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_CONFIRM_TIMEOUT):  # not wait_for: on Python 3.11 it can lose a cancellation
@@ -163,23 +152,17 @@ class Hub:
 
     async def _release(self, key: BoardKey) -> None:
         channel = self.channel(key)
-        async with self._sub_lock:
+        async with self.subscriber.lock:
             if key in self._subs:  # someone subscribed again meanwhile
                 return
             # Every per-board entry goes with the board's last subscriber: nothing here may grow
             # with the number of boards ever watched.
-            self._subscribed.discard(channel)
             self._latest.pop(key, None)
             self._channel_board.pop(channel, None)
             waiter = self._pending.pop(channel, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
-            if self._pubsub is not None:
-                with contextlib.suppress(RedisError, OSError):
-                    await self._pubsub.sunsubscribe(channel)
-
-    def _wanted(self) -> list[bytes]:
-        return [self._announce, *(self.channel(key) for key in self._subs)]
+            await self.subscriber.sunsubscribe(channel)
 
     # ------------------------------------------------------------ latest snapshots
 
@@ -238,71 +221,28 @@ class Hub:
             if payload is not None and (cached is None or cached[0] != payload):
                 self._deliver(key, payload, snapshot=True)
 
-    # ------------------------------------------------------------ the reader
+    # ------------------------------------------------------------ the subscriber's listener
 
-    async def _read_forever(self) -> None:
-        backoff = redis_backoff()
-        down_since: float | None = None
-        while True:
-            try:
-                pubsub = self._pubsub = await shard_pubsub(self._raw, self._announce.decode())
-                async with self._sub_lock:
-                    await pubsub.ssubscribe(*self._wanted())
-                first = True
-                while True:
-                    msg = await pubsub.get_message(timeout=None)
-                    if msg is None:
-                        continue
-                    kind = msg["type"]
-                    if kind == "smessage":
-                        self._on_message(msg["channel"], msg["data"])
-                    elif kind == "sunsubscribe" and msg["channel"] in self._subscribed:
-                        # Not asked for: the slot moved to another node (resharding, failover).
-                        raise ConnectionError("slot moved; subscribing on its new owner")
-                    elif kind == "ssubscribe":
-                        self._confirmed(msg["channel"])
-                        if first:
-                            # SSUBSCRIBE of many channels is applied at once: the first confirmation
-                            # means all of them are live, so stored latests can be compared now.
-                            first = False
-                            backoff.reset()
-                            self.connected.set()
-                            self.metrics.redis_up.set(1)
-                            if down_since is not None:
-                                log.info("pub/sub resubscribed after %.1f s", time.monotonic() - down_since)
-                                down_since = None
-                                self._resync = asyncio.create_task(self._resend_latest())
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # RedisError, OSError, and whatever a dying socket raises
-                self.metrics.redis_errors.inc()
-                self.connected.clear()
-                self.metrics.redis_up.set(0)
-                if down_since is None:
-                    down_since = time.monotonic()
-                    log.warning(
-                        "pub/sub: redis at %s unavailable (%s); reconnecting with backoff",
-                        redacted(self.settings.redis_url),
-                        exc or type(exc).__name__,
-                    )
-            finally:
-                self._subscribed.clear()
-                await self._close_pubsub()
-            await asyncio.sleep(backoff.next_delay())
+    def wanted(self) -> list[bytes]:
+        return [self.channel(key) for key in self._subs]
 
-    async def _close_pubsub(self) -> None:
-        pubsub, self._pubsub = self._pubsub, None
-        if pubsub is not None:
-            with contextlib.suppress(Exception):
-                await pubsub.aclose()
+    def on_up(self, outage: float | None) -> None:
+        self.metrics.redis_up.set(1)
+        if outage is not None:
+            # every channel is live again: stored latests can be compared with what was sent
+            self._resync = asyncio.create_task(self._resend_latest())
 
-    def _confirmed(self, channel: bytes) -> None:
-        self._subscribed.add(channel)
+    def on_lost(self, failed: bool) -> None:
+        if failed:
+            self.metrics.redis_errors.inc()
+            self.metrics.redis_up.set(0)
+
+    async def on_confirmed(self, channel: bytes) -> None:
         waiter = self._pending.pop(channel, None)
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def _on_message(self, channel: bytes, data: bytes) -> None:
+    def on_message(self, channel: bytes, data: bytes) -> None:
         if channel == self._announce:
             try:
                 msg = orjson.loads(data)

@@ -19,6 +19,7 @@ cut the shutdown short (the task is shielded), so nothing is left half-closed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from types import TracebackType
 from typing import Any, Self
 
@@ -56,3 +57,12 @@ class Service:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+async def stop(task: asyncio.Task[Any] | None) -> None:
+    """Cancel ``task`` (None: nothing to stop) and wait until it ended: what it closes on its way
+    out is closed when this returns."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

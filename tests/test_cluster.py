@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import subprocess
 import sys
 import time
@@ -27,10 +28,12 @@ from gateway.server import Gateway
 from leaderboard import GameConfig, Leaderboard, RedisClient, Submission, connect, now_ms
 from leaderboard.errors import NotReplicated
 from leaderboard.queue import Queue
+from leaderboard.subscriber import Subscriber
 from scorer import Scorer, ScorerSettings
 
 from .conftest import until
 from .gw_helpers import T, client, greet, recv_type, request, running, token
+from .test_subscriber import Recorder
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # slow: the module starts a cluster
 
@@ -245,6 +248,37 @@ async def test_a_resharded_game_follows_its_slot(cluster: Cluster) -> None:
             assert [e["player"] for e in snap["entries"]] == ["after", "before"]  # data moved with the slot
             assert crossslot_errors(cluster) == 0
     finally:
+        await redis.aclose()
+
+
+async def test_a_subscriber_listens_on_its_channels_shard_and_follows_the_slot(cluster: Cluster) -> None:
+    """The subscriber (leaderboard/subscriber.py) alone: its connection is on the master owning
+    its channels' slot (SPUBLISH there reaches it), and when the slot moves it takes the unasked
+    sunsubscribe as a lost connection and subscribes again on the new owner."""
+    [game] = keyslot_names(cluster.masters(), "listening", 1)
+    key = f"{{{game}}}"
+    redis = connect(cluster.url)
+    listener = Recorder(f"{key}:board")
+    sub = Subscriber(redis, f"{key}:anchor", listener, log=logging.getLogger("tests.cluster"), label=game)
+
+    def spublish(message: str) -> int:
+        """Published on the slot's owner: how many subscribers heard it there."""
+        with cluster.owner(key).client() as owner:
+            return int(owner.spublish(f"{key}:board", message))
+
+    try:
+        sub.start()
+        await until(lambda: len(listener.confirmed) == 2, 10 * T)
+        assert await asyncio.to_thread(spublish, "one") == 1
+        assert await asyncio.wait_for(listener.messages.get(), 5 * T) == (f"{key}:board", "one")
+        old = cluster.owner(key)
+        await asyncio.to_thread(cluster.move_slot, key, next(m for m in cluster.masters() if m is not old))
+        await until(lambda: len(listener.ups) == 2 and len(sub.live) == 2, 10 * T)
+        assert listener.losses == [True]  # the slot moved: a lost connection, then back
+        assert await asyncio.to_thread(spublish, "two") == 1
+        assert await asyncio.wait_for(listener.messages.get(), 5 * T) == (f"{key}:board", "two")
+    finally:
+        await sub.close()
         await redis.aclose()
 
 

@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def hub_maps(gw: object) -> dict[str, int]:
     hub = gw.hub  # type: ignore[attr-defined]
-    return {name: len(getattr(hub, name)) for name in ("_subs", "_latest", "_channel_board", "_pending", "_subscribed")}
+    maps = {name: len(getattr(hub, name)) for name in ("_subs", "_latest", "_channel_board", "_pending")}
+    return {**maps, "subscribed": len(hub.subscriber.live)}
 
 
 async def test_a_spectator_cannot_subscribe_to_boards_that_do_not_exist(redis_url: str, r: aioredis.Redis) -> None:

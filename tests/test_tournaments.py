@@ -156,7 +156,7 @@ async def test_tournaments_over_the_socket(redis_url: str, r: aioredis.Redis, co
         assert (rank["rank"], rank["period"]) == (1, "cup")
         gone = await request(mia, {"type": "subscribe", "window": "t-nope", "id": 4}, "error")
         assert gone["code"] == "unknown_tournament"
-        assert gw.hub.channel(("t-nope", "global")) not in gw.hub._subscribed  # nothing held for it
+        assert gw.hub.channel(("t-nope", "global")) not in gw.hub.subscriber.live  # nothing held for it
 
 
 async def test_the_scorer_command_creates_and_enters(redis_url: str, lb: Leaderboard) -> None:
