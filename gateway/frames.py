@@ -37,8 +37,17 @@ def deflated_frame(payload: bytes, level: int) -> bytes:
     """A text frame compressed as permessage-deflate sends a message without context takeover
     (RFC 7692 7.2.1: a raw deflate stream, sync-flushed, its 4-byte tail removed)."""
     encoder = zlib.compressobj(level, zlib.DEFLATED, -15)
-    data = encoder.compress(payload) + encoder.flush(zlib.Z_SYNC_FLUSH)
-    return Frame(Opcode.TEXT, data[:-4], rsv1=True).serialize(mask=False)
+    data = (encoder.compress(payload) + encoder.flush(zlib.Z_SYNC_FLUSH))[:-4]
+    # websockets' Frame refuses RSV1 without its extension objects at hand: the header is
+    # RFC 6455's, FIN + RSV1 + text, then the length, unmasked
+    n = len(data)
+    if n < 126:
+        head = bytes((0xC1, n))
+    elif n < 1 << 16:
+        head = bytes((0xC1, 126)) + n.to_bytes(2, "big")
+    else:
+        head = bytes((0xC1, 127)) + n.to_bytes(8, "big")
+    return head + data
 
 
 def negotiated(extensions: Iterable[object]) -> int:

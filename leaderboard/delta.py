@@ -108,10 +108,10 @@ def apply(held: Message, delta: Message) -> Message:
     for item in items:
         if isinstance(item, bool) or not isinstance(item, (int, dict)):
             raise Mismatch("an entry must be an index or an object")
-        k = item if isinstance(item, int) else item.get("@")
-        if k is None:
+        if isinstance(item, dict) and "@" not in item:
             entries.append(item)
             continue
+        k = item if isinstance(item, int) else item["@"]
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(base):
             raise Mismatch("an entry's index is out of range")
         if isinstance(item, int):
@@ -121,3 +121,20 @@ def apply(held: Message, delta: Message) -> Message:
         entry.update((name, value) for name, value in item.items() if name not in ("@", "-"))
         entries.append(entry)
     return {**held, "version": delta["version"], "ts": delta.get("ts"), "entries": entries}
+
+
+def follow(held: Message | None, message: Message) -> Message | None:
+    """What a client holds after ``message``, a ``snapshot`` or a ``delta`` of the board whose
+    snapshot it holds (``held``; None: none yet): the new snapshot, or None when the message is
+    a delta of a version held already (a duplicate: ignored). Raises ``Mismatch`` when a delta
+    does not fit: the client asks for the full snapshot (``resync``) and ignores deltas until
+    it comes."""
+    if message.get("type") != "delta":
+        return message
+    if held is None:
+        raise Mismatch("no snapshot held")
+    version, new = held.get("version"), message.get("version")
+    same_period = held.get("period") == message.get("period")
+    if same_period and isinstance(version, int) and isinstance(new, int) and new <= version:
+        return None
+    return apply(held, message)
