@@ -172,7 +172,7 @@ class LeaderboardClient:
             retry_after: float | None = None
             started = time.monotonic()
             try:
-                async with connect(self.url, open_timeout=self.open_timeout, compression=None) as ws:
+                async with connect(self.url, open_timeout=self.open_timeout) as ws:  # offers permessage-deflate
                     self._ws = ws
                     started = time.monotonic()
                     close_code = await self._session(ws)
