@@ -84,6 +84,7 @@ export class LeaderboardClient extends EventTarget {
     this.deltas = deltas;
     this.resyncing = new Set(); // "board|window" whose full snapshot was asked for
     this.resyncs = 0; // full snapshots asked for because a delta did not fit
+    this.deltasApplied = 0;
     this.renewToken = renewToken; // async () => a new token or null
     this.renewed = false; // one renewal per successful welcome: a renewed token refused again stops
     this.backoff = backoff;
@@ -270,7 +271,9 @@ export class LeaderboardClient extends EventTarget {
     const held = this.snapshots.get(key);
     if (held && held.period === msg.period && msg.version <= held.version) return null;
     try {
-      return applyDelta(held, msg);
+      const snapshot = applyDelta(held, msg);
+      this.deltasApplied += 1;
+      return snapshot;
     } catch (err) {
       if (!(err instanceof DeltaMismatch)) throw err;
       if (!this.resyncing.has(key)) {
