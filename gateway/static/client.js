@@ -53,27 +53,36 @@ export class Backoff {
 export class DeltaMismatch extends Error {}
 
 export function applyDelta(held, delta) {
-  for (const name of ["board", "window", "period"]) {
+  for (const name of ["board", "window"]) {
     if (!held || held[name] !== delta[name]) throw new DeltaMismatch(`the delta is for another ${name}`);
   }
-  if (held.version !== delta.base) throw new DeltaMismatch(`the delta applies to version ${delta.base}`);
+  if (!Number.isInteger(held.version) || held.version !== delta.base) {
+    throw new DeltaMismatch(`the delta applies to version ${delta.base}`);
+  }
+  if (!Number.isInteger(held.ts) || !Number.isInteger(delta.dt)) throw new DeltaMismatch("ts and dt must be integers");
   const base = held.entries;
   if (!Array.isArray(base) || !Array.isArray(delta.entries)) throw new DeltaMismatch("entries must be lists");
-  const entries = delta.entries.map((item) => {
-    if (item === null || (typeof item !== "number" && typeof item !== "object") || Array.isArray(item)) {
-      throw new DeltaMismatch("an entry must be an index or an object");
+  const entries = delta.entries.map((item, place) => {
+    if (item !== null && typeof item === "object" && !Array.isArray(item) && !("@" in item)) return item;
+    let k;
+    if (typeof item === "number") k = item;
+    else if (Array.isArray(item) && item.length === 2) k = item[0];
+    else if (item !== null && typeof item === "object" && !Array.isArray(item)) k = item["@"];
+    else throw new DeltaMismatch("an entry must be an index, an [index, score] pair or an object");
+    if (!Number.isInteger(k) || k < 0 || k >= base.length || base[k] === null || typeof base[k] !== "object") {
+      throw new DeltaMismatch("an entry's index is out of range");
     }
-    const k = typeof item === "number" ? item : item["@"];
-    if (k === undefined) return item;
-    if (!Number.isInteger(k) || k < 0 || k >= base.length) throw new DeltaMismatch("an entry's index is out of range");
-    if (typeof item === "number") return base[k];
-    const gone = new Set(item["-"] || []);
-    const entry = {};
-    for (const [name, value] of Object.entries(base[k])) if (!gone.has(name)) entry[name] = value;
-    for (const [name, value] of Object.entries(item)) if (name !== "@" && name !== "-") entry[name] = value;
+    // its rank is its place in the list, unless the delta says otherwise (ties)
+    let entry = "rank" in base[k] ? { ...base[k], rank: place + 1 } : { ...base[k] };
+    if (Array.isArray(item)) entry.score = item[1];
+    else if (typeof item === "object") {
+      const gone = new Set(item["-"] || []);
+      entry = Object.fromEntries(Object.entries(entry).filter(([name]) => !gone.has(name)));
+      for (const [name, value] of Object.entries(item)) if (name !== "@" && name !== "-") entry[name] = value;
+    }
     return entry;
   });
-  return { ...held, version: delta.version, ts: delta.ts, entries };
+  return { ...held, version: held.version + 1, ts: held.ts + delta.dt, entries };
 }
 
 export class LeaderboardClient extends EventTarget {
@@ -269,7 +278,7 @@ export class LeaderboardClient extends EventTarget {
   // or one that does not fit (the full snapshot is asked for, once).
   #applied(key, msg) {
     const held = this.snapshots.get(key);
-    if (held && held.period === msg.period && msg.version <= held.version) return null;
+    if (held && Number.isInteger(msg.base) && msg.base < held.version) return null;
     try {
       const snapshot = applyDelta(held, msg);
       this.deltasApplied += 1;
