@@ -33,14 +33,13 @@ TOP = 10
 NHASH = 16  # Fossil's block size
 
 
-def demo_snapshots(ticks: int, *, rate: int = 300, warmup: int = 60, seed: int = 1) -> list[bytes]:
-    """The weekly global top 10's snapshots over ``ticks`` seconds of the demo's traffic (after
-    ``warmup`` seconds), one per second in which the top 10 changed, versions counting up."""
+def demo_tops(ticks: int, *, rate: int = 300, warmup: int = 60, seed: int = 1) -> list[list[Entry]]:
+    """The weekly global top 10 over ``ticks`` seconds of the demo's traffic (after ``warmup``
+    seconds), once per second in which it changed: what the scorer publishes."""
     ladder = Ladder(seed)
     scores: dict[str, tuple[int, str]] = {}  # player -> (points, name): op "set", the last rating
-    out: list[bytes] = []
+    out: list[list[Entry]] = []
     last: list[tuple[str, int, str]] = []
-    version = 0
     now = 1_900_000_000_000
     for second in range(warmup + ticks):
         for _ in range(rate):
@@ -50,14 +49,20 @@ def demo_snapshots(ticks: int, *, rate: int = 300, warmup: int = 60, seed: int =
         top = sorted(((-p, player, name) for player, (p, name) in scores.items()))[:TOP]
         current = [(player, -neg, name) for neg, player, name in top]
         if second >= warmup and current != last:
-            version += 1
-            entries = [Entry(i + 1, player, points, {"name": name}) for i, (player, points, name) in enumerate(current)]
-            snap = wire.snapshot(
-                board="global", window="weekly", period="2030-W48", version=version, ts_ms=now, entries=entries
-            )
-            out.append(snap)
+            out.append([Entry(i + 1, player, p, {"name": name}) for i, (player, p, name) in enumerate(current)])
         last = current
     return out
+
+
+def demo_snapshot(entries: list[Entry], version: int, ts_ms: int) -> bytes:
+    return wire.snapshot(board="global", window="weekly", period="2030-W48", version=version, ts_ms=ts_ms,
+                         entries=entries)  # fmt: skip
+
+
+def demo_snapshots(ticks: int, *, rate: int = 300, warmup: int = 60, seed: int = 1) -> list[bytes]:
+    """``demo_tops`` as the snapshots the scorer publishes, versions counting up, one a second."""
+    tops = demo_tops(ticks, rate=rate, warmup=warmup, seed=seed)
+    return [demo_snapshot(top, i + 1, 1_900_000_000_000 + 1000 * i) for i, top in enumerate(tops)]
 
 
 def fossil_delta(source: bytes, target: bytes) -> bytes:

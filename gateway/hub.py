@@ -152,10 +152,17 @@ class Hub:
                 self._move(client, key, group(client.wire, fresh=False))
 
     def rewire(self, client: Client, wire: int) -> None:
-        """The client asked for deltas, or for full snapshots again (``hello``)."""
-        if wire != client.wire:
-            client.wire = wire
-            self.stale(client)
+        """The client asked for deltas, or for full snapshots again (``hello``). It holds a
+        board's last version unless it is skipping now: one that got full snapshots got every
+        version it did not skip, and one that took deltas is in its RESYNC group otherwise."""
+        if wire == client.wire:
+            return
+        old = client.wire
+        for key in client.boards:
+            if key in self._subs:
+                fresh = not client.skips and client in self._groups.get(key, {}).get(old, ())
+                self._move(client, key, group(wire, fresh=fresh))
+        client.wire = wire
 
     async def exists(self, key: BoardKey) -> bool:
         """Whether a client may subscribe to ``key``: the global board, a configured one
