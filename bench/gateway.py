@@ -61,6 +61,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import redis
@@ -245,16 +246,8 @@ async def _client_main(
     ready_fds.close()
 
 
-def _client_process(
-    conn: Connection,
-    port: int,
-    count: int,
-    source: str,
-    read_every: float,
-    boards: int = 1,
-    confirmed: bool = False,
-    wire: str = "",
-) -> None:
+def _client_process(conn: Connection, *args: Any) -> None:
+    """A client process: ``_client_main(conn, *args)`` on uvloop."""
     import gc
 
     import uvloop
@@ -262,7 +255,7 @@ def _client_process(
     # The measuring instrument must not pause: its few cycles (the transports) live until the end.
     gc.disable()
 
-    uvloop.run(_client_main(conn, port, count, source, read_every, boards, confirmed, wire))
+    uvloop.run(_client_main(conn, *args))
 
 
 # ---------------------------------------------------------------- measurement
