@@ -61,11 +61,13 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import redis
 
 from bench import results as bench_results
+from bench.deltas import demo_tops
 from fleet.redis_server import RedisServer, free_port
 from leaderboard import Entry, GameConfig, wire
 from leaderboard.settings import argument_parser
@@ -98,14 +100,22 @@ class _Socket:
     receive timestamp, ``loadtest.stamps``) and when it was read; pings are answered so the
     gateways' heartbeats see a live peer."""
 
-    __slots__ = ("arrived", "read", "reader", "ready", "sock", "subscribe", "unconfirmed")
+    __slots__ = ("arrived", "read", "reader", "ready", "received", "sock", "subscribe", "unconfirmed")
 
     def __init__(
-        self, sock: socket.socket, sinks: Sinks, ready: asyncio.Future[None], subscribe: bytes, confirms: int
+        self,
+        sock: socket.socket,
+        sinks: Sinks,
+        ready: asyncio.Future[None],
+        subscribe: bytes,
+        confirms: int,
+        received: list[int],
+        deflate: bool = False,
     ) -> None:
         self.sock = sock
         self.read, self.arrived = sinks
-        self.reader = ClientReader("127.0.0.1", "/ws")
+        self.received = received  # bytes read by this process's sockets, one counter for all
+        self.reader = ClientReader("127.0.0.1", "/ws", deflate=deflate)
         self.ready = ready
         self.subscribe = subscribe  # client frames sent once the handshake is done
         self.unconfirmed = confirms  # "subscribed" replies still to come before the socket is ready
@@ -119,6 +129,7 @@ class _Socket:
         if read is None:
             return True
         data, arrived, now = read
+        self.received[0] += len(data)
         if not data:
             if not self.ready.done():
                 self.ready.set_exception(ConnectionError("closed during handshake"))
@@ -135,6 +146,11 @@ class _Socket:
                 if buf.startswith(b'{"type":"snapshot"', head):
                     i = buf.find(b'"version":', head, end) + 10
                     version = int(buf[i : buf.find(b",", i, end)])
+                    self.read.setdefault(version, []).append(now)
+                    self.arrived.setdefault(version, []).append(arrived)
+                elif buf.startswith(b'{"type":"delta"', head):  # the version after its base
+                    i = buf.find(b'"base":', head, end) + 7
+                    version = int(buf[i : buf.find(b",", i, end)]) + 1
                     self.read.setdefault(version, []).append(now)
                     self.arrived.setdefault(version, []).append(arrived)
                 elif buf.startswith(b'{"type":"subscribed"', head):
@@ -159,7 +175,14 @@ Sinks = tuple[Sink, Sink]  # (read by the client, arrived: kernel timestamp)
 
 
 async def _client_main(
-    conn: Connection, port: int, count: int, source: str, read_every: float, boards: int = 1, confirmed: bool = False
+    conn: Connection,
+    port: int,
+    count: int,
+    source: str,
+    read_every: float,
+    boards: int = 1,
+    confirmed: bool = False,
+    wire: str = "",
 ) -> None:
     """Open ``count`` sockets, then read them every ``read_every`` seconds. ``confirmed``: a
     socket counts as connected once the gateway confirmed each extra board's subscription (the
@@ -180,6 +203,9 @@ async def _client_main(
         client_frame(OP_TEXT, b'{"type":"subscribe","board":"%s"}' % board.encode())
         for board in EXTRA_BOARDS[: boards - 1]
     )
+    if "deltas" in wire:
+        subscribe = client_frame(OP_TEXT, b'{"type":"hello","deltas":true}') + subscribe
+    received = [0]
 
     async def reader() -> None:
         while True:
@@ -198,7 +224,9 @@ async def _client_main(
                 sock = stamped_socket(source)
                 await loop.sock_connect(sock, ("127.0.0.1", port))
                 confirms = boards - 1 if confirmed else 0
-                peers[sock.fileno()] = peer = _Socket(sock, sinks, ready, subscribe, confirms)
+                peers[sock.fileno()] = peer = _Socket(
+                    sock, sinks, ready, subscribe, confirms, received, deflate="deflate" in wire
+                )
                 ready_fds.register(sock.fileno(), select.EPOLLIN)
                 peer.handshake()
                 await asyncio.wait_for(ready, 30)
@@ -209,17 +237,17 @@ async def _client_main(
     await asyncio.gather(*(one() for _ in range(count)))
     interval[0] = read_every
     conn.send(("connected", count - failed))
-    await loop.run_in_executor(None, conn.recv)  # "report"
+    while await loop.run_in_executor(None, conn.recv) != "report":  # "start": the publishing begins
+        received[0] = 0
     task.cancel()
-    conn.send(("report", sinks))
+    conn.send(("report", sinks, received[0]))
     for peer in peers.values():
         peer.sock.close()
     ready_fds.close()
 
 
-def _client_process(
-    conn: Connection, port: int, count: int, source: str, read_every: float, boards: int = 1, confirmed: bool = False
-) -> None:
+def _client_process(conn: Connection, *args: Any) -> None:
+    """A client process: ``_client_main(conn, *args)`` on uvloop."""
     import gc
 
     import uvloop
@@ -227,7 +255,7 @@ def _client_process(
     # The measuring instrument must not pause: its few cycles (the transports) live until the end.
     gc.disable()
 
-    uvloop.run(_client_main(conn, port, count, source, read_every, boards, confirmed))
+    uvloop.run(_client_main(conn, *args))
 
 
 # ---------------------------------------------------------------- measurement
@@ -244,12 +272,27 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
+# --traffic demo: the demo's top 10 tick by tick (bench/deltas.py), the published version
+# ``FIRST + k`` showing its k-th; else one fixed top 10 (~1 KB) at every version
+DEMO_TOPS: list[list[Entry]] = []
+FIRST = 999  # the version stored before the sockets connect; the run publishes 1000, 1001, ...
+# the targets that take deltas, compressed frames, or both: (environment, what their clients ask for)
+WIRES = {
+    "gateway-deltas": ({}, "deltas"),
+    "gateway-deflate": ({"LB_GW_DEFLATE": "1"}, "deflate"),
+    "gateway-both": ({"LB_GW_DEFLATE": "1"}, "deltas,deflate"),
+}
+
+
 def snapshot_bytes(version: int, board: str = BOARD) -> bytes:
-    """A realistic ~1 KB top-10 snapshot."""
-    entries = [
-        Entry(i + 1, f"player-{i:04d}-{'x' * 20}", 100_000 - i * 37, {"name": f"Display Name {i} {'y' * 24}"})
-        for i in range(10)
-    ]
+    """A realistic ~1 KB top-10 snapshot (--traffic demo: the demo's top 10 at that tick)."""
+    if DEMO_TOPS:
+        entries = DEMO_TOPS[(version - FIRST) % len(DEMO_TOPS)]
+    else:
+        entries = [
+            Entry(i + 1, f"player-{i:04d}-{'x' * 20}", 100_000 - i * 37, {"name": f"Display Name {i} {'y' * 24}"})
+            for i in range(10)
+        ]
     return wire.snapshot(
         board=board,
         window=WINDOW,
@@ -272,6 +315,7 @@ class Result:
     gc_pauses: int  # the gateway's garbage collections over the whole run (connecting included) ...
     gc_pause_ms: float  # ... and the time the loop stood still for them
     rss_kb_per_conn: float
+    bytes_per_delivery: float  # bytes the clients read over the publishing window, per delivery
     spread_p50_ms: float  # first to last arrival of one snapshot (kernel receive timestamps)
     spread_p99_ms: float
     read_spread_p50_ms: float  # ... and first to last read by the client processes
@@ -330,6 +374,7 @@ def _start_target(
             "LB_GW_METRICS_PORT": str(metrics_port),
             "LB_GW_BOARDS": ",".join(EXTRA_BOARDS[: boards - 1]),
             "LB_GW_COALESCE": "0" if name == "gateway-nocoalesce" else "0.005",
+            **WIRES.get(name, ({}, ""))[0],
         }
         if ping_interval is not None:
             env["LB_GW_PING_INTERVAL"] = env["LB_GW_PING_TIMEOUT"] = str(ping_interval)
@@ -435,7 +480,7 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
     port = free_port()
     boards = (BOARD, *EXTRA_BOARDS[: args.boards - 1])
     for board in boards:
-        r.set(KEYS.latest(WINDOW, board), snapshot_bytes(999, board))  # what every socket gets on connect
+        r.set(KEYS.latest(WINDOW, board), snapshot_bytes(FIRST, board))  # what every socket gets on connect
     metrics_port = free_port()
     proc = _start_target(name, port, metrics_port, redis_url, args.ping_interval, args.fanout_threads, args.boards)
     try:
@@ -451,7 +496,16 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
             parent, child = ctx.Pipe()
             p = ctx.Process(
                 target=_client_process,
-                args=(child, port, count, f"127.0.0.{i + 2}", args.read_every_ms / 1000, args.boards, confirmed),
+                args=(
+                    child,
+                    port,
+                    count,
+                    f"127.0.0.{i + 2}",
+                    args.read_every_ms / 1000,
+                    args.boards,
+                    confirmed,
+                    WIRES.get(name.partition("@")[0], ({}, ""))[1],
+                ),
                 daemon=True,
             )
             p.start()
@@ -465,10 +519,12 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
         published: dict[int, float] = {}
         cpu0 = usage(proc.pid)
         clients0 = sum(usage(p.pid).cpu_s for p in procs if p.pid is not None)
+        for pipe in pipes:
+            pipe.send("start")  # the clients count the bytes they read from now on
         start = time.monotonic()
         for k in range(args.seconds):
             # one tick: every board changes, each snapshot with its own version
-            payloads = [(1000 + k * len(boards) + i, board) for i, board in enumerate(boards)]
+            payloads = [(FIRST + 1 + k * len(boards) + i, board) for i, board in enumerate(boards)]
             built = [(version, board, snapshot_bytes(version, board)) for version, board in payloads]
             # sleep to the next whole second of the run: one tick per second, like the scorer
             time.sleep(max(0.0, start + k + 0.5 - time.monotonic()))
@@ -483,10 +539,13 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
         gc_pauses, gc_pause_ms = _gc_pauses(metrics_port) if name not in BASELINES else (0, 0.0)
         clients_s = sum(usage(p.pid).cpu_s for p in procs if p.pid is not None) - clients0
         reports: list[Sinks] = []
+        received = 0
         for pipe in pipes:
             pipe.send("report")
         for pipe in pipes:
-            reports.append(pipe.recv()[1])
+            _, sinks, got = pipe.recv()
+            reports.append(sinks)
+            received += got
         for p in procs:
             p.join(10)
         spreads: list[float] = []  # at arrival (kernel timestamps)
@@ -513,6 +572,7 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
             cpu_ms_per_1k=cpu_ms * per_1k,
             user_ms_per_1k=user_ms * per_1k,
             clients_ms_per_1k=clients_s * 1000 * per_1k,
+            bytes_per_delivery=received / max(1, deliveries),
             gc_pauses=gc_pauses,
             gc_pause_ms=gc_pause_ms,
             rss_kb_per_conn=(conn_kb - idle_kb) / max(1, connected),
@@ -537,13 +597,14 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
 
 def table(results: list[Result]) -> str:
     head = (
-        "| target | sockets | deliveries | CPU ms / 1k deliveries (user space) | RSS KB / conn "
+        "| target | sockets | deliveries | bytes / delivery | CPU ms / 1k deliveries (user space) | RSS KB / conn "
         "| spread at arrival p50 / p99 ms | spread when read p50 / p99 ms | publish→arrival p50 / p99 ms "
         "| clients' CPU ms / 1k | GC pauses (ms) |\n"
-        "|---|---|---|---|---|---|---|---|---|---|\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = "".join(
-        f"| {x.name} | {x.sockets} | {x.deliveries}/{x.expected} | {x.cpu_ms_per_1k:.1f} ({x.user_ms_per_1k:.1f}) "
+        f"| {x.name} | {x.sockets} | {x.deliveries}/{x.expected} | {x.bytes_per_delivery:.0f} "
+        f"| {x.cpu_ms_per_1k:.1f} ({x.user_ms_per_1k:.1f}) "
         f"| {x.rss_kb_per_conn:.1f} "
         f"| {x.spread_p50_ms:.0f} / {x.spread_p99_ms:.0f} | {x.read_spread_p50_ms:.0f} / {x.read_spread_p99_ms:.0f} "
         f"| {x.lat_p50_ms:.0f} / {x.lat_p99_ms:.0f} "
@@ -672,6 +733,26 @@ def against_floor_and_baselines(results: list[Result]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def bytes_and_cpu(results: list[Result]) -> str:
+    """Deltas, compressed frames and both against full snapshots (``gateway``), each target's
+    runs pooled: bytes per delivery, CPU per delivery, the fan-out spread's p99."""
+    full = pooled(results, "gateway")
+    lines = []
+    for name in WIRES:
+        mine = pooled(results, name)
+        if full is None or mine is None:
+            continue
+        b_full = sum(x.bytes_per_delivery * x.deliveries for x in results if x.name == "gateway") / full.deliveries
+        b_mine = sum(x.bytes_per_delivery * x.deliveries for x in results if x.name == name) / max(1, mine.deliveries)
+        lines.append(
+            f"- {name} against gateway (full snapshots): bytes per delivery {b_mine:.0f} vs {b_full:.0f} "
+            f"(**{b_mine / b_full:.3f}×**), CPU per delivery {mine.cpu_ms_per_1k:.1f} vs {full.cpu_ms_per_1k:.1f} "
+            f"ms / 1k (**{mine.cpu_ms_per_1k / full.cpu_ms_per_1k:.2f}×**{by_round(results, name, 'gateway')}), "
+            f"spread p99 {mine.spread_p99_ms:.0f} vs {full.spread_p99_ms:.0f} ms"
+        )
+    return "".join(line + "\n" for line in lines)
+
+
 def by_round(results: list[Result], name: str, base: str) -> str:
     """``name`` / ``base`` CPU per delivery in each round that ran both, when there is more than one."""
     figures = [by[name].cpu_ms_per_1k / by[base].cpu_ms_per_1k for by in rounds(results) if name in by and base in by]
@@ -736,8 +817,19 @@ def main(argv: list[str] | None = None) -> int:
         help="boards every socket watches, all changing every second (>1: the coalescing comparison; "
         "targets gateway and gateway-nocoalesce; the table is printed, docs are not written)",
     )
+    p.add_argument(
+        "--traffic",
+        default="fixed",
+        choices=("fixed", "demo"),
+        help="fixed: one ~1 KB top 10 at every version; demo: the demo's moving top 10, tick by tick "
+        "(bench/deltas.py; for the delta targets: recorded as gateway-demo)",
+    )
     p.add_argument("--no-write", action="store_true", help="do not record the run in bench/results/")
     args = p.parse_args(argv)
+    if args.traffic == "demo":
+        if args.boards != 1:
+            p.error("--traffic demo publishes one board")
+        DEMO_TOPS[:] = demo_tops(args.seconds + 1)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # children inherit it
     tmp = tempfile.mkdtemp(prefix="gwbench-")
@@ -761,14 +853,17 @@ def main(argv: list[str] | None = None) -> int:
     out = table(results)
     print(out)
     summary = (coalescing(results) if args.boards > 1 else ratios(results)) + against_floor_and_baselines(results)
+    summary += bytes_and_cpu(results)
     print(summary)
     if not args.no_write:
         name = "gateway" if args.boards == 1 else f"gateway-boards{args.boards}"
+        name += "-demo" if args.traffic == "demo" else ""
         figures = {
             "payload_bytes": len(snapshot_bytes(1)),
             "sockets": args.sockets,
             "seconds": args.seconds,
             "boards": args.boards,
+            "traffic": args.traffic,
             "targets": [dataclasses.asdict(x) for x in results],
         }
         print("recorded", bench_results.record(name, figures, cmd=bench_results.command("bench.gateway", argv)))

@@ -3,8 +3,11 @@
 It keeps one connection alive: reconnects after any drop with full-jitter backoff (honouring the
 gateway's 1012 / 1013 / HTTP 503 hints), re-sends ``hello`` and every subscription, watches the
 line with app-level pings, and keeps the latest snapshot and rank of each board so a UI never
-blanks during a reconnect. A 1008 close (a refused token, an unknown game) is final: the client
-stops, and ``wait_for`` / ``request`` raise ``Refused`` with the close code and the reason::
+blanks during a reconnect. It asks for snapshot deltas (``deltas=False``: full snapshots only) and
+applies each to the snapshot it holds: listeners see whole snapshots either way; a delta that
+does not fit the version held is dropped and the full snapshot asked for (``resync``). A 1008
+close (a refused token, an unknown game) is final: the client stops, and ``wait_for`` /
+``request`` raise ``Refused`` with the close code and the reason::
 
     async with LeaderboardClient("ws://127.0.0.1:8000/ws", token=tok) as client:
         client.subscribe("global", "weekly")
@@ -26,6 +29,8 @@ import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
+from leaderboard import delta
+
 from .backoff import Backoff
 
 log = logging.getLogger("leaderboard.client")
@@ -43,9 +48,11 @@ class LeaderboardClient:
         token: str | None = None,
         backoff: Backoff | None = None,
         open_timeout: float = 5.0,
+        deltas: bool = True,
     ) -> None:
         self.url = url
         self.token = token
+        self.deltas = deltas
         self.backoff = backoff or Backoff()
         self.open_timeout = open_timeout
         self.status = "idle"  # idle, connecting, live, reconnecting, refused, closed
@@ -58,6 +65,8 @@ class LeaderboardClient:
         self._last_error: Message | None = None
         self._close_reason = ""
         self._subscriptions: dict[Subscription, None] = {}  # ordered set
+        self._resyncing: set[Subscription] = set()  # boards whose full snapshot was asked for
+        self.resyncs = 0  # full snapshots asked for because a delta did not fit
         self._listeners: list[Listener] = []
         self._pending: dict[str, asyncio.Future[Message]] = {}
         self._ids = itertools.count(1)
@@ -163,7 +172,7 @@ class LeaderboardClient:
             retry_after: float | None = None
             started = time.monotonic()
             try:
-                async with connect(self.url, open_timeout=self.open_timeout, compression=None) as ws:
+                async with connect(self.url, open_timeout=self.open_timeout) as ws:  # offers permessage-deflate
                     self._ws = ws
                     started = time.monotonic()
                     close_code = await self._session(ws)
@@ -192,8 +201,12 @@ class LeaderboardClient:
     async def _session(self, ws: ClientConnection) -> int | None:
         """Run one connection until it drops; return the close code (None if none was given)."""
         self._last_error = None
-        if self.token:
-            await ws.send(orjson.dumps({"type": "hello", "token": self.token}).decode())
+        self._resyncing.clear()
+        if self.token or self.deltas:
+            hello: Message = {"type": "hello", "token": self.token}
+            if self.deltas:
+                hello["deltas"] = True
+            await ws.send(orjson.dumps(hello).decode())
         watchdog: asyncio.Task[None] | None = None
         try:
             async for frame in ws:
@@ -239,8 +252,14 @@ class LeaderboardClient:
         kind = msg.get("type")
         if kind == "error" and "id" not in msg:
             self._last_error = msg  # what a 1008 close is about (the reason is only its code)
+        if kind == "delta":
+            snapshot = self._applied(msg)
+            if snapshot is None:
+                return
+            msg, kind = snapshot, "snapshot"
         if kind == "snapshot":
             self.snapshots[(msg["board"], msg["window"])] = msg
+            self._resyncing.discard((msg["board"], msg["window"]))
         elif kind == "rank" and "id" not in msg:
             self.ranks[(msg["board"], msg["window"])] = msg
         req_id = msg.get("id")
@@ -250,6 +269,19 @@ class LeaderboardClient:
                 future.set_result(msg)
         for listener in list(self._listeners):
             listener(msg)
+
+    def _applied(self, msg: Message) -> Message | None:
+        """The snapshot a delta makes of the one held, or None: an older one (its version held
+        already), or one that does not fit (the full snapshot is asked for, once)."""
+        key = (str(msg.get("board")), str(msg.get("window")))
+        try:
+            return delta.follow(self.snapshots.get(key), msg)
+        except delta.Mismatch:
+            if key not in self._resyncing:
+                self._resyncing.add(key)
+                self.resyncs += 1
+                self._send_nowait({"type": "resync", "board": key[0], "window": key[1]})
+            return None
 
     # --- helpers
 

@@ -198,6 +198,7 @@ class Client:
         "strikes_since",
         "tokens",
         "transport",
+        "wire",
         "ws",
     )
 
@@ -207,6 +208,9 @@ class Client:
         self.fd = socket_fd(ws.transport)  # for the fan-out's direct writes; -1: transport only
         self.identity = identity
         self.game = ""  # the game it connected to (gateway/games.py), set once at connect
+        # which snapshot frames it takes (gateway/frames.py): DELTAS once its hello asked for them,
+        # DEFLATE when its handshake negotiated permessage-deflate as the shared frames need it
+        self.wire = 0
         self.address = ""  # the client's address (leaderboard/proxies.py): a spectator's read budget
         # a tuple (48 bytes for one board) rather than a set (216): a socket watches a handful
         self.boards: tuple[BoardKey, ...] = ()

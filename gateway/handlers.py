@@ -23,6 +23,7 @@ from leaderboard.errors import NotReplicated
 from leaderboard.keys import GLOBAL_SCOPE
 
 from .client import Client
+from .frames import DELTAS
 from .games import Game
 from .metrics import Metrics
 from .outbound import Outbound
@@ -125,6 +126,7 @@ class Handlers:
             window=self.default_window(client.game),
             top=config.top_n,
             game=client.game,
+            deltas=bool(client.wire & DELTAS),
             request_id=request_id,
         )
 
@@ -134,8 +136,18 @@ class Handlers:
         await self._out.reply(client, wire.pong(now_ms(), req.id))
 
     async def hello(self, client: Client, req: p.Hello) -> None:
-        if await self.authenticate(client, req.token):
-            await self._out.reply(client, self.welcome(client, req.id))
+        if not await self.authenticate(client, req.token):
+            return
+        if req.deltas is not None:  # offered only when the gateway has them on (LB_GW_DELTAS)
+            wire = client.wire | DELTAS if req.deltas and self.settings.deltas else client.wire & ~DELTAS
+            self._games[client.game].hub.rewire(client, wire)
+        await self._out.reply(client, self.welcome(client, req.id))
+
+    async def resync(self, client: Client, req: p.Resync) -> None:
+        key = (req.window, req.board)
+        if key not in client.boards:
+            raise p.ProtocolError("not_subscribed", f"not subscribed to {req.board!r} in window {req.window!r}", req.id)
+        await self._games[client.game].hub.resend(client, key)
 
     async def subscribe(self, client: Client, req: p.Subscribe) -> None:
         key, cap = (req.window, req.board), self.settings.max_subscriptions
@@ -198,6 +210,7 @@ _HANDLERS: dict[type[p.Request], Handler] = {
     p.Hello: Handlers.hello,
     p.Subscribe: Handlers.subscribe,
     p.Unsubscribe: Handlers.unsubscribe,
+    p.Resync: Handlers.resync,
     p.Top: Handlers.answer,
     p.Stats: Handlers.answer,
     p.Recent: Handlers.recent,

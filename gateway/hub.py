@@ -25,6 +25,8 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Collection
+from functools import partial
 
 import orjson
 from redis.exceptions import RedisError
@@ -36,8 +38,9 @@ from leaderboard.settings import redacted
 from leaderboard.subscriber import Subscriber
 
 from .client import BoardKey, Client
+from .frames import DELTAS, RESYNC, build, group, text_frame
 from .metrics import Metrics
-from .outbound import Outbound, text_frame
+from .outbound import Outbound
 from .settings import GatewaySettings
 
 log = logging.getLogger("gateway.hub")
@@ -60,6 +63,9 @@ class Hub:
         self._lb = lb
         self._keys = lb.keys
         self._subs: dict[BoardKey, set[Client]] = {}
+        # board -> its subscribers by the frame they take next (frames.py): each set is one
+        # audience of the fan-out, as a board's one set was before deltas
+        self._groups: dict[BoardKey, dict[int, set[Client]]] = {}
         # board -> (payload, frame, built_at); built_at > 0 for snapshots built here (version 0)
         self._latest: dict[BoardKey, tuple[bytes, bytes, float]] = {}
         self._channel_board: dict[bytes, BoardKey] = {}
@@ -91,15 +97,64 @@ class Hub:
         """Add a subscriber and send it the board's latest snapshot at once."""
         client.add_board(key)
         self._subs.setdefault(key, set()).add(client)
-        Client.changed()
+        self._join(client, key, group(client.wire, fresh=False))
         channel = self.channel(key)
         self._channel_board[channel] = key
         await self._ensure_channel(channel)
         # Only now read the latest: the channel is live, so nothing published after this read
         # can be missed (at worst the client sees one snapshot twice; versions tell).
+        await self.resend(client, key)
+
+    async def resend(self, client: Client, key: BoardKey) -> None:
+        """Send a subscriber the board's latest snapshot whole (on subscribe, and when a delta
+        client asks: ``resync``); from then on it takes deltas, if it asked for them."""
         latest = await self._load_latest(key)
-        if latest is not None and key in client.boards:
-            self._out.push(client, latest, time.monotonic())
+        if latest is None or key not in client.boards or not self._out.push(client, latest, time.monotonic()):
+            return
+        held = self._latest.get(key)
+        # Only a published snapshot is a delta's base: one built here (version 0) is not the
+        # one the next delta starts from.
+        if client.wire & DELTAS and held is not None and held[1] is latest and not held[2]:
+            self._move(client, key, group(client.wire, fresh=True))
+
+    def _join(self, client: Client, key: BoardKey, to: int) -> None:
+        self._groups.setdefault(key, {}).setdefault(to, set()).add(client)
+        Client.changed()
+
+    def _leave(self, client: Client, key: BoardKey) -> None:
+        groups = self._groups.get(key)
+        if groups is not None:
+            for g in [g for g, members in groups.items() if client in members]:
+                groups[g].discard(client)
+                if not groups[g]:
+                    del groups[g]
+            if not groups:
+                del self._groups[key]
+        Client.changed()
+
+    def _move(self, client: Client, key: BoardKey, to: int) -> None:
+        self._leave(client, key)
+        self._join(client, key, to)
+
+    def stale(self, client: Client) -> None:
+        """A delta client skipped a push: until it holds a board's last version again it gets
+        that board's full snapshots."""
+        for key in client.boards:
+            if key in self._subs:
+                self._move(client, key, group(client.wire, fresh=False))
+
+    def rewire(self, client: Client, wire: int) -> None:
+        """The client asked for deltas, or for full snapshots again (``hello``). It holds a
+        board's last version unless it is skipping now: one that got full snapshots got every
+        version it did not skip, and one that took deltas is in its RESYNC group otherwise."""
+        if wire == client.wire:
+            return
+        old = client.wire
+        for key in client.boards:
+            if key in self._subs:
+                fresh = not client.skips and client in self._groups.get(key, {}).get(old, ())
+                self._move(client, key, group(wire, fresh=fresh))
+        client.wire = wire
 
     async def exists(self, key: BoardKey) -> bool:
         """Whether a client may subscribe to ``key``: the global board, a configured one
@@ -128,7 +183,7 @@ class Hub:
         if subs is None:
             return
         subs.discard(client)
-        Client.changed()
+        self._leave(client, key)
         if not subs:
             del self._subs[key]
             asyncio.get_running_loop().create_task(self._release(key))
@@ -265,13 +320,40 @@ class Hub:
 
     def _deliver(self, key: BoardKey, payload: bytes, *, snapshot: bool) -> None:
         frame = text_frame(payload)
-        ts = None
-        if snapshot:
-            self._latest[key] = (payload, frame, 0.0)
-            ts = self._observe_lag(payload)
-        subs = self._subs.get(key)
-        if subs:
-            self._out.publish(subs, payload, frame, held=not snapshot, ts=ts)  # announcements wait for the tick
+        if not snapshot:
+            subs = self._subs.get(key)
+            if subs:
+                self._out.publish(subs, payload, frame, held=True)  # announcements wait for the tick
+            return
+        before = self._latest.get(key)
+        self._latest[key] = (payload, frame, 0.0)
+        ts = self._observe_lag(payload)
+        groups = self._groups.get(key)
+        if not groups:
+            return
+        s = self.settings
+        base = before[0] if before is not None and not before[2] else None  # a built one is no base
+        frames = build(groups, base, payload, frame, s.delta_full_every, s.deflate_level)
+        for g, members in list(groups.items()):
+            body, shared = frames[g]
+            if g & RESYNC:
+                # They get this version whole, then deltas from the next one: moved once it is
+                # written (a socket moved before would get this version's delta too, in the
+                # same write), those that skipped it left where they are.
+                audience = frozenset(members)
+                self._out.publish(audience, body, shared, ts=ts, after=partial(self._caught_up, key, g, audience))
+            else:
+                self._out.publish(members, body, shared, ts=ts)
+            ts = None  # the written lag is observed once per snapshot
+
+    def _caught_up(self, key: BoardKey, g: int, written: Collection[Client]) -> None:
+        """``written`` were sent the board's full snapshot from group ``g``: those that took it
+        (not skipped, still there and still in ``g``) get deltas from now on."""
+        members = self._groups.get(key, {}).get(g)
+        if members:
+            for client in written:
+                if client in members and not client.skips and not client.closed:
+                    self._move(client, key, g & ~RESYNC)
 
     def _observe_lag(self, payload: bytes) -> float | None:
         """The snapshot's ts (wall clock, s), observed as its lag to the fan-out's start."""

@@ -38,11 +38,11 @@ from typing import overload
 
 from websockets.asyncio.connection import broadcast
 from websockets.exceptions import ConnectionClosed
-from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 
 from .client import Client
 from .fanout import Writer, plan
+from .frames import DELTAS
 from .metrics import Metrics
 from .settings import GatewaySettings
 
@@ -82,22 +82,27 @@ class _Picked(Sequence[Client]):
         return self.clients[self.keep[i]]
 
 
-def text_frame(payload: bytes) -> bytes:
-    """A server-side (unmasked, uncompressed) text frame: identical bytes for every socket."""
-    return Frame(Opcode.TEXT, payload).serialize(mask=False)
-
-
 class Outbound:
-    def __init__(self, settings: GatewaySettings, metrics: Metrics, on_drop: Callable[[Client], None]) -> None:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        metrics: Metrics,
+        on_drop: Callable[[Client], None],
+        on_skip: Callable[[Client], None] | None = None,
+    ) -> None:
         self.settings = settings
         self.metrics = metrics
         self._on_drop = on_drop  # the hub forgets a dropped socket's subscriptions at once
+        # a socket that skipped a push no longer holds its boards' last versions: the hub sends
+        # it full snapshots until it does (deltas apply to the version before only)
+        self._on_skip = on_skip
         self._bound = settings.write_buffer
         self._broadcast = settings.fanout == "broadcast"
         self._writer = Writer(settings.fanout_threads)
         self._coalesce = settings.coalesce
         self._hold = settings.push_hold
         self._tick: list[tuple[Collection[Client], bytes, bytes]] = []  # (subscribers, payload, frame)
+        self._after: list[Callable[[], None]] = []  # what to call once the gathered tick is written
         self._held: dict[Client, list[bytes]] = {}  # own-rank frames waiting for the tick's write
         self._held_due: list[float] = []  # when each held push was due (loop time)
         self._tick_ts: list[float] = []  # the gathered snapshots' ts (wall clock, s)
@@ -110,6 +115,7 @@ class Outbound:
             self._flush_at.cancel()
             self._flush_at = None
         self._tick, self._held, self._held_due, self._tick_ts = [], {}, [], []
+        self._after = []
         self._saved = {}
         self._writer.close()
 
@@ -140,18 +146,30 @@ class Outbound:
         return False
 
     def publish(
-        self, clients: Collection[Client], payload: bytes, frame: bytes, *, held: bool = False, ts: float | None = None
+        self,
+        clients: Collection[Client],
+        payload: bytes,
+        frame: bytes,
+        *,
+        held: bool = False,
+        ts: float | None = None,
+        after: Callable[[], None] | None = None,
     ) -> None:
         """A message for every socket in ``clients`` (a board's live subscriber set: who gets it
         is decided when it is written). With ``coalesce`` > 0 it is gathered with the rest of
         the tick and written by ``flush``, at most ``coalesce`` seconds later, or ``push_hold``
         for a ``held`` one (an announcement: it waits for the next tick); else written at once.
-        ``ts``: a snapshot's publish time (``lb_gw_written_lag_seconds`` counts from it)."""
+        ``ts``: a snapshot's publish time (``lb_gw_written_lag_seconds`` counts from it);
+        ``after``: called once it is written."""
         if self._coalesce <= 0:
             self.fanout(clients, payload, frame)
             self._observe_written([ts] if ts is not None else [])
+            if after is not None:
+                after()
             return
         self._tick.append((clients, payload, frame))
+        if after is not None:
+            self._after.append(after)
         if ts is not None:
             self._tick_ts.append(ts)
         self._flush_in(self._hold if held and self._hold > 0 else self._coalesce)
@@ -209,6 +227,20 @@ class Outbound:
         held, self._held = self._held, {}
         held_due, self._held_due = self._held_due, []
         tick_ts, self._tick_ts = self._tick_ts, []
+        after, self._after = self._after, []
+        try:
+            self._flush(tick, held, held_due, tick_ts)
+        finally:
+            for then in after:
+                then()
+
+    def _flush(
+        self,
+        tick: list[tuple[Collection[Client], bytes, bytes]],
+        held: dict[Client, list[bytes]],
+        held_due: list[float],
+        tick_ts: list[float],
+    ) -> None:
         if self._broadcast:  # the comparison path writes each message as it always did
             for clients, payload, frame in tick:
                 self.fanout(clients, payload, frame)
@@ -373,6 +405,8 @@ class Outbound:
     def _skip(self, client: Client, now: float) -> None:
         client.skips += 1
         self.metrics.skipped.inc()
+        if self._on_skip is not None and client.wire & DELTAS:
+            self._on_skip(client)
         if not client.over_since:
             client.over_since = now
         if client.skips > self.settings.max_skips:

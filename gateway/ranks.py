@@ -24,8 +24,9 @@ from redis.exceptions import RedisError
 from leaderboard import Leaderboard, Standing, wire
 
 from .client import BoardKey, Client
+from .frames import text_frame
 from .metrics import Metrics
-from .outbound import Outbound, text_frame
+from .outbound import Outbound
 from .settings import GatewaySettings
 
 log = logging.getLogger("gateway.ranks")

@@ -23,6 +23,7 @@ from urllib.parse import parse_qs
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
 from websockets.http11 import Request
 
 from leaderboard import connect, wire
@@ -35,6 +36,7 @@ from leaderboard.proxies import client_address, networks
 
 from .admin import SHED_PATH, shed_action
 from .client import Client, LeanConnection
+from .frames import negotiated
 from .games import Game, build_games
 from .handlers import Handlers
 from .handshakes import Handshakes
@@ -69,7 +71,7 @@ class Gateway(Service):
             s.redis_url, decode=False, pool=s.redis_pool, socket_timeout=bound, socket_connect_timeout=bound
         )
         # a dropped socket leaves its boards at once (the games are built just below)
-        self.out = Outbound(s, self.metrics, on_drop=self._dropped)
+        self.out = Outbound(s, self.metrics, on_drop=self._dropped, on_skip=self._skipped)
         self.games: dict[str, Game] = build_games(s, self._redis, self._raw, self.metrics, self.out)
         self.default_game = next(iter(self.games.values()))
         self.handlers = Handlers(s, self.out, self.games, self.metrics)
@@ -121,7 +123,13 @@ class Gateway(Service):
             s.host,
             s.port,
             process_request=routes.process_request,
-            compression=None,  # frames are written pre-framed, identical for every socket
+            compression=None,  # frames are written pre-framed, identical for every socket ...
+            # ... compressed ones too: each message on its own (no context takeover, frames.py)
+            extensions=[
+                ServerPerMessageDeflateFactory(server_no_context_takeover=True, client_no_context_takeover=True)
+            ]
+            if s.deflate
+            else None,
             # heartbeats come from one sweep task (heartbeat.py) unless websockets' are asked for
             ping_interval=s.ping_interval if s.heartbeat == "websockets" else None,
             ping_timeout=s.ping_timeout if s.heartbeat == "websockets" else None,
@@ -148,6 +156,11 @@ class Gateway(Service):
         game = self.games.get(client.game)  # none yet: refused before it was admitted
         if game is not None:
             game.hub.remove(client)
+
+    def _skipped(self, client: Client) -> None:
+        game = self.games.get(client.game)
+        if game is not None:
+            game.hub.stale(client)
 
     @property
     def clients(self) -> Collection[Client]:
@@ -299,6 +312,7 @@ class Gateway(Service):
         s = self.settings
         assert isinstance(ws, LeanConnection)  # serve(create_connection=...) makes every one
         client = Client(ws, time.monotonic(), self._burst)
+        client.wire = negotiated(ws.protocol.extensions)
         request = ws.request
         assert request is not None
         if s.allowed_origins and request.headers.get("Origin") not in s.allowed_origins:

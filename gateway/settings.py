@@ -222,6 +222,27 @@ class GatewaySettings:
         "seconds a tick's messages are gathered so each socket gets them in one write (0 = off: one write each)",
         check=at_least(0),
     )
+    # --- bytes per delivery (docs/protocol.md, "Snapshot deltas" and "Compression")
+    deltas: bool = setting(
+        "LB_GW_DELTAS",
+        True,
+        "offer snapshot deltas to clients whose hello asks for them (0 = full snapshots to every client)",
+    )
+    delta_full_every: int = setting(
+        "LB_GW_DELTA_FULL_EVERY",
+        30,
+        "a delta client gets the full snapshot every this many versions (0 = only when it needs one)",
+        check=at_least(0),
+    )
+    deflate: bool = setting(
+        "LB_GW_DEFLATE",
+        False,
+        "negotiate permessage-deflate (no context takeover): each snapshot frame compressed once for every "
+        "socket that negotiated it",
+    )
+    deflate_level: int = setting(
+        "LB_GW_DEFLATE_LEVEL", 6, "zlib level of the shared compressed frames (1-9)", check=between(1, 9)
+    )
     # --- the process (python -m gateway only): young objects before a collection. Python's
     # default, 700, runs a full collection every few thousand handshakes while sockets pile up,
     # each pausing the loop for longer as the heap grows (docs/benchmarks.md); 0 keeps it.

@@ -58,6 +58,7 @@ class BoardRequest(Request):
 @dataclass(frozen=True, slots=True)
 class Hello(Request):
     token: str | None
+    deltas: bool | None = None  # snapshot deltas asked for (True) or given up (False); None: as before
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,11 @@ class Subscribe(BoardRequest):
 @dataclass(frozen=True, slots=True)
 class Unsubscribe(BoardRequest):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class Resync(BoardRequest):
+    """A delta that did not fit: the subscribed board's full snapshot, please."""
 
 
 # Reads take a ``period``: None (the current one), "previous", or a label such as "2026-W48";
@@ -337,7 +343,10 @@ def _hello(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     token = msg.get("token")
     if token is not None and not isinstance(token, str):
         raise _bad("token must be a string")
-    return Hello(rid, token or None)
+    deltas = msg.get("deltas")
+    if deltas is not None and not isinstance(deltas, bool):
+        raise _bad("deltas must be true or false")
+    return Hello(rid, token or None, deltas)
 
 
 def _ping(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
@@ -355,6 +364,10 @@ def _subscribe(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
 
 def _unsubscribe(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     return Unsubscribe(rid, *_board(msg, boards, known=False))  # a deleted board is left too
+
+
+def _resync(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
+    return Resync(rid, *_board(msg, boards, known=False))
 
 
 def _top(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
@@ -508,6 +521,7 @@ _PARSERS = {
     "ping": _ping,
     "subscribe": _subscribe,
     "unsubscribe": _unsubscribe,
+    "resync": _resync,
     "top": _top,
     "rank": _rank,
     "around": _around,

@@ -89,8 +89,10 @@ def welcome(
     window: str,
     top: int,
     game: str,
+    deltas: bool = False,
     request_id: Any = None,
 ) -> bytes:
+    """``deltas``: whether this connection's snapshots come as deltas (docs/protocol.md)."""
     return _with_id(
         {
             "type": "welcome",
@@ -102,6 +104,7 @@ def welcome(
             "windows": list(windows),
             "window": window,
             "top": top,
+            "deltas": deltas,
         },
         request_id,
     )

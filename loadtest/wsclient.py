@@ -21,6 +21,7 @@ import base64
 import contextlib
 import hashlib
 import os
+import zlib
 from dataclasses import dataclass
 
 OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
@@ -99,12 +100,17 @@ class Closed:
 Event = Opened | Refused | Message | Ping | Closed
 
 
-def handshake(host: str, path: str, key: str | None = None) -> bytes:
-    """An HTTP upgrade request for ``path`` (path and query) on ``host``."""
+DEFLATE_OFFER = "permessage-deflate; client_max_window_bits"  # what browsers offer
+
+
+def handshake(host: str, path: str, key: str | None = None, *, deflate: bool = False) -> bytes:
+    """An HTTP upgrade request for ``path`` (path and query) on ``host``; ``deflate``: offering
+    permessage-deflate."""
     key = key or base64.b64encode(os.urandom(16)).decode()
+    offer = f"Sec-WebSocket-Extensions: {DEFLATE_OFFER}\r\n" if deflate else ""
     return (
         f"GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{offer}\r\n"
     ).encode()
 
 
@@ -157,9 +163,15 @@ def close_code(payload: bytes) -> int | None:
 class ClientReader:
     """One connection's client side, from the handshake request to the close (no I/O)."""
 
-    __slots__ = ("_buf", "_fragments", "_key", "_text", "host", "max_size", "path", "state")
+    __slots__ = ("_buf", "_fragments", "_key", "_text", "deflate", "host", "max_size", "path", "state")
 
-    def __init__(self, host: str, path: str, *, max_size: int | None = MAX_SIZE, key: str | None = None) -> None:
+    def __init__(
+        self, host: str, path: str, *, max_size: int | None = MAX_SIZE, key: str | None = None, deflate: bool = False
+    ) -> None:
+        # offer permessage-deflate; once the server took it, compressed messages (each on its own:
+        # the server's frames are compressed without context takeover, gateway/frames.py) are
+        # inflated here
+        self.deflate = deflate
         self.host = host
         self.path = path  # the request target: path and query (``/ws?game=arena``)
         self.max_size = max_size  # of a message; None: unbounded
@@ -171,7 +183,7 @@ class ClientReader:
 
     def request(self) -> bytes:
         """The handshake request to write once the TCP connection is up."""
-        return handshake(self.host, self.path, self._key)
+        return handshake(self.host, self.path, self._key, deflate=self.deflate)
 
     def feed(self, data: bytes, arrived: float) -> list[Event]:
         """The events of ``data``, read from the socket; ``arrived``: when it arrived (the
@@ -194,6 +206,7 @@ class ClientReader:
                 return self._refuse(status, retry_after(headers), why)
             if headers.get(b"sec-websocket-accept") != accept_value(self._key):
                 return self._refuse(status, None, "wrong Sec-WebSocket-Accept")
+            self.deflate = self.deflate and b"permessage-deflate" in headers.get(b"sec-websocket-extensions", b"")
             self.state = OPEN
             events.append(Opened(arrived))
             pos = end + 4
@@ -214,7 +227,7 @@ class ClientReader:
                     if size - pos < 10:
                         break
                     n, head = int.from_bytes(buf[pos + 2 : pos + 10], "big"), pos + 10
-            if first & 0x70:
+            if first & 0x70 and not (first == 0xC1 and self.deflate):  # a whole compressed text message
                 return self._fail(events, "reserved bits set")
             if max_size is not None and n > max_size:
                 return self._fail(events, f"a frame over {max_size} bytes", MESSAGE_TOO_BIG)
@@ -224,6 +237,12 @@ class ClientReader:
             pos = end
             if first == 0x81 and self._fragments is None:  # FIN, text
                 events.append(Message(buf, head, end, arrived))
+                continue
+            if first == 0xC1:
+                if self._fragments is not None:
+                    return self._fail(events, "a new message inside a fragmented one")
+                data = zlib.decompressobj(-15).decompress(buf[head:end] + b"\x00\x00\xff\xff")
+                events.append(Message(data, 0, len(data), arrived))
                 continue
             opcode = first & 0x0F
             if first == 0x82 and self._fragments is None:  # FIN, binary

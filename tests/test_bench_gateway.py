@@ -35,7 +35,7 @@ def test_node_ws_delivers_every_snapshot_to_every_socket(
     monkeypatch.setattr(gateway, "usage", usage)
     assert gateway.main(["--sockets", "200", "--seconds", "2", "--targets", "node-ws", "--no-write"]) == 0
     out = capsys.readouterr().out
-    row = re.search(r"^\| node-ws \| (\d+) \| (\d+)/(\d+) \| ([\d.]+) \(([\d.]+)\) \| ([\d.-]+) \|", out, re.M)
+    row = re.search(r"^\| node-ws \| (\d+) \| (\d+)/(\d+) \| \d+ \| ([\d.]+) \(([\d.]+)\) \| ([\d.-]+) \|", out, re.M)
     assert row is not None, out
     sockets, deliveries, expected = int(row[1]), int(row[2]), int(row[3])
     assert sockets == 200 and expected == 200 * 2 and deliveries == expected
@@ -65,10 +65,31 @@ def test_the_floor_and_a_revisions_gateway_deliver_every_snapshot_to_every_socke
     assert len(built) == 1 and built[0].name.startswith("floor-")  # compiled once, outside the tree
 
 
+@pytest.mark.slow
+def test_deltas_and_shared_compressed_frames_deliver_every_snapshot_in_fewer_bytes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The demo's moving top 10 to sockets that take full snapshots, and to sockets that take
+    deltas in compressed frames (their clients inflate them and read the version from the base)."""
+    argv = ["--sockets", "200", "--seconds", "3", "--traffic", "demo", "--no-write"]
+    argv += ["--targets", "gateway,gateway-both"]
+    assert gateway.main(argv) == 0
+    out = capsys.readouterr().out
+    sizes = {}
+    for name in ("gateway", "gateway-both"):
+        row = re.search(rf"^\| {name} \| (\d+) \| (\d+)/(\d+) \| (\d+) \|", out, re.M)
+        assert row is not None, out
+        assert (int(row[1]), int(row[2]), int(row[3])) == (200, 600, 600), row[0]
+        sizes[name] = int(row[4])
+    assert sizes["gateway-both"] < 0.5 * sizes["gateway"], sizes
+    assert "gateway-both against gateway (full snapshots): bytes per delivery" in out
+
+
 def _run(name: str, cpu: float, rss: float = 6.0) -> gateway.Result:
     return gateway.Result(
         name=name, sockets=100, deliveries=1000, expected=1000, cpu_ms_per_1k=cpu, user_ms_per_1k=cpu / 2,
-        clients_ms_per_1k=1.0, gc_pauses=0, gc_pause_ms=0.0, rss_kb_per_conn=rss, spread_p50_ms=1.0,
+        clients_ms_per_1k=1.0, gc_pauses=0, gc_pause_ms=0.0, rss_kb_per_conn=rss, bytes_per_delivery=800.0,
+        spread_p50_ms=1.0,
         spread_p99_ms=2.0, read_spread_p50_ms=1.0, read_spread_p99_ms=2.0, lat_p50_ms=1.0, lat_p99_ms=2.0,
     )  # fmt: skip
 

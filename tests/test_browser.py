@@ -500,6 +500,59 @@ async def test_the_demo_stays_a_race(demo_fleet: Fleet, browser: Any, tmp_path: 
             await page.close()
 
 
+async def test_the_page_on_deltas_shows_what_full_snapshots_show(demo_fleet: Fleet, browser: Any) -> None:
+    """The page (its client takes deltas) beside a client of full snapshots, on the demo's
+    traffic: every version both got is the same snapshot, and the page shows the last one.
+    A few seconds in the suite; ``LB_DEMO_RACE_S`` watches for longer."""
+    page = await browser.new_page()
+    await page.goto(demo_fleet.page_url)
+    await wait_until(lambda: _eq(page.inner_text("#status-text"), "Live"), 10)
+    await page.evaluate(
+        """async () => {
+            const { LeaderboardClient } = await import("/client.js");
+            window.seen = { deltas: {}, full: {} };
+            const full = new LeaderboardClient(`ws://${location.host}/ws`, { deltas: false });
+            window.full = full;
+            for (const [name, c] of [["deltas", window.leaderboard], ["full", full]]) {
+                c.addEventListener("snapshot", (e) => { window.seen[name][e.detail.version] = e.detail; });
+            }
+            full.start();
+        }"""
+    )
+    stop = asyncio.Event()
+    traffic = asyncio.create_task(
+        demo.traffic(demo_fleet.redis_url, GameConfig(game="test"), DEMO_RATE, seed=2, stop=stop)
+    )
+    try:
+        await asyncio.sleep(max(4.0, float(os.environ.get("LB_DEMO_RACE_S", "0"))))  # the race runs
+    finally:
+        stop.set()
+        await traffic
+    same = """() => {
+        const d = window.leaderboard.snapshots.get("global|weekly"), f = window.full.snapshots.get("global|weekly");
+        return !!d && !!f && d.version === f.version;
+    }"""
+    await wait_until(lambda: page.evaluate(same), 5)
+    result = await page.evaluate(
+        """() => {
+            // key order aside: a delta's entry keeps its base's order of fields
+            const canon = (x) => Array.isArray(x) ? x.map(canon) : x && typeof x === "object"
+                ? Object.fromEntries(Object.keys(x).sort().map((k) => [k, canon(x[k])])) : x;
+            const same = (a, b) => JSON.stringify(canon(a)) === JSON.stringify(canon(b));
+            const versions = Object.keys(window.seen.deltas).filter((v) => v in window.seen.full);
+            const differ = versions.filter((v) => !same(window.seen.deltas[v], window.seen.full[v]));
+            const last = window.full.snapshots.get("global|weekly");
+            return { versions: versions.length, differ, applied: window.leaderboard.deltasApplied,
+                     resyncs: window.leaderboard.resyncs, names: last.entries.map((e) => e.name || e.player) };
+        }"""
+    )
+    assert result["versions"] >= 2 and result["applied"] >= 1 and not result["differ"], result
+    assert result["resyncs"] == 0
+    assert await rows(page) == result["names"]
+    await page.evaluate("() => window.full.stop()")
+    await page.close()
+
+
 DEMO_RATE = 200  # submissions/s: a shared test machine; the fleet's default is 300
 RACE_S = max(20.0, float(os.environ.get("LB_DEMO_RACE_S", "20")))  # 20: ten samples at each end
 

@@ -35,7 +35,7 @@ async def test_welcome_then_the_stored_snapshot_at_once(redis_url: str, r: aiore
         assert welcome == {
             "type": "welcome", "gateway": "gw-test", "game": "test", "player": None, "role": "spectator",
             "heartbeat": {"interval": 15.0, "timeout": 30.0}, "windows": ["daily", "weekly", "alltime"],
-            "window": "weekly", "top": 10,
+            "window": "weekly", "top": 10, "deltas": False,
         }  # fmt: skip
         async with client(gw) as ws:
             await recv(ws)

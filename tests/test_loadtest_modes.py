@@ -12,7 +12,7 @@ import orjson
 import pytest
 import redis
 
-from gateway.outbound import text_frame
+from gateway.frames import text_frame
 from leaderboard import Entry, GameConfig, Leaderboard, Submission, connect, now_ms, wire
 from loadtest.__main__ import main
 from loadtest.messages import message_type, snapshot_identity

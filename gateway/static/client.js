@@ -13,6 +13,9 @@
 // client reconnects with it.
 // The last snapshot of every board stays in `client.snapshots`, so a UI never blanks while the
 // client reconnects.
+// It asks for snapshot deltas (`deltas: false`: full snapshots only) and applies each to the
+// snapshot it holds (`applyDelta`): "snapshot" events carry whole snapshots either way; a delta
+// that does not fit the version held is dropped and the full snapshot asked for (`resync`).
 
 const DRAINING = 1012; // the gateway restarts: another one answers at once
 const OVERLOADED = 1013; // the gateway is full: stay away for a while
@@ -45,11 +48,52 @@ export class Backoff {
   }
 }
 
+// The snapshot a `delta` message makes of `held`, the snapshot of that board held (docs/protocol.md,
+// "Snapshot deltas"); throws a DeltaMismatch when `held` is not its base.
+export class DeltaMismatch extends Error {}
+
+export function applyDelta(held, delta) {
+  for (const name of ["board", "window"]) {
+    if (!held || held[name] !== delta[name]) throw new DeltaMismatch(`the delta is for another ${name}`);
+  }
+  if (!Number.isInteger(held.version) || held.version !== delta.base) {
+    throw new DeltaMismatch(`the delta applies to version ${delta.base}`);
+  }
+  if (!Number.isInteger(held.ts) || !Number.isInteger(delta.dt)) throw new DeltaMismatch("ts and dt must be integers");
+  const base = held.entries;
+  if (!Array.isArray(base) || !Array.isArray(delta.entries)) throw new DeltaMismatch("entries must be lists");
+  const entries = delta.entries.map((item, place) => {
+    if (item !== null && typeof item === "object" && !Array.isArray(item) && !("@" in item)) return item;
+    let k;
+    if (typeof item === "number") k = item;
+    else if (Array.isArray(item) && item.length === 2) k = item[0];
+    else if (item !== null && typeof item === "object" && !Array.isArray(item)) k = item["@"];
+    else throw new DeltaMismatch("an entry must be an index, an [index, score] pair or an object");
+    if (!Number.isInteger(k) || k < 0 || k >= base.length || base[k] === null || typeof base[k] !== "object") {
+      throw new DeltaMismatch("an entry's index is out of range");
+    }
+    // its rank is its place in the list, unless the delta says otherwise (ties)
+    let entry = "rank" in base[k] ? { ...base[k], rank: place + 1 } : { ...base[k] };
+    if (Array.isArray(item)) entry.score = item[1];
+    else if (typeof item === "object") {
+      const gone = new Set(item["-"] || []);
+      entry = Object.fromEntries(Object.entries(entry).filter(([name]) => !gone.has(name)));
+      for (const [name, value] of Object.entries(item)) if (name !== "@" && name !== "-") entry[name] = value;
+    }
+    return entry;
+  });
+  return { ...held, version: held.version + 1, ts: held.ts + delta.dt, entries };
+}
+
 export class LeaderboardClient extends EventTarget {
-  constructor(url, { token = null, backoff = new Backoff(), renewToken = null } = {}) {
+  constructor(url, { token = null, backoff = new Backoff(), renewToken = null, deltas = true } = {}) {
     super();
     this.url = url;
     this.token = token;
+    this.deltas = deltas;
+    this.resyncing = new Set(); // "board|window" whose full snapshot was asked for
+    this.resyncs = 0; // full snapshots asked for because a delta did not fit
+    this.deltasApplied = 0;
     this.renewToken = renewToken; // async () => a new token or null
     this.renewed = false; // one renewal per successful welcome: a renewed token refused again stops
     this.backoff = backoff;
@@ -127,7 +171,10 @@ export class LeaderboardClient extends EventTarget {
     ws.onopen = () => {
       this.openedAt = performance.now();
       this.lastSeen = performance.now();
-      if (this.token) this.#send({ type: "hello", token: this.token });
+      this.resyncing.clear();
+      if (this.token || this.deltas) {
+        this.#send({ type: "hello", token: this.token, ...(this.deltas ? { deltas: true } : {}) });
+      }
     };
     ws.onmessage = (event) => this.#onFrame(event.data);
     ws.onclose = (event) => {
@@ -190,6 +237,10 @@ export class LeaderboardClient extends EventTarget {
       return;
     }
     const key = `${msg.board}|${msg.window}`;
+    if (msg.type === "delta") {
+      msg = this.#applied(key, msg);
+      if (msg === null) return;
+    }
     switch (msg.type) {
       case "welcome":
         this.welcome = msg;
@@ -207,6 +258,7 @@ export class LeaderboardClient extends EventTarget {
       case "snapshot":
         this.snapshots.set(key, msg);
         this.snapshots.set(`${msg.board}|`, msg);
+        this.resyncing.delete(key);
         break;
       case "rank":
         if (msg.id === undefined) this.ranks.set(key, msg);
@@ -220,6 +272,26 @@ export class LeaderboardClient extends EventTarget {
     }
     const kind = msg.id !== undefined && msg.type !== "welcome" ? "reply" : msg.type;
     this.dispatchEvent(new CustomEvent(kind, { detail: msg }));
+  }
+
+  // The snapshot a delta makes of the one held, or null: an older one (its version held already),
+  // or one that does not fit (the full snapshot is asked for, once).
+  #applied(key, msg) {
+    const held = this.snapshots.get(key);
+    if (held && Number.isInteger(msg.base) && msg.base < held.version) return null;
+    try {
+      const snapshot = applyDelta(held, msg);
+      this.deltasApplied += 1;
+      return snapshot;
+    } catch (err) {
+      if (!(err instanceof DeltaMismatch)) throw err;
+      if (!this.resyncing.has(key)) {
+        this.resyncing.add(key);
+        this.resyncs += 1;
+        this.#send({ type: "resync", board: msg.board, window: msg.window });
+      }
+      return null;
+    }
   }
 
   // App-level heartbeat: browsers cannot see protocol pings, so the client pings and treats a
