@@ -72,6 +72,7 @@ class Metrics:
         self.rate_limited = Counter("lb_gw_rate_limited", "client messages refused by the rate limit", registry=r)
         self.bad_input = Counter("lb_gw_bad_input", "client messages answered with an error", registry=r)
         self.draining = Gauge("lb_gw_draining", "1 while draining", registry=r)
+        self.ready = Gauge("lb_gw_ready", "1 while /readyz answers 200 (not draining, a game serving)", registry=r)
         self.gc_pause_seconds = Histogram(
             "lb_gw_gc_pause_seconds",
             "garbage collections (the event loop stands still meanwhile), by generation",
