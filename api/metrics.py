@@ -1,6 +1,7 @@
 """Prometheus metrics of one HTTP API process (``GET /metrics`` on ``LB_API_METRICS_PORT``, its
-own address, never the API's port): requests by method and status, and where each published
-top N came from (pushed by pub/sub, held, read from Redis, served stale while Redis failed).
+own address, never the API's port): requests by method and status, and where each lookup of a
+published top N was answered from (pushed by pub/sub, held, read from Redis, served stale while
+Redis failed; a request the fast path cannot answer looks up twice, there and in its route).
 
 Counted as plain integers on the request path and turned into metrics at scrape time, as the
 scorer's are (scorer/metrics.py): the held ``GET top`` answers in tens of microseconds, and a
@@ -50,8 +51,8 @@ class ApiCollector(Collector):
             requests.add_metric([method, str(status)], count)
         yield requests
         tops = CounterMetricFamily(
-            "lb_api_top_answers",
-            "published top N answers by source: live (pushed by pub/sub), held (within LB_API_TOP_TTL),"
+            "lb_api_top_lookups",
+            "published top N lookups by source: live (pushed by pub/sub), held (within LB_API_TOP_TTL),"
             " read (from Redis), stale (held past the TTL while Redis failed)",
             labels=["source"],
         )

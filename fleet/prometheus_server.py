@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -26,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from .children import die_with_parent
+from .children import die_with_parent, end_server
 from .redis_server import free_port
 from .supervisor import Fleet
 
@@ -157,16 +158,8 @@ class PrometheusServer:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Idempotent: SIGTERM (SIGKILL if it hangs), then the directory goes."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
+        end_server(self.process, self.dir, signal.SIGTERM, timeout)
+        self.dir = None
 
     def __enter__(self) -> PrometheusServer:
         return self.start()

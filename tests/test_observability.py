@@ -83,7 +83,7 @@ def test_the_dashboard_covers_what_an_operator_watches() -> None:
         "lb_gw_connections", "lb_gw_deliveries_total", "lb_gw_pubsub_lag_seconds_bucket", "lb_gw_dropped_total",
         "lb_scorer_applied_total", "lb_scorer_backlog", "lb_scorer_dead_letters_total", "lb_gw_redis_errors_total",
         "lb_scorer_redis_errors_total", "lb_scorer_durable_commit_seconds_sum", "lb_api_requests_total",
-        "lb_api_top_answers_total",
+        "lb_api_top_lookups_total",
     ):  # fmt: skip
         assert metric in text, metric
 
