@@ -38,13 +38,17 @@ class Held(Generic[V]):
         self._clock = clock
         self._held: dict[str, tuple[float, V]] = {}  # key -> (read at, value), oldest first
         self._reading: dict[str, asyncio.Future[V]] = {}
+        # answers by where they came from (the API's metrics): held, read (awaited a read), stale
+        self.served_held = self.served_read = self.served_stale = 0
 
     async def get(self, key: str) -> tuple[V, float]:
         """The key's value and its age in seconds (0: just read)."""
         now = self._clock()
         held = self._held.get(key)
         if held is not None and now - held[0] < self.ttl:
+            self.served_held += 1
             return held[1], now - held[0]
+        self.served_read += 1
         reading = self._reading.get(key)
         if reading is None:
             reading = self._reading[key] = asyncio.ensure_future(self._refresh(key))
@@ -54,6 +58,7 @@ class Held(Generic[V]):
             return await asyncio.shield(reading), 0.0
         except (RedisError, OSError):
             if held is not None and now - held[0] < self.ttl + self.stale:
+                self.served_stale += 1
                 return held[1], now - held[0]
             raise
 

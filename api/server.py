@@ -26,11 +26,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from leaderboard import Leaderboard, connect, replies
 from leaderboard.budget import Budgets
 from leaderboard.definitions import watch
+from leaderboard.metrics_server import MetricsServer
 from leaderboard.proxies import Network, client_address, networks
 from leaderboard.queue import Queue
 from leaderboard.transport import redis_budget
 
-from . import problems, top
+from . import metrics, problems, top
 from .handlers import Api, Game, Handler
 from .held import Held
 from .routes import ROUTES
@@ -239,8 +240,17 @@ def application(settings: ApiSettings) -> ASGIApp:
         # outside a route (the routing itself): Starlette logs it after this answer
         return problems.response("internal", "the request failed on the server; it is logged")
 
+    counted: ASGIApp | None = None  # the outermost middleware, counting every answer (set below)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        exported = None
+        if settings.metrics_port:
+            assert isinstance(counted, metrics.Requests)
+            registry = metrics.registry(counted, held, (g.watch for g in games.values()))
+            exported = MetricsServer(registry, settings.metrics_host, settings.metrics_port)
+            port = await exported.start()
+            log.info("metrics on http://%s:%d/metrics", settings.metrics_host, port)
         for game in games.values():
             if settings.watch_max:
                 game.watch.start()
@@ -255,6 +265,8 @@ def application(settings: ApiSettings) -> ASGIApp:
             for game in games.values():
                 await game.watch.close()
             await redis.aclose()
+            if exported is not None:
+                await exported.close()
 
     async def readyz(request: Request) -> Response:
         # The balancer's health check (off the public routes): ready while the process answers,
@@ -278,4 +290,7 @@ def application(settings: ApiSettings) -> ASGIApp:
         lifespan=lifespan,
     )
     bounded = RedisBudget(HeldTop(app, api), settings.redis_timeout)
-    return ClientAddress(BodyDeadline(bounded, settings.body_timeout), networks(settings.trusted_proxies))
+    counted = metrics.Requests(
+        ClientAddress(BodyDeadline(bounded, settings.body_timeout), networks(settings.trusted_proxies))
+    )
+    return counted

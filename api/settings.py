@@ -135,6 +135,14 @@ class ApiSettings:
         parse=parse_networks,
         check=valid_networks,
     )
+    # --- observability: per process (several share the API's port), away from it
+    metrics_host: str = setting("LB_API_METRICS_HOST", "127.0.0.1", "address of this process's GET /metrics")
+    metrics_port: int = setting(
+        "LB_API_METRICS_PORT",
+        0,
+        "port of this process's GET /metrics; 0 turns it off (processes sharing a host need one each)",
+        check=between(0, 65_535),
+    )
     log_level: str = log_level()
 
     def __post_init__(self) -> None:

@@ -48,6 +48,7 @@ class Watch:
         self._redis = redis
         self._keys = keys
         self._held = held
+        self.live_hits = 0  # answers from the value pub/sub pushed (the API's metrics)
         self.idle, self.size = idle, size
         self._boards: dict[str, _Board] = {}  # snapshot channel -> board
         # the announce channel is the anchor: always subscribed, SSUBSCRIBE needs a channel
@@ -89,6 +90,7 @@ class Watch:
             return found
         board.used = time.monotonic()
         if board.live:
+            self.live_hits += 1
             return board.value, 0.0
         return await self._held.get(board.latest_key)
 

@@ -42,6 +42,7 @@ class Addresses:
         self.scorer_metrics_port = scorer_metrics_port or metrics_port or free_port(host)
         self._scorer_pinned = bool(scorer_metrics_port or metrics_port)
         self.gateway_metrics_ports: dict[int, int] = {}
+        self.api_metrics_ports: dict[int, int] = {}
         self._gateways: dict[int, tuple[str, int]] = {}
         self._apis: dict[int, tuple[str, int]] = {}
 
@@ -72,7 +73,7 @@ class Addresses:
 
     @property
     def metrics_urls(self) -> list[str]:
-        ports = [*self.gateway_metrics_ports.values(), self.scorer_metrics_port]
+        ports = [*self.gateway_metrics_ports.values(), self.scorer_metrics_port, *self.api_metrics_ports.values()]
         return [f"http://{self.host}:{port}/metrics" for port in ports]
 
     def gateway(self, index: int) -> tuple[str, int]:
@@ -91,6 +92,12 @@ class Addresses:
             base = self.metrics_port
             self.gateway_metrics_ports[index] = base + index + 1 if base else free_port(self.host)
         return self.gateway_metrics_ports[index]
+
+    def api_metrics_port(self, index: int) -> int:
+        """API process ``index``'s /metrics port: a free one, kept for the process that replaces it."""
+        if index not in self.api_metrics_ports:
+            self.api_metrics_ports[index] = free_port(self.host)
+        return self.api_metrics_ports[index]
 
     def pinned(self, gateways: int, apis: int = 0) -> list[tuple[str, int]]:
         """The addresses the settings pin (not the free ports picked here): checked before

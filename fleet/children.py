@@ -8,7 +8,9 @@ import contextlib
 import ctypes
 import logging
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -117,6 +119,20 @@ async def stop_process(proc: asyncio.subprocess.Process, timeout: float, *, sig:
             except TimeoutError:
                 log.error("pid %d did not exit %.0f s after SIGKILL; leaving it", proc.pid, _AFTER_KILL)
     return proc.returncode if proc.returncode is not None else -1
+
+
+def end_server(process: subprocess.Popen[bytes] | None, directory: Path | None, sig: int, timeout: float) -> None:
+    """A private server's stop (PostgreSQL, Prometheus): ``sig`` to a
+    running ``process``, SIGKILL if it outlives ``timeout`` s, then its ``directory`` removed."""
+    if process is not None and process.poll() is None:
+        process.send_signal(sig)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def exit_status(code: int | None) -> str:

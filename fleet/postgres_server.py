@@ -12,13 +12,14 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
 
-from .children import die_with_parent
+from .children import die_with_parent, end_server
 from .redis_server import free_port
 
 
@@ -115,16 +116,8 @@ class PostgresServer:
     def stop(self, timeout: float = 20.0) -> None:
         """Idempotent: SIGINT is PostgreSQL's fast shutdown (SIGKILL if it hangs), then the
         directory goes."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(2)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
+        end_server(self.process, self.dir, signal.SIGINT, timeout)
+        self.dir = None
 
     def __enter__(self) -> PostgresServer:
         return self.start()

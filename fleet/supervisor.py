@@ -324,6 +324,7 @@ class Fleet(Service):
             LB_API_HOST=host,
             LB_API_PORT=str(port),
             LB_API_REUSE_PORT="0" if s.balancer else "1",
+            LB_API_METRICS_PORT=str(self.addresses.api_metrics_port(index)),
             **behind,
             # a local stop should not wait long for slow requests (?wait=applied is bounded)
             LB_API_DRAIN_TIMEOUT=dict(s.env).get("LB_API_DRAIN_TIMEOUT", str(max(1, int(s.drain_window) + 2))),

@@ -17,6 +17,10 @@ _FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 _LAG = (0.001, 0.005, 0.01, 0.025, *(round(0.05 * i, 2) for i in range(1, 101)), 7.5, 10.0)
 
 
+DROPPED = ("slow", "stalled", "heartbeat")  # why a socket was closed by the gateway (outbound.py)
+REFUSED = ("cap", "address", "rate", "draining", "game", "handshakes")  # why a handshake was refused
+
+
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry(auto_describe=True)
@@ -72,6 +76,7 @@ class Metrics:
         self.rate_limited = Counter("lb_gw_rate_limited", "client messages refused by the rate limit", registry=r)
         self.bad_input = Counter("lb_gw_bad_input", "client messages answered with an error", registry=r)
         self.draining = Gauge("lb_gw_draining", "1 while draining", registry=r)
+        self.ready = Gauge("lb_gw_ready", "1 while /readyz answers 200 (not draining, a game serving)", registry=r)
         self.gc_pause_seconds = Histogram(
             "lb_gw_gc_pause_seconds",
             "garbage collections (the event loop stands still meanwhile), by generation",
@@ -79,6 +84,13 @@ class Metrics:
             buckets=_FAST,
             registry=r,
         )
+
+        # every label a counter is bumped with exists from the start, at 0: a dashboard's rate()
+        # and an alert's increase() see a series before the first event, not "no data"
+        for reason in DROPPED:
+            self.dropped.labels(reason)
+        for reason in REFUSED:
+            self.refused.labels(reason)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

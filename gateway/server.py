@@ -92,6 +92,8 @@ class Gateway(Service):
         self._burst = float(s.burst)  # every new client's full bucket: one float for all
         self.handshakes = Handshakes(s.max_handshakes, on_refused=self.metrics.refused.labels("handshakes").inc)
         self.metrics.handshakes.set_function(lambda: len(self.handshakes.in_flight))
+        # what the balancer's check sees, for an alert that does not depend on the balancer's own metrics
+        self.metrics.ready.set_function(lambda: float(self._not_ready() is None))
         # websockets logs every connection at INFO; our policy is lifecycle only.
         self._ws_log = logging.getLogger("gateway.websockets")
         if self._ws_log.level == logging.NOTSET:

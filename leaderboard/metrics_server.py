@@ -4,6 +4,8 @@ Served by asyncio in the process's own loop rather than prometheus_client's thre
 starts and stops with the process like everything else it owns; and on its own address
 (loopback by default), never on the port players reach. A process may add operator actions
 there (``POST <path>``, e.g. the gateway's ``/admin/shed``): the address is an operator's.
+A process with no listener of its own (the scorer) answers its readiness check here too
+(``GET /readyz``, from ``ready``: 200 or 503), for an orchestrator's probe.
 """
 
 from __future__ import annotations
@@ -22,12 +24,19 @@ class MetricsServer:
     path of ``actions``."""
 
     def __init__(
-        self, registry: CollectorRegistry, host: str, port: int, *, actions: Mapping[str, Action] | None = None
+        self,
+        registry: CollectorRegistry,
+        host: str,
+        port: int,
+        *,
+        actions: Mapping[str, Action] | None = None,
+        ready: Callable[[], bool] | None = None,
     ) -> None:
         self.registry = registry
         self.host = host
         self.port = port
         self.actions = dict(actions or {})
+        self.ready = ready
         self._server: asyncio.Server | None = None
 
     async def start(self) -> int:
@@ -50,6 +59,8 @@ class MetricsServer:
             kind = b"text/plain; version=0.0.4; charset=utf-8"
             if method == b"GET" and path == "/metrics":
                 body, status = generate_latest(self.registry), b"200 OK"
+            elif method == b"GET" and path == "/readyz" and self.ready is not None:
+                body, status = (b"ready\n", b"200 OK") if self.ready() else (b"not ready\n", b"503 Service Unavailable")
             elif method == b"POST" and path in self.actions:
                 status, body = self.actions[path](query)
                 kind = b"application/json"

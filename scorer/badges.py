@@ -50,11 +50,10 @@ class BadgeWorker(GroupWorker):
     def __init__(self, redis: RedisClient, settings: ScorerSettings, stats: Stats | None = None) -> None:
         keys = settings.game.keys
         # a new group starts from the oldest activity still kept
-        super().__init__(redis, settings, stream=keys.activity, group=GROUP, start_id="0")
+        super().__init__(redis, settings, stream=keys.activity, group=GROUP, start_id="0", stats=stats)
         self.keys = keys
         self.thresholds = settings.badge_thresholds
         self.top_n = settings.game.top_n if settings.badge_top_n else None
-        self.stats = stats or Stats()
 
     async def handle(self, batch: Batch) -> None:
         earned = list(

@@ -65,9 +65,10 @@ class Consumer(GroupWorker):
         recorder: Recorder | None = None,
     ) -> None:
         keys = settings.game.keys
-        super().__init__(redis, settings, stream=keys.submissions, group=GROUP, concurrency=settings.concurrency)
+        super().__init__(
+            redis, settings, stream=keys.submissions, group=GROUP, concurrency=settings.concurrency, stats=stats
+        )
         self.settings = settings
-        self.stats = stats or Stats()
         self.now = now
         self.dead_letters = keys.dead_letters
         self.queued = keys.queued

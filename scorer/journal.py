@@ -20,14 +20,17 @@ from leaderboard import RedisClient
 from .durable.recorder import Recorder
 from .durable.records import Action
 from .settings import ScorerSettings
+from .stats import Stats
 from .stream import Batch, GroupWorker
 
 GROUP = "durable"
 
 
 class JournalWorker(GroupWorker):
-    def __init__(self, redis: RedisClient, settings: ScorerSettings, recorder: Recorder) -> None:
-        super().__init__(redis, settings, stream=settings.game.keys.journal, group=GROUP, start_id="0")
+    def __init__(
+        self, redis: RedisClient, settings: ScorerSettings, recorder: Recorder, stats: Stats | None = None
+    ) -> None:
+        super().__init__(redis, settings, stream=settings.game.keys.journal, group=GROUP, start_id="0", stats=stats)
         self.settings = settings
         self.recorder = recorder
         self.unknown = 0  # entries of a function this code does not know: acknowledged, not recorded

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
 from leaderboard import GameConfig, RedisClient, now_ms
@@ -32,6 +32,8 @@ _HELP = {
     "published": "Snapshots published",
     "badges_awarded": "Badges awarded",
     "closed": "Close events added for ended window periods and tournaments",
+    "redis_errors": "Redis calls failed for Redis down (each retried with backoff)",
+    "durable_unavailable": "Durable-log writes refused by an unavailable store (each retried)",
 }
 
 
@@ -52,6 +54,12 @@ class StatsCollector(Collector):
         )
         yield GaugeMetricFamily(
             "lb_scorer_publisher", "Publish leases this replica holds (one per game it publishes)", value=s.publisher
+        )
+        yield SummaryMetricFamily(
+            "lb_scorer_durable_commit_seconds",
+            "Durable-log commits of applied batches: their count and time together",
+            count_value=s.durable_commits,
+            sum_value=s.durable_commit_s,
         )
 
 

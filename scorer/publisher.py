@@ -305,6 +305,7 @@ class Publisher:
             except REDIS_DOWN as exc:
                 # Whoever holds the lease when Redis is back publishes; the record of what was
                 # published lives in Redis, so nothing is lost by forgetting it here.
+                self.stats.redis_errors += 1
                 if backoff.attempt == 0:
                     log.warning("publisher: redis unavailable (%s); retrying", exc)
                 self.published = None

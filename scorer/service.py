@@ -60,7 +60,9 @@ class Scorer(Service):
         days, every = settings.durable_retention_days, settings.durable_compact_s
         self.recorders: list[Recorder] = []
         if store is not None:
-            self.recorders = [Recorder(store, s.game, retention_days=days, compact_every_s=every) for s in per_game]
+            self.recorders = [
+                Recorder(store, s.game, retention_days=days, compact_every_s=every, stats=self.stats) for s in per_game
+            ]
         recorders: list[Recorder | None] = [*self.recorders] or [None] * len(per_game)
         self.consumers = [
             Consumer(self.redis, s, self.stats, now=now, recorder=rec)
@@ -68,13 +70,15 @@ class Scorer(Service):
         ]
         # the journal of operator actions, profiles, tournaments and closes, into the same log
         self.journals = [
-            JournalWorker(self.redis, s, rec) for s, rec in zip(per_game, recorders, strict=True) if rec is not None
+            JournalWorker(self.redis, s, rec, self.stats)
+            for s, rec in zip(per_game, recorders, strict=True)
+            if rec is not None
         ]
         self.publishers = [Publisher(self.redis, s, self.stats, now=now) for s in per_game] if settings.publish else []
         self.badges = [BadgeWorker(self.redis, s, self.stats) for s in per_game] if settings.badges else []
         self.monitor = Monitor(self.redis, settings.game.served, self.stats, settings.stats_interval_s)
         self.metrics = (
-            MetricsServer(registry_for(self.stats), settings.metrics_host, settings.metrics_port)
+            MetricsServer(registry_for(self.stats), settings.metrics_host, settings.metrics_port, ready=self.ready)
             if settings.metrics_port
             else None
         )
@@ -105,6 +109,11 @@ class Scorer(Service):
             self.settings.batch,
             " (burst)" if self.burst else "",
         )
+
+    def ready(self) -> bool:
+        """The readiness probe's answer (``GET /readyz`` beside ``/metrics``): the library is loaded,
+        the workers run and no stop was asked for."""
+        return bool(self._consuming) and not self._stop.is_set()
 
     async def _load_library(self) -> bool:
         """Load the function library, waiting for Redis if it is not up yet (never crash-loop);

@@ -18,6 +18,10 @@ class Stats:
     published: int = 0  # snapshots published
     badges_awarded: int = 0
     closed: int = 0  # close events added (window periods and tournaments)
+    redis_errors: int = 0  # Redis calls that failed as "Redis down" (each retried with backoff)
+    durable_commits: int = 0  # durable-log transactions of applied batches
+    durable_commit_s: float = 0.0  # their time together (s), unavailable-store retries included
+    durable_unavailable: int = 0  # durable-log writes refused by an unavailable store (each retried)
     # gauges (sampled)
     backlog: int = 0  # entries in the submissions stream: not yet applied and acknowledged
     pending: int = 0  # of those, delivered to a replica and not yet acknowledged

@@ -32,6 +32,7 @@ from leaderboard.loading import with_library
 from leaderboard.transport import Command, execute_packed
 
 from .settings import ScorerSettings
+from .stats import Stats
 
 # Errors that mean "Redis is not there right now" (down, restarting, loading, failing over):
 # retried with backoff. Everything else is a bug or bad data and is not hidden by a retry.
@@ -75,8 +76,10 @@ class GroupWorker:
         group: str,
         concurrency: int = 1,
         start_id: str = "0",
+        stats: Stats | None = None,
     ) -> None:
         self.redis = redis
+        self.stats = stats or Stats()
         self.lb = Leaderboard(redis, settings.game)
         self.stream = stream
         self.group = group
@@ -213,6 +216,7 @@ class GroupWorker:
             try:
                 result = await op()
             except REDIS_DOWN as exc:
+                self.stats.redis_errors += 1
                 loop_time = asyncio.get_running_loop().time()
                 if self._down_since is None:
                     self._down_since = loop_time

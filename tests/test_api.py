@@ -22,6 +22,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 from openapi_spec_validator import validate
+from prometheus_client.parser import text_string_to_metric_families
 
 from api.routes import openapi
 from fleet.redis_server import RedisServer, free_port
@@ -976,3 +977,25 @@ async def test_an_idempotency_key_reused_with_another_body_is_refused(
         applied = await post_applied(http, scores, first)
         assert applied.status_code == 200 and applied.json()["status"] == "applied", applied.text
     assert (await lb.ranks(["ana"], "weekly", "global")).standings[0].score == 500
+
+
+def test_the_api_counts_its_answers_at_its_own_metrics_port(redis_url: str) -> None:
+    """``LB_API_METRICS_PORT``: requests by method and status, top N lookups by source (the
+    first read from Redis, the next held), on an address of its own, never the API's port.
+    Nothing is published here: each request looks up twice (the fast path, then the route)."""
+    port = free_port()
+    with api_process(redis_url, LB_API_METRICS_PORT=str(port)) as url:
+        assert httpx.get(url + "/v1/no-such-route").status_code == 404
+        assert httpx.get(url + "/metrics").status_code == 404
+        for _ in range(2):
+            assert httpx.get(url + "/v1/boards/global/top").status_code == 200
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    assert samples[("lb_api_requests_total", (("code", "404"), ("method", "GET")))] == 2
+    assert samples[("lb_api_requests_total", (("code", "200"), ("method", "GET")))] >= 3  # and the start's probe
+    tops = {labels[0][1]: value for (name, labels), value in samples.items() if name == "lb_api_top_lookups_total"}
+    assert (tops["read"], tops["held"], tops["live"], tops["stale"]) == (1, 3, 0, 0)

@@ -343,12 +343,16 @@ async def test_a_replica_end_to_end_with_prometheus_metrics(
                 if msg and len(orjson.loads(msg["data"])["entries"]) == 10:
                     return orjson.loads(msg["data"])
 
+        async def get(path: str) -> str:
+            reader, writer = await asyncio.open_connection("127.0.0.1", settings.metrics_port)
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            answer = (await asyncio.wait_for(reader.read(), 5000 * MS)).decode()
+            writer.close()
+            return answer
+
         snap = await asyncio.wait_for(full_snapshot(), 5000 * MS)
         assert snap["entries"][0] == {"rank": 1, "player": "p9", "score": 9}
-        reader, writer = await asyncio.open_connection("127.0.0.1", settings.metrics_port)
-        writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        body = (await asyncio.wait_for(reader.read(), 5000 * MS)).decode()
-        writer.close()
+        body = await get("/metrics")
         assert body.startswith("HTTP/1.1 200 OK")
         for line in (
             "lb_scorer_applied_total 10.0",
@@ -358,7 +362,12 @@ async def test_a_replica_end_to_end_with_prometheus_metrics(
             assert line in body
         assert "lb_scorer_backlog" in body and "lb_scorer_oldest_age_seconds" in body
         assert "lb_scorer_published_total" in body and "lb_scorer_badges_awarded_total" in body
+        assert "lb_scorer_redis_errors_total 0.0" in body
         assert scorer.stats.applied == 10
+        # the orchestrator's probe: ready while working, not once asked to stop
+        assert (await get("/readyz")).startswith("HTTP/1.1 200 OK")
+        scorer.stop()
+        assert (await get("/readyz")).startswith("HTTP/1.1 503 ")
     await pubsub.aclose()
     assert not await r.exists(config.keys.publish_lease)  # released on close
 

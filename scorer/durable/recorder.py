@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TypeVar
@@ -22,6 +23,7 @@ import orjson
 from leaderboard import GameConfig, InvalidSubmission, Submission, SubmitResult, now_ms
 from leaderboard.backoff import redis_backoff
 
+from ..stats import Stats
 from .fold import ActionFolder
 from .lifetimes import SlipLifetimes
 from .records import Action, Compaction, Record, Slip
@@ -109,8 +111,17 @@ def _drop_outcome(done: asyncio.Future[None]) -> None:
 
 
 class Recorder:
-    def __init__(self, store: Store, config: GameConfig, *, retention_days: float, compact_every_s: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        config: GameConfig,
+        *,
+        retention_days: float,
+        compact_every_s: float,
+        stats: Stats | None = None,
+    ) -> None:
         self.store = store
+        self.stats = stats or Stats()  # the commits' count and time, and the store's refusals
         self.config = config
         self.retention_ms = int(retention_days * 86_400_000)
         self.compact_every_s = compact_every_s
@@ -156,6 +167,7 @@ class Recorder:
 
     async def _commit(self, group: dict[asyncio.Future[None], list[Record]]) -> None:
         records = next(iter(group.values())) if len(group) == 1 else earliest(group.values())
+        started = time.perf_counter()
         try:
             self.recorded += await self._retry(lambda: self.store.record(self.config.game, records), "record")
         except BaseException as exc:
@@ -168,6 +180,8 @@ class Recorder:
                 raise
             return
         self.commits += 1
+        self.stats.durable_commits += 1
+        self.stats.durable_commit_s += time.perf_counter() - started
         for done in group:
             done.set_result(None)
 
@@ -186,6 +200,7 @@ class Recorder:
             try:
                 return await op()
             except self.store.unavailable as exc:
+                self.stats.durable_unavailable += 1
                 if backoff.attempt == 0:
                     log.warning("durable store unavailable (%s: %s); retrying, batch not acknowledged", what, exc)
                 await asyncio.sleep(backoff.next_delay())
