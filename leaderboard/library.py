@@ -70,8 +70,8 @@ from redis.exceptions import ResponseError
 from . import boards
 from .assembly import packaged
 from .batch import DEFINITION_FIELDS, SUBMIT_LAYOUT, decode_batch, definition_record, encode_batch, outcome_rows
+from .boards.reads import Board
 from .config import GameConfig
-from .defined import Board
 from .definitions import Definitions
 from .errors import BadPeriod, BadRequest, InvalidBoard, LibraryMismatch, NotReplicated, TournamentError, from_reply
 from .keys import DEFINED, HOUR_MS, defined_of, parse_scope
@@ -417,7 +417,7 @@ class Leaderboard(PlainReads):
             added += int(await _execute(self.redis, command))
         return added
 
-    # --- board definitions (leaderboard/boards.py; the registry in definitions.py)
+    # --- board definitions (leaderboard/boards/; the registry in definitions.py)
 
     async def create_board(self, definition: boards.Definition) -> boards.Definition:
         """lb_board_put: store a new board definition (version 1). Creating the same one again is

@@ -42,7 +42,7 @@ from leaderboard import (
     snapshot,
 )
 from leaderboard.backoff import redis_backoff
-from leaderboard.defined import Board
+from leaderboard.boards.reads import Board
 from leaderboard.definitions import Definitions
 from leaderboard.keys import DEFINED, defined_of
 from leaderboard.purge import PURGE_EVERY_S, Purger

@@ -1,4 +1,4 @@
-"""Properties of defined boards against the pure model (leaderboard/boards.py ``Board``), on a
+"""Properties of defined boards against the pure model (leaderboard/boards/model.py ``Board``), on a
 real redis-server:
 
 * reads: entries written as the model encodes them (lex members, or a packed board's scores),
