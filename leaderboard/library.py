@@ -70,7 +70,7 @@ from redis.exceptions import ResponseError
 from . import boards
 from .assembly import packaged
 from .batch import DEFINITION_FIELDS, SUBMIT_LAYOUT, decode_batch, definition_record, encode_batch, outcome_rows
-from .boards.reads import Board
+from .boards import BoardPeriod
 from .config import GameConfig
 from .definitions import Definitions
 from .errors import BadPeriod, BadRequest, InvalidBoard, LibraryMismatch, NotReplicated, TournamentError, from_reply
@@ -377,7 +377,7 @@ class Leaderboard(PlainReads):
         reply = await _execute(self.redis, ("FCALL", "lb_close", len(keys), *keys, *args))
         return None if reply is None else str(reply)
 
-    async def close_board(self, board: Board, *, top_n: int, keep: int, maxlen: int) -> str | None:
+    async def close_board(self, board: BoardPeriod, *, top_n: int, keep: int, maxlen: int) -> str | None:
         """lb_close_board: ``close`` for one period of a defined board (``defined_board``),
         whose periods are its own: the event's stream id, or None if it was closed before."""
         name, keys, args = board.close_call(top_n=top_n, keep=keep, maxlen=maxlen, now=now_ms())
@@ -682,7 +682,7 @@ class Leaderboard(PlainReads):
 
     async def defined_board(
         self, window_name: str, scope: str, at: int | None = None, period_name: str | None = None
-    ) -> Board | None:
+    ) -> BoardPeriod | None:
         """The defined board a scope ``board:<id>`` names (its period resolved as a read names
         it), or None for any other scope. BadRequest for a board nobody defined, or a window it
         does not keep; BadPeriod as ``_board``."""
@@ -699,7 +699,7 @@ class Leaderboard(PlainReads):
         if tournament_of(window_name) is not None:  # a tournament on the board: its one period
             spec = await self.window_of(window_name)
             try:
-                return Board(self.keys, definition, spec.resolve(period_name, at), scope)
+                return BoardPeriod(self.keys, definition, spec.resolve(period_name, at), scope)
             except ValueError as exc:
                 raise BadPeriod(str(exc)) from None
         try:
@@ -710,7 +710,21 @@ class Leaderboard(PlainReads):
             found = boards.resolve(definition, window_name, period_name, at)
         except ValueError as exc:
             raise BadPeriod(str(exc)) from None
-        return Board(self.keys, definition, found, scope)
+        return BoardPeriod(self.keys, definition, found, scope)
+
+    async def board_period(
+        self, window_name: str, scope: str, at: int | None = None, period_name: str | None = None
+    ) -> BoardPeriod:
+        """Any board period a read names, as one type: a defined board's (``defined_board``), or
+        one of the game's own boards as the definition ``default`` with its scope, ranked in its
+        window's mode. BadRequest for a board or window nobody keeps, BadPeriod as ``_board``."""
+        defined = await self.defined_board(window_name, scope, at, period_name)
+        if defined is not None:
+            return defined
+        _, found = await self._board(window_name, scope, at, period_name)
+        default = self.boards.get(boards.DEFAULT_ID)
+        assert default is not None  # the registry always holds the game's (configured, or stored)
+        return BoardPeriod(self.keys, default, found, scope, mode=self.config.rank_mode_for(window_name))
 
     async def _fcall_ro(self, name: str, keys: list[str], *args: str | int) -> Any:
         with _library_errors():
@@ -748,7 +762,7 @@ class Leaderboard(PlainReads):
         for the publisher, whose tick may find hundreds of boards changed (a fraction of the
         client's CPU per board of one call each, measured in docs/operations.md). A defined
         board's top is its definition's ``top_n``."""
-        found: list[Board | tuple[str, Period]] = []
+        found: list[BoardPeriod | tuple[str, Period]] = []
         commands: list[Command] = []
         for window_name, scope in boards:
             defined = await self.defined_board(window_name, scope, at)
@@ -768,7 +782,7 @@ class Leaderboard(PlainReads):
             )
         out = []
         for board, flat in zip(found, replies, strict=True):
-            if isinstance(board, Board):
+            if isinstance(board, BoardPeriod):
                 out.append(board.top(flat))
                 continue
             window_name, period = board

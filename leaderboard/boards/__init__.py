@@ -33,7 +33,9 @@ every read of the function library to it.
 The package, one module per concept: ``definition`` (the definition, its parsing and
 validation, a submission's values checked against it), ``encoding`` (packed scores, lex
 members), ``periods`` (the periods of a definition's windows), ``model`` (``Board``, and
-``combine``), ``reads`` (the reads of one board period: their calls and replies).
+``combine``), ``names`` (which definition and scope a board's name means: the game's own
+boards are the definition ``default`` kept per scope), ``reads`` (``BoardPeriod``: any board
+period a read names, its calls and their replies).
 """
 
 from .definition import (
@@ -69,7 +71,9 @@ from .definition import (
 )
 from .encoding import KEY_HEX, TIME_HEX, decode_member, encode_member, key_prefix, pack, player_of, player_part, unpack
 from .model import Board, _order_key, combine
+from .names import LiveBoard, definition_of, home_scope
 from .periods import named, period, period_bounds, resolve, window_of
+from .reads import BoardPeriod
 
 __all__ = [
     "BOARD_WINDOWS",
@@ -93,7 +97,9 @@ __all__ = [
     "TIME_HEX",
     "Board",
     "BoardKey",
+    "BoardPeriod",
     "Definition",
+    "LiveBoard",
     "Season",
     "_order_key",
     "check_default",
@@ -105,7 +111,9 @@ __all__ = [
     "combine",
     "decode_member",
     "default_definition",
+    "definition_of",
     "encode_member",
+    "home_scope",
     "key_prefix",
     "named",
     "pack",

@@ -1,9 +1,9 @@
-"""Reads of defined boards (leaderboard/boards/): the calls of ``lb_top``, ``lb_around`` and
-``lb_ranks`` for one board period, with the board's encoding argument (a packed board's shift,
-a lex board's ``lex:<key count>``), and the decoding of their replies, which have one shape on
-both encodings. ``Leaderboard.top``, ``around`` and ``ranks`` come here for a scope
-``board:<id>``, so every caller (gateways, the HTTP API, the publisher) reads a defined board
-as any other.
+"""The reads of one board period (``BoardPeriod``): the calls of ``lb_top``, ``lb_around`` and
+``lb_ranks`` with the board's encoding argument (a packed board's shift, a lex board's
+``lex:<key count>``), and the decoding of their replies, which have one shape on both
+encodings. A ``BoardPeriod`` names any board period a read may name: a definition (the game's
+own boards are the definition ``default``, names.py), a window's period and a scope; what
+differs between boards is their encoding and lives here and in encoding.py, nowhere else.
 
 An entry's order decodes to its key values: a lex member's (``decode_member``), a packed
 score's (``unpack``). Ranks in the three modes come from the function library, each an
@@ -30,24 +30,25 @@ from .encoding import decode_member, key_prefix, unpack
 Call = tuple[str, list[str], list[str | int]]  # a function of the library, its keys and arguments
 
 
-class Board:
-    """One period of one scope of a defined board: each read as the call to make (lb_top,
-    lb_around, lb_ranks with the board's encoding and rank mode) and the decoding of its reply."""
+class BoardPeriod:
+    """One period of one scope of a board: its keys in Redis, and each read as the call to make
+    (lb_top, lb_around, lb_ranks with the board's encoding and rank mode) and the decoding of its
+    reply. ``mode``: the rank mode its reads rank in, the definition's unless the game's
+    configuration ranks one of the default's windows otherwise (LB_WINDOW_RANK_MODES)."""
 
-    def __init__(self, keys: Keys, definition: boards.Definition, period: Period, scope: str) -> None:
+    def __init__(
+        self, keys: Keys, definition: boards.Definition, period: Period, scope: str, *, mode: str | None = None
+    ) -> None:
         self.keys = keys
         self.definition = definition
         self.period = period
         self.scope = scope
+        self.mode = mode or definition.rank_mode
         self.key_count = len(definition.keys)
         self.lex = definition.encoding == boards.LEX
         args = (period.window.name, period.label, scope)
         self.board, self.members, self.distinct = keys.board(*args), keys.members(*args), keys.points(*args)
         self.meta, self.histogram = keys.metadata(*args), keys.histogram(*args)
-
-    @property
-    def mode(self) -> str:
-        return self.definition.rank_mode
 
     @property
     def shift(self) -> int:
