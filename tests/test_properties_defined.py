@@ -15,6 +15,8 @@ real redis-server:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import redis.asyncio as aioredis
 from hypothesis import given
@@ -108,20 +110,30 @@ async def check(
     assert [(e.player, e.rank) for e in around.entries] == [(p, model.rank(p)) for p in window]
 
 
-def test_reads_of_both_encodings_equal_the_model(redis_server: RedisServer) -> None:
+def hold(
+    redis_server: RedisServer,
+    examples: int,
+    cases: st.SearchStrategy[tuple[Any, ...]],
+    check: Callable[..., Coroutine[Any, Any, None]],
+) -> None:
+    """``check(r, *case)`` for ``examples`` generated cases, on one connection and one loop."""
     with asyncio.Runner() as runner:
         r = connect(redis_server.url)
         assert isinstance(r, aioredis.Redis)
 
-        @bounded(80)
-        @given(boards_with_entries())
-        def run(case: tuple[boards.Definition, dict[str, tuple[tuple[int, ...], int]]]) -> None:
+        @bounded(examples)
+        @given(cases)
+        def run(case: tuple[Any, ...]) -> None:
             runner.run(check(r, *case))
 
         try:
             run()
         finally:
             runner.run(r.aclose())
+
+
+def test_reads_of_both_encodings_equal_the_model(redis_server: RedisServer) -> None:
+    hold(redis_server, 80, boards_with_entries(), check)
 
 
 @st.composite
@@ -198,19 +210,7 @@ async def check_writes(
 
 
 def test_writes_through_lb_submit_leave_the_board_as_the_model_says(redis_server: RedisServer) -> None:
-    with asyncio.Runner() as runner:
-        r = connect(redis_server.url)
-        assert isinstance(r, aioredis.Redis)
-
-        @bounded(120)
-        @given(histories(), st.integers(0, 25))
-        def run(case: tuple[boards.Definition, list[tuple[str, str, list[str], int]]], cut: int) -> None:
-            runner.run(check_writes(r, *case, cut))
-
-        try:
-            run()
-        finally:
-            runner.run(r.aclose())
+    hold(redis_server, 120, st.tuples(histories(), st.integers(0, 25)).map(lambda c: (*c[0], c[1])), check_writes)
 
 
 # The game's own boards are the definition ``default`` kept per scope: a slip naming a region and
@@ -280,16 +280,4 @@ async def check_game_writes(
 
 
 def test_the_games_own_boards_follow_the_model_of_their_definition_in_every_scope(redis_server: RedisServer) -> None:
-    with asyncio.Runner() as runner:
-        r = connect(redis_server.url)
-        assert isinstance(r, aioredis.Redis)
-
-        @bounded(40)
-        @given(game_histories())
-        def run(case: tuple[GameConfig, list[tuple[str, str, int, int, str | None, str | None]]]) -> None:
-            runner.run(check_game_writes(r, *case))
-
-        try:
-            run()
-        finally:
-            runner.run(r.aclose())
+    hold(redis_server, 40, game_histories(), check_game_writes)
