@@ -27,8 +27,7 @@ import heapq
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from dataclasses import field as default
+from dataclasses import dataclass, field
 from typing import cast
 
 from leaderboard import (
@@ -42,8 +41,9 @@ from leaderboard import (
     snapshot,
 )
 from leaderboard.backoff import redis_backoff
-from leaderboard.boards import DEFAULT_ID, BoardPeriod, LiveBoard, definition_of, home_scope
+from leaderboard.boards import DEFAULT_ID, BoardPeriod, LiveBoard, definition_of, home_of, home_scope
 from leaderboard.definitions import Definitions
+from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.purge import PURGE_EVERY_S, Purger
 from leaderboard.transport import execute_packed
 from leaderboard.windows import tournament_of
@@ -80,18 +80,19 @@ class Due:
 
 @dataclass(frozen=True, slots=True)
 class Current:
-    """The current period of every board (pure): of each definition's windows, ``(definition id,
-    window)`` -> label (the game's ``default`` has one per window, shared by all its scopes:
-    boards.definition_of), and of each running tournament, ``t-<id>`` -> label (a tournament's
-    one period is the same on every board it runs on)."""
+    """The current period of every board (pure): of each definition's windows, keyed by the
+    board in its home scope, ``(window, boards.home_scope(id))`` -> label (the game's
+    ``default`` has one per window, ``(window, "global")``, shared by all its scopes), and of
+    each running tournament, ``t-<id>`` -> label (a tournament's one period is the same on
+    every board it runs on)."""
 
-    windows: Mapping[tuple[str, str], str]
-    tournaments: Mapping[str, str] = default(default_factory=dict)
+    windows: Mapping[LiveBoard, str]
+    tournaments: Mapping[str, str] = field(default_factory=dict)
 
     def label(self, window: str, scope: str) -> str | None:
         if tournament_of(window) is not None:
             return self.tournaments.get(window)
-        return self.windows.get((definition_of(scope), window))
+        return self.windows.get((window, home_of(scope)))
 
 
 def due_boards(
@@ -122,8 +123,7 @@ def due_boards(
         if current.label(window, scope) == period:
             want[window, scope] = (period, int(version))
     if rest is None:
-        homes = ((w, home_scope(d)) for d, w in current.windows if d != DEFAULT_ID)
-        rest = {*published, *homes}
+        rest = {*published, *(key for key in current.windows if not _of_default(key))}
     for window, scope in set(rest):
         label = current.label(window, scope)
         if label is not None and (window, scope) not in want:
@@ -133,8 +133,9 @@ def due_boards(
 
 
 class DefinitionPeriods:
-    """(definition id, window) -> the current period label of every stored definition's windows
-    (the game's ``default`` aside: the game's configuration names its windows, ``Current``),
+    """(window, home scope) -> the current period label of every stored definition's windows
+    (boards.home_scope: ``board:<id>``; the game's ``default`` aside: the game's configuration
+    names its windows, ``Current``),
     kept current from the registry's changes and from each period's end (a heap), so a tick
     computes the periods of the definitions that changed and of the periods that ended, not of
     every definition (a time zone's period costs a calendar computation: with 100,000
@@ -143,11 +144,11 @@ class DefinitionPeriods:
     def __init__(self) -> None:
         self.labels: dict[tuple[str, str], str] = {}
         self._ends: dict[tuple[str, str], int] = {}
-        self._heap: list[tuple[int, str, str]] = []  # (end_ms, definition id, window); stale ones skipped
+        self._heap: list[tuple[int, str, str]] = []  # (end_ms, window, scope); stale ones skipped
         self._of: dict[str, tuple[str, ...]] = {}  # definition id -> its windows, as held here
         self._mark = (-1, 0)
         self._now = 0
-        self.dirty: set[LiveBoard] = set()  # boards whose period was placed or dropped since the last take_dirty()
+        self.dirty: set[LiveBoard] = set()  # keys placed or dropped since the last take_dirty()
         self.placed = 0  # periods computed since made: the definitions changed and the periods ended
 
     def update(self, registry: Definitions, now: int) -> None:
@@ -157,19 +158,20 @@ class DefinitionPeriods:
             changed = list(registry.stored)
         self._now = now
         for board in changed:
+            scope = home_scope(board)
             for w in self._of.pop(board, ()):
-                self.labels.pop((board, w), None)
-                self._ends.pop((board, w), None)
-                self.dirty.add((w, home_scope(board)))
+                self.labels.pop((w, scope), None)
+                self._ends.pop((w, scope), None)
+                self.dirty.add((w, scope))
             d = registry.stored.get(board)
             if d is not None and d.id != DEFAULT_ID:
                 self._of[board] = d.windows
                 for w in d.windows:
                     self._place(d, w, now)
         while self._heap and self._heap[0][0] <= now:
-            end, board, w = heapq.heappop(self._heap)
-            d = registry.stored.get(board)
-            if self._ends.get((board, w)) == end and d is not None:
+            end, w, scope = heapq.heappop(self._heap)
+            d = registry.stored.get(definition_of(scope))
+            if self._ends.get((w, scope)) == end and d is not None:
                 self._place(d, w, now)
 
     def take_dirty(self) -> set[LiveBoard]:
@@ -179,9 +181,9 @@ class DefinitionPeriods:
     def _place(self, d: boards.Definition, w: str, now: int) -> None:
         p = boards.period(d, w, now)
         self.placed += 1
-        key = (d.id, w)
+        key = (w, home_scope(d.id))
         self.labels[key], self._ends[key] = p.label, p.end_ms
-        self.dirty.add((w, home_scope(d.id)))
+        self.dirty.add(key)
         heapq.heappush(self._heap, (p.end_ms, *key))
 
 
@@ -211,8 +213,7 @@ class Publisher:
         # of the game's default (its windows roll over together, over every scope), and
         # PUBLISH_PER_TICK at most of the backlog: the defined boards whose period changed (new,
         # deleted, rolled over), those the cap left over, and every defined board once the lease
-        # is (re)taken. A tick's work follows the boards that may be due,
-        # not the boards defined.
+        # is (re)taken. A tick's work follows the boards that may be due, not the boards defined.
         self._game_keys: set[LiveBoard] = set()
         self._backlog: collections.deque[LiveBoard] = collections.deque()
         self.purger = Purger(self.lb)
@@ -249,9 +250,8 @@ class Publisher:
         if self.published is None:
             self.published = await self._load_published()
             self._game_keys = {key for key in self.published if _of_default(key)}
-            homes = ((w, home_scope(board)) for board, w in self.periods.labels)
             self._backlog = collections.deque(
-                {**dict.fromkeys(k for k in self.published if not _of_default(k)), **dict.fromkeys(homes)}
+                {**dict.fromkeys(k for k in self.published if not _of_default(k)), **dict.fromkeys(self.periods.labels)}
             )
             self._counted(True)
             log.info("publish lease taken (%s)", self.owner)
@@ -268,7 +268,7 @@ class Publisher:
         if expired:
             await self.redis.hdel(self.keys.tournaments, *expired)
         self.periods.update(self.lb.boards, now)
-        game = {(DEFAULT_ID, w.name): w.period(now).label for w in self.config.window_specs}
+        game = {(w.name, GLOBAL_SCOPE): w.period(now).label for w in self.config.window_specs}
         current = Current(collections.ChainMap(game, self.periods.labels), tournaments)
         self._backlog.extend(self.periods.take_dirty())
         batch = min(len(self._backlog), PUBLISH_PER_TICK)
@@ -365,8 +365,8 @@ class Publisher:
     async def _load_published(self) -> dict[LiveBoard, tuple[str, int]]:
         raw = cast(dict[str, str], await self.redis.hgetall(self.keys.published))
         out = {}
-        for field, value in raw.items():
-            window, _, scope = field.partition(":")
+        for key, value in raw.items():
+            window, _, scope = key.partition(":")
             period, _, version = value.rpartition(":")
             # a defined board's record is kept whatever its windows: its definition is read later
             known = window in self.config.windows or tournament_of(window) or not _of_default((window, scope))

@@ -192,7 +192,9 @@ async def test_the_publishers_periods_follow_changes_without_computing_every_def
     periods.update(lb.boards, now)
 
     def expected(at: int) -> dict[tuple[str, str], str]:
-        return {(d.id, w): boards.period(d, w, at).label for d in lb.boards.stored.values() for w in d.windows}
+        return {
+            (w, f"board:{d.id}"): boards.period(d, w, at).label for d in lb.boards.stored.values() for w in d.windows
+        }
 
     assert periods.labels == expected(now)
     placed = periods.placed

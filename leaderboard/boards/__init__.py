@@ -71,7 +71,7 @@ from .definition import (
 )
 from .encoding import KEY_HEX, TIME_HEX, decode_member, encode_member, key_prefix, pack, player_of, player_part, unpack
 from .model import Board, _order_key, combine
-from .names import LiveBoard, definition_of, home_scope
+from .names import LiveBoard, definition_of, home_of, home_scope
 from .periods import named, period, period_bounds, resolve, window_of
 from .reads import BoardPeriod
 
@@ -113,6 +113,7 @@ __all__ = [
     "default_definition",
     "definition_of",
     "encode_member",
+    "home_of",
     "home_scope",
     "key_prefix",
     "named",

@@ -25,3 +25,9 @@ def home_scope(definition_id: str) -> str:
     """The scope of a definition's board that exists as soon as it is defined (``global`` for
     the game's ``default``, whose other scopes exist once a slip names them; ``board:<id>``)."""
     return GLOBAL_SCOPE if definition_id == DEFAULT_ID else scope_label(DEFINED, definition_id)
+
+
+def home_of(scope: str) -> str:
+    """The home scope of the definition ``scope`` belongs to: ``global`` for the game's, the
+    scope itself for a defined board's (one board: its scope is its home)."""
+    return GLOBAL_SCOPE if definition_of(scope) == DEFAULT_ID else scope

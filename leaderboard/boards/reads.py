@@ -2,8 +2,9 @@
 ``lb_ranks`` with the board's encoding argument (a packed board's shift, a lex board's
 ``lex:<key count>``), and the decoding of their replies, which have one shape on both
 encodings. A ``BoardPeriod`` names any board period a read may name: a definition (the game's
-own boards are the definition ``default``, names.py), a window's period and a scope; what
-differs between boards is their encoding and lives here and in encoding.py, nowhere else.
+own boards are the definition ``default``, names.py), a window's period and a scope. What
+differs between boards is their encoding, decoded here (``Leaderboard``'s reads of the game's own
+boards still decode their packed scores by their window, library.py: the same packing).
 
 An entry's order decodes to its key values: a lex member's (``decode_member``), a packed
 score's (``unpack``). Ranks in the three modes come from the function library, each an
