@@ -1,7 +1,8 @@
 """One connection's state, kept small: at 10k sockets every slot counts (``__slots__``).
 
 No per-connection task or queue lives here: the connection handler (websockets' own task) reads,
-outbound.py does every write, the sweep task pings. ``BoardKey`` is ``(window, scope)``.
+outbound.py does every write, the sweep task pings. A board a client watches is a
+``boards.LiveBoard``, ``(window, scope)``.
 
 ``LeanConnection`` is websockets' server connection minus what an idle subscribed socket does not
 use (docs/benchmarks.md has the per-connection breakdown this follows): two empty deques of
@@ -22,6 +23,7 @@ from websockets.protocol import Protocol, State
 from websockets.streams import StreamReader
 
 from leaderboard.auth import SPECTATOR, Identity
+from leaderboard.boards import LiveBoard
 
 from .fanout import socket_fd
 
@@ -30,7 +32,6 @@ try:  # websockets' C unmasking, as its own frame parser picks it
 except ImportError:  # pragma: no cover  (websockets built without its C extension)
     from websockets.utils import apply_mask
 
-BoardKey = tuple[str, str]  # (window, scope)
 
 _PARSE, _AT_EOF = Protocol.parse.__code__, StreamReader.at_eof.__code__
 _PONG = 0x8A  # first byte of a pong frame: FIN, no reserved bits, opcode 0xA
@@ -213,7 +214,7 @@ class Client:
         self.wire = 0
         self.address = ""  # the client's address (leaderboard/proxies.py): a spectator's read budget
         # a tuple (48 bytes for one board) rather than a set (216): a socket watches a handful
-        self.boards: tuple[BoardKey, ...] = ()
+        self.boards: tuple[LiveBoard, ...] = ()
         # no more writes: dropped, its handler ended, or its closing handshake began (the last
         # set by LeanConnection.send_data)
         self.closed = False
@@ -232,7 +233,7 @@ class Client:
         self.ping_sent = 0.0
         self.last_ping = now
         # own rank: the last (rank, score) pushed per board, to push only on change
-        self.ranks: dict[BoardKey, tuple[int | None, int | None]] = {}
+        self.ranks: dict[LiveBoard, tuple[int | None, int | None]] = {}
         # rate limit: a token bucket, and refused messages within the abuse window
         self.tokens = burst  # the caller's one float, not a new one per connection
         self.refill_at = now
@@ -253,11 +254,11 @@ class Client:
         self.closed = True
         Client.changes += 1
 
-    def add_board(self, key: BoardKey) -> None:
+    def add_board(self, key: LiveBoard) -> None:
         if key not in self.boards:
             self.boards = (*self.boards, key)
 
-    def discard_board(self, key: BoardKey) -> None:
+    def discard_board(self, key: LiveBoard) -> None:
         if key in self.boards:
             self.boards = tuple(k for k in self.boards if k != key)
 

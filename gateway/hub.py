@@ -31,13 +31,13 @@ from functools import partial
 import orjson
 from redis.exceptions import RedisError
 
-from leaderboard import BadRequest, Leaderboard, RedisClient, now_ms, snapshot
-from leaderboard.keys import GLOBAL_SCOPE, defined_of
+from leaderboard import BadRequest, Leaderboard, RedisClient, boards, now_ms, snapshot
+from leaderboard.boards import LiveBoard
 from leaderboard.lifecycle import stop
 from leaderboard.settings import redacted
 from leaderboard.subscriber import Subscriber
 
-from .client import BoardKey, Client
+from .client import Client
 from .frames import DELTAS, RESYNC, build, group, text_frame
 from .metrics import Metrics
 from .outbound import Outbound
@@ -62,17 +62,17 @@ class Hub:
         self._raw = raw  # bytes replies: snapshots are forwarded unchanged
         self._lb = lb
         self._keys = lb.keys
-        self._subs: dict[BoardKey, set[Client]] = {}
+        self._subs: dict[LiveBoard, set[Client]] = {}
         # board -> its subscribers by the frame they take next (frames.py): each set is one
         # audience of the fan-out, as a board's one set was before deltas
-        self._groups: dict[BoardKey, dict[int, set[Client]]] = {}
+        self._groups: dict[LiveBoard, dict[int, set[Client]]] = {}
         # board -> (payload, frame, built_at); built_at > 0 for snapshots built here (version 0)
-        self._latest: dict[BoardKey, tuple[bytes, bytes, float]] = {}
-        self._channel_board: dict[bytes, BoardKey] = {}
+        self._latest: dict[LiveBoard, tuple[bytes, bytes, float]] = {}
+        self._channel_board: dict[bytes, LiveBoard] = {}
         self._pending: dict[bytes, asyncio.Future[None]] = {}
         self._announce = self._keys.announce_channel.encode()
         # board -> its last announcements heard (ms heard, message), oldest first
-        self._recent: dict[BoardKey, deque[tuple[int, dict[str, object]]]] = {}
+        self._recent: dict[LiveBoard, deque[tuple[int, dict[str, object]]]] = {}
         self._resync: asyncio.Task[None] | None = None
         label = f"{self._keys.game} (redis at {redacted(settings.redis_url)})"
         self.subscriber = Subscriber(raw, self._announce, self, log=log, label=label)
@@ -90,10 +90,10 @@ class Hub:
 
     # ------------------------------------------------------------ subscriptions
 
-    def channel(self, key: BoardKey) -> bytes:
+    def channel(self, key: LiveBoard) -> bytes:
         return self._keys.snapshot_channel(*key).encode()
 
-    async def subscribe(self, client: Client, key: BoardKey) -> None:
+    async def subscribe(self, client: Client, key: LiveBoard) -> None:
         """Add a subscriber and send it the board's latest snapshot at once."""
         client.add_board(key)
         self._subs.setdefault(key, set()).add(client)
@@ -105,7 +105,7 @@ class Hub:
         # can be missed (at worst the client sees one snapshot twice; versions tell).
         await self.resend(client, key)
 
-    async def resend(self, client: Client, key: BoardKey) -> None:
+    async def resend(self, client: Client, key: LiveBoard) -> None:
         """Send a subscriber the board's latest snapshot whole (on subscribe, and when a delta
         client asks: ``resync``); from then on it takes deltas, if it asked for them."""
         latest = await self._load_latest(key)
@@ -117,11 +117,11 @@ class Hub:
         if client.wire & DELTAS and held is not None and held[1] is latest and not held[2]:
             self._move(client, key, group(client.wire, fresh=True))
 
-    def _join(self, client: Client, key: BoardKey, to: int) -> None:
+    def _join(self, client: Client, key: LiveBoard, to: int) -> None:
         self._groups.setdefault(key, {}).setdefault(to, set()).add(client)
         Client.changed()
 
-    def _leave(self, client: Client, key: BoardKey) -> None:
+    def _leave(self, client: Client, key: LiveBoard) -> None:
         groups = self._groups.get(key)
         if groups is not None:
             for g in [g for g, members in groups.items() if client in members]:
@@ -132,7 +132,7 @@ class Hub:
                 del self._groups[key]
         Client.changed()
 
-    def _move(self, client: Client, key: BoardKey, to: int) -> None:
+    def _move(self, client: Client, key: LiveBoard, to: int) -> None:
         self._leave(client, key)
         self._join(client, key, to)
 
@@ -156,27 +156,26 @@ class Hub:
                 self._move(client, key, group(wire, fresh=fresh))
         client.wire = wire
 
-    async def exists(self, key: BoardKey) -> bool:
-        """Whether a client may subscribe to ``key``: the global board, a configured one
-        (``LB_GW_BOARDS``), one somebody here already watches, or one with data in Redis. Anyone
-        can send a subscribe; only boards that exist may make this process SUBSCRIBE to a channel
-        and hold an entry in its maps, so those stay bounded by what trusted game servers wrote."""
+    async def exists(self, key: LiveBoard) -> bool:
+        """Whether a client may subscribe to ``key``: a board exists once its definition does, in
+        the windows it keeps (a tournament's must exist too: its name comes from the client), in
+        its home scope (``global``, ``board:<id>``: boards.home_scope) and the scopes configured
+        here (``LB_GW_BOARDS``); any other scope of the game's (``region:<r>``) once somebody here
+        watches it or it has data in Redis. Anyone can send a subscribe; only boards that exist
+        may make this process SUBSCRIBE to a channel and hold an entry in its maps, so those stay
+        bounded by what trusted game servers wrote."""
         win, scope = key
         if key in self._subs:
             return True
-        if defined_of(scope):  # a defined board exists once defined, in the windows it keeps
-            try:
-                return await self._lb.defined_board(win, scope) is not None
-            except BadRequest:
-                return False
-        # A tournament window must exist before anything else: its name comes from the client.
-        spec = await self._lb.window_of(win)
-        if scope == GLOBAL_SCOPE or scope in self.settings.boards:
+        try:
+            board = await self._lb.board_period(win, scope)
+        except BadRequest:
+            return False
+        if scope == boards.home_scope(board.definition.id) or scope in self.settings.boards:
             return True
-        period = spec.period(now_ms()).label
-        return bool(await self._raw.exists(self._keys.latest(win, scope), self._keys.board(win, period, scope)))
+        return bool(await self._raw.exists(self._keys.latest(win, scope), board.board))
 
-    def unsubscribe(self, client: Client, key: BoardKey) -> None:
+    def unsubscribe(self, client: Client, key: LiveBoard) -> None:
         client.discard_board(key)
         client.ranks.pop(key, None)
         subs = self._subs.get(key)
@@ -205,7 +204,7 @@ class Hub:
             async with asyncio.timeout(_CONFIRM_TIMEOUT):  # not wait_for: on Python 3.11 it can lose a cancellation
                 await asyncio.shield(waiter)
 
-    async def _release(self, key: BoardKey) -> None:
+    async def _release(self, key: LiveBoard) -> None:
         channel = self.channel(key)
         async with self.subscriber.lock:
             if key in self._subs:  # someone subscribed again meanwhile
@@ -221,7 +220,7 @@ class Hub:
 
     # ------------------------------------------------------------ latest snapshots
 
-    async def _load_latest(self, key: BoardKey) -> bytes | None:
+    async def _load_latest(self, key: LiveBoard) -> bytes | None:
         """The frame of the board's latest snapshot: cached, stored by the scorer, or built."""
         cached = self._latest.get(key)
         if cached is not None and (not cached[2] or time.monotonic() - cached[2] < _BUILT_TTL):
@@ -251,12 +250,12 @@ class Hub:
         value = await self._raw.get(key)
         return value.encode() if isinstance(value, str) else value
 
-    async def _build(self, key: BoardKey) -> bytes:
-        """No snapshot stored yet (new period, scorer not running yet): the top N, version 0."""
-        win, scope = key
+    async def _build(self, key: LiveBoard) -> bytes:
+        """No snapshot stored yet (new period, scorer not running yet): the top N the publisher
+        would publish (a board's own top N: its definition's), version 0."""
         now = int(time.time() * 1000)
-        top = await self._lb.top(win, scope, self._lb.config.top_n, at=now)
-        return snapshot.build(scope, top, version=0, ts_ms=now)
+        [top] = await self._lb.tops([key], n=self._lb.config.top_n, at=now)
+        return snapshot.build(key[1], top, version=0, ts_ms=now)
 
     async def _resend_latest(self) -> None:
         """After a reconnect: boards whose stored latest differs from what we last sent get it."""
@@ -313,12 +312,12 @@ class Hub:
 
     # ------------------------------------------------------------ fan-out
 
-    def recent(self, key: BoardKey) -> list[dict[str, object]]:
+    def recent(self, key: LiveBoard) -> list[dict[str, object]]:
         """The board's last announcements this process heard, newest first, each with ``ts``:
         when it was heard (ms)."""
         return [{**msg, "ts": ts} for ts, msg in reversed(self._recent.get(key, ()))]
 
-    def _deliver(self, key: BoardKey, payload: bytes, *, snapshot: bool) -> None:
+    def _deliver(self, key: LiveBoard, payload: bytes, *, snapshot: bool) -> None:
         frame = text_frame(payload)
         if not snapshot:
             subs = self._subs.get(key)
@@ -346,7 +345,7 @@ class Hub:
                 self._out.publish(members, body, shared, ts=ts)
             ts = None  # the written lag is observed once per snapshot
 
-    def _caught_up(self, key: BoardKey, g: int, written: Collection[Client]) -> None:
+    def _caught_up(self, key: LiveBoard, g: int, written: Collection[Client]) -> None:
         """``written`` were sent the board's full snapshot from group ``g``: those that took it
         (not skipped, still there and still in ``g``) get deltas from now on."""
         members = self._groups.get(key, {}).get(g)

@@ -22,8 +22,9 @@ from collections.abc import Callable, Collection
 from redis.exceptions import RedisError
 
 from leaderboard import Leaderboard, Standing, wire
+from leaderboard.boards import LiveBoard
 
-from .client import BoardKey, Client
+from .client import Client
 from .frames import text_frame
 from .metrics import Metrics
 from .outbound import Outbound
@@ -69,7 +70,7 @@ class RankPusher:
         t0 = time.perf_counter()
         if due is None:
             due = asyncio.get_running_loop().time()
-        by_board: dict[BoardKey, list[Client]] = {}
+        by_board: dict[LiveBoard, list[Client]] = {}
         for client in clients:
             for key in client.boards:
                 by_board.setdefault(key, []).append(client)
@@ -83,7 +84,7 @@ class RankPusher:
             return 0
         now = time.monotonic()
         # a player's boards in one write: (board, what it saw, frame) per socket
-        pushes: dict[Client, list[tuple[BoardKey, tuple[int | None, int | None], bytes]]] = {}
+        pushes: dict[Client, list[tuple[LiveBoard, tuple[int | None, int | None], bytes]]] = {}
         for key, (period, size, mode, standings) in zip(keys, results, strict=True):
             for client in by_board[key]:
                 standing = standings.get(client.identity.player or "")
@@ -121,7 +122,7 @@ class RankPusher:
         self._metrics.rank_push_seconds.observe(time.perf_counter() - t0)
         return sent
 
-    async def _read(self, key: BoardKey, clients: list[Client]) -> tuple[str, int, str, dict[str, Standing]]:
+    async def _read(self, key: LiveBoard, clients: list[Client]) -> tuple[str, int, str, dict[str, Standing]]:
         players = list({c.identity.player for c in clients if c.identity.player is not None})
         ranks = await self._lb.ranks(players, key[0], key[1], deep_from=self._deep_from)
         return ranks.period.label, ranks.size, ranks.mode, {s.player: s for s in ranks.standings}

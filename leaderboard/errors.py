@@ -82,7 +82,7 @@ INPUT_CODES = {
     "invalid_profile": "profile fields are name, avatar and country",
 }
 
-# Stable error codes of board definitions (leaderboard/boards.py) and their calls
+# Stable error codes of board definitions (leaderboard/boards/) and their calls
 # (lb_board_put, lb_board_delete), and of the key values a submission to a defined board carries.
 BOARD_CODES = {
     "invalid_board": "a definition must be a JSON object of known fields, at most 4096 bytes",

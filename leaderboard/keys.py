@@ -18,7 +18,7 @@ GLOBAL_SCOPE = "global"
 # The span of one seen-id or refusal bucket (``seen(hour)``, ``refused(hour)``): an hour, in ms.
 HOUR_MS = 3_600_000
 SCOPE_KINDS = ("region", "mode")
-DEFINED = "board"  # the scope kind of a defined board: ``board:<id>`` (leaderboard/boards.py)
+DEFINED = "board"  # the scope kind of a defined board: ``board:<id>`` (leaderboard/boards/)
 
 
 def check_name(kind: str, value: str) -> str:
@@ -69,7 +69,7 @@ class Keys:
         return f"{self.prefix}:board:{window}:{period}:{scope}"
 
     def members(self, window: str, period: str, scope: str) -> str:
-        """Hash player -> member of a lex-encoded defined board (leaderboard/boards.py): what
+        """Hash player -> member of a lex-encoded defined board (leaderboard/boards/): what
         finds a player's member, whose text is its place on the board."""
         return f"{self.prefix}:members:{window}:{period}:{scope}"
 
@@ -224,7 +224,7 @@ class Keys:
     # --- board definitions
     @property
     def boards(self) -> str:
-        """Hash board id -> definition JSON (leaderboard/boards.py), written by lb_board_put and
+        """Hash board id -> definition JSON (leaderboard/boards/), written by lb_board_put and
         lb_board_delete only."""
         return f"{self.prefix}:boards"
 

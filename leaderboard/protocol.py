@@ -183,7 +183,7 @@ class SetProfile(Request):
 class DefineBoard(Request):
     action: str  # create, update, delete, show, list
     board: str | None  # delete, show
-    definition: Mapping[str, Any] | None  # create, update (checked by leaderboard/boards.py)
+    definition: Mapping[str, Any] | None  # create, update (checked by leaderboard/boards/definition.py)
 
 
 BOARD_ACTIONS = ("create", "update", "delete", "show", "list")

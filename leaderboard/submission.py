@@ -36,7 +36,7 @@ FIELDS = ("id", "player", "points", "op", "ts", "name", "region", "mode", "tourn
 SLIP = "slip"
 SLIP_PARTS = ("id", "player", "points", "ts", "name")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
-MAX_META_BYTES = 1024  # the most any board allows (leaderboard/boards.py); each board says its own
+MAX_META_BYTES = 1024  # the most any board allows (leaderboard/boards/); each board says its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class Submission:
     # A tournament submission goes to that tournament's boards only (not the game's windows),
     # and counts only if the player is entered.
     tournament: str | None = None
-    # A submission to a defined board (leaderboard/boards.py) goes to that board only, one per
+    # A submission to a defined board (leaderboard/boards/) goes to that board only, one per
     # window it keeps, with its key values (``points`` is then 0 and unused) and metadata.
     board: str | None = None
     values: tuple[int, ...] = ()

@@ -27,14 +27,13 @@ import heapq
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from leaderboard import (
     BoardEntries,
     GameConfig,
     Leaderboard,
-    Period,
     Publication,
     RedisClient,
     boards,
@@ -42,12 +41,12 @@ from leaderboard import (
     snapshot,
 )
 from leaderboard.backoff import redis_backoff
-from leaderboard.defined import Board
+from leaderboard.boards import DEFAULT_ID, BoardPeriod, LiveBoard, definition_of, home_of, home_scope
 from leaderboard.definitions import Definitions
-from leaderboard.keys import DEFINED, defined_of
+from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.purge import PURGE_EVERY_S, Purger
 from leaderboard.transport import execute_packed
-from leaderboard.windows import tournament_of, window
+from leaderboard.windows import tournament_of
 
 from .settings import ScorerSettings
 from .stats import Stats
@@ -79,61 +78,77 @@ class Due:
     version: int
 
 
+@dataclass(frozen=True, slots=True)
+class Current:
+    """The current period of every board (pure): of each definition's windows, keyed by the
+    board in its home scope, ``(window, boards.home_scope(id))`` -> label (the game's
+    ``default`` has one per window, ``(window, "global")``, shared by all its scopes), and of
+    each running tournament, ``t-<id>`` -> label (a tournament's one period is the same on
+    every board it runs on)."""
+
+    windows: Mapping[LiveBoard, str]
+    tournaments: Mapping[str, str] = field(default_factory=dict)
+
+    def label(self, window: str, scope: str) -> str | None:
+        if tournament_of(window) is not None:
+            return self.tournaments.get(window)
+        return self.windows.get((window, home_of(scope)))
+
+
 def due_boards(
-    periods: Mapping[str, str],
+    current: Current,
     versions: Mapping[str, str],
-    published: Mapping[tuple[str, str], tuple[str, int]],
-    defined: Mapping[tuple[str, str], str] | None = None,
-    rest: Iterable[tuple[str, str]] | None = None,
+    published: Mapping[LiveBoard, tuple[str, int]],
+    rest: Iterable[LiveBoard] | None = None,
 ) -> list[Due]:
     """Which boards to publish this tick (pure).
 
-    ``periods``: window -> current period label. ``versions``: the versions hash
+    ``current``: the current period of every board; a board whose definition is not in it
+    (deleted, a window no longer kept) is not published. ``versions``: the versions hash
     (``<window>:<period>:<scope>`` -> version). ``published``: (window, scope) -> (period,
-    version) last published. ``defined``: (window, ``board:<id>``) -> the current period of
-    each defined board (its days may start elsewhere than UTC's); a defined board not in it
-    (deleted) is not published. A board is due when its current (period, version) differs from
+    version) last published. A board is due when its current (period, version) differs from
     what was last published: its top N changed, or its window rolled over (then, with no write
     in the new period yet, the new board is empty and its version is 0).
 
-    ``rest``: the boards to look at besides those in ``versions`` (None: every published and
-    defined board). The publisher passes those that may have changed (the game's own boards,
-    the defined boards whose period changed since its last tick and those left over by
-    ``PUBLISH_PER_TICK``): with 100,000 defined boards, looking at every one took seconds a tick.
+    ``rest``: the boards to look at besides those in ``versions`` (None: every published board,
+    and every defined board in its home scope: boards.home_scope; the game's scopes are
+    published once written to). The publisher passes those that may have changed (the game's
+    own boards, the defined boards whose period changed since its last tick and those left
+    over by ``PUBLISH_PER_TICK``): with 100,000 defined boards, looking at every one took
+    seconds a tick.
     """
-    defined = defined or {}
-
-    def current(window: str, scope: str) -> str | None:
-        return defined.get((window, scope)) if defined_of(scope) else periods.get(window)
-
-    want: dict[tuple[str, str], tuple[str, int]] = {}
-    for field, version in versions.items():
-        window, period, scope = field.split(":", 2)  # scopes may hold a colon (region:eu)
-        if current(window, scope) == period:
+    want: dict[LiveBoard, tuple[str, int]] = {}
+    for key, version in versions.items():
+        window, period, scope = key.split(":", 2)  # scopes may hold a colon (region:eu)
+        if current.label(window, scope) == period:
             want[window, scope] = (period, int(version))
-    for window, scope in {*published, *defined} if rest is None else set(rest):
-        label = current(window, scope)
+    if rest is None:
+        rest = {*published, *(key for key in current.windows if not _of_default(key))}
+    for window, scope in set(rest):
+        label = current.label(window, scope)
         if label is not None and (window, scope) not in want:
             want[window, scope] = (label, 0)
     changed = sorted(item for item in want.items() if published.get(item[0]) != item[1])
     return [Due(window, scope, period, version) for (window, scope), (period, version) in changed]
 
 
-class DefinedPeriods:
-    """(window, ``board:<id>``) -> the current period label of every stored defined board's
-    windows, kept current from the registry's changes and from each period's end (a heap), so a
-    tick computes the periods of the definitions that changed and of the periods that ended,
-    not of every definition (a time zone's period costs a calendar computation: with 100,000
+class DefinitionPeriods:
+    """(window, home scope) -> the current period label of every stored definition's windows
+    (boards.home_scope: ``board:<id>``; the game's ``default`` aside: the game's configuration
+    names its windows, ``Current``),
+    kept current from the registry's changes and from each period's end (a heap), so a tick
+    computes the periods of the definitions that changed and of the periods that ended, not of
+    every definition (a time zone's period costs a calendar computation: with 100,000
     definitions, seconds per tick)."""
 
     def __init__(self) -> None:
         self.labels: dict[tuple[str, str], str] = {}
         self._ends: dict[tuple[str, str], int] = {}
         self._heap: list[tuple[int, str, str]] = []  # (end_ms, window, scope); stale ones skipped
-        self._of: dict[str, tuple[str, ...]] = {}  # board id -> its windows, as held here
+        self._of: dict[str, tuple[str, ...]] = {}  # definition id -> its windows, as held here
         self._mark = (-1, 0)
         self._now = 0
-        self.dirty: set[tuple[str, str]] = set()  # keys placed or dropped since the last take_dirty()
+        self.dirty: set[LiveBoard] = set()  # keys placed or dropped since the last take_dirty()
         self.placed = 0  # periods computed since made: the definitions changed and the periods ended
 
     def update(self, registry: Definitions, now: int) -> None:
@@ -143,29 +158,30 @@ class DefinedPeriods:
             changed = list(registry.stored)
         self._now = now
         for board in changed:
+            scope = home_scope(board)
             for w in self._of.pop(board, ()):
-                self.labels.pop((w, f"{DEFINED}:{board}"), None)
-                self._ends.pop((w, f"{DEFINED}:{board}"), None)
-                self.dirty.add((w, f"{DEFINED}:{board}"))
+                self.labels.pop((w, scope), None)
+                self._ends.pop((w, scope), None)
+                self.dirty.add((w, scope))
             d = registry.stored.get(board)
-            if d is not None and d.id != boards.DEFAULT_ID:  # the default is the game's own boards
+            if d is not None and d.id != DEFAULT_ID:
                 self._of[board] = d.windows
                 for w in d.windows:
                     self._place(d, w, now)
         while self._heap and self._heap[0][0] <= now:
             end, w, scope = heapq.heappop(self._heap)
-            d = registry.stored.get(defined_of(scope) or "")
+            d = registry.stored.get(definition_of(scope))
             if self._ends.get((w, scope)) == end and d is not None:
                 self._place(d, w, now)
 
-    def take_dirty(self) -> set[tuple[str, str]]:
+    def take_dirty(self) -> set[LiveBoard]:
         dirty, self.dirty = self.dirty, set()
         return dirty
 
     def _place(self, d: boards.Definition, w: str, now: int) -> None:
         p = boards.period(d, w, now)
         self.placed += 1
-        key = (w, f"{DEFINED}:{d.id}")
+        key = (w, home_scope(d.id))
         self.labels[key], self._ends[key] = p.label, p.end_ms
         self.dirty.add(key)
         heapq.heappush(self._heap, (p.end_ms, *key))
@@ -189,17 +205,17 @@ class Publisher:
         self.now = now
         self.owner = owner or settings.name
         # What was last published; loaded from Redis when the lease is won, None while not held.
-        self.published: dict[tuple[str, str], tuple[str, int]] | None = None
+        self.published: dict[LiveBoard, tuple[str, int]] | None = None
         self._holding = False  # counted in stats.publisher
         self._refreshed = 0.0  # monotonic time of the last refresh of the latest snapshots' TTLs
-        self.defined = DefinedPeriods()
-        # What due_boards looks at besides the versions hash (its ``rest``): the game's own
-        # published boards, and PUBLISH_PER_TICK at most of the backlog: the defined boards whose
-        # period changed (new, deleted, rolled over), those the cap left over, and every defined
-        # board once the lease is (re)taken. A tick's work follows the boards that may be due,
-        # not the boards defined.
-        self._game_keys: set[tuple[str, str]] = set()
-        self._backlog: collections.deque[tuple[str, str]] = collections.deque()
+        self.periods = DefinitionPeriods()
+        # What due_boards looks at besides the versions hash (its ``rest``): the published boards
+        # of the game's default (its windows roll over together, over every scope), and
+        # PUBLISH_PER_TICK at most of the backlog: the defined boards whose period changed (new,
+        # deleted, rolled over), those the cap left over, and every defined board once the lease
+        # is (re)taken. A tick's work follows the boards that may be due, not the boards defined.
+        self._game_keys: set[LiveBoard] = set()
+        self._backlog: collections.deque[LiveBoard] = collections.deque()
         self.purger = Purger(self.lb)
         self._purged = time.monotonic()  # the first pass a PURGE_EVERY_S after the start
 
@@ -233,36 +249,32 @@ class Publisher:
             return []
         if self.published is None:
             self.published = await self._load_published()
-            self._game_keys = {key for key in self.published if not defined_of(key[1])}
+            self._game_keys = {key for key in self.published if _of_default(key)}
             self._backlog = collections.deque(
-                {**dict.fromkeys(k for k in self.published if defined_of(k[1])), **dict.fromkeys(self.defined.labels)}
+                {**dict.fromkeys(k for k in self.published if not _of_default(k)), **dict.fromkeys(self.periods.labels)}
             )
             self._counted(True)
             log.info("publish lease taken (%s)", self.owner)
 
         now = self.now()
-        periods = {w.name: w.period(now).label for w in self.config.window_specs}
         delay_ms = self.settings.close_delay_s * 1000
-        expired = []
+        expired, tournaments = [], {}
         for t in await self.lb.tournaments.all():
             period = t.period(now)
             if now < period.end_ms + delay_ms:
-                periods[t.name] = period.label
+                tournaments[t.name] = period.label
             elif period.expire_at_s * 1000 <= now:
                 expired.append(period.label)  # its boards and entry list are gone: so goes its definition
         if expired:
             await self.redis.hdel(self.keys.tournaments, *expired)
-        self.defined.update(self.lb.boards, now)
-        defined = dict(self.defined.labels)  # a copy: a tournament's are added below
-        self._backlog.extend(self.defined.take_dirty())
+        self.periods.update(self.lb.boards, now)
+        game = {(w.name, GLOBAL_SCOPE): w.period(now).label for w in self.config.window_specs}
+        current = Current(collections.ChainMap(game, self.periods.labels), tournaments)
+        self._backlog.extend(self.periods.take_dirty())
         batch = min(len(self._backlog), PUBLISH_PER_TICK)
         rest = {*self._game_keys, *(self._backlog.popleft() for _ in range(batch))}
         versions = cast(dict[str, str], await self.redis.hgetall(self.keys.versions))
-        for field in versions:  # a tournament on a defined board: published once written to, while it runs
-            win, label, scope = field.split(":", 2)
-            if defined_of(scope) and tournament_of(win) and periods.get(win) == label:
-                defined[win, scope] = label
-        due = due_boards(periods, versions, self.published, defined, rest)
+        due = due_boards(current, versions, self.published, rest)
         if len(due) > PUBLISH_PER_TICK:  # sorted() is stable: the written ones first, in their order
             due = sorted(due, key=lambda d: d.version == 0)
             # the written ones left stay due (the versions hash holds them); the others wait
@@ -272,7 +284,7 @@ class Publisher:
             await self._publish(due, now)
             if not self.leader:
                 return []  # the lease was lost while publishing: the new holder closes periods too
-        await self._close(versions, periods, now, defined)
+        await self._close(versions, current, now)
         if time.monotonic() - self._purged >= PURGE_EVERY_S:
             self._purged = time.monotonic()
             await self.purger.run(now)
@@ -284,7 +296,7 @@ class Publisher:
         """The game's default changed (top N, rank mode, display): its boards' snapshots are
         due again, at the versions they have, so subscribers see the change without a write."""
         if self.published is not None:
-            self.published = {key: was for key, was in self.published.items() if defined_of(key[1])}
+            self.published = {key: was for key, was in self.published.items() if not _of_default(key)}
             self._game_keys = set()
 
     async def release(self) -> None:
@@ -340,7 +352,7 @@ class Publisher:
             return
         for d in due:
             self.published[d.window, d.scope] = (d.period, d.version)
-            if not defined_of(d.scope):
+            if _of_default((d.window, d.scope)):
                 self._game_keys.add((d.window, d.scope))
         self.stats.published += len(due)
 
@@ -351,94 +363,84 @@ class Publisher:
             tops += await self.lb.tops(boards, n=self.config.top_n, at=now)
         return tops
 
-    async def _load_published(self) -> dict[tuple[str, str], tuple[str, int]]:
+    async def _load_published(self) -> dict[LiveBoard, tuple[str, int]]:
         raw = cast(dict[str, str], await self.redis.hgetall(self.keys.published))
         out = {}
-        for field, value in raw.items():
-            window, _, scope = field.partition(":")
+        for key, value in raw.items():
+            window, _, scope = key.partition(":")
             period, _, version = value.rpartition(":")
-            known = window in self.config.windows or tournament_of(window) or defined_of(scope)
+            # a defined board's record is kept whatever its windows: its definition is read later
+            known = window in self.config.windows or tournament_of(window) or not _of_default((window, scope))
             if known and version.isdigit():
                 out[window, scope] = (period, int(version))
         return out
 
-    async def _close(
-        self, versions: Mapping[str, str], periods: Mapping[str, str], now: int, defined: Mapping[tuple[str, str], str]
-    ) -> None:
+    async def _close(self, versions: Mapping[str, str], current: Current, now: int) -> None:
         """Close every past period still in the versions hash once its end is ``close_delay_s``
-        behind: the game's boards one call per window period, a defined board's one call per
-        board period (its periods are its own: its time zone's days, its season's length).
-        Fields this code cannot place (a window no longer kept, a board deleted) are just
-        removed."""
-        stale: dict[tuple[str, str], list[str]] = {}
+        behind: each board period of its definition's (a defined board's time zone's days, its
+        season's length), the game's default's in one call per window period for all its scopes
+        (lb_close), any other board's in one call each (lb_close with its definition). Fields this code cannot
+        place (a window no longer kept, a board deleted) are just removed."""
+        game: dict[tuple[str, str], list[BoardPeriod]] = {}  # (window, label) -> its scopes' board periods
+        ended: list[BoardPeriod] = []
         orphans: list[str] = []
-        ended: list[Board] = []
-        for field in versions:
-            win, label, scope = field.split(":", 2)
-            if defined_of(scope):
-                if defined.get((win, scope)) != label:
-                    board = await self._defined_period(win, label, scope)
-                    if board is None:
-                        orphans.append(field)
-                    else:
-                        ended.append(board)
-            elif periods.get(win) != label:
-                stale.setdefault((win, label), []).append(scope)
         s = self.settings
-        for board in ended:
-            if now < board.period.end_ms + s.close_delay_s * 1000:
+        for key in versions:
+            win, label, scope = key.split(":", 2)
+            if current.label(win, scope) == label:
+                continue
+            board = await self._ended(win, label, scope)
+            if board is None:
+                orphans.append(key)
+            elif now < board.period.end_ms + s.close_delay_s * 1000:
                 continue  # not over yet, or within the grace for slips still on their way
+            elif _of_default((win, scope)):
+                game.setdefault((win, label), []).append(board)
+            else:
+                ended.append(board)
+        for board in ended:
             event = await self.lb.close(
                 board.period, [board.scope], top_n=s.closed_top_n, keep=s.closed_keep, maxlen=s.closed_maxlen,
                 definition=board.definition,
             )  # fmt: skip
+            p = board.period
             if event is not None:
                 self.stats.closed += 1
-                p = board.period
                 log.info("closed %s %s of %s (event %s)", p.window.name, p.label, board.scope, event)
-            if board.period.window.tournament is not None:
-                await self._forget_window(board.period.window.name, board.scope)
-        for (win, label), scopes in sorted(stale.items()):
-            period = await self._period(win, label)
-            if period is None:
-                orphans += [f"{win}:{label}:{scope}" for scope in scopes]
-                continue
-            if now < period.end_ms + s.close_delay_s * 1000:
-                continue  # not over yet, or within the grace for slips still on their way
+            if p.window.tournament is not None:
+                await self._forget_window(p.window.name, board.scope)
+        for (win, label), scopes in sorted(game.items()):
+            p = scopes[0].period
             event = await self.lb.close(
-                period, sorted(scopes), top_n=s.closed_top_n, keep=s.closed_keep, maxlen=s.closed_maxlen
+                p, sorted(b.scope for b in scopes), top_n=s.closed_top_n, keep=s.closed_keep, maxlen=s.closed_maxlen
             )
             if event is not None:
                 self.stats.closed += 1
                 log.info("closed %s %s (event %s)", win, label, event)
-            if period.window.tournament is not None:
+            if p.window.tournament is not None:
                 await self._forget_window(win)
         if orphans:
             await self.redis.hdel(self.keys.versions, *orphans)
 
-    async def _period(self, win: str, label: str) -> Period | None:
+    async def _ended(self, win: str, label: str, scope: str) -> BoardPeriod | None:
+        """The board period a versions field names (one of its definition's, or a tournament's),
+        or None when its definition, window or tournament is gone, or the label is not one of
+        its periods."""
+        definition = self.lb.boards.get(definition_of(scope))
+        if definition is None:
+            return None
+        mode = self.config.rank_mode_for(win) if _of_default((win, scope)) else None
         tournament = tournament_of(win)
         if tournament is not None:
             spec = await self.lb.tournaments.get(tournament)
-            return None if spec is None else spec.period(0)
-        if win not in self.config.windows:
-            return None
+            period = None if spec is None else spec.period(0)
+            if period is None or period.label != label:
+                return None
+            return BoardPeriod(self.keys, definition, period, scope, mode=mode)
+        if _of_default((win, scope)) and win not in self.config.windows:
+            return None  # a window the game no longer keeps
         try:
-            return window(win).named(label)
-        except ValueError:
-            return None
-
-    async def _defined_period(self, win: str, label: str, scope: str) -> Board | None:
-        """The defined board period a versions field names (one of its own, or a tournament's),
-        or None when its definition or tournament is gone, or the label is not one of its periods."""
-        definition = self.lb.boards.stored.get(defined_of(scope) or "")
-        if definition is None:
-            return None
-        if tournament_of(win) is not None:
-            period = await self._period(win, label)
-            return None if period is None or period.label != label else Board(self.keys, definition, period, scope)
-        try:
-            return Board(self.keys, definition, boards.named(definition, win, label), scope)
+            return BoardPeriod(self.keys, definition, boards.named(definition, win, label), scope, mode=mode)
         except ValueError:
             return None
 
@@ -464,3 +466,8 @@ class Publisher:
         for i in range(0, len(latest), EXPIRES_PER_CALL):
             await execute_packed(self.redis, *(("EXPIRE", key, ttl) for key in latest[i : i + EXPIRES_PER_CALL]))
         self._refreshed = time.monotonic()
+
+
+def _of_default(board: LiveBoard) -> bool:
+    """Whether a board is one of the game's own: the definition ``default``'s, kept per scope."""
+    return definition_of(board[1]) == DEFAULT_ID

@@ -115,7 +115,7 @@ def model_order(definition: boards.Definition, first_ts: int) -> list[tuple[str,
 
 
 def model_finals(definition: boards.Definition, first_ts: int | None = None) -> list[dict[str, Any]]:
-    """The final top of a board as the pure model orders and ranks it (leaderboard/boards.py)."""
+    """The final top of a board as the pure model orders and ranks it (leaderboard/boards/model.py)."""
     model, meta = model_of(definition, first_ts)
     out = []
     for player, values in model.top(100):

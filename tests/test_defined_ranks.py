@@ -1,4 +1,4 @@
-"""Percentiles and deep ranks on defined boards, against the pure model (leaderboard/boards.py):
+"""Percentiles and deep ranks on defined boards, against the pure model (leaderboard/boards/model.py):
 slips queued and applied by the real scorer, ranks read through the function library and pushed
 over a real socket. A rank beyond ``deep_from`` is shown rounded and marked, the percentile
 stays exact, dense ranks are never rounded."""

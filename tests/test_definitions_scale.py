@@ -17,7 +17,7 @@ from leaderboard.errors import InvalidBoard
 from leaderboard.purge import Purger, board_keys, kept_periods
 from scorer import Publisher, ScorerSettings
 from scorer import publisher as publisher_module
-from scorer.publisher import DefinedPeriods
+from scorer.publisher import DefinitionPeriods
 
 TOWER = {"id": "tower", "keys": [{"name": "floor"}, {"name": "time", "direction": "asc"}]}
 
@@ -188,7 +188,7 @@ async def test_the_publishers_periods_follow_changes_without_computing_every_def
     for i in range(20):
         await lb.create_board(board(i, time_zone="Europe/Paris"))
     await lb.boards.refresh()
-    periods, now = DefinedPeriods(), now_ms()
+    periods, now = DefinitionPeriods(), now_ms()
     periods.update(lb.boards, now)
 
     def expected(at: int) -> dict[tuple[str, str], str]:

@@ -1,4 +1,4 @@
-"""Board definitions (leaderboard/boards.py): parsing with stable codes, the encoding choice, and
+"""Board definitions (leaderboard/boards/definition.py): parsing with stable codes, the encoding choice, and
 properties of the orderings — a lex member's string order and a packed score's numeric order
 are the model's order, and both decode to what was encoded, over the whole int64 range."""
 

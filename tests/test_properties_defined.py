@@ -1,4 +1,4 @@
-"""Properties of defined boards against the pure model (leaderboard/boards.py ``Board``), on a
+"""Properties of boards against the pure model (leaderboard/boards/model.py ``Board``), on a
 real redis-server:
 
 * reads: entries written as the model encodes them (lex members, or a packed board's scores),
@@ -7,11 +7,16 @@ real redis-server:
 * writes: random slips through lb_submit (random definitions: 1-5 keys, each asc or desc, the
   board's or per-key operators, tie first or last, bounds that make some packed; values over the
   whole int64 range, its extremes often) leave every read equal to the model's, and each slip's
-  outcome (applied, or refused with key_out_of_range / wrong_key_count) is the model's."""
+  outcome (applied, or refused with key_out_of_range / wrong_key_count) is the model's;
+* the game's own boards, the definition ``default`` kept per scope: slips with and without a
+  region and a mode, under each operator and rank mode, leave ``global``, ``region:eu`` and
+  ``mode:duo`` each equal to its own model, read by the library and by ``BoardPeriod`` alike."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import redis.asyncio as aioredis
 from hypothesis import given
@@ -105,20 +110,30 @@ async def check(
     assert [(e.player, e.rank) for e in around.entries] == [(p, model.rank(p)) for p in window]
 
 
-def test_reads_of_both_encodings_equal_the_model(redis_server: RedisServer) -> None:
+def hold(
+    redis_server: RedisServer,
+    examples: int,
+    cases: st.SearchStrategy[tuple[Any, ...]],
+    check: Callable[..., Coroutine[Any, Any, None]],
+) -> None:
+    """``check(r, *case)`` for ``examples`` generated cases, on one connection and one loop."""
     with asyncio.Runner() as runner:
         r = connect(redis_server.url)
         assert isinstance(r, aioredis.Redis)
 
-        @bounded(80)
-        @given(boards_with_entries())
-        def run(case: tuple[boards.Definition, dict[str, tuple[tuple[int, ...], int]]]) -> None:
+        @bounded(examples)
+        @given(cases)
+        def run(case: tuple[Any, ...]) -> None:
             runner.run(check(r, *case))
 
         try:
             run()
         finally:
             runner.run(r.aclose())
+
+
+def test_reads_of_both_encodings_equal_the_model(redis_server: RedisServer) -> None:
+    hold(redis_server, 80, boards_with_entries(), check)
 
 
 @st.composite
@@ -195,16 +210,74 @@ async def check_writes(
 
 
 def test_writes_through_lb_submit_leave_the_board_as_the_model_says(redis_server: RedisServer) -> None:
-    with asyncio.Runner() as runner:
-        r = connect(redis_server.url)
-        assert isinstance(r, aioredis.Redis)
+    hold(redis_server, 120, st.tuples(histories(), st.integers(0, 25)).map(lambda c: (*c[0], c[1])), check_writes)
 
-        @bounded(120)
-        @given(histories(), st.integers(0, 25))
-        def run(case: tuple[boards.Definition, list[tuple[str, str, list[str], int]]], cut: int) -> None:
-            runner.run(check_writes(r, *case, cut))
 
-        try:
-            run()
-        finally:
-            runner.run(r.aclose())
+# The game's own boards are the definition ``default`` kept per scope: a slip naming a region and
+# a mode lands on ``global``, ``region:<r>`` and ``mode:<m>`` alike, each its own board period.
+SCOPES = {"global": None, "region:eu": ("region", "eu"), "mode:duo": ("mode", "duo")}
+
+
+@st.composite
+def game_histories(draw: st.DrawFn) -> tuple[GameConfig, list[tuple[str, str, int, int, str | None, str | None]]]:
+    config = GameConfig(
+        game="test",
+        windows=("daily",),
+        operator=draw(st.sampled_from(["best", "incr", "set"])),
+        rank_mode=draw(st.sampled_from(RANK_MODES)),
+    )
+    slips = []
+    for i in range(draw(st.integers(1, 20))):
+        ts = NOW - 1000 * draw(st.integers(0, 3))  # whole seconds: the daily window's tie unit
+        region, mode = draw(st.sampled_from([None, "eu"])), draw(st.sampled_from([None, "duo"]))
+        points = draw(st.sampled_from([0, 1, 7, 1000]))
+        slips.append((f"s{i}", draw(st.sampled_from(PLAYERS[:4])), points, ts, region, mode))
+    return config, slips
+
+
+async def check_game_writes(
+    r: aioredis.Redis, config: GameConfig, slips: list[tuple[str, str, int, int, str | None, str | None]]
+) -> None:
+    await r.flushall()
+    lb = Leaderboard(r, config)
+    definition = lb.boards.get(boards.DEFAULT_ID)
+    assert definition is not None and definition.encoding == boards.PACKED
+    models = {scope: Board(definition, unit_ms=1000) for scope in SCOPES}
+    for _, player, points, ts, region, mode in slips:
+        for scope, kind in SCOPES.items():
+            if kind is None or {"region": region, "mode": mode}[kind[0]] == kind[1]:
+                models[scope].submit(player, (points,), ts)
+    entries = [
+        {
+            "id": sid,
+            "player": p,
+            "points": str(v),
+            "ts": str(ts),
+            **({"region": g} if g else {}),
+            **({"mode": m} if m else {}),
+        }
+        for sid, p, v, ts, g, m in slips
+    ]
+    assert {res.status for res in await lb.submit_batch(entries, now=NOW)} == {"ok"}
+    for scope, model in models.items():
+        ordered = model.ordered()
+        want = [(p, model.entries[p][0][0], model.rank(p)) for p in ordered]
+        top = await lb.top("daily", scope, n=100, at=NOW)
+        assert [(e.player, e.score, e.rank) for e in top.entries] == want
+        # the one type naming any board period reads the game's boards as the library does
+        board = await lb.board_period("daily", scope, NOW)
+        assert (board.definition.id, board.scope, board.period) == (boards.DEFAULT_ID, scope, top.period)
+        name, keys, args = board.top_call(100)
+        read = board.top(await r.fcall_ro(name, len(keys), *keys, *args))
+        assert [(e.player, e.score, e.rank) for e in read.entries] == want
+        ranks = await lb.ranks(PLAYERS[:4], "daily", scope, at=NOW)
+        assert [(s.player, s.rank, s.score) for s in ranks.standings] == [
+            (p, model.rank(p), model.entries[p][0][0] if p in model.entries else None) for p in PLAYERS[:4]
+        ]
+        if ordered:
+            around = await lb.around(ordered[-1], "daily", scope, k=1, at=NOW)
+            assert [(e.player, e.rank) for e in around.entries] == [(p, model.rank(p)) for p in ordered[-2:]]
+
+
+def test_the_games_own_boards_follow_the_model_of_their_definition_in_every_scope(redis_server: RedisServer) -> None:
+    hold(redis_server, 40, game_histories(), check_game_writes)

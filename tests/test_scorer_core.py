@@ -6,8 +6,9 @@ import pytest
 
 from leaderboard.backoff import redis_backoff
 from scorer import Due, ScorerSettings, Stats, due_boards, stats_line
+from scorer.publisher import Current
 
-PERIODS = {"daily": "2030-11-27", "weekly": "2030-W48"}
+PERIODS = Current({("daily", "global"): "2030-11-27", ("weekly", "global"): "2030-W48"})
 
 
 def test_a_board_is_due_when_its_current_version_differs_from_the_published_one() -> None:
@@ -29,7 +30,7 @@ def test_rollover_makes_every_published_board_due_with_the_new_empty_period() ->
     versions = {"daily:2030-11-26:region:eu": "4", "weekly:2030-W48:global": "2"}
     assert due_boards(PERIODS, versions, published) == [Due("daily", "region:eu", "2030-11-27", 0)]
     # a window no longer configured is left alone
-    assert due_boards({"weekly": "2030-W48"}, versions, published) == []
+    assert due_boards(Current({("weekly", "global"): "2030-W48"}), versions, published) == []
 
 
 def test_settings_from_env() -> None:

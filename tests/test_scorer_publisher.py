@@ -13,7 +13,7 @@ from leaderboard import GameConfig, Leaderboard
 from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
 from scorer import Publisher, ScorerSettings, Stats
-from scorer.publisher import due_boards
+from scorer.publisher import Current, due_boards
 
 from .conftest import MS, NOW
 from .lb_helpers import store_profile
@@ -172,7 +172,7 @@ async def test_a_publisher_that_lost_its_lease_mid_tick_publishes_nothing(
         await lb.submit_batch([slip("2", "ben", 9)], now=clock[0])
         # It stalls after deciding what is due; its lease lapses and another replica takes it.
         versions: Any = await r.hgetall(config.keys.versions)
-        periods = {w.name: w.period(clock[0]).label for w in config.window_specs}
+        periods = Current({(w.name, "global"): w.period(clock[0]).label for w in config.window_specs})
         assert pub.published is not None
         due = due_boards(periods, versions, pub.published)
         assert due

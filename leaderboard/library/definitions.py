@@ -1,5 +1,5 @@
 """The board definition wrappers: ``lb_board_put``, ``lb_board_delete`` and ``lb_board_purge``
-(definitions.lua; the definitions themselves in boards.py, the registry in definitions.py)."""
+(definitions.lua; the definitions themselves in boards/, the registry in definitions.py)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from typing import Required, TypedDict, Unpack
 import orjson
 
 from .. import boards
-from ..defined import Board
+from ..boards import BoardPeriod
 from ..errors import BadRequest, TournamentError
 from ..profiles import check_player_id
 from ..transport import Command, now_ms
@@ -58,7 +58,7 @@ class PeriodCalls(Calls):
         else:
             if len(scopes) != 1:
                 raise BadRequest("a defined board's period closes alone")
-            board = Board(self.keys, definition, period, scopes[0])
+            board = BoardPeriod(self.keys, definition, period, scopes[0])
             marker, finals = self.keys.closed_marker(*at, board.scope), self.keys.finals(w.name, board.scope)
             layout = [board.encoding, top_n, period.expire_at_s, keep, maxlen, when, board.mode]
             layout += [orjson.dumps(board.columns).decode(), "".join(k.direction[0] for k in definition.keys)]

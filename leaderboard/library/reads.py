@@ -1,5 +1,5 @@
 """The read wrappers: ``lb_top``, ``lb_around``, ``lb_ranks`` and ``lb_rank_rebuild`` (reads.lua),
-on a game board or a defined one (defined.py: its calls with the board's encoding), and the window
+on a game board or a defined one (boards/reads.py: its calls with the board's encoding), and the window
 and period a read names."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from .. import boards
-from ..defined import Board
+from ..boards import BoardPeriod
 from ..errors import BadPeriod, BadRequest, TournamentError
 from ..keys import defined_of, parse_scope
 from ..loading import with_library
@@ -64,7 +64,7 @@ class ReadCalls(PlainReads, Calls):
 
     async def defined_board(
         self, window_name: str, scope: str, at: int | None = None, period_name: str | None = None
-    ) -> Board | None:
+    ) -> BoardPeriod | None:
         """The defined board a scope ``board:<id>`` names (its period resolved as a read names
         it), or None for any other scope. BadRequest for a board nobody defined, or a window it
         does not keep; BadPeriod as ``_board``."""
@@ -81,7 +81,7 @@ class ReadCalls(PlainReads, Calls):
         if tournament_of(window_name) is not None:  # a tournament on the board: its one period
             spec = await self.window_of(window_name)
             try:
-                return Board(self.keys, definition, spec.resolve(period_name, at), scope)
+                return BoardPeriod(self.keys, definition, spec.resolve(period_name, at), scope)
             except ValueError as exc:
                 raise BadPeriod(str(exc)) from None
         try:
@@ -92,7 +92,21 @@ class ReadCalls(PlainReads, Calls):
             found = boards.resolve(definition, window_name, period_name, at)
         except ValueError as exc:
             raise BadPeriod(str(exc)) from None
-        return Board(self.keys, definition, found, scope)
+        return BoardPeriod(self.keys, definition, found, scope)
+
+    async def board_period(
+        self, window_name: str, scope: str, at: int | None = None, period_name: str | None = None
+    ) -> BoardPeriod:
+        """Any board period a read names, as one type: a defined board's (``defined_board``), or
+        one of the game's own boards as the definition ``default`` with its scope, ranked in its
+        window's mode. BadRequest for a board or window nobody keeps, BadPeriod as ``_board``."""
+        defined = await self.defined_board(window_name, scope, at, period_name)
+        if defined is not None:
+            return defined
+        _, found = await self._board(window_name, scope, at, period_name)
+        default = self.boards.get(boards.DEFAULT_ID)
+        assert default is not None  # the registry always holds the game's (configured, or stored)
+        return BoardPeriod(self.keys, default, found, scope, mode=self.config.rank_mode_for(window_name))
 
     async def top(
         self, window_name: str, scope: str = "global", n: int = 10, *, at: int | None = None, period: str | None = None
@@ -126,7 +140,7 @@ class ReadCalls(PlainReads, Calls):
         for the publisher, whose tick may find hundreds of boards changed (a fraction of the
         client's CPU per board of one call each, measured in docs/operations.md). A defined
         board's top is its definition's ``top_n``."""
-        found: list[Board | tuple[str, Period]] = []
+        found: list[BoardPeriod | tuple[str, Period]] = []
         commands: list[Command] = []
         for window_name, scope in boards:
             defined = await self.defined_board(window_name, scope, at)
@@ -146,7 +160,7 @@ class ReadCalls(PlainReads, Calls):
             )
         out = []
         for board, flat in zip(found, replies, strict=True):
-            if isinstance(board, Board):
+            if isinstance(board, BoardPeriod):
                 out.append(board.top(flat))
                 continue
             window_name, period = board

@@ -1,12 +1,13 @@
-"""Reads of defined boards (leaderboard/boards.py): the calls of ``lb_top``, ``lb_around`` and
-``lb_ranks`` for one board period, with the board's encoding argument (a packed board's shift,
-a lex board's ``lex:<key count>``), and the decoding of their replies, which have one shape on
-both encodings. ``Leaderboard.top``, ``around`` and ``ranks`` come here for a scope
-``board:<id>``, so every caller (gateways, the HTTP API, the publisher) reads a defined board
-as any other.
+"""The reads of one board period (``BoardPeriod``): the calls of ``lb_top``, ``lb_around`` and
+``lb_ranks`` with the board's encoding argument (a packed board's shift, a lex board's
+``lex:<key count>``), and the decoding of their replies, which have one shape on both
+encodings. A ``BoardPeriod`` names any board period a read may name: a definition (the game's
+own boards are the definition ``default``, names.py), a window's period and a scope. What
+differs between boards is their encoding, decoded here (``Leaderboard``'s reads of the game's own
+boards still decode their packed scores by their window, library.py: the same packing).
 
-An entry's order decodes to its key values: a lex member's (``boards.decode_member``), a packed
-score's (``boards.unpack``). Ranks in the three modes come from the function library, each an
+An entry's order decodes to its key values: a lex member's (``decode_member``), a packed
+score's (``unpack``). Ranks in the three modes come from the function library, each an
 O(log N) count; equal entries (the same values reached at the same time) read by descending
 player id on either encoding.
 """
@@ -17,34 +18,36 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from . import boards
-from .keys import Keys
-from .profiles import stored as stored_profile
-from .ranking import COMPETITION, DENSE, ORDINAL, assign_ranks, round_rank, top_percent
-from .results import BoardEntries, Entry, Ranks, Standing
-from .windows import Period
+from ..keys import Keys
+from ..profiles import stored as stored_profile
+from ..ranking import COMPETITION, DENSE, ORDINAL, assign_ranks, round_rank, top_percent
+from ..results import BoardEntries, Entry, Ranks, Standing
+from ..windows import Period
+from . import definition as boards
+from .encoding import decode_member, key_prefix, unpack
 
 Call = tuple[str, list[str], list[str | int]]  # a function of the library, its keys and arguments
 
 
-class Board:
-    """One period of one scope of a defined board: each read as the call to make (lb_top,
-    lb_around, lb_ranks with the board's encoding and rank mode) and the decoding of its reply."""
+class BoardPeriod:
+    """One period of one scope of a board: its keys in Redis, and each read as the call to make
+    (lb_top, lb_around, lb_ranks with the board's encoding and rank mode) and the decoding of its
+    reply. ``mode``: the rank mode its reads rank in, the definition's unless the game's
+    configuration ranks one of the default's windows otherwise (LB_WINDOW_RANK_MODES)."""
 
-    def __init__(self, keys: Keys, definition: boards.Definition, period: Period, scope: str) -> None:
+    def __init__(
+        self, keys: Keys, definition: boards.Definition, period: Period, scope: str, *, mode: str | None = None
+    ) -> None:
         self.keys = keys
         self.definition = definition
         self.period = period
         self.scope = scope
+        self.mode = mode or definition.rank_mode
         self.key_count = len(definition.keys)
         self.lex = definition.encoding == boards.LEX
         args = (period.window.name, period.label, scope)
         self.board, self.members, self.distinct = keys.board(*args), keys.members(*args), keys.points(*args)
         self.meta, self.histogram = keys.metadata(*args), keys.histogram(*args)
-
-    @property
-    def mode(self) -> str:
-        return self.definition.rank_mode
 
     @property
     def shift(self) -> int:
@@ -63,12 +66,12 @@ class Board:
     def _values(self, order: Any) -> tuple[int, ...]:
         """The key values of an entry's order: a lex member's, or a packed score's one value."""
         if self.lex:
-            return boards.decode_member(self.definition, order)[0]
-        return (boards.unpack(self.definition, self.period.window.name, int(float(order))),)
+            return decode_member(self.definition, order)[0]
+        return (unpack(self.definition, self.period.window.name, int(float(order))),)
 
     def _tie(self, values: tuple[int, ...]) -> object:
         """What equal ranks compare: the key part of a member (or the one packed value)."""
-        return boards.key_prefix(self.definition, values) if self.lex else values
+        return key_prefix(self.definition, values) if self.lex else values
 
     def _entries(self, flat: Sequence[Any], first_ordinal: int, first_rank: int) -> list[Entry]:
         # {player, order, profile[, metadata]} per entry on either encoding

@@ -1,0 +1,130 @@
+"""Boards: their definitions, encodings, periods, model and reads, re-exported here (``from
+leaderboard import boards``).
+
+A board is *defined*, not configured: its keys and their directions, write operator, tie rule,
+windows and where their days start, rank mode, top N, metadata limit and display hints live in
+one definition, created at run time (leaderboard/definitions.py stores it in Redis)::
+
+    tower = parse({"id": "tower", "keys": [{"name": "floor"},
+                                           {"name": "time", "direction": "asc", "display": "duration_ms"}]})
+    tower.encoding                          # "lex": two keys do not fit one exact double
+    m = encode_member(tower, (12, 81_250), ts_ms=1_764_000_000_000, player="mia")
+    decode_member(tower, m)                 # ((12, 81250), 1764000000000, "mia")
+
+Encodings (docs/data-model.md gives the exact limits):
+
+* ``packed`` — today's exact double, ``score = v * 2^k + tie`` (windows.py), for a definition
+  of one non-negative key whose declared ``max`` fits every window's points bound; an ``asc``
+  key packs its negation, so the highest score is still the best.
+* ``lex`` — every other definition: all members score 0 and the member itself orders the board
+  (Redis sorts equal scores by memcmp of the member): per key 16 hex digits of the value with
+  its sign bit flipped (so unsigned order is signed order), complemented for ``desc``; then 12
+  hex digits of the time it was reached (complemented for tie ``last``); then the player id's
+  bytes complemented and 0xFF (``player_part``). Ascending member order is best first, so top N
+  is ``ZRANGE 0 N-1`` and a rank is ``ZRANK``.
+
+Ties: entries with equal values reached at the same time (in the window's tie unit) read by
+descending player id (bytewise) on both encodings, the order Redis gives a packed board read
+highest score first.
+
+The model (``Board``) is the ordering's specification in plain Python: the property tests hold
+every read of the function library to it.
+
+The package, one module per concept: ``definition`` (the definition, its parsing and
+validation, a submission's values checked against it), ``encoding`` (packed scores, lex
+members), ``periods`` (the periods of a definition's windows), ``model`` (``Board``, and
+``combine``), ``names`` (which definition and scope a board's name means: the game's own
+boards are the definition ``default`` kept per scope), ``reads`` (``BoardPeriod``: any board
+period a read names, its calls and their replies).
+"""
+
+from .definition import (
+    BOARD_WINDOWS,
+    DEFAULT_ID,
+    DIRECTIONS,
+    DISPLAYS,
+    EXTENSIONS,
+    INT64_MAX,
+    INT64_MIN,
+    LEX,
+    MAX_DEFINITION_BYTES,
+    MAX_KEYS,
+    MAX_METADATA_BYTES,
+    MAX_SEASON_S,
+    MAX_TOP_N,
+    MIN_SEASON_S,
+    PACKED,
+    SEASON,
+    TIES,
+    BoardKey,
+    Definition,
+    Season,
+    check_default,
+    check_id,
+    check_metadata,
+    check_recreate,
+    check_time_zone,
+    check_update,
+    default_definition,
+    parse,
+    parse_values,
+)
+from .encoding import KEY_HEX, TIME_HEX, decode_member, encode_member, key_prefix, pack, player_of, player_part, unpack
+from .model import Board, _order_key, combine
+from .names import LiveBoard, definition_of, home_of, home_scope
+from .periods import named, period, period_bounds, resolve, window_of
+from .reads import BoardPeriod
+
+__all__ = [
+    "BOARD_WINDOWS",
+    "DEFAULT_ID",
+    "DIRECTIONS",
+    "DISPLAYS",
+    "EXTENSIONS",
+    "INT64_MAX",
+    "INT64_MIN",
+    "KEY_HEX",
+    "LEX",
+    "MAX_DEFINITION_BYTES",
+    "MAX_KEYS",
+    "MAX_METADATA_BYTES",
+    "MAX_SEASON_S",
+    "MAX_TOP_N",
+    "MIN_SEASON_S",
+    "PACKED",
+    "SEASON",
+    "TIES",
+    "TIME_HEX",
+    "Board",
+    "BoardKey",
+    "BoardPeriod",
+    "Definition",
+    "LiveBoard",
+    "Season",
+    "_order_key",
+    "check_default",
+    "check_id",
+    "check_metadata",
+    "check_recreate",
+    "check_time_zone",
+    "check_update",
+    "combine",
+    "decode_member",
+    "default_definition",
+    "definition_of",
+    "encode_member",
+    "home_of",
+    "home_scope",
+    "key_prefix",
+    "named",
+    "pack",
+    "parse",
+    "parse_values",
+    "period",
+    "period_bounds",
+    "player_of",
+    "player_part",
+    "resolve",
+    "unpack",
+    "window_of",
+]
