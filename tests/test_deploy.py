@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import configparser
 import copy
+import functools
 import hashlib
 import shutil
 import subprocess
@@ -77,6 +78,7 @@ SETTINGS: dict[str, type[Any]] = {"gateway": GatewaySettings, "scorer": ScorerSe
 A_SECRET = "an-operators-own-secret-of-32-bytes!!"
 
 
+@functools.cache  # read once for the module (the tests copy what they change)
 def documents() -> list[dict[str, Any]]:
     return [doc for path in MANIFESTS for doc in yaml.safe_load_all(path.read_text()) if doc]
 
