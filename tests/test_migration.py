@@ -19,11 +19,12 @@ release's library replaces it (FUNCTION LOAD REPLACE) and:
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
-import subprocess
 import sys
+from asyncio.subprocess import PIPE
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +45,39 @@ MIX = Path(mix.__file__)
 pytestmark = pytest.mark.timeout(120)
 
 
-def written_by_release(redis_url: str, store_url: str, scratch: Path) -> dict[str, Any]:
-    """The mix written by the release's code into an empty Redis, its answers and reads."""
-    scratch.mkdir()
-    tree = code_tree(RELEASE, scratch)
+@pytest.fixture
+def release(tmp_path: Path) -> Path:
+    """The release's packages and function library, as bench.replay takes a baseline's."""
+    (tmp_path / "release").mkdir()
+    return code_tree(RELEASE, tmp_path / "release")
+
+
+async def written_by_release(tree: Path, redis_url: str, store_url: str) -> dict[str, Any]:
+    """The mix written by the release's code (in ``tree``) into an empty Redis, its answers and
+    reads."""
     # its packages first on the path, before this tree's editable install
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run(
-        [sys.executable, str(MIX), redis_url, store_url], cwd=tree, env=env, capture_output=True, text=True, timeout=90
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(MIX), redis_url, store_url, cwd=tree, env=env, stdout=PIPE, stderr=PIPE
     )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return dict(json.loads(done.stdout))
+    async with asyncio.timeout(90):
+        out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()[-4000:]
+    return dict(json.loads(out))
+
+
+async def written_by_this_release(redis_url: str, store_url: str) -> dict[str, Any]:
+    """The mix, then the later writes and moderation, written by this release alone into an
+    empty Redis: their answers and the reads after each."""
+    r, store = connect(redis_url), open_store(store_url)
+    await store.open()
+    try:
+        answers, reads = await mix.write(r, redis_url, store), await mix.reads(r)
+        more = await mix.more(r, redis_url, store)
+        return {"answers": answers, "reads": reads, "more": more, "after": await mix.reads(r)}
+    finally:
+        await store.close()
+        await r.aclose()
 
 
 def differing(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
@@ -62,58 +85,53 @@ def differing(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
     return sorted(k for k in got.keys() | want.keys() if got.get(k) != want.get(k))
 
 
-async def test_a_redis_written_by_the_previous_release_reads_writes_and_rebuilds_as_a_fresh_one(tmp_path: Path) -> None:
-    with RedisServer(tmp_path / "redis") as server:
-        r = connect(server.url)
-        old_store, fresh_store = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/fresh.db"
-        try:
-            old = written_by_release(server.url, old_store, tmp_path / "release")
-            # sanity: the mix reached every kind of board (an empty read would compare equal)
-            before = old["reads"]
-            for name in (
-                "daily/region:eu/current/top",
-                "daily/mode:duo/previous/top",
-                "t-cup/global/current/top",
-                "daily/board:speedrun/current/top",
-                "alltime/board:tower/current/top",
-                "daily/board:lap/current/top",
-                "alltime/board:ledger/current/top",
-            ):
-                assert len(before[name]["entries"]) >= 3, name
-            assert before["finals/daily/None"] and before["finals/daily/board:tower"]
-            assert old["answers"]["ban"]["boards"] > 0 and before["banned"]["p9"] is not None
+async def test_a_redis_written_by_the_previous_release_reads_writes_and_rebuilds_as_a_fresh_one(
+    tmp_path: Path, release: Path
+) -> None:
+    with RedisServer(tmp_path / "old") as server, RedisServer(tmp_path / "fresh") as other:
+        admin = connect(other.url)
+        await admin.function_load(library_code(), replace=True)
+        await admin.aclose()
+        # the release's process and this release's fresh Redis at once: neither reads the other's
+        old, fresh = await asyncio.gather(
+            written_by_release(release, server.url, f"sqlite:///{tmp_path}/old.db"),
+            written_by_this_release(other.url, f"sqlite:///{tmp_path}/fresh.db"),
+        )
+        # sanity: the mix reached every kind of board (an empty read would compare equal)
+        before = old["reads"]
+        for name in (
+            "daily/region:eu/current/top",
+            "daily/mode:duo/previous/top",
+            "t-cup/global/current/top",
+            "daily/board:speedrun/current/top",
+            "alltime/board:tower/current/top",
+            "daily/board:lap/current/top",
+            "alltime/board:ledger/current/top",
+        ):
+            assert len(before[name]["entries"]) >= 3, name
+        assert before["finals/daily/None"] and before["finals/daily/board:tower"]
+        assert old["answers"]["ban"]["boards"] > 0 and before["banned"]["p9"] is not None
+        # this release, from the same slips, answered and read as the release did
+        assert fresh["answers"] == old["answers"]
+        assert differing(fresh["reads"], before) == []
 
+        r, store = connect(server.url), open_store(f"sqlite:///{tmp_path}/old.db")
+        await store.open()
+        try:
             # 1. this release's library over the release's data: every read as it answered
             await r.function_load(library_code(), replace=True)
-            now = await mix.reads(r)
-            assert differing(now, before) == []
-
-            # 2. later writes and moderation on the upgraded data ...
-            store = open_store(old_store)
-            await store.open()
-            try:
-                upgraded = await mix.more(r, server.url, store)
-                after = await mix.reads(r)
-                # 3. ... and a rebuild of all of it from the durable log, both releases' records
-                await r.flushall()
-                restored = await rebuild(
-                    r, store, mix.CONFIG, now=mix.NOW + mix.HOUR + 60_000, progress_to=io.StringIO()
-                )
-                assert restored.refused == {}
-                assert differing(await mix.reads(r), after) == []
-            finally:
-                await store.close()
-
-            # ... as on a Redis this release wrote alone from the same slips
+            assert differing(await mix.reads(r), before) == []
+            # 2. later writes and moderation on the upgraded data: as on the fresh Redis
+            assert await mix.more(r, server.url, store) == fresh["more"]
+            after = await mix.reads(r)
+            assert differing(after, fresh["after"]) == []
+            # 3. FLUSHALL and a rebuild from the durable log, both releases' records: the same reads
             await r.flushall()
-            store = open_store(fresh_store)
-            await store.open()
-            try:
-                assert await mix.write(r, server.url, store) == old["answers"]
-                assert differing(await mix.reads(r), before) == []
-                assert await mix.more(r, server.url, store) == upgraded
-                assert differing(await mix.reads(r), after) == []
-            finally:
-                await store.close()
+            restored = await rebuild(
+                r, store, mix.CONFIG, now=mix.NOW + mix.HOUR + 60_000, workers=1, progress_to=io.StringIO()
+            )
+            assert restored.refused == {}
+            assert differing(await mix.reads(r), after) == []
         finally:
+            await store.close()
             await r.aclose()
