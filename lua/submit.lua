@@ -52,7 +52,11 @@ function submit.plan(keys, sub, periods, ctx)
   end
   -- a packed board's one value as a number (below 2^53: a packed definition's bound)
   local value = def.points and values or (not def.lex and values[1][1] * int64.TWO32 + values[1][2])
-  local prefix = def.lex and definitions.lex_prefix(def, values)
+  -- a lex member's parts every window shares: made once a slip (player_part is a gsub)
+  local prefix, stamp, who
+  if def.lex then
+    prefix, stamp, who = definitions.lex_prefix(def, values), lex.time_hex(ts, def.last), lex.player_part(sub.player)
+  end
   local boards, new_scopes, new_count = ctx.boards, nil, 0
   ctx.player = sub.player
   for b, ref in ipairs(layout.refs) do
@@ -75,7 +79,7 @@ function submit.plan(keys, sub, periods, ctx)
     end
     local board = ref.board or batch.layout_board(keys, ref, period, layout, ctx)
     local failure = (def.lex and submit.plan_lex or submit.plan_packed)(board, sub.op ~= '' and sub.op or ref.op,
-      def.lex and values or value, prefix, ts, sub)
+      def.lex and values or value, ts, sub, prefix, stamp, who)
     if failure then
       return nil, failure
     end
@@ -87,7 +91,7 @@ end
 -- A packed board's planned write: its score (the value signed by the key's direction, and the
 -- time in the window's tie unit, counted down for tie first), whether it is written (best: a
 -- higher score; set: another; incr: a non-zero addition) and improved (a higher score).
-function submit.plan_packed(board, op, value, _, ts, sub)
+function submit.plan_packed(board, op, value, ts, sub)
   local period, def = board.period, board.def
   local scale = period.scale
   local old = board.held.scores[sub.player] or nil
@@ -109,7 +113,7 @@ function submit.plan_packed(board, op, value, _, ts, sub)
   if op == 'incr' and old and value == 0 then
     score = old -- adding zero: keep the time the total was first reached
   end
-  board.op, board.old, board.total, board.score, board.meta_value = op, old, total, score, sub.meta
+  board.old, board.total, board.score, board.meta_value = old, total, score, sub.meta
   board.write = old == nil or (op == 'best' and score > old) or (op ~= 'best' and score ~= old)
   board.improved = old == nil or score > old
 end
@@ -118,7 +122,7 @@ end
 -- operators), the member they make, or none when nothing changes. best and set weigh the time
 -- with the values, as the board orders them (a packed score holds both); incr and per-key
 -- operators move the time when the values change.
-function submit.plan_lex(board, _, values, prefix, ts, sub)
+function submit.plan_lex(board, _, values, _, sub, prefix, stamp, who)
   local def = board.def
   local old = board.held.scores[sub.player] or nil
   local stored, write = values, true
@@ -132,7 +136,7 @@ function submit.plan_lex(board, _, values, prefix, ts, sub)
     end
     prefix = definitions.lex_prefix(def, stored)
   end
-  local head = prefix .. lex.time_hex(ts, def.last)
+  local head = prefix .. stamp
   local old_prefix = old and old:sub(1, key_len)
   if old then
     local old_head = old:sub(1, key_len + lex.TIME_HEX)
@@ -145,7 +149,7 @@ function submit.plan_lex(board, _, values, prefix, ts, sub)
     end
   end
   board.old, board.old_prefix, board.prefix, board.stored, board.meta_value = old, old_prefix, prefix, stored, sub.meta
-  board.member = write and head .. lex.player_part(sub.player) or nil
+  board.member = write and head .. who or nil
   board.write, board.improved = write, not old or prefix < old_prefix
 end
 

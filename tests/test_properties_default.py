@@ -81,7 +81,7 @@ def test_the_games_boards_hold_the_default_definitions_model(redis_server: Redis
         r = connect(redis_server.url)
         assert isinstance(r, aioredis.Redis)
 
-        @bounded(60)
+        @bounded(50)
         @given(histories(), st.integers(0, 20))
         def run(case: tuple[str, list[Slip]], cut: int) -> None:
             runner.run(check(r, *case, cut))
