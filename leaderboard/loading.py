@@ -3,7 +3,7 @@
 Every scorer loads the library at start, on every master (``Leaderboard.load``). A node that
 comes back without it — restarted with no persistence (a whole shard of a cluster lost, a
 single server), flushed, or new — answers every function call ``ERR Function not found``. Each
-wrapper of the library (library.py, ``with_library``) and the scorer's acknowledgement meet that
+wrapper of the library (leaderboard/library/, ``with_library``) and the scorer's acknowledgement meet that
 reply, load the library on the node their call went to and call once more, in whichever process
 they run: scorer, gateway, HTTP API. One load per node and process is in flight at a time,
 however many calls met it at once (a gateway's own-rank reads of all its players)::

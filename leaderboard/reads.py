@@ -1,7 +1,7 @@
 """Reads by plain commands rather than the function library: a board's size, a window's distinct
 players, the activity feed and a window's kept finals. Each reads one or two keys the library's
 functions write, and all are allowed on replicas. ``PlainReads`` is a part of ``Leaderboard``
-(leaderboard/library.py), which resolves a window and period to the board's key::
+(leaderboard/library/), which resolves a window and period to the board's key::
 
     stats = await lb.stats("weekly")            # size and distinct players of one period
     recent = await lb.feed(20)                  # the newest applied submissions

@@ -92,7 +92,7 @@ the shard owning its slot, the game's, and on a single server it works the same)
                                            listens: the caller names the channel in ARGV)
 
 Functions (each documented where it is defined, in the file of its concept: lua/parts.txt lists
-them; Python wrappers in leaderboard/library.py):
+them; Python wrappers in leaderboard/library/, a module per file):
 
   lb_submit       apply a batch of submissions          banned, closedmark (read), boards (with
                                                         their hist and points), players, seen,
@@ -176,7 +176,7 @@ characters (leaderboard/profiles.py is_player_id is the same).
 -- integers), how a call refuses (refuse, entry_error) and the journal of state changes.
 --
 -- The library is one chunk assembled from the files of lua/ in the order lua/parts.txt names
--- (leaderboard/library.py): this file first, registration.lua last. Lua 5.1 takes at most 200
+-- (leaderboard/assembly.py): this file first, registration.lua last. Lua 5.1 takes at most 200
 -- locals in a chunk, so each file keeps its helpers in a module table (valid.player, int64.parse)
 -- and the chunk's top-level locals are those tables and a few helpers every file calls;
 -- tests/test_library_layout.py counts them. Top-level statements start at column 0 (what that

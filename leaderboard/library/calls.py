@@ -1,0 +1,78 @@
+"""What every wrapper of the function library shares: one call (``execute``: the library loaded
+first where a node lost it), a library error reply raised as the exception tree of errors.py and
+any other error of the library with its position named as ``file.lua:line`` (``library_errors``),
+and ``Calls``, the part of ``Leaderboard`` each group of wrappers builds on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from ..assembly import packaged
+from ..config import GameConfig
+from ..definitions import Definitions
+from ..errors import from_reply
+from ..keys import Keys
+from ..loading import library_code, with_library
+from ..tournaments import Tournaments
+from ..transport import Command, RedisClient, execute_packed
+
+
+def _located(exc: ResponseError) -> ResponseError:
+    """A Redis error from inside the library with its position named as ``file.lua:line`` (the
+    line map of assembly.py); the error itself when it names none."""
+    text = str(exc)
+    named = packaged().translate(text)
+    return exc if named == text else type(exc)(named)
+
+
+@contextmanager
+def library_errors() -> Iterator[None]:
+    """A library error reply ('ERR <code> ...') raised as the exception tree's; others as they
+    are, a position in the library named as its file's line."""
+    try:
+        yield
+    except ResponseError as exc:
+        mapped = from_reply(str(exc))
+        if mapped is not None:
+            raise mapped from None
+        located = _located(exc)
+        if located is exc:
+            raise
+        raise located from exc
+
+
+async def execute(redis: RedisClient, command: Command) -> Any:
+    """One packed call of a library function (loaded first where missing: ``loading.with_library``),
+    its library error reply raised as the exception tree's."""
+    with library_errors():
+        [reply] = await with_library(redis, [command], lambda: execute_packed(redis, command))
+    return reply
+
+
+class Calls:
+    """The game's client, keys, tournament registry and board definitions (whose refresh makes
+    ``config``), and the library's load and read-only call: what every group of wrappers uses."""
+
+    redis: RedisClient
+    keys: Keys
+    tournaments: Tournaments
+    boards: Definitions
+
+    @property
+    def config(self) -> GameConfig:
+        """The game's configuration as of the boards' last refresh: the environment's, or with
+        the operator's stored ``default`` definition applied (definitions.py)."""
+        return self.boards.config
+
+    async def load(self) -> None:
+        """Load (or replace) the function library; idempotent."""
+        with library_errors():  # a compile error names its file's line
+            await self.redis.function_load(library_code(), replace=True)
+
+    async def _fcall_ro(self, name: str, keys: list[str], *args: str | int) -> Any:
+        with library_errors():
+            return await with_library(self.redis, keys[0], lambda: self.redis.fcall_ro(name, len(keys), *keys, *args))

@@ -1,0 +1,67 @@
+"""The board definition wrappers: ``lb_board_put``, ``lb_board_delete`` and ``lb_board_purge``
+(definitions.lua; the definitions themselves in boards.py, the registry in definitions.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .. import boards
+from ..errors import InvalidBoard
+from .calls import Calls, execute
+
+
+class DefinitionCalls(Calls):
+    """Create, update, delete and purge board definitions."""
+
+    async def create_board(self, definition: boards.Definition) -> boards.Definition:
+        """lb_board_put: store a new board definition (version 1). Creating the same one again is
+        a no-op; InvalidBoard(board_exists) for another definition of that id. The id of a deleted
+        board is created again only with keys that read its entries as they were written
+        (boards.check_recreate: board_reorder), compare-and-set on that deleted definition
+        (stale_board when it changed meanwhile)."""
+        created = self.boards.admit(boards.parse({**definition.as_dict(), "version": 1}))
+        deleted = await self.boards.deleted_json(created.id)
+        if deleted is not None:
+            boards.check_recreate(boards.parse(deleted), created)
+        await self._put_board(created, "", deleted or "")
+        return created
+
+    async def update_board(self, definition: boards.Definition) -> boards.Definition:
+        """lb_board_put: replace a board's definition with ``definition`` as its next version.
+        InvalidBoard(unknown_board), (board_reorder) for a change that would reorder the live
+        board (boards.check_update), (stale_board) when another update landed meanwhile. The
+        game's default board may be updated while only its configuration describes it."""
+        stored, deleted = await self.boards.stored_json(definition.id), None
+        if stored is None:
+            if definition.id != boards.DEFAULT_ID:
+                raise InvalidBoard("unknown_board", f"no board {definition.id!r}")
+            old = self.boards.defaults[boards.DEFAULT_ID]
+            deleted = await self.boards.deleted_json(definition.id)  # stored as a create: its base too
+        else:
+            old = boards.parse(stored)
+        updated = boards.check_update(old, self.boards.admit(definition))
+        await self._put_board(updated, stored or "", deleted or "")
+        return updated
+
+    async def delete_board(self, board: str) -> None:
+        """lb_board_delete: delete a board's definition. InvalidBoard(unknown_board)."""
+        boards.check_id(board)
+        keys = self._definition_keys
+        await execute(self.redis, ("FCALL", "lb_board_delete", len(keys), *keys, board))
+
+    async def purge_board(self, board: str, deleted: str, keys: Sequence[str]) -> bool:
+        """lb_board_purge: forget the deleted definition ``deleted`` of ``board`` when none of
+        ``keys`` (its periods' keys retention may keep: leaderboard/purge.py) exists; whether
+        it was forgotten."""
+        names = (self.keys.deleted_boards, self.keys.board_changes, self.keys.journal, *keys)
+        return bool(await execute(self.redis, ("FCALL", "lb_board_purge", len(names), *names, board, deleted)))
+
+    @property
+    def _definition_keys(self) -> tuple[str, str, str, str, str]:
+        k = self.keys
+        return (k.boards, k.boards_version, k.journal, k.deleted_boards, k.board_changes)
+
+    async def _put_board(self, definition: boards.Definition, expected: str, deleted: str) -> None:
+        keys = self._definition_keys
+        args = (definition.id, definition.to_json(), expected, deleted, self.config.max_boards)
+        await execute(self.redis, ("FCALL", "lb_board_put", len(keys), *keys, *args))

@@ -1,0 +1,275 @@
+"""The read wrappers: ``lb_top``, ``lb_around``, ``lb_ranks`` and ``lb_rank_rebuild`` (reads.lua),
+on a game board or a defined one (defined.py: its calls with the board's encoding), and the window
+and period a read names."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from .. import boards
+from ..defined import Board
+from ..errors import BadPeriod, BadRequest, TournamentError
+from ..keys import defined_of, parse_scope
+from ..loading import with_library
+from ..profiles import stored as stored_profile
+from ..ranking import COMPETITION, ORDINAL, assign_ranks, round_rank, top_percent
+from ..reads import PlainReads
+from ..results import BoardEntries, Entry, Ranks, Standing
+from ..transport import Command, execute_packed, now_ms
+from ..windows import Period, Window, tournament_of, window
+from .calls import Calls, execute, library_errors
+
+
+class ReadCalls(PlainReads, Calls):
+    """Reads of a board period (read-only: safe on replicas through FCALL_RO), and the plain
+    reads of reads.py, which take their board from ``_board``."""
+
+    async def window_of(self, window_name: str) -> Window:
+        """A window a read may name: one the game keeps, or a tournament's (``t-<id>``)."""
+        tournament = tournament_of(window_name)
+        if tournament is not None:
+            spec = await self.tournaments.get(tournament)
+            if spec is None:
+                raise TournamentError("unknown_tournament", f"no tournament {tournament!r}")
+            return spec
+        try:
+            spec = window(window_name)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        if window_name not in self.config.windows:
+            raise BadRequest(f"window {window_name!r} is not kept for game {self.config.game!r}")
+        return spec
+
+    async def _board(
+        self, window_name: str, scope: str, at: int | None, period_name: str | None = None
+    ) -> tuple[str, Period]:
+        """The board key and period a read names. A defined board's (scope ``board:<id>``) is of
+        its own windows, periods and time zone (``defined_board``), so the plain reads (size,
+        stats) serve every window it keeps, as the function library's reads do."""
+        defined = await self.defined_board(window_name, scope, at, period_name)
+        if defined is not None:
+            return defined.board, defined.period
+        try:
+            parse_scope(scope)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        spec = await self.window_of(window_name)
+        try:
+            period = spec.resolve(period_name, now_ms() if at is None else at)
+        except ValueError as exc:
+            raise BadPeriod(str(exc)) from None
+        return self.keys.board(spec.name, period.label, scope), period
+
+    async def defined_board(
+        self, window_name: str, scope: str, at: int | None = None, period_name: str | None = None
+    ) -> Board | None:
+        """The defined board a scope ``board:<id>`` names (its period resolved as a read names
+        it), or None for any other scope. BadRequest for a board nobody defined, or a window it
+        does not keep; BadPeriod as ``_board``."""
+        board_id = defined_of(scope)
+        if board_id is None:
+            return None
+        definition = self.boards.get(board_id)
+        if definition is None:
+            await self.boards.refresh()  # defined a moment ago, before this process's tick
+            definition = self.boards.get(board_id)
+        if definition is None:
+            raise BadRequest(f"no board {board_id!r}")
+        at = now_ms() if at is None else at
+        if tournament_of(window_name) is not None:  # a tournament on the board: its one period
+            spec = await self.window_of(window_name)
+            try:
+                return Board(self.keys, definition, spec.resolve(period_name, at), scope)
+            except ValueError as exc:
+                raise BadPeriod(str(exc)) from None
+        try:
+            boards.window_of(definition, window_name)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        try:
+            found = boards.resolve(definition, window_name, period_name, at)
+        except ValueError as exc:
+            raise BadPeriod(str(exc)) from None
+        return Board(self.keys, definition, found, scope)
+
+    async def top(
+        self, window_name: str, scope: str = "global", n: int = 10, *, at: int | None = None, period: str | None = None
+    ) -> BoardEntries:
+        """lb_top: the first ``n`` entries of the board's current period (or the one at ``at``,
+        or the one ``period`` names)."""
+        defined = await self.defined_board(window_name, scope, at, period)
+        if defined is not None:
+            return defined.top(await self._defined_read(defined.top_call(n)))
+        key, found = await self._board(window_name, scope, at, period)
+        flat = await self._fcall_ro("lb_top", [key, self.keys.profiles], n)
+        mode = self.config.rank_mode_for(window_name)
+        return self._shown(BoardEntries(found, _entries(found, mode, 1, 1, flat), mode))
+
+    def _shown(self, read: BoardEntries) -> BoardEntries:
+        """A game board's read with the stored default's display hint: its column, and each
+        entry's points as its one key value (what a page formats by a column)."""
+        if not self.boards.columns:
+            return read
+        entries = [replace(e, keys=(e.score,)) for e in read.entries]
+        return replace(read, entries=entries, columns=self.boards.columns)
+
+    async def _defined_read(self, call: tuple[str, list[str], list[str | int]]) -> Any:
+        name, keys, args = call
+        return await self._fcall_ro(name, keys, *args)
+
+    async def tops(
+        self, boards: Sequence[tuple[str, str]], n: int = 10, *, at: int | None = None
+    ) -> list[BoardEntries]:
+        """``top()`` of several boards, ``(window, scope)`` each, in one pipelined round trip:
+        for the publisher, whose tick may find hundreds of boards changed (a fraction of the
+        client's CPU per board of one call each, measured in docs/operations.md). A defined
+        board's top is its definition's ``top_n``."""
+        found: list[Board | tuple[str, Period]] = []
+        commands: list[Command] = []
+        for window_name, scope in boards:
+            defined = await self.defined_board(window_name, scope, at)
+            if defined is not None:
+                name, keys, args = defined.top_call(defined.definition.top_n)
+                commands.append(("FCALL_RO", name, len(keys), *keys, *args))
+                found.append(defined)
+                continue
+            key, period = await self._board(window_name, scope, at)
+            commands.append(("FCALL_RO", "lb_top", 2, key, self.keys.profiles, n))
+            found.append((window_name, period))
+        with library_errors():
+            replies = (
+                await with_library(self.redis, commands, lambda: execute_packed(self.redis, *commands))
+                if commands
+                else []
+            )
+        out = []
+        for board, flat in zip(found, replies, strict=True):
+            if isinstance(board, Board):
+                out.append(board.top(flat))
+                continue
+            window_name, period = board
+            mode = self.config.rank_mode_for(window_name)
+            out.append(self._shown(BoardEntries(period, _entries(period, mode, 1, 1, flat), mode)))
+        return out
+
+    async def around(
+        self,
+        player: str,
+        window_name: str,
+        scope: str = "global",
+        k: int = 5,
+        *,
+        at: int | None = None,
+        period: str | None = None,
+    ) -> BoardEntries:
+        """lb_around: the entries ``k`` above and below ``player`` (none when unranked)."""
+        defined = await self.defined_board(window_name, scope, at, period)
+        if defined is not None:
+            return defined.around(await self._defined_read(defined.around_call(player, k)))
+        key, found = await self._board(window_name, scope, at, period)
+        mode, w = self.config.rank_mode_for(window_name), found.window
+        keys = [key, self.keys.profiles, self.keys.points(w.name, found.label, scope)]
+        flat = await self._fcall_ro("lb_around", keys, player, k, mode, w.shift)
+        if not flat:
+            return BoardEntries(found, [], mode)
+        first_ordinal, size = int(flat[0]), int(flat[3])
+        entries = _entries(found, mode, first_ordinal, int(flat[1]), flat[4:])
+        # the percentile's position: ordinal in ordinal mode, else the competition rank
+        positions = assign_ranks(
+            ORDINAL if mode == ORDINAL else COMPETITION, first_ordinal, int(flat[2]), [e.score for e in entries]
+        )
+        entries = [replace(e, top_percent=top_percent(pos, size)) for e, pos in zip(entries, positions, strict=True)]
+        return self._shown(BoardEntries(found, entries, mode, size))
+
+    async def ranks(
+        self,
+        players: Sequence[str],
+        window_name: str,
+        scope: str = "global",
+        *,
+        at: int | None = None,
+        period: str | None = None,
+        profiles: bool = False,
+        deep_from: int = 0,
+    ) -> Ranks:
+        """lb_ranks: board size and each player's standing, in the order given; with
+        ``profiles``, each standing carries the player's profile too (a friends list), read by
+        one HMGET in the same round trip (own-rank pushes leave it out: they show no names). A
+        player whose rank is beyond ``deep_from`` (0: nobody) may get an approximate rank from
+        the board's histogram (``approx``), rounded to three significant digits."""
+        defined = await self.defined_board(window_name, scope, at, period)
+        if defined is not None:
+            flat = await self._defined_read(defined.ranks_call(players))
+            joined = await self.redis.hmget(self.keys.profiles, list(players)) if profiles and players else None
+            return defined.ranks(players, flat, joined or [None] * len(players), deep_from)
+        key, found = await self._board(window_name, scope, at, period)
+        mode, w = self.config.rank_mode_for(window_name), found.window
+        keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
+        args: list[str | int] = [mode, w.shift, deep_from, *players]
+        if profiles and players:
+            commands: list[Command] = [
+                ("FCALL_RO", "lb_ranks", len(keys), *keys, *args),
+                ("HMGET", self.keys.profiles, *players),
+            ]
+            with library_errors():
+                flat, joined = await with_library(self.redis, key, lambda: execute_packed(self.redis, *commands))
+        else:
+            flat, joined = await self._fcall_ro("lb_ranks", keys, *args), [None] * len(players)
+        size = int(flat[0])
+        rows = zip(players, flat[1::4], flat[2::4], flat[3::4], flat[4::4], joined, strict=True)
+        standings = [
+            _standing(p, size, w.unpack, r, s, pos, approx, stored_profile(f)) for p, r, s, pos, approx, f in rows
+        ]
+        return Ranks(found, size, standings, mode)
+
+    async def rank(
+        self,
+        player: str,
+        window_name: str,
+        scope: str = "global",
+        *,
+        at: int | None = None,
+        period: str | None = None,
+        deep_from: int = 0,
+    ) -> Standing:
+        ranks = await self.ranks([player], window_name, scope, at=at, period=period, deep_from=deep_from)
+        return ranks.standings[0]
+
+    async def rebuild_rank_index(
+        self, window_name: str, scope: str = "global", *, at: int | None = None, period: str | None = None
+    ) -> int:
+        """lb_rank_rebuild: rebuild the board's histogram, and in dense mode its distinct points,
+        from the board: for boards written before they had them, after the window's mode changed
+        to dense, and after a rebuild from the durable log wrote its members. O(N) in one atomic
+        call: seconds on a board of a million members, so call it on a client made with
+        ``connect(url, socket_timeout=None)``. ``period`` names a past one as reads do. Returns
+        the member count."""
+        key, found = await self._board(window_name, scope, at, period)
+        w, mode = found.window, self.config.rank_mode_for(window_name)
+        keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
+        reply = await execute(self.redis, ("FCALL", "lb_rank_rebuild", len(keys), *keys, w.shift, mode))
+        return int(reply[0])
+
+
+def _entries(period: Period, mode: str, first_ordinal: int, first_rank: int, flat: Sequence[Any]) -> list[Entry]:
+    unpack = period.window.unpack
+    points = [unpack(flat[j + 1]) for j in range(0, len(flat), 3)]
+    ranks = assign_ranks(mode, first_ordinal, first_rank, points)
+    return [
+        Entry(rank, flat[j], p, stored_profile(flat[j + 2]))
+        for rank, p, j in zip(ranks, points, range(0, len(flat), 3), strict=True)
+    ]
+
+
+def _standing(
+    player: str, size: int, unpack: Any, rank: Any, score: Any, position: Any, approx: Any, profile: Any
+) -> Standing:
+    if rank is None:
+        return Standing(player, None, None, profile)
+    deep = int(approx) == 1
+    shown = round_rank(int(rank)) if deep else int(rank)
+    # an estimate can overshoot the board's size by its rounding: the percentile stays in range
+    percent = top_percent(min(int(position), size), size)
+    return Standing(player, shown, unpack(score), profile, top_percent=percent, approx=deep)
