@@ -32,7 +32,6 @@ from typing import Any
 import orjson
 
 from . import boards
-from .boards import Definition
 from .errors import INPUT_CODES, BadRequest, InvalidBoard, InvalidInput, TournamentError
 from .keys import GLOBAL_SCOPE, defined_of, parse_scope
 from .library import Leaderboard
@@ -103,17 +102,17 @@ class Moderation:
         defined boards (``defined_boards``)."""
         return {b for b in await self._all_boards() if not defined_of(b.scope)}
 
-    async def defined_boards(self) -> dict[BoardRef, Definition]:
-        """Every defined board (``board:<id>``) that exists now, with its definition (a board
-        whose definition was deleted is left: its keys only wait to expire)."""
+    async def defined_boards(self) -> set[BoardRef]:
+        """Every defined board (``board:<id>``) that exists now, of a definition the game holds
+        (a board whose definition was deleted is left: its keys only wait to expire): one of its
+        own windows, or a tournament on it."""
         await self.lb.boards.refresh()
-        found = {}
+        found = set()
         for b in await self._all_boards():
             board = defined_of(b.scope)
             definition = self.lb.boards.get(board) if board else None
-            # one of its own windows, or a tournament on it
             if definition is not None and (b.window in definition.windows or tournament_of(b.window)):
-                found[b] = definition
+                found.add(b)
         return found
 
     async def _all_boards(self) -> set[BoardRef]:
@@ -126,31 +125,30 @@ class Moderation:
         return found
 
     async def ban(self, player: str, *, actor: str, reason: str) -> BanResult:
-        """Remove ``player`` from every board of the game, defined ones included, and refuse
-        their submissions from now on (lb_submit's per-entry code ``banned``), until ``unban``."""
+        """Remove ``player`` from every board of the game, the game's and every defined one on
+        either encoding, and refuse their submissions from now on (lb_submit's per-entry code
+        ``banned``), until ``unban``."""
         check_player(player)
         actor, reason = check_audit(actor, reason)
-        done = await self.boards()
+        done = await self.boards() | await self.defined_boards()
         removed, touched = await self.lb.ban(player, _ordered(done), actor=actor, reason=reason)
         for _ in range(_BAN_ROUNDS):  # boards created between the scan and the tombstone
-            new = (await self.boards()) - done
+            new = (await self.boards() | await self.defined_boards()) - done
             if not new:
                 break
             more, more_touched = await self.lb.ban(player, _ordered(new), actor=actor, reason=reason)
             removed, touched = removed + more, touched + more_touched
             done |= new
-        # Defined boards after the tombstone, which keeps the player's new slips out of them: a
-        # board appearing after this scan cannot hold the player.
-        more, more_touched = await self.off_defined_boards(player)
-        return BanResult(removed + more, touched + more_touched)
+        return BanResult(removed, touched)
 
-    async def off_defined_boards(self, player: str) -> tuple[int, int]:
-        """Remove ``player`` from every defined board (a ban's part for them, which a rebuild
-        replays too); (boards they were on, of those the boards whose top N changed)."""
+    async def replay_ban(self, player: str, *, actor: str, reason: str, at: int) -> tuple[int, int]:
+        """A journaled ban's effect on the defined boards, replayed by a rebuild at its place among
+        their slips (the game's boards are restored by the durable log's fold, the tombstone as
+        the log last had it): (boards the player was on, of those the boards whose top N changed)."""
         defined = await self.defined_boards()
         if not defined:
             return 0, 0
-        return await self.lb.ban_defined(player, [(b, defined[b]) for b in _ordered(set(defined))])
+        return await self.lb.ban(player, _ordered(defined), actor=actor, reason=reason, now=at, replay=True)
 
     async def unban(self, player: str, *, actor: str, reason: str = "") -> bool:
         """Lift a ban (whether there was one). Removed scores are not restored."""

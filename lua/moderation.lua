@@ -1,5 +1,5 @@
--- Moderation and profiles: bans, unbans, corrections (game boards and defined boards) and profile
--- fields, each journaled.
+-- Moderation and profiles: bans, unbans, corrections (on either encoding) and profile fields,
+-- each journaled.
 local moderation = {}
 
 -- Moderation and profiles -------------------------------------------------------------------
@@ -35,113 +35,111 @@ function moderation.bump_if_top(versions, field, before, after, top_n)
   return 0
 end
 
---[[ lb_ban: remove a player from the boards given and leave a tombstone, so that no replayed
-or later submission can put them back (lb_submit refuses it with the per-entry code 'banned').
-Banning again updates the record and removes whatever is on the boards given.
+-- A board of a call, one record per board on either encoding: keys[k + 1..5] its board,
+-- histogram, points set (distinct points, or distinct key parts), members hash and metadata hash;
+-- field its version field, mode its rank mode, encoding reads.encoding's text ('' a packed board
+-- whose window is no longer known: its companions are left alone). nil when malformed.
+function moderation.board(keys, k, field, mode, encoding)
+  local enc, param = reads.encoding(encoding)
+  if not (scoring.RANK_MODES[mode] and (enc or encoding == '')) then
+    return nil
+  end
+  return { field = field, mode = mode, lex = enc == 'lex', param = param, key = keys[k + 1], hist = keys[k + 2],
+           distinct = keys[k + 3], members = keys[k + 4], meta = keys[k + 5] }
+end
+
+-- Take a player off a board, on its encoding: a lex board loses the member, its player -> member
+-- field and, on a dense board, its key part when nobody else holds it; a packed one the member
+-- and its share of the companions. The player's place before (0-based), nil when not on it.
+function moderation.take_off(board, player)
+  if board.lex then
+    local member = redis.call('HGET', board.members, player)
+    if not member then
+      return nil
+    end
+    local rank = redis.call('ZRANK', board.key, member)
+    redis.call('ZREM', board.key, member)
+    redis.call('HDEL', board.members, player)
+    moderation.drop_key_part(board, member:sub(1, board.param))
+    return rank
+  end
+  local rank = redis.call('ZREVRANK', board.key, player)
+  if rank then
+    local old = tonumber(redis.call('ZSCORE', board.key, player))
+    redis.call('ZREM', board.key, player)
+    if board.param then
+      scoring.board_score_changed(board.key, board.hist, board.mode == 'dense' and board.distinct or nil, board.param,
+        old, nil)
+    end
+  end
+  return rank
+end
+
+-- A lex board's distinct key part gone when nobody holds those values any more (dense mode).
+function moderation.drop_key_part(board, prefix)
+  if board.mode == 'dense' and redis.call('ZLEXCOUNT', board.key, '[' .. prefix, '(' .. prefix .. 'g') == 0 then
+    redis.call('ZREM', board.distinct, prefix)
+  end
+end
+
+--[[ lb_ban: remove a player from the boards given, on either encoding (moderation.take_off; and
+the entry's metadata), and leave a tombstone, so that no replayed or later submission can put them
+back (lb_submit refuses it with the per-entry code 'banned'). Banning again updates the record and
+removes whatever is on the boards given.
 Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, KEYS[4] journal
-        stream, then per board three keys: the board, its histogram, its points set
-        ARGV    player, actor, reason, now_ms, activity_maxlen, top_n, then per board its
-                version field "<window>:<period>:<scope>", its window's shift (-1: unknown, the
-                companions are left alone) and rank mode
+        stream, then per board BAN_KEYS keys (moderation.board)
+        ARGV    call layout (BAN_LAYOUT), how ('ban'; 'replay': a rebuild replaying a journaled
+                ban's effect on the boards it restores, without tombstone, activity or journal),
+                player, actor, reason, now_ms, activity_maxlen, then per board its version field
+                "<window>:<period>:<scope>", top N, rank mode and encoding (moderation.board)
 Output: {boards the player was removed from, of those the boards whose top N changed}
 ]]
-moderation.BAN_FIXED, moderation.BAN_KEYS, moderation.BAN_ARGS, moderation.BAN_FIELDS = 4, 3, 6, 3
+moderation.BAN_LAYOUT = '2'
+moderation.BAN_FIXED, moderation.BAN_KEYS, moderation.BAN_ARGS, moderation.BAN_FIELDS = 4, 5, 7, 4
 
 function moderation.lb_ban(keys, args)
-  local player, actor, reason, now_ms, activity_maxlen, top_n = unpack(args, 1, moderation.BAN_ARGS)
-  local err = moderation.check_action(player, actor, reason, true)
+  local layout, how, player, actor, reason, now_ms, activity_maxlen = unpack(args, 1, moderation.BAN_ARGS)
+  local err = valid.other_layout(layout, moderation.BAN_LAYOUT, 'lb_ban')
+    or moderation.check_action(player, actor, reason, true)
   if err then
     return err
   end
   local now, maxlen = valid.parse_uint(now_ms, 15), valid.parse_uint(activity_maxlen, 12)
-  top_n = valid.parse_uint(top_n, 6)
   local count = (#keys - moderation.BAN_FIXED) / moderation.BAN_KEYS
-  if not (now and maxlen and top_n) or count < 0 or count ~= math.floor(count) or #args ~= moderation.BAN_ARGS + moderation.BAN_FIELDS * count then
+  if not (now and maxlen and (how == 'ban' or how == 'replay')) or count < 0 or count ~= math.floor(count)
+      or #args ~= moderation.BAN_ARGS + moderation.BAN_FIELDS * count then
     return refuse('bad_request', 'malformed ban')
   end
   local boards = {}
   for i = 1, count do -- every record checked before the first write
-    local k, pos = moderation.BAN_FIXED + moderation.BAN_KEYS * (i - 1), moderation.BAN_ARGS + moderation.BAN_FIELDS * (i - 1)
-    local field, shift, mode = unpack(args, pos + 1, pos + moderation.BAN_FIELDS)
-    shift = tonumber(shift)
-    if not shift or not scoring.RANK_MODES[mode] then
+    local pos = moderation.BAN_ARGS + moderation.BAN_FIELDS * (i - 1)
+    local field, top_n, mode, encoding = unpack(args, pos + 1, pos + moderation.BAN_FIELDS)
+    boards[i] = moderation.board(keys, moderation.BAN_FIXED + moderation.BAN_KEYS * (i - 1), field, mode, encoding)
+    if not boards[i] then
       return refuse('bad_request', 'malformed ban')
     end
-    boards[i] = { field = field, shift = shift, key = keys[k + 1], hist = keys[k + 2],
-                  pts = mode == 'dense' and keys[k + 3] or nil }
+    boards[i].top_n = valid.parse_uint(top_n, 6)
+    if not boards[i].top_n then
+      return refuse('bad_request', 'malformed ban')
+    end
   end
-  redis.call('HSET', keys[1], player, cjson.encode({ by = actor, reason = reason, at = now }))
+  if how == 'ban' then
+    redis.call('HSET', keys[1], player, cjson.encode({ by = actor, reason = reason, at = now }))
+  end
   local removed, touched = 0, 0
   for _, board in ipairs(boards) do
-    local rank = redis.call('ZREVRANK', board.key, player)
+    local rank = moderation.take_off(board, player)
     if rank then
-      local old = tonumber(redis.call('ZSCORE', board.key, player))
-      redis.call('ZREM', board.key, player)
-      if board.shift >= 0 then
-        scoring.board_score_changed(board.key, board.hist, board.pts, 2 ^ board.shift, old, nil)
-      end
+      redis.call('HDEL', board.meta, player)
       removed = removed + 1
-      touched = touched + moderation.bump_if_top(keys[2], board.field, rank, nil, top_n)
+      touched = touched + moderation.bump_if_top(keys[2], board.field, rank, nil, board.top_n)
     end
   end
-  redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'action', 'ban', 'player', player,
-    'by', actor, 'reason', reason, 'boards', removed)
-  -- the durable log folds a ban as "off every board": the boards given need not be journaled
-  journal(keys[4], 'ban', player, actor, reason, now_ms)
-  return { removed, touched }
-end
-
---[[ lb_ban_defined: remove a player from defined boards (lb_ban's part for them, called after
-it: its tombstone already keeps the player's new slips out), or, in a rebuild, replay a ban's
-effect on them. Journals nothing: the journaled ban is lb_ban's. A lex board loses the member,
-its player -> member field, its metadata and, on a dense board, its key part when nobody else
-holds it; a packed one the member, its metadata and its share of the companions.
-Input:  KEYS[1] versions hash, then per board five keys: the board, its members hash, its points
-        set (distinct key parts, or distinct points), its metadata hash, its histogram
-        ARGV    player, then per board: its version field, top N, rank mode, key part length
-                (0: a packed board), its window's shift (packed)
-Output: {boards the player was removed from, of those the boards whose top N changed}
-]]
-function moderation.lb_ban_defined(keys, args)
-  local player = args[1]
-  local count = (#keys - 1) / 5
-  if not valid.player(player) or count ~= math.floor(count) or #args ~= 1 + 5 * count then
-    return refuse('bad_request', 'malformed ban')
-  end
-  local removed, touched = 0, 0
-  for i = 1, count do
-    local k, a = 1 + 5 * (i - 1), 1 + 5 * (i - 1)
-    local board, members, distinct, meta, hist = unpack(keys, k + 1, k + 5)
-    local field, top_n, mode, key_len, shift = unpack(args, a + 1, a + 5)
-    top_n, key_len, shift = tonumber(top_n), tonumber(key_len), tonumber(shift)
-    if not (top_n and key_len and shift and scoring.RANK_MODES[mode]) then
-      return refuse('bad_request', 'malformed ban')
-    end
-    local rank
-    if key_len > 0 then
-      local member = redis.call('HGET', members, player)
-      rank = member and redis.call('ZRANK', board, member)
-      if member then
-        redis.call('ZREM', board, member)
-        redis.call('HDEL', members, player)
-        local prefix = member:sub(1, key_len)
-        if mode == 'dense' and redis.call('ZLEXCOUNT', board, '[' .. prefix, '(' .. prefix .. 'g') == 0 then
-          redis.call('ZREM', distinct, prefix) -- nobody holds those values any more
-        end
-      end
-    else
-      rank = redis.call('ZREVRANK', board, player)
-      if rank then
-        local old = tonumber(redis.call('ZSCORE', board, player))
-        redis.call('ZREM', board, player)
-        scoring.board_score_changed(board, hist, mode == 'dense' and distinct or nil, 2 ^ shift, old, nil)
-      end
-    end
-    if rank then
-      redis.call('HDEL', meta, player)
-      removed = removed + 1
-      touched = touched + moderation.bump_if_top(keys[1], field, rank, nil, top_n)
-    end
+  if how == 'ban' then
+    redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'action', 'ban', 'player', player,
+      'by', actor, 'reason', reason, 'boards', removed)
+    -- the durable log folds a ban as "off every board": the boards given need not be journaled
+    journal(keys[4], 'ban', player, actor, reason, now_ms)
   end
   return { removed, touched }
 end

@@ -19,7 +19,6 @@ redis.register_function { function_name = 'lb_around', callback = reads.lb_aroun
 redis.register_function { function_name = 'lb_ranks', callback = reads.lb_ranks, flags = { 'no-writes' } }
 redis.register_function { function_name = 'lb_status', callback = queue.lb_status, flags = { 'no-writes' } }
 redis.register_function('lb_ban', moderation.lb_ban)
-redis.register_function('lb_ban_defined', moderation.lb_ban_defined)
 redis.register_function('lb_unban', moderation.lb_unban)
 redis.register_function('lb_correct', moderation.lb_correct)
 redis.register_function('lb_correct_defined', moderation.lb_correct_defined)

@@ -119,11 +119,9 @@ them; Python wrappers in leaderboard/library/, a module per file):
                                                         metadata (read)
   lb_tournament   create a tournament                   tournaments, journal
   lb_join         enter players in a tournament         tournaments (read), entrants, journal
-  lb_ban          remove a player, leave a tombstone    banned, versions, activity, journal, the
-                                                        boards given and their histograms and points
-                                                        sets
-  lb_ban_defined  remove a player from defined boards    versions, the boards given and their
-                                                        members, points sets, metadata, histograms
+  lb_ban          remove a player, leave a tombstone,   banned, versions, activity, journal, the
+                  either encoding                       boards given and their histograms, points
+                                                        sets, members and metadata
   lb_unban        lift a ban                            banned, activity, journal
   lb_correct      set a player's points, with reason    banned (read), versions, activity, journal,
                                                         the boards given and their histograms and
@@ -300,6 +298,18 @@ end
 
 local function entry_error(code, message)
   return { 'error', code, message }
+end
+
+-- A function whose arguments another release lays out otherwise carries its call's layout first
+-- (lb_ban, lb_correct, lb_close): a call of another layout is refused whole, before anything is
+-- read or written, with the layout this library reads (errors.LibraryMismatch). nil when it is
+-- this library's.
+function valid.other_layout(got, want, fn)
+  if got == want then
+    return nil
+  end
+  return refuse('library_mismatch', 'the function library reads layout ' .. want .. ' of ' .. fn
+    .. "'s call; this call is another release's")
 end
 
 -- An id: UTF-8 of at most MAX_ID_BYTES, without C0 control characters or DEL (the activity

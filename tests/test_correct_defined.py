@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import orjson
 import pytest
 import redis.asyncio as aioredis
 
 from leaderboard import InvalidInput, Leaderboard, boards, now_ms
 from leaderboard.errors import Banned, InvalidBoard
-from leaderboard.moderation import Moderation
+from leaderboard.moderation import BanResult, Moderation
 from leaderboard.ranking import companions
 
 from .conftest import NOW
@@ -259,3 +260,50 @@ async def test_the_command_line_corrects_a_defined_board(r: aioredis.Redis, redi
     rc, out, err = await operator(redis_url, *base, "--values", "4")
     assert rc == 2 and err.startswith("refused: wrong_key_count: "), err
     assert (await lb.top("alltime", "board:tower", n=10)).entries == []
+
+
+async def test_one_ban_takes_the_player_off_the_games_boards_and_every_defined_one(
+    r: aioredis.Redis, lb: Leaderboard
+) -> None:
+    tower, speedrun = await setup(lb)
+    keys = lb.keys
+    slips = [
+        {"id": f"g{i}", "player": p, "points": str(pts), "ts": str(T0)}
+        for i, (p, pts) in enumerate((("ana", 9), ("ben", 7)))
+    ]
+    assert {res.status for res in await lb.submit_batch(slips, now=NOW)} == {"ok"}
+    day = boards.period(tower, "daily", NOW).label
+    before = cast(dict[str, str], await r.hgetall(keys.versions))
+    result = await Moderation(lb).ban("ana", actor="ops", reason="bot")
+    # the game's 3 windows, tower's daily and alltime (lex), speedrun's daily (packed): one call
+    assert (result.boards, result.top_changed) == (6, 6)
+    journal = cast(list[tuple[str, dict[str, str]]], await r.xrange(keys.journal))
+    [ban] = [f for _, f in journal if f["fn"] == "ban"]
+    assert orjson.loads(ban["args"])[:3] == ["ana", "ops", "bot"]
+    activity = cast(list[tuple[str, dict[str, str]]], await r.xrange(keys.activity))
+    assert [f["action"] for _, f in activity if "action" in f] == ["ban"]
+    for window in ("daily", "alltime"):
+        label = boards.period(tower, window, NOW).label
+        assert [e.player for e in (await lb.top(window, "board:tower", n=10, at=NOW)).entries] == ["ben", "cy"]
+        assert await r.hget(keys.members(window, label, "board:tower"), "ana") is None
+        assert await r.hget(keys.metadata(window, label, "board:tower"), "ana") is None
+        # dense ranks: ana's key part went with her (nobody else held 12,81250)
+        held = {boards.key_prefix(tower, v) for v in ((12, 79_900), (11, 50_000))}
+        assert set(await r.zrange(keys.points(window, label, "board:tower"), 0, -1)) == held
+    for window in lb.config.windows:
+        assert [e.player for e in (await lb.top(window, at=NOW)).entries] == ["ben"]
+    assert [e.player for e in (await lb.top("daily", "board:speedrun", n=10, at=NOW)).entries] == ["ben", "cy"]
+    assert await r.hget(keys.metadata("daily", day, "board:speedrun"), "ana") is None
+    board = keys.board("daily", day, "board:speedrun")
+    scores = [int(s) for _, s in cast(list[tuple[str, float]], await r.zrange(board, 0, -1, withscores=True))]
+    histogram, _ = companions(scores, speedrun.shift("daily"))
+    stored = cast(dict[str, str], await r.hgetall(keys.histogram("daily", day, "board:speedrun")))
+    assert {int(b): int(n) for b, n in stored.items() if int(n)} == histogram
+    after = cast(dict[str, str], await r.hgetall(keys.versions))
+    assert all(int(after[f]) > int(before[f]) for f in before)
+    # a second ban finds nothing more, and the tombstone keeps her slips out of every board
+    assert await Moderation(lb).ban("ana", actor="ops", reason="bot") == BanResult(0, 0)
+    [res] = await lb.submit_batch(
+        [{"id": "x", "player": "ana", "board": "tower", "values": "1,1", "ts": str(NOW)}], now=NOW
+    )
+    assert res.status == "error" and res.code == "banned"

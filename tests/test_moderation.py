@@ -154,16 +154,31 @@ async def test_bad_corrections_are_refused_and_change_nothing(
     assert {k: await r.dump(k) for k in await r.keys("*")} == before
 
 
+BOARD = ("z", "h", "pt", "m", "md")  # a board's keys in a ban: board, histogram, points, members, metadata
+
+
 @pytest.mark.parametrize(
     ("fcall", "code"),
     [
-        (("lb_ban", 4, "b", "v", "a", "j", "", ACTOR, "r", NOW, 10, 10), "invalid_player"),
-        (("lb_ban", 4, "b", "v", "a", "j", "p", "", "r", NOW, 10, 10), "invalid_actor"),
-        (("lb_ban", 4, "b", "v", "a", "j", "p", ACTOR, "", NOW, 10, 10), "invalid_reason"),
-        (("lb_ban", 4, "b", "v", "a", "j", "p", ACTOR, "\u202eevil", NOW, 10, 10), "invalid_reason"),
-        (("lb_ban", 5, "b", "v", "a", "j", "z", "p", ACTOR, "r", NOW, 10, 10), "bad_request"),
+        (("lb_ban", 4, "b", "v", "a", "j", "2", "ban", "", ACTOR, "r", NOW, 10), "invalid_player"),
+        (("lb_ban", 4, "b", "v", "a", "j", "2", "ban", "p", "", "r", NOW, 10), "invalid_actor"),
+        (("lb_ban", 4, "b", "v", "a", "j", "2", "ban", "p", ACTOR, "", NOW, 10), "invalid_reason"),
+        (("lb_ban", 4, "b", "v", "a", "j", "2", "ban", "p", ACTOR, "\u202eevil", NOW, 10), "invalid_reason"),
+        (("lb_ban", 5, "b", "v", "a", "j", "z", "2", "ban", "p", ACTOR, "r", NOW, 10), "bad_request"),
+        (("lb_ban", 4, "b", "v", "a", "j", "2", "unban", "p", ACTOR, "r", NOW, 10), "bad_request"),
+        # an earlier release's call (no layout: player first) is refused whole, as is another layout
+        (("lb_ban", 4, "b", "v", "a", "j", "p", ACTOR, "r", NOW, 10, 10), "library_mismatch"),
+        (("lb_ban", 4, "b", "v", "a", "j", "3", "ban", "p", ACTOR, "r", NOW, 10), "library_mismatch"),
         (
-            ("lb_ban", 7, "b", "v", "a", "j", "z", "h", "pt", "p", ACTOR, "r", NOW, 10, 10, "f", 20, "odd"),
+            ("lb_ban", 9, "b", "v", "a", "j", *BOARD, "2", "ban", "p", ACTOR, "r", NOW, 10, "f", 20, "odd", 20),
+            "bad_request",
+        ),
+        (
+            ("lb_ban", 9, "b", "v", "a", "j", *BOARD, "2", "ban", "p", ACTOR, "r", NOW, 10, "f", 20, "dense", "lex:6"),
+            "bad_request",
+        ),
+        (
+            ("lb_ban", 9, "b", "v", "a", "j", *BOARD, "2", "ban", "p", ACTOR, "r", NOW, 10, "f", "x", "dense", 20),
             "bad_request",
         ),
         (("lb_unban", 3, "b", "a", "j", "p", "\x00", "", 10), "invalid_actor"),

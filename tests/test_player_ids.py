@@ -99,12 +99,13 @@ async def test_the_library_gives_each_id_the_verdict_python_gives(r: aioredis.Re
             config.keys.versions,
             config.keys.activity,
             config.keys.journal,
+            "2",
+            "ban",
             b"bad\xe2\x80\x8bid",
             "ops",
             "cheat",
             NOW,
             100,
-            10,
         )
     assert not await r.exists(config.keys.banned)
 

@@ -5,20 +5,22 @@ and ``Calls``, the part of ``Leaderboard`` each group of wrappers builds on."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.exceptions import ResponseError
 
 from ..assembly import packaged
 from ..config import GameConfig
 from ..definitions import Definitions
-from ..errors import from_reply
+from ..errors import LibraryMismatch, from_reply
 from ..keys import Keys
 from ..loading import library_code, with_library
 from ..tournaments import Tournaments
 from ..transport import Command, RedisClient, execute_packed
+
+T = TypeVar("T")
 
 
 def _located(exc: ResponseError) -> ResponseError:
@@ -72,6 +74,23 @@ class Calls:
         """Load (or replace) the function library; idempotent."""
         with library_errors():  # a compile error names its file's line
             await self.redis.function_load(library_code(), replace=True)
+
+    async def _matched(self, layout: int, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()`` of a function whose call carries its layout (lb_submit's, lb_ban's...): a
+        library of an older release, loaded by one of its processes during an upgrade, refuses
+        it (library_mismatch) and is replaced by this one's, and the call made again; a newer
+        release's refusal is raised (this process waits to be replaced)."""
+        try:
+            return await call()
+        except LibraryMismatch as exc:
+            if exc.layout >= layout:
+                raise
+            await self.load()
+            return await call()
+
+    async def _versioned(self, layout: int, command: Command) -> Any:
+        """One call of a function whose call carries its layout (``_matched``)."""
+        return await self._matched(layout, lambda: execute(self.redis, command))
 
     async def _fcall_ro(self, name: str, keys: list[str], *args: str | int) -> Any:
         with library_errors():

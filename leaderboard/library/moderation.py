@@ -1,7 +1,7 @@
-"""The moderation and profile wrappers: ``lb_ban``, ``lb_ban_defined``, ``lb_unban``,
-``lb_correct``, ``lb_correct_defined`` and ``lb_profile`` (moderation.lua). The boards a call
-touches are found by leaderboard/moderation.py (``Moderation``, the high-level call operators
-use); these wrappers take them as given."""
+"""The moderation and profile wrappers: ``lb_ban``, ``lb_unban``, ``lb_correct``,
+``lb_correct_defined`` and ``lb_profile`` (moderation.lua). The boards a call touches are found by
+leaderboard/moderation.py (``Moderation``, the high-level call operators use); these wrappers take
+them as given."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from .. import boards
 from ..batch import DEFINITION_FIELDS, definition_record
 from ..errors import BadRequest, TournamentError
-from ..keys import DEFINED
+from ..keys import DEFINED, defined_of
 from ..profiles import stored as stored_profile
 from ..results import BoardRef, Correction
 from ..transport import now_ms
@@ -19,6 +19,8 @@ from ..windows import Period, window
 from .calls import execute
 from .reads import ReadCalls
 
+# The call layouts of lb_ban (moderation.lua BAN_LAYOUT): the library refuses another (library_mismatch)
+BAN_LAYOUT = 2
 # lb_correct_defined's arguments after ``how``: fixed ones, then a definition record, then per board
 _CORRECT_DEFINED_ARGS, _CORRECT_DEFINED_FIELDS = 8, 7
 
@@ -27,43 +29,45 @@ class ModerationCalls(ReadCalls):
     """Bans, corrections and profiles (a board's window from ``window_of``)."""
 
     async def ban(
-        self, player: str, boards: Sequence[BoardRef], *, actor: str, reason: str, now: int | None = None
+        self,
+        player: str,
+        boards: Sequence[BoardRef],
+        *,
+        actor: str,
+        reason: str,
+        now: int | None = None,
+        replay: bool = False,
     ) -> tuple[int, int]:
-        """lb_ban: tombstone ``player`` and remove them from ``boards``; (boards they were on,
-        of those the boards whose top N changed)."""
+        """lb_ban: tombstone ``player`` and remove them from ``boards``, the game's and defined
+        ones alike (a defined board whose definition is gone is left: its keys only wait to
+        expire); (boards they were on, of those the boards whose top N changed). ``replay``: a
+        rebuild replaying the ban's effect on the boards given (no tombstone, activity or
+        journal entry)."""
         keys = [self.keys.banned, self.keys.versions, self.keys.activity, self.keys.journal]
-        args: list[str | int] = [
-            player,
-            actor,
-            reason,
-            now_ms() if now is None else now,
-            self.config.activity_maxlen,
-            self.config.top_n,
-        ]
-        shifts = {name: await self._shift_of(name) for name in {b.window for b in boards}}
-        for b in boards:  # the companions (histogram, points set) follow the board's removal
-            keys += self._board_keys(b.window, b.period, b.scope)
-            args += [f"{b.window}:{b.period}:{b.scope}", shifts[b.window], self.config.rank_mode_for(b.window)]
-        removed, touched = await execute(self.redis, ("FCALL", "lb_ban", len(keys), *keys, *args))
+        args: list[str | int] = [BAN_LAYOUT, "replay" if replay else "ban", player, actor, reason]
+        args += [now_ms() if now is None else now, self.config.activity_maxlen]
+        for b in boards:
+            found = await self._ban_record(b)
+            if found is not None:  # the companions (histogram, points set, members) follow the removal
+                at = (b.window, b.period, b.scope)
+                keys += [*self._board_keys(*at), self.keys.members(*at), self.keys.metadata(*at)]
+                args += [f"{b.window}:{b.period}:{b.scope}", *found]
+        removed, touched = await self._versioned(BAN_LAYOUT, ("FCALL", "lb_ban", len(keys), *keys, *args))
         return int(removed), int(touched)
 
-    async def ban_defined(
-        self, player: str, boards_of: Sequence[tuple[BoardRef, boards.Definition]]
-    ) -> tuple[int, int]:
-        """lb_ban_defined: remove ``player`` from defined boards, each with its definition
-        (after ``ban``, whose tombstone keeps new slips out; nothing journaled); (boards they
-        were on, of those the boards whose top N changed)."""
-        keys: list[str] = [self.keys.versions]
-        args: list[str | int] = [player]
-        for b, d in boards_of:
-            at = (b.window, b.period, b.scope)
-            keys += [self.keys.board(*at), self.keys.members(*at), self.keys.points(*at)]
-            keys += [self.keys.metadata(*at), self.keys.histogram(*at)]
-            lex = d.encoding == boards.LEX
-            key_len = len(d.keys) * boards.KEY_HEX if lex else 0
-            args += [f"{b.window}:{b.period}:{b.scope}", d.top_n, d.rank_mode, key_len, 0 if lex else d.shift(b.window)]
-        removed, touched = await execute(self.redis, ("FCALL", "lb_ban_defined", len(keys), *keys, *args))
-        return int(removed), int(touched)
+    async def _ban_record(self, b: BoardRef) -> tuple[int, str, str | int] | None:
+        """A board's top N, rank mode and encoding as lb_ban takes them (lex:<key count>, or a
+        packed board's shift, '' when its window is no longer known); None for a defined board
+        whose definition is gone."""
+        board_id = defined_of(b.scope)
+        if board_id is None:
+            shift = await self._shift_of(b.window)
+            return self.config.top_n, self.config.rank_mode_for(b.window), "" if shift < 0 else shift
+        d = self.boards.get(board_id)
+        if d is None:
+            return None
+        encoding = f"lex:{len(d.keys)}" if d.encoding == boards.LEX else d.shift(b.window)
+        return d.top_n, d.rank_mode, encoding
 
     def _board_keys(self, window_name: str, period: str, scope: str) -> tuple[str, str, str]:
         """A board and its companions, as lb_ban and lb_correct take them."""

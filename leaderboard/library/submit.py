@@ -9,7 +9,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from ..batch import SUBMIT_LAYOUT, decode_batch, encode_batch, outcome_rows
-from ..errors import BadRequest, LibraryMismatch, NotReplicated, from_reply
+from ..errors import BadRequest, NotReplicated, from_reply
 from ..keys import HOUR_MS
 from ..loading import with_library
 from ..results import Publication, Refiled, SubmissionStatus, SubmitResult
@@ -63,14 +63,7 @@ class SubmitCalls(Calls):
             return decode_batch(plan, [])
         command = ("FCALL", "lb_submit", len(plan.keys), *plan.keys, *plan.args)
         call = self._stamped if stamp else self._plain
-        try:
-            replies, applied_us = await call(command)
-        except LibraryMismatch as exc:
-            if exc.layout >= SUBMIT_LAYOUT:
-                raise  # a newer release's library: this process waits to be replaced
-            # an older release's, loaded by one of its processes during an upgrade: load this one
-            await self.load()
-            replies, applied_us = await call(command)
+        replies, applied_us = await self._matched(SUBMIT_LAYOUT, lambda: call(command))
         return decode_batch(plan, replies, rows=rows, stamp=applied_us)
 
     async def _plain(self, command: Command) -> tuple[Any, int]:

@@ -302,7 +302,7 @@ async def _replay_defined(
     a = action.args
     if action.fn == "ban":
         if a[0] in on_boards:
-            await moderation.off_defined_boards(a[0])
+            await moderation.replay_ban(a[0], actor=a[1], reason=a[2], at=int(a[3]))
         return
     if action.fn == "correct_defined":
         try:
