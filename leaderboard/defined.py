@@ -17,8 +17,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-import orjson
-
 from . import boards
 from .keys import Keys
 from .profiles import stored as stored_profile
@@ -108,18 +106,6 @@ class Board:
         positions = assign_ranks(ORDINAL if self.mode == ORDINAL else COMPETITION, first_ordinal, int(flat[2]), ties)
         entries = [replace(e, top_percent=top_percent(p, size)) for e, p in zip(entries, positions, strict=True)]
         return BoardEntries(self.period, entries, self.mode, size, self.columns)
-
-    def close_call(self, *, top_n: int, keep: int, maxlen: int, now: int) -> Call:
-        """lb_close_board: this period's close event with its final top ``top_n`` (every key
-        value, the rank in the board's mode, the metadata), once, kept in the board's finals of
-        the window (the newest ``keep``)."""
-        k, p = self.keys, self.period
-        w = p.window.name
-        keys = [k.closed_marker(w, p.label, self.scope), k.closed, k.finals(w, self.scope), k.versions, k.journal]
-        args: list[str | int] = [w, p.label, p.start_ms, p.end_ms, 0 if self.lex else self.shift, top_n]
-        args += [p.expire_at_s, keep, maxlen, now, self.mode, self.scope, orjson.dumps(self.columns).decode()]
-        args.append("".join(key.direction[0] for key in self.definition.keys))
-        return "lb_close_board", [*keys, self.board, self.meta], args
 
     def ranks_call(self, players: Sequence[str]) -> Call:
         keys = [self.board, self.distinct, self.histogram, self.members]

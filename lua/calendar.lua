@@ -1,46 +1,45 @@
--- Periods and tournaments: a period's close event and finals (lb_close, lb_close_board), and
+-- Periods and tournaments: a period's close event and finals (lb_close, on every board), and
 -- tournaments (lb_tournament, lb_join).
 local calendar = {}
 
 -- Closed periods and tournaments ----------------------------------------------------------
 
---[[ lb_close: a period's close event with its final top N, added once however often (and by
-however many replicas) it is asked for: the marker is set NX in the same atomic call that adds
-the event, and from then on lb_submit refuses the period's slips (period_closed), so its boards
-keep agreeing with the event and the finals. The versions fields of the period's boards are
-removed either way (its boards are no longer published).
+--[[ lb_close: a period's close event with its final top N of each board given, added once however
+often (and by however many replicas) it is asked for: the marker is set NX in the same atomic call
+that adds the event, and from then on lb_submit refuses the period's slips (period_closed), so its
+boards keep agreeing with the event and the finals. The versions fields of the period's boards are
+removed either way (its boards are no longer published). The game's boards (no columns) close
+together, each entry with its points; a defined board (its columns given) alone, under its own
+marker and finals (its periods are its own: its time zone's days, its season's length), each
+entry with every key value as text (exact over the whole int64 range) and its metadata, and the
+event names the board.
 Input:  KEYS[1] marker, KEYS[2] closed stream, KEYS[3] finals list, KEYS[4] versions hash,
-        KEYS[5] journal stream, KEYS[6..] the period's boards
-        ARGV    window, period, start_ms, end_ms, shift, n, marker expire_at_s (0 = never),
-                finals kept, stream maxlen, now_ms, rank mode (the ranks the event names), then
-                per board: scope
+        KEYS[5] journal stream, then per board two keys: the board, its metadata hash
+        ARGV    call layout (CLOSE_LAYOUT), window, period, start_ms, end_ms, encoding
+                (reads.encoding), n, marker expire_at_s (0 = never), finals kept, stream maxlen,
+                now_ms, rank mode (the ranks the event names), columns ('' or a JSON array of
+                {name, direction, display}), directions ('d' or 'a' per key), then per board: scope
 Output: the close event's stream id, or false if the period was closed before
 ]]
-calendar.CLOSE_KEYS, calendar.CLOSE_ARGS = 5, 11
+calendar.CLOSE_LAYOUT, calendar.CLOSE_KEYS, calendar.CLOSE_ARGS = '2', 5, 14
 
--- The close's common arguments (lb_close, lb_close_board: the same first ones), parsed; nil
--- when malformed. The journal and the event keep the caller's text of the numbers.
-function calendar.close_args(args)
-  local c = { window = args[1], period = args[2], start_ms = args[3], end_ms = args[4], expire_at = args[7],
-    kept = args[8], now_ms = args[10], mode = args[11], board = '' }
-  c.top_n, c.expire_s, c.keep = valid.parse_uint(args[6], 4), valid.parse_uint(args[7], 12), valid.parse_uint(args[8], 6)
-  c.maxlen, c.now, c.shift = valid.parse_uint(args[9], 9), valid.parse_uint(args[10], 15), valid.parse_uint(args[5], 2)
-  if not (c.shift and c.top_n and c.top_n >= 1 and c.expire_s and c.keep and c.maxlen and c.now and scoring.RANK_MODES[c.mode]) then
+-- The close's arguments, parsed; nil when malformed. The journal and the event keep the caller's
+-- text of the numbers.
+function calendar.close_args(keys, args)
+  local c = { window = args[2], period = args[3], start_ms = args[4], end_ms = args[5], expire_at = args[8],
+    kept = args[9], now_ms = args[11], mode = args[12], columns = args[13], directions = args[14] or '' }
+  c.enc, c.param = reads.encoding(args[6])
+  c.top_n, c.expire_s, c.keep = valid.parse_uint(args[7], 4), valid.parse_uint(args[8], 12), valid.parse_uint(args[9], 6)
+  c.maxlen, c.now, c.boards = valid.parse_uint(args[10], 9), valid.parse_uint(args[11], 15), (#keys - calendar.CLOSE_KEYS) / 2
+  -- a defined board closes alone (the event names it); the game's boards' entries are points
+  c.board = c.columns ~= '' and args[calendar.CLOSE_ARGS + 1] or ''
+  if not (c.enc and c.top_n and c.top_n >= 1 and c.expire_s and c.keep and c.maxlen and c.now and scoring.RANK_MODES[c.mode])
+      or c.boards ~= math.floor(c.boards) or #args ~= calendar.CLOSE_ARGS + c.boards or not c.directions:match('^[ad]+$')
+      or (c.enc == 'packed' and #c.directions ~= 1) or (c.enc == 'lex' and c.param ~= #c.directions * lex.KEY_HEX)
+      or (c.columns == '' and c.enc ~= 'packed') or (c.columns ~= '' and (c.boards ~= 1 or not c.board:match('^board:'))) then
     return nil
   end
   return c
-end
-
--- Whether this call closes the period: its boards' version fields dropped either way, then the
--- marker set NX (a period closed before keeps its event).
-function calendar.take_close(keys, c, fields)
-  for _, field in ipairs(fields) do
-    redis.call('HDEL', keys[4], field)
-  end
-  if c.expire_s > 0 then
-    return redis.call('SET', keys[1], c.now, 'NX', 'EXAT', c.expire_s)
-  end
-  return redis.call('SET', keys[1], c.now, 'NX')
 end
 
 -- The rank of the i-th entry of a final list (from rank 1) in the mode, given the rank and the
@@ -52,6 +51,35 @@ function calendar.final_rank(prev_rank, prev_tie, tie, i, mode)
     return prev_rank + 1
   end
   return i
+end
+
+-- A board's final entries, read by its encoding as lb_top reads it (reads.slice), each with its
+-- rank in the mode: with its points (no columns), or with every key value as text and its metadata.
+function calendar.final_entries(c, board, meta_key)
+  local players, orders = reads.slice(board, c.enc, c.param, 0, c.top_n - 1)
+  local meta = c.columns ~= '' and #players > 0 and redis.call('HMGET', meta_key, unpack(players)) or {}
+  local entries, rank, last = {}, nil, nil
+  for i, order in ipairs(orders) do
+    local values, tie = {}, nil
+    if c.enc == 'lex' then
+      tie = order:sub(1, c.param)
+      for k = 1, #c.directions do
+        local hex = order:sub((k - 1) * lex.KEY_HEX + 1, k * lex.KEY_HEX)
+        values[k] = int64.format(lex.key_of_hex(hex, c.directions:sub(k, k) == 'd'))
+      end
+    else
+      tie = scoring.score_points(tonumber(order), c.param)
+      values[1] = c.directions == 'd' and tie or -tie
+    end
+    rank, last = calendar.final_rank(rank, last, tie, i, c.mode), tie
+    if c.columns == '' then
+      entries[i] = { rank = rank, player = players[i], points = values[1] }
+    else
+      values[1] = c.enc == 'packed' and scoring.fmt_points(values[1]) or values[1]
+      entries[i] = { rank = rank, player = players[i], keys = values, meta = meta[i] or nil }
+    end
+  end
+  return entries
 end
 
 -- The close event, its entry in the finals (the newest `keep`) and the journal entry a rebuild
@@ -89,87 +117,25 @@ function calendar.add_close(keys, c, top)
 end
 
 function calendar.lb_close(keys, args)
-  local c = calendar.close_args(args)
-  local boards = #keys - calendar.CLOSE_KEYS -- board b: KEYS[CLOSE_KEYS + b], its scope ARGV[CLOSE_ARGS + b]
-  if not c or #args ~= calendar.CLOSE_ARGS + boards then
-    return refuse('bad_request', 'malformed close')
+  local c = calendar.close_args(keys, args)
+  if args[1] ~= calendar.CLOSE_LAYOUT or not c then
+    return valid.other_layout(args[1], calendar.CLOSE_LAYOUT, 'lb_close') or refuse('bad_request', 'malformed close')
   end
-  local fields = {}
-  for b = 1, boards do
-    fields[b] = c.window .. ':' .. c.period .. ':' .. args[calendar.CLOSE_ARGS + b]
+  for b = 1, c.boards do -- the period's boards leave the versions hash whether or not this call closes it
+    redis.call('HDEL', keys[4], c.window .. ':' .. c.period .. ':' .. args[calendar.CLOSE_ARGS + b])
   end
-  if not calendar.take_close(keys, c, fields) then
-    return false
+  local at = c.expire_s > 0 and { 'EXAT', c.expire_s } or {}
+  if not redis.call('SET', keys[1], c.now, 'NX', unpack(at)) then
+    return false -- closed before: its event stands
   end
-  local scale = 2 ^ c.shift
   local top = {}
-  for b = 1, boards do
-    local flat = redis.call('ZRANGE', keys[calendar.CLOSE_KEYS + b], 0, c.top_n - 1, 'REV', 'WITHSCORES')
-    local entries, rank, last = {}, nil, nil
-    for i = 1, #flat, 2 do
-      local points = scoring.score_points(tonumber(flat[i + 1]), scale)
-      rank, last = calendar.final_rank(rank, last, points, (i + 1) / 2, c.mode), points
-      entries[#entries + 1] = { rank = rank, player = flat[i], points = points }
+  for b = 1, c.boards do
+    local entries = calendar.final_entries(c, keys[calendar.CLOSE_KEYS + 2 * b - 1], keys[calendar.CLOSE_KEYS + 2 * b])
+    if c.board == '' or #entries > 0 then -- a defined board with no entries: its event's top is {}
+      top[args[calendar.CLOSE_ARGS + b]] = entries
     end
-    top[args[calendar.CLOSE_ARGS + b]] = entries
   end
   return calendar.add_close(keys, c, top)
-end
-
---[[ lb_close_board: lb_close for one defined board (scope board:<id>), whose periods are its
-own (its time zone's days, its season's length): its own marker (lb_submit refuses the board's
-later slips of the period), its own finals list, and entries with every key value as text (exact
-over the whole int64 range), the rank in the board's mode and the entry's metadata. A lex board's
-top is its first members (ZRANGE, as lb_top reads a lex board), a packed one's its highest scores.
-Input:  KEYS[1] marker, KEYS[2] closed stream, KEYS[3] finals list, KEYS[4] versions hash,
-        KEYS[5] journal stream, KEYS[6] the board, KEYS[7] its metadata hash
-        ARGV    window, period, start_ms, end_ms, shift (0: a lex board), n, marker expire_at_s
-                (0 = never), finals kept, stream maxlen, now_ms, rank mode, scope, columns (JSON
-                array of {name, direction, display}), directions ('d' or 'a' per key, e.g. 'da')
-Output: the close event's stream id, or false if the period was closed before
-]]
-function calendar.lb_close_board(keys, args)
-  local c = calendar.close_args(args)
-  local scope, columns, directions = args[12], args[13], args[14]
-  if not c or #args ~= 14 or #keys ~= 7 or not (directions or ''):match('^[ad]+$') or #directions > 5
-      or (c.shift > 0 and #directions ~= 1) or not (scope or ''):match('^board:') then
-    return refuse('bad_request', 'malformed close')
-  end
-  c.board, c.columns = scope, columns
-  if not calendar.take_close(keys, c, { c.window .. ':' .. c.period .. ':' .. scope }) then
-    return false
-  end
-  local rows, key_len = {}, #directions * lex.KEY_HEX
-  if c.shift == 0 then
-    for _, member in ipairs(redis.call('ZRANGE', keys[6], 0, c.top_n - 1)) do
-      local values = {}
-      for i = 1, #directions do
-        local hi, lo = lex.key_of_hex(member:sub((i - 1) * lex.KEY_HEX + 1, i * lex.KEY_HEX), directions:sub(i, i) == 'd')
-        values[i] = int64.format(hi, lo)
-      end
-      rows[#rows + 1] = { player = lex.player_of(member, key_len), keys = values, tie = member:sub(1, key_len) }
-    end
-  else
-    local flat, scale = redis.call('ZRANGE', keys[6], 0, c.top_n - 1, 'REV', 'WITHSCORES'), 2 ^ c.shift
-    for i = 1, #flat, 2 do
-      local signed = scoring.score_points(tonumber(flat[i + 1]), scale)
-      local value = directions == 'd' and signed or -signed
-      rows[#rows + 1] = { player = flat[i], keys = { scoring.fmt_points(value) }, tie = signed }
-    end
-  end
-  local entries = {}
-  if #rows > 0 then
-    local players = {}
-    for i, row in ipairs(rows) do
-      players[i] = row.player
-    end
-    local meta, rank, last = redis.call('HMGET', keys[7], unpack(players)), nil, nil
-    for i, row in ipairs(rows) do
-      rank, last = calendar.final_rank(rank, last, row.tie, i, c.mode), row.tie
-      entries[i] = { rank = rank, player = row.player, keys = row.keys, meta = meta[i] or nil }
-    end
-  end
-  return calendar.add_close(keys, c, next(entries) and { [scope] = entries } or {})
 end
 
 --[[ lb_tournament: create a tournament; its definition never changes afterwards.

@@ -11,7 +11,6 @@ redis.register_function('lb_lease', publish.lb_lease)
 redis.register_function('lb_forget', queue.lb_forget)
 redis.register_function('lb_publish', publish.lb_publish)
 redis.register_function('lb_close', calendar.lb_close)
-redis.register_function('lb_close_board', calendar.lb_close_board)
 redis.register_function('lb_tournament', calendar.lb_tournament)
 redis.register_function('lb_join', calendar.lb_join)
 redis.register_function { function_name = 'lb_top', callback = reads.lb_top, flags = { 'no-writes' } }

@@ -112,11 +112,8 @@ them; Python wrappers in leaderboard/library/, a module per file):
                   encoding (no-writes)                  parts), its members, its metadata
   lb_ranks        ranks of listed players, either       a board, its points (or key parts),
                   encoding (no-writes)                  hist, its members
-  lb_close        a period's close event, once          closedmark, closed, finals, versions,
-                                                        journal; boards (read)
-  lb_close_board  a defined board period's close event  its closedmark, closed, its finals,
-                  (its own periods), once               versions, journal; the board and its
-                                                        metadata (read)
+  lb_close        a period's close event, once, either  closedmark, closed, finals, versions,
+                  encoding (a defined board's alone)    journal; boards and their metadata (read)
   lb_tournament   create a tournament                   tournaments, journal
   lb_join         enter players in a tournament         tournaments (read), entrants, journal
   lb_ban          remove a player, leave a tombstone,   banned, versions, activity, journal, the

@@ -12,9 +12,9 @@ yesterday's version, but the channel carries today's board. A tournament is a wi
 (``t-<id>``) whose one period is current from its creation until its close.
 
 Closing: a period whose end lies ``LB_CLOSE_DELAY_S`` in the past while its boards still have
-fields in the versions hash gets its close event (``lb_close``, and ``lb_close_board`` for a
-defined board's own periods: once, whoever asks, so a replica that took the lease over, or one
-started after the scorer was down at the close moment, adds exactly the events still missing).
+fields in the versions hash gets its close event (``lb_close``, a defined board's in its own
+periods: once, whoever asks, so a replica that took the lease over, or one started after the
+scorer was down at the close moment, adds exactly the events still missing).
 The same call removes those fields: the hash only ever holds current periods and periods not
 closed yet.
 """
@@ -387,7 +387,10 @@ class Publisher:
         for board in ended:
             if now < board.period.end_ms + s.close_delay_s * 1000:
                 continue  # not over yet, or within the grace for slips still on their way
-            event = await self.lb.close_board(board, top_n=s.closed_top_n, keep=s.closed_keep, maxlen=s.closed_maxlen)
+            event = await self.lb.close(
+                board.period, [board.scope], top_n=s.closed_top_n, keep=s.closed_keep, maxlen=s.closed_maxlen,
+                definition=board.definition,
+            )  # fmt: skip
             if event is not None:
                 self.stats.closed += 1
                 p = board.period

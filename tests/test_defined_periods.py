@@ -157,9 +157,9 @@ async def test_defined_boards_close_their_own_periods_once(
     clock[0] = tower_day.end_ms + 65_000
     await a.tick()
     await b.tick()  # another replica asking again adds nothing
-    assert await lb.close_board(
-        await _board(lb, "tower", tower_day.start_ms), top_n=10, keep=10, maxlen=100
-    ) is None  # fmt: skip
+    board = await _board(lb, "tower", tower_day.start_ms)
+    again = await lb.close(board.period, [board.scope], top_n=10, keep=10, maxlen=100, definition=board.definition)
+    assert again is None
     events = await closed_events(r, config)
     assert [e["id"] for e in events[2:]] == ["daily:2030-11-26:board:tower"]
     for event in events:
@@ -247,7 +247,8 @@ async def test_a_rebuild_restores_a_defined_boards_close(
         for n, (p, (f, t), _) in enumerate(SLIPS["tower"])
     ]
     await lb.submit_batch(slips, now=NOW)
-    assert await lb.close_board(await _board(lb, "tower", NOW), top_n=10, keep=10, maxlen=100)
+    board = await _board(lb, "tower", NOW)
+    assert await lb.close(board.period, [board.scope], top_n=10, keep=10, maxlen=100, definition=board.definition)
     before = await lb.finals("daily", 5, "board:tower")
     marker = config.keys.closed_marker("daily", day.label, "board:tower")
     assert before and await r.exists(marker)
@@ -409,18 +410,25 @@ async def test_a_malformed_close_of_a_defined_board_is_refused_and_writes_nothin
     lb = Leaderboard(r, config)
     tower = boards.parse(DEFINITIONS["tower"])
     await lb.create_board(tower)
-    name, keys, args = (await _board(lb, "tower", NOW)).close_call(top_n=10, keep=10, maxlen=100, now=NOW)
-    # ARGV: window, period, start, end, shift, n, expire_at, kept, maxlen, now, mode, scope, columns, directions
-    for bad in (
-        {13: "dx"},  # a direction other than d or a
-        {13: "dddddd"},  # six keys
-        {10: "olympic"},  # no such rank mode
-        {4: "17"},  # a packed shift, with two keys
-        {11: "region:eu"},  # not a defined board
-        {5: "0"},  # an empty top
+    board = await _board(lb, "tower", NOW)
+    command = lb.close_command(board.period, [board.scope], top_n=10, keep=10, maxlen=100, definition=board.definition)
+    name, count = str(command[1]), int(command[2])
+    keys, args = [str(k) for k in command[3 : 3 + count]], command[3 + count :]
+    # ARGV: layout, window, period, start, end, encoding, n, expire_at, kept, maxlen, now, mode, columns,
+    # directions, scope
+    for bad, code in (
+        ({13: "dx"}, "bad_request"),  # a direction other than d or a
+        ({13: "dddddd"}, "bad_request"),  # six keys
+        ({11: "olympic"}, "bad_request"),  # no such rank mode
+        ({5: "17"}, "bad_request"),  # a packed shift, with two keys
+        ({5: "lex:9"}, "bad_request"),  # no such encoding
+        ({14: "region:eu"}, "bad_request"),  # not a defined board
+        ({12: ""}, "bad_request"),  # no columns: the game's boards' entries are points, one packed value
+        ({6: "0"}, "bad_request"),  # an empty top
+        ({0: "1"}, "library_mismatch"),  # another release's call
     ):
         changed = [bad.get(i, a) for i, a in enumerate(args)]
-        with pytest.raises(ResponseError, match="bad_request"):
+        with pytest.raises(ResponseError, match=code):
             await r.fcall(name, len(keys), *keys, *changed)
     with pytest.raises(ResponseError, match="bad_request"):
         await r.fcall(name, len(keys), *keys, *args[:-1])

@@ -21,11 +21,10 @@ lb_forget        ``forget``                          scorer stream workers
 lb_top           ``top``                             publisher, gateways
 lb_around        ``around``                          gateways
 lb_ranks         ``ranks``, ``rank``                 gateways (requests, own rank)
-lb_close         ``close``                           scorer publisher (closed periods)
-lb_close_board   ``close_board``                     scorer publisher (a defined board's)
+lb_close         ``close``                           scorer publisher (closed periods, every board)
 lb_tournament    ``create_tournament``               operators (API, ``python -m scorer``)
 lb_join          ``join``                            operators, game servers
-lb_ban           ``ban``                             moderation.Moderation
+lb_ban           ``ban``                             moderation.Moderation, the rebuild (replay)
 lb_unban         ``unban``                           moderation.Moderation
 lb_correct       ``correct``                         moderation.Moderation
 lb_correct_defined ``correct_defined``               moderation.Moderation, the rebuild (replay)

@@ -1,10 +1,13 @@
-"""The period wrappers: ``lb_close`` and ``lb_close_board`` (a period's close event and finals),
+"""The period wrappers: ``lb_close`` (a period's close event and finals, on every board),
 ``lb_tournament`` and ``lb_join`` (calendar.lua)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import orjson
+
+from .. import boards
 from ..defined import Board
 from ..errors import BadRequest, TournamentError
 from ..profiles import check_player_id
@@ -12,6 +15,8 @@ from ..transport import Command, now_ms
 from ..windows import TOURNAMENT_RETENTION_S, Period, Window, tournament_window
 from .calls import Calls, execute
 
+# The call layout of lb_close (calendar.lua CLOSE_LAYOUT): the library refuses another (library_mismatch)
+CLOSE_LAYOUT = 2
 # Entries per lb_join call: the function unpacks them onto Lua's C stack, which is bounded.
 _JOIN_CHUNK = 1000
 
@@ -19,42 +24,56 @@ _JOIN_CHUNK = 1000
 class PeriodCalls(Calls):
     """Close events of ended periods, and tournaments."""
 
-    async def close(self, period: Period, scopes: Sequence[str], *, top_n: int, keep: int, maxlen: int) -> str | None:
+    async def close(
+        self,
+        period: Period,
+        scopes: Sequence[str],
+        *,
+        top_n: int,
+        keep: int,
+        maxlen: int,
+        definition: boards.Definition | None = None,
+    ) -> str | None:
         """lb_close: add the period's close event (its final top ``top_n`` of each scope) once,
         and keep it in the window's finals (the newest ``keep``); the event's stream id, or None
-        if the period was closed before. Either way the period's boards leave the versions hash."""
-        w = period.window
-        keys = [
-            self.keys.closed_marker(w.name, period.label),
-            self.keys.closed,
-            self.keys.finals(w.name),
-            self.keys.versions,
-            self.keys.journal,
-            *(self.keys.board(w.name, period.label, scope) for scope in scopes),
-        ]
-        args: list[str | int] = [
-            w.name,
-            period.label,
-            period.start_ms,
-            period.end_ms,
-            w.shift,
-            top_n,
-            period.expire_at_s,
-            keep,
-            maxlen,
-            now_ms(),
-            self.config.rank_mode_for(w.name),
-            *scopes,
-        ]
-        reply = await execute(self.redis, ("FCALL", "lb_close", len(keys), *keys, *args))
+        if the period was closed before. Either way the period's boards leave the versions hash.
+        A defined board (``definition``, its one scope ``board:<id>``) closes its own periods
+        under its own marker and finals, each entry with every key value and its metadata."""
+        command = self.close_command(period, scopes, top_n=top_n, keep=keep, maxlen=maxlen, definition=definition)
+        reply = await self._versioned(CLOSE_LAYOUT, command)
         return None if reply is None else str(reply)
 
-    async def close_board(self, board: Board, *, top_n: int, keep: int, maxlen: int) -> str | None:
-        """lb_close_board: ``close`` for one period of a defined board (``defined_board``),
-        whose periods are its own: the event's stream id, or None if it was closed before."""
-        name, keys, args = board.close_call(top_n=top_n, keep=keep, maxlen=maxlen, now=now_ms())
-        reply = await execute(self.redis, ("FCALL", name, len(keys), *keys, *args))
-        return None if reply is None else str(reply)
+    def close_command(
+        self,
+        period: Period,
+        scopes: Sequence[str],
+        *,
+        top_n: int,
+        keep: int,
+        maxlen: int,
+        definition: boards.Definition | None = None,
+        now: int | None = None,
+    ) -> Command:
+        """``close``'s call of lb_close, as a command (``now``: the close's clock, the time now
+        when None)."""
+        when = now_ms() if now is None else now
+        w, at = period.window, (period.window.name, period.label)
+        if definition is None:  # the game's boards, closed together: entries with their points
+            marker, finals = self.keys.closed_marker(*at), self.keys.finals(w.name)
+            layout: list[str | int] = [w.shift, top_n, period.expire_at_s, keep, maxlen, when]
+            layout += [self.config.rank_mode_for(w.name), "", "d"]
+        else:
+            if len(scopes) != 1:
+                raise BadRequest("a defined board's period closes alone")
+            board = Board(self.keys, definition, period, scopes[0])
+            marker, finals = self.keys.closed_marker(*at, board.scope), self.keys.finals(w.name, board.scope)
+            layout = [board.encoding, top_n, period.expire_at_s, keep, maxlen, when, board.mode]
+            layout += [orjson.dumps(board.columns).decode(), "".join(k.direction[0] for k in definition.keys)]
+        keys = [marker, self.keys.closed, finals, self.keys.versions, self.keys.journal]
+        for scope in scopes:
+            keys += [self.keys.board(*at, scope), self.keys.metadata(*at, scope)]
+        args = [CLOSE_LAYOUT, w.name, period.label, period.start_ms, period.end_ms, *layout, *scopes]
+        return ("FCALL", "lb_close", len(keys), *keys, *args)
 
     async def create_tournament(self, tournament: str, start_ms: int, end_ms: int) -> Window:
         """lb_tournament: create a tournament running [start_ms, end_ms); its window (``t-<id>``).
