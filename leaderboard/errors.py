@@ -245,7 +245,7 @@ _REPLY_ERRORS: dict[str, type[LeaderboardError]] = {
         ("board_exists", "unknown_board", "board_reorder", "stale_board", "invalid_board", "too_many_boards"),
         InvalidBoard,
     ),
-    # a defined board's correction (lb_correct_defined): its key values and metadata
+    # a defined board's correction (lb_correct): its key values and metadata
     **dict.fromkeys(("wrong_key_count", "invalid_key_value", "key_out_of_range", "metadata_too_large"), InvalidBoard),
 }
 

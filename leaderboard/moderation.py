@@ -7,8 +7,8 @@ commands and the gateways' ``server``-role requests go through it)::
     await mod.correct("p-7", 1200, actor="ops:alice", reason="double-counted match")
     await mod.set_profile("p-7", Profile(name="Zoë", country="FR"))
 
-Each action is one atomic call of the function library (lb_ban, lb_unban, lb_correct, per
-defined board lb_correct_defined, lb_profile), recorded in the activity stream with its actor
+Each action is one atomic call of the function library (lb_ban, lb_unban, lb_correct per board
+definition, lb_profile), recorded in the activity stream with its actor
 and reason (profiles excepted), and it bumps the top-N version of every board whose top N it
 changed, so the next snapshot carries it; own-rank pushes read the boards again every interval,
 so they follow by themselves.
@@ -32,8 +32,9 @@ from typing import Any
 import orjson
 
 from . import boards
+from .boards import Definition
 from .errors import INPUT_CODES, BadRequest, InvalidBoard, InvalidInput, TournamentError
-from .keys import GLOBAL_SCOPE, defined_of, parse_scope
+from .keys import DEFINED, GLOBAL_SCOPE, defined_of, parse_scope
 from .library import Leaderboard
 from .profiles import Profile, check_player_id, normalise_text
 from .results import BoardRef, Correction
@@ -176,31 +177,49 @@ class Moderation:
         metadata: str | None = None,
         remove: bool = False,
     ) -> list[Correction]:
-        """Set ``player``'s points (a correction: the score is overwritten, higher or lower).
+        """Set ``player``'s entry (a correction: the entry is overwritten, higher or lower), one
+        atomic lb_correct call per board definition.
 
-        Which boards: the current period of every window the game keeps, or of ``window_name``
-        (a tournament's ``t-<id>`` too); ``period`` (with ``window_name``) names another period
-        still kept, as reads do (``previous`` or a label). On each, the ``global`` board and
-        every scope board the player is on, or the ``scopes`` given.
+        The game's boards take ``points``: the current period of every window the game keeps,
+        or of ``window_name`` (a tournament's ``t-<id>`` too); ``period`` (with ``window_name``)
+        names another period still kept, as reads do (``previous`` or a label). On each, the
+        ``global`` board and every scope board the player is on, or the ``scopes`` given.
 
-        ``scopes`` naming defined boards (``board:<id>``, and only those) correct their entries
-        instead (``correct_defined``): ``values`` (its key values) or ``remove``, no points."""
+        ``scopes`` naming defined boards (``board:<id>``, and only those) take ``values`` (its
+        key values) or ``remove``, no points: the current period of each of the board's windows,
+        or of ``window_name``. The entry keeps the time it was reached; a new one is placed as of
+        now. ``metadata``: None keeps the entry's, ``""`` clears it. InvalidBoard: unknown_board,
+        wrong_key_count, invalid_key_value, key_out_of_range, metadata_too_large."""
         check_player(player)
         actor, reason = check_audit(actor, reason)
         when = now_ms() if at is None else at
+        calls: Sequence[tuple[Definition | None, list[tuple[Period, str]], int | tuple[int, ...] | None]]
         defined = [board for s in scopes or () if isinstance(s, str) and (board := defined_of(s))]
         if defined:
             if len(defined) < len(scopes or ()):
                 raise _invalid("invalid_scope", "a correction names the game's boards or defined ones, not both")
             if points is not None:
                 raise _invalid("invalid_points", "a defined board holds key values: give values, not points")
-            return await self.correct_defined(
-                player, defined, values, metadata=metadata, remove=remove, actor=actor, reason=reason,
-                window_name=window_name, period=period, at=when,
+            calls = await self._defined_targets(defined, values, metadata, remove, window_name, period, when)
+        else:
+            if values is not None or metadata is not None or remove:
+                raise _invalid(
+                    "invalid_scope", "values, metadata and remove correct a defined board: name it (board:<id>)"
+                )
+            value = _points(points)
+            calls = [(None, await self._game_targets(player, window_name, period, scopes, when), value)]
+        out: list[Correction] = []
+        for definition, chosen, corrected in calls:
+            out += await self.lb.correct(
+                player, corrected, chosen, actor=actor, reason=reason, now=when, definition=definition,
+                metadata=metadata,
             )  # fmt: skip
-        if values is not None or metadata is not None or remove:
-            raise _invalid("invalid_scope", "values, metadata and remove correct a defined board: name it (board:<id>)")
-        value = _points(points)
+        return out
+
+    async def _game_targets(
+        self, player: str, window_name: str | None, period: str | None, scopes: Sequence[str] | None, when: int
+    ) -> list[tuple[Period, str]]:
+        """The game's boards a correction names (``correct``)."""
         if window_name is not None:
             try:  # a window the game keeps, or a tournament's (t-<id>)
                 spec = await self.lb.window_of(window_name)
@@ -223,35 +242,24 @@ class Moderation:
             chosen = await self._boards_of(player, periods)
         if not chosen:
             raise _invalid("invalid_scope", "no board to correct")
-        return await self.lb.correct(player, value, chosen, actor=actor, reason=reason, now=when)
+        return chosen
 
-    async def correct_defined(
+    async def _defined_targets(
         self,
-        player: str,
         board_ids: Sequence[str],
         values: Sequence[object] | None,
-        *,
-        actor: str,
-        reason: str,
-        metadata: str | None = None,
-        remove: bool = False,
-        window_name: str | None = None,
-        period: str | None = None,
-        at: int | None = None,
-    ) -> list[Correction]:
-        """Set ``player``'s key ``values`` on defined boards (or, ``remove``, take them off),
-        one atomic call per board: the current period of each of its windows, or of
-        ``window_name`` (``period``: ``previous`` or a label, as reads take it). The entry keeps
-        the time it was reached; a new one is placed as of now. ``metadata``: None keeps the
-        entry's, ``""`` clears it. InvalidBoard: unknown_board, wrong_key_count,
-        invalid_key_value, key_out_of_range, metadata_too_large."""
-        check_player(player)
-        actor, reason = check_audit(actor, reason)
+        metadata: str | None,
+        remove: bool,
+        window_name: str | None,
+        period: str | None,
+        when: int,
+    ) -> list[tuple[Definition, list[tuple[Period, str]], tuple[int, ...] | None]]:
+        """Per defined board a correction names (``correct``): its definition, its periods and
+        the key values checked (None: the entry taken off), every board checked before any call."""
         if remove and (values is not None or metadata is not None):
             raise InvalidBoard("wrong_key_count", "an entry removed takes no key values and no metadata")
         if metadata is not None and not _utf8_text(metadata):
             raise InvalidBoard("metadata_too_large", "metadata must be UTF-8 text")
-        when = now_ms() if at is None else at
         await self.lb.boards.refresh()
         calls = []
         for board in dict.fromkeys(board_ids):
@@ -277,13 +285,8 @@ class Moderation:
                 raise _invalid("invalid_period", "a period needs its window")
             else:
                 periods = [boards.period(definition, w, when) for w in definition.windows]
-            calls.append((definition, periods, checked))
-        out: list[Correction] = []
-        for definition, periods, checked in calls:
-            out += await self.lb.correct_defined(
-                player, definition, periods, checked, metadata=metadata, actor=actor, reason=reason, now=when
-            )
-        return out
+            calls.append((definition, [(p, f"{DEFINED}:{board}") for p in periods], checked))
+        return calls
 
     async def _boards_of(self, player: str, periods: Sequence[Period]) -> list[tuple[Period, str]]:
         """``global`` of each period, and the scope boards of those periods the player is on."""

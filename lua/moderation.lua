@@ -167,124 +167,52 @@ function moderation.lb_unban(keys, args)
   return 1
 end
 
-moderation.CORRECT_FIXED, moderation.CORRECT_KEYS, moderation.CORRECT_ARGS, moderation.CORRECT_FIELDS = 4, 3, 7, 7
-
---[[ lb_correct: set a player's points on the boards given (a correction, with its reason).
-A player already on a board keeps the time part of their score (ties stay ordered as they were
-reached); a player not on it is placed as of now (clamped into the board's period).
+--[[ lb_correct: set a player's key values on the boards given, or take the player off them (a
+correction, with its reason), on either encoding. A player already on a board keeps the time their
+entry was reached (ties stay ordered as they were reached); a player not on it is placed as of now
+(clamped into the board's period). A lex board's member, its player -> member field and, on a
+dense board, its distinct key parts follow; a packed board's companions (histogram, distinct
+points) too. Metadata is kept, set or cleared. The game's boards are corrected as a board of one
+packed key, the points.
 Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, KEYS[4] journal
-        stream, then per board CORRECT_KEYS keys (board, histogram, points set)
-        ARGV    player, points, actor, reason, now_ms, activity_maxlen, top_n, then per board
-                its version field "<window>:<period>:<scope>", start_ms, end_ms, shift, unit_ms,
-                expire_at_s (0 = never), rank mode
-Output: per board {previous points or -1 (not on it), rank after (1-based)}
-        ERR banned when the player is banned (lift the ban first); ERR points_out_of_range
-]]
-function moderation.lb_correct(keys, args)
-  local err = moderation.check_action(args[1], args[3], args[4], true)
-  if err then
-    return err
-  end
-  local points = valid.parse_uint(args[2], 16)
-  if points == nil then
-    return refuse('invalid_points', 'points must be a non-negative integer')
-  end
-  local now, maxlen, top_n = valid.parse_uint(args[5], 15), valid.parse_uint(args[6], 12), valid.parse_uint(args[7], 6)
-  local count = (#keys - moderation.CORRECT_FIXED) / moderation.CORRECT_KEYS
-  if not (now and maxlen and top_n) or count < 1 or count ~= math.floor(count)
-      or #args ~= moderation.CORRECT_ARGS + moderation.CORRECT_FIELDS * count then
-    return refuse('bad_request', 'malformed correction')
-  end
-  local player = args[1]
-  if redis.call('HEXISTS', keys[1], player) == 1 then
-    return refuse('banned', 'player is banned from this game; unban first')
-  end
-  local plans = {}
-  for b = 1, count do -- every board checked before the first write
-    local pos, k = moderation.CORRECT_ARGS + moderation.CORRECT_FIELDS * (b - 1), moderation.CORRECT_FIXED + moderation.CORRECT_KEYS * (b - 1)
-    local field, start_ms, end_ms, shift, unit_ms, expire_at, mode = unpack(args, pos + 1, pos + moderation.CORRECT_FIELDS)
-    start_ms, end_ms, shift = tonumber(start_ms), tonumber(end_ms), tonumber(shift)
-    unit_ms, expire_at = tonumber(unit_ms), tonumber(expire_at)
-    if not (start_ms and end_ms and shift and unit_ms and expire_at and scoring.RANK_MODES[mode]) or end_ms <= start_ms then
-      return refuse('bad_request', 'malformed correction')
-    end
-    local scale = 2 ^ shift
-    if points > 2 ^ (53 - shift) - 1 then
-      return refuse('points_out_of_range', 'points must stay below ' .. string.format('%d', 2 ^ (53 - shift)) .. ' on board ' .. field)
-    end
-    local board, hist, pts = keys[k + 1], keys[k + 2], mode == 'dense' and keys[k + 3] or nil
-    local old = redis.call('ZSCORE', board, player)
-    old = old and tonumber(old) or nil
-    local tie
-    if old then
-      tie = old % scale
-    else
-      local at = math.min(math.max(now, start_ms), end_ms - 1)
-      tie = scale - 1 - math.floor((at - start_ms) / unit_ms)
-    end
-    plans[b] = { old = old, score = points * scale + tie, scale = scale, field = field, expire_at = expire_at,
-                 board = board, hist = hist, pts = pts }
-  end
-  local rows = {}
-  for b = 1, count do
-    local plan = plans[b]
-    local before = plan.old and redis.call('ZREVRANK', plan.board, player) or nil
-    redis.call('ZADD', plan.board, plan.score, player)
-    scoring.board_score_changed(plan.board, plan.hist, plan.pts, plan.scale, plan.old, plan.score)
-    if plan.expire_at > 0 then
-      -- after board_score_changed: EXPIREAT on a key not yet created would do nothing
-      redis.call('EXPIREAT', plan.board, plan.expire_at, 'NX')
-      redis.call('EXPIREAT', plan.hist, plan.expire_at, 'NX')
-      if plan.pts then
-        redis.call('EXPIREAT', plan.pts, plan.expire_at, 'NX')
-      end
-    end
-    local after = redis.call('ZREVRANK', plan.board, player)
-    moderation.bump_if_top(keys[2], plan.field, before, after, top_n)
-    rows[#rows + 1] = { plan.old and string.format('%d', scoring.score_points(plan.old, plan.scale)) or -1, after + 1 }
-  end
-  redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'action', 'correct', 'player', player,
-    'by', args[3], 'reason', args[4], 'value', string.format('%d', points), 'boards', #rows)
-  -- player, points, actor, reason, now_ms and the board records: all a replay of it needs
-  journal(keys[4], 'correct', args[1], args[2], args[3], args[4], args[5], unpack(args, moderation.CORRECT_ARGS + 1))
-  return rows
-end
-
---[[ lb_correct_defined: set a player's key values on defined boards, or take the player off
-them (a correction, with its reason): lb_correct's part for boards whose entries are key values.
-A player already on a board keeps the time their entry was reached (ties stay ordered as they
-were reached); a player not on it is placed as of now (clamped into the board's period). A lex
-board's member, its player -> member field and, on a dense board, its distinct key parts follow;
-a packed board's companions (histogram, distinct points) too. Metadata is kept, set or cleared.
-Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, KEYS[4] journal
-        stream, then per board five keys: the board, its members hash, its points set (distinct
-        key parts, or distinct points), its metadata hash, its histogram
-        ARGV    how ('correct'; 'replay': a rebuild replaying a journaled one, not journaled
-                again), player, values ("v1,v2,..."; '' takes the player off), metadata mode
-                ('keep' or 'set'), metadata ('' clears), actor, reason, now_ms, activity_maxlen,
-                then one definition record (lb_submit's: 1, then its DEFINITION_FIELDS), then
-                per board its version field, start_ms, end_ms, shift (packed), unit_ms,
-                expire_at_s (0 = never), rank mode
+        stream, then per board BAN_KEYS keys (moderation.board)
+        ARGV    call layout (CORRECT_LAYOUT), how (the journal entry's form, as the durable log's
+                rebuild takes it: 'correct' the one packed value's, player, points, actor, reason,
+                now_ms and the board records, which it folds; 'correct_defined' every argument
+                after how, which it replays here; '' a rebuild's replay, not journaled again),
+                player, values ("v1,v2,..."; '' takes the player off), metadata mode ('keep' or
+                'set'), metadata ('' clears), actor, reason, now_ms, activity_maxlen, then one
+                definition record (lb_submit's: 1, then its DEFINITION_FIELDS), then per board
+                its version field, start_ms, end_ms, shift (packed), unit_ms, expire_at_s (0 =
+                never), rank mode
 Output: per board {previous values ("v1,v2,...") or '' (not on it), rank after (1-based; 0: off it)}
         ERR banned (lift the ban first); ERR wrong_key_count, invalid_key_value,
-        key_out_of_range, metadata_too_large; ERR invalid_player, invalid_actor, invalid_reason
+        key_out_of_range, metadata_too_large, points_out_of_range (a packed board's score would
+        not be an exact double); ERR invalid_player, invalid_actor, invalid_reason
 ]]
-moderation.CORRECT_DEFINED_ARGS, moderation.CORRECT_DEFINED_FIELDS = 9, 7
+moderation.CORRECT_LAYOUT = '2'
+moderation.CORRECT_ARGS, moderation.CORRECT_FIELDS = 11, 7
+moderation.JOURNAL_FORMS = { correct = true, correct_defined = true, [''] = true }
 
-function moderation.lb_correct_defined(keys, args)
-  local how, player, corrected, meta_mode, meta_value, actor, reason = unpack(args, 1, 7)
-  if how ~= 'correct' and how ~= 'replay' then
-    return refuse('bad_request', 'malformed correction')
-  end
-  local err = moderation.check_action(player, actor, reason, true)
+-- Whether a correction is of the form the durable log folds (fn 'correct'): points set on boards
+-- of one packed key, highest first, ties to the first to reach it, without metadata.
+function moderation.folded(def, corrected, meta_mode)
+  return not def.lex and not def.last and #def.keys == 1 and def.keys[1].desc and corrected ~= '' and meta_mode == 'keep'
+end
+
+function moderation.lb_correct(keys, args)
+  local layout, how, player, corrected, meta_mode, meta_value, actor, reason = unpack(args, 1, 8)
+  local err = valid.other_layout(layout, moderation.CORRECT_LAYOUT, 'lb_correct')
+    or moderation.check_action(player, actor, reason, true)
   if err then
     return err
   end
-  local now, maxlen = valid.parse_uint(args[8], 15), valid.parse_uint(args[9], 12)
-  local defs, pos = definitions.read(args, moderation.CORRECT_DEFINED_ARGS + 1)
-  local count = (#keys - 4) / 5
-  if not (now and maxlen and defs and #defs == 1 and (meta_mode == 'keep' or meta_mode == 'set'))
-      or count < 1 or count ~= math.floor(count) or #args ~= pos - 1 + moderation.CORRECT_DEFINED_FIELDS * count then
+  local now, maxlen = valid.parse_uint(args[9], 15), valid.parse_uint(args[10], 12)
+  local defs, pos = definitions.read(args, moderation.CORRECT_ARGS)
+  local count = (#keys - moderation.BAN_FIXED) / moderation.BAN_KEYS
+  if not (now and maxlen and defs and #defs == 1 and moderation.JOURNAL_FORMS[how] and (meta_mode == 'keep' or meta_mode == 'set'))
+      or count < 1 or count ~= math.floor(count) or #args ~= pos - 1 + moderation.CORRECT_FIELDS * count
+      or (how == 'correct' and not moderation.folded(defs[1], corrected, meta_mode)) then
     return refuse('bad_request', 'malformed correction')
   end
   local def, values = defs[1], nil
@@ -302,18 +230,19 @@ function moderation.lb_correct_defined(keys, args)
     return refuse('banned', 'player is banned from this game; unban first')
   end
   local key_len = def.lex and #def.keys * lex.KEY_HEX or 0
+  local sign = def.keys[1].desc and 1 or -1 -- a packed board's one value, negated when ascending
   local plans = {}
   for b = 1, count do -- every board checked before the first write
-    local a, k = pos - 1 + moderation.CORRECT_DEFINED_FIELDS * (b - 1), 4 + 5 * (b - 1)
-    local field, start_ms, end_ms, shift, unit_ms, expire_at, mode = unpack(args, a + 1, a + moderation.CORRECT_DEFINED_FIELDS)
+    local a = pos - 1 + moderation.CORRECT_FIELDS * (b - 1)
+    local field, start_ms, end_ms, shift, unit_ms, expire_at, mode = unpack(args, a + 1, a + moderation.CORRECT_FIELDS)
     start_ms, end_ms, shift = tonumber(start_ms), tonumber(end_ms), tonumber(shift)
     unit_ms, expire_at = tonumber(unit_ms), tonumber(expire_at)
-    if not (start_ms and end_ms and shift and unit_ms and unit_ms > 0 and expire_at and scoring.RANK_MODES[mode])
-        or end_ms <= start_ms then
+    local plan = moderation.board(keys, moderation.BAN_FIXED + moderation.BAN_KEYS * (b - 1), field, mode,
+      def.lex and 'lex:' .. #def.keys or (shift and string.format('%d', shift)))
+    if not (plan and start_ms and end_ms and unit_ms and unit_ms > 0 and expire_at) or end_ms <= start_ms then
       return refuse('bad_request', 'malformed correction')
     end
-    local plan = { field = field, mode = mode, scale = 2 ^ shift, expire_at = expire_at, board = keys[k + 1],
-      members = keys[k + 2], distinct = keys[k + 3], meta = keys[k + 4], hist = keys[k + 5] }
+    plan.expire_at = expire_at
     local at = math.min(math.max(now, start_ms), end_ms - 1) -- a new entry's reached time
     if def.lex then
       plan.old = redis.call('HGET', plan.members, player)
@@ -323,16 +252,19 @@ function moderation.lb_correct_defined(keys, args)
         plan.member = plan.prefix .. reached .. lex.player_part(player)
       end
     else
-      local old = redis.call('ZSCORE', plan.board, player)
+      local old = redis.call('ZSCORE', plan.key, player)
       plan.old = old and tonumber(old) or nil
       if values then
-        local sign = def.keys[1].desc and 1 or -1
-        local tie = plan.old and plan.old % plan.scale -- floored: a negated value's tie part too
+        local value = sign * (values[1][1] * int64.TWO32 + values[1][2])
+        if math.abs(value) > 2 ^ (53 - shift) - 1 then
+          return refuse('points_out_of_range', 'points must stay below ' .. string.format('%d', 2 ^ (53 - shift)) .. ' on board ' .. field)
+        end
+        local tie = plan.old and plan.old % plan.param -- floored: a negated value's tie part too
         if not tie then
           local t = math.floor((at - start_ms) / unit_ms)
-          tie = def.last and t or plan.scale - 1 - t
+          tie = def.last and t or plan.param - 1 - t
         end
-        plan.score = sign * (values[1][1] * int64.TWO32 + values[1][2]) * plan.scale + tie
+        plan.score = value * plan.param + tie
       end
     end
     plans[b] = plan
@@ -342,52 +274,46 @@ function moderation.lb_correct_defined(keys, args)
     local before, after, previous
     if def.lex then
       local old = plan.old
-      before = old and redis.call('ZRANK', plan.board, old)
+      before = old and redis.call('ZRANK', plan.key, old)
       previous = old and definitions.values_text(definitions.lex_values(def, old)) or ''
       if old then
-        redis.call('ZREM', plan.board, old)
+        redis.call('ZREM', plan.key, old)
       end
       if plan.member then
-        redis.call('ZADD', plan.board, 0, plan.member)
+        redis.call('ZADD', plan.key, 0, plan.member)
         redis.call('HSET', plan.members, player, plan.member)
         if plan.mode == 'dense' then
           redis.call('ZADD', plan.distinct, 0, plan.prefix)
         end
-        after = redis.call('ZRANK', plan.board, plan.member)
+        after = redis.call('ZRANK', plan.key, plan.member)
       elseif old then
         redis.call('HDEL', plan.members, player)
       end
-      local old_prefix = old and old:sub(1, key_len)
-      if plan.mode == 'dense' and old_prefix and old_prefix ~= plan.prefix
-          and redis.call('ZLEXCOUNT', plan.board, '[' .. old_prefix, '(' .. old_prefix .. 'g') == 0 then
-        redis.call('ZREM', plan.distinct, old_prefix) -- nobody holds those values any more
+      if old and old:sub(1, key_len) ~= plan.prefix then
+        moderation.drop_key_part(plan, old:sub(1, key_len))
       end
     else
-      before = plan.old and redis.call('ZREVRANK', plan.board, player)
-      previous = plan.old and string.format('%d', (def.keys[1].desc and 1 or -1) * scoring.score_points(plan.old, plan.scale)) or ''
+      before = plan.old and redis.call('ZREVRANK', plan.key, player)
+      previous = plan.old and string.format('%d', sign * scoring.score_points(plan.old, plan.param)) or ''
       if plan.score then
-        redis.call('ZADD', plan.board, plan.score, player)
-        after = redis.call('ZREVRANK', plan.board, player)
+        redis.call('ZADD', plan.key, plan.score, player)
+        after = redis.call('ZREVRANK', plan.key, player)
       elseif plan.old then
-        redis.call('ZREM', plan.board, player)
+        redis.call('ZREM', plan.key, player)
       end
       if plan.old or plan.score then
-        scoring.board_score_changed(plan.board, plan.hist, plan.mode == 'dense' and plan.distinct or nil, plan.scale,
+        scoring.board_score_changed(plan.key, plan.hist, plan.mode == 'dense' and plan.distinct or nil, plan.param,
           plan.old, plan.score)
       end
     end
-    if not values then
+    if not values or (meta_mode == 'set' and meta_value == '') then
       redis.call('HDEL', plan.meta, player)
     elseif meta_mode == 'set' then
-      if meta_value == '' then
-        redis.call('HDEL', plan.meta, player)
-      else
-        redis.call('HSET', plan.meta, player, meta_value)
-      end
+      redis.call('HSET', plan.meta, player, meta_value)
     end
     if values and plan.expire_at > 0 then
       -- after the writes: EXPIREAT on a key not yet created would do nothing
-      for _, key in ipairs({ plan.board, plan.members, plan.distinct, plan.meta, plan.hist }) do
+      for _, key in ipairs({ plan.key, plan.hist, plan.distinct, plan.members, plan.meta }) do
         redis.call('EXPIREAT', key, plan.expire_at, 'NX')
       end
     end
@@ -396,9 +322,10 @@ function moderation.lb_correct_defined(keys, args)
   end
   redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'action', 'correct', 'player', player,
     'by', actor, 'reason', reason, 'value', corrected, 'boards', #rows)
-  if how == 'correct' then
-    -- every argument but how: all a rebuild's replay of it needs, the board records included
-    journal(keys[4], 'correct_defined', unpack(args, 2))
+  if how == 'correct' then -- player, points, actor, reason, now_ms and the board records
+    journal(keys[4], how, player, corrected, actor, reason, args[9], unpack(args, pos))
+  elseif how == 'correct_defined' then -- every argument after how, the board records included
+    journal(keys[4], how, unpack(args, 3))
   end
   return rows
 end

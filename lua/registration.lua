@@ -20,7 +20,6 @@ redis.register_function { function_name = 'lb_status', callback = queue.lb_statu
 redis.register_function('lb_ban', moderation.lb_ban)
 redis.register_function('lb_unban', moderation.lb_unban)
 redis.register_function('lb_correct', moderation.lb_correct)
-redis.register_function('lb_correct_defined', moderation.lb_correct_defined)
 redis.register_function('lb_profile', moderation.lb_profile)
 redis.register_function('lb_rank_rebuild', reads.lb_rank_rebuild)
 

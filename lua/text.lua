@@ -69,8 +69,11 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
                                                    again only with the same keys and bounds; kept
                                                    until its boards hold no entries (lb_board_purge)
   lb:{g}:journal                           STREAM  one entry per change of lb_ban, lb_unban,
-                                                   lb_correct, lb_correct_defined, lb_profile, lb_tournament, lb_join,
-                                                   lb_close, lb_board_put, lb_board_delete, lb_board_purge (and first badge awards, from the badge
+                                                   lb_correct (fn correct or correct_defined: the
+                                                   form the durable log's rebuild takes),
+                                                   lb_profile, lb_tournament, lb_join, lb_close,
+                                                   lb_board_put, lb_board_delete, lb_board_purge
+                                                   (and first badge awards, from the badge
                                                    worker): {fn, at (Redis TIME, us), args (JSON
                                                    array)}; the durable log's recorder deletes what
                                                    it recorded (MAXLEN ~ JOURNAL_MAXLEN)
@@ -120,12 +123,9 @@ them; Python wrappers in leaderboard/library/, a module per file):
                   either encoding                       boards given and their histograms, points
                                                         sets, members and metadata
   lb_unban        lift a ban                            banned, activity, journal
-  lb_correct      set a player's points, with reason    banned (read), versions, activity, journal,
-                                                        the boards given and their histograms and
-                                                        points sets
-  lb_correct_defined set or remove a player's entry on   banned (read), versions, activity, journal,
-                  defined boards, with reason           the boards given and their members, points
-                                                        sets, metadata, histograms
+  lb_correct      set or remove a player's entry, with  banned (read), versions, activity, journal,
+                  reason, either encoding               the boards given and their histograms,
+                                                        points sets, members and metadata
   lb_profile      set a player's profile fields         profiles, versions, journal, the boards
                                                         given (read)
   lb_rank_rebuild rebuild a board's companions          a board, its points and hist

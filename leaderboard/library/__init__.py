@@ -26,8 +26,7 @@ lb_tournament    ``create_tournament``               operators (API, ``python -m
 lb_join          ``join``                            operators, game servers
 lb_ban           ``ban``                             moderation.Moderation, the rebuild (replay)
 lb_unban         ``unban``                           moderation.Moderation
-lb_correct       ``correct``                         moderation.Moderation
-lb_correct_defined ``correct_defined``               moderation.Moderation, the rebuild (replay)
+lb_correct       ``correct``, ``replay_correct``     moderation.Moderation, the rebuild (replay)
 lb_profile       ``profile``                         moderation.Moderation
 lb_rank_rebuild  ``rebuild_rank_index``              operators, once per board after an upgrade
 lb_board_put     ``create_board``, ``update_board``  operators (``python -m scorer board``, server role)

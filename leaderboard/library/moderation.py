@@ -1,5 +1,5 @@
-"""The moderation and profile wrappers: ``lb_ban``, ``lb_unban``, ``lb_correct``,
-``lb_correct_defined`` and ``lb_profile`` (moderation.lua). The boards a call touches are found by
+"""The moderation and profile wrappers: ``lb_ban``, ``lb_unban``, ``lb_correct`` and
+``lb_profile`` (moderation.lua), each on every board. The boards a call touches are found by
 leaderboard/moderation.py (``Moderation``, the high-level call operators use); these wrappers take
 them as given."""
 
@@ -11,18 +11,18 @@ from typing import Any
 from .. import boards
 from ..batch import DEFINITION_FIELDS, definition_record
 from ..errors import BadRequest, TournamentError
-from ..keys import DEFINED, defined_of
+from ..keys import defined_of
 from ..profiles import stored as stored_profile
 from ..results import BoardRef, Correction
-from ..transport import now_ms
+from ..transport import Command, now_ms
 from ..windows import Period, window
 from .calls import execute
 from .reads import ReadCalls
 
-# The call layouts of lb_ban (moderation.lua BAN_LAYOUT): the library refuses another (library_mismatch)
-BAN_LAYOUT = 2
-# lb_correct_defined's arguments after ``how``: fixed ones, then a definition record, then per board
-_CORRECT_DEFINED_ARGS, _CORRECT_DEFINED_FIELDS = 8, 7
+# The call layouts of lb_ban and lb_correct (moderation.lua): the library refuses another (library_mismatch)
+BAN_LAYOUT = CORRECT_LAYOUT = 2
+# lb_correct's arguments after ``how``: fixed ones, then a definition record, then per board
+_CORRECT_ARGS, _CORRECT_FIELDS = 8, 7
 
 
 class ModerationCalls(ReadCalls):
@@ -94,96 +94,65 @@ class ModerationCalls(ReadCalls):
     async def correct(
         self,
         player: str,
-        points: int,
-        boards: Sequence[tuple[Period, str]],
+        value: int | Sequence[int] | None,
+        boards_at: Sequence[tuple[Period, str]],
         *,
         actor: str,
         reason: str,
         now: int | None = None,
-    ) -> list[Correction]:
-        """lb_correct: set ``player``'s points on each (period, scope) board given."""
-        keys = [self.keys.banned, self.keys.versions, self.keys.activity, self.keys.journal]
-        args: list[str | int] = [
-            player,
-            points,
-            actor,
-            reason,
-            now_ms() if now is None else now,
-            self.config.activity_maxlen,
-            self.config.top_n,
-        ]
-        for period, scope in boards:
-            w = period.window
-            keys += self._board_keys(w.name, period.label, scope)
-            args += [
-                f"{w.name}:{period.label}:{scope}",
-                period.start_ms,
-                period.end_ms,
-                w.shift,
-                w.unit_ms,
-                period.expire_at_s,
-                self.config.rank_mode_for(w.name),
-            ]
-        rows = await execute(self.redis, ("FCALL", "lb_correct", len(keys), *keys, *args))
-        return [
-            Correction(BoardRef(p.window.name, p.label, scope), None if int(prev) < 0 else int(prev), int(rank))
-            for (p, scope), (prev, rank) in zip(boards, rows, strict=True)
-        ]
-
-    async def correct_defined(
-        self,
-        player: str,
-        definition: boards.Definition,
-        periods: Sequence[Period],
-        values: Sequence[int] | None,
-        *,
+        definition: boards.Definition | None = None,
         metadata: str | None = None,
-        actor: str,
-        reason: str,
-        now: int | None = None,
     ) -> list[Correction]:
-        """lb_correct_defined: set ``player``'s key values (None: take them off) on the defined
-        board's ``periods``; ``metadata`` None keeps the entry's, ``""`` clears it."""
-        args: list[str | int] = [
-            player,
-            "" if values is None else ",".join(map(str, values)),
-            "keep" if metadata is None else "set",
-            metadata or "",
-            actor,
-            reason,
-            now_ms() if now is None else now,
-            self.config.activity_maxlen,
-            1,
-            *definition_record(definition),
-        ]
-        scope = f"{DEFINED}:{definition.id}"
-        for p in periods:
-            w = p.window
-            args += [f"{w.name}:{p.label}:{scope}", p.start_ms, p.end_ms, definition.shift(w.name)]
-            args += [w.unit_ms, p.expire_at_s, definition.rank_mode]
-        rows = await self.replay_correct_defined([str(a) for a in args], journal=True)
-        return [
-            Correction(
-                BoardRef(p.window.name, p.label, scope),
-                int(prev.split(",")[0]) if prev else None,
-                int(rank) or None,
-                tuple(int(v) for v in prev.split(",")) if prev else None,
-            )
-            for p, (prev, rank) in zip(periods, rows, strict=True)
-        ]
+        """lb_correct: set ``player``'s entry on each (period, scope) board given. The game's
+        boards (no ``definition``) take points, ``value`` an int; a defined board's periods (its
+        ``definition``, the scope ``board:<id>``) its key values, or None to take the player off
+        it, and ``metadata`` (None keeps the entry's, ``""`` clears it)."""
+        record = self._points_record if definition is None else definition_record(definition)
+        values = (value,) if isinstance(value, int) else value
+        args: list[str | int] = [player, "" if values is None else ",".join(map(str, values))]
+        args += ["keep" if metadata is None else "set", metadata or "", actor, reason, now_ms() if now is None else now]
+        args += [self.config.activity_maxlen, 1, *record]
+        for period, scope in boards_at:
+            w = period.window
+            if definition is None:
+                shift, mode = w.shift, self.config.rank_mode_for(w.name)
+            else:
+                shift, mode = definition.shift(w.name), definition.rank_mode
+            args += [f"{w.name}:{period.label}:{scope}", period.start_ms, period.end_ms, shift]
+            args += [w.unit_ms, period.expire_at_s, mode]
+        # the durable log folds the game's boards' corrections, and replays a defined board's
+        rows = await self._correct_call("correct" if definition is None else "correct_defined", [str(a) for a in args])
+        out = []
+        for (p, scope), (prev, rank) in zip(boards_at, rows, strict=True):
+            before = tuple(int(v) for v in prev.split(",")) if prev else None
+            board = BoardRef(p.window.name, p.label, scope)
+            keys = None if definition is None else before  # the game's boards' corrections carry points only
+            out.append(Correction(board, before[0] if before else None, int(rank) or None, keys))
+        return out
 
-    async def replay_correct_defined(self, args: Sequence[str], *, journal: bool = False) -> list[Any]:
-        """lb_correct_defined with the arguments it journaled (``journal``: journal it, as a new
-        correction is; a rebuild replays without); its rows. The keys follow from the board
+    @property
+    def _points_record(self) -> list[str | int]:
+        """The game's boards as lb_correct takes them: packed, one key, the points, highest first,
+        ties to the first, bounded only per board by its window's exact scores (lb_correct
+        refuses points_out_of_range past them)."""
+        points = boards.BoardKey("points", min=0)
+        record = definition_record(boards.Definition(boards.DEFAULT_ID, (points,), top_n=self.config.top_n))
+        return [boards.PACKED, *record[1:]]
+
+    async def replay_correct(self, args: Sequence[str]) -> list[Any]:
+        """lb_correct with the arguments a correction of a defined board journaled (not journaled
+        again: a rebuild replaying it); its rows."""
+        return await self._correct_call("", args)
+
+    async def _correct_call(self, how: str, args: Sequence[str]) -> list[Any]:
+        """lb_correct with ``args`` after its layout and ``how``; the keys follow from the board
         records' version fields."""
         keys = [self.keys.banned, self.keys.versions, self.keys.activity, self.keys.journal]
-        first = _CORRECT_DEFINED_ARGS + 1 + len(DEFINITION_FIELDS)
-        for field in args[first::_CORRECT_DEFINED_FIELDS]:
+        for field in args[_CORRECT_ARGS + 1 + len(DEFINITION_FIELDS) :: _CORRECT_FIELDS]:
             at = field.split(":", 2)
-            keys += [self.keys.board(*at), self.keys.members(*at), self.keys.points(*at)]
-            keys += [self.keys.metadata(*at), self.keys.histogram(*at)]
-        how = "correct" if journal else "replay"
-        rows: list[Any] = await execute(self.redis, ("FCALL", "lb_correct_defined", len(keys), *keys, how, *args))
+            keys += [*self._board_keys(*at), self.keys.members(*at), self.keys.metadata(*at)]
+        command: Command = ("FCALL", "lb_correct", len(keys), *keys, CORRECT_LAYOUT, how, *args)
+        rows: list[Any] = await self._versioned(CORRECT_LAYOUT, command)
         return rows
 
     async def profile(self, player: str, changes: Mapping[str, str], boards: Sequence[BoardRef]) -> Mapping[str, Any]:

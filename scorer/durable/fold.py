@@ -21,7 +21,7 @@ with the rules of each function:
   deleted one is remembered until its id is created again, as lb_board_delete keeps it), and the
   boards' version counter (one step per change, as the functions count them);
 * ``correct_defined``: nothing here — a defined board's entries follow the function library's
-  rules, so the rebuild replays it through ``lb_correct_defined`` among the slips (rebuild/writes.py).
+  rules, so the rebuild replays it through ``lb_correct`` among the slips (rebuild/writes.py).
 
 What the actions leave beyond boards and names (tombstones, avatars and countries, tournaments,
 entrants, closes, badges) is kept in a ``Restorable``, which the rebuild writes to Redis.

@@ -36,7 +36,7 @@ How, in the order the submissions were applied (the log's ``applied, idx, seq``)
 4. before that state, the defined boards' slips go through ``lb_submit``, in the order applied,
    each call at a moment that gives its slips the periods and outcomes they had (writes.py's
    ``slip_calls``), under the definition of their time, with the bans, the corrections of
-   defined boards (``lb_correct_defined``, not journaled again) and the definitions' changes in
+   defined boards (``lb_correct``, not journaled again) and the definitions' changes in
    their places: a defined board's rules are the function library's alone, so they are
    replayed, not folded.
 

@@ -15,7 +15,7 @@ class Restored:
     board_rows: int = 0  # folded board rows read from the store (older than the raw log)
     replayed: int = 0  # submissions sent through lb_submit (the defined boards' slips among them)
     slips: int = 0  # defined boards' slips sent through lb_submit
-    defined_corrections: int = 0  # corrections of defined boards replayed through lb_correct_defined
+    defined_corrections: int = 0  # corrections of defined boards replayed through lb_correct
     applied: int = 0
     duplicates: int = 0
     refused: dict[str, int] = field(default_factory=dict)  # code -> count (lb_submit or the fold)

@@ -275,7 +275,7 @@ async def replay_slips(
     applied (the call takes a board's definition from the caller, who reads it from Redis; an
     update may have changed the operator or the metadata limit since), each ban (it took its
     player off the defined boards; the slips it refused afterwards are not in the log), each
-    correction (``lb_correct_defined`` again, not journaled again). A deleted board's keys stay
+    correction (``lb_correct`` again, not journaled again). A deleted board's keys stay
     in Redis until they expire, and a board created again with the same id goes on from them:
     so do its slips here, under the definition of their time."""
     moderation, on_boards, done = Moderation(lb), set[str](), 0
@@ -306,7 +306,7 @@ async def _replay_defined(
         return
     if action.fn == "correct_defined":
         try:
-            await lb.replay_correct_defined(a)
+            await lb.replay_correct(a)
         except (InvalidBoard, InvalidInput, Banned) as exc:  # not as then: said, not hidden
             key = f"{exc.code} (correction)"
             restored.refused[key] = restored.refused.get(key, 0) + 1
