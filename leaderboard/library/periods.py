@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Required, TypedDict, Unpack
 
 import orjson
 
@@ -21,41 +22,33 @@ CLOSE_LAYOUT = 2
 _JOIN_CHUNK = 1000
 
 
+class CloseOptions(TypedDict, total=False):
+    """A close's options: the size of its final tops, the finals kept, the closed stream's length,
+    a defined board's definition (None: the game's boards), the close's clock (None: now)."""
+
+    top_n: Required[int]
+    keep: Required[int]
+    maxlen: Required[int]
+    definition: boards.Definition | None
+    now: int | None
+
+
 class PeriodCalls(Calls):
     """Close events of ended periods, and tournaments."""
 
-    async def close(
-        self,
-        period: Period,
-        scopes: Sequence[str],
-        *,
-        top_n: int,
-        keep: int,
-        maxlen: int,
-        definition: boards.Definition | None = None,
-    ) -> str | None:
+    async def close(self, period: Period, scopes: Sequence[str], **options: Unpack[CloseOptions]) -> str | None:
         """lb_close: add the period's close event (its final top ``top_n`` of each scope) once,
         and keep it in the window's finals (the newest ``keep``); the event's stream id, or None
         if the period was closed before. Either way the period's boards leave the versions hash.
         A defined board (``definition``, its one scope ``board:<id>``) closes its own periods
         under its own marker and finals, each entry with every key value and its metadata."""
-        command = self.close_command(period, scopes, top_n=top_n, keep=keep, maxlen=maxlen, definition=definition)
-        reply = await self._versioned(CLOSE_LAYOUT, command)
+        reply = await self._versioned(CLOSE_LAYOUT, self.close_command(period, scopes, **options))
         return None if reply is None else str(reply)
 
-    def close_command(
-        self,
-        period: Period,
-        scopes: Sequence[str],
-        *,
-        top_n: int,
-        keep: int,
-        maxlen: int,
-        definition: boards.Definition | None = None,
-        now: int | None = None,
-    ) -> Command:
-        """``close``'s call of lb_close, as a command (``now``: the close's clock, the time now
-        when None)."""
+    def close_command(self, period: Period, scopes: Sequence[str], **options: Unpack[CloseOptions]) -> Command:
+        """``close``'s call of lb_close, as a command."""
+        top_n, keep, maxlen = options["top_n"], options["keep"], options["maxlen"]
+        definition, now = options.get("definition"), options.get("now")
         when = now_ms() if now is None else now
         w, at = period.window, (period.window.name, period.label)
         if definition is None:  # the game's boards, closed together: entries with their points
