@@ -108,13 +108,19 @@ class Moderation:
         (a board whose definition was deleted is left: its keys only wait to expire): one of its
         own windows, or a tournament on it."""
         await self.lb.boards.refresh()
-        found = set()
-        for b in await self._all_boards():
-            board = defined_of(b.scope)
-            definition = self.lb.boards.get(board) if board else None
-            if definition is not None and (b.window in definition.windows or tournament_of(b.window)):
-                found.add(b)
-        return found
+        return {b for b in await self._all_boards() if self._held(b)}
+
+    def _held(self, b: BoardRef) -> bool:
+        """Whether a defined board is of a definition the game holds: one of its own windows, or
+        a tournament on it."""
+        board = defined_of(b.scope)
+        definition = self.lb.boards.get(board) if board else None
+        return definition is not None and (b.window in definition.windows or tournament_of(b.window) is not None)
+
+    async def _banned_from(self) -> set[BoardRef]:
+        """Every board a ban reaches, in one SCAN: the game's, and the defined ones held."""
+        await self.lb.boards.refresh()
+        return {b for b in await self._all_boards() if not defined_of(b.scope) or self._held(b)}
 
     async def _all_boards(self) -> set[BoardRef]:
         found: set[BoardRef] = set()
@@ -131,10 +137,10 @@ class Moderation:
         ``banned``), until ``unban``."""
         check_player(player)
         actor, reason = check_audit(actor, reason)
-        done = await self.boards() | await self.defined_boards()
+        done = await self._banned_from()
         removed, touched = await self.lb.ban(player, _ordered(done), actor=actor, reason=reason)
         for _ in range(_BAN_ROUNDS):  # boards created between the scan and the tombstone
-            new = (await self.boards() | await self.defined_boards()) - done
+            new = await self._banned_from() - done
             if not new:
                 break
             more, more_touched = await self.lb.ban(player, _ordered(new), actor=actor, reason=reason)

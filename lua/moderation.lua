@@ -190,7 +190,8 @@ Output: per board {previous values ("v1,v2,...") or '' (not on it), rank after (
         key_out_of_range, metadata_too_large, points_out_of_range (a packed board's score would
         not be an exact double); ERR invalid_player, invalid_actor, invalid_reason
 ]]
-moderation.CORRECT_LAYOUT, moderation.CORRECT_ARGS, moderation.CORRECT_FIELDS = '2', 11, 7
+moderation.CORRECT_LAYOUT = '2'
+moderation.CORRECT_ARGS, moderation.CORRECT_FIELDS = 11, 7
 moderation.JOURNAL_FORMS = { correct = true, correct_defined = true, [''] = true }
 
 -- Whether a correction is of the form the durable log folds (fn 'correct'): points set on boards
