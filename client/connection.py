@@ -202,13 +202,15 @@ class LeaderboardClient:
         """Run one connection until it drops; return the close code (None if none was given)."""
         self._last_error = None
         self._resyncing.clear()
-        if self.token or self.deltas:
-            hello: Message = {"type": "hello", "token": self.token}
-            if self.deltas:
-                hello["deltas"] = True
-            await ws.send(orjson.dumps(hello).decode())
         watchdog: asyncio.Task[None] | None = None
         try:
+            if self.token or self.deltas:
+                hello: Message = {"type": "hello", "token": self.token}
+                if self.deltas:
+                    hello["deltas"] = True
+                # inside: a gateway that refuses the socket (1013) closes it at once, and its
+                # close code is what the backoff needs
+                await ws.send(orjson.dumps(hello).decode())
             async for frame in ws:
                 msg = orjson.loads(frame)
                 if not isinstance(msg, dict):
