@@ -204,12 +204,12 @@ class LeaderboardClient:
         self._resyncing.clear()
         watchdog: asyncio.Task[None] | None = None
         try:
-            # within the try: a gateway may close at once (1013, a game it cannot serve), and
-            # the close code it gave is what the backoff must see, not a failed send
             if self.token or self.deltas:
                 hello: Message = {"type": "hello", "token": self.token}
                 if self.deltas:
                     hello["deltas"] = True
+                # inside: a gateway that refuses the socket (1013) closes it at once, and its
+                # close code is what the backoff needs
                 await ws.send(orjson.dumps(hello).decode())
             async for frame in ws:
                 msg = orjson.loads(frame)

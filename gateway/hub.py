@@ -97,7 +97,9 @@ class Hub:
         """Add a subscriber and send it the board's latest snapshot at once."""
         client.add_board(key)
         self._subs.setdefault(key, set()).add(client)
-        self._join(client, key, group(client.wire, fresh=False))
+        # out of any group it is in already (a subscribe of a board it watches): in two, it
+        # would get each version twice
+        self._move(client, key, group(client.wire, fresh=False))
         channel = self.channel(key)
         self._channel_board[channel] = key
         await self._ensure_channel(channel)

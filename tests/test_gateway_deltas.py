@@ -50,6 +50,8 @@ async def test_delta_clients_hold_what_full_snapshots_show_and_every_kth_goes_wh
             await greet(bare)
             welcome = await request(bare, {"type": "hello", "deltas": True}, "welcome")
             assert welcome["deltas"] is True
+            await request(bare, {"type": "subscribe", "board": "global"}, "subscribed")  # again: no change
+            assert await recv(bare) == orjson.loads(first)  # the latest, whole, as on every subscribe
             await until(lambda: (app.welcome or {}).get("deltas") is True, 2 * T)
             wires = sorted(c.wire for c in gw.clients)
             assert wires == [0, DELTAS | DEFLATE, DELTAS | DEFLATE]  # both offered permessage-deflate

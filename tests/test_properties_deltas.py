@@ -116,7 +116,7 @@ def replay(run: tuple[list[tuple[str, Any, int]], int, bool]) -> list[tuple[Any,
 
 
 @given(runs)
-@bounded(120)
+@bounded(80)
 def test_deltas_reconstruct_what_full_snapshots_show(run: tuple[list[tuple[str, Any, int]], int, bool]) -> None:
     replay(run)
 
@@ -142,7 +142,7 @@ def test_the_browser_client_applies_deltas_as_the_python_one_does() -> None:
     cases: list[list[tuple[Any, ...]]] = []
 
     @given(runs)
-    @bounded(60)
+    @bounded(40)
     def collect(run: tuple[list[tuple[str, Any, int]], int, bool]) -> None:
         cases.append(replay(run))
 
