@@ -13,7 +13,7 @@ import hashlib
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
@@ -23,7 +23,7 @@ from starlette.responses import Response
 
 from leaderboard import BadRequest, Leaderboard, Submission, now_ms, replies
 from leaderboard import protocol as p
-from leaderboard.auth import SPECTATOR, Identity, authenticate
+from leaderboard.auth import SPECTATOR, Identity, Tokens
 from leaderboard.budget import Budgets, cost
 from leaderboard.definitions import default_window
 from leaderboard.errors import TournamentError
@@ -58,6 +58,10 @@ class Api:
     games: Mapping[str, Game]
     default_game: str
     budgets: Budgets  # reads per player token or spectator address
+    tokens: Tokens = field(init=False)  # the tokens verified so far (auth.Tokens)
+
+    def __post_init__(self) -> None:
+        self.tokens = Tokens(self.settings.jwt_secrets)
 
     def game(self, request: Request) -> Game:
         name = request.query_params.get("game", self.default_game)
@@ -74,7 +78,7 @@ class Api:
         if scheme.lower() != "bearer":
             raise Problem("invalid_token", "Authorization must be: Bearer <token>")
         with refusals():
-            return authenticate(token.strip(), self.settings.jwt_secrets)
+            return self.tokens.authenticate(token.strip())
 
     def parse_held(self, msg: dict[str, Any], game: Game | None = None) -> Any:
         """``msg`` as the socket's parser reads it, against the boards ``game`` (default: the

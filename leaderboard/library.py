@@ -156,6 +156,8 @@ class Leaderboard(PlainReads):
         self.keys = config.keys
         self.tournaments = Tournaments(redis, self.keys)
         self.boards = Definitions(redis, config)
+        # lb_enqueue's body buckets by (hour, idempotency_s): ~50 key names, the same all hour
+        self._buckets: tuple[tuple[int, int], list[str]] = ((-1, -1), [])
 
     @property
     def config(self) -> GameConfig:
@@ -263,7 +265,9 @@ class Leaderboard(PlainReads):
         if bodies is not None:
             # every hour's bucket an id filed within the idempotency window is in, the newest first
             hour, window = now_ms() // HOUR_MS, self.config.idempotency_s * 1000 // HOUR_MS
-            keys += [self.keys.bodies(h) for h in range(hour, hour - window - 2, -1)]
+            if self._buckets[0] != (hour, window):
+                self._buckets = ((hour, window), [self.keys.bodies(h) for h in range(hour, hour - window - 2, -1)])
+            keys += self._buckets[1]
             args += [(hour + 1) * HOUR_MS // 1000 + self.config.idempotency_s, *bodies]
         command: Command = ("FCALL", "lb_enqueue", len(keys), *keys, *args)
         if not wait_replicas:
