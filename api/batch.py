@@ -27,7 +27,7 @@ from leaderboard import Submission
 from leaderboard.results import Refiled
 
 from . import bodies
-from .handlers import JSON, Api, allowed, fingerprint, json_object, outcomes, path_param, submission_of
+from .handlers import JSON, Api, fingerprint, json_object, outcomes, path_param, submission_of, writing
 from .problems import Problem, refusals
 from .schemas import FIELD_CODES, SCHEMAS
 
@@ -37,11 +37,7 @@ _ENVELOPE = {**SCHEMAS, "Score": {}}
 
 
 async def submit_batch(api: Api, request: Request) -> Response:
-    game = api.game(request)
-    allowed(api.identity(request), "server")
-    wait = request.query_params.get("wait")
-    if wait not in (None, "applied"):
-        raise Problem("bad_message", "wait must be applied")
+    game, wait = writing(api, request)
     slips = await _slips(api, request)
     board = path_param(request, "board")
     subs, errors = _parsed(board, slips)

@@ -258,12 +258,18 @@ async def create_tournament(api: Api, request: Request) -> Response:
     return Response(orjson.dumps(reply), media_type=JSON)
 
 
-async def submit(api: Api, request: Request) -> Response:
+def writing(api: Api, request: Request) -> tuple[Game, str | None]:
+    """A submission route's game and ``?wait`` (None or applied), once its token is a server's."""
     game = api.game(request)
     allowed(api.identity(request), "server")
     wait = request.query_params.get("wait")
     if wait not in (None, "applied"):
         raise Problem("bad_message", "wait must be applied")
+    return game, wait
+
+
+async def submit(api: Api, request: Request) -> Response:
+    game, wait = writing(api, request)
     body = await json_body(api, request, "Score")
     board = path_param(request, "board")
     sub = submission_of(board, body, request.headers.get("idempotency-key"))

@@ -216,25 +216,13 @@ async def _reached(lb: Haproxy) -> int:
 
 WRK_POST = """
 counter = 0
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer {token}"
-request = function()
-  counter = counter + 1
-  local body = string.format('{{"player_id":"p%d","score":%d,"match_id":"http-%d"}}', counter % 5000, counter, counter)
-  return wrk.format(nil, "/v1/boards/global/scores", nil, body)
-end
-"""
-
-
-WRK_TOKENS = """
-counter = 0
 tokens = {{{tokens}}}
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 request = function()
   counter = counter + 1
-  local body = string.format('{{"player_id":"p%d","score":%d,"match_id":"token-%d"}}', counter % 5000, counter, counter)
+  local n = counter
+  local body = string.format('{{"player_id":"p%d","score":%d,"match_id":"{prefix}-%d"}}', n % 5000, n, n)
   local headers = {{["Authorization"] = "Bearer " .. tokens[counter % #tokens + 1]}}
   return wrk.format(nil, "/v1/boards/global/scores", headers, body)
 end
@@ -262,11 +250,13 @@ def http_writes(api: str, pid: int, args: Any, tmp: Path, *, batch: int = 0, fre
     throughput and the API process's CPU per 1,000 submissions. ``fresh``: a token of many in
     turn, none held verified when it comes back (the token check as it was before auth.Tokens)."""
     script = tmp / "post.lua"
-    if fresh:
+    if batch:
+        lua = WRK_BATCH.format(token=SERVER_TOKEN, size=batch)
+    elif fresh:
         signed = (issue(f"bench-{i}", "server", SECRET, exp=time.time() + 86_400) for i in range(FRESH_TOKENS))
-        lua = WRK_TOKENS.format(tokens=",".join(f'"{t}"' for t in signed))
+        lua = WRK_POST.format(tokens=",".join(f'"{t}"' for t in signed), prefix="token")
     else:
-        lua = WRK_BATCH.format(token=SERVER_TOKEN, size=batch) if batch else WRK_POST.format(token=SERVER_TOKEN)
+        lua = WRK_POST.format(tokens=f'"{SERVER_TOKEN}"', prefix="http")
     script.write_text(lua)
     cpu0 = cpu_s(pid)
     run = wrk(f"{api}/v1/boards/global/scores", args.write_connections, args.seconds, headers={}, script=str(script))
