@@ -12,8 +12,8 @@ import asyncio
 import hashlib
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
@@ -23,13 +23,13 @@ from starlette.responses import Response
 
 from leaderboard import BadRequest, Leaderboard, Submission, now_ms, replies
 from leaderboard import protocol as p
-from leaderboard.auth import SPECTATOR, Identity, authenticate
+from leaderboard.auth import SPECTATOR, Identity, Tokens
 from leaderboard.budget import Budgets, cost
 from leaderboard.definitions import default_window
 from leaderboard.errors import TournamentError
 from leaderboard.keys import DEFINED
 from leaderboard.queue import Queue
-from leaderboard.results import Refiled
+from leaderboard.results import Refiled, SubmissionStatus
 
 from . import bodies
 from .problems import Problem, refusals
@@ -58,6 +58,10 @@ class Api:
     games: Mapping[str, Game]
     default_game: str
     budgets: Budgets  # reads per player token or spectator address
+    tokens: Tokens = field(init=False)  # the tokens verified so far (auth.Tokens)
+
+    def __post_init__(self) -> None:
+        self.tokens = Tokens(self.settings.jwt_secrets)
 
     def game(self, request: Request) -> Game:
         name = request.query_params.get("game", self.default_game)
@@ -74,7 +78,7 @@ class Api:
         if scheme.lower() != "bearer":
             raise Problem("invalid_token", "Authorization must be: Bearer <token>")
         with refusals():
-            return authenticate(token.strip(), self.settings.jwt_secrets)
+            return self.tokens.authenticate(token.strip())
 
     def parse_held(self, msg: dict[str, Any], game: Game | None = None) -> Any:
         """``msg`` as the socket's parser reads it, against the boards ``game`` (default: the
@@ -193,8 +197,8 @@ async def put_definition(api: Api, request: Request) -> Response:
     socket's ``create``, else ``update``: a change that would reorder a live board is refused
     with ``board_reorder``). The body's ``id``, if given, is the path's."""
     game = api.game(request)
-    identity = _allowed(api.identity(request), "server")
-    board, fields = path_param(request, "definition"), await _json_body(api, request, "BoardDefinition")
+    identity = allowed(api.identity(request), "server")
+    board, fields = path_param(request, "definition"), await json_body(api, request, "BoardDefinition")
     if fields.setdefault("id", board) != board:
         raise Problem("invalid_board_id", "the definition's id is not the path's")
     msg = {"type": "board", "action": "create", "definition": fields}
@@ -216,15 +220,15 @@ def answering(message: Message, *, auth: str = "none", body: str | None = None) 
 
     async def handler(api: Api, request: Request) -> Response:
         game = api.game(request)
-        identity = _allowed(api.identity(request), auth)
-        fields = await _json_body(api, request, body) if body else {}
+        identity = allowed(api.identity(request), auth)
+        fields = await json_body(api, request, body) if body else {}
         req = await api.read(request, message(request, fields), identity)
         return Response(await answer(game, identity, req), media_type=JSON)
 
     return handler
 
 
-def _allowed(identity: Identity, auth: str) -> Identity:
+def allowed(identity: Identity, auth: str) -> Identity:
     if auth == "player" and identity.player is None:
         raise Problem("auth_required", "this request needs a player or server token")
     if auth == "server" and identity.role != "server":
@@ -243,8 +247,8 @@ async def create_tournament(api: Api, request: Request) -> Response:
     """A tournament's boards (window ``t-<id>``) from ``start_ms`` to ``end_ms``, as ``python -m
     scorer tournament create`` makes them; again with the same bounds: the same answer."""
     game = api.game(request)
-    _allowed(api.identity(request), "server")
-    fields = await _json_body(api, request, "TournamentSpan")
+    allowed(api.identity(request), "server")
+    fields = await json_body(api, request, "TournamentSpan")
     tournament, start, end = path_param(request, "tournament"), fields.get("start_ms"), fields.get("end_ms")
     if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**53 for v in (start, end)):
         raise Problem("bad_message", "start_ms and end_ms must be times in ms since the epoch")
@@ -254,19 +258,26 @@ async def create_tournament(api: Api, request: Request) -> Response:
     return Response(orjson.dumps(reply), media_type=JSON)
 
 
-async def submit(api: Api, request: Request) -> Response:
+def writing(api: Api, request: Request) -> tuple[Game, str | None]:
+    """A submission route's game and ``?wait`` (None or applied), once its token is a server's."""
     game = api.game(request)
-    _allowed(api.identity(request), "server")
+    allowed(api.identity(request), "server")
     wait = request.query_params.get("wait")
     if wait not in (None, "applied"):
         raise Problem("bad_message", "wait must be applied")
-    body = await _json_body(api, request, "Score")
-    sub = _submission(request, body)
+    return game, wait
+
+
+async def submit(api: Api, request: Request) -> Response:
+    game, wait = writing(api, request)
+    body = await json_body(api, request, "Score")
+    board = path_param(request, "board")
+    sub = submission_of(board, body, request.headers.get("idempotency-key"))
     if wait is not None:  # lb_submit keeps what it decided per board for the status read below
         sub = replace(sub, outcome=True)
     with refusals("Redis is unreachable; retry with the same match_id"):
         # the clock and the game's limits checked here; the body's fingerprint against the id's first
-        filed = await game.queue.submit(sub, body=fingerprint(path_param(request, "board"), body))
+        filed = await game.queue.submit(sub, body=fingerprint(board, body))
     # A retry of an earlier filing is not appended again (its slip, stamped by this clock when the
     # body has no ts, could fall in another hour's seen bucket and be applied twice): it is
     # answered as that filing, with its entry's id and, asked to wait, its outcome read below.
@@ -274,7 +285,7 @@ async def submit(api: Api, request: Request) -> Response:
     queued = {"submission": sub.id, "stream_id": stream_id, "status": "pending"}
     if wait is None:
         return Response(orjson.dumps(queued), 202, media_type=JSON)
-    outcome = await _outcome(game.lb, sub, api.settings.wait_max)
+    [outcome] = await outcomes(game.lb, [sub], api.settings.wait_max)
     if outcome is None:  # not applied within the bound: queued, as without ?wait
         return Response(orjson.dumps(queued), 202, media_type=JSON)
     return Response(orjson.dumps({"stream_id": stream_id, **outcome}), 200, media_type=JSON)
@@ -283,10 +294,18 @@ async def submit(api: Api, request: Request) -> Response:
 # ---------------------------------------------------------------- their parts
 
 
-async def _json_body(api: Api, request: Request, schema: str) -> dict[str, Any]:
+async def json_body(api: Api, request: Request, schema: str) -> dict[str, Any]:
     """The request's JSON object, read no further than LB_API_MAX_BODY bytes, as its ``schema``
     in the OpenAPI document says (bodies.py: types, bounds, no field it does not declare)."""
-    cap = api.settings.max_body
+    value = await json_object(request, api.settings.max_body)
+    violation = bodies.check(SCHEMAS, schema, value, FIELD_CODES.get(schema, {}))
+    if violation is not None:
+        raise Problem(violation.code, violation.message)
+    return value
+
+
+async def json_object(request: Request, cap: int) -> dict[str, Any]:
+    """The request's body, a JSON object of at most ``cap`` bytes (read no further)."""
     kind = request.headers.get("content-type", JSON).partition(";")[0].strip().lower()
     if kind != JSON:
         raise Problem("unsupported_media_type", "the body must be application/json")
@@ -304,23 +323,21 @@ async def _json_body(api: Api, request: Request, schema: str) -> dict[str, Any]:
         raise Problem("bad_json", "the body is not valid JSON") from None
     if not isinstance(value, dict):
         raise Problem("bad_json", "the body is not a JSON object")
-    violation = bodies.check(SCHEMAS, schema, value, FIELD_CODES.get(schema, {}))
-    if violation is not None:
-        raise Problem(violation.code, violation.message)
     return value
 
 
-def _submission(request: Request, body: dict[str, Any]) -> Submission:
+def submission_of(board: str, body: dict[str, Any], key: str | None) -> Submission:
     """seed 001's body ``{player_id, score | delta, match_id}`` as the socket's submission: the
-    match id (or the Idempotency-Key header) is the submission id; ``delta`` adds (``incr``),
-    ``score`` goes through each board's operator; the path's board scopes it. A defined board
-    (``board:<id>``) takes ``values`` (its key values) and ``meta`` instead of a score."""
-    match_id, key = body.get("match_id"), request.headers.get("idempotency-key")
+    match id (or ``key``, the Idempotency-Key header) is the submission id; ``delta`` adds
+    (``incr``), ``score`` goes through each board's operator; the path's ``board`` scopes it. A
+    defined board (``board:<id>``) takes ``values`` (its key values) and ``meta`` instead of a
+    score."""
+    match_id = body.get("match_id")
     if match_id is not None and key is not None and match_id != key:
         raise Problem("bad_message", "match_id and Idempotency-Key differ")
     if match_id is None and not key:  # the document's rule, which one schema cannot say across body and header
         raise Problem("missing_id", "match_id or Idempotency-Key is required: the submission id, applied once")
-    kind, value = _scope(path_param(request, "board"))
+    kind, value = _scope(board)
     fields: dict[str, Any] = {
         "id": match_id if match_id is not None else key or "",
         "player": body.get("player_id"),
@@ -367,36 +384,45 @@ def _scope(board: str) -> tuple[str | None, str | None]:
     return (kind, value) if value else (None, None)
 
 
-async def _outcome(lb: Leaderboard, sub: Submission, bound: float) -> dict[str, Any] | None:
-    """The submission's status once it is no longer pending, read until ``bound`` seconds pass."""
+async def outcomes(lb: Leaderboard, subs: Sequence[Submission], bound: float) -> list[dict[str, Any] | None]:
+    """Each submission's status once it is no longer pending (None: still pending when ``bound``
+    seconds passed), the ones still pending read together in each round."""
     loop = asyncio.get_running_loop()
     deadline, pause = loop.time() + bound, _POLL_S[0]
+    found: list[dict[str, Any] | None] = [None] * len(subs)
     while True:
-        found = await read(lb.status(sub.id))
-        if found.status != "pending":
-            out: dict[str, Any] = {"submission": found.id, "status": found.status}
-            if found.code is not None:
-                out |= {"code": found.code, "message": found.message or ""}
-            if found.boards:
-                out["boards"] = [
-                    {
-                        "board": b.board.scope,
-                        "window": b.board.window,
-                        "period": b.board.period,
-                        "improved": b.improved,
-                        "rank": b.rank,
-                        "previous_rank": b.previous_rank,
-                        "points": b.best,
-                    }
-                    for b in found.boards
-                ]
-                if sub.board is not None:
-                    await _with_keys(lb, sub.player, out["boards"])
-            return out
-        if loop.time() + pause > deadline:
-            return None
+        waiting = [i for i, out in enumerate(found) if out is None]
+        statuses = await read(asyncio.gather(*(lb.status(subs[i].id) for i in waiting)))
+        for i, status in zip(waiting, statuses, strict=True):
+            if status.status != "pending":
+                found[i] = await _outcome(lb, subs[i], status)
+        if all(out is not None for out in found) or loop.time() + pause > deadline:
+            return found
         await asyncio.sleep(pause)  # the scorer applies in batches: a few reads per slip at most
         pause = min(2 * pause, _POLL_S[1])
+
+
+async def _outcome(lb: Leaderboard, sub: Submission, found: SubmissionStatus) -> dict[str, Any]:
+    """A decided submission's answer: its status, code and, applied, what it did per board."""
+    out: dict[str, Any] = {"submission": found.id, "status": found.status}
+    if found.code is not None:
+        out |= {"code": found.code, "message": found.message or ""}
+    if found.boards:
+        out["boards"] = [
+            {
+                "board": b.board.scope,
+                "window": b.board.window,
+                "period": b.board.period,
+                "improved": b.improved,
+                "rank": b.rank,
+                "previous_rank": b.previous_rank,
+                "points": b.best,
+            }
+            for b in found.boards
+        ]
+        if sub.board is not None:
+            await _with_keys(lb, sub.player, out["boards"])
+    return out
 
 
 async def _with_keys(lb: Leaderboard, player: str, rows: list[dict[str, Any]]) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http import HTTPStatus
+from typing import Any
 
 import orjson
 from redis.exceptions import RedisError
@@ -42,6 +43,9 @@ STATUS = {
     "too_many_boards": 409,
     # an Idempotency-Key (match_id) reused with another body: the IETF idempotency-key draft's 422
     "idempotency_conflict": 422,
+    # a batch with a bad slip: the slips' own codes in the problem's errors, nothing queued
+    "invalid_slips": 400,
+    "too_many_slips": 413,
     "method_not_allowed": 405,
     "request_timeout": 408,
     "body_too_large": 413,
@@ -67,14 +71,18 @@ ALL_CODES = sorted(
 
 
 class Problem(Exception):
-    """A refused request: ``code`` (stable), a message for people, the status the code means."""
+    """A refused request: ``code`` (stable), a message for people, the status the code means;
+    ``errors``: a batch's refused slips, each ``{"index", "code", "detail"}``."""
 
-    def __init__(self, code: str, message: str, *, retry_after: int | None = None) -> None:
+    def __init__(
+        self, code: str, message: str, *, retry_after: int | None = None, errors: list[dict[str, Any]] | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = STATUS.get(code, 400)
         self.retry_after = retry_after
+        self.errors = errors
 
 
 def code_of(exc: LeaderboardError) -> str:
@@ -96,19 +104,26 @@ def refusals(unavailable: str = "Redis is unreachable; retry later") -> Iterator
 
 
 def response(
-    code: str, message: str, *, retry_after: int | None = None, headers: Mapping[str, str] | None = None
+    code: str,
+    message: str,
+    *,
+    retry_after: int | None = None,
+    headers: Mapping[str, str] | None = None,
+    errors: list[dict[str, Any]] | None = None,
 ) -> Response:
     """The problem's answer; ``Retry-After`` (seconds) on a 429, and 1 s on a 503; a 408 closes
     the connection (the rest of the body it gave up on may still come); ``headers`` besides (a
-    405's ``Allow``)."""
+    405's ``Allow``); ``errors``, a batch's refused slips, as its ``errors`` member."""
     status = STATUS.get(code, 400)
-    body = {
+    body: dict[str, Any] = {
         "type": f"https://leaderboard.invalid/problems/{code}",  # the code, as the URI RFC 9457 asks for
         "title": HTTPStatus(status).phrase,
         "status": status,
         "detail": message,
         "code": code,
     }
+    if errors is not None:
+        body["errors"] = errors
     headers = dict(headers or {})
     if status in (429, 503):
         headers["Retry-After"] = str(retry_after or 1)

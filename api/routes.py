@@ -15,6 +15,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from .batch import submit_batch
 from .handlers import (
     JSON,
     Api,
@@ -89,6 +90,18 @@ ROUTES = [
             param("Idempotency-Key", "header", {"type": "string"}, "the submission id, when the body has no match_id"),
         ],
         body="Score",
+        auth="server",
+    ),
+    Route(
+        "POST",
+        "/v1/boards/{board}/scores:batch",
+        "submit_batch",
+        submit_batch,
+        "Submit up to LB_API_BATCH_MAX scores in one request (server token), each idempotent by its match_id; "
+        "one bad slip refuses the batch and queues nothing (invalid_slips, each bad slip's code in errors)",
+        {202: "BatchAnswer", 200: "BatchAnswer"},
+        [BOARD, GAME, param("wait", "query", {"enum": ["applied"]}, "wait (bounded) for every slip's outcome")],
+        body="ScoreBatch",
         auth="server",
     ),
     Route(

@@ -172,6 +172,32 @@ SCHEMAS: dict[str, Any] = {
         "description": "one of score and delta, or a defined board's values; match_id or the Idempotency-Key "
         "header names the submission",
     },
+    "ScoreBatch": {
+        "type": "object",
+        "properties": {
+            "slips": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/Score"},
+                "minItems": 1,
+                "description": "at most LB_API_BATCH_MAX (default 100; more: too_many_slips), each with its "
+                "match_id; one bad slip refuses the batch (invalid_slips, each bad slip's code in errors)",
+            }
+        },
+        "required": ["slips"],
+        "additionalProperties": False,
+    },
+    "BatchAnswer": {
+        "type": "object",
+        "properties": {
+            "slips": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/SlipAnswer"},
+                "description": "each slip's answer in the batch's order: queued (pending), or with ?wait=applied "
+                "its outcome",
+            }
+        },
+        "required": ["slips"],
+    },
     "Queued": {
         "type": "object",
         "properties": {
@@ -418,11 +444,32 @@ SCHEMAS: dict[str, Any] = {
             "status": {"type": "integer"},
             "detail": {"type": "string"},
             "code": {"enum": ALL_CODES},
+            "errors": {
+                "type": "array",
+                "description": "invalid_slips: each refused slip of the batch, by its index",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "index": {"type": "integer"},
+                        "code": {"enum": ALL_CODES},
+                        "detail": {"type": "string"},
+                    },
+                    "required": ["index", "code", "detail"],
+                },
+            },
         },
         "required": ["type", "title", "status", "detail", "code"],
     },
 }
 
+# A batch's slip: queued (Queued's fields, status pending) or decided (Outcome)
+SCHEMAS["SlipAnswer"] = {
+    **SCHEMAS["Outcome"],
+    "properties": {
+        **SCHEMAS["Outcome"]["properties"],
+        "status": {"enum": ["pending", "applied", "refused", "unknown"]},
+    },
+}
 
 bodies.checked(SCHEMAS)  # every rule the document states is one the validator applies
 

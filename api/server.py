@@ -220,7 +220,7 @@ def application(settings: ApiSettings) -> ASGIApp:
             try:
                 return await handler(api, request)
             except problems.Problem as exc:
-                return problems.response(exc.code, exc.message, retry_after=exc.retry_after)
+                return problems.response(exc.code, exc.message, retry_after=exc.retry_after, errors=exc.errors)
             except ClientDisconnect:
                 # gone before its body was read: nothing to answer (the answer goes nowhere) and
                 # nothing went wrong here; nginx's "client closed request" for what is not sent

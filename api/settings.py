@@ -68,6 +68,12 @@ class ApiSettings:
         "seconds from a request's headers to the end of its body; a slower body is refused with 408",
         check=above(0),
     )
+    batch_max: int = setting(
+        "LB_API_BATCH_MAX",
+        100,
+        "most slips in one POST .../scores:batch; its body may be this many times LB_API_MAX_BODY",
+        check=between(1, 1000),
+    )
     wait_max: float = setting(
         "LB_API_WAIT_MAX", 2.0, "longest ?wait=applied of a submission (s); still pending then: 202", check=at_least(0)
     )

@@ -7,7 +7,8 @@ measured in the same run (wrk, Debian's ``apt-get install wrk``, is the load gen
    and the held answer through Starlette's routing (``?window=weekly``: not answered before it).
 2. The 304 path: the same route with ``If-None-Match`` of the current ETag.
 3. ``POST scores`` through one API process against a server-role socket of one gateway process
-   submitting the same slips: throughput, and the serving process's CPU ms per 1,000.
+   submitting the same slips: throughput, and the serving process's CPU ms per 1,000; and the
+   same slips ``--batch`` at a time through ``POST scores:batch`` (CPU per submission).
 4. ``?wait=applied`` latency p50 / p99 at a steady offered rate, with a scorer applying.
 5. ``GET top`` of the watched board through haproxy with its top cache (the fleet's balancer)
    against the same haproxy without it and the API directly (1.).
@@ -215,24 +216,54 @@ async def _reached(lb: Haproxy) -> int:
 
 WRK_POST = """
 counter = 0
+tokens = {{{tokens}}}
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+request = function()
+  counter = counter + 1
+  local n = counter
+  local body = string.format('{{"player_id":"p%d","score":%d,"match_id":"{prefix}-%d"}}', n % 5000, n, n)
+  local headers = {{["Authorization"] = "Bearer " .. tokens[counter % #tokens + 1]}}
+  return wrk.format(nil, "/v1/boards/global/scores", headers, body)
+end
+"""
+FRESH_TOKENS = 8192  # twice what an API process holds verified (auth.Tokens): each one verified again
+
+WRK_BATCH = """
+counter = 0
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer {token}"
 request = function()
-  counter = counter + 1
-  local body = string.format('{{"player_id":"p%d","score":%d,"match_id":"http-%d"}}', counter % 5000, counter, counter)
-  return wrk.format(nil, "/v1/boards/global/scores", nil, body)
+  local slips = {{}}
+  for i = 1, {size} do
+    counter = counter + 1
+    slips[i] = string.format('{{"player_id":"p%d","score":%d,"match_id":"batch-%d"}}', counter % 5000, counter, counter)
+  end
+  return wrk.format(nil, "/v1/boards/global/scores:batch", nil, '{{"slips":[' .. table.concat(slips, ",") .. ']}}')
 end
 """
 
 
-def http_writes(api: str, pid: int, args: Any, tmp: Path) -> dict[str, Any]:
+def http_writes(api: str, pid: int, args: Any, tmp: Path, *, batch: int = 0, fresh: bool = False) -> dict[str, Any]:
+    """wrk's ``POST scores`` (``batch``: ``POST scores:batch`` of that many slips), new ids each:
+    throughput and the API process's CPU per 1,000 submissions. ``fresh``: a token of many in
+    turn, none held verified when it comes back (the token check as it was before auth.Tokens)."""
     script = tmp / "post.lua"
-    script.write_text(WRK_POST.format(token=SERVER_TOKEN))
+    if batch:
+        lua = WRK_BATCH.format(token=SERVER_TOKEN, size=batch)
+    elif fresh:
+        signed = (issue(f"bench-{i}", "server", SECRET, exp=time.time() + 86_400) for i in range(FRESH_TOKENS))
+        lua = WRK_POST.format(tokens=",".join(f'"{t}"' for t in signed), prefix="token")
+    else:
+        lua = WRK_POST.format(tokens=f'"{SERVER_TOKEN}"', prefix="http")
+    script.write_text(lua)
     cpu0 = cpu_s(pid)
     run = wrk(f"{api}/v1/boards/global/scores", args.write_connections, args.seconds, headers={}, script=str(script))
     cpu = cpu_s(pid) - cpu0
-    return {**run, "cpu_ms_per_1000": round(1e6 * cpu / max(1, run["requests"]), 1)}
+    done = run["requests"] * max(1, batch)
+    return {**run, "batch": batch, "submissions_per_s": round(run["rps"] * max(1, batch), 1),
+            "cpu_ms_per_1000": round(1e6 * cpu / max(1, done), 1)}  # fmt: skip
 
 
 async def socket_writes(ws_url: str, pid: int, seconds: float, window_size: int) -> dict[str, Any]:
@@ -300,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-connections", type=int, default=16, help="wrk connections for POST scores")
     parser.add_argument("--socket-window", type=int, default=64, help="a socket's unanswered submissions at most")
     parser.add_argument("--applied-rate", type=float, default=50.0, help="?wait=applied submissions per second")
+    parser.add_argument("--batch", type=int, default=100, help="slips per POST scores:batch")
+    parser.add_argument("--writes-only", action="store_true", help="only the writes (3.): HTTP, batch, socket")
     results.add_no_write(parser)
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
@@ -313,10 +346,13 @@ def main(argv: list[str] | None = None) -> int:
         api = f"http://127.0.0.1:{port}"
         lifted = {"LB_API_READ_RATE": "1000000000", "LB_API_PORT": str(port)}
         with process("api", server.url, f"{api}/readyz", **lifted) as proc:
-            figures["reads"] = reads(api, proc.pid, r, args)
-            if Haproxy.binary() is not None:
-                figures["reads"] |= asyncio.run(balanced(api, proc.pid, args))
+            if not args.writes_only:
+                figures["reads"] = reads(api, proc.pid, r, args)
+                if Haproxy.binary() is not None:
+                    figures["reads"] |= asyncio.run(balanced(api, proc.pid, args))
             figures["writes_http"] = http_writes(api, proc.pid, args, Path(data))
+            figures["writes_http_fresh_token"] = http_writes(api, proc.pid, args, Path(data), fresh=True)
+            figures["writes_batch"] = http_writes(api, proc.pid, args, Path(data), batch=args.batch)
         gw_port = free_port()
         gateway = {"LB_GW_PORT": str(gw_port), "LB_GW_METRICS_PORT": "0", "LB_GW_RATE": "1000000000",
                    "LB_GW_BURST": "1000000"}  # fmt: skip
@@ -324,6 +360,11 @@ def main(argv: list[str] | None = None) -> int:
             ws = f"ws://127.0.0.1:{gw_port}/ws"
             figures["writes_socket"] = asyncio.run(socket_writes(ws, gw.pid, args.seconds, args.socket_window))
         r.delete(CONFIG.keys.submissions)  # the writes above were only queued: a fresh queue for the scorer
+        if args.writes_only:
+            r.close()
+            show(figures)
+            results.save("api-writes", figures, args, module="bench.api", argv=argv)
+            return 0
         port = free_port()
         api = f"http://127.0.0.1:{port}"
         scorer = {"LB_SCORER_METRICS_PORT": str(free_port())}
@@ -340,6 +381,26 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def show(f: dict[str, Any]) -> None:
+    if "reads" in f:
+        show_reads(f)
+    w, b, s = f["writes_http"], f["writes_batch"], f["writes_socket"]
+    t = f["writes_http_fresh_token"]
+    print(f"  POST scores, each token verified anew: {t['rps']:,.0f} /s, {t['cpu_ms_per_1000']} CPU ms per 1,000")
+    print(
+        f"  POST scores: {w['rps']:,.0f} /s, {w['cpu_ms_per_1000']} CPU ms per 1,000 (errors {w['errors']}); "
+        f"server socket: {s['rps']:,.0f} /s, {s['cpu_ms_per_1000']} CPU ms per 1,000"
+    )
+    print(
+        f"  POST scores:batch of {b['batch']}: {b['submissions_per_s']:,.0f} submissions/s, {b['cpu_ms_per_1000']} CPU"
+        f" ms per 1,000 (errors {b['errors']}); per submission {b['cpu_ms_per_1000'] / s['cpu_ms_per_1000']:.2f}x the"
+        f" socket's, {b['cpu_ms_per_1000'] / w['cpu_ms_per_1000']:.2f}x one POST scores each"
+    )
+    if "wait_applied" in f:
+        a = f["wait_applied"]
+        print(f"  ?wait=applied at {a['rate']:g}/s: p50 {a['p50_ms']} ms, p99 {a['p99_ms']} ms,", a["statuses"])
+
+
+def show_reads(f: dict[str, Any]) -> None:
     reads = f["reads"]
     print(f"board of {f['players']:,} players; one API process; wrk, one thread; p99 bound {f['p99_bound_ms']:g} ms")
     for name in ("held", "held_routed", "redis_per_request", "not_modified"):
@@ -374,13 +435,6 @@ def show(f: dict[str, Any]) -> None:
         other = reads.get(name, {}).get("best")
         if cached and other:
             print(f"  through haproxy's cache / {name}: {cached['rps'] / other['rps']:.1f}x")
-    w, s = f["writes_http"], f["writes_socket"]
-    print(
-        f"  POST scores: {w['rps']:,.0f} /s, {w['cpu_ms_per_1000']} CPU ms per 1,000 (errors {w['errors']}); "
-        f"server socket: {s['rps']:,.0f} /s, {s['cpu_ms_per_1000']} CPU ms per 1,000"
-    )
-    a = f["wait_applied"]
-    print(f"  ?wait=applied at {a['rate']:g}/s: p50 {a['p50_ms']} ms, p99 {a['p99_ms']} ms, statuses {a['statuses']}")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import statistics
@@ -76,6 +77,7 @@ class Figures:
     cores_redis: float = 0.0
     cores_scorer: float = 0.0
     cores_producer: float = 0.0  # this process: the producer's submit calls and generation
+    cores_database: float = 0.0  # --durable: PostgreSQL's server and its backends (SQLite's is the scorer's thread)
     redis_waited: float = 0.0  # share of (a) Redis spent runnable but waiting for a core (schedstat)
     # (a)'s INFO commandstats per submission applied: command -> (µs of Redis time, calls); calls
     # made inside an FCALL (lb_enqueue's and lb_submit's) are counted in it and again on their own
@@ -190,7 +192,9 @@ async def sustained(
     game: str = "bench",
     env: dict[str, str] | None = None,
     tree: Path | None = None,
+    database: int | None = None,
 ) -> None:
+    """``database``: the pid of a database server whose CPU (its children's too) is counted."""
     config = GameConfig(game=game)
     queue = Queue(r, config, backlog_max=SUSTAINED_BACKLOG)
     stream = config.keys.submissions
@@ -216,10 +220,13 @@ async def sustained(
         await asyncio.sleep(warmup)
         t0, applied0, offered0 = time.perf_counter(), offered[0] - await backlog(r, stream), offered[0]
         before = [usage(pid) for pid in pids]
+        database0 = tree_cpu_s(database) if database else 0.0
         await r.config_resetstat()
         await asyncio.sleep(seconds)
         t1, applied1, offered1 = time.perf_counter(), offered[0] - await backlog(r, stream), offered[0]
         after = [usage(pid) for pid in pids]
+        if database:
+            fig.cores_database = (tree_cpu_s(database) - database0) / (t1 - t0)
         commands: dict[str, Any] = await r.info("commandstats")
         cores = [(b.cpu_s - a.cpu_s) / (t1 - t0) for a, b in zip(before, after, strict=True)]
         fig.cores_redis, fig.cores_scorer, fig.cores_producer = cores
@@ -390,11 +397,23 @@ def baseline_table(ref: str, runs: dict[str, list[Figures]]) -> list[str]:
     return lines
 
 
-async def durable_cost(args: argparse.Namespace) -> dict[str, list[float]]:
-    """(a) without the log, with SQLite, with PostgreSQL, alternating, in one run."""
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of a process and of its children alive now (a database server's backends)."""
+    total = usage(pid).cpu_s
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                total += usage(int(stat.parent.name)).cpu_s
+    return total
+
+
+async def durable_cost(args: argparse.Namespace) -> tuple[dict[str, list[float]], dict[str, list[list[float]]]]:
+    """(a) without the log, with SQLite, with PostgreSQL, alternating, in one run; and the cores
+    each process used in each run (``cores``: kind -> one list per run)."""
     from fleet.postgres_server import PostgresServer
 
     runs: dict[str, list[float]] = {"off": [], "sqlite": [], "postgres": []}
+    cores: dict[str, list[list[float]]] = {"off": [], "sqlite": [], "postgres": []}
     with (
         tempfile.TemporaryDirectory() as tmp,
         RedisServer(Path(tmp)) as server,
@@ -408,11 +427,16 @@ async def durable_cost(args: argparse.Namespace) -> dict[str, list[float]]:
                 fig = Figures()
                 game = f"d{round_}{kind[:2]}"  # fresh boards each run, the same shape of work
                 env = {"LB_DURABLE_URL": url}
-                await sustained(server.url, r, args.warmup_s, args.sustained_s, fig, game=game, env=env)
+                database = pg.process.pid if kind == "postgres" and pg.process else None
+                await sustained(
+                    server.url, r, args.warmup_s, args.sustained_s, fig, game=game, env=env, database=database
+                )
                 runs[kind].append(fig.sustained)
-                print(f"round {round_ + 1} {kind}: {fig.sustained:,.0f} /s", file=sys.stderr)
+                used = [fig.cores_redis, fig.cores_scorer, fig.cores_producer, fig.cores_database]
+                cores[kind].append([round(c, 2) for c in used])
+                print(f"round {round_ + 1} {kind}: {fig.sustained:,.0f} /s, cores {cores[kind][-1]}", file=sys.stderr)
         await r.aclose()
-    return runs
+    return runs, cores
 
 
 def durable_table(by_kind: dict[str, list[float]]) -> list[str]:
@@ -431,6 +455,16 @@ def durable_table(by_kind: dict[str, list[float]]) -> list[str]:
         each = (f"{x / o - 1:+.0%}" for x, o in zip(runs, by_kind["off"], strict=True))
         rounds = "" if kind == "off" else ", ".join(each)
         lines.append(f"| {label} | {', '.join(f'{x:,.0f}' for x in runs)} | {mean:,.0f} | {cost} | {rounds} |")
+    return lines
+
+
+def cores_table(cores: dict[str, list[list[float]]]) -> list[str]:
+    """Where the two cores went in each run: Redis, the scorer (SQLite's thread included), the
+    producer (this process) and PostgreSQL's server."""
+    lines = ["| durable log | Redis | scorer | producer | PostgreSQL | total |", "|---|---|---|---|---|---|"]
+    for kind, label in (("off", "none"), ("sqlite", "SQLite"), ("postgres", "PostgreSQL")):
+        mean = [statistics.mean(run[i] for run in cores[kind]) for i in range(4)]
+        lines.append(f"| {label} | " + " | ".join(f"{c:.2f}" for c in mean) + f" | {sum(mean):.2f} |")
     return lines
 
 
@@ -459,9 +493,11 @@ def main(argv: list[str] | None = None) -> int:
     if error := baseline_error(args.baseline):
         p.error(f"--baseline: {error}")
     if args.durable:
-        runs = asyncio.run(durable_cost(args))
+        runs, cores = asyncio.run(durable_cost(args))
         print("\n".join(durable_table(runs)))
-        results.save("scorer-durable", {"sustained_per_s": runs}, args, module="bench.scorer", argv=argv)
+        print("\n".join(cores_table(cores)))
+        figures = {"sustained_per_s": runs, "cores": cores}
+        results.save("scorer-durable", figures, args, module="bench.scorer", argv=argv)
         return 0
     if args.baseline:
         with tempfile.TemporaryDirectory(prefix="scorer-baseline-") as scratch:

@@ -1,8 +1,9 @@
 // A game server in Node.js (no npm packages, no Python): it signs its own server token (HS256,
-// node:crypto), submits a match result over the HTTP API and reads the player's rank.
+// node:crypto), submits a match's results over the HTTP API in one batch (one slip per player)
+// and reads each player's rank.
 //
 //   source var/fleet.env    # written by ./dev run: LB_API_URL, and LB_JWT_SECRETS to sign with
-//   node examples/game_server.mjs mia 1200
+//   node examples/game_server.mjs mia 1200 ben 900
 import { createHmac, randomUUID } from "node:crypto";
 
 // A JWT as the gateways and the HTTP API check it: HS256, with sub, role and exp.
@@ -21,26 +22,31 @@ async function call(api, token, method, path, body) {
   return answer;
 }
 
-export async function reportMatch(api, secret, player, points) {
+export async function reportMatch(api, secret, results) {
   const token = sign({ sub: "game-server-1", role: "server", exp: Math.floor(Date.now() / 1000) + 300 }, secret);
-  // The match id makes a retry safe: the same id is applied once, however often it is sent.
+  // Each slip's id makes a retry safe: the same id is applied once, however often it is sent,
+  // alone or in a batch. One bad slip refuses the whole batch (invalid_slips): nothing is queued.
   const match = `match-${randomUUID()}`;
-  const slip = { player_id: player, score: points, match_id: match };
-  const outcome = await call(api, token, "POST", "boards/global/scores?wait=applied", slip);
-  console.log(`${match}: ${outcome.status}`);
-  const me = await call(api, token, "GET", `boards/global/players/${encodeURIComponent(player)}`);
-  console.log(`${player}: rank ${me.rank} of ${me.size} with ${me.score} points`);
+  const slips = results.map(([player, points]) => ({ player_id: player, score: points, match_id: `${match}:${player}` }));
+  const answer = await call(api, token, "POST", "boards/global/scores:batch?wait=applied", { slips });
+  for (const slip of answer.slips) console.log(`${slip.submission}: ${slip.status}`);
+  for (const [player] of results) {
+    const me = await call(api, token, "GET", `boards/global/players/${encodeURIComponent(player)}`);
+    console.log(`${player}: rank ${me.rank} of ${me.size} with ${me.score} points`);
+  }
 }
 
-const [player, points] = process.argv.slice(2);
+const args = process.argv.slice(2);
+const results = [];
+for (let i = 0; i + 1 < args.length; i += 2) results.push([args[i], Number(args[i + 1])]);
 const api = process.env.LB_API_URL;
 const secret = (process.env.LB_JWT_SECRETS || "").split(",")[0];
 if (!api || !secret) {
   console.error("LB_API_URL or LB_JWT_SECRETS is not set: `source var/fleet.env` (./dev run writes them there)");
   process.exit(1);
 }
-if (!player || !Number.isSafeInteger(Number(points))) {
-  console.error("usage: node examples/game_server.mjs PLAYER POINTS");
+if (!results.length || args.length % 2 || !results.every(([, points]) => Number.isSafeInteger(points))) {
+  console.error("usage: node examples/game_server.mjs PLAYER POINTS [PLAYER POINTS ...]  (a match's results)");
   process.exit(2);
 }
-await reportMatch(api, secret, player, Number(points));
+await reportMatch(api, secret, results);

@@ -77,14 +77,9 @@ class Queue:
         ``wait_replicas`` replicas did not confirm them in time."""
         if not submissions:
             return []
-        await self.lb.boards.refresh_due()  # a stored default board changes the game's limits
-        now, rules = now_ms(), self.lb.config.rules()
-        for sub in submissions:
-            sub.check(now_ms=now, rules=rules)
-        if any(sub.board for sub in submissions):
-            await self._check_boards([sub for sub in submissions if sub.board])
-        if any(sub.tournament for sub in submissions):
-            await self._check_entries([sub for sub in submissions if sub.tournament])
+        refused = await self.refusals(submissions)
+        if refused:
+            raise refused[min(refused)]
         filed = await self.lb.enqueue(
             [sub.fields() for sub in submissions],
             backlog_max=self.backlog_max,
@@ -98,8 +93,27 @@ class Queue:
             return ids
         return filed
 
-    async def _check_boards(self, submissions: Sequence[Submission]) -> None:
-        """Slips to defined boards: refused here, with lb_submit's codes, when the board is
+    async def refusals(self, submissions: Sequence[Submission]) -> dict[int, InvalidSubmission]:
+        """What ``submit_many`` would refuse of ``submissions``, by index, every one of them (a
+        batch answers each slip's code): the clock, the game's limits, the definitions of the
+        boards named and the tournaments' entries. The rest of the rules held when each
+        Submission was made."""
+        await self.lb.boards.refresh_due()  # a stored default board changes the game's limits
+        now, rules = now_ms(), self.lb.config.rules()
+        refused: dict[int, InvalidSubmission] = {}
+        for i, sub in enumerate(submissions):
+            try:
+                sub.check(now_ms=now, rules=rules)
+                if sub.board:
+                    await self._check_board(sub, sub.board)
+                if sub.tournament:
+                    await self._check_entry(sub, sub.tournament)
+            except InvalidSubmission as exc:
+                refused[i] = exc
+        return refused
+
+    async def _check_board(self, sub: Submission, board: str) -> None:
+        """A slip to a defined board: refused here, with lb_submit's codes, when the board is
         unknown or the slip does not fit its definition (key count, key bounds, metadata size).
 
         Checked against this process's registry, refreshed once a tick (and at once for a board
@@ -107,38 +121,34 @@ class Queue:
         cheap call with no JSON decoded per slip inside Redis, and a definition that changes
         between this check and the apply is caught there anyway, since lb_submit checks every
         slip again against the definition it holds then."""
-        for sub in submissions:
-            assert sub.board is not None
-            definition = self.lb.boards.get(sub.board)
-            if definition is None:
-                await self.lb.boards.refresh()  # defined a moment ago, before this process's tick
-                definition = self.lb.boards.get(sub.board)
-            if definition is None:
-                raise InvalidSubmission("unknown_board", f"no board {sub.board!r}")
-            try:
-                boards.parse_values(definition, sub.values)
-                boards.check_metadata(definition, sub.meta)
-            except InvalidBoard as exc:
-                raise InvalidSubmission(exc.code, exc.message) from None
+        definition = self.lb.boards.get(board)
+        if definition is None:
+            await self.lb.boards.refresh()  # defined a moment ago, before this process's tick
+            definition = self.lb.boards.get(board)
+        if definition is None:
+            raise InvalidSubmission("unknown_board", f"no board {board!r}")
+        try:
+            boards.parse_values(definition, sub.values)
+            boards.check_metadata(definition, sub.meta)
+        except InvalidBoard as exc:
+            raise InvalidSubmission(exc.code, exc.message) from None
 
-    async def _check_entries(self, submissions: Sequence[Submission]) -> None:
-        """Tournament submissions: refused here, at once, if the tournament is unknown, not
-        running at their time, or the player is not entered. The function library checks entry
-        again when it applies them (an entry could not be withdrawn in between, but the check
+    async def _check_entry(self, sub: Submission, tournament: str) -> None:
+        """A tournament submission: refused here, at once, if the tournament is unknown, not
+        running at its time, or the player is not entered. The function library checks entry
+        again when it applies it (an entry could not be withdrawn in between, but the check
         costs one SISMEMBER and keeps the library safe against writers that bypass the queue)."""
-        for sub in submissions:
-            assert sub.tournament is not None
-            spec = await self.lb.tournaments.get(sub.tournament)
-            if spec is None:
-                raise InvalidSubmission("unknown_tournament", f"no tournament {sub.tournament!r}")
-            period = spec.period(sub.ts_ms)
-            if not period.start_ms <= sub.ts_ms < period.end_ms:
-                raise InvalidSubmission(
-                    "timestamp_outside_window", f"timestamp is outside tournament {sub.tournament}'s start and end"
-                )
-            [entered] = await self.lb.tournaments.entered(sub.tournament, [sub.player])
-            if not entered:
-                raise InvalidSubmission("not_entered", f"{CODES['not_entered']}: {sub.tournament}")
+        spec = await self.lb.tournaments.get(tournament)
+        if spec is None:
+            raise InvalidSubmission("unknown_tournament", f"no tournament {tournament!r}")
+        period = spec.period(sub.ts_ms)
+        if not period.start_ms <= sub.ts_ms < period.end_ms:
+            raise InvalidSubmission(
+                "timestamp_outside_window", f"timestamp is outside tournament {tournament}'s start and end"
+            )
+        [entered] = await self.lb.tournaments.entered(tournament, [sub.player])
+        if not entered:
+            raise InvalidSubmission("not_entered", f"{CODES['not_entered']}: {tournament}")
 
 
 async def backlog(r: RedisClient, stream: str) -> int:

@@ -87,7 +87,7 @@ class Consumer(GroupWorker):
             results = await self._apply_unpoisoned(batch)
         self._crash_point("applied")
         if self.recorder is not None:
-            await self.recorder.record([entry_fields(fields) for _, fields in batch], results)
+            await self.recorder.record([fields for _, fields in batch], results)
             self._crash_point("recorded")
         ids = [sid for sid, _ in batch]
         at = str(self.now())

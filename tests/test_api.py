@@ -999,3 +999,92 @@ def test_the_api_counts_its_answers_at_its_own_metrics_port(redis_url: str) -> N
     assert samples[("lb_api_requests_total", (("code", "200"), ("method", "GET")))] >= 3  # and the start's probe
     tops = {labels[0][1]: value for (name, labels), value in samples.items() if name == "lb_api_top_lookups_total"}
     assert (tops["read"], tops["held"], tops["live"], tops["stale"]) == (1, 3, 0, 0)
+
+
+# ---------------------------------------------------------------- POST .../scores:batch
+
+
+async def test_a_batch_queues_each_slip_once_by_its_own_id(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
+    lb = Leaderboard(r, GameConfig(game=GAME))
+    batch = "/v1/boards/global/scores:batch"
+    slips = [{"player_id": f"b{i}", "score": 10 * i, "match_id": f"bm-{i}"} for i in range(5)]
+    queued = await http.post(batch, json={"slips": slips}, headers=SERVER)
+    assert queued.status_code == 202, queued.text
+    answers = queued.json()["slips"]
+    assert [(a["submission"], a["status"]) for a in answers] == [(f"bm-{i}", "pending") for i in range(5)]
+    assert await r.xlen(lb.keys.submissions) == 5
+    # again, and one of them alone by the single route: retries of their first filing, not appended
+    again = await http.post(batch, json={"slips": [slips[1], {**slips[0], "ts": now_ms()}]}, headers=SERVER)
+    problem(again, 422, "idempotency_conflict")  # slip 0 with another body (its ts): the whole batch refused
+    assert (await http.post(batch, json={"slips": slips[:2]}, headers=SERVER)).json()["slips"] == answers[:2]
+    single = await http.post("/v1/boards/global/scores", json=slips[3], headers=SERVER)
+    assert single.status_code == 202 and single.json()["stream_id"] == answers[3]["stream_id"]
+    assert await r.xlen(lb.keys.submissions) == 5
+    # an id filed before with another body: the batch refused, none of it queued
+    conflict = [{"player_id": "new", "score": 1, "match_id": "bm-new"}, {**slips[2], "score": 999}]
+    problem(await http.post(batch, json={"slips": conflict}, headers=SERVER), 422, "idempotency_conflict")
+    assert await r.xlen(lb.keys.submissions) == 5
+    problem(await http.post(batch, json={"slips": slips}, headers=PLAYER), 403, "forbidden")
+    problem(await http.post(batch, json={"slips": slips}), 401, "auth_required")
+
+
+async def test_a_batch_with_a_bad_slip_is_refused_whole_with_each_slips_code(
+    http: httpx.AsyncClient, r: aioredis.Redis
+) -> None:
+    lb = Leaderboard(r, GameConfig(game=GAME))
+    batch = "/v1/boards/global/scores:batch"
+    good = {"player_id": "ok", "score": 5, "match_id": "g-1"}
+    bad = [
+        good,
+        {"player_id": "x", "score": -1, "match_id": "g-2"},  # the schema's minimum
+        {"player_id": "x", "score": 1},  # no match_id: a batch has no Idempotency-Key per slip
+        {"player_id": "x", "score": 1, "delta": 1, "match_id": "g-3"},  # both
+        {"player_id": "x", "score": 1, "match_id": "g-4", "colour": "red"},
+        {"player_id": "x", "score": 1, "match_id": "g-5", "ts": now_ms() + 3_600_000},  # the clock's rule
+        "not a slip",
+    ]
+    body = problem(await http.post(batch, json={"slips": bad}, headers=SERVER), 400, "invalid_slips")
+    assert [(e["index"], e["code"]) for e in body["errors"]] == [
+        (1, "invalid_points"),
+        (2, "missing_id"),
+        (3, "bad_message"),
+        (4, "unknown_field"),
+        (6, "bad_message"),
+    ]  # the clock is checked once every slip parsed: then slip 5 alone
+    clock = problem(await http.post(batch, json={"slips": [good, bad[5]]}, headers=SERVER), 400, "invalid_slips")
+    assert [(e["index"], e["code"]) for e in clock["errors"]] == [(1, "timestamp_in_future")]
+    defined = problem(
+        await http.post(
+            "/v1/boards/board:nope/scores:batch", json={"slips": [{**good, "values": [1]}]}, headers=SERVER
+        ),
+        400,
+        "invalid_slips",
+    )
+    assert [(e["index"], e["code"]) for e in defined["errors"]] == [(0, "bad_message")]  # score and values
+    assert await r.xlen(lb.keys.submissions) == 0  # nothing queued for any of them
+    # the envelope: the document's ScoreBatch
+    problem(await http.post(batch, json={"slips": []}, headers=SERVER), 400, "bad_message")
+    problem(await http.post(batch, json={"slips": [good], "more": 1}, headers=SERVER), 400, "unknown_field")
+    problem(await http.post(batch, json=[good], headers=SERVER), 400, "bad_json")
+    many = [{**good, "match_id": f"m-{i}"} for i in range(101)]
+    problem(await http.post(batch, json={"slips": many}, headers=SERVER), 413, "too_many_slips")
+
+
+async def test_a_batch_waits_for_each_slips_outcome(http: httpx.AsyncClient, r: aioredis.Redis, redis_url: str) -> None:
+    await seed(r)
+    batch = "/v1/boards/global/scores:batch"
+    slips = [{"player_id": "p1", "score": 750, "match_id": "w-1"}, {"player_id": "p2", "score": 1, "match_id": "w-2"}]
+    async with scorer(redis_url):
+        answers: list[dict[str, Any]] = []
+
+        async def decided() -> bool:  # a 202 (still pending past LB_API_WAIT_MAX on a loaded machine) asks again
+            resp = await http.post(batch, params={"wait": "applied"}, json={"slips": slips}, headers=SERVER)
+            answers[:] = resp.json()["slips"]
+            return resp.status_code == 200
+
+        await until(decided, 30, every=0.1)
+    first, second = answers
+    assert (first["submission"], first["status"], second["status"]) == ("w-1", "applied", "applied")
+    weekly = next(b for b in first["boards"] if b["window"] == "weekly" and b["board"] == "global")
+    assert (weekly["rank"], weekly["previous_rank"], weekly["improved"], weekly["points"]) == (1, 8, True, 750)
+    assert not next(b for b in second["boards"] if b["window"] == "weekly" and b["board"] == "global")["improved"]

@@ -168,4 +168,6 @@ async def test_the_readmes_curl_session_and_the_node_game_server_run_as_written(
     applied, top, me = (json.loads(line) for line in lines[:3])
     assert applied["status"] == "applied" and applied["submission"] == "match-43"
     assert top["type"] == "top" and (me["player"], me["rank"], me["score"]) == ("mia", 1, 1200)
-    assert lines[3].endswith(": applied") and lines[4] == "ana: rank 2 of 2 with 900 points", lines
+    # the Node game server's match, one batch of two slips
+    assert lines[3].endswith(":ana: applied") and lines[4].endswith(":bo: applied"), lines
+    assert lines[5:] == ["ana: rank 2 of 3 with 900 points", "bo: rank 3 of 3 with 700 points"], lines

@@ -10,13 +10,15 @@ import sqlite3
 from typing import cast
 
 import asyncpg
+import orjson
 import redis.asyncio as aioredis
 
-from leaderboard import GameConfig, SubmitResult
+from leaderboard import GameConfig, Submission, SubmitResult
+from leaderboard.submission import entry_fields
 from scorer import Consumer, ScorerSettings
 from scorer.consumer import GROUP
 from scorer.durable import Store, StoreError
-from scorer.durable.recorder import Recorder
+from scorer.durable.recorder import Recorder, records_of, slips_of
 
 from .conftest import MS, NOW, until
 
@@ -172,3 +174,29 @@ async def test_a_caller_cancelled_while_a_commit_carries_its_batch_leaves_no_unr
     await asyncio.sleep(0)  # one step, for any callback the collection scheduled (an absence has no event)
     assert unhandled == []
     assert await recorded_ids(store) == {f"s{i}" for i in range(10)}
+
+
+def test_a_batch_reads_the_same_records_from_its_slips_as_from_its_fields_by_name() -> None:
+    """The consumer hands the queue's entries as they are (nearly all a slip alone): each row is
+    made from the slip's parts, and is the row the fields by name make."""
+    subs = [
+        Submission("a", "ana", 10, NOW),
+        Submission("b", "ben", 20, NOW, name="Ben", region="eu", op="incr"),
+        Submission("a", "ana", 10, NOW),  # the same id again in the batch: one record
+        Submission("t", "cyd", 5, NOW, tournament="cup"),
+        Submission("d", "dan", 1, NOW, board="tower", values=(1, 2)),  # a defined board's: a Slip
+    ]
+    entries = [s.fields() for s in subs] + [{"slip": "junk\tx\tnot a number\t\t"}, {"slip": "e\teve\t7\t" + str(NOW)}]
+    statuses = ["ok", "ok", "duplicate", "ok", "ok", "duplicate", "error"]
+    results = [SubmitResult(f"r{i}", status, applied_us=99) for i, status in enumerate(statuses)]
+    by_name = [entry_fields(e) for e in entries]
+    records = records_of(entries, results)
+    assert records == records_of(by_name, results)
+    assert [(r.id, r.op, r.region, r.name, r.tournament, r.index) for r in records] == [
+        ("a", "", "", "", "", 0),
+        ("b", "incr", "eu", "Ben", "", 1),
+        ("t", "", "", "", "cup", 3),
+    ]  # the junk duplicate and the refused slip are not recorded
+    assert slips_of(entries, results) == slips_of(by_name, results)
+    [slip] = slips_of(entries, results)
+    assert slip.id == "d" and orjson.loads(slip.fields)["values"] == "1,2"

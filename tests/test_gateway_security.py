@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 
 from gateway.settings import GatewaySettings
 from leaderboard import Leaderboard, Submission
-from leaderboard.auth import AuthError, authenticate
+from leaderboard.auth import AuthError, Identity, Tokens, authenticate
 from leaderboard.settings import SettingsError
 
 from .conftest import NOW, until
@@ -109,9 +109,34 @@ def forge(claims: dict[str, object], secret: str = SECRETS[0]) -> str:
     ],
 )  # fmt: skip
 def test_token_errors_are_ours_and_stable(claims: dict[str, object], code: str, message: str) -> None:
+    tokens = Tokens(SECRETS)
+    for _ in range(2):  # the held tokens (the HTTP API's) answer the same, the second time too
+        for check in (lambda t: authenticate(t, SECRETS), tokens.authenticate):
+            with pytest.raises(AuthError) as exc:
+                check(forge(claims))
+            assert (exc.value.code, exc.value.message) == (code, message)
+
+
+def test_a_held_token_is_checked_against_the_clock_each_time() -> None:
+    tokens = Tokens(SECRETS, size=2)
+    token = forge({"sub": "mia", "role": "server", "exp": time.time() + 60})
+    assert tokens.authenticate(token) == Identity("server", "mia")
+    with pytest.raises(AuthError) as exc:  # the clock two minutes on: expired, held or not
+        tokens.authenticate(token, leeway=-120)
+    assert exc.value.code == "token_expired"
+    later = forge({"sub": "ben", "role": "player", "exp": time.time() + 600, "nbf": time.time() + 60})
+    with pytest.raises(AuthError):
+        tokens.authenticate(later)
+    assert tokens.authenticate(later, leeway=120) == Identity("player", "ben")
     with pytest.raises(AuthError) as exc:
-        authenticate(forge(claims), SECRETS)
-    assert (exc.value.code, exc.value.message) == (code, message)
+        tokens.authenticate(later)
+    assert exc.value.message == "the token is not valid yet"
+    for other in ("ana", "cyd"):  # past its size, the oldest held goes: still answered, by verifying again
+        tokens.authenticate(forge({"sub": other, "role": "player", "exp": time.time() + 60}))
+    assert tokens.authenticate(token) == Identity("server", "mia")
+    with pytest.raises(AuthError) as exc:
+        Tokens((SECRETS[0][::-1],)).authenticate(token)  # another process's secrets: not its held tokens
+    assert exc.value.code == "invalid_token"
 
 
 def _signed(payload: str, secret: str = SECRETS[0]) -> str:

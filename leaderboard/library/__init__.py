@@ -82,3 +82,5 @@ class Leaderboard(SubmitCalls, ModerationCalls, PeriodCalls, DefinitionCalls):
         self.keys = config.keys
         self.tournaments = Tournaments(redis, self.keys)
         self.boards = Definitions(redis, config)
+        # lb_enqueue's body buckets by (hour, idempotency_s): ~50 key names, the same all hour
+        self._buckets: tuple[tuple[int, int], list[str]] = ((-1, -1), [])

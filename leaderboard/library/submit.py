@@ -25,6 +25,8 @@ def _enqueued(reply: Sequence[Any]) -> list[str | Refiled]:
 class SubmitCalls(Calls):
     """The writes of submissions and their queue, and the publisher's lease and publish."""
 
+    _buckets: tuple[tuple[int, int], list[str]]  # lb_enqueue's body bucket names, for the hour they were built
+
     async def submit_batch(
         self,
         entries: Sequence[Mapping[str, str]],
@@ -111,7 +113,9 @@ class SubmitCalls(Calls):
         if bodies is not None:
             # every hour's bucket an id filed within the idempotency window is in, the newest first
             hour, window = now_ms() // HOUR_MS, self.config.idempotency_s * 1000 // HOUR_MS
-            keys += [self.keys.bodies(h) for h in range(hour, hour - window - 2, -1)]
+            if self._buckets[0] != (hour, window):
+                self._buckets = ((hour, window), [self.keys.bodies(h) for h in range(hour, hour - window - 2, -1)])
+            keys += self._buckets[1]
             args += [(hour + 1) * HOUR_MS // 1000 + self.config.idempotency_s, *bodies]
         command: Command = ("FCALL", "lb_enqueue", len(keys), *keys, *args)
         if not wait_replicas:

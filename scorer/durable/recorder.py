@@ -22,6 +22,7 @@ import orjson
 
 from leaderboard import GameConfig, InvalidSubmission, Submission, SubmitResult, now_ms
 from leaderboard.backoff import redis_backoff
+from leaderboard.submission import SLIP, SLIP_PARTS, entry_fields, slip_parts
 
 from ..stats import Stats
 from .fold import ActionFolder
@@ -34,61 +35,59 @@ T = TypeVar("T")
 
 
 def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult]) -> list[Record]:
-    """The records of an applied batch: every ``ok``, and every ``duplicate`` (its first outcome
-    may have been lost in a crash before it was recorded; if it was not, the store ignores it).
-    A slip to a defined board (``board``: key values, no points) is a ``Slip`` (``slips_of``)."""
+    """The records of an applied batch (its stream entries as the queue holds them, a slip or
+    fields by name): every ``ok``, and every ``duplicate`` (its first outcome may have been
+    lost in a crash before it was recorded; if it was not, the store ignores it). A slip to a
+    defined board (``board``: key values, no points) is a ``Slip`` (``slips_of``)."""
     out = []
     ids: set[str] = set()
-    for index, (fields, result) in enumerate(zip(entries, results, strict=True)):
+    for index, (entry, result) in enumerate(zip(entries, results, strict=True)):
         status = result.status
-        if fields.get("board"):
+        if status != "ok" and status != "duplicate":
             continue
-        if status == "ok":
-            # the function validated every field before applying it: only the numbers to convert
-            fields_ok = True
-        elif status == "duplicate":
-            # answered before the function validates anything: its fields may be junk
-            try:
-                Submission.parse(fields)
-                fields_ok = True
-            except InvalidSubmission:
-                fields_ok = False
+        slip = entry.get(SLIP)
+        if slip is not None and len(entry) == 1:
+            # nearly every entry: a slip alone, its row made from its parts with no dict between
+            sid, player, points, ts, name = slip_parts(slip)
+            op = region = mode = tournament = ""
         else:
-            continue
-        sid = fields["id"] if fields_ok else ""
-        if not fields_ok or sid in ids:  # the same id twice in a batch: the second is a duplicate
+            fields = entry_fields(entry)
+            if fields.get("board"):
+                continue
+            get = fields.get
+            sid, player, points, ts, name = (get(part, "") for part in SLIP_PARTS)
+            op, region, mode, tournament = get("op", ""), get("region", ""), get("mode", ""), get("tournament", "")
+        if status == "duplicate":
+            # answered before the function validates anything: its fields may be junk (an ``ok``
+            # one's were all validated before it was applied: only the numbers to convert)
+            try:
+                Submission.parse(entry_fields(entry))
+            except InvalidSubmission:
+                continue
+        if sid in ids:  # the same id twice in a batch: the second is a duplicate
             continue
         ids.add(sid)
-        get = fields.get
-        out.append(
-            Record(
-                sid,
-                fields["player"],
-                int(fields["points"]),
-                int(fields["ts"]),
-                get("op", ""),
-                get("name", ""),
-                get("region", ""),
-                get("mode", ""),
-                status == "duplicate",
-                result.applied_us,
-                index,
-                get("tournament", ""),
-            )
-        )
+        row = (sid, player, int(points), int(ts), op, name, region, mode, status == "duplicate")
+        out.append(_new(Record, (*row, result.applied_us, index, tournament)))
     return out
 
 
 def slips_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult]) -> list[Slip]:
     """The slips to defined boards of an applied batch, ``ok`` or ``duplicate`` as in
     ``records_of``, one per id (the first in the batch: a later one with the same id was a
-    duplicate of it)."""
+    duplicate of it), each kept with its fields by name."""
     out: dict[str, Slip] = {}
-    for index, (fields, result) in enumerate(zip(entries, results, strict=True)):
+    for index, (entry, result) in enumerate(zip(entries, results, strict=True)):
+        if not entry.get("board") or result.status not in ("ok", "duplicate"):
+            continue
+        fields = entry_fields(entry)
         sid = fields.get("id", "")
-        if fields.get("board") and sid and sid not in out and result.status in ("ok", "duplicate"):
-            out[sid] = Slip(sid, result.applied_us, index, orjson.dumps(dict(fields)).decode())
+        if sid and sid not in out:
+            out[sid] = Slip(sid, result.applied_us, index, orjson.dumps(fields).decode())
     return list(out.values())
+
+
+_new = tuple.__new__  # a Record from its row in one C call (records.Record)
 
 
 def earliest(batches: Iterable[Sequence[Record]]) -> list[Record]:
