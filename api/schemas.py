@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from leaderboard import bodies
 from leaderboard import protocol as p
+from leaderboard.boardschema import FIELD_CODES as BOARD_CODES
+from leaderboard.boardschema import definition_schema
 from leaderboard.keys import SCOPE_KINDS
 
-from . import bodies
 from .problems import ALL_CODES
 
 
@@ -345,48 +347,7 @@ SCHEMAS: dict[str, Any] = {
         },
         "required": ["type", "tournament", "players", "added"],
     },
-    "BoardDefinition": {
-        "type": "object",
-        "description": "docs/data-model.md, Board definitions (every field but keys has a default)",
-        "properties": {
-            "id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"},
-            "keys": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": 5,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,31}$"},
-                        "direction": {"enum": ["desc", "asc"]},
-                        "display": {"enum": ["number", "duration_ms", "money"]},
-                        "operator": {"enum": ["best", "incr", "set"]},
-                        "min": {"type": "integer"},
-                        "max": {"type": "integer"},
-                    },
-                    "required": ["name"],
-                    "additionalProperties": False,
-                },
-            },
-            "operator": {"enum": ["best", "incr", "set"]},
-            "tie": {"enum": ["first", "last"]},
-            "rank_mode": {"enum": ["ordinal", "dense", "competition"]},
-            "windows": {"type": "array", "items": {"enum": ["daily", "weekly", "monthly", "alltime", "season"]}},
-            "time_zone": {"type": "string"},
-            "season": {
-                "type": "object",
-                "properties": {"start_ms": {"type": "integer"}, "length_s": {"type": "integer"}},
-                "required": ["start_ms", "length_s"],
-                "additionalProperties": False,
-            },
-            "top_n": {"type": "integer", "minimum": 1, "maximum": 100},
-            "metadata_bytes": {"type": "integer", "minimum": 0, "maximum": 1024},
-            "version": {"type": "integer"},
-            "extensions": {"type": "object"},
-        },
-        "required": ["keys"],
-        "additionalProperties": False,
-    },
+    "BoardDefinition": definition_schema(),  # from the parser's rules (leaderboard/boardschema.py)
     "Definition": {
         "type": "object",
         "properties": {
@@ -465,27 +426,7 @@ FIELD_CODES: dict[str, dict[str, str]] = {
         "avatar": "invalid_avatar",
         "country": "invalid_country",
     },
-    "BoardDefinition": {
-        "*": "invalid_board",
-        "id": "invalid_board_id",
-        "keys": "invalid_board_key",
-        "keys.type": "board_no_keys",
-        "keys.minItems": "board_no_keys",
-        "keys.maxItems": "board_too_many_keys",
-        "direction": "invalid_direction",
-        "display": "invalid_display",
-        "operator": "invalid_operator",
-        "min": "invalid_key_bounds",
-        "max": "invalid_key_bounds",
-        "tie": "invalid_tie",
-        "rank_mode": "invalid_rank_mode",
-        "windows": "invalid_board_window",
-        "time_zone": "invalid_time_zone",
-        "season": "invalid_season",
-        "top_n": "invalid_top_n",
-        "metadata_bytes": "invalid_metadata_limit",
-        "extensions": "unknown_extension",
-    },
+    "BoardDefinition": BOARD_CODES,
 }
 
 N_TOP = param("n", "query", {"type": "integer", "minimum": 1, "maximum": p.MAX_TOP}, "entries (default 10)")
