@@ -90,7 +90,7 @@ async def test_refusals_carry_the_api_codes_and_apply_nothing(
     assert lines[-1] == "1 created, 0 updated, 0 unchanged, 1 refused (nothing applied)"
     assert await r.hgetall(config.keys.boards) == before  # not even the valid file
 
-    cases = {
+    cases: dict[str, tuple[dict[str, Any] | str, str]] = {
         "not-json": ("{", "invalid_board"),
         "no-id": ({"keys": [{"name": "x"}]}, "missing_field"),
         "unknown-field": ({"id": "a", "keys": [{"name": "x"}], "colour": "red"}, "unknown_field"),
