@@ -47,6 +47,7 @@ from leaderboard import (
     replies,
 )
 from leaderboard import protocol as p
+from leaderboard.audit import AuditedModeration
 from leaderboard.auth import Identity
 from leaderboard.boardschema import file_schema
 from leaderboard.definitions import default_window
@@ -495,7 +496,7 @@ async def operate(settings: ScorerSettings, args: argparse.Namespace) -> str:
     try:
         lb = Leaderboard(redis, settings.game)
         await lb.load()  # the library may be older than this command (or absent): operators need the new one
-        mod = Moderation(lb)
+        mod = AuditedModeration(lb)
         actor = getattr(args, "actor", None) or _default_actor()
         if args.command == "ban":
             result = await mod.ban(args.player, actor=actor, reason=args.reason)
