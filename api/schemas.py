@@ -371,6 +371,99 @@ SCHEMAS: dict[str, Any] = {
         "properties": {"type": {"const": "board"}, "action": {"const": "delete"}, "board": {"type": "string"}},
         "required": ["type", "action", "board"],
     },
+    # the operators' routes (console.py): each answer as leaderboard/lookup.py, audit.py,
+    # deadletters.py and fleetview.py make it
+    "PlayerLookup": {
+        "type": "object",
+        "properties": {
+            "player": {"type": "string"},
+            "banned": {"type": ["object", "null"], "description": "the ban record: by, reason, at"},
+            "profile": {"type": ["object", "null"]},
+            "badges": {"type": "array", "items": {"type": "string"}},
+            "entries": {
+                "type": "array",
+                "description": "every board the player is on: board, window, period, rank, points or values",
+                "items": {"type": "object", "required": ["board", "window", "period", "rank"]},
+            },
+        },
+        "required": ["player", "banned", "profile", "badges", "entries"],
+    },
+    "AuditLog": {
+        "type": "object",
+        "properties": {
+            "entries": {
+                "type": "array",
+                "description": "newest first",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string"},
+                        "at": {"type": "integer"},
+                        "actor": {"type": "string"},
+                        "action": {"enum": ["ban", "unban", "correct", "remove", "requeue", "drop"]},
+                        "player": {"type": "string"},
+                        "reason": {"type": "string"},
+                        "before": {},
+                        "after": {},
+                    },
+                    "required": ["id", "at", "actor", "action", "player", "reason", "before", "after"],
+                },
+            }
+        },
+        "required": ["entries"],
+    },
+    "DeadLetters": {
+        "type": "object",
+        "properties": {
+            "count": {"type": "integer"},
+            "letters": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string"},
+                        "fields": {"type": "object", "description": "the refused slip's own fields"},
+                        "code": {"type": "string"},
+                        "message": {"type": "string"},
+                        "at": {"type": "integer"},
+                        "by": {"type": "string"},
+                    },
+                    "required": ["id", "fields", "code", "message", "at", "by"],
+                },
+            },
+        },
+        "required": ["count", "letters"],
+    },
+    "LetterAction": {
+        "type": "object",
+        "properties": {
+            "letter": {"type": "string"},
+            "action": {"enum": ["requeue", "drop"]},
+            "queued": {"type": "string", "description": "requeue: the slip's new queue entry"},
+        },
+        "required": ["letter", "action"],
+    },
+    "Fleet": {
+        "type": "object",
+        "properties": {
+            "gateways": {"type": "array", "items": {"type": "object", "required": ["id", "connections", "at"]}},
+            "connections": {"type": "integer"},
+            "scorers": {"type": "array", "items": {"type": "object", "required": ["name", "pending", "idle_ms"]}},
+            "lease": {"type": ["string", "null"], "description": "the publisher lease's holder"},
+            "backlog": {
+                "type": "object",
+                "properties": {
+                    "queued": {"type": "integer"},
+                    "undelivered": {"type": "integer"},
+                    "pending": {"type": "integer"},
+                },
+                "required": ["queued", "undelivered", "pending"],
+            },
+            "dead_letters": {"type": "integer"},
+            "at": {"type": "integer"},
+        },
+        "required": ["gateways", "connections", "scorers", "lease", "backlog", "dead_letters", "at"],
+    },
     "Problem": {
         "type": "object",
         "properties": {
@@ -431,7 +524,9 @@ FIELD_CODES: dict[str, dict[str, str]] = {
 
 N_TOP = param("n", "query", {"type": "integer", "minimum": 1, "maximum": p.MAX_TOP}, "entries (default 10)")
 K = param("k", "query", {"type": "integer", "minimum": 0, "maximum": p.MAX_AROUND}, "each side (default 5)")
+N_PAGE = param("n", "query", {"type": "integer", "minimum": 1, "maximum": 200}, "entries (default 50)")
 N_FINALS = param("n", "query", {"type": "integer", "minimum": 1, "maximum": p.MAX_FINALS}, "periods (default 1)")
 TOURNAMENT = param("tournament", "path", {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"}, "its id", True)
 DEFINITION = param("definition", "path", {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"}, "a board id", True)
+LETTER = param("letter", "path", {"type": "string", "pattern": "^[0-9]{1,20}-[0-9]{1,20}$"}, "a dead letter's id", True)
 SUBMISSION = param("submission", "path", {"type": "string", "minLength": 1}, "a submission (match) id", True)

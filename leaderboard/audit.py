@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from .errors import BadRequest, TournamentError
 from .keys import Keys
+from .lookup import entries
 from .moderation import BanResult, Moderation, check_audit, check_player
 from .results import Correction
 from .transport import RedisClient, now_ms
@@ -106,35 +106,6 @@ async def read(
         if len(batch) < (MAX_READ if player else count):
             break
     return out[:count]
-
-
-async def entries(mods: Moderation, player: str) -> list[dict[str, Any]]:
-    """Every board ``player`` is on now (every window, period and scope, defined boards too),
-    with their rank and score (a defined board's key values as text, exact beyond 2^53)."""
-    lb = mods.lb
-    check_player(player)
-    game_boards = sorted(await mods.boards(), key=lambda b: (b.window, b.period, b.scope))
-    async with lb.redis.pipeline(transaction=False) as pipe:
-        for b in game_boards:
-            pipe.zscore(lb.keys.board(b.window, b.period, b.scope), player)
-        scores = await pipe.execute() if game_boards else []
-    on = [b for b, s in zip(game_boards, scores, strict=True) if s is not None]
-    on += sorted(await mods.defined_boards(), key=lambda b: (b.scope, b.window, b.period))
-    out = []
-    for b in on:
-        try:
-            standing = await lb.rank(player, b.window, b.scope, period=b.period)
-        except (BadRequest, TournamentError):  # a period no longer readable: its keys only wait to expire
-            continue
-        if standing.rank is None:
-            continue
-        row: dict[str, Any] = {"board": b.scope, "window": b.window, "period": b.period, "rank": standing.rank}
-        if standing.keys is not None:
-            row["values"] = [str(v) for v in standing.keys]
-        else:
-            row["points"] = standing.score
-        out.append(row)
-    return out
 
 
 def _corrections(rows: Sequence[Correction], *, points: int | None, values: Sequence[object] | None) -> Any:
