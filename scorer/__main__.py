@@ -5,7 +5,8 @@
 ``python -m scorer board create|list|show|update|delete``: board definitions (docs/data-model.md);
 ``board apply FILES...``: boards as code (scorer/boardfiles.py).
 ``python -m scorer top``: a board's top N, read as the socket and the HTTP API read it.
-``python -m scorer ban|unban|correct|profile ...``: operator actions (docs/operations.md).
+``python -m scorer ban|unban|correct|profile ...``: operator actions (docs/operations.md);
+``deadletters list|requeue|drop`` and ``audit``: scorer/operations.py.
 ``python -m scorer rebuild``: restore the boards from the durable score log (LB_DURABLE_URL)
 into a Redis that lost them.
 ``python -m scorer rank-index``: rebuild the boards' rank companions (after an upgrade, or after
@@ -20,11 +21,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import getpass
 import logging
 import os
 import signal
-import socket
 import sys
 import time
 import uuid
@@ -58,9 +57,11 @@ from leaderboard.profiles import Profile
 from leaderboard.queue import Queue
 from leaderboard.settings import HelpFormatter, argument_parser, load_or_exit, redacted, unreachable
 
+from . import operations
 from .boardfiles import apply_files
 from .durable import StoreError, open_store
 from .durable.records import PARTS
+from .operations import default_actor
 from .rebuild import RebuildRefused, rebuild
 from .service import Scorer
 from .settings import ScorerSettings
@@ -486,10 +487,6 @@ def _shown(before: int | tuple[int, ...] | None) -> str:
     return ",".join(map(str, before)) if isinstance(before, tuple) else str(before)
 
 
-def _default_actor() -> str:
-    return f"{getpass.getuser()}@{socket.gethostname()}"[:64]
-
-
 async def operate(settings: ScorerSettings, args: argparse.Namespace) -> str:
     """Run one operator command; the line to print."""
     redis = connect(settings.redis_url, pool=settings.redis_pool)
@@ -497,7 +494,7 @@ async def operate(settings: ScorerSettings, args: argparse.Namespace) -> str:
         lb = Leaderboard(redis, settings.game)
         await lb.load()  # the library may be older than this command (or absent): operators need the new one
         mod = AuditedModeration(lb)
-        actor = getattr(args, "actor", None) or _default_actor()
+        actor = getattr(args, "actor", None) or default_actor()
         if args.command == "ban":
             result = await mod.ban(args.player, actor=actor, reason=args.reason)
             top = f"top {settings.game.top_n}"
@@ -672,6 +669,8 @@ COMMANDS = {
         Command("profile", _profile_parser, operate),
         Command("rebuild", _rebuild_parser, rebuild_command),
         Command("rank-index", _rank_index_parser, rank_index),
+        Command("deadletters", operations.deadletters_parser, operations.deadletters),
+        Command("audit", operations.audit_parser, operations.audit_log),
     )
 }
 

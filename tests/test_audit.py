@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 
 from leaderboard import GameConfig, InvalidInput, Leaderboard, boards, now_ms
 from leaderboard.audit import AuditedModeration, read
+from leaderboard.submission import entry_fields
 from scorer import ScorerSettings
 from scorer.auditlog import AuditWorker
 from scorer.durable import Store
@@ -22,6 +23,7 @@ from scorer.durable.recorder import Recorder
 from scorer.rebuild import rebuild
 
 from .conftest import MS
+from .test_scorer_process import operator
 
 pytest_plugins = ("tests.durable_fixtures",)  # fixtures: store_url, store (one per backend)
 
@@ -94,3 +96,35 @@ async def test_recorded_in_the_durable_log_and_restored_by_a_rebuild(
     await r.flushall()
     await rebuild(r, store, config, workers=1)
     assert await r.xrange(config.keys.audit) == shown
+
+
+async def test_dead_letters_requeued_and_dropped_from_the_command_line(
+    r: aioredis.Redis, redis_url: str, config: GameConfig
+) -> None:
+    ts = str(now_ms() - 1000)
+    ids: list[str] = []
+    for i, points in enumerate(["12", "nope"]):  # the second is still refused when filed again
+        slip = {"id": f"d{i}", "player": "ben", "points": points, "ts": ts}
+        dead = {"dead.id": f"1-{i}", "dead.code": "unprocessable", "dead.message": "x", "dead.at": ts, "dead.by": "c1"}
+        ids.append(str(await r.xadd(config.keys.dead_letters, slip | dead)))  # type: ignore[arg-type]
+    rc, out, err = await operator(redis_url, "deadletters", "list")
+    assert rc == 0 and out.splitlines()[-1] == "2 dead letters" and out.splitlines()[0].startswith(f"{ids[1]}\tben\t")
+    rc, out, err = await operator(redis_url, "deadletters", "requeue", ids[1], "--reason", "fixed", "--actor", "ops")
+    assert rc == 2 and err.startswith("refused: invalid_points: "), err  # kept: nothing filed
+    rc, out, err = await operator(redis_url, "deadletters", "requeue", ids[0], "--reason", "fixed", "--actor", "ops")
+    assert rc == 0 and out.startswith(f"requeued {ids[0]} as "), err
+    [(_, filed)] = await r.xrange(config.keys.submissions) or []
+    assert {
+        k: v
+        for k, v in entry_fields({str(k): str(v) for k, v in (filed or {}).items()}).items()
+        if k in ("id", "points")
+    } == {"id": "d0", "points": "12"}
+    rc, _, err = await operator(redis_url, "deadletters", "drop", ids[1], "--reason", "junk", "--actor", "ops")
+    assert rc == 0 and await r.xlen(config.keys.dead_letters) == 0
+    rc, _, err = await operator(redis_url, "deadletters", "drop", ids[1], "--reason", "again", "--actor", "ops")
+    assert rc == 2 and err.startswith("refused: unknown_dead_letter: "), err
+    rc, out, err = await operator(redis_url, "audit", "--player", "ben")
+    assert rc == 0 and [line.split("\t")[1:] for line in out.splitlines()] == [
+        ["ops", "drop", "ben", "junk"],
+        ["ops", "requeue", "ben", "fixed"],
+    ]
