@@ -17,6 +17,7 @@ rebuild writes it back, entry ids and all (scorer/auditlog.py).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,16 +70,7 @@ class AuditEntry:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "at": self.at,
-            "actor": self.actor,
-            "action": self.action,
-            "player": self.player,
-            "reason": self.reason,
-            "before": self.before,
-            "after": self.after,
-        }
+        return dataclasses.asdict(self)
 
 
 async def append(redis: RedisClient, keys: Keys, entry: AuditEntry) -> str:
@@ -147,27 +139,13 @@ class AuditedModeration(Moderation):
         await self._log("unban", player, actor, reason, before, {"banned": await self.banned(player)})
         return was
 
-    async def correct(
-        self,
-        player: str,
-        points: int | str | None = None,
-        *,
-        actor: str,
-        reason: str,
-        window_name: str | None = None,
-        period: str | None = None,
-        scopes: Sequence[str] | None = None,
-        at: int | None = None,
-        values: Sequence[object] | None = None,
-        metadata: str | None = None,
-        remove: bool = False,
-    ) -> list[Correction]:
-        rows = await super().correct(
-            player, points, actor=actor, reason=reason, window_name=window_name, period=period, scopes=scopes,
-            at=at, values=values, metadata=metadata, remove=remove,
-        )  # fmt: skip
-        actor, reason = check_audit(actor, reason)  # as the correction recorded them
+    async def correct(self, player: str, points: int | str | None = None, **options: Any) -> list[Correction]:
+        """``Moderation.correct`` (its keyword options as they are), then its entry: a removal
+        from a defined board (``remove``) or a correction, each board's value before and after."""
+        rows = await super().correct(player, points, **options)
+        actor, reason = check_audit(options.get("actor"), options.get("reason"))  # as the correction recorded them
+        remove = bool(options.get("remove"))
         number = None if points is None else int(points)
-        before, after = _corrections(rows, points=number, values=None if remove else values)
+        before, after = _corrections(rows, points=number, values=None if remove else options.get("values"))
         await self._log("remove" if remove else "correct", player, actor, reason, before, after)
         return rows

@@ -15,6 +15,7 @@ requeue cut short between the two steps is safe to do again.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,14 +56,7 @@ class Letter:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "fields": self.fields,
-            "code": self.code,
-            "message": self.message,
-            "at": self.at,
-            "by": self.by,
-        }
+        return dataclasses.asdict(self)
 
 
 def _unknown(letter_id: str) -> InvalidInput:

@@ -12,8 +12,10 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
-from leaderboard import GameConfig, InvalidInput, Leaderboard, boards, now_ms
+from leaderboard import GameConfig, InvalidInput, InvalidSubmission, Leaderboard, boards, now_ms
 from leaderboard.audit import AuditedModeration, read
+from leaderboard.deadletters import DeadLetters
+from leaderboard.queue import Queue
 from leaderboard.submission import entry_fields
 from scorer import ScorerSettings
 from scorer.auditlog import AuditWorker
@@ -107,10 +109,15 @@ async def test_dead_letters_requeued_and_dropped_from_the_command_line(
         slip = {"id": f"d{i}", "player": "ben", "points": points, "ts": ts}
         dead = {"dead.id": f"1-{i}", "dead.code": "unprocessable", "dead.message": "x", "dead.at": ts, "dead.by": "c1"}
         ids.append(str(await r.xadd(config.keys.dead_letters, slip | dead)))  # type: ignore[arg-type]
-    rc, out, err = await operator(redis_url, "deadletters", "list")
-    assert rc == 0 and out.splitlines()[-1] == "2 dead letters" and out.splitlines()[0].startswith(f"{ids[1]}\tben\t")
-    rc, out, err = await operator(redis_url, "deadletters", "requeue", ids[1], "--reason", "fixed", "--actor", "ops")
-    assert rc == 2 and err.startswith("refused: invalid_points: "), err  # kept: nothing filed
+    lb = Leaderboard(r, config)
+    letters = DeadLetters(lb, Queue(r, config))
+    assert [(x.id, x.fields["player"], x.code) for x in await letters.list()] == [
+        (ids[1], "ben", "unprocessable"),
+        (ids[0], "ben", "unprocessable"),
+    ]
+    with pytest.raises(InvalidSubmission) as still:  # refused again: nothing filed, the letter kept
+        await letters.requeue(ids[1], actor="ops", reason="fixed")
+    assert still.value.code == "invalid_points" and await letters.count() == 2
     rc, out, err = await operator(redis_url, "deadletters", "requeue", ids[0], "--reason", "fixed", "--actor", "ops")
     assert rc == 0 and out.startswith(f"requeued {ids[0]} as "), err
     [(_, filed)] = await r.xrange(config.keys.submissions) or []
@@ -121,8 +128,10 @@ async def test_dead_letters_requeued_and_dropped_from_the_command_line(
     } == {"id": "d0", "points": "12"}
     rc, _, err = await operator(redis_url, "deadletters", "drop", ids[1], "--reason", "junk", "--actor", "ops")
     assert rc == 0 and await r.xlen(config.keys.dead_letters) == 0
-    rc, _, err = await operator(redis_url, "deadletters", "drop", ids[1], "--reason", "again", "--actor", "ops")
-    assert rc == 2 and err.startswith("refused: unknown_dead_letter: "), err
+    for unknown in (ids[1], "not-an-id"):
+        with pytest.raises(InvalidInput) as gone:
+            await letters.drop(unknown, actor="ops", reason="again")
+        assert gone.value.code == "unknown_dead_letter"
     rc, out, err = await operator(redis_url, "audit", "--player", "ben")
     assert rc == 0 and [line.split("\t")[1:] for line in out.splitlines()] == [
         ["ops", "drop", "ben", "junk"],
