@@ -25,7 +25,7 @@ from leaderboard import audit, fleetview
 from leaderboard.deadletters import DeadLetters
 from leaderboard.lookup import lookup
 
-from .handlers import JSON, Api, _allowed, _json_body, path_param, read
+from .handlers import JSON, Api, Handler, _allowed, _json_body, path_param, read
 from .problems import Problem
 
 _PAGES = resources.files("api") / "static"
@@ -81,7 +81,7 @@ async def dead_letters(api: Api, request: Request) -> Response:
     return _json({"count": await read(letters.count()), "letters": [x.as_dict() for x in found]})
 
 
-def _letter_action(action: str) -> Any:
+def _letter_action(action: str) -> Handler:
     async def handler(api: Api, request: Request) -> Response:
         game = api.game(request)
         identity = _allowed(api.identity(request), "server")

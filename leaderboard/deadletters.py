@@ -80,7 +80,7 @@ class DeadLetters:
         return [Letter.of(str(sid), {str(k): str(v) for k, v in (raw or {}).items()}) for sid, raw in rows or []]
 
     async def get(self, letter_id: str) -> Letter:
-        if not isinstance(letter_id, str) or not letter_id or len(letter_id) > 41:
+        if not isinstance(letter_id, str) or not letter_id or len(letter_id) > 41:  # <20 digits>-<20 digits>
             raise _unknown(str(letter_id))
         try:
             rows = await self.lb.redis.xrange(self.key, letter_id, letter_id)
