@@ -11,7 +11,8 @@ Runs only with a durable log (LB_DURABLE_URL); in burst mode it too returns once
 from __future__ import annotations
 
 from leaderboard import GameConfig, RedisClient
-from leaderboard.audit import AuditEntry, append
+from leaderboard.audit import AuditEntry
+from leaderboard.transport import Command, execute_packed
 
 from .durable.audit import AuditStore, order
 from .durable.recorder import Recorder
@@ -40,15 +41,27 @@ class AuditWorker(GroupWorker):
 
 
 async def restore(redis: RedisClient, store: AuditStore, config: GameConfig) -> int:
-    """Write the recorded audit log back to ``lb:{g}:audit`` with its ids; entries the stream
-    holds already (a rebuild with ``--force`` over a Redis that kept it) are left. The entries
-    written."""
+    """Write the recorded audit log back to ``lb:{g}:audit`` with its ids, merged with what the
+    stream holds (a rebuild with ``--force`` over a Redis that kept some, or that took new
+    entries since): a stream takes ids only above its last, so when a recorded entry is missing
+    below one it holds, the stream is written again whole, in id order, in one MULTI (its
+    ``durable`` group then starts again from the first entry: recorded again, kept once). The
+    entries added."""
     key = config.keys.audit
-    last = await redis.xrevrange(key, "+", "-", count=1)
-    newest = order(str(last[0][0])) if last else (-1, -1)
-    written = 0
-    for entry in await store.entries(config.game):
-        if order(entry.id) > newest:  # a stream takes only ids above its last
-            await append(redis, config.keys, entry)
-            written += 1
-    return written
+    rows = await redis.xrange(key) or []
+    held = {str(sid): {str(k): str(v) for k, v in (fields or {}).items()} for sid, fields in rows}
+    recorded = {e.id: e for e in await store.entries(config.game)}
+    missing = [recorded[sid] for sid in sorted(recorded.keys() - held.keys(), key=order)]
+    if not missing:
+        return 0
+    newest = max((order(sid) for sid in held), default=(-1, -1))
+    commands: list[Command] = []
+    if order(missing[0].id) <= newest:  # one goes below what the stream holds: all again, in order
+        merged = {**{sid: AuditEntry.of(sid, fields) for sid, fields in held.items()}, **recorded}
+        commands.append(("DEL", key))
+        missing = [merged[sid] for sid in sorted(merged, key=order)]  # what the MULTI writes
+    for entry in missing:
+        commands.append(("XADD", key, entry.id, *(x for kv in entry.fields().items() for x in kv)))
+    # one MULTI: the stream is never seen, nor left by a crash, half written
+    await execute_packed(redis, ("MULTI",), *commands, ("EXEC",))
+    return len(recorded.keys() - held.keys())

@@ -12,7 +12,7 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
-from leaderboard import GameConfig, InvalidInput, InvalidSubmission, Leaderboard, boards, now_ms
+from leaderboard import GameConfig, InvalidInput, InvalidSubmission, Leaderboard, boards, fleetview, now_ms
 from leaderboard.audit import AuditedModeration, read
 from leaderboard.deadletters import DeadLetters
 from leaderboard.queue import Queue
@@ -96,8 +96,17 @@ async def test_recorded_in_the_durable_log_and_restored_by_a_rebuild(
     assert await recorder.audit.record(config.game, kept) == 0  # delivered again: kept once
 
     await r.flushall()
-    await rebuild(r, store, config, workers=1)
-    assert await r.xrange(config.keys.audit) == shown
+    await fleetview.beat(r, config.keys, "gw-a", {"connections": 0}, every_s=5)  # gateways still running
+    restored = await rebuild(r, store, config, workers=1)
+    assert await r.xrange(config.keys.audit) == shown and restored.audit == len(shown)
+
+    # a Redis that took a new entry before the rebuild (--force): the recorded ones go in below it
+    await r.flushall()
+    mods = AuditedModeration(lb)
+    await mods.unban("cy", actor=ACTOR, reason="late entry")
+    [newer] = await r.xrange(config.keys.audit) or []
+    restored = await rebuild(r, store, config, workers=1, force=True)
+    assert await r.xrange(config.keys.audit) == [*shown, newer] and restored.audit == len(shown)
 
 
 async def test_dead_letters_requeued_and_dropped_from_the_command_line(

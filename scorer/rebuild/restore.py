@@ -30,7 +30,8 @@ class RebuildRefused(Exception):
 # "non-empty" (a scorer started on the empty Redis creates the queue and its group at once).
 def _operational(config: GameConfig) -> tuple[set[str], tuple[str, ...]]:
     k = config.keys
-    exact = {k.submissions, k.queued, k.dead_letters, k.publish_lease, k.published, k.journal}
+    # (the gateways' heartbeats come back within seconds of a FLUSHALL while they run)
+    exact = {k.submissions, k.queued, k.dead_letters, k.publish_lease, k.published, k.journal, k.heartbeats}
     return exact, (f"{k.prefix}:latest:", k.refused(0).removesuffix("0"))
 
 
