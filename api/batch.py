@@ -23,10 +23,9 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from leaderboard import Submission
+from leaderboard import Submission, bodies
 from leaderboard.results import Refiled
 
-from . import bodies
 from .handlers import JSON, Api, fingerprint, json_object, outcomes, path_param, submission_of, writing
 from .problems import Problem, refusals
 from .schemas import FIELD_CODES, SCHEMAS

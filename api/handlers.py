@@ -21,7 +21,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from leaderboard import BadRequest, Leaderboard, Submission, now_ms, replies
+from leaderboard import BadRequest, Leaderboard, Submission, bodies, now_ms, replies
 from leaderboard import protocol as p
 from leaderboard.auth import SPECTATOR, Identity, Tokens
 from leaderboard.budget import Budgets, cost
@@ -31,7 +31,6 @@ from leaderboard.keys import DEFINED
 from leaderboard.queue import Queue
 from leaderboard.results import Refiled, SubmissionStatus
 
-from . import bodies
 from .problems import Problem, refusals
 from .schemas import FIELD_CODES, SCHEMAS
 from .settings import ApiSettings

@@ -37,6 +37,7 @@ STATUS = {
     "not_found": 404,
     "tournament_exists": 409,
     "unknown_board": 404,
+    "unknown_dead_letter": 404,
     "board_exists": 409,
     "board_reorder": 409,
     "stale_board": 409,

@@ -15,6 +15,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from . import console
 from .batch import submit_batch
 from .handlers import (
     JSON,
@@ -36,7 +37,9 @@ from .schemas import (
     BOARD,
     DEFINITION,
     GAME,
+    LETTER,
     N_FINALS,
+    N_PAGE,
     N_TOP,
     PLAYER,
     READS,
@@ -201,6 +204,43 @@ ROUTES = [
         "DELETE", "/v1/definitions/{definition}", "delete_definition", definition_message("delete"),
         "Delete a board definition; its boards' keys expire with their windows (server token)",
         "DefinitionDeleted", [DEFINITION, GAME], auth="server",
+    ),
+    Route(
+        "GET", "/v1/players/{player}", "lookup_player", console.player_lookup,
+        "A player as operators see them: every board they are on (rank, score), profile, badges, ban (server token)",
+        {200: "PlayerLookup"}, [PLAYER, GAME], auth="server",
+    ),
+    Route(
+        "GET", "/v1/audit", "audit_log", console.audit_log,
+        "The moderators' audit log, newest first: who, what, when, the reason, before and after (server token)",
+        {200: "AuditLog"},
+        [
+            GAME,
+            param("player", "query", {"type": "string"}, "only this player's entries"),
+            param("before", "query", {"type": "string"}, "entries older than this id"),
+            N_PAGE,
+        ],
+        auth="server",
+    ),
+    Route(
+        "GET", "/v1/deadletters", "dead_letters", console.dead_letters,
+        "The slips the scorer refused, newest first, with their codes (server token)", {200: "DeadLetters"},
+        [GAME, param("before", "query", {"type": "string"}, "letters older than this id"), N_PAGE], auth="server",
+    ),
+    Route(
+        "POST", "/v1/deadletters/{letter}/requeue", "requeue_dead_letter", console.requeue_letter,
+        "File a dead letter's slip again (same id; still refused: its code, the letter kept), audited (server token)",
+        {200: "LetterAction"}, [LETTER, GAME], body="Reason", auth="server",
+    ),
+    Route(
+        "POST", "/v1/deadletters/{letter}/drop", "drop_dead_letter", console.drop_letter,
+        "Delete a dead letter, its slip given up; audited (server token)", {200: "LetterAction"}, [LETTER, GAME],
+        body="Reason", auth="server",
+    ),
+    Route(
+        "GET", "/v1/fleet", "fleet", console.fleet,
+        "Gateways and their connections, scorer replicas, the publisher lease's holder, backlog (server token)",
+        {200: "Fleet"}, [GAME], auth="server",
     ),
     Route("GET", "/v1/openapi.json", "openapi", openapi_json, "This document", {200: ""}),
 ]  # fmt: skip

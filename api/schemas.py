@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from leaderboard import bodies
 from leaderboard import protocol as p
+from leaderboard.boardschema import FIELD_CODES as BOARD_CODES
+from leaderboard.boardschema import definition_schema
 from leaderboard.keys import SCOPE_KINDS
 
-from . import bodies
 from .problems import ALL_CODES
 
 
@@ -371,48 +373,7 @@ SCHEMAS: dict[str, Any] = {
         },
         "required": ["type", "tournament", "players", "added"],
     },
-    "BoardDefinition": {
-        "type": "object",
-        "description": "docs/data-model.md, Board definitions (every field but keys has a default)",
-        "properties": {
-            "id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"},
-            "keys": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": 5,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,31}$"},
-                        "direction": {"enum": ["desc", "asc"]},
-                        "display": {"enum": ["number", "duration_ms", "money"]},
-                        "operator": {"enum": ["best", "incr", "set"]},
-                        "min": {"type": "integer"},
-                        "max": {"type": "integer"},
-                    },
-                    "required": ["name"],
-                    "additionalProperties": False,
-                },
-            },
-            "operator": {"enum": ["best", "incr", "set"]},
-            "tie": {"enum": ["first", "last"]},
-            "rank_mode": {"enum": ["ordinal", "dense", "competition"]},
-            "windows": {"type": "array", "items": {"enum": ["daily", "weekly", "monthly", "alltime", "season"]}},
-            "time_zone": {"type": "string"},
-            "season": {
-                "type": "object",
-                "properties": {"start_ms": {"type": "integer"}, "length_s": {"type": "integer"}},
-                "required": ["start_ms", "length_s"],
-                "additionalProperties": False,
-            },
-            "top_n": {"type": "integer", "minimum": 1, "maximum": 100},
-            "metadata_bytes": {"type": "integer", "minimum": 0, "maximum": 1024},
-            "version": {"type": "integer"},
-            "extensions": {"type": "object"},
-        },
-        "required": ["keys"],
-        "additionalProperties": False,
-    },
+    "BoardDefinition": definition_schema(),  # from the parser's rules (leaderboard/boardschema.py)
     "Definition": {
         "type": "object",
         "properties": {
@@ -435,6 +396,99 @@ SCHEMAS: dict[str, Any] = {
         "type": "object",
         "properties": {"type": {"const": "board"}, "action": {"const": "delete"}, "board": {"type": "string"}},
         "required": ["type", "action", "board"],
+    },
+    # the operators' routes (console.py): each answer as leaderboard/lookup.py, audit.py,
+    # deadletters.py and fleetview.py make it
+    "PlayerLookup": {
+        "type": "object",
+        "properties": {
+            "player": {"type": "string"},
+            "banned": {"type": ["object", "null"], "description": "the ban record: by, reason, at"},
+            "profile": {"type": ["object", "null"]},
+            "badges": {"type": "array", "items": {"type": "string"}},
+            "entries": {
+                "type": "array",
+                "description": "every board the player is on: board, window, period, rank, points or values",
+                "items": {"type": "object", "required": ["board", "window", "period", "rank"]},
+            },
+        },
+        "required": ["player", "banned", "profile", "badges", "entries"],
+    },
+    "AuditLog": {
+        "type": "object",
+        "properties": {
+            "entries": {
+                "type": "array",
+                "description": "newest first",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string"},
+                        "at": {"type": "integer"},
+                        "actor": {"type": "string"},
+                        "action": {"enum": ["ban", "unban", "correct", "remove", "requeue", "drop"]},
+                        "player": {"type": "string"},
+                        "reason": {"type": "string"},
+                        "before": {},
+                        "after": {},
+                    },
+                    "required": ["id", "at", "actor", "action", "player", "reason", "before", "after"],
+                },
+            }
+        },
+        "required": ["entries"],
+    },
+    "DeadLetters": {
+        "type": "object",
+        "properties": {
+            "count": {"type": "integer"},
+            "letters": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string"},
+                        "fields": {"type": "object", "description": "the refused slip's own fields"},
+                        "code": {"type": "string"},
+                        "message": {"type": "string"},
+                        "at": {"type": "integer"},
+                        "by": {"type": "string"},
+                    },
+                    "required": ["id", "fields", "code", "message", "at", "by"],
+                },
+            },
+        },
+        "required": ["count", "letters"],
+    },
+    "LetterAction": {
+        "type": "object",
+        "properties": {
+            "letter": {"type": "string"},
+            "action": {"enum": ["requeue", "drop"]},
+            "queued": {"type": "string", "description": "requeue: the slip's new queue entry"},
+        },
+        "required": ["letter", "action"],
+    },
+    "Fleet": {
+        "type": "object",
+        "properties": {
+            "gateways": {"type": "array", "items": {"type": "object", "required": ["id", "connections", "at"]}},
+            "connections": {"type": "integer"},
+            "scorers": {"type": "array", "items": {"type": "object", "required": ["name", "pending", "idle_ms"]}},
+            "lease": {"type": ["string", "null"], "description": "the publisher lease's holder"},
+            "backlog": {
+                "type": "object",
+                "properties": {
+                    "queued": {"type": "integer"},
+                    "undelivered": {"type": "integer"},
+                    "pending": {"type": "integer"},
+                },
+                "required": ["queued", "undelivered", "pending"],
+            },
+            "dead_letters": {"type": "integer"},
+            "at": {"type": "integer"},
+        },
+        "required": ["gateways", "connections", "scorers", "lease", "backlog", "dead_letters", "at"],
     },
     "Problem": {
         "type": "object",
@@ -512,32 +566,14 @@ FIELD_CODES: dict[str, dict[str, str]] = {
         "avatar": "invalid_avatar",
         "country": "invalid_country",
     },
-    "BoardDefinition": {
-        "*": "invalid_board",
-        "id": "invalid_board_id",
-        "keys": "invalid_board_key",
-        "keys.type": "board_no_keys",
-        "keys.minItems": "board_no_keys",
-        "keys.maxItems": "board_too_many_keys",
-        "direction": "invalid_direction",
-        "display": "invalid_display",
-        "operator": "invalid_operator",
-        "min": "invalid_key_bounds",
-        "max": "invalid_key_bounds",
-        "tie": "invalid_tie",
-        "rank_mode": "invalid_rank_mode",
-        "windows": "invalid_board_window",
-        "time_zone": "invalid_time_zone",
-        "season": "invalid_season",
-        "top_n": "invalid_top_n",
-        "metadata_bytes": "invalid_metadata_limit",
-        "extensions": "unknown_extension",
-    },
+    "BoardDefinition": BOARD_CODES,
 }
 
 N_TOP = param("n", "query", {"type": "integer", "minimum": 1, "maximum": p.MAX_TOP}, "entries (default 10)")
 K = param("k", "query", {"type": "integer", "minimum": 0, "maximum": p.MAX_AROUND}, "each side (default 5)")
+N_PAGE = param("n", "query", {"type": "integer", "minimum": 1, "maximum": 200}, "entries (default 50)")
 N_FINALS = param("n", "query", {"type": "integer", "minimum": 1, "maximum": p.MAX_FINALS}, "periods (default 1)")
 TOURNAMENT = param("tournament", "path", {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"}, "its id", True)
 DEFINITION = param("definition", "path", {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"}, "a board id", True)
+LETTER = param("letter", "path", {"type": "string", "pattern": "^[0-9]{1,20}-[0-9]{1,20}$"}, "a dead letter's id", True)
 SUBMISSION = param("submission", "path", {"type": "string", "minLength": 1}, "a submission (match) id", True)

@@ -32,6 +32,7 @@ from leaderboard.queue import Queue
 from leaderboard.transport import redis_budget
 
 from . import metrics, problems, top
+from .console import console
 from .handlers import Api, Game, Handler
 from .held import Held
 from .routes import ROUTES
@@ -283,6 +284,8 @@ def application(settings: ApiSettings) -> ASGIApp:
     # method would answer with the first's alone)
     table = [StarletteRoute(path, endpoint(handlers), methods=list(handlers)) for path, handlers in methods.items()]
     table.append(StarletteRoute("/readyz", readyz, methods=["GET"]))
+    # the operators' page (console.py): HTML, off the document's JSON routes, refused as they are
+    table.append(StarletteRoute("/console", endpoint({"GET": console}), methods=["GET"]))
     app = Starlette(
         routes=table,
         middleware=[Middleware(SegmentPaths)],

@@ -21,12 +21,13 @@ import time
 from collections.abc import Collection
 from urllib.parse import parse_qs
 
+from redis.exceptions import RedisError
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
 from websockets.http11 import Request
 
-from leaderboard import connect, wire
+from leaderboard import connect, fleetview, wire
 from leaderboard.auth import issue
 from leaderboard.definitions import watch
 from leaderboard.keys import GLOBAL_SCOPE
@@ -152,7 +153,21 @@ class Gateway(Service):
             *(asyncio.create_task(g.ranks.run_forever(), name=f"ranks-{g.name}") for g in self.games.values()),
             *(asyncio.create_task(watch(g.lb.boards), name=f"boards-{g.name}") for g in self.games.values()),
         ]
+        if s.fleet_beat_s:
+            self._tasks.append(asyncio.create_task(self._beat_forever(s.fleet_beat_s), name="fleet-beat"))
         log.info("gateway %s listening on %s:%d", s.gateway_id, s.host, self.port)
+
+    async def _beat_forever(self, every_s: float) -> None:
+        """This gateway's heartbeat per game, for the admin console's view of the fleet
+        (leaderboard/fleetview.py). Redis down: the beat is skipped, the gateway goes on."""
+        while True:
+            for game in self.games.values():
+                info = {"connections": len(game.clients), "draining": self.draining}
+                try:
+                    await fleetview.beat(self._redis, game.lb.keys, self.settings.gateway_id, info, every_s=every_s)
+                except (RedisError, OSError) as exc:
+                    log.debug("fleet heartbeat skipped: %s", exc)
+            await asyncio.sleep(every_s)
 
     def _dropped(self, client: Client) -> None:
         game = self.games.get(client.game)  # none yet: refused before it was admitted
@@ -253,6 +268,9 @@ class Gateway(Service):
         # The hub next: handlers unsubscribe on their way out.
         for game in self.games.values():
             await game.hub.close()
+            if self.settings.fleet_beat_s:  # stopped, not lost: off the console's fleet at once
+                with contextlib.suppress(RedisError, OSError):
+                    await fleetview.forget(self._redis, game.lb.keys, self.settings.gateway_id)
         self.out.stop()
         for redis in (self._redis, self._raw):
             await redis.aclose()

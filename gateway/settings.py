@@ -131,6 +131,12 @@ class GatewaySettings:
     max_connections: int = setting(
         "LB_GW_MAX_CONNECTIONS", 20_000, "connections per process (0 = no cap); HTTP 503 beyond", check=at_least(0)
     )
+    fleet_beat_s: float = setting(
+        "LB_GW_FLEET_BEAT_S",
+        5.0,
+        "how often the gateway records its connection count in Redis for the admin console (0 = never)",
+        check=at_least(0),
+    )
     max_per_address: int = setting(
         "LB_GW_MAX_PER_ADDRESS",
         0,

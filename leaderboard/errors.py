@@ -80,6 +80,7 @@ INPUT_CODES = {
     "invalid_avatar": "avatar must be an https:// URL of at most 256 bytes",
     "invalid_country": "country must be an ISO 3166-1 alpha-2 code in capitals",
     "invalid_profile": "profile fields are name, avatar and country",
+    "unknown_dead_letter": "no dead letter of that id",
 }
 
 # Stable error codes of board definitions (leaderboard/boards/) and their calls

@@ -257,3 +257,16 @@ class Keys:
         awards (the badge worker); the scorer records them in the durable log and deletes them
         (scorer/journal.py)."""
         return f"{self.prefix}:journal"
+
+    @property
+    def audit(self) -> str:
+        """Stream of the moderators' actions as the audit log shows them (leaderboard/audit.py):
+        who, what, when, why, before and after. Never trimmed (moderation is rare); recorded in
+        the durable log by the scorer (scorer/auditlog.py) and restored from it by a rebuild."""
+        return f"{self.prefix}:audit"
+
+    @property
+    def heartbeats(self) -> str:
+        """Hash process name -> JSON of its last heartbeat (when, its interval, its connections):
+        the gateways of the fleet as operators see them (leaderboard/fleetview.py)."""
+        return f"{self.prefix}:heartbeats"

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from . import boards, wire
 from . import protocol as p
+from .audit import AuditedModeration
 from .auth import Identity
 from .errors import BadRequest, Banned, InvalidBoard, InvalidInput, TournamentError
 from .library import Leaderboard
@@ -37,7 +38,7 @@ class Game:
 
     @classmethod
     def of(cls, lb: Leaderboard) -> Game:
-        return cls(lb, Moderation(lb))
+        return cls(lb, AuditedModeration(lb))  # every moderator action lands in the audit log
 
 
 def parse(game: Game, msg: str | bytes | dict[str, Any], *, default_window: str) -> p.Request:

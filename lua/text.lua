@@ -81,6 +81,8 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
 Keys of the same game no function touches (named here so this schema is the whole of keys.py):
 
   lb:{g}:badges:<player>                   the badge worker's record of a player's badges
+  lb:{g}:audit                             the moderators' audit log (leaderboard/audit.py)
+  lb:{g}:heartbeats                        the gateways' heartbeats (leaderboard/fleetview.py)
   lb:{g}:rewards                           the ledger of examples/rewards.py
 
 A tournament is a window of its own, t-<id>, with one period labelled <id>: its boards, versions,

@@ -2,9 +2,11 @@
 ``python -m scorer submit --player mia --points 120``: file one submission into the queue.
 ``python -m scorer status --id m-1``: what became of a submission (applied, pending, refused, unknown).
 ``python -m scorer tournament create|join|list``: live tournaments (boards ``t-<id>``).
-``python -m scorer board create|list|show|update|delete``: board definitions (docs/data-model.md).
+``python -m scorer board create|list|show|update|delete``: board definitions (docs/data-model.md);
+``board apply FILES...``: boards as code (scorer/boardfiles.py).
 ``python -m scorer top``: a board's top N, read as the socket and the HTTP API read it.
-``python -m scorer ban|unban|correct|profile ...``: operator actions (docs/operations.md).
+``python -m scorer ban|unban|correct|profile ...``: operator actions (docs/operations.md);
+``deadletters list|requeue|drop`` and ``audit``: scorer/operations.py.
 ``python -m scorer rebuild``: restore the boards from the durable score log (LB_DURABLE_URL)
 into a Redis that lost them.
 ``python -m scorer rank-index``: rebuild the boards' rank companions (after an upgrade, or after
@@ -19,11 +21,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import getpass
 import logging
 import os
 import signal
-import socket
 import sys
 import time
 import uuid
@@ -46,7 +46,9 @@ from leaderboard import (
     replies,
 )
 from leaderboard import protocol as p
+from leaderboard.audit import AuditedModeration
 from leaderboard.auth import Identity
+from leaderboard.boardschema import file_schema
 from leaderboard.definitions import default_window
 from leaderboard.errors import Banned, InvalidBoard, InvalidInput, NotReplicated, TournamentError
 from leaderboard.gctune import fewer_collections
@@ -55,8 +57,11 @@ from leaderboard.profiles import Profile
 from leaderboard.queue import Queue
 from leaderboard.settings import HelpFormatter, argument_parser, load_or_exit, redacted, unreachable
 
+from . import operations
+from .boardfiles import apply_files
 from .durable import StoreError, open_store
 from .durable.records import PARTS
+from .operations import default_actor
 from .rebuild import RebuildRefused, rebuild
 from .service import Scorer
 from .settings import ScorerSettings
@@ -323,7 +328,7 @@ def _board_parser(sub: Subparsers, epilog: str) -> None:
         "(docs/data-model.md). Every scorer and gateway sees a change within a tick.",
         epilog,
     )
-    bsub = b.add_subparsers(dest="action", metavar="{create,list,show,update,delete}", required=True)
+    bsub = b.add_subparsers(dest="action", metavar="{create,list,show,update,delete,apply,schema}", required=True)
     c = bsub.add_parser("create", help="create a board from its definition (JSON; again the same: no-op)")
     c.add_argument("definition", help='definition JSON, e.g. {"id":"tower","keys":[{"name":"floor"}]}, or @file')
     u = bsub.add_parser("update", help="replace a definition (its order-fixing fields cannot change)")
@@ -333,7 +338,11 @@ def _board_parser(sub: Subparsers, epilog: str) -> None:
     d = bsub.add_parser("delete", help="delete a board's definition")
     d.add_argument("id", type=p.board_id, help="board id (speedrun, or board:speedrun)")
     bsub.add_parser("list", help="every board: id, encoding, keys, version")
-    _redis_option(b, c, u, s, d)
+    a = bsub.add_parser("apply", help="boards as code: plan and apply definition files (exit 2 if any is refused)")
+    a.add_argument("files", nargs="+", metavar="FILE", help="board definition files (JSON, one definition each)")
+    a.add_argument("--dry-run", action="store_true", help="show the plan, apply nothing")
+    bsub.add_parser("schema", help="the JSON Schema of a board file (docs/board-definition.schema.json)")
+    _redis_option(b, c, u, s, d, a)
 
 
 def _definition_text(text: str) -> str:
@@ -346,10 +355,14 @@ def _definition_text(text: str) -> str:
         raise UsageError(f"cannot read {text[1:]}: {exc.strerror}") from None
 
 
-async def board(settings: ScorerSettings, args: argparse.Namespace) -> str:
+async def board(settings: ScorerSettings, args: argparse.Namespace) -> str | Answer:
+    if args.action == "schema":
+        return orjson.dumps(file_schema(), option=orjson.OPT_INDENT_2).decode()
     redis = connect(settings.redis_url, pool=settings.redis_pool)
     try:
         lb = Leaderboard(redis, settings.game.served[0])  # with LB_GAMES: the first game
+        if args.action == "apply":
+            return Answer(*await apply_files(lb, args.files, dry_run=args.dry_run))
         if args.action == "create":
             made = await lb.create_board(boards.parse(_definition_text(args.definition)))
             return f"board {made.id}: created ({made.encoding} encoding)"
@@ -474,18 +487,14 @@ def _shown(before: int | tuple[int, ...] | None) -> str:
     return ",".join(map(str, before)) if isinstance(before, tuple) else str(before)
 
 
-def _default_actor() -> str:
-    return f"{getpass.getuser()}@{socket.gethostname()}"[:64]
-
-
 async def operate(settings: ScorerSettings, args: argparse.Namespace) -> str:
     """Run one operator command; the line to print."""
     redis = connect(settings.redis_url, pool=settings.redis_pool)
     try:
         lb = Leaderboard(redis, settings.game)
         await lb.load()  # the library may be older than this command (or absent): operators need the new one
-        mod = Moderation(lb)
-        actor = getattr(args, "actor", None) or _default_actor()
+        mod = AuditedModeration(lb)
+        actor = getattr(args, "actor", None) or default_actor()
         if args.command == "ban":
             result = await mod.ban(args.player, actor=actor, reason=args.reason)
             top = f"top {settings.game.top_n}"
@@ -660,6 +669,8 @@ COMMANDS = {
         Command("profile", _profile_parser, operate),
         Command("rebuild", _rebuild_parser, rebuild_command),
         Command("rank-index", _rank_index_parser, rank_index),
+        Command("deadletters", operations.deadletters_parser, operations.deadletters),
+        Command("audit", operations.audit_parser, operations.audit_log),
     )
 }
 

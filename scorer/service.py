@@ -23,6 +23,7 @@ from leaderboard.lifecycle import Service
 from leaderboard.metrics_server import MetricsServer
 from leaderboard.settings import redacted
 
+from .auditlog import AuditWorker
 from .badges import BadgeWorker
 from .consumer import Consumer
 from .durable import open_store
@@ -52,7 +53,8 @@ class Scorer(Service):
         # Each stream-reading loop holds a connection for its blocking read (LB_SCORER_BLOCK_MS):
         # the pool gets one per loop on top of LB_REDIS_POOL_SIZE, so the reads never starve the
         # rest (the publisher's reads, the acknowledgements) however many games a replica serves.
-        readers = len(per_game) * (settings.concurrency + int(settings.badges) + int(bool(settings.durable_url)))
+        # (with a durable log: the journal's and the audit log's loops)
+        readers = len(per_game) * (settings.concurrency + int(settings.badges) + 2 * int(bool(settings.durable_url)))
         pool = dataclasses.replace(settings.redis_pool, size=settings.redis_pool.size + readers)
         self.redis: RedisClient = connect(settings.redis_url, pool=pool, health_check_interval=30)
         # The durable score log (LB_DURABLE_URL): one store, a recorder per game
@@ -73,6 +75,10 @@ class Scorer(Service):
             JournalWorker(self.redis, s, rec, self.stats)
             for s, rec in zip(per_game, recorders, strict=True)
             if rec is not None
+        ]
+        # the moderators' audit log, kept in the same log (auditlog.py)
+        self.audits = [
+            AuditWorker(self.redis, s, rec) for s, rec in zip(per_game, recorders, strict=True) if rec is not None
         ]
         self.publishers = [Publisher(self.redis, s, self.stats, now=now) for s in per_game] if settings.publish else []
         self.badges = [BadgeWorker(self.redis, s, self.stats) for s in per_game] if settings.badges else []
@@ -96,6 +102,7 @@ class Scorer(Service):
             await recorder.open()
         self._consuming = [asyncio.create_task(c.run(self._stop, burst=self.burst)) for c in self.consumers]
         self._consuming += [asyncio.create_task(j.run(self._stop, burst=self.burst)) for j in self.journals]
+        self._consuming += [asyncio.create_task(a.run(self._stop, burst=self.burst)) for a in self.audits]
         workers = [self.monitor.run(self._stop), *(p.run(self._stop) for p in self.publishers)]
         workers += [b.run(self._stop) for b in self.badges]
         if self.settings.durable_compact_s:

@@ -26,7 +26,7 @@ def postgres_server() -> Iterator[PostgresServer]:
 async def _empty_postgres(url: str) -> None:
     conn = await asyncpg.connect(url)
     try:
-        await conn.execute("DROP TABLE IF EXISTS submissions, board_rows, names, actions, slips")
+        await conn.execute("DROP TABLE IF EXISTS submissions, board_rows, names, actions, slips, audit")
     finally:
         await conn.close()
 

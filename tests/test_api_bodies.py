@@ -9,10 +9,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-from api import bodies
 from api.problems import ALL_CODES
 from api.routes import openapi
 from api.schemas import FIELD_CODES, SCHEMAS
+from leaderboard import bodies
 
 CASES: list[tuple[str, Any]] = [
     ("Score", {"player_id": "mia", "score": 1, "match_id": "m"}),

@@ -21,10 +21,12 @@ from typing import TypeVar
 import orjson
 
 from leaderboard import GameConfig, InvalidSubmission, Submission, SubmitResult, now_ms
+from leaderboard.audit import AuditEntry
 from leaderboard.backoff import redis_backoff
 from leaderboard.submission import SLIP, SLIP_PARTS, entry_fields, slip_parts
 
 from ..stats import Stats
+from .audit import AuditStore
 from .fold import ActionFolder
 from .lifetimes import SlipLifetimes
 from .records import Action, Compaction, Record, Slip
@@ -130,6 +132,7 @@ class Recorder:
         # the batches for the next commit, each by the future its caller waits on
         self._waiting: dict[asyncio.Future[None], list[Record]] = {}
         self._committing = asyncio.Lock()  # one commit at a time: the batches behind it group up
+        self.audit = AuditStore(store)
 
     async def open(self) -> None:
         await self._retry(self.store.open, "open")
@@ -192,6 +195,11 @@ class Recorder:
         if not self._opened:
             await self.open()
         await self._retry(lambda: self.store.record_actions(self.config.game, actions), "record actions")
+
+    async def record_audit(self, entries: Sequence[AuditEntry]) -> None:
+        """The audit log's entries (durable/audit.py), as ``record_actions``."""
+        if entries:
+            await self._retry(lambda: self.audit.record(self.config.game, entries), "record audit")
 
     async def _retry(self, op: Callable[[], Awaitable[T]], what: str) -> T:
         backoff = redis_backoff()

@@ -26,6 +26,7 @@ class Restored:
     tournament_slips: int = 0  # not restored: slips of a tournament whose definition is not in the log
     actions: int = 0  # journaled actions folded (bans, corrections, profiles, tournaments, closes)
     journal: dict[str, int] = field(default_factory=dict)  # what they restored beyond boards, by kind
+    audit: int = 0  # entries of the moderators' audit log written back (scorer/auditlog.py)
     seconds: float = 0.0
 
     def lines(self) -> list[str]:
@@ -40,6 +41,7 @@ class Restored:
             f"{self.slips:,} to defined boards; {self.defined_corrections:,} corrections of them)",
             f"  journal: {self.actions:,} actions folded; restored "
             + ", ".join(f"{n:,} {kind}" for kind, n in self.journal.items()),
+            f"  audit log: {self.audit:,} entries",
             f"  refused: {refused}",
         ]
         if self.tournament_slips:

@@ -12,7 +12,9 @@ from leaderboard import GameConfig, Leaderboard, now_ms
 from leaderboard.keys import HOUR_MS
 from leaderboard.transport import RedisClient
 
+from .. import auditlog
 from ..durable import Store
+from ..durable.audit import AuditStore
 from ..durable.fold import newest_ordered
 from ..durable.records import PARTS, Position
 from . import writes
@@ -28,7 +30,8 @@ class RebuildRefused(Exception):
 # "non-empty" (a scorer started on the empty Redis creates the queue and its group at once).
 def _operational(config: GameConfig) -> tuple[set[str], tuple[str, ...]]:
     k = config.keys
-    exact = {k.submissions, k.queued, k.dead_letters, k.publish_lease, k.published, k.journal}
+    # (the gateways' heartbeats come back within seconds of a FLUSHALL while they run)
+    exact = {k.submissions, k.queued, k.dead_letters, k.publish_lease, k.published, k.journal, k.heartbeats}
     return exact, (f"{k.prefix}:latest:", k.refused(0).removesuffix("0"))
 
 
@@ -114,6 +117,8 @@ async def rebuild(
     if pending:
         await writes.replay(lb, pending, now, restored)
     progress.finish()
+    # the moderators' audit log, as it was shown (its entries' ids and all)
+    restored.audit = await auditlog.restore(redis, AuditStore(store), config)
     if folder.refused:
         restored.refused["points_out_of_range (fold)"] = folder.refused
     restored.tournament_slips += folder.tournament_slips

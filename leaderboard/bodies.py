@@ -1,4 +1,5 @@
-"""Request bodies checked against the OpenAPI document's own schemas (``schemas.SCHEMAS``): the
+"""Request bodies checked against the OpenAPI document's own schemas (api/schemas.py), and board
+files against the published board definition schema (boardschema.py): the
 document a client reads is the rule the API applies (pure: no I/O)::
 
     violation = check(SCHEMAS, "Score", body, FIELD_CODES["Score"])
