@@ -81,10 +81,11 @@ def _parsed(board: str, slips: list[Any]) -> tuple[list[Submission], list[dict[s
     """Each slip as its submission, or its error; all of them, not only the first."""
     subs, errors = [], []
     for i, slip in enumerate(slips):
-        violation = bodies.check(SCHEMAS, "Score", slip, FIELD_CODES["Score"]) if isinstance(slip, dict) else None
         if not isinstance(slip, dict):
             errors.append(_error(i, "bad_message", "a slip is a JSON object"))
-        elif violation is not None:
+            continue
+        violation = bodies.check(SCHEMAS, "Score", slip, FIELD_CODES["Score"])
+        if violation is not None:
             errors.append(_error(i, violation.code, violation.message))
         elif "match_id" not in slip:
             errors.append(_error(i, "missing_id", "every slip of a batch needs its match_id, applied once"))
