@@ -22,6 +22,10 @@ from leaderboard.library import library_code
 NOW = int(dt.datetime(2030, 11, 26, 10, 0, tzinfo=dt.UTC).timestamp() * 1000)
 # Scale for every wait in the suite, for slower machines: LB_TEST_TIME_SCALE=2.
 MS = 0.001 * float(os.environ.get("LB_TEST_TIME_SCALE", "1"))
+# Gateways started by the tests (their children inherit this) write no heartbeat into the shared
+# redis-server unless a test asks for one (tests/test_console.py): a module's gateway beating
+# every few seconds would put a key back after each test's FLUSHALL, into tests that count keys.
+os.environ.setdefault("LB_GW_FLEET_BEAT_S", "0")
 
 
 async def until(condition: Callable[[], bool | Awaitable[bool]], seconds: float, *, every: float = 5 * MS) -> None:

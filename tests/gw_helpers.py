@@ -32,6 +32,7 @@ def settings(redis_url: str, **overrides: Any) -> GatewaySettings:
         "port": 0,
         "reuse_port": False,
         "gateway_id": "gw-test",
+        "fleet_beat_s": 0.0,  # no heartbeat key in the shared Redis (conftest.py says why)
         "redis_url": redis_url,
         "game": GameConfig(game="test"),
         "jwt_secrets": SECRETS,
