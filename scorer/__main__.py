@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import logging
 import os
 import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
@@ -40,25 +38,21 @@ from leaderboard import (
     InvalidSubmission,
     Leaderboard,
     Submission,
-    boards,
     connect,
     now_ms,
-    replies,
 )
 from leaderboard import protocol as p
 from leaderboard.audit import AuditedModeration
-from leaderboard.auth import Identity
-from leaderboard.boardschema import file_schema
-from leaderboard.definitions import default_window
 from leaderboard.errors import Banned, InvalidBoard, InvalidInput, NotReplicated, TournamentError
 from leaderboard.gctune import fewer_collections
 from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
 from leaderboard.queue import Queue
-from leaderboard.settings import HelpFormatter, argument_parser, load_or_exit, redacted, unreachable
+from leaderboard.settings import argument_parser, load_or_exit, redacted, unreachable
 
-from . import operations
-from .boardfiles import apply_files
+from . import boardcommands, operations
+from .cli import REDIS_URL_HELP, Answer, Command, Subparsers, UsageError, redis_option
+from .cli import parser as _parser
 from .durable import StoreError, open_store
 from .durable.records import PARTS
 from .operations import default_actor
@@ -67,35 +61,6 @@ from .service import Scorer
 from .settings import ScorerSettings
 
 log = logging.getLogger("scorer")
-
-
-REDIS_URL_HELP = "Redis to use (default: LB_REDIS_URL, else redis://127.0.0.1:6379/0)"
-
-
-class Answer(NamedTuple):
-    """What a command prints on success, and its exit status."""
-
-    text: str
-    status: int = 0
-
-
-class UsageError(Exception):
-    """The command cannot run as asked (its message says why): exit status 2."""
-
-
-Subparsers = Any  # argparse's _SubParsersAction, private
-Run = Callable[[ScorerSettings, argparse.Namespace], Coroutine[Any, Any, str | Answer]]
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """A subcommand: ``build(subparsers, epilog)`` adds its parser; ``run`` does it and returns
-    what to print (exit status 0, unless an ``Answer`` says otherwise). Its failures are told by
-    ``failure``."""
-
-    name: str
-    build: Callable[[Subparsers, str], None]
-    run: Run
 
 
 # A command's expected failures: the line it prints (on stderr) and its exit status, for the
@@ -143,20 +108,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _parser(sub: Subparsers, name: str, text: str, description: str, epilog: str) -> argparse.ArgumentParser:
-    """A subcommand's parser; its epilog is the settings' table (it loads the same settings as a
-    replica)."""
-    parser: argparse.ArgumentParser = sub.add_parser(
-        name, help=text, description=description, formatter_class=HelpFormatter, epilog=epilog
-    )
-    return parser
-
-
-def _redis_option(*parsers: argparse.ArgumentParser) -> None:
-    for parser in parsers:
-        parser.add_argument("--redis-url", default=argparse.SUPPRESS, help=REDIS_URL_HELP)
-
-
 # ---------------------------------------------------------------- submit, status
 
 
@@ -175,7 +126,7 @@ def _submit_parser(sub: Subparsers, epilog: str) -> None:
     s.add_argument("--values", help="the defined board's key values, comma-separated, e.g. 12,81250")
     s.add_argument("--meta", help="metadata of the entry on a defined board (e.g. a replay id)")
     s.add_argument("--game", help="game to submit to (default: the first of LB_GAMES, else LB_GAME)")
-    _redis_option(s)
+    redis_option(s)
 
 
 async def submit(settings: ScorerSettings, args: argparse.Namespace) -> str:
@@ -231,7 +182,7 @@ def _status_parser(sub: Subparsers, epilog: str) -> None:
         help="while the submission is pending, ask again for up to this long (default 0: answer at once)",
     )
     st.add_argument("--game", help="the submission's game (default: the first of LB_GAMES, else LB_GAME)")
-    _redis_option(st)
+    redis_option(st)
 
 
 # Exit status of ``status`` per answer: a script can branch on it without parsing the line.
@@ -259,174 +210,6 @@ async def status(settings: ScorerSettings, args: argparse.Namespace) -> Answer:
         await redis.aclose()
 
 
-# ---------------------------------------------------------------- tournaments
-
-
-def _tournament_parser(sub: Subparsers, epilog: str) -> None:
-    t = _parser(
-        sub,
-        "tournament",
-        "create a tournament, enter players, list tournaments",
-        "Live tournaments: boards t-<id> with a start, an end and an entry list.",
-        epilog,
-    )
-    tsub = t.add_subparsers(dest="action", metavar="{create,join,list}", required=True)
-    c = tsub.add_parser("create", help="create a tournament (again with the same bounds: no-op)")
-    c.add_argument("id", help="tournament id (1-32 of A-Z a-z 0-9 _ -); its boards are window t-<id>")
-    c.add_argument("--start", required=True, help="start: ms since the epoch, or ISO 8601 UTC")
-    c.add_argument("--end", required=True, help="end (exclusive): ms since the epoch, or ISO 8601 UTC")
-    j = tsub.add_parser("join", help="enter players (before the start or while it runs)")
-    j.add_argument("id", help="tournament id")
-    j.add_argument("players", nargs="+", help="player ids")
-    tsub.add_parser("list", help="every tournament with its start and end")
-    _redis_option(c, j, t)
-
-
-def parse_time(text: str) -> int:
-    """ms since the epoch, given as such or as an ISO 8601 time (UTC unless it says otherwise);
-    anything else is refused (``BadRequest``)."""
-    if text.isdigit():
-        return int(text)
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise BadRequest(f"not a time: {text!r} (ms since the epoch, or ISO 8601)") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return int(when.timestamp() * 1000)
-
-
-async def tournament(settings: ScorerSettings, args: argparse.Namespace) -> str:
-    redis = connect(settings.redis_url, pool=settings.redis_pool)
-    try:
-        lb = Leaderboard(redis, settings.game.served[0])  # with LB_GAMES: the first game
-        if args.action == "create":
-            spec = await lb.create_tournament(args.id, parse_time(args.start), parse_time(args.end))
-            period = spec.period(0)
-            return f"tournament {args.id}: board window {spec.name}, {_iso(period.start_ms)} to {_iso(period.end_ms)}"
-        if args.action == "join":
-            added = await lb.join(args.id, args.players)
-            return f"tournament {args.id}: {added} of {len(args.players)} players newly entered"
-        lines = []
-        for spec in await lb.tournaments.all():
-            period = spec.period(0)
-            lines.append(f"{spec.tournament}\t{spec.name}\t{_iso(period.start_ms)}\t{_iso(period.end_ms)}")
-        return "\n".join(lines) or "no tournaments"
-    finally:
-        await redis.aclose()
-
-
-# ---------------------------------------------------------------- board definitions
-
-
-def _board_parser(sub: Subparsers, epilog: str) -> None:
-    b = _parser(
-        sub,
-        "board",
-        "create, list, show, update or delete board definitions",
-        "Board definitions: keys and directions, operator, tie rule, windows, rank mode, top N "
-        "(docs/data-model.md). Every scorer and gateway sees a change within a tick.",
-        epilog,
-    )
-    bsub = b.add_subparsers(dest="action", metavar="{create,list,show,update,delete,apply,schema}", required=True)
-    c = bsub.add_parser("create", help="create a board from its definition (JSON; again the same: no-op)")
-    c.add_argument("definition", help='definition JSON, e.g. {"id":"tower","keys":[{"name":"floor"}]}, or @file')
-    u = bsub.add_parser("update", help="replace a definition (its order-fixing fields cannot change)")
-    u.add_argument("definition", help="definition JSON, or @file")
-    s = bsub.add_parser("show", help="a board's definition as JSON")
-    s.add_argument("id", type=p.board_id, help="board id (speedrun, or board:speedrun)")
-    d = bsub.add_parser("delete", help="delete a board's definition")
-    d.add_argument("id", type=p.board_id, help="board id (speedrun, or board:speedrun)")
-    bsub.add_parser("list", help="every board: id, encoding, keys, version")
-    a = bsub.add_parser("apply", help="boards as code: plan and apply definition files (exit 2 if any is refused)")
-    a.add_argument("files", nargs="+", metavar="FILE", help="board definition files (JSON, one definition each)")
-    a.add_argument("--dry-run", action="store_true", help="show the plan, apply nothing")
-    bsub.add_parser("schema", help="the JSON Schema of a board file (docs/board-definition.schema.json)")
-    _redis_option(b, c, u, s, d, a)
-
-
-def _definition_text(text: str) -> str:
-    if not text.startswith("@"):
-        return text
-    try:
-        with open(text[1:], encoding="utf-8") as f:
-            return f.read()
-    except OSError as exc:
-        raise UsageError(f"cannot read {text[1:]}: {exc.strerror}") from None
-
-
-async def board(settings: ScorerSettings, args: argparse.Namespace) -> str | Answer:
-    if args.action == "schema":
-        return orjson.dumps(file_schema(), option=orjson.OPT_INDENT_2).decode()
-    redis = connect(settings.redis_url, pool=settings.redis_pool)
-    try:
-        lb = Leaderboard(redis, settings.game.served[0])  # with LB_GAMES: the first game
-        if args.action == "apply":
-            return Answer(*await apply_files(lb, args.files, dry_run=args.dry_run))
-        if args.action == "create":
-            made = await lb.create_board(boards.parse(_definition_text(args.definition)))
-            return f"board {made.id}: created ({made.encoding} encoding)"
-        if args.action == "update":
-            made = await lb.update_board(boards.parse(_definition_text(args.definition)))
-            return f"board {made.id}: version {made.version}"
-        if args.action == "delete":
-            await lb.delete_board(args.id)
-            return f"board {args.id}: deleted"
-        await lb.boards.refresh()
-        if args.action == "show":
-            found = lb.boards.get(args.id)
-            if found is None:
-                raise InvalidBoard("unknown_board", f"no board {args.id!r}")
-            return found.to_json()
-        return "\n".join(
-            f"{d.id}\t{d.encoding}\t{','.join(f'{k.name}:{k.direction}' for k in d.keys)}\tv{d.version}"
-            for d in lb.boards.all()
-        )
-    finally:
-        await redis.aclose()
-
-
-def _top_parser(sub: Subparsers, epilog: str) -> None:
-    t = _parser(
-        sub,
-        "top",
-        "a board's top N as JSON (the socket's top reply)",
-        "A board's top N, read as the socket and the HTTP API read it: the same parser, the same reply, the same "
-        "error codes (docs/protocol.md). --board names the game's own board (global, region:<name>, "
-        "mode:<name>) or a defined one (speedrun, or board:speedrun).",
-        epilog,
-    )
-    t.add_argument("--board", default="global", help="the board (default: global)")
-    t.add_argument("--window", help="the window (default: the board's first; the game's default for its own)")
-    t.add_argument("--period", help="previous, or a period label such as 2026-W48 (default: the current)")
-    t.add_argument("-n", type=int, default=10, help="entries (default 10)")
-    t.add_argument("--game", help="the game (default: the first of LB_GAMES, else LB_GAME)")
-    _redis_option(t)
-
-
-async def top(settings: ScorerSettings, args: argparse.Namespace) -> str:
-    served = {c.game: c for c in settings.game.served}
-    config = served.get(args.game or next(iter(served)))
-    if config is None:
-        raise p.ProtocolError("unknown_game", f"game {args.game!r} is not served here ({', '.join(served)})")
-    msg = {"type": "top", "board": args.board, "n": args.n}
-    msg |= {name: getattr(args, name) for name in ("window", "period") if getattr(args, name) is not None}
-    redis = connect(settings.redis_url, pool=settings.redis_pool)
-    try:
-        game = replies.Game.of(Leaderboard(redis, config))
-        await game.lb.boards.refresh()  # a process of one request: its registry read once
-        req = replies.parse(game, msg, default_window=default_window(game.lb.config, ""))
-        # an operator's read: a game server's, as a trusted process reads
-        body = await replies.answer(game, Identity("server", "operator"), req)
-        return orjson.dumps(orjson.loads(body), option=orjson.OPT_INDENT_2).decode()
-    finally:
-        await redis.aclose()
-
-
-def _iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat()
-
-
 # ---------------------------------------------------------------- operator actions
 # ban, unban, correct, profile: each one atomic call of the function library, applied at once
 # (not queued), recorded in the activity stream with --actor and --reason.
@@ -437,7 +220,7 @@ ACTOR_HELP = "who does it, recorded with the action (default: user@host)"
 def _operator_parser(sub: Subparsers, epilog: str, name: str, text: str) -> argparse.ArgumentParser:
     c = _parser(sub, name, text, text[0].upper() + text[1:] + ".", epilog)
     c.add_argument("--player", required=True, help="player id")
-    _redis_option(c)
+    redis_option(c)
     return c
 
 
@@ -560,7 +343,7 @@ def _rebuild_parser(sub: Subparsers, epilog: str) -> None:
         choices=PARTS,
         help="processes folding the log, each a share of the players (default 2; 1: folded in this process)",
     )
-    _redis_option(b)
+    redis_option(b)
 
 
 async def rebuild_command(settings: ScorerSettings, args: argparse.Namespace) -> str:
@@ -594,7 +377,7 @@ def _rank_index_parser(sub: Subparsers, epilog: str) -> None:
         epilog,
     )
     x.add_argument("--window", action="append", help="only this window (repeatable; a tournament's t-<id> too)")
-    _redis_option(x)
+    redis_option(x)
 
 
 async def rank_index(settings: ScorerSettings, args: argparse.Namespace) -> str:
@@ -660,9 +443,9 @@ COMMANDS = {
     for command in (
         Command("submit", _submit_parser, submit),
         Command("status", _status_parser, status),
-        Command("tournament", _tournament_parser, tournament),
-        Command("board", _board_parser, board),
-        Command("top", _top_parser, top),
+        Command("tournament", boardcommands.tournament_parser, boardcommands.tournament),
+        Command("board", boardcommands.board_parser, boardcommands.board),
+        Command("top", boardcommands.top_parser, boardcommands.top),
         Command("ban", _ban_parser, operate),
         Command("unban", _unban_parser, operate),
         Command("correct", _correct_parser, operate),

@@ -23,9 +23,9 @@ from leaderboard.deadletters import DeadLetters
 from leaderboard.queue import Queue
 from leaderboard.settings import HelpFormatter
 
+from .cli import REDIS_URL_HELP
 from .settings import ScorerSettings
 
-REDIS_URL_HELP = "Redis to use (default: LB_REDIS_URL, else redis://127.0.0.1:6379/0)"
 ACTOR_HELP = "who does it, recorded in the audit log (default: user@host)"
 
 
