@@ -47,7 +47,17 @@ from typing import cast
 import redis
 
 from bench import results as bench_results
-from bench.gateway import BOARD, KEYS, WINDOW, _pct, _start_target, _wait_listening, snapshot_bytes
+from bench.gateway import (
+    BOARD,
+    KEYS,
+    WINDOW,
+    _pct,
+    _start_target,
+    _wait_listening,
+    snapshot_bytes,
+    snapshot_version,
+    stop,
+)
 from fleet import certs
 from fleet.haproxy import BalancerConfig, Gateway, Haproxy, _haproxy_child, render
 from fleet.redis_server import RedisServer, free_port
@@ -77,10 +87,8 @@ class _Player(asyncio.Protocol):
         now = time.monotonic()
         for event in self.reader.feed(data, now):
             if type(event) is Message:
-                buf, head, end = event.buf, event.start, event.end
-                if buf.startswith(b'{"type":"snapshot"', head):
-                    i = buf.find(b'"version":', head, end) + 10
-                    version = int(buf[i : buf.find(b",", i, end)])
+                version = snapshot_version(event)
+                if version is not None:
                     self.got[version] = self.got.get(version, 0) + 1
             elif (type(event) is Ping or type(event) is Closed) and self.transport is not None:
                 self.transport.write(event.reply)
@@ -255,12 +263,7 @@ def run_mode(mode: str, r: redis.Redis, redis_url: str, made: certs.Certificates
             if worker.is_alive():
                 worker.kill()
         for proc in [*balancers, gateway]:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
         shutil.rmtree(directory, ignore_errors=True)
 
 
