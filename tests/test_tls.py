@@ -91,3 +91,12 @@ async def test_plain_websocket_to_the_tls_port_is_refused(tls_fleet: Fleet) -> N
     finally:
         writer.close()
     assert not answer.startswith(b"HTTP/")
+
+
+def test_a_certificate_without_a_balancer_or_a_readable_file_is_refused(
+    made: certs.Certificates, tmp_path: Path
+) -> None:
+    with pytest.raises(ValueError, match="--balancer haproxy"):
+        FleetSettings(data_dir=tmp_path, tls_cert=str(made.server))
+    with pytest.raises(ValueError, match="not a readable file"):
+        FleetSettings(data_dir=tmp_path, balancer="haproxy", tls_cert=str(tmp_path / "missing.pem"))
