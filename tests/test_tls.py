@@ -20,6 +20,7 @@ from fleet.haproxy import Haproxy
 from fleet.redis_server import RedisServer
 from fleet.supervisor import Fleet, FleetSettings
 from leaderboard.auth import issue
+from loadtest.swarm import Swarm
 from loadtest.wsclient import handshake
 
 from .conftest import MS
@@ -91,6 +92,19 @@ async def test_plain_websocket_to_the_tls_port_is_refused(tls_fleet: Fleet) -> N
     finally:
         writer.close()
     assert not answer.startswith(b"HTTP/")
+
+
+async def test_the_load_tests_clients_speak_wss_and_refuse_another_ca(
+    tls_fleet: Fleet, made: certs.Certificates, tmp_path: Path
+) -> None:
+    async with Swarm(tls_fleet.ws_url, sockets=20, rate=0, workers=1, ca_file=str(made.ca)) as trusting:
+        assert await trusting.wait_open(20 * T)
+        # the 101 came back through TLS: its plaintext was read, as every frame after it
+        assert trusting.totals()["opened"] == 20 and trusting.totals()["failed"] == 0
+    other = certs.make(tmp_path / "other")
+    async with Swarm(tls_fleet.ws_url, sockets=5, rate=0, workers=1, ca_file=str(other.ca)) as wary:
+        assert await wary.wait_open(20 * T)
+        assert wary.totals()["opened"] == 0 and wary.totals()["failed_tls"] == 5
 
 
 def test_a_certificate_without_a_balancer_or_a_readable_file_is_refused(
