@@ -14,7 +14,7 @@ publishes a ~1 KB snapshot every second, as bench.gateway does. Measured, per mo
 
 * haproxy's CPU per new connection: its processes' CPU time (loadtest/procstat.py) while the
   sockets open, over the sockets opened — with TLS it holds the handshake's key exchange and
-  signature (ECDHE and ECDSA on P-256, TLS 1.3);
+  signature (TLS 1.3: ECDHE, and ECDSA with the P-256 key fleet.certs makes);
 * connect latency p50/p99: from the client's connect() to the gateway's 101 through haproxy
   (TCP, the TLS handshake, the upgrade);
 * haproxy's CPU per 1,000 deliveries: its CPU time over the publishing window over the
