@@ -142,18 +142,11 @@ class _Socket:
         # gateway's fan-out, so a snapshot's version is found, not parsed.
         for event in self.reader.feed(data, arrived):
             if type(event) is Message:
-                buf, head, end = event.buf, event.start, event.end
-                if buf.startswith(b'{"type":"snapshot"', head):
-                    i = buf.find(b'"version":', head, end) + 10
-                    version = int(buf[i : buf.find(b",", i, end)])
+                version = snapshot_version(event)
+                if version is not None:
                     self.read.setdefault(version, []).append(now)
                     self.arrived.setdefault(version, []).append(arrived)
-                elif buf.startswith(b'{"type":"delta"', head):  # the version after its base
-                    i = buf.find(b'"base":', head, end) + 7
-                    version = int(buf[i : buf.find(b",", i, end)]) + 1
-                    self.read.setdefault(version, []).append(now)
-                    self.arrived.setdefault(version, []).append(arrived)
-                elif buf.startswith(b'{"type":"subscribed"', head):
+                elif event.buf.startswith(b'{"type":"subscribed"', event.start):
                     self.unconfirmed -= 1
                     if not self.unconfirmed and not self.ready.done():
                         self.ready.set_result(None)
@@ -168,6 +161,19 @@ class _Socket:
                     self.ready.set_result(None)
             elif type(event) is Refused and not self.ready.done():
                 self.ready.set_exception(ConnectionError(event.reason))
+
+
+def snapshot_version(event: Message) -> int | None:
+    """The version a snapshot or a delta brings (a delta's: the one after its base), found
+    rather than parsed; None for any other message."""
+    buf, head, end = event.buf, event.start, event.end
+    if buf.startswith(b'{"type":"snapshot"', head):
+        i = buf.find(b'"version":', head, end) + 10
+        return int(buf[i : buf.find(b",", i, end)])
+    if buf.startswith(b'{"type":"delta"', head):
+        i = buf.find(b'"base":', head, end) + 7
+        return int(buf[i : buf.find(b",", i, end)]) + 1
+    return None
 
 
 Sink = dict[int, list[float]]  # snapshot version -> one time per socket that got it
@@ -584,12 +590,17 @@ def run_target(name: str, r: redis.Redis, redis_url: str, args: argparse.Namespa
             lat_p99_ms=_pct(lats, 0.99),
         )
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 15 s."""
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 # ---------------------------------------------------------------- report

@@ -12,6 +12,10 @@ close (a refused token, an unknown game) is final: the client stops, and ``wait_
     async with LeaderboardClient("ws://127.0.0.1:8000/ws", token=tok) as client:
         client.subscribe("global", "weekly")
         snap = await client.wait_for(lambda m: m["type"] == "snapshot", timeout=5)
+
+A ``wss://`` URL is verified against the system's CAs, or only those of ``ca_file`` (a private CA);
+a certificate that does not verify is final too (``Untrusted``, a ``Refused`` with close code 1015,
+the code RFC 6455 keeps for a failed TLS handshake): retrying cannot make it trusted.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from types import TracebackType
@@ -49,8 +54,10 @@ class LeaderboardClient:
         backoff: Backoff | None = None,
         open_timeout: float = 5.0,
         deltas: bool = True,
+        ca_file: str | None = None,
     ) -> None:
         self.url = url
+        self.ssl = tls_context(ca_file) if url.startswith("wss://") else None
         self.token = token
         self.deltas = deltas
         self.backoff = backoff or Backoff()
@@ -172,7 +179,8 @@ class LeaderboardClient:
             retry_after: float | None = None
             started = time.monotonic()
             try:
-                async with connect(self.url, open_timeout=self.open_timeout) as ws:  # offers permessage-deflate
+                # offers permessage-deflate (shared compressed frames, when the gateway has them)
+                async with connect(self.url, open_timeout=self.open_timeout, ssl=self.ssl) as ws:
                     self._ws = ws
                     started = time.monotonic()
                     close_code = await self._session(ws)
@@ -180,6 +188,8 @@ class LeaderboardClient:
                     self.refused = Refused(close_code, self._close_reason, self._last_error)
             except InvalidStatus as exc:  # e.g. 503 at the connection cap
                 retry_after = _retry_after(exc)
+            except ssl.SSLCertVerificationError as exc:  # the same certificate again next time
+                self.refused = Untrusted(exc.verify_message or "certificate verify failed")
             except (OSError, TimeoutError, WebSocketException) as exc:
                 log.debug("connection failed: %r", exc)
             finally:
@@ -330,6 +340,22 @@ class Refused(ConnectionError):
             + (f": {detail}" if detail else "")
             + ")"
         )
+
+
+TLS_HANDSHAKE_FAILED = 1015
+
+
+class Untrusted(Refused):
+    """The server's certificate did not verify (an unknown CA, another host's name, expired)."""
+
+    def __init__(self, detail: str) -> None:
+        error = {"code": "untrusted_certificate", "message": detail}
+        super().__init__(TLS_HANDSHAKE_FAILED, "untrusted certificate", error)
+
+
+def tls_context(ca_file: str | None = None) -> ssl.SSLContext:
+    """A verifying client context: the system's CAs, or only ``ca_file``'s (PEM)."""
+    return ssl.create_default_context(cafile=ca_file)
 
 
 class RequestError(Exception):

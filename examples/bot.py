@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from client import LeaderboardClient, Refused
+from client import LeaderboardClient, Refused, Untrusted
 from leaderboard.auth import issue
 
 
@@ -22,11 +22,11 @@ def newer_snapshot(board: str, window: str, version: int) -> Callable[[dict[str,
     return lambda m: m["type"] == "snapshot" and (m["board"], m["window"]) == (board, window) and m["version"] > version
 
 
-async def watch(url: str, player: str, board: str, updates: int, secret: str) -> None:
+async def watch(url: str, player: str, board: str, updates: int, secret: str, ca_file: str | None = None) -> None:
     # What the game backend does at login: sign a player token (HS256, the gateways' secret).
     # A token the gateways refuse raises client.Refused, with the reason, instead of a timeout.
     token = issue(player, "player", secret, exp=time.time() + 3600)
-    async with LeaderboardClient(url, token=token) as client:
+    async with LeaderboardClient(url, token=token, ca_file=ca_file) as client:
         client.subscribe(board, "weekly")
         seen = -1
         for _ in range(updates):
@@ -49,11 +49,14 @@ if __name__ == "__main__":
     p.add_argument("player")
     p.add_argument("--board", default="global", help="global, region:<name> or mode:<name>")
     p.add_argument("--updates", type=int, default=3, help="snapshots to watch before exiting")
+    p.add_argument("--ca-file", default=None, help="wss://: trust only this CA's certificates (PEM)")
     args = p.parse_args()
     secrets = os.environ.get("LB_JWT_SECRETS", "")
     if not secrets:
         sys.exit("LB_JWT_SECRETS is not set: `source var/fleet.env` (./dev run writes the gateways' secret there)")
     try:
-        asyncio.run(watch(args.url, args.player, args.board, args.updates, secrets.split(",")[0]))
+        asyncio.run(watch(args.url, args.player, args.board, args.updates, secrets.split(",")[0], args.ca_file))
+    except Untrusted as exc:  # a private CA: --ca-file
+        sys.exit(f"{exc}; is the balancer's CA given with --ca-file?")
     except Refused as exc:  # e.g. a secret from another fleet: the gateways' is in their var/fleet.env
         sys.exit(f"{exc}; is LB_JWT_SECRETS the gateways' secret (`source var/fleet.env`)?")

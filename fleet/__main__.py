@@ -135,6 +135,12 @@ class FleetOptions:
         "behind haproxy: the port of every gateway, each on its own address (127.0.0.2, .3, …); 0 = a free one each",
         check=between(0, 65_535),
     )
+    tls_cert: str = setting(
+        "LB_FLEET_TLS_CERT",
+        "",
+        "with --balancer haproxy: a PEM holding the certificate, its chain and its key; the port then speaks "
+        "TLS only (https://, wss://); empty = plain",
+    )
     log_level: str = log_level()
 
     def __post_init__(self) -> None:
@@ -163,6 +169,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--balancer", default=o.balancer, choices=("none", "haproxy"), help="a load balancer in front")
     p.add_argument("--balancers", type=int, default=o.balancers, help="haproxy processes on the port")
     p.add_argument("--balancer-maxconn", type=int, default=o.balancer_maxconn, help="players per haproxy process")
+    p.add_argument(
+        "--tls-cert",
+        default=o.tls_cert,
+        metavar="PEM",
+        help="with --balancer haproxy: TLS on the port (https://, wss://) with this PEM, certificate then key "
+        "(haproxy's crt); plain ws:// is refused there",
+    )
     p.add_argument(
         "--gateway-port",
         type=int,
@@ -223,6 +236,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             balancer_maxconn=args.balancer_maxconn,
             gateway_port=args.gateway_port,
             metrics_port=args.metrics_port,
+            tls_cert=args.tls_cert,
         )
     except (ValueError, OSError) as exc:  # OSError: the data directory's secret not readable or writable
         p.error(str(exc))

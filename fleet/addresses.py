@@ -31,8 +31,10 @@ class Addresses:
         metrics_port: int = 0,
         scorer_metrics_port: int = 0,
         api_port: int = 0,
+        tls: bool = False,
     ) -> None:
         self.host = host
+        self.tls = tls  # the balancer's port speaks TLS: https:// and wss://
         self.pinned_api_port = api_port or (port + 1 if port and not balanced else 0)
         self.port = port or free_port(host)
         self._api_port = self.pinned_api_port
@@ -48,17 +50,18 @@ class Addresses:
 
     @property
     def page_url(self) -> str:
-        return f"http://{self.host}:{self.port}/"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}/"
 
     @property
     def ws_url(self) -> str:
-        return f"ws://{self.host}:{self.port}/ws"
+        return f"{'wss' if self.tls else 'ws'}://{self.host}:{self.port}/ws"
 
     @property
     def api_url(self) -> str:
         """The HTTP API's base URL: the public port behind a balancer, else the API processes' own."""
         port = self.port if self.balanced else self.api(0)[1]
-        return f"http://{self.host}:{port}/v1/"
+        scheme = "https" if self.tls and self.balanced else "http"
+        return f"{scheme}://{self.host}:{port}/v1/"
 
     def api(self, index: int) -> tuple[str, int]:
         """Where API process ``index`` listens: behind a balancer a loopback port of its own (the

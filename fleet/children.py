@@ -10,6 +10,7 @@ import logging
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -65,11 +66,14 @@ def listening_pids(port: int) -> list[int]:
     return sorted(pids)
 
 
-async def http_ok(host: str, port: int, path: str) -> bool:
+async def http_ok(host: str, port: int, path: str, *, tls: bool = False) -> bool:
     """Whether GET ``path`` answers 200 (a gateway's /readyz): connect within 1 s, status
-    line within 2 s."""
+    line within 2 s. ``tls``: through the fleet's own TLS balancer, whose certificate is not
+    checked — the question is whether it routes, asked of a process this fleet started on its
+    own address, and the fleet is not given the CA its players trust."""
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1)
+        context = _unverified() if tls else None
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context), 1)
     except (OSError, TimeoutError):
         return False
     try:
@@ -82,8 +86,19 @@ async def http_ok(host: str, port: int, path: str) -> bool:
         writer.close()
 
 
+def _unverified() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 async def wait_answering(
-    endpoints: Iterable[tuple[str, int, str]], procs: Sequence[asyncio.subprocess.Process | None], timeout: float
+    endpoints: Iterable[tuple[str, int, str]],
+    procs: Sequence[asyncio.subprocess.Process | None],
+    timeout: float,
+    *,
+    tls: bool = False,
 ) -> None:
     """Until every ``(host, port, path)`` answers 200 (``http_ok``); RuntimeError if one of
     ``procs`` exits first, or after ``timeout`` s."""
@@ -94,7 +109,7 @@ async def wait_answering(
             if proc is not None and proc.returncode is not None:
                 raise RuntimeError(f"a fleet process (pid {proc.pid}) {exit_status(proc.returncode)} at start")
         for where in list(pending):
-            if await http_ok(*where):
+            if await http_ok(*where, tls=tls):
                 pending.discard(where)
         if time.monotonic() > deadline:
             raise RuntimeError(f"the fleet did not become ready within {timeout} s")

@@ -77,6 +77,8 @@ class FleetSettings:
     balancers: int = 1
     balancer_maxconn: int = 9_000  # per haproxy process (two descriptors per player)
     gateway_port: int = 0  # behind a balancer: every gateway's port on its own address; 0: a free one each
+    # a PEM holding the certificate and its key: the balancer's port speaks TLS (https://, wss://)
+    tls_cert: str = ""
     metrics_port: int = 0  # the scorer's metrics port, gateway N's is this + N; 0: free ones
 
     def __post_init__(self) -> None:
@@ -88,6 +90,10 @@ class FleetSettings:
             raise ValueError(f"balancer must be haproxy or empty, not {self.balancer!r}")
         if not 1 <= self.balancers <= 16:
             raise ValueError("balancers must be 1..16")
+        if self.tls_cert and not self.balancer:
+            raise ValueError("a TLS certificate is the balancer's: it needs --balancer haproxy")
+        if self.tls_cert and not os.access(self.tls_cert, os.R_OK):
+            raise ValueError(f"the TLS certificate {self.tls_cert} is not a readable file")
         if self.stop_timeout <= 0:
             raise ValueError("stop_timeout must be > 0")
 
@@ -99,6 +105,7 @@ class Fleet(Service):
             settings.host,
             settings.port,
             balanced=bool(settings.balancer),
+            tls=bool(settings.tls_cert),
             gateway_port=settings.gateway_port,
             metrics_port=settings.metrics_port,
             scorer_metrics_port=settings.scorer_metrics_port,
@@ -284,7 +291,12 @@ class Fleet(Service):
         members = [Gateway(f"gw-{i + 1}", "{}:{}".format(*self.gateway_address(i))) for i in range(s.gateways)]
         apis = [Gateway(f"api-{i + 1}", "{}:{}".format(*self.addresses.api(i))) for i in range(s.apis)]
         config = BalancerConfig(
-            tuple(members), bind=f"{s.host}:{self.port}", apis=tuple(apis), maxconn=s.balancer_maxconn, stats_socket=""
+            tuple(members),
+            bind=f"{s.host}:{self.port}",
+            apis=tuple(apis),
+            tls_cert=s.tls_cert,  # a relative path: from the fleet's directory, haproxy's too
+            maxconn=s.balancer_maxconn,
+            stats_socket="",
         )
         for n in range(s.balancers):
             # listed before it starts: a start that fails part-way is closed with the fleet
@@ -341,11 +353,14 @@ class Fleet(Service):
         metrics endpoint answers."""
         host = self.settings.host
         endpoints = {(host, self.addresses.scorer_metrics_port, "/metrics")}
-        if self.balancers or not self.settings.balancer:
-            endpoints.add((host, self.port, "/readyz"))  # the players' port: a gateway, or through haproxy
         endpoints |= {(*self.gateway_address(i), "/readyz") for i in range(len(self.gateways))}
         endpoints |= {(*self.addresses.api(i), "/readyz") for i in range(len(self.apis))}
-        await wait_answering(endpoints, [self.scorer, *self.gateways, *self.apis], self.settings.start_timeout)
+        procs = [self.scorer, *self.gateways, *self.apis]
+        await wait_answering(endpoints, procs, self.settings.start_timeout)
+        if self.balancers or not self.settings.balancer:
+            # the players' port: a gateway, or through haproxy (in TLS when it speaks it)
+            players = {(host, self.port, "/readyz")}
+            await wait_answering(players, procs, self.settings.start_timeout, tls=bool(self.settings.tls_cert))
         if self.balancers:
             return  # each gateway answered on its own address
         # SO_REUSEPORT spreads connections over listening processes; give late ones a moment to bind

@@ -128,6 +128,9 @@ def parser() -> argparse.ArgumentParser:
         )
         where.add_argument("--jwt-secret", default="", help="HS256 secret for player tokens against --url")
         where.add_argument(
+            "--ca-file", default="", help="with a wss:// --url: trust only this CA (PEM); else the system's CAs"
+        )
+        where.add_argument(
             "--gateways",
             type=int,
             default=d["gateways"],

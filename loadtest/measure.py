@@ -48,6 +48,7 @@ def swarm_of(args: argparse.Namespace, target: Target, url: str, **extra: Any) -
         token_share=args.players_share,
         player_prefix=target.player_prefix,
         nice=args.client_nice,
+        ca_file=args.ca_file,
         **extra,
     )
 

@@ -43,16 +43,17 @@ COUNTERS = (
     "failed_connect",
     "failed_timeout",
     "failed_closed",
+    "failed_tls",
 )
 STALLS = ("cpu_s", "wait_s", "gc_n", "gc_s")  # cumulative per process (wsworker.Stalls), summed
 
 
 def parse_ws_url(url: str) -> tuple[str, int, str]:
-    """(host, port, request target: path and query) of a ws:// URL on a loopback address;
-    anything else is refused."""
+    """(host, port, request target: path and query) of a ws:// or wss:// URL on a loopback
+    address; anything else is refused."""
     parts = urlsplit(url)
-    if parts.scheme != "ws" or not parts.hostname or parts.port is None:
-        raise ValueError(f"expected ws://127.x.x.x:PORT/path, got {url!r}")
+    if parts.scheme not in ("ws", "wss") or not parts.hostname or parts.port is None:
+        raise ValueError(f"expected ws://127.x.x.x:PORT/path (or wss://), got {url!r}")
     if not parts.hostname.startswith("127."):
         raise ValueError("the load test only sends traffic to loopback addresses (127.0.0.0/8)")
     return parts.hostname, parts.port, (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -101,10 +102,12 @@ class Swarm(Service):
         player_prefix: str = "p",
         spread: Sequence[str] = (),
         nice: int = 0,
+        ca_file: str = "",
     ) -> None:
         """``spread``: URLs the client processes take in turn instead of ``url`` (straight to each
         gateway of a fleet whose gateways listen on addresses of their own). ``nice``: the
-        client processes' scheduling priority increment (``wsworker.yield_cores``)."""
+        client processes' scheduling priority increment (``wsworker.yield_cores``). ``ca_file``:
+        with wss:// URLs, the only CA trusted (else the system's)."""
         targets = [parse_ws_url(u) for u in spread] or [parse_ws_url(url)]
         if spread and not workers:  # as many processes per URL, so each gets the same share
             workers = math.ceil(len(plan(sockets)) / len(targets)) * len(targets)
@@ -130,6 +133,8 @@ class Swarm(Service):
                     handshake_timeout=handshake_timeout,
                     player_prefix=player_prefix,
                     nice=nice,
+                    tls=urlsplit(spread[i % len(spread)] if spread else url).scheme == "wss",
+                    ca_file=ca_file,
                 )
             )
             first += count

@@ -28,6 +28,7 @@ import random
 import resource
 import select
 import socket
+import ssl
 import sys
 import time
 from dataclasses import dataclass, field
@@ -36,11 +37,13 @@ from typing import Any
 import orjson
 
 from client.backoff import Backoff
+from client.connection import tls_context
 from fleet.children import die_with_parent
 
 from .messages import ENTRIES, message_type, snapshot_identity, welcome_gateway
 from .procstat import run_queue_wait
 from .stamps import recv_stamped, stamped_socket
+from .tlspipe import TlsPipe
 from .wsclient import ClientReader, Closed, Message, Opened, Ping, Refused
 
 PROBE_S = 0.05  # the loop-lag probe's period
@@ -68,6 +71,9 @@ class WorkerSettings:
     # scheduling priority (nice increment, see ``yield_cores``): > 0 lets the gateways, sharing
     # the cores, write first; arrival times are the kernel's, so only the read times move
     nice: int = 0
+    # wss://: TLS to the balancer, verified against the system's CAs or only this file's ("")
+    tls: bool = False
+    ca_file: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -91,6 +97,7 @@ class Conn:
         "retry_after",
         "sock",
         "state",
+        "tls",
         "w",
         "why",
     )
@@ -107,17 +114,24 @@ class Conn:
         self.sock: socket.socket | None = None
         self.backoff: Backoff | None = None
         self.why = "closed"  # why a handshake failed: closed by the server unless found otherwise
+        self.tls: TlsPipe | None = None
 
     def attach(self, sock: socket.socket) -> None:
-        """The TCP connection is up: watch it, send the handshake."""
+        """The TCP connection is up: watch it, send the handshake (after TLS's, with wss://)."""
         self.sock = sock
         self.w.watch(self)
+        if self.w.tls is not None:
+            self.tls = TlsPipe(self.w.tls, self.w.s.host)
+            self._send(self.tls.start())
         self.write(self.reader.request())
 
     def write(self, data: bytes) -> None:
+        self._send(self.tls.send(data) if self.tls is not None else data)
+
+    def _send(self, data: bytes) -> None:
         # Only the handshake and small control frames (pongs, a close) are written: they fit in
         # an empty send buffer, and a socket that cannot take one is as good as dead.
-        if self.sock is not None:
+        if self.sock is not None and data:
             with contextlib.suppress(OSError):
                 self.sock.send(data)
 
@@ -141,6 +155,16 @@ class Conn:
         if not data:
             self.abort()
             return
+        if self.tls is not None:
+            try:
+                data, reply = self.tls.received(data)
+            except ssl.SSLError:  # an untrusted certificate, a broken record: never retried as is
+                self.why = "tls"
+                self.abort()
+                return
+            self._send(reply)
+            if not data:
+                return
         self.data_received(data, arrived, read_at)
 
     def data_received(self, data: bytes, now: float, read_at: float) -> None:
@@ -243,6 +267,7 @@ class Worker:
         self.conns: list[Conn | None] = [None] * s.count
         self.tokens: dict[int, str] = {}
         self.sem = asyncio.Semaphore(s.inflight)
+        self.tls = tls_context(s.ca_file or None) if s.tls else None
         self.stopping = False
         self.stalls = Stalls()
         # One epoll for every socket, itself watched by the loop: one loop callback reads up to
@@ -256,6 +281,7 @@ class Worker:
         # failed handshakes by cause (refused = HTTP 503): no TCP connection, no 101 within the
         # handshake timeout, or closed by the server before its 101
         self.failed_connect = self.failed_timeout = self.failed_closed = 0
+        self.failed_tls = 0  # wss://: the certificate did not verify, or TLS broke
         # snapshots: key -> small id; per id the ts and the arrival times of first receipts
         self.sids: dict[str, int] = {}
         self.idents: dict[bytes, tuple[str, int]] = {}  # a snapshot's head -> its identity
@@ -407,6 +433,8 @@ class Worker:
                 self.failed_timeout += 1
             elif conn.why == "closed":
                 self.failed_closed += 1
+            elif conn.why == "tls":
+                self.failed_tls += 1
         if self.stopping or not self.s.reconnect:
             return
         backoff = conn.backoff or Backoff(base=self.s.backoff_base, ceiling=self.s.backoff_ceiling, rng=self.rng)
@@ -483,6 +511,7 @@ class Worker:
             "failed_connect": self.failed_connect,
             "failed_timeout": self.failed_timeout,
             "failed_closed": self.failed_closed,
+            "failed_tls": self.failed_tls,
             **self.stalls.take(),
             "lat": lat,
         }

@@ -112,6 +112,8 @@ ENTRY_POINTS = [
     (["-m", "bench.conn_memory"], None),
     (["-m", "bench.publish_fanout"], None),
     (["-m", "bench.plots"], None),
+    (["-m", "bench.tls"], None),
+    (["-m", "fleet.certs"], None),
 ]
 
 
