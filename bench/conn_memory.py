@@ -34,7 +34,8 @@ import redis
 import uvloop
 
 from bench import results
-from bench.gateway import BOARD, GAME, KEYS, WINDOW, _client_process, snapshot_bytes
+from bench.gateway import BOARD, GAME, KEYS, WINDOW, snapshot_bytes
+from bench.gateway_clients import _client_process
 from fleet.redis_server import RedisServer
 from gateway.server import Gateway
 from gateway.settings import GatewaySettings

@@ -43,226 +43,49 @@ one run.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import atexit
-import contextlib
 import dataclasses
 import hashlib
 import multiprocessing as mp
 import os
 import resource
-import select
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import redis
 
 from bench import results as bench_results
 from bench.deltas import demo_tops
+from bench.gateway_clients import EXTRA_BOARDS, Sinks, _client_process
+from bench.gateway_report import (
+    BASELINES,
+    FLOOR_VARIANTS,
+    WIRES,
+    Result,
+    against_floor_and_baselines,
+    bytes_and_cpu,
+    coalescing,
+    ratios,
+    table,
+)
 from fleet.redis_server import RedisServer, free_port
 from leaderboard import Entry, GameConfig, wire
 from leaderboard.settings import argument_parser
 from loadtest.procstat import usage
-from loadtest.stamps import recv_stamped, stamped_socket
-from loadtest.wsclient import OP_TEXT, ClientReader, Closed, Message, Opened, Ping, Refused, client_frame
 
 ROOT = Path(__file__).resolve().parent.parent
 GAME = "bench"
 KEYS = GameConfig(game=GAME).keys
 WINDOW, BOARD = "weekly", "global"
-EXTRA_BOARDS = ("region:eu", "mode:duo")  # --boards 3: what every socket also watches
 NODE_GATEWAY = ROOT / "bench" / "node_gateway"
 FLOOR_SOURCE = ROOT / "bench" / "floor" / "floor.c"
 # forward the channel and nothing else: no /metrics, no snapshot on connect
-# the floor's variants (bench/floor/floor.c says what each isolates): name -> its environment
-FLOOR_VARIANTS = {
-    "floor": {},
-    "floor-mt": {"FLOOR_THREADS": "4"},
-    "floor-touch": {"FLOOR_TOUCH": "512"},
-    "floor-greet": {"FLOOR_GREET": "1400"},
-}
-BASELINES = ("naive", "node-ws", *FLOOR_VARIANTS)
-
-# ---------------------------------------------------------------- client processes
-
-
-class _Socket:
-    """One benchmark socket: handshake, then note when each snapshot arrived (the kernel's
-    receive timestamp, ``loadtest.stamps``) and when it was read; pings are answered so the
-    gateways' heartbeats see a live peer."""
-
-    __slots__ = ("arrived", "read", "reader", "ready", "received", "sock", "subscribe", "unconfirmed")
-
-    def __init__(
-        self,
-        sock: socket.socket,
-        sinks: Sinks,
-        ready: asyncio.Future[None],
-        subscribe: bytes,
-        confirms: int,
-        received: list[int],
-        deflate: bool = False,
-    ) -> None:
-        self.sock = sock
-        self.read, self.arrived = sinks
-        self.received = received  # bytes read by this process's sockets, one counter for all
-        self.reader = ClientReader("127.0.0.1", "/ws", deflate=deflate)
-        self.ready = ready
-        self.subscribe = subscribe  # client frames sent once the handshake is done
-        self.unconfirmed = confirms  # "subscribed" replies still to come before the socket is ready
-
-    def handshake(self) -> None:
-        self.sock.send(self.reader.request())
-
-    def readable(self) -> bool:
-        """Read what is there; False once the socket is closed."""
-        read = recv_stamped(self.sock)
-        if read is None:
-            return True
-        data, arrived, now = read
-        self.received[0] += len(data)
-        if not data:
-            if not self.ready.done():
-                self.ready.set_exception(ConnectionError("closed during handshake"))
-            return False
-        self.feed(data, now, arrived)
-        return True
-
-    def feed(self, data: bytes, now: float, arrived: float) -> None:
-        # The clients share the 2 cores with the gateway: every microsecond spent here delays the
-        # gateway's fan-out, so a snapshot's version is found, not parsed.
-        for event in self.reader.feed(data, arrived):
-            if type(event) is Message:
-                version = snapshot_version(event)
-                if version is not None:
-                    self.read.setdefault(version, []).append(now)
-                    self.arrived.setdefault(version, []).append(arrived)
-                elif event.buf.startswith(b'{"type":"subscribed"', event.start):
-                    self.unconfirmed -= 1
-                    if not self.unconfirmed and not self.ready.done():
-                        self.ready.set_result(None)
-            elif type(event) is Ping or type(event) is Closed:  # the end of the stream follows a close
-                with contextlib.suppress(OSError):
-                    self.sock.send(event.reply)
-            elif type(event) is Opened:
-                if self.subscribe:
-                    with contextlib.suppress(OSError):
-                        self.sock.send(self.subscribe)
-                if not self.unconfirmed and not self.ready.done():
-                    self.ready.set_result(None)
-            elif type(event) is Refused and not self.ready.done():
-                self.ready.set_exception(ConnectionError(event.reason))
-
-
-def snapshot_version(event: Message) -> int | None:
-    """The version a snapshot or a delta brings (a delta's: the one after its base), found
-    rather than parsed; None for any other message."""
-    buf, head, end = event.buf, event.start, event.end
-    if buf.startswith(b'{"type":"snapshot"', head):
-        i = buf.find(b'"version":', head, end) + 10
-        return int(buf[i : buf.find(b",", i, end)])
-    if buf.startswith(b'{"type":"delta"', head):
-        i = buf.find(b'"base":', head, end) + 7
-        return int(buf[i : buf.find(b",", i, end)]) + 1
-    return None
-
-
-Sink = dict[int, list[float]]  # snapshot version -> one time per socket that got it
-Sinks = tuple[Sink, Sink]  # (read by the client, arrived: kernel timestamp)
-
-
-async def _client_main(
-    conn: Connection,
-    port: int,
-    count: int,
-    source: str,
-    read_every: float,
-    boards: int = 1,
-    confirmed: bool = False,
-    wire: str = "",
-) -> None:
-    """Open ``count`` sockets, then read them every ``read_every`` seconds. ``confirmed``: a
-    socket counts as connected once the gateway confirmed each extra board's subscription (the
-    RSS per connection is read then); the baselines do not confirm.
-
-    Reading on a cadence rather than the moment bytes arrive: the arrival times come from the
-    kernel's timestamps either way, and the client processes, which share the 2 cores with the
-    gateway here (on a real network they are other machines), do not compete with the gateway's
-    fan-out while it is under way."""
-    loop = asyncio.get_running_loop()
-    sinks: Sinks = ({}, {})
-    peers: dict[int, _Socket] = {}
-    ready_fds = select.epoll()
-    failed = 0
-    sem = asyncio.Semaphore(100)  # handshakes in flight per process
-    interval = [0.002]  # while connecting: read at once
-    subscribe = b"".join(
-        client_frame(OP_TEXT, b'{"type":"subscribe","board":"%s"}' % board.encode())
-        for board in EXTRA_BOARDS[: boards - 1]
-    )
-    if "deltas" in wire:
-        subscribe = client_frame(OP_TEXT, b'{"type":"hello","deltas":true}') + subscribe
-    received = [0]
-
-    async def reader() -> None:
-        while True:
-            await asyncio.sleep(interval[0])
-            for fd, _ in ready_fds.poll(0, len(peers) + 1):  # not the default cap of 1,023 events
-                peer = peers.get(fd)
-                if peer is not None and not peer.readable():
-                    ready_fds.unregister(fd)
-                    del peers[fd]
-
-    async def one() -> None:
-        nonlocal failed
-        async with sem:
-            ready: asyncio.Future[None] = loop.create_future()
-            try:
-                sock = stamped_socket(source)
-                await loop.sock_connect(sock, ("127.0.0.1", port))
-                confirms = boards - 1 if confirmed else 0
-                peers[sock.fileno()] = peer = _Socket(
-                    sock, sinks, ready, subscribe, confirms, received, deflate="deflate" in wire
-                )
-                ready_fds.register(sock.fileno(), select.EPOLLIN)
-                peer.handshake()
-                await asyncio.wait_for(ready, 30)
-            except (OSError, ConnectionError, TimeoutError):
-                failed += 1
-
-    task = loop.create_task(reader())
-    await asyncio.gather(*(one() for _ in range(count)))
-    interval[0] = read_every
-    conn.send(("connected", count - failed))
-    while await loop.run_in_executor(None, conn.recv) != "report":  # "start": the publishing begins
-        received[0] = 0
-    task.cancel()
-    conn.send(("report", sinks, received[0]))
-    for peer in peers.values():
-        peer.sock.close()
-    ready_fds.close()
-
-
-def _client_process(conn: Connection, *args: Any) -> None:
-    """A client process: ``_client_main(conn, *args)`` on uvloop."""
-    import gc
-
-    import uvloop
-
-    # The measuring instrument must not pause: its few cycles (the transports) live until the end.
-    gc.disable()
-
-    uvloop.run(_client_main(conn, *args))
-
 
 # ---------------------------------------------------------------- measurement
 
@@ -282,12 +105,6 @@ def _pct(values: list[float], q: float) -> float:
 # ``FIRST + k`` showing its k-th; else one fixed top 10 (~1 KB) at every version
 DEMO_TOPS: list[list[Entry]] = []
 FIRST = 999  # the version stored before the sockets connect; the run publishes 1000, 1001, ...
-# the targets that take deltas, compressed frames, or both: (environment, what their clients ask for)
-WIRES = {
-    "gateway-deltas": ({}, "deltas"),
-    "gateway-deflate": ({"LB_GW_DEFLATE": "1"}, "deflate"),
-    "gateway-both": ({"LB_GW_DEFLATE": "1"}, "deltas,deflate"),
-}
 
 
 def snapshot_bytes(version: int, board: str = BOARD) -> bytes:
@@ -307,27 +124,6 @@ def snapshot_bytes(version: int, board: str = BOARD) -> bytes:
         ts_ms=int(time.time() * 1000),
         entries=entries,
     )
-
-
-@dataclass
-class Result:
-    name: str
-    sockets: int
-    deliveries: int
-    expected: int
-    cpu_ms_per_1k: float
-    user_ms_per_1k: float  # the part spent in user space (Python), not in the kernel's TCP
-    clients_ms_per_1k: float  # the client processes': they share the cores, so they bound the spread
-    gc_pauses: int  # the gateway's garbage collections over the whole run (connecting included) ...
-    gc_pause_ms: float  # ... and the time the loop stood still for them
-    rss_kb_per_conn: float
-    bytes_per_delivery: float  # bytes the clients read over the publishing window, per delivery
-    spread_p50_ms: float  # first to last arrival of one snapshot (kernel receive timestamps)
-    spread_p99_ms: float
-    read_spread_p50_ms: float  # ... and first to last read by the client processes
-    read_spread_p99_ms: float
-    lat_p50_ms: float
-    lat_p99_ms: float
 
 
 def _start_target(
@@ -469,7 +265,6 @@ def _gc_pauses(port: int) -> tuple[int, float]:
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
-    import socket
 
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
@@ -601,190 +396,6 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-
-
-# ---------------------------------------------------------------- report
-
-
-def table(results: list[Result]) -> str:
-    head = (
-        "| target | sockets | deliveries | bytes / delivery | CPU ms / 1k deliveries (user space) | RSS KB / conn "
-        "| spread at arrival p50 / p99 ms | spread when read p50 / p99 ms | publish→arrival p50 / p99 ms "
-        "| clients' CPU ms / 1k | GC pauses (ms) |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|\n"
-    )
-    rows = "".join(
-        f"| {x.name} | {x.sockets} | {x.deliveries}/{x.expected} | {x.bytes_per_delivery:.0f} "
-        f"| {x.cpu_ms_per_1k:.1f} ({x.user_ms_per_1k:.1f}) "
-        f"| {x.rss_kb_per_conn:.1f} "
-        f"| {x.spread_p50_ms:.0f} / {x.spread_p99_ms:.0f} | {x.read_spread_p50_ms:.0f} / {x.read_spread_p99_ms:.0f} "
-        f"| {x.lat_p50_ms:.0f} / {x.lat_p99_ms:.0f} "
-        f"| {x.clients_ms_per_1k:.1f} | {'–' if x.name in BASELINES else f'{x.gc_pauses} ({x.gc_pause_ms:.0f})'} |\n"
-        for x in results
-    )
-    return head + rows
-
-
-def rounds(results: list[Result]) -> list[dict[str, Result]]:
-    """The runs grouped into rounds: round k holds each target's k-th run (``--targets
-    floor,gateway,floor,gateway`` is two rounds), so a target run twice is two figures, not one
-    overwriting the other."""
-    seen: dict[str, int] = {}
-    grouped: list[dict[str, Result]] = []
-    for x in results:
-        k = seen.get(x.name, 0)
-        seen[x.name] = k + 1
-        if k == len(grouped):
-            grouped.append({})
-        grouped[k][x.name] = x
-    return grouped
-
-
-def ratios(results: list[Result]) -> str:
-    """The gateway against its baselines within each round (a round's runs ran back to back, so
-    the machine's load was the same for both)."""
-    grouped = rounds(results)
-    return "".join(_round_ratios(by, f"round {k + 1}: " if len(grouped) > 1 else "") for k, by in enumerate(grouped))
-
-
-def _round_ratios(by: dict[str, Result], tag: str) -> str:
-    ours, naive = by.get("gateway"), by.get("naive")
-    ka = by.get("gateway-keepalive")
-    if ours is not None and ka is not None:
-        others = (
-            f"- {tag}heartbeat sweep vs websockets' keepalive task per socket: CPU per delivery "
-            f"{ours.cpu_ms_per_1k:.1f} vs {ka.cpu_ms_per_1k:.1f} ms / 1k, RSS per connection "
-            f"{ours.rss_kb_per_conn:.1f} vs {ka.rss_kb_per_conn:.1f} KB\n"
-        )
-    else:
-        others = ""
-    peer = by.get("node-ws")
-    if ours is not None and peer is not None:
-        others += (
-            f"- {tag}gateway vs Node.js with ws (the peers' fan-out): CPU per delivery {ours.cpu_ms_per_1k:.1f} vs "
-            f"{peer.cpu_ms_per_1k:.1f} ms / 1k (**{ours.cpu_ms_per_1k / peer.cpu_ms_per_1k:.2f}×**), RSS per "
-            f"connection {ours.rss_kb_per_conn:.1f} vs {peer.rss_kb_per_conn:.1f} KB, spread p99 "
-            f"{ours.spread_p99_ms:.0f} vs {peer.spread_p99_ms:.0f} ms\n"
-        )
-    if ours is None or naive is None:
-        return others
-    lines = [
-        f"- {tag}CPU per delivery: gateway / naive = **{ours.cpu_ms_per_1k / naive.cpu_ms_per_1k:.2f}×** "
-        f"(target ≤ 0.5×); user-space CPU only (without the kernel's loopback TCP, which also carries the "
-        f"clients' receive path here): **{ours.user_ms_per_1k / naive.user_ms_per_1k:.2f}×**",
-        f"- {tag}RSS per connection: gateway / naive = "
-        f"**{ours.rss_kb_per_conn / naive.rss_kb_per_conn:.2f}×** "
-        f"({ours.rss_kb_per_conn:.1f} KB; target ≤ 10 KB)",
-        f"- {tag}spread p99 (target ≤ 100 ms): at arrival gateway {ours.spread_p99_ms:.0f} ms vs naive "
-        f"{naive.spread_p99_ms:.0f} ms; when read by the clients {ours.read_spread_p99_ms:.0f} vs "
-        f"{naive.read_spread_p99_ms:.0f} ms",
-        f"- {tag}publish→arrival p99: gateway / naive = {ours.lat_p99_ms / max(naive.lat_p99_ms, 1e-9):.2f}×",
-    ]
-    bc = by.get("gateway-broadcast")
-    if bc is not None:
-        lines.append(
-            f"- {tag}frame once vs websockets.broadcast() inside the gateway: CPU per delivery "
-            f"{ours.cpu_ms_per_1k:.1f} vs {bc.cpu_ms_per_1k:.1f} ms / 1k "
-            f"(**{ours.cpu_ms_per_1k / bc.cpu_ms_per_1k:.2f}×**), spread p99 {ours.spread_p99_ms:.0f} vs "
-            f"{bc.spread_p99_ms:.0f} ms"
-        )
-    return "\n".join(lines) + "\n" + others
-
-
-@dataclass
-class Pooled:
-    """One target's runs (A/B/A/B) taken together: CPU weighted by deliveries, RSS averaged."""
-
-    cpu_ms_per_1k: float
-    user_ms_per_1k: float
-    rss_kb_per_conn: float
-    spread_p99_ms: float  # the worst run's
-    deliveries: int
-    expected: int
-
-
-def pooled(results: list[Result], name: str) -> Pooled | None:
-    runs = [x for x in results if x.name == name]
-    if not runs:
-        return None
-    deliveries = sum(x.deliveries for x in runs)
-    return Pooled(
-        cpu_ms_per_1k=sum(x.cpu_ms_per_1k * x.deliveries for x in runs) / max(1, deliveries),
-        user_ms_per_1k=sum(x.user_ms_per_1k * x.deliveries for x in runs) / max(1, deliveries),
-        rss_kb_per_conn=sum(x.rss_kb_per_conn for x in runs) / len(runs),
-        spread_p99_ms=max(x.spread_p99_ms for x in runs),
-        deliveries=deliveries,
-        expected=sum(x.expected for x in runs),
-    )
-
-
-def against_floor_and_baselines(results: list[Result]) -> str:
-    """The gateway against the floor (bench/floor/floor.c) and against its own code at other
-    revisions (``gateway@REV`` targets), each target's runs pooled."""
-    ours, floor = pooled(results, "gateway"), pooled(results, "floor")
-    lines = []
-    if ours is not None and floor is not None:
-        lines.append(
-            f"- gateway / floor (a C sender's write() loop), CPU per delivery: "
-            f"**{ours.cpu_ms_per_1k / floor.cpu_ms_per_1k:.2f}×** ({ours.cpu_ms_per_1k:.1f} vs "
-            f"{floor.cpu_ms_per_1k:.1f} ms / 1k; user space {ours.user_ms_per_1k:.1f} vs {floor.user_ms_per_1k:.1f})"
-            f"{by_round(results, 'gateway', 'floor')}"
-        )
-    for name in dict.fromkeys(x.name for x in results if "@" in x.name):
-        base = pooled(results, name)
-        mine = pooled(results, name.partition("@")[0])
-        if base is None or mine is None:
-            continue
-        lines.append(
-            f"- {name.partition('@')[0]} against {name}: CPU per delivery {mine.cpu_ms_per_1k:.1f} vs "
-            f"{base.cpu_ms_per_1k:.1f} ms / 1k (**{mine.cpu_ms_per_1k / base.cpu_ms_per_1k:.2f}×**), RSS per "
-            f"connection **{mine.rss_kb_per_conn:.2f} vs {base.rss_kb_per_conn:.2f} KB**"
-            f"{by_round(results, name.partition('@')[0], name)}"
-        )
-    return "".join(line + "\n" for line in lines)
-
-
-def bytes_and_cpu(results: list[Result]) -> str:
-    """Deltas, compressed frames and both against full snapshots (``gateway``), each target's
-    runs pooled: bytes per delivery, CPU per delivery, the fan-out spread's p99."""
-    full = pooled(results, "gateway")
-    lines = []
-    for name in WIRES:
-        mine = pooled(results, name)
-        if full is None or mine is None:
-            continue
-        b_full = sum(x.bytes_per_delivery * x.deliveries for x in results if x.name == "gateway") / full.deliveries
-        b_mine = sum(x.bytes_per_delivery * x.deliveries for x in results if x.name == name) / max(1, mine.deliveries)
-        lines.append(
-            f"- {name} against gateway (full snapshots): bytes per delivery {b_mine:.0f} vs {b_full:.0f} "
-            f"(**{b_mine / b_full:.3f}×**), CPU per delivery {mine.cpu_ms_per_1k:.1f} vs {full.cpu_ms_per_1k:.1f} "
-            f"ms / 1k (**{mine.cpu_ms_per_1k / full.cpu_ms_per_1k:.2f}×**{by_round(results, name, 'gateway')}), "
-            f"spread p99 {mine.spread_p99_ms:.0f} vs {full.spread_p99_ms:.0f} ms"
-        )
-    return "".join(line + "\n" for line in lines)
-
-
-def by_round(results: list[Result], name: str, base: str) -> str:
-    """``name`` / ``base`` CPU per delivery in each round that ran both, when there is more than one."""
-    figures = [by[name].cpu_ms_per_1k / by[base].cpu_ms_per_1k for by in rounds(results) if name in by and base in by]
-    if len(figures) < 2:
-        return ""
-    return "; by round " + ", ".join(f"{x:.2f}×" for x in figures)
-
-
-def coalescing(results: list[Result]) -> str:
-    """The --boards comparison: each target's runs pooled (A/B/A/B), then on / off."""
-    on, off = pooled(results, "gateway"), pooled(results, "gateway-nocoalesce")
-    if on is None or off is None:
-        return ""
-    return (
-        f"- coalescing on / off, CPU per delivered snapshot: **{on.cpu_ms_per_1k / off.cpu_ms_per_1k:.2f}×** "
-        f"({on.cpu_ms_per_1k:.1f} vs {off.cpu_ms_per_1k:.1f} ms / 1k; target ≤ 0.5×); user space only "
-        f"{on.user_ms_per_1k / off.user_ms_per_1k:.2f}× ({on.user_ms_per_1k:.1f} vs {off.user_ms_per_1k:.1f})\n"
-        f"- spread p99 at arrival, worst run: on {on.spread_p99_ms:.0f} ms, off {off.spread_p99_ms:.0f} ms "
-        f"(target ≤ 100 ms)\n"
-        f"- delivered / expected: on {on.deliveries:,} / {on.expected:,}, off {off.deliveries:,} / {off.expected:,}\n"
-    )
 
 
 def main(argv: list[str] | None = None) -> int:

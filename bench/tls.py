@@ -55,9 +55,9 @@ from bench.gateway import (
     _start_target,
     _wait_listening,
     snapshot_bytes,
-    snapshot_version,
     stop,
 )
+from bench.gateway_clients import snapshot_version
 from fleet import certs
 from fleet.haproxy import BalancerConfig, Gateway, Haproxy, _haproxy_child, render
 from fleet.redis_server import RedisServer, free_port

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import gateway, results
+from bench import gateway, gateway_report, results
 from loadtest import procstat
 
 pytestmark = pytest.mark.timeout(120)
@@ -82,8 +82,8 @@ def test_deltas_in_shared_compressed_frames_deliver_every_snapshot_in_fewer_byte
     assert int(row[4]) < 0.5 * full, (row[4], full)
 
 
-def _run(name: str, cpu: float, rss: float = 6.0) -> gateway.Result:
-    return gateway.Result(
+def _run(name: str, cpu: float, rss: float = 6.0) -> gateway_report.Result:
+    return gateway_report.Result(
         name=name, sockets=100, deliveries=1000, expected=1000, cpu_ms_per_1k=cpu, user_ms_per_1k=cpu / 2,
         clients_ms_per_1k=1.0, gc_pauses=0, gc_pause_ms=0.0, rss_kb_per_conn=rss, bytes_per_delivery=800.0,
         spread_p50_ms=1.0,
@@ -98,12 +98,12 @@ def test_each_round_of_a_target_run_twice_keeps_its_own_ratios() -> None:
         _run("floor", 5.0), _run("gateway", 10.0), _run("naive", 20.0), _run("gateway@main", 12.5),
         _run("floor", 8.0), _run("gateway", 12.0), _run("naive", 15.0), _run("gateway@main", 12.0),
     ]  # fmt: skip
-    assert [sorted(by) for by in gateway.rounds(runs)] == [["floor", "gateway", "gateway@main", "naive"]] * 2
-    assert [by["gateway"].cpu_ms_per_1k for by in gateway.rounds(runs)] == [10.0, 12.0]
-    text = gateway.ratios(runs)
+    assert [sorted(by) for by in gateway_report.rounds(runs)] == [["floor", "gateway", "gateway@main", "naive"]] * 2
+    assert [by["gateway"].cpu_ms_per_1k for by in gateway_report.rounds(runs)] == [10.0, 12.0]
+    text = gateway_report.ratios(runs)
     assert "round 1: CPU per delivery: gateway / naive = **0.50×**" in text, text
     assert "round 2: CPU per delivery: gateway / naive = **0.80×**" in text, text
-    summary = gateway.against_floor_and_baselines(runs)
+    summary = gateway_report.against_floor_and_baselines(runs)
     # pooled over both rounds (22 / 13 ms per 1k), then each round on its own
     assert "gateway / floor (a C sender's write() loop), CPU per delivery: **1.69×**" in summary, summary
     assert "by round 2.00×, 1.50×" in summary, summary
@@ -111,6 +111,6 @@ def test_each_round_of_a_target_run_twice_keeps_its_own_ratios() -> None:
 
 
 def test_a_single_round_is_not_labelled() -> None:
-    text = gateway.ratios([_run("gateway", 10.0), _run("naive", 20.0)])
+    text = gateway_report.ratios([_run("gateway", 10.0), _run("naive", 20.0)])
     assert "- CPU per delivery: gateway / naive = **0.50×**" in text and "round" not in text
-    assert "by round" not in gateway.against_floor_and_baselines([_run("floor", 5.0), _run("gateway", 6.0)])
+    assert "by round" not in gateway_report.against_floor_and_baselines([_run("floor", 5.0), _run("gateway", 6.0)])
