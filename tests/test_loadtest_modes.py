@@ -17,7 +17,8 @@ from leaderboard import Entry, GameConfig, Leaderboard, Submission, connect, now
 from loadtest.__main__ import main
 from loadtest.messages import message_type, snapshot_identity
 from loadtest.wsclient import ClientReader, accept_value
-from loadtest.wsworker import Conn, Worker, WorkerSettings
+from loadtest.wsconn import Conn
+from loadtest.wsworker import Worker, WorkerSettings
 
 pytestmark = pytest.mark.timeout(90)
 
