@@ -300,7 +300,8 @@ function renderFresh() {
 function setSize(size) {
   if (typeof size === "number") boardSize = size;
 }
-// Rank messages seen: a stats reply asked for before the latest one read an older board.
+// Counts read with a rank message or an around reply: a stats reply asked for before the latest
+// one read an older board.
 let ranksSeen = 0;
 
 // Rank pushes and rank replies: the player's standing, then the neighbours read after it.
@@ -370,6 +371,13 @@ async function refreshAround() {
   try {
     const reply = await client.request({ type: "around", board, window: win, k: 2 });
     if (seq !== aroundSeq || win !== windowName) return;
+    // the count read with the neighbours: an around read can show a new rank before the rank
+    // push does, and the page shows one count with it
+    if (typeof reply.size === "number") {
+      ranksSeen += 1;
+      setSize(reply.size);
+      renderStanding();
+    }
     const mineRow = reply.entries.find((e) => e.player === me);
     // The around read is newer than the rank it followed: where they differ the player moved in
     // between, and the page must not show two different ranks. An approximate rank is kept while
