@@ -15,6 +15,12 @@ from .keys import DEFINED, scope_label
 from .profiles import display
 from .results import Entry, Standing
 
+# The socket protocol's version, in every ``welcome``: it grows only with a change an older client
+# would misread (a field's meaning, a message it must handle). Additions (a new optional field, a
+# message a client may ignore) keep it. A client that meets a greater one tells its application
+# instead of guessing (docs/clients.md).
+PROTOCOL = 1
+
 
 def encode(message: dict[str, Any]) -> bytes:
     return orjson.dumps(message)
@@ -96,6 +102,7 @@ def welcome(
     return _with_id(
         {
             "type": "welcome",
+            "protocol": PROTOCOL,
             "gateway": gateway,
             "game": game,
             "player": player,
