@@ -214,6 +214,31 @@ async def test_a_refused_token_stops_without_a_retry(fleet: Fleet, adapter: Adap
     assert not [e for e in last if e["event"] == "status"], last  # no attempt after the stop
 
 
+# Frames the client must report (malformed_message) and read on after: not JSON as RFC 8259 has it,
+# not an object, no type, a snapshot missing its fields, binary.
+MALFORMED: tuple[str | bytes, ...] = (
+    "not json {",
+    '{"type":"pong",}',
+    '{"type":"pong","n":01}',
+    '{"type":"pong","n":1.}',
+    '{"type":"pong","s":"\\ud800"}',
+    '{"type":"pong","s":"tab\tinside"}',
+    '{"type":"pong","s":"\\x41"}',
+    '{"type":"pong"} trailing',
+    '{"type":"pong","n":NaN}',
+    '{"type":"pong","deep":' + "[" * 100 + "]" * 100 + "}",
+    "[1, 2]",
+    '{"type": 7}',
+    '{"type":"snapshot","board":"global"}',
+    b"\x00binary",
+)
+# a message of a type this client has no name for, with every kind of JSON value: forwarded as read
+NOVEL = (
+    '{"type":"novel","s":"\\ud83d\\ude00 \u00e9 \\"q\\" \\\\ \\/ \\n","n":-1.5e3,"z":-0,'
+    '"nested":{"a":[true,false,null,[],{}]},"big":9007199254740993}'
+)
+
+
 def scripted_snapshot(version: int, players: list[tuple[str, int]], period: str = "2030-W48") -> dict[str, Any]:
     entries = [{"rank": i + 1, "player": p, "score": s} for i, (p, s) in enumerate(players)]
     return {"type": "snapshot", "board": "global", "window": "weekly", "period": period, "version": version,
@@ -242,7 +267,7 @@ async def test_against_a_scripted_server_bad_frames_deltas_a_silent_line_and_a_n
         beat = {"interval": 0.2 * T, "timeout": 0.6 * T}
         greeting = {"type": "welcome", "protocol": wire.PROTOCOL, "role": "spectator", "heartbeat": beat}
         await ws.send(json.dumps(greeting))
-        for bad in ("not json {", "[1, 2]", '{"type": 7}', '{"type":"snapshot","board":"global"}', b"\x00binary"):
+        for bad in MALFORMED:
             await ws.send(bad)
         await ws.send(json.dumps(v1))
         await ws.send(json.dumps(step))  # applied: v2, whole
@@ -253,6 +278,7 @@ async def test_against_a_scripted_server_bad_frames_deltas_a_silent_line_and_a_n
         await ws.send(json.dumps(scripted_snapshot(7, [("ed", 900)])))  # the resync's full snapshot
         await ws.send(json.dumps(scripted_snapshot(3, [("old", 1)])))  # older than held: dropped
         await ws.send(json.dumps({"type": "overtaken", "by": "ed"}))  # a push this client has no name for
+        await ws.send(NOVEL)
         await ws.send(json.dumps(scripted_snapshot(8, [("ed", 901)])))
         await reader  # then silence: the client's heartbeat gives up on the line and reconnects
 
@@ -272,10 +298,11 @@ async def test_against_a_scripted_server_bad_frames_deltas_a_silent_line_and_a_n
         while len(snapshots) < 4:
             event = await adapter.wait_for(lambda e: e["event"] in ("snapshot", "error"))
             (snapshots if event["event"] == "snapshot" else errors).append(event)
-        assert [e["code"] for e in errors] == ["malformed_message"] * 5
+        assert [e["code"] for e in errors] == ["malformed_message"] * len(MALFORMED)
         assert [s["message"] for s in snapshots[:2]] == [v1, {**v2, "ts": v1["ts"] + step["dt"]}]
         assert [s["message"]["version"] for s in snapshots] == [1, 2, 7, 8]
         assert any(e["event"] == "overtaken" and e["message"]["by"] == "ed" for e in adapter.seen)
+        assert [e["message"] for e in adapter.seen if e["event"] == "novel"] == [json.loads(NOVEL)]
         # the silent line: dropped after its timeout, and the next server speaks a newer protocol
         await adapter.wait_for(lambda e: status("reconnecting")(e) and e["retry_in"] is not None, 5 * T)
         newer = await adapter.wait_for(lambda e: e["event"] == "error", 5 * T)

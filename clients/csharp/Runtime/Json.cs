@@ -181,13 +181,8 @@ namespace Leaderboard.Client
             {
                 var map = new Dictionary<string, object>();
                 Expect('{');
-                SkipSpace();
-                if (!AtEnd && text[pos] == '}')
-                {
-                    pos++;
-                    return map;
-                }
-                while (true)
+                if (Empty('}')) return map;
+                do
                 {
                     SkipSpace();
                     if (AtEnd || text[pos] != '"') throw Error("a string key expected");
@@ -196,42 +191,43 @@ namespace Leaderboard.Client
                     Expect(':');
                     SkipSpace();
                     map[key] = Value(depth + 1);
-                    SkipSpace();
-                    if (AtEnd) throw Error("',' or '}' expected");
-                    if (text[pos] == ',')
-                    {
-                        pos++;
-                        continue;
-                    }
-                    Expect('}');
-                    return map;
-                }
+                } while (Next('}'));
+                return map;
             }
 
             List<object> Array(int depth)
             {
                 var list = new List<object>();
                 Expect('[');
-                SkipSpace();
-                if (!AtEnd && text[pos] == ']')
-                {
-                    pos++;
-                    return list;
-                }
-                while (true)
+                if (Empty(']')) return list;
+                do
                 {
                     SkipSpace();
                     list.Add(Value(depth + 1));
-                    SkipSpace();
-                    if (AtEnd) throw Error("',' or ']' expected");
-                    if (text[pos] == ',')
-                    {
-                        pos++;
-                        continue;
-                    }
-                    Expect(']');
-                    return list;
+                } while (Next(']'));
+                return list;
+            }
+
+            /// <summary>Right after the opening bracket: whether the closing one follows (consumed).</summary>
+            bool Empty(char close)
+            {
+                SkipSpace();
+                if (AtEnd || text[pos] != close) return false;
+                pos++;
+                return true;
+            }
+
+            /// <summary>After an element: whether another follows (a comma), else the closing bracket (consumed).</summary>
+            bool Next(char close)
+            {
+                SkipSpace();
+                if (!AtEnd && text[pos] == ',')
+                {
+                    pos++;
+                    return true;
                 }
+                Expect(close);
+                return false;
             }
 
             string String()
