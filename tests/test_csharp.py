@@ -361,10 +361,14 @@ def test_the_library_uses_only_types_of_net_standard_2_0(build: Path) -> None:
     assert used - standard == set()
 
 
-def test_the_unity_package_names_the_clients_version_and_every_asset_has_its_meta() -> None:
+def test_the_unity_package_and_the_docs_matrix_name_the_clients_version_and_every_asset_has_its_meta() -> None:
     package = json.loads((CSHARP / "package.json").read_text())
     source = (CSHARP / "Runtime" / "LeaderboardClient.cs").read_text()
     assert f'public const string Version = "{package["version"]}";' in source
+    # the compatibility matrix's row says what the code says
+    assert f"public const int Protocol = {wire.PROTOCOL};" in source
+    row = f"| C#, `com.leaderboard.client` (`LeaderboardClient.Version`) | {package['version']} | {wire.PROTOCOL} |"
+    assert row in (ROOT / "docs" / "clients.md").read_text()
     # a folder whose name ends in ~ (the samples) is one Unity does not import
     assets = [
         p

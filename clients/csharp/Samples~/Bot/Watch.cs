@@ -21,7 +21,9 @@ public static class Watch
             {
                 if (e.Kind == "status" && e.Status == "stopped") return 1; // e.g. a refused token: e.Reason
                 if (e.Kind != "snapshot" || (string)e.Message["window"] != "weekly") continue;
-                var leader = (Dictionary<string, object>)((List<object>)e.Message["entries"])[0];
+                var entries = (List<object>)e.Message["entries"];
+                if (entries.Count == 0) continue; // nobody on the board yet
+                var leader = (Dictionary<string, object>)entries[0];
                 var me = client.RequestAsync(new Dictionary<string, object> { ["type"] = "rank", ["window"] = "weekly" }).Result;
                 Console.WriteLine($"v{e.Message["version"]}: leader {leader["player"]}, I am #{me["rank"]} with {me["score"]}");
                 client.Stop();
