@@ -49,6 +49,9 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(f"{', '.join(missing)} missing: ./dev install installs Debian's mono-complete")
     out = tmp_path_factory.mktemp("csharp")
     subprocess.run([str(CSHARP / "build.sh"), str(out)], check=True, timeout=120)
+    checks = ["mcs", "-langversion:7.2", "-warnaserror+", "-nologo", f"-r:{out / 'Leaderboard.Client.dll'}"]
+    checks += [f"-out:{out / 'Checks.exe'}", str(ROOT / "tests" / "csharp" / "Checks.cs")]
+    subprocess.run(checks, check=True, timeout=120)
     return out
 
 
@@ -332,6 +335,36 @@ async def test_the_docs_example_runs_as_written(fleet: Fleet, build: Path) -> No
     source = (CSHARP / "Samples~" / "Bot" / "Watch.cs").read_text()
     body = textwrap.dedent(source[source.index("        var client = ") : source.index("        return 1;\n    }\n}")])
     assert body in (ROOT / "docs" / "clients.md").read_text(), "docs/clients.md must quote Samples~/Bot/Watch.cs"
+
+
+def test_backoff_full_jitter_and_the_close_codes_hints(build: Path) -> None:
+    listing = subprocess.run(["mono", str(build / "Checks.exe"), "backoff"], check=True, capture_output=True, text=True)
+    cases = {case["case"]: case["values"] for case in map(json.loads, listing.stdout.splitlines())}
+    for name, cap in (("first", 0.5), ("1012", 1.0), ("1013", 5.0)):
+        delays = cases[name]
+        assert all(0 <= d <= cap for d in delays), name
+        # full jitter: a thousand first returns spread evenly over [0, cap], not bunched at one instant
+        bins = [0] * 10
+        for d in delays:
+            bins[min(int(d / cap * 10), 9)] += 1
+        assert all(70 <= b <= 130 for b in bins), (name, bins)
+    assert cases["caps"] == [0.5, 1, 2, 4, 8, 16, 20, 20, 20, 0.5]
+
+
+async def test_a_refused_token_is_renewed_once_by_the_callback(fleet: Fleet, build: Path) -> None:
+    bad, good = token("cs-ren", secret="y" * 40), token("cs-ren")
+    proc = await asyncio.create_subprocess_exec(
+        "mono", str(build / "Checks.exe"), "renew", fleet.ws_url, bad, good, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 30 * T)
+    assert proc.returncode == 0, out
+    lines = [json.loads(line) for line in out.decode().splitlines()]
+    refused = lines.index(next(e for e in lines if e["kind"] == "error"))
+    assert lines[refused]["code"] == "invalid_token"
+    after = [(e["status"], e["reason"]) for e in lines[refused:] if e.get("kind") == "status"]
+    assert after[0] == ("reconnecting", "invalid_token") and ("stopped", "invalid_token") not in after
+    assert [e.get("role") for e in lines if e.get("kind") == "welcome"][-1] == "player"
+    assert lines[-1] == {"asked": 1}
 
 
 def async_leads(redis: Any, key: str, player: str) -> Callable[[], Any]:
