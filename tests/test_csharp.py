@@ -159,6 +159,13 @@ async def test_subscribes_gets_snapshots_a_rank_push_and_replies(fleet: Fleet, a
     await submit(fleet, "cs-mia", 1200)
     snap = await adapter.wait_for(snapshot_with("cs-mia", "daily"))
     assert snap["message"]["board"] == "global" and snap["message"]["entries"][0]["score"] >= 1200
+    # whole, as the scorer built it, whether it came whole or as a delta to the one before
+    redis = connect(fleet.redis_url)
+    try:
+        latest = await redis.get(GameConfig(game=GAME).keys.latest("daily", "global"))
+    finally:
+        await redis.aclose()
+    assert latest is not None and snap["message"] == orjson.loads(latest)
     rank = await adapter.wait_for(lambda e: e["event"] == "rank" and e["message"]["rank"] is not None)
     assert (rank["message"]["player"], rank["message"]["score"]) == ("cs-mia", 1200)
 
