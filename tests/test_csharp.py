@@ -91,6 +91,7 @@ class Adapter:
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
         self.seen: list[Event] = []
+        self.counts: dict[str, int] = {}  # what the adapter logs at its stop: deltas applied, resyncs
 
     async def send(self, cmd: str, **fields: Any) -> None:
         assert self.proc.stdin is not None
@@ -113,19 +114,34 @@ class Adapter:
                 if predicate(event):
                     return event
 
+    async def find(self, predicate: Callable[[Event], bool], within: float = 10 * T) -> Event:
+        """The first event so far, or from now on, for which ``predicate`` holds (a push that may have
+        arrived while the test waited for another)."""
+        for event in self.seen:
+            if predicate(event):
+                return event
+        return await self.wait_for(predicate, within)
+
     async def stop(self) -> list[Event]:
         """``stop``: the events until ``stopped``, and the process exits 0."""
         await self.send("stop")
         start = len(self.seen)
         await self.wait_for(lambda e: e["event"] == "stopped", 10 * T)
         assert await asyncio.wait_for(self.proc.wait(), 10 * T) == 0
+        assert self.proc.stderr is not None
+        log = (await self.proc.stderr.read()).decode()
+        self.counts = orjson.loads(log.rpartition("adapter: ")[2]) if "adapter: " in log else {}
         return self.seen[start:]
 
 
 @pytest.fixture
 async def adapter(build: Path) -> AsyncIterator[Adapter]:
     proc = await asyncio.create_subprocess_exec(
-        "mono", str(build / "LeaderboardAdapter.exe"), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        "mono",
+        str(build / "LeaderboardAdapter.exe"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,  # a line at its stop (it logs nothing else unless a command is wrong)
     )
     a = Adapter(proc)
     try:
@@ -159,14 +175,16 @@ async def test_subscribes_gets_snapshots_a_rank_push_and_replies(fleet: Fleet, a
     await submit(fleet, "cs-mia", 1200)
     snap = await adapter.wait_for(snapshot_with("cs-mia", "daily"))
     assert snap["message"]["board"] == "global" and snap["message"]["entries"][0]["score"] >= 1200
-    # whole, as the scorer built it, whether it came whole or as a delta to the one before
+    # the next version comes as a delta to this one: applied, it is whole, as the scorer built it
+    await submit(fleet, "cs-zed", 900)
+    snap = await adapter.wait_for(snapshot_with("cs-zed", "daily"))
     redis = connect(fleet.redis_url)
     try:
         latest = await redis.get(GameConfig(game=GAME).keys.latest("daily", "global"))
     finally:
         await redis.aclose()
     assert latest is not None and snap["message"] == orjson.loads(latest)
-    rank = await adapter.wait_for(lambda e: e["event"] == "rank" and e["message"]["rank"] is not None)
+    rank = await adapter.find(lambda e: e["event"] == "rank" and e["message"]["rank"] is not None)
     assert (rank["message"]["player"], rank["message"]["score"]) == ("cs-mia", 1200)
 
     await adapter.send("request", ref="a1", message={"type": "around", "window": "weekly", "k": 2})
@@ -183,6 +201,7 @@ async def test_subscribes_gets_snapshots_a_rank_push_and_replies(fleet: Fleet, a
 
     last = await adapter.stop()
     assert [e["status"] for e in last if e["event"] == "status"] == ["stopped"]
+    assert adapter.counts["deltas_applied"] >= 1 and adapter.counts["resyncs"] == 0
     versions = [
         e["message"]["version"] for e in adapter.seen if e["event"] == "snapshot" and e["message"]["window"] == "daily"
     ]
@@ -320,6 +339,7 @@ async def test_against_a_scripted_server_bad_frames_deltas_a_silent_line_and_a_n
         stopped = await adapter.wait_for(lambda e: e["event"] == "status", 5 * T)
         assert (stopped["status"], stopped["reason"]) == ("stopped", "protocol_version")
         await adapter.stop()
+    assert adapter.counts == {"deltas_applied": 1, "resyncs": 1}
     assert received[0] == {"type": "hello", "token": None, "deltas": True}
     assert [m for m in received if m["type"] == "resync"] == [{"type": "resync", "board": "global", "window": "weekly"}]
     assert {"type": "ping"} in received and connections == 2

@@ -63,6 +63,8 @@ public static class Adapter
         {
             client.Stop();
             Forward(client);
+            var counts = new Dictionary<string, object> { ["deltas_applied"] = (long)client.DeltasApplied, ["resyncs"] = (long)client.Resyncs };
+            Console.Error.WriteLine("adapter: " + Json.Write(counts)); // a log, for whoever drives it by hand
         }
         while (Replies.TryDequeue(out var late)) Write(late);
         Write(new Dictionary<string, object> { ["event"] = "stopped" });

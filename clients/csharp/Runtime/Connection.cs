@@ -353,7 +353,9 @@ namespace Leaderboard.Client
                 return null;
             try
             {
-                return Delta.Apply(held, delta);
+                var snapshot = Delta.Apply(held, delta);
+                DeltasApplied++;
+                return snapshot;
             }
             catch (DeltaMismatch)
             {

@@ -74,6 +74,9 @@ namespace Leaderboard.Client
         /// <summary>Full snapshots asked for because a delta did not fit the one held.</summary>
         public int Resyncs { get; private set; }
 
+        /// <summary>Snapshot deltas applied to the snapshot held (each handed on as a whole snapshot).</summary>
+        public int DeltasApplied { get; private set; }
+
         /// <summary>Welcomed connections so far.</summary>
         public int Connects { get; private set; }
 
