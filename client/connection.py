@@ -156,6 +156,15 @@ class LeaderboardClient:
             raise RequestError(reply.get("code", "error"), reply.get("message", ""))
         return reply
 
+    def send(self, message: Message) -> None:
+        """Send a message that has no reply (a friends list); raises ``ConnectionError`` while the
+        line is down instead of dropping it unseen (``subscribe`` is the one kept and re-sent)."""
+        if self.refused is not None:
+            raise self.refused
+        if self._ws is None or self.status != "live":
+            raise ConnectionError("not connected")
+        self._send_nowait(message)
+
     async def wait_for(self, predicate: Callable[[Message], bool], timeout: float) -> Message:
         """The next message (or status event) for which ``predicate`` is true; raises ``Refused``
         at once if the gateway refused this client (no such message will come)."""
