@@ -35,8 +35,8 @@ def command_line(template: Sequence[str]) -> list[str]:
 
 
 class Adapter:
-    """``async with Adapter(cmd, cwd) as a: a.send({...}); await a.changed()`` — started, then
-    stopped (``stop``, then EOF, then a kill if it hangs)."""
+    """``async with Adapter(cmd, cwd) as a: a.send({...})`` — started, then stopped (``stop``,
+    then EOF, then a kill if it hangs); ``await a.exited()`` after, for its exit code."""
 
     def __init__(self, command: Sequence[str], cwd: Path, *, ready_timeout: float = 20.0) -> None:
         self.command = list(command)
@@ -99,7 +99,9 @@ class Adapter:
                 await self._changed.wait()
 
     async def close(self, timeout: float = 5.0) -> None:
-        """``stop``, then EOF; a process still running after ``timeout`` is killed. Idempotent."""
+        """``stop``, then EOF; returns once the adapter said ``stopped`` or closed its stdout (its
+        exit is ``exited()``'s to await: an interpreter's teardown need not hold up the next
+        scenario). A process that says neither within ``timeout`` is killed. Idempotent."""
         proc = self._proc
         if proc is None:
             return
@@ -108,6 +110,17 @@ class Adapter:
             with contextlib.suppress(ConnectionError):
                 await proc.stdin.drain()
             proc.stdin.close()
+        try:
+            await self.wait_until(lambda: any(r.event.get("event") == "stopped" for r in self.events), timeout)
+        except (TimeoutError, AdapterFailed):
+            if proc.returncode is None:
+                proc.kill()
+
+    async def exited(self, timeout: float = 5.0) -> int:
+        """The adapter's exit code, once it has exited (killed after ``timeout``), its output read."""
+        proc = self._proc
+        if proc is None:
+            return 0
         try:
             await asyncio.wait_for(proc.wait(), timeout)
         except TimeoutError:
@@ -119,6 +132,7 @@ class Adapter:
                     await asyncio.wait_for(task, timeout)
         if self._stderr is not None and self._stderr.done() and not self._stderr.cancelled():
             self.stderr = self._stderr.result()
+        return proc.returncode if proc.returncode is not None else -1
 
     async def _read(self, stdout: asyncio.StreamReader) -> None:
         while line := await stdout.readline():

@@ -83,6 +83,18 @@ def scenarios(names: Sequence[str] = ()) -> list[Scenario]:
     return [found[n] for n in names] if names else list(found.values())
 
 
+def table() -> str:
+    """The scenario table of docs/clients.md (a test holds the two equal)."""
+    rows = ["| scenario | against | what a client must do |", "|---|---|---|"]
+    for scenario in scenarios():
+        server = scenario.get("server", "fleet")
+        against = "the fleet" if server == "fleet" else "a scripted server"
+        if scenario.get("clients", 1) > 1:
+            against += f", {scenario['clients']} clients at once"
+        rows.append(f"| `{scenario['name']}` | {against} | {scenario['about']} |")
+    return "\n".join(rows) + "\n"
+
+
 def adapters() -> dict[str, list[str]]:
     """adapters.json: each client's adapter command line (relative to the repository's root)."""
     loaded: dict[str, list[str]] = json.loads(ADAPTERS.read_text())
@@ -205,8 +217,12 @@ class Play:
         return "; ".join(_short(e) for e in events) or "nothing"
 
 
-async def play(stage: Stage, scenario: Scenario, command: Sequence[str], client: str) -> Outcome:
-    """Run one scenario against one client (``clients`` instances at once where it says so)."""
+Exits = list["asyncio.Task[str | None]"]
+
+
+async def play(stage: Stage, scenario: Scenario, command: Sequence[str], client: str, exits: Exits) -> Outcome:
+    """Run one scenario against one client (``clients`` instances at once where it says so).
+    Each adapter's exit lands in ``exits`` (``exit_problems``), awaited while the next one runs."""
     started = time.monotonic()
     server = scenario.get("server", "fleet")
     if server == "fleet":
@@ -214,9 +230,8 @@ async def play(stage: Stage, scenario: Scenario, command: Sequence[str], client:
     else:
         stage.scripted.play(resolve(scenario["script"], PROTOCOLS))
     try:
-        results = await asyncio.gather(
-            *(_one(stage, scenario, command, n) for n in range(int(scenario.get("clients", 1))))
-        )
+        count = int(scenario.get("clients", 1))
+        results = await asyncio.gather(*(_one(stage, scenario, command, n, exits) for n in range(count)))
         _across(scenario, results)
         reason, passed = "", True
     except (Failed, AdapterFailed) as exc:
@@ -227,7 +242,12 @@ async def play(stage: Stage, scenario: Scenario, command: Sequence[str], client:
     return Outcome(scenario["name"], client, passed, reason, time.monotonic() - started)
 
 
-async def _one(stage: Stage, scenario: Scenario, command: Sequence[str], n: int) -> dict[str, Any]:
+async def exit_problems(exits: Exits) -> list[str]:
+    """Why adapters' exits broke the contract (each must exit 0 once stopped); awaits them all."""
+    return [problem for problem in await asyncio.gather(*exits) if problem is not None]
+
+
+async def _one(stage: Stage, scenario: Scenario, command: Sequence[str], n: int, exits: Exits) -> dict[str, Any]:
     server = scenario.get("server", "fleet")
     player = stage.player(f"{scenario['name']}{n}")
     names: dict[str, Any] = {
@@ -238,13 +258,23 @@ async def _one(stage: Stage, scenario: Scenario, command: Sequence[str], n: int)
         "rising": stage.rising,
         **PROTOCOLS,
     }
-    async with Adapter(command, ROOT) as adapter:
-        played = Play(stage, scenario, adapter, names)
-        await played.run()
-        await adapter.close()
-        if not any(r.event.get("event") == "stopped" for r in adapter.events):
-            raise Failed("told to stop, the adapter did not say stopped")
+    adapter = Adapter(command, ROOT)
+    try:
+        async with adapter:
+            played = Play(stage, scenario, adapter, names)
+            await played.run()
+            await adapter.close()
+            if not any(r.event.get("event") == "stopped" for r in adapter.events):
+                raise Failed("told to stop, the adapter did not say stopped")
+    finally:
+        exits.append(asyncio.create_task(_exit(adapter)))
     return played.names
+
+
+async def _exit(adapter: Adapter) -> str | None:
+    """Why the adapter's exit broke the contract (it must exit 0 once stopped), or None."""
+    code = await adapter.exited()
+    return None if code == 0 else f"{' '.join(adapter.command)} exited with {code}: {adapter.stderr[-500:]!r}"
 
 
 def _across(scenario: Scenario, results: list[dict[str, Any]]) -> None:
@@ -279,13 +309,17 @@ async def run(clients: dict[str, list[str]], names: Sequence[str] = ()) -> list[
     """Every scenario (or those named) against every client given, on one stage."""
     chosen = scenarios(names)
     outcomes = []
+    exits: Exits = []
     with tempfile.TemporaryDirectory(prefix="lb-conformance-") as tmp:
         async with Stage(Path(tmp)) as stage:
             for client, template in clients.items():
                 for scenario in chosen:
-                    outcome = await play(stage, scenario, command_line(template), client)
+                    outcome = await play(stage, scenario, command_line(template), client, exits)
                     print(outcome.line(), flush=True)
                     outcomes.append(outcome)
+    for problem in await exit_problems(exits):
+        print(f"FAIL adapter exit: {problem}", flush=True)
+        outcomes.append(Outcome("exit", "adapter", False, problem, 0.0))
     return outcomes
 
 
@@ -294,11 +328,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--client", action="append", default=[], help="a client of adapters.json (default: all)")
     parser.add_argument("--scenario", action="append", default=[], help="a scenario's name (default: all)")
     parser.add_argument("--command", nargs=argparse.REMAINDER, help="an adapter's command line: a client of your own")
-    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    parser.add_argument("--table", action="store_true", help="print the scenario table (docs/clients.md) and exit")
     args = parser.parse_args(argv)
-    if args.list:
-        for scenario in scenarios():
-            print(f"{scenario['name']:12} {scenario['about']}")
+    if args.table:
+        print(table(), end="")
         return 0
     known = adapters()
     if args.command:

@@ -52,6 +52,7 @@ class Stage:
         self._redis: RedisClient | None = None
         self._queue: Queue | None = None
         self._restoring: asyncio.Task[None] | None = None
+        self._stopped: set[int] = set()  # gateways a scenario stopped, by index
 
     async def __aenter__(self) -> Stage:
         await self.fleet.start()
@@ -94,9 +95,9 @@ class Stage:
 
     def stop_gateway(self, gateway_id: str, *, kill: bool) -> None:
         """SIGTERM (it drains: 1012 to every socket) or SIGKILL (the sockets just break)."""
-        proc = self.fleet.gateways[self._index(gateway_id)]
-        proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
-        self._restoring = None  # restore() starts it again once it has exited
+        index = self._index(gateway_id)
+        self.fleet.gateways[index].send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+        self._stopped.add(index)  # restore() starts it again once it has exited
 
     def restore_soon(self) -> asyncio.Task[None]:
         """Start bringing every gateway back (those a scenario stopped, started anew)."""
@@ -111,10 +112,11 @@ class Stage:
     async def _restore(self) -> None:
         fleet = self.fleet
         for i, proc in enumerate(fleet.gateways):
-            if proc.returncode is None:
+            if proc.returncode is None and i not in self._stopped:
                 continue
-            await proc.wait()
+            await proc.wait()  # a drain ends by itself, within the drain window
             fleet.gateways[i] = await fleet.start_gateway(i)
+            self._stopped.discard(i)
         async with asyncio.timeout(fleet.settings.start_timeout):
             while not {p.pid for p in fleet.gateways} <= set(listening_pids(fleet.port)):
                 if any(p.returncode is not None for p in fleet.gateways):
