@@ -27,17 +27,18 @@ ran or its event arrived). ``$protocol`` is the protocol version the fleet speak
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
 import tempfile
 import time
+from argparse import REMAINDER
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leaderboard.settings import argument_parser
 from leaderboard.wire import PROTOCOL
 
 from .adapter import Adapter, AdapterFailed, command_line
@@ -236,6 +237,8 @@ async def play(stage: Stage, scenario: Scenario, command: Sequence[str], client:
         reason, passed = "", True
     except (Failed, AdapterFailed) as exc:
         reason, passed = str(exc), False
+    except OSError as exc:  # the adapter's program is missing, or not executable
+        reason, passed = f"the adapter did not start: {exc}", False
     finally:
         if server == "fleet":
             stage.restore_soon()  # a gateway the scenario stopped comes back while the next one runs
@@ -324,10 +327,10 @@ async def run(clients: dict[str, list[str]], names: Sequence[str] = ()) -> list[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m clients.conformance.runner", description=__doc__.split("\n")[0])
+    parser = argument_parser("python -m clients.conformance.runner", __doc__.split("\n\n")[0])
     parser.add_argument("--client", action="append", default=[], help="a client of adapters.json (default: all)")
     parser.add_argument("--scenario", action="append", default=[], help="a scenario's name (default: all)")
-    parser.add_argument("--command", nargs=argparse.REMAINDER, help="an adapter's command line: a client of your own")
+    parser.add_argument("--command", nargs=REMAINDER, help="an adapter's command line: a client of your own")
     parser.add_argument("--table", action="store_true", help="print the scenario table (docs/clients.md) and exit")
     args = parser.parse_args(argv)
     if args.table:

@@ -16,7 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
-from fleet.children import listening_pids
+from fleet.children import http_ok, listening_pids
 from fleet.supervisor import Fleet, FleetSettings
 from leaderboard import GameConfig, RedisClient, Submission, connect, now_ms
 from leaderboard.auth import issue
@@ -118,10 +118,20 @@ class Stage:
             fleet.gateways[i] = await fleet.start_gateway(i)
             self._stopped.discard(i)
         async with asyncio.timeout(fleet.settings.start_timeout):
-            while not {p.pid for p in fleet.gateways} <= set(listening_pids(fleet.port)):
+            while not await self._all_up():
                 if any(p.returncode is not None for p in fleet.gateways):
                     raise RuntimeError("a gateway of the conformance fleet exited at start")
                 await asyncio.sleep(0.05)
+
+    async def _all_up(self) -> bool:
+        """Every gateway on the shared port, and its /metrics (``accepted()`` reads them) answering."""
+        fleet = self.fleet
+        if not {p.pid for p in fleet.gateways} <= set(listening_pids(fleet.port)):
+            return False
+        for i in range(len(fleet.gateways)):
+            if not await http_ok(fleet.settings.host, fleet.addresses.gateway_metrics_port(i), "/metrics"):
+                return False
+        return True
 
     async def accepted(self) -> int:
         """Connections the fleet's gateways accepted (their ``lb_gw_accepted`` counters)."""
