@@ -37,33 +37,30 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-async def stage(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stage]:
-    async with Stage(tmp_path_factory.mktemp("conformance")) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-async def exits() -> AsyncIterator[runner.Exits]:
-    """Every adapter's exit: each must exit 0 once stopped."""
-    tasks: runner.Exits = []
-    yield tasks
-    assert await runner.exit_problems(tasks) == []
+async def suite(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[runner.Suite]:
+    async with Stage(tmp_path_factory.mktemp("conformance")) as stage:
+        played = runner.Suite(stage)
+        try:
+            yield played
+        finally:
+            problems = await played.close()
+        assert problems == []  # every adapter exited 0 once stopped
 
 
 @pytest.mark.parametrize(("client", "name"), CASES)
-async def test_client_passes_scenario(stage: Stage, exits: runner.Exits, client: str, name: str) -> None:
+async def test_client_passes_scenario(suite: runner.Suite, client: str, name: str) -> None:
     command = command_line(runner.adapters()[client])
     lacking = missing(command)
     if lacking:
         pytest.skip(lacking)
     [scenario] = runner.scenarios([name])
-    outcome = await runner.play(stage, scenario, command, client, exits)
+    outcome = await suite.play(scenario, command, client)
     assert outcome.passed, outcome.line()
 
 
-async def test_the_runner_fails_a_client_that_retries_a_refused_token(stage: Stage, exits: runner.Exits) -> None:
+async def test_the_runner_fails_a_client_that_retries_a_refused_token(suite: runner.Suite) -> None:
     [scenario] = runner.scenarios(["refused"])
-    outcome = await runner.play(stage, scenario, BROKEN, "broken", exits)
+    outcome = await suite.play(scenario, BROKEN, "broken")
     assert not outcome.passed
     # it stopped as told, then connected again with the same token: the steps after "stopped" say so
     assert outcome.reason.startswith(("step 4 ", "step 5 ")), outcome.reason

@@ -28,6 +28,7 @@ ran or its event arrived). ``$protocol`` is the protocol version the fleet speak
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import tempfile
@@ -218,60 +219,96 @@ class Play:
         return "; ".join(_short(e) for e in events) or "nothing"
 
 
-Exits = list["asyncio.Task[str | None]"]
+class Suite:
+    """Scenarios played on one stage, one after another::
 
+        suite = Suite(stage)
+        outcome = await suite.play(scenario, command, "python")
+        problems = await suite.close()   # adapters that did not exit 0
 
-async def play(stage: Stage, scenario: Scenario, command: Sequence[str], client: str, exits: Exits) -> Outcome:
-    """Run one scenario against one client (``clients`` instances at once where it says so).
-    Each adapter's exit lands in ``exits`` (``exit_problems``), awaited while the next one runs."""
-    started = time.monotonic()
-    server = scenario.get("server", "fleet")
-    if server == "fleet":
-        await stage.restore()
-    else:
-        stage.scripted.play(resolve(scenario["script"], PROTOCOLS))
-    try:
-        count = int(scenario.get("clients", 1))
-        results = await asyncio.gather(*(_one(stage, scenario, command, n, exits) for n in range(count)))
-        _across(scenario, results)
-        reason, passed = "", True
-    except (Failed, AdapterFailed) as exc:
-        reason, passed = str(exc), False
-    except OSError as exc:  # the adapter's program is missing, or not executable
-        reason, passed = f"the adapter did not start: {exc}", False
-    finally:
+    The next scenario's adapter is started while a scenario plays (an interpreter's start is
+    most of a short scenario's time, and an idle adapter does nothing until ``start``); each
+    adapter's exit is awaited while the next one plays."""
+
+    def __init__(self, stage: Stage) -> None:
+        self.stage = stage
+        self._spares: dict[tuple[str, ...], asyncio.Task[Adapter]] = {}
+        self._exits: list[asyncio.Task[str | None]] = []
+
+    async def play(self, scenario: Scenario, command: Sequence[str], client: str) -> Outcome:
+        """One scenario against one client (``clients`` instances at once where it says so)."""
+        stage = self.stage
+        started = time.monotonic()
+        server = scenario.get("server", "fleet")
         if server == "fleet":
-            stage.restore_soon()  # a gateway the scenario stopped comes back while the next one runs
-    return Outcome(scenario["name"], client, passed, reason, time.monotonic() - started)
+            await stage.restore()
+        else:
+            stage.scripted.play(resolve(scenario["script"], PROTOCOLS))
+        count = int(scenario.get("clients", 1))
+        results = await asyncio.gather(*(self._one(scenario, command, n) for n in range(count)), return_exceptions=True)
+        if server == "fleet":
+            stage.restore_soon()  # a gateway the scenario stopped comes back while the next one plays
+        reason = ""
+        try:
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+            _across(scenario, [r for r in results if isinstance(r, dict)])
+        except (Failed, AdapterFailed) as exc:
+            reason = str(exc)
+        except OSError as exc:  # the adapter's program is missing, or not executable
+            reason = f"the adapter did not start: {exc}"
+        return Outcome(scenario["name"], client, not reason, reason, time.monotonic() - started)
 
+    async def close(self) -> list[str]:
+        """Stop the spare adapters; why any adapter's exit broke the contract (each must exit 0
+        once stopped)."""
+        for spare in self._spares.values():
+            with contextlib.suppress(Exception):
+                adapter = await spare
+                await adapter.close()
+                self._exits.append(asyncio.create_task(_exit(adapter)))
+        self._spares.clear()
+        return [problem for problem in await asyncio.gather(*self._exits) if problem is not None]
 
-async def exit_problems(exits: Exits) -> list[str]:
-    """Why adapters' exits broke the contract (each must exit 0 once stopped); awaits them all."""
-    return [problem for problem in await asyncio.gather(*exits) if problem is not None]
+    async def _adapter(self, command: Sequence[str]) -> Adapter:
+        """A started adapter (the spare, if one is ready), and the next spare on its way."""
+        key = tuple(command)
+        spare = self._spares.pop(key, None)
+        self._spares[key] = asyncio.create_task(self._start(command))
+        return await spare if spare is not None else await self._start(command)
 
-
-async def _one(stage: Stage, scenario: Scenario, command: Sequence[str], n: int, exits: Exits) -> dict[str, Any]:
-    server = scenario.get("server", "fleet")
-    player = stage.player(f"{scenario['name']}{n}")
-    names: dict[str, Any] = {
-        "url": stage.url if server == "fleet" else stage.scripted.url,
-        "player": player,
-        "token": stage.token(player),
-        "forged_token": stage.token(player, forged=True),
-        "rising": stage.rising,
-        **PROTOCOLS,
-    }
-    adapter = Adapter(command, ROOT)
-    try:
-        async with adapter:
-            played = Play(stage, scenario, adapter, names)
-            await played.run()
+    async def _start(self, command: Sequence[str]) -> Adapter:
+        adapter = Adapter(command, ROOT)
+        try:
+            return await adapter.__aenter__()
+        except BaseException:
             await adapter.close()
-            if not any(r.event.get("event") == "stopped" for r in adapter.events):
-                raise Failed("told to stop, the adapter did not say stopped")
-    finally:
-        exits.append(asyncio.create_task(_exit(adapter)))
-    return played.names
+            self._exits.append(asyncio.create_task(_exit(adapter)))
+            raise
+
+    async def _one(self, scenario: Scenario, command: Sequence[str], n: int) -> dict[str, Any]:
+        stage = self.stage
+        server = scenario.get("server", "fleet")
+        player = stage.player(f"{scenario['name']}{n}")
+        names: dict[str, Any] = {
+            "url": stage.url if server == "fleet" else stage.scripted.url,
+            "player": player,
+            "token": stage.token(player),
+            "forged_token": stage.token(player, forged=True),
+            "rising": stage.rising,
+            **PROTOCOLS,
+        }
+        adapter = await (self._adapter(command) if n == 0 else self._start(command))
+        played = Play(stage, scenario, adapter, names)
+        try:
+            await played.run()
+        finally:
+            await adapter.close()
+            self._exits.append(asyncio.create_task(_exit(adapter)))
+        if not any(r.event.get("event") == "stopped" for r in adapter.events):
+            raise Failed("told to stop, the adapter did not say stopped")
+        return played.names
 
 
 async def _exit(adapter: Adapter) -> str | None:
@@ -312,15 +349,18 @@ async def run(clients: dict[str, list[str]], names: Sequence[str] = ()) -> list[
     """Every scenario (or those named) against every client given, on one stage."""
     chosen = scenarios(names)
     outcomes = []
-    exits: Exits = []
     with tempfile.TemporaryDirectory(prefix="lb-conformance-") as tmp:
         async with Stage(Path(tmp)) as stage:
-            for client, template in clients.items():
-                for scenario in chosen:
-                    outcome = await play(stage, scenario, command_line(template), client, exits)
-                    print(outcome.line(), flush=True)
-                    outcomes.append(outcome)
-    for problem in await exit_problems(exits):
+            suite = Suite(stage)
+            try:
+                for client, template in clients.items():
+                    for scenario in chosen:
+                        outcome = await suite.play(scenario, command_line(template), client)
+                        print(outcome.line(), flush=True)
+                        outcomes.append(outcome)
+            finally:
+                problems = await suite.close()
+    for problem in problems:
         print(f"FAIL adapter exit: {problem}", flush=True)
         outcomes.append(Outcome("exit", "adapter", False, problem, 0.0))
     return outcomes
