@@ -8,6 +8,14 @@ the reason. docs/clients.md ("Conformance") has the scenario table and the adapt
     python -m clients.conformance.runner --client python --scenario drain
     python -m clients.conformance.runner --command node my_adapter.mjs   # a client of your own
 
+A scenario (``scenarios/<name>.json``)::
+
+    {"about": "one line for the docs' table",
+     "server": "fleet" | "scripted", "script": [...],   the scripted server's steps (scripted.py)
+     "clients": n,                                      n instances at once, each through the steps
+     "steps": [...],
+     "across_clients": [{"saved": name, "max_at_least": x}]}   over what each instance saved
+
 Steps (a scenario's ``steps``, in order)::
 
     {"cmd": {...}}                                 a command to the adapter ("$url": where to connect)
@@ -111,11 +119,10 @@ class Play:
         self.names = names  # what "$name" stands for: the run's values and what steps saved
         self.marks: dict[str, float] = {"start": time.monotonic()}
         self.cursor = 0  # events before it were taken by an expect
-        self.baseline = 0  # the fleet's accepted connections when the scenario began
+        self.baseline = 0  # connections to the fleet when the scenario began
 
     async def run(self) -> None:
-        if self.scenario.get("server", "fleet") == "fleet":
-            self.baseline = await self.stage.accepted()
+        self.baseline = self.stage.connections
         for number, step in enumerate(self.scenario["steps"], 1):
             try:
                 await self.step(step)
@@ -190,17 +197,19 @@ class Play:
     async def expect_handshakes(self, want: Any, within: float) -> None:
         deadline = time.monotonic() + within
         while True:
-            count = await self.handshakes()
+            count = self.handshakes()
             if holds(count, want):
                 return
             if time.monotonic() >= deadline:
                 raise Failed(f"the server counted {count} connections")
             await asyncio.sleep(0.05)
 
-    async def handshakes(self) -> int:
+    def handshakes(self) -> int:
+        """Connections the client opened since the scenario began (the scripted server's count
+        starts at each scenario)."""
         if self.scenario.get("server", "fleet") == "scripted":
             return self.stage.scripted.handshakes
-        return await self.stage.accepted() - self.baseline
+        return self.stage.connections - self.baseline
 
     def in_order(self, step: Step) -> None:
         pattern = resolve(step["in_order"], self.names)

@@ -1,6 +1,7 @@
 """What the scenarios act on: a real fleet of the project's own processes (an embedded
-redis-server, the scorer, two gateways sharing one port) and a scripted server, started once for
-a whole run and shared by every scenario and every client.
+redis-server, the scorer, two gateways sharing one port, reached through a relay that counts the
+connections: relay.py) and a scripted server, started once for a whole run and shared by every
+scenario and every client.
 
 The fleet's gateways are not restarted by the fleet itself: a scenario that drains or kills one
 needs it gone while the client reconnects (else the client could meet it again, new, under its
@@ -16,12 +17,13 @@ import time
 import uuid
 from pathlib import Path
 
-from fleet.children import http_ok, listening_pids
+from fleet.children import listening_pids
 from fleet.supervisor import Fleet, FleetSettings
 from leaderboard import GameConfig, RedisClient, Submission, connect, now_ms
 from leaderboard.auth import issue
 from leaderboard.queue import Queue
 
+from .relay import Relay
 from .scripted import ScriptedServer
 
 # Server settings of the run's fleet (no client knob): rank pushes twice a second so a scenario
@@ -46,6 +48,7 @@ class Stage:
             )
         )
         self.scripted = ScriptedServer()
+        self.relay: Relay | None = None  # in front of the fleet's port: counts the connections
         self.config = GameConfig.from_env()  # the fleet's children read the same environment
         self.run_id = uuid.uuid4().hex[:8]  # players and submissions of this run only
         self._points = itertools.count(1)
@@ -57,6 +60,7 @@ class Stage:
     async def __aenter__(self) -> Stage:
         await self.fleet.start()
         try:
+            self.relay = await Relay(self.fleet.settings.host, self.fleet.port).__aenter__()
             await self.scripted.__aenter__()
             self._redis = connect(self.fleet.redis_url)
             self._queue = Queue(self._redis, self.config)
@@ -69,13 +73,22 @@ class Stage:
         if self._restoring is not None:
             await asyncio.gather(self._restoring, return_exceptions=True)
         await self.scripted.__aexit__()
+        if self.relay is not None:
+            await self.relay.__aexit__()
         if self._redis is not None:
             await self._redis.aclose()
         await self.fleet.close()
 
     @property
     def url(self) -> str:
-        return self.fleet.ws_url
+        """The fleet's WebSocket URL, through the relay."""
+        assert self.relay is not None
+        return f"ws://127.0.0.1:{self.relay.port}/ws"
+
+    @property
+    def connections(self) -> int:
+        """Connections opened to the fleet through the relay since the stage began."""
+        return self.relay.connections if self.relay is not None else 0
 
     def player(self, name: str) -> str:
         return f"{name}-{self.run_id}"
@@ -118,44 +131,17 @@ class Stage:
             fleet.gateways[i] = await fleet.start_gateway(i)
             self._stopped.discard(i)
         async with asyncio.timeout(fleet.settings.start_timeout):
-            while not await self._all_up():
+            while not self._all_up():
                 if any(p.returncode is not None for p in fleet.gateways):
                     raise RuntimeError("a gateway of the conformance fleet exited at start")
                 await asyncio.sleep(0.05)
 
-    async def _all_up(self) -> bool:
-        """Every gateway on the shared port, and its /metrics (``accepted()`` reads them) answering."""
-        fleet = self.fleet
-        if not {p.pid for p in fleet.gateways} <= set(listening_pids(fleet.port)):
-            return False
-        for i in range(len(fleet.gateways)):
-            if not await http_ok(fleet.settings.host, fleet.addresses.gateway_metrics_port(i), "/metrics"):
-                return False
-        return True
-
-    async def accepted(self) -> int:
-        """Connections the fleet's gateways accepted (their ``lb_gw_accepted`` counters)."""
-        total = 0
-        for i, proc in enumerate(self.fleet.gateways):
-            if proc.returncode is None:
-                total += await _counter(self.fleet.settings.host, self.fleet.addresses.gateway_metrics_port(i))
-        return total
+    def _all_up(self) -> bool:
+        """Every gateway listening on the shared port."""
+        return {p.pid for p in self.fleet.gateways} <= set(listening_pids(self.fleet.port))
 
     def _index(self, gateway_id: str) -> int:
         ids = [f"gw-{i + 1}" for i in range(len(self.fleet.gateways))]  # the ids the fleet gives them
         if gateway_id not in ids:
             raise ValueError(f"no gateway {gateway_id!r} in this fleet ({', '.join(ids)})")
         return ids.index(gateway_id)
-
-
-async def _counter(host: str, port: int, name: str = "lb_gw_accepted_total") -> int:
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2)
-    try:
-        writer.write(f"GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
-        body = await asyncio.wait_for(reader.read(), 5)
-    finally:
-        writer.close()
-    for line in body.decode().splitlines():
-        if line.startswith(name + " "):
-            return int(float(line.split()[1]))
-    raise RuntimeError(f"{name} is not among the metrics of port {port}")
