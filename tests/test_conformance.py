@@ -13,6 +13,7 @@ import pytest
 
 from clients.conformance import runner
 from clients.conformance.adapter import command_line
+from clients.conformance.patterns import ScenarioError
 from clients.conformance.stage import Stage
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,3 +69,13 @@ async def test_the_runner_fails_a_client_that_retries_a_refused_token(suite: run
 
 def test_the_docs_table_is_the_scenarios() -> None:
     assert runner.table() in (ROOT / "docs" / "clients.md").read_text(), "python -m clients.conformance.runner --table"
+
+
+def test_the_runners_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert runner.main(["--table"]) == 0
+    assert capsys.readouterr().out == runner.table()
+    with pytest.raises(SystemExit) as refused:
+        runner.main(["--client", "cobol"])  # not in adapters.json: refused before anything starts
+    assert refused.value.code == 2
+    with pytest.raises(ScenarioError):
+        runner.scenarios(["no-such-scenario"])
