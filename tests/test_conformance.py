@@ -13,7 +13,7 @@ import pytest
 
 from clients.conformance import runner
 from clients.conformance.adapter import command_line
-from clients.conformance.patterns import ScenarioError
+from clients.conformance.patterns import ScenarioError, matches, resolve
 from clients.conformance.stage import Stage
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,3 +79,18 @@ def test_the_runners_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert refused.value.code == 2
     with pytest.raises(ScenarioError):
         runner.scenarios(["no-such-scenario"])
+
+
+def test_patterns_name_events_and_values() -> None:
+    status = {"event": "status", "status": "reconnecting", "retry_in": 0.4, "reason": None}
+    assert matches(status, {"event": "status", "retry_in": {">=": 0, "<=": 1.0}})
+    assert not matches(status, {"retry_in": {">": 1.0}})
+    assert not matches({**status, "retry_in": None}, {"retry_in": {"<=": 1.0}})  # null is no number
+    assert not matches(status, {"message.gateway": "gw-1"})  # a path it does not have
+    assert matches({"message": {"entries": [{"player": "mia"}]}}, {"message.entries.0.player": "mia"})
+    assert matches(status, {"status": {"in": ["reconnecting", "stopped"]}})
+    names = {"gw": "gw-2", "rising": iter([1000, 2000]).__next__}
+    assert resolve({"message.gateway": {"!=": "$gw"}}, names) == {"message.gateway": {"!=": "gw-2"}}
+    assert resolve(["$rising", "$rising"], names) == [1000, 2000]  # a new value at each use
+    with pytest.raises(ScenarioError):
+        resolve("$unknown", names)
