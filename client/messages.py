@@ -43,7 +43,7 @@ def parse(frame: str | bytes) -> Message:
     try:
         msg = orjson.loads(frame)
     except orjson.JSONDecodeError:
-        raise ValueError(f"not JSON ({len(frame)} bytes)") from None
+        raise ValueError("not JSON") from None
     if not isinstance(msg, dict):
         raise ValueError(f"a JSON {type(msg).__name__}, not an object")
     kind = msg.get("type")
