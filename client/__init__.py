@@ -1,6 +1,6 @@
 """Python client of the gateway protocol: reconnecting, heartbeat-watched, latest state kept."""
 
 from .backoff import Backoff
-from .connection import LeaderboardClient, Refused, RequestError, Untrusted
+from .connection import Incompatible, LeaderboardClient, Refused, RequestError, Untrusted
 
-__all__ = ["Backoff", "LeaderboardClient", "Refused", "RequestError", "Untrusted"]
+__all__ = ["Backoff", "Incompatible", "LeaderboardClient", "Refused", "RequestError", "Untrusted"]

@@ -16,6 +16,11 @@ close (a refused token, an unknown game) is final: the client stops, and ``wait_
 A ``wss://`` URL is verified against the system's CAs, or only those of ``ca_file`` (a private CA);
 a certificate that does not verify is final too (``Untrusted``, a ``Refused`` with close code 1015,
 the code RFC 6455 keeps for a failed TLS handshake): retrying cannot make it trusted.
+
+A server message the client cannot read is reported to the listeners as an ``error`` with the
+code ``malformed_message`` and skipped; the loop goes on. A server whose ``welcome`` carries a
+greater ``protocol`` than this client speaks is reported (``protocol_version``) and the client
+stops (``Incompatible``): it does not guess at messages it may misread.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 
 from leaderboard import delta
 
+from . import messages
 from .backoff import Backoff
 
 log = logging.getLogger("leaderboard.client")
@@ -64,6 +70,7 @@ class LeaderboardClient:
         self.open_timeout = open_timeout
         self.status = "idle"  # idle, connecting, live, reconnecting, refused, closed
         self.retry_in: float | None = None  # seconds until the next attempt while reconnecting
+        self.reason: str | None = None  # why the last connection ended: its close reason, a refusal's code
         self.welcome: Message | None = None
         self.snapshots: dict[Subscription, Message] = {}
         self.ranks: dict[Subscription, Message] = {}
@@ -149,6 +156,15 @@ class LeaderboardClient:
             raise RequestError(reply.get("code", "error"), reply.get("message", ""))
         return reply
 
+    def send(self, message: Message) -> None:
+        """Send a message that has no reply (a friends list); raises ``ConnectionError`` while the
+        line is down instead of dropping it unseen (``subscribe`` is the one kept and re-sent)."""
+        if self.refused is not None:
+            raise self.refused
+        if self._ws is None or self.status != "live":
+            raise ConnectionError("not connected")
+        self._send_nowait(message)
+
     async def wait_for(self, predicate: Callable[[Message], bool], timeout: float) -> Message:
         """The next message (or status event) for which ``predicate`` is true; raises ``Refused``
         at once if the gateway refused this client (no such message will come)."""
@@ -178,6 +194,7 @@ class LeaderboardClient:
             close_code: int | None = None
             retry_after: float | None = None
             started = time.monotonic()
+            self._close_reason = ""  # a connection that fails to open has none
             try:
                 # offers permessage-deflate (shared compressed frames, when the gateway has them)
                 async with connect(self.url, open_timeout=self.open_timeout, ssl=self.ssl) as ws:
@@ -199,12 +216,14 @@ class LeaderboardClient:
                 return
             if self.refused is not None:
                 log.info("%s", self.refused)
+                self.reason = self.refused.code
                 self._set_status("refused")
                 return
             self.backoff.connected_for(time.monotonic() - started if close_code is not None else 0)
             delay = self.backoff.next_delay(close_code=close_code, retry_after=retry_after)
             self.retry_in = delay
-            self._set_status("reconnecting")
+            self.reason = self._close_reason or None
+            self._set_status("reconnecting", force=True)  # each wait told, with its length
             await asyncio.sleep(delay)
             self.retry_in = None
 
@@ -222,10 +241,19 @@ class LeaderboardClient:
                 # close code is what the backoff needs
                 await ws.send(orjson.dumps(hello).decode())
             async for frame in ws:
-                msg = orjson.loads(frame)
-                if not isinstance(msg, dict):
+                self._last_seen = time.monotonic()  # even a frame it cannot read proves the line
+                try:
+                    msg = messages.parse(frame)
+                except ValueError as exc:
+                    self._report(messages.MALFORMED, f"a server message this client cannot read: {exc}")
                     continue
-                if msg.get("type") == "welcome":
+                if msg["type"] == "welcome":
+                    newer = messages.newer_protocol(msg)
+                    if newer is not None:
+                        self.refused = Incompatible(newer)
+                        self._report(messages.PROTOCOL_VERSION, newer)
+                        await ws.close(PROTOCOL_ERROR, messages.PROTOCOL_VERSION)
+                        break
                     self.welcome = msg  # the handshake's, then again as the answer to hello
                     if watchdog is None:
                         self._on_live(ws)
@@ -260,7 +288,6 @@ class LeaderboardClient:
             await ws.send('{"type":"ping"}')
 
     def _dispatch(self, msg: Message) -> None:
-        self._last_seen = time.monotonic()
         kind = msg.get("type")
         if kind == "error" and "id" not in msg:
             self._last_error = msg  # what a 1008 close is about (the reason is only its code)
@@ -279,8 +306,7 @@ class LeaderboardClient:
             future = self._pending.pop(req_id)
             if not future.done():
                 future.set_result(msg)
-        for listener in list(self._listeners):
-            listener(msg)
+        self._tell(msg)
 
     def _applied(self, msg: Message) -> Message | None:
         """The snapshot a delta makes of the one held, or None: an older one (its version held
@@ -310,12 +336,22 @@ class LeaderboardClient:
         if target is not None:
             asyncio.get_running_loop().create_task(target.send(orjson.dumps(msg).decode()))
 
-    def _set_status(self, status: str) -> None:
-        if status != self.status:
+    def _set_status(self, status: str, *, force: bool = False) -> None:
+        if status != self.status or force:
             self.status = status
-            event: Message = {"type": "status", "status": status, "retry_in": self.retry_in}
-            for listener in list(self._listeners):
-                listener(event)
+            reason = self.reason if status in ("reconnecting", "refused") else None
+            event: Message = {"type": "status", "status": status, "retry_in": self.retry_in, "reason": reason}
+            self._tell(event)
+
+    def _report(self, code: str, message: str) -> None:
+        """An error of the client's own (not the server's) for the application: an event, never a
+        dead loop; logged too, since a listener may not look."""
+        log.warning("%s: %s", code, message)
+        self._tell(messages.error_event(code, message))
+
+    def _tell(self, event: Message) -> None:
+        for listener in list(self._listeners):
+            listener(event)
 
     def _fail_pending(self) -> None:
         for future in self._pending.values():
@@ -351,6 +387,18 @@ class Untrusted(Refused):
     def __init__(self, detail: str) -> None:
         error = {"code": "untrusted_certificate", "message": detail}
         super().__init__(TLS_HANDSHAKE_FAILED, "untrusted certificate", error)
+
+
+PROTOCOL_ERROR = 1002  # RFC 6455: an endpoint ends the connection over a protocol it cannot follow
+
+
+class Incompatible(Refused):
+    """The server speaks a newer protocol than this client (``welcome.protocol``): the client
+    stops instead of guessing at messages it may misread; a newer client is the remedy."""
+
+    def __init__(self, detail: str) -> None:
+        error = {"code": messages.PROTOCOL_VERSION, "message": detail}
+        super().__init__(PROTOCOL_ERROR, messages.PROTOCOL_VERSION, error)
 
 
 def tls_context(ca_file: str | None = None) -> ssl.SSLContext:

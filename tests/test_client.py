@@ -8,8 +8,9 @@ import orjson
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
-from client import Backoff, LeaderboardClient, RequestError
+from client import Backoff, LeaderboardClient, RequestError, messages
 from leaderboard import Leaderboard, Submission, now_ms
+from leaderboard.wire import PROTOCOL
 
 from .gw_helpers import T, publish, running, snapshot, token, url
 
@@ -89,3 +90,28 @@ async def test_overloaded_gateway_503_is_honoured(redis_url: str) -> None:
         event = await second.wait_for(lambda m: m["type"] == "status" and m.get("retry_in") is not None, 5 * T)
         assert event["retry_in"] >= 1.0  # the gateway's Retry-After, not the tiny backoff cap
         await second.close()
+
+
+def test_what_the_client_reads_from_a_server() -> None:
+    """messages.parse: a frame it cannot read raises ValueError (the client reports it as an error
+    event malformed_message); a type it does not know, or a reply without a board, is no fault."""
+    snapshot = {"type": "snapshot", "board": "global", "window": "weekly", "version": 3, "entries": []}
+    assert messages.parse(orjson.dumps(snapshot)) == snapshot
+    assert messages.parse('{"type":"overtaken","by":"leo"}')["type"] == "overtaken"
+    assert messages.parse('{"type":"rank","id":"r1","rank":null}')["id"] == "r1"
+    for frame in (
+        "<html>502</html>",
+        "[1,2]",
+        '{"no":"type"}',
+        '{"type":"snapshot","board":"global"}',
+        '{"type":"snapshot","board":"global","window":"weekly","version":true,"entries":[]}',
+        '{"type":"delta","board":"global","window":"weekly","base":"2","entries":[]}',
+        '{"type":"rank","rank":1}',
+        '{"type":"error"}',
+        '{"type":"welcome","protocol":"1"}',
+    ):
+        with pytest.raises(ValueError):
+            messages.parse(frame)
+    assert messages.newer_protocol({"type": "welcome"}) is None  # a server from before the version
+    assert messages.newer_protocol({"type": "welcome", "protocol": PROTOCOL}) is None
+    assert messages.newer_protocol({"type": "welcome", "protocol": PROTOCOL + 1}) is not None

@@ -21,7 +21,7 @@ LAYERS = (
     ("leaderboard",),  # the library wrappers, keys, settings, errors: everything builds on it
     ("api", "client", "gateway", "scorer"),  # the processes and the client, each on the library alone
     ("fleet",),  # runs gateways and scorers
-    ("loadtest",),  # drives a fleet through the client
+    ("loadtest", "clients"),  # drive a fleet through the clients (the load test, the conformance suite)
     ("bench",),  # measures all of the above
 )
 LAYER = {package: i for i, packages in enumerate(LAYERS) for package in packages}

@@ -1,0 +1,2 @@
+"""Clients of the socket protocol, and the conformance suite every one of them passes
+(clients/conformance, docs/clients.md). The Python client itself is the ``client`` package."""
