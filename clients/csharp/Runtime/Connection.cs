@@ -23,6 +23,8 @@ namespace Leaderboard.Client
         string stopReason; // set when the client stops by itself (1008, a newer protocol)
         bool renewed; // a token was renewed and no welcome has accepted it yet
         long lastSeen; // Clock ticks of the last frame received (read by the heartbeat)
+        int? receivedClose; // the close frame of the connection in hand, as it arrived
+        string receivedReason;
 
         async Task Run(CancellationToken stop)
         {
@@ -32,6 +34,8 @@ namespace Leaderboard.Client
                 SetStatus(everLive ? "reconnecting" : "connecting", null, null);
                 int? closeCode = null;
                 string closeReason = null;
+                receivedClose = null;
+                receivedReason = null;
                 double openedAt = -1;
                 var ws = new ClientWebSocket();
                 try
@@ -50,11 +54,6 @@ namespace Leaderboard.Client
                         await SendRaw(ws, Json.Write(hello)).ConfigureAwait(false);
                     }
                     everLive |= await Session(ws, stop).ConfigureAwait(false);
-                    if (ws.CloseStatus.HasValue)
-                    {
-                        closeCode = (int)ws.CloseStatus.Value;
-                        closeReason = ws.CloseStatusDescription;
-                    }
                 }
                 catch (Exception failure) when (failure is WebSocketException || failure is IOException ||
                                                 failure is OperationCanceledException || failure is ObjectDisposedException)
@@ -63,6 +62,18 @@ namespace Leaderboard.Client
                 }
                 finally
                 {
+                    // read here, not only after a clean session: a gateway that closes at once (1013)
+                    // can fail the hello's send, and its close code must still set the backoff
+                    if (ws.CloseStatus.HasValue)
+                    {
+                        closeCode = (int)ws.CloseStatus.Value;
+                        closeReason = ws.CloseStatusDescription;
+                    }
+                    else if (receivedClose.HasValue)
+                    {
+                        closeCode = receivedClose;
+                        closeReason = receivedReason;
+                    }
                     lock (gate) socket = null;
                     FailPending();
                     ws.Dispose();
@@ -141,6 +152,13 @@ namespace Leaderboard.Client
                             Interlocked.Exchange(ref lastSeen, Clock.ElapsedTicks);
                             if (part.MessageType == WebSocketMessageType.Close)
                             {
+                                // the close frame's code, as received: mono sets ws.CloseStatus only
+                                // once the closing handshake completes, which a gateway may not wait for
+                                if (part.CloseStatus.HasValue)
+                                {
+                                    receivedClose = (int)part.CloseStatus.Value;
+                                    receivedReason = part.CloseStatusDescription;
+                                }
                                 await CloseQuietly(ws, WebSocketCloseStatus.NormalClosure).ConfigureAwait(false);
                                 return live;
                             }
