@@ -46,7 +46,7 @@ from .http import Routes
 from .hub import Hub
 from .metrics import Metrics
 from .outbound import Outbound
-from .settings import GatewaySettings
+from .settings import JS_CLIENT, GatewaySettings
 
 log = logging.getLogger("gateway")
 
@@ -114,6 +114,7 @@ class Gateway(Service):
             await self._metrics_server.start()
         routes = Routes(
             static_dir=s.static_dir,
+            js_client=JS_CLIENT,
             admit=self._admit,
             not_ready=self._not_ready,
             demo_token=self._demo_token,
