@@ -490,3 +490,13 @@ CLIENT: tuple[type, ...] = (
     RankRequest, AroundRequest, RanksRequest, StatsRequest, RecentRequest, FinalsRequest, JoinRequest,
     SubmitRequest, StatusRequest, BanRequest, UnbanRequest, CorrectRequest, ProfileRequest, BoardRequest,
 )  # fmt: skip
+
+# The reply (carrying the request's ``id``) to each request that has one; an ``error`` with the id
+# instead when it is refused. ``resync`` is answered by a pushed ``snapshot``.
+REPLIES: dict[type, type] = {
+    HelloRequest: Welcome, PingRequest: Pong, BoardsRequest: Boards, SubscribeRequest: Subscribed,
+    UnsubscribeRequest: Unsubscribed, TopRequest: Top, RankRequest: Rank, AroundRequest: Around, RanksRequest: Ranks,
+    StatsRequest: Stats, RecentRequest: Recent, FinalsRequest: Finals, JoinRequest: Joined, SubmitRequest: Submitted,
+    StatusRequest: Status, BanRequest: Banned, UnbanRequest: Unbanned, CorrectRequest: Corrected,
+    ProfileRequest: Profile, BoardRequest: Board,
+}  # fmt: skip
