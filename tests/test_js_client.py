@@ -1,25 +1,30 @@
 """The JS package (clients/js/): its typed usage example passes ``tsc --noEmit``, its Node test
-suite (``node --test``) passes against a real fleet started here, and its conformance adapter
+suite (``node --test``) passes against a real fleet started here, its conformance adapter
 (clients/js/conformance/adapter.mjs) speaks the runner's stdin/stdout contract against the same
-fleet. Node.js and the package's npm dependencies come from ``./dev install`` (``npm ci``)."""
+fleet, and docs/clients.md's Node.js example runs as written and its compatibility table is true.
+Node.js and the package's npm dependencies come from ``./dev install`` (``npm ci``)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
+import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import websockets
 
 from fleet.redis_server import RedisServer
 from fleet.supervisor import Fleet, FleetSettings
 from leaderboard.auth import issue
+from leaderboard.wire import PROTOCOL
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "clients" / "js"
@@ -140,3 +145,49 @@ async def test_the_conformance_adapter_drives_the_client(running: Running) -> No
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+def test_the_compatibility_matrix_is_true() -> None:
+    """docs/clients.md's table: each client's protocol and version as its code and package say."""
+    doc = (ROOT / "docs" / "clients.md").read_text()
+    table = doc.split("## Compatibility", 1)[1].split("\n\n")[2]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    package = json.loads((PACKAGE / "package.json").read_text())
+    js_protocol = re.search(r"^export const PROTOCOL = (\d+);$", (PACKAGE / "src/client.js").read_text(), re.M)
+    assert js_protocol is not None
+    assert rows == [
+        [str(PROTOCOL), "Python (`client/`)", f"`{pyproject['name']}` (pip, the server's wheel)", pyproject["version"]],
+        [js_protocol[1], "JS, browsers and Node.js (`clients/js/`)", f"`{package['name']}` (npm)", package["version"]],
+    ]
+    assert int(js_protocol[1]) == PROTOCOL, "the JS client speaks the server's protocol"
+
+
+async def test_the_docs_node_example_runs_as_written(running: Running, tmp_path: Path) -> None:
+    """The Node.js example of docs/clients.md, installed as the page says (the package beside it
+    in node_modules, as `npm install <path>` links it), prints the all-time board's leader."""
+    node_modules()
+    doc = (ROOT / "docs" / "clients.md").read_text()
+    example = doc.split("## JavaScript package", 1)[1].split("```js\n", 1)[1].split("```", 1)[0]
+    assert len(example.splitlines()) <= 15
+    (tmp_path / "leader.mjs").write_text(example)
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules" / "leaderboard-fleet-client").symlink_to(PACKAGE)
+    async with websockets.connect(running.fleet.ws_url) as ws:  # a game server files the best score
+        await ws.send(json.dumps({"type": "hello", "token": running.token("gs", "server")}))
+        await ws.send(json.dumps({"type": "subscribe", "board": "global", "window": "alltime"}))
+        sub = {"id": "docs-1", "player": "docs-leader", "points": 99_000_000}
+        await ws.send(json.dumps({"type": "submit", "submission": sub}))
+        async with asyncio.timeout(20):
+            while True:  # until the board's published snapshot shows it: what the example reads
+                msg = json.loads(await ws.recv())
+                top = msg.get("entries") if msg["type"] == "snapshot" and msg["window"] == "alltime" else None
+                if top and top[0]["player"] == "docs-leader":
+                    break
+    proc = await asyncio.create_subprocess_exec(
+        NODE or "node", "leader.mjs", running.fleet.ws_url, cwd=tmp_path, env={"PATH": os.environ["PATH"]},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()
+    assert re.fullmatch(r"global alltime v\d+: docs-leader 99000000\n", out.decode()), out
