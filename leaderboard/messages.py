@@ -365,6 +365,12 @@ class _BoardMessage(WithId, total=False):
     window: WindowName
 
 
+class _Read(_BoardMessage, total=False):
+    """A read of a board, in its current period or a past one."""
+
+    period: Period | None
+
+
 class HelloRequest(WithId):
     type: Literal["hello"]
     token: NotRequired[str | None]
@@ -392,34 +398,29 @@ class ResyncRequest(_BoardMessage):
     type: Literal["resync"]
 
 
-class TopRequest(_BoardMessage):
+class TopRequest(_Read):
     type: Literal["top"]
     n: NotRequired[int]
-    period: NotRequired[Period | None]
 
 
-class RankRequest(_BoardMessage):
+class RankRequest(_Read):
     type: Literal["rank"]
     player: NotRequired[str | None]
-    period: NotRequired[Period | None]
 
 
-class AroundRequest(_BoardMessage):
+class AroundRequest(_Read):
     type: Literal["around"]
     player: NotRequired[str | None]
     k: NotRequired[int]
-    period: NotRequired[Period | None]
 
 
-class RanksRequest(_BoardMessage):
+class RanksRequest(_Read):
     type: Literal["ranks"]
     players: list[str]
-    period: NotRequired[Period | None]
 
 
-class StatsRequest(_BoardMessage):
+class StatsRequest(_Read):
     type: Literal["stats"]
-    period: NotRequired[Period | None]
 
 
 class RecentRequest(_BoardMessage):

@@ -5,7 +5,7 @@
 export type Protocol = 1;
 
 /** Someone entered the top N of a subscribed board (built by the function library). */
-export interface Announce {
+export interface Announce extends FinalEntry {
   name?: string;
   /** an https:// URL */
   avatar?: string;
@@ -15,12 +15,6 @@ export interface Announce {
   board: string;
   window: string;
   period: string;
-  player: string;
-  rank: number;
-  score: number;
-  /** a defined board's key values as decimal strings (exact over int64) */
-  keys?: Array<string>;
-  meta?: string;
 }
 
 export interface Around {
@@ -44,10 +38,10 @@ export interface AroundRequest {
   board?: string;
   /** a window the board keeps, or t-<tournament>; default the board's first */
   window?: string;
+  period?: string | null;
   type: "around";
   player?: string | null;
   k?: number;
-  period?: string | null;
 }
 
 export interface BanRequest {
@@ -158,19 +152,13 @@ export interface Delta {
   entries: Array<number | Array<number> | Record<string, unknown>>;
 }
 
-export interface Entry {
+export interface Entry extends FinalEntry {
   name?: string;
   /** an https:// URL */
   avatar?: string;
   /** ISO 3166-1 alpha-2, in capitals */
   country?: string;
-  rank: number;
-  player: string;
-  score: number;
   top_percent?: number;
-  /** a defined board's key values as decimal strings (exact over int64) */
-  keys?: Array<string>;
-  meta?: string;
 }
 
 export interface Error {
@@ -222,22 +210,7 @@ export interface FinalsRequest {
   n?: number;
 }
 
-export interface Heard {
-  name?: string;
-  /** an https:// URL */
-  avatar?: string;
-  /** ISO 3166-1 alpha-2, in capitals */
-  country?: string;
-  type: "announce";
-  board: string;
-  window: string;
-  period: string;
-  player: string;
-  rank: number;
-  score: number;
-  /** a defined board's key values as decimal strings (exact over int64) */
-  keys?: Array<string>;
-  meta?: string;
+export interface Heard extends Announce {
   /** when the gateway heard it (ms) */
   ts: number;
 }
@@ -330,9 +303,9 @@ export interface RankRequest {
   board?: string;
   /** a window the board keeps, or t-<tournament>; default the board's first */
   window?: string;
+  period?: string | null;
   type: "rank";
   player?: string | null;
-  period?: string | null;
 }
 
 export interface Ranks {
@@ -355,9 +328,9 @@ export interface RanksRequest {
   board?: string;
   /** a window the board keeps, or t-<tournament>; default the board's first */
   window?: string;
+  period?: string | null;
   type: "ranks";
   players: Array<string>;
-  period?: string | null;
 }
 
 export interface Recent {
@@ -413,12 +386,7 @@ export interface Snapshot {
   columns?: Array<Column>;
 }
 
-export interface Standing {
-  name?: string;
-  /** an https:// URL */
-  avatar?: string;
-  /** ISO 3166-1 alpha-2, in capitals */
-  country?: string;
+export interface Standing extends Shown {
   player: string;
   rank: number | null;
   score: number | null;
@@ -447,8 +415,8 @@ export interface StatsRequest {
   board?: string;
   /** a window the board keeps, or t-<tournament>; default the board's first */
   window?: string;
-  type: "stats";
   period?: string | null;
+  type: "stats";
 }
 
 export interface Status {
@@ -523,9 +491,9 @@ export interface TopRequest {
   board?: string;
   /** a window the board keeps, or t-<tournament>; default the board's first */
   window?: string;
+  period?: string | null;
   type: "top";
   n?: number;
-  period?: string | null;
 }
 
 export interface UnbanRequest {
