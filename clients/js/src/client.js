@@ -35,10 +35,12 @@ const TOKEN_REFUSED = new Set(["invalid_token", "token_expired"]); // the 1008 c
 const OPEN = 1; // WebSocket.OPEN, the same in browsers and in ws
 
 // The WebSocket class when none is given: the global one (browsers, Node 22+), else the ws
-// package's (imported only then, so a page never asks for it).
+// package's (imported only then, so a page never asks for it). The name is a variable so that a
+// bundler building for browsers does not try to resolve ws, an optional peer dependency.
+const WS_PACKAGE = "ws";
 async function defaultWebSocket() {
   if (typeof globalThis.WebSocket === "function") return globalThis.WebSocket;
-  const { WebSocket } = await import("ws");
+  const { WebSocket } = await import(WS_PACKAGE);
   return WebSocket;
 }
 
