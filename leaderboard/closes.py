@@ -30,7 +30,7 @@ GAME_UNAVAILABLE = "game unavailable"  # then ": <game>", while the game's Redis
 @dataclass(frozen=True, slots=True)
 class Close:
     code: int
-    reason: str  # as sent; a prefix when ``prefix``
+    reason: str | None  # as sent; a prefix when ``prefix``; None: websockets' own text
     when: str
     client: str  # what a client does
     prefix: bool = False
@@ -42,7 +42,7 @@ CLOSES = (
     Close(POLICY, FORBIDDEN_ORIGIN, "an Origin the gateway does not allow", "stop"),
     Close(POLICY, UNKNOWN_GAME, "?game= names a game the gateway does not serve", "stop"),
     Close(POLICY, ABUSE, "sustained abuse: too many refused messages", "stop"),
-    Close(TOO_BIG, "", "a frame over the size limit", "stop: fix the client"),
+    Close(TOO_BIG, None, "a frame over the size limit", "stop: fix the client"),
     Close(INTERNAL, KEEPALIVE, "no pong within the heartbeat timeout: a dead line", "reconnect with backoff"),
     Close(DRAINING, DRAIN, "the gateway restarts or drains", "reconnect soon (another gateway answers)"),
     Close(DRAINING, REBALANCE, "the socket is moved to an emptier gateway", "reconnect soon"),

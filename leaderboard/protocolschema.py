@@ -30,7 +30,7 @@ from typing import (
 )
 
 from . import messages
-from .closes import CLOSES
+from .closes import CLOSES, Close
 from .wire import PROTOCOL
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -147,7 +147,7 @@ def close_schema() -> dict[str, Any]:
             "description": f"{c.when}; a client should {c.client}",
             "properties": {
                 "code": {"const": c.code},
-                "reason": {"type": "string", "pattern": f"^{_escape(c.reason)}: "} if c.prefix else {"const": c.reason},
+                "reason": _reason(c),
             },
             "required": ["code", "reason"],
         }
@@ -160,6 +160,14 @@ def close_schema() -> dict[str, Any]:
         "description": "A WebSocket close frame a gateway sends, as {code, reason}.",
         "oneOf": closes,
     }
+
+
+def _reason(close: Close) -> dict[str, Any]:
+    if close.reason is None:
+        return {"type": "string"}
+    if close.prefix:
+        return {"type": "string", "pattern": f"^{_escape(close.reason)}: "}
+    return {"const": close.reason}
 
 
 def _escape(text: str) -> str:

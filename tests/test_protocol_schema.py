@@ -188,6 +188,11 @@ def test_the_gateway_closes_only_with_the_published_codes_and_reasons() -> None:
                 assert not [v for v in literals if isinstance(v, int) and v >= 1000], (file.name, node.lineno)
     listed = protocolschema.close_schema()["oneOf"]
     assert [(c["properties"]["code"]["const"]) for c in listed] == [c.code for c in closes.CLOSES]
+    check = jsonschema.Draft202012Validator(protocolschema.close_schema())
+    assert check.is_valid({"code": closes.OVERLOADED, "reason": f"{closes.GAME_UNAVAILABLE}: kart"})
+    assert check.is_valid({"code": closes.TOO_BIG, "reason": "frame exceeds limit"})
+    assert not check.is_valid({"code": closes.POLICY, "reason": "just because"})
+    assert not check.is_valid({"code": closes.DRAINING, "reason": closes.FULL})
 
 
 @pytest.mark.slow  # a cold mypy cache: ~10 s
@@ -260,6 +265,9 @@ async def test_every_message_a_fleets_gateway_sends_validates(fleet: Fleet) -> N
     ):
         server, player, lost = Recorder(server_ws), Recorder(player_ws), Recorder(lost_ws)
         await lost.until(lambda m: m["type"] == "error")  # unknown_game, then 1008
+        await lost_ws.wait_closed()
+        close = {"code": lost_ws.close_code, "reason": lost_ws.close_reason}
+        assert jsonschema.Draft202012Validator(protocolschema.close_schema()).is_valid(close), close
         await server.ask({"type": "hello", "token": token("gs", "server")}, "h")
 
         async def submit(who: str, points: int) -> None:
