@@ -28,6 +28,30 @@
 // The protocol version this client speaks (welcome.protocol; docs/clients.md, Compatibility).
 export const PROTOCOL = 1;
 
+// The fields this client reads from each message type, and their JSON types: a message without
+// them is malformed (reported, skipped). A type it does not know is not: a newer gateway may add one.
+const TEXT = (v) => typeof v === "string";
+const INT = (v) => Number.isInteger(v);
+const LIST = (v) => Array.isArray(v);
+const OBJECT = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+const FIELDS = {
+  snapshot: { board: TEXT, window: TEXT, version: INT, entries: LIST },
+  delta: { board: TEXT, window: TEXT, base: INT, entries: LIST },
+  error: { code: TEXT },
+};
+const PUSHED = { rank: { board: TEXT, window: TEXT } }; // a reply of the same type may omit them
+const OPTIONAL = { welcome: { protocol: INT, heartbeat: OBJECT } };
+
+// Why a parsed frame is not a message this client reads, or "" when it is one.
+function unreadable(msg) {
+  if (!OBJECT(msg) || !TEXT(msg.type)) return "a server frame that is not a JSON object with a type";
+  const needed = { ...FIELDS[msg.type], ...(msg.id === undefined ? PUSHED[msg.type] : {}) };
+  for (const [name, ok] of Object.entries(needed)) if (!ok(msg[name])) return `${msg.type} without a valid ${name}`;
+  for (const [name, ok] of Object.entries(OPTIONAL[msg.type] ?? {}))
+    if (name in msg && !ok(msg[name])) return `${msg.type} with an invalid ${name}`;
+  return "";
+}
+
 const DRAINING = 1012; // the gateway restarts: another one answers at once
 const OVERLOADED = 1013; // the gateway is full: stay away for a while
 const POLICY = 1008; // bad token or abuse: retrying with the same token cannot help
@@ -293,9 +317,10 @@ export class LeaderboardClient extends EventTarget {
     } catch {
       msg = undefined;
     }
-    if (msg === null || typeof msg !== "object" || Array.isArray(msg) || typeof msg.type !== "string") {
+    const wrong = unreadable(msg);
+    if (wrong) {
       // told, never fatal: one bad frame (a proxy's, a newer gateway's) must not end the loop
-      this.#report("malformed_message", "a server frame that is not a JSON object with a type");
+      this.#report("malformed_message", wrong);
       return;
     }
     const key = `${msg.board}|${msg.window}`;
