@@ -223,6 +223,10 @@ async def test_a_client_that_requests_without_reading_is_dropped_as_stalled(redi
     await lb.submit_batch(subs, now=NOW)
     limits = {"write_buffer": 16 * 1024, "stall_timeout": 0.5 * T, "rate": 1e6, "burst": 1_000_000}
     limits |= {"read_rate": 1e9, "read_burst": 10**9}  # replies of the full size, as many as asked
+    # heartbeats further off than the stall's sweep (a quarter of their time: 2 s) and its bound below:
+    # on a loaded machine the stall may take seconds to show, and only the stall detector may end
+    # this connection (a heartbeat could not before 16 s)
+    limits |= {"ping_interval": 8.0 * T, "ping_timeout": 8.0 * T}
     async with running(redis_url, **limits) as gw:
         sock = await raw_ws(gw, rcvbuf=4096)
         loop = asyncio.get_running_loop()
@@ -231,8 +235,8 @@ async def test_a_client_that_requests_without_reading_is_dropped_as_stalled(redi
         # end when the gateway aborts the socket
         flood = asyncio.create_task(loop.sock_sendall(sock, ask * 200_000))
         try:
-            with pytest.raises(ConnectionError):  # reset by the gateway, before the heartbeat (5 s) would
-                await asyncio.wait_for(flood, 4 * T)
+            with pytest.raises(ConnectionError):  # reset by the gateway, long before a heartbeat would
+                await asyncio.wait_for(flood, 14 * T)
             assert gw.metrics.dropped.labels("stalled")._value.get() == 1
             assert not gw.metrics.dropped.labels("heartbeat")._value.get()
         finally:
