@@ -292,6 +292,12 @@ class GatewaySettings:
         "own-rank pushes beyond this rank are approximate (histogram, 3 digits); 0 = always exact",
         check=at_least(0),
     )
+    overtaken_per_minute: int = setting(
+        "LB_GW_OVERTAKEN_PER_MINUTE",
+        6,
+        "overtaken events per connection per minute; beyond, they are counted and not sent (0 = none)",
+        check=at_least(0),
+    )
     # --- drain
     drain_delay: float = setting(
         "LB_GW_DRAIN_DELAY", 2.0, "drain: readiness fails this long before the listener closes (s)", check=at_least(0)
