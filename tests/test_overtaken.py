@@ -9,13 +9,14 @@ import pytest
 import redis.asyncio as aioredis
 from websockets.asyncio.client import ClientConnection
 
+from client import LeaderboardClient
 from gateway.server import Gateway
 from leaderboard import GameConfig, Leaderboard, Submission, now_ms
 from leaderboard.protocol import MAX_FRIENDS, ProtocolError, Watch, parse
 from scorer.publisher import Publisher
 from scorer.settings import ScorerSettings
 
-from .gw_helpers import client, greet, recv, recv_type, request, running, token
+from .gw_helpers import T, client, greet, recv, recv_type, request, running, token, url
 
 _seq = iter(range(1_000_000))
 
@@ -190,3 +191,21 @@ async def test_redis_calls_per_round_do_not_grow_with_friends(
         finally:
             for s in sockets:
                 await s.__aexit__(None, None, None)
+
+
+async def test_the_python_client_watches_and_tells_its_listener(redis_url: str, lb: Leaderboard) -> None:
+    await scores(lb, ("mia", 500), ("ana", 300))
+    async with running(redis_url, push_hold=0.0) as gw:
+        told: list[dict[str, Any]] = []
+        async with LeaderboardClient(url(gw), token=token("mia")) as player:
+            player.on_overtaken(told.append)
+            player.subscribe("global")
+            player.watch(["ana"])
+            await player.wait_for(lambda m: m["type"] == "watching", timeout=5 * T)
+            await gw.default_game.ranks.round()
+            await player.wait_for(lambda m: m["type"] == "rank", timeout=5 * T)
+            await scores(lb, ("ana", 900))
+            await gw.default_game.ranks.round()
+            event = await player.wait_for(lambda m: m["type"] == "overtaken", timeout=5 * T)
+        assert (event["by"]["player"], event["rank"], event["reason"]) == ("ana", 2, "friend")
+        assert told == [event]

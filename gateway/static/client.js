@@ -6,7 +6,8 @@
 //   client.subscribe("global", "weekly");
 //   client.start();
 //
-// Events (CustomEvent, payload in `detail`): welcome, snapshot, rank, announce, reply, error,
+// Events (CustomEvent, payload in `detail`): welcome, snapshot, rank, announce, overtaken
+// (after `watch(friends, { top })`: who passed the player, where, their new rank), reply, error,
 // status ({status: "connecting" | "live" | "reconnecting" | "stopped", retryIn: seconds | null}).
 // A refused token (close 1008 "invalid_token" / "token_expired") stops the client, unless a
 // `renewToken` callback is given: it is asked once for a fresh token (null: stop), and the
@@ -103,6 +104,7 @@ export class LeaderboardClient extends EventTarget {
     this.snapshots = new Map(); // "board|window" -> last snapshot
     this.ranks = new Map(); // "board|window" -> last own rank
     this.subscriptions = new Map(); // "board|window" -> {board, window}
+    this.watching = null; // the last watch message, sent again on reconnect
     this.pending = new Map(); // request id -> {resolve, reject}
     this.nextId = 1;
     this.ws = null;
@@ -138,6 +140,14 @@ export class LeaderboardClient extends EventTarget {
   unsubscribe(board = "global", window = undefined) {
     this.subscriptions.delete(`${board}|${window ?? ""}`);
     if (this.status === "live") this.#send({ type: "unsubscribe", board, window });
+  }
+
+  // Be told ("overtaken" events) when one of `friends` (player ids) passes this player, or with
+  // `top` when they leave a board's top N, on every subscribed board. Replaces the last list;
+  // kept across reconnects. A player token only.
+  watch(friends, { top = false } = {}) {
+    this.watching = { type: "watch", friends: [...friends], top };
+    if (this.status === "live") this.#send(this.watching);
   }
 
   // Send a request; resolves with the reply carrying its id, rejects on an error reply.
@@ -252,6 +262,7 @@ export class LeaderboardClient extends EventTarget {
           for (const { board, window } of this.subscriptions.values()) {
             this.#send({ type: "subscribe", board, window });
           }
+          if (this.watching) this.#send(this.watching);
           this.#startHeartbeat(msg.heartbeat || {});
         }
         break;
