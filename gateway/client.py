@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from websockets.asyncio.server import ServerConnection
 from websockets.protocol import Protocol, State
@@ -26,9 +26,7 @@ from leaderboard.auth import SPECTATOR, Identity
 from leaderboard.boards import LiveBoard
 
 from .fanout import socket_fd
-
-if TYPE_CHECKING:
-    from .overtaken import Watch
+from .watch import Watch
 
 try:  # websockets' C unmasking, as its own frame parser picks it
     from websockets.speedups import apply_mask

@@ -35,37 +35,10 @@ from leaderboard.keys import defined_of
 from .client import Client
 from .frames import text_frame
 from .metrics import Metrics
+from .watch import Watch
 
 OrderKey = tuple[int, ...]
 FRIEND, TOP = "friend", "top"
-MINUTE = 60.0
-_PENDING = 8  # events waiting per connection and board: enough for a round, bounded against a flood
-
-
-@dataclass(slots=True)
-class Watch:
-    """One connection's ``watch``: its friends, whether it is told about leaving a top N, what
-    waits for its next rank read (board -> passer -> (reason, the passer's snapshot row or None,
-    the top N)), and its events of the running minute."""
-
-    friends: tuple[str, ...]
-    top: bool
-    pending: dict[LiveBoard, dict[str, tuple[str, Mapping[str, Any] | None, int]]] = field(default_factory=dict)
-    sent: int = 0
-    since: float = 0.0
-
-    def queue(self, key: LiveBoard, by: str, reason: str, row: Mapping[str, Any] | None = None, n: int = 0) -> None:
-        waiting = self.pending.setdefault(key, {})
-        if by in waiting or len(waiting) < _PENDING:
-            waiting[by] = (reason, row, n)
-
-    def allow(self, now: float, limit: int) -> bool:
-        if now - self.since >= MINUTE:
-            self.since, self.sent = now, 0
-        if self.sent >= limit:
-            return False
-        self.sent += 1
-        return True
 
 
 @dataclass(slots=True)
