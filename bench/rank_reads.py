@@ -28,7 +28,6 @@ import asyncio
 import os
 import random
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,7 @@ import orjson
 import redis
 
 from bench import results
+from bench.gateway import _wait_listening
 from fleet.redis_server import RedisServer, free_port
 from leaderboard import GameConfig, Leaderboard, Submission, connect, now_ms
 from leaderboard.auth import issue
@@ -251,18 +251,6 @@ def push_run(url: str, args: argparse.Namespace, event: bool, seed: int) -> dict
         "events": counted[2],
         "events_limited": counted[3],
     }
-
-
-def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the gateway exited with {proc.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError("the gateway did not listen")
 
 
 def push_main(url: str, args: argparse.Namespace, argv: list[str] | None) -> int:
