@@ -75,7 +75,7 @@ class Hub:
         # board -> its last announcements heard (ms heard, message), oldest first
         self._recent: dict[LiveBoard, deque[tuple[int, dict[str, object]]]] = {}
         self._resync: asyncio.Task[None] | None = None
-        self.overtaken = Overtaken(lb, settings.overtaken_per_minute, metrics)
+        self.overtaken = Overtaken(lb, settings.overtaken_per_minute, settings.friends_per_read, metrics)
         label = f"{self._keys.game} (redis at {redacted(settings.redis_url)})"
         self.subscriber = Subscriber(raw, self._announce, self, log=log, label=label)
         self.connected = self.subscriber.connected  # set while the pub/sub connection is subscribed

@@ -4,7 +4,9 @@ on the list their app sent (``watch``), or out of a board's top N.
 No Redis read of its own. Friends' standings ride in the own-rank reads (ranks.py): a round reads
 each board's subscribed players as before, plus those of the board's watched friends that nobody
 here reads already, spread over the round's reads of that board (``extras``), so the players
-list grows and the number of reads does not. Leaving a top N is seen in the snapshots the hub
+list grows and the number of reads does not. A read adds at most ``LB_GW_FRIENDS_PER_READ``
+friends: more watched friends than a round has room for are read in turn over the next rounds,
+their passes told that much later. Leaving a top N is seen in the snapshots the hub
 already parses (``on_snapshot``).
 
 The work per round follows what moved, not sockets × friends. Each board keeps every watched
@@ -62,9 +64,11 @@ class _Top:
 class Overtaken:
     """One game's ``overtaken`` events (one per hub)."""
 
-    def __init__(self, lb: Leaderboard, limit: int, metrics: Metrics) -> None:
+    def __init__(self, lb: Leaderboard, limit: int, per_read: int, metrics: Metrics) -> None:
         self._lb = lb
         self._limit = limit  # events per connection per minute; 0: none
+        self._per_read = per_read  # friends added to one rank read at most
+        self._cursor: dict[LiveBoard, int] = {}  # board -> where the next round's friends start
         self._metrics = metrics
         self._watchers: dict[str, set[Client]] = {}  # friend -> connections whose list names it
         self._own: dict[str, set[Client]] = {}  # player -> their connections that watch
@@ -118,6 +122,7 @@ class Overtaken:
             if not wanted:
                 del self._wanted[key]
                 self._seen.pop(key, None)
+                self._cursor.pop(key, None)
 
     def released(self, key: LiveBoard) -> None:
         """The board's last subscriber here left."""
@@ -147,6 +152,14 @@ class Overtaken:
             missing = [f for f in wanted if f not in mine]
             at = where.get(key)
             if missing and at:
+                # At most ``per_read`` in one call: a read holds Redis for a bounded time, and
+                # the event's Redis time stays within that share of the rank reads'. Friends
+                # beyond a round's room are read in turn over the next rounds (a cursor).
+                room = len(at) * self._per_read
+                start = self._cursor.get(key, 0) % len(missing)
+                if len(missing) > room:
+                    missing = (missing[start:] + missing[:start])[:room]
+                    self._cursor[key] = start + room
                 step = -(-len(missing) // len(at))
                 for j, i in enumerate(at):
                     if part := missing[j * step : (j + 1) * step]:

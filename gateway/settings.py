@@ -298,6 +298,13 @@ class GatewaySettings:
         "overtaken events per connection per minute; beyond, they are counted and not sent (0 = none)",
         check=at_least(0),
     )
+    friends_per_read: int = setting(
+        "LB_GW_FRIENDS_PER_READ",
+        500,
+        "overtaken events: watched friends' standings added to one own-rank read at most; more are read "
+        "in turn over the next rounds",
+        check=at_least(1),
+    )
     # --- drain
     drain_delay: float = setting(
         "LB_GW_DRAIN_DELAY", 2.0, "drain: readiness fails this long before the listener closes (s)", check=at_least(0)

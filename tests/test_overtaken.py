@@ -209,3 +209,26 @@ async def test_the_python_client_watches_and_tells_its_listener(redis_url: str, 
             event = await player.wait_for(lambda m: m["type"] == "overtaken", timeout=5 * T)
         assert (event["by"]["player"], event["rank"], event["reason"]) == ("ana", 2, "friend")
         assert told == [event]
+
+
+async def test_friends_beyond_a_reads_room_are_read_in_turn(redis_url: str, lb: Leaderboard, r: aioredis.Redis) -> None:
+    friends = [f"f{i}" for i in range(MAX_FRIENDS)]
+    await scores(lb, ("mia", 5000), *((f, 1 + i) for i, f in enumerate(friends)))
+    async with (
+        running(redis_url, push_hold=0.0, friends_per_read=30) as gw,
+        client(gw, f"?token={token('mia')}") as ws,
+    ):
+        await greet(ws)
+        await watching(ws, friends)
+        pusher, tracker = gw.default_game.ranks, gw.default_game.hub.overtaken
+        for _ in range(4):  # 30 a round: every friend's first look within four rounds, one call each
+            await r.config_resetstat()
+            await pusher.round()
+            assert (await r.info("commandstats"))["cmdstat_fcall_ro"]["calls"] == 1
+        seen = tracker._seen[("weekly", "global")].players
+        assert set(friends) <= set(seen)
+        await scores(lb, ("f99", 9000))  # read in its turn, then told
+        for _ in range(4):
+            await pusher.round()
+        [event] = events(await until_pong(ws))
+        assert (event["by"]["player"], event["rank"]) == ("f99", 2)
