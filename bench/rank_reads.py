@@ -6,30 +6,50 @@ The gateways read every connected player's rank once per ``LB_GW_RANK_INTERVAL``
 random chunks of them for ``--seconds`` and reads ``INFO commandstats``: microseconds of Redis time
 per player's rank, which is what bounds a Redis core (a primary or each read replica).
 
+With ``--push``, the gateway's own-rank push itself (``python -m gateway``, one process) is
+measured instead, with and without ``overtaken`` events, alternated in one run (``--rounds``
+pairs): ``--subscribed`` player sockets (the board's first players, each a real WebSocket with its
+own token) watch the board; with the event on, each sends a ``watch`` of ``--friends`` players
+drawn from ``--friends-from`` (``board``: any of the board's players, most of them not connected,
+so their standings are read only for the event; ``connected``: the other sockets' players, who
+are read anyway). A writer moves ``--writes`` random players per second meanwhile, so ranks
+change, passes happen and events go out. The figure: Redis time per second of the gateway's
+``lb_ranks`` calls (INFO commandstats of FCALL_RO over ``--seconds``), its calls per second, and
+the events the gateway counted (``lb_gw_overtaken_total``). Recorded in
+bench/results/rank_push.json.
+
 Unless ``--no-write``, the figures are recorded in bench/results/rank_reads.json.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
+import orjson
 import redis
 
 from bench import results
-from fleet.redis_server import RedisServer
+from bench.gateway import _wait_listening
+from fleet.redis_server import RedisServer, free_port
 from leaderboard import GameConfig, Leaderboard, Submission, connect, now_ms
+from leaderboard.auth import issue
 from leaderboard.library import library_code
 from leaderboard.queue import Queue
 from leaderboard.settings import argument_parser
+from loadtest.wsclient import OP_TEXT, ClientReader, Closed, Message, Ping, client_frame
 
 CHUNK = 500
+SECRET = "rank-push-bench-secret-of-32-bytes!!"
 
 
 async def fill(url: str, players: int, seed: int) -> None:
@@ -74,12 +94,206 @@ def drain(url: str, cwd: Path | None = None, **extra: str) -> None:
     subprocess.run([sys.executable, "-m", "scorer", "--burst"], env=env, cwd=cwd, check=True)
 
 
+class _Player(asyncio.Protocol):
+    """One player's socket: the handshake, its ``watch`` (if any) once the welcome came, pings
+    answered, everything else read and dropped. ``ready`` once the gateway confirmed the watch
+    (or, without one, sent the board's first snapshot)."""
+
+    def __init__(self, path: str, watch: bytes, ready: asyncio.Future[None]) -> None:
+        self.reader = ClientReader("127.0.0.1", path, max_size=None)
+        self.watch = watch
+        self.ready = ready
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.write(self.reader.request())
+
+    def data_received(self, data: bytes) -> None:
+        assert self.transport is not None
+        for event in self.reader.feed(data, 0.0):
+            if type(event) is Message:
+                buf = event.buf
+                if buf.startswith(b'{"type":"welcome"', event.start) and self.watch:
+                    self.transport.write(self.watch)
+                elif not self.ready.done() and (
+                    buf.startswith(b'{"type":"watching"', event.start)
+                    or (not self.watch and buf.startswith(b'{"type":"snapshot"', event.start))
+                ):
+                    self.ready.set_result(None)
+            elif type(event) is Ping or type(event) is Closed:
+                self.transport.write(event.reply)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.ready.done():
+            self.ready.set_exception(ConnectionError("closed"))
+
+
+async def _connect(port: int, players: list[str], friends: dict[str, list[str]]) -> list[asyncio.Transport]:
+    loop = asyncio.get_running_loop()
+    sem = asyncio.Semaphore(200)  # handshakes in flight
+    exp = time.time() + 3600
+    transports: list[asyncio.Transport] = []
+
+    async def one(player: str) -> None:
+        watch = b""
+        if player in friends:
+            body = orjson.dumps({"type": "watch", "friends": friends[player]})
+            watch = client_frame(OP_TEXT, body)
+        async with sem:
+            ready = loop.create_future()
+            path = f"/ws?token={issue(player, 'player', SECRET, exp=exp)}"
+            transport, _ = await loop.create_connection(lambda: _Player(path, watch, ready), "127.0.0.1", port)
+            transports.append(transport)
+            await asyncio.wait_for(ready, 60)
+
+    await asyncio.gather(*(one(p) for p in players))
+    return transports
+
+
+async def _measure(url: str, players: int, writes: int, seconds: float, seed: int) -> tuple[dict[str, int], int]:
+    """Move ``writes`` random players per second for ``seconds`` (``set``: each write lands, up
+    or down); the FCALL_RO stats then."""
+    client = connect(url)
+    lb = Leaderboard(client, GameConfig(game="bench"))
+    rnd = random.Random(seed)
+    run = time.time_ns()  # ids of their own: a submission id applied in an earlier run is a duplicate
+    await client.config_resetstat()
+    started = time.monotonic()
+    n = 0
+    while (elapsed := time.monotonic() - started) < seconds:
+        batch = [
+            {"id": f"w{run}-{n + i}", "player": f"p{rnd.randrange(players)}", "op": "set",
+             "points": str(rnd.randrange(1_000_000)), "ts": str(now_ms())}
+            for i in range(max(1, writes // 10))
+        ]  # fmt: skip
+        await lb.submit_batch(batch, rows=False)
+        n += len(batch)
+        await asyncio.sleep(max(0.0, n / max(writes, 1) - elapsed))
+    stats = await client.info("commandstats")
+    await client.aclose()
+    return stats.get("cmdstat_fcall_ro", {}), n
+
+
+def _metrics(port: int, *names: str) -> list[float]:
+    """The gateway's counters ``names`` (their ``_total`` or ``_count`` lines), from /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        lines = dict(line.split(" ", 1) for line in reply.read().decode().splitlines() if not line.startswith("#"))
+    return [float(lines.get(name, "0")) for name in names]
+
+
+async def _rounds_done(port: int, after: float) -> None:
+    """Wait until the gateway has finished a rank round (a chunk) begun after ``after`` chunks."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while (await loop.run_in_executor(None, _metrics, port, _CHUNKS))[0] <= after:
+        if loop.time() > deadline:
+            raise RuntimeError("the gateway made no rank round in 60 s")
+        await asyncio.sleep(0.2)
+
+
+_CHUNKS = "lb_gw_rank_push_seconds_count"
+_COUNTED = (_CHUNKS, "lb_gw_rank_pushes_total", "lb_gw_overtaken_total", "lb_gw_overtaken_limited_total")
+
+
+def push_run(url: str, args: argparse.Namespace, event: bool, seed: int) -> dict[str, float]:
+    """One gateway, ``--subscribed`` player sockets, the event on or off: Redis time per second
+    of its rank reads over ``--seconds``."""
+    rnd = random.Random(seed)
+    connected = [f"p{i}" for i in range(args.subscribed)]
+    pool = connected if args.friends_from == "connected" else [f"p{i}" for i in range(args.players)]
+    friends = {p: rnd.sample(pool, args.friends) for p in connected} if event else {}
+    port, metrics_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "LB_REDIS_URL": url,
+        "LB_GAME": "bench",
+        "LB_JWT_SECRETS": SECRET,
+        "LB_GW_PORT": str(port),
+        "LB_GW_METRICS_PORT": str(metrics_port),
+        "LB_GW_CONNECT_RATE": "0",
+        "LB_GW_MAX_CONNECTIONS": "50000",
+        "LB_GW_READ_RATE": "1000000",
+        "LB_GW_READ_BURST": "1000000",
+        "LB_GW_FLEET_BEAT_S": "0",
+        "LB_GW_RANK_INTERVAL": str(args.interval),
+        "LB_LOG_LEVEL": "WARNING",
+    }
+    proc = subprocess.Popen([sys.executable, "-m", "gateway"], env=env)
+    try:
+        _wait_listening(port, proc)
+
+        async def run() -> tuple[dict[str, int], int, list[float]]:
+            transports = await _connect(port, connected, friends)
+            try:
+                # every chunk's first look done (each player's and friend's first standing read)
+                chunks = -(-args.subscribed // 500)
+                await _rounds_done(metrics_port, _metrics(metrics_port, _CHUNKS)[0] + chunks)
+                before = _metrics(metrics_port, *_COUNTED)
+                fcall_ro, moved = await _measure(url, args.players, args.writes, args.seconds, seed)
+                return fcall_ro, moved, [a - b for a, b in zip(_metrics(metrics_port, *_COUNTED), before, strict=True)]
+            finally:
+                for t in transports:
+                    t.close()
+
+        fcall_ro, moved, counted = asyncio.run(run())
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    return {
+        "redis_ms_per_s": fcall_ro.get("usec", 0) / 1000 / args.seconds,
+        "calls_per_s": fcall_ro.get("calls", 0) / args.seconds,
+        "us_per_call": fcall_ro.get("usec_per_call", 0.0),
+        "moved_per_s": moved / args.seconds,
+        "chunks": counted[0],
+        "rank_pushes": counted[1],
+        "events": counted[2],
+        "events_limited": counted[3],
+    }
+
+
+def push_main(url: str, args: argparse.Namespace, argv: list[str] | None) -> int:
+    runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
+    for i in range(args.rounds):
+        for name in ("off", "on"):
+            runs[name].append(push_run(url, args, name == "on", args.seed + i))
+            r = runs[name][-1]
+            print(
+                f"event {name:3}: lb_ranks {r['redis_ms_per_s']:.2f} ms of Redis time per s, "
+                f"{r['calls_per_s']:.1f} calls/s, {r['us_per_call']:.0f} us per call; "
+                f"{r['chunks']:.0f} chunks read, {r['rank_pushes']:.0f} rank pushes, {r['events']:.0f} overtaken "
+                f"events ({r['events_limited']:.0f} over the bound)"
+            )
+    mean = {name: sum(r["redis_ms_per_s"] for r in rs) / len(rs) for name, rs in runs.items()}
+    calls = {name: sum(r["calls_per_s"] for r in rs) / len(rs) for name, rs in runs.items()}
+    ratio = mean["on"] / mean["off"] if mean["off"] else float("nan")
+    print(
+        f"{args.subscribed:,} subscribed players, {args.friends} friends each (from the {args.friends_from}): "
+        f"Redis time of the rank reads {mean['on']:.2f} against {mean['off']:.2f} ms/s (x{ratio:.2f}); "
+        f"calls/s {calls['on']:.1f} against {calls['off']:.1f}"
+    )
+    figures = {"subscribed": args.subscribed, "friends": args.friends, "friends_from": args.friends_from,
+               "players": args.players, "writes": args.writes, "runs": runs, "ratio": ratio}  # fmt: skip
+    results.save("rank_push", figures, args, module="bench.rank_reads", argv=argv)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m bench.rank_reads", __doc__ or "")
     p.add_argument("--players", type=int, default=100_000, help="players on the board")
     p.add_argument("--chunk", type=int, default=CHUNK, help="players per lb_ranks call (LB_GW_RANK_CHUNK)")
-    p.add_argument("--seconds", type=float, default=10.0, help="seconds of reading")
+    p.add_argument("--seconds", type=float, default=10.0, help="seconds of reading (--push: of measuring)")
     p.add_argument("--seed", type=int, default=1, help="seed of the generated workload")
+    p.add_argument("--push", action="store_true", help="the gateway's rank push, overtaken events off and on")
+    p.add_argument("--subscribed", type=int, default=10_000, help="--push: player sockets")
+    p.add_argument("--friends", type=int, default=20, help="--push: friends per watching socket")
+    p.add_argument("--friends-from", choices=("board", "connected"), default="board", help="--push: friends drawn from")
+    p.add_argument("--writes", type=int, default=1000, help="--push: players moved per second")
+    p.add_argument("--rounds", type=int, default=2, help="--push: off/on pairs, alternated")
+    p.add_argument(
+        "--interval", type=float, default=5.0, help="--push: the gateway's LB_GW_RANK_INTERVAL (its default)"
+    )
     results.add_no_write(p)
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="rank-bench-") as scratch, RedisServer(scratch) as server:
@@ -87,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
         r.function_load(library_code(), replace=True)
         asyncio.run(fill(server.url, args.players, args.seed))
         drain(server.url)
+        if args.push:
+            _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the gateway inherits it
+            return push_main(server.url, args, argv)
         r.config_resetstat()
         started = time.perf_counter()
         reads, size = asyncio.run(read(server.url, args.players, args.chunk, args.seconds, args.seed))

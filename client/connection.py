@@ -79,6 +79,7 @@ class LeaderboardClient:
         self._last_error: Message | None = None
         self._close_reason = ""
         self._subscriptions: dict[Subscription, None] = {}  # ordered set
+        self._watch: Message | None = None  # the last ``watch`` asked for, sent again on reconnect
         self._resyncing: set[Subscription] = set()  # boards whose full snapshot was asked for
         self.resyncs = 0  # full snapshots asked for because a delta did not fit
         self._listeners: list[Listener] = []
@@ -136,6 +137,19 @@ class LeaderboardClient:
         self._subscriptions.pop(key, None)
         if self.status == "live":
             self._send_nowait({"type": "unsubscribe", "board": board, **({"window": window} if window else {})})
+
+    def watch(self, friends: list[str], *, top: bool = False) -> None:
+        """Be told when one of ``friends`` passes this player, or (``top``) when they leave a
+        board's top N: ``overtaken`` messages (``on_overtaken``) on every subscribed board.
+        Replaces the previous list; kept across reconnects. A player token only."""
+        self._watch = {"type": "watch", "friends": list(friends), "top": top}
+        if self.status == "live":
+            self._send_nowait(self._watch)
+
+    def on_overtaken(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` with every ``overtaken`` message: who passed the player (``by``), on
+        which board, and their new ``rank`` (docs/protocol.md)."""
+        return self.on(lambda msg: listener(msg) if msg.get("type") == "overtaken" else None)
 
     async def request(self, message: Message, timeout: float = 5.0) -> Message:
         """Send a request and wait for the reply carrying its id (an ``error`` reply raises)."""
@@ -272,6 +286,8 @@ class LeaderboardClient:
         self._set_status("live")
         for key in self._subscriptions:
             self._send_nowait(self._subscribe_message(key), ws)
+        if self._watch is not None:
+            self._send_nowait(self._watch, ws)
 
     async def _heartbeat(self, ws: ClientConnection, welcome: Message) -> None:
         """App-level ping; a line that has been silent for ``timeout`` is dead (a tablet in a tunnel)."""

@@ -26,6 +26,7 @@ from leaderboard.auth import SPECTATOR, Identity
 from leaderboard.boards import LiveBoard
 
 from .fanout import socket_fd
+from .watch import Watch
 
 try:  # websockets' C unmasking, as its own frame parser picks it
     from websockets.speedups import apply_mask
@@ -199,6 +200,7 @@ class Client:
         "strikes_since",
         "tokens",
         "transport",
+        "watch",
         "wire",
         "ws",
     )
@@ -234,6 +236,8 @@ class Client:
         self.last_ping = now
         # own rank: the last (rank, score) pushed per board, to push only on change
         self.ranks: dict[LiveBoard, tuple[int | None, int | None]] = {}
+        # who may overtake it (gateway/overtaken.py): None, as for most sockets, until it asks
+        self.watch: Watch | None = None
         # rate limit: a token bucket, and refused messages within the abuse window
         self.tokens = burst  # the caller's one float, not a new one per connection
         self.refill_at = now

@@ -48,7 +48,7 @@ def build_games(
         lb = Leaderboard(redis, config)
         hub = Hub(settings, raw, lb, metrics, out)
         clients: set[Client] = set()
-        ranks = RankPusher(_getter(clients), out, lb, settings, metrics)
+        ranks = RankPusher(_getter(clients), out, lb, settings, metrics, hub.overtaken)
         queue = Queue(redis, config)
         games[config.game] = Game(config, lb, queue, hub, ranks, clients)
     return games

@@ -136,6 +136,8 @@ class Handlers:
         await self._out.reply(client, wire.pong(now_ms(), req.id))
 
     async def hello(self, client: Client, req: p.Hello) -> None:
+        # a watch is its player's: a new identity starts without one
+        self._games[client.game].hub.overtaken.forget(client)
         if not await self.authenticate(client, req.token):
             return
         if req.deltas is not None:  # offered only when the gateway has them on (LB_GW_DELTAS)
@@ -163,6 +165,14 @@ class Handlers:
     async def unsubscribe(self, client: Client, req: p.Unsubscribe) -> None:
         self._games[client.game].hub.unsubscribe(client, (req.window, req.board))
         await self._out.reply(client, wire.subscribed(req.board, req.window, req.id, type_="unsubscribed"))
+
+    async def watch(self, client: Client, req: p.Watch) -> None:
+        """Who may overtake this connection's player (docs/protocol.md, ``overtaken``)."""
+        role = client.identity.role
+        if role != "player":  # only a player has a rank to be passed on
+            raise p.ProtocolError("auth_required" if role == "spectator" else "forbidden", "only players", req.id)
+        self._games[client.game].hub.overtaken.watch(client, req.friends, req.top)
+        await self._out.reply(client, wire.watching(req.friends, req.top, req.id))
 
     async def answer(self, client: Client, req: p.Request) -> None:
         """A request the HTTP API answers too: its rules and reply are leaderboard/replies.py's."""
@@ -218,6 +228,7 @@ _HANDLERS: dict[type[p.Request], Handler] = {
     p.Rank: Handlers.answer,
     p.Around: Handlers.answer,
     p.Ranks: Handlers.answer,
+    p.Watch: Handlers.watch,
     p.Submit: Handlers.submit,
     p.Status: Handlers.answer,
     p.Join: Handlers.answer,

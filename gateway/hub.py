@@ -42,6 +42,7 @@ from .client import Client
 from .frames import DELTAS, RESYNC, build, group, text_frame
 from .metrics import Metrics
 from .outbound import Outbound
+from .overtaken import Overtaken
 from .settings import GatewaySettings
 
 log = logging.getLogger("gateway.hub")
@@ -75,6 +76,7 @@ class Hub:
         # board -> its last announcements heard (ms heard, message), oldest first
         self._recent: dict[LiveBoard, deque[tuple[int, m.Announce]]] = {}
         self._resync: asyncio.Task[None] | None = None
+        self.overtaken = Overtaken(lb, settings.overtaken_per_minute, settings.friends_per_read, metrics)
         label = f"{self._keys.game} (redis at {redacted(settings.redis_url)})"
         self.subscriber = Subscriber(raw, self._announce, self, log=log, label=label)
         self.connected = self.subscriber.connected  # set while the pub/sub connection is subscribed
@@ -96,7 +98,9 @@ class Hub:
 
     async def subscribe(self, client: Client, key: LiveBoard) -> None:
         """Add a subscriber and send it the board's latest snapshot at once."""
-        client.add_board(key)
+        if key not in client.boards:
+            client.add_board(key)
+            self.overtaken.joined(client, key)
         self._subs.setdefault(key, set()).add(client)
         # out of any group it is in already (a subscribe of a board it watches): in two, it
         # would get each version twice
@@ -179,6 +183,8 @@ class Hub:
         return bool(await self._raw.exists(self._keys.latest(win, scope), board.board))
 
     def unsubscribe(self, client: Client, key: LiveBoard) -> None:
+        if key in client.boards:
+            self.overtaken.left(client, key)
         client.discard_board(key)
         client.ranks.pop(key, None)
         subs = self._subs.get(key)
@@ -191,6 +197,7 @@ class Hub:
             asyncio.get_running_loop().create_task(self._release(key))
 
     def remove(self, client: Client) -> None:
+        self.overtaken.forget(client)
         for key in list(client.boards):
             self.unsubscribe(client, key)
 
@@ -215,6 +222,7 @@ class Hub:
             # Every per-board entry goes with the board's last subscriber: nothing here may grow
             # with the number of boards ever watched.
             self._latest.pop(key, None)
+            self.overtaken.released(key)
             self._channel_board.pop(channel, None)
             waiter = self._pending.pop(channel, None)
             if waiter is not None and not waiter.done():
@@ -329,7 +337,13 @@ class Hub:
             return
         before = self._latest.get(key)
         self._latest[key] = (payload, frame, 0.0)
-        ts = self._observe_lag(payload)
+        try:
+            msg = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            msg = None
+        if isinstance(msg, dict):
+            self.overtaken.on_snapshot(key, msg)
+        ts = self._observe_lag(msg)
         groups = self._groups.get(key)
         if not groups:
             return
@@ -357,12 +371,9 @@ class Hub:
                 if client in members and not client.skips and not client.closed:
                     self._move(client, key, g & ~RESYNC)
 
-    def _observe_lag(self, payload: bytes) -> float | None:
+    def _observe_lag(self, msg: object) -> float | None:
         """The snapshot's ts (wall clock, s), observed as its lag to the fan-out's start."""
-        try:
-            ts = orjson.loads(payload).get("ts")
-        except (orjson.JSONDecodeError, AttributeError):
-            return None
+        ts = msg.get("ts") if isinstance(msg, dict) else None
         if not isinstance(ts, int):
             return None
         self.metrics.pubsub_lag_seconds.observe(max(0.0, time.time() - ts / 1000))

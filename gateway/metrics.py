@@ -71,6 +71,10 @@ class Metrics:
             registry=r,
         )
         self.rank_pushes = Counter("lb_gw_rank_pushes", "rank messages pushed on change", registry=r)
+        self.overtaken = Counter("lb_gw_overtaken", "overtaken events pushed", registry=r)
+        self.overtaken_limited = Counter(
+            "lb_gw_overtaken_limited", "overtaken events not sent: the connection's bound per minute", registry=r
+        )
         self.redis_errors = Counter("lb_gw_redis_errors", "failed Redis calls and lost connections", registry=r)
         self.redis_up = Gauge("lb_gw_redis_up", "1 while the pub/sub connection is subscribed", registry=r)
         self.rate_limited = Counter("lb_gw_rate_limited", "client messages refused by the rate limit", registry=r)

@@ -294,6 +294,19 @@ class GatewaySettings:
         "own-rank pushes beyond this rank are approximate (histogram, 3 digits); 0 = always exact",
         check=at_least(0),
     )
+    overtaken_per_minute: int = setting(
+        "LB_GW_OVERTAKEN_PER_MINUTE",
+        6,
+        "overtaken events per connection per minute; beyond, they are counted and not sent (0 = none)",
+        check=at_least(0),
+    )
+    friends_per_read: int = setting(
+        "LB_GW_FRIENDS_PER_READ",
+        500,
+        "overtaken events: watched friends' standings added to one own-rank read at most; more are read "
+        "in turn over the next rounds",
+        check=at_least(1),
+    )
     # --- drain
     drain_delay: float = setting(
         "LB_GW_DRAIN_DELAY", 2.0, "drain: readiness fails this long before the listener closes (s)", check=at_least(0)

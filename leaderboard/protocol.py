@@ -116,6 +116,15 @@ class Ranks(BoardRequest):
 
 
 @dataclass(frozen=True, slots=True)
+class Watch(Request):
+    """Who may overtake the connection's player: ``friends`` (replaced whole; empty: none), and
+    whether leaving a board's top N counts too (``top``), on every board it subscribes to."""
+
+    friends: tuple[str, ...]
+    top: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Stats(BoardRequest):
     period: str | None = None
 
@@ -393,6 +402,17 @@ def _ranks(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     return Ranks(rid, board, win, tuple(_player(p, "players[]") for p in players), _period(msg))
 
 
+def _watch(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
+    friends, top = msg.get("friends", []), msg.get("top", False)
+    if not isinstance(friends, list):
+        raise _bad("friends must be a list of player ids")
+    if len(friends) > MAX_FRIENDS:
+        raise ProtocolError("too_many_friends", f"friends holds at most {MAX_FRIENDS} player ids")
+    if not isinstance(top, bool):
+        raise _bad("top must be true or false")
+    return Watch(rid, tuple(dict.fromkeys(_player(f, "friends[]") for f in friends)), top)
+
+
 def _stats(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     return Stats(rid, *_board(msg, boards), _period(msg))
 
@@ -526,6 +546,7 @@ _PARSERS = {
     "rank": _rank,
     "around": _around,
     "ranks": _ranks,
+    "watch": _watch,
     "stats": _stats,
     "recent": _recent,
     "submit": _submit,

@@ -248,6 +248,43 @@ def ranks(
     return _with_id(msg, request_id)
 
 
+def watching(friends: Iterable[str], top: bool, request_id: Any = None) -> bytes:
+    """The reply to ``watch``: the friends list and top-N choice now in force."""
+    return _with_id({"type": "watching", "friends": list(friends), "top": top}, request_id)
+
+
+def overtaken(
+    *,
+    board: str,
+    window: str,
+    period: str,
+    player: str,
+    rank: int | None,
+    reason: str,
+    by: Mapping[str, Any],
+) -> bytes:
+    """``player`` was passed on a board: by a friend (``reason="friend"``) or out of its top N
+    (``"top"``); ``rank`` is their rank after it, ``by`` who passed them (``player``, ``rank``,
+    ``score``, ``name``? and a defined board's ``keys``? as text, as a snapshot's rows)."""
+    passer: dict[str, Any] = {"player": by["player"], "rank": by.get("rank"), "score": by.get("score")}
+    if by.get("name") is not None:
+        passer["name"] = by["name"]
+    if by.get("keys") is not None:
+        passer["keys"] = [str(v) for v in by["keys"]]
+    return encode(
+        {
+            "type": "overtaken",
+            "board": board,
+            "window": window,
+            "period": period,
+            "player": player,
+            "rank": rank,
+            "reason": reason,
+            "by": passer,
+        }
+    )
+
+
 def stats(*, board: str, window: str, period: str, size: int, players: int, request_id: Any = None) -> bytes:
     """Board size (exact) and distinct players of the window period (HyperLogLog, ~0.8%)."""
     msg: m.Stats = {

@@ -70,7 +70,7 @@ from .definition import (
     parse_values,
 )
 from .encoding import KEY_HEX, TIME_HEX, decode_member, encode_member, key_prefix, pack, player_of, player_part, unpack
-from .model import Board, _order_key, combine
+from .model import Board, combine, order_key
 from .names import LiveBoard, definition_of, home_of, home_scope
 from .periods import named, period, period_bounds, resolve, window_of
 from .reads import BoardPeriod
@@ -101,7 +101,6 @@ __all__ = [
     "Definition",
     "LiveBoard",
     "Season",
-    "_order_key",
     "check_default",
     "check_id",
     "check_metadata",
@@ -117,6 +116,7 @@ __all__ = [
     "home_scope",
     "key_prefix",
     "named",
+    "order_key",
     "pack",
     "parse",
     "parse_values",

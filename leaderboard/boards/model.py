@@ -30,7 +30,7 @@ def combine(definition: Definition, old: tuple[int, ...] | None, new: tuple[int,
         return new
     per_key = any(k.operator is not None for k in definition.keys)
     if not per_key and definition.operator == "best":
-        return new if _order_key(definition, new) < _order_key(definition, old) else old
+        return new if order_key(definition, new) < order_key(definition, old) else old
     out = []
     for i, key in enumerate(definition.keys):
         op = definition.operator_of(i)
@@ -47,7 +47,7 @@ def combine(definition: Definition, old: tuple[int, ...] | None, new: tuple[int,
     return tuple(out)
 
 
-def _order_key(definition: Definition, values: Sequence[int]) -> tuple[int, ...]:
+def order_key(definition: Definition, values: Sequence[int]) -> tuple[int, ...]:
     """Smaller is better."""
     return tuple(-v if k.direction == "desc" else v for k, v in zip(definition.keys, values, strict=True))
 
@@ -85,7 +85,7 @@ class Board:
 
     def _place(self, values: tuple[int, ...], ts_ms: int) -> tuple[Any, ...]:
         t = ts_ms // self.unit_ms
-        return (_order_key(self.definition, values), t if self.definition.tie == "first" else -t)
+        return (order_key(self.definition, values), t if self.definition.tie == "first" else -t)
 
     def sort_key(self, player: str) -> tuple[Any, ...]:
         name = (*(255 - b for b in player.encode()), 256)  # descending bytes, on every encoding
@@ -101,10 +101,10 @@ class Board:
         if player not in self.entries:
             return None
         mode = mode or self.definition.rank_mode
-        mine = _order_key(self.definition, self.entries[player][0])
+        mine = order_key(self.definition, self.entries[player][0])
         if mode == ORDINAL:
             return self.ordered().index(player) + 1
-        above = [_order_key(self.definition, v) for v, _ in self.entries.values()]
+        above = [order_key(self.definition, v) for v, _ in self.entries.values()]
         if mode == COMPETITION:
             return 1 + sum(1 for k in above if k < mine)
         assert mode == DENSE

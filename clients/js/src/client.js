@@ -8,12 +8,13 @@
 //   client.subscribe("global", "weekly");
 //   client.start();
 //
-// Events (CustomEvent, payload in `detail`): welcome, snapshot, rank, announce, reply, error,
+// Events (CustomEvent, payload in `detail`): welcome, snapshot, rank, announce, overtaken
+// (after `watch(friends, { top })`: who passed the player, where, their new rank), reply, error,
 // status ({status: "connecting" | "live" | "reconnecting" | "stopped", retryIn: seconds | null,
 // reason}). An `error` event is a server error without id, or `{code: "malformed_message"}` for a
-// server frame that is not a JSON object with a type (the loop goes on), or `{code:
-// "protocol_version"}` for a gateway of a newer protocol than PROTOCOL: the client stops rather
-// than guess (status "stopped", reason "protocol_version").
+// server frame the client cannot read (the loop goes on), or `{code: "protocol_version"}` for a
+// gateway of a newer protocol than PROTOCOL: the client stops rather than guess (status
+// "stopped", reason "protocol_version").
 // Where there is no global WebSocket (Node.js 20) it imports the `ws` package, or takes an
 // implementation as the `WebSocket` option.
 // A refused token (close 1008 "invalid_token" / "token_expired") stops the client, unless a
@@ -155,6 +156,7 @@ export class LeaderboardClient extends EventTarget {
     this.snapshots = new Map(); // "board|window" -> last snapshot
     this.ranks = new Map(); // "board|window" -> last own rank
     this.subscriptions = new Map(); // "board|window" -> {board, window}
+    this.watching = null; // the last watch message, sent again on reconnect
     this.pending = new Map(); // request id -> {resolve, reject}
     this.nextId = 1;
     this.ws = null;
@@ -213,11 +215,19 @@ export class LeaderboardClient extends EventTarget {
     if (this.status === "live") this.#send({ type: "unsubscribe", board, window });
   }
 
-  // Send a message without waiting for a reply (a friends list, a ping); false when not live.
+  // Send a message without waiting for a reply (a ping); false when not live.
   send(message) {
     if (this.status !== "live") return false;
     this.#send(message);
     return true;
+  }
+
+  // Be told ("overtaken" events) when one of `friends` (player ids) passes this player, or with
+  // `top` when they leave a board's top N, on every subscribed board. Replaces the last list;
+  // kept across reconnects. A player token only.
+  watch(friends, { top = false } = {}) {
+    this.watching = { type: "watch", friends: [...friends], top };
+    if (this.status === "live") this.#send(this.watching);
   }
 
   // Send a request; resolves with the reply carrying its id, rejects on an error reply (the
@@ -346,6 +356,7 @@ export class LeaderboardClient extends EventTarget {
           for (const { board, window } of this.subscriptions.values()) {
             this.#send({ type: "subscribe", board, window });
           }
+          if (this.watching) this.#send(this.watching);
           this.#startHeartbeat(msg.heartbeat || {});
         }
         break;
