@@ -33,6 +33,7 @@ from typing import Any
 from leaderboard import Leaderboard, Standing, wire
 from leaderboard.boards import DEFAULT_ID, LiveBoard, order_key
 from leaderboard.keys import defined_of
+from leaderboard.messages import PassedBy
 
 from .client import Client
 from .frames import text_frame
@@ -40,7 +41,8 @@ from .metrics import Metrics
 from .watch import Watch
 
 OrderKey = tuple[int, ...]
-FRIEND, TOP = "friend", "top"
+FRIEND: PassedBy = "friend"
+TOP: PassedBy = "top"
 
 
 @dataclass(slots=True)

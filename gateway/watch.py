@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leaderboard.boards import LiveBoard
+from leaderboard.messages import PassedBy
 
 MINUTE = 60.0
 _PENDING = 8  # events waiting per connection and board: enough for a round, bounded against a flood
@@ -21,11 +22,13 @@ class Watch:
 
     friends: tuple[str, ...]
     top: bool
-    pending: dict[LiveBoard, dict[str, tuple[str, Mapping[str, Any] | None, int]]] = field(default_factory=dict)
+    pending: dict[LiveBoard, dict[str, tuple[PassedBy, Mapping[str, Any] | None, int]]] = field(default_factory=dict)
     sent: int = 0
     since: float = 0.0
 
-    def queue(self, key: LiveBoard, by: str, reason: str, row: Mapping[str, Any] | None = None, n: int = 0) -> None:
+    def queue(
+        self, key: LiveBoard, by: str, reason: PassedBy, row: Mapping[str, Any] | None = None, n: int = 0
+    ) -> None:
         waiting = self.pending.setdefault(key, {})
         if by in waiting or len(waiting) < _PENDING:
             waiting[by] = (reason, row, n)

@@ -141,6 +141,7 @@ REQUEST_CODES = {
     "invalid_token": "a forged, malformed or incomplete token",
     "token_expired": "the token's exp has passed",
     "too_many_subscriptions": "more boards than a connection may watch",
+    "too_many_friends": "a watch's friends list is longer than the protocol allows (100)",
     "not_subscribed": "a resync of a board the connection does not watch",
     "rate_limited": "too many messages, or the read budget is spent; retry later",
     "unknown_game": "the game named is not one this gateway serves",

@@ -211,6 +211,40 @@ class Error(WithId):
     message: str
 
 
+class Watching(WithId):
+    """The reply to ``watch``: the friends list and top-N choice now in force."""
+
+    type: Literal["watching"]
+    friends: list[str]
+    top: bool
+
+
+class Passer(Shown):
+    """Who passed the player: their standing after it (a defined board's ``keys`` as text)."""
+
+    player: str
+    rank: int | None
+    score: int | None
+    keys: NotRequired[KeyValues]
+
+
+PassedBy = Literal["friend", "top"]
+
+
+class Overtaken(TypedDict):
+    """Pushed when the connection's player was passed on a subscribed board: by a friend of its
+    ``watch`` (``reason`` friend) or out of the board's top N (``top``); ``rank`` is theirs after it."""
+
+    type: Literal["overtaken"]
+    board: str
+    window: str
+    period: str
+    player: str
+    rank: int | None
+    reason: PassedBy
+    by: Passer
+
+
 class Pong(WithId):
     type: Literal["pong"]
     ts: int
@@ -348,7 +382,8 @@ OperatorReply = Status | Banned | Unbanned | Corrected | Profile | Board
 
 SERVER: tuple[type, ...] = (
     Welcome, Snapshot, Delta, Rank, Announce, Error, Pong, Subscribed, Unsubscribed, Top, Around, Ranks, Stats,
-    Recent, Boards, Finals, Joined, Submitted, Status, Banned, Unbanned, Corrected, Profile, Board,
+    Recent, Boards, Finals, Joined, Submitted, Status, Banned, Unbanned, Corrected, Profile, Board, Watching,
+    Overtaken,
 )  # fmt: skip
 
 
@@ -412,6 +447,15 @@ class AroundRequest(_Read):
     type: Literal["around"]
     player: NotRequired[str | None]
     k: NotRequired[int]
+
+
+class WatchRequest(WithId):
+    """Be told (``overtaken``) when one of ``friends`` passes the player, or with ``top`` when they
+    leave a board's top N; replaces the last list (empty: none). A player token only."""
+
+    type: Literal["watch"]
+    friends: NotRequired[Annotated[list[str], Doc("player ids, at most 100")]]
+    top: NotRequired[bool]
 
 
 class RanksRequest(_Read):
@@ -490,6 +534,7 @@ CLIENT: tuple[type, ...] = (
     HelloRequest, PingRequest, BoardsRequest, SubscribeRequest, UnsubscribeRequest, ResyncRequest, TopRequest,
     RankRequest, AroundRequest, RanksRequest, StatsRequest, RecentRequest, FinalsRequest, JoinRequest,
     SubmitRequest, StatusRequest, BanRequest, UnbanRequest, CorrectRequest, ProfileRequest, BoardRequest,
+    WatchRequest,
 )  # fmt: skip
 
 # The reply (carrying the request's ``id``) to each request that has one; an ``error`` with the id
@@ -499,5 +544,5 @@ REPLIES: dict[type, type] = {
     UnsubscribeRequest: Unsubscribed, TopRequest: Top, RankRequest: Rank, AroundRequest: Around, RanksRequest: Ranks,
     StatsRequest: Stats, RecentRequest: Recent, FinalsRequest: Finals, JoinRequest: Joined, SubmitRequest: Submitted,
     StatusRequest: Status, BanRequest: Banned, UnbanRequest: Unbanned, CorrectRequest: Corrected,
-    ProfileRequest: Profile, BoardRequest: Board,
+    ProfileRequest: Profile, BoardRequest: Board, WatchRequest: Watching,
 }  # fmt: skip

@@ -79,8 +79,11 @@ class _Builder:
         elif tp in _SIMPLE:
             out["type"] = _SIMPLE[tp]
         elif origin is Literal:
-            [value] = get_args(tp)
-            out["const"] = value
+            values = list(get_args(tp))
+            if len(values) == 1:
+                out["const"] = values[0]
+            else:
+                out["enum"] = values
         elif origin in (Union, types.UnionType):
             parts = [self.schema(arg) for arg in get_args(tp)]
             if all(set(p) == {"type"} for p in parts):

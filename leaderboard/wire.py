@@ -250,7 +250,8 @@ def ranks(
 
 def watching(friends: Iterable[str], top: bool, request_id: Any = None) -> bytes:
     """The reply to ``watch``: the friends list and top-N choice now in force."""
-    return _with_id({"type": "watching", "friends": list(friends), "top": top}, request_id)
+    msg: m.Watching = {"type": "watching", "friends": list(friends), "top": top}
+    return _with_id(msg, request_id)
 
 
 def overtaken(
@@ -260,29 +261,28 @@ def overtaken(
     period: str,
     player: str,
     rank: int | None,
-    reason: str,
+    reason: m.PassedBy,
     by: Mapping[str, Any],
 ) -> bytes:
     """``player`` was passed on a board: by a friend (``reason="friend"``) or out of its top N
     (``"top"``); ``rank`` is their rank after it, ``by`` who passed them (``player``, ``rank``,
     ``score``, ``name``? and a defined board's ``keys``? as text, as a snapshot's rows)."""
-    passer: dict[str, Any] = {"player": by["player"], "rank": by.get("rank"), "score": by.get("score")}
+    passer: m.Passer = {"player": by["player"], "rank": by.get("rank"), "score": by.get("score")}
     if by.get("name") is not None:
         passer["name"] = by["name"]
     if by.get("keys") is not None:
         passer["keys"] = [str(v) for v in by["keys"]]
-    return encode(
-        {
-            "type": "overtaken",
-            "board": board,
-            "window": window,
-            "period": period,
-            "player": player,
-            "rank": rank,
-            "reason": reason,
-            "by": passer,
-        }
-    )
+    msg: m.Overtaken = {
+        "type": "overtaken",
+        "board": board,
+        "window": window,
+        "period": period,
+        "player": player,
+        "rank": rank,
+        "reason": reason,
+        "by": passer,
+    }
+    return encode(msg)
 
 
 def stats(*, board: str, window: str, period: str, size: int, players: int, request_id: Any = None) -> bytes:

@@ -118,6 +118,7 @@ CLIENT_EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "profile": {"player": "mia", "profile": {"name": "Mia"}},
     "board": {"action": "create", "board": "tower", "definition": {"id": "tower", "keys": [{"name": "floor"}]}},
+    "watch": {"friends": ["leo"], "top": True},
 }
 
 
@@ -289,9 +290,13 @@ async def test_every_message_a_fleets_gateway_sends_validates(fleet: Fleet) -> N
                 break
             except TimeoutError:
                 continue
+        await player.ask({"type": "watch", "friends": ["dee"], "top": True}, "w")
         await submit("dee", 400)  # enters the top: announced, and ana's own rank pushed (now 2nd)
         await player.until(lambda m: m["type"] == "announce")
         await player.until(lambda m: m["type"] == "rank" and "id" not in m and m["rank"] == 2)
+        for i in range(10):  # ana out of the top 10 she watches
+            await submit(f"top{i}", 1000 + i)
+        await player.until(lambda m: m["type"] == "overtaken")
         player_requests: list[dict[str, Any]] = [
             {"type": "ping"},
             {"type": "boards"},

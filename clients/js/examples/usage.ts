@@ -13,6 +13,11 @@ client.addEventListener("snapshot", (event) => {
   }
 });
 client.addEventListener("rank", (event) => console.log(event.detail.rank ?? "unranked", event.detail.top_percent));
+client.watch(["leo", "ava"], { top: true });
+client.addEventListener("overtaken", (event) => {
+  const { by, rank, reason } = event.detail;
+  console.log(`${by.player} passed you (${reason}): now #${rank ?? "?"}`);
+});
 client.addEventListener("error", (event) => {
   if (event.detail.code === "protocol_version") console.log(`this client speaks protocol ${PROTOCOL}`);
 });

@@ -6,6 +6,7 @@ import type {
   ClientMessage,
   Delta,
   ErrorCode,
+  Overtaken,
   Protocol,
   Rank,
   Replies,
@@ -71,6 +72,7 @@ export interface LeaderboardEventMap {
   snapshot: CustomEvent<Snapshot>;
   rank: CustomEvent<Rank>;
   announce: CustomEvent<Announce>;
+  overtaken: CustomEvent<Overtaken>;
   reply: CustomEvent<ServerMessage>;
   error: CustomEvent<ClientError>;
   status: CustomEvent<StatusDetail>;
@@ -122,6 +124,9 @@ export declare class LeaderboardClient extends EventTarget {
   unsubscribe(board?: string, window?: string): void;
   /** Sends a message without waiting for a reply; false when not live. */
   send(message: ClientMessage): boolean;
+  /** "overtaken" events when one of `friends` passes the player, or with `top` when they leave a
+   * board's top N; replaces the last list, sent again on every reconnect. A player token only. */
+  watch(friends: string[], options?: { top?: boolean }): void;
   /** Resolves with the reply carrying its id; rejects with an Error whose `code` is the
    * server's (or "timeout", "not connected", "connection lost"). */
   request<M extends RequestMessage>(message: M, timeoutMs?: number): Promise<Replies[M["type"]]>;

@@ -170,7 +170,7 @@ export interface Error {
   message: string;
 }
 
-export type ErrorCode = "auth_required" | "backlog_full" | "bad_board" | "bad_json" | "bad_message" | "bad_period" | "bad_request" | "banned" | "binary_frame" | "board_exists" | "board_no_keys" | "board_reorder" | "board_too_many_keys" | "forbidden" | "idempotency_conflict" | "invalid_actor" | "invalid_avatar" | "invalid_board" | "invalid_board_id" | "invalid_board_key" | "invalid_board_window" | "invalid_country" | "invalid_default_board" | "invalid_direction" | "invalid_display" | "invalid_extension" | "invalid_id" | "invalid_key_bounds" | "invalid_key_value" | "invalid_metadata_limit" | "invalid_name" | "invalid_operator" | "invalid_period" | "invalid_player" | "invalid_points" | "invalid_profile" | "invalid_rank_mode" | "invalid_reason" | "invalid_scope" | "invalid_season" | "invalid_tie" | "invalid_time_zone" | "invalid_timestamp" | "invalid_token" | "invalid_top_n" | "invalid_tournament" | "invalid_window" | "key_out_of_range" | "library_mismatch" | "metadata_too_large" | "missing_id" | "not_entered" | "not_replicated" | "not_subscribed" | "period_closed" | "points_out_of_range" | "rate_limited" | "stale_board" | "timestamp_in_future" | "timestamp_outside_window" | "timestamp_too_old" | "token_expired" | "too_many_boards" | "too_many_scopes" | "too_many_subscriptions" | "tournament_ended" | "tournament_exists" | "unavailable" | "unknown_board" | "unknown_dead_letter" | "unknown_extension" | "unknown_game" | "unknown_tournament" | "unknown_type" | "wrong_key_count";
+export type ErrorCode = "auth_required" | "backlog_full" | "bad_board" | "bad_json" | "bad_message" | "bad_period" | "bad_request" | "banned" | "binary_frame" | "board_exists" | "board_no_keys" | "board_reorder" | "board_too_many_keys" | "forbidden" | "idempotency_conflict" | "invalid_actor" | "invalid_avatar" | "invalid_board" | "invalid_board_id" | "invalid_board_key" | "invalid_board_window" | "invalid_country" | "invalid_default_board" | "invalid_direction" | "invalid_display" | "invalid_extension" | "invalid_id" | "invalid_key_bounds" | "invalid_key_value" | "invalid_metadata_limit" | "invalid_name" | "invalid_operator" | "invalid_period" | "invalid_player" | "invalid_points" | "invalid_profile" | "invalid_rank_mode" | "invalid_reason" | "invalid_scope" | "invalid_season" | "invalid_tie" | "invalid_time_zone" | "invalid_timestamp" | "invalid_token" | "invalid_top_n" | "invalid_tournament" | "invalid_window" | "key_out_of_range" | "library_mismatch" | "metadata_too_large" | "missing_id" | "not_entered" | "not_replicated" | "not_subscribed" | "period_closed" | "points_out_of_range" | "rate_limited" | "stale_board" | "timestamp_in_future" | "timestamp_outside_window" | "timestamp_too_old" | "token_expired" | "too_many_boards" | "too_many_friends" | "too_many_scopes" | "too_many_subscriptions" | "tournament_ended" | "tournament_exists" | "unavailable" | "unknown_board" | "unknown_dead_letter" | "unknown_extension" | "unknown_game" | "unknown_tournament" | "unknown_type" | "wrong_key_count";
 
 export interface FinalEntry {
   rank: number;
@@ -245,6 +245,27 @@ export interface Joined {
   tournament: string;
   players: Array<string>;
   added: number;
+}
+
+/** Pushed when the connection's player was passed on a subscribed board: by a friend of its `watch` (`reason` friend) or out of the board's top N (`top`); `rank` is theirs after it. */
+export interface Overtaken {
+  type: "overtaken";
+  board: string;
+  window: string;
+  period: string;
+  player: string;
+  rank: number | null;
+  reason: "friend" | "top";
+  by: Passer;
+}
+
+/** Who passed the player: their standing after it (a defined board's `keys` as text). */
+export interface Passer extends Shown {
+  player: string;
+  rank: number | null;
+  score: number | null;
+  /** a defined board's key values as decimal strings (exact over int64) */
+  keys?: Array<string>;
 }
 
 export interface PingRequest {
@@ -386,14 +407,9 @@ export interface Snapshot {
   columns?: Array<Column>;
 }
 
-export interface Standing extends Shown {
-  player: string;
-  rank: number | null;
-  score: number | null;
+export interface Standing extends Passer {
   top_percent: number | null;
   approx: boolean;
-  /** a defined board's key values as decimal strings (exact over int64) */
-  keys?: Array<string>;
 }
 
 export interface Stats {
@@ -530,6 +546,25 @@ export interface Unsubscribed {
   window: string;
 }
 
+/** Be told (`overtaken`) when one of `friends` passes the player, or with `top` when they leave a board's top N; replaces the last list (empty: none). A player token only. */
+export interface WatchRequest {
+  /** echoed in the reply; a string or number of at most 64 characters */
+  id?: string | number;
+  type: "watch";
+  /** player ids, at most 100 */
+  friends?: Array<string>;
+  top?: boolean;
+}
+
+/** The reply to `watch`: the friends list and top-N choice now in force. */
+export interface Watching {
+  /** echoed in the reply; a string or number of at most 64 characters */
+  id?: string | number;
+  type: "watching";
+  friends: Array<string>;
+  top: boolean;
+}
+
 /** Right after the handshake, and the reply to `hello`. */
 export interface Welcome {
   /** echoed in the reply; a string or number of at most 64 characters */
@@ -549,10 +584,10 @@ export interface Welcome {
 }
 
 /** Every message a gateway sends, told apart by `type`. */
-export type ServerMessage = Welcome | Snapshot | Delta | Rank | Announce | Error | Pong | Subscribed | Unsubscribed | Top | Around | Ranks | Stats | Recent | Boards | Finals | Joined | Submitted | Status | Banned | Unbanned | Corrected | Profile | Board;
+export type ServerMessage = Welcome | Snapshot | Delta | Rank | Announce | Error | Pong | Subscribed | Unsubscribed | Top | Around | Ranks | Stats | Recent | Boards | Finals | Joined | Submitted | Status | Banned | Unbanned | Corrected | Profile | Board | Watching | Overtaken;
 
 /** Every message a client sends, told apart by `type`. */
-export type ClientMessage = HelloRequest | PingRequest | BoardsRequest | SubscribeRequest | UnsubscribeRequest | ResyncRequest | TopRequest | RankRequest | AroundRequest | RanksRequest | StatsRequest | RecentRequest | FinalsRequest | JoinRequest | SubmitRequest | StatusRequest | BanRequest | UnbanRequest | CorrectRequest | ProfileRequest | BoardRequest;
+export type ClientMessage = HelloRequest | PingRequest | BoardsRequest | SubscribeRequest | UnsubscribeRequest | ResyncRequest | TopRequest | RankRequest | AroundRequest | RanksRequest | StatsRequest | RecentRequest | FinalsRequest | JoinRequest | SubmitRequest | StatusRequest | BanRequest | UnbanRequest | CorrectRequest | ProfileRequest | BoardRequest | WatchRequest;
 
 /** Each request's reply (it carries the request's `id`), by the request's `type`. */
 export interface Replies {
@@ -576,4 +611,5 @@ export interface Replies {
   correct: Corrected;
   profile: Profile;
   board: Board;
+  watch: Watching;
 }
