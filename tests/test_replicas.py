@@ -13,6 +13,7 @@ import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 import redis.asyncio as aioredis
@@ -25,6 +26,9 @@ from leaderboard.replicas import ReplicaMetrics, Replicas
 from leaderboard.settings import ReplicaReads, SettingsError
 
 from .conftest import MS, until
+from .gw_helpers import client, greet, recv_type, request, running, token
+from .test_api import PLAYER as API_PLAYER
+from .test_api import api_process
 
 T = 1000 * MS
 # tight enough for cheap tests; the defaults are documented in docs/configuration.md
@@ -223,3 +227,55 @@ async def test_a_replica_server_has_the_masters_password(tmp_path: Path) -> None
         finally:
             await m.aclose()
             await rep.aclose()
+
+
+async def test_a_gateways_rank_pushes_and_requests_are_read_on_the_replica(
+    clients: tuple[aioredis.Redis, aioredis.Redis], servers: tuple[RedisServer, RedisServer]
+) -> None:
+    m, rep = clients
+    lb = Leaderboard(m, GameConfig(game="test"))
+    await submit(lb, "mia", 300)
+    await submit(lb, "leo", 200)
+    async with running(servers[0].url, rank_interval=0.05, replicas=FAST) as gw:
+        await until(lambda: bool(gw.replicas.current()), 2 * T)
+        on_replica = await ro_calls(rep)
+        async with client(gw, f"?token={token('mia')}") as ws:
+            await greet(ws)
+            pushed = await recv_type(ws, "rank")
+            assert (pushed["rank"], pushed["score"]) == (1, 300)
+            around = await request(ws, {"type": "around", "k": 1}, "around")
+            assert [e["player"] for e in around["entries"]] == ["mia", "leo"]
+        assert await ro_calls(rep) >= on_replica + 2  # the push's read and the request's
+        assert gw.replicas.metrics is not None
+        assert count(gw.replicas.metrics, "reads", "replica") >= 2
+
+
+def test_the_http_apis_reads_are_read_on_the_replica(servers: tuple[RedisServer, RedisServer]) -> None:
+    master, replica = servers
+    m, rep = redis.Redis.from_url(master.url), redis.Redis.from_url(replica.url)
+
+    def calls(node: redis.Redis) -> int:
+        return int(node.info("commandstats").get("cmdstat_fcall_ro", {}).get("calls", 0))
+
+    lb_env = {"LB_READ_REPLICAS": "1", "LB_REPLICA_MAX_LAG_MS": "300", "LB_REPLICA_CHECK_MS": "20"}
+    try:
+        with api_process(master.url, **lb_env) as url, httpx.Client(base_url=url, headers=API_PLAYER) as http:
+            asyncio.run(_seed(master.url))
+            on_master, on_replica, reads = calls(m), calls(rep), 0
+            # the replica is current a few checks after the API's start: until then, the master reads
+            while calls(rep) == on_replica:
+                assert reads < 100, "no read reached the replica"
+                answer = http.get("/v1/boards/global/players/mia/around", params={"k": 1})
+                assert answer.status_code == 200 and answer.json()["entries"][0]["player"] == "mia"
+                reads += 1
+            assert calls(rep) == on_replica + 1 and calls(m) == on_master + reads - 1  # each read once
+    finally:
+        m.close()
+        rep.close()
+
+
+async def _seed(url: str) -> None:
+    client = connect(url)
+    assert isinstance(client, aioredis.Redis)
+    await submit(Leaderboard(client, GameConfig(game="test")), "mia", 100)
+    await client.aclose()
