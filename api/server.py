@@ -252,7 +252,7 @@ def application(settings: ApiSettings) -> ASGIApp:
         if settings.metrics_port:
             assert isinstance(counted, metrics.Requests)
             registry = metrics.registry(counted, held, (g.watch for g in games.values()))
-            replicas.observe(ReplicaMetrics(registry))
+            registry.register(ReplicaMetrics(replicas))
             exported = MetricsServer(registry, settings.metrics_host, settings.metrics_port)
             port = await exported.start()
             log.info("metrics on http://%s:%d/metrics", settings.metrics_host, port)

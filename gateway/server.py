@@ -75,7 +75,7 @@ class Gateway(Service):
         # a dropped socket leaves its boards at once (the games are built just below)
         self.out = Outbound(s, self.metrics, on_drop=self._dropped, on_skip=self._skipped)
         self.replicas = Replicas(self._redis, s.replicas, pool=s.redis_pool)
-        self.replicas.observe(ReplicaMetrics(self.metrics.registry))
+        self.metrics.registry.register(ReplicaMetrics(self.replicas))
         games = build_games(
             s, self._redis, self._raw, self.metrics, self.out, self.replicas if s.replicas.enabled else None
         )

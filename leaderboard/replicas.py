@@ -6,7 +6,7 @@ replica of the master that owns the game's keys — on a single master with repl
 Cluster (there with ``READONLY``) — but only while that replica is known to be current::
 
     replicas = Replicas(redis, ReplicaReads(enabled=True))
-    replicas.observe(ReplicaMetrics(registry))             # lb_replica_* (docs/operations.md)
+    registry.register(ReplicaMetrics(replicas))            # lb_replica_* (docs/operations.md)
     task = asyncio.create_task(replicas.run_forever())    # the checks, off the read path
     lb_reads = lb.reading_from(replicas)                   # its top/around/ranks go through it
     ...
@@ -39,12 +39,13 @@ import contextlib
 import itertools
 import logging
 import math
-from collections import deque
-from collections.abc import Sequence
+from collections import Counter, deque
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError, ResponseError
@@ -61,27 +62,38 @@ SERVED = ("replica", "master")
 FALLBACKS = ("lag", "unanswered", "refused")
 
 
-class ReplicaMetrics:
-    """The counters every process that reads from replicas exports (docs/operations.md)."""
+class ReplicaMetrics(Collector):
+    """The metrics every process that reads from replicas exports (docs/operations.md), made at
+    scrape time from the plain counts of ``Replicas`` (a labelled client-library counter would
+    take a lock on each read)::
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.reads = Counter(
+        registry.register(ReplicaMetrics(replicas))
+    """
+
+    def __init__(self, replicas: Replicas) -> None:
+        self._replicas = replicas
+
+    def collect(self) -> Iterator[Metric]:
+        counts = self._replicas.counts
+        reads = CounterMetricFamily(
             "lb_replica_reads",
             "player-facing reads (own ranks, top, around, ranks) by where they were served: replica, master",
-            ["served"],
-            registry=registry,
+            labels=["served"],
         )
-        self.fallbacks = Counter(
+        for served in SERVED:
+            reads.add_metric([served], counts[served])
+        fallbacks = CounterMetricFamily(
             "lb_replica_fallbacks",
             "reads meant for a replica that went to the master: lag (none current), unanswered, refused",
-            ["reason"],
-            registry=registry,
+            labels=["reason"],
         )
-        self.current = Gauge("lb_replica_current", "replicas current enough to serve reads now", registry=registry)
-        for served in SERVED:
-            self.reads.labels(served)
         for reason in FALLBACKS:
-            self.fallbacks.labels(reason)
+            fallbacks.add_metric([reason], counts[reason])
+        yield reads
+        yield fallbacks
+        yield GaugeMetricFamily(
+            "lb_replica_current", "replicas current enough to serve reads now", value=len(self._replicas.current())
+        )
 
 
 @dataclass(eq=False)
@@ -123,12 +135,8 @@ class Replicas:
         self._turn = itertools.count()
         self._max_lag = settings.max_lag_ms / 1000
         self._timeout = settings.timeout_ms / 1000
-        self.metrics: ReplicaMetrics | None = None
-
-    def observe(self, metrics: ReplicaMetrics) -> None:
-        """Count reads, fallbacks and current replicas in ``metrics`` from now on."""
-        self.metrics = metrics
-        metrics.current.set_function(lambda: float(len(self.current())) if self._shards else 0.0)
+        # reads by where they were served (SERVED) and by why a replica's went to the master (FALLBACKS)
+        self.counts: Counter[str] = Counter()
 
     # ------------------------------------------------------------ reads
 
@@ -150,15 +158,13 @@ class Replicas:
             replica.fresh_at = -math.inf  # until a check finds it answering and current again
             log.debug("replica %s did not answer a read (%r): read on the master", replica.address, exc)
             return await self._master(commands, "unanswered")
-        if self.metrics is not None:
-            self.metrics.reads.labels("replica").inc()
+        self.counts["replica"] += 1
         return replies
 
     async def _master(self, commands: Sequence[Command], fallback: str | None = None) -> list[Any]:
-        if self.metrics is not None:
-            self.metrics.reads.labels("master").inc()
-            if fallback is not None:
-                self.metrics.fallbacks.labels(fallback).inc()
+        self.counts["master"] += 1
+        if fallback is not None:
+            self.counts[fallback] += 1
         return await execute_packed(self.redis, *commands)
 
     async def _pick(self, key: str) -> Replica | None:
@@ -168,8 +174,7 @@ class Replicas:
         now = asyncio.get_running_loop().time()
         current = [r for r in shard.replicas.values() if r.staleness(now) <= self._max_lag]
         if not current:
-            if self.metrics is not None:
-                self.metrics.fallbacks.labels("lag").inc()
+            self.counts["lag"] += 1
             return None
         return current[next(self._turn) % len(current)]
 

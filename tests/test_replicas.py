@@ -69,11 +69,11 @@ async def _synced(m: aioredis.Redis, rep: aioredis.Redis) -> bool:
 @contextlib.asynccontextmanager
 async def routed(
     m: aioredis.Redis, settings: ReplicaReads = FAST
-) -> AsyncIterator[tuple[Leaderboard, Replicas, ReplicaMetrics]]:
-    """The game's wrappers reading through a ``Replicas`` whose checks run, and its metrics."""
+) -> AsyncIterator[tuple[Leaderboard, Replicas, CollectorRegistry]]:
+    """The game's wrappers reading through a ``Replicas`` whose checks run, and its metrics' registry."""
     replicas = Replicas(m, settings)
-    metrics = ReplicaMetrics(CollectorRegistry())
-    replicas.observe(metrics)
+    metrics = CollectorRegistry()
+    metrics.register(ReplicaMetrics(replicas))
     checks = asyncio.create_task(replicas.run_forever())
     try:
         yield Leaderboard(m, GameConfig(game="test")).reading_from(replicas), replicas, metrics
@@ -87,9 +87,11 @@ async def ro_calls(client: aioredis.Redis) -> int:
     return int((await client.info("commandstats")).get("cmdstat_fcall_ro", {}).get("calls", 0))
 
 
-def count(metrics: ReplicaMetrics, name: str, label: str) -> float:
-    family = metrics.reads if name == "reads" else metrics.fallbacks
-    return float(family.labels(label)._value.get())
+def count(metrics: CollectorRegistry, name: str, label: str) -> float:
+    """A sample of the exported lb_replica_reads (by ``served``) or lb_replica_fallbacks (by ``reason``)."""
+    value = metrics.get_sample_value(f"lb_replica_{name}_total", {"served" if name == "reads" else "reason": label})
+    assert value is not None, (name, label)
+    return value
 
 
 async def submit(lb: Leaderboard, player: str, points: int, n: int = 0) -> None:
@@ -112,8 +114,7 @@ async def test_reads_are_served_by_the_replica(clients: tuple[aioredis.Redis, ai
         assert await ro_calls(rep) - on_replica == 3  # every read ran on the replica ...
         assert await ro_calls(m) == on_master  # ... none on the master
         assert count(metrics, "reads", "replica") == 3 and count(metrics, "reads", "master") == 0
-        [current] = next(iter(metrics.current.collect())).samples
-        assert current.value == 1
+        assert metrics.get_sample_value("lb_replica_current") == 1
 
 
 async def test_turned_off_every_read_stays_on_the_master(clients: tuple[aioredis.Redis, aioredis.Redis]) -> None:
@@ -246,8 +247,7 @@ async def test_a_gateways_rank_pushes_and_requests_are_read_on_the_replica(
             around = await request(ws, {"type": "around", "k": 1}, "around")
             assert [e["player"] for e in around["entries"]] == ["mia", "leo"]
         assert await ro_calls(rep) >= on_replica + 2  # the push's read and the request's
-        assert gw.replicas.metrics is not None
-        assert count(gw.replicas.metrics, "reads", "replica") >= 2
+        assert count(gw.metrics.registry, "reads", "replica") >= 2
 
 
 def test_the_http_apis_reads_are_read_on_the_replica(servers: tuple[RedisServer, RedisServer]) -> None:
