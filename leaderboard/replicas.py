@@ -73,24 +73,27 @@ class ReplicaMetrics(Collector):
     def __init__(self, replicas: Replicas) -> None:
         self._replicas = replicas
 
-    def collect(self) -> Iterator[Metric]:
-        counts = self._replicas.counts
-        reads = CounterMetricFamily(
+    _COUNTERS = (
+        (
             "lb_replica_reads",
             "player-facing reads (own ranks, top, around, ranks) by where they were served: replica, master",
-            labels=["served"],
-        )
-        for served in SERVED:
-            reads.add_metric([served], counts[served])
-        fallbacks = CounterMetricFamily(
+            "served",
+            SERVED,
+        ),
+        (
             "lb_replica_fallbacks",
             "reads meant for a replica that went to the master: lag (none current), unanswered, refused",
-            labels=["reason"],
-        )
-        for reason in FALLBACKS:
-            fallbacks.add_metric([reason], counts[reason])
-        yield reads
-        yield fallbacks
+            "reason",
+            FALLBACKS,
+        ),
+    )
+
+    def collect(self) -> Iterator[Metric]:
+        for name, text, label, values in self._COUNTERS:
+            family = CounterMetricFamily(name, text, labels=[label])
+            for value in values:
+                family.add_metric([value], self._replicas.counts[value])
+            yield family
         yield GaugeMetricFamily(
             "lb_replica_current", "replicas current enough to serve reads now", value=len(self._replicas.current())
         )
