@@ -37,6 +37,7 @@ from typing import Any
 import redis
 
 from bench import results
+from bench.redis_stats import cpu, usec
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Leaderboard, Submission, connect, now_ms
 from leaderboard.library import library_code
@@ -160,8 +161,6 @@ async def until_current(router: Replicas, seconds: float = 10.0) -> None:
 
 def replica_run(args: Any) -> dict[str, Any]:
     """Both phases on one master and its replica (see the module docstring)."""
-    from bench.drain import cpu, usec  # here: bench.drain imports this module's drain()
-
     with (
         tempfile.TemporaryDirectory(prefix="rank-bench-") as scratch,
         RedisServer(Path(scratch) / "master") as server,

@@ -104,7 +104,6 @@ class Replica:
     address: str
     client: Redis
     fresh_at: float = -math.inf  # loop time: the replica held every write the master had by then
-    checked: bool = False  # answered its last check
 
     def staleness(self, now: float) -> float:
         """Seconds of writes this replica may be missing now, at most."""
@@ -250,10 +249,8 @@ class Replicas:
             async with asyncio.timeout(self._timeout):
                 info = await replica.client.info("replication")
         except (TimeoutError, RedisError, OSError):
-            replica.checked = False
             replica.fresh_at = -math.inf  # unanswered: left at once, not when its bound runs out
             return
-        replica.checked = True
         if info.get("master_link_status") != "up":
             return  # resyncing, or cut off: its bound ages from the last time it was current
         applied = int(info.get("slave_repl_offset", -1))
