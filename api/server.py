@@ -204,14 +204,15 @@ def application(settings: ApiSettings) -> ASGIApp:
         return None if value is None else str(value)
 
     held = Held(latest, ttl=settings.top_ttl, stale=settings.stale_if_error)
-    # the players' reads (top, around, ranks) from replicas where enabled; the rest on the master
+    # the players' reads (top, rank, around, ranks) through it: on replicas when enabled, counted
+    # either way; the rest on the master
     replicas = Replicas(redis, settings.replicas, pool=settings.redis_pool)
     games = {
         c.game: Game(
             lb := Leaderboard(redis, c),
             Queue(redis, c),
             Watch(redis, c.keys, held, idle=settings.watch_idle, size=settings.watch_max),
-            replies.Game.of(lb, reads=lb.reading_from(replicas) if settings.replicas.enabled else None),
+            replies.Game.of(lb, reads=lb.reading_from(replicas)),
         )
         for c in settings.game.served
     }

@@ -76,10 +76,8 @@ class Gateway(Service):
         self.out = Outbound(s, self.metrics, on_drop=self._dropped, on_skip=self._skipped)
         self.replicas = Replicas(self._redis, s.replicas, pool=s.redis_pool)
         self.metrics.registry.register(ReplicaMetrics(self.replicas))
-        games = build_games(
-            s, self._redis, self._raw, self.metrics, self.out, self.replicas if s.replicas.enabled else None
-        )
-        self.games: dict[str, Game] = games
+        # own ranks and the players' reads through it: on replicas when enabled, counted either way
+        self.games: dict[str, Game] = build_games(s, self._redis, self._raw, self.metrics, self.out, self.replicas)
         self.default_game = next(iter(self.games.values()))
         self.handlers = Handlers(s, self.out, self.games, self.metrics)
         shed = shed_action(self.shed, self._open, s.drain_window)

@@ -13,9 +13,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from leaderboard import GameConfig, Leaderboard, Submission, boards, now_ms
+from leaderboard import GameConfig, Leaderboard, Submission, boards, now_ms, replicas
 from leaderboard.auth import AuthError, authenticate, issue
-from leaderboard.library import calls
 from leaderboard.protocol import ProtocolError, Subscribe, parse
 from leaderboard.transport import Command, RedisClient
 
@@ -219,7 +218,7 @@ async def test_rank_pushes_survive_a_connection_torn_down_under_the_read(
     round is skipped, the next one pushes. Any AttributeError is a bug, and is not hidden."""
     await lb.submit_batch([Submission("s1", "mia", 300, now_ms()).fields()])
     async with running(redis_url, rank_interval=0.1) as gw:
-        real = calls.execute_packed  # type: ignore[attr-defined]  # every read of the wrappers goes through it
+        real = replicas.execute_packed  # type: ignore[attr-defined]  # the gateway's reads go through Replicas
         torn: list[str] = []  # the rank reads that hit the torn-down connection
         bug = False
 
@@ -233,7 +232,7 @@ async def test_rank_pushes_survive_a_connection_torn_down_under_the_read(
                 raise RedisConnectionError("connection closed by another task while in use")
             return await real(redis, *commands, **options)
 
-        monkeypatch.setattr(calls, "execute_packed", tearing)
+        monkeypatch.setattr(replicas, "execute_packed", tearing)
         async with client(gw, f"?token={token('mia')}") as ws:
             await greet(ws)
             first = await recv_type(ws, "rank", 3 * T)  # after three rounds lost to the fault
