@@ -29,6 +29,7 @@ from leaderboard.definitions import watch
 from leaderboard.metrics_server import MetricsServer
 from leaderboard.proxies import Network, client_address, networks
 from leaderboard.queue import Queue
+from leaderboard.replicas import ReplicaMetrics, Replicas
 from leaderboard.transport import redis_budget
 
 from . import metrics, problems, top
@@ -203,12 +204,15 @@ def application(settings: ApiSettings) -> ASGIApp:
         return None if value is None else str(value)
 
     held = Held(latest, ttl=settings.top_ttl, stale=settings.stale_if_error)
+    # the players' reads (top, rank, around, ranks) through it: on replicas when enabled, counted
+    # either way; the rest on the master
+    replicas = Replicas(redis, settings.replicas, pool=settings.redis_pool)
     games = {
         c.game: Game(
             lb := Leaderboard(redis, c),
             Queue(redis, c),
             Watch(redis, c.keys, held, idle=settings.watch_idle, size=settings.watch_max),
-            replies.Game.of(lb),
+            replies.Game.of(lb, reads=lb.reading_from(replicas)),
         )
         for c in settings.game.served
     }
@@ -249,6 +253,7 @@ def application(settings: ApiSettings) -> ASGIApp:
         if settings.metrics_port:
             assert isinstance(counted, metrics.Requests)
             registry = metrics.registry(counted, held, (g.watch for g in games.values()))
+            registry.register(ReplicaMetrics(replicas))
             exported = MetricsServer(registry, settings.metrics_host, settings.metrics_port)
             port = await exported.start()
             log.info("metrics on http://%s:%d/metrics", settings.metrics_host, port)
@@ -257,6 +262,7 @@ def application(settings: ApiSettings) -> ASGIApp:
                 game.watch.start()
         # each game's board definitions, its stored default among them, seen within a tick
         refreshing = [asyncio.create_task(watch(g.lb.boards), name=f"boards-{name}") for name, g in games.items()]
+        refreshing.append(asyncio.create_task(replicas.run_forever(), name="replicas"))
         try:
             yield
         finally:
@@ -265,6 +271,7 @@ def application(settings: ApiSettings) -> ASGIApp:
             await asyncio.gather(*refreshing, return_exceptions=True)
             for game in games.values():
                 await game.watch.close()
+            await replicas.aclose()
             await redis.aclose()
             if exported is not None:
                 await exported.close()

@@ -19,6 +19,7 @@ from leaderboard.budget import MAX_COST
 from leaderboard.proxies import parse_networks, valid_networks
 from leaderboard.settings import (
     RedisPool,
+    ReplicaReads,
     above,
     at_least,
     between,
@@ -46,6 +47,7 @@ class ApiSettings:
     )
     redis_url: str = redis_url(help="Redis to use (./dev run's own: in var/fleet.env)")
     redis_pool: RedisPool = nested(RedisPool)
+    replicas: ReplicaReads = nested(ReplicaReads)
     game: GameConfig = nested(GameConfig)
     default_window: str = setting(
         "LB_GW_WINDOW",

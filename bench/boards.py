@@ -40,7 +40,8 @@ from typing import Any
 import redis
 
 from bench import results
-from bench.drain import baseline_error, code_tree, tree_library, usec
+from bench.drain import baseline_error, code_tree, tree_library
+from bench.redis_stats import usec
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Leaderboard, boards, connect, now_ms
 from leaderboard.library import library_code

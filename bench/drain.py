@@ -49,6 +49,7 @@ import redis
 
 from bench import results
 from bench.rank_reads import drain
+from bench.redis_stats import cpu, usec
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Submission, connect, now_ms
 from leaderboard.assembly import MANIFEST, SINGLE_FILE, from_directory
@@ -91,18 +92,6 @@ async def fill(
     for start in range(0, count, per_call):
         await submit(queue, subs[start : start + per_call], names=names)
     await client.aclose()
-
-
-def cpu(client: redis.Redis) -> float:
-    """Seconds of CPU the Redis process has used (every thread), user + system."""
-    info: dict[str, Any] = client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-
-
-def usec(client: redis.Redis) -> dict[str, tuple[int, int]]:
-    """Command -> (usec, calls) since the last CONFIG RESETSTAT."""
-    stats: dict[str, Any] = client.info("commandstats")
-    return {name.removeprefix("cmdstat_"): (int(s["usec"]), int(s["calls"])) for name, s in stats.items()}
 
 
 # What the scorer sends around its FCALL, once per batch (read, acknowledge: a MULTI, or lb_ack's

@@ -43,7 +43,8 @@ from typing import Any, cast
 import redis
 
 from bench import results
-from bench.drain import FLOOR_LIBRARY, OUTSIDE, PLAYERS, baseline_error, code_tree, fill, tree_library, usec
+from bench.drain import FLOOR_LIBRARY, OUTSIDE, PLAYERS, baseline_error, code_tree, fill, tree_library
+from bench.redis_stats import usec
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig
 from leaderboard.library import library_code

@@ -86,6 +86,13 @@ class FleetOptions:
         "Redis to use; unset, ./dev run starts its own (loopback, random port, a password, AOF on) and "
         "writes its URL to <data dir>/fleet.env",
     )
+    redis_replicas: int = setting(
+        "LB_FLEET_REDIS_REPLICAS",
+        0,
+        "replicas of the embedded redis-server (each its own process and data directory); with any, the "
+        "gateways and the HTTP API read from them (LB_READ_REPLICAS=1 unless set)",
+        check=between(0, 8),
+    )
     data_dir: str = setting(
         "LB_DATA_DIR",
         "var",
@@ -166,6 +173,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="use this Redis instead of starting one (default: LB_REDIS_URL)",
     )
     p.add_argument("--data-dir", default=o.data_dir, help="embedded Redis data directory")
+    p.add_argument(
+        "--redis-replicas",
+        type=int,
+        default=o.redis_replicas,
+        help="replicas of the embedded Redis, serving the players' reads (LB_READ_REPLICAS)",
+    )
     p.add_argument("--balancer", default=o.balancer, choices=("none", "haproxy"), help="a load balancer in front")
     p.add_argument("--balancers", type=int, default=o.balancers, help="haproxy processes on the port")
     p.add_argument("--balancer-maxconn", type=int, default=o.balancer_maxconn, help="players per haproxy process")
@@ -237,6 +250,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             gateway_port=args.gateway_port,
             metrics_port=args.metrics_port,
             tls_cert=args.tls_cert,
+            redis_replicas=args.redis_replicas,
         )
     except (ValueError, OSError) as exc:  # OSError: the data directory's secret not readable or writable
         p.error(str(exc))

@@ -154,8 +154,11 @@ cache {TOP_CACHE}
     max-age 1
 """
     if c.apis:
-        api_route = "    # the HTTP API under /v1/, the gateways (/ws, the page) otherwise: one public port\n"
-        api_route += f"    use_backend {API_BACKEND} if {{ path_beg /v1/ }}\n"
+        api_route = (
+            "    # the HTTP API under /v1/ and its operators' console (a server token's alone: api/console.py),\n"
+        )
+        api_route += "    # the gateways (/ws, the page) otherwise: one public port\n"
+        api_route += f"    use_backend {API_BACKEND} if {{ path_beg /v1/ }} || {{ path /console }}\n"
         api_servers = "\n".join(f"    server {a.name} {a.address}" for a in c.apis)
         api_backend = f"""
 backend {API_BACKEND}

@@ -1,7 +1,10 @@
 """A private redis-server child process: the embedded default of the local fleet, and the
 server every test talks to. It never touches the default port 6379 or a server someone else runs.
 
-With a ``password`` the server wants it from every client (``requirepass``). The password reaches
+With ``replica_of`` (a master's ``(host, port)``) it is a replica of that master (``replicaof``),
+read-only, holding what the master holds a moment later: the replicas that serve reads
+(leaderboard/replicas.py). With a ``password`` the server wants it from every client
+(``requirepass``), and a replica gives it to its master too (``masterauth``). The password reaches
 redis-server as configuration on its stdin: on the command line every local user could read it in
 /proc/<pid>/cmdline, and in a file it would outlive the server.
 """
@@ -80,6 +83,7 @@ class RedisServer:
         startup_timeout: float = 10.0,
         password: str | None = None,
         pass_fds: tuple[int, ...] = (),
+        replica_of: tuple[str, int] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()  # redis-server changes into it before logging
         self.host = host
@@ -91,6 +95,7 @@ class RedisServer:
             raise ValueError("the Redis password must be 1..512 letters, digits, '-' or '_'")
         self.password = password
         self.pass_fds = pass_fds  # descriptors the server holds too (the fleet's data-directory lock)
+        self.replica_of = replica_of
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -114,6 +119,9 @@ class RedisServer:
             "--daemonize", "no",
             "--loglevel", "warning",
             "--logfile", str(self.data_dir / "redis.log"),
+            # a replica's first sync starts at once, not after Redis's 5 s wait for others to join it
+            "--repl-diskless-sync-delay", "0",
+            *(["--replicaof", self.replica_of[0], str(self.replica_of[1])] if self.replica_of else []),
         ]  # fmt: skip
 
     def start(self) -> RedisServer:
@@ -132,6 +140,8 @@ class RedisServer:
             assert self.process.stdin is not None
             with contextlib.suppress(BrokenPipeError), self.process.stdin:  # exited: reported below
                 self.process.stdin.write(f'requirepass "{self.password}"\n'.encode())
+                if self.replica_of:
+                    self.process.stdin.write(f'masterauth "{self.password}"\n'.encode())
         client = redis.Redis(host=self.host, port=self.port, password=self.password, socket_connect_timeout=0.2)
         deadline = time.monotonic() + self.startup_timeout
         try:

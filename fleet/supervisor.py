@@ -80,6 +80,8 @@ class FleetSettings:
     # a PEM holding the certificate and its key: the balancer's port speaks TLS (https://, wss://)
     tls_cert: str = ""
     metrics_port: int = 0  # the scorer's metrics port, gateway N's is this + N; 0: free ones
+    # replicas of the embedded redis-server; with any, the gateways and the API read from them
+    redis_replicas: int = 0
 
     def __post_init__(self) -> None:
         if not 1 <= self.gateways <= 64:
@@ -96,6 +98,10 @@ class FleetSettings:
             raise ValueError(f"the TLS certificate {self.tls_cert} is not a readable file")
         if self.stop_timeout <= 0:
             raise ValueError("stop_timeout must be > 0")
+        if not 0 <= self.redis_replicas <= 8:
+            raise ValueError("redis_replicas must be 0..8")
+        if self.redis_replicas and self.redis_url is not None:
+            raise ValueError("replicas are the embedded redis-server's: not with a Redis URL given")
 
 
 class Fleet(Service):
@@ -112,6 +118,7 @@ class Fleet(Service):
             api_port=settings.api_port,
         )
         self.redis_server: RedisServer | None = None
+        self.redis_replicas: list[RedisServer] = []
         self.redis_url = settings.redis_url or ""
         self.scorer: asyncio.subprocess.Process | None = None
         self.gateways: list[asyncio.subprocess.Process] = []
@@ -191,6 +198,7 @@ class Fleet(Service):
     def child_env(self, **extra: str) -> dict[str, str]:
         s = self.settings
         env = {
+            **({"LB_READ_REPLICAS": "1"} if s.redis_replicas else {}),  # what replicas are started for
             **os.environ,
             "LB_REDIS_URL": self.redis_url,
             "LB_LOG_LEVEL": s.log_level,
@@ -226,6 +234,14 @@ class Fleet(Service):
             )
             assert self.redis_server.process is not None
             self._redis_watch = ExitWatch(self.redis_server.process, self._redis_exited)
+            master = (self.redis_server.host, self.redis_server.port)
+            for i in range(s.redis_replicas):
+                # no AOF: a replica restarted resyncs from its master; the master's password for both ways
+                replica = RedisServer(
+                    s.data_dir / f"redis-replica-{i + 1}", password=self.redis_server.password, replica_of=master
+                )
+                self.redis_replicas.append(replica.start())
+                log.info("redis-server replica on port %d", replica.port)
         write_private(self.env_file, env_file_text(self.redis_url, s.jwt_secret, self.api_url))
         client = connect(self.redis_url)  # a cluster URL loads it on every master
         try:
@@ -399,6 +415,8 @@ class Fleet(Service):
             await self.stop_process(self.scorer, bound)
         if self._redis_watch is not None:
             self._redis_watch.close()
+        for replica in self.redis_replicas:  # before their master: nothing of theirs to keep
+            await asyncio.to_thread(replica.stop, bound)
         if self.redis_server is not None:
             await asyncio.to_thread(self.redis_server.stop, bound)  # in a thread: a second Ctrl-C is heard
         if self._lock.held:
@@ -418,10 +436,11 @@ class Fleet(Service):
             if proc is not None and proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
-        if self.redis_server is not None and self.redis_server.running():
-            assert self.redis_server.process is not None
-            with contextlib.suppress(ProcessLookupError):
-                self.redis_server.process.terminate()
+        for server in (self.redis_server, *self.redis_replicas):
+            if server is not None and server.running():
+                assert server.process is not None
+                with contextlib.suppress(ProcessLookupError):
+                    server.process.terminate()
         if self._lock.held:
             for path in (self.env_file, self.layout_file):
                 with contextlib.suppress(FileNotFoundError):

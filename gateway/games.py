@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from leaderboard import GameConfig, Leaderboard, RedisClient
 from leaderboard.queue import Queue
+from leaderboard.replicas import Replicas
 
 from .client import Client
 from .hub import Hub
@@ -24,6 +25,7 @@ from .settings import GatewaySettings
 class Game:
     config: GameConfig
     lb: Leaderboard
+    reads: Leaderboard  # lb, its player-facing reads served by replicas where enabled (replicas.py)
     queue: Queue
     hub: Hub
     ranks: RankPusher
@@ -40,17 +42,24 @@ class Game:
 
 
 def build_games(
-    settings: GatewaySettings, redis: RedisClient, raw: RedisClient, metrics: Metrics, out: Outbound
+    settings: GatewaySettings,
+    redis: RedisClient,
+    raw: RedisClient,
+    metrics: Metrics,
+    out: Outbound,
+    replicas: Replicas | None = None,
 ) -> dict[str, Game]:
-    """One ``Game`` per game served, the default (first) first."""
+    """One ``Game`` per game served, the default (first) first; its own-rank pushes and read
+    requests served by ``replicas`` when given."""
     games: dict[str, Game] = {}
     for config in settings.game.served:
         lb = Leaderboard(redis, config)
+        reads = lb.reading_from(replicas) if replicas is not None else lb
         hub = Hub(settings, raw, lb, metrics, out)
         clients: set[Client] = set()
-        ranks = RankPusher(_getter(clients), out, lb, settings, metrics, hub.overtaken)
+        ranks = RankPusher(_getter(clients), out, reads, settings, metrics, hub.overtaken)
         queue = Queue(redis, config)
-        games[config.game] = Game(config, lb, queue, hub, ranks, clients)
+        games[config.game] = Game(config, lb, reads, queue, hub, ranks, clients)
     return games
 
 

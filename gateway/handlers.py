@@ -45,7 +45,7 @@ class Handlers:
         self._games = games  # a client's requests go to its game's wrappers, queue and hub
         self._metrics = metrics
         # the requests the HTTP API shares, per game: each game's boards read and written through its own wrappers
-        self._replies = {name: replies.Game.of(game.lb) for name, game in games.items()}
+        self._replies = {name: replies.Game.of(game.lb, reads=game.reads) for name, game in games.items()}
         self._budgets = Budgets(settings.read_rate, settings.read_burst, settings.read_budgets)
 
     # ------------------------------------------------------------ one frame

@@ -34,6 +34,7 @@ from leaderboard.keys import GLOBAL_SCOPE
 from leaderboard.lifecycle import Service
 from leaderboard.metrics_server import MetricsServer
 from leaderboard.proxies import client_address, networks
+from leaderboard.replicas import ReplicaMetrics, Replicas
 
 from .admin import SHED_PATH, shed_action
 from .client import Client, LeanConnection
@@ -70,7 +71,10 @@ class Gateway(Service):
         )
         # a dropped socket leaves its boards at once (the games are built just below)
         self.out = Outbound(s, self.metrics, on_drop=self._dropped, on_skip=self._skipped)
-        self.games: dict[str, Game] = build_games(s, self._redis, self._raw, self.metrics, self.out)
+        self.replicas = Replicas(self._redis, s.replicas, pool=s.redis_pool)
+        self.metrics.registry.register(ReplicaMetrics(self.replicas))
+        # own ranks and the players' reads through it: on replicas when enabled, counted either way
+        self.games: dict[str, Game] = build_games(s, self._redis, self._raw, self.metrics, self.out, self.replicas)
         self.default_game = next(iter(self.games.values()))
         self.handlers = Handlers(s, self.out, self.games, self.metrics)
         shed = shed_action(self.shed, self._open, s.drain_window)
@@ -148,6 +152,7 @@ class Gateway(Service):
         self._port = int(self._server.sockets[0].getsockname()[1])
         self._tasks = [
             asyncio.create_task(sweep_forever(lambda: self.clients, self.out, s), name="sweep"),
+            asyncio.create_task(self.replicas.run_forever(), name="replicas"),
             *(asyncio.create_task(g.ranks.run_forever(), name=f"ranks-{g.name}") for g in self.games.values()),
             *(asyncio.create_task(watch(g.lb.boards), name=f"boards-{g.name}") for g in self.games.values()),
         ]
@@ -270,6 +275,7 @@ class Gateway(Service):
                 with contextlib.suppress(RedisError, OSError):
                     await fleetview.forget(self._redis, game.lb.keys, self.settings.gateway_id)
         self.out.stop()
+        await self.replicas.aclose()
         for redis in (self._redis, self._raw):
             await redis.aclose()
         await self._metrics_server.close()  # last: a scrape during the drain still answers

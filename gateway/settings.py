@@ -23,6 +23,7 @@ from leaderboard.keys import parse_scope
 from leaderboard.proxies import parse_networks, valid_networks
 from leaderboard.settings import (
     RedisPool,
+    ReplicaReads,
     above,
     at_least,
     between,
@@ -66,6 +67,7 @@ class GatewaySettings:
     )
     redis_url: str = redis_url(help="Redis to use (./dev run's own: in var/fleet.env)")
     redis_pool: RedisPool = nested(RedisPool)
+    replicas: ReplicaReads = nested(ReplicaReads)
     game: GameConfig = nested(GameConfig)
     default_window: str = setting(
         "LB_GW_WINDOW", "", "window of a connection's default board (empty: weekly if kept, else the first window)"

@@ -38,8 +38,10 @@ class Game:
     mods: Moderation
 
     @classmethod
-    def of(cls, lb: Leaderboard) -> Game:
-        return cls(lb, AuditedModeration(lb))  # every moderator action lands in the audit log
+    def of(cls, lb: Leaderboard, *, reads: Leaderboard | None = None) -> Game:
+        """``lb``'s boards and operator actions; ``reads``: the same game's wrappers whose reads
+        may be served by replicas (``Leaderboard.reading_from``), for the players' requests."""
+        return cls(reads or lb, AuditedModeration(lb))  # every moderator action lands in the audit log
 
 
 def parse(game: Game, msg: str | bytes | dict[str, Any], *, default_window: str) -> p.Request:

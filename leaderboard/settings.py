@@ -408,6 +408,50 @@ class RedisPool:
         validate(self)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplicaReads:
+    """Whether a process's player-facing reads (own-rank pushes, top, around, ranks) may be served
+    by the replicas of the master that owns a game, and how stale such a read may be
+    (leaderboard/replicas.py). Writes, the scorer and reads that must see their own writes always
+    go to the master."""
+
+    enabled: bool = setting(
+        "LB_READ_REPLICAS",
+        False,
+        "serve own-rank pushes and top/around/ranks reads from the master's replicas (found in its "
+        "INFO replication; on Redis Cluster with READONLY) while they are within LB_REPLICA_MAX_LAG_MS",
+    )
+    max_lag_ms: int = setting(
+        "LB_REPLICA_MAX_LAG_MS",
+        500,
+        "the staleness a replica read may have at most, in ms: past it (a replica behind the "
+        "master's replication offset for longer, or not answering its checks) reads go to the master",
+        check=at_least(1),
+    )
+    check_ms: int = setting(
+        "LB_REPLICA_CHECK_MS",
+        100,
+        "how often each process compares the replicas' replication offsets with their master's, in ms "
+        "(off the read path; must be below LB_REPLICA_MAX_LAG_MS)",
+        check=at_least(10),
+    )
+    timeout_ms: int = setting(
+        "LB_REPLICA_TIMEOUT_MS",
+        250,
+        "a replica that has not answered a read (or a check) within this many ms is left for the "
+        "master at once, the read retried there, until a check finds it answering and current again",
+        check=at_least(1),
+    )
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if self.check_ms >= self.max_lag_ms:
+            raise SettingsError(
+                f"LB_REPLICA_CHECK_MS ({self.check_ms}) must be below LB_REPLICA_MAX_LAG_MS ({self.max_lag_ms}): "
+                "a replica is known current only for LB_REPLICA_MAX_LAG_MS after a check"
+            )
+
+
 def unreachable(url: str, exc: BaseException, *, env: bool = True) -> str:
     """One line for a command that could not reach Redis: the URL it tried, and how to change it
     (``env``: the command also reads ``LB_REDIS_URL``)."""

@@ -503,13 +503,41 @@ async def shard_pubsub(redis: RedisClient, channel: str) -> PubSub:
     if not isinstance(redis, RedisCluster):
         return redis.pubsub()
     host, port = cast(tuple[str, int], await shard_address(redis, channel))
-    # The cluster's connection options that make sense for one connection (credentials, timeouts,
-    # TLS, decoding); the rest are the cluster client's own (its callbacks, its pool sizes).
-    kwargs: dict[str, Any] = {
-        k: v for k, v in redis.get_connection_kwargs().items() if k in _NODE_OPTIONS or k.startswith("ssl")
-    }
-    pool = aioredis.ConnectionPool(host=host, port=port, **kwargs)
+    pool = aioredis.ConnectionPool(host=host, port=port, **_node_options(redis))
     return aioredis.Redis(connection_pool=pool).pubsub()
+
+
+def _node_options(redis: RedisClient) -> dict[str, Any]:
+    """The connection options of ``redis`` that make sense for a connection to one node of the
+    same deployment (credentials, timeouts, TLS, decoding); the rest are the client's own (a
+    cluster client's callbacks and pool sizes, a plain client's address and database)."""
+    if isinstance(redis, RedisCluster):
+        return {k: v for k, v in redis.get_connection_kwargs().items() if k in _NODE_OPTIONS or k.startswith("ssl")}
+    pool = redis.connection_pool
+    # its database too: a replica holds every database of its master
+    options = {k: v for k, v in pool.connection_kwargs.items() if k in _NODE_OPTIONS or k.startswith(("ssl", "db"))}
+    if "path" not in pool.connection_kwargs:  # a unix socket's class cannot reach a node by address
+        options["connection_class"] = pool.connection_class
+    return options
+
+
+def node_client(redis: RedisClient, host: str, port: int, *, readonly: bool = False, size: int = 8) -> aioredis.Redis:
+    """A client of one node of ``redis``'s deployment by its address (a replica of its master, a
+    master of its cluster), with ``redis``'s credentials, timeouts and TLS, at most ``size``
+    connections. ``readonly``: every connection sends ``READONLY`` first, which a Redis Cluster
+    replica wants before it serves its master's slots."""
+    options = _node_options(redis)
+    options["connection_class"] = _lost_when_torn_down(options.get("connection_class", Connection))
+    if readonly:
+        options["redis_connect_func"] = _read_only
+    pool = _BlockingPool(host=host, port=port, max_connections=size, timeout=RedisPool().wait, **options)
+    return _Redis.from_pool(pool)
+
+
+async def _read_only(conn: Connection) -> None:
+    await conn.on_connect()
+    await conn.send_command("READONLY")
+    await conn.read_response()  # an error reply fails the connect, as a refused AUTH does
 
 
 def _pack(command: Command) -> bytes:

@@ -19,7 +19,7 @@ from fleet.redis_server import RedisServer, free_port
 from leaderboard.budget import MAX_COST
 
 from .conftest import until
-from .test_api import PLAYER, api_process, own_redis, problem, publish, seed, spublish
+from .test_api import PLAYER, SERVER, api_process, own_redis, problem, publish, seed, spublish
 
 pytestmark = pytest.mark.skipif(Haproxy.binary() is None, reason="haproxy is not installed (./dev install)")
 
@@ -90,6 +90,18 @@ async def test_a_public_top_is_answered_by_the_balancers_cache_within_its_max_ag
 
         await until(newer, 5)
         assert time.monotonic() - published < 3  # 1 s held here, the API's pub/sub in front of it
+
+
+async def test_the_operators_console_is_reached_through_the_balancer(balanced: tuple[str, Haproxy]) -> None:
+    url, lb = balanced
+    before = await reached_api(lb)
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        signin = await http.get("/console")  # the API's sign-in form, not the gateways' 404
+        assert signin.status_code == 401 and signin.headers["content-type"].startswith("text/html")
+        problem(await http.get("/console", headers=PLAYER), 403, "forbidden")
+        page = await http.get("/console", headers=SERVER)
+        assert page.status_code == 200 and page.headers["cache-control"] == "no-store"
+    assert await reached_api(lb) == before + 3
 
 
 async def test_a_spectators_budget_is_its_own_address_behind_the_balancer(balanced: tuple[str, Haproxy]) -> None:

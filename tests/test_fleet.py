@@ -28,7 +28,7 @@ from fleet.redis_server import RedisServer, ephemeral_low, free_ports
 from fleet.supervisor import Fleet as SupervisedFleet
 from fleet.supervisor import FleetSettings
 
-from .conftest import MS
+from .conftest import MS, until
 from .gw_helpers import http_get
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,13 +170,13 @@ def env_url(data_dir: Path) -> str:
 
 
 async def test_fleet_serves_tells_how_to_reach_its_redis_and_stops_cleanly(tmp_path: Path) -> None:
-    async with fleet(tmp_path, "--port", "0", "--demo-rate", "200") as f:
+    async with fleet(tmp_path, "--port", "0", "--demo-rate", "200", "--redis-replicas", "1") as f:
         page, ws_url = await f.value("live page:"), await f.value("websocket:")
         await f.line(lambda s: "source" in s and str(tmp_path / "fleet.env") in s, 5 * T)
         assert f.proc is not None
         port = int(page.rsplit(":", 1)[1].strip("/"))
         started = children(f.proc.pid)
-        assert len(started) >= 4  # redis-server, scorer, two gateways
+        assert len(started) >= 5  # redis-server and its replica, scorer, two gateways
         status, _, body = await http_get(port, "/")
         assert status == 200 and b"Live leaderboard" in body
         assert (await http_get(port, "/demo-token"))[0] == 200  # the page gets a player in the demo
@@ -184,6 +184,15 @@ async def test_fleet_serves_tells_how_to_reach_its_redis_and_stops_cleanly(tmp_p
             client.subscribe("global", "weekly")
             snap = await client.wait_for(lambda m: m["type"] == "snapshot" and bool(m["entries"]), 20)
         assert snap["entries"][0]["rank"] == 1 and snap["entries"][0]["name"]
+        # the replica: found in its master's INFO replication by the gateways, which read from it
+        metrics = (await f.line(lambda s: s.strip().startswith("metrics:"), 5 * T)).split()[1:]
+        ports = [int(u.rsplit(":", 1)[1].split("/")[0]) for u in metrics]
+
+        async def replica_read_from() -> bool:
+            answers = [await http_get(p, "/metrics") for p in ports]
+            return any(b"lb_replica_current 1.0" in body for _, _, body in answers)
+
+        await until(replica_read_from, 10 * T)
 
         # the env file: only its owner reads it, and its URL works (the password is in it)
         env_file = tmp_path / "fleet.env"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import orjson
 import pytest
@@ -12,9 +13,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from leaderboard import GameConfig, Leaderboard, Submission, boards, now_ms
+from leaderboard import GameConfig, Leaderboard, Submission, boards, now_ms, replicas
 from leaderboard.auth import AuthError, authenticate, issue
 from leaderboard.protocol import ProtocolError, Subscribe, parse
+from leaderboard.transport import Command, RedisClient
 
 from .gw_helpers import SECRETS, T, client, greet, raw_ws, recv, recv_type, request, running, token, url
 
@@ -216,21 +218,21 @@ async def test_rank_pushes_survive_a_connection_torn_down_under_the_read(
     round is skipped, the next one pushes. Any AttributeError is a bug, and is not hidden."""
     await lb.submit_batch([Submission("s1", "mia", 300, now_ms()).fields()])
     async with running(redis_url, rank_interval=0.1) as gw:
-        redis = gw.default_game.lb.redis
-        real = redis.fcall_ro
+        real = replicas.execute_packed  # type: ignore[attr-defined]  # the gateway's reads go through Replicas
         torn: list[str] = []  # the rank reads that hit the torn-down connection
         bug = False
 
-        async def tearing(function: str, *args: object) -> object:
+        async def tearing(redis: RedisClient, *commands: Command, **options: Any) -> list[Any]:
+            function = str(commands[0][1])
             if function == "lb_ranks" and len(torn) < 3:
                 torn.append(function)
                 if bug:
                     writer: object = None
                     writer.wrong_name([])  # type: ignore[attr-defined]  # not a lost connection
                 raise RedisConnectionError("connection closed by another task while in use")
-            return await real(function, *args)  # type: ignore[arg-type]
+            return await real(redis, *commands, **options)
 
-        monkeypatch.setattr(redis, "fcall_ro", tearing)
+        monkeypatch.setattr(replicas, "execute_packed", tearing)
         async with client(gw, f"?token={token('mia')}") as ws:
             await greet(ws)
             first = await recv_type(ws, "rank", 3 * T)  # after three rounds lost to the fault

@@ -5,9 +5,10 @@ and ``Calls``, the part of ``Leaderboard`` each group of wrappers builds on."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.exceptions import ResponseError
 
@@ -20,7 +21,11 @@ from ..loading import library_code, with_library
 from ..tournaments import Tournaments
 from ..transport import Command, RedisClient, execute_packed
 
+if TYPE_CHECKING:
+    from ..replicas import Replicas
+
 T = TypeVar("T")
+C = TypeVar("C", bound="Calls")
 
 
 def _located(exc: ResponseError) -> ResponseError:
@@ -63,6 +68,15 @@ class Calls:
     keys: Keys
     tournaments: Tournaments
     boards: Definitions
+    replicas: Replicas | None = None  # where the player-facing reads go (reading_from)
+
+    def reading_from(self: C, replicas: Replicas) -> C:
+        """This game's wrappers, their reads (top, around, ranks) served by ``replicas`` within
+        its staleness bound (leaderboard/replicas.py); the same client, keys and registries.
+        Only for reads that need not see their own writes: the rest keep using ``self``."""
+        reading = copy.copy(self)
+        reading.replicas = replicas
+        return reading
 
     @property
     def config(self) -> GameConfig:
@@ -91,6 +105,18 @@ class Calls:
     async def _versioned(self, layout: int, command: Command) -> Any:
         """One call of a function whose call carries its layout (``_matched``)."""
         return await self._matched(layout, lambda: execute(self.redis, command))
+
+    async def _replica_read(self, *commands: Command) -> list[Any]:
+        """Read-only ``commands`` of one slot, on a replica when this object reads from them
+        (``reading_from``), else on the master: a node without the library is given it as for
+        every call, on the master (a replica gets it by replication)."""
+        replicas = self.replicas
+
+        async def call() -> list[Any]:
+            return await (replicas.execute(*commands) if replicas else execute_packed(self.redis, *commands))
+
+        with library_errors():
+            return await with_library(self.redis, commands, call)
 
     async def _fcall_ro(self, name: str, keys: list[str], *args: str | int) -> Any:
         with library_errors():

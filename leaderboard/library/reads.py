@@ -117,7 +117,7 @@ class ReadCalls(PlainReads, Calls):
         if defined is not None:
             return defined.top(await self._defined_read(defined.top_call(n)))
         key, found = await self._board(window_name, scope, at, period)
-        flat = await self._fcall_ro("lb_top", [key, self.keys.profiles], n)
+        [flat] = await self._replica_read(("FCALL_RO", "lb_top", 2, key, self.keys.profiles, n))
         mode = self.config.rank_mode_for(window_name)
         return self._shown(BoardEntries(found, _entries(found, mode, 1, 1, flat), mode))
 
@@ -131,7 +131,8 @@ class ReadCalls(PlainReads, Calls):
 
     async def _defined_read(self, call: tuple[str, list[str], list[str | int]]) -> Any:
         name, keys, args = call
-        return await self._fcall_ro(name, keys, *args)
+        [reply] = await self._replica_read(("FCALL_RO", name, len(keys), *keys, *args))
+        return reply
 
     async def tops(
         self, boards: Sequence[tuple[str, str]], n: int = 10, *, at: int | None = None
@@ -185,7 +186,7 @@ class ReadCalls(PlainReads, Calls):
         key, found = await self._board(window_name, scope, at, period)
         mode, w = self.config.rank_mode_for(window_name), found.window
         keys = [key, self.keys.profiles, self.keys.points(w.name, found.label, scope)]
-        flat = await self._fcall_ro("lb_around", keys, player, k, mode, w.shift)
+        [flat] = await self._replica_read(("FCALL_RO", "lb_around", len(keys), *keys, player, k, mode, w.shift))
         if not flat:
             return BoardEntries(found, [], mode)
         first_ordinal, size = int(flat[0]), int(flat[3])
@@ -223,14 +224,14 @@ class ReadCalls(PlainReads, Calls):
         keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
         args: list[str | int] = [mode, w.shift, deep_from, *players]
         if profiles and players:
-            commands: list[Command] = [
-                ("FCALL_RO", "lb_ranks", len(keys), *keys, *args),
-                ("HMGET", self.keys.profiles, *players),
-            ]
-            with library_errors():
-                flat, joined = await with_library(self.redis, key, lambda: execute_packed(self.redis, *commands))
+            flat, joined = await self._replica_read(
+                ("FCALL_RO", "lb_ranks", len(keys), *keys, *args), ("HMGET", self.keys.profiles, *players)
+            )
         else:
-            flat, joined = await self._fcall_ro("lb_ranks", keys, *args), [None] * len(players)
+            [flat], joined = (
+                await self._replica_read(("FCALL_RO", "lb_ranks", len(keys), *keys, *args)),
+                [None] * len(players),
+            )
         size = int(flat[0])
         rows = zip(players, flat[1::4], flat[2::4], flat[3::4], flat[4::4], joined, strict=True)
         standings = [
