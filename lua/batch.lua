@@ -489,14 +489,14 @@ control character: valid.text_field, valid.player). An XADD per slip was the dea
 are appended to here and written by flush_activity. The stream is trimmed to about activity_maxlen
 submissions: MAXLEN ~ in entries of this call's size.
 ]]
-batch.ACTIVITY_COLUMNS = { 'id', 'player', 'points', 'op', 'ts', 'improved', 'rank' }
+batch.ACTIVITY_COLUMNS = { 'id', 'player', 'points', 'op', 'ts', 'improved', 'rank', 'board' }
 
-function batch.log_activity(ctx, sub, points, ts, improved, rank)
+function batch.log_activity(ctx, sub, points, ts, improved, rank, board)
   local a = ctx.act
   local n = a.n + 1
   a.n = n
   a.id[n], a.player[n], a.points[n], a.op[n] = sub.id, sub.player, batch.canonical(sub.points, points), sub.op
-  a.ts[n], a.improved[n], a.rank[n] = batch.canonical(sub.ts, ts), improved and '1' or '0', rank == 0 and '0' or rank
+  a.ts[n], a.improved[n], a.rank[n], a.board[n] = batch.canonical(sub.ts, ts), improved and '1' or '0', rank == 0 and '0' or rank, board
 end
 
 function batch.flush_activity(ctx)
