@@ -274,6 +274,7 @@ function submit.apply(board, player, name, ctx, want)
       end
       redis.call('ZADD', board.pts, 0, board.prefix)
     end
+    lex.hist_moved(board.hist, old, board.member, ctx.hist)
   else
     batch.forget_ranks(ctx, key, nth, old, at)
     scoring.board_score_changed(key, board.hist, dense and board.pts or nil, period.scale, old, at, ctx.hist)

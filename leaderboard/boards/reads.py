@@ -20,7 +20,7 @@ from typing import Any
 
 from ..keys import Keys
 from ..profiles import stored as stored_profile
-from ..ranking import COMPETITION, DENSE, ORDINAL, assign_ranks, round_rank, top_percent
+from ..ranking import COMPETITION, ORDINAL, assign_ranks, round_rank, top_percent
 from ..results import BoardEntries, Entry, Ranks, Standing
 from ..windows import Period
 from . import definition as boards
@@ -110,29 +110,29 @@ class BoardPeriod:
         entries = [replace(e, top_percent=top_percent(p, size)) for e, p in zip(entries, positions, strict=True)]
         return BoardEntries(self.period, entries, self.mode, size, self.columns)
 
-    def ranks_call(self, players: Sequence[str]) -> Call:
+    def ranks_call(self, players: Sequence[str], deep_from: int = 0) -> Call:
+        """lb_ranks of ``players``: a rank the board's histogram places beyond ``deep_from`` (0:
+        none; dense ranks never) is that estimate, O(1) a player instead of O(log N), on either
+        encoding (a lex board's histogram buckets its first key)."""
         keys = [self.board, self.distinct, self.histogram, self.members]
-        return "lb_ranks", keys, [self.mode, self.encoding, 0, *players]
+        return "lb_ranks", keys, [self.mode, self.encoding, deep_from, *players]
 
-    def ranks(self, players: Sequence[str], flat: Sequence[Any], joined: Sequence[Any], deep_from: int = 0) -> Ranks:
-        """Each player's standing. A rank beyond ``deep_from`` (0: none) is shown rounded to three
-        significant digits and marked ``approx``, as the game's boards show their histogram
-        estimates (ranking.round_rank; dense ranks never are): a defined board's exact rank is
-        already O(log N) whatever its encoding (a lex board's ZRANK/ZLEXCOUNT, a packed one's
-        ZREVRANK/ZCOUNT), and its histogram cannot place a lex member or a packed asc value, so
-        the rounding is made from the exact rank, and the percentile stays exact."""
+    def ranks(self, players: Sequence[str], flat: Sequence[Any], joined: Sequence[Any]) -> Ranks:
+        """Each player's standing. An estimate (``ranks_call``'s deep ranks) is shown rounded to
+        three significant digits and marked ``approx`` (ranking.round_rank), so a push changes
+        only when the shown number does; its percentile is the estimate's, kept in range."""
         size = int(flat[0])
         standings = []
         for i, player in enumerate(players):
-            # rank, order, position, approx (never: the call's deep_from is 0)
-            rank, order, position = flat[1 + 4 * i : 4 + 4 * i]
+            rank, order, position, approx = flat[1 + 4 * i : 5 + 4 * i]
+            profile = stored_profile(joined[i])
             if not rank:
-                standings.append(Standing(player, None, None, stored_profile(joined[i])))
+                standings.append(Standing(player, None, None, profile))
                 continue
             values = self._values(order)
+            # an estimate can overshoot the board's size by its rounding: the percentile stays in range
             percent = top_percent(min(int(position), size), size)
-            deep = 0 < deep_from < int(rank) and self.mode != DENSE
+            deep = int(approx) == 1
             shown = round_rank(int(rank)) if deep else int(rank)
-            profile = stored_profile(joined[i])
             standings.append(Standing(player, shown, values[0], profile, percent, approx=deep, keys=values))
         return Ranks(self.period, size, standings, self.mode)

@@ -215,9 +215,9 @@ class ReadCalls(PlainReads, Calls):
         the board's histogram (``approx``), rounded to three significant digits."""
         defined = await self.defined_board(window_name, scope, at, period)
         if defined is not None:
-            flat = await self._defined_read(defined.ranks_call(players))
+            flat = await self._defined_read(defined.ranks_call(players, deep_from))
             joined = await self.redis.hmget(self.keys.profiles, list(players)) if profiles and players else None
-            return defined.ranks(players, flat, joined or [None] * len(players), deep_from)
+            return defined.ranks(players, flat, joined or [None] * len(players))
         key, found = await self._board(window_name, scope, at, period)
         mode, w = self.config.rank_mode_for(window_name), found.window
         keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
@@ -254,16 +254,16 @@ class ReadCalls(PlainReads, Calls):
     async def rebuild_rank_index(
         self, window_name: str, scope: str = "global", *, at: int | None = None, period: str | None = None
     ) -> int:
-        """lb_rank_rebuild: rebuild the board's histogram, and in dense mode its distinct points,
-        from the board: for boards written before they had them, after the window's mode changed
+        """lb_rank_rebuild: rebuild the board's histogram, and in dense mode its distinct points
+        (a lex board's distinct key parts), from the board, on any board: for boards written
+        before they had them (a lex or ascending defined board before this release), after the window's mode changed
         to dense, and after a rebuild from the durable log wrote its members. O(N) in one atomic
         call: seconds on a board of a million members, so call it on a client made with
         ``connect(url, socket_timeout=None)``. ``period`` names a past one as reads do. Returns
         the member count."""
-        key, found = await self._board(window_name, scope, at, period)
-        w, mode = found.window, self.config.rank_mode_for(window_name)
-        keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
-        reply = await execute(self.redis, ("FCALL", "lb_rank_rebuild", len(keys), *keys, w.shift, mode))
+        board = await self.board_period(window_name, scope, at, period)
+        keys = [board.board, board.distinct, board.histogram]
+        reply = await execute(self.redis, ("FCALL", "lb_rank_rebuild", len(keys), *keys, board.encoding, board.mode))
         return int(reply[0])
 
 
