@@ -14,8 +14,9 @@ read returns them, skipping (with a warning) one that is not the library's::
 A submission's fields: ``id``, ``player``, ``points`` (a defined board's slip: ''), ``op``
 ('' = each board's own), ``ts`` (milliseconds), ``improved`` ('1' when any board improved),
 ``rank`` (its ordinal rank on its first board when within that board's top N, else '0') and
-``board`` (that board as reads name a defined one, ``board:<id>``; '' for the game's own). An
-entry written before ``board`` was a column reads it as ''.
+``board`` (that board as reads name a defined one, ``board:<id>``; '' for the game's own). A
+call that applied no defined board's slip writes no ``board`` column (nor did an older
+library): such an entry reads it as ''.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from collections.abc import Iterator, Mapping, Sequence
 
 log = logging.getLogger("leaderboard.activity")
 
-COLUMNS = ("id", "player", "points", "op", "ts", "improved", "rank", "board")  # lb_submit's ACTIVITY_COLUMNS
+# lb_submit's ACTIVITY_COLUMNS, then its board column, written only by a call with a defined board's slip
+COLUMNS = ("id", "player", "points", "op", "ts", "improved", "rank", "board")
 
 
 def submissions(fields: Mapping[str, str]) -> list[dict[str, str]]:
@@ -35,7 +37,7 @@ def submissions(fields: Mapping[str, str]) -> list[dict[str, str]]:
     if count is None:
         return [dict(fields)]
     n = int(count)
-    # the column an older library did not write (board) holds '' for each submission
+    # a call of the game's boards alone (or an older library) writes no board column: '' each
     columns = [fields.get(name, "\n" * (n - 1) if name == "board" else "").split("\n") for name in COLUMNS]
     if any(len(column) != n for column in columns):
         raise ValueError(f"activity entry of {n} submissions with columns of other lengths")

@@ -144,7 +144,7 @@ function submit.apply_common(ctx, common, id, player, points_text, ts_text, name
   local a, POW10 = ctx.act, batch.POW10 -- log_activity
   local k = a.n + 1
   a.n = k
-  a.id[k], a.player[k], a.op[k], a.improved[k], a.rank[k], a.board[k] = id, player, '', improved_any and '1' or '0', activity_rank, ''
+  a.id[k], a.player[k], a.op[k], a.improved[k], a.rank[k] = id, player, '', improved_any and '1' or '0', activity_rank
   a.points[k] = points >= POW10[#points_text] and points_text or batch.canonical(points_text, points)
   a.ts[k] = ts >= POW10[#ts_text] and ts_text or batch.canonical(ts_text, ts)
   return submit.OK

@@ -444,7 +444,8 @@ Output:
   The call's activity entry (flush_activity) holds each applied slip; a slip's rank there is
   the first board's when the member is in its top N, else 0, and its board the definition's
   board as reads name it (a defined board's first scope, board:<id>; '' for the game's own, whose
-  points a slip carries: a defined board's slip has points '').
+  points a slip carries: a defined board's slip has points ''; the column only in a call that
+  applied a defined board's slip: batch.flush_activity).
   Whole-call errors: 'ERR library_mismatch ...' (another layout), 'ERR bad_request ...'.
 ]]
 function submit.lb_submit(keys, args)
