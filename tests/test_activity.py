@@ -116,7 +116,6 @@ async def test_every_board_gives_its_slips_their_rank_and_board_in_the_activity_
 ) -> None:
     # the rank on the slip's first board when within that board's top N (2 here), the game's
     # own boards as before (top 10)
-    await lb.create_board(TOWER)
     tower = [
         Submission("t1", "ana", 0, NOW, board="tower", values=(5, 90_000)),
         Submission("t2", "ben", 0, NOW, board="tower", values=(5, 80_000)),  # faster: above ana
