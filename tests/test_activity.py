@@ -4,6 +4,8 @@ one entry each."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import redis.asyncio as aioredis
 
@@ -85,6 +87,9 @@ async def test_one_entry_per_call_holds_every_applied_submission_and_no_refused_
         ("last", "ana", "30", "incr"),
     ]
     assert [e["improved"] for e in events] == ["1", "1", "1", "1"]
+    # the game's boards alone: no board column (read as '' each)
+    raw: Any = await r.xrange(lb.keys.activity)
+    assert "board" not in raw[0][1] and {e["board"] for e in events} == {""}
     # a call that applies nothing writes no entry
     await lb.submit_batch([slip("dup", 'ci "q"', 9)], now=LATER)
     assert await r.xlen(lb.keys.activity) == 1
