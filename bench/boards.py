@@ -110,7 +110,7 @@ def memory_per_member(r: redis.Redis, definition: boards.Definition | None, memb
     else:
         period = boards.period(definition, "alltime", now)
         at = ("alltime", period.label, f"board:{definition.id}")
-        names = [keys.board(*at), keys.members(*at), keys.points(*at)]
+        names = [keys.board(*at), keys.members(*at), keys.points(*at), keys.histogram(*at)]
     total = sum(int(r.memory_usage(name, samples=0) or 0) for name in names)
     return total / members
 

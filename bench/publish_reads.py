@@ -57,7 +57,7 @@ async def run(url: str, boards: int, rounds: int) -> list[tuple[str, float, floa
     async def pipelined(lb: Leaderboard) -> list[BoardEntries]:
         out: list[BoardEntries] = []
         for i in range(0, len(due), READS_PER_CALL):
-            out += await lb.tops(due[i : i + READS_PER_CALL], 10, at=now)
+            out += await lb.tops(due[i : i + READS_PER_CALL], at=now)
         return out
 
     ways: list[tuple[str, Callable[[Leaderboard], Awaitable[list[BoardEntries]]]]] = [

@@ -265,7 +265,7 @@ class Hub:
         """No snapshot stored yet (new period, scorer not running yet): the top N the publisher
         would publish (a board's own top N: its definition's), version 0."""
         now = int(time.time() * 1000)
-        [top] = await self._lb.tops([key], n=self._lb.config.top_n, at=now)
+        [top] = await self._lb.tops([key], at=now)
         return snapshot.build(key[1], top, version=0, ts_ms=now)
 
     async def _resend_latest(self) -> None:

@@ -12,8 +12,11 @@ read returns them, skipping (with a warning) one that is not the library's::
         event["player"], event["points"], event["rank"], ...
 
 A submission's fields: ``id``, ``player``, ``points`` (a defined board's slip: ''), ``op``
-('' = each board's own), ``ts`` (milliseconds), ``improved`` ('1' when any board improved) and
-``rank`` (its rank on the game's first board when within the top N, else '0').
+('' = each board's own), ``ts`` (milliseconds), ``improved`` ('1' when any board improved),
+``rank`` (its ordinal rank on its first board when within that board's top N, else '0') and
+``board`` (that board as reads name a defined one, ``board:<id>``; '' for the game's own). A
+call that applied no defined board's slip writes no ``board`` column (nor did an older
+library): such an entry reads it as ''.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from collections.abc import Iterator, Mapping, Sequence
 
 log = logging.getLogger("leaderboard.activity")
 
-COLUMNS = ("id", "player", "points", "op", "ts", "improved", "rank")  # lb_submit's ACTIVITY_COLUMNS
+# lb_submit's ACTIVITY_COLUMNS, then its board column, written only by a call with a defined board's slip
+COLUMNS = ("id", "player", "points", "op", "ts", "improved", "rank", "board")
 
 
 def submissions(fields: Mapping[str, str]) -> list[dict[str, str]]:
@@ -32,8 +36,9 @@ def submissions(fields: Mapping[str, str]) -> list[dict[str, str]]:
     count = fields.get("n")
     if count is None:
         return [dict(fields)]
-    columns = [fields.get(name, "").split("\n") for name in COLUMNS]
     n = int(count)
+    # a call of the game's boards alone (or an older library) writes no board column: '' each
+    columns = [fields.get(name, "\n" * (n - 1) if name == "board" else "").split("\n") for name in COLUMNS]
     if any(len(column) != n for column in columns):
         raise ValueError(f"activity entry of {n} submissions with columns of other lengths")
     return [dict(zip(COLUMNS, values, strict=True)) for values in zip(*columns, strict=True)]

@@ -78,8 +78,9 @@ class Keys:
         return f"{self.prefix}:meta:{window}:{period}:{scope}"
 
     def histogram(self, window: str, period: str, scope: str) -> str:
-        """Hash points bucket -> members of the board in it (leaderboard/ranking.py), for
-        approximate deep ranks; written with the board, expires with it."""
+        """Hash standing bucket -> members of the board in it (a packed score's points, a lex
+        member's first key: lua/encoding.lua scoring.standing), for approximate deep ranks on
+        every board; written with the board, expires with it."""
         return f"{self.prefix}:hist:{window}:{period}:{scope}"
 
     def points(self, window: str, period: str, scope: str) -> str:

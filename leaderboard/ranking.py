@@ -76,10 +76,11 @@ def round_rank(rank: int, digits: int = SIGNIFICANT_DIGITS) -> int:
 
 
 def bucket_of(points: int) -> int:
-    """The histogram bucket of a points value (0 for 0; then SUB_BUCKETS per power of two).
-    Integer arithmetic only, so Lua's doubles and Python agree on every boundary."""
+    """The histogram bucket of a points value (0 for 0; then SUB_BUCKETS per power of two; a
+    value below 0, an ascending board's, its magnitude's bucket negated). Integer arithmetic
+    only, so Lua's doubles and Python agree on every boundary."""
     if points <= 0:
-        return 0
+        return -bucket_of(-points) if points < 0 else 0
     e = points.bit_length() - 1
     return 1 + e * SUB_BUCKETS + ((points - (1 << e)) * SUB_BUCKETS >> e)
 

@@ -487,16 +487,21 @@ applied slips' values in batch order joined by newlines (no id, player or operat
 control character: valid.text_field, valid.player). An XADD per slip was the dearest rule of the call
 (the command and its arguments' conversion: about 2 us per slip in bench.drain); the columns
 are appended to here and written by flush_activity. The stream is trimmed to about activity_maxlen
-submissions: MAXLEN ~ in entries of this call's size.
+submissions: MAXLEN ~ in entries of this call's size. The board column is sparse: only a defined
+board's slip sets its place, and a call without one writes no column (read as '' each: the
+game's boards), so the common slip pays nothing for it.
 ]]
 batch.ACTIVITY_COLUMNS = { 'id', 'player', 'points', 'op', 'ts', 'improved', 'rank' }
 
-function batch.log_activity(ctx, sub, points, ts, improved, rank)
+function batch.log_activity(ctx, sub, points, ts, improved, rank, board)
   local a = ctx.act
   local n = a.n + 1
   a.n = n
   a.id[n], a.player[n], a.points[n], a.op[n] = sub.id, sub.player, batch.canonical(sub.points, points), sub.op
   a.ts[n], a.improved[n], a.rank[n] = batch.canonical(sub.ts, ts), improved and '1' or '0', rank == 0 and '0' or rank
+  if board ~= '' then
+    a.board[n], a.boards = board, true
+  end
 end
 
 function batch.flush_activity(ctx)
@@ -508,6 +513,13 @@ function batch.flush_activity(ctx)
   for _, column in ipairs(batch.ACTIVITY_COLUMNS) do
     fields[#fields + 1] = column
     fields[#fields + 1] = table.concat(a[column], '\n')
+  end
+  if a.boards then
+    local boards = a.board
+    for i = 1, a.n do
+      boards[i] = boards[i] or ''
+    end
+    fields[#fields + 1], fields[#fields + 2] = 'board', table.concat(boards, '\n')
   end
   redis.call(unpack(fields))
 end

@@ -17,20 +17,24 @@ scoring.SUB_BUCKETS = 16 -- buckets per power of two: each spans at most 1/16 of
 -- Integer-exact (doubles below 2^53): frexp gives points = m * 2^ex with m in [0.5, 1), so the
 -- power of two is ex - 1 and the place inside it (points - 2^(ex-1)) * 16 / 2^(ex-1) is
 -- 32m - 16, exact (a scaling by a power of two and a subtraction inside [16, 32)); x - x % 1 is
--- its floor, without a call.
+-- its floor, without a call. A value below 0 (an ascending board's, scoring.standing) takes
+-- its magnitude's bucket negated, so a higher bucket is always a better one.
 function scoring.bucket_of(points)
   if points <= 0 then
-    return 0
+    return points < 0 and -scoring.bucket_of(-points) or 0
   end
   local m, ex = math.frexp(points)
   local place = 2 * scoring.SUB_BUCKETS * m - scoring.SUB_BUCKETS
   return 1 + (ex - 1) * scoring.SUB_BUCKETS + (place - place % 1)
 end
 
--- The points range [lo, hi) of a bucket.
+-- The points range [lo, hi) of a bucket (a negated bucket's: its magnitude's, mirrored).
 function scoring.bucket_bounds(b)
   if b == 0 then
     return 0, 1
+  elseif b < 0 then
+    local lo, hi = scoring.bucket_bounds(-b)
+    return 1 - hi, 1 - lo
   end
   local e, sub = math.floor((b - 1) / scoring.SUB_BUCKETS), (b - 1) % scoring.SUB_BUCKETS
   local base = 2 ^ e
@@ -79,33 +83,52 @@ function scoring.board_score_changed(board_key, hist_key, points_key, scale, old
   if new_points and points_key then
     redis.call('ZADD', points_key, new_points, scoring.fmt_points(new_points))
   end
-  local old_bucket, new_bucket = old_points and scoring.bucket_of(old_points), new_points and scoring.bucket_of(new_points)
-  if new_bucket ~= old_bucket then
-    if deltas then
-      local d = deltas[hist_key]
-      if not d then
-        d = {}
-        deltas[hist_key] = d
-        deltas[#deltas + 1] = hist_key -- written in first-touched order
-      end
-      if new_bucket then
-        d[new_bucket] = (d[new_bucket] or 0) + 1
-      end
-      if old_bucket then
-        d[old_bucket] = (d[old_bucket] or 0) - 1
-      end
-    else
-      if new_bucket then
-        redis.call('HINCRBY', hist_key, new_bucket, 1)
-      end
-      if old_bucket and redis.call('HINCRBY', hist_key, old_bucket, -1) <= 0 then
-        redis.call('HDEL', hist_key, old_bucket)
-      end
-    end
-  end
+  scoring.hist_moved(hist_key, old_points, new_points, deltas)
   if old_points and points_key and redis.call('ZCOUNT', board_key, scoring.lowest_score(old_points, scale), scoring.lowest_score(old_points + 1, scale) - 1) == 0 then
     redis.call('ZREM', points_key, scoring.fmt_points(old_points))
   end
+end
+
+-- A member of a board's histogram moved from the standing old to new (nil: added or removed;
+-- scoring.standing), added to the batch's deltas when given, else written at once.
+function scoring.hist_moved(hist_key, old, new, deltas)
+  local old_bucket, new_bucket = old and scoring.bucket_of(old), new and scoring.bucket_of(new)
+  if new_bucket == old_bucket then
+    return
+  end
+  if deltas then
+    local d = deltas[hist_key]
+    if not d then
+      d = {}
+      deltas[hist_key] = d
+      deltas[#deltas + 1] = hist_key -- written in first-touched order
+    end
+    if new_bucket then
+      d[new_bucket] = (d[new_bucket] or 0) + 1
+    end
+    if old_bucket then
+      d[old_bucket] = (d[old_bucket] or 0) - 1
+    end
+    return
+  end
+  if new_bucket then
+    redis.call('HINCRBY', hist_key, new_bucket, 1)
+  end
+  if old_bucket and redis.call('HINCRBY', hist_key, old_bucket, -1) <= 0 then
+    redis.call('HDEL', hist_key, old_bucket)
+  end
+end
+
+-- What a board's histogram buckets an entry by, higher better on either encoding: a packed
+-- score's points (negative on an ascending board), or a lex member's first key: its 16 hex
+-- digits read as an unsigned u (ascending best first), 2^63 - u, which is the value + 1 on a
+-- desc key and the value negated on an asc one. Worked out from the two halves so it is exact
+-- below 2^53 (u itself is not: a double near 2^63 is a multiple of 2,048), rounded beyond.
+function scoring.standing(enc, param, order)
+  if enc == 'lex' then
+    return (int64.TWO31 - tonumber(order:sub(1, 8), 16)) * int64.TWO32 - tonumber(order:sub(9, 16), 16)
+  end
+  return scoring.score_points(tonumber(order), param)
 end
 
 -- The rank of a member holding `points`, in `mode`, given its ordinal rank (1-based).
@@ -120,12 +143,19 @@ end
 
 -- The histogram read once per call: for each bucket present, how many members sit in buckets
 -- above it. O(B log B) for B buckets (at most 16 per power of two), then O(1) per player. The
--- board's best and worst points bound the top and bottom buckets: those are often filled only in
--- part, and spreading their members over the whole bucket would misplace them.
-function scoring.read_histogram(hist_key, board_key, scale)
-  local best = redis.call('ZRANGE', board_key, -1, -1, 'WITHSCORES')
-  local worst = redis.call('ZRANGE', board_key, 0, 0, 'WITHSCORES')
-  if not best[2] then
+-- board's best and worst standings bound the top and bottom buckets: those are often filled only
+-- in part, and spreading their members over the whole bucket would misplace them. nil when the
+-- histogram does not count every member (a board written before it had one, until
+-- lb_rank_rebuild): its estimates would be too high, and the exact ranks are read instead.
+function scoring.read_histogram(hist_key, board_key, enc, param, size)
+  local best, worst
+  if enc == 'lex' then -- ascending members, best first
+    best, worst = redis.call('ZRANGE', board_key, 0, 0)[1], redis.call('ZRANGE', board_key, -1, -1)[1]
+  else
+    best = redis.call('ZRANGE', board_key, -1, -1, 'WITHSCORES')[2]
+    worst = redis.call('ZRANGE', board_key, 0, 0, 'WITHSCORES')[2]
+  end
+  if not best then
     return nil
   end
   local flat = redis.call('HGETALL', hist_key)
@@ -141,13 +171,14 @@ function scoring.read_histogram(hist_key, board_key, scale)
     above[b] = acc
     acc = acc + counts[b]
   end
-  return {
-    above = above, counts = counts,
-    best = scoring.score_points(tonumber(best[2]), scale), worst = scoring.score_points(tonumber(worst[2]), scale),
-  }
+  if acc ~= size then
+    return nil
+  end
+  return { above = above, counts = counts,
+    best = scoring.standing(enc, param, best), worst = scoring.standing(enc, param, worst) }
 end
 
--- Approximate ordinal rank of a member with `points`: the members of every bucket above, plus its
+-- Approximate ordinal rank of a member with `points` (its standing): the members of every bucket above, plus its
 -- place inside its own bucket estimated as if the bucket's members were spread evenly over the
 -- bucket's points range. nil when the histogram does not know the bucket.
 function scoring.approx_rank(hist, points)
@@ -158,7 +189,8 @@ function scoring.approx_rank(hist, points)
   end
   local lo, hi = scoring.bucket_bounds(b)
   hi, lo = math.min(hi, hist.best + 1), math.max(lo, hist.worst)
-  local inside = math.ceil(count * (hi - points) / (hi - lo))
+  -- a lex standing beyond 2^53 is a rounded double: its bucket's range may close to nothing
+  local inside = hi > lo and math.ceil(count * (hi - points) / (hi - lo)) or 1
   return hist.above[b] + math.max(1, math.min(count, inside))
 end
 
@@ -314,6 +346,15 @@ function lex.player_of(member, key_len)
     return member:sub(key_len + lex.TIME_HEX + 1)
   end
   return (member:sub(key_len + lex.TIME_HEX + 1, -2):gsub('.', lex.flip()))
+end
+
+-- A lex board's histogram after a member went from old to new (either nil: added or removed):
+-- only its first key places it (scoring.standing).
+function lex.hist_moved(hist_key, old, new, deltas)
+  local from, to = old and old:sub(1, lex.KEY_HEX), new and new:sub(1, lex.KEY_HEX)
+  if from ~= to then
+    scoring.hist_moved(hist_key, from and scoring.standing('lex', 0, from), to and scoring.standing('lex', 0, to), deltas)
+  end
 end
 
 function lex.key_len(text)

@@ -61,6 +61,7 @@ function moderation.take_off(board, player)
     redis.call('ZREM', board.key, member)
     redis.call('HDEL', board.members, player)
     moderation.drop_key_part(board, member:sub(1, board.param))
+    lex.hist_moved(board.hist, member, nil)
     return rank
   end
   local rank = redis.call('ZREVRANK', board.key, player)
@@ -292,6 +293,7 @@ function moderation.lb_correct(keys, args)
       if old and old:sub(1, key_len) ~= plan.prefix then
         moderation.drop_key_part(plan, old:sub(1, key_len))
       end
+      lex.hist_moved(plan.hist, old, plan.member)
     else
       before = plan.old and redis.call('ZREVRANK', plan.key, player)
       previous = plan.old and string.format('%d', sign * scoring.score_points(plan.old, plan.param)) or ''

@@ -144,10 +144,10 @@ end
 
 --[[ lb_ranks: rank and order of each listed player (a friends list, or the players a gateway
 pushes own-rank updates to), plus the board size.
-On a packed board, a player whose approximate rank (from the histogram) is beyond deep_from gets
-that approximation (ordinal and competition modes; dense ranks are always exact): O(1) per player
-after one read of the histogram, instead of O(log N). deep_from 0: every rank exact, as on a lex
-board always (its histogram cannot place a member of several keys).
+A player whose approximate rank (from the histogram, on either encoding: scoring.standing) is
+beyond deep_from gets that approximation (ordinal and competition modes; dense ranks are always
+exact): O(1) per player after one read of the histogram, instead of O(log N). deep_from 0, or a
+histogram that does not count every member (scoring.read_histogram): every rank exact.
 Input:  KEYS[1] board, KEYS[2] its distinct set (points, or a lex board's key parts), KEYS[3] its
         histogram, KEYS[4] its members hash (read on a lex board); ARGV[1] rank mode, ARGV[2] the
         encoding (reads.encoding: a packed board's shift), ARGV[3] deep_from, ARGV[4..] players
@@ -163,8 +163,8 @@ function reads.lb_ranks(keys, args)
   end
   local board, distinct = keys[1], keys[2]
   local out = { redis.call('ZCARD', board) }
-  local hist = enc == 'packed' and deep_from > 0 and mode ~= 'dense' and out[1] > deep_from
-    and scoring.read_histogram(keys[3], board, param) or nil
+  local hist = deep_from > 0 and mode ~= 'dense' and out[1] > deep_from
+    and scoring.read_histogram(keys[3], board, enc, param, out[1]) or nil
   local members = enc == 'lex' and (#args > 3 and redis.call('HMGET', keys[4], unpack(args, 4)) or {})
   for i = 4, #args do
     local player = args[i]
@@ -176,7 +176,7 @@ function reads.lb_ranks(keys, args)
     end
     local rank, position, approx
     if order then
-      approx = hist and scoring.approx_rank(hist, scoring.score_points(tonumber(order), param))
+      approx = hist and scoring.approx_rank(hist, scoring.standing(enc, param, order))
       if approx and approx > deep_from then
         rank, position = approx, approx
       else
@@ -195,35 +195,38 @@ function reads.lb_ranks(keys, args)
   return out
 end
 
---[[ lb_rank_rebuild: rebuild a board's histogram, and in dense mode its distinct points, from the
-board itself. For boards written before they had companions, and after a window's mode changed to
-dense (the points set is kept only in dense mode): O(N), one atomic call, so no write interleaves;
-a few seconds per million members, during which Redis serves nothing else. The companions get the
-board's expiry; outside dense mode the points set is deleted.
-Input:  KEYS[1] board, KEYS[2] its points set, KEYS[3] its histogram; ARGV[1] shift, ARGV[2] mode
+--[[ lb_rank_rebuild: rebuild a board's histogram, and in dense mode its distinct points (a lex
+board's distinct key parts), from the board itself. For boards written before they had
+companions (a lex or ascending board before this release), and after a window's mode changed to
+dense (the points set is kept only in dense mode): O(N), one atomic call, so no write
+interleaves; a few seconds per million members, during which Redis serves nothing else. The
+companions get the board's expiry; outside dense mode the points set is deleted.
+Input:  KEYS[1] board, KEYS[2] its points set, KEYS[3] its histogram; ARGV[1] the encoding
+        (reads.encoding: a packed board's shift, or lex:<key count>), ARGV[2] mode
 Output: {members, distinct points values (0 outside dense mode), histogram buckets}
 ]]
 function reads.lb_rank_rebuild(keys, args)
-  local shift = valid.parse_uint(args[1], 2)
-  if not shift or shift > 52 or not scoring.RANK_MODES[args[2]] then
-    return refuse('bad_request', 'shift (0..52) and rank mode required')
+  local enc, param = reads.encoding(args[1])
+  if not enc or not scoring.RANK_MODES[args[2]] then
+    return refuse('bad_request', 'encoding (a shift 0..52 or lex:<key count>) and rank mode required')
   end
   local dense = args[2] == 'dense'
-  local board, scale = keys[1], 2 ^ shift
+  local board = keys[1]
   redis.call('DEL', keys[2], keys[3])
   local counts, distinct, buckets, values = {}, {}, 0, 0
   local size, step = redis.call('ZCARD', board), 10000
   for start = 0, size - 1, step do
-    local flat = redis.call('ZRANGE', board, start, start + step - 1, 'WITHSCORES')
-    for i = 2, #flat, 2 do
-      local points = scoring.score_points(tonumber(flat[i]), scale)
-      local b = scoring.bucket_of(points)
+    local _, orders = reads.slice(board, enc, param, start, start + step - 1)
+    for _, order in ipairs(orders) do
+      local b = scoring.bucket_of(scoring.standing(enc, param, order))
       if not counts[b] then
         counts[b], buckets = 0, buckets + 1
       end
       counts[b] = counts[b] + 1
-      if dense and not distinct[points] then
-        distinct[points], values = true, values + 1
+      -- what dense ranks count: a packed board's points (member and score), a lex one's key part (score 0)
+      local value = enc == 'lex' and order:sub(1, param) or scoring.score_points(tonumber(order), param)
+      if dense and not distinct[value] then
+        distinct[value], values = true, values + 1
       end
     end
   end
@@ -239,8 +242,8 @@ function reads.lb_rank_rebuild(keys, args)
     if #batch >= 2000 then flush('HSET', keys[3]) end
   end
   flush('HSET', keys[3])
-  for points in pairs(distinct) do
-    batch[#batch + 1], batch[#batch + 2] = points, scoring.fmt_points(points)
+  for value in pairs(distinct) do
+    batch[#batch + 1], batch[#batch + 2] = enc == 'lex' and 0 or value, enc == 'lex' and value or scoring.fmt_points(value)
     if #batch >= 2000 then flush('ZADD', keys[2]) end
   end
   flush('ZADD', keys[2])

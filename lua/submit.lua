@@ -274,6 +274,7 @@ function submit.apply(board, player, name, ctx, want)
       end
       redis.call('ZADD', board.pts, 0, board.prefix)
     end
+    lex.hist_moved(board.hist, old, board.member, ctx.hist)
   else
     batch.forget_ranks(ctx, key, nth, old, at)
     scoring.board_score_changed(key, board.hist, dense and board.pts or nil, period.scale, old, at, ctx.hist)
@@ -337,13 +338,13 @@ function submit.apply_submission(keys, sub, periods, ctx)
   if new_scopes then
     batch.record_scopes(ctx, new_scopes)
   end
-  local boards, game = ctx.boards, sub.layout.def.points
+  local boards = ctx.boards
   -- every rank of the slip when the caller wants rows or the slip asked to keep its outcome
   local all = (ctx.rows or sub.outcome) and 'all' or nil
-  -- the rank on the game's first board goes to the activity entry (badges read it); a tournament
-  -- slip is not on it, nor a defined board's (its points are not the game's)
+  -- the rank on the slip's first board (the game's, or its definition's first window) goes to
+  -- the activity entry, which names that board (badges read both); a tournament slip is not on it
   local activity_rank = 0
-  local first_want = all or (not boards[1].period.entrants and game and 'top' or nil)
+  local first_want = all or (not boards[1].period.entrants and 'top' or nil)
   local rows = ctx.rows and {} or nil
   local outcome = sub.outcome and {} or nil
   local improved_any = false
@@ -351,7 +352,7 @@ function submit.apply_submission(keys, sub, periods, ctx)
     local board = boards[b]
     local improved, rank, prev, total = submit.apply(board, sub.player, sub.name, ctx, b == 1 and first_want or all)
     improved_any = improved_any or improved
-    if b == 1 and not board.period.entrants and game and rank <= ctx.top_n then
+    if b == 1 and not board.period.entrants and rank <= board.top_n then
       activity_rank = rank
     end
     -- points as text (cjson writes numbers with 14 digits); a lex board's: its first key value
@@ -372,7 +373,7 @@ function submit.apply_submission(keys, sub, periods, ctx)
   if sub.name ~= '' then
     batch.update_profile_name(ctx, sub.player, sub.name)
   end
-  batch.log_activity(ctx, sub, points, ts, improved_any, activity_rank)
+  batch.log_activity(ctx, sub, points, ts, improved_any, activity_rank, sub.layout.def.points and '' or boards[1].scope)
   if outcome then
     batch.keep_outcome(ctx, sub, outcome)
   end
@@ -441,8 +442,10 @@ Output:
   {'error', code, message} (a defined board's slip also wrong_key_count, invalid_key_value,
   key_out_of_range, metadata_too_large)
   The call's activity entry (flush_activity) holds each applied slip; a slip's rank there is
-  the first board's when the member is in its top N, else 0 (and 0 for a defined board's slip,
-  whose points there are '').
+  the first board's when the member is in its top N, else 0, and its board the definition's
+  board as reads name it (a defined board's first scope, board:<id>; '' for the game's own, whose
+  points a slip carries: a defined board's slip has points ''; the column only in a call that
+  applied a defined board's slip: batch.flush_activity).
   Whole-call errors: 'ERR library_mismatch ...' (another layout), 'ERR bad_request ...'.
 ]]
 function submit.lb_submit(keys, args)
@@ -463,7 +466,7 @@ function submit.lb_submit(keys, args)
     skew = tonumber(clock_skew_ms), max_age = tonumber(idempotency_ms), announce = announce,
     rows = rows == '1', max_scopes = valid.parse_uint(max_scopes, 9), expiring = {}, nth = {}, ranks = {}, known = {},
     hist = {}, hist_expire = {}, names = {}, boards = {}, held = {}, commons = {},
-    act = { n = 0, id = {}, player = {}, points = {}, op = {}, ts = {}, improved = {}, rank = {} },
+    act = { n = 0, id = {}, player = {}, points = {}, op = {}, ts = {}, improved = {}, rank = {}, board = {} },
   }
   ctx.maxlen = tonumber(ctx.maxlen)
   if not (ctx.now and ctx.top_n and ctx.maxlen and ctx.skew and ctx.max_age and ctx.max_scopes and ctx.scopes) then

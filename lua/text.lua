@@ -6,7 +6,8 @@ Key schema (every key of one game carries the hash tag {game}, so a Cluster keep
 slot; the names are built by leaderboard/keys.py and reach every function through KEYS):
 
   lb:{g}:board:<window>:<period>:<scope>   ZSET    player -> packed score (points and time)
-  lb:{g}:hist:<window>:<period>:<scope>    HASH    points bucket -> members of the board in it
+  lb:{g}:hist:<window>:<period>:<scope>    HASH    standing bucket -> members of the board in it
+                                                   (scoring.standing: points, or a lex first key)
   lb:{g}:points:<window>:<period>:<scope>  ZSET    each distinct points value on the board (member
                                                    and score: the value); dense-mode windows only;
                                                    on a lex board each distinct key part (score 0)

@@ -372,7 +372,8 @@ def _rank_index_parser(sub: Subparsers, epilog: str) -> None:
         "rank-index",
         "rebuild the boards' rank companions (after an upgrade or a switch to dense ranks)",
         "Rebuild each board's histogram, and in dense mode its distinct points, from its members: every board "
-        "of the game that exists (all periods and scopes), or those of --window. One O(N) atomic call per board "
+        "of the game that exists (all periods and scopes, the defined boards too), or those of --window. "
+        "One O(N) atomic call per board "
         "(seconds per million members, Redis serving nothing else meanwhile); the scorers may keep running.",
         epilog,
     )
@@ -391,19 +392,21 @@ async def rank_index(settings: ScorerSettings, args: argparse.Namespace) -> str:
         windows = set(args.window or ())
         for name in windows:
             await lb.window_of(name)  # an unknown window is refused before anything is written
-        boards = sorted(await Moderation(lb).boards(), key=lambda b: (b.window, b.period, b.scope))
+        mod = Moderation(lb)
+        boards = sorted(await mod.boards() | await mod.defined_boards(), key=lambda b: (b.window, b.period, b.scope))
         lines, rebuilt, members = [], 0, 0
         for b in boards:
             if windows and b.window not in windows:
                 continue
             where = f"{b.window} {b.period} {b.scope}"
             try:
+                mode = (await lb.board_period(b.window, b.scope, period_name=b.period)).mode
                 n = await lb.rebuild_rank_index(b.window, b.scope, period=b.period)
             except (BadRequest, TournamentError) as exc:  # a window no longer kept, a period past reading
                 lines.append(f"{where}: skipped ({exc})")
                 continue
             rebuilt, members = rebuilt + 1, members + n
-            lines.append(f"{where}: {n:,} members ({lb.config.rank_mode_for(b.window)})")
+            lines.append(f"{where}: {n:,} members ({mode})")
         return "\n".join([*lines, f"rebuilt the rank companions of {rebuilt:,} boards, {members:,} members"])
     finally:
         await redis.aclose()

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 import orjson
 
 from leaderboard import RedisClient, activity
+from leaderboard.keys import defined_of
 
 from .settings import ScorerSettings
 from .stats import Stats
@@ -34,15 +35,19 @@ JOURNAL_MAXLEN = 100_000  # the function library's cap on the journal (lua/text.
 
 def awards(entry: Mapping[str, str], thresholds: Sequence[tuple[str, int]], top_n: int | None) -> list[str]:
     """The badges one activity entry earns (pure): each threshold its points reach, and
-    ``top<N>`` when its rank on the first board (the first window's global board) is within N.
+    ``top<N>`` when its rank on its first board is within N: the game's (the first window's
+    global board), or a defined board's first window, whose badge names the board
+    (``<id>:top<N>``: a top place on one board is not one on another).
 
-    Thresholds apply to the points of one submission (with ``incr``, one match's delta)."""
-    points, rank = entry.get("points", ""), entry.get("rank", "")
+    Thresholds apply to the points of one submission (with ``incr``, one match's delta); a
+    defined board's slip carries key values, not points, so it earns no threshold badge."""
+    points, rank, board = entry.get("points", ""), entry.get("rank", ""), entry.get("board", "")
     out = []
     if points.isdigit():
         out += [name for name, minimum in thresholds if int(points) >= minimum]
     if top_n is not None and rank.isdigit() and 1 <= int(rank) <= top_n:
-        out.append(f"top{top_n}")
+        defined = defined_of(board)
+        out.append(f"top{top_n}" if defined is None else f"{defined}:top{top_n}")
     return out
 
 

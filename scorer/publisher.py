@@ -360,7 +360,7 @@ class Publisher:
         tops: list[BoardEntries] = []
         for i in range(0, len(due), READS_PER_CALL):
             boards = [(d.window, d.scope) for d in due[i : i + READS_PER_CALL]]
-            tops += await self.lb.tops(boards, n=self.config.top_n, at=now)
+            tops += await self.lb.tops(boards, at=now)
         return tops
 
     async def _load_published(self) -> dict[LiveBoard, tuple[str, int]]:

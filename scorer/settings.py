@@ -183,7 +183,10 @@ class ScorerSettings:
         shown="bronze=1000,silver=10000,gold=100000",
     )
     badge_top_n: bool = setting(
-        "LB_BADGE_TOP_N", True, "also award top<N> to whoever enters the first window's global top N"
+        "LB_BADGE_TOP_N",
+        True,
+        "also award top<N> to whoever enters the first window's global top N (`<id>:top<N>`: a defined board's "
+        "first window's top N)",
     )
     # --- observability
     metrics_host: str = setting("LB_SCORER_METRICS_HOST", "127.0.0.1", "address of the Prometheus endpoint")

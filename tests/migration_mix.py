@@ -244,6 +244,13 @@ async def reads(r: RedisClient) -> dict[str, Any]:
     return out
 
 
+def across_releases(answers: dict[str, Any]) -> dict[str, Any]:
+    """The reads both releases answer alike: all but a defined board's deep rank, which 7e58782
+    rounded from the exact rank and this release estimates from the board's histogram, as the
+    game's boards always did (compared between this release's reads only)."""
+    return {name: read for name, read in answers.items() if not ("/board:" in name and name.endswith("/deep"))}
+
+
 def plain(value: Any) -> Any:
     """``value`` as JSON would carry it: dataclasses as dicts, tuples as lists."""
     return json.loads(json.dumps(_plain(value), default=repr))

@@ -617,3 +617,31 @@ async def test_one_ban_takes_the_player_off_the_games_boards_and_every_defined_o
         [{"id": "x", "player": "ana", "board": "tower", "values": "1,1", "ts": str(NOW)}], now=NOW
     )
     assert res.status == "error" and res.code == "banned"
+
+
+async def test_corrections_and_bans_keep_every_boards_histogram_as_a_rebuild_makes_it(
+    r: aioredis.Redis, lb: Leaderboard
+) -> None:
+    # a two-key lex board (its histogram buckets the floor), a packed ascending one (the value
+    # negated) and the game's own: each one's histogram after moderation is the rebuilt one
+    await setup(lb)
+    await lb.submit_batch(
+        [slip(f"g{i}", p, 100 * (i + 1), T0 + i) for i, p in enumerate(("ana", "ben", "cy"))], now=NOW
+    )
+    mod = Moderation(lb)
+    await mod.correct("ben", actor="ops", reason="r", at=NOW, scopes=["board:tower"], values=[300, 1])
+    await mod.correct("cy", actor="ops", reason="r", at=NOW, scopes=["board:speedrun"], values=[1_000])
+    await mod.correct("cy", actor="ops", reason="r", at=NOW, scopes=["board:tower"], remove=True)
+    await mod.correct("ben", 7, actor="ops", reason="r", at=NOW)
+    await mod.ban("ana", actor="ops", reason="r")
+    for window, scope, members in (
+        ("daily", "board:tower", 1),
+        ("alltime", "board:tower", 1),
+        ("daily", "board:speedrun", 2),
+        ("daily", "global", 2),
+    ):
+        board = await lb.board_period(window, scope, at=NOW)
+        kept = await r.hgetall(board.histogram)
+        assert sum(map(int, kept.values())) == members, (window, scope)
+        assert await lb.rebuild_rank_index(window, scope, at=NOW) == members
+        assert await r.hgetall(board.histogram) == kept, (window, scope)

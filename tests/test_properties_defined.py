@@ -15,6 +15,7 @@ real redis-server:
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -25,10 +26,10 @@ from hypothesis import strategies as st
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, InvalidBoard, Leaderboard, boards, connect
 from leaderboard.boards import INT64_MAX, INT64_MIN, Board, parse
-from leaderboard.ranking import RANK_MODES, top_percent
+from leaderboard.ranking import RANK_MODES, bucket_of, top_percent
 
 from .conftest import NOW
-from .properties import bounded
+from .properties import bounded, standing
 
 CONFIG = GameConfig(game="test")
 EDGES = [INT64_MIN, INT64_MIN + 1, -1, 0, 1, INT64_MAX - 1, INT64_MAX]
@@ -207,6 +208,19 @@ async def check_writes(
         player = ordered[-1]
         around = await lb.around(player, "daily", scope, k=1, at=NOW)
         assert [(e.player, e.rank) for e in around.entries] == [(p, model.rank(p)) for p in ordered[-2:]]
+    await check_histogram(r, lb, model, scope)
+
+
+async def check_histogram(r: aioredis.Redis, lb: Leaderboard, model: Board, scope: str) -> None:
+    """The board's histogram as its writes kept it equals the one lb_rank_rebuild makes from the
+    board, and, where every standing is exact in a double, the model's buckets."""
+    board = await lb.board_period("daily", scope, at=NOW)
+    kept = await r.hgetall(board.histogram)
+    assert await lb.rebuild_rank_index("daily", scope, at=NOW) == len(model.entries)
+    assert await r.hgetall(board.histogram) == kept
+    standings = [standing(model.definition, values[0]) for values, _ in model.entries.values()]
+    if all(abs(x) < 2**53 for x in standings):
+        assert {int(b): int(n) for b, n in kept.items()} == Counter(map(bucket_of, standings))
 
 
 def test_writes_through_lb_submit_leave_the_board_as_the_model_says(redis_server: RedisServer) -> None:

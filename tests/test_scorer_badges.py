@@ -7,7 +7,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from leaderboard import GameConfig, Leaderboard, activity
+from leaderboard import GameConfig, Leaderboard, Submission, activity, boards
 from scorer import BadgeWorker, ScorerSettings, Stats, awards
 from scorer.badges import GROUP
 
@@ -21,6 +21,9 @@ def test_awards_follow_thresholds_and_top_n() -> None:
     assert awards({"points": "100", "rank": "10"}, THRESHOLDS, 10) == ["bronze", "top10"]
     assert awards({"points": "5000", "rank": "1"}, THRESHOLDS, None) == ["bronze", "silver"]
     assert awards({"points": "x", "rank": ""}, THRESHOLDS, 10) == []
+    # a defined board's top place names its board; its slip has no points to reach a threshold
+    assert awards({"points": "", "rank": "3", "board": "board:tower"}, THRESHOLDS, 10) == ["tower:top10"]
+    assert awards({"points": "", "rank": "11", "board": "board:tower"}, THRESHOLDS, 10) == []
 
 
 def slip(sid: str, player: str, points: int) -> dict[str, str]:
@@ -63,3 +66,22 @@ async def test_a_redelivered_entry_awards_nothing_twice(r: aioredis.Redis, lb: L
     assert {p: b - {"top10"} for p, b in got.items()} == expected
     total = sum(len(b) for b in got.values())
     assert awarded_once + stats.badges_awarded == total  # counted once each, however delivered
+
+
+async def test_a_defined_boards_top_places_earn_its_badge(
+    r: aioredis.Redis, lb: Leaderboard, config: GameConfig
+) -> None:
+    # two keys, the lower first: a lex board of a lower-is-better shape
+    board = boards.parse(
+        {"id": "race", "keys": [{"name": "ms", "direction": "asc"}, {"name": "laps"}], "windows": ["daily"]}
+    )
+    await lb.create_board(board)
+    subs = [Submission(f"r{i}", f"p{i}", 0, NOW, board="race", values=(60_000 + i, 3)) for i in range(12)]
+    await lb.submit_batch([s.fields() for s in subs] + [slip("g", "p11", 150)], now=NOW + 1000, rows=False)
+    settings = ScorerSettings(
+        redis_url="redis://unused", game=config, name="w1", block_ms=20, badge_thresholds=THRESHOLDS
+    )
+    await asyncio.wait_for(BadgeWorker(r, settings).run(burst=True), 5000 * MS)
+    got = {f"p{i}": await r.smembers(config.keys.badges(f"p{i}")) for i in range(12)}
+    # the ten fastest hold the board's badge; p11 is 12th there, and first on the game's board
+    assert got == {**{f"p{i}": {"race:top10"} for i in range(10)}, "p10": set(), "p11": {"bronze", "top10"}}

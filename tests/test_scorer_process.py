@@ -16,7 +16,7 @@ import orjson
 import redis.asyncio as aioredis
 
 from fleet.redis_server import free_port
-from leaderboard import WINDOWS, GameConfig, Leaderboard, now_ms
+from leaderboard import WINDOWS, GameConfig, Leaderboard, Submission, boards, now_ms
 from leaderboard.submission import entry_fields
 from scorer import Scorer, ScorerSettings
 from scorer.consumer import GROUP
@@ -304,14 +304,25 @@ async def test_cli_rank_index_rebuilds_every_boards_companions(
     points = await r.keys(f"{config.keys.prefix}:points:*")
     assert len(points) == 2 and all(":weekly:" in k for k in points)
     assert sorted(await r.zrange(points[0], 0, -1, withscores=True))[:1] == [("0", 0.0)]
-    # --window: only those boards; an unknown window changes nothing and says why
-    await r.delete(*hist)
+    # --window: only those boards, a defined board's among them (a lex one of two keys, whose
+    # histogram buckets its first key); an unknown window changes nothing and says why
+    tower = {"id": "tower", "keys": [{"name": "floor"}, {"name": "time", "direction": "asc"}], "windows": ["daily"]}
+    await lb.create_board(boards.parse(tower))
+    await lb.submit_batch(
+        [Submission(f"t{i}", f"p{i}", 0, ts, board="tower", values=(i, 100)).fields() for i in range(5)]
+    )
+    [tower_hist] = await r.keys(f"{config.keys.prefix}:hist:daily:*:board:tower")
+    kept = await r.hgetall(tower_hist)
+    await r.delete(*hist, tower_hist)
     rc, out, err = await operator(redis_url, "rank-index", "--window", "daily")
-    assert rc == 0 and out.splitlines()[-1] == "rebuilt the rank companions of 2 boards, 60 members", err
-    assert sorted(await r.keys(f"{config.keys.prefix}:hist:*")) == [k for k in hist if ":daily:" in k]
+    assert rc == 0 and out.splitlines()[-1] == "rebuilt the rank companions of 3 boards, 65 members", err
+    assert sum("board:tower: 5 members (ordinal)" in line for line in out.splitlines()) == 1
+    daily = sorted([tower_hist, *(k for k in hist if ":daily:" in k)])
+    assert sorted(await r.keys(f"{config.keys.prefix}:hist:*")) == daily
+    assert len(kept) == 5 and await r.hgetall(tower_hist) == kept
     rc, out, err = await operator(redis_url, "rank-index", "--window", "monthly")
     assert rc == 2 and out == "" and err.startswith("refused: "), err
-    assert len(await r.keys(f"{config.keys.prefix}:hist:*")) == 2
+    assert len(await r.keys(f"{config.keys.prefix}:hist:*")) == 3
 
 
 async def test_a_replica_end_to_end_with_prometheus_metrics(

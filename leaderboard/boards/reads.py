@@ -3,8 +3,8 @@
 ``lex:<key count>``), and the decoding of their replies, which have one shape on both
 encodings. A ``BoardPeriod`` names any board period a read may name: a definition (the game's
 own boards are the definition ``default``, names.py), a window's period and a scope. What
-differs between boards is their encoding, decoded here (``Leaderboard``'s reads of the game's own
-boards still decode their packed scores by their window, library.py: the same packing).
+differs between boards is their encoding, decoded here: every read of every board, the game's
+own included, is made and decoded by a ``BoardPeriod`` (leaderboard/library/reads.py).
 
 An entry's order decodes to its key values: a lex member's (``decode_member``), a packed
 score's (``unpack``). Ranks in the three modes come from the function library, each an
@@ -15,12 +15,11 @@ player id on either encoding.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from ..keys import Keys
 from ..profiles import stored as stored_profile
-from ..ranking import COMPETITION, DENSE, ORDINAL, assign_ranks, round_rank, top_percent
+from ..ranking import COMPETITION, ORDINAL, assign_ranks, round_rank, top_percent
 from ..results import BoardEntries, Entry, Ranks, Standing
 from ..windows import Period
 from . import definition as boards
@@ -33,13 +32,24 @@ class BoardPeriod:
     """One period of one scope of a board: its keys in Redis, and each read as the call to make
     (lb_top, lb_around, lb_ranks with the board's encoding and rank mode) and the decoding of its
     reply. ``mode``: the rank mode its reads rank in, the definition's unless the game's
-    configuration ranks one of the default's windows otherwise (LB_WINDOW_RANK_MODES)."""
+    configuration ranks one of the default's windows otherwise (LB_WINDOW_RANK_MODES).
+    ``shown``: whether its entries carry their key values and the board's columns (a page
+    formats by them); False for the game's boards while the game stores no ``default``, whose
+    replies are as they always were (points alone)."""
 
     def __init__(
-        self, keys: Keys, definition: boards.Definition, period: Period, scope: str, *, mode: str | None = None
+        self,
+        keys: Keys,
+        definition: boards.Definition,
+        period: Period,
+        scope: str,
+        *,
+        mode: str | None = None,
+        shown: bool = True,
     ) -> None:
         self.keys = keys
         self.definition = definition
+        self.shown = shown
         self.period = period
         self.scope = scope
         self.mode = mode or definition.rank_mode
@@ -73,24 +83,39 @@ class BoardPeriod:
         """What equal ranks compare: the key part of a member (or the one packed value)."""
         return key_prefix(self.definition, values) if self.lex else values
 
-    def _entries(self, flat: Sequence[Any], first_ordinal: int, first_rank: int) -> list[Entry]:
+    def _entries(
+        self, flat: Sequence[Any], first_ordinal: int, first_rank: int, size: int | None = None, first_position: int = 0
+    ) -> list[Entry]:
+        """The entries of a reply, ranked in the board's mode from the first one's ranks; with
+        ``size``, each with its percentile from the first one's position (ordinal in ordinal
+        mode, else competition: tied players share one)."""
         # {player, order, profile[, metadata]} per entry on either encoding
         width = 4 if self._meta else 3
         rows = []
         for j in range(0, len(flat), width):
             meta = flat[j + 3] if width == 4 else None
             rows.append((self._values(flat[j + 1]), flat[j], flat[j + 2], None if meta is None else str(meta)))
-        ranks = assign_ranks(self.mode, first_ordinal, first_rank, [self._tie(r[0]) for r in rows])
+        ties = [self._tie(r[0]) for r in rows]
+        ranks = assign_ranks(self.mode, first_ordinal, first_rank, ties)
+        percents: list[float | None] = [None] * len(rows)
+        if size is not None:
+            kind = ORDINAL if self.mode == ORDINAL else COMPETITION
+            percents = [top_percent(p, size) for p in assign_ranks(kind, first_ordinal, first_position, ties)]
         return [
-            Entry(rank, player, values[0], stored_profile(profile), keys=values, metadata=meta)
-            for rank, (values, player, profile, meta) in zip(ranks, rows, strict=True)
+            Entry(rank, player, values[0], stored_profile(profile), percent, self._keys(values), meta)
+            for rank, percent, (values, player, profile, meta) in zip(ranks, percents, rows, strict=True)
         ]
+
+    def _keys(self, values: tuple[int, ...]) -> tuple[int, ...] | None:
+        return values if self.shown else None
 
     def top_call(self, n: int) -> Call:
         return "lb_top", [self.board, self.keys.profiles, *self._meta], [n, self.encoding]
 
     @property
     def columns(self) -> tuple[dict[str, str], ...]:
+        if not self.shown:
+            return ()
         return tuple({"name": k.name, "direction": k.direction, "display": k.display} for k in self.definition.keys)
 
     def top(self, flat: Sequence[Any]) -> BoardEntries:
@@ -104,35 +129,32 @@ class BoardPeriod:
         if not flat:
             return BoardEntries(self.period, [], self.mode, columns=self.columns)
         first_ordinal, size = int(flat[0]), int(flat[3])
-        entries = self._entries(flat[4:], first_ordinal, int(flat[1]))
-        ties = [self._tie(e.keys or ()) for e in entries]
-        positions = assign_ranks(ORDINAL if self.mode == ORDINAL else COMPETITION, first_ordinal, int(flat[2]), ties)
-        entries = [replace(e, top_percent=top_percent(p, size)) for e, p in zip(entries, positions, strict=True)]
+        entries = self._entries(flat[4:], first_ordinal, int(flat[1]), size, int(flat[2]))
         return BoardEntries(self.period, entries, self.mode, size, self.columns)
 
-    def ranks_call(self, players: Sequence[str]) -> Call:
+    def ranks_call(self, players: Sequence[str], deep_from: int = 0) -> Call:
+        """lb_ranks of ``players``: a rank the board's histogram places beyond ``deep_from`` (0:
+        none; dense ranks never) is that estimate, O(1) a player instead of O(log N), on either
+        encoding (a lex board's histogram buckets its first key)."""
         keys = [self.board, self.distinct, self.histogram, self.members]
-        return "lb_ranks", keys, [self.mode, self.encoding, 0, *players]
+        return "lb_ranks", keys, [self.mode, self.encoding, deep_from, *players]
 
-    def ranks(self, players: Sequence[str], flat: Sequence[Any], joined: Sequence[Any], deep_from: int = 0) -> Ranks:
-        """Each player's standing. A rank beyond ``deep_from`` (0: none) is shown rounded to three
-        significant digits and marked ``approx``, as the game's boards show their histogram
-        estimates (ranking.round_rank; dense ranks never are): a defined board's exact rank is
-        already O(log N) whatever its encoding (a lex board's ZRANK/ZLEXCOUNT, a packed one's
-        ZREVRANK/ZCOUNT), and its histogram cannot place a lex member or a packed asc value, so
-        the rounding is made from the exact rank, and the percentile stays exact."""
+    def ranks(self, players: Sequence[str], flat: Sequence[Any], joined: Sequence[Any]) -> Ranks:
+        """Each player's standing. An estimate (``ranks_call``'s deep ranks) is shown rounded to
+        three significant digits and marked ``approx`` (ranking.round_rank), so a push changes
+        only when the shown number does; its percentile is the estimate's, kept in range."""
         size = int(flat[0])
         standings = []
         for i, player in enumerate(players):
-            # rank, order, position, approx (never: the call's deep_from is 0)
-            rank, order, position = flat[1 + 4 * i : 4 + 4 * i]
+            rank, order, position, approx = flat[1 + 4 * i : 5 + 4 * i]
+            profile = stored_profile(joined[i])
             if not rank:
-                standings.append(Standing(player, None, None, stored_profile(joined[i])))
+                standings.append(Standing(player, None, None, profile))
                 continue
             values = self._values(order)
+            # an estimate can overshoot the board's size by its rounding: the percentile stays in range
             percent = top_percent(min(int(position), size), size)
-            deep = 0 < deep_from < int(rank) and self.mode != DENSE
+            deep = int(approx) == 1
             shown = round_rank(int(rank)) if deep else int(rank)
-            profile = stored_profile(joined[i])
-            standings.append(Standing(player, shown, values[0], profile, percent, approx=deep, keys=values))
+            standings.append(Standing(player, shown, values[0], profile, percent, approx=deep, keys=self._keys(values)))
         return Ranks(self.period, size, standings, self.mode)

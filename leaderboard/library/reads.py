@@ -5,18 +5,16 @@ and period a read names."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from .. import boards
 from ..boards import BoardPeriod
+from ..boards.reads import Call
 from ..errors import BadPeriod, BadRequest, TournamentError
 from ..keys import defined_of, parse_scope
 from ..loading import with_library
-from ..profiles import stored as stored_profile
-from ..ranking import COMPETITION, ORDINAL, assign_ranks, round_rank, top_percent
 from ..reads import PlainReads
-from ..results import BoardEntries, Entry, Ranks, Standing
+from ..results import BoardEntries, Ranks, Standing
 from ..transport import Command, execute_packed, now_ms
 from ..windows import Period, Window, tournament_of, window
 from .calls import Calls, execute, library_errors
@@ -99,75 +97,49 @@ class ReadCalls(PlainReads, Calls):
     ) -> BoardPeriod:
         """Any board period a read names, as one type: a defined board's (``defined_board``), or
         one of the game's own boards as the definition ``default`` with its scope, ranked in its
-        window's mode. BadRequest for a board or window nobody keeps, BadPeriod as ``_board``."""
+        window's mode, its entries shown with key values and columns only when the default is
+        stored (a game that never stored one reads as it always did). BadRequest for a board or
+        window nobody keeps, BadPeriod as ``_board``."""
         defined = await self.defined_board(window_name, scope, at, period_name)
         if defined is not None:
             return defined
         _, found = await self._board(window_name, scope, at, period_name)
         default = self.boards.get(boards.DEFAULT_ID)
         assert default is not None  # the registry always holds the game's (configured, or stored)
-        return BoardPeriod(self.keys, default, found, scope, mode=self.config.rank_mode_for(window_name))
+        mode = self.config.rank_mode_for(window_name)
+        return BoardPeriod(self.keys, default, found, scope, mode=mode, shown=bool(self.boards.columns))
+
+    async def _read(self, call: Call) -> Any:
+        """One read-only call, on a replica when this object reads from them (``_replica_read``)."""
+        name, keys, args = call
+        [reply] = await self._replica_read(("FCALL_RO", name, len(keys), *keys, *args))
+        return reply
 
     async def top(
         self, window_name: str, scope: str = "global", n: int = 10, *, at: int | None = None, period: str | None = None
     ) -> BoardEntries:
         """lb_top: the first ``n`` entries of the board's current period (or the one at ``at``,
         or the one ``period`` names)."""
-        defined = await self.defined_board(window_name, scope, at, period)
-        if defined is not None:
-            return defined.top(await self._defined_read(defined.top_call(n)))
-        key, found = await self._board(window_name, scope, at, period)
-        [flat] = await self._replica_read(("FCALL_RO", "lb_top", 2, key, self.keys.profiles, n))
-        mode = self.config.rank_mode_for(window_name)
-        return self._shown(BoardEntries(found, _entries(found, mode, 1, 1, flat), mode))
+        board = await self.board_period(window_name, scope, at, period)
+        return board.top(await self._read(board.top_call(n)))
 
-    def _shown(self, read: BoardEntries) -> BoardEntries:
-        """A game board's read with the stored default's display hint: its column, and each
-        entry's points as its one key value (what a page formats by a column)."""
-        if not self.boards.columns:
-            return read
-        entries = [replace(e, keys=(e.score,)) for e in read.entries]
-        return replace(read, entries=entries, columns=self.boards.columns)
-
-    async def _defined_read(self, call: tuple[str, list[str], list[str | int]]) -> Any:
-        name, keys, args = call
-        [reply] = await self._replica_read(("FCALL_RO", name, len(keys), *keys, *args))
-        return reply
-
-    async def tops(
-        self, boards: Sequence[tuple[str, str]], n: int = 10, *, at: int | None = None
-    ) -> list[BoardEntries]:
-        """``top()`` of several boards, ``(window, scope)`` each, in one pipelined round trip:
-        for the publisher, whose tick may find hundreds of boards changed (a fraction of the
-        client's CPU per board of one call each, measured in docs/operations.md). A defined
-        board's top is its definition's ``top_n``."""
-        found: list[BoardPeriod | tuple[str, Period]] = []
+    async def tops(self, names: Sequence[tuple[str, str]], *, at: int | None = None) -> list[BoardEntries]:
+        """Each board's top N (its definition's ``top_n``; the game's boards': the game's),
+        ``(window, scope)`` each, in one pipelined round trip: for the publisher, whose tick may
+        find hundreds of boards changed (a fraction of the client's CPU per board of one call
+        each, measured in docs/operations.md)."""
+        found = [await self.board_period(window_name, scope, at) for window_name, scope in names]
         commands: list[Command] = []
-        for window_name, scope in boards:
-            defined = await self.defined_board(window_name, scope, at)
-            if defined is not None:
-                name, keys, args = defined.top_call(defined.definition.top_n)
-                commands.append(("FCALL_RO", name, len(keys), *keys, *args))
-                found.append(defined)
-                continue
-            key, period = await self._board(window_name, scope, at)
-            commands.append(("FCALL_RO", "lb_top", 2, key, self.keys.profiles, n))
-            found.append((window_name, period))
+        for board in found:
+            name, keys, args = board.top_call(board.definition.top_n)
+            commands.append(("FCALL_RO", name, len(keys), *keys, *args))
         with library_errors():
             replies = (
                 await with_library(self.redis, commands, lambda: execute_packed(self.redis, *commands))
                 if commands
                 else []
             )
-        out = []
-        for board, flat in zip(found, replies, strict=True):
-            if isinstance(board, BoardPeriod):
-                out.append(board.top(flat))
-                continue
-            window_name, period = board
-            mode = self.config.rank_mode_for(window_name)
-            out.append(self._shown(BoardEntries(period, _entries(period, mode, 1, 1, flat), mode)))
-        return out
+        return [board.top(flat) for board, flat in zip(found, replies, strict=True)]
 
     async def around(
         self,
@@ -180,23 +152,8 @@ class ReadCalls(PlainReads, Calls):
         period: str | None = None,
     ) -> BoardEntries:
         """lb_around: the entries ``k`` above and below ``player`` (none when unranked)."""
-        defined = await self.defined_board(window_name, scope, at, period)
-        if defined is not None:
-            return defined.around(await self._defined_read(defined.around_call(player, k)))
-        key, found = await self._board(window_name, scope, at, period)
-        mode, w = self.config.rank_mode_for(window_name), found.window
-        keys = [key, self.keys.profiles, self.keys.points(w.name, found.label, scope)]
-        [flat] = await self._replica_read(("FCALL_RO", "lb_around", len(keys), *keys, player, k, mode, w.shift))
-        if not flat:
-            return BoardEntries(found, [], mode)
-        first_ordinal, size = int(flat[0]), int(flat[3])
-        entries = _entries(found, mode, first_ordinal, int(flat[1]), flat[4:])
-        # the percentile's position: ordinal in ordinal mode, else the competition rank
-        positions = assign_ranks(
-            ORDINAL if mode == ORDINAL else COMPETITION, first_ordinal, int(flat[2]), [e.score for e in entries]
-        )
-        entries = [replace(e, top_percent=top_percent(pos, size)) for e, pos in zip(entries, positions, strict=True)]
-        return self._shown(BoardEntries(found, entries, mode, size))
+        board = await self.board_period(window_name, scope, at, period)
+        return board.around(await self._read(board.around_call(player, k)))
 
     async def ranks(
         self,
@@ -214,30 +171,18 @@ class ReadCalls(PlainReads, Calls):
         one HMGET in the same round trip (own-rank pushes leave it out: they show no names). A
         player whose rank is beyond ``deep_from`` (0: nobody) may get an approximate rank from
         the board's histogram (``approx``), rounded to three significant digits."""
-        defined = await self.defined_board(window_name, scope, at, period)
-        if defined is not None:
-            flat = await self._defined_read(defined.ranks_call(players))
-            joined = await self.redis.hmget(self.keys.profiles, list(players)) if profiles and players else None
-            return defined.ranks(players, flat, joined or [None] * len(players), deep_from)
-        key, found = await self._board(window_name, scope, at, period)
-        mode, w = self.config.rank_mode_for(window_name), found.window
-        keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
-        args: list[str | int] = [mode, w.shift, deep_from, *players]
+        board = await self.board_period(window_name, scope, at, period)
+        name, keys, args = board.ranks_call(players, deep_from)
         if profiles and players:
             flat, joined = await self._replica_read(
-                ("FCALL_RO", "lb_ranks", len(keys), *keys, *args), ("HMGET", self.keys.profiles, *players)
+                ("FCALL_RO", name, len(keys), *keys, *args), ("HMGET", self.keys.profiles, *players)
             )
         else:
             [flat], joined = (
-                await self._replica_read(("FCALL_RO", "lb_ranks", len(keys), *keys, *args)),
+                await self._replica_read(("FCALL_RO", name, len(keys), *keys, *args)),
                 [None] * len(players),
             )
-        size = int(flat[0])
-        rows = zip(players, flat[1::4], flat[2::4], flat[3::4], flat[4::4], joined, strict=True)
-        standings = [
-            _standing(p, size, w.unpack, r, s, pos, approx, stored_profile(f)) for p, r, s, pos, approx, f in rows
-        ]
-        return Ranks(found, size, standings, mode)
+        return board.ranks(players, flat, joined)
 
     async def rank(
         self,
@@ -255,36 +200,14 @@ class ReadCalls(PlainReads, Calls):
     async def rebuild_rank_index(
         self, window_name: str, scope: str = "global", *, at: int | None = None, period: str | None = None
     ) -> int:
-        """lb_rank_rebuild: rebuild the board's histogram, and in dense mode its distinct points,
-        from the board: for boards written before they had them, after the window's mode changed
+        """lb_rank_rebuild: rebuild the board's histogram, and in dense mode its distinct points
+        (a lex board's distinct key parts), from the board, on any board: for boards written
+        before they had them (a lex or ascending defined board before this release), after the window's mode changed
         to dense, and after a rebuild from the durable log wrote its members. O(N) in one atomic
         call: seconds on a board of a million members, so call it on a client made with
         ``connect(url, socket_timeout=None)``. ``period`` names a past one as reads do. Returns
         the member count."""
-        key, found = await self._board(window_name, scope, at, period)
-        w, mode = found.window, self.config.rank_mode_for(window_name)
-        keys = [key, self.keys.points(w.name, found.label, scope), self.keys.histogram(w.name, found.label, scope)]
-        reply = await execute(self.redis, ("FCALL", "lb_rank_rebuild", len(keys), *keys, w.shift, mode))
+        board = await self.board_period(window_name, scope, at, period)
+        keys = [board.board, board.distinct, board.histogram]
+        reply = await execute(self.redis, ("FCALL", "lb_rank_rebuild", len(keys), *keys, board.encoding, board.mode))
         return int(reply[0])
-
-
-def _entries(period: Period, mode: str, first_ordinal: int, first_rank: int, flat: Sequence[Any]) -> list[Entry]:
-    unpack = period.window.unpack
-    points = [unpack(flat[j + 1]) for j in range(0, len(flat), 3)]
-    ranks = assign_ranks(mode, first_ordinal, first_rank, points)
-    return [
-        Entry(rank, flat[j], p, stored_profile(flat[j + 2]))
-        for rank, p, j in zip(ranks, points, range(0, len(flat), 3), strict=True)
-    ]
-
-
-def _standing(
-    player: str, size: int, unpack: Any, rank: Any, score: Any, position: Any, approx: Any, profile: Any
-) -> Standing:
-    if rank is None:
-        return Standing(player, None, None, profile)
-    deep = int(approx) == 1
-    shown = round_rank(int(rank)) if deep else int(rank)
-    # an estimate can overshoot the board's size by its rounding: the percentile stays in range
-    percent = top_percent(min(int(position), size), size)
-    return Standing(player, shown, unpack(score), profile, top_percent=percent, approx=deep)
