@@ -16,6 +16,7 @@ from scorer.durable import Folder, Record, Slip, Store, StoreError, open_store
 from scorer.durable.postgres import SCHEMA as POSTGRES_SCHEMA
 from scorer.durable.records import PARTS, part_of
 from scorer.durable.sqlite import SCHEMA as SQLITE_SCHEMA
+from scorer.durable.sqlite import SQLiteStore
 from scorer.settings import ScorerSettings
 
 from .conftest import NOW
@@ -73,6 +74,36 @@ async def test_records_are_kept_once_per_id_in_the_order_applied(store: Store) -
     assert await store.last_before("g", NOW + 1) == await store.position("g", 7)
     assert await store.last_before("g", NOW - 5) is None
     assert await store.last_before("g", NOW) == positions[0]
+
+
+async def test_every_value_a_slip_can_carry_is_recorded_exactly(store: Store) -> None:
+    # SQLite takes a batch as one JSON text: quotes, escapes, any character, int64's ends and the
+    # flag come back as they went in, and a batch JSON cannot carry exactly is bound row by row
+    odd = ["q\"uo'te", "back\\slash", "tab\tnew\nline", "zoë 名前 🎮", "\u2028\x7f", ""]
+    records = [
+        rec(
+            i,
+            player=text or "p",
+            points=(-(1 << 63), (1 << 63) - 1)[i % 2],
+            name=text,
+            op=text,
+            region=text,
+            mode=text,
+            tournament=text,
+            replayed=bool(i % 2),
+            applied_us=(1 << 62) + i,
+            index=i,
+        )
+        for i, text in enumerate(odd)
+    ]
+    assert await store.record("g", records) == len(records)
+    late = [rec(98, player="\\u0000", name="\\u0000", applied_us=(1 << 62) + 98)]
+    if isinstance(store, SQLiteStore):  # PostgreSQL's text holds no NUL
+        late.append(rec(99, player="nul\x00", name="a\x00b", applied_us=(1 << 62) + 99))
+    for one in late:
+        assert await store.record("g", [one]) == 1
+    assert await scanned(store) == [*records, *late]
+    assert [type(r.replayed) for r in await scanned(store)] == [bool] * (len(records) + len(late))
 
 
 async def test_the_log_cuts_into_parts_by_player_as_part_of_says(store: Store) -> None:
