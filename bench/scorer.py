@@ -19,9 +19,9 @@ this tree's, so the queue's ``lb_enqueue`` is the ref's too) and with this tree'
 its own; the producer stays this tree's Python, writing the entries the ref's scorer reads (fields
 by name for a release before slip entries). Prints both side by side: the same load, one run.
 
-``--durable`` measures instead the cost of the durable score log: (a) repeated without the log,
-with SQLite (a file in a temporary directory) and with PostgreSQL (a private server, fsync on),
-alternating, ``--rounds`` times, and prints the ratios.
+``--durable`` measures instead the cost of the durable score log (bench/scorer_durable.py): (a)
+repeated without the log, with SQLite and with PostgreSQL, alternating, ``--rounds`` times, and
+prints the ratios; with ``--baseline REF``, the ref's scorer's three runs too, in the same rounds.
 
 Unless ``--no-write``, the figures are recorded in bench/results/scorer.json (scorer-durable.json
 with ``--durable``), which ``python -m bench.plots`` draws.
@@ -407,67 +407,6 @@ def tree_cpu_s(pid: int) -> float:
     return total
 
 
-async def durable_cost(args: argparse.Namespace) -> tuple[dict[str, list[float]], dict[str, list[list[float]]]]:
-    """(a) without the log, with SQLite, with PostgreSQL, alternating, in one run; and the cores
-    each process used in each run (``cores``: kind -> one list per run)."""
-    from fleet.postgres_server import PostgresServer
-
-    runs: dict[str, list[float]] = {"off": [], "sqlite": [], "postgres": []}
-    cores: dict[str, list[list[float]]] = {"off": [], "sqlite": [], "postgres": []}
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        RedisServer(Path(tmp)) as server,
-        PostgresServer(durable=True) as pg,
-    ):
-        r = connect(server.url)
-        await Leaderboard(r, GameConfig(game="bench")).load()
-        urls = {"off": "", "sqlite": f"sqlite:///{tmp}/scores.db", "postgres": pg.url}
-        for round_ in range(args.rounds):
-            for kind, url in urls.items():
-                fig = Figures()
-                game = f"d{round_}{kind[:2]}"  # fresh boards each run, the same shape of work
-                env = {"LB_DURABLE_URL": url}
-                database = pg.process.pid if kind == "postgres" and pg.process else None
-                await sustained(
-                    server.url, r, args.warmup_s, args.sustained_s, fig, game=game, env=env, database=database
-                )
-                runs[kind].append(fig.sustained)
-                used = [fig.cores_redis, fig.cores_scorer, fig.cores_producer, fig.cores_database]
-                cores[kind].append([round(c, 2) for c in used])
-                print(f"round {round_ + 1} {kind}: {fig.sustained:,.0f} /s, cores {cores[kind][-1]}", file=sys.stderr)
-        await r.aclose()
-    return runs, cores
-
-
-def durable_table(by_kind: dict[str, list[float]]) -> list[str]:
-    off = statistics.mean(by_kind["off"])
-    # each round against the run without the log just before it: the machine's drift between
-    # rounds is then not counted as the log's cost (the target holds only if it holds each round)
-    lines = [
-        "| durable log | sustained /s, each run | mean | vs no log | each round vs its run without |",
-        "|---|---|---|---|---|",
-    ]
-    labels = {"off": "none", "sqlite": "SQLite (WAL, synchronous=NORMAL)", "postgres": "PostgreSQL 15 (fsync on)"}
-    for kind, label in labels.items():
-        runs = by_kind[kind]
-        mean = statistics.mean(runs)
-        cost = "" if kind == "off" else f"**{mean / off - 1:+.0%}**"
-        each = (f"{x / o - 1:+.0%}" for x, o in zip(runs, by_kind["off"], strict=True))
-        rounds = "" if kind == "off" else ", ".join(each)
-        lines.append(f"| {label} | {', '.join(f'{x:,.0f}' for x in runs)} | {mean:,.0f} | {cost} | {rounds} |")
-    return lines
-
-
-def cores_table(cores: dict[str, list[list[float]]]) -> list[str]:
-    """Where the two cores went in each run: Redis, the scorer (SQLite's thread included), the
-    producer (this process) and PostgreSQL's server."""
-    lines = ["| durable log | Redis | scorer | producer | PostgreSQL | total |", "|---|---|---|---|---|---|"]
-    for kind, label in (("off", "none"), ("sqlite", "SQLite"), ("postgres", "PostgreSQL")):
-        mean = [statistics.mean(run[i] for run in cores[kind]) for i in range(4)]
-        lines.append(f"| {label} | " + " | ".join(f"{c:.2f}" for c in mean) + f" | {sum(mean):.2f} |")
-    return lines
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m bench.scorer", __doc__ or "")
     p.add_argument("--baseline-s", type=float, default=8.0, help="seconds of the one-call-per-submission baseline")
@@ -483,7 +422,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--producers", type=int, default=2, help="submit calls in flight while measuring (a) (game servers)")
     results.add_no_write(p)
     p.add_argument("--durable", action="store_true", help="measure (a) without and with the durable log instead")
-    p.add_argument("--baseline", metavar="REF", help="(a) only, alternating with the scorer and library of a git ref")
+    p.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="(a), or --durable's runs, alternating with the scorer and library of a git ref",
+    )
     p.add_argument(
         "--rounds", type=int, default=2, help="--durable: rounds of (none, SQLite, PostgreSQL); --baseline: pairs"
     )
@@ -493,10 +436,18 @@ def main(argv: list[str] | None = None) -> int:
     if error := baseline_error(args.baseline):
         p.error(f"--baseline: {error}")
     if args.durable:
-        runs, cores = asyncio.run(durable_cost(args))
-        print("\n".join(durable_table(runs)))
-        print("\n".join(cores_table(cores)))
-        figures = {"sustained_per_s": runs, "cores": cores}
+        from bench.scorer_durable import Side, durable_cost, report
+
+        with tempfile.TemporaryDirectory(prefix="scorer-baseline-") as scratch:
+            sides = [Side("this tree")]
+            if args.baseline:
+                sides.insert(0, Side(args.baseline, code_tree(args.baseline, Path(scratch))))
+            asyncio.run(durable_cost(args, sides))
+        print("\n".join(report(sides)))
+        figures = {
+            **sides[-1].figures(),
+            **({"baseline_ref": args.baseline, "baseline": sides[0].figures()} if args.baseline else {}),
+        }
         results.save("scorer-durable", figures, args, module="bench.scorer", argv=argv)
         return 0
     if args.baseline:
