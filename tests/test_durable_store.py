@@ -77,8 +77,8 @@ async def test_records_are_kept_once_per_id_in_the_order_applied(store: Store) -
 
 
 async def test_every_value_a_slip_can_carry_is_recorded_exactly(store: Store) -> None:
-    # SQLite takes a batch as one JSON text: quotes, escapes, any character, int64's ends and the
-    # flag come back as they went in, and a batch JSON cannot carry exactly is bound row by row
+    # quotes, escapes, any character (SQLite: a NUL too), int64's ends and the flag come back as
+    # they went in
     odd = ["q\"uo'te", "back\\slash", "tab\tnew\nline", "zoë 名前 🎮", "\u2028\x7f", ""]
     records = [
         rec(

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
-import orjson
 
 from .records import Action, BoardRow, Compaction, Part, Position, Record, Slip
 from .store import Fold, Store, StoreError
@@ -77,14 +76,6 @@ _UPSERT = (
     + ", ".join(f"{column} = excluded.{column}" for column in _COLUMNS.split(", ")[1:])
     + " WHERE (excluded.applied, excluded.idx) < (submissions.applied, submissions.idx)"
 )
-# The rows of one JSON array (``record``), each an array of the columns in order: the flag a JSON
-# true / false, which ->> makes the 1 / 0 stored. ``WHERE true``: SQLite's parser needs it before
-# ON CONFLICT in an INSERT ... SELECT.
-_INSERT_JSON = (
-    f"INSERT INTO submissions (game, {_COLUMNS}) SELECT ?, "
-    + ", ".join(f"row.value ->> {i}" for i in range(len(_COLUMNS.split(", "))))
-    + f" FROM json_each(?) AS row WHERE true {_UPSERT}"
-)
 # records.part_of in SQL: the last hex digit of the player's UTF-8 bytes, as a number, modulo n
 _PART = " AND (instr('0123456789ABCDEF', substr(hex(player), -1)) - 1) % ? = ?"
 
@@ -144,20 +135,11 @@ class SQLiteStore(Store):
     async def record(self, game: str, records: Sequence[Record]) -> int:
         if not records:
             return 0
-        # The whole batch as one JSON array of rows, one statement: SQLite parses and inserts
-        # every row in one step, during which the database's thread does not hold the GIL.
-        # executemany binds each row in Python, holding it, and took it back after every row:
-        # the scorer's loop and this thread took turns, row by row.
-        batch = _json_rows(records)
-        if batch is None:
-            rows = [(game, *r) for r in records]  # a Record is its row, columns in order
-            return await self._insert_many(
-                f"INSERT INTO submissions (game, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) {_UPSERT}", rows
-            )
-        async with self._transaction() as db:
-            before = db.total_changes
-            await db.execute(_INSERT_JSON, (game, batch))
-            return db.total_changes - before
+        # a Record is its row, columns in order (the flag stored as 0 / 1)
+        rows = [(game, *r) for r in records]
+        return await self._insert_many(
+            f"INSERT INTO submissions (game, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) {_UPSERT}", rows
+        )
 
     async def _insert_many(self, sql: str, rows: Sequence[tuple[object, ...]]) -> int:
         """``sql`` once per row in one write transaction; the rows it wrote, once committed."""
@@ -361,19 +343,6 @@ class SQLiteStore(Store):
 
 
 _new = tuple.__new__
-
-
-def _json_rows(records: Sequence[Record]) -> bytes | None:
-    """``records`` as ``_INSERT_JSON`` reads them, or None for the rare batch JSON cannot carry
-    exactly (its rows are bound one by one instead): a string with a NUL, which SQLite's ``->>``
-    cuts there, or one orjson refuses (a lone surrogate)."""
-    try:
-        batch = orjson.dumps(list(map(tuple, records)))  # orjson takes a tuple, not its subclass
-    except orjson.JSONEncodeError:
-        return None
-    # orjson writes a NUL as \u0000 (and a backslash before "u0000" as \\u0000: a false alarm,
-    # bound one by one too, no harm)
-    return None if b"\\u0000" in batch else batch
 
 
 async def _started(fetch: Coroutine[Any, Any, Iterable[sqlite3.Row]]) -> asyncio.Task[Iterable[sqlite3.Row]]:
