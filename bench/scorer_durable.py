@@ -1,5 +1,5 @@
 """``python -m bench.scorer --durable``: what the durable score log costs the scorer's sustained
-throughput (bench/scorer.py's measurement (a)), run without the log, with SQLite (a file in a
+throughput (measurement (a): bench/scorer_sustained.py), run without the log, with SQLite (a file in a
 temporary directory) and with PostgreSQL (a private server, fsync on), alternating, ``--rounds``
 times; each round's runs against the run without the log just before them.
 
@@ -16,13 +16,15 @@ which a machine busy with other work changes far less than it changes the throug
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.scorer import Figures, sustained
+from bench.scorer_sustained import Figures, Source, sustained, tree_cpu_s
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Leaderboard, connect
 
@@ -40,9 +42,10 @@ class Side:
     tree: Path | None = None  # None: this tree
     sustained: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
     cores: dict[str, list[list[float]]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    rows: dict[str, dict[str, float]] = field(default_factory=dict)  # kind -> row_cost's figures
 
     def figures(self) -> dict[str, object]:
-        return {"sustained_per_s": self.sustained, "cores": self.cores}
+        return {"sustained_per_s": self.sustained, "cores": self.cores, "per_row": self.rows}
 
 
 async def durable_cost(args: argparse.Namespace, sides: list[Side]) -> None:
@@ -81,6 +84,12 @@ async def durable_cost(args: argparse.Namespace, sides: list[Side]) -> None:
                     done = f"round {round_ + 1} {side.label} {kind}: {fig.sustained:,.0f} /s"
                     print(f"{done}, cores {side.cores[kind][-1]}", file=sys.stderr)
         await r.aclose()
+        if args.row_cost:
+            for kind, url in (("sqlite", f"sqlite:///{tmp}/rows.db"), ("postgres", pg.url)):
+                for n, side in enumerate(sides):
+                    database = pg.process.pid if kind == "postgres" and pg.process else None
+                    side.rows[kind] = row_cost(side.tree, url, f"rows{n}", args.row_cost, database)
+                    print(f"{side.label} {kind} per row: {side.rows[kind]}", file=sys.stderr)
 
 
 def durable_table(side: Side) -> list[str]:
@@ -133,10 +142,31 @@ def cores_table(side: Side) -> list[str]:
     return lines
 
 
+def rows_table(sides: list[Side]) -> list[str]:
+    """row_cost's figures, each side's on a line: µs of CPU per row recorded."""
+    lines = [
+        "| code | log | rows | making the records (µs) | writing them: the process (µs) | the database server (µs) "
+        "| total (µs) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for kind in ("sqlite", "postgres"):
+        for side in sides:
+            if kind in side.rows:
+                f = side.rows[kind]
+                total = f["records_us"] + f["writing_us"] + f["database_us"]
+                lines.append(
+                    f"| {side.label} | {kind} | {f['rows']:,.0f} | {f['records_us']:.2f} | {f['writing_us']:.2f} "
+                    f"| {f['database_us']:.2f} | {total:.2f} |"
+                )
+    return lines
+
+
 def report(sides: list[Side]) -> list[str]:
     lines: list[str] = []
     for side in sides:
         lines += [*durable_table(side), "", *cores_table(side), ""]
+    if any(side.rows for side in sides):
+        lines += [*rows_table(sides), ""]
     if len(sides) == 2:
         base, this = sides
 
@@ -150,3 +180,77 @@ def report(sides: list[Side]) -> list[str]:
                 + ", ".join(f"{base.label} {b:.2f}×, {this.label} {t:.2f}×" for b, t in pairs)
             )
     return lines
+
+
+ROW_BATCHES = 4  # the batches of 500 one commit carries: what the group commit made of 8 loops' batches
+
+
+def row_cost(tree: Path | None, url: str, game: str, rows: int, database: int | None) -> dict[str, float]:
+    """Per row recorded, in a child process running ``tree``'s store (None: this tree's): the CPU
+    of turning applied batches into records (``records_of``, in the scorer's thread), of the rest
+    of the process (writing; SQLite's thread included) and of ``database`` (a PostgreSQL server's
+    pid: its backends). The same submissions as measurement (a)'s, ~10 % of them replays."""
+    import json
+    import subprocess
+
+    from bench import results
+
+    code = "import sys; from bench.scorer_durable import _row_cost_child as c; c(*sys.argv[1:])"
+    env = {**os.environ, "PYTHONPATH": str(results.ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code, url, game, str(rows), str(database or 0)],
+        cwd=tree or results.ROOT,  # the store code the child imports first: the tree's
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    figures: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
+    return figures
+
+
+def _row_cost_child(url: str, game: str, rows: str, database: str) -> None:
+    import asyncio
+    import json
+    import resource
+
+    from leaderboard.results import SubmitResult
+    from scorer.durable import open_store
+    from scorer.durable.recorder import earliest, records_of
+
+    source, seen = Source("s-"), set()
+    batches = []
+    for b in range(int(rows) // 500):
+        subs = source.take(500)
+        results = []
+        for s in subs:
+            results.append(
+                SubmitResult(s.id, "duplicate" if s.id in seen else "ok", applied_us=1_700_000_000_000_000 + b)
+            )
+            seen.add(s.id)
+        batches.append(([s.fields() for s in subs], results))
+
+    async def run() -> dict[str, float]:
+        store = open_store(url)
+        await store.open()
+        pid = int(database)
+        making = 0.0
+        cpu0, db0 = resource.getrusage(resource.RUSAGE_SELF), tree_cpu_s(pid) if pid else 0.0
+        recorded = 0
+        for i in range(0, len(batches), ROW_BATCHES):
+            t = time.thread_time()
+            records = earliest([records_of(e, r) for e, r in batches[i : i + ROW_BATCHES]])
+            making += time.thread_time() - t
+            recorded += len(records)
+            await store.record(game, records)
+        cpu1, db1 = resource.getrusage(resource.RUSAGE_SELF), tree_cpu_s(pid) if pid else 0.0
+        await store.close()
+        cpu = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime
+        return {
+            "rows": recorded,
+            "records_us": making / recorded * 1e6,
+            "writing_us": (cpu - making) / recorded * 1e6,
+            "database_us": (db1 - db0) / recorded * 1e6,
+        }
+
+    print(json.dumps(asyncio.run(run())))
