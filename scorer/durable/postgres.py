@@ -82,17 +82,6 @@ ORDER BY u.id
 _BOARD_COLUMNS = '"window", period, scope, player, score, expire_at'
 
 
-_COPIED = ("game", *_COLUMNS.split(", "))  # a Record's columns, after its game
-
-
-async def _upsert(conn: Any, game: str, records: Sequence[Record]) -> int:
-    """``records`` through the upsert (``_INSERT``); the rows it wrote."""
-    # the table's row type, (seq, game, id, ...) in every schema so far: seq None (the INSERT
-    # leaves it to the identity), then a Record is the rest, columns in order
-    status: str = await conn.execute(_INSERT, [(None, game, *r) for r in records])
-    return int(status.rsplit(" ", 1)[1])  # "INSERT 0 <rows>"
-
-
 def _part(n: int) -> str:
     """records.part_of in SQL, its two numbers in parameters $n and $n+1: the last byte of the
     player's UTF-8 form (whatever the database's encoding), modulo the first, equals the second."""
@@ -143,24 +132,11 @@ class PostgresStore(Store):
     async def record(self, game: str, records: Sequence[Record]) -> int:
         if not records:
             return 0
-        # A first application (not ``replayed``) is nearly always an id the log does not hold
-        # yet: those rows are copied in (COPY: no upsert, no array of rows to unpack, 5.6 µs of
-        # the server's CPU per row against 9 measured, and half the client's), the replays go
-        # through the upsert, in one transaction. An id already held (a copy applied later
-        # recorded first, or an id applied again past Redis's idempotency horizon) fails the
-        # COPY and rolls it back: the whole batch then goes through the upsert, which keeps the
-        # earlier application.
-        fresh = [(game, *r) for r in records if not r.replayed]
-        async with self.pool.acquire() as conn:
-            if fresh:
-                try:
-                    async with conn.transaction():
-                        copied: str = await conn.copy_records_to_table("submissions", records=fresh, columns=_COPIED)
-                        replays = [r for r in records if r.replayed]
-                        return int(copied.rsplit(" ", 1)[1]) + (await _upsert(conn, game, replays) if replays else 0)
-                except asyncpg.UniqueViolationError:
-                    pass
-            return await _upsert(conn, game, records)
+        # the table's row type, (seq, game, id, ...) in every schema so far: seq None (the INSERT
+        # leaves it to the identity), then a Record is the rest, columns in order
+        rows = [(None, game, *r) for r in records]
+        status: str = await self.pool.execute(_INSERT, rows)
+        return int(status.rsplit(" ", 1)[1])  # "INSERT 0 <rows>"
 
     async def scan(
         self,
