@@ -145,8 +145,9 @@ class SQLiteStore(Store):
             return 0
         # a Record is its row, columns in order (the flag stored as 0 / 1)
         rows = [(game, *r) for r in records]
-        # _ROWS rows per statement, the rest one by one: a statement per row cost the database's
-        # thread 0.4-0.8 µs more per row (a step, a reset, a release and a retake of the GIL)
+        # _ROWS rows per statement, the rest one by one: with a statement per row (a step, a reset,
+        # a release and a retake of the GIL each) the database's thread took 4.1-4.3 µs of CPU per
+        # row, against 3.0-3.4 (docs/benchmarks.md)
         whole = len(rows) - len(rows) % _ROWS
         async with self._transaction() as db:
             before = db.total_changes
