@@ -19,9 +19,9 @@ this tree's, so the queue's ``lb_enqueue`` is the ref's too) and with this tree'
 its own; the producer stays this tree's Python, writing the entries the ref's scorer reads (fields
 by name for a release before slip entries). Prints both side by side: the same load, one run.
 
-``--durable`` measures instead the cost of the durable score log: (a) repeated without the log,
-with SQLite (a file in a temporary directory) and with PostgreSQL (a private server, fsync on),
-alternating, ``--rounds`` times, and prints the ratios.
+``--durable`` measures instead the cost of the durable score log (bench/scorer_durable.py): (a)
+repeated without the log, with SQLite and with PostgreSQL, alternating, ``--rounds`` times, and
+prints the ratios; with ``--baseline REF``, the ref's scorer's three runs too, in the same rounds.
 
 Unless ``--no-write``, the figures are recorded in bench/results/scorer.json (scorer-durable.json
 with ``--durable``), which ``python -m bench.plots`` draws.
@@ -31,130 +31,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import os
-import random
 import statistics
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from bench import results
-from bench.drain import baseline_error, by_name, code_tree, submit
+from bench.drain import baseline_error, code_tree
+from bench.scorer_durable import Side, durable_cost, report
+from bench.scorer_sustained import BACKLOG_MAX, Figures, Source, produce, scorer_env, sustained
 from fleet.redis_server import RedisServer
-from leaderboard import BacklogFull, GameConfig, Leaderboard, RedisClient, Submission, connect, now_ms
-from leaderboard.queue import Queue, backlog
+from leaderboard import GameConfig, Leaderboard, RedisClient, Submission, connect, now_ms
+from leaderboard.queue import Queue
 from leaderboard.settings import argument_parser
-from loadtest.procstat import usage
-
-PLAYERS = 50_000
-REPLAY_SHARE = 0.1
-CHUNK = 500  # submissions per submit_many call of the producer
-BACKLOG_MAX = 400_000
-STARTUP_S = 60.0  # the longest a scorer may take to apply its first batch
-PREPARED_RATE = 40_000  # submissions per second of the sustained run generated beforehand
-SUSTAINED_BACKLOG = 20_000  # the cap while measuring (a): always work queued, never a pile-up
-
-
-@dataclass
-class Figures:
-    sustained: float = 0.0
-    offered_sustained: float = 0.0
-    baseline: float = 0.0
-    lag_rate: float = 0.0
-    lag_p50: float = 0.0
-    lag_p99: float = 0.0
-    lag_max: float = 0.0
-    lag_samples: int = 0
-    lag_missing: int = 0  # probes never seen in a snapshot
-    backlog_end: int = 0
-    # cores each process used during (a) (CPU seconds / wall seconds): where the two cores go
-    cores_redis: float = 0.0
-    cores_scorer: float = 0.0
-    cores_producer: float = 0.0  # this process: the producer's submit calls and generation
-    cores_database: float = 0.0  # --durable: PostgreSQL's server and its backends (SQLite's is the scorer's thread)
-    redis_waited: float = 0.0  # share of (a) Redis spent runnable but waiting for a core (schedstat)
-    # (a)'s INFO commandstats per submission applied: command -> (µs of Redis time, calls); calls
-    # made inside an FCALL (lb_enqueue's and lb_submit's) are counted in it and again on their own
-    commands: dict[str, tuple[float, float]] = field(default_factory=dict)
-
-
-class Source:
-    """Submissions from PLAYERS players, a share of them re-sent with an id already used."""
-
-    def __init__(self, prefix: str, seed: int = 1) -> None:
-        self.rnd = random.Random(seed)
-        self.prefix = prefix
-        self.serial = 0
-        self.recent: list[Submission] = []
-        self.ready: list[list[Submission]] = []  # chunks made by prepare(), taken first
-
-    def prepare(self, submissions: int) -> None:
-        """Generate ahead of the measurement, as the baseline does: the load generator's own CPU is
-        not the system's, and on 2 shared cores it would be taken from the scorer and Redis."""
-        self.ready = [self.take(CHUNK) for _ in range(submissions // CHUNK)][::-1]
-
-    def take(self, n: int) -> list[Submission]:
-        if n == CHUNK and self.ready:
-            return self.ready.pop()
-        out = []
-        ts = now_ms()
-        for _ in range(n):
-            if self.recent and self.rnd.random() < REPLAY_SHARE:
-                out.append(self.rnd.choice(self.recent))
-                continue
-            self.serial += 1
-            player = int(self.rnd.paretovariate(1.1)) % PLAYERS
-            sub = Submission(f"{self.prefix}{self.serial}", f"p{player}", self.rnd.randrange(1_000_000), ts)
-            out.append(sub)
-            if len(self.recent) < 5000:
-                self.recent.append(sub)
-            else:
-                self.recent[self.rnd.randrange(5000)] = sub
-        return out
-
-
-def scorer_env(url: str, game: str, **extra: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "LB_REDIS_URL": url,
-        "LB_GAME": game,
-        "LB_SCORER_METRICS_PORT": "0",
-        "LB_SCORER_STATS_S": "0",
-        "LB_BACKLOG_MAX": str(BACKLOG_MAX),
-        "LB_LOG_LEVEL": "WARNING",
-        # consumer and publisher: the badge worker reads every applied entry again and belongs
-        # in its own replicas when the consumers are the bottleneck
-        "LB_SCORER_BADGES": "0",
-        **extra,
-    }
-
-
-async def produce(
-    queue: Queue, source: Source, stop: asyncio.Event, rate: float | None, counter: list[int], *, names: bool = False
-) -> None:
-    """Offer submissions at a steady rate, or (rate None) as fast as the queue takes them: the
-    queue's own backlog cap is the back-pressure, so production matches consumption."""
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    chunk = source.take(CHUNK)
-    while not stop.is_set():
-        if rate is not None:
-            due = started + (counter[0] + CHUNK) / rate
-            if due > loop.time():
-                await asyncio.sleep(due - loop.time())
-        try:
-            await submit(queue, chunk, names=names)
-        except BacklogFull:
-            await asyncio.sleep(0.005)  # the same chunk again, like a game server would
-            continue
-        counter[0] += CHUNK
-        chunk = source.take(CHUNK)
 
 
 async def baseline(r: RedisClient, seconds: float) -> float:
@@ -168,82 +61,6 @@ async def baseline(r: RedisClient, seconds: float) -> float:
             await lb.submit_batch([fields])
         done += 100
     return done / (time.perf_counter() - started)
-
-
-async def first_apply(r: RedisClient, stream: str, offered: list[int], proc: asyncio.subprocess.Process) -> None:
-    """Waits for the scorer's first applied batch: the warm-up counts from there, not from a start
-    that takes longer on a busy machine (imports, the library's load, an earlier release's tree)."""
-    deadline = time.monotonic() + STARTUP_S
-    while offered[0] - await backlog(r, stream) <= 0:
-        if proc.returncode is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the scorer applied nothing in {STARTUP_S:.0f} s (exit code {proc.returncode})")
-        await asyncio.sleep(0.05)
-
-
-async def sustained(
-    url: str,
-    r: RedisClient,
-    warmup: float,
-    seconds: float,
-    fig: Figures,
-    *,
-    live: bool = False,
-    producers: int = 1,
-    game: str = "bench",
-    env: dict[str, str] | None = None,
-    tree: Path | None = None,
-    database: int | None = None,
-) -> None:
-    """``database``: the pid of a database server whose CPU (its children's too) is counted."""
-    config = GameConfig(game=game)
-    queue = Queue(r, config, backlog_max=SUSTAINED_BACKLOG)
-    stream = config.keys.submissions
-    source = Source("s-")
-    if not live:
-        source.prepare(int((warmup + seconds + 2) * PREPARED_RATE))
-    names = by_name(tree)  # an earlier release's scorer reads the entries its producers wrote
-    for _ in range(SUSTAINED_BACKLOG // CHUNK):  # a queue that is full before the scorer starts
-        await submit(queue, source.take(CHUNK), names=names)
-    offered = [SUSTAINED_BACKLOG]
-    stop = asyncio.Event()
-    # several submit calls in flight, as several game servers make them: one waits for its reply
-    # between calls, and alone it could not keep a fast scorer's queue full
-    tasks = [asyncio.create_task(produce(queue, source, stop, None, offered, names=names)) for _ in range(producers)]
-    # run from ``tree``: the scorer imports (and loads) the code it finds first on its path
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "scorer", env=scorer_env(url, game, **(env or {})), cwd=tree
-    )
-    redis_pid = int((await r.info("server"))["process_id"])
-    pids = (redis_pid, proc.pid, os.getpid())
-    try:
-        await first_apply(r, stream, offered, proc)
-        await asyncio.sleep(warmup)
-        t0, applied0, offered0 = time.perf_counter(), offered[0] - await backlog(r, stream), offered[0]
-        before = [usage(pid) for pid in pids]
-        database0 = tree_cpu_s(database) if database else 0.0
-        await r.config_resetstat()
-        await asyncio.sleep(seconds)
-        t1, applied1, offered1 = time.perf_counter(), offered[0] - await backlog(r, stream), offered[0]
-        after = [usage(pid) for pid in pids]
-        if database:
-            fig.cores_database = (tree_cpu_s(database) - database0) / (t1 - t0)
-        commands: dict[str, Any] = await r.info("commandstats")
-        cores = [(b.cpu_s - a.cpu_s) / (t1 - t0) for a, b in zip(before, after, strict=True)]
-        fig.cores_redis, fig.cores_scorer, fig.cores_producer = cores
-        fig.redis_waited = (after[0].wait_s - before[0].wait_s) / (t1 - t0)
-        fig.sustained = (applied1 - applied0) / (t1 - t0)
-        fig.offered_sustained = (offered1 - offered0) / (t1 - t0)
-        fig.backlog_end = await backlog(r, stream)
-        applied = max(1, applied1 - applied0)
-        fig.commands = {
-            name.removeprefix("cmdstat_"): (int(stat["usec"]) / applied, int(stat["calls"]) / applied)
-            for name, stat in sorted(commands.items(), key=lambda kv: -int(kv[1]["usec"]))
-        }
-    finally:
-        stop.set()
-        await asyncio.gather(*tasks)
-        proc.terminate()
-        await asyncio.wait_for(proc.wait(), 15)
 
 
 async def publish_lag(url: str, r: RedisClient, rate: float, seconds: float, fig: Figures) -> None:
@@ -397,77 +214,6 @@ def baseline_table(ref: str, runs: dict[str, list[Figures]]) -> list[str]:
     return lines
 
 
-def tree_cpu_s(pid: int) -> float:
-    """CPU seconds of a process and of its children alive now (a database server's backends)."""
-    total = usage(pid).cpu_s
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError):
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                total += usage(int(stat.parent.name)).cpu_s
-    return total
-
-
-async def durable_cost(args: argparse.Namespace) -> tuple[dict[str, list[float]], dict[str, list[list[float]]]]:
-    """(a) without the log, with SQLite, with PostgreSQL, alternating, in one run; and the cores
-    each process used in each run (``cores``: kind -> one list per run)."""
-    from fleet.postgres_server import PostgresServer
-
-    runs: dict[str, list[float]] = {"off": [], "sqlite": [], "postgres": []}
-    cores: dict[str, list[list[float]]] = {"off": [], "sqlite": [], "postgres": []}
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        RedisServer(Path(tmp)) as server,
-        PostgresServer(durable=True) as pg,
-    ):
-        r = connect(server.url)
-        await Leaderboard(r, GameConfig(game="bench")).load()
-        urls = {"off": "", "sqlite": f"sqlite:///{tmp}/scores.db", "postgres": pg.url}
-        for round_ in range(args.rounds):
-            for kind, url in urls.items():
-                fig = Figures()
-                game = f"d{round_}{kind[:2]}"  # fresh boards each run, the same shape of work
-                env = {"LB_DURABLE_URL": url}
-                database = pg.process.pid if kind == "postgres" and pg.process else None
-                await sustained(
-                    server.url, r, args.warmup_s, args.sustained_s, fig, game=game, env=env, database=database
-                )
-                runs[kind].append(fig.sustained)
-                used = [fig.cores_redis, fig.cores_scorer, fig.cores_producer, fig.cores_database]
-                cores[kind].append([round(c, 2) for c in used])
-                print(f"round {round_ + 1} {kind}: {fig.sustained:,.0f} /s, cores {cores[kind][-1]}", file=sys.stderr)
-        await r.aclose()
-    return runs, cores
-
-
-def durable_table(by_kind: dict[str, list[float]]) -> list[str]:
-    off = statistics.mean(by_kind["off"])
-    # each round against the run without the log just before it: the machine's drift between
-    # rounds is then not counted as the log's cost (the target holds only if it holds each round)
-    lines = [
-        "| durable log | sustained /s, each run | mean | vs no log | each round vs its run without |",
-        "|---|---|---|---|---|",
-    ]
-    labels = {"off": "none", "sqlite": "SQLite (WAL, synchronous=NORMAL)", "postgres": "PostgreSQL 15 (fsync on)"}
-    for kind, label in labels.items():
-        runs = by_kind[kind]
-        mean = statistics.mean(runs)
-        cost = "" if kind == "off" else f"**{mean / off - 1:+.0%}**"
-        each = (f"{x / o - 1:+.0%}" for x, o in zip(runs, by_kind["off"], strict=True))
-        rounds = "" if kind == "off" else ", ".join(each)
-        lines.append(f"| {label} | {', '.join(f'{x:,.0f}' for x in runs)} | {mean:,.0f} | {cost} | {rounds} |")
-    return lines
-
-
-def cores_table(cores: dict[str, list[list[float]]]) -> list[str]:
-    """Where the two cores went in each run: Redis, the scorer (SQLite's thread included), the
-    producer (this process) and PostgreSQL's server."""
-    lines = ["| durable log | Redis | scorer | producer | PostgreSQL | total |", "|---|---|---|---|---|---|"]
-    for kind, label in (("off", "none"), ("sqlite", "SQLite"), ("postgres", "PostgreSQL")):
-        mean = [statistics.mean(run[i] for run in cores[kind]) for i in range(4)]
-        lines.append(f"| {label} | " + " | ".join(f"{c:.2f}" for c in mean) + f" | {sum(mean):.2f} |")
-    return lines
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m bench.scorer", __doc__ or "")
     p.add_argument("--baseline-s", type=float, default=8.0, help="seconds of the one-call-per-submission baseline")
@@ -483,7 +229,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--producers", type=int, default=2, help="submit calls in flight while measuring (a) (game servers)")
     results.add_no_write(p)
     p.add_argument("--durable", action="store_true", help="measure (a) without and with the durable log instead")
-    p.add_argument("--baseline", metavar="REF", help="(a) only, alternating with the scorer and library of a git ref")
+    p.add_argument(
+        "--row-cost",
+        type=int,
+        default=200_000,
+        metavar="N",
+        help="--durable: then each log's CPU per row, recording N submissions outside the scorer (0: not)",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="(a), or --durable's runs, alternating with the scorer and library of a git ref",
+    )
     p.add_argument(
         "--rounds", type=int, default=2, help="--durable: rounds of (none, SQLite, PostgreSQL); --baseline: pairs"
     )
@@ -493,10 +250,16 @@ def main(argv: list[str] | None = None) -> int:
     if error := baseline_error(args.baseline):
         p.error(f"--baseline: {error}")
     if args.durable:
-        runs, cores = asyncio.run(durable_cost(args))
-        print("\n".join(durable_table(runs)))
-        print("\n".join(cores_table(cores)))
-        figures = {"sustained_per_s": runs, "cores": cores}
+        with tempfile.TemporaryDirectory(prefix="scorer-baseline-") as scratch:
+            sides = [Side("this tree")]
+            if args.baseline:
+                sides.insert(0, Side(args.baseline, code_tree(args.baseline, Path(scratch))))
+            asyncio.run(durable_cost(args, sides))
+        print("\n".join(report(sides)))
+        figures = {
+            **sides[-1].figures(),
+            **({"baseline_ref": args.baseline, "baseline": sides[0].figures()} if args.baseline else {}),
+        }
         results.save("scorer-durable", figures, args, module="bench.scorer", argv=argv)
         return 0
     if args.baseline:

@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 
 from bench import results
 from bench.scorer import main
+from bench.scorer_durable import Side, report
 from leaderboard import GameConfig, Leaderboard, Submission, now_ms
 from leaderboard.queue import Queue, backlog
 
@@ -43,3 +44,19 @@ def test_baseline_runs_alternate_with_this_tree(
     for side in ("baseline", "this"):
         [run] = doc["figures"][side]
         assert run["sustained"] > 0 and run["cores_redis"] > 0 and run["commands"]["fcall"][0] > 0
+
+
+def test_durable_report_compares_each_round_with_its_run_without_the_log() -> None:
+    # the figures of two rounds of --durable --baseline REF, as durable_cost leaves them
+    base, this = Side("REF"), Side("this tree")
+    for side, logged in ((base, (40.0, 30.0)), (this, (45.0, 38.0))):
+        side.sustained = {"off": [50.0, 60.0], "sqlite": [logged[0], 54.0], "postgres": [logged[1], 42.0]}
+        side.cores = {kind: [[0.5, 0.25, 0.1, 0.0], [0.6, 0.3, 0.12, 0.0]] for kind in side.sustained}
+    lines = report([base, this])
+    sqlite_ref = next(line for line in lines if line.startswith("| SQLite") and "40" in line)
+    assert "| 47 | **-15%** | -20%, -10% |" in sqlite_ref  # 47 against 55 on average; 40/50, 54/60 each round
+    [ratios] = [line for line in lines if line.startswith("SQLite") and "each round" in line]
+    assert ratios.endswith("REF 0.80×, this tree 0.90×, REF 0.90×, this tree 0.90×")
+    # CPU per submission: cores over the rate (0.5 / 50 and 0.6 / 60 of a core: 10,000 µs)
+    offs = [line for line in lines if line.startswith("| none | 0.55 |")]
+    assert len(offs) == 2 and all("| 10000.0 | 5000.0 | 2000.0 | 0.0 | 17000.0 |" in line for line in offs)

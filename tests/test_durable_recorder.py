@@ -54,14 +54,25 @@ async def refuse_player(store_url: str, player: str) -> None:
         await conn.close()
 
 
+async def occupy(recorder: Recorder, store: Store) -> list[asyncio.Task[None]]:
+    """A batch for each of the store's writers (ids s100 and up), once they are all writing."""
+    tasks = [
+        asyncio.create_task(recorder.record(*batch(range(100 + 10 * i, 110 + 10 * i), 50 + i)))
+        for i in range(store.writers)
+    ]
+    await until(recorder._committing.locked, 5000 * MS, every=0)
+    return tasks
+
+
 async def recorded_ids(store: Store) -> set[str]:
     return {rec.id async for chunk in store.scan("g") for rec in chunk}
 
 
 async def test_batches_recorded_while_a_commit_runs_share_the_next_one(store: Store) -> None:
     recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
-    # the first takes the store; the next four queue behind it and go together, the same id
-    # twice among them: the earlier application is the one kept, as written one by one
+    # the first takes the store (and with two writers, the second the other one); the others
+    # queue behind and go together, the same id twice among them: the earlier application is
+    # the one kept, as written one by one
     batches = [
         batch(range(0, 50), 100),
         batch(range(50, 100), 400),
@@ -70,7 +81,7 @@ async def test_batches_recorded_while_a_commit_runs_share_the_next_one(store: St
         batch([100], 250),
     ]
     await asyncio.gather(*(recorder.record(entries, results) for entries, results in batches))
-    assert recorder.commits == 2
+    assert store.writers in (1, 2) and recorder.commits == 1 + store.writers
     assert recorder.recorded == 150
     rows = [item async for chunk in store.scan("g") for item in chunk]
     assert len(rows) == 150
@@ -81,17 +92,19 @@ async def test_batches_recorded_while_a_commit_runs_share_the_next_one(store: St
 async def test_a_refused_commit_fails_every_batch_it_carried_and_no_other(store_url: str, store: Store) -> None:
     await refuse_player(store_url, "cheater")
     recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
-    first = batch(range(0, 10), 100)
+    # one batch for each of the store's writers, then three that queue behind them
+    firsts = [batch(range(0, 10), 100), batch(range(40, 50), 150)][: store.writers]
     group = [batch(range(10, 20), 200), batch(range(20, 30), 300, player="cheater"), batch(range(30, 40), 400)]
-    outcomes = await asyncio.gather(*(recorder.record(*b) for b in [first, *group]), return_exceptions=True)
-    assert outcomes[0] is None
-    errors = outcomes[1:]
+    outcomes = await asyncio.gather(*(recorder.record(*b) for b in [*firsts, *group]), return_exceptions=True)
+    assert outcomes[: len(firsts)] == [None] * len(firsts)
+    errors = outcomes[len(firsts) :]
     assert all(isinstance(e, Exception) and "refused by the test" in str(e) for e in errors), errors
     assert len({id(e) for e in errors}) == 1  # the one failure, handed to each of its batches
-    assert await recorded_ids(store) == {f"s{i}" for i in range(10)}  # the group's transaction rolled back
+    firsts_ids = {f"s{i}" for i in (*range(10), *range(40, 50)[: 10 * (store.writers - 1)])}
+    assert await recorded_ids(store) == firsts_ids  # the group's transaction rolled back
     # the next commit is not affected
-    await recorder.record(*batch(range(40, 45), 500))
-    assert len(await recorded_ids(store)) == 15
+    await recorder.record(*batch(range(50, 55), 500))
+    assert len(await recorded_ids(store)) == len(firsts_ids) + 5
 
 
 async def test_no_batch_of_a_refused_commit_is_acknowledged(
@@ -131,20 +144,20 @@ async def test_no_batch_of_a_refused_commit_is_acknowledged(
 async def test_a_cancelled_commit_fails_the_batches_it_carried(store: Store) -> None:
     recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
     await recorder.open()
-    record = [recorder.record(*batch(range(i * 10, i * 10 + 10), 100 * (i + 1))) for i in range(3)]
-    first = asyncio.create_task(record[0])
-    await until(recorder._committing.locked, 5000 * MS, every=0)  # it is writing
-    leader, carried = asyncio.create_task(record[1]), asyncio.create_task(record[2])
+    first = await occupy(recorder, store)  # every writer is writing
+    leader, carried = (asyncio.create_task(recorder.record(*batch(range(i, i + 10), 100 + i))) for i in (10, 20))
     await until(lambda: len(recorder._waiting) == 2, 5000 * MS, every=0)  # they wait behind it
-    await first
-    # the first commit's end woke the next: it took both batches and is writing them
+    # a first commit's end woke the next: it took both batches and is writing them (with two
+    # writers the other first one may still be writing: not waited for, or this one might end)
+    await until(lambda: not recorder._waiting, 5000 * MS, every=0)
     leader.cancel()
     outcomes = await asyncio.gather(leader, carried, return_exceptions=True)
+    await asyncio.gather(*first)
     assert isinstance(outcomes[0], asyncio.CancelledError)
     # the other cannot know whether it committed: it fails, and is not acknowledged
     assert isinstance(outcomes[1], StoreError) and "interrupted" in str(outcomes[1]), outcomes
     await recorder.record(*batch(range(30, 35), 400))  # and the next commit is not affected
-    assert {f"s{i}" for i in (*range(10), *range(30, 35))} <= await recorded_ids(store)
+    assert {f"s{i}" for i in (*range(100, 100 + 10 * store.writers), *range(30, 35))} <= await recorded_ids(store)
 
 
 async def test_a_caller_cancelled_while_a_commit_carries_its_batch_leaves_no_unretrieved_failure(
@@ -158,22 +171,22 @@ async def test_a_caller_cancelled_while_a_commit_carries_its_batch_leaves_no_unr
     loop.set_exception_handler(lambda _, context: unhandled.append(context))
     recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
     await recorder.open()
-    first = asyncio.create_task(recorder.record(*batch(range(10), 100)))
-    await until(recorder._committing.locked, 5000 * MS, every=0)  # it is writing
+    first = await occupy(recorder, store)  # every writer is writing
     leader = asyncio.create_task(recorder.record(*batch(range(10, 20), 200, player="cheater")))
     carried = asyncio.create_task(recorder.record(*batch(range(20, 30), 300)))
     await until(lambda: len(recorder._waiting) == 2, 5000 * MS, every=0)  # they wait behind it
-    await first
-    # until the leader has taken both batches (it is writing them)
+    # until the leader has taken both batches (it is writing them; with two writers, the other
+    # first one may still be writing: not waited for, or the leader's commit might end)
     await until(lambda: not recorder._waiting, 5000 * MS, every=0)
     carried.cancel()  # the other caller goes away meanwhile
     outcomes = await asyncio.gather(leader, carried, return_exceptions=True)
+    await asyncio.gather(*first)
     assert "refused by the test" in str(outcomes[0]) and isinstance(outcomes[1], asyncio.CancelledError)
     del leader, carried, outcomes
     gc.collect()
     await asyncio.sleep(0)  # one step, for any callback the collection scheduled (an absence has no event)
     assert unhandled == []
-    assert await recorded_ids(store) == {f"s{i}" for i in range(10)}
+    assert await recorded_ids(store) == {f"s{i}" for i in range(100, 100 + 10 * store.writers)}
 
 
 def test_a_batch_reads_the_same_records_from_its_slips_as_from_its_fields_by_name() -> None:

@@ -16,6 +16,7 @@ from scorer.durable import Folder, Record, Slip, Store, StoreError, open_store
 from scorer.durable.postgres import SCHEMA as POSTGRES_SCHEMA
 from scorer.durable.records import PARTS, part_of
 from scorer.durable.sqlite import SCHEMA as SQLITE_SCHEMA
+from scorer.durable.sqlite import SQLiteStore
 from scorer.settings import ScorerSettings
 
 from .conftest import NOW
@@ -73,6 +74,58 @@ async def test_records_are_kept_once_per_id_in_the_order_applied(store: Store) -
     assert await store.last_before("g", NOW + 1) == await store.position("g", 7)
     assert await store.last_before("g", NOW - 5) is None
     assert await store.last_before("g", NOW) == positions[0]
+
+
+async def test_a_batch_of_new_ids_and_replays_keeps_each_id_once_at_its_earliest_application(store: Store) -> None:
+    # PostgreSQL copies the first applications in and upserts the replays (postgres.py)
+    await store.record("g", [rec(0, applied_us=100), rec(1, applied_us=300)])
+    mixed = [
+        rec(2, applied_us=200),  # new
+        rec(0, points=5, replayed=True, applied_us=200, index=1),  # held, applied earlier: kept as it is
+        rec(1, points=6, replayed=True, applied_us=200, index=2),  # held, applied later: this one replaces it
+        rec(3, replayed=True, applied_us=200, index=3),  # a replay whose first application was never recorded
+    ]
+    assert await store.record("g", mixed) == 3
+    assert [(r.id, r.points, r.applied_us) for r in await scanned(store)] == [
+        ("s0", 10, 100),
+        ("s2", 10, 200),
+        ("s1", 6, 200),
+        ("s3", 10, 200),
+    ]
+    # a new id among them that is held after all (applied again past the idempotency horizon):
+    # the whole batch as one upsert, nothing lost or doubled
+    assert await store.record("g", [rec(4, applied_us=400), rec(0, points=7, applied_us=400, index=1)]) == 1
+    assert await store.count("g") == 5
+
+
+async def test_every_value_a_slip_can_carry_is_recorded_exactly(store: Store) -> None:
+    # quotes, escapes, any character (SQLite: a NUL too), int64's ends and the flag come back as
+    # they went in
+    odd = ["q\"uo'te", "back\\slash", "tab\tnew\nline", "zoë 名前 🎮", "\u2028\x7f", ""]
+    records = [
+        rec(
+            i,
+            player=text or "p",
+            points=(-(1 << 63), (1 << 63) - 1)[i % 2],
+            name=text,
+            op=text,
+            region=text,
+            mode=text,
+            tournament=text,
+            replayed=bool(i % 2),
+            applied_us=(1 << 62) + i,
+            index=i,
+        )
+        for i, text in enumerate(odd)
+    ]
+    assert await store.record("g", records) == len(records)
+    late = [rec(98, player="\\u0000", name="\\u0000", applied_us=(1 << 62) + 98)]
+    if isinstance(store, SQLiteStore):  # PostgreSQL's text holds no NUL
+        late.append(rec(99, player="nul\x00", name="a\x00b", applied_us=(1 << 62) + 99))
+    for one in late:
+        assert await store.record("g", [one]) == 1
+    assert await scanned(store) == [*records, *late]
+    assert [type(r.replayed) for r in await scanned(store)] == [bool] * (len(records) + len(late))
 
 
 async def test_the_log_cuts_into_parts_by_player_as_part_of_says(store: Store) -> None:

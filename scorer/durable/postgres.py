@@ -100,6 +100,12 @@ class PostgresStore(Store):
         asyncpg.exceptions.DeadlockDetectedError,  # the write is idempotent: simply written again
     )
 
+    # Two group commits at a time (the pool's other connections left to the journal, the audit
+    # log and compactions): while one waits for its fsync the next one's rows are inserted.
+    # Their rows go in id order, so an id in both waits for the first to commit, and then the
+    # upsert keeps the earlier application.
+    writers = 2
+
     def __init__(self, url: str) -> None:
         self.url = url
         self._pool: asyncpg.Pool | None = None

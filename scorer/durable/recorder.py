@@ -131,7 +131,9 @@ class Recorder:
         self._opened = False
         # the batches for the next commit, each by the future its caller waits on
         self._waiting: dict[asyncio.Future[None], list[Record]] = {}
-        self._committing = asyncio.Lock()  # one commit at a time: the batches behind it group up
+        # as many commits at a time as the store takes (store.Store.writers): the batches behind
+        # them group up
+        self._committing = asyncio.Semaphore(store.writers)
         self.audit = AuditStore(store)
 
     async def open(self) -> None:
@@ -156,22 +158,25 @@ class Recorder:
         self._waiting[done] = records
         try:
             async with self._committing:
-                if not done.done():  # else a commit that ended while we queued carried ours
+                if done in self._waiting:  # else a commit that started while we queued carries ours
                     group, self._waiting = self._waiting, {}
                     await self._commit(group)
+            # with more than one writer, that commit may still run
+            await asyncio.shield(done)
         except asyncio.CancelledError:
             # never written (nobody is to wait for it), or carried by a commit whose outcome,
             # now or when it ends, is nobody's to raise: the cancellation is what we raise
             if self._waiting.pop(done, None) is None:
                 done.add_done_callback(_drop_outcome)
             raise
-        done.result()  # raises what failed the commit that carried our records
 
     async def _commit(self, group: dict[asyncio.Future[None], list[Record]]) -> None:
         records = next(iter(group.values())) if len(group) == 1 else earliest(group.values())
         started = time.perf_counter()
         try:
-            self.recorded += await self._retry(lambda: self.store.record(self.config.game, records), "record")
+            # (not ``self.recorded += await ...``: that reads the count before the await, and two
+            # commits at once would each add to the one they read)
+            written = await self._retry(lambda: self.store.record(self.config.game, records), "record")
         except BaseException as exc:
             # Every batch of the group fails with it (each caller raises it): none is acknowledged.
             # A cancelled commit (shutdown) may or may not have committed: to the others it failed.
@@ -181,6 +186,7 @@ class Recorder:
             if failure is not exc:
                 raise
             return
+        self.recorded += written
         self.commits += 1
         self.stats.durable_commits += 1
         self.stats.durable_commit_s += time.perf_counter() - started

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,13 @@ _UPSERT = (
     + ", ".join(f"{column} = excluded.{column}" for column in _COLUMNS.split(", ")[1:])
     + " WHERE (excluded.applied, excluded.idx) < (submissions.applied, submissions.idx)"
 )
+_ROW = "(" + ",".join("?" * (1 + len(_COLUMNS.split(", ")))) + ")"
+_INSERT_ROW = f"INSERT INTO submissions (game, {_COLUMNS}) VALUES {_ROW} {_UPSERT}"
+# Rows per INSERT of a batch: 64 rows of 13 values, below the 999 variables of the oldest SQLite.
+# SQLite inserts a statement's rows one after another, each meeting the rows before it as a
+# statement of its own would (the upsert included).
+_ROWS = 64
+_INSERT_ROWS = f"INSERT INTO submissions (game, {_COLUMNS}) VALUES {','.join([_ROW] * _ROWS)} {_UPSERT}"
 # records.part_of in SQL: the last hex digit of the player's UTF-8 bytes, as a number, modulo n
 _PART = " AND (instr('0123456789ABCDEF', substr(hex(player), -1)) - 1) % ? = ?"
 
@@ -137,9 +145,19 @@ class SQLiteStore(Store):
             return 0
         # a Record is its row, columns in order (the flag stored as 0 / 1)
         rows = [(game, *r) for r in records]
-        return await self._insert_many(
-            f"INSERT INTO submissions (game, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) {_UPSERT}", rows
-        )
+        # _ROWS rows per statement, the rest one by one: with a statement per row (a step, a reset,
+        # a release and a retake of the GIL each) the database's thread took 4.1-4.3 µs of CPU per
+        # row, against 3.0-3.4 (docs/benchmarks.md)
+        whole = len(rows) - len(rows) % _ROWS
+        async with self._transaction() as db:
+            before = db.total_changes
+            if whole:
+                await db.executemany(
+                    _INSERT_ROWS, (tuple(chain.from_iterable(rows[i : i + _ROWS])) for i in range(0, whole, _ROWS))
+                )
+            if whole < len(rows):
+                await db.executemany(_INSERT_ROW, rows[whole:])
+            return db.total_changes - before
 
     async def _insert_many(self, sql: str, rows: Sequence[tuple[object, ...]]) -> int:
         """``sql`` once per row in one write transaction; the rows it wrote, once committed."""

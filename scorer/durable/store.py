@@ -72,6 +72,10 @@ class Store(abc.ABC):
     # staying unacknowledged meanwhile. Anything else is a bug and is not hidden by a retry.
     unavailable: tuple[type[BaseException], ...] = (OSError, TimeoutError)
     url: str  # what open_store opens it from (a rebuild's worker processes open their own)
+    # Transactions of ``record`` one process runs at once (the recorder's group commits): more
+    # than one where the database overlaps them, each commit's wait for the disk with the next
+    # one's rows.
+    writers: int = 1
 
     @abc.abstractmethod
     async def open(self) -> None:
