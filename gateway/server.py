@@ -262,6 +262,8 @@ class Gateway(Service):
         await asyncio.gather(*tasks, return_exceptions=True)
         # Then the server: it stops accepting, closes the remaining sockets, awaits the handlers.
         if self._server is not None:
+            for client in self.clients:  # websockets closes them below, unannounced
+                self.out.announce(client, 1012, DRAIN_REASON)
             self._server.close(code=1012, reason=DRAIN_REASON)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._server.wait_closed(), self.settings.close_timeout + 1)

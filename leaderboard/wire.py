@@ -117,6 +117,13 @@ def welcome(
     )
 
 
+def closing(code: int, reason: str) -> bytes:
+    """Sent just before a close frame the gateway initiates: a WebSocket stack that cannot read
+    the close frame's code (mono's and Unity's ``ClientWebSocket`` refuse 1012 and 1013) learns
+    it here. A client that reads close codes may ignore it."""
+    return encode({"type": "closing", "code": code, "reason": reason})
+
+
 def pong(ts_ms: int, request_id: Any = None) -> bytes:
     return _with_id({"type": "pong", "ts": ts_ms}, request_id)
 
