@@ -21,7 +21,6 @@ from gateway.outbound import Outbound
 from gateway.server import Gateway
 from leaderboard import Leaderboard, Submission, now_ms, wire
 from leaderboard.library import library_code
-from leaderboard.wire import PROTOCOL
 
 from .conftest import until
 from .gw_helpers import T, client, greet, publish, raw_ws, recv, recv_type, request, running, snapshot, token, url
@@ -37,7 +36,7 @@ async def test_welcome_then_the_stored_snapshot_at_once(redis_url: str, r: aiore
             "type": "welcome", "protocol": wire.PROTOCOL, "gateway": "gw-test", "game": "test", "player": None,
             "role": "spectator",
             "heartbeat": {"interval": 15.0, "timeout": 30.0}, "windows": ["daily", "weekly", "alltime"],
-            "window": "weekly", "top": 10, "deltas": False, "protocol": PROTOCOL,
+            "window": "weekly", "top": 10, "deltas": False,
         }  # fmt: skip
         async with client(gw) as ws:
             await recv(ws)
