@@ -15,8 +15,9 @@ using Leaderboard.Client;
 
 public static class Adapter
 {
-    // the client's own answers to requests and heartbeats: the runner sees replies as "reply" events
-    static readonly HashSet<string> NotForwarded = new HashSet<string> { "reply", "pong", "subscribed", "unsubscribed" };
+    // the client's own answers to requests and heartbeats, and the gateway's close announcements
+    // (the client acts on them: its status says so): the runner sees replies as "reply" events
+    static readonly HashSet<string> NotForwarded = new HashSet<string> { "reply", "pong", "subscribed", "unsubscribed", "closing" };
 
     static readonly BlockingCollection<string> Commands = new BlockingCollection<string>();
     static readonly ConcurrentQueue<Dictionary<string, object>> Replies = new ConcurrentQueue<Dictionary<string, object>>();
