@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
-from leaderboard import BacklogFull, InvalidSubmission, Submission, now_ms, replies, wire
+from leaderboard import BacklogFull, InvalidSubmission, Submission, closes, now_ms, replies, wire
 from leaderboard import protocol as p
 from leaderboard.auth import SPECTATOR, AuthError, authenticate
 from leaderboard.budget import Budgets, cost
@@ -78,7 +78,7 @@ class Handlers:
     async def _limited(self, client: Client, now: float, message: str, request_id: Any = None) -> None:
         self._metrics.rate_limited.inc()
         if client.strike(now) > self.settings.abuse_limit:
-            await self._out.close(client, 1008, "rate limit exceeded")
+            await self._out.close(client, closes.POLICY, closes.ABUSE)
         else:
             await self._out.reply(client, wire.error("rate_limited", message, request_id))
 
@@ -108,7 +108,7 @@ class Handlers:
                 client.identity = authenticate(token, self.settings.jwt_secrets)
             except AuthError as exc:
                 await self._out.reply(client, wire.error(exc.code, exc.message))
-                await self._out.close(client, 1008, exc.code)
+                await self._out.close(client, closes.POLICY, exc.code)
                 return False
         client.ranks.clear()
         return True

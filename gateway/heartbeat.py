@@ -28,6 +28,8 @@ from collections.abc import Callable, Collection
 
 from websockets.frames import Frame, Opcode
 
+from leaderboard import closes
+
 from .client import Client
 from .outbound import Outbound
 from .settings import GatewaySettings
@@ -74,7 +76,7 @@ async def sweep(clients: list[Client], out: Outbound, settings: GatewaySettings,
             if client.ping_data is not None:
                 if now - client.ping_sent >= settings.ping_timeout:
                     # the peer is gone or wedged: 1011 as websockets' own keepalive sends it
-                    out.fail(client, 1011, "keepalive ping timeout", "heartbeat")
+                    out.fail(client, closes.INTERNAL, closes.KEEPALIVE, "heartbeat")
             elif now - client.last_ping >= settings.ping_interval:
                 client.last_ping = client.ping_sent = now
                 client.ping_data = payload

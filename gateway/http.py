@@ -19,7 +19,6 @@ from websockets.http11 import Request, Response
 WS_PATH = "/ws"
 _STATIC = {
     "/": "index.html",
-    "/client.js": "client.js",
     "/app.js": "app.js",
     "/style.css": "style.css",
     "/favicon.ico": "favicon.ico",
@@ -48,11 +47,13 @@ class Routes:
         self,
         *,
         static_dir: Path,
+        js_client: Path,
         admit: Callable[[ServerConnection, Request], str | None],
         not_ready: Callable[[], str | None],
         demo_token: Callable[[], bytes | None] = lambda: None,
     ) -> None:
         self._static = static_dir
+        self._js_client = js_client  # the npm package's module (clients/js/), not a copy of it
         self._admit = admit  # None: go on with the handshake; else the reason for a 503
         self._not_ready = not_ready  # None: ready; else why not
         self._demo_token = demo_token  # None: no demo tokens here (production)
@@ -75,10 +76,10 @@ class Routes:
             if body is not None:
                 return response(200, "OK", body, "application/json")
         name = _STATIC.get(path)
-        if name is not None:
-            file = self._static / name
+        if name is not None or path == "/client.js":
+            file = self._static / name if name is not None else self._js_client
             if file.is_file():  # the page and client are written separately; serve what exists
-                kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+                kind = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
                 if kind.startswith("text/") or kind.endswith("javascript"):
                     kind += "; charset=utf-8"
                 return response(200, "OK", file.read_bytes(), kind)

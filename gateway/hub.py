@@ -32,6 +32,7 @@ import orjson
 from redis.exceptions import RedisError
 
 from leaderboard import BadRequest, Leaderboard, RedisClient, boards, now_ms, snapshot
+from leaderboard import messages as m
 from leaderboard.boards import LiveBoard
 from leaderboard.lifecycle import stop
 from leaderboard.settings import redacted
@@ -72,7 +73,7 @@ class Hub:
         self._pending: dict[bytes, asyncio.Future[None]] = {}
         self._announce = self._keys.announce_channel.encode()
         # board -> its last announcements heard (ms heard, message), oldest first
-        self._recent: dict[LiveBoard, deque[tuple[int, dict[str, object]]]] = {}
+        self._recent: dict[LiveBoard, deque[tuple[int, m.Announce]]] = {}
         self._resync: asyncio.Task[None] | None = None
         label = f"{self._keys.game} (redis at {redacted(settings.redis_url)})"
         self.subscriber = Subscriber(raw, self._announce, self, log=log, label=label)
@@ -314,10 +315,10 @@ class Hub:
 
     # ------------------------------------------------------------ fan-out
 
-    def recent(self, key: LiveBoard) -> list[dict[str, object]]:
+    def recent(self, key: LiveBoard) -> list[m.Heard]:
         """The board's last announcements this process heard, newest first, each with ``ts``:
         when it was heard (ms)."""
-        return [{**msg, "ts": ts} for ts, msg in reversed(self._recent.get(key, ()))]
+        return [{**msg, "ts": ts} for ts, msg in reversed(self._recent.get(key, ()))]  # the function library's shape
 
     def _deliver(self, key: LiveBoard, payload: bytes, *, snapshot: bool) -> None:
         frame = text_frame(payload)

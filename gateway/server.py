@@ -27,7 +27,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
 from websockets.http11 import Request
 
-from leaderboard import connect, fleetview, wire
+from leaderboard import closes, connect, fleetview, wire
 from leaderboard.auth import issue
 from leaderboard.definitions import watch
 from leaderboard.keys import GLOBAL_SCOPE
@@ -46,13 +46,10 @@ from .http import Routes
 from .hub import Hub
 from .metrics import Metrics
 from .outbound import Outbound
-from .settings import GatewaySettings
+from .settings import JS_CLIENT, GatewaySettings
 
 log = logging.getLogger("gateway")
 
-DRAIN_REASON = "draining; reconnect"
-SHED_REASON = "rebalance"
-GAME_UNAVAILABLE = "game unavailable"  # close reason (1013) while a game's Redis is down
 _STARTUP_WAIT = 2.0  # seconds start() waits for the games' subscriptions before listening
 
 
@@ -117,6 +114,7 @@ class Gateway(Service):
             await self._metrics_server.start()
         routes = Routes(
             static_dir=s.static_dir,
+            js_client=JS_CLIENT,
             admit=self._admit,
             not_ready=self._not_ready,
             demo_token=self._demo_token,
@@ -223,7 +221,7 @@ class Gateway(Service):
             self._server.server.close()  # stop accepting; open sockets stay
         if self._shedding is not None:
             self._shedding.cancel()  # the drain closes everyone, at its own pace
-        await self._close_staggered(list(self.clients), DRAIN_REASON, s.drain_window)
+        await self._close_staggered(list(self.clients), closes.DRAIN, s.drain_window)
         await self.close()
 
     def shed(self, count: int, over_s: float) -> int:
@@ -237,21 +235,21 @@ class Gateway(Service):
             raise RuntimeError("busy")
         victims = random.sample(list(self.clients), min(count, self._open()))
         log.info("shedding %d of %d connections over %.1f s (rebalance)", len(victims), self._open(), over_s)
-        self._shedding = asyncio.create_task(self._close_staggered(victims, SHED_REASON, over_s), name="shed")
+        self._shedding = asyncio.create_task(self._close_staggered(victims, closes.REBALANCE, over_s), name="shed")
         return len(victims)
 
     async def _close_staggered(self, clients: list[Client], reason: str, window: float) -> None:
         # Staggered: all clients reconnecting at the same instant would hit the others at once.
         batch_count = self.settings.drain_batches
         size = -(-len(clients) // batch_count) if clients else 0
-        closes: list[asyncio.Task[None]] = []
+        closing: list[asyncio.Task[None]] = []
         for i in range(batch_count):
             for client in clients[i * size : (i + 1) * size]:
-                closes.append(asyncio.create_task(self.out.close(client, 1012, reason)))
+                closing.append(asyncio.create_task(self.out.close(client, closes.DRAINING, reason)))
             if i < batch_count - 1 and size:
                 await asyncio.sleep(window / batch_count)
-        if closes:
-            await asyncio.wait(closes, timeout=self.settings.close_timeout + 1)
+        if closing:
+            await asyncio.wait(closing, timeout=self.settings.close_timeout + 1)
 
     async def _close(self) -> None:
         """Stop at once: connections get 1012 without the drain's pacing."""
@@ -263,8 +261,8 @@ class Gateway(Service):
         # Then the server: it stops accepting, closes the remaining sockets, awaits the handlers.
         if self._server is not None:
             for client in self.clients:  # websockets closes them below, unannounced
-                self.out.announce(client, 1012, DRAIN_REASON)
-            self._server.close(code=1012, reason=DRAIN_REASON)
+                self.out.announce(client, closes.DRAINING, closes.DRAIN)
+            self._server.close(code=closes.DRAINING, reason=closes.DRAIN)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._server.wait_closed(), self.settings.close_timeout + 1)
         # The hub next: handlers unsubscribe on their way out.
@@ -338,18 +336,18 @@ class Gateway(Service):
         request = ws.request
         assert request is not None
         if s.allowed_origins and request.headers.get("Origin") not in s.allowed_origins:
-            await self.out.close(client, 1008, "forbidden origin")
+            await self.out.close(client, closes.POLICY, closes.FORBIDDEN_ORIGIN)
             return
         if s.max_connections and self._open() >= s.max_connections:  # handshakes in flight raced past _admit
             self.metrics.refused.labels("cap").inc()
-            await self.out.close(client, 1013, "overloaded; retry later")
+            await self.out.close(client, closes.OVERLOADED, closes.FULL)
             return
         # interned: the sockets of one address (a NAT, a spectator's tabs) share its string
         client.address = sys.intern(self.client_address(ws, request))
         address = client.address if s.max_per_address else ""
         if address and self._per_address.get(address, 0) >= s.max_per_address:  # raced past _admit too
             self.metrics.refused.labels("address").inc()
-            await self.out.close(client, 1013, "too many connections from this address; retry later")
+            await self.out.close(client, closes.OVERLOADED, closes.ADDRESS_FULL)
             return
         query = parse_qs(request.path.partition("?")[2])
         token = query.get("token")
@@ -365,13 +363,13 @@ class Gateway(Service):
         if game is None:
             names = ", ".join(self.games)
             await self.out.reply(client, wire.error("unknown_game", f"this gateway serves {names}"))
-            await self.out.close(client, 1008, "unknown_game")
+            await self.out.close(client, closes.POLICY, closes.UNKNOWN_GAME)
             return
         if not game.serving:
             # Its shard is down (a failover, a restart): this game's new sockets back off and
             # retry, its open ones stay and get the snapshots again once the hub resubscribes.
             self.metrics.refused.labels("game").inc()
-            await self.out.close(client, 1013, f"{GAME_UNAVAILABLE}: {game.name}")
+            await self.out.close(client, closes.OVERLOADED, f"{closes.GAME_UNAVAILABLE}: {game.name}")
             return
         client.game = game.name
         if token and not await self.handlers.authenticate(client, token[0]):

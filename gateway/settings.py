@@ -43,6 +43,8 @@ def parse_boards(raw: str) -> tuple[str, ...]:
 
 # package data: found the same way in a source tree and in an installed wheel
 STATIC_DIR = Path(str(files("gateway") / "static"))
+# the JS client's module, served at /client.js (clients/js/src/, installed as gateway.jsclient)
+JS_CLIENT = Path(str(files("gateway.jsclient") / "client.js"))
 
 
 def _default_id() -> str:
@@ -72,7 +74,7 @@ class GatewaySettings:
         "LB_GW_STATIC_DIR",
         STATIC_DIR,
         shown="(the installed gateway/static)",
-        help="the page (/, /app.js, /style.css) and /client.js",
+        help="the page (/, /app.js, /style.css)",
     )
     # --- auth
     jwt_secrets: tuple[str, ...] = setting(

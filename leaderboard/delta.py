@@ -27,6 +27,8 @@ from typing import Any
 
 import orjson
 
+from . import messages as m
+
 Message = dict[str, Any]
 
 # the fields a delta carries itself: the rest must be the base's
@@ -57,7 +59,7 @@ def _entry(index: int, old: Message, new: Message) -> int | list[Any] | Message:
     return change
 
 
-def diff(base: Message, new: Message, full_every: int = 0) -> Message | None:
+def diff(base: Message, new: Message, full_every: int = 0) -> m.Delta | None:
     """The delta taking ``base`` (a snapshot) to ``new`` (the next one of the same board), or
     None when only a full snapshot can say it (other fields than the entries changed, a version
     other than the base's next, a base without a version) or ``new``'s version is a multiple of
@@ -77,11 +79,11 @@ def diff(base: Message, new: Message, full_every: int = 0) -> Message | None:
     if not isinstance(old_entries, list) or not isinstance(entries, list):
         return None
     at = {e.get("player"): i for i, e in enumerate(old_entries) if isinstance(e, dict)}
-    out: list[int | list[Any] | Message] = []
+    out: list[m.DeltaItem] = []
     for place, entry in enumerate(entries):
         i = at.get(entry.get("player")) if isinstance(entry, dict) else None
         out.append(entry if i is None else _entry(i, _at(old_entries[i], place), entry))
-    return {"type": "delta", "board": new.get("board"), "window": new.get("window"), "base": base_version,
+    return {"type": "delta", "board": new["board"], "window": new["window"], "base": base_version,
             "dt": ts - base_ts, "entries": out}  # fmt: skip
 
 
@@ -90,7 +92,7 @@ def encode(base: bytes, new: bytes, full_every: int = 0) -> bytes | None:
     smaller than the snapshot itself)."""
     try:
         delta = diff(orjson.loads(base), orjson.loads(new), full_every)
-    except (orjson.JSONDecodeError, AttributeError):
+    except (orjson.JSONDecodeError, AttributeError, KeyError):
         return None
     if delta is None:
         return None

@@ -124,6 +124,40 @@ BOARD_CODES = {
 }
 
 
+# Stable error codes of a request refused before anything was read or changed, by the socket's
+# parser (leaderboard/protocol.py), its tokens (leaderboard/auth.py) and the gateways, and of the
+# calls that fail whole (the exceptions below); every code an ``error`` message may carry is in
+# one of these tables (``all_codes``, the protocol's published schema: docs/protocol/).
+REQUEST_CODES = {
+    "bad_json": "the frame is not a JSON object",
+    "binary_frame": "a binary frame: every message is a JSON text frame",
+    "bad_message": "a field is missing or of the wrong type or range",
+    "unknown_type": "type is not a message of the protocol",
+    "bad_board": "a board name in none of the forms global, region:<name>, mode:<name>, board:<id>",
+    "bad_period": "a period that is malformed, not started, expired, or on a subscribe",
+    "bad_request": "impossible read arguments, or a malformed call",
+    "auth_required": "the request needs a player or server token",
+    "forbidden": "the connection's role may not do this",
+    "invalid_token": "a forged, malformed or incomplete token",
+    "token_expired": "the token's exp has passed",
+    "too_many_subscriptions": "more boards than a connection may watch",
+    "not_subscribed": "a resync of a board the connection does not watch",
+    "rate_limited": "too many messages, or the read budget is spent; retry later",
+    "unknown_game": "the game named is not one this gateway serves",
+    "unavailable": "Redis is unreachable or did not answer in time; retry later",
+    "backlog_full": "the submissions queue is full; retry later",
+    "not_replicated": "queued, but no replica confirmed it in time; retry with the same id",
+    "tournament_exists": "a tournament of that id exists with other bounds",
+    "tournament_ended": "the tournament has ended",
+    "library_mismatch": "the function library in Redis is another release's",
+}
+
+
+def all_codes() -> dict[str, str]:
+    """Every stable error code with its meaning (a code shared by two tables: the first's)."""
+    return {**BOARD_CODES, **INPUT_CODES, **CODES, **REQUEST_CODES}
+
+
 class LeaderboardError(Exception):
     """Base class of every error the fleet raises on purpose; ``code`` is stable."""
 

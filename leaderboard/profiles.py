@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from .errors import INPUT_CODES, InvalidInput
+from .messages import Shown
 
 MAX_NAME_BYTES = 64
 MAX_AVATAR_BYTES = 256
@@ -189,13 +190,12 @@ def stored(raw: str | None) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def display(profile: Mapping[str, Any] | None) -> dict[str, str]:
-    """The display fields of a stored profile, for the wire. lb_profile stores only valid
-    fields, but the hash is plain data anyone with Redis access can write: an avatar that is not
-    https or a country that is not a code never reaches a page."""
+def display(profile: Mapping[str, Any] | None, out: Shown) -> None:
+    """Sets the display fields of a stored profile on ``out`` (a row for the wire). lb_profile
+    stores only valid fields, but the hash is plain data anyone with Redis access can write: an
+    avatar that is not https or a country that is not a code never reaches a page."""
     if not profile:
-        return {}
-    out = {}
+        return
     name, avatar, country = profile.get("name"), profile.get("avatar"), profile.get("country")
     if isinstance(name, str) and name:
         out["name"] = name
@@ -203,4 +203,3 @@ def display(profile: Mapping[str, Any] | None) -> dict[str, str]:
         out["avatar"] = avatar
     if isinstance(country, str) and country in COUNTRIES:
         out["country"] = country
-    return out

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from . import boards, wire
+from . import messages as m
 from . import protocol as p
 from .audit import AuditedModeration
 from .auth import Identity
 from .errors import BadRequest, Banned, InvalidBoard, InvalidInput, TournamentError
 from .library import Leaderboard
 from .moderation import Moderation
-from .profiles import Profile
+from .profiles import Profile, display
 
 T = TypeVar("T")
 
@@ -130,9 +131,9 @@ async def _status(game: Game, identity: Identity, req: p.Status) -> bytes:
     # a game server asks after its own slips (docs/protocol.md: "Learning a slip's outcome")
     _server(identity, req, "ask for a submission's status")
     found = await read(req, game.lb.status(req.submission))
-    msg: dict[str, Any] = {"type": "status", "submission": found.id, "status": found.status}
+    msg: m.Status = {"type": "status", "submission": found.id, "status": found.status}
     if found.code is not None:
-        msg |= {"code": found.code, "message": found.message or ""}
+        msg["code"], msg["message"] = found.code, found.message or ""
     return wire.reply(msg, req.id)
 
 
@@ -167,18 +168,21 @@ async def _correct(game: Game, identity: Identity, req: p.Correct) -> bytes:
     )  # fmt: skip
     rows = await _act(req, call)
     defined = req.points is None  # a defined board's correction: values (or remove), no points
-    boards = [
-        {"window": c.board.window, "period": c.board.period, "board": c.board.scope}
-        | {"previous": c.previous, "rank": c.rank}
-        | ({"previous_keys": None if c.keys is None else [str(v) for v in c.keys]} if defined else {})
-        for c in rows
-    ]
-    msg: dict[str, Any] = {"type": "corrected", "player": req.player}
+    boards: list[m.CorrectedBoard] = []
+    for c in rows:
+        row: m.CorrectedBoard = {
+            "window": c.board.window, "period": c.board.period, "board": c.board.scope,
+            "previous": c.previous, "rank": c.rank,
+        }  # fmt: skip
+        if defined:
+            row["previous_keys"] = None if c.keys is None else [str(v) for v in c.keys]
+        boards.append(row)
+    msg: m.Corrected = {"type": "corrected", "player": req.player, "boards": boards}
     if defined:  # key values as text, as snapshots carry them (int64 is beyond JSON's exact numbers)
         msg["values"] = None if req.values is None else [str(int(v)) for v in req.values]
     else:
         msg["points"] = int(req.points)
-    return wire.reply(msg | {"boards": boards}, req.id)
+    return wire.reply(msg, req.id)
 
 
 async def _profile(game: Game, identity: Identity, req: p.SetProfile) -> bytes:
@@ -196,14 +200,16 @@ async def _profile(game: Game, identity: Identity, req: p.SetProfile) -> bytes:
     except InvalidInput as exc:
         raise p.ProtocolError(exc.code, exc.message, req.id) from None
     stored = await _act(req, game.mods.set_profile(player, profile))
-    return wire.reply({"type": "profile", "player": player, "profile": stored}, req.id)
+    msg: m.Profile = {"type": "profile", "player": player, "profile": {}}
+    display(stored, msg["profile"])  # the fields a page may show, as every entry carries them
+    return wire.reply(msg, req.id)
 
 
 async def _board(game: Game, identity: Identity, req: p.DefineBoard) -> bytes:
     """Board definitions, for game servers (docs/data-model.md, Board definitions)."""
     _server(identity, req, "define boards")
     lb = game.lb
-    reply: dict[str, Any]
+    reply: m.Board
     try:
         if req.action in ("create", "update"):
             definition = boards.parse(req.definition or {})

@@ -6,10 +6,11 @@ The scorer encodes each snapshot once; gateways forward those bytes unchanged to
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
+from . import messages as m
 from .boards import DEFAULT_ID, Definition
 from .keys import DEFINED, scope_label
 from .profiles import display
@@ -22,7 +23,7 @@ from .results import Entry, Standing
 PROTOCOL = 1
 
 
-def encode(message: dict[str, Any]) -> bytes:
+def encode(message: Mapping[str, Any]) -> bytes:
     return orjson.dumps(message)
 
 
@@ -40,7 +41,7 @@ def snapshot(
     """The ``snapshot`` message of one board's top N; ``mode`` is how its ranks treat ties;
     ``columns`` a defined board's keys (name, direction, display), whose values each entry's
     ``keys`` carries."""
-    msg: dict[str, Any] = {
+    msg: m.Snapshot = {
         "type": "snapshot",
         "board": board,
         "window": window,
@@ -51,12 +52,13 @@ def snapshot(
         "entries": _rows(entries),
     }
     if columns:
-        msg["columns"] = [dict(c) for c in columns]
+        msg["columns"] = _columns(columns)
     return encode(msg)
 
 
 def error(code: str, message: str, request_id: Any = None) -> bytes:
-    return _with_id({"type": "error", "code": code, "message": message}, request_id)
+    msg: m.Error = {"type": "error", "code": code, "message": message}
+    return _with_id(msg, request_id)
 
 
 # ---------------------------------------------------------------- gateway messages
@@ -64,10 +66,15 @@ def error(code: str, message: str, request_id: Any = None) -> bytes:
 # (snapshots) never goes through here: gateways forward the scorer's bytes unchanged.
 
 
-def _rows(entries: Iterable[Entry]) -> list[dict[str, Any]]:
+def _columns(columns: Sequence[Mapping[str, str]]) -> list[m.Column]:
+    return [{"name": c["name"], "direction": c["direction"], "display": c["display"]} for c in columns]
+
+
+def _rows(entries: Iterable[Entry]) -> list[m.Entry]:
     rows = []
     for e in entries:
-        row: dict[str, Any] = {"rank": e.rank, "player": e.player, "score": e.score, **display(e.profile)}
+        row: m.Entry = {"rank": e.rank, "player": e.player, "score": e.score}
+        display(e.profile, row)
         if e.top_percent is not None:
             row["top_percent"] = e.top_percent
         if e.keys is not None:  # a defined board's: as text, exact beyond 2^53 in any client
@@ -78,7 +85,7 @@ def _rows(entries: Iterable[Entry]) -> list[dict[str, Any]]:
     return rows
 
 
-def _with_id(msg: dict[str, Any], request_id: Any) -> bytes:
+def _with_id(msg: m.WithId, request_id: Any) -> bytes:
     if request_id is not None:
         msg["id"] = request_id
     return encode(msg)
@@ -99,44 +106,58 @@ def welcome(
     request_id: Any = None,
 ) -> bytes:
     """``deltas``: whether this connection's snapshots come as deltas (docs/protocol.md)."""
-    return _with_id(
-        {
-            "type": "welcome",
-            "protocol": PROTOCOL,
-            "gateway": gateway,
-            "game": game,
-            "player": player,
-            "role": role,
-            "heartbeat": {"interval": heartbeat_interval, "timeout": heartbeat_timeout},
-            "windows": list(windows),
-            "window": window,
-            "top": top,
-            "deltas": deltas,
-        },
-        request_id,
-    )
+    msg: m.Welcome = {
+        "type": "welcome",
+        "protocol": PROTOCOL,
+        "gateway": gateway,
+        "game": game,
+        "player": player,
+        "role": role,
+        "heartbeat": {"interval": heartbeat_interval, "timeout": heartbeat_timeout},
+        "windows": list(windows),
+        "window": window,
+        "top": top,
+        "deltas": deltas,
+    }
+    return _with_id(msg, request_id)
 
 
 def closing(code: int, reason: str) -> bytes:
     """Sent just before a close frame the gateway initiates: a WebSocket stack that cannot read
     the close frame's code (mono's and Unity's ``ClientWebSocket`` refuse 1012 and 1013) learns
     it here. A client that reads close codes may ignore it."""
-    return encode({"type": "closing", "code": code, "reason": reason})
+    msg: m.Closing = {"type": "closing", "code": code, "reason": reason}
+    return encode(msg)
 
 
 def pong(ts_ms: int, request_id: Any = None) -> bytes:
-    return _with_id({"type": "pong", "ts": ts_ms}, request_id)
+    msg: m.Pong = {"type": "pong", "ts": ts_ms}
+    return _with_id(msg, request_id)
 
 
-def subscribed(board: str, window: str, request_id: Any = None, *, type_: str = "subscribed") -> bytes:
+def subscribed(
+    board: str, window: str, request_id: Any = None, *, type_: Literal["subscribed", "unsubscribed"] = "subscribed"
+) -> bytes:
     """``subscribed`` or (``type_="unsubscribed"``) its counterpart."""
-    return _with_id({"type": type_, "board": board, "window": window}, request_id)
+    msg: m.Subscribed | m.Unsubscribed = (
+        {"type": "subscribed", "board": board, "window": window}
+        if type_ == "subscribed"
+        else {"type": "unsubscribed", "board": board, "window": window}
+    )
+    return _with_id(msg, request_id)
 
 
 def top(
     *, board: str, window: str, period: str, entries: Iterable[Entry], mode: str = "ordinal", request_id: Any = None
 ) -> bytes:
-    msg = {"type": "top", "board": board, "window": window, "period": period, "mode": mode, "entries": _rows(entries)}
+    msg: m.Top = {
+        "type": "top",
+        "board": board,
+        "window": window,
+        "period": period,
+        "mode": mode,
+        "entries": _rows(entries),
+    }
     return _with_id(msg, request_id)
 
 
@@ -157,7 +178,7 @@ def rank(
 ) -> bytes:
     """A player's standing: ``rank`` in ``mode``; ``approx`` when it is a rounded estimate;
     ``keys`` a defined board's key values (sent as text, like a snapshot's)."""
-    msg: dict[str, Any] = {
+    msg: m.Rank = {
         "type": "rank",
         "board": board,
         "window": window,
@@ -187,7 +208,7 @@ def around(
     request_id: Any = None,
 ) -> bytes:
     """The entries around a player, each with its ``top_percent``; ``size``: the board's."""
-    msg = {
+    msg: m.Around = {
         "type": "around",
         "board": board,
         "window": window,
@@ -210,20 +231,20 @@ def ranks(
     mode: str = "ordinal",
     request_id: Any = None,
 ) -> bytes:
-    players = [
-        {
+    players: list[m.Standing] = []
+    for s in standings:
+        one: m.Standing = {
             "player": s.player,
             "rank": s.rank,
             "score": s.score,
             "top_percent": s.top_percent,
             "approx": s.approx,
-            **display(s.profile),
-            # a defined board's key values, as text (like a snapshot's): exact beyond 2^53
-            **({} if s.keys is None else {"keys": [str(v) for v in s.keys]}),
         }
-        for s in standings
-    ]
-    msg = {
+        display(s.profile, one)
+        if s.keys is not None:  # a defined board's key values, as text (like a snapshot's): exact beyond 2^53
+            one["keys"] = [str(v) for v in s.keys]
+        players.append(one)
+    msg: m.Ranks = {
         "type": "ranks",
         "board": board,
         "window": window,
@@ -237,13 +258,21 @@ def ranks(
 
 def stats(*, board: str, window: str, period: str, size: int, players: int, request_id: Any = None) -> bytes:
     """Board size (exact) and distinct players of the window period (HyperLogLog, ~0.8%)."""
-    msg = {"type": "stats", "board": board, "window": window, "period": period, "size": size, "players": players}
+    msg: m.Stats = {
+        "type": "stats",
+        "board": board,
+        "window": window,
+        "period": period,
+        "size": size,
+        "players": players,
+    }
     return _with_id(msg, request_id)
 
 
-def recent(*, board: str, window: str, entries: Iterable[dict[str, Any]], request_id: Any = None) -> bytes:
+def recent(*, board: str, window: str, entries: Iterable[m.Heard], request_id: Any = None) -> bytes:
     """The board's last announcements the gateway heard, newest first (each with ``ts``, ms)."""
-    return _with_id({"type": "recent", "board": board, "window": window, "entries": list(entries)}, request_id)
+    msg: m.Recent = {"type": "recent", "board": board, "window": window, "entries": list(entries)}
+    return _with_id(msg, request_id)
 
 
 def boards(
@@ -260,10 +289,13 @@ def boards(
     ones) in ``windows``, defaulting to ``window``, and each defined board in its own windows,
     defaulting to its first. ``columns`` the game's boards' display hint, when one is stored.
     Only what a viewer needs: a definition's limits and rules stay with the game servers."""
-    own = [dict(c) for c in columns]
-    listed: list[dict[str, Any]] = [
-        {"board": s, "windows": list(windows), "window": window, **({"columns": own} if own else {})} for s in scopes
-    ]
+    own = _columns(columns)
+    listed: list[m.BoardInfo] = []
+    for s in scopes:
+        mine: m.BoardInfo = {"board": s, "windows": list(windows), "window": window}
+        if own:
+            mine["columns"] = own
+        listed.append(mine)
     for d in definitions:
         if d.id == DEFAULT_ID:  # the game's own boards, listed above by scope
             continue
@@ -276,40 +308,48 @@ def boards(
                 "metadata": d.metadata_bytes > 0,
             }
         )
-    return _with_id({"type": "boards", "boards": listed}, request_id)
+    msg: m.Boards = {"type": "boards", "boards": listed}
+    return _with_id(msg, request_id)
 
 
 def finals(*, board: str, window: str, periods: Iterable[dict[str, Any]], request_id: Any = None) -> bytes:
     """The kept final top N of a window's closed periods (rows as in a snapshot: a defined
     board's with ``keys`` and ``meta``, and its ``columns`` per period)."""
-    out = []
+    out: list[m.FinalPeriod] = []
     for f in periods:
-        kept: dict[str, Any] = {k: f[k] for k in ("period", "start_ms", "end_ms", "closed_ms")}
-        kept["entries"] = [_final_row(e) for e in f["top"].get(board, ())]
+        kept: m.FinalPeriod = {
+            "period": f["period"],
+            "start_ms": f["start_ms"],
+            "end_ms": f["end_ms"],
+            "closed_ms": f["closed_ms"],
+            "entries": [_final_row(e) for e in f["top"].get(board, ())],
+        }
         if "columns" in f:
             kept["columns"] = f["columns"]
         out.append(kept)
-    return _with_id({"type": "finals", "board": board, "window": window, "periods": out}, request_id)
+    msg: m.Finals = {"type": "finals", "board": board, "window": window, "periods": out}
+    return _with_id(msg, request_id)
 
 
-def _final_row(e: dict[str, Any]) -> dict[str, Any]:
+def _final_row(e: dict[str, Any]) -> m.FinalEntry:
     if "keys" not in e:
         return {"rank": e["rank"], "player": e["player"], "score": e["points"]}
-    row = {"rank": e["rank"], "player": e["player"], "score": int(e["keys"][0]), "keys": e["keys"]}
+    row: m.FinalEntry = {"rank": e["rank"], "player": e["player"], "score": int(e["keys"][0]), "keys": e["keys"]}
     if e.get("meta") is not None:
         row["meta"] = e["meta"]
     return row
 
 
 def joined(tournament: str, players: Iterable[str], added: int, request_id: Any = None) -> bytes:
-    msg = {"type": "joined", "tournament": tournament, "players": list(players), "added": added}
+    msg: m.Joined = {"type": "joined", "tournament": tournament, "players": list(players), "added": added}
     return _with_id(msg, request_id)
 
 
 def submitted(submission: str, stream_id: str, request_id: Any = None) -> bytes:
-    return _with_id({"type": "submitted", "submission": submission, "stream_id": stream_id}, request_id)
+    msg: m.Submitted = {"type": "submitted", "submission": submission, "stream_id": stream_id}
+    return _with_id(msg, request_id)
 
 
-def reply(message: dict[str, Any], request_id: Any = None) -> bytes:
+def reply(message: m.OperatorReply, request_id: Any = None) -> bytes:
     """A reply to an operator request (``banned``, ``unbanned``, ``corrected``, ``profile``)."""
     return _with_id(message, request_id)

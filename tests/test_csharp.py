@@ -429,7 +429,8 @@ def test_the_unity_package_and_the_docs_matrix_name_the_clients_version_and_ever
     assert f'public const string Version = "{package["version"]}";' in source
     # the compatibility matrix's row says what the code says
     assert f"public const int Protocol = {wire.PROTOCOL};" in source
-    row = f"| C#, `com.leaderboard.client` (`LeaderboardClient.Version`) | {package['version']} | {wire.PROTOCOL} |"
+    client = "C#, Unity, Godot .NET and bots (`clients/csharp/`)"
+    row = f"| {wire.PROTOCOL} | {client} | `{package['name']}` (Unity package) | {package['version']} |"
     assert row in (ROOT / "docs" / "clients.md").read_text()
     # a folder whose name ends in ~ (the samples) is one Unity does not import
     assets = [

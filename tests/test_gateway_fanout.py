@@ -19,8 +19,9 @@ from gateway import fanout
 from gateway.client import Client
 from gateway.outbound import Outbound
 from gateway.server import Gateway
-from leaderboard import Leaderboard, Submission, now_ms, wire
+from leaderboard import Leaderboard, Submission, now_ms
 from leaderboard.library import library_code
+from leaderboard.wire import PROTOCOL
 
 from .conftest import until
 from .gw_helpers import (
@@ -47,10 +48,9 @@ async def test_welcome_then_the_stored_snapshot_at_once(redis_url: str, r: aiore
         async with client(gw) as ws:
             welcome, _ = await greet(ws)  # the snapshot came from the stored latest
         assert welcome == {
-            "type": "welcome", "protocol": wire.PROTOCOL, "gateway": "gw-test", "game": "test", "player": None,
-            "role": "spectator",
-            "heartbeat": {"interval": 15.0, "timeout": 30.0}, "windows": ["daily", "weekly", "alltime"],
-            "window": "weekly", "top": 10, "deltas": False,
+            "type": "welcome", "protocol": PROTOCOL, "gateway": "gw-test", "game": "test", "player": None,
+            "role": "spectator", "heartbeat": {"interval": 15.0, "timeout": 30.0},
+            "windows": ["daily", "weekly", "alltime"], "window": "weekly", "top": 10, "deltas": False,
         }  # fmt: skip
         async with client(gw) as ws:
             await recv(ws)

@@ -29,12 +29,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 async def test_health_readiness_metrics_and_static_files(redis_url: str, tmp_path: Path) -> None:
-    (tmp_path / "client.js").write_text("export const hi = 1;\n")
+    (tmp_path / "app.js").write_text("export const hi = 1;\n")
     async with running(redis_url, static_dir=tmp_path) as gw:
         assert (await http_get(gw.port, "/healthz"))[0] == 200
         assert (await http_get(gw.port, "/readyz"))[:1] == (200,)
-        status, headers, body = await http_get(gw.port, "/client.js")
+        status, headers, body = await http_get(gw.port, "/app.js")
         assert status == 200 and headers["content-type"].startswith("text/javascript") and b"hi" in body
+        # the JS package's module, wherever the page's files come from
+        status, headers, body = await http_get(gw.port, "/client.js")
+        assert status == 200 and body == (ROOT / "clients/js/src/client.js").read_bytes()
         assert (await http_get(gw.port, "/"))[0] == 404  # no index.html written yet
         assert (await http_get(gw.port, "/elsewhere"))[0] == 404
         async with client(gw) as ws:

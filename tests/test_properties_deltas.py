@@ -150,7 +150,7 @@ def test_the_browser_client_applies_deltas_as_the_python_one_does() -> None:
     script = f"""
 import {{ readFileSync }} from "node:fs";
 import {{ isDeepStrictEqual }} from "node:util";
-const {{ applyDelta, DeltaMismatch }} = await import({json.dumps((ROOT / "gateway/static/client.js").as_uri())});
+const {{ applyDelta, DeltaMismatch }} = await import({json.dumps((ROOT / "clients/js/src/client.js").as_uri())});
 let failures = 0, checked = 0;
 for (const log of JSON.parse(readFileSync(0, "utf8"))) {{
   let held = null;

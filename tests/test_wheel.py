@@ -73,7 +73,7 @@ def test_every_package_of_the_tree_is_listed() -> None:
     """pyproject.toml lists its packages (a search cannot name leaderboard.lua, which lives in
     lua/): a package added to the tree and not to the list would be missing from the wheel."""
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert setuptools["package-dir"] == {"leaderboard.lua": "lua"}
+    assert setuptools["package-dir"] == {"leaderboard.lua": "lua", "gateway.jsclient": "clients/js/src"}
     tops = [d for d in ROOT.iterdir() if (d / "__init__.py").is_file() and d.name not in ("lua", "tests")]
     found = {
         "leaderboard.lua",
@@ -112,9 +112,9 @@ async def test_the_installed_wheel_runs_a_scorer_and_a_gateway(tmp_path: Path, r
                     except OSError:
                         pass  # not listening yet
                     await asyncio.sleep(0.05)
-            for path, source in (("/", "index.html"), ("/client.js", "client.js")):
+            for path, source in (("/", "gateway/static/index.html"), ("/client.js", "clients/js/src/client.js")):
                 status, _, body = await http_get(port, path)
-                assert status == 200 and body == (ROOT / "gateway" / "static" / source).read_bytes()
+                assert status == 200 and body == (ROOT / source).read_bytes()
         finally:
             gateway.terminate()
             await asyncio.wait_for(gateway.wait(), 20)

@@ -1,13 +1,21 @@
-// Browser client of the leaderboard gateway (docs/protocol.md). A plain ES module, no build step.
+// The leaderboard gateway's socket client (docs/protocol.md, docs/clients.md) for browsers and
+// Node.js 20+: a plain ES module, no build step; its types are client.d.ts and messages.d.ts.
 //
-//   import { LeaderboardClient } from "/client.js";
+//   import { LeaderboardClient } from "/client.js";        // a page: the gateway serves it
+//   import { LeaderboardClient } from "leaderboard-fleet-client";   // Node.js (with the ws package)
 //   const client = new LeaderboardClient("ws://host/ws", { token });
 //   client.addEventListener("snapshot", (e) => render(e.detail));
 //   client.subscribe("global", "weekly");
 //   client.start();
 //
 // Events (CustomEvent, payload in `detail`): welcome, snapshot, rank, announce, reply, error,
-// status ({status: "connecting" | "live" | "reconnecting" | "stopped", retryIn: seconds | null}).
+// status ({status: "connecting" | "live" | "reconnecting" | "stopped", retryIn: seconds | null,
+// reason}). An `error` event is a server error without id, or `{code: "malformed_message"}` for a
+// server frame that is not a JSON object with a type (the loop goes on), or `{code:
+// "protocol_version"}` for a gateway of a newer protocol than PROTOCOL: the client stops rather
+// than guess (status "stopped", reason "protocol_version").
+// Where there is no global WebSocket (Node.js 20) it imports the `ws` package, or takes an
+// implementation as the `WebSocket` option.
 // A refused token (close 1008 "invalid_token" / "token_expired") stops the client, unless a
 // `renewToken` callback is given: it is asked once for a fresh token (null: stop), and the
 // client reconnects with it.
@@ -17,10 +25,48 @@
 // snapshot it holds (`applyDelta`): "snapshot" events carry whole snapshots either way; a delta
 // that does not fit the version held is dropped and the full snapshot asked for (`resync`).
 
+// The protocol version this client speaks (welcome.protocol; docs/clients.md, Compatibility).
+export const PROTOCOL = 1;
+
+// The fields this client reads from each message type, and their JSON types: a message without
+// them is malformed (reported, skipped). A type it does not know is not: a newer gateway may add one.
+const TEXT = (v) => typeof v === "string";
+const INT = (v) => Number.isInteger(v);
+const LIST = (v) => Array.isArray(v);
+const OBJECT = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+const FIELDS = {
+  snapshot: { board: TEXT, window: TEXT, version: INT, entries: LIST },
+  delta: { board: TEXT, window: TEXT, base: INT, entries: LIST },
+  error: { code: TEXT },
+};
+const PUSHED = { rank: { board: TEXT, window: TEXT } }; // a reply of the same type may omit them
+const OPTIONAL = { welcome: { protocol: INT, heartbeat: OBJECT } };
+
+// Why a parsed frame is not a message this client reads, or "" when it is one.
+function unreadable(msg) {
+  if (!OBJECT(msg) || !TEXT(msg.type)) return "a server frame that is not a JSON object with a type";
+  const needed = { ...FIELDS[msg.type], ...(msg.id === undefined ? PUSHED[msg.type] : {}) };
+  for (const [name, ok] of Object.entries(needed)) if (!ok(msg[name])) return `${msg.type} without a valid ${name}`;
+  for (const [name, ok] of Object.entries(OPTIONAL[msg.type] ?? {}))
+    if (name in msg && !ok(msg[name])) return `${msg.type} with an invalid ${name}`;
+  return "";
+}
+
 const DRAINING = 1012; // the gateway restarts: another one answers at once
 const OVERLOADED = 1013; // the gateway is full: stay away for a while
 const POLICY = 1008; // bad token or abuse: retrying with the same token cannot help
 const TOKEN_REFUSED = new Set(["invalid_token", "token_expired"]); // the 1008 close reasons a new token can cure
+const OPEN = 1; // WebSocket.OPEN, the same in browsers and in ws
+
+// The WebSocket class when none is given: the global one (browsers, Node 22+), else the ws
+// package's (imported only then, so a page never asks for it). The name is a variable so that a
+// bundler building for browsers does not try to resolve ws, an optional peer dependency.
+const WS_PACKAGE = "ws";
+async function defaultWebSocket() {
+  if (typeof globalThis.WebSocket === "function") return globalThis.WebSocket;
+  const { WebSocket } = await import(WS_PACKAGE);
+  return WebSocket;
+}
 
 // Exponential backoff with FULL jitter: wait a random time in [0, cap]; the cap doubles from
 // 0.5 s to 20 s and resets once a connection has been stable. Without the randomness every
@@ -85,10 +131,16 @@ export function applyDelta(held, delta) {
   return { ...held, version: held.version + 1, ts: held.ts + delta.dt, entries };
 }
 
+// A request's failure: an Error with a stable `code`.
+function failure(code, message) {
+  return Object.assign(new Error(message), { code });
+}
+
 export class LeaderboardClient extends EventTarget {
-  constructor(url, { token = null, backoff = new Backoff(), renewToken = null, deltas = true } = {}) {
+  constructor(url, { token = null, backoff = new Backoff(), renewToken = null, deltas = true, WebSocket = null } = {}) {
     super();
     this.url = url;
+    this.WebSocket = WebSocket; // null: the global one, else the ws package's (resolved by start())
     this.token = token;
     this.deltas = deltas;
     this.resyncing = new Set(); // "board|window" whose full snapshot was asked for
@@ -116,17 +168,38 @@ export class LeaderboardClient extends EventTarget {
   start() {
     if (!this.stopped) return;
     this.stopped = false;
-    this.#connect();
+    if (this.WebSocket) {
+      this.#connect();
+      return;
+    }
+    defaultWebSocket().then(
+      (impl) => {
+        this.WebSocket = impl;
+        this.#connect();
+      },
+      (err) => this.#stop(`no WebSocket implementation: ${err.message}`),
+    );
   }
 
   stop() {
     this.stopped = true;
+    this.#shut();
+    this.#setStatus("stopped");
+  }
+
+  // Close the socket (if any) and cancel the timers, without a reconnect.
+  #shut() {
     clearTimeout(this.timer);
     this.timer = null;
     this.#stopHeartbeat();
-    if (this.ws) this.ws.close(1000);
+    const ws = this.ws;
     this.ws = null;
-    this.#setStatus("stopped");
+    if (ws) ws.close(1000);
+  }
+
+  // An error the application is told of (an `error` event, as a server error without id).
+  #report(code, message) {
+    this.dispatchEvent(new CustomEvent("error", { detail: { type: "error", code, message } }));
   }
 
   subscribe(board = "global", window = undefined) {
@@ -140,14 +213,22 @@ export class LeaderboardClient extends EventTarget {
     if (this.status === "live") this.#send({ type: "unsubscribe", board, window });
   }
 
-  // Send a request; resolves with the reply carrying its id, rejects on an error reply.
+  // Send a message without waiting for a reply (a friends list, a ping); false when not live.
+  send(message) {
+    if (this.status !== "live") return false;
+    this.#send(message);
+    return true;
+  }
+
+  // Send a request; resolves with the reply carrying its id, rejects on an error reply (the
+  // Error's `code` is the server's) or with the code "not_connected", "timeout" or "connection_lost".
   request(message, timeoutMs = 5000) {
-    if (this.status !== "live") return Promise.reject(new Error("not connected"));
+    if (this.status !== "live") return Promise.reject(failure("not_connected", "not connected"));
     const id = `r${this.nextId++}`;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
-        reject(new Error("timeout"));
+        reject(failure("timeout", `no reply within ${timeoutMs} ms`));
       }, timeoutMs);
       this.pending.set(id, {
         resolve: (m) => (clearTimeout(timer), resolve(m)),
@@ -162,7 +243,7 @@ export class LeaderboardClient extends EventTarget {
     this.#setStatus(this.welcome ? "reconnecting" : "connecting");
     let ws;
     try {
-      ws = new WebSocket(this.url);
+      ws = new this.WebSocket(this.url);
     } catch (err) {
       this.#scheduleReconnect(null);
       return;
@@ -181,7 +262,7 @@ export class LeaderboardClient extends EventTarget {
       if (this.ws !== ws) return;
       this.ws = null;
       this.#stopHeartbeat();
-      for (const { reject } of this.pending.values()) reject(new Error("connection lost"));
+      for (const { reject } of this.pending.values()) reject(failure("connection_lost", "connection lost"));
       this.pending.clear();
       if (this.openedAt) this.backoff.connectedFor((performance.now() - this.openedAt) / 1000);
       this.openedAt = 0;
@@ -191,7 +272,7 @@ export class LeaderboardClient extends EventTarget {
         else this.#stop(reason);
         return;
       }
-      this.#scheduleReconnect(event.code || null);
+      this.#scheduleReconnect(event.code || null, event.reason || null);
     };
   }
 
@@ -216,11 +297,12 @@ export class LeaderboardClient extends EventTarget {
     this.#scheduleReconnect(null);
   }
 
-  #scheduleReconnect(closeCode) {
+  // reason: the close's, told in the status (a drain's, an overload's), as the other clients do
+  #scheduleReconnect(closeCode, reason = null) {
     if (this.stopped || this.timer) return;
     const delay = this.backoff.nextDelay(closeCode);
     this.retryIn = delay;
-    this.#setStatus("reconnecting");
+    this.#setStatus("reconnecting", reason);
     this.timer = setTimeout(() => {
       this.timer = null;
       this.retryIn = null;
@@ -234,6 +316,12 @@ export class LeaderboardClient extends EventTarget {
     try {
       msg = JSON.parse(data);
     } catch {
+      msg = undefined;
+    }
+    const wrong = unreadable(msg);
+    if (wrong) {
+      // told, never fatal: one bad frame (a proxy's, a newer gateway's) must not end the loop
+      this.#report("malformed_message", wrong);
       return;
     }
     const key = `${msg.board}|${msg.window}`;
@@ -243,6 +331,13 @@ export class LeaderboardClient extends EventTarget {
     }
     switch (msg.type) {
       case "welcome":
+        if (Number.isInteger(msg.protocol) && msg.protocol > PROTOCOL) {
+          // a newer protocol may mean what this client would misread: stop, and say why
+          this.#report("protocol_version", `the gateway speaks protocol ${msg.protocol}, this client ${PROTOCOL}`);
+          this.#shut();
+          this.#stop("protocol_version");
+          return;
+        }
         this.welcome = msg;
         // The gateway greets every connection as a spectator before it reads the hello: only a
         // welcome that accepted the token proves the renewed one good.
@@ -267,7 +362,7 @@ export class LeaderboardClient extends EventTarget {
     if (msg.id !== undefined && this.pending.has(msg.id)) {
       const { resolve, reject } = this.pending.get(msg.id);
       this.pending.delete(msg.id);
-      if (msg.type === "error") reject(Object.assign(new Error(msg.message), { code: msg.code }));
+      if (msg.type === "error") reject(failure(msg.code, msg.message));
       else resolve(msg);
     }
     const kind = msg.id !== undefined && msg.type !== "welcome" ? "reply" : msg.type;
@@ -321,7 +416,7 @@ export class LeaderboardClient extends EventTarget {
   }
 
   #send(message) {
-    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(message));
+    if (this.ws && this.ws.readyState === OPEN) this.ws.send(JSON.stringify(message));
   }
 
   #setStatus(status, reason = null) {
