@@ -75,10 +75,10 @@ def test_every_package_of_the_tree_is_listed() -> None:
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert setuptools["package-dir"] == {"leaderboard.lua": "lua", "gateway.jsclient": "clients/js/src"}
     tops = [d for d in ROOT.iterdir() if (d / "__init__.py").is_file() and d.name not in ("lua", "tests")]
-    found = {
-        "leaderboard.lua",
-        *(".".join(i.parent.relative_to(ROOT).parts) for d in tops for i in d.rglob("__init__.py")),
-    }
+    # a directory package-dir maps is its package under that name (clients/js/src: gateway.jsclient)
+    renamed = {".".join(Path(where).parts): name for name, where in setuptools["package-dir"].items()}
+    dotted = (".".join(i.parent.relative_to(ROOT).parts) for d in tops for i in d.rglob("__init__.py"))
+    found = {"leaderboard.lua", *(renamed.get(name, name) for name in dotted)}
     assert set(setuptools["packages"]) >= found
 
 
