@@ -33,6 +33,7 @@ import time
 from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from operator import attrgetter
 from typing import overload
 
@@ -40,13 +41,22 @@ from websockets.asyncio.connection import broadcast
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
+from leaderboard import wire
+
 from .client import Client
 from .fanout import Writer, plan
-from .frames import DELTAS
+from .frames import DELTAS, text_frame
 from .metrics import Metrics
 from .settings import GatewaySettings
 
 _FD = attrgetter("fd")
+
+
+@lru_cache(maxsize=64)
+def closing_frame(code: int, reason: str) -> bytes:
+    """The ``closing`` announcement's frame, built once per close code and reason (a drain
+    announces the same one to every socket; the reasons are few: docs/protocol.md)."""
+    return text_frame(wire.closing(code, reason))
 
 
 @dataclass(slots=True)
@@ -130,10 +140,23 @@ class Outbound:
             await client.ws.send(payload, text=True)
 
     async def close(self, client: Client, code: int, reason: str) -> None:
-        """The closing handshake (websockets' own; bounded by its ``close_timeout``)."""
+        """The closing handshake (websockets' own; bounded by its ``close_timeout``), the close
+        announced first (``announce``)."""
         if client.ws.state is State.OPEN:
+            self.announce(client, code, reason)
             with contextlib.suppress(Exception):
                 await client.ws.close(code, reason)
+
+    def announce(self, client: Client, code: int, reason: str) -> None:
+        """A ``closing`` message with the close frame's code and reason, written just before it
+        (docs/protocol.md, close codes): a client whose WebSocket stack cannot read the code
+        still learns it. Never waits: a socket over the buffer bound goes without it (it is
+        slow; its close frame queues behind what it has not read anyway)."""
+        if client.closed or client.ws.state is not State.OPEN:
+            return
+        if client.transport.get_write_buffer_size() <= self._bound:
+            client.transport.write(closing_frame(code, reason))
+            client.wrote()
 
     # ------------------------------------------------------------ pushes: skipped when slow
 

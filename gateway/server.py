@@ -265,6 +265,8 @@ class Gateway(Service):
         await asyncio.gather(*tasks, return_exceptions=True)
         # Then the server: it stops accepting, closes the remaining sockets, awaits the handlers.
         if self._server is not None:
+            for client in self.clients:  # websockets closes them below, unannounced
+                self.out.announce(client, closes.DRAINING, closes.DRAIN)
             self._server.close(code=closes.DRAINING, reason=closes.DRAIN)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._server.wait_closed(), self.settings.close_timeout + 1)

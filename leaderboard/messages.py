@@ -250,6 +250,15 @@ class Pong(WithId):
     ts: int
 
 
+class Closing(TypedDict):
+    """The last message before a close frame the gateway sends itself, with that frame's code and
+    reason: a client whose WebSocket stack cannot read the code (mono, Unity) learns it here."""
+
+    type: Literal["closing"]
+    code: Annotated[int, Doc("the close frame's code (docs/protocol.md, Close codes)")]
+    reason: Annotated[str, Doc("the close frame's reason")]
+
+
 class Subscribed(WithId):
     type: Literal["subscribed"]
     board: str
@@ -381,8 +390,8 @@ class Board(WithId):
 OperatorReply = Status | Banned | Unbanned | Corrected | Profile | Board
 
 SERVER: tuple[type, ...] = (
-    Welcome, Snapshot, Delta, Rank, Announce, Error, Pong, Subscribed, Unsubscribed, Top, Around, Ranks, Stats,
-    Recent, Boards, Finals, Joined, Submitted, Status, Banned, Unbanned, Corrected, Profile, Board, Watching,
+    Welcome, Snapshot, Delta, Rank, Announce, Error, Pong, Closing, Subscribed, Unsubscribed, Top, Around, Ranks,
+    Stats, Recent, Boards, Finals, Joined, Submitted, Status, Banned, Unbanned, Corrected, Profile, Board, Watching,
     Overtaken,
 )  # fmt: skip
 

@@ -122,6 +122,14 @@ def welcome(
     return _with_id(msg, request_id)
 
 
+def closing(code: int, reason: str) -> bytes:
+    """Sent just before a close frame the gateway initiates: a WebSocket stack that cannot read
+    the close frame's code (mono's and Unity's ``ClientWebSocket`` refuse 1012 and 1013) learns
+    it here. A client that reads close codes may ignore it."""
+    msg: m.Closing = {"type": "closing", "code": code, "reason": reason}
+    return encode(msg)
+
+
 def pong(ts_ms: int, request_id: Any = None) -> bytes:
     msg: m.Pong = {"type": "pong", "ts": ts_ms}
     return _with_id(msg, request_id)

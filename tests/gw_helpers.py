@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
 from fleet.redis_server import free_port
 from gateway.server import Gateway
@@ -94,6 +95,19 @@ async def request(ws: ClientConnection, msg: dict[str, Any], kind: str | None = 
     if kind is None:
         return await recv(ws)
     return await recv_type(ws, kind)
+
+
+async def announced_close(ws: ClientConnection, within: float = 3 * T) -> tuple[int, str | None]:
+    """Read to the close; its code and reason, once the message just before the close frame was
+    checked to announce them (``closing``: docs/protocol.md, close codes)."""
+    last: Any = None
+    async with asyncio.timeout(within):
+        with contextlib.suppress(ConnectionClosed):
+            async for raw in ws:
+                last = orjson.loads(raw)
+    assert ws.close_code is not None
+    assert last == {"type": "closing", "code": ws.close_code, "reason": ws.close_reason}
+    return ws.close_code, ws.close_reason
 
 
 async def greet(ws: ClientConnection) -> tuple[dict[str, Any], dict[str, Any]]:

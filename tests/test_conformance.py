@@ -1,10 +1,12 @@
 """The conformance suite in the build: every scenario against every client of adapters.json whose
 toolchain this machine has, each a test of its own, on one fleet for the module (docs/clients.md,
-"Conformance"); and the runner failing a client that misbehaves."""
+"Conformance"); and the runner failing a client that misbehaves. The C# client is built for the
+module (clients/csharp/build.sh) wherever mono is installed (./dev install installs it)."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,12 +20,14 @@ from clients.conformance.stage import Stage
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKEN = [sys.executable, "tests/conformance_broken_adapter.py"]
+CSHARP_OUT = "var/csharp/"  # where adapters.json expects clients/csharp/build.sh's output
 
 
 def missing(command: list[str]) -> str | None:
     """What this machine lacks to run an adapter: its program, or a file it names (not built)."""
     if shutil.which(command[0]) is None:
-        return f"{command[0]} is not installed"
+        hint = ": ./dev install installs Debian's mono-complete" if command[0] == "mono" else ""
+        return f"{command[0]} is not installed{hint}"
     for part in command[1:]:
         if "/" in part and not (ROOT / part).exists():
             return f"{part} does not exist (not built?)"
@@ -38,6 +42,23 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
+def csharp_build(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """The C# client and its adapter, built for this module (None: no mono here, so no build)."""
+    if shutil.which("mono") is None or shutil.which("mcs") is None:
+        return None
+    out = tmp_path_factory.mktemp("csharp")
+    subprocess.run([str(ROOT / "clients" / "csharp" / "build.sh"), str(out)], check=True, timeout=120)
+    return out
+
+
+def built(command: list[str], csharp: Path | None) -> list[str]:
+    """An adapter's command line, the C# build's files taken from this module's build."""
+    if csharp is None:
+        return command
+    return [str(csharp / part.removeprefix(CSHARP_OUT)) if part.startswith(CSHARP_OUT) else part for part in command]
+
+
+@pytest.fixture(scope="module")
 async def suite(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[runner.Suite]:
     async with Stage(tmp_path_factory.mktemp("conformance")) as stage:
         played = runner.Suite(stage)
@@ -49,8 +70,8 @@ async def suite(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[runne
 
 
 @pytest.mark.parametrize(("client", "name"), CASES)
-async def test_client_passes_scenario(suite: runner.Suite, client: str, name: str) -> None:
-    command = command_line(runner.adapters()[client])
+async def test_client_passes_scenario(suite: runner.Suite, csharp_build: Path | None, client: str, name: str) -> None:
+    command = built(command_line(runner.adapters()[client]), csharp_build)
     lacking = missing(command)
     if lacking:
         pytest.skip(lacking)

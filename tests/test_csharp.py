@@ -259,6 +259,8 @@ MALFORMED: tuple[str | bytes, ...] = (
     "[1, 2]",
     '{"type": 7}',
     '{"type":"snapshot","board":"global"}',
+    '{"type":"closing","code":"1012","reason":"draining; reconnect"}',  # a close code is a number
+    '{"type":"closing","code":99,"reason":""}',  # and one a close frame can carry
     b"\x00binary",
 )
 # a message of a type this client has no name for, with every kind of JSON value: forwarded as read

@@ -24,7 +24,21 @@ from leaderboard.library import library_code
 from leaderboard.wire import PROTOCOL
 
 from .conftest import until
-from .gw_helpers import T, client, greet, publish, raw_ws, recv, recv_type, request, running, snapshot, token, url
+from .gw_helpers import (
+    T,
+    announced_close,
+    client,
+    greet,
+    publish,
+    raw_ws,
+    recv,
+    recv_type,
+    request,
+    running,
+    snapshot,
+    token,
+    url,
+)
 
 
 async def test_welcome_then_the_stored_snapshot_at_once(redis_url: str, r: aioredis.Redis) -> None:
@@ -162,6 +176,36 @@ async def test_a_slow_reader_is_skipped_then_dropped_while_a_fast_one_stays_on_t
             assert len(gw.clients) == 1  # the slot is freed
         finally:
             slow.close()
+
+
+async def test_a_close_is_announced_to_a_socket_within_the_buffer_bound_and_never_waits_on_one_over_it(
+    redis_url: str, r: aioredis.Redis
+) -> None:
+    bound = 16 * 1024
+    async with (
+        running(redis_url, write_buffer=bound, max_skips=10_000, stall_timeout=60.0) as gw,
+        client(gw, max_size=None) as fast,
+    ):
+        await greet(fast)
+        sock = await raw_ws(gw, rcvbuf=4096)
+        try:
+            port = sock.getsockname()[1]
+            [slow] = [c for c in gw.clients if c.ws.remote_address[1] == port]
+            for version in range(1, 200):  # until the kernel's buffers are full and the transport holds the rest
+                await publish(r, gw, snapshot(version, pad=200_000))
+                await recv_type(fast, "snapshot", 2 * T)
+                if slow.transport.get_write_buffer_size() > bound:
+                    break
+            held = slow.transport.get_write_buffer_size()
+            assert held > bound
+            gw.out.announce(slow, 1012, "rebalance")
+            assert slow.transport.get_write_buffer_size() == held  # nothing queued behind what it has not read
+            assert gw.shed(2, 0.0) == 2
+            started = time.monotonic()
+            assert await announced_close(fast, 2 * T) == (1012, "rebalance")
+            assert time.monotonic() - started < 0.5 * T  # the slow socket's closing handshake held nothing up
+        finally:
+            sock.close()
 
 
 async def test_a_redis_restart_keeps_sockets_open_and_snapshots_resume(tmp_path: object) -> None:

@@ -23,7 +23,7 @@ from gateway.server import Gateway
 from gateway.settings import GatewaySettings
 
 from .conftest import until
-from .gw_helpers import T, client, greet, http_get, request, running, settings, url
+from .gw_helpers import T, announced_close, client, greet, http_get, request, running, settings, url
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,7 +86,7 @@ async def test_drain_fails_readiness_then_closes_in_staggered_batches_with_1012(
         closed_at: list[float] = []
 
         async def watch(ws: ClientConnection) -> None:
-            await ws.wait_closed()
+            assert await announced_close(ws, 5 * T) == (1012, "draining; reconnect")
             closed_at.append(time.monotonic())
 
         watchers = [asyncio.create_task(watch(ws)) for ws in sockets]
@@ -97,11 +97,21 @@ async def test_drain_fails_readiness_then_closes_in_staggered_batches_with_1012(
         async with asyncio.timeout(5 * T):
             await task
             await asyncio.gather(*watchers)
-        assert {(ws.close_code, ws.close_reason) for ws in sockets} == {(1012, "draining; reconnect")}
         # five batches over 0.5 s: the first and last close are at least ~0.4 s apart
         assert max(closed_at) - min(closed_at) >= 0.3 * T
         with pytest.raises(OSError):
             await http_get(gw.port, "/healthz")  # the listener is gone
+
+
+async def test_a_stop_without_the_drain_announces_its_1012(redis_url: str) -> None:
+    async with running(redis_url) as gw:
+        sockets = [await connect(url(gw), open_timeout=2 * T) for _ in range(2)]
+        for ws in sockets:
+            await greet(ws)
+        closing = asyncio.create_task(gw.close())
+        closes = await asyncio.gather(*(announced_close(ws) for ws in sockets))
+        await closing
+    assert closes == [(1012, "draining; reconnect")] * 2
 
 
 async def test_sigterm_drains_then_exits_0_and_a_second_signal_exits_at_once(redis_url: str) -> None:

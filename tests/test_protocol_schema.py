@@ -266,8 +266,10 @@ async def test_every_message_a_fleets_gateway_sends_validates(fleet: Fleet) -> N
     ):
         server, player, lost = Recorder(server_ws), Recorder(player_ws), Recorder(lost_ws)
         await lost.until(lambda m: m["type"] == "error")  # unknown_game, then 1008
+        announced = await lost.until(lambda m: m["type"] == "closing")  # the 1008 announced, then closed
         await lost_ws.wait_closed()
         close = {"code": lost_ws.close_code, "reason": lost_ws.close_reason}
+        assert announced == {"type": "closing", **close}
         assert jsonschema.Draft202012Validator(protocolschema.close_schema()).is_valid(close), close
         await server.ask({"type": "hello", "token": token("gs", "server")}, "h")
 

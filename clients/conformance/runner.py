@@ -21,6 +21,7 @@ Steps (a scenario's ``steps``, in order)::
     {"cmd": {...}}                                 a command to the adapter ("$url": where to connect)
     {"fleet": "submit", "player": "$player", "points": "$rising"}
     {"fleet": "drain" | "kill", "gateway": "$gw"}  SIGTERM (1012 to its sockets) or SIGKILL
+    {"fleet": "shed", "gateway": "$gw"}            1012 "rebalance" to its sockets; it stays up
     {"expect": pattern, "within": s, "since": mark, "save": {"name": "path"}, "mark": name, "anywhere": true}
     {"expect_none": pattern, "for": s, "anywhere": true}   none such (at all) in the next s seconds
     {"expect_handshakes": n | {"<=": n}, "within": s}
@@ -153,8 +154,10 @@ class Play:
             await self.stage.submit(resolve(step["player"], self.names), resolve(step["points"], self.names))
         elif action in ("drain", "kill"):
             self.stage.stop_gateway(str(resolve(step["gateway"], self.names)), kill=action == "kill")
+        elif action == "shed":
+            await self.stage.shed(str(resolve(step["gateway"], self.names)))
         else:
-            raise ScenarioError(f"no fleet action {action!r}: submit, drain or kill")
+            raise ScenarioError(f"no fleet action {action!r}: submit, drain, kill or shed")
 
     async def expect(self, step: Step) -> None:
         pattern = resolve(step["expect"], self.names)

@@ -6,7 +6,7 @@ list), each step one of::
 
     {"welcome": {...fields replacing the gateway's defaults...}}
     {"send": {...a message...}}        {"send_text": "raw frame"}
-    {"close": 1013, "reason": "overloaded; retry later"}
+    {"close": 1013, "reason": "overloaded; retry later"}   announced first, as the gateway does
 
 After its last step the connection stays open and silent: it reads and answers nothing (no
 ``pong``: a dead line, as far as the client's heartbeat can tell).
@@ -82,7 +82,9 @@ class ScriptedServer:
                 elif "send_text" in step:
                     await ws.send(str(step["send_text"]))
                 elif "close" in step:
-                    await ws.close(int(step["close"]), str(step.get("reason", "")))
+                    code, reason = int(step["close"]), str(step.get("reason", ""))
+                    await ws.send(wire.closing(code, reason).decode())  # the gateway's own announcement
+                    await ws.close(code, reason)
                     return
                 else:
                     raise ValueError(f"a scripted server step must be welcome, send, send_text or close: {step}")

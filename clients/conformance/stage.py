@@ -17,6 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
+from fleet import rebalance
 from fleet.children import listening_pids
 from fleet.supervisor import Fleet, FleetSettings
 from leaderboard import GameConfig, RedisClient, Submission, connect, now_ms
@@ -29,6 +30,7 @@ from .scripted import ScriptedServer
 # Server settings of the run's fleet (no client knob): rank pushes twice a second so a scenario
 # sees one soon, a short drain, no durable log to write.
 FLEET_ENV = (("LB_GW_RANK_INTERVAL", "0.5"), ("LB_DURABLE_URL", ""))
+SHED_ALL = 10**6  # sockets: more than a gateway of this fleet holds (a shed closes at most all)
 FORGED_SECRET = "not-the-fleets-secret-but-long-enough"  # signs tokens the gateways refuse
 
 
@@ -111,6 +113,21 @@ class Stage:
         index = self._index(gateway_id)
         self.fleet.gateways[index].send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         self._stopped.add(index)  # restore() starts it again once it has exited
+
+    async def shed(self, gateway_id: str, *, timeout: float = 5.0) -> None:
+        """Every socket of one gateway closed with 1012 ``rebalance`` at once (its operator's
+        ``POST /admin/shed``): the gateway stays up, and its clients come back to either one."""
+        member = self.fleet.layout().gateways[self._index(gateway_id)]
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                await rebalance.shed(member, SHED_ALL, 0.0)
+                return
+            except RuntimeError:
+                # refused while the last shed still waits for a closing handshake (one at a time)
+                if time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(0.05)
 
     def restore_soon(self) -> asyncio.Task[None]:
         """Start bringing every gateway back (those a scenario stopped, started anew)."""

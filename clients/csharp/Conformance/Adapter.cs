@@ -15,8 +15,9 @@ using Leaderboard.Client;
 
 public static class Adapter
 {
-    // the client's own answers to requests and heartbeats: the runner sees replies as "reply" events
-    static readonly HashSet<string> NotForwarded = new HashSet<string> { "reply", "pong", "subscribed", "unsubscribed" };
+    // the client's own answers to requests and heartbeats, and the gateway's close announcements
+    // (the client acts on them: its status says so): the runner sees replies as "reply" events
+    static readonly HashSet<string> NotForwarded = new HashSet<string> { "reply", "pong", "subscribed", "unsubscribed", "closing" };
 
     static readonly BlockingCollection<string> Commands = new BlockingCollection<string>();
     static readonly ConcurrentQueue<Dictionary<string, object>> Replies = new ConcurrentQueue<Dictionary<string, object>>();
@@ -68,6 +69,12 @@ public static class Adapter
         }
         while (Replies.TryDequeue(out var late)) Write(late);
         Write(new Dictionary<string, object> { ["event"] = "stopped" });
+        // Exit now, not by returning: mono's shutdown after Main now and then waits forever for a
+        // thread-pool thread the client used (a reconnecting client stopped mid-connect; about one
+        // exit in twenty in a loop of stops), and the runner counts an adapter that never exits
+        // as a failure. Everything the adapter owes is written and flushed by now.
+        output.Flush();
+        Environment.Exit(0);
         return 0;
     }
 

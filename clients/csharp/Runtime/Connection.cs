@@ -25,6 +25,11 @@ namespace Leaderboard.Client
         long lastSeen; // Clock ticks of the last frame received (read by the heartbeat)
         int? receivedClose; // the close frame of the connection in hand, as it arrived
         string receivedReason;
+        // the gateway's last `closing` message on the connection in hand: the close it announced
+        // just before its close frame, which mono's ClientWebSocket cannot read when the code is
+        // 1012 or 1013 (ReceiveAsync throws: its IsValidCloseStatus knows only the enum's codes)
+        int? announcedClose;
+        string announcedReason;
 
         async Task Run(CancellationToken stop)
         {
@@ -36,6 +41,8 @@ namespace Leaderboard.Client
                 string closeReason = null;
                 receivedClose = null;
                 receivedReason = null;
+                announcedClose = null;
+                announcedReason = null;
                 double openedAt = -1;
                 var ws = new ClientWebSocket();
                 try
@@ -73,6 +80,11 @@ namespace Leaderboard.Client
                     {
                         closeCode = receivedClose;
                         closeReason = receivedReason;
+                    }
+                    else if (announcedClose.HasValue)
+                    {
+                        closeCode = announcedClose;
+                        closeReason = announcedReason;
                     }
                     lock (gate) socket = null;
                     FailPending();
@@ -304,6 +316,15 @@ namespace Leaderboard.Client
                     goto case "snapshot";
                 case "snapshot":
                     if (!Fresh(msg)) return null;
+                    break;
+                case "closing":
+                    if (!(Field(msg, "code") is long code && code >= 1000 && code <= 4999))
+                    {
+                        Emit(ClientEvent.OfError("malformed_message", "a closing message without a close code", msg));
+                        return null;
+                    }
+                    announcedClose = (int)code;
+                    announcedReason = Field(msg, "reason") as string ?? "";
                     break;
                 case "rank":
                     if (id == null && Field(msg, "board") is string board && Field(msg, "window") is string window)

@@ -55,7 +55,7 @@ export interface StatusDetail {
   status: ConnectionStatus;
   /** the wait before the next attempt (s), while reconnecting */
   retryIn: number | null;
-  /** why it stopped: the close reason (invalid_token, …) or protocol_version */
+  /** why it stopped or reconnects: the close reason (invalid_token, draining; reconnect, …) or protocol_version */
   reason: string | null;
 }
 

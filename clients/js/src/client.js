@@ -282,7 +282,7 @@ export class LeaderboardClient extends EventTarget {
         else this.#stop(reason);
         return;
       }
-      this.#scheduleReconnect(event.code || null);
+      this.#scheduleReconnect(event.code || null, event.reason || null);
     };
   }
 
@@ -307,11 +307,12 @@ export class LeaderboardClient extends EventTarget {
     this.#scheduleReconnect(null);
   }
 
-  #scheduleReconnect(closeCode) {
+  // reason: the close's, told in the status (a drain's, an overload's), as the other clients do
+  #scheduleReconnect(closeCode, reason = null) {
     if (this.stopped || this.timer) return;
     const delay = this.backoff.nextDelay(closeCode);
     this.retryIn = delay;
-    this.#setStatus("reconnecting");
+    this.#setStatus("reconnecting", reason);
     this.timer = setTimeout(() => {
       this.timer = null;
       this.retryIn = null;

@@ -102,6 +102,15 @@ export interface BoardsRequest {
   type: "boards";
 }
 
+/** The last message before a close frame the gateway sends itself, with that frame's code and reason: a client whose WebSocket stack cannot read the code (mono, Unity) learns it here. */
+export interface Closing {
+  type: "closing";
+  /** the close frame's code (docs/protocol.md, Close codes) */
+  code: number;
+  /** the close frame's reason */
+  reason: string;
+}
+
 export interface Column {
   name: string;
   direction: string;
@@ -584,7 +593,7 @@ export interface Welcome {
 }
 
 /** Every message a gateway sends, told apart by `type`. */
-export type ServerMessage = Welcome | Snapshot | Delta | Rank | Announce | Error | Pong | Subscribed | Unsubscribed | Top | Around | Ranks | Stats | Recent | Boards | Finals | Joined | Submitted | Status | Banned | Unbanned | Corrected | Profile | Board | Watching | Overtaken;
+export type ServerMessage = Welcome | Snapshot | Delta | Rank | Announce | Error | Pong | Closing | Subscribed | Unsubscribed | Top | Around | Ranks | Stats | Recent | Boards | Finals | Joined | Submitted | Status | Banned | Unbanned | Corrected | Profile | Board | Watching | Overtaken;
 
 /** Every message a client sends, told apart by `type`. */
 export type ClientMessage = HelloRequest | PingRequest | BoardsRequest | SubscribeRequest | UnsubscribeRequest | ResyncRequest | TopRequest | RankRequest | AroundRequest | RanksRequest | StatsRequest | RecentRequest | FinalsRequest | JoinRequest | SubmitRequest | StatusRequest | BanRequest | UnbanRequest | CorrectRequest | ProfileRequest | BoardRequest | WatchRequest;
