@@ -8,7 +8,8 @@ hold)::
     {"event": "welcome", "message.gateway": {"!=": "$gw"}}
 
 A string ``"$name"`` anywhere in a step stands for a value of the run: one the runner provides
-(``$url``, ``$player``, ``$token``, ``$forged_token``, ``$rising``) or one an earlier step saved.
+(``$url``, ``$player``, ``$token``, ``$forged_token``, ``$rising``, ``$rival``, ``$other``) or one
+an earlier step saved.
 """
 
 from __future__ import annotations

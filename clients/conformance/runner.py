@@ -309,6 +309,8 @@ class Suite:
             "token": stage.token(player),
             "forged_token": stage.token(player, forged=True),
             "rising": stage.rising,
+            "rival": stage.player(f"{scenario['name']}{n}-rival"),  # other players of the scenario's own
+            "other": stage.player(f"{scenario['name']}{n}-other"),
             **PROTOCOLS,
         }
         adapter = await (self._adapter(command) if n == 0 else self._start(command))
