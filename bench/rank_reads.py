@@ -15,10 +15,7 @@ so their standings are read only for the event; ``connected``: the other sockets
 are read anyway). A writer moves ``--writes`` random players per second meanwhile, so ranks
 change, passes happen and events go out. The figure: Redis time per second of the gateway's
 ``lb_ranks`` calls (INFO commandstats of FCALL_RO over ``--seconds``), its calls per second, and
-the events the gateway counted (``lb_gw_overtaken_total``). Recorded in
-bench/results/rank_push.json.
-
-Unless ``--no-write``, the figures are recorded in bench/results/rank_reads.json.
+the events the gateway counted (``lb_gw_overtaken_total``).
 
 ``--replica``: own-rank reads served by a replica (``LB_READ_REPLICAS``, leaderboard/replicas.py)
 against served by the master, in one run. A master with one replica, ``--players`` on the board;
@@ -33,7 +30,7 @@ the writes' own spacing, on the replica that plus how far it trails; and the bou
 held for the replica at each read.
 
 Unless ``--no-write``, the figures are recorded in bench/results/rank_reads.json
-(``rank_reads_replica.json`` with ``--replica``).
+(``rank_push.json`` with ``--push``, ``rank_reads_replica.json`` with ``--replica``).
 """
 
 from __future__ import annotations

@@ -203,8 +203,9 @@ def row_cost(tree: Path | None, url: str, game: str, rows: int, database: int | 
         env=env,
         capture_output=True,
         text=True,
-        check=True,
     )
+    if done.returncode != 0:  # say why: the child's own error, not only its exit status
+        raise RuntimeError(f"row cost in {tree or results.ROOT} exited {done.returncode}: {done.stderr[-2000:]}")
     figures: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
     return figures
 

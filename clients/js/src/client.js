@@ -46,10 +46,11 @@ const OPTIONAL = { welcome: { protocol: INT, heartbeat: OBJECT } };
 // Why a parsed frame is not a message this client reads, or "" when it is one.
 function unreadable(msg) {
   if (!OBJECT(msg) || !TEXT(msg.type)) return "a server frame that is not a JSON object with a type";
-  const needed = { ...FIELDS[msg.type], ...(msg.id === undefined ? PUSHED[msg.type] : {}) };
-  for (const [name, ok] of Object.entries(needed)) if (!ok(msg[name])) return `${msg.type} without a valid ${name}`;
-  for (const [name, ok] of Object.entries(OPTIONAL[msg.type] ?? {}))
-    if (name in msg && !ok(msg[name])) return `${msg.type} with an invalid ${name}`;
+  for (const needed of [FIELDS[msg.type], msg.id === undefined ? PUSHED[msg.type] : undefined]) {
+    for (const name in needed) if (!needed[name](msg[name])) return `${msg.type} without a valid ${name}`;
+  }
+  const optional = OPTIONAL[msg.type];
+  for (const name in optional) if (name in msg && !optional[name](msg[name])) return `${msg.type} with an invalid ${name}`;
   return "";
 }
 
