@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from .backoff import DRAINING as DRAINING
 from .backoff import OVERLOADED as OVERLOADED
 
+NORMAL = 1000  # the client closed (the gateway answers its close frame)
+BAD_TEXT = 1007  # a text frame that is not UTF-8 (websockets checks every one and closes)
 POLICY = 1008  # bad token, origin or game, or abuse: retrying with the same token cannot help
 TOO_BIG = 1009  # a frame over LB_GW_MAX_FRAME (websockets closes it)
 INTERNAL = 1011  # the line is dead or the gateway failed: reconnect with backoff
@@ -37,6 +39,8 @@ class Close:
 
 
 CLOSES = (
+    Close(NORMAL, None, "a normal close, answering the client's own", "nothing: it closed"),
+    Close(BAD_TEXT, None, "a text frame that is not valid UTF-8", "stop: fix the client"),
     Close(POLICY, "invalid_token", "a forged, malformed or incomplete token", "stop (or renew the token once)"),
     Close(POLICY, "token_expired", "the token's exp has passed", "stop (or renew the token once)"),
     Close(POLICY, FORBIDDEN_ORIGIN, "an Origin the gateway does not allow", "stop"),

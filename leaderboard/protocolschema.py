@@ -4,6 +4,7 @@ but for ``main``): JSON Schema documents of every message (leaderboard/messages.
 references them, and the JS client's TypeScript types of the messages (leaderboard/tstypes.py)::
 
     python -m leaderboard.protocolschema           # writes them (docs/protocol/, docs/asyncapi.json, clients/js/)
+                                                   # and docs/protocol.md's table of close codes
     python -m leaderboard.protocolschema --check   # exit 1 when a committed one differs
 
 tests/test_protocol_schema.py holds the committed files equal to what this writes.
@@ -173,6 +174,29 @@ def _reason(close: Close) -> dict[str, Any]:
     return {"const": close.reason}
 
 
+# docs/protocol.md's table of close codes lies between these two lines, written by close_table().
+TABLE_START = "<!-- generated from leaderboard/closes.py by python -m leaderboard.protocolschema -->"
+TABLE_END = "<!-- end of the generated table -->"
+
+
+def close_table() -> str:
+    """The close codes as docs/protocol.md shows them: one row per code and reason."""
+    rows = ["| code | reason | when | a client should |", "|---|---|---|---|"]
+    for c in CLOSES:
+        reason = "websockets' own" if c.reason is None else f"`{c.reason}{': <game>' if c.prefix else ''}`"
+        rows.append(f"| {c.code} | {reason} | {c.when} | {c.client} |")
+    return "\n".join(rows) + "\n"
+
+
+def spliced(text: str, table: str) -> str:
+    """``text`` (docs/protocol.md) with ``table`` between TABLE_START and TABLE_END."""
+    head, start, rest = text.partition(TABLE_START + "\n")
+    _, end, tail = rest.partition(TABLE_END)
+    if not (start and end):
+        raise ValueError(f"docs/protocol.md lost the lines {TABLE_START!r} and {TABLE_END!r}")
+    return f"{head}{start}{table}{end}{tail}"
+
+
 def _escape(text: str) -> str:
     return "".join("\\" + ch if ch in r".^$*+?()[]{}|\\" else ch for ch in text)
 
@@ -250,8 +274,8 @@ def _operation(kind: type, reply: type | None) -> dict[str, Any]:
     return out
 
 
-def documents() -> dict[str, str]:
-    """Each generated file (its path from the repository's root) and its text."""
+def documents(root: Path) -> dict[str, str]:
+    """Each generated file (its path from the repository ``root``) and its text."""
     from .tstypes import declarations  # the TypeScript view of the same schema
 
     def text(doc: dict[str, Any]) -> str:
@@ -263,6 +287,7 @@ def documents() -> dict[str, str]:
         f"docs/protocol/{CLOSE_FILE}": text(close_schema()),
         "docs/asyncapi.json": text(asyncapi()),
         "clients/js/src/messages.d.ts": declarations(server_schema(), client_schema(), asyncapi(), PROTOCOL),
+        "docs/protocol.md": spliced((root / "docs/protocol.md").read_text(), close_table()),
     }
 
 
@@ -272,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file differs")
     args = parser.parse_args(argv)
     stale = []
-    for path, body in documents().items():
+    for path, body in documents(args.root).items():
         file = args.root / path
         if file.is_file() and file.read_text() == body:
             continue
