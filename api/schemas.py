@@ -1,16 +1,20 @@
 """The HTTP API's OpenAPI schemas: the parameters and bodies the route table (routes.py) names,
 and the codes a body's broken field gets (``FIELD_CODES``). ``bodies.py`` checks request bodies
-against these same dicts, so the document and the checks cannot drift apart."""
+against these same dicts, so the document and the checks cannot drift apart; the answers that are
+the socket's replies (``ANSWERS``) are generated from leaderboard/messages.py, as the socket's
+published schema is, so the two transports are described by one definition."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from leaderboard import bodies
+from leaderboard import messages as m
 from leaderboard import protocol as p
 from leaderboard.boardschema import FIELD_CODES as BOARD_CODES
 from leaderboard.boardschema import definition_schema
 from leaderboard.keys import SCOPE_KINDS
+from leaderboard.protocolschema import components
 
 from .problems import ALL_CODES
 
@@ -34,97 +38,26 @@ PERIOD = param("period", "query", {"type": "string"}, "previous, or a period lab
 GAME = param("game", "query", {"type": "string"}, "the game (default: the first game served)")
 READS = [BOARD, WINDOW, PERIOD, GAME]
 
-ENTRY = {
-    "type": "object",
-    "properties": {
-        "rank": {"type": "integer"},
-        "player": {"type": "string"},
-        "score": {"type": "integer"},
-        "keys": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "a defined board's: the entry's key values as text (exact beyond 2^53)",
-        },
-        "meta": {"type": "string", "description": "a defined board's: the entry's metadata"},
-    },
-    "required": ["rank", "player", "score"],
+# The answers that are the socket's replies, from the same definitions (leaderboard/messages.py):
+# the document describes exactly what the socket's encoders build.
+ANSWERS = {
+    "Top": m.Top,
+    "Rank": m.Rank,
+    "Around": m.Around,
+    "Ranks": m.Ranks,
+    "Stats": m.Stats,
+    "Finals": m.Finals,
+    "Status": m.Status,
+    "Banned": m.Banned,
+    "Unbanned": m.Unbanned,
+    "Corrected": m.Corrected,
+    "ProfileSet": m.Profile,
+    "Joined": m.Joined,
 }
-COLUMNS = {
-    "type": "array",
-    "description": "a defined board's keys, in order: what each entry's keys hold and how to show them",
-    "items": {
-        "type": "object",
-        "properties": {
-            "name": {"type": "string"},
-            "direction": {"enum": ["desc", "asc"]},
-            "display": {"type": "string"},
-        },
-    },
-}
-BOARD_FIELDS = {
-    "board": {"type": "string"},
-    "window": {"type": "string"},
-    "period": {"type": "string"},
-    "mode": {"type": "string"},
-}
+ANSWER_SCHEMAS = components(ANSWERS, "#/components/schemas/")  # with the types they nest
 MS_SINCE_EPOCH = {"type": "integer", "minimum": 0, "maximum": 2**53 - 1}
 SCHEMAS: dict[str, Any] = {
-    "Top": {
-        "type": "object",
-        "properties": {"type": {"const": "top"}, **BOARD_FIELDS, "entries": {"type": "array", "items": ENTRY}},
-        "required": ["type", "board", "window", "period", "entries"],
-    },
-    "Rank": {
-        "type": "object",
-        "properties": {
-            "type": {"const": "rank"},
-            **BOARD_FIELDS,
-            "player": {"type": "string"},
-            "rank": {"type": ["integer", "null"]},
-            "score": {"type": ["integer", "null"]},
-            "size": {"type": "integer"},
-            "top_percent": {"type": ["number", "null"]},
-            "approx": {"type": "boolean"},
-        },
-        "required": ["type", "board", "window", "period", "player", "rank", "score", "size"],
-    },
-    "Around": {
-        "type": "object",
-        "properties": {
-            "type": {"const": "around"},
-            **BOARD_FIELDS,
-            "player": {"type": "string"},
-            "size": {"type": ["integer", "null"]},
-            "entries": {"type": "array", "items": ENTRY},
-        },
-        "required": ["type", "board", "window", "period", "player", "entries"],
-    },
-    "Ranks": {
-        "type": "object",
-        "properties": {
-            "type": {"const": "ranks"},
-            **BOARD_FIELDS,
-            "size": {"type": "integer"},
-            "players": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "player": {"type": "string"},
-                        "rank": {"type": ["integer", "null"]},
-                        "score": {"type": ["integer", "null"]},
-                        "keys": {
-                            "type": "array",
-                            "items": {"type": "string"},
-                            "description": "a defined board's key values of a ranked player (score is the first)",
-                        },
-                    },
-                    "required": ["player", "rank", "score"],
-                },
-            },
-        },
-        "required": ["type", "board", "window", "period", "size", "players"],
-    },
+    **ANSWER_SCHEMAS,
     "Players": {
         "type": "object",
         "properties": {
@@ -132,16 +65,6 @@ SCHEMAS: dict[str, Any] = {
         },
         "required": ["players"],
         "additionalProperties": False,
-    },
-    "Stats": {
-        "type": "object",
-        "properties": {
-            "type": {"const": "stats"},
-            **BOARD_FIELDS,
-            "size": {"type": "integer", "description": "players on this board (exact)"},
-            "players": {"type": "integer", "description": "distinct players of the period, all scopes (~0.8%)"},
-        },
-        "required": ["type", "board", "window", "period", "size", "players"],
     },
     "Score": {
         "type": "object",
@@ -242,41 +165,6 @@ SCHEMAS: dict[str, Any] = {
         },
         "required": ["submission", "stream_id", "status"],
     },
-    "Finals": {
-        "type": "object",
-        "properties": {
-            "type": {"const": "finals"},
-            "board": {"type": "string"},
-            "window": {"type": "string"},
-            "periods": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "period": {"type": "string"},
-                        "start_ms": {"type": "integer"},
-                        "end_ms": {"type": "integer"},
-                        "closed_ms": {"type": "integer"},
-                        "entries": {"type": "array", "items": ENTRY},
-                        "columns": COLUMNS,
-                    },
-                    "required": ["period", "entries"],
-                },
-            },
-        },
-        "required": ["type", "board", "window", "periods"],
-    },
-    "Status": {
-        "type": "object",
-        "properties": {
-            "type": {"const": "status"},
-            "submission": {"type": "string"},
-            "status": {"enum": ["applied", "refused", "pending", "unknown"]},
-            "code": {"type": "string"},
-            "message": {"type": "string"},
-        },
-        "required": ["type", "submission", "status"],
-    },
     "Reason": {
         "type": "object",
         "properties": {"reason": {"type": "string", "description": "journaled with the action"}},
@@ -326,32 +214,6 @@ SCHEMAS: dict[str, Any] = {
         "required": ["players"],
         "additionalProperties": False,
     },
-    "Banned": {
-        "type": "object",
-        "properties": {"type": {"const": "banned"}, "player": {"type": "string"}, "boards": {"type": "integer"}},
-        "required": ["type", "player", "boards"],
-    },
-    "Unbanned": {
-        "type": "object",
-        "properties": {"type": {"const": "unbanned"}, "player": {"type": "string"}, "was_banned": {"type": "boolean"}},
-        "required": ["type", "player", "was_banned"],
-    },
-    "Corrected": {
-        "type": "object",
-        "properties": {
-            "type": {"const": "corrected"},
-            "player": {"type": "string"},
-            "points": {"type": "integer"},
-            "values": {"type": ["array", "null"], "items": {"type": "string"}},
-            "boards": {"type": "array", "items": {"type": "object"}},
-        },
-        "required": ["type", "player", "boards"],
-    },
-    "ProfileSet": {
-        "type": "object",
-        "properties": {"type": {"const": "profile"}, "player": {"type": "string"}, "profile": {"type": "object"}},
-        "required": ["type", "player", "profile"],
-    },
     "Tournament": {
         "type": "object",
         "properties": {
@@ -362,16 +224,6 @@ SCHEMAS: dict[str, Any] = {
             "end_ms": {"type": "integer"},
         },
         "required": ["type", "tournament", "window", "start_ms", "end_ms"],
-    },
-    "Joined": {
-        "type": "object",
-        "properties": {
-            "type": {"const": "joined"},
-            "tournament": {"type": "string"},
-            "players": {"type": "array", "items": {"type": "string"}},
-            "added": {"type": "integer"},
-        },
-        "required": ["type", "tournament", "players", "added"],
     },
     "BoardDefinition": definition_schema(),  # from the parser's rules (leaderboard/boardschema.py)
     "Definition": {
@@ -525,7 +377,8 @@ SCHEMAS["SlipAnswer"] = {
     },
 }
 
-bodies.checked(SCHEMAS)  # every rule the document states is one the validator applies
+# every rule the document states of a request body is one the validator applies
+bodies.checked({name: schema for name, schema in SCHEMAS.items() if name not in ANSWER_SCHEMAS})
 
 # A request body's field that breaks its schema gets the code the library gives the same rule
 # (bodies.py: "<field>.<keyword>" for one keyword's own, "*" for the body's default; else

@@ -41,7 +41,7 @@ CLIENT_FILE = "client.schema.json"
 CLOSE_FILE = "close.schema.json"
 
 
-def _annotated(tp: Any, into: dict[str, Any], defs: dict[str, Any]) -> Any:
+def _annotated(tp: Any, into: dict[str, Any], defs: dict[str, Any], refs: str) -> Any:
     """``tp`` without its Annotated layer, whose Enum and Doc are set on ``into`` (a named Enum
     defined once in ``defs``, each value with its meaning)."""
     while get_origin(tp) in (Annotated, NotRequired, Required):
@@ -54,7 +54,7 @@ def _annotated(tp: Any, into: dict[str, Any], defs: dict[str, Any]) -> Any:
                     "oneOf": [{"const": v, "description": meanings[v]} if v in meanings else {"const": v}
                               for v in extra.values],
                 }  # fmt: skip
-                into["$ref"] = f"#/$defs/{extra.name}"
+                into["$ref"] = f"{refs}{extra.name}"
             elif isinstance(extra, messages.Enum):
                 into["enum"] = list(extra.values)
             elif isinstance(extra, messages.Doc):
@@ -66,14 +66,16 @@ _SIMPLE: dict[Any, str] = {str: "string", int: "integer", float: "number", bool:
 
 
 class _Builder:
-    """The schema of each type, nested TypedDicts gathered as ``$defs`` by name."""
+    """The schema of each type, nested TypedDicts gathered as ``$defs`` by name (referenced as
+    ``refs`` + name: a JSON Schema document's own ``$defs``, or an OpenAPI document's components)."""
 
-    def __init__(self) -> None:
+    def __init__(self, refs: str = "#/$defs/") -> None:
         self.defs: dict[str, Any] = {}
+        self.refs = refs
 
     def schema(self, tp: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        tp = _annotated(tp, out, self.defs)
+        tp = _annotated(tp, out, self.defs, self.refs)
         origin = get_origin(tp)
         if "$ref" in out or tp is Any:
             pass
@@ -98,7 +100,7 @@ class _Builder:
             out["type"] = "object"
         elif is_typeddict(tp):
             self.define(tp)
-            out["$ref"] = f"#/$defs/{tp.__name__}"
+            out["$ref"] = f"{self.refs}{tp.__name__}"
         else:
             raise TypeError(f"no schema for {tp!r}")
         return out
@@ -133,6 +135,23 @@ def _document(file: str, title: str, kinds: tuple[type, ...]) -> dict[str, Any]:
         "discriminator": {"propertyName": "type"},
         "$defs": dict(sorted(builder.defs.items())),
     }
+
+
+def components(named: dict[str, type], refs: str) -> dict[str, Any]:
+    """The schemas of the messages ``named`` (each under the name given) and of the types they
+    nest (each under its own name, referenced as ``refs`` + name): the HTTP API's answers are
+    the socket's replies (api/schemas.py), so its OpenAPI document takes them from here too.
+    ValueError when a nested type would take a given name, or a renamed message is nested."""
+    builder = _Builder(refs)
+    for kind in named.values():
+        builder.define(kind)
+    given = {kind.__name__: name for name, kind in named.items()}
+    nested = {name: body for name, body in builder.defs.items() if name not in given}
+    text = json.dumps(builder.defs)
+    renamed_nested = [n for n, name in given.items() if n != name and f'"{refs}{n}"' in text]
+    if set(nested) & set(named) or renamed_nested:
+        raise ValueError(f"names given twice: {sorted(set(nested) & set(named))}, renamed yet nested: {renamed_nested}")
+    return {**nested, **{name: builder.defs[kind.__name__] for name, kind in named.items()}}
 
 
 def server_schema() -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import jsonschema
 import pytest
 import redis
 import redis.asyncio as aioredis
@@ -156,6 +157,14 @@ async def seed(r: aioredis.Redis) -> None:
     await lb.submit_batch([s.fields() for s in [*slips, Submission("me", "mia", 350, now, region="eu")]])
 
 
+def answer_schema(name: str) -> jsonschema.Draft202012Validator:
+    """A validator of the OpenAPI document's component ``name``, its references resolved in it."""
+    document = openapi()
+    return jsonschema.Draft202012Validator(
+        {**document["components"]["schemas"][name], "components": document["components"]}
+    )
+
+
 async def test_reads_answer_as_the_socket_does(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
     await seed(r)
     top = await http.get("/v1/boards/global/top", params={"n": 3})
@@ -187,6 +196,10 @@ async def test_reads_answer_as_the_socket_does(http: httpx.AsyncClient, r: aiore
     )
     stats = (await http.get("/v1/boards/region:eu/stats")).json()
     assert (stats["type"], stats["size"], stats["players"]) == ("stats", 1, 8)
+    # each answer is what the document says: the socket's reply, from the same definitions
+    for name, answer in [("Top", body), ("Rank", me), ("Around", around), ("Ranks", friends.json()), ("Stats", stats)]:
+        assert answer_schema(name).is_valid(answer), (name, answer)
+    assert not answer_schema("Top").is_valid({**body, "extra": 1})
 
 
 async def test_the_top_comes_from_the_published_snapshot_with_its_etag(
