@@ -9,12 +9,17 @@ key parts), then, on one private redis-server, one shape after another:
 * ``two_keys``: a defined board of two keys, desc then asc (lex members);
 * ``five_keys``: a defined board of five keys, directions alternating (lex members).
 
-For each: Redis time (``INFO commandstats``) per submission of ``--submissions`` slips through
-``lb_submit`` (random players of the board, random values, batches of 500, the scorer's
-``rows=False``), per rank read of ``--reads`` random players through ``lb_ranks`` (chunks of
-500, the gateways' own-rank read), and the memory per member of one window's board with its
-companions (``MEMORY USAGE``). Redis time hardly moves with other load on the machine; the ratios
-to ``default`` are the figures to read.
+All three are filled first, side by side in one Redis; then the writes go in ``--rounds`` rounds,
+each round a share of ``--submissions`` slips to every shape in turn (the order rotating from one
+round to the next), so a shape is never measured minutes apart from the one it is compared with.
+For each: per submission through ``lb_submit`` (random players of the board, random values,
+batches of 500, the scorer's ``rows=False``) the Redis CPU time of its main thread (``INFO cpu``:
+time on a core, which other load on the machine does not add to) and the Redis time of the calls
+(``INFO commandstats``: wall time inside them, which includes waiting for a core on a loaded
+machine); per rank read of ``--reads`` random players through ``lb_ranks`` (chunks of 500, the
+gateways' own-rank read) its Redis time; and the memory per member of one window's board with its
+companions (``MEMORY USAGE``). The ratios to ``default`` are the figures to read: of each round's
+CPU time, their median.
 
 ``--baseline-library REF|PATH`` (a git ref of this repository, or a library file with this
 tree's Python, as bench.drain takes it): the rank reads of each shape made by the baseline's code
@@ -41,7 +46,7 @@ import redis
 
 from bench import results
 from bench.drain import baseline_error, code_tree, tree_library
-from bench.redis_stats import usec
+from bench.redis_stats import main_thread_cpu, usec
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, Leaderboard, boards, connect, now_ms
 from leaderboard.library import library_code
@@ -115,15 +120,17 @@ def memory_per_member(r: redis.Redis, definition: boards.Definition | None, memb
     return total / members
 
 
-async def submit(url: str, definition: boards.Definition | None, args: Any, now: int) -> None:
+async def submit(url: str, definition: boards.Definition | None, args: Any, now: int, slips: int, round_: int) -> None:
     client = connect(url)
-    lb, rnd = Leaderboard(client, CONFIG), random.Random(args.seed + 1)
+    lb, rnd = Leaderboard(client, CONFIG), random.Random(args.seed + 1 + 1000 * round_)
     n = 0
-    for _ in range(0, args.submissions, CHUNK):
+    for _ in range(0, slips, CHUNK):
         entries = []
         for _ in range(CHUNK):
             n += 1
-            fields = {"id": f"b{n}", "player": f"p{rnd.randrange(args.members)}", "ts": str(now)}
+            # an id of its own per shape and round: one game's ids are applied once, on any board
+            slip_id = f"{definition.id if definition else 'default'}-{round_}-{n}"
+            fields = {"id": slip_id, "player": f"p{rnd.randrange(args.members)}", "ts": str(now)}
             if definition is None:
                 fields["points"] = str(rnd.randrange(1_000_000))
             else:
@@ -131,9 +138,9 @@ async def submit(url: str, definition: boards.Definition | None, args: Any, now:
                 fields["values"] = ",".join(map(str, values_of(rnd, len(definition.keys))))
             entries.append(fields)
         results_ = await lb.submit_batch(entries, now=now, rows=False)
-        bad = [x for x in results_ if x.status == "error"]
+        bad = [x for x in results_ if x.status != "ok"]
         if bad:
-            raise RuntimeError(f"refused: {bad[0].code} {bad[0].message}")
+            raise RuntimeError(f"not applied: {bad[0].status} {bad[0].code} {bad[0].message}")
     await client.aclose()
 
 
@@ -196,45 +203,59 @@ def compare_reads(
     }
 
 
-def measure(server: RedisServer, shape: str, args: Any, trees: dict[str, Path] | None = None) -> dict[str, Any]:
-    # a lex member's player part is not UTF-8: written as connect()'s clients write it; no socket
-    # timeout: FLUSHALL of the last shape's millions of members outlasts redis-py's 5 s when loaded
-    r = redis.Redis.from_url(server.url, encoding_errors="surrogateescape", socket_timeout=None)
-    r.flushall()
+def definition_of(shape: str) -> boards.Definition | None:
     raw = SHAPES[shape]
-    definition = None
-    if raw is not None:
-        definition = boards.parse({**raw, "windows": list(WINDOWS)})
-        asyncio.run(Leaderboard(connect(server.url), CONFIG).create_board(definition))
-    now = now_ms()
-    started = time.perf_counter()
-    fill(r, definition, args.members, now, args.seed)
-    filled = time.perf_counter() - started
-    memory = memory_per_member(r, definition, args.members, now)
+    return None if raw is None else boards.parse({**raw, "windows": list(WINDOWS)})
+
+
+def write_round(r: redis.Redis, url: str, shape: str, args: Any, now: int, round_: int) -> tuple[float, float]:
+    """One round's slips to ``shape``: (Redis main-thread CPU, Redis call time) per submission, µs."""
+    slips = args.submissions // args.rounds // CHUNK * CHUNK
     r.config_resetstat()
-    asyncio.run(submit(server.url, definition, args, now))
-    written = usec(r).get("fcall", (0, 0))[0] / args.submissions
+    before = main_thread_cpu(r)
+    asyncio.run(submit(url, definition_of(shape), args, now, slips, round_))
+    cpu_us = (main_thread_cpu(r) - before) * 1e6 / slips
+    return cpu_us, usec(r).get("fcall", (0, 0))[0] / slips
+
+
+def measure_writes(r: redis.Redis, url: str, args: Any, now: int) -> dict[str, dict[str, Any]]:
+    """Every shape's writes, round by round, the order rotating: each round's figures and medians."""
+    shapes = list(SHAPES)
+    runs: dict[str, dict[str, list[float]]] = {s: {"cpu": [], "call": []} for s in shapes}
+    for round_ in range(args.rounds):
+        for shape in shapes[round_ % len(shapes) :] + shapes[: round_ % len(shapes)]:
+            cpu_us, call_us = write_round(r, url, shape, args, now, round_)
+            runs[shape]["cpu"].append(cpu_us)
+            runs[shape]["call"].append(call_us)
+    out: dict[str, dict[str, Any]] = {}
+    for shape in shapes:
+        ratios = [c / d for c, d in zip(runs[shape]["cpu"], runs["default"]["cpu"], strict=True)]
+        out[shape] = {
+            "cpu_us_per_submission": statistics.median(runs[shape]["cpu"]),
+            "fcall_us_per_submission": statistics.median(runs[shape]["call"]),
+            "write_rounds": runs[shape],
+            "cpu_per_submission_vs_default": statistics.median(ratios),
+            "cpu_vs_default_rounds": ratios,
+        }
+    return out
+
+
+def measure(
+    r: redis.Redis, url: str, shape: str, args: Any, now: int, trees: dict[str, Path] | None = None
+) -> dict[str, Any]:
+    """A filled shape's rank reads (this tree's, or both trees' alternating) and memory."""
+    definition = definition_of(shape)
+    memory = memory_per_member(r, definition, args.members, now)
     compared: dict[str, Any] = {}
     if trees is None:
         r.config_resetstat()
-        asyncio.run(read(server.url, definition, args, now))
+        asyncio.run(read(url, definition, args, now))
         rank = usec(r).get("fcall_ro", (0, 0))[0] / args.reads
     else:
-        compared = compare_reads(r, server.url, definition, args, now, trees)
+        compared = compare_reads(r, url, definition, args, now, trees)
         rank = compared["rank_read_us"]
-    r.close()
     encoding = "packed" if definition is None else definition.encoding
-    print(
-        f"{shape:<10} {encoding:<7} {written:7.1f} us/submission  {rank:6.2f} us/rank read  "
-        f"{memory:6.1f} bytes/member  (filled in {filled:.0f} s)"
-    )
-    return {
-        "encoding": encoding,
-        "fcall_us_per_submission": written,
-        "rank_read_us": rank,
-        "bytes_per_member": memory,
-        **compared,
-    }
+    return {"encoding": encoding, "rank_read_us": rank, "bytes_per_member": memory, **compared}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,11 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reads", type=int, default=50_000, help="rank reads per shape")
     p.add_argument("--seed", type=int, default=1, help="seed of the generated boards and workload")
     p.add_argument("--baseline-library", metavar="REF|PATH", help="rank reads by this code too, alternating")
-    p.add_argument("--rounds", type=int, default=3, help="baseline and this tree's rank reads per shape")
+    p.add_argument(
+        "--rounds", type=int, default=5, help="write rounds (every shape each), and baseline and this tree's rank reads"
+    )
     results.add_no_write(p)
     args = p.parse_args(argv)
-    if min(args.members, args.submissions, args.reads) < CHUNK:
-        p.error(f"--members, --submissions and --reads must be at least {CHUNK}")
+    if min(args.members, args.submissions // max(1, args.rounds), args.reads) < CHUNK or args.rounds < 1:
+        p.error(f"--members, --reads and --submissions per round (of --rounds) must be at least {CHUNK}")
     if error := baseline_error(args.baseline_library):
         p.error(f"--baseline-library: {error}")
     print(f"{args.members:,} members per board, three windows; {args.submissions:,} slips, {args.reads:,} rank reads")
@@ -258,10 +281,34 @@ def main(argv: list[str] | None = None) -> int:
             (Path(scratch) / "baseline").mkdir()
             baseline = code_tree(args.baseline_library, Path(scratch) / "baseline")
             trees = {"baseline": baseline, "this": results.ROOT}
-        redis.Redis.from_url(server.url).function_load(library_code(), replace=True)
-        figures: dict[str, Any] = {shape: measure(server, shape, args, trees) for shape in SHAPES}
+        # a lex member's player part is not UTF-8: written as connect()'s clients write it; no socket
+        # timeout: filling millions of members outlasts redis-py's 5 s on a loaded machine
+        r = redis.Redis.from_url(server.url, encoding_errors="surrogateescape", socket_timeout=None)
+        r.function_load(library_code(), replace=True)
+        now = now_ms()
+        for shape in SHAPES:
+            definition = definition_of(shape)
+            if definition is not None:
+                asyncio.run(Leaderboard(connect(server.url), CONFIG).create_board(definition))
+            started = time.perf_counter()
+            fill(r, definition, args.members, now, args.seed)
+            print(f"{shape:<10} filled in {time.perf_counter() - started:.0f} s")
+        writes = measure_writes(r, server.url, args, now)
+        figures: dict[str, Any] = {
+            shape: {**measure(r, server.url, shape, args, now, trees), **writes[shape]} for shape in SHAPES
+        }
         figures["baseline_library"] = args.baseline_library
+        r.close()
     base = figures["default"]
+    for shape in SHAPES:
+        f = figures[shape]
+        rounds = ", ".join(f"{x:.2f}" for x in f["cpu_vs_default_rounds"])
+        print(
+            f"{shape:<10} {f['encoding']:<7} {f['cpu_us_per_submission']:7.1f} us CPU/submission "
+            f"({f['cpu_per_submission_vs_default']:.2f}x; rounds {rounds})"
+            f"  {f['fcall_us_per_submission']:7.1f} us in calls  {f['rank_read_us']:6.2f} us/rank read  "
+            f"{f['bytes_per_member']:6.1f} bytes/member"
+        )
     for shape in ("two_keys", "five_keys"):
         for name in ("fcall_us_per_submission", "rank_read_us", "bytes_per_member"):
             figures[shape][f"{name}_vs_default"] = figures[shape][name] / base[name]

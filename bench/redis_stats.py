@@ -14,6 +14,12 @@ def cpu(client: redis.Redis) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
+def main_thread_cpu(client: redis.Redis) -> float:
+    """Seconds of CPU Redis's main thread has used (where commands and functions run), user + system."""
+    info: dict[str, Any] = client.info("cpu")
+    return float(info["used_cpu_user_main_thread"]) + float(info["used_cpu_sys_main_thread"])
+
+
 def usec(client: redis.Redis) -> dict[str, tuple[int, int]]:
     """Command -> (usec, calls) since the last CONFIG RESETSTAT."""
     stats: dict[str, Any] = client.info("commandstats")

@@ -1,0 +1,45 @@
+"""``python -m bench.boards`` and ``python -m bench.lex_floor`` at a small scale: every shape's
+slips applied (a refused or duplicate slip stops the run), its writes measured round by round
+with each round's ratio to the default, and the floor's three shapes written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench import boards, lex_floor, results
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_the_shapes_are_written_round_by_round_against_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    argv = ["--members", "2000", "--submissions", "3000", "--reads", "1000", "--rounds", "3"]
+    assert boards.main(argv) == 0
+    doc = results.load("boards", tmp_path)
+    assert doc is not None and doc["command"] == "python -m bench.boards " + " ".join(argv)
+    figures = doc["figures"]
+    for shape in boards.SHAPES:
+        row = figures[shape]
+        assert len(row["write_rounds"]["cpu"]) == len(row["cpu_vs_default_rounds"]) == 3
+        assert row["fcall_us_per_submission"] > 0 and row["rank_read_us"] > 0
+    assert figures["default"]["cpu_vs_default_rounds"] == [1.0, 1.0, 1.0]
+    assert figures["two_keys"]["encoding"] == figures["five_keys"]["encoding"] == "lex"
+
+
+def test_a_round_too_small_for_one_batch_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        boards.main(["--members", "2000", "--submissions", "1000", "--reads", "1000", "--rounds", "3", "--no-write"])
+    assert "per round" in capsys.readouterr().err
+
+
+def test_the_floor_writes_each_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    assert lex_floor.main(["--members", "2000", "--writes", "1000", "--rounds", "1"]) == 0
+    doc = results.load("lex_floor", tmp_path)
+    assert doc is not None
+    assert {"packed", "lex_text", "lex_bytes"} <= set(doc["figures"])
+    assert doc["figures"]["packed"]["vs_packed"] == 1.0
