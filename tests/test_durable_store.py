@@ -209,6 +209,20 @@ async def test_concurrent_writers_of_one_store_take_turns(store: Store) -> None:
     assert await store.count("g") == 800
 
 
+async def test_batches_of_the_same_ids_in_flight_at_once_keep_each_once_without_a_deadlock(store: Store) -> None:
+    # an original batch and its re-sent copy (some of it replays, some applied again) written at
+    # once, their rows given in opposite orders: each store writes them in one order
+    for r in range(12):
+        ids = [r * 40 + i for i in range(40)]
+        originals = [rec(i, points=1, applied_us=1000 + r, index=k) for k, i in enumerate(ids)]
+        copies = [
+            rec(i, points=2, replayed=i % 3 == 0, applied_us=2000 + r, index=k) for k, i in enumerate(reversed(ids))
+        ]
+        await asyncio.gather(store.record("g", copies), store.record("g", originals))
+    rows = await scanned(store)
+    assert len(rows) == 480 and {r.points for r in rows} == {1}  # each id once, its earlier application
+
+
 async def test_rows_recorded_after_a_compaction_come_after_the_rows_kept(store: Store) -> None:
     # Recorded first but applied last (another replica's batch): after the compaction folds the
     # rows recorded last, SQLite may hand their seqs out again (durable/sqlite.py says why that
