@@ -202,19 +202,8 @@ function queue.lb_enqueue(keys, args)
       ids[i] = redis.call('XADD', stream, '*', 'slip', slip)
       id = string.match(slip, '^[^\t]+')
     else
-      local last = at + 2 * tonumber(args[at])
-      ids[i] = redis.call('XADD', stream, '*', unpack(args, at + 1, last))
-      -- a slip is an entry's first field (Submission.fields); an entry by name has its 'id' anywhere
-      local f = at + 1
-      while f < last and args[f] ~= 'slip' and args[f] ~= 'id' do
-        f = f + 2
-      end
-      if f < last then
-        id = args[f + 1]
-        if args[f] == 'slip' then
-          id = string.match(id, '^[^\t]+')
-        end
-      end
+      ids[i] = redis.call('XADD', stream, '*', unpack(args, at + 1, at + 2 * tonumber(args[at])))
+      id = queue.entry_id(args, at)
     end
     if id then -- none for a retry: its id is queued already, or applied
       n = n + 1
@@ -222,9 +211,7 @@ function queue.lb_enqueue(keys, args)
       filed[id] = filed[id] or ids[i]
     end
   end
-  for i = 1, #queued, 1000 do -- chunked: unpack() is bounded by Lua's C stack
-    redis.call('SADD', keys[2], unpack(queued, i, math.min(i + 999, #queued)))
-  end
+  batch.chunked('SADD', keys[2], queued)
   if first and next(first) then
     for id, fp in pairs(first) do
       redis.call('HSET', keys[3], id, fp .. ' ' .. filed[id])

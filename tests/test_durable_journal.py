@@ -105,6 +105,10 @@ async def play(game: Game, store: Store, *, compact: bool) -> None:
     await mod.ban("p3", actor=ACTOR, reason="speed hack")
     await game.submit(slip("p3", 999), slip("p2", 50, op="set"))  # p3's is refused: banned
     await mod.correct("p4", 7, actor=ACTOR, reason="double-counted match")
+    # lb_correct's one form on the game's boards: p2 taken off this week's global board
+    this_week, game_board = window("weekly").period(now_ms()), lb.boards.get(boards.DEFAULT_ID)
+    assert game_board is not None
+    await lb.correct("p2", None, [(this_week, "global")], definition=game_board, actor=ACTOR, reason="void")
     await mod.unban("p3", actor=ACTOR)
     await game.submit(slip("p3", 20, mode="duo"), slip("p1", 5, name="Later"))
     start = now_ms() - 60_000
@@ -150,6 +154,7 @@ async def test_rebuild_restores_what_the_actions_left_exactly(
     assert await r.hget(CONFIG.keys.banned, "p3") is None
     assert (await lb.rank("p3", "alltime")).score == 20  # unbanned, started again
     assert (await lb.rank("p4", "alltime")).score == 7  # corrected down
+    assert (await lb.rank("p2", "weekly")).rank is None and (await lb.rank("p2", "daily")).score == 50
     assert (await lb.rank("p5", "alltime")).rank is None
     assert (await lb.rank("p1", "t-cup")).score == 41 and (await lb.rank("p6", "t-cup")).score == 3
     profiles = before[CONFIG.keys.profiles]
@@ -169,10 +174,11 @@ async def test_rebuild_restores_what_the_actions_left_exactly(
         before = {k: v for k, v in before.items() if ":seen:" not in k}
         after = {k: v for k, v in after.items() if ":seen:" not in k}
         # Known and documented: the distinct-player logs are rebuilt from the board rows, and a
-        # ban folded by a compaction took p5 off them: p5 played today but is no longer counted.
+        # ban folded by a compaction took p5 off them: p5 played today but is no longer counted;
+        # nor is p2 this week, whom a correction folded the same way took off the weekly board.
         for window_name in ("daily", "weekly", "alltime"):
             key = CONFIG.keys.players(window_name, window(window_name).period(now_ms()).label)
-            assert after[key] == before[key] - 1
+            assert after[key] == before[key] - (2 if window_name == "weekly" else 1)
             after[key] = before[key]
     assert after == before
     assert restored.refused == {} and restored.tournament_slips == 0
