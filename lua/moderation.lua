@@ -38,14 +38,16 @@ end
 -- A board of a call, one record per board on either encoding: keys[k + 1..5] its board,
 -- histogram, points set (distinct points, or distinct key parts), members hash and metadata hash;
 -- field its version field, mode its rank mode, encoding reads.encoding's text ('' a packed board
--- whose window is no longer known: its companions are left alone). nil when malformed.
-function moderation.board(keys, k, field, mode, encoding)
+-- whose window is no longer known: its companions are left alone), top_n its top N. nil when
+-- malformed. pts: the distinct set a write keeps (dense mode only).
+function moderation.board(keys, k, field, mode, encoding, top_n)
   local enc, param = reads.encoding(encoding)
-  if not (scoring.RANK_MODES[mode] and (enc or encoding == '')) then
+  if not (scoring.RANK_MODES[mode] and (enc or encoding == '') and top_n) then
     return nil
   end
   return { field = field, mode = mode, lex = enc == 'lex', param = param, key = keys[k + 1], hist = keys[k + 2],
-           distinct = keys[k + 3], members = keys[k + 4], meta = keys[k + 5] }
+           distinct = keys[k + 3], members = keys[k + 4], meta = keys[k + 5], top_n = top_n,
+           pts = mode == 'dense' and keys[k + 3] or nil }
 end
 
 -- Take a player off a board, on its encoding: a lex board loses the member, its player -> member
@@ -60,7 +62,10 @@ function moderation.take_off(board, player)
     local rank = redis.call('ZRANK', board.key, member)
     redis.call('ZREM', board.key, member)
     redis.call('HDEL', board.members, player)
-    moderation.drop_key_part(board, member:sub(1, board.param))
+    local prefix = member:sub(1, board.param) -- its key part, gone when nobody holds it any more
+    if board.pts and redis.call('ZLEXCOUNT', board.key, '[' .. prefix, '(' .. prefix .. 'g') == 0 then
+      redis.call('ZREM', board.pts, prefix)
+    end
     lex.hist_moved(board.hist, member, nil)
     return rank
   end
@@ -69,8 +74,7 @@ function moderation.take_off(board, player)
     local old = tonumber(redis.call('ZSCORE', board.key, player))
     redis.call('ZREM', board.key, player)
     if board.param then
-      scoring.board_score_changed(board.key, board.hist, board.mode == 'dense' and board.distinct or nil, board.param,
-        old, nil)
+      scoring.board_score_changed(board.key, board.hist, board.pts, board.param, old, nil)
     end
   end
   return rank
@@ -83,22 +87,15 @@ function moderation.put_on(board, player, at)
   if board.lex then
     redis.call('ZADD', board.key, 0, at)
     redis.call('HSET', board.members, player, at)
-    if board.mode == 'dense' then
-      redis.call('ZADD', board.distinct, 0, at:sub(1, board.param))
+    if board.pts then
+      redis.call('ZADD', board.pts, 0, at:sub(1, board.param))
     end
     lex.hist_moved(board.hist, nil, at)
     return redis.call('ZRANK', board.key, at)
   end
   redis.call('ZADD', board.key, at, player)
-  scoring.board_score_changed(board.key, board.hist, board.mode == 'dense' and board.distinct or nil, board.param, nil, at)
+  scoring.board_score_changed(board.key, board.hist, board.pts, board.param, nil, at)
   return redis.call('ZREVRANK', board.key, player)
-end
-
--- A lex board's distinct key part gone when nobody holds those values any more (dense mode).
-function moderation.drop_key_part(board, prefix)
-  if board.mode == 'dense' and redis.call('ZLEXCOUNT', board.key, '[' .. prefix, '(' .. prefix .. 'g') == 0 then
-    redis.call('ZREM', board.distinct, prefix)
-  end
 end
 
 --[[ lb_ban: remove a player from the boards given, on either encoding (moderation.take_off; and
@@ -133,12 +130,9 @@ function moderation.lb_ban(keys, args)
   for i = 1, count do -- every record checked before the first write
     local pos = moderation.BAN_ARGS + moderation.BAN_FIELDS * (i - 1)
     local field, top_n, mode, encoding = unpack(args, pos + 1, pos + moderation.BAN_FIELDS)
-    boards[i] = moderation.board(keys, moderation.BAN_FIXED + moderation.BAN_KEYS * (i - 1), field, mode, encoding)
+    boards[i] = moderation.board(keys, moderation.BAN_FIXED + moderation.BAN_KEYS * (i - 1), field, mode, encoding,
+      valid.parse_uint(top_n, 6))
     if not boards[i] then
-      return refuse('bad_request', 'malformed ban')
-    end
-    boards[i].top_n = valid.parse_uint(top_n, 6)
-    if not boards[i].top_n then
       return refuse('bad_request', 'malformed ban')
     end
   end
@@ -242,7 +236,7 @@ function moderation.lb_correct(keys, args)
     start_ms, end_ms, shift = tonumber(start_ms), tonumber(end_ms), tonumber(shift)
     unit_ms, expire_at = tonumber(unit_ms), tonumber(expire_at)
     local plan = moderation.board(keys, moderation.BAN_FIXED + moderation.BAN_KEYS * (b - 1), field, mode,
-      def.lex and 'lex:' .. #def.keys or (shift and string.format('%d', shift)))
+      def.lex and 'lex:' .. #def.keys or (shift and string.format('%d', shift)), def.top_n)
     if not (plan and start_ms and end_ms and unit_ms and unit_ms > 0 and expire_at) or end_ms <= start_ms then
       return refuse('bad_request', 'malformed correction')
     end
@@ -289,7 +283,7 @@ function moderation.lb_correct(keys, args)
         redis.call('EXPIREAT', key, plan.expire_at, 'NX')
       end
     end
-    moderation.bump_if_top(keys[2], plan.field, before, after, def.top_n)
+    moderation.bump_if_top(keys[2], plan.field, before, after, plan.top_n)
     rows[#rows + 1] = { plan.previous, after and after + 1 or 0 }
   end
   redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'action', 'correct', 'player', player,

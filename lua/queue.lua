@@ -42,14 +42,6 @@ function queue.backlog_of(stream, length)
   return #groups > 0 and most or length
 end
 
--- Stream ids "<ms>-<seq>" in order (ms and seq compared as numbers).
-function queue.id_below(a, b)
-  local ams, aseq = string.match(a, '^(%d+)-(%d+)$')
-  local bms, bseq = string.match(b, '^(%d+)-(%d+)$')
-  ams, bms = tonumber(ams), tonumber(bms)
-  return ams < bms or (ams == bms and tonumber(aseq) < tonumber(bseq))
-end
-
 -- Trim a stream below the oldest entry any of its groups has still to apply: a group's oldest
 -- pending entry, or (nothing pending) the one after its last delivered. Exact MINID: whole nodes
 -- are freed, the first kept node is cut where the bound falls (no per-id search as XDEL makes).
@@ -64,12 +56,14 @@ function queue.trim_applied(stream)
       -- the next id; a sequence too long to count on in a double keeps its entry (one too many)
       first = #seq <= 14 and ms .. '-' .. string.format('%d', tonumber(seq) + 1) or g['last-delivered-id']
     end
-    if not bound or queue.id_below(first, bound) then
-      bound = first
+    local ms, seq = string.match(first, '^(%d+)-(%d+)$') -- stream ids in order: ms, then seq, as numbers
+    ms, seq = tonumber(ms), tonumber(seq)
+    if not bound or ms < bound[1] or (ms == bound[1] and seq < bound[2]) then
+      bound = { ms, seq, first }
     end
   end
   if bound then
-    redis.call('XTRIM', stream, 'MINID', bound)
+    redis.call('XTRIM', stream, 'MINID', bound[3])
   end
 end
 
