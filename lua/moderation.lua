@@ -1,11 +1,8 @@
 -- Moderation and profiles: bans, unbans, corrections (on either encoding) and profile fields,
--- each journaled.
+-- each journaled. The Python side names every board a call touches (KEYS) with its version field
+-- (ARGV), as lb_submit's caller does; each function checks all of its input before its first
+-- write, so a refused call changes nothing.
 local moderation = {}
-
--- Moderation and profiles -------------------------------------------------------------------
--- Operator actions (ban, unban, correct) and profile writes. The Python side names every board
--- a call touches (KEYS) with its version field (ARGV), as lb_submit's caller does; each function
--- checks all of its input before its first write, so a refused call changes nothing.
 
 moderation.MAX_REASON_BYTES = 256
 moderation.MAX_AVATAR_BYTES = 256
