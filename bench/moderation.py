@@ -48,7 +48,7 @@ import redis
 
 from bench import results
 from fleet.redis_server import RedisServer
-from leaderboard import GameConfig, Leaderboard, Submission, connect, now_ms, snapshot
+from leaderboard import GameConfig, Leaderboard, Submission, boards, connect, now_ms, snapshot
 from leaderboard.library import library_code
 from leaderboard.moderation import Moderation
 from leaderboard.profiles import Profile
@@ -221,7 +221,9 @@ async def one_call(
     if kind == "unban":
         return await lb.unban(player, actor="ops:bench", reason="bench")
     if kind == "correct":
-        return await lb.correct(player, i, periods, actor="ops:bench", reason="bench", now=now)
+        game = lb.boards.get(boards.DEFAULT_ID)
+        assert game is not None
+        return await lb.correct(player, (i,), periods, definition=game, actor="ops:bench", reason="bench", now=now)
     if kind == "profile":
         return await lb.profile(player, {"country": ("FR", "DE")[i % 2]}, refs)
     return await lb.join("cup", [player])

@@ -199,7 +199,7 @@ class Moderation:
         check_player(player)
         actor, reason = check_audit(actor, reason)
         when = now_ms() if at is None else at
-        calls: Sequence[tuple[Definition | None, list[tuple[Period, str]], int | tuple[int, ...] | None]]
+        calls: list[tuple[Definition, list[tuple[Period, str]], tuple[int, ...] | None]]
         defined = [board for s in scopes or () if isinstance(s, str) and (board := defined_of(s))]
         if defined:
             if len(defined) < len(scopes or ()):
@@ -213,11 +213,13 @@ class Moderation:
                     "invalid_scope", "values, metadata and remove correct a defined board: name it (board:<id>)"
                 )
             value = _points(points)
-            calls = [(None, await self._game_targets(player, window_name, period, scopes, when), value)]
+            game = self.lb.boards.get(boards.DEFAULT_ID)
+            assert game is not None  # the registry always holds the game's (configured, or stored)
+            calls = [(game, await self._game_targets(player, window_name, period, scopes, when), (value,))]
         out: list[Correction] = []
         for definition, chosen, corrected in calls:
             out += await self.lb.correct(
-                player, corrected, chosen, actor=actor, reason=reason, now=when, definition=definition,
+                player, corrected, chosen, definition=definition, actor=actor, reason=reason, now=when,
                 metadata=metadata,
             )  # fmt: skip
         return out

@@ -239,6 +239,11 @@ function int64.parse(s)
   if hi > int64.TWO31 or (hi == int64.TWO31 and lo > 0) then
     return nil
   end
+  return int64.negate(hi, lo)
+end
+
+-- -x, in two's complement (the magnitude of a negative value)
+function int64.negate(hi, lo)
   if lo == 0 then
     return (int64.TWO32 - hi) % int64.TWO32, 0
   end
@@ -247,13 +252,9 @@ end
 
 function int64.format(hi, lo)
   local sign = ''
-  if hi >= int64.TWO31 then -- negative: format the magnitude (two's complement negation)
+  if hi >= int64.TWO31 then -- negative: format the magnitude
     sign = '-'
-    if lo == 0 then
-      hi = (int64.TWO32 - hi) % int64.TWO32
-    else
-      hi, lo = int64.TWO32 - 1 - hi, int64.TWO32 - lo
-    end
+    hi, lo = int64.negate(hi, lo)
   end
   if hi == 0 then
     return sign .. string.format('%d', lo)

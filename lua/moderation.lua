@@ -1,11 +1,8 @@
 -- Moderation and profiles: bans, unbans, corrections (on either encoding) and profile fields,
--- each journaled.
+-- each journaled. The Python side names every board a call touches (KEYS) with its version field
+-- (ARGV), as lb_submit's caller does; each function checks all of its input before its first
+-- write, so a refused call changes nothing.
 local moderation = {}
-
--- Moderation and profiles -------------------------------------------------------------------
--- Operator actions (ban, unban, correct) and profile writes. The Python side names every board
--- a call touches (KEYS) with its version field (ARGV), as lb_submit's caller does; each function
--- checks all of its input before its first write, so a refused call changes nothing.
 
 moderation.MAX_REASON_BYTES = 256
 moderation.MAX_AVATAR_BYTES = 256
@@ -38,14 +35,16 @@ end
 -- A board of a call, one record per board on either encoding: keys[k + 1..5] its board,
 -- histogram, points set (distinct points, or distinct key parts), members hash and metadata hash;
 -- field its version field, mode its rank mode, encoding reads.encoding's text ('' a packed board
--- whose window is no longer known: its companions are left alone). nil when malformed.
-function moderation.board(keys, k, field, mode, encoding)
+-- whose window is no longer known: its companions are left alone), top_n its top N. nil when
+-- malformed. pts: the distinct set a write keeps (dense mode only).
+function moderation.board(keys, k, field, mode, encoding, top_n)
   local enc, param = reads.encoding(encoding)
-  if not (scoring.RANK_MODES[mode] and (enc or encoding == '')) then
+  if not (scoring.RANK_MODES[mode] and (enc or encoding == '') and top_n) then
     return nil
   end
   return { field = field, mode = mode, lex = enc == 'lex', param = param, key = keys[k + 1], hist = keys[k + 2],
-           distinct = keys[k + 3], members = keys[k + 4], meta = keys[k + 5] }
+           distinct = keys[k + 3], members = keys[k + 4], meta = keys[k + 5], top_n = top_n,
+           pts = mode == 'dense' and keys[k + 3] or nil }
 end
 
 -- Take a player off a board, on its encoding: a lex board loses the member, its player -> member
@@ -60,7 +59,10 @@ function moderation.take_off(board, player)
     local rank = redis.call('ZRANK', board.key, member)
     redis.call('ZREM', board.key, member)
     redis.call('HDEL', board.members, player)
-    moderation.drop_key_part(board, member:sub(1, board.param))
+    local prefix = member:sub(1, board.param) -- its key part, gone when nobody holds it any more
+    if board.pts and redis.call('ZLEXCOUNT', board.key, '[' .. prefix, '(' .. prefix .. 'g') == 0 then
+      redis.call('ZREM', board.pts, prefix)
+    end
     lex.hist_moved(board.hist, member, nil)
     return rank
   end
@@ -69,18 +71,28 @@ function moderation.take_off(board, player)
     local old = tonumber(redis.call('ZSCORE', board.key, player))
     redis.call('ZREM', board.key, player)
     if board.param then
-      scoring.board_score_changed(board.key, board.hist, board.mode == 'dense' and board.distinct or nil, board.param,
-        old, nil)
+      scoring.board_score_changed(board.key, board.hist, board.pts, board.param, old, nil)
     end
   end
   return rank
 end
 
--- A lex board's distinct key part gone when nobody holds those values any more (dense mode).
-function moderation.drop_key_part(board, prefix)
-  if board.mode == 'dense' and redis.call('ZLEXCOUNT', board.key, '[' .. prefix, '(' .. prefix .. 'g') == 0 then
-    redis.call('ZREM', board.distinct, prefix)
+-- Put a player who is on no entry of the board at `at` (a packed score, or a lex member), with
+-- its companions (a lex board's player -> member field, a dense board's distinct part, the
+-- histogram): moderation.take_off's inverse. The player's place after (0-based).
+function moderation.put_on(board, player, at)
+  if board.lex then
+    redis.call('ZADD', board.key, 0, at)
+    redis.call('HSET', board.members, player, at)
+    if board.pts then
+      redis.call('ZADD', board.pts, 0, at:sub(1, board.param))
+    end
+    lex.hist_moved(board.hist, nil, at)
+    return redis.call('ZRANK', board.key, at)
   end
+  redis.call('ZADD', board.key, at, player)
+  scoring.board_score_changed(board.key, board.hist, board.pts, board.param, nil, at)
+  return redis.call('ZREVRANK', board.key, player)
 end
 
 --[[ lb_ban: remove a player from the boards given, on either encoding (moderation.take_off; and
@@ -115,12 +127,9 @@ function moderation.lb_ban(keys, args)
   for i = 1, count do -- every record checked before the first write
     local pos = moderation.BAN_ARGS + moderation.BAN_FIELDS * (i - 1)
     local field, top_n, mode, encoding = unpack(args, pos + 1, pos + moderation.BAN_FIELDS)
-    boards[i] = moderation.board(keys, moderation.BAN_FIXED + moderation.BAN_KEYS * (i - 1), field, mode, encoding)
+    boards[i] = moderation.board(keys, moderation.BAN_FIXED + moderation.BAN_KEYS * (i - 1), field, mode, encoding,
+      valid.parse_uint(top_n, 6))
     if not boards[i] then
-      return refuse('bad_request', 'malformed ban')
-    end
-    boards[i].top_n = valid.parse_uint(top_n, 6)
-    if not boards[i].top_n then
       return refuse('bad_request', 'malformed ban')
     end
   end
@@ -169,37 +178,28 @@ function moderation.lb_unban(keys, args)
 end
 
 --[[ lb_correct: set a player's key values on the boards given, or take the player off them (a
-correction, with its reason), on either encoding. A player already on a board keeps the time their
-entry was reached (ties stay ordered as they were reached); a player not on it is placed as of now
-(clamped into the board's period). A lex board's member, its player -> member field and, on a
-dense board, its distinct key parts follow; a packed board's companions (histogram, distinct
-points) too. Metadata is kept, set or cleared. The game's boards are corrected as a board of one
-packed key, the points.
+correction, with its reason), on either encoding, the game's boards as any (one packed key, the
+points). A player already on a board keeps the time their entry was reached (ties stay ordered as
+they were reached); a player not on it is placed as of now (clamped into the board's period). The
+entry is taken off and put back (moderation.take_off, moderation.put_on), so its companions
+follow as a ban's and a submission's do. Metadata is kept, set or cleared.
 Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, KEYS[4] journal
         stream, then per board BAN_KEYS keys (moderation.board)
-        ARGV    call layout (CORRECT_LAYOUT), how (the journal entry's form, as the durable log's
-                rebuild takes it: 'correct' the one packed value's, player, points, actor, reason,
-                now_ms and the board records, which it folds; 'correct_defined' every argument
-                after how, which it replays here; '' a rebuild's replay, not journaled again),
-                player, values ("v1,v2,..."; '' takes the player off), metadata mode ('keep' or
-                'set'), metadata ('' clears), actor, reason, now_ms, activity_maxlen, then one
-                definition record (lb_submit's: 1, then its DEFINITION_FIELDS), then per board
-                its version field, start_ms, end_ms, shift (packed), unit_ms, expire_at_s (0 =
-                never), rank mode
+        ARGV    call layout (CORRECT_LAYOUT), how ('correct'; '' a rebuild's replay, not
+                journaled again), player, values ("v1,v2,..."; '' takes the player off), metadata
+                mode ('keep' or 'set'), metadata ('' clears), actor, reason, now_ms,
+                activity_maxlen, then one definition record (lb_submit's: 1, then its
+                DEFINITION_FIELDS), then per board its version field, start_ms, end_ms, shift
+                (packed), unit_ms, expire_at_s (0 = never), rank mode
+        The journal's one form (fn correction) is every argument after how: the durable log
+        folds it on the boards it folds (the game's) and its rebuild replays it here on the others.
 Output: per board {previous values ("v1,v2,...") or '' (not on it), rank after (1-based; 0: off it)}
         ERR banned (lift the ban first); ERR wrong_key_count, invalid_key_value,
         key_out_of_range, metadata_too_large, points_out_of_range (a packed board's score would
         not be an exact double); ERR invalid_player, invalid_actor, invalid_reason
 ]]
-moderation.CORRECT_LAYOUT = '2'
+moderation.CORRECT_LAYOUT = '3'
 moderation.CORRECT_ARGS, moderation.CORRECT_FIELDS = 11, 7
-moderation.JOURNAL_FORMS = { correct = true, correct_defined = true, [''] = true }
-
--- Whether a correction is of the form the durable log folds (fn 'correct'): points set on boards
--- of one packed key, highest first, ties to the first to reach it, without metadata.
-function moderation.folded(def, corrected, meta_mode)
-  return not def.lex and not def.last and #def.keys == 1 and def.keys[1].desc and corrected ~= '' and meta_mode == 'keep'
-end
 
 function moderation.lb_correct(keys, args)
   local layout, how, player, corrected, meta_mode, meta_value, actor, reason = unpack(args, 1, 8)
@@ -211,27 +211,21 @@ function moderation.lb_correct(keys, args)
   local now, maxlen = valid.parse_uint(args[9], 15), valid.parse_uint(args[10], 12)
   local defs, pos = definitions.read(args, moderation.CORRECT_ARGS)
   local count = (#keys - moderation.BAN_FIXED) / moderation.BAN_KEYS
-  if not (now and maxlen and defs and #defs == 1 and moderation.JOURNAL_FORMS[how] and (meta_mode == 'keep' or meta_mode == 'set'))
-      or count < 1 or count ~= math.floor(count) or #args ~= pos - 1 + moderation.CORRECT_FIELDS * count
-      or (how == 'correct' and not moderation.folded(defs[1], corrected, meta_mode)) then
+  if not (now and maxlen and defs and #defs == 1 and (how == 'correct' or how == '') and (meta_mode == 'keep' or meta_mode == 'set'))
+      or count < 1 or count ~= math.floor(count) or #args ~= pos - 1 + moderation.CORRECT_FIELDS * count then
     return refuse('bad_request', 'malformed correction')
   end
   local def, values = defs[1], nil
-  if corrected ~= '' then
+  if corrected ~= '' or meta_mode == 'set' then -- checked as a slip's
     local bad
-    values, bad = definitions.slip_values(def, corrected)
-    if not values then
+    values, bad = submit.values(def, { keys = corrected, meta = meta_value })
+    if bad then
       return refuse(bad[2], bad[3])
     end
-  end
-  if meta_mode == 'set' and (#meta_value > def.meta_bytes or not valid.utf8(meta_value)) then
-    return refuse('metadata_too_large', 'metadata must be UTF-8 of at most ' .. def.meta_bytes .. ' bytes on this board')
   end
   if redis.call('HEXISTS', keys[1], player) == 1 then
     return refuse('banned', 'player is banned from this game; unban first')
   end
-  local key_len = def.lex and #def.keys * lex.KEY_HEX or 0
-  local sign = def.keys[1].desc and 1 or -1 -- a packed board's one value, negated when ascending
   local plans = {}
   for b = 1, count do -- every board checked before the first write
     local a = pos - 1 + moderation.CORRECT_FIELDS * (b - 1)
@@ -239,7 +233,7 @@ function moderation.lb_correct(keys, args)
     start_ms, end_ms, shift = tonumber(start_ms), tonumber(end_ms), tonumber(shift)
     unit_ms, expire_at = tonumber(unit_ms), tonumber(expire_at)
     local plan = moderation.board(keys, moderation.BAN_FIXED + moderation.BAN_KEYS * (b - 1), field, mode,
-      def.lex and 'lex:' .. #def.keys or (shift and string.format('%d', shift)))
+      def.lex and 'lex:' .. #def.keys or (shift and string.format('%d', shift)), def.top_n)
     if not (plan and start_ms and end_ms and unit_ms and unit_ms > 0 and expire_at) or end_ms <= start_ms then
       return refuse('bad_request', 'malformed correction')
     end
@@ -247,16 +241,16 @@ function moderation.lb_correct(keys, args)
     local at = math.min(math.max(now, start_ms), end_ms - 1) -- a new entry's reached time
     if def.lex then
       plan.old = redis.call('HGET', plan.members, player)
-      if values then
-        local reached = plan.old and plan.old:sub(key_len + 1, key_len + lex.TIME_HEX) or lex.time_hex(at, def.last)
-        plan.prefix = definitions.lex_prefix(def, values)
-        plan.member = plan.prefix .. reached .. lex.player_part(player)
+      if values then -- its place: the values, then the time it was reached
+        local reached = plan.old and plan.old:sub(plan.param + 1, plan.param + lex.TIME_HEX) or lex.time_hex(at, def.last)
+        plan.at = definitions.lex_prefix(def, values) .. reached .. lex.player_part(player)
       end
+      plan.previous = plan.old and definitions.values_text(definitions.lex_values(def, plan.old)) or ''
     else
       local old = redis.call('ZSCORE', plan.key, player)
       plan.old = old and tonumber(old) or nil
       if values then
-        local value = sign * (values[1][1] * int64.TWO32 + values[1][2])
+        local value = def.sign * (values[1][1] * int64.TWO32 + values[1][2])
         if math.abs(value) > 2 ^ (53 - shift) - 1 then
           return refuse('points_out_of_range', 'points must stay below ' .. string.format('%d', 2 ^ (53 - shift)) .. ' on board ' .. field)
         end
@@ -265,49 +259,16 @@ function moderation.lb_correct(keys, args)
           local t = math.floor((at - start_ms) / unit_ms)
           tie = def.last and t or plan.param - 1 - t
         end
-        plan.score = value * plan.param + tie
+        plan.at = value * plan.param + tie
       end
+      plan.previous = plan.old and string.format('%d', def.sign * scoring.score_points(plan.old, plan.param)) or ''
     end
     plans[b] = plan
   end
   local rows = {}
   for _, plan in ipairs(plans) do
-    local before, after, previous
-    if def.lex then
-      local old = plan.old
-      before = old and redis.call('ZRANK', plan.key, old)
-      previous = old and definitions.values_text(definitions.lex_values(def, old)) or ''
-      if old then
-        redis.call('ZREM', plan.key, old)
-      end
-      if plan.member then
-        redis.call('ZADD', plan.key, 0, plan.member)
-        redis.call('HSET', plan.members, player, plan.member)
-        if plan.mode == 'dense' then
-          redis.call('ZADD', plan.distinct, 0, plan.prefix)
-        end
-        after = redis.call('ZRANK', plan.key, plan.member)
-      elseif old then
-        redis.call('HDEL', plan.members, player)
-      end
-      if old and old:sub(1, key_len) ~= plan.prefix then
-        moderation.drop_key_part(plan, old:sub(1, key_len))
-      end
-      lex.hist_moved(plan.hist, old, plan.member)
-    else
-      before = plan.old and redis.call('ZREVRANK', plan.key, player)
-      previous = plan.old and string.format('%d', sign * scoring.score_points(plan.old, plan.param)) or ''
-      if plan.score then
-        redis.call('ZADD', plan.key, plan.score, player)
-        after = redis.call('ZREVRANK', plan.key, player)
-      elseif plan.old then
-        redis.call('ZREM', plan.key, player)
-      end
-      if plan.old or plan.score then
-        scoring.board_score_changed(plan.key, plan.hist, plan.mode == 'dense' and plan.distinct or nil, plan.param,
-          plan.old, plan.score)
-      end
-    end
+    local before = moderation.take_off(plan, player)
+    local after = plan.at and moderation.put_on(plan, player, plan.at)
     if not values or (meta_mode == 'set' and meta_value == '') then
       redis.call('HDEL', plan.meta, player)
     elseif meta_mode == 'set' then
@@ -319,15 +280,13 @@ function moderation.lb_correct(keys, args)
         redis.call('EXPIREAT', key, plan.expire_at, 'NX')
       end
     end
-    moderation.bump_if_top(keys[2], plan.field, before, after, def.top_n)
-    rows[#rows + 1] = { previous, after and after + 1 or 0 }
+    moderation.bump_if_top(keys[2], plan.field, before, after, plan.top_n)
+    rows[#rows + 1] = { plan.previous, after and after + 1 or 0 }
   end
   redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'action', 'correct', 'player', player,
     'by', actor, 'reason', reason, 'value', corrected, 'boards', #rows)
-  if how == 'correct' then -- player, points, actor, reason, now_ms and the board records
-    journal(keys[4], how, player, corrected, actor, reason, args[9], unpack(args, pos))
-  elseif how == 'correct_defined' then -- every argument after how, the board records included
-    journal(keys[4], how, unpack(args, 3))
+  if how == 'correct' then
+    journal(keys[4], 'correction', unpack(args, 3))
   end
   return rows
 end

@@ -42,14 +42,6 @@ function queue.backlog_of(stream, length)
   return #groups > 0 and most or length
 end
 
--- Stream ids "<ms>-<seq>" in order (ms and seq compared as numbers).
-function queue.id_below(a, b)
-  local ams, aseq = string.match(a, '^(%d+)-(%d+)$')
-  local bms, bseq = string.match(b, '^(%d+)-(%d+)$')
-  ams, bms = tonumber(ams), tonumber(bms)
-  return ams < bms or (ams == bms and tonumber(aseq) < tonumber(bseq))
-end
-
 -- Trim a stream below the oldest entry any of its groups has still to apply: a group's oldest
 -- pending entry, or (nothing pending) the one after its last delivered. Exact MINID: whole nodes
 -- are freed, the first kept node is cut where the bound falls (no per-id search as XDEL makes).
@@ -64,12 +56,14 @@ function queue.trim_applied(stream)
       -- the next id; a sequence too long to count on in a double keeps its entry (one too many)
       first = #seq <= 14 and ms .. '-' .. string.format('%d', tonumber(seq) + 1) or g['last-delivered-id']
     end
-    if not bound or queue.id_below(first, bound) then
-      bound = first
+    local ms, seq = string.match(first, '^(%d+)-(%d+)$') -- stream ids in order: ms, then seq, as numbers
+    ms, seq = tonumber(ms), tonumber(seq)
+    if not bound or ms < bound[1] or (ms == bound[1] and seq < bound[2]) then
+      bound = { ms, seq, first }
     end
   end
   if bound then
-    redis.call('XTRIM', stream, 'MINID', bound)
+    redis.call('XTRIM', stream, 'MINID', bound[3])
   end
 end
 
@@ -202,19 +196,8 @@ function queue.lb_enqueue(keys, args)
       ids[i] = redis.call('XADD', stream, '*', 'slip', slip)
       id = string.match(slip, '^[^\t]+')
     else
-      local last = at + 2 * tonumber(args[at])
-      ids[i] = redis.call('XADD', stream, '*', unpack(args, at + 1, last))
-      -- a slip is an entry's first field (Submission.fields); an entry by name has its 'id' anywhere
-      local f = at + 1
-      while f < last and args[f] ~= 'slip' and args[f] ~= 'id' do
-        f = f + 2
-      end
-      if f < last then
-        id = args[f + 1]
-        if args[f] == 'slip' then
-          id = string.match(id, '^[^\t]+')
-        end
-      end
+      ids[i] = redis.call('XADD', stream, '*', unpack(args, at + 1, at + 2 * tonumber(args[at])))
+      id = queue.entry_id(args, at)
     end
     if id then -- none for a retry: its id is queued already, or applied
       n = n + 1
@@ -222,9 +205,7 @@ function queue.lb_enqueue(keys, args)
       filed[id] = filed[id] or ids[i]
     end
   end
-  for i = 1, #queued, 1000 do -- chunked: unpack() is bounded by Lua's C stack
-    redis.call('SADD', keys[2], unpack(queued, i, math.min(i + 999, #queued)))
-  end
+  batch.chunked('SADD', keys[2], queued)
   if first and next(first) then
     for id, fp in pairs(first) do
       redis.call('HSET', keys[3], id, fp .. ' ' .. filed[id])

@@ -230,23 +230,16 @@ function reads.lb_rank_rebuild(keys, args)
       end
     end
   end
-  local batch = {}
-  local function flush(cmd, key)
-    if #batch > 0 then
-      redis.call(cmd, key, unpack(batch))
-      batch = {}
-    end
-  end
+  local flat = {} -- field, value pairs: batch.chunked's calls of 1,000 items never split one
   for b, n in pairs(counts) do
-    batch[#batch + 1], batch[#batch + 2] = b, n
-    if #batch >= 2000 then flush('HSET', keys[3]) end
+    flat[#flat + 1], flat[#flat + 2] = b, n
   end
-  flush('HSET', keys[3])
+  batch.chunked('HSET', keys[3], flat)
+  flat = {}
   for value in pairs(distinct) do
-    batch[#batch + 1], batch[#batch + 2] = enc == 'lex' and 0 or value, enc == 'lex' and value or scoring.fmt_points(value)
-    if #batch >= 2000 then flush('ZADD', keys[2]) end
+    flat[#flat + 1], flat[#flat + 2] = enc == 'lex' and 0 or value, enc == 'lex' and value or scoring.fmt_points(value)
   end
-  flush('ZADD', keys[2])
+  batch.chunked('ZADD', keys[2], flat)
   local expire = redis.call('PEXPIRETIME', board)
   if expire > 0 then
     redis.call('PEXPIREAT', keys[2], expire)

@@ -70,8 +70,8 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
                                                    again only with the same keys and bounds; kept
                                                    until its boards hold no entries (lb_board_purge)
   lb:{g}:journal                           STREAM  one entry per change of lb_ban, lb_unban,
-                                                   lb_correct (fn correct or correct_defined: the
-                                                   form the durable log's rebuild takes),
+                                                   lb_correct (fn correction: its arguments, which
+                                                   the durable log folds or its rebuild replays),
                                                    lb_profile, lb_tournament, lb_join, lb_close,
                                                    lb_board_put, lb_board_delete, lb_board_purge
                                                    (and first badge awards, from the badge

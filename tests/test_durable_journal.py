@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import io
-from typing import Any
+from dataclasses import replace
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -105,6 +106,10 @@ async def play(game: Game, store: Store, *, compact: bool) -> None:
     await mod.ban("p3", actor=ACTOR, reason="speed hack")
     await game.submit(slip("p3", 999), slip("p2", 50, op="set"))  # p3's is refused: banned
     await mod.correct("p4", 7, actor=ACTOR, reason="double-counted match")
+    # lb_correct's one form on the game's boards: p2 taken off this week's global board
+    this_week, game_board = window("weekly").period(now_ms()), lb.boards.get(boards.DEFAULT_ID)
+    assert game_board is not None
+    await lb.correct("p2", None, [(this_week, "global")], definition=game_board, actor=ACTOR, reason="void")
     await mod.unban("p3", actor=ACTOR)
     await game.submit(slip("p3", 20, mode="duo"), slip("p1", 5, name="Later"))
     start = now_ms() - 60_000
@@ -150,6 +155,7 @@ async def test_rebuild_restores_what_the_actions_left_exactly(
     assert await r.hget(CONFIG.keys.banned, "p3") is None
     assert (await lb.rank("p3", "alltime")).score == 20  # unbanned, started again
     assert (await lb.rank("p4", "alltime")).score == 7  # corrected down
+    assert (await lb.rank("p2", "weekly")).rank is None and (await lb.rank("p2", "daily")).score == 50
     assert (await lb.rank("p5", "alltime")).rank is None
     assert (await lb.rank("p1", "t-cup")).score == 41 and (await lb.rank("p6", "t-cup")).score == 3
     profiles = before[CONFIG.keys.profiles]
@@ -169,10 +175,11 @@ async def test_rebuild_restores_what_the_actions_left_exactly(
         before = {k: v for k, v in before.items() if ":seen:" not in k}
         after = {k: v for k, v in after.items() if ":seen:" not in k}
         # Known and documented: the distinct-player logs are rebuilt from the board rows, and a
-        # ban folded by a compaction took p5 off them: p5 played today but is no longer counted.
+        # ban folded by a compaction took p5 off them: p5 played today but is no longer counted;
+        # nor is p2 this week, whom a correction folded the same way took off the weekly board.
         for window_name in ("daily", "weekly", "alltime"):
             key = CONFIG.keys.players(window_name, window(window_name).period(now_ms()).label)
-            assert after[key] == before[key] - 1
+            assert after[key] == before[key] - (2 if window_name == "weekly" else 1)
             after[key] = before[key]
     assert after == before
     assert restored.refused == {} and restored.tournament_slips == 0
@@ -232,3 +239,49 @@ async def test_a_compaction_without_the_actions_rules_is_refused_and_changes_not
     assert done.folded == 1 and await store.count("test") == 0
     assert [a.folded for a in await store.actions("test")] == [True]
     assert [row async for rows in store.board_rows("test", now_s=now_ms() // 1000) for row in rows] == []
+
+
+def as_earlier_release(action: Action) -> Action:
+    """A correction as 7e58782 journaled it: ``correct`` (player, points, actor, reason, now_ms,
+    the board records) on the game's boards, ``correct_defined`` (this release's arguments) on a
+    defined board's."""
+    if action.fn != "correction":
+        return action
+    a = action.args
+    if a[15].split(":", 2)[2].startswith("board:"):
+        return replace(action, fn="correct_defined")
+    return replace(action, fn="correct", args=(a[0], a[1], a[4], a[5], a[6], *a[15:]))
+
+
+async def test_a_log_holding_the_earlier_releases_correction_forms_rebuilds_what_they_did(
+    r: aioredis.Redis, redis_url: str, store: Store
+) -> None:
+    game = Game(r, redis_url, store)
+    lb, mod = game.lb, game.mod
+    await lb.create_board(boards.parse(TOWER))
+    await game.submit(*(slip(f"p{i}", 100 + i, region="eu") for i in range(4)))
+    await game.submit(*({"player": f"p{i}", "board": "tower", "values": f"{i},{900 - i}"} for i in range(3)))
+    await mod.correct("p1", 7, actor=ACTOR, reason="double-counted match")  # keeps its reached time
+    await mod.correct("new", 300, actor=ACTOR, reason="lost run", scopes=["global", "region:eu"])
+    await mod.correct("p2", actor=ACTOR, reason="video", scopes=["board:tower"], values=[9, 1])
+    await mod.correct("p0", actor=ACTOR, reason="glitch", scopes=["board:tower"], remove=True)
+    await game.submit(slip("p3", 500), slip("new", 310, region="eu"))
+    entries = cast(list[tuple[str, dict[str, str]]], await r.xrange(CONFIG.keys.journal))
+    journaled = [Action.parse(entry_id, fields) for entry_id, fields in entries]
+    assert sorted(a.fn for a in journaled if a is not None) == ["board", *["correction"] * 4]
+    await store.record_actions("test", [as_earlier_release(a) for a in journaled if a is not None])
+    # the game's as 7e58782's correct, the defined board's (correct_defined) read as this release's form
+    assert sorted(a.fn for a in await store.actions("test")) == [
+        "board",
+        "correct",
+        "correct",
+        "correction",
+        "correction",
+    ]
+    before = await journal_state(r, CONFIG)
+    assert (await lb.rank("p1", "alltime")).score == 7 and (await lb.rank("new", "alltime", "region:eu")).score == 310
+
+    await r.flushall()
+    restored = await rebuild(r, store, CONFIG, batch=5, progress_to=io.StringIO(), workers=2)
+    assert restored.refused == {} and restored.defined_corrections == 2
+    assert await journal_state(r, CONFIG) == before

@@ -69,7 +69,7 @@ async def test_only_server_connections_moderate(redis_url: str, r: aioredis.Redi
     journaled: Any = await r.xrange(lb.keys.journal)
     assert [(f["fn"], orjson.loads(f["args"])[:2]) for _, f in journaled] == [
         ("ban", ["cheat", "backend"]),
-        ("correct", ["ana", "7"]),
+        ("correction", ["ana", "7"]),
         ("unban", ["cheat", "backend"]),
     ]
 

@@ -163,9 +163,9 @@ async def test_bad_corrections_are_refused_and_change_nothing(
 
 
 BOARD = ("z", "h", "pt", "m", "md")  # a board's keys in a ban: board, histogram, points, members, metadata
-# lb_correct's arguments: layout, how (the journal's form), player; then values, metadata mode and
+# lb_correct's arguments: layout, how (journaled, or a rebuild's replay), player; then values, metadata mode and
 # metadata, actor, reason, now, activity maxlen; the game's points as a definition; one board
-CORRECT, AUDIT = ("2", "correct", "p"), ("keep", "", ACTOR, "r", NOW, 10)
+CORRECT, AUDIT = ("3", "correct", "p"), ("keep", "", ACTOR, "r", NOW, 10)
 POINTS = (1, "packed", "first", 0, "best", "d,,0,9223372036854775807", 10)
 PERIOD = ("f", 0, 1000, 20, 1000, 0, "ordinal")
 
@@ -201,9 +201,17 @@ PERIOD = ("f", 0, 1000, 20, 1000, 0, "ordinal")
             "points_out_of_range",
         ),
         (("lb_correct", 9, "b", "v", "a", "j", *BOARD, *CORRECT, "1", *AUDIT, *POINTS, *PERIOD[:-1]), "bad_request"),
-        (("lb_correct", 9, "b", "v", "a", "j", *BOARD, *CORRECT, "", *AUDIT, *POINTS, *PERIOD), "bad_request"),
-        (("lb_correct", 9, "b", "v", "a", "j", *BOARD, "2", "x", "p", "1", *AUDIT, *POINTS, *PERIOD), "bad_request"),
-        # an earlier release's call (no layout: player first) is refused whole
+        (
+            ("lb_correct", 9, "b", "v", "a", "j", *BOARD, "3", "correct_defined", "p", "", *AUDIT, *POINTS, *PERIOD),
+            "bad_request",
+        ),
+        (("lb_correct", 9, "b", "v", "a", "j", *BOARD, "3", "x", "p", "1", *AUDIT, *POINTS, *PERIOD), "bad_request"),
+        # an earlier release's call (no layout: player first; layout 2, which journaled two forms)
+        # is refused whole
+        (
+            ("lb_correct", 9, "b", "v", "a", "j", *BOARD, "2", "correct", "p", "1", *AUDIT, *POINTS, *PERIOD),
+            "library_mismatch",
+        ),
         (
             ("lb_correct", 7, "b", "v", "a", "j", "z", "h", "pt", "p", "1", ACTOR, "r", NOW, 10, 10, *PERIOD),
             "library_mismatch",
@@ -461,7 +469,7 @@ async def test_a_correction_sets_and_removes_entries_of_lex_and_packed_boards(
         "action": "correct", "player": "ana", "by": "ops", "reason": "lost run", "value": "13,90000", "boards": "2",
     }  # fmt: skip
     journal = cast(list[tuple[str, dict[str, str]]], await r.xrange(keys.journal))
-    journaled = [f for _, f in journal if f["fn"] == "correct_defined"]
+    journaled = [f for _, f in journal if f["fn"] == "correction"]
     assert len(journaled) == 7
 
 

@@ -20,9 +20,19 @@ from .calls import execute
 from .reads import ReadCalls
 
 # The call layouts of lb_ban and lb_correct (moderation.lua): the library refuses another (library_mismatch)
-BAN_LAYOUT = CORRECT_LAYOUT = 2
+BAN_LAYOUT, CORRECT_LAYOUT = 2, 3
 # lb_correct's arguments after ``how``: fixed ones, then a definition record, then per board
 _CORRECT_ARGS, _CORRECT_FIELDS = 8, 7
+
+
+def _record(definition: boards.Definition) -> list[str | int]:
+    """A definition as lb_correct reads it: lb_submit's record, but the game's points (one packed
+    key) are bounded per board by their window's exact scores (lb_correct refuses
+    points_out_of_range past them), not by the smallest of its windows' bounds."""
+    record = definition_record(definition)
+    if definition.id == boards.DEFAULT_ID and definition.encoding == boards.PACKED:
+        record[DEFINITION_FIELDS.index("key_spec")] = f"d,,0,{boards.INT64_MAX}"
+    return record
 
 
 class ModerationCalls(ReadCalls):
@@ -94,54 +104,39 @@ class ModerationCalls(ReadCalls):
     async def correct(
         self,
         player: str,
-        value: int | Sequence[int] | None,
+        values: Sequence[int] | None,
         boards_at: Sequence[tuple[Period, str]],
         *,
+        definition: boards.Definition,
         actor: str,
         reason: str,
         now: int | None = None,
-        definition: boards.Definition | None = None,
         metadata: str | None = None,
     ) -> list[Correction]:
-        """lb_correct: set ``player``'s entry on each (period, scope) board given. The game's
-        boards (no ``definition``) take points, ``value`` an int; a defined board's periods (its
-        ``definition``, the scope ``board:<id>``) its key values, or None to take the player off
-        it, and ``metadata`` (None keeps the entry's, ``""`` clears it)."""
-        record = self._points_record if definition is None else definition_record(definition)
-        values = (value,) if isinstance(value, int) else value
+        """lb_correct: set ``player``'s entry to ``values`` (None: take the player off) on each
+        (period, scope) board given, all of one ``definition`` (the game's boards: ``default``,
+        one key, the points), and ``metadata`` (None keeps the entry's, ``""`` clears it)."""
         args: list[str | int] = [player, "" if values is None else ",".join(map(str, values))]
         args += ["keep" if metadata is None else "set", metadata or "", actor, reason, now_ms() if now is None else now]
-        args += [self.config.activity_maxlen, 1, *record]
+        args += [self.config.activity_maxlen, 1, *_record(definition)]
         for period, scope in boards_at:
             w = period.window
-            if definition is None:
-                shift, mode = w.shift, self.config.rank_mode_for(w.name)
-            else:
-                shift, mode = definition.shift(w.name), definition.rank_mode
-            args += [f"{w.name}:{period.label}:{scope}", period.start_ms, period.end_ms, shift]
+            # the game's boards rank in their window's mode (LB_WINDOW_RANK_MODES)
+            mode = definition.rank_mode if defined_of(scope) else self.config.rank_mode_for(w.name)
+            args += [f"{w.name}:{period.label}:{scope}", period.start_ms, period.end_ms, definition.shift(w.name)]
             args += [w.unit_ms, period.expire_at_s, mode]
-        # the durable log folds the game's boards' corrections, and replays a defined board's
-        rows = await self._correct_call("correct" if definition is None else "correct_defined", [str(a) for a in args])
+        rows = await self._correct_call("correct", [str(a) for a in args])
         out = []
         for (p, scope), (prev, rank) in zip(boards_at, rows, strict=True):
             before = tuple(int(v) for v in prev.split(",")) if prev else None
+            keys = before if defined_of(scope) else None  # the game's boards answer points alone
             board = BoardRef(p.window.name, p.label, scope)
-            keys = None if definition is None else before  # the game's boards' corrections carry points only
             out.append(Correction(board, before[0] if before else None, int(rank) or None, keys))
         return out
 
-    @property
-    def _points_record(self) -> list[str | int]:
-        """The game's boards as lb_correct takes them: packed, one key, the points, highest first,
-        ties to the first, bounded only per board by its window's exact scores (lb_correct
-        refuses points_out_of_range past them)."""
-        points = boards.BoardKey("points", min=0)
-        record = definition_record(boards.Definition(boards.DEFAULT_ID, (points,), top_n=self.config.top_n))
-        return [boards.PACKED, *record[1:]]
-
     async def replay_correct(self, args: Sequence[str]) -> list[Any]:
-        """lb_correct with the arguments a correction of a defined board journaled (not journaled
-        again: a rebuild replaying it); its rows."""
+        """lb_correct with the arguments a correction journaled (not journaled again: a rebuild
+        replaying it); its rows."""
         return await self._correct_call("", args)
 
     async def _correct_call(self, how: str, args: Sequence[str]) -> list[Any]:

@@ -11,8 +11,9 @@ with the rules of each function:
 
 * ``ban``: off every board (a ban reaches every board of the game), tombstone set; the
   submissions refused meanwhile were never applied, so they are not in the log;
-* ``unban``: tombstone lifted; ``correct``: the board records' arithmetic of lb_correct (the
-  time part kept, or placed at the call's clock); ``profile``: fields set or cleared;
+* ``unban``: tombstone lifted; ``correction`` of the game's boards (and 7e58782's ``correct``):
+  the board records' arithmetic of lb_correct (the time part kept, or placed at the call's
+  clock); ``profile``: fields set or cleared;
 * ``tournament`` / ``join``: definitions and entrants, and a tournament's slips then fold onto
   its boards like any window's;
 * ``close``: the period's close marker and its entry in the window's finals;
@@ -20,8 +21,9 @@ with the rules of each function:
 * ``board`` / ``board_delete``: a board definition stored or deleted (the last one holds; a
   deleted one is remembered until its id is created again, as lb_board_delete keeps it), and the
   boards' version counter (one step per change, as the functions count them);
-* ``correct_defined``: nothing here — a defined board's entries follow the function library's
-  rules, so the rebuild replays it through ``lb_correct`` among the slips (rebuild/writes.py).
+* ``correction`` of a defined board: nothing here (``replayed``) — a defined board's entries
+  follow the function library's rules, so the rebuild replays it through ``lb_correct`` among
+  the slips (rebuild/writes.py).
 
 What the actions leave beyond boards and names (tombstones, avatars and countries, tournaments,
 entrants, closes, badges) is kept in a ``Restorable``, which the rebuild writes to Redis.
@@ -41,7 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leaderboard import GameConfig
-from leaderboard.keys import GLOBAL_SCOPE
+from leaderboard.batch import DEFINITION_FIELDS
+from leaderboard.keys import GLOBAL_SCOPE, defined_of
 from leaderboard.submission import scopes_of
 from leaderboard.windows import TOURNAMENT_PREFIX, Period, Window, tournament_window
 from leaderboard.windows import window as window_spec
@@ -56,6 +59,10 @@ BoardId = tuple[str, str, str]  # window, period label, scope
 # submissions are replayed: a replayed slip was applied, so its tournament and entry existed.
 ORDERED = frozenset({"ban", "unban", "correct"})
 _CORRECT_FIELDS = 7  # per board: version field, start_ms, end_ms, shift, unit_ms, expire_at_s, rank mode
+# Where a correction's board records start: after lb_correct's arguments (player, values, metadata
+# mode and value, actor, reason, now_ms, activity_maxlen), its one definition record; in 7e58782's
+# ``correct``, after player, points, actor, reason and now_ms.
+_CORRECTION_BOARDS, _CORRECT_BOARDS = 9 + len(DEFINITION_FIELDS), 5
 # One window's part of a fast-path route: its period's start, 2**shift, 2**shift - 1, tie unit,
 # and the members of each board the submission's scopes reach in that period.
 _Leg = tuple[int, int, int, int, list[dict[str, int]]]
@@ -261,7 +268,7 @@ class Restorable:
     uncounted: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
 
-_PER_PLAYER = frozenset({"ban", "unban", "correct", "profile"})  # their first argument is the player
+_PER_PLAYER = frozenset({"ban", "unban", "correct", "correction", "profile"})  # their first argument is the player
 
 
 def shares(actions: Iterable[Action], n: int) -> list[list[Action]]:
@@ -283,7 +290,22 @@ def shares(actions: Iterable[Action], n: int) -> list[list[Action]]:
 
 def ordered(action: Action) -> bool:
     """Whether ``action`` must keep its place among the submissions (``ORDERED``)."""
-    return action.fn in ORDERED or (action.fn == "profile" and "name" in action.args[1::2])
+    return (
+        action.fn in ORDERED
+        or (action.fn == "profile" and "name" in action.args[1::2])
+        or (action.fn == "correction" and not replayed(action))
+    )
+
+
+def replayed(action: Action) -> bool:
+    """Whether ``action`` is a correction of a defined board, which a rebuild replays through
+    lb_correct (rebuild/writes.py) instead of folding: the fold keeps the game's boards only
+    (one call corrects the boards of one definition)."""
+    a = action.args
+    if action.fn != "correction" or len(a) <= _CORRECTION_BOARDS:
+        return False
+    _, _, scope = a[_CORRECTION_BOARDS].split(":", 2)  # the first board's version field
+    return defined_of(scope) is not None
 
 
 def newest_ordered(actions: Iterable[Action]) -> int | None:
@@ -386,9 +408,10 @@ class ActionFolder(Folder):
                         state.counted.setdefault((window, period), set()).add(player)
         elif action.fn == "unban":
             state.tombstones.pop(a[0], None)
-        elif action.fn == "correct":
-            if not action.folded:
-                self._correct(a)
+        elif action.fn == "correct" and not action.folded:
+            self._correct(a[0], a[1], int(a[4]), a[_CORRECT_BOARDS:])
+        elif action.fn == "correction" and not action.folded and not replayed(action):
+            self._correct(a[0], a[1], int(a[6]), a[_CORRECTION_BOARDS:])
         elif action.fn == "profile":
             player = a[0]
             for name, value in zip(a[1::2], a[2::2], strict=True):
@@ -423,15 +446,19 @@ class ActionFolder(Folder):
             window, period, expire_at, kept, now, final = a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5]
             state.closes.append(Close(window, period, now, expire_at, kept, final, a[6] if len(a) > 6 else None))
 
-    def _correct(self, a: tuple[str, ...]) -> None:
-        """lb_correct's arithmetic: a player on the board keeps the time part of their score; one
-        not on it is placed as of the call's clock, clamped into the board's period."""
-        player, points, now = a[0], int(a[1]), int(a[4])
-        for i in range(5, len(a), _CORRECT_FIELDS):
-            board_field, start, end, shift, unit, expire_at = a[i : i + 6]
+    def _correct(self, player: str, points: str, now: int, records: Sequence[str]) -> None:
+        """lb_correct's arithmetic on the game's boards (its board ``records``): a player on the
+        board keeps the time part of their score; one not on it is placed as of the call's clock
+        (``now``), clamped into the board's period; ``points`` '' takes the player off."""
+        for i in range(0, len(records), _CORRECT_FIELDS):
+            board_field, start, end, shift, unit, expire_at = records[i : i + 6]
             window, period, scope = board_field.split(":", 2)
             board = (window, period, scope)
             members = self.boards.setdefault(board, {})
+            if points == "":  # taken off; lb_correct leaves the distinct-player log alone, as lb_ban does
+                if members.pop(player, None) is not None and scope == GLOBAL_SCOPE:
+                    self.state.counted.setdefault((window, period), set()).add(player)
+                continue
             self.expire_at.setdefault(board, int(expire_at))
             scale = 1 << int(shift)
             old = members.get(player)
@@ -440,7 +467,7 @@ class ActionFolder(Folder):
             else:
                 at = min(max(now, int(start)), int(end) - 1)
                 tie = scale - 1 - (at - int(start)) // int(unit)
-            members[player] = points * scale + tie
+            members[player] = int(points) * scale + tie
             if old is None and scope == GLOBAL_SCOPE:
                 self.state.uncounted.setdefault((window, period), set()).add(player)
                 self._corrected_in.add(player)

@@ -42,8 +42,8 @@ PARTS = (1, 2, 4, 8, 16)  # how many parts a log can be cut into (the low bits o
 FUNCTIONS = (
     "ban",
     "unban",
-    "correct",
-    "correct_defined",
+    "correction",
+    "correct",  # 7e58782's correction of the game's boards (fold.py reads it)
     "profile",
     "tournament",
     "join",
@@ -53,6 +53,11 @@ FUNCTIONS = (
     "board_delete",
     "board_purge",
 )
+
+
+# Journaled names an earlier release gave a form this code reads under another: 7e58782 journaled
+# a correction of a defined board, lb_correct's arguments as ``correction`` has them, as this.
+_RENAMED = {"correct_defined": "correction"}
 
 
 def part_of(player: str, n: int) -> int:
@@ -122,9 +127,10 @@ class Action:
             at = int(fields["at"])
         except (KeyError, ValueError, orjson.JSONDecodeError):
             return None
-        if fields.get("fn") not in FUNCTIONS or not isinstance(args, list):
+        fn = _RENAMED.get(fields.get("fn", ""), fields.get("fn"))
+        if fn not in FUNCTIONS or not isinstance(args, list):
             return None
-        return cls(at, stream_id, fields["fn"], tuple(str(a) for a in args))
+        return cls(at, stream_id, fn, tuple(str(a) for a in args))
 
     def row(self, game: str) -> tuple[str, str, int, str, str]:
         """As a store writes it: ``game, id, at, fn, args`` (the arguments as a JSON list)."""
@@ -133,7 +139,8 @@ class Action:
     @classmethod
     def of_row(cls, row: Sequence[Any]) -> Action:
         """From ``id, at, fn, args, folded``."""
-        return cls(int(row[1]), str(row[0]), str(row[2]), tuple(orjson.loads(row[3])), bool(row[4]))
+        fn = _RENAMED.get(str(row[2]), str(row[2]))
+        return cls(int(row[1]), str(row[0]), fn, tuple(orjson.loads(row[3])), bool(row[4]))
 
 
 @dataclass(frozen=True, slots=True)

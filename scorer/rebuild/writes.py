@@ -28,7 +28,7 @@ from leaderboard.windows import tournament_of, tournament_window
 from leaderboard.windows import window as window_spec
 
 from ..durable import Action, ActionFolder, Record, Slip
-from ..durable.fold import Close
+from ..durable.fold import Close, replayed
 from .report import Restored
 
 _CHUNK = 1_000  # members per ZADD / SADD / PFADD
@@ -263,7 +263,7 @@ def fields_of(record: Record) -> dict[str, str]:
 
 # The journaled actions that change what a defined board's slips do, or do to it: its definition
 # (put, delete), a ban (off every defined board), a correction of its entries.
-_DEFINED_HISTORY = frozenset({"ban", "board", "board_delete", "correct_defined"})
+_DEFINED_HISTORY = frozenset({"ban", "board", "board_delete", "correction"})
 
 
 async def replay_slips(
@@ -280,7 +280,9 @@ async def replay_slips(
     so do its slips here, under the definition of their time."""
     moderation, on_boards, done = Moderation(lb), set[str](), 0
     # An action stamped the same microsecond as a batch ran before it (durable/records.py).
-    history = sorted(a for a in actions if a.fn in _DEFINED_HISTORY and a.args)
+    history = sorted(
+        a for a in actions if a.fn in _DEFINED_HISTORY and a.args and (a.fn != "correction" or replayed(a))
+    )
     for action in [*history, None]:
         end = done
         while end < len(slips) and (action is None or slips[end].applied_us < action.at):
@@ -304,7 +306,7 @@ async def _replay_defined(
         if a[0] in on_boards:
             await moderation.replay_ban(a[0], actor=a[1], reason=a[2], at=int(a[3]))
         return
-    if action.fn == "correct_defined":
+    if action.fn == "correction":
         try:
             await lb.replay_correct(a)
         except (InvalidBoard, InvalidInput, Banned) as exc:  # not as then: said, not hidden
