@@ -5,11 +5,13 @@ Three board shapes, each kept in three windows (daily, weekly, alltime) and fill
 default board's packed scores, a defined board's lex members with its members hash and distinct
 key parts), then, on one private redis-server, one shape after another:
 
-* ``default``: the game's own board (one key, points, packed double);
+* ``default``: the game's own board (one key, points, packed double), its common slips;
+* ``default_general``: the same board, its slips sent with an operator: lb_submit's general path
+  (the one every defined board's slips take), not the common slip's one pass (lua/common.lua);
 * ``two_keys``: a defined board of two keys, desc then asc (lex members);
 * ``five_keys``: a defined board of five keys, directions alternating (lex members).
 
-All three are filled first, side by side in one Redis; then the writes go in ``--rounds`` rounds,
+All are filled first, side by side in one Redis; then the writes go in ``--rounds`` rounds,
 each round a share of ``--submissions`` slips to every shape in turn (the order rotating from one
 round to the next), so a shape is never measured minutes apart from the one it is compared with.
 For each: per submission through ``lb_submit`` (random players of the board, random values,
@@ -55,9 +57,14 @@ from leaderboard.settings import argument_parser
 CONFIG = GameConfig(game="bench", windows=("daily", "weekly", "alltime"))
 WINDOWS = ("daily", "weekly", "alltime")
 CHUNK = 500
+# The default board again, its slips sent with an operator (``op``): lb_submit then plans and
+# writes them by the general path every defined board's slips take, not the common slip's pass
+# (lua/common.lua), so the two paths' costs on the same board are read side by side.
+GENERAL = "default_general"
 SHAPES: dict[str, dict[str, Any] | None] = {
     "default": None,
     "two_keys": {"id": "two", "keys": [{"name": "level"}, {"name": "time", "direction": "asc"}]},
+    GENERAL: None,
     "five_keys": {
         "id": "five",
         "keys": [{"name": f"k{i}", "direction": "desc" if i % 2 == 0 else "asc"} for i in range(5)],
@@ -120,22 +127,28 @@ def memory_per_member(r: redis.Redis, definition: boards.Definition | None, memb
     return total / members
 
 
-async def submit(url: str, definition: boards.Definition | None, args: Any, now: int, slips: int, round_: int) -> None:
+async def submit(
+    url: str, definition: boards.Definition | None, args: Any, now: int, slips: int, round_: int, op: str = ""
+) -> None:
     client = connect(url)
-    lb, rnd = Leaderboard(client, CONFIG), random.Random(args.seed + 1 + 1000 * round_)
+    # the general path's slips are others than the common ones' of the round (on the same board,
+    # the same slips would find their values stored and write nothing)
+    lb, rnd = Leaderboard(client, CONFIG), random.Random(args.seed + 1 + 1000 * round_ + 500 * bool(op))
     n = 0
     for _ in range(0, slips, CHUNK):
         entries = []
         for _ in range(CHUNK):
             n += 1
             # an id of its own per shape and round: one game's ids are applied once, on any board
-            slip_id = f"{definition.id if definition else 'default'}-{round_}-{n}"
+            slip_id = f"{definition.id if definition else 'default'}{op}-{round_}-{n}"
             fields = {"id": slip_id, "player": f"p{rnd.randrange(args.members)}", "ts": str(now)}
             if definition is None:
                 fields["points"] = str(rnd.randrange(1_000_000))
             else:
                 fields["board"] = definition.id
                 fields["values"] = ",".join(map(str, values_of(rnd, len(definition.keys))))
+            if op:
+                fields["op"] = op
             entries.append(fields)
         results_ = await lb.submit_batch(entries, now=now, rows=False)
         bad = [x for x in results_ if x.status != "ok"]
@@ -213,7 +226,7 @@ def write_round(r: redis.Redis, url: str, shape: str, args: Any, now: int, round
     slips = args.submissions // args.rounds // CHUNK * CHUNK
     r.config_resetstat()
     before = main_thread_cpu(r)
-    asyncio.run(submit(url, definition_of(shape), args, now, slips, round_))
+    asyncio.run(submit(url, definition_of(shape), args, now, slips, round_, "best" if shape == GENERAL else ""))
     cpu_us = (main_thread_cpu(r) - before) * 1e6 / slips
     return cpu_us, usec(r).get("fcall", (0, 0))[0] / slips
 
@@ -286,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         r = redis.Redis.from_url(server.url, encoding_errors="surrogateescape", socket_timeout=None)
         r.function_load(library_code(), replace=True)
         now = now_ms()
-        for shape in SHAPES:
+        for shape in (s for s in SHAPES if s != GENERAL):  # the default's board is the general path's too
             definition = definition_of(shape)
             if definition is not None:
                 asyncio.run(Leaderboard(connect(server.url), CONFIG).create_board(definition))
@@ -309,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             f"  {f['fcall_us_per_submission']:7.1f} us in calls  {f['rank_read_us']:6.2f} us/rank read  "
             f"{f['bytes_per_member']:6.1f} bytes/member"
         )
-    for shape in ("two_keys", "five_keys"):
+    for shape in (GENERAL, "two_keys", "five_keys"):
         for name in ("fcall_us_per_submission", "rank_read_us", "bytes_per_member"):
             figures[shape][f"{name}_vs_default"] = figures[shape][name] / base[name]
     figures["members"], figures["submissions"], figures["reads"] = args.members, args.submissions, args.reads

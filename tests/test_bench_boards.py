@@ -28,6 +28,7 @@ def test_the_shapes_are_written_round_by_round_against_the_default(
         assert row["fcall_us_per_submission"] > 0 and row["rank_read_us"] > 0
     assert figures["default"]["cpu_vs_default_rounds"] == [1.0, 1.0, 1.0]
     assert figures["two_keys"]["encoding"] == figures["five_keys"]["encoding"] == "lex"
+    assert figures[boards.GENERAL]["encoding"] == "packed"  # the default's board by the general path
 
 
 def test_a_round_too_small_for_one_batch_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

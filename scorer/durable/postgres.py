@@ -1,23 +1,27 @@
 """The production backend: PostgreSQL through asyncpg (``postgresql://user:pass@host/db``).
 
-A batch is one ``COPY`` of its rows (binary, one round trip): no conflict check per row, no array
-to unpack, about two thirds of the server's CPU per row of the upsert (docs/benchmarks.md). It
-applies when no row of the batch is held already: a replay (``Record.replayed``) whose id is held
-is looked up first (one indexed read of the replays' ids) and left out when the row held was
-applied no later (the upsert would keep it); a batch with a row held and applied later, or one
-that meets a row held meanwhile (``COPY`` refused whole: a unique violation, nothing written),
-is one upsert instead: one INSERT of one unnested array of rows typed as the table's own rows,
-which keeps each id's earliest application. ``executemany`` would cost a round of the protocol
-per row; one array per column cost the scorer three times the CPU (7 µs per row against 2.4,
-measured), asyncpg checking every value of an array against abstract base classes (Iterable,
-Sized) where an array of rows has it check each row. Either way the rows go in id order, bytewise
-(``COLLATE "C"``, Python's order of str): two transactions writing the same ids (an original and
-its re-sent copy, two group commits in flight, two replicas) lock them in the same order and
-cannot deadlock; the order of application is in ``applied`` and ``idx``, not in ``seq``."""
+A batch's first applications are one binary ``COPY`` (one round trip): no conflict check per
+row, no array to unpack, about two thirds of the server's CPU per row of an upsert
+(docs/benchmarks.md). Its replays (``Record.replayed``: Redis had applied them before, so their
+ids may be held, or be in another batch in flight) are one upsert after it, which keeps each id's
+earliest application: one INSERT of one unnested array of rows typed as the table's own rows.
+``executemany`` would cost a round of the protocol per row; one array per column cost the
+scorer three times the CPU (7 µs per row against 2.4, measured), asyncpg checking every value of
+an array against abstract base classes (Iterable, Sized) where an array of rows has it check
+each row. A ``COPY`` that meets an id held after all (a batch recorded again: its first
+recording's answer was lost) is refused whole, nothing written, and the whole batch is the
+upsert instead.
+
+Each statement is its own transaction and writes its rows in id order, bytewise (``COLLATE
+"C"``, Python's order of str): two transactions writing the same ids (a replay and its original
+in two group commits in flight, two replicas) then lock them in the same order and cannot
+deadlock, which the ``COPY`` and the upsert of one batch in one transaction could (each locking
+its own ids first). A batch's two commits need no atomicity: its rows are acknowledged once both
+are durable, and written again they change nothing. The order of application is in ``applied``
+and ``idx``, not in ``seq``."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -88,8 +92,6 @@ ORDER BY u.id COLLATE "C"
 {_UPSERT}
 """
 _COPY_COLUMNS = ("game", *_COLUMNS.split(", "))
-# a batch's replays already held, and when they were applied (is the row held the earlier one?)
-_HELD = "SELECT id, applied, idx FROM submissions WHERE game = $1 AND id = ANY($2::text[])"
 _BOARD_COLUMNS = '"window", period, scope, player, score, expire_at'
 
 
@@ -150,23 +152,24 @@ class PostgresStore(Store):
         if not records:
             return 0
         ordered = sorted(records)  # by id (a Record's first field; ids are distinct in a call)
+        first = [r for r in ordered if not r.replayed]
+        upsert = [r for r in ordered if r.replayed]
+        written = 0
         async with self.pool.acquire() as conn:
-            replays = [r.id for r in ordered if r.replayed]
-            held = {row[0]: (row[1], row[2]) for row in await conn.fetch(_HELD, game, replays)} if replays else {}
-            # a replay whose row held was applied no later changes nothing: left out
-            rows = [r for r in ordered if r.id not in held or (r.applied_us, r.index) < held[r.id]]
-            if not rows:
-                return 0
-            if not any(r.id in held for r in rows):
-                with contextlib.suppress(asyncpg.UniqueViolationError):  # held meanwhile: the upsert decides
+            if first:
+                try:
                     await conn.copy_records_to_table(
-                        "submissions", records=[(game, *r) for r in rows], columns=_COPY_COLUMNS
+                        "submissions", records=[(game, *r) for r in first], columns=_COPY_COLUMNS
                     )
-                    return len(rows)
-            # the table's row type, (seq, game, id, ...) in every schema so far: seq None (the
-            # INSERT leaves it to the identity), then a Record is the rest, columns in order
-            status: str = await conn.execute(_INSERT, [(None, game, *r) for r in ordered])
-            return int(status.rsplit(" ", 1)[1])  # "INSERT 0 <rows>"
+                    written = len(first)
+                except asyncpg.UniqueViolationError:  # held after all: the whole batch upserted
+                    upsert = ordered
+            if upsert:
+                # the table's row type, (seq, game, id, ...) in every schema so far: seq None (the
+                # INSERT leaves it to the identity), then a Record is the rest, columns in order
+                status: str = await conn.execute(_INSERT, [(None, game, *r) for r in upsert])
+                written += int(status.rsplit(" ", 1)[1])  # "INSERT 0 <rows>"
+        return written
 
     async def scan(
         self,

@@ -87,9 +87,10 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def record(self, game: str, records: Sequence[Record]) -> int:
-        """Append ``records`` in one transaction; an id already recorded keeps the earlier of its
-        two applications (by ``applied_us, index``). Ids must be distinct within the call. Returns the rows
-        written, once they are durable (committed)."""
+        """Append ``records``; an id already recorded keeps the earlier of its two applications
+        (by ``applied_us, index``). Ids must be distinct within the call. Returns the rows written,
+        once they are all durable (committed: in one transaction, or in a few whose rows written
+        again change nothing, postgres.py)."""
 
     @abc.abstractmethod
     def scan(
