@@ -10,7 +10,10 @@ b) rebuild speed from SQLite into an empty Redis: right after the loss (every su
    and as if three days later (every one outside the horizon: all folded).
 
 ``--rebuild-only``: b) alone (the log recorded into SQLite only, no PostgreSQL, no compaction),
-``--rounds`` times each, alternating; ``--workers``: the rebuild's worker processes.
+``--rounds`` times each, alternating; ``--workers``: the rebuild's worker processes;
+``--replay N``: a third rebuild right after the loss with the newest N through ``lb_submit``, what
+an action that cannot be folded (replayed through its function instead) forces on every
+submission applied after it.
 
 Unless ``--no-write``, the figures are recorded in bench/results/durable.json
 (durable-rebuild.json with ``--rebuild-only``), which ``python -m bench.plots`` draws.
@@ -111,13 +114,20 @@ async def rebuild_speeds(path: Path, redis_url: str, now: int, args: argparse.Na
     await store.open()
     speeds: dict[str, list[float]] = {}
     try:
+        kinds: list[tuple[str, int, int | None]] = [
+            ("right after the loss", now, None),
+            ("three days later", now + 3 * DAY_MS, None),
+        ]
+        if args.replay:
+            kinds.append((f"right after the loss, the newest {args.replay:,} through lb_submit", now, args.replay))
         for _ in range(args.rounds):
-            for label, at in (("right after the loss", now), ("three days later", now + 3 * DAY_MS)):
+            for label, at, replay in kinds:
                 await r.flushall()
                 print(f"rebuild {label} ...", file=sys.stderr)
                 restored = await rebuild(
-                    r, store, config, batch=1000, progress_to=io.StringIO(), now=at, workers=args.workers
-                )
+                    r, store, config, batch=1000, replay=replay, progress_to=io.StringIO(), now=at,
+                    workers=args.workers,
+                )  # fmt: skip
                 speeds.setdefault(label, []).append((restored.folded + restored.replayed) / restored.seconds)
     finally:
         await store.close()
@@ -208,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rebuild-only", action="store_true", help="only the rebuild speed (SQLite, no PostgreSQL)")
     p.add_argument("--rounds", type=int, default=1, help="rebuilds of each kind, alternating (default 1)")
     p.add_argument("--workers", type=int, default=2, help="the rebuild's worker processes (default 2)")
+    p.add_argument("--replay", type=int, default=0, help="also rebuild with the newest N through lb_submit")
     results.add_no_write(p)
     args = p.parse_args(argv)
     lines, figures = asyncio.run(run(args))

@@ -254,12 +254,10 @@ function moderation.lb_correct(keys, args)
         if math.abs(value) > 2 ^ (53 - shift) - 1 then
           return refuse('points_out_of_range', 'points must stay below ' .. string.format('%d', 2 ^ (53 - shift)) .. ' on board ' .. field)
         end
-        local tie = plan.old and plan.old % plan.param -- floored: a negated value's tie part too
-        if not tie then
-          local t = math.floor((at - start_ms) / unit_ms)
-          tie = def.last and t or plan.param - 1 - t
-        end
-        plan.at = value * plan.param + tie
+        -- the entry's tie part kept (floored: a negated value's too), or its time packed as lb_submit packs it
+        local t = math.floor((at - start_ms) / unit_ms)
+        plan.at = plan.old and value * plan.param + plan.old % plan.param
+          or scoring.pack_score(value, def.last and plan.param - 1 - t or t, plan.param)
       end
       plan.previous = plan.old and string.format('%d', def.sign * scoring.score_points(plan.old, plan.param)) or ''
     end
