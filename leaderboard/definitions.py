@@ -42,7 +42,7 @@ from typing import cast
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .boards import DEFAULT_ID, Definition, check_default, default_definition, parse
+from .boards import DEFAULT_ID, Definition, check_default, configured_shape, default_definition, parse
 from .config import GameConfig
 from .errors import InvalidBoard
 from .transport import RedisClient, execute_packed
@@ -98,6 +98,9 @@ class Definitions:
         self.config = config  # the environment's with a stored default applied (module docstring)
         self.defaults = {DEFAULT_ID: configured(config)}
         self.columns: tuple[dict[str, str], ...] = ()  # the game's boards' display hint, when stored
+        # The stored default when it is not of the environment's shape (boards.configured_shape):
+        # the game's slips are then laid out as its slips over the game's scopes (encode_batch).
+        self.general: Definition | None = None
         self._refreshed_at = -REFRESH_S
         self.version: int | None = None  # the counter last read; None: never read
         # The change log's member at ``version`` (the change that brought the counter there), None
@@ -230,15 +233,17 @@ class Definitions:
     def _apply_default(self, stored: Definition | None) -> None:
         config = self.base
         columns: tuple[dict[str, str], ...] = ()
+        general = None
         if stored is not None:
             try:
                 config = applied(self.base, check_default(stored, self.defaults[DEFAULT_ID]))
                 columns = tuple({"name": k.name, "direction": k.direction, "display": k.display} for k in stored.keys)
+                general = None if configured_shape(stored, self.defaults[DEFAULT_ID]) else stored
             except InvalidBoard as exc:  # stored before the environment changed (LB_WINDOWS...)
                 log.error("board default of %s not applied, the environment's is: %s", self.keys.game, exc.message)
-        if config != self.config:
+        if config != self.config or general != self.general:
             log.info("boards of %s: the default board is %s", self.keys.game, "stored" if columns else "configured")
-        self.config, self.columns = config, columns
+        self.config, self.columns, self.general = config, columns, general
 
     def admit(self, definition: Definition) -> Definition:
         """``definition`` if it may be stored: InvalidBoard when it is the game's default and the

@@ -106,6 +106,8 @@ class Queue:
                 sub.check(now_ms=now, rules=rules)
                 if sub.board:
                     await self._check_board(sub, sub.board)
+                elif sub.values or sub.meta is not None or self.lb.boards.general is not None:
+                    self._check_game(sub)
                 if sub.tournament:
                     await self._check_entry(sub, sub.tournament)
             except InvalidSubmission as exc:
@@ -130,6 +132,23 @@ class Queue:
         try:
             boards.parse_values(definition, sub.values)
             boards.check_metadata(definition, sub.meta)
+        except InvalidBoard as exc:
+            raise InvalidSubmission(exc.code, exc.message) from None
+
+    def _check_game(self, sub: Submission) -> None:
+        """A slip of the game's own boards against the game's stored default when it keeps key
+        values (``Definitions.general``): its values, or its one key in ``points``, and its
+        metadata; while the game takes points alone, values and metadata are refused (as
+        encode_batch refuses them)."""
+        general = self.lb.boards.general
+        try:
+            if general is None:
+                if sub.values:
+                    raise InvalidSubmission("wrong_key_count", "the game's boards take points, not key values")
+                raise InvalidSubmission("metadata_too_large", "the game's boards keep no metadata")
+            one = (sub.points,) if len(general.keys) == 1 else ()
+            boards.parse_values(general, sub.values or one)
+            boards.check_metadata(general, sub.meta)
         except InvalidBoard as exc:
             raise InvalidSubmission(exc.code, exc.message) from None
 

@@ -156,7 +156,7 @@ Errors, one way per scope (refuse and entry_error below), with the codes of lead
   points_out_of_range, and the input codes of the moderation, profile and entry functions:
   invalid_player, invalid_actor, invalid_reason, invalid_points, invalid_name, invalid_avatar,
   invalid_country; the board definition functions' invalid_board, board_exists, unknown_board,
-  stale_board, too_many_boards;
+  stale_board, too_many_boards, board_reorder (the game's default reshaped once it has entries);
 - one submission of a batch that cannot apply answers {'error', code, message} for that entry
   only and writes nothing for it: missing_id, invalid_id, banned, invalid_player, invalid_name,
   invalid_points, invalid_operator, invalid_timestamp, timestamp_in_future, timestamp_too_old,
