@@ -151,8 +151,12 @@ class Moderation:
     async def replay_ban(self, player: str, *, actor: str, reason: str, at: int) -> tuple[int, int]:
         """A journaled ban's effect on the defined boards, replayed by a rebuild at its place among
         their slips (the game's boards are restored by the durable log's fold, the tombstone as
-        the log last had it): (boards the player was on, of those the boards whose top N changed)."""
+        the log last had it; under a stored default of key values their slips are replayed too,
+        and so is the ban on them): (boards the player was on, of those the boards whose top N
+        changed)."""
         defined = await self.defined_boards()
+        if self.lb.boards.general is not None:
+            defined |= await self.boards()
         if not defined:
             return 0, 0
         return await self.lb.ban(player, _ordered(defined), actor=actor, reason=reason, now=at, replay=True)
@@ -208,12 +212,20 @@ class Moderation:
                 raise _invalid("invalid_points", "a defined board holds key values: give values, not points")
             calls = await self._defined_targets(defined, values, metadata, remove, window_name, period, when)
         else:
-            if values is not None or metadata is not None or remove:
+            await self.lb.boards.refresh()
+            general = self.lb.boards.general  # the game's stored default, when it keeps key values
+            if general is None and (values is not None or metadata is not None or remove):
                 raise _invalid(
                     "invalid_scope", "values, metadata and remove correct a defined board: name it (board:<id>)"
                 )
-            value = _points(points)
-            calls = [(None, await self._game_targets(player, window_name, period, scopes, when), value)]
+            chosen = await self._game_targets(player, window_name, period, scopes, when)
+            if general is None:
+                calls = [(None, chosen, _points(points))]
+            else:
+                if points is not None and (values is not None or len(general.keys) != 1):
+                    raise _invalid("invalid_points", "the game's boards hold key values: give values, not points")
+                values = [_points(points)] if points is not None else values
+                calls = [(general, chosen, self._checked(general, values, metadata, remove))]
         out: list[Correction] = []
         for definition, chosen, corrected in calls:
             out += await self.lb.correct(
@@ -274,12 +286,7 @@ class Moderation:
             definition = self.lb.boards.get(board)
             if definition is None:
                 raise InvalidBoard("unknown_board", f"no board {board}")
-            if not remove and values is None:
-                raise InvalidBoard(
-                    "wrong_key_count", f"board {board} takes {len(definition.keys)} key value(s), got none"
-                )
-            checked = None if values is None else boards.parse_values(definition, list(values))
-            boards.check_metadata(definition, metadata)
+            checked = self._checked(definition, values, metadata, remove)
             if window_name is not None:
                 try:
                     periods = [boards.resolve(definition, window_name, period, when)]
@@ -294,6 +301,19 @@ class Moderation:
             calls.append((definition, [(p, f"{DEFINED}:{board}") for p in periods], checked))
         return calls
 
+    @staticmethod
+    def _checked(
+        definition: Definition, values: Sequence[object] | None, metadata: str | None, remove: bool
+    ) -> tuple[int, ...] | None:
+        """A correction's key values checked against the board's definition (None: the entry
+        taken off), and its metadata. InvalidBoard."""
+        if not remove and values is None:
+            wanted = len(definition.keys)
+            raise InvalidBoard("wrong_key_count", f"board {definition.id} takes {wanted} key value(s), got none")
+        checked = None if values is None else boards.parse_values(definition, list(values))
+        boards.check_metadata(definition, metadata)
+        return checked
+
     async def _boards_of(self, player: str, periods: Sequence[Period]) -> list[tuple[Period, str]]:
         """``global`` of each period, and the scope boards of those periods the player is on."""
         wanted = {(p.window.name, p.label): p for p in periods}
@@ -301,9 +321,11 @@ class Moderation:
             (b for b in await self.boards() if (b.window, b.period) in wanted and b.scope != GLOBAL_SCOPE),
             key=lambda b: (b.window, b.period, b.scope),
         )
+        lex = self.lb.boards.general is not None and self.lb.boards.general.encoding == boards.LEX
         async with self.lb.redis.pipeline(transaction=False) as pipe:
-            for b in scoped:
-                pipe.zscore(self.keys.board(b.window, b.period, b.scope), player)
+            for b in scoped:  # a lex board's members are encoded: its members hash names its players
+                at = (b.window, b.period, b.scope)
+                pipe.hget(self.keys.members(*at), player) if lex else pipe.zscore(self.keys.board(*at), player)
             scores = await pipe.execute() if scoped else []
         chosen = [(p, GLOBAL_SCOPE) for p in periods]
         chosen += [(wanted[b.window, b.period], b.scope) for b, s in zip(scoped, scores, strict=True) if s is not None]

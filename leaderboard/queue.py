@@ -11,6 +11,7 @@ bounds it from above: acknowledgements trim below the oldest entry still waiting
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import overload
 
 from redis.exceptions import ResponseError
@@ -81,7 +82,7 @@ class Queue:
         if refused:
             raise refused[min(refused)]
         filed = await self.lb.enqueue(
-            [sub.fields() for sub in submissions],
+            [self._entry(sub) for sub in submissions],
             backlog_max=self.backlog_max,
             wait_replicas=self.wait_replicas,
             wait_timeout_ms=self.wait_timeout_ms,
@@ -134,6 +135,16 @@ class Queue:
             boards.check_metadata(definition, sub.meta)
         except InvalidBoard as exc:
             raise InvalidSubmission(exc.code, exc.message) from None
+
+    def _entry(self, sub: Submission) -> dict[str, str]:
+        """The stream entry of ``sub``. A game slip's points under a stored default of one key
+        (``Definitions.general``) are filed as its key value: every slip of such a game is then
+        one of key values, which the durable log keeps whole and a rebuild replays (a slip of
+        points it folds as packed points, the environment's shape)."""
+        general = self.lb.boards.general
+        if general is not None and sub.board is None and not sub.values and len(general.keys) == 1:
+            return replace(sub, values=(sub.points,)).fields()
+        return sub.fields()
 
     def _check_game(self, sub: Submission) -> None:
         """A slip of the game's own boards against the game's stored default when it keeps key

@@ -412,8 +412,9 @@ class Publisher:
         for (win, label), scopes in sorted(game.items()):
             p = scopes[0].period
             event = await self.lb.close(
-                p, sorted(b.scope for b in scopes), top_n=s.closed_top_n, keep=s.closed_keep, maxlen=s.closed_maxlen
-            )
+                p, sorted(b.scope for b in scopes), top_n=s.closed_top_n, keep=s.closed_keep, maxlen=s.closed_maxlen,
+                definition=self.lb.boards.general,  # the game's stored default, when it keeps key values
+            )  # fmt: skip
             if event is not None:
                 self.stats.closed += 1
                 log.info("closed %s %s (event %s)", win, label, event)

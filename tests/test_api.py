@@ -710,7 +710,10 @@ async def test_a_defined_board_takes_key_values_and_answers_with_them(
     problem(await post({"values": ["1", "9223372036854775808"]}), 400, "key_out_of_range")
     problem(await post({"values": [1, 5], "meta": "123456789"}), 400, "metadata_too_large")
     problem(await post({"values": [1, 5], "score": 3}), 400, "bad_message")
-    problem(await post({"score": 3, "values": [1, 5]}, "/v1/boards/global/scores"), 404, "unknown_board")
+    problem(await post({"score": 3, "values": [1, 5]}, "/v1/boards/global/scores"), 400, "bad_message")
+    # the game's boards take points while the game stores no default of key values (test_game_default.py)
+    problem(await post({"values": [1, 5]}, "/v1/boards/global/scores"), 400, "wrong_key_count")
+    problem(await post({"score": 3, "meta": "x"}, "/v1/boards/global/scores"), 400, "metadata_too_large")
     # the values as the document has them: an array of integers or decimal text
     problem(await post({"values": "1,5"}), 400, "wrong_key_count")
     problem(await post({"values": [1, "5x"]}), 400, "invalid_key_value")

@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from leaderboard import GameConfig, Submission, boards
 from leaderboard.batch import (
     BOARD_FIELDS,
-    SUBMIT_DEFINITION_FIELDS,
     FULL_FIELDS,
     LAYOUT_FIELDS,
     PERIOD_FIELDS,
     SETTINGS_FIELDS,
     SUBMISSION_FIELDS,
+    SUBMIT_DEFINITION_FIELDS,
     SUBMIT_LAYOUT,
     encode_batch,
 )

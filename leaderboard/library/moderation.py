@@ -60,13 +60,15 @@ class ModerationCalls(ReadCalls):
         packed board's shift, '' when its window is no longer known); None for a defined board
         whose definition is gone."""
         board_id = defined_of(b.scope)
-        if board_id is None:
+        d = self.boards.general if board_id is None else self.boards.get(board_id)  # the game's: its stored default's
+        if board_id is None and d is None:
             shift = await self._shift_of(b.window)
             return self.config.top_n, self.config.rank_mode_for(b.window), "" if shift < 0 else shift
-        d = self.boards.get(board_id)
         if d is None:
             return None
         encoding = f"lex:{len(d.keys)}" if d.encoding == boards.LEX else d.shift(b.window)
+        if board_id is None:
+            return self.config.top_n, self.config.rank_mode_for(b.window), encoding
         return d.top_n, d.rank_mode, encoding
 
     def _board_keys(self, window_name: str, period: str, scope: str) -> tuple[str, str, str]:
@@ -114,8 +116,11 @@ class ModerationCalls(ReadCalls):
         args += [self.config.activity_maxlen, 1, *record]
         for period, scope in boards_at:
             w = period.window
-            if definition is None:
-                shift, mode = w.shift, self.config.rank_mode_for(w.name)
+            if definition is None or definition.id == boards.DEFAULT_ID:  # the game's: its windows' rank modes
+                shift, mode = (
+                    w.shift if definition is None else definition.shift(w.name),
+                    self.config.rank_mode_for(w.name),
+                )
             else:
                 shift, mode = definition.shift(w.name), definition.rank_mode
             args += [f"{w.name}:{period.label}:{scope}", period.start_ms, period.end_ms, shift]
