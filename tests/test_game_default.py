@@ -23,6 +23,8 @@ from leaderboard import GameConfig, InvalidBoard, InvalidSubmission, Leaderboard
 from leaderboard.moderation import Moderation
 from leaderboard.queue import Queue
 from scorer import Consumer, Publisher, ScorerSettings
+from scorer.__main__ import UsageError, parse_args
+from scorer.__main__ import submit as cli_submit
 from scorer.durable import open_store
 from scorer.durable.recorder import Recorder
 from scorer.journal import JournalWorker
@@ -301,3 +303,20 @@ async def test_http_submits_key_values_and_metadata_to_the_game_s_boards(
     for scope in ("global", "region:eu"):
         [entry] = (await lb.top("weekly", scope)).entries
         assert (entry.player, entry.keys, entry.metadata) == ("ana", (3, 81_000), "red car")
+
+
+async def test_the_cli_files_key_values_and_metadata_of_the_game_s_boards(
+    redis_url: str, r: aioredis.Redis, lb: Leaderboard
+) -> None:
+    await lb.create_board(kart())
+    settings = ScorerSettings(redis_url=redis_url, game=CONFIG, metrics_port=0)
+    argv = ["submit", "--player", "ana", "--region", "eu", "--values", "3,81000"]
+    out = await cli_submit(settings, parse_args([*argv, "--meta", "red car"]))
+    assert "board default: 3,81000" in out
+    with pytest.raises(InvalidSubmission) as refused:
+        await cli_submit(settings, parse_args([*argv, "--meta", "x" * 17]))
+    assert refused.value.code == "metadata_too_large"
+    with pytest.raises(UsageError):
+        await cli_submit(settings, parse_args([*argv, "--points", "4"]))
+    [(_, fields)] = await r.xrange(lb.keys.submissions)
+    assert (fields["values"], fields["meta"], fields["region"]) == ("3,81000", "red car", "eu")
