@@ -12,7 +12,7 @@ import asyncio
 import io
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -23,8 +23,9 @@ from leaderboard import GameConfig, InvalidBoard, InvalidSubmission, Leaderboard
 from leaderboard.moderation import Moderation
 from leaderboard.queue import Queue
 from scorer import Consumer, Publisher, ScorerSettings
-from scorer.__main__ import UsageError, parse_args
+from scorer.__main__ import parse_args
 from scorer.__main__ import submit as cli_submit
+from scorer.cli import UsageError
 from scorer.durable import open_store
 from scorer.durable.recorder import Recorder
 from scorer.journal import JournalWorker
@@ -318,5 +319,5 @@ async def test_the_cli_files_key_values_and_metadata_of_the_game_s_boards(
     assert refused.value.code == "metadata_too_large"
     with pytest.raises(UsageError):
         await cli_submit(settings, parse_args([*argv, "--points", "4"]))
-    [(_, fields)] = await r.xrange(lb.keys.submissions)
+    [(_, fields)] = cast(list[tuple[str, dict[str, str]]], await r.xrange(lb.keys.submissions))
     assert (fields["values"], fields["meta"], fields["region"]) == ("3,81000", "red car", "eu")
