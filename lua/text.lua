@@ -11,8 +11,8 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:points:<window>:<period>:<scope>  ZSET    each distinct points value on the board (member
                                                    and score: the value); dense-mode windows only;
                                                    on a lex board each distinct key part (score 0)
-  lb:{g}:members:<window>:<period>:<scope> HASH    player -> member of a lex board (scope board:<id>)
-  lb:{g}:meta:<window>:<period>:<scope>    HASH    player -> entry metadata of a defined board
+  lb:{g}:members:<window>:<period>:<scope> HASH    player -> member of a lex board (board:<id>, or a game scope)
+  lb:{g}:meta:<window>:<period>:<scope>    HASH    player -> entry metadata (a definition that keeps some)
   lb:{g}:players:<window>:<period>         HLL     distinct players of one window period
   lb:{g}:seen:<hour>                       SET     submission ids applied, bucketed by the
                                                    submission's own timestamp hour

@@ -152,6 +152,12 @@ async def test_ban_correct_and_close_follow_the_definition(r: aioredis.Redis, lb
     await lb.boards.refresh()
     now = now_ms()
     assert all(done.code is None for done in await lb.submit_batch([s.fields() for s in race(now)]))
+    # the activity entry: key values carry no points; its rank is on the game's first board (top<N> badges)
+    fed = {e["id"]: e for e in await lb.feed(10) if e.get("id")}
+    assert [(fed[i]["points"], fed[i]["rank"], fed[i].get("board", "")) for i in ("c", "d")] == [
+        ("", "1", ""),
+        ("", "4", ""),
+    ]
     mod = Moderation(lb)
     banned = await mod.ban("cy", actor="ops", reason="cheat")
     assert banned.boards == 6  # global and region:eu of three windows
