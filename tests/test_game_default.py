@@ -132,6 +132,8 @@ async def test_a_two_key_default_per_region_through_the_queue_reads_and_the_sock
         assert snap["columns"] == COLUMNS
         rows = [(e["player"], e["rank"], e["keys"], e.get("meta")) for e in snap["entries"]]
         assert rows[:2] == [("cy", 1, ["3", "79500"], None), ("ben", 2, ["3", "81000"], "blue car")]
+        listed = (await request(ws, {"type": "boards"}, "boards"))["boards"][0]  # the picker's
+        assert (listed["board"], listed["columns"], listed["metadata"]) == ("global", COLUMNS, True)
         reply = await request(ws, {"type": "top", "board": "region:eu", "window": "weekly", "n": 2}, "top")
         assert [e["player"] for e in reply["entries"]] == ["cy", "ana"]
         # an entry into the top 5 is announced in the snapshot's shape
