@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import httpx
+import orjson
 import pytest
 import redis.asyncio as aioredis
 
@@ -26,13 +27,14 @@ from scorer import Consumer, Publisher, ScorerSettings
 from scorer.__main__ import parse_args
 from scorer.__main__ import submit as cli_submit
 from scorer.cli import UsageError
-from scorer.durable import open_store
+from scorer.durable import Action, Slip, open_store
+from scorer.durable.lifetimes import SlipLifetimes
 from scorer.durable.recorder import Recorder
 from scorer.journal import JournalWorker
 from scorer.rebuild import rebuild
 
-from .conftest import MS, until
-from .gw_helpers import client, greet, recv_type, request, running
+from .conftest import MS, NOW, until
+from .gw_helpers import client, greet, recv_type, request, running, token
 from .test_api import SERVER, api_process, problem
 
 CONFIG = GameConfig(game="test")  # the conftest's: windows daily, weekly, alltime
@@ -136,8 +138,14 @@ async def test_a_two_key_default_per_region_through_the_queue_reads_and_the_sock
         assert (listed["board"], listed["columns"], listed["metadata"]) == ("global", COLUMNS, True)
         reply = await request(ws, {"type": "top", "board": "region:eu", "window": "weekly", "n": 2}, "top")
         assert [e["player"] for e in reply["entries"]] == ["cy", "ana"]
-        # an entry into the top 5 is announced in the snapshot's shape
-        await queue.submit(Submission("f", "fay", 0, now_ms(), values=(4, 90_000), region="eu", meta="green"))
+        # an entry into the top 5, filed over the socket, is announced in the snapshot's shape
+        async with client(gw, f"?token={token('backend', 'server')}") as server:
+            await greet(server)
+            filed: dict[str, Any] = {"id": "f", "player": "fay", "values": [4, 90_000], "region": "eu", "meta": "green"}
+            assert (await request(server, {"type": "submit", "submission": filed, "id": 1}))["type"] == "submitted"
+            short = {**filed, "id": "f2", "values": [4]}
+            answer = await request(server, {"type": "submit", "submission": short, "id": 2})
+            assert (answer["type"], answer["code"]) == ("error", "wrong_key_count")
         await asyncio.wait_for(consumer.run(burst=True), 30_000 * MS)
         await publisher.tick()
         announce = await recv_type(ws, "announce")
@@ -329,3 +337,13 @@ async def test_the_cli_files_key_values_and_metadata_of_the_game_s_boards(
         await cli_submit(settings, parse_args([*argv, "--points", "4"]))
     [(_, fields)] = cast(list[tuple[str, dict[str, str]]], await r.xrange(lb.keys.submissions))
     assert (fields["values"], fields["meta"], fields["region"]) == ("3,81000", "red car", "eu")
+
+
+def test_a_game_slip_of_key_values_lives_as_long_as_its_default_s_periods() -> None:
+    """The durable log's compaction drops a game slip of key values once every period it wrote to
+    expired, by the default it was filed under (a slip names no board: the game's)."""
+    daily = kart(windows=["daily"])
+    lifetimes = SlipLifetimes([Action(1, "1-0", "board", ("default", daily.to_json()))])
+    fields = Submission("a", "ana", 0, NOW, values=(3, 81_000)).fields() | {"id": "a", "ts": str(NOW)}
+    slip = Slip("a", 2, 0, orjson.dumps(fields).decode())
+    assert lifetimes.expire_at(slip) == boards.period(daily, "daily", NOW).expire_at_s
