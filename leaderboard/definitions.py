@@ -24,7 +24,10 @@ its operator, rank mode, top N, windows and display hint replace those of the en
 every wrapper of the game (``Leaderboard.config``) reads, so every process follows a stored
 change within a tick and deleting it brings the environment's back. ``LB_WINDOW_OPERATORS`` and
 ``LB_WINDOW_RANK_MODES`` still override it per window, as they override the environment's.
-``admit()`` refuses a default the game's boards cannot carry (``boards.check_default``).
+``admit()`` refuses a default the game's boards cannot carry (``boards.check_default``). A stored
+default not of the environment's shape (``boards.configured_shape``: more keys, ``asc``, tie
+``last``, metadata...) is ``registry.general``: the game's slips are then laid out as its slips
+over the game's scopes (``encode_batch``'s ``default``), and its readers follow it.
 
 Creating, updating and deleting go through the function library (``Leaderboard.create_board``,
 ``update_board``, ``delete_board``).

@@ -195,6 +195,10 @@ class Moderation:
         names another period still kept, as reads do (``previous`` or a label). On each, the
         ``global`` board and every scope board the player is on, or the ``scopes`` given.
 
+        Under a stored default of key values (``Definitions.general``) the game's boards take
+        ``values`` (or ``points`` for a default of one key), ``metadata`` and ``remove`` as a
+        defined board does, on the same boards.
+
         ``scopes`` naming defined boards (``board:<id>``, and only those) take ``values`` (its
         key values) or ``remove``, no points: the current period of each of the board's windows,
         or of ``window_name``. The entry keeps the time it was reached; a new one is placed as of

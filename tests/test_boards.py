@@ -182,7 +182,7 @@ async def test_the_scorer_command(redis_url: str, lb: Leaderboard, tmp_path: obj
     code, out = await board("submit", "--player", "ana", "--board", "tower", "--values", "12,1e3")
     assert code == 2 and "invalid_key_value" in out, out
     code, out = await board("submit", "--player", "ana", "--board", "tower", "--points", "3")
-    assert code == 2 and "--board with --values" in out, out
+    assert code == 2 and "--values: with --board" in out, out
     code, out = await board("delete", "tower")
     assert code == 0, out
     code, out = await board("show", "tower")
