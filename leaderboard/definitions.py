@@ -46,9 +46,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .boards import DEFAULT_ID, Definition, check_default, configured_shape, default_definition, parse
+from .boards import period as board_period
+from .boards import resolve as board_resolve
 from .config import GameConfig
 from .errors import InvalidBoard
 from .transport import RedisClient, execute_packed
+from .windows import Period, window
 
 log = logging.getLogger(__name__)
 
@@ -254,6 +257,22 @@ class Definitions:
         if definition.id == DEFAULT_ID:
             check_default(definition, self.defaults[DEFAULT_ID])
         return definition
+
+    def period(self, window_name: str, ts_ms: int) -> Period:
+        """The game's boards' period of ``window_name`` (one the game keeps) holding ``ts_ms``:
+        its days start in the stored default's time zone (``general``'s; UTC otherwise)."""
+        general = self.general
+        return window(window_name).period(ts_ms) if general is None else board_period(general, window_name, ts_ms)
+
+    def resolve(self, window_name: str, name: str | None, now_ms: int) -> Period:
+        """The game's boards' period a read names (``windows.Window.resolve``'s rules, in the
+        stored default's time zone); ValueError for one not kept or not readable."""
+        general = self.general
+        return (
+            window(window_name).resolve(name, now_ms)
+            if general is None
+            else board_resolve(general, window_name, name, now_ms)
+        )
 
     def get(self, board: str) -> Definition | None:
         return self.stored.get(board) or self.defaults.get(board)

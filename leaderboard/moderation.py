@@ -248,13 +248,15 @@ class Moderation:
             except (BadRequest, TournamentError) as exc:
                 raise _invalid("invalid_window", exc.message) from None
             try:  # None or "current", "previous", or a label; not one expired or not started
-                periods = [spec.resolve(period, when)]
+                periods = [
+                    spec.resolve(period, when) if spec.tournament else self.lb.boards.resolve(spec.name, period, when)
+                ]
             except ValueError as exc:
                 raise _invalid("invalid_period", str(exc)) from None
         elif period is not None:
             raise _invalid("invalid_period", "a period needs its window")
         else:
-            periods = [spec.period(when) for spec in self.lb.config.window_specs]
+            periods = [self.lb.boards.period(w, when) for w in self.lb.config.windows]
         if scopes is not None:
             try:
                 chosen = [(p, parse_scope(s)) for p in periods for s in dict.fromkeys(scopes)]
@@ -344,7 +346,7 @@ class Moderation:
         if not changes:
             raise _invalid("invalid_profile", "name at least one of name, avatar, country")
         when = now_ms() if at is None else at
-        current = {(spec.name, spec.period(when).label) for spec in self.lb.config.window_specs}
+        current = {(w, self.lb.boards.period(w, when).label) for w in self.lb.config.windows}
         fields = await self.lb.redis.hkeys(self.keys.versions)
         boards = []
         for field in fields:

@@ -268,7 +268,8 @@ class Publisher:
         if expired:
             await self.redis.hdel(self.keys.tournaments, *expired)
         self.periods.update(self.lb.boards, now)
-        game = {(w.name, GLOBAL_SCOPE): w.period(now).label for w in self.config.window_specs}
+        # the game's boards' periods, in their stored default's time zone
+        game = {(w, GLOBAL_SCOPE): self.lb.boards.period(w, now).label for w in self.config.windows}
         current = Current(collections.ChainMap(game, self.periods.labels), tournaments)
         self._backlog.extend(self.periods.take_dirty())
         batch = min(len(self._backlog), PUBLISH_PER_TICK)

@@ -44,6 +44,7 @@ KART: dict[str, Any] = {
     "tie": "last",
     "metadata_bytes": 16,
     "top_n": 5,
+    "time_zone": "+05:30",  # the game's days start at 18:30 UTC
 }
 COLUMNS = [
     {"name": "laps", "direction": "desc", "display": "number"},
@@ -66,13 +67,15 @@ def settings(redis_url: str, **extra: Any) -> ScorerSettings:
 
 
 def race(now: int) -> list[Submission]:
-    """Slips of two regions: ana and ben tie on both keys (tie last: the later one ranks first)."""
+    """Slips of two regions within the default's current day (its time zone's): ana and ben tie
+    on both keys (tie last: the later one ranks first)."""
+    t = max(now - 9_000, boards.period(kart(), "daily", now).start_ms)
     return [
-        Submission("a", "ana", 0, now - 9_000, values=(3, 81_000), region="eu", meta="red car"),
-        Submission("b", "ben", 0, now - 8_000, values=(3, 81_000), region="us", meta="blue car"),
-        Submission("c", "cy", 0, now - 7_000, values=(3, 79_500), region="eu"),
-        Submission("d", "dee", 0, now - 6_000, values=(2, 50_000), region="eu", name="Dee"),
-        Submission("e", "ana", 0, now - 5_000, values=(2, 40_000), region="eu"),  # worse: kept 3 laps
+        Submission("a", "ana", 0, t, values=(3, 81_000), region="eu", meta="red car"),
+        Submission("b", "ben", 0, t + 1, values=(3, 81_000), region="us", meta="blue car"),
+        Submission("c", "cy", 0, t + 2, values=(3, 79_500), region="eu"),
+        Submission("d", "dee", 0, t + 3, values=(2, 50_000), region="eu", name="Dee"),
+        Submission("e", "ana", 0, t + 4, values=(2, 40_000), region="eu"),  # worse: kept 3 laps
     ]
 
 
@@ -110,6 +113,7 @@ async def test_a_two_key_default_per_region_through_the_queue_reads_and_the_sock
     ]
     assert list(top.columns) == COLUMNS
     eu = await lb.top("daily", "region:eu")
+    assert eu.period.start_ms % 86_400_000 == 66_600_000  # the default's day: from 18:30 UTC
     assert [(e.rank, e.player) for e in eu.entries] == [(1, "cy"), (2, "ana"), (3, "dee")]
     around = await lb.around("ana", "weekly", "region:eu", k=1)
     assert [(e.player, e.keys) for e in around.entries] == [

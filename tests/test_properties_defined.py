@@ -309,9 +309,11 @@ def default_histories(
     draw: st.DrawFn,
 ) -> tuple[boards.Definition, list[tuple[str, str, list[str], int, str | None, str | None]]]:
     """A stored default of any shape ``histories`` draws (1-5 keys, asc, tie last, per-key
-    operators, int64 extremes), its slips naming a region, a mode, both or neither."""
+    operators, int64 extremes) in a time zone, its slips naming a region, a mode, both or
+    neither."""
     definition, slips = draw(histories())
-    default = parse({**definition.as_dict(), "id": boards.DEFAULT_ID})
+    zone = draw(st.sampled_from(["UTC", "+05:30", "-03:00", "Asia/Tokyo"]))  # NOW is 10:00 UTC: one day
+    default = parse({**definition.as_dict(), "id": boards.DEFAULT_ID, "time_zone": zone})
     scoped = [(*s, draw(st.sampled_from([None, "eu"])), draw(st.sampled_from([None, "duo"]))) for s in slips]
     return default, scoped
 

@@ -377,20 +377,17 @@ def configured_shape(definition: Definition, configured: Definition) -> bool:
 def check_default(definition: Definition, configured: Definition) -> Definition:
     """``definition`` as a stored ``default``: the game's own boards (``global``, ``region:``,
     ``mode:``) are that definition kept per scope, so it may ask for any keys, directions, bounds,
-    tie, metadata and per-key operators. What it may not ask for (InvalidBoard
-    invalid_default_board): a window the game does not keep (``configured``'s: LB_WINDOWS), a
-    ``season`` or a time zone other than UTC, because the game's periods are its windows' UTC
-    periods wherever they are computed (the publisher's current labels, the closer, tournaments,
-    the gateways' subscriptions); dense ranks on exactly when the configuration has them (its
-    writes keep the distinct points then: board_reorder otherwise)."""
+    tie, time zone, metadata and per-key operators. What it may not ask for (InvalidBoard
+    invalid_default_board): a window the game does not keep (``configured``'s: LB_WINDOWS), so
+    no ``season``, which is no window the game's configuration can name (GameConfig.windows:
+    daily, weekly, monthly, alltime); dense ranks on exactly when the configuration has them
+    (its writes keep the distinct points then: board_reorder otherwise)."""
 
     def refuse(what: str) -> InvalidBoard:
         return _fail("invalid_default_board", f"the game's default board {what}")
 
     if not set(definition.windows) <= set(configured.windows):
         raise refuse(f"keeps only windows the game keeps: {', '.join(configured.windows)}")
-    if definition.time_zone != "UTC" or definition.season is not None:
-        raise refuse("keeps UTC days and no season: the game's periods are LB_WINDOWS' UTC periods")
     if (definition.rank_mode == DENSE) != (configured.rank_mode == DENSE):
         raise _fail("board_reorder", "the game's default board switches dense ranks on or off by LB_RANK_MODE only")
     return definition
