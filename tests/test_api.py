@@ -782,8 +782,11 @@ async def test_a_stored_default_board_reaches_the_api_without_a_restart(
     await until(follows, 5)
     daily = await http.get("/v1/boards/global/top", params={"window": "daily"})
     problem(daily, 400, "invalid_window")  # a window the stored default no longer keeps
-    refused = {**stored, "time_zone": "Europe/Paris"}
+    refused = {**stored, "windows": ["weekly", "monthly"]}  # a window the game does not keep
     problem(await http.put("/v1/definitions/default", json=refused, headers=SERVER), 400, "invalid_default_board")
+    # another time zone would misread the entries the game's boards hold (docs/data-model.md)
+    reshaped = {**stored, "time_zone": "Europe/Paris"}
+    problem(await http.put("/v1/definitions/default", json=reshaped, headers=SERVER), 409, "board_reorder")
     assert (await _definition(lb, "default") or {}).get("time_zone") == "UTC"
     assert (await http.delete("/v1/definitions/default", headers=SERVER)).status_code == 200
 
