@@ -330,7 +330,8 @@ def submission_of(board: str, body: dict[str, Any], key: str | None) -> Submissi
     match id (or ``key``, the Idempotency-Key header) is the submission id; ``delta`` adds
     (``incr``), ``score`` goes through each board's operator; the path's ``board`` scopes it. A
     defined board (``board:<id>``) takes ``values`` (its key values) and ``meta`` instead of a
-    score."""
+    score; so do the game's boards when the game's stored default keeps key values (a score is
+    then the key value of a default of one key, as the queue files it)."""
     match_id = body.get("match_id")
     if match_id is not None and key is not None and match_id != key:
         raise Problem("bad_message", "match_id and Idempotency-Key differ")
@@ -346,12 +347,16 @@ def submission_of(board: str, body: dict[str, Any], key: str | None) -> Submissi
         if "score" in body or "delta" in body:
             raise Problem("bad_message", "a defined board takes values (and meta), not score or delta")
         fields |= {"values": body.get("values"), "meta": body.get("meta")}
+    elif "values" in body:  # the game's boards under a stored default of key values (the queue checks it)
+        if "score" in body or "delta" in body:
+            raise Problem("bad_message", "give values (and meta), or one of score and delta")
+        fields |= {"values": body["values"], "meta": body.get("meta")}
     elif ("score" in body) == ("delta" in body):
         raise Problem("bad_message", "give one of score and delta")
-    elif "values" in body or "meta" in body:
-        raise Problem("unknown_board", "values and meta are a defined board's (board:<id>)")
     else:
         fields["points"] = body["delta"] if "delta" in body else body["score"]
+        if "meta" in body:
+            fields["meta"] = body["meta"]
     if "delta" in body:
         fields["op"] = "incr"
     for name in ("name", "region", "mode", "tournament"):

@@ -88,13 +88,18 @@ SCHEMAS: dict[str, Any] = {
                 "items": {"type": ["integer", "string"], "pattern": "^-?[0-9]+$"},
                 "minItems": 1,
                 "maxItems": 5,
-                "description": "a defined board's (board:<id>) key values, int64 (text beyond 2^53), not a score",
+                "description": "a defined board's (board:<id>) key values, int64 (text beyond 2^53), not a score; "
+                "the game's boards' when the game's stored default keeps key values",
             },
-            "meta": {"type": "string", "maxLength": 1024, "description": "a defined board's entry metadata"},
+            "meta": {
+                "type": "string",
+                "maxLength": 1024,
+                "description": "the entry's metadata (a defined board's, or the game's stored default's)",
+            },
         },
         "required": ["player_id"],
         "additionalProperties": False,
-        "description": "one of score and delta, or a defined board's values; match_id or the Idempotency-Key "
+        "description": "one of score and delta, or a board's values; match_id or the Idempotency-Key "
         "header names the submission",
     },
     "ScoreBatch": {

@@ -33,7 +33,7 @@ from .windows import Period, Window, check_tournament
 # The layout of the call these records make: the library refuses another (library_mismatch), so a
 # scorer of one release never has its batches misread by the library of another. Raised with any
 # change to the records below.
-SUBMIT_LAYOUT = 2
+SUBMIT_LAYOUT = 3
 SETTINGS_FIELDS = (
     "call_layout",
     "now_ms",
@@ -59,6 +59,9 @@ PERIOD_FIELDS = (
     "closed_key",
 )
 DEFINITION_FIELDS = ("encoding", "tie", "metadata_bytes", "operator", "key_spec", "top_n")
+# lb_submit's definition records carry two more (lb_correct's do not): kept per scope (the game's
+# own boards), and a slip without key values carrying its one key in points (the game's slips)
+SUBMIT_DEFINITION_FIELDS = (*DEFINITION_FIELDS, "scoped", "points")
 LAYOUT_FIELDS = ("seen_key", "outcomes_key", "seen_expire_at", "board_count")
 BOARD_FIELDS = (
     "board_key",
@@ -82,6 +85,12 @@ FULL_FIELDS = ("id", "player", "points", "op", "ts", "name", "outcome", "values"
 _Board = tuple[tuple[int, int, str, str, int, int, int, int, int], BoardRef]
 
 
+# The key spec lb_correct is sent for the game's packed points (library/moderation.py): bounded by
+# each window's exact scores in the library, not by the definition's smallest; what tells the
+# durable log's fold a correction of the game's points from one it replays (scorer/durable/fold.py).
+POINTS_SPEC = f"d,,0,{boards.INT64_MAX}"
+
+
 def definition_record(definition: boards.Definition) -> list[str | int]:
     """A definition as lb_submit reads it (DEFINITION_FIELDS)."""
     per_key = any(k.operator is not None for k in definition.keys)
@@ -99,6 +108,13 @@ def definition_record(definition: boards.Definition) -> list[str | int]:
     ]
 
 
+def submit_record(definition: boards.Definition) -> list[str | int]:
+    """A definition as lb_submit reads it (SUBMIT_DEFINITION_FIELDS): the game's ``default`` is
+    kept per scope, and its one key (if one) may come in a slip's points."""
+    scoped = definition.id == boards.DEFAULT_ID
+    return [*definition_record(definition), int(scoped), int(scoped and len(definition.keys) == 1)]
+
+
 @dataclass(slots=True)
 class BatchPlan:
     keys: list[str]
@@ -113,8 +129,9 @@ class _Layouts:
     share it. A layout is what a submission's writes land on: its boards and its seen-id bucket;
     nearly every submission of a batch shares one."""
 
-    def __init__(self, config: GameConfig) -> None:
+    def __init__(self, config: GameConfig, default: boards.Definition | None = None) -> None:
         self.config = config
+        self.default = default  # the game's stored default when not the environment's shape
         self.names = config.keys
         self.keys = [
             self.names.versions,
@@ -158,6 +175,8 @@ class _Layouts:
         hour = ts // HOUR_MS
         lo, hi = hour * HOUR_MS, (hour + 1) * HOUR_MS
         refs: list[_Board] = []
+        if definition is None:
+            definition = self.default  # the game's own boards, as the stored default lays them out
         if definition is not None:
             # a tournament on a defined board: the tournament's one period instead of its windows
             periods = (
@@ -165,8 +184,11 @@ class _Layouts:
                 if tournament
                 else [boards.period(definition, w, ts) for w in definition.windows]
             )
-            scopes = [f"{DEFINED}:{definition.id}"]
-            targets = [(p, definition.operator) for p in periods]
+            if definition is self.default:  # each window's operator (LB_WINDOW_OPERATORS) per scope
+                targets = [(p, self.config.operator_for(p.window.name)) for p in periods]
+            else:
+                scopes = [f"{DEFINED}:{definition.id}"]
+                targets = [(p, definition.operator) for p in periods]
         else:
             specs = self._specs if tournament is None else [(tournament, self.config.operator)]
             targets = [(spec.period(ts), op) for spec, op in specs]
@@ -192,8 +214,10 @@ class _Layouts:
     def _board(
         self, window: str, period: Period, op: str, scope: str, definition: boards.Definition | None = None
     ) -> _Board:
-        # a defined board's periods are its own: its close marker, rank mode and tie bits
-        at = (window, period.label, period.start_ms, scope if definition is not None else "")
+        # a defined board's periods are its own: its close marker, rank mode and tie bits (the
+        # game's scopes share their periods, as the environment's boards do)
+        own = definition is not None and definition is not self.default
+        at = (window, period.label, period.start_ms, scope if own else "")
         slot = self.periods.get(at)
         if slot is None:
             slot = self.periods[at] = (len(self.periods) + 1, period, definition)
@@ -228,7 +252,7 @@ class _Layouts:
             len(self.periods),
         ]
         for (*_, scope), (_, period, definition) in self.periods.items():
-            w = period.window
+            w, game = period.window, definition is None or definition is self.default
             entrants = self.index(names.entrants(w.tournament)) if w.tournament is not None else 0
             # a replay of history was applied before any close: its closed periods take it again
             closed = 0 if replay else self.index(names.closed_marker(w.name, period.label, scope or None))
@@ -242,12 +266,12 @@ class _Layouts:
                 period.expire_at_s,
                 self.index(names.players(w.name, period.label)),
                 entrants,
-                config.rank_mode_for(w.name) if definition is None else definition.rank_mode,
+                definition.rank_mode if definition is not None and not game else config.rank_mode_for(w.name),
                 closed,
             ]
         head.append(len(self.definitions))
         for _, definition in self.definitions.values():
-            head += definition_record(definition)
+            head += submit_record(definition)
         return [*head, len(self._layouts), *self.args]
 
 
@@ -269,6 +293,7 @@ def encode_batch(
     announce: str | None = None,
     replay: bool = False,
     definitions: Mapping[str, boards.Definition] | None = None,
+    default: boards.Definition | None = None,
 ) -> BatchPlan:
     """Lay out one lb_submit call. Only what naming the keys needs is checked here (timestamp,
     scopes, tournament); the library checks everything else inside its atomic call. ``rows=False``
@@ -280,8 +305,12 @@ def encode_batch(
     since: neither a closed period nor the scope cap refuses it. ``definitions`` holds the
     definitions of the defined boards the entries name (``board``; one missing is refused as
     unknown_board); such an entry carries ``values`` (its key values, decimal, joined by ',')
-    and ``meta`` instead of ``points``."""
-    layouts = _Layouts(config)
+    and ``meta`` instead of ``points``. ``default``: the game's stored default when it is not of
+    the environment's shape (``Definitions.general``): the game's slips are then its slips over
+    the game's scopes (global, region, mode), with ``values`` and ``meta``, or their one key in
+    ``points``; without it a game slip naming values or metadata is refused (wrong_key_count,
+    metadata_too_large: the game's boards take points alone)."""
+    layouts = _Layouts(config, default)
     idem_ms, latest_ok = layouts.idem_ms, now + config.clock_skew_ms
     body: list[str | int] = []
     plan: list[tuple[str, list[BoardRef]] | SubmitResult] = []
@@ -334,6 +363,11 @@ def encode_batch(
                 raise InvalidSubmission("timestamp_in_future", CODES["timestamp_in_future"])
             if ts < too_old:
                 raise InvalidSubmission("timestamp_too_old", CODES["timestamp_too_old"])
+            if board is None and default is None and not common:
+                if get("values"):
+                    raise InvalidSubmission("wrong_key_count", "the game's boards take points, not key values")
+                if get("meta"):
+                    raise InvalidSubmission("metadata_too_large", "the game's boards keep no metadata")
             if not lo <= ts < hi or (region, mode, tournament, board) != last_scope:
                 spec, definition = None, None
                 if board is not None:
@@ -346,9 +380,10 @@ def encode_batch(
                     spec = (tournaments or {}).get(tournament)
                     if spec is None:
                         raise InvalidSubmission("unknown_tournament", f"no tournament {tournament!r}"[:120])
-                    if definition is not None:
+                    held = definition or default  # the board the tournament runs on keeps its encoding
+                    if held is not None:
                         try:
-                            definition.check_tournament()
+                            held.check_tournament()
                         except InvalidBoard as exc:
                             raise InvalidSubmission(exc.code, exc.message[:120]) from None
                 scopes = [] if definition is not None else scopes_of(region, mode)

@@ -24,7 +24,10 @@ its operator, rank mode, top N, windows and display hint replace those of the en
 every wrapper of the game (``Leaderboard.config``) reads, so every process follows a stored
 change within a tick and deleting it brings the environment's back. ``LB_WINDOW_OPERATORS`` and
 ``LB_WINDOW_RANK_MODES`` still override it per window, as they override the environment's.
-``admit()`` refuses a default the game's boards cannot carry (``boards.check_default``).
+``admit()`` refuses a default the game's boards cannot carry (``boards.check_default``). A stored
+default not of the environment's shape (``boards.configured_shape``: more keys, ``asc``, tie
+``last``, metadata...) is ``registry.general``: the game's slips are then laid out as its slips
+over the game's scopes (``encode_batch``'s ``default``), and its readers follow it.
 
 Creating, updating and deleting go through the function library (``Leaderboard.create_board``,
 ``update_board``, ``delete_board``).
@@ -42,10 +45,13 @@ from typing import cast
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .boards import DEFAULT_ID, Definition, check_default, default_definition, parse
+from .boards import DEFAULT_ID, Definition, check_default, configured_shape, default_definition, parse
+from .boards import period as board_period
+from .boards import resolve as board_resolve
 from .config import GameConfig
 from .errors import InvalidBoard
 from .transport import RedisClient, execute_packed
+from .windows import Period, window
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +104,9 @@ class Definitions:
         self.config = config  # the environment's with a stored default applied (module docstring)
         self.defaults = {DEFAULT_ID: configured(config)}
         self.columns: tuple[dict[str, str], ...] = ()  # the game's boards' display hint, when stored
+        # The stored default when it is not of the environment's shape (boards.configured_shape):
+        # the game's slips are then laid out as its slips over the game's scopes (encode_batch).
+        self.general: Definition | None = None
         self._refreshed_at = -REFRESH_S
         self.version: int | None = None  # the counter last read; None: never read
         # The change log's member at ``version`` (the change that brought the counter there), None
@@ -230,15 +239,17 @@ class Definitions:
     def _apply_default(self, stored: Definition | None) -> None:
         config = self.base
         columns: tuple[dict[str, str], ...] = ()
+        general = None
         if stored is not None:
             try:
                 config = applied(self.base, check_default(stored, self.defaults[DEFAULT_ID]))
                 columns = tuple({"name": k.name, "direction": k.direction, "display": k.display} for k in stored.keys)
+                general = None if configured_shape(stored, self.defaults[DEFAULT_ID]) else stored
             except InvalidBoard as exc:  # stored before the environment changed (LB_WINDOWS...)
                 log.error("board default of %s not applied, the environment's is: %s", self.keys.game, exc.message)
-        if config != self.config:
+        if config != self.config or general != self.general:
             log.info("boards of %s: the default board is %s", self.keys.game, "stored" if columns else "configured")
-        self.config, self.columns = config, columns
+        self.config, self.columns, self.general = config, columns, general
 
     def admit(self, definition: Definition) -> Definition:
         """``definition`` if it may be stored: InvalidBoard when it is the game's default and the
@@ -246,6 +257,22 @@ class Definitions:
         if definition.id == DEFAULT_ID:
             check_default(definition, self.defaults[DEFAULT_ID])
         return definition
+
+    def period(self, window_name: str, ts_ms: int) -> Period:
+        """The game's boards' period of ``window_name`` (one the game keeps) holding ``ts_ms``:
+        its days start in the stored default's time zone (``general``'s; UTC otherwise)."""
+        general = self.general
+        return window(window_name).period(ts_ms) if general is None else board_period(general, window_name, ts_ms)
+
+    def resolve(self, window_name: str, name: str | None, now_ms: int) -> Period:
+        """The game's boards' period a read names (``windows.Window.resolve``'s rules, in the
+        stored default's time zone); ValueError for one not kept or not readable."""
+        general = self.general
+        return (
+            window(window_name).resolve(name, now_ms)
+            if general is None
+            else board_resolve(general, window_name, name, now_ms)
+        )
 
     def get(self, board: str) -> Definition | None:
         return self.stored.get(board) or self.defaults.get(board)

@@ -151,8 +151,12 @@ class Moderation:
     async def replay_ban(self, player: str, *, actor: str, reason: str, at: int) -> tuple[int, int]:
         """A journaled ban's effect on the defined boards, replayed by a rebuild at its place among
         their slips (the game's boards are restored by the durable log's fold, the tombstone as
-        the log last had it): (boards the player was on, of those the boards whose top N changed)."""
+        the log last had it; under a stored default of key values their slips are replayed too,
+        and so is the ban on them): (boards the player was on, of those the boards whose top N
+        changed)."""
         defined = await self.defined_boards()
+        if self.lb.boards.general is not None:
+            defined |= await self.boards()
         if not defined:
             return 0, 0
         return await self.lb.ban(player, _ordered(defined), actor=actor, reason=reason, now=at, replay=True)
@@ -191,6 +195,10 @@ class Moderation:
         names another period still kept, as reads do (``previous`` or a label). On each, the
         ``global`` board and every scope board the player is on, or the ``scopes`` given.
 
+        Under a stored default of key values (``Definitions.general``) the game's boards take
+        ``values`` (or ``points`` for a default of one key), ``metadata`` and ``remove`` as a
+        defined board does, on the same boards.
+
         ``scopes`` naming defined boards (``board:<id>``, and only those) take ``values`` (its
         key values) or ``remove``, no points: the current period of each of the board's windows,
         or of ``window_name``. The entry keeps the time it was reached; a new one is placed as of
@@ -208,14 +216,22 @@ class Moderation:
                 raise _invalid("invalid_points", "a defined board holds key values: give values, not points")
             calls = await self._defined_targets(defined, values, metadata, remove, window_name, period, when)
         else:
-            if values is not None or metadata is not None or remove:
+            await self.lb.boards.refresh()
+            general = self.lb.boards.general  # the game's stored default, when it keeps key values
+            if general is None and (values is not None or metadata is not None or remove):
                 raise _invalid(
                     "invalid_scope", "values, metadata and remove correct a defined board: name it (board:<id>)"
                 )
-            value = _points(points)
-            game = self.lb.boards.get(boards.DEFAULT_ID)
-            assert game is not None  # the registry always holds the game's (configured, or stored)
-            calls = [(game, await self._game_targets(player, window_name, period, scopes, when), (value,))]
+            chosen = await self._game_targets(player, window_name, period, scopes, when)
+            if general is None:
+                game = self.lb.boards.get(boards.DEFAULT_ID)
+                assert game is not None  # the registry always holds the game's (configured, or stored)
+                calls = [(game, chosen, (_points(points),))]
+            else:
+                if points is not None and (values is not None or len(general.keys) != 1):
+                    raise _invalid("invalid_points", "the game's boards hold key values: give values, not points")
+                values = [_points(points)] if points is not None else values
+                calls = [(general, chosen, self._checked(general, values, metadata, remove))]
         out: list[Correction] = []
         for definition, chosen, corrected in calls:
             out += await self.lb.correct(
@@ -234,13 +250,15 @@ class Moderation:
             except (BadRequest, TournamentError) as exc:
                 raise _invalid("invalid_window", exc.message) from None
             try:  # None or "current", "previous", or a label; not one expired or not started
-                periods = [spec.resolve(period, when)]
+                periods = [
+                    spec.resolve(period, when) if spec.tournament else self.lb.boards.resolve(spec.name, period, when)
+                ]
             except ValueError as exc:
                 raise _invalid("invalid_period", str(exc)) from None
         elif period is not None:
             raise _invalid("invalid_period", "a period needs its window")
         else:
-            periods = [spec.period(when) for spec in self.lb.config.window_specs]
+            periods = [self.lb.boards.period(w, when) for w in self.lb.config.windows]
         if scopes is not None:
             try:
                 chosen = [(p, parse_scope(s)) for p in periods for s in dict.fromkeys(scopes)]
@@ -276,12 +294,7 @@ class Moderation:
             definition = self.lb.boards.get(board)
             if definition is None:
                 raise InvalidBoard("unknown_board", f"no board {board}")
-            if not remove and values is None:
-                raise InvalidBoard(
-                    "wrong_key_count", f"board {board} takes {len(definition.keys)} key value(s), got none"
-                )
-            checked = None if values is None else boards.parse_values(definition, list(values))
-            boards.check_metadata(definition, metadata)
+            checked = self._checked(definition, values, metadata, remove)
             if window_name is not None:
                 try:
                     periods = [boards.resolve(definition, window_name, period, when)]
@@ -296,6 +309,19 @@ class Moderation:
             calls.append((definition, [(p, f"{DEFINED}:{board}") for p in periods], checked))
         return calls
 
+    @staticmethod
+    def _checked(
+        definition: Definition, values: Sequence[object] | None, metadata: str | None, remove: bool
+    ) -> tuple[int, ...] | None:
+        """A correction's key values checked against the board's definition (None: the entry
+        taken off), and its metadata. InvalidBoard."""
+        if not remove and values is None:
+            wanted = len(definition.keys)
+            raise InvalidBoard("wrong_key_count", f"board {definition.id} takes {wanted} key value(s), got none")
+        checked = None if values is None else boards.parse_values(definition, list(values))
+        boards.check_metadata(definition, metadata)
+        return checked
+
     async def _boards_of(self, player: str, periods: Sequence[Period]) -> list[tuple[Period, str]]:
         """``global`` of each period, and the scope boards of those periods the player is on."""
         wanted = {(p.window.name, p.label): p for p in periods}
@@ -303,9 +329,11 @@ class Moderation:
             (b for b in await self.boards() if (b.window, b.period) in wanted and b.scope != GLOBAL_SCOPE),
             key=lambda b: (b.window, b.period, b.scope),
         )
+        lex = self.lb.boards.general is not None and self.lb.boards.general.encoding == boards.LEX
         async with self.lb.redis.pipeline(transaction=False) as pipe:
-            for b in scoped:
-                pipe.zscore(self.keys.board(b.window, b.period, b.scope), player)
+            for b in scoped:  # a lex board's members are encoded: its members hash names its players
+                at = (b.window, b.period, b.scope)
+                pipe.hget(self.keys.members(*at), player) if lex else pipe.zscore(self.keys.board(*at), player)
             scores = await pipe.execute() if scoped else []
         chosen = [(p, GLOBAL_SCOPE) for p in periods]
         chosen += [(wanted[b.window, b.period], b.scope) for b, s in zip(scoped, scores, strict=True) if s is not None]
@@ -320,7 +348,7 @@ class Moderation:
         if not changes:
             raise _invalid("invalid_profile", "name at least one of name, avatar, country")
         when = now_ms() if at is None else at
-        current = {(spec.name, spec.period(when).label) for spec in self.lb.config.window_specs}
+        current = {(w, self.lb.boards.period(w, when).label) for w in self.lb.config.windows}
         fields = await self.lb.redis.hkeys(self.keys.versions)
         boards = []
         for field in fields:

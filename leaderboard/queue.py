@@ -11,6 +11,7 @@ bounds it from above: acknowledgements trim below the oldest entry still waiting
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import overload
 
 from redis.exceptions import ResponseError
@@ -81,7 +82,7 @@ class Queue:
         if refused:
             raise refused[min(refused)]
         filed = await self.lb.enqueue(
-            [sub.fields() for sub in submissions],
+            [self._entry(sub) for sub in submissions],
             backlog_max=self.backlog_max,
             wait_replicas=self.wait_replicas,
             wait_timeout_ms=self.wait_timeout_ms,
@@ -106,6 +107,8 @@ class Queue:
                 sub.check(now_ms=now, rules=rules)
                 if sub.board:
                     await self._check_board(sub, sub.board)
+                elif sub.values or sub.meta is not None or self.lb.boards.general is not None:
+                    self._check_game(sub)
                 if sub.tournament:
                     await self._check_entry(sub, sub.tournament)
             except InvalidSubmission as exc:
@@ -130,6 +133,33 @@ class Queue:
         try:
             boards.parse_values(definition, sub.values)
             boards.check_metadata(definition, sub.meta)
+        except InvalidBoard as exc:
+            raise InvalidSubmission(exc.code, exc.message) from None
+
+    def _entry(self, sub: Submission) -> dict[str, str]:
+        """The stream entry of ``sub``. A game slip's points under a stored default of one key
+        (``Definitions.general``) are filed as its key value: every slip of such a game is then
+        one of key values, which the durable log keeps whole and a rebuild replays (a slip of
+        points it folds as packed points, the environment's shape)."""
+        general = self.lb.boards.general
+        if general is not None and sub.board is None and not sub.values and len(general.keys) == 1:
+            return replace(sub, values=(sub.points,)).fields()
+        return sub.fields()
+
+    def _check_game(self, sub: Submission) -> None:
+        """A slip of the game's own boards against the game's stored default when it keeps key
+        values (``Definitions.general``): its values, or its one key in ``points``, and its
+        metadata; while the game takes points alone, values and metadata are refused (as
+        encode_batch refuses them)."""
+        general = self.lb.boards.general
+        try:
+            if general is None:
+                if sub.values:
+                    raise InvalidSubmission("wrong_key_count", "the game's boards take points, not key values")
+                raise InvalidSubmission("metadata_too_large", "the game's boards keep no metadata")
+            one = (sub.points,) if len(general.keys) == 1 else ()
+            boards.parse_values(general, sub.values or one)
+            boards.check_metadata(general, sub.meta)
         except InvalidBoard as exc:
             raise InvalidSubmission(exc.code, exc.message) from None
 

@@ -64,7 +64,9 @@ class Submission:
     # and counts only if the player is entered.
     tournament: str | None = None
     # A submission to a defined board (leaderboard/boards/) goes to that board only, one per
-    # window it keeps, with its key values (``points`` is then 0 and unused) and metadata.
+    # window it keeps, with its key values (``points`` is then 0 and unused) and metadata. A
+    # slip of the game's own boards may carry them too, when the game's stored ``default``
+    # keeps them (docs/data-model.md, "The game's default board"); its points are then unused.
     board: str | None = None
     values: tuple[int, ...] = ()
     meta: str | None = None
@@ -102,6 +104,7 @@ class Submission:
                 check_name("board", self.board)  # the rule of scope values
             except ValueError:
                 raise _invalid("invalid_board_id") from None
+        if self.board is not None or self.values:
             if not 1 <= len(self.values) <= 5:
                 raise _invalid("wrong_key_count")
             for value in self.values:
@@ -109,21 +112,19 @@ class Submission:
                     raise _invalid("invalid_key_value")
                 if not INT64_MIN <= value <= INT64_MAX:
                     raise _invalid("key_out_of_range")
-        elif self.values or self.meta is not None:
-            raise _invalid("unknown_board")  # key values or metadata need the board they are for
         if self.meta is not None:
             _check_text(self.meta, "metadata_too_large", MAX_META_BYTES)
 
     def fields(self) -> dict[str, str]:
         """The stream entry for this submission: its slip (SLIP_PARTS; a defined board's has no
         points) and the optional fields it sets."""
-        points = str(self.points) if self.board is None else ""
+        points = str(self.points) if self.board is None and not self.values else ""
         out = {SLIP: f"{self.id}\t{self.player}\t{points}\t{self.ts_ms}\t{self.name or ''}"}
         for key in ("op", "region", "mode", "tournament", "board", "meta"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
-        if self.board is not None:
+        if self.board is not None or self.values:
             out["values"] = ",".join(map(str, self.values))
         if self.outcome:
             out["outcome"] = "1"
@@ -135,10 +136,11 @@ class Submission:
         InvalidSubmission. With ``now_ms`` and ``rules``, the clock and limits are checked too
         (``check()``); the queue checks those itself, so its callers need not."""
         board = _text(fields.get("board"), "invalid_board_id") or None
+        keyed = board is not None or fields.get("values") not in (None, "", [])  # points unused
         sub = cls(
             _text(fields.get("id"), "invalid_id"),
             _text(fields.get("player"), "invalid_player"),
-            parse_uint(fields.get("points"), "invalid_points", 16) if board is None else 0,
+            0 if keyed else parse_uint(fields.get("points"), "invalid_points", 16),
             parse_uint(fields.get("ts"), "invalid_timestamp", 15),
             _text(fields.get("op"), "invalid_operator") or None,
             _text(fields.get("name"), "invalid_name") or None,
@@ -146,7 +148,7 @@ class Submission:
             _text(fields.get("mode"), "invalid_scope") or None,
             _text(fields.get("tournament"), "invalid_tournament") or None,
             board,
-            parse_values(fields.get("values")) if board is not None else (),
+            parse_values(fields.get("values")) if keyed else (),
             _text(fields.get("meta"), "metadata_too_large") or None,
         )
         if now_ms is not None and rules is not None:
@@ -156,7 +158,7 @@ class Submission:
     def check(self, *, now_ms: int, rules: Rules) -> None:
         """The rules that depend on configuration and the clock."""
         max_points = (1 << (53 - TOURNAMENT_SHIFT)) - 1 if self.tournament else rules.max_points
-        if self.board is None and self.points > max_points:
+        if self.board is None and not self.values and self.points > max_points:
             raise InvalidSubmission("points_out_of_range", f"points must stay below {max_points + 1}")
         if self.ts_ms > now_ms + rules.clock_skew_ms:
             raise _invalid("timestamp_in_future")

@@ -328,10 +328,15 @@ def boards(
     Only what a viewer needs: a definition's limits and rules stay with the game servers."""
     own = _columns(columns)
     listed: list[m.BoardInfo] = []
+    definitions = list(definitions)
+    # the game's stored default may keep metadata, as a defined board does
+    meta = any(d.metadata_bytes > 0 for d in definitions if d.id == DEFAULT_ID)
     for s in scopes:
         mine: m.BoardInfo = {"board": s, "windows": list(windows), "window": window}
         if own:
             mine["columns"] = own
+        if meta:
+            mine["metadata"] = True
         listed.append(mine)
     for d in definitions:
         if d.id == DEFAULT_ID:  # the game's own boards, listed above by scope

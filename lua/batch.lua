@@ -9,7 +9,7 @@ local batch = {}
 -- lb_submit's records, each read into locals named as lb_submit's Input names its fields.
 batch.SETTINGS_FIELDS, batch.PERIOD_FIELDS, batch.LAYOUT_FIELDS, batch.BOARD_FIELDS, batch.SUBMISSION_FIELDS, batch.FULL_FIELDS = 9, 11, 4, 9, 2, 9
 -- The call layout lb_submit reads (leaderboard/batch.py's SUBMIT_LAYOUT): another is refused whole.
-batch.SUBMIT_LAYOUT = '2'
+batch.SUBMIT_LAYOUT = '3'
 -- A slip's parts (SLIP_PARTS): printable ASCII id and player and digits, as the common path takes
 -- them (one scan checks all four), else any text between the tabs (the general path checks it).
 batch.COMMON_SLIP, batch.ANY_SLIP = '^([ -~]+)\t([ -~]+)\t(%d+)\t(%d+)\t(.*)$', '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'

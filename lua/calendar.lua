@@ -8,11 +8,13 @@ local calendar = {}
 often (and by however many replicas) it is asked for: the marker is set NX in the same atomic call
 that adds the event, and from then on lb_submit refuses the period's slips (period_closed), so its
 boards keep agreeing with the event and the finals. The versions fields of the period's boards are
-removed either way (its boards are no longer published). The game's boards (no columns) close
-together, each entry with its points; a defined board (its columns given) alone, under its own
-marker and finals (its periods are its own: its time zone's days, its season's length), each
-entry with every key value as text (exact over the whole int64 range) and its metadata, and the
-event names the board.
+removed either way (its boards are no longer published). The game's boards close together,
+each entry with its points (no columns) or, under a stored default of key values (its columns
+given), with every key value as text and its metadata, and the event carries the columns; a
+defined board (its columns given, its one scope board:<id>) alone, under its own marker and
+finals (its periods are its own: its time zone's days, its season's length), each entry with
+every key value as text (exact over the whole int64 range) and its metadata, and the event names
+the board.
 Input:  KEYS[1] marker, KEYS[2] closed stream, KEYS[3] finals list, KEYS[4] versions hash,
         KEYS[5] journal stream, then per board two keys: the board, its metadata hash
         ARGV    call layout (CLOSE_LAYOUT), window, period, start_ms, end_ms, encoding
@@ -31,12 +33,14 @@ function calendar.close_args(keys, args)
   c.enc, c.param = reads.encoding(args[6])
   c.top_n, c.expire_s, c.keep = valid.parse_uint(args[7], 4), valid.parse_uint(args[8], 12), valid.parse_uint(args[9], 6)
   c.maxlen, c.now, c.boards = valid.parse_uint(args[10], 9), valid.parse_uint(args[11], 15), (#keys - calendar.CLOSE_KEYS) / 2
-  -- a defined board closes alone (the event names it); the game's boards' entries are points
-  c.board = c.columns ~= '' and args[calendar.CLOSE_ARGS + 1] or ''
+  -- a defined board closes alone (the event names it); the game's boards together, their
+  -- entries points, or key values when columns are given (a stored default's)
+  local first = args[calendar.CLOSE_ARGS + 1] or ''
+  c.board = c.columns ~= '' and first:match('^board:') and first or ''
   if not (c.enc and c.top_n and c.top_n >= 1 and c.expire_s and c.keep and c.maxlen and c.now and scoring.RANK_MODES[c.mode])
       or c.boards ~= math.floor(c.boards) or #args ~= calendar.CLOSE_ARGS + c.boards or not c.directions:match('^[ad]+$')
       or (c.enc == 'packed' and #c.directions ~= 1) or (c.enc == 'lex' and c.param ~= #c.directions * lex.KEY_HEX)
-      or (c.columns == '' and c.enc ~= 'packed') or (c.columns ~= '' and (c.boards ~= 1 or not c.board:match('^board:'))) then
+      or (c.columns == '' and c.enc ~= 'packed') or (c.board ~= '' and c.boards ~= 1) then
     return nil
   end
   return c
@@ -92,7 +96,10 @@ function calendar.add_close(keys, c, top)
   local fields = { 'id', id, 'window', c.window, 'period', c.period, 'start_ms', c.start_ms, 'end_ms', c.end_ms,
     'closed_ms', c.now_ms, 'top', top_json }
   if c.board ~= '' then
-    fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = 'board', c.board, 'columns', c.columns
+    fields[#fields + 1], fields[#fields + 2] = 'board', c.board
+  end
+  if c.columns ~= '' then
+    fields[#fields + 1], fields[#fields + 2] = 'columns', c.columns
   end
   local event_id = redis.call('XADD', keys[2], 'MAXLEN', '~', c.maxlen, '*', unpack(fields))
   local final = ''
@@ -102,7 +109,10 @@ function calendar.add_close(keys, c, top)
       closed_ms = c.now, event = event_id, top = cjson.decode(top_json),
     }
     if c.board ~= '' then
-      record.board, record.columns = c.board, cjson.decode(c.columns)
+      record.board = c.board
+    end
+    if c.columns ~= '' then
+      record.columns = cjson.decode(c.columns)
     end
     final = cjson.encode(record)
     redis.call('LPUSH', keys[3], final)

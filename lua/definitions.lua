@@ -8,20 +8,31 @@ local definitions = {}
 -- text ('12,-81250') and optional metadata; its layout's boards are that board's, one per window,
 -- planned and written by lb_submit's one planner and apply (submit.plan, submit.apply).
 
--- The definition records of a batch (lb_submit's Input names their fields): a count at pos, then
--- the records.
-definitions.DEFINITION_FIELDS = 6
+-- The definition records of a call (lb_submit's Input names their fields): a count at pos, then
+-- the records. lb_submit's (for_submit) are DEFINITION_FIELDS long: the last two say whether the
+-- definition is kept per scope (the game's own boards: a region's or mode's board is counted
+-- against max_scopes) and whether a slip without key values carries its one key in `points`
+-- (the game's slips); lb_correct's records end before them (CORRECT_RECORD_FIELDS).
+definitions.DEFINITION_FIELDS = 8
+definitions.CORRECT_RECORD_FIELDS = 6
 
-function definitions.read(args, pos)
+function definitions.read(args, pos, for_submit)
   local defs, count = {}, tonumber(args[pos]) or 0
+  local width = for_submit and definitions.DEFINITION_FIELDS or definitions.CORRECT_RECORD_FIELDS
   pos = pos + 1
   for d = 1, count do
-    local encoding, tie, metadata_bytes, operator, key_spec, top_n = unpack(args, pos, pos + definitions.DEFINITION_FIELDS - 1)
+    local encoding, tie, metadata_bytes, operator, key_spec, top_n, scoped, points =
+      unpack(args, pos, pos + definitions.DEFINITION_FIELDS - 1)
+    if not for_submit then -- the next record's fields, if any
+      scoped, points = '0', '0'
+    end
     local def = { lex = encoding == 'lex', last = tie == 'last', meta_bytes = tonumber(metadata_bytes),
-      per_key = operator == 'keys', op = operator, keys = {}, top_n = valid.parse_uint(top_n, 3) }
+      per_key = operator == 'keys', op = operator, keys = {}, top_n = valid.parse_uint(top_n, 3),
+      scoped = scoped == '1', points_key = points == '1' }
     if not ((encoding == 'lex' or encoding == 'packed') and (tie == 'first' or tie == 'last') and def.meta_bytes
         and def.top_n
-        and (def.per_key or valid.VALID_OPS[operator]) and type(key_spec) == 'string') then
+        and (def.per_key or valid.VALID_OPS[operator]) and type(key_spec) == 'string'
+        and (scoped == '1' or scoped == '0') and (points == '1' or points == '0')) then
       return nil
     end
     for dir, op, lo, hi in key_spec:gmatch('([da]),(%a*),(%-?%d+),(%-?%d+)') do
@@ -33,12 +44,12 @@ function definitions.read(args, pos)
       def.keys[#def.keys + 1] = { desc = dir == 'd', op = op ~= '' and op or nil,
         min = lex.key_hex(lo_hi, lo_lo, false), max = lex.key_hex(hi_hi, hi_lo, false) }
     end
-    if #def.keys < 1 or #def.keys > 5 then
+    if #def.keys < 1 or #def.keys > 5 or (def.points_key and #def.keys ~= 1) then
       return nil
     end
     def.sign = def.keys[1].desc and 1 or -1 -- a packed score: the one value signed by its direction
     defs[d] = def
-    pos = pos + definitions.DEFINITION_FIELDS
+    pos = pos + width
   end
   return defs, pos
 end
@@ -178,6 +189,17 @@ function definitions.definition_of(id, json)
   return def
 end
 
+-- A change of the game's default that changes how its boards are written (reshapes '1') would
+-- misread the entries they hold: refused (board_reorder) once the game applied any slip, which
+-- every applied slip's activity entry tells (the stream is trimmed, never emptied).
+function definitions.reshaped(activity, reshapes)
+  if reshapes == '1' and redis.call('EXISTS', activity) == 1 then
+    return refuse('board_reorder', "the game's boards hold entries written in the default board's current "
+      .. 'keys, directions, bounds and tie; they are fixed once the game has entries')
+  end
+  return nil
+end
+
 -- The counter after a change of id, which the change log records.
 function definitions.changed(version_key, log_key, id)
   local version = redis.call('INCR', version_key)
@@ -187,20 +209,27 @@ end
 
 --[[ lb_board_put: create or update a board definition.
 Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream, KEYS[4]
-        deleted definitions hash, KEYS[5] change log; ARGV id, definition JSON, the definition
-        JSON the update was checked against ('' to create), the deleted definition of that id a
-        create was checked against ('' for none: boards.check_recreate; its keys may still hold
-        entries), the most definitions the game stores (0: no cap)
+        deleted definitions hash, KEYS[5] change log, KEYS[6] the game's activity stream; ARGV
+        id, definition JSON, the definition JSON the update was checked against ('' to create),
+        the deleted definition of that id a create was checked against ('' for none:
+        boards.check_recreate; its keys may still hold entries), the most definitions the game
+        stores (0: no cap), reshapes ('1': the game's default changes how the game's boards are
+        written, boards.written_as: refused once the game applied a slip, '0' otherwise)
 Output: the boards version counter after the change; 0 when creating a definition that exists
         exactly so (a retried create); ERR board_exists (create, another definition), ERR
         unknown_board (update of none), ERR stale_board (it, or the deleted one a create was
         checked against, changed since the caller read it), ERR too_many_boards (a create while
-        the game stores its cap), ERR invalid_board
+        the game stores its cap), ERR board_reorder (reshapes, and the game has entries), ERR
+        invalid_board
 ]]
 function definitions.lb_board_put(keys, args)
-  local id, json, expected, deleted, cap = args[1], args[2], args[3], args[4], tonumber(args[5])
-  if not (id and json and expected and deleted and cap) then
+  local id, json, expected, deleted, cap, reshapes = args[1], args[2], args[3], args[4], tonumber(args[5]), args[6]
+  if not (id and json and expected and deleted and cap and keys[6]) then
     return refuse('bad_request', 'malformed board put')
+  end
+  local held = definitions.reshaped(keys[6], reshapes)
+  if held then
+    return held
   end
   local def, err = definitions.definition_of(id, json)
   if not def then
@@ -239,13 +268,18 @@ end
 remembered in the deleted definitions hash until its boards' entries are gone (lb_board_purge):
 a create of that id is checked against it.
 Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream, KEYS[4]
-        deleted definitions hash, KEYS[5] change log; ARGV id
-Output: the boards version counter after the change; ERR unknown_board
+        deleted definitions hash, KEYS[5] change log, KEYS[6] the game's activity stream; ARGV
+        id, reshapes (lb_board_put's: deleting the game's default brings the environment's back)
+Output: the boards version counter after the change; ERR unknown_board, ERR board_reorder
 ]]
 function definitions.lb_board_delete(keys, args)
   local id = args[1]
-  if not id then
+  if not (id and keys[6]) then
     return refuse('bad_request', 'malformed board delete')
+  end
+  local held = definitions.reshaped(keys[6], args[2])
+  if held then
+    return held
   end
   local old = redis.call('HGET', keys[1], id)
   if not old then

@@ -13,8 +13,10 @@ function submit.default(top_n)
     keys = { { desc = true } }, top_n = top_n }
 end
 
--- A slip's values, or nil and the entry error: a `points` definition's (the game's) its points,
--- else its key values ({hi, lo} each, definitions.slip_values) and metadata checked.
+-- A slip's values, or nil and the entry error: a `points` definition's (the game's configured
+-- one) its points, else its key values ({hi, lo} each, definitions.slip_values) and metadata
+-- checked; a stored default of one key (points_key) takes a slip's points as its value when
+-- the slip names no values, as the game's slips always could.
 function submit.values(def, sub)
   if def.points then
     local points = valid.parse_uint(sub.points, 16)
@@ -23,7 +25,11 @@ function submit.values(def, sub)
     end
     return points
   end
-  local values, bad = definitions.slip_values(def, sub.keys)
+  local text = sub.keys
+  if text == '' and def.points_key and sub.points ~= '' then
+    text = sub.points
+  end
+  local values, bad = definitions.slip_values(def, text)
   if values and (#sub.meta > def.meta_bytes or not valid.utf8(sub.meta)) then
     return nil, entry_error('metadata_too_large', 'metadata must be UTF-8 of at most ' .. def.meta_bytes .. ' bytes on this board')
   end
@@ -122,15 +128,15 @@ end
 -- operators), the member they make, or none when nothing changes. best and set weigh the time
 -- with the values, as the board orders them (a packed score holds both); incr and per-key
 -- operators move the time when the values change.
-function submit.plan_lex(board, _, values, _, sub, prefix, stamp, who)
+function submit.plan_lex(board, op, values, _, sub, prefix, stamp, who)
   local def = board.def
   local old = board.held.scores[sub.player] or nil
   local stored, write = values, true
   local key_len = #def.keys * lex.KEY_HEX
-  local tuple_op = not def.per_key and (sub.op ~= '' and sub.op or def.op)
+  local tuple_op = not def.per_key and op -- the slip's, else its window's (LB_WINDOW_OPERATORS on the game's)
   if old and tuple_op ~= 'best' and tuple_op ~= 'set' then -- incr, or per-key operators
     local failure
-    stored, failure = definitions.combine_values(def, sub.op, definitions.lex_values(def, old), values)
+    stored, failure = definitions.combine_values(def, tuple_op or sub.op, definitions.lex_values(def, old), values)
     if not stored then
       return failure
     end
@@ -373,7 +379,7 @@ function submit.apply_submission(keys, sub, periods, ctx)
   if sub.name ~= '' then
     batch.update_profile_name(ctx, sub.player, sub.name)
   end
-  batch.log_activity(ctx, sub, points, ts, improved_any, activity_rank, sub.layout.def.points and '' or boards[1].scope)
+  batch.log_activity(ctx, sub, points, ts, improved_any, activity_rank, sub.layout.def.scoped and '' or boards[1].scope)
   if outcome then
     batch.keep_outcome(ctx, sub, outcome)
   end
@@ -406,7 +412,7 @@ Input:
           holds the two equal):
     settings    call_layout now_ms top_n activity_maxlen clock_skew_ms idempotency_ms announce rows max_scopes
     period      window label start_ms end_ms shift unit_ms expire_at players_key entrants_key mode closed_key
-    definition  encoding tie metadata_bytes operator key_spec top_n
+    definition  encoding tie metadata_bytes operator key_spec top_n scoped points
     layout      seen_key outcomes_key seen_expire_at board_count
     board       board_key period op scope hist_key points_key definition members_key meta_key
     submission  layout slip
@@ -429,12 +435,17 @@ Input:
   Defined boards (leaderboard/boards.py): a definition's encoding is packed or lex, tie first or
   last, operator the board's (or 'keys': each key has its own), key_spec per key
   'd|a,<op>,<min>,<max>' joined by ';' (direction, operator, int64 bounds), top_n the size of
-  the top whose changes bump its version and are announced; a board's definition is a 1-based
-  index of those records (0: the game's own boards, the definition `default` with the game's
-  top_n, submit.default; members_key and meta_key 0 too),
+  the top whose changes bump its version and are announced, scoped '1' for the game's stored
+  default kept per scope (global, region:, mode:, whose new values count against max_scopes;
+  its periods are the game's, closed by the game's markers), points '1' when a slip naming no
+  values carries its one key in points (the game's slips to a stored default of one key); a
+  board's definition is a 1-based index of those records (0: the game's own boards as the
+  environment shapes them, the definition `default` with the game's top_n, submit.default;
+  members_key and meta_key 0 too),
   its points_key then the set of distinct key parts (lex) and members_key its player -> member
   hash; a submission to a defined board has points '' and values its key values as decimal
-  int64 text joined by ',' (values and meta '' otherwise)
+  int64 text joined by ',' (values and meta '' otherwise); so does a slip of the game's boards
+  under a stored default of another shape (its points '' then, or its one key)
 Output:
   one entry per submission: {'ok', {{improved, rank, previous_rank, points}, ...}} in board
   order ('ok', a plain string, without rows; a defined board's points: its first key value),
@@ -444,8 +455,8 @@ Output:
   The call's activity entry (flush_activity) holds each applied slip; a slip's rank there is
   the first board's when the member is in its top N, else 0, and its board the definition's
   board as reads name it (a defined board's first scope, board:<id>; '' for the game's own, whose
-  points a slip carries: a defined board's slip has points ''; the column only in a call that
-  applied a defined board's slip: batch.flush_activity).
+  points a slip carries: a defined board's slip, and a game slip of key values, has points '';
+  the column only in a call that applied a defined board's slip: batch.flush_activity).
   Whole-call errors: 'ERR library_mismatch ...' (another layout), 'ERR bad_request ...'.
 ]]
 function submit.lb_submit(keys, args)
@@ -475,7 +486,7 @@ function submit.lb_submit(keys, args)
   local periods, pos = batch.read_periods(keys, args, batch.SETTINGS_FIELDS + 1)
   local defs, layouts
   if periods then
-    defs, pos = definitions.read(args, pos)
+    defs, pos = definitions.read(args, pos, true)
   end
   if defs then
     layouts, pos = batch.read_layouts(keys, periods, args, pos, defs, submit.default(ctx.top_n))

@@ -11,8 +11,8 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:points:<window>:<period>:<scope>  ZSET    each distinct points value on the board (member
                                                    and score: the value); dense-mode windows only;
                                                    on a lex board each distinct key part (score 0)
-  lb:{g}:members:<window>:<period>:<scope> HASH    player -> member of a lex board (scope board:<id>)
-  lb:{g}:meta:<window>:<period>:<scope>    HASH    player -> entry metadata of a defined board
+  lb:{g}:members:<window>:<period>:<scope> HASH    player -> member of a lex board (board:<id>, or a game scope)
+  lb:{g}:meta:<window>:<period>:<scope>    HASH    player -> entry metadata (a definition that keeps some)
   lb:{g}:players:<window>:<period>         HLL     distinct players of one window period
   lb:{g}:seen:<hour>                       SET     submission ids applied, bucketed by the
                                                    submission's own timestamp hour
@@ -156,7 +156,7 @@ Errors, one way per scope (refuse and entry_error below), with the codes of lead
   points_out_of_range, and the input codes of the moderation, profile and entry functions:
   invalid_player, invalid_actor, invalid_reason, invalid_points, invalid_name, invalid_avatar,
   invalid_country; the board definition functions' invalid_board, board_exists, unknown_board,
-  stale_board, too_many_boards;
+  stale_board, too_many_boards, board_reorder (the game's default reshaped once it has entries);
 - one submission of a batch that cannot apply answers {'error', code, message} for that entry
   only and writes nothing for it: missing_id, invalid_id, banned, invalid_player, invalid_name,
   invalid_points, invalid_operator, invalid_timestamp, timestamp_in_future, timestamp_too_old,

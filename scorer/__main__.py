@@ -123,15 +123,22 @@ def _submit_parser(sub: Subparsers, epilog: str) -> None:
     s.add_argument("--mode", help="mode scope, e.g. ranked")
     s.add_argument("--tournament", help="tournament id: the slip counts on that tournament's boards only")
     s.add_argument("--board", help="defined board id: the slip counts on that board only (board create)")
-    s.add_argument("--values", help="the defined board's key values, comma-separated, e.g. 12,81250")
-    s.add_argument("--meta", help="metadata of the entry on a defined board (e.g. a replay id)")
+    s.add_argument(
+        "--values",
+        help="the board's key values, comma-separated, e.g. 12,81250: a defined board's (--board), or the game's "
+        "boards' when their stored default keeps key values",
+    )
+    s.add_argument("--meta", help="metadata of the entry (e.g. a replay id), where its board keeps some")
     s.add_argument("--game", help="game to submit to (default: the first of LB_GAMES, else LB_GAME)")
     redis_option(s)
 
 
 async def submit(settings: ScorerSettings, args: argparse.Namespace) -> str:
-    if (args.points is None) == (args.board is None) or (args.board is None) != (args.values is None):
-        raise UsageError("submit takes --points, or --board with --values")
+    if (args.points is None) == (args.values is None) or (args.board is not None and args.values is None):
+        raise UsageError(
+            "submit takes --points, or --values: with --board for a defined board, without it for the game's "
+            "boards when their stored default keeps key values"
+        )
     fields = {"id": args.id or uuid.uuid4().hex, "player": args.player, "ts": args.ts or str(now_ms())}
     for key in ("points", "op", "name", "region", "mode", "tournament", "board", "values", "meta"):
         if getattr(args, key):
@@ -147,7 +154,7 @@ async def submit(settings: ScorerSettings, args: argparse.Namespace) -> str:
     try:
         queue = Queue(redis, config)
         stream_id = await queue.submit(sub)
-        what = f"{sub.points} points" if sub.board is None else f"board {sub.board}: {args.values}"
+        what = f"{sub.points} points" if not sub.values else f"board {sub.board or 'default'}: {args.values}"
         return f"queued {sub.id}: player {sub.player}, {what} (stream entry {stream_id})"
     finally:
         await redis.aclose()

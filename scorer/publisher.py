@@ -268,7 +268,8 @@ class Publisher:
         if expired:
             await self.redis.hdel(self.keys.tournaments, *expired)
         self.periods.update(self.lb.boards, now)
-        game = {(w.name, GLOBAL_SCOPE): w.period(now).label for w in self.config.window_specs}
+        # the game's boards' periods, in their stored default's time zone
+        game = {(w, GLOBAL_SCOPE): self.lb.boards.period(w, now).label for w in self.config.windows}
         current = Current(collections.ChainMap(game, self.periods.labels), tournaments)
         self._backlog.extend(self.periods.take_dirty())
         batch = min(len(self._backlog), PUBLISH_PER_TICK)
@@ -412,8 +413,9 @@ class Publisher:
         for (win, label), scopes in sorted(game.items()):
             p = scopes[0].period
             event = await self.lb.close(
-                p, sorted(b.scope for b in scopes), top_n=s.closed_top_n, keep=s.closed_keep, maxlen=s.closed_maxlen
-            )
+                p, sorted(b.scope for b in scopes), top_n=s.closed_top_n, keep=s.closed_keep, maxlen=s.closed_maxlen,
+                definition=self.lb.boards.general,  # the game's stored default, when it keeps key values
+            )  # fmt: skip
             if event is not None:
                 self.stats.closed += 1
                 log.info("closed %s %s (event %s)", win, label, event)

@@ -723,7 +723,10 @@ async def test_a_defined_board_takes_key_values_and_answers_with_them(
     problem(await post({"values": ["1", "9223372036854775808"]}), 400, "key_out_of_range")
     problem(await post({"values": [1, 5], "meta": "123456789"}), 400, "metadata_too_large")
     problem(await post({"values": [1, 5], "score": 3}), 400, "bad_message")
-    problem(await post({"score": 3, "values": [1, 5]}, "/v1/boards/global/scores"), 404, "unknown_board")
+    problem(await post({"score": 3, "values": [1, 5]}, "/v1/boards/global/scores"), 400, "bad_message")
+    # the game's boards take points while the game stores no default of key values (test_game_default.py)
+    problem(await post({"values": [1, 5]}, "/v1/boards/global/scores"), 400, "wrong_key_count")
+    problem(await post({"score": 3, "meta": "x"}, "/v1/boards/global/scores"), 400, "metadata_too_large")
     # the values as the document has them: an array of integers or decimal text
     problem(await post({"values": "1,5"}), 400, "wrong_key_count")
     problem(await post({"values": [1, "5x"]}), 400, "invalid_key_value")
@@ -792,8 +795,11 @@ async def test_a_stored_default_board_reaches_the_api_without_a_restart(
     await until(follows, 5)
     daily = await http.get("/v1/boards/global/top", params={"window": "daily"})
     problem(daily, 400, "invalid_window")  # a window the stored default no longer keeps
-    refused = {**stored, "time_zone": "Europe/Paris"}
+    refused = {**stored, "windows": ["weekly", "monthly"]}  # a window the game does not keep
     problem(await http.put("/v1/definitions/default", json=refused, headers=SERVER), 400, "invalid_default_board")
+    # another time zone would misread the entries the game's boards hold (docs/data-model.md)
+    reshaped = {**stored, "time_zone": "Europe/Paris"}
+    problem(await http.put("/v1/definitions/default", json=reshaped, headers=SERVER), 409, "board_reorder")
     assert (await _definition(lb, "default") or {}).get("time_zone") == "UTC"
     assert (await http.delete("/v1/definitions/default", headers=SERVER)).status_code == 200
 

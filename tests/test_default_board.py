@@ -29,17 +29,11 @@ def default(**changes: Any) -> boards.Definition:
     return boards.parse({**BASE, **changes})
 
 
-# Shapes the game's boards cannot carry, each with its code.
+# Shapes the game's boards cannot carry, each with its code (keys, directions, bounds, tie, a time
+# zone, metadata and per-key operators they carry: tests/test_game_default.py).
 REFUSED: list[tuple[dict[str, Any], str]] = [
-    ({"keys": [{**KEY, "direction": "asc"}]}, "invalid_default_board"),
-    ({"keys": [KEY, {"name": "level"}]}, "invalid_default_board"),
-    ({"keys": [{**KEY, "max": 2**40}]}, "invalid_default_board"),
-    ({"keys": [{**KEY, "operator": "set"}]}, "invalid_default_board"),
-    ({"tie": "last"}, "invalid_default_board"),
-    ({"time_zone": "Europe/Paris"}, "invalid_default_board"),
     ({"windows": ["weekly", "season"], "season": {"start_ms": 0, "length_s": 86_400}}, "invalid_default_board"),
     ({"windows": ["monthly"], "keys": [{**KEY, "max": 2_147_483_647}]}, "invalid_default_board"),  # not kept
-    ({"metadata_bytes": 16}, "invalid_default_board"),
     ({"rank_mode": "dense"}, "board_reorder"),  # the game's writes keep no distinct points
 ]
 

@@ -422,7 +422,6 @@ async def test_a_malformed_close_of_a_defined_board_is_refused_and_writes_nothin
         ({11: "olympic"}, "bad_request"),  # no such rank mode
         ({5: "17"}, "bad_request"),  # a packed shift, with two keys
         ({5: "lex:9"}, "bad_request"),  # no such encoding
-        ({14: "region:eu"}, "bad_request"),  # not a defined board
         ({12: ""}, "bad_request"),  # no columns: the game's boards' entries are points, one packed value
         ({6: "0"}, "bad_request"),  # an empty top
         ({0: "1"}, "library_mismatch"),  # another release's call
@@ -432,4 +431,7 @@ async def test_a_malformed_close_of_a_defined_board_is_refused_and_writes_nothin
             await r.fcall(name, len(keys), *keys, *changed)
     with pytest.raises(ResponseError, match="bad_request"):
         await r.fcall(name, len(keys), *keys, *args[:-1])
+    # a defined board closes alone (columns and several scopes are the game's, under a stored default)
+    with pytest.raises(ResponseError, match="bad_request"):
+        await r.fcall(name, len(keys) + 2, *keys, *keys[-2:], *args, "region:eu")
     assert not await r.exists(keys[0], config.keys.closed, keys[2])

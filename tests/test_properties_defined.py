@@ -10,11 +10,13 @@ real redis-server:
   outcome (applied, or refused with key_out_of_range / wrong_key_count) is the model's;
 * the game's own boards, the definition ``default`` kept per scope: slips with and without a
   region and a mode, under each operator and rank mode, leave ``global``, ``region:eu`` and
-  ``mode:duo`` each equal to its own model, read by the library and by ``BoardPeriod`` alike."""
+  ``mode:duo`` each equal to its own model, read by the library and by ``BoardPeriod`` alike; and
+  so do they under a stored default of any shape the writes above draw (through the same path)."""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -195,7 +197,12 @@ async def check_writes(
         for result in await lb.submit_batch(part, now=NOW):
             got.append(result.status if result.status != "error" else str(result.code))
     assert got == expected
-    scope, ordered = "board:b", model.ordered()
+    await check_reads(r, lb, model, "board:b")
+
+
+async def check_reads(r: aioredis.Redis, lb: Leaderboard, model: Board, scope: str) -> None:
+    """Every read of a daily board (top, ranks, around, its histogram) equals the model's."""
+    ordered = model.ordered()
     top = await lb.top("daily", scope, n=100, at=NOW)
     assert [(e.player, e.keys, e.rank) for e in top.entries] == [
         (p, model.entries[p][0], model.rank(p)) for p in ordered
@@ -295,3 +302,55 @@ async def check_game_writes(
 
 def test_the_games_own_boards_follow_the_model_of_their_definition_in_every_scope(redis_server: RedisServer) -> None:
     hold(redis_server, 40, game_histories(), check_game_writes)
+
+
+@st.composite
+def default_histories(
+    draw: st.DrawFn,
+) -> tuple[boards.Definition, list[tuple[str, str, list[str], int, str | None, str | None]]]:
+    """A stored default of any shape ``histories`` draws (1-5 keys, asc, tie last, per-key
+    operators, int64 extremes) in a time zone, its slips naming a region, a mode, both or
+    neither."""
+    definition, slips = draw(histories())
+    zone = draw(st.sampled_from(["UTC", "+05:30", "-03:00", "Asia/Tokyo"]))  # NOW is 10:00 UTC: one day
+    default = parse({**definition.as_dict(), "id": boards.DEFAULT_ID, "time_zone": zone})
+    scoped = [(*s, draw(st.sampled_from([None, "eu"])), draw(st.sampled_from([None, "duo"]))) for s in slips]
+    return default, scoped
+
+
+async def check_default_writes(
+    r: aioredis.Redis,
+    definition: boards.Definition,
+    slips: list[tuple[str, str, list[str], int, str | None, str | None]],
+) -> None:
+    await r.flushall()
+    lb = Leaderboard(r, GameConfig(game="test", windows=("daily",), rank_mode=definition.rank_mode))
+    await lb.create_board(definition)
+    await lb.boards.refresh()
+    assert lb.boards.general == definition  # not the environment's shape: the defined boards' path
+    unit = 1000 if definition.encoding == boards.PACKED else 1
+    models = {scope: Board(definition, unit_ms=unit) for scope in SCOPES}
+    expected = []
+    for _, player, values, ts, region, mode in slips:
+        after = copy.deepcopy(models)  # a slip refused on one of its boards is written on none
+        try:
+            parsed = boards.parse_values(definition, values)
+            for scope, kind in SCOPES.items():
+                if kind is None or {"region": region, "mode": mode}[kind[0]] == kind[1]:
+                    after[scope].submit(player, parsed, ts)
+            expected.append("ok")
+            models = after
+        except InvalidBoard as exc:
+            expected.append(exc.code)
+    entries = [
+        {"id": sid, "player": p, "values": ",".join(v), "ts": str(ts), "region": g or "", "mode": m or ""}
+        for sid, p, v, ts, g, m in slips
+    ]
+    got = [res.status if res.status != "error" else str(res.code) for res in await lb.submit_batch(entries, now=NOW)]
+    assert got == expected
+    for scope, model in models.items():
+        await check_reads(r, lb, model, scope)
+
+
+def test_a_stored_default_of_any_shape_follows_the_model_in_every_scope(redis_server: RedisServer) -> None:
+    hold(redis_server, 40, default_histories(), check_default_writes)

@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from leaderboard import GameConfig, Submission, boards
 from leaderboard.batch import (
     BOARD_FIELDS,
-    DEFINITION_FIELDS,
     FULL_FIELDS,
     LAYOUT_FIELDS,
     PERIOD_FIELDS,
     SETTINGS_FIELDS,
     SUBMISSION_FIELDS,
+    SUBMIT_DEFINITION_FIELDS,
     SUBMIT_LAYOUT,
     encode_batch,
 )
@@ -33,7 +33,7 @@ LIBRARY = library_code()  # assembled: the files of lua/ in order
 RECORDS = {
     "settings": SETTINGS_FIELDS,
     "period": PERIOD_FIELDS,
-    "definition": DEFINITION_FIELDS,
+    "definition": SUBMIT_DEFINITION_FIELDS,
     "layout": LAYOUT_FIELDS,
     "board": BOARD_FIELDS,
     "submission": SUBMISSION_FIELDS,
@@ -166,7 +166,7 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
         assert key(p["players_key"]) == keys.players(name, label)
         assert (key(p["entrants_key"]) == keys.entrants("cup")) if name == "t-cup" else p["entrants_key"] == 0
 
-    definitions = [take(DEFINITION_FIELDS) for _ in range(int(args.pop(0)))]
+    definitions = [take(SUBMIT_DEFINITION_FIELDS) for _ in range(int(args.pop(0)))]
     assert definitions == [
         {
             "encoding": "lex",
@@ -175,6 +175,8 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
             "operator": "keys",
             "key_spec": f"d,best,0,500;a,set,{-(2**63)},{2**63 - 1}",
             "top_n": 10,
+            "scoped": 0,
+            "points": 0,
         }
     ]
 

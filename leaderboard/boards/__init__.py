@@ -65,9 +65,11 @@ from .definition import (
     check_recreate,
     check_time_zone,
     check_update,
+    configured_shape,
     default_definition,
     parse,
     parse_values,
+    written_as,
 )
 from .encoding import KEY_HEX, TIME_HEX, decode_member, encode_member, key_prefix, pack, player_of, player_part, unpack
 from .model import Board, combine, order_key
@@ -108,6 +110,7 @@ __all__ = [
     "check_time_zone",
     "check_update",
     "combine",
+    "configured_shape",
     "decode_member",
     "default_definition",
     "definition_of",
@@ -127,4 +130,5 @@ __all__ = [
     "resolve",
     "unpack",
     "window_of",
+    "written_as",
 ]

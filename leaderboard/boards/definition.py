@@ -357,35 +357,48 @@ def default_definition(operator: str, rank_mode: str, windows: Iterable[str], to
     )
 
 
+def configured_shape(definition: Definition, configured: Definition) -> bool:
+    """Whether ``definition``, as the game's ``default``, is written as the environment's game
+    is: one key as ``configured`` names it, highest first, from 0 to the ceiling of its windows
+    (windows.py), one operator, ties to the first, UTC days, no season, no metadata. Such a
+    default keeps the game's packed points, its slips and the library's fast path (common.lua);
+    any other is laid out as a definition kept per scope (``Definitions.general``)."""
+    key, wanted = definition.keys[0], configured.keys[0]
+    ceiling = min((WINDOWS[w].max_points for w in definition.windows if w in WINDOWS), default=-1)
+    return (
+        len(definition.keys) == 1
+        and (key.name, key.direction, key.operator, key.min, key.max) == (wanted.name, "desc", None, 0, ceiling)
+        and (definition.tie, definition.time_zone, definition.season) == ("first", "UTC", None)
+        and not definition.metadata_bytes
+        and not definition.extensions
+    )
+
+
 def check_default(definition: Definition, configured: Definition) -> Definition:
     """``definition`` as a stored ``default``: the game's own boards (``global``, ``region:``,
-    ``mode:``) take its operator, rank mode, top N, windows and display hint, so it may ask for
-    nothing else than they hold: one key as ``configured`` names it, highest first, from 0 to
-    the ceiling of its windows (windows.py), ties to the first, UTC days, windows the game keeps
-    (``configured``'s), no metadata, no per-key operator, no extensions; dense ranks on exactly
-    when the configuration has them (its writes keep the distinct points then). InvalidBoard
-    (invalid_default_board, or board_reorder for dense) otherwise."""
-    key, wanted = definition.keys[0], configured.keys[0]
-    kept = set(configured.windows)
+    ``mode:``) are that definition kept per scope, so it may ask for any keys, directions, bounds,
+    tie, time zone, metadata and per-key operators. What it may not ask for (InvalidBoard
+    invalid_default_board): a window the game does not keep (``configured``'s: LB_WINDOWS), so
+    no ``season``, which is no window the game's configuration can name (GameConfig.windows:
+    daily, weekly, monthly, alltime); dense ranks on exactly when the configuration has them
+    (its writes keep the distinct points then: board_reorder otherwise)."""
 
     def refuse(what: str) -> InvalidBoard:
         return _fail("invalid_default_board", f"the game's default board {what}")
 
-    if len(definition.keys) != 1:
-        raise refuse(f"has one key, {wanted.name}")
-    if not set(definition.windows) <= kept:
+    if not set(definition.windows) <= set(configured.windows):
         raise refuse(f"keeps only windows the game keeps: {', '.join(configured.windows)}")
-    ceiling = min(WINDOWS[w].max_points for w in definition.windows)
-    if (key.name, key.direction, key.operator, key.min, key.max) != (wanted.name, "desc", None, 0, ceiling):
-        shape = f"{{name: {wanted.name}, direction: desc, min: 0, max: {ceiling}}}"
-        raise refuse(f"has the key {shape} (its display may change)")
-    if definition.tie != "first" or definition.time_zone != "UTC" or definition.season is not None:
-        raise refuse("ranks ties by who reached them first, on UTC days")
-    if definition.metadata_bytes or definition.extensions:
-        raise refuse("carries no metadata and no extensions")
     if (definition.rank_mode == DENSE) != (configured.rank_mode == DENSE):
         raise _fail("board_reorder", "the game's default board switches dense ranks on or off by LB_RANK_MODE only")
     return definition
+
+
+def written_as(definition: Definition, configured: Definition) -> tuple[Any, ...] | None:
+    """How the game's boards are written under ``definition`` as their default: None for the
+    environment's shape (packed points, ``configured_shape``), else the definition's ``order``.
+    A change of it would misread the entries already written (lb_board_put refuses it while the
+    game has any: board_reorder)."""
+    return None if configured_shape(definition, configured) else definition.order
 
 
 # --- key values -----------------------------------------------------------------------------

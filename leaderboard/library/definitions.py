@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from .. import boards
 from ..errors import InvalidBoard
@@ -21,9 +22,9 @@ class DefinitionCalls(Calls):
         (stale_board when it changed meanwhile)."""
         created = self.boards.admit(boards.parse({**definition.as_dict(), "version": 1}))
         deleted = await self.boards.deleted_json(created.id)
-        if deleted is not None:
+        if deleted is not None and created.id != boards.DEFAULT_ID:  # the game's: _put_board's rule
             boards.check_recreate(boards.parse(deleted), created)
-        await self._put_board(created, "", deleted or "")
+        await self._put_board(created, "", deleted or "", self._reshapes(None, created))
         return created
 
     async def update_board(self, definition: boards.Definition) -> boards.Definition:
@@ -39,15 +40,22 @@ class DefinitionCalls(Calls):
             deleted = await self.boards.deleted_json(definition.id)  # stored as a create: its base too
         else:
             old = boards.parse(stored)
-        updated = boards.check_update(old, self.boards.admit(definition))
-        await self._put_board(updated, stored or "", deleted or "")
+        if stored is None:  # the game's boards as the environment shapes them: _put_board's rule
+            updated = replace(self.boards.admit(definition), version=old.version + 1)
+        else:
+            updated = boards.check_update(old, self.boards.admit(definition))
+        await self._put_board(updated, stored or "", deleted or "", self._reshapes(old, updated))
         return updated
 
     async def delete_board(self, board: str) -> None:
         """lb_board_delete: delete a board's definition. InvalidBoard(unknown_board)."""
         boards.check_id(board)
+        reshapes = False
+        if board == boards.DEFAULT_ID:  # back to the environment's shape: _put_board's rule
+            stored = await self.boards.stored_json(board)
+            reshapes = stored is not None and self._reshapes(boards.parse(stored), None)
         keys = self._definition_keys
-        await execute(self.redis, ("FCALL", "lb_board_delete", len(keys), *keys, board))
+        await execute(self.redis, ("FCALL", "lb_board_delete", len(keys), *keys, board, int(reshapes)))
 
     async def purge_board(self, board: str, deleted: str, keys: Sequence[str]) -> bool:
         """lb_board_purge: forget the deleted definition ``deleted`` of ``board`` when none of
@@ -56,12 +64,25 @@ class DefinitionCalls(Calls):
         names = (self.keys.deleted_boards, self.keys.board_changes, self.keys.journal, *keys)
         return bool(await execute(self.redis, ("FCALL", "lb_board_purge", len(names), *names, board, deleted)))
 
-    @property
-    def _definition_keys(self) -> tuple[str, str, str, str, str]:
-        k = self.keys
-        return (k.boards, k.boards_version, k.journal, k.deleted_boards, k.board_changes)
+    def _reshapes(self, old: boards.Definition | None, new: boards.Definition | None) -> bool:
+        """Whether a change of the game's ``default`` from ``old`` to ``new`` (None: the
+        environment's) changes how the game's boards are written (boards.written_as): the
+        library then refuses it while the game has entries (board_reorder). Another board's
+        changes are checked by check_update and check_recreate."""
+        configured = self.boards.defaults[boards.DEFAULT_ID]
+        if (new or old or configured).id != boards.DEFAULT_ID:
+            return False
+        return boards.written_as(old or configured, configured) != boards.written_as(new or configured, configured)
 
-    async def _put_board(self, definition: boards.Definition, expected: str, deleted: str) -> None:
+    @property
+    def _definition_keys(self) -> tuple[str, ...]:
+        k = self.keys
+        return (k.boards, k.boards_version, k.journal, k.deleted_boards, k.board_changes, k.activity)
+
+    async def _put_board(self, definition: boards.Definition, expected: str, deleted: str, reshapes: bool) -> None:
+        """lb_board_put; ``reshapes``: the game's boards would be written otherwise than the
+        entries they hold (``_reshapes``), refused atomically unless the game applied no slip yet
+        (its activity stream does not exist)."""
         keys = self._definition_keys
-        args = (definition.id, definition.to_json(), expected, deleted, self.config.max_boards)
+        args = (definition.id, definition.to_json(), expected, deleted, self.config.max_boards, int(reshapes))
         await execute(self.redis, ("FCALL", "lb_board_put", len(keys), *keys, *args))

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import boards
-from ..batch import DEFINITION_FIELDS, definition_record
+from ..batch import DEFINITION_FIELDS, POINTS_SPEC, definition_record
 from ..errors import BadRequest, TournamentError
 from ..keys import defined_of
 from ..profiles import stored as stored_profile
@@ -25,13 +25,14 @@ BAN_LAYOUT, CORRECT_LAYOUT = 2, 3
 _CORRECT_ARGS, _CORRECT_FIELDS = 8, 7
 
 
-def _record(definition: boards.Definition) -> list[str | int]:
-    """A definition as lb_correct reads it: lb_submit's record, but the game's points (one packed
-    key) are bounded per board by their window's exact scores (lb_correct refuses
-    points_out_of_range past them), not by the smallest of its windows' bounds."""
+def _record(definition: boards.Definition, points: bool) -> list[str | int]:
+    """A definition as lb_correct reads it: lb_submit's record, but the game's points (``points``:
+    the default of the configured shape, one packed key) are bounded per board by their window's
+    exact scores (lb_correct refuses points_out_of_range past them), not by the smallest of its
+    windows' bounds."""
     record = definition_record(definition)
-    if definition.id == boards.DEFAULT_ID and definition.encoding == boards.PACKED:
-        record[DEFINITION_FIELDS.index("key_spec")] = f"d,,0,{boards.INT64_MAX}"
+    if points:
+        record[DEFINITION_FIELDS.index("key_spec")] = POINTS_SPEC
     return record
 
 
@@ -70,13 +71,15 @@ class ModerationCalls(ReadCalls):
         packed board's shift, '' when its window is no longer known); None for a defined board
         whose definition is gone."""
         board_id = defined_of(b.scope)
-        if board_id is None:
+        d = self.boards.general if board_id is None else self.boards.get(board_id)  # the game's: its stored default's
+        if board_id is None and d is None:
             shift = await self._shift_of(b.window)
             return self.config.top_n, self.config.rank_mode_for(b.window), "" if shift < 0 else shift
-        d = self.boards.get(board_id)
         if d is None:
             return None
         encoding = f"lex:{len(d.keys)}" if d.encoding == boards.LEX else d.shift(b.window)
+        if board_id is None:
+            return self.config.top_n, self.config.rank_mode_for(b.window), encoding
         return d.top_n, d.rank_mode, encoding
 
     def _board_keys(self, window_name: str, period: str, scope: str) -> tuple[str, str, str]:
@@ -118,7 +121,8 @@ class ModerationCalls(ReadCalls):
         one key, the points), and ``metadata`` (None keeps the entry's, ``""`` clears it)."""
         args: list[str | int] = [player, "" if values is None else ",".join(map(str, values))]
         args += ["keep" if metadata is None else "set", metadata or "", actor, reason, now_ms() if now is None else now]
-        args += [self.config.activity_maxlen, 1, *_record(definition)]
+        points = definition.id == boards.DEFAULT_ID and self.boards.general is None  # the configured game's
+        args += [self.config.activity_maxlen, 1, *_record(definition, points)]
         for period, scope in boards_at:
             w = period.window
             # the game's boards rank in their window's mode (LB_WINDOW_RANK_MODES)

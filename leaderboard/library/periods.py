@@ -41,7 +41,9 @@ class PeriodCalls(Calls):
         and keep it in the window's finals (the newest ``keep``); the event's stream id, or None
         if the period was closed before. Either way the period's boards leave the versions hash.
         A defined board (``definition``, its one scope ``board:<id>``) closes its own periods
-        under its own marker and finals, each entry with every key value and its metadata."""
+        under its own marker and finals, each entry with every key value and its metadata; the
+        game's stored default (``Definitions.general``) closes the game's scopes together, under
+        the game's marker and finals, each entry with its key values and metadata."""
         reply = await self._versioned(CLOSE_LAYOUT, self.close_command(period, scopes, **options))
         return None if reply is None else str(reply)
 
@@ -56,10 +58,13 @@ class PeriodCalls(Calls):
             layout: list[str | int] = [w.shift, top_n, period.expire_at_s, keep, maxlen, when]
             layout += [self.config.rank_mode_for(w.name), "", "d"]
         else:
-            if len(scopes) != 1:
+            game = definition.id == boards.DEFAULT_ID  # the game's scopes, closed together as above
+            if len(scopes) != 1 and not game:
                 raise BadRequest("a defined board's period closes alone")
-            board = BoardPeriod(self.keys, definition, period, scopes[0])
-            marker, finals = self.keys.closed_marker(*at, board.scope), self.keys.finals(w.name, board.scope)
+            mode = self.config.rank_mode_for(w.name) if game else None
+            board = BoardPeriod(self.keys, definition, period, scopes[0], mode=mode)
+            own = () if game else (board.scope,)
+            marker, finals = self.keys.closed_marker(*at, *own), self.keys.finals(w.name, *own)
             layout = [board.encoding, top_n, period.expire_at_s, keep, maxlen, when, board.mode]
             layout += [orjson.dumps(board.columns).decode(), "".join(k.direction[0] for k in definition.keys)]
         keys = [marker, self.keys.closed, finals, self.keys.versions, self.keys.journal]

@@ -54,8 +54,13 @@ class ReadCalls(PlainReads, Calls):
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
         spec = await self.window_of(window_name)
-        try:
-            period = spec.resolve(period_name, now_ms() if at is None else at)
+        when = now_ms() if at is None else at
+        try:  # a window of the game's: its periods in the stored default's time zone
+            period = (
+                spec.resolve(period_name, when)
+                if spec.tournament
+                else self.boards.resolve(spec.name, period_name, when)
+            )
         except ValueError as exc:
             raise BadPeriod(str(exc)) from None
         return self.keys.board(spec.name, period.label, scope), period

@@ -60,6 +60,7 @@ class SubmitCalls(Calls):
             announce=announce,
             replay=replay,
             definitions={b: d for b in defined if (d := self.boards.get(b)) is not None},
+            default=self.boards.general,
         )
         if plan.count == 0:  # every entry was refused before the call
             return decode_batch(plan, [])

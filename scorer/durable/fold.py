@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leaderboard import GameConfig
-from leaderboard.batch import DEFINITION_FIELDS
+from leaderboard.batch import DEFINITION_FIELDS, POINTS_SPEC
 from leaderboard.keys import GLOBAL_SCOPE, defined_of
 from leaderboard.submission import scopes_of
 from leaderboard.windows import TOURNAMENT_PREFIX, Period, Window, tournament_window
@@ -62,7 +62,8 @@ _CORRECT_FIELDS = 7  # per board: version field, start_ms, end_ms, shift, unit_m
 # Where a correction's board records start: after lb_correct's arguments (player, values, metadata
 # mode and value, actor, reason, now_ms, activity_maxlen), its one definition record; in 7e58782's
 # ``correct``, after player, points, actor, reason and now_ms.
-_CORRECTION_BOARDS, _CORRECT_BOARDS = 9 + len(DEFINITION_FIELDS), 5
+_CORRECTION_RECORD = 9
+_CORRECTION_BOARDS, _CORRECT_BOARDS = _CORRECTION_RECORD + len(DEFINITION_FIELDS), 5
 # One window's part of a fast-path route: its period's start, 2**shift, 2**shift - 1, tie unit,
 # and the members of each board the submission's scopes reach in that period.
 _Leg = tuple[int, int, int, int, list[dict[str, int]]]
@@ -298,14 +299,16 @@ def ordered(action: Action) -> bool:
 
 
 def replayed(action: Action) -> bool:
-    """Whether ``action`` is a correction of a defined board, which a rebuild replays through
-    lb_correct (rebuild/writes.py) instead of folding: the fold keeps the game's boards only
-    (one call corrects the boards of one definition)."""
+    """Whether ``action`` is a correction a rebuild replays through lb_correct (rebuild/writes.py)
+    instead of folding: of a defined board, or of the game's boards under a stored default of
+    another shape than the configured game's points (their slips are replayed too). The fold
+    keeps the game's packed points only (one call corrects the boards of one definition)."""
     a = action.args
     if action.fn != "correction" or len(a) <= _CORRECTION_BOARDS:
         return False
     _, _, scope = a[_CORRECTION_BOARDS].split(":", 2)  # the first board's version field
-    return defined_of(scope) is not None
+    key_spec = a[_CORRECTION_RECORD + DEFINITION_FIELDS.index("key_spec")]
+    return defined_of(scope) is not None or key_spec != POINTS_SPEC
 
 
 def newest_ordered(actions: Iterable[Action]) -> int | None:

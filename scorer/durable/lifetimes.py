@@ -51,7 +51,8 @@ class SlipLifetimes:
             ts = int(fields.get("ts", ""))
         except ValueError:
             return NEVER
-        definition = self.definition(fields.get("board", ""), slip.applied_us)
+        # a slip naming no board is the game's, filed under its stored default
+        definition = self.definition(fields.get("board") or boards.DEFAULT_ID, slip.applied_us)
         if definition is None:  # no definition of its time in the log: kept, not guessed
             return NEVER
         ends = [boards.period(definition, w, ts).expire_at_s for w in definition.windows]

@@ -39,8 +39,9 @@ T = TypeVar("T")
 def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult]) -> list[Record]:
     """The records of an applied batch (its stream entries as the queue holds them, a slip or
     fields by name): every ``ok``, and every ``duplicate`` (its first outcome may have been
-    lost in a crash before it was recorded; if it was not, the store ignores it). A slip to a
-    defined board (``board``: key values, no points) is a ``Slip`` (``slips_of``)."""
+    lost in a crash before it was recorded; if it was not, the store ignores it). A slip of key
+    values (to a defined board, ``board``, or to the game's boards under a stored default that
+    keeps them, ``values``) is a ``Slip`` (``slips_of``)."""
     out = []
     ids: set[str] = set()
     for index, (entry, result) in enumerate(zip(entries, results, strict=True)):
@@ -54,7 +55,7 @@ def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitRes
             op = region = mode = tournament = ""
         else:
             fields = entry_fields(entry)
-            if fields.get("board"):
+            if fields.get("board") or fields.get("values"):  # a Slip: slips_of
                 continue
             get = fields.get
             sid, player, points, ts, name = (get(part, "") for part in SLIP_PARTS)
@@ -75,12 +76,12 @@ def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitRes
 
 
 def slips_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult]) -> list[Slip]:
-    """The slips to defined boards of an applied batch, ``ok`` or ``duplicate`` as in
+    """The slips of key values (to defined boards, or the game's) of an applied batch, ``ok`` or ``duplicate`` as in
     ``records_of``, one per id (the first in the batch: a later one with the same id was a
     duplicate of it), each kept with its fields by name."""
     out: dict[str, Slip] = {}
     for index, (entry, result) in enumerate(zip(entries, results, strict=True)):
-        if not entry.get("board") or result.status not in ("ok", "duplicate"):
+        if not (entry.get("board") or entry.get("values")) or result.status not in ("ok", "duplicate"):
             continue
         fields = entry_fields(entry)
         sid = fields.get("id", "")

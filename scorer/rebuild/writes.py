@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from leaderboard import GameConfig, Leaderboard
-from leaderboard.boards import Definition, period
+from leaderboard.boards import DEFAULT_ID, Definition, period
 from leaderboard.errors import Banned, InvalidBoard, InvalidInput
 from leaderboard.keys import GLOBAL_SCOPE, HOUR_MS, SCOPE_KINDS, Keys
 from leaderboard.moderation import Moderation
@@ -288,7 +288,10 @@ async def replay_slips(
         while end < len(slips) and (action is None or slips[end].applied_us < action.at):
             end += 1
         segment = [slip.entry() for slip in slips[done:end]]
-        for now, entries in slip_calls(lb.boards.get, segment, lb.config.idempotency_s * 1000):
+        # a slip naming no board is the game's: its stored default's, the one it was filed under
+        for now, entries in slip_calls(
+            lambda b: lb.boards.get(b or DEFAULT_ID), segment, lb.config.idempotency_s * 1000
+        ):
             await replay(lb, entries, now, restored)
             restored.slips += len(entries)
         on_boards.update(fields.get("player", "") for fields in segment)

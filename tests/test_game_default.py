@@ -1,0 +1,353 @@
+"""The game's own boards as freely defined as any board: a stored ``default`` of two keys (laps
+highest first, time lowest first), tie ``last`` and metadata, kept per region as the game's boards
+are (``global``, ``region:<r>``), written and read through the one path defined boards take
+under the same key names as the game's boards: slips through the queue and the scorer, reads on
+global and a region, the socket's snapshot, a ban, a correction, a close with its finals, a
+FLUSHALL and a rebuild from the durable log; and the rule that keeps a game's boards from being
+reshaped once they hold entries."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+import orjson
+import pytest
+import redis.asyncio as aioredis
+
+from fleet.redis_server import RedisServer
+from leaderboard import GameConfig, InvalidBoard, InvalidSubmission, Leaderboard, Submission, boards, now_ms
+from leaderboard.moderation import Moderation
+from leaderboard.queue import Queue
+from scorer import Consumer, Publisher, ScorerSettings
+from scorer.__main__ import parse_args
+from scorer.__main__ import submit as cli_submit
+from scorer.cli import UsageError
+from scorer.durable import Action, Slip, open_store
+from scorer.durable.lifetimes import SlipLifetimes
+from scorer.durable.recorder import Recorder
+from scorer.journal import JournalWorker
+from scorer.rebuild import rebuild
+
+from .conftest import MS, NOW, until
+from .gw_helpers import client, greet, recv_type, request, running, token
+from .test_api import SERVER, api_process, problem
+
+CONFIG = GameConfig(game="test")  # the conftest's: windows daily, weekly, alltime
+KART: dict[str, Any] = {
+    "id": "default",
+    "keys": [{"name": "laps", "min": 0, "max": 100}, {"name": "time", "direction": "asc", "display": "duration_ms"}],
+    "tie": "last",
+    "metadata_bytes": 16,
+    "top_n": 5,
+    "time_zone": "+05:30",  # the game's days start at 18:30 UTC
+}
+COLUMNS = [
+    {"name": "laps", "direction": "desc", "display": "number"},
+    {"name": "time", "direction": "asc", "display": "duration_ms"},
+]
+
+
+@pytest.fixture(scope="module")
+def api_url(redis_server: RedisServer) -> Iterator[str]:
+    with api_process(redis_server.url) as url:
+        yield url
+
+
+def kart(**changes: Any) -> boards.Definition:
+    return boards.parse({**KART, **changes})
+
+
+def settings(redis_url: str, **extra: Any) -> ScorerSettings:
+    return ScorerSettings(redis_url=redis_url, game=CONFIG, name="s1", batch=50, block_ms=20, metrics_port=0, **extra)
+
+
+def race(now: int) -> list[Submission]:
+    """Slips of two regions within the default's current day (its time zone's): ana and ben tie
+    on both keys (tie last: the later one ranks first)."""
+    t = max(now - 9_000, boards.period(kart(), "daily", now).start_ms)
+    return [
+        Submission("a", "ana", 0, t, values=(3, 81_000), region="eu", meta="red car"),
+        Submission("b", "ben", 0, t + 1, values=(3, 81_000), region="us", meta="blue car"),
+        Submission("c", "cy", 0, t + 2, values=(3, 79_500), region="eu"),
+        Submission("d", "dee", 0, t + 3, values=(2, 50_000), region="eu", name="Dee"),
+        Submission("e", "ana", 0, t + 4, values=(2, 40_000), region="eu"),  # worse: kept 3 laps
+    ]
+
+
+async def test_a_two_key_default_per_region_through_the_queue_reads_and_the_socket(
+    redis_url: str, r: aioredis.Redis, lb: Leaderboard
+) -> None:
+    await lb.create_board(kart())
+    await lb.boards.refresh()  # this process's tick
+    queue, consumer, publisher = Queue(r, CONFIG), Consumer(r, settings(redis_url)), Publisher(r, settings(redis_url))
+    now = now_ms()
+    # bad input: the existing codes, nothing queued (all or nothing)
+    good = Submission("ok", "zed", 0, now, values=(1, 1))
+    for bad, code in (
+        (Submission("x1", "zed", 40, now), "wrong_key_count"),  # points alone: the default has two keys
+        (Submission("x2", "zed", 0, now, values=(1,)), "wrong_key_count"),
+        (Submission("x3", "zed", 0, now, values=(101, 5)), "key_out_of_range"),
+        (Submission("x4", "zed", 0, now, values=(1, 5), meta="x" * 17), "metadata_too_large"),
+    ):
+        with pytest.raises(InvalidSubmission) as refused:
+            await queue.submit_many([good, bad])
+        assert refused.value.code == code
+    with pytest.raises(InvalidSubmission) as refused:
+        Submission.parse({"id": "x5", "player": "zed", "values": "1,z", "ts": now})
+    assert refused.value.code == "invalid_key_value"
+    assert await r.xlen(lb.keys.submissions) == 0
+
+    await queue.submit_many(race(now))
+    await asyncio.wait_for(consumer.run(burst=True), 30_000 * MS)
+    top = await lb.top("weekly", "global")
+    assert [(e.rank, e.player, e.keys, e.metadata) for e in top.entries] == [
+        (1, "cy", (3, 79_500), None),
+        (2, "ben", (3, 81_000), "blue car"),  # reached after ana's equal values: tie last
+        (3, "ana", (3, 81_000), "red car"),
+        (4, "dee", (2, 50_000), None),
+    ]
+    assert list(top.columns) == COLUMNS
+    eu = await lb.top("daily", "region:eu")
+    assert eu.period.start_ms % 86_400_000 == 66_600_000  # the default's day: from 18:30 UTC
+    assert [(e.rank, e.player) for e in eu.entries] == [(1, "cy"), (2, "ana"), (3, "dee")]
+    around = await lb.around("ana", "weekly", "region:eu", k=1)
+    assert [(e.player, e.keys) for e in around.entries] == [
+        ("cy", (3, 79_500)),
+        ("ana", (3, 81_000)),
+        ("dee", (2, 50_000)),
+    ]
+    assert (await lb.rank("ben", "alltime")).keys == (3, 81_000)
+    assert (await lb.rank("ben", "alltime", "region:us")).rank == 1
+    ranks = await lb.ranks(["ana", "dee", "nobody"], "weekly", "region:eu")
+    assert [s.rank for s in ranks.standings] == [2, 3, None]
+    assert ((await lb.stats("weekly")).size, (await lb.stats("weekly", "region:eu")).size) == (4, 3)
+    # the same key names as the game's boards always had, and the members and metadata hashes per scope
+    label = top.period.label
+    assert await r.zcard(lb.keys.board("weekly", label, "region:eu")) == 3
+    assert await r.hget(lb.keys.metadata("weekly", label, "region:us"), "ben") == "blue car"
+    assert await r.scard(lb.keys.scopes) == 2  # region:eu and region:us, counted as the game's always were
+
+    await publisher.tick()
+    async with running(redis_url) as gw, client(gw) as ws:
+        _, snap = await greet(ws)  # the global weekly board's
+        assert snap["columns"] == COLUMNS
+        rows = [(e["player"], e["rank"], e["keys"], e.get("meta")) for e in snap["entries"]]
+        assert rows[:2] == [("cy", 1, ["3", "79500"], None), ("ben", 2, ["3", "81000"], "blue car")]
+        listed = (await request(ws, {"type": "boards"}, "boards"))["boards"][0]  # the picker's
+        assert (listed["board"], listed["columns"], listed["metadata"]) == ("global", COLUMNS, True)
+        reply = await request(ws, {"type": "top", "board": "region:eu", "window": "weekly", "n": 2}, "top")
+        assert [e["player"] for e in reply["entries"]] == ["cy", "ana"]
+        # an entry into the top 5, filed over the socket, is announced in the snapshot's shape
+        async with client(gw, f"?token={token('backend', 'server')}") as server:
+            await greet(server)
+            filed: dict[str, Any] = {"id": "f", "player": "fay", "values": [4, 90_000], "region": "eu", "meta": "green"}
+            assert (await request(server, {"type": "submit", "submission": filed, "id": 1}))["type"] == "submitted"
+            short = {**filed, "id": "f2", "values": [4]}
+            answer = await request(server, {"type": "submit", "submission": short, "id": 2})
+            assert (answer["type"], answer["code"]) == ("error", "wrong_key_count")
+        await asyncio.wait_for(consumer.run(burst=True), 30_000 * MS)
+        await publisher.tick()
+        announce = await recv_type(ws, "announce")
+        assert (announce["player"], announce["rank"], announce["keys"], announce["meta"]) == (
+            "fay",
+            1,
+            ["4", "90000"],
+            "green",
+        )
+
+
+async def test_ban_correct_and_close_follow_the_definition(r: aioredis.Redis, lb: Leaderboard) -> None:
+    await lb.create_board(kart())
+    await lb.boards.refresh()
+    now = now_ms()
+    assert all(done.code is None for done in await lb.submit_batch([s.fields() for s in race(now)]))
+    # the activity entry: key values carry no points; its rank is on the game's first board (top<N> badges)
+    fed = {e["id"]: e for e in await lb.feed(10) if e.get("id")}
+    assert [(fed[i]["points"], fed[i]["rank"], fed[i].get("board", "")) for i in ("c", "d")] == [
+        ("", "1", ""),
+        ("", "4", ""),
+    ]
+    mod = Moderation(lb)
+    banned = await mod.ban("cy", actor="ops", reason="cheat")
+    assert banned.boards == 6  # global and region:eu of three windows
+    assert "cy" not in {e.player for e in (await lb.top("weekly", "region:eu")).entries}
+    (refused,) = await lb.submit_batch([Submission("g", "cy", 0, now, values=(9, 1)).fields()])
+    assert refused.code == "banned"
+
+    fixed = await mod.correct(
+        "dee", actor="ops", reason="timing", values=[3, 80_000], metadata="fixed", window_name="weekly"
+    )
+    assert {(c.board.scope, c.previous, c.keys) for c in fixed} == {
+        ("global", 2, (2, 50_000)),
+        ("region:eu", 2, (2, 50_000)),
+    }
+    top = await lb.top("weekly", "region:eu")
+    assert [(e.player, e.keys, e.metadata) for e in top.entries] == [
+        ("dee", (3, 80_000), "fixed"),
+        ("ana", (3, 81_000), "red car"),
+    ]
+    for bad, code in (
+        ({"values": [1]}, "wrong_key_count"),
+        ({"values": [1, 2], "metadata": "y" * 17}, "metadata_too_large"),
+    ):
+        with pytest.raises(InvalidBoard) as caught:
+            await mod.correct("dee", actor="ops", reason="r", window_name="weekly", **bad)
+        assert caught.value.code == code
+    assert (await lb.top("weekly", "region:eu")).entries == top.entries
+
+    # the day closes: the game's scopes together, under the game's marker and finals, with key values
+    period = (await lb.top("daily", "global")).period  # corrected on the weekly boards only
+    scopes = ["global", "region:eu", "region:us"]
+    event = await lb.close(period, scopes, top_n=3, keep=5, maxlen=100, definition=lb.boards.general)
+    assert event is not None
+    [final] = await lb.finals("daily")
+    assert final["columns"] == COLUMNS and "board" not in final
+    assert [(e["player"], e["keys"], e.get("meta")) for e in final["top"]["region:eu"]] == [
+        ("ana", ["3", "81000"], "red car"),
+        ("dee", ["2", "50000"], None),
+    ]
+    assert await r.exists(lb.keys.closed_marker("daily", period.label))
+    (late,) = await lb.submit_batch([Submission("h", "ana", 0, now, values=(9, 1), region="eu").fields()])
+    assert late.code == "period_closed"
+
+
+async def test_a_rebuild_gives_every_read_back(r: aioredis.Redis, redis_url: str, tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/scores.db")
+    await store.open()
+    try:
+        lb = Leaderboard(r, CONFIG)
+        await lb.create_board(kart())
+        await lb.boards.refresh()
+        recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
+        await asyncio.wait_for(JournalWorker(r, settings(redis_url), recorder).run(burst=True), 30_000 * MS)
+        now = now_ms()
+        await Queue(r, CONFIG).submit_many(race(now))
+        consumer = Consumer(r, settings(redis_url, durable_url="sqlite:///x"), recorder=recorder)
+        await asyncio.wait_for(consumer.run(burst=True), 30_000 * MS)
+        mod = Moderation(lb)
+        await mod.ban("cy", actor="ops", reason="cheat")
+        await mod.correct("dee", actor="ops", reason="t", values=[3, 80_000], metadata="fixed", window_name="alltime")
+        await asyncio.wait_for(JournalWorker(r, settings(redis_url), recorder).run(burst=True), 30_000 * MS)
+
+        async def reads() -> list[Any]:
+            out: list[Any] = []
+            for window in ("daily", "weekly", "alltime"):
+                for scope in ("global", "region:eu", "region:us"):
+                    out += [
+                        await lb.top(window, scope, n=10),
+                        await lb.ranks(["ana", "ben", "cy", "dee"], window, scope),
+                    ]
+            return out
+
+        before = await reads()
+        assert [e.player for e in before[12].entries] == ["dee", "ben", "ana"]  # alltime global: corrected, cy banned
+        await r.flushall()
+        restored = await rebuild(r, store, CONFIG, now=now_ms(), progress_to=io.StringIO())
+        assert restored.refused == {} and restored.slips == 5
+        lb = Leaderboard(r, CONFIG)
+        await lb.boards.refresh()  # the definition came back with the boards
+        assert await reads() == before
+    finally:
+        await store.close()
+
+
+async def test_the_game_s_boards_keep_the_shape_their_entries_were_written_in(
+    r: aioredis.Redis, lb: Leaderboard
+) -> None:
+    # no entries yet: the default may take any shape, and leave it again
+    await lb.create_board(kart())
+    await lb.delete_board(boards.DEFAULT_ID)
+    await lb.create_board(kart())
+    await lb.boards.refresh()
+    (done,) = await lb.submit_batch([Submission("a", "ana", 0, now_ms(), values=(3, 81_000)).fields()])
+    assert done.code is None
+    state = (await r.hgetall(lb.keys.boards), await r.get(lb.keys.boards_version))
+    # with entries: another order, back to the environment's shape, or deleted, each board_reorder
+    for change in (
+        lambda: lb.update_board(kart(tie="first")),
+        lambda: lb.update_board(kart(keys=[{"name": "laps", "min": 0, "max": 100}])),
+        lambda: lb.delete_board(boards.DEFAULT_ID),
+    ):
+        with pytest.raises(InvalidBoard) as caught:
+            await change()
+        assert caught.value.code == "board_reorder"
+    assert (await r.hgetall(lb.keys.boards), await r.get(lb.keys.boards_version)) == state
+    # what does not reorder still changes: its top N, a display hint, its metadata limit
+    await lb.update_board(kart(top_n=7, metadata_bytes=32))
+    # a game with entries of the environment's shape: a reshaping create is refused, nothing written
+    await r.flushall()
+    await lb.boards.refresh()  # the environment's shape again
+    (done,) = await lb.submit_batch([Submission("a", "ana", 40, now_ms()).fields()])
+    assert done.code is None
+    with pytest.raises(InvalidBoard) as caught:
+        await lb.create_board(kart())
+    assert caught.value.code == "board_reorder"
+    assert await r.hgetall(lb.keys.boards) == {}
+    # a game slip carrying values or metadata while the game takes points: refused, not dropped
+    entries = [
+        Submission("v", "ana", 0, now_ms(), values=(3, 1)).fields(),
+        {**Submission("m", "ana", 5, now_ms()).fields(), "meta": "x"},
+    ]
+    assert [d.code for d in await lb.submit_batch(entries)] == ["wrong_key_count", "metadata_too_large"]
+
+
+async def test_http_submits_key_values_and_metadata_to_the_game_s_boards(
+    api_url: str, redis_url: str, r: aioredis.Redis, lb: Leaderboard
+) -> None:
+    await lb.create_board(kart())
+    await lb.boards.refresh()
+    async with httpx.AsyncClient(base_url=api_url, timeout=10) as http:
+
+        async def post(body: dict[str, Any], board: str = "region:eu") -> httpx.Response:
+            return await http.post(f"/v1/boards/{board}/scores", json={"player_id": "ana", **body}, headers=SERVER)
+
+        async def accepted() -> bool:  # the API follows the stored default within its refresh
+            return (await post({"match_id": "h1", "values": [3, 81_000], "meta": "red car"})).status_code == 202
+
+        await until(accepted, 5)
+        for body, code in (
+            ({"score": 40}, "wrong_key_count"),  # points alone: two keys
+            ({"values": [1]}, "wrong_key_count"),
+            ({"values": [101, 1]}, "key_out_of_range"),
+            ({"values": [1, "x"]}, "invalid_key_value"),
+            ({"values": [1, 1], "meta": "y" * 17}, "metadata_too_large"),
+            ({"values": [1, 1], "score": 3}, "bad_message"),
+        ):
+            problem(await post({"match_id": "h2", **body}), 400, code)
+        assert await r.xlen(lb.keys.submissions) == 1
+    await asyncio.wait_for(Consumer(r, settings(redis_url)).run(burst=True), 30_000 * MS)
+    for scope in ("global", "region:eu"):
+        [entry] = (await lb.top("weekly", scope)).entries
+        assert (entry.player, entry.keys, entry.metadata) == ("ana", (3, 81_000), "red car")
+
+
+async def test_the_cli_files_key_values_and_metadata_of_the_game_s_boards(
+    redis_url: str, r: aioredis.Redis, lb: Leaderboard
+) -> None:
+    await lb.create_board(kart())
+    settings = ScorerSettings(redis_url=redis_url, game=CONFIG, metrics_port=0)
+    argv = ["submit", "--player", "ana", "--region", "eu", "--values", "3,81000"]
+    out = await cli_submit(settings, parse_args([*argv, "--meta", "red car"]))
+    assert "board default: 3,81000" in out
+    with pytest.raises(InvalidSubmission) as refused:
+        await cli_submit(settings, parse_args([*argv, "--meta", "x" * 17]))
+    assert refused.value.code == "metadata_too_large"
+    with pytest.raises(UsageError):
+        await cli_submit(settings, parse_args([*argv, "--points", "4"]))
+    [(_, fields)] = cast(list[tuple[str, dict[str, str]]], await r.xrange(lb.keys.submissions))
+    assert (fields["values"], fields["meta"], fields["region"]) == ("3,81000", "red car", "eu")
+
+
+def test_a_game_slip_of_key_values_lives_as_long_as_its_default_s_periods() -> None:
+    """The durable log's compaction drops a game slip of key values once every period it wrote to
+    expired, by the default it was filed under (a slip names no board: the game's)."""
+    daily = kart(windows=["daily"])
+    lifetimes = SlipLifetimes([Action(1, "1-0", "board", ("default", daily.to_json()))])
+    fields = Submission("a", "ana", 0, NOW, values=(3, 81_000)).fields() | {"id": "a", "ts": str(NOW)}
+    slip = Slip("a", 2, 0, orjson.dumps(fields).decode())
+    assert lifetimes.expire_at(slip) == boards.period(daily, "daily", NOW).expire_at_s
