@@ -475,7 +475,7 @@ end
 
 function batch.canonical(text, number)
   local least = batch.POW10[#text]
-  if not least or number >= least then -- not least: '' (a defined board's slip has no points)
+  if not least or number >= least then
     return text
   end
   return string.format('%d', number)
@@ -497,7 +497,8 @@ function batch.log_activity(ctx, sub, points, ts, improved, rank, board)
   local a = ctx.act
   local n = a.n + 1
   a.n = n
-  a.id[n], a.player[n], a.points[n], a.op[n] = sub.id, sub.player, batch.canonical(sub.points, points), sub.op
+  -- a slip of key values has no points ('': whatever points field it carried besides)
+  a.id[n], a.player[n], a.points[n], a.op[n] = sub.id, sub.player, points == '' and '' or batch.canonical(sub.points, points), sub.op
   a.ts[n], a.improved[n], a.rank[n] = batch.canonical(sub.ts, ts), improved and '1' or '0', rank == 0 and '0' or rank
   if board ~= '' then
     a.board[n], a.boards = board, true

@@ -7,7 +7,7 @@ import math
 import pytest
 import redis.asyncio as aioredis
 
-from leaderboard import CODES, WINDOWS, GameConfig, InvalidSubmission, Leaderboard, Submission
+from leaderboard import CODES, WINDOWS, GameConfig, InvalidSubmission, Leaderboard, Submission, boards
 from leaderboard.batch import SETTINGS_FIELDS, decode_batch, encode_batch
 from leaderboard.submission import parse_uint
 
@@ -101,6 +101,23 @@ async def test_missing_fields_are_refused(lb: Leaderboard, r: aioredis.Redis) ->
         "invalid_timestamp",
     ]
     assert await r.dbsize() == 0
+
+
+async def test_a_slip_of_key_values_with_a_points_field_besides_is_applied_and_spoils_nothing(lb: Leaderboard) -> None:
+    # a queue entry written by another producer than Queue may carry both; its batch goes on
+    await lb.create_board(
+        boards.parse({"id": "tower", "keys": [{"name": "floor"}, {"name": "ms", "direction": "asc"}]})
+    )
+    results = await lb.submit_batch(
+        [
+            {"id": "k", "player": "kim", "board": "tower", "values": "3,9000", "points": "0", "ts": str(NOW)},
+            {"id": "g", "player": "ana", "points": "500", "ts": str(NOW)},
+        ],
+        now=NOW,
+    )
+    assert [(r.status, r.code) for r in results] == [("ok", None), ("ok", None)]
+    assert [e.player for e in (await lb.top("alltime", "board:tower", at=NOW)).entries] == ["kim"]
+    assert [e.player for e in (await lb.top("weekly", "global", at=NOW)).entries] == ["ana"]
 
 
 @pytest.mark.parametrize("value", [-1, 1.5, math.nan, math.inf, True, None, "1.0", 10**16])

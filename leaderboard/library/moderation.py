@@ -133,7 +133,7 @@ class ModerationCalls(ReadCalls):
         out = []
         for (p, scope), (prev, rank) in zip(boards_at, rows, strict=True):
             before = tuple(int(v) for v in prev.split(",")) if prev else None
-            keys = before if defined_of(scope) else None  # the game's boards answer points alone
+            keys = None if points else before  # the configured game's boards answer points alone
             board = BoardRef(p.window.name, p.label, scope)
             out.append(Correction(board, before[0] if before else None, int(rank) or None, keys))
         return out
