@@ -30,18 +30,9 @@ function batch.read_periods(keys, args, pos)
         and closed_key and (closed_key == 0 or keys[closed_key])) then
       return nil
     end
-    periods[p] = {
-      window = window,
-      label = label,
-      start_ms = start_ms,
-      end_ms = end_ms,
-      scale = 2 ^ shift,
-      max_points = 2 ^ (53 - shift) - 1,
-      unit_ms = unit_ms,
-      expire_at = expire_at,
-      hll = keys[players_key],
-      entrants = entrants_key ~= 0 and keys[entrants_key] or nil,
-      mode = mode,
+    periods[p] = { window = window, label = label, start_ms = start_ms, end_ms = end_ms, scale = 2 ^ shift,
+      max_points = 2 ^ (53 - shift) - 1, unit_ms = unit_ms, expire_at = expire_at, hll = keys[players_key],
+      entrants = entrants_key ~= 0 and keys[entrants_key] or nil, mode = mode,
       marker = closed_key ~= 0 and keys[closed_key] or nil,
       players = {}, listed = {}, -- applied in this batch, each once, for the distinct-player log
     }
@@ -239,46 +230,32 @@ function batch.defer_write(held, player, score)
   pending.n, pending[n] = n, player
 end
 
--- Before any read of the key: its deferred writes, in ZADDs of at most 500 members (unpack() is
--- bounded by Lua's C stack).
+-- Before any read of the key: its deferred writes, in ZADDs of at most 500 members (chunked; pairs:
+-- 1,000 items never split one). A lex board's replaced members go first (a member may come back:
+-- A, B, then A again), its new ones at score 0, then its members hash.
 function batch.flush_board(ctx, key)
   local held = ctx.held[key]
   if not (held and held.pending.n > 0) then
     return
   end
-  if held.members then
-    return batch.flush_members(key, held)
-  end
-  local pending, scores, writes, n = held.pending, held.scores, {}, 0
+  local pending, scores, members, adds, fields = held.pending, held.scores, held.members, {}, {}
   for i = 1, pending.n do
     local player = pending[i]
-    writes[n + 1], writes[n + 2] = scores[player], player
-    n = n + 2
-    if n == 1000 then
-      redis.call('ZADD', key, unpack(writes, 1, n))
-      n = 0
+    local score = scores[player]
+    if members then
+      adds[2 * i - 1], adds[2 * i], fields[2 * i - 1], fields[2 * i] = 0, score, player, score
+    else
+      adds[2 * i - 1], adds[2 * i] = score, player
     end
   end
+  if members then
+    batch.chunked('ZREM', key, held.gone)
+    batch.chunked('HSET', members, fields)
+    held.gone = {}
+  end
+  batch.chunked('ZADD', key, adds)
   -- emptied in place (the next writes list over the old ones): apply_common's board records hold it
   pending.n = 0
-  if n > 0 then
-    redis.call('ZADD', key, unpack(writes, 1, n))
-  end
-end
-
--- A lex board's deferred writes: the replaced members off first (a member may come back: A, B,
--- then A again), then the new ones at score 0 and the members hash.
-function batch.flush_members(key, held)
-  local pending, adds, fields = held.pending, {}, {}
-  batch.chunked('ZREM', key, held.gone)
-  for i = 1, pending.n do
-    local player = pending[i]
-    local member = held.scores[player]
-    adds[2 * i - 1], adds[2 * i], fields[2 * i - 1], fields[2 * i] = 0, member, player, member
-  end
-  batch.chunked('ZADD', key, adds) -- pairs: 1,000 items never split one
-  batch.chunked('HSET', held.members, fields)
-  held.gone, pending.n = {}, 0
 end
 
 -- A member's 0-based rank (ZREVRANK) on a board of the batch, its deferred writes flushed first.
@@ -418,27 +395,28 @@ function batch.update_profile_name(ctx, player, name)
   end
 end
 
+-- Items added to a key in chunks (batch.chunked), then its expiry set once it exists (EXPIREAT on a
+-- key not yet created would do nothing; expire_at 0 = never).
+function batch.add_all(command, key, items, expire_at)
+  batch.chunked(command, key, items)
+  if #items > 0 and expire_at ~= 0 then
+    redis.call('EXPIREAT', key, expire_at, 'NX')
+  end
+end
+
 -- One PFADD per distinct-player log per batch instead of one per submission: the log's final
 -- state does not depend on the order or grouping of the adds. Each player once per batch: a log
 -- of a few thousand players is kept sparse by Redis, where an add costs a scan of the log (on a
 -- stream where players come back often: 0.18 us a submission with a member per slip, 0.02 with
--- each of the batch's players once). Chunked because unpack() is bounded by Lua's C stack.
-function batch.add_players(period, players)
-  batch.chunked('PFADD', period.hll, players)
-  if #players > 0 and period.expire_at > 0 then
-    redis.call('EXPIREAT', period.hll, period.expire_at, 'NX')
-  end
-end
-
--- The players the general path applied, by period; those of the common slips, one list per
--- layout, added to each of the layout's periods.
+-- each of the batch's players once). The players the general path applied, by period; those of
+-- the common slips, one list per layout, added to each of the layout's periods.
 function batch.count_players(periods, commons)
   for _, period in ipairs(periods) do
-    batch.add_players(period, period.players)
+    batch.add_all('PFADD', period.hll, period.players, period.expire_at)
   end
   for _, common in ipairs(commons) do
     for _, period in ipairs(common.periods) do
-      batch.add_players(period, common.players)
+      batch.add_all('PFADD', period.hll, common.players, period.expire_at)
     end
   end
 end
@@ -447,11 +425,7 @@ end
 -- checks were made against the buckets as read before the batch, plus these).
 function batch.mark_seen(marks)
   for _, mark in ipairs(marks) do
-    local ids = mark.ids
-    batch.chunked('SADD', mark.key, ids)
-    if #ids > 0 then
-      redis.call('EXPIREAT', mark.key, mark.expire_at, 'NX')
-    end
+    batch.add_all('SADD', mark.key, mark.ids, mark.expire_at)
   end
 end
 

@@ -95,34 +95,25 @@ function calendar.add_close(keys, c, top)
   local top_json = next(top) and cjson.encode(top) or '{}'
   local fields = { 'id', id, 'window', c.window, 'period', c.period, 'start_ms', c.start_ms, 'end_ms', c.end_ms,
     'closed_ms', c.now_ms, 'top', top_json }
-  if c.board ~= '' then
-    fields[#fields + 1], fields[#fields + 2] = 'board', c.board
-  end
-  if c.columns ~= '' then
-    fields[#fields + 1], fields[#fields + 2] = 'columns', c.columns
+  local board, columns = c.board ~= '' and c.board or nil, c.columns ~= '' and c.columns or nil
+  for _, field in ipairs({ { 'board', board }, { 'columns', columns } }) do
+    if field[2] then
+      fields[#fields + 1], fields[#fields + 2] = field[1], field[2]
+    end
   end
   local event_id = redis.call('XADD', keys[2], 'MAXLEN', '~', c.maxlen, '*', unpack(fields))
   local final = ''
   if c.keep > 0 then
-    local record = {
+    final = cjson.encode({
       id = id, window = c.window, period = c.period, start_ms = tonumber(c.start_ms), end_ms = tonumber(c.end_ms),
-      closed_ms = c.now, event = event_id, top = cjson.decode(top_json),
-    }
-    if c.board ~= '' then
-      record.board = c.board
-    end
-    if c.columns ~= '' then
-      record.columns = cjson.decode(c.columns)
-    end
-    final = cjson.encode(record)
+      closed_ms = c.now, event = event_id, top = cjson.decode(top_json), board = board,
+      columns = columns and cjson.decode(columns),
+    })
     redis.call('LPUSH', keys[3], final)
     redis.call('LTRIM', keys[3], 0, c.keep - 1)
   end
-  if c.board ~= '' then
-    journal(keys[5], 'close', c.window, c.period, c.expire_at, c.kept, c.now_ms, final, c.board)
-  else
-    journal(keys[5], 'close', c.window, c.period, c.expire_at, c.kept, c.now_ms, final)
-  end
+  -- the game's close journals no board (a trailing nil is no argument)
+  journal(keys[5], 'close', c.window, c.period, c.expire_at, c.kept, c.now_ms, final, board)
   return event_id
 end
 

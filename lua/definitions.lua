@@ -140,18 +140,20 @@ function definitions.lex_texts(board)
   return texts[1], texts
 end
 
--- A defined board's announcement (either encoding): the entry as the board's snapshot entries
--- carry it (leaderboard/wire.py), so a page reads both alike: `keys` the values as text, `score`
--- the first as a number, `meta` when the entry has some. `keys`: definitions.texts' list.
+-- A board's announcement (either encoding): the entry as the board's snapshot entries carry it
+-- (leaderboard/wire.py), so a page reads every board alike: `score` the first key as a number,
+-- and on a defined board `keys` the values as text (definitions.texts' list; nil: the game's
+-- points, board.total, whose boards carry neither keys nor metadata), `meta` when it has some.
 function definitions.announce(board, player, name, ctx, rank, keys)
-  local meta = board.meta_value ~= '' and board.meta_value or redis.call('HGET', board.meta, player)
+  local meta = keys and (board.meta_value ~= '' and board.meta_value or redis.call('HGET', board.meta, player))
   local json = cjson.encode({
     type = 'announce', board = board.scope, window = board.period.window, period = board.period.label,
     player = player, name = name ~= '' and name or nil, rank = rank, keys = keys, meta = meta or nil,
   })
   -- score goes in as the key's digits: cjson writes numbers with 14 significant digits, and a
   -- key is any int64 (19)
-  redis.call('SPUBLISH', ctx.announce, '{"score":' .. keys[1] .. ',' .. json:sub(2))
+  local score = keys and keys[1] or string.format('%d', board.total)
+  redis.call('SPUBLISH', ctx.announce, '{"score":' .. score .. ',' .. json:sub(2))
 end
 
 -- Board definitions --------------------------------------------------------------------------
@@ -227,12 +229,9 @@ function definitions.lb_board_put(keys, args)
   if not (id and json and expected and deleted and cap and keys[6]) then
     return refuse('bad_request', 'malformed board put')
   end
-  local held = definitions.reshaped(keys[6], reshapes)
-  if held then
-    return held
-  end
   local def, err = definitions.definition_of(id, json)
-  if not def then
+  err = definitions.reshaped(keys[6], reshapes) or err
+  if err then
     return err
   end
   local old = redis.call('HGET', keys[1], id)
@@ -277,13 +276,10 @@ function definitions.lb_board_delete(keys, args)
   if not (id and keys[6]) then
     return refuse('bad_request', 'malformed board delete')
   end
-  local held = definitions.reshaped(keys[6], args[2])
-  if held then
-    return held
-  end
   local old = redis.call('HGET', keys[1], id)
-  if not old then
-    return refuse('unknown_board', 'no board ' .. id)
+  local err = definitions.reshaped(keys[6], args[2]) or (not old and refuse('unknown_board', 'no board ' .. id))
+  if err then
+    return err
   end
   redis.call('HDEL', keys[1], id)
   redis.call('HSET', keys[4], id, old)

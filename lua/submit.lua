@@ -162,12 +162,17 @@ end
 -- The score of a packed board's N-th entry, or false while the board has fewer than N entries
 -- (then everyone on it is in the top N). Read once per batch and again only after the top N
 -- changed, so whether a write touches the top N is a comparison, not a ZREVRANK per board.
-function submit.nth_score(ctx, key, top_n)
+-- A lex board's N-th entry is its N-th member (members order as text, best first).
+function submit.nth_score(ctx, key, top_n, lexical)
   local nth = ctx.nth[key]
   if nth == nil then
     batch.flush_board(ctx, key)
-    local flat = redis.call('ZRANGE', key, top_n - 1, top_n - 1, 'REV', 'WITHSCORES')
-    nth = flat[2] and tonumber(flat[2]) or false
+    if lexical then
+      nth = redis.call('ZRANGE', key, top_n - 1, top_n - 1)[1] or false
+    else
+      local flat = redis.call('ZRANGE', key, top_n - 1, top_n - 1, 'REV', 'WITHSCORES')
+      nth = flat[2] and tonumber(flat[2]) or false
+    end
     ctx.nth[key] = nth
   end
   return nth
@@ -182,20 +187,10 @@ function submit.in_top(ctx, key, player, score, nth, top_n)
   return score == nth and batch.board_rank(ctx, key, player, top_n) < top_n
 end
 
--- The same on either encoding: the N-th entry's place (a packed score, or a lex member: members
--- order as text, best first), whether a place (`at`) is in the top N, and the 0-based rank of
--- the player's entry at that place.
+-- The same on either encoding: the N-th entry's place (a packed score, or a lex member), whether
+-- a place (`at`) is in the top N, and the 0-based rank of the player's entry at that place.
 function submit.nth(ctx, board)
-  if not board.def.lex then
-    return submit.nth_score(ctx, board.key, board.top_n)
-  end
-  local nth = ctx.nth[board.key]
-  if nth == nil then
-    batch.flush_board(ctx, board.key)
-    nth = redis.call('ZRANGE', board.key, board.top_n - 1, board.top_n - 1)[1] or false
-    ctx.nth[board.key] = nth
-  end
-  return nth
+  return submit.nth_score(ctx, board.key, board.top_n, board.def.lex)
 end
 
 function submit.placed(ctx, board, player, at, nth)
@@ -214,32 +209,24 @@ function submit.rank(ctx, board, player, at)
 end
 
 -- A write changed the board's top N: bump its version; announce an entry (entered), in the shape
--- the board's snapshot entries have (the game's: its points as score; a definition's: its key
--- values, definitions.announce). Returns the member's 0-based rank when it read it (or was given it).
+-- the board's snapshot entries have (definitions.announce: the game's points as score, a
+-- definition's key values). Returns the member's 0-based rank when it read it (or was given it).
 function submit.touch_top(board, player, name, ctx, rank, entered_top)
   local period = board.period
   redis.call('HINCRBY', ctx.versions, period.window .. ':' .. period.label .. ':' .. board.scope, 1)
   ctx.nth[board.key] = nil -- the N-th entry may have changed
   if entered_top then
-    local def = board.def
+    local def, shown, texts = board.def, nil, nil
+    rank = rank or submit.rank(ctx, board, player, board.member) -- a packed board's: by player
     if def.lex then
-      rank = rank or submit.rank(ctx, board, player, board.member)
-      local _, texts = definitions.lex_texts(board)
-      local shown = period.mode == 'ordinal' and rank + 1 or lex.rank(board.key, board.pts, period.mode, board.member, #board.prefix)
-      definitions.announce(board, player, name, ctx, shown, texts)
-      return rank
-    end
-    rank = rank or batch.board_rank(ctx, board.key, player, board.top_n)
-    local total = board.total
-    local shown = scoring.mode_rank(board.key, board.pts, period.scale, period.mode, def.sign * total, rank + 1)
-    if def.points then
-      redis.call('SPUBLISH', ctx.announce, cjson.encode({
-        type = 'announce', board = board.scope, window = period.window, period = period.label,
-        player = player, name = name ~= '' and name or nil, rank = shown, score = total,
-      }))
+      shown = period.mode == 'ordinal' and rank + 1 or lex.rank(board.key, board.pts, period.mode, board.member, #board.prefix)
+      texts = select(2, definitions.lex_texts(board))
     else -- >= 0 and below 2^53: a packed definition's bounds
-      definitions.announce(board, player, name, ctx, shown, { int64.format(math.floor(total / int64.TWO32), total % int64.TWO32) })
+      local total = board.total
+      shown = scoring.mode_rank(board.key, board.pts, period.scale, period.mode, def.sign * total, rank + 1)
+      texts = not def.points and { int64.format(math.floor(total / int64.TWO32), total % int64.TWO32) } or nil
     end
+    definitions.announce(board, player, name, ctx, shown, texts)
   end
   return rank
 end
