@@ -120,33 +120,29 @@ end
 
 -- A command of `key` and many items, in calls of at most 1,000 items (unpack() is bounded by
 -- Lua's C stack): one call per 1,000 items instead of one per submission. Returns the replies
--- of an item-per-reply command (HMGET) in the items' order. The reads of every batch (held,
--- held_board) loop over the replies where they come: a copy of each was measurable there.
-function batch.chunked(command, key, items)
-  local out = {}
+-- of an item-per-reply command (HMGET) in the items' order, or, given `found`, marks there
+-- which items a set (SMISMEMBER) or a hash (HMGET) holds (item -> true: batch.held). The reads
+-- of every batch (held, held_board) loop over the replies where they come: a copy of each was
+-- measurable there.
+function batch.chunked(command, key, items, found)
+  local out = found or {}
   for i = 1, #items, 1000 do
-    local replies = redis.call(command, key, unpack(items, i, math.min(i + 999, #items)))
-    for j = 1, type(replies) == 'table' and #replies or 0 do
-      out[#out + 1] = replies[j]
+    local last = math.min(i + 999, #items)
+    local replies = redis.call(command, key, unpack(items, i, last))
+    for j = 1, type(replies) == 'table' and last - i + 1 or 0 do
+      local reply = replies[j]
+      if not found then
+        out[#out + 1] = reply
+      elseif reply and reply ~= 0 then
+        found[items[i + j - 1]] = true
+      end
     end
   end
   return out
 end
 
--- Which of `items` a set (SMISMEMBER) or a hash (HMGET) holds, as a table item -> true.
 function batch.held(command, key, items)
-  local found = {}
-  for i = 1, #items, 1000 do
-    local last = math.min(i + 999, #items)
-    local replies = redis.call(command, key, unpack(items, i, last))
-    for j = 1, last - i + 1 do
-      local reply = replies[j]
-      if reply and reply ~= 0 then
-        found[items[i + j - 1]] = true
-      end
-    end
-  end
-  return found
+  return batch.chunked(command, key, items, {})
 end
 
 -- The batch's banned players (a set, as held's). Most games hold a few tombstones or none: a

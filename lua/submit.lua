@@ -244,10 +244,8 @@ function submit.apply(board, player, name, ctx, want)
     if want == 'all' or (want == 'top' and submit.placed(ctx, board, player, old, submit.nth(ctx, board))) then
       rank = submit.rank(ctx, board, player, old) + 1
     end
-    if lexical then
-      return false, rank, rank, want == 'all' and (definitions.lex_texts(board)) or ''
-    end
-    return false, rank, rank, board.def.sign * scoring.score_points(old, period.scale)
+    return false, rank, rank, lexical and (want == 'all' and (definitions.lex_texts(board)) or '')
+      or board.def.sign * scoring.score_points(old, period.scale)
   end
   local at = lexical and board.member or board.score -- the entry's place after the write
   local prev = want == 'all' and old and submit.rank(ctx, board, player, old) or nil
@@ -295,11 +293,8 @@ function submit.apply(board, player, name, ctx, want)
     board.held.expire_at = period.expire_at -- set once the board is written (flush_boards)
     ctx.hist_expire[board.hist] = period.expire_at -- set once the histogram is written
   end
-  local total = board.total
-  if lexical then
-    total = want == 'all' and (definitions.lex_texts(board)) or ''
-  end
-  return board.improved, rank and rank + 1 or 0, prev and prev + 1 or 0, total
+  return board.improved, rank and rank + 1 or 0, prev and prev + 1 or 0,
+    lexical and (want == 'all' and (definitions.lex_texts(board)) or '') or board.total
 end
 
 -- A status alone is a plain string in the reply: a table per entry was a measurable share of the call.
@@ -460,13 +455,12 @@ function submit.lb_submit(keys, args)
   local apply_common, apply_submission = submit.apply_common, submit.apply_submission
   local ctx = {
     versions = keys[1], activity = keys[2], profiles = keys[3], banned = keys[4], scopes = keys[5],
-    now = tonumber(now_ms), top_n = tonumber(top_n), maxlen = activity_maxlen,
+    now = tonumber(now_ms), top_n = tonumber(top_n), maxlen = tonumber(activity_maxlen),
     skew = tonumber(clock_skew_ms), max_age = tonumber(idempotency_ms), announce = announce,
     rows = rows == '1', max_scopes = valid.parse_uint(max_scopes, 9), expiring = {}, nth = {}, ranks = {}, known = {},
     hist = {}, hist_expire = {}, names = {}, boards = {}, held = {}, commons = {},
     act = { n = 0, id = {}, player = {}, points = {}, op = {}, ts = {}, improved = {}, rank = {}, board = {} },
   }
-  ctx.maxlen = tonumber(ctx.maxlen)
   if not (ctx.now and ctx.top_n and ctx.maxlen and ctx.skew and ctx.max_age and ctx.max_scopes and ctx.scopes) then
     return refuse('bad_request', 'malformed batch header')
   end
