@@ -234,7 +234,8 @@ function batch.flush_board(ctx, key)
   if not (held and held.pending.n > 0) then
     return
   end
-  local pending, scores, members, adds, fields = held.pending, held.scores, held.members, {}, {}
+  local pending, scores, members, adds = held.pending, held.scores, held.members, {}
+  local fields = members and {}
   for i = 1, pending.n do
     local player = pending[i]
     local score = scores[player]
