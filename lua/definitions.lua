@@ -151,7 +151,7 @@ function definitions.announce(board, player, name, ctx, rank, keys)
     player = player, name = name ~= '' and name or nil, rank = rank, keys = keys, meta = meta or nil,
   })
   -- score goes in as the key's digits: cjson writes numbers with 14 significant digits, and a
-  -- key is any int64 (19)
+  -- key is any int64 (19), the game's points any below 2^53 (16)
   local score = keys and keys[1] or string.format('%d', board.total)
   redis.call('SPUBLISH', ctx.announce, '{"score":' .. score .. ',' .. json:sub(2))
 end
