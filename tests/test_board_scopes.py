@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 
 from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, InvalidBoard, InvalidSubmission, Leaderboard, Submission, boards, now_ms
+from leaderboard.errors import BadRequest
 from leaderboard.keys import parse_scope
 from leaderboard.moderation import Moderation
 from leaderboard.queue import Queue
@@ -183,3 +184,27 @@ async def test_http_writes_and_reads_a_region_s_board(
             assert top.status_code == 200
             assert [e["player"] for e in top.json()["entries"]] == ["ana"]
         assert (await http.get(f"/v1/boards/{US}/top", params={"window": "weekly"})).json()["entries"] == []
+
+
+async def test_a_board_s_scopes_close_together_with_their_finals(r: aioredis.Redis, lb: Leaderboard) -> None:
+    definition = tower()
+    await lb.create_board(definition)
+    await lb.boards.refresh()
+    now = now_ms()
+    assert all(done.code is None for done in await lb.submit_batch([s.fields() for s in climb(now)]))
+    period = (await lb.top("daily", HOME)).period
+    with pytest.raises(BadRequest):  # its home first, its own scopes only
+        await lb.close(period, [EU, HOME], top_n=3, keep=5, maxlen=100, definition=definition)
+    event = await lb.close(period, [HOME, EU, US], top_n=3, keep=5, maxlen=100, definition=definition)
+    assert event is not None
+    [final] = await lb.finals("daily", scope=EU)  # one finals list: its home's
+    assert final["board"] == HOME
+    assert {scope: [e["player"] for e in top] for scope, top in final["top"].items()} == {
+        HOME: ["dee", "ben", "ana"],
+        EU: ["ana", "cy"],
+        US: ["ben"],
+    }
+    assert await r.exists(lb.keys.closed_marker("daily", period.label, EU))
+    late = Submission("h", "ana", 0, now, board="tower", values=(20, 1), region="eu")
+    (refused,) = await lb.submit_batch([late.fields()])
+    assert refused.code == "period_closed"
