@@ -7,7 +7,6 @@ and a slip naming a scope its board is not kept per (refused, nothing written)."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -15,17 +14,18 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from fleet.redis_server import RedisServer
 from leaderboard import GameConfig, InvalidBoard, InvalidSubmission, Leaderboard, Submission, boards, now_ms
-from leaderboard.errors import BadRequest
+from leaderboard.errors import BadRequest, InvalidInput
 from leaderboard.keys import parse_scope
 from leaderboard.moderation import Moderation
 from leaderboard.queue import Queue
-from scorer import Consumer, Publisher, ScorerSettings
+from scorer import Consumer, Publisher
 
 from .conftest import MS, until
 from .gw_helpers import client, greet, recv_type, request, running
-from .test_api import SERVER, api_process, problem
+from .test_api import SERVER, problem
+from .test_game_default import api_url as api_url  # the fixture: this module's API process
+from .test_game_default import settings
 
 CONFIG = GameConfig(game="test")
 TOWER: dict[str, Any] = {
@@ -37,18 +37,8 @@ TOWER: dict[str, Any] = {
 HOME, EU, US = "board:tower", "board:tower:region:eu", "board:tower:region:us"
 
 
-@pytest.fixture(scope="module")
-def api_url(redis_server: RedisServer) -> Iterator[str]:
-    with api_process(redis_server.url) as url:
-        yield url
-
-
 def tower(**changes: Any) -> boards.Definition:
     return boards.parse({**TOWER, **changes})
-
-
-def settings(redis_url: str) -> ScorerSettings:
-    return ScorerSettings(redis_url=redis_url, game=CONFIG, name="s1", batch=50, block_ms=20, metrics_port=0)
 
 
 def climb(now: int) -> list[Submission]:
@@ -136,8 +126,22 @@ async def test_a_board_per_region_through_the_queue_reads_the_socket_and_a_ban(
         unknown = await request(ws, {"type": "top", "board": "board:tower:mode:duo", "window": "weekly"})
         assert (unknown["type"], unknown["code"]) == ("error", "unknown_board")
 
+    # a correction of the home board corrects every scope's board the player is on; a scope's alone
+    mod = Moderation(lb)
+    fixed = await mod.correct("cy", actor="ops", reason="t", values=[13, 1], scopes=[HOME], window_name="weekly")
+    assert {(c.board.scope, c.previous, c.keys) for c in fixed} == {(HOME, 9, (9, 50_000)), (EU, 9, (9, 50_000))}
+    assert [e.player for e in (await lb.top("weekly", EU)).entries] == ["cy", "ana"]
+    fixed = await mod.correct("cy", actor="ops", reason="t", values=[1, 1], scopes=[EU], window_name="weekly")
+    assert [c.board.scope for c in fixed] == [EU]
+    assert [e.player for e in (await lb.top("weekly", EU)).entries] == ["ana", "cy"]
+    assert [e.player for e in (await lb.top("weekly", HOME)).entries][:2] == ["dee", "cy"]  # 13 floors there still
+    for scopes in (["board:tower:mode:duo"], [HOME, "global"]):
+        with pytest.raises((InvalidBoard, InvalidInput)) as caught:
+            await mod.correct("cy", actor="ops", reason="t", values=[1, 1], scopes=scopes)
+        assert caught.value.code in {"unknown_board", "invalid_scope"}
+
     # a ban takes the player off every scope's board they are on
-    banned = await Moderation(lb).ban("ana", actor="ops", reason="cheat")
+    banned = await mod.ban("ana", actor="ops", reason="cheat")
     assert banned.boards == 6  # the home and region:eu boards of three windows
     assert [e.player for e in (await lb.top("weekly", EU)).entries] == ["cy"]
     assert "ana" not in {e.player for e in (await lb.top("weekly", HOME)).entries}
