@@ -7,7 +7,9 @@ and a slip naming a scope its board is not kept per (refused, nothing written)."
 from __future__ import annotations
 
 import asyncio
+import io
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +22,10 @@ from leaderboard.keys import parse_scope
 from leaderboard.moderation import Moderation
 from leaderboard.queue import Queue
 from scorer import Consumer, Publisher
+from scorer.durable import open_store
+from scorer.durable.recorder import Recorder
+from scorer.journal import JournalWorker
+from scorer.rebuild import rebuild
 
 from .conftest import MS, until
 from .gw_helpers import client, greet, recv_type, request, running
@@ -212,3 +218,40 @@ async def test_a_board_s_scopes_close_together_with_their_finals(r: aioredis.Red
     late = Submission("h", "ana", 0, now, board="tower", values=(20, 1), region="eu")
     (refused,) = await lb.submit_batch([late.fields()])
     assert refused.code == "period_closed"
+
+
+async def test_a_rebuild_gives_every_scope_s_reads_back(r: aioredis.Redis, redis_url: str, tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/scores.db")
+    await store.open()
+    try:
+        lb = Leaderboard(r, CONFIG)
+        await lb.create_board(tower())
+        await lb.boards.refresh()
+        recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
+        await Queue(r, CONFIG).submit_many(climb(now_ms()))
+        consumer = Consumer(r, settings(redis_url, durable_url="sqlite:///x"), recorder=recorder)
+        await asyncio.wait_for(consumer.run(burst=True), 30_000 * MS)
+        mod = Moderation(lb)
+        await mod.ban("ben", actor="ops", reason="cheat")
+        await mod.correct("cy", actor="ops", reason="t", values=[13, 1], scopes=[HOME], window_name="alltime")
+        await asyncio.wait_for(JournalWorker(r, settings(redis_url), recorder).run(burst=True), 30_000 * MS)
+
+        async def reads() -> list[Any]:
+            out: list[Any] = [await r.smembers(lb.keys.scopes)]
+            for window in ("daily", "weekly", "alltime"):
+                for scope in (HOME, EU, US):
+                    ranks = await lb.ranks(["ana", "ben", "cy", "dee"], window, scope)
+                    out += [await lb.top(window, scope, n=10), ranks]
+            return out
+
+        before = await reads()
+        assert [e.player for e in before[13].entries] == ["dee", "cy", "ana"]  # alltime home: corrected, ben banned
+        assert [e.player for e in before[15].entries] == ["cy", "ana"]  # alltime region:eu
+        await r.flushall()
+        restored = await rebuild(r, store, CONFIG, now=now_ms(), progress_to=io.StringIO())
+        assert restored.refused == {} and restored.slips == 4
+        lb = Leaderboard(r, CONFIG)
+        await lb.boards.refresh()
+        assert await reads() == before
+    finally:
+        await store.close()
