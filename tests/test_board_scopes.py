@@ -129,6 +129,8 @@ async def test_a_board_per_region_through_the_queue_reads_the_socket_and_a_ban(
         assert (snap["board"], [e["player"] for e in snap["entries"]]) == (EU, ["ana", "cy"])
         reply = await request(ws, {"type": "top", "board": US, "window": "weekly", "n": 5}, "top")
         assert [e["player"] for e in reply["entries"]] == ["ben"]
+        listed = {b["board"]: b for b in (await request(ws, {"type": "boards"}, "boards"))["boards"]}
+        assert listed[HOME]["scopes"] == ["region"]  # the page's list: a region's board is board:tower:region:<r>
         unknown = await request(ws, {"type": "top", "board": "board:tower:mode:duo", "window": "weekly"})
         assert (unknown["type"], unknown["code"]) == ("error", "unknown_board")
 

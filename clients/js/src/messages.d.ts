@@ -78,6 +78,7 @@ export interface BoardInfo {
   window: string;
   columns?: Array<Column>;
   metadata?: boolean;
+  scopes?: Array<string>;
 }
 
 export interface BoardRequest {
