@@ -43,6 +43,12 @@ function calendar.close_args(keys, args)
       or (c.columns == '' and c.enc ~= 'packed') then
     return nil
   end
+  for b = 1, c.board ~= '' and c.boards or 0 do -- a defined board's home, then its own scopes' boards
+    local scope = args[calendar.CLOSE_ARGS + b]
+    if b == 1 and scope:find(':', 7, true) or b > 1 and scope:sub(1, #c.board + 1) ~= c.board .. ':' then
+      return nil
+    end
+  end
   return c
 end
 
