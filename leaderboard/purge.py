@@ -94,12 +94,12 @@ class Purger:
         self._found: dict[str, str] = {}  # id -> deleted JSON found with no keys at the last pass
         self.purged = 0
 
-    async def _keys(self, definition: boards.Definition, now: int, tournaments: list[Period]) -> list[str]:
+    def _keys(self, definition: boards.Definition, now: int, tournaments: list[Period], scopes: list[str]) -> list[str]:
         """The keys ``definition``'s boards may still have: its own periods', and those of the
         tournaments still kept (a tournament on the board is a window of its own), of its home
-        board and of every scope of it slips named."""
+        board and of its ``scopes`` slips named (``scope_boards``)."""
         periods = itertools.chain(kept_periods(definition, now), iter(tournaments))
-        return board_keys(self.lb, definition, periods, await scope_boards(self.lb, definition))
+        return board_keys(self.lb, definition, periods, scopes)
 
     async def run(self, now: int) -> list[str]:
         """One pass: forget the records found empty at the last pass and still empty, then look
@@ -108,11 +108,15 @@ class Purger:
         kept = [p for spec in await self.lb.tournaments.all() if (p := spec.period(0)).expire_at_s * 1000 > now]
         for board, deleted in self._found.items():
             try:
-                names = await self._keys(boards.parse(deleted), now, kept)
+                definition = boards.parse(deleted)
             except InvalidBoard:
                 continue
+            scopes = await scope_boards(self.lb, definition)
+            names = self._keys(definition, now, kept, scopes)
             if await self.lb.purge_board(board, deleted, names):
                 purged.append(board)
+                if scopes:  # no entries left on them: the scope cap no longer counts them
+                    await self.lb.redis.srem(self.lb.keys.scopes, *scopes)
         self._found = {}
         r, key = self.lb.redis, self.lb.keys.deleted_boards
         cursor, chunk = await r.hscan(key, self._cursor, count=self.per_pass)
@@ -122,7 +126,7 @@ class Purger:
                 definition = boards.parse(deleted)
             except InvalidBoard:  # written by a newer version of this code: its keys unknown here
                 continue
-            names = await self._keys(definition, now, kept)
+            names = self._keys(definition, now, kept, await scope_boards(self.lb, definition))
             if not names or not await r.exists(*names):
                 self._found[board] = deleted
         if purged:

@@ -20,6 +20,7 @@ from leaderboard import GameConfig, InvalidBoard, InvalidSubmission, Leaderboard
 from leaderboard.errors import BadRequest, InvalidInput
 from leaderboard.keys import parse_scope
 from leaderboard.moderation import Moderation
+from leaderboard.purge import Purger
 from leaderboard.queue import Queue
 from scorer import Consumer, Publisher
 from scorer.durable import open_store
@@ -257,3 +258,23 @@ async def test_a_rebuild_gives_every_scope_s_reads_back(r: aioredis.Redis, redis
         assert await reads() == before
     finally:
         await store.close()
+
+
+async def test_a_deleted_board_is_purged_once_no_scope_s_board_holds_entries(
+    r: aioredis.Redis, lb: Leaderboard
+) -> None:
+    await lb.create_board(tower())
+    await lb.boards.refresh()
+    (done,) = await lb.submit_batch([climb(now_ms())[0].fields()])  # ana, on the home and region:eu boards
+    assert done.code is None
+    await lb.delete_board("tower")
+    k, purger = lb.keys, Purger(lb)
+    home = [key async for key in r.scan_iter(match=f"{k.prefix}:*:{HOME}")]
+    await r.delete(*home)  # the home's expired; region:eu's entries remain: kept
+    for _ in range(2):
+        assert await purger.run(now_ms()) == []
+    assert await r.hexists(k.deleted_boards, "tower")
+    await r.delete(*[key async for key in r.scan_iter(match=f"{k.prefix}:*:{EU}")])
+    assert await purger.run(now_ms()) == []  # found empty: forgotten at the next pass
+    assert await purger.run(now_ms()) == ["tower"]
+    assert not await r.hexists(k.deleted_boards, "tower") and not await r.sismember(k.scopes, EU)
