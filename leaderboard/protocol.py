@@ -270,6 +270,20 @@ def named_fields(board: str) -> list[tuple[str, str]]:
     return [(DEFINED, board_id), *([named] if named else [])]
 
 
+def with_board(fields: Mapping[str, Any], board: str) -> dict[str, Any]:
+    """A submission's ``fields`` to the defined board ``board`` as a client names it: its id as a
+    submission carries it (``board_id``) and, for one scope's board ``board:<id>:region:<r>``,
+    that region (ProtocolError invalid_scope when the fields name another)."""
+    out = {**fields, "board": board_id(board)}
+    scope = scope_in(board) if defined_of(board) else None
+    if scope is not None:
+        kind, value = scope
+        if out.get(kind, value) != value:
+            raise ProtocolError("invalid_scope", f"the submission's {kind} is not the board's")
+        out[kind] = value
+    return out
+
+
 def board_id(board: str) -> str:
     """A defined board's id as a submission carries it: ``board:speedrun`` or ``speedrun`` is
     ``speedrun`` (anything else as given, for the id's own check to refuse)."""
@@ -455,13 +469,7 @@ def _submit(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     if not isinstance(sub, dict):
         raise _bad("submission must be an object")
     if isinstance(sub.get("board"), str):  # board:<id> as reads name it, or the bare id
-        named = sub["board"]
-        sub = {**sub, "board": board_id(named)}
-        scope = scope_in(named) if defined_of(named) else None
-        if scope is not None:  # board:<id>:region:<r>: the slip names that region
-            if sub.get(scope[0], scope[1]) != scope[1]:
-                raise ProtocolError("invalid_scope", f"the submission's {scope[0]} is not the board's")
-            sub[scope[0]] = scope[1]
+        sub = with_board(sub, sub["board"])
     for name in ("id", "player", "op", "name", "region", "mode"):
         if name in sub and not isinstance(sub[name], str):
             raise _bad(f"submission.{name} must be a string")

@@ -10,7 +10,7 @@ import asyncio
 import io
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -23,13 +23,15 @@ from leaderboard.moderation import Moderation
 from leaderboard.purge import Purger
 from leaderboard.queue import Queue
 from scorer import Consumer, Publisher
+from scorer.__main__ import parse_args
+from scorer.__main__ import submit as cli_submit
 from scorer.durable import open_store
 from scorer.durable.recorder import Recorder
 from scorer.journal import JournalWorker
 from scorer.rebuild import rebuild
 
 from .conftest import MS, until
-from .gw_helpers import client, greet, recv_type, request, running
+from .gw_helpers import client, greet, recv_type, request, running, token
 from .test_api import SERVER, problem
 from .test_game_default import api_url as api_url  # the fixture: this module's API process
 from .test_game_default import settings
@@ -134,6 +136,34 @@ async def test_a_board_per_region_through_the_queue_reads_the_socket_and_a_ban(
         assert listed[HOME]["scopes"] == ["region"]  # the page's list: a region's board is board:tower:region:<r>
         unknown = await request(ws, {"type": "top", "board": "board:tower:mode:duo", "window": "weekly"})
         assert (unknown["type"], unknown["code"]) == ("error", "unknown_board")
+        # a game server files a slip to a region's board by its name; its entry is announced there
+        async with client(gw, f"?token={token('backend', 'server')}") as server:
+            await greet(server)
+            filed: dict[str, Any] = {"id": "f", "player": "fay", "board": EU, "values": [20, 1]}
+            assert (await request(server, {"type": "submit", "submission": filed, "id": 1}))["type"] == "submitted"
+            other = {**filed, "id": "f2", "region": "us"}
+            answer = await request(server, {"type": "submit", "submission": other, "id": 2})
+            assert (answer["type"], answer["code"]) == ("error", "invalid_scope")
+        await asyncio.wait_for(consumer.run(burst=True), 30_000 * MS)
+        await publisher.tick()
+        announce = await recv_type(ws, "announce")
+        assert (announce["board"], announce["player"], announce["rank"], announce["keys"]) == (
+            EU,
+            "fay",
+            1,
+            ["20", "1"],
+        )
+    assert [e.player for e in (await lb.top("weekly", HOME)).entries][:1] == ["fay"]
+    assert [s.player for s in (await lb.ranks(["fay"], "weekly", US)).standings if s.rank] == []
+    # the command line names it so too
+    out = await cli_submit(
+        settings(redis_url), parse_args(["submit", "--player", "gus", "--board", US, "--values", "1,1"])
+    )
+    assert out.startswith("queued")
+    [(_, entry)] = cast(list[tuple[str, dict[str, str]]], await r.xrevrange(lb.keys.submissions, count=1))
+    assert (entry["board"], entry["region"]) == ("tower", "us")
+    await asyncio.wait_for(consumer.run(burst=True), 30_000 * MS)
+    await Moderation(lb).ban("fay", actor="ops", reason="test slips")  # back to the climb's boards
 
     # a correction of the home board corrects every scope's board the player is on; a scope's alone
     mod = Moderation(lb)
