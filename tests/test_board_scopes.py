@@ -7,7 +7,6 @@ and a slip naming a scope its board is not kept per (refused, nothing written)."
 from __future__ import annotations
 
 import asyncio
-import io
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -25,12 +24,9 @@ from leaderboard.queue import Queue
 from scorer import Consumer, Publisher
 from scorer.__main__ import parse_args
 from scorer.__main__ import submit as cli_submit
-from scorer.durable import open_store
-from scorer.durable.recorder import Recorder
-from scorer.journal import JournalWorker
-from scorer.rebuild import rebuild
 
 from .conftest import MS, until
+from .durable_helpers import rebuilt_reads
 from .gw_helpers import client, greet, recv_type, request, running, token
 from .test_api import SERVER, problem
 from .test_game_default import api_url as api_url  # the fixture: this module's API process
@@ -254,40 +250,17 @@ async def test_a_board_s_scopes_close_together_with_their_finals(r: aioredis.Red
 
 
 async def test_a_rebuild_gives_every_scope_s_reads_back(r: aioredis.Redis, redis_url: str, tmp_path: Path) -> None:
-    store = open_store(f"sqlite:///{tmp_path}/scores.db")
-    await store.open()
-    try:
-        lb = Leaderboard(r, CONFIG)
-        await lb.create_board(tower())
-        await lb.boards.refresh()
-        recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
-        await Queue(r, CONFIG).submit_many(climb(now_ms()))
-        consumer = Consumer(r, settings(redis_url, durable_url="sqlite:///x"), recorder=recorder)
-        await asyncio.wait_for(consumer.run(burst=True), 30_000 * MS)
-        mod = Moderation(lb)
+    async def moderate(mod: Moderation) -> None:
         await mod.ban("ben", actor="ops", reason="cheat")
         await mod.correct("cy", actor="ops", reason="t", values=[13, 1], scopes=[HOME], window_name="alltime")
-        await asyncio.wait_for(JournalWorker(r, settings(redis_url), recorder).run(burst=True), 30_000 * MS)
 
-        async def reads() -> list[Any]:
-            out: list[Any] = [await r.smembers(lb.keys.scopes)]
-            for window in ("daily", "weekly", "alltime"):
-                for scope in (HOME, EU, US):
-                    ranks = await lb.ranks(["ana", "ben", "cy", "dee"], window, scope)
-                    out += [await lb.top(window, scope, n=10), ranks]
-            return out
-
-        before = await reads()
-        assert [e.player for e in before[13].entries] == ["dee", "cy", "ana"]  # alltime home: corrected, ben banned
-        assert [e.player for e in before[15].entries] == ["cy", "ana"]  # alltime region:eu
-        await r.flushall()
-        restored = await rebuild(r, store, CONFIG, now=now_ms(), progress_to=io.StringIO())
-        assert restored.refused == {} and restored.slips == 4
-        lb = Leaderboard(r, CONFIG)
-        await lb.boards.refresh()
-        assert await reads() == before
-    finally:
-        await store.close()
+    before = await rebuilt_reads(
+        r, settings, redis_url=redis_url, config=CONFIG, store_url=f"sqlite:///{tmp_path}/scores.db",
+        definition=tower(), slips=climb(now_ms()), moderate=moderate,
+        scopes=(HOME, EU, US), players=("ana", "ben", "cy", "dee"),
+    )  # fmt: skip
+    assert [e.player for e in before[13].entries] == ["dee", "cy", "ana"]  # alltime home: corrected, ben banned
+    assert [e.player for e in before[15].entries] == ["cy", "ana"]  # alltime region:eu
 
 
 async def test_a_deleted_board_is_purged_once_no_scope_s_board_holds_entries(
