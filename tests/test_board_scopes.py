@@ -27,7 +27,7 @@ from scorer.__main__ import submit as cli_submit
 
 from .conftest import MS, until
 from .durable_helpers import rebuilt_reads
-from .gw_helpers import client, greet, recv_type, request, running, token
+from .gw_helpers import client, greet, recv_type, request, running, server_files
 from .test_api import SERVER, problem
 from .test_game_default import api_url as api_url  # the fixture: this module's API process
 from .test_game_default import settings
@@ -133,13 +133,8 @@ async def test_a_board_per_region_through_the_queue_reads_the_socket_and_a_ban(
         unknown = await request(ws, {"type": "top", "board": "board:tower:mode:duo", "window": "weekly"})
         assert (unknown["type"], unknown["code"]) == ("error", "unknown_board")
         # a game server files a slip to a region's board by its name; its entry is announced there
-        async with client(gw, f"?token={token('backend', 'server')}") as server:
-            await greet(server)
-            filed: dict[str, Any] = {"id": "f", "player": "fay", "board": EU, "values": [20, 1]}
-            assert (await request(server, {"type": "submit", "submission": filed, "id": 1}))["type"] == "submitted"
-            other = {**filed, "id": "f2", "region": "us"}
-            answer = await request(server, {"type": "submit", "submission": other, "id": 2})
-            assert (answer["type"], answer["code"]) == ("error", "invalid_scope")
+        filed: dict[str, Any] = {"id": "f", "player": "fay", "board": EU, "values": [20, 1]}
+        assert await server_files(gw, filed, {**filed, "id": "f2", "region": "us"}) == "invalid_scope"
         await asyncio.wait_for(consumer.run(burst=True), 30_000 * MS)
         await publisher.tick()
         announce = await recv_type(ws, "announce")
