@@ -337,7 +337,8 @@ def submission_of(board: str, body: dict[str, Any], key: str | None) -> Submissi
         raise Problem("bad_message", "match_id and Idempotency-Key differ")
     if match_id is None and not key:  # the document's rule, which one schema cannot say across body and header
         raise Problem("missing_id", "match_id or Idempotency-Key is required: the submission id, applied once")
-    kind, value = _scope(board)
+    named = _scope(board)
+    kind = named[0][0] if named else None
     fields: dict[str, Any] = {
         "id": match_id if match_id is not None else key or "",
         "player": body.get("player_id"),
@@ -362,10 +363,10 @@ def submission_of(board: str, body: dict[str, Any], key: str | None) -> Submissi
     for name in ("name", "region", "mode", "tournament"):
         if name in body:
             fields[name] = body[name]
-    if kind is not None:
-        if fields.get(kind, value) != value:
-            raise Problem("invalid_scope", f"the body's {kind} is not the board's")
-        fields[kind] = value
+    for name, value in named:
+        if fields.get(name, value) != value:
+            raise Problem("invalid_scope", f"the body's {name} is not the board's")
+        fields[name] = value
     with refusals():
         return Submission.parse(fields)
 
@@ -379,13 +380,11 @@ def fingerprint(board: str, body: dict[str, Any]) -> str:
     return hashlib.blake2b(canonical, digest_size=16).hexdigest()
 
 
-def _scope(board: str) -> tuple[str | None, str | None]:
+def _scope(board: str) -> list[tuple[str, str]]:
     try:
-        label = p.board_name(board)  # a defined board's bare id too, as reads take it
+        return p.named_fields(board)  # a defined board's bare id too, as reads take it
     except ValueError as exc:
         raise Problem("bad_board", str(exc)) from None
-    kind, _, value = label.partition(":")
-    return (kind, value) if value else (None, None)
 
 
 async def outcomes(lb: Leaderboard, subs: Sequence[Submission], bound: float) -> list[dict[str, Any] | None]:

@@ -24,12 +24,15 @@ def param(name: str, where: str, schema: dict[str, Any], doc: str, required: boo
 
 
 # Every board by one parameter: the game's own scopes, and a defined board as board:<id> or its
-# bare id (docs/data-model.md "Board definitions"); a bare "global" is the game's own board
+# bare id, or one of its scopes as board:<id>:region:<name> (docs/data-model.md "Board
+# definitions"); a bare "global" is the game's own board
+_KINDS, _NAME = "|".join(SCOPE_KINDS), "[A-Za-z0-9_-]{1,32}"
 BOARD = param(
     "board",
     "path",
-    {"type": "string", "pattern": f"^(({'|'.join((*SCOPE_KINDS, 'board'))}):)?[A-Za-z0-9_-]{{1,32}}$"},
-    "the board: global, region:<name>, mode:<name>, or a defined board as board:<id> or <id>",
+    {"type": "string", "pattern": f"^((({_KINDS}|board):)?{_NAME}|board:{_NAME}:({_KINDS}):{_NAME})$"},
+    "the board: global, region:<name>, mode:<name>, or a defined board as board:<id> or <id>, or one of "
+    "its scopes as board:<id>:region:<name>, board:<id>:mode:<name>",
     True,
 )
 PLAYER = param("player", "path", {"type": "string", "minLength": 1}, "a player id", True)

@@ -23,7 +23,7 @@ import orjson
 from . import boards
 from .config import GameConfig
 from .errors import CODES, InvalidBoard, InvalidSubmission
-from .keys import DEFINED, HOUR_MS
+from .keys import HOUR_MS
 from .results import BoardRef, BoardResult, SubmitResult, applied
 from .submission import SLIP, SLIP_PARTS, parse_uint, scopes_of, slip_parts
 from .windows import Period, Window, check_tournament
@@ -110,9 +110,11 @@ def definition_record(definition: boards.Definition) -> list[str | int]:
 
 def submit_record(definition: boards.Definition) -> list[str | int]:
     """A definition as lb_submit reads it (SUBMIT_DEFINITION_FIELDS): the game's ``default`` is
-    kept per scope, and its one key (if one) may come in a slip's points."""
-    scoped = definition.id == boards.DEFAULT_ID
-    return [*definition_record(definition), int(scoped), int(scoped and len(definition.keys) == 1)]
+    kept per scope, and its one key (if one) may come in a slip's points; a defined board with
+    ``scopes`` is kept per scope too (its scopes' boards count against LB_MAX_SCOPES)."""
+    game = definition.id == boards.DEFAULT_ID
+    scoped = game or bool(definition.scopes)
+    return [*definition_record(definition), int(scoped), int(game and len(definition.keys) == 1)]
 
 
 @dataclass(slots=True)
@@ -186,8 +188,7 @@ class _Layouts:
             )
             if definition is self.default:  # each window's operator (LB_WINDOW_OPERATORS) per scope
                 targets = [(p, self.config.operator_for(p.window.name)) for p in periods]
-            else:
-                scopes = [f"{DEFINED}:{definition.id}"]
+            else:  # its home and the scopes the slip names (boards.board_scopes)
                 targets = [(p, definition.operator) for p in periods]
         else:
             specs = self._specs if tournament is None else [(tournament, self.config.operator)]
@@ -217,7 +218,7 @@ class _Layouts:
         # a defined board's periods are its own: its close marker, rank mode and tie bits (the
         # game's scopes share their periods, as the environment's boards do)
         own = definition is not None and definition is not self.default
-        at = (window, period.label, period.start_ms, scope if own else "")
+        at = (window, period.label, period.start_ms, boards.home_of(scope) if own else "")
         slot = self.periods.get(at)
         if slot is None:
             slot = self.periods[at] = (len(self.periods) + 1, period, definition)
@@ -386,7 +387,9 @@ def encode_batch(
                             held.check_tournament()
                         except InvalidBoard as exc:
                             raise InvalidSubmission(exc.code, exc.message[:120]) from None
-                scopes = [] if definition is not None else scopes_of(region, mode)
+                scopes = (
+                    boards.board_scopes(definition, region, mode) if definition is not None else scopes_of(region, mode)
+                )
                 layout, refs, lo, hi = layouts.layout_for(ts, scopes, spec, definition)
                 last_scope = (region, mode, tournament, board)
                 plain = last_scope == (None, None, None, None)

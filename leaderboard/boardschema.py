@@ -17,6 +17,7 @@ from typing import Any
 
 from .boards import definition as boards
 from .keys import _NAME as _ID
+from .keys import SCOPE_KINDS
 from .ranking import RANK_MODES
 from .submission import OPERATORS
 
@@ -58,6 +59,7 @@ def definition_schema() -> dict[str, Any]:
         "metadata_bytes": {"type": "integer", "minimum": 0, "maximum": boards.MAX_METADATA_BYTES},
         "version": {"type": "integer"},
         "extensions": {"type": "object"},
+        "scopes": {"type": "array", "items": {"enum": list(SCOPE_KINDS)}},
     }
     # the parser's own list of fields: a field it takes that the schema did not state (or one
     # stated that it refuses) fails here, at import, not in a client's CI
@@ -111,4 +113,5 @@ FIELD_CODES: dict[str, str] = {
     "top_n": "invalid_top_n",
     "metadata_bytes": "invalid_metadata_limit",
     "extensions": "unknown_extension",
+    "scopes": "invalid_board_scopes",
 }

@@ -80,8 +80,8 @@ class GameConfig:
     max_scopes: int = setting(
         "LB_MAX_SCOPES",
         256,
-        "distinct region and mode values a game may have (together); a slip naming one more is refused "
-        "with too_many_scopes (0 = no cap)",
+        "distinct region and mode values a game may have (together, a defined board's per-region or per-mode "
+        "boards counted as values too); a slip naming one more is refused with too_many_scopes (0 = no cap)",
         check=at_least(0),
     )
     max_boards: int = setting(

@@ -63,6 +63,7 @@ CODES = {
     "invalid_key_value": "a key value must be a decimal integer",
     "key_out_of_range": "a key value is outside int64 or the key's min..max",
     "metadata_too_large": "metadata exceeds the board's metadata_bytes, or is not UTF-8",
+    "scope_not_kept": "the board is not kept per the region or mode the slip names (its definition's scopes)",
 }
 
 # Stable error codes of moderation and profile calls (leaderboard/moderation.py, profiles.py);
@@ -102,8 +103,9 @@ BOARD_CODES = {
     "invalid_metadata_limit": "metadata_bytes must be 0-1024",
     "unknown_extension": "extensions must name known extensions",
     "invalid_extension": "an extension's value broke its rule",
+    "invalid_board_scopes": "scopes must be a list of distinct region, mode",
     "board_exists": "a board of that id exists; update it instead",
-    "board_reorder": "keys, directions, bounds, tie, windows, time zone and dense ranks of a board are fixed",
+    "board_reorder": "keys, directions, bounds, tie, windows, time zone, dense ranks and scopes of a board are fixed",
     "stale_board": "the board changed since the version the update was made from",
     "too_many_boards": "the game stores LB_MAX_BOARDS definitions, its most: delete one before creating another",
     "invalid_default_board": "the game's default board keeps one key, points (desc, 0 to its windows' ceiling), "
@@ -119,6 +121,7 @@ BOARD_CODES = {
             "invalid_key_value",
             "key_out_of_range",
             "metadata_too_large",
+            "scope_not_kept",
         )
     },
 }

@@ -19,6 +19,8 @@ GLOBAL_SCOPE = "global"
 HOUR_MS = 3_600_000
 SCOPE_KINDS = ("region", "mode")
 DEFINED = "board"  # the scope kind of a defined board: ``board:<id>`` (leaderboard/boards/)
+# A board of a definition kept per region or mode (its ``scopes``) is named after its home board:
+# ``board:<id>:region:<r>``, ``board:<id>:mode:<m>``, in keys, channels, replies and paths alike.
 
 
 def check_name(kind: str, value: str) -> str:
@@ -29,9 +31,28 @@ def check_name(kind: str, value: str) -> str:
 
 
 def defined_of(scope: str) -> str | None:
-    """``board:tower`` -> ``tower``: the defined board a scope names, or None."""
+    """``board:tower`` (or ``board:tower:region:eu``, one of its scopes) -> ``tower``: the
+    definition of the defined board a scope names, or None."""
     kind, _, value = scope.partition(":")
-    return value if kind == DEFINED else None
+    return value.partition(":")[0] if kind == DEFINED else None
+
+
+def defined_scope(board_id: str, kind: str | None = None, value: str | None = None) -> str:
+    """``tower`` -> ``board:tower``, its home board; with a scope kind and value, that scope's
+    board: ``board:tower:region:eu``."""
+    home = f"{DEFINED}:{board_id}"
+    return home if kind is None else f"{home}:{kind}:{value}"
+
+
+def scope_in(scope: str) -> tuple[str, str] | None:
+    """The (kind, value) of the region or mode a defined board's scope names
+    (``board:tower:region:eu`` -> ``("region", "eu")``), None for its home ``board:tower``."""
+    kind, _, rest = scope.partition(":")
+    named = rest.partition(":")[2] if kind == DEFINED else ""
+    if not named:
+        return None
+    scope_kind, _, value = named.partition(":")
+    return scope_kind, value
 
 
 def scope_label(kind: str, value: str) -> str:
@@ -41,12 +62,22 @@ def scope_label(kind: str, value: str) -> str:
 
 def parse_scope(board: str) -> str:
     """Validate a board name from the outside world (``global``, ``region:eu``, ``mode:duo``,
-    ``board:tower``: a defined board)."""
+    ``board:tower``: a defined board, ``board:tower:region:eu``: one of its scopes)."""
     if board == GLOBAL_SCOPE:
         return board
     kind, _, value = board.partition(":")
     if kind not in SCOPE_KINDS and kind != DEFINED:
-        raise ValueError(f"board must be 'global', 'region:<name>', 'mode:<name>' or 'board:<id>', got {board!r}")
+        raise ValueError(
+            f"board must be 'global', 'region:<name>', 'mode:<name>', 'board:<id>' or 'board:<id>:region:<name>', "
+            f"got {board!r}"
+        )
+    if kind == DEFINED:
+        value, scoped, named = value.partition(":")
+        if scoped:
+            scope_kind, _, scope_value = named.partition(":")
+            if scope_kind not in SCOPE_KINDS:
+                raise ValueError(f"a defined board's scope is region:<name> or mode:<name>, got {board!r}")
+            check_name(scope_kind, scope_value)
     check_name(kind, value)
     return board
 
@@ -127,8 +158,9 @@ class Keys:
 
     @property
     def scopes(self) -> str:
-        """Set of the scopes (``region:eu``, ``mode:duo``) the game's slips have named: what
-        lb_submit counts against LB_MAX_SCOPES. Never expires; it holds at most that many."""
+        """Set of the scopes (``region:eu``, ``mode:duo``, a defined board's
+        ``board:<id>:region:eu``) slips have named: what lb_submit counts against LB_MAX_SCOPES.
+        Never expires; it holds at most that many."""
         return f"{self.prefix}:scopes"
 
     @property
@@ -197,15 +229,18 @@ class Keys:
     def closed_marker(self, window: str, period: str, scope: str | None = None) -> str:
         """Set (NX) in the same call that adds a period's close event: it is added once, and
         lb_submit refuses a later slip of the period (period_closed). Expires with its boards.
-        A defined board (``scope`` ``board:<id>``) has its own: its periods are its own."""
-        suffix = f":{scope}" if scope is not None and defined_of(scope) else ""
+        A defined board (``scope`` ``board:<id>``) has its own: its periods are its own, shared
+        by its scopes (``board:<id>:region:<r>``), which close together."""
+        board_id = None if scope is None else defined_of(scope)
+        suffix = f":{defined_scope(board_id)}" if board_id else ""
         return f"{self.prefix}:closedmark:{window}:{period}{suffix}"
 
     def finals(self, window: str, scope: str | None = None) -> str:
         """List of the newest close events of a window (all tournaments share one), newest first;
-        a defined board (``scope`` ``board:<id>``) has its own per window."""
-        if scope is not None and defined_of(scope):
-            return f"{self.prefix}:finals:{window}:{scope}"
+        a defined board (``scope`` ``board:<id>``, or one of its scopes) has its own per window."""
+        board_id = None if scope is None else defined_of(scope)
+        if board_id:
+            return f"{self.prefix}:finals:{window}:{defined_scope(board_id)}"
         return f"{self.prefix}:finals:{'tournaments' if tournament_of(window) else window}"
 
     @property

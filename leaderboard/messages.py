@@ -92,6 +92,8 @@ class BoardInfo(TypedDict):
     window: str
     columns: NotRequired[list[Column]]
     metadata: NotRequired[bool]
+    # a defined board kept per region or mode: its kinds, each value's board board:<id>:<kind>:<value>
+    scopes: NotRequired[list[str]]
 
 
 class FinalEntry(TypedDict):

@@ -34,7 +34,7 @@ import orjson
 from . import boards
 from .boards import Definition
 from .errors import INPUT_CODES, BadRequest, InvalidBoard, InvalidInput, TournamentError
-from .keys import DEFINED, GLOBAL_SCOPE, defined_of, parse_scope
+from .keys import GLOBAL_SCOPE, defined_of, parse_scope
 from .library import Leaderboard
 from .profiles import Profile, check_player_id, normalise_text
 from .results import BoardRef, Correction
@@ -208,13 +208,18 @@ class Moderation:
         actor, reason = check_audit(actor, reason)
         when = now_ms() if at is None else at
         calls: list[tuple[Definition, list[tuple[Period, str]], tuple[int, ...] | None]]
-        defined = [board for s in scopes or () if isinstance(s, str) and (board := defined_of(s))]
+        defined = [s for s in scopes or () if isinstance(s, str) and defined_of(s)]
         if defined:
             if len(defined) < len(scopes or ()):
                 raise _invalid("invalid_scope", "a correction names the game's boards or defined ones, not both")
             if points is not None:
                 raise _invalid("invalid_points", "a defined board holds key values: give values, not points")
-            calls = await self._defined_targets(defined, values, metadata, remove, window_name, period, when)
+            try:
+                defined = [parse_scope(s) for s in defined]
+            except ValueError as exc:
+                raise _invalid("invalid_scope", str(exc)) from None
+            checked = (values, metadata, remove)
+            calls = await self._defined_targets(player, defined, checked, window_name, period, when)
         else:
             await self.lb.boards.refresh()
             general = self.lb.boards.general  # the game's stored default, when it keeps key values
@@ -272,28 +277,34 @@ class Moderation:
 
     async def _defined_targets(
         self,
-        board_ids: Sequence[str],
-        values: Sequence[object] | None,
-        metadata: str | None,
-        remove: bool,
+        player: str,
+        names: Sequence[str],
+        correction: tuple[Sequence[object] | None, str | None, bool],
         window_name: str | None,
         period: str | None,
         when: int,
     ) -> list[tuple[Definition, list[tuple[Period, str]], tuple[int, ...] | None]]:
-        """Per defined board a correction names (``correct``): its definition, its periods and
-        the key values checked (None: the entry taken off), every board checked before any call."""
+        """Per defined board a correction names (``correct``): its definition, its boards in
+        its periods and the key values checked (None: the entry taken off), every board checked
+        before any call. A board's home (``board:<id>``) is corrected with every scope's board
+        of it the player is on, as the game's ``global`` is; a scope's board
+        (``board:<id>:region:<r>``) alone."""
+        values, metadata, remove = correction
         if remove and (values is not None or metadata is not None):
             raise InvalidBoard("wrong_key_count", "an entry removed takes no key values and no metadata")
         if metadata is not None and not _utf8_text(metadata):
             raise InvalidBoard("metadata_too_large", "metadata must be UTF-8 text")
         await self.lb.boards.refresh()
         calls = []
-        for board in dict.fromkeys(board_ids):
+        by_board: dict[str, list[str]] = {}
+        for name in dict.fromkeys(names):
+            by_board.setdefault(boards.definition_of(name), []).append(name)
+        for board, named in by_board.items():
             if board == boards.DEFAULT_ID:  # the game's own boards: points, on global and its scopes
                 raise _invalid("invalid_scope", "the default board is the game's own: correct it with points")
             definition = self.lb.boards.get(board)
-            if definition is None:
-                raise InvalidBoard("unknown_board", f"no board {board}")
+            if definition is None or not all(boards.keeps(definition, name) for name in named):
+                raise InvalidBoard("unknown_board", f"no board {', '.join(named)}")
             checked = self._checked(definition, values, metadata, remove)
             if window_name is not None:
                 try:
@@ -306,7 +317,11 @@ class Moderation:
                 raise _invalid("invalid_period", "a period needs its window")
             else:
                 periods = [boards.period(definition, w, when) for w in definition.windows]
-            calls.append((definition, [(p, f"{DEFINED}:{board}") for p in periods], checked))
+            home = boards.home_scope(board)
+            chosen = [(p, name) for p in periods for name in named if name != home]
+            if home in named:
+                chosen = list(dict.fromkeys([*await self._boards_of(player, periods, definition), *chosen]))
+            calls.append((definition, chosen, checked))
         return calls
 
     @staticmethod
@@ -322,20 +337,28 @@ class Moderation:
         boards.check_metadata(definition, metadata)
         return checked
 
-    async def _boards_of(self, player: str, periods: Sequence[Period]) -> list[tuple[Period, str]]:
-        """``global`` of each period, and the scope boards of those periods the player is on."""
+    async def _boards_of(
+        self, player: str, periods: Sequence[Period], definition: Definition | None = None
+    ) -> list[tuple[Period, str]]:
+        """The home board of each period (the game's ``global``; ``definition``'s ``board:<id>``),
+        and the scope boards of those periods the player is on."""
         wanted = {(p.window.name, p.label): p for p in periods}
+        if definition is None:
+            home, found = GLOBAL_SCOPE, await self.boards()
+            lex = self.lb.boards.general is not None and self.lb.boards.general.encoding == boards.LEX
+        else:
+            home, lex = boards.home_scope(definition.id), definition.encoding == boards.LEX
+            found = {b for b in await self._all_boards() if boards.definition_of(b.scope) == definition.id}
         scoped = sorted(
-            (b for b in await self.boards() if (b.window, b.period) in wanted and b.scope != GLOBAL_SCOPE),
+            (b for b in found if (b.window, b.period) in wanted and b.scope != home),
             key=lambda b: (b.window, b.period, b.scope),
         )
-        lex = self.lb.boards.general is not None and self.lb.boards.general.encoding == boards.LEX
         async with self.lb.redis.pipeline(transaction=False) as pipe:
             for b in scoped:  # a lex board's members are encoded: its members hash names its players
                 at = (b.window, b.period, b.scope)
                 pipe.hget(self.keys.members(*at), player) if lex else pipe.zscore(self.keys.board(*at), player)
             scores = await pipe.execute() if scoped else []
-        chosen = [(p, GLOBAL_SCOPE) for p in periods]
+        chosen = [(p, home) for p in periods]
         chosen += [(wanted[b.window, b.period], b.scope) for b, s in zip(scoped, scores, strict=True) if s is not None]
         return chosen
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from leaderboard.boards import BOARD_WINDOWS, MAX_KEYS
 from leaderboard.errors import INPUT_CODES, LeaderboardError
-from leaderboard.keys import DEFINED, GLOBAL_SCOPE, SCOPE_KINDS, defined_of, parse_scope
+from leaderboard.keys import DEFINED, GLOBAL_SCOPE, SCOPE_KINDS, defined_of, parse_scope, scope_in
 from leaderboard.profiles import is_player_id
 from leaderboard.windows import check_tournament, tournament_of
 
@@ -33,6 +33,7 @@ MAX_PERIOD_CHARS = 32
 # What the parser knows of the game's defined boards: the windows a board id keeps, its first
 # one a read's default, or None when no board of that id is defined (the registry a process
 # holds, leaderboard/definitions.py; replies.parse asks Redis again before it says unknown_board).
+# The windows a defined board keeps, by its name (board:<id>, board:<id>:region:<r>); None: no such board.
 BoardWindows = Callable[[str], Sequence[str] | None]
 
 
@@ -258,6 +259,31 @@ def board_name(board: str) -> str:
     return parse_scope(board)
 
 
+def named_fields(board: str) -> list[tuple[str, str]]:
+    """The submission fields a board's name sets: ``board:tower:region:eu`` board ``tower`` and
+    region ``eu``; ``region:eu`` region ``eu``; ``global`` none. ValueError for a name no board has."""
+    label = board_name(board)
+    board_id = defined_of(label)
+    if board_id is None:
+        return [] if label == GLOBAL_SCOPE else [cast(tuple[str, str], tuple(label.split(":", 1)))]
+    named = scope_in(label)
+    return [(DEFINED, board_id), *([named] if named else [])]
+
+
+def with_board(fields: Mapping[str, Any], board: str) -> dict[str, Any]:
+    """A submission's ``fields`` to the defined board ``board`` as a client names it: its id as a
+    submission carries it (``board_id``) and, for one scope's board ``board:<id>:region:<r>``,
+    that region (ProtocolError invalid_scope when the fields name another)."""
+    out = {**fields, "board": board_id(board)}
+    scope = scope_in(board) if defined_of(board) else None
+    if scope is not None:
+        kind, value = scope
+        if out.get(kind, value) != value:
+            raise ProtocolError("invalid_scope", f"the submission's {kind} is not the board's")
+        out[kind] = value
+    return out
+
+
 def board_id(board: str) -> str:
     """A defined board's id as a submission carries it: ``board:speedrun`` or ``speedrun`` is
     ``speedrun`` (anything else as given, for the id's own check to refuse)."""
@@ -279,14 +305,14 @@ class _Boards:
         board_id = defined_of(board)
         if board_id is None:
             return self.windows, self.default
-        found = None if self.defined is None else self.defined(board_id)
+        found = None if self.defined is None else self.defined(board)
         if found is None:
             if self.defined is None or not known:  # not known here: the library's to refuse
                 return BOARD_WINDOWS, self.default
             raise ProtocolError(
                 "unknown_board",
-                f"no board {board_id!r} is defined ({board} names a defined board; the game's own are "
-                f"global, {', '.join(k + ':<name>' for k in SCOPE_KINDS)})",
+                f"no board {board!r}: {board_id!r} is not defined, or not kept per that scope ({board} names a "
+                f"defined board; the game's own are global, {', '.join(k + ':<name>' for k in SCOPE_KINDS)})",
             )
         return found, found[0]
 
@@ -443,7 +469,7 @@ def _submit(msg: dict[str, Any], rid: Any, boards: _Boards) -> Request:
     if not isinstance(sub, dict):
         raise _bad("submission must be an object")
     if isinstance(sub.get("board"), str):  # board:<id> as reads name it, or the bare id
-        sub = {**sub, "board": board_id(sub["board"])}
+        sub = with_board(sub, sub["board"])
     for name in ("id", "player", "op", "name", "region", "mode"):
         if name in sub and not isinstance(sub[name], str):
             raise _bad(f"submission.{name} must be a string")

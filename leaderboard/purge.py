@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, cast
 
 from . import boards
 from .errors import InvalidBoard
-from .keys import DEFINED
+from .keys import defined_scope
 from .windows import Period
 
 if TYPE_CHECKING:
@@ -61,12 +61,27 @@ def kept_periods(definition: boards.Definition, now: int) -> Iterator[Period]:
                 break
 
 
-def board_keys(lb: Leaderboard, definition: boards.Definition, periods: Iterable[Period]) -> list[str]:
-    k, scope, out = lb.keys, f"{DEFINED}:{definition.id}", []
+def board_keys(
+    lb: Leaderboard, definition: boards.Definition, periods: Iterable[Period], scopes: Iterable[str] = ()
+) -> list[str]:
+    """The keys of ``definition``'s boards in ``periods``: its home's and those of ``scopes``
+    (its boards kept per region or mode, ``board:<id>:region:<r>``)."""
+    k, out = lb.keys, []
+    names = [defined_scope(definition.id), *scopes]
     for p in periods:
-        args = (p.window.name, p.label, scope)
-        out += [k.board(*args), k.members(*args), k.metadata(*args), k.points(*args), k.histogram(*args)]
+        for scope in names:
+            args = (p.window.name, p.label, scope)
+            out += [k.board(*args), k.members(*args), k.metadata(*args), k.points(*args), k.histogram(*args)]
     return list(dict.fromkeys(out))
+
+
+async def scope_boards(lb: Leaderboard, definition: boards.Definition) -> list[str]:
+    """The scopes of ``definition``'s boards slips named (the scopes set, which holds at most
+    LB_MAX_SCOPES): ``board:<id>:region:<r>`` ... (none for a board without ``scopes``)."""
+    if not definition.scopes:
+        return []
+    found = [str(s) async for s in lb.redis.sscan_iter(lb.keys.scopes, match=f"{defined_scope(definition.id)}:*")]
+    return sorted(s for s in found if boards.definition_of(s) == definition.id)
 
 
 class Purger:
@@ -79,10 +94,12 @@ class Purger:
         self._found: dict[str, str] = {}  # id -> deleted JSON found with no keys at the last pass
         self.purged = 0
 
-    def _keys(self, definition: boards.Definition, now: int, tournaments: list[Period]) -> list[str]:
+    def _keys(self, definition: boards.Definition, now: int, tournaments: list[Period], scopes: list[str]) -> list[str]:
         """The keys ``definition``'s boards may still have: its own periods', and those of the
-        tournaments still kept (a tournament on the board is a window of its own)."""
-        return board_keys(self.lb, definition, itertools.chain(kept_periods(definition, now), iter(tournaments)))
+        tournaments still kept (a tournament on the board is a window of its own), of its home
+        board and of its ``scopes`` slips named (``scope_boards``)."""
+        periods = itertools.chain(kept_periods(definition, now), iter(tournaments))
+        return board_keys(self.lb, definition, periods, scopes)
 
     async def run(self, now: int) -> list[str]:
         """One pass: forget the records found empty at the last pass and still empty, then look
@@ -91,11 +108,15 @@ class Purger:
         kept = [p for spec in await self.lb.tournaments.all() if (p := spec.period(0)).expire_at_s * 1000 > now]
         for board, deleted in self._found.items():
             try:
-                names = self._keys(boards.parse(deleted), now, kept)
+                definition = boards.parse(deleted)
             except InvalidBoard:
                 continue
+            scopes = await scope_boards(self.lb, definition)
+            names = self._keys(definition, now, kept, scopes)
             if await self.lb.purge_board(board, deleted, names):
                 purged.append(board)
+                if scopes:  # no entries left on them: the scope cap no longer counts them
+                    await self.lb.redis.srem(self.lb.keys.scopes, *scopes)
         self._found = {}
         r, key = self.lb.redis, self.lb.keys.deleted_boards
         cursor, chunk = await r.hscan(key, self._cursor, count=self.per_pass)
@@ -105,7 +126,7 @@ class Purger:
                 definition = boards.parse(deleted)
             except InvalidBoard:  # written by a newer version of this code: its keys unknown here
                 continue
-            names = self._keys(definition, now, kept)
+            names = self._keys(definition, now, kept, await scope_boards(self.lb, definition))
             if not names or not await r.exists(*names):
                 self._found[board] = deleted
         if purged:

@@ -117,7 +117,8 @@ class Queue:
 
     async def _check_board(self, sub: Submission, board: str) -> None:
         """A slip to a defined board: refused here, with lb_submit's codes, when the board is
-        unknown or the slip does not fit its definition (key count, key bounds, metadata size).
+        unknown or the slip does not fit its definition (key count, key bounds, metadata size, a
+        region or mode of a kind it is not kept per).
 
         Checked against this process's registry, refreshed once a tick (and at once for a board
         it does not know yet), not by lb_enqueue reading the boards hash: the append stays one
@@ -130,6 +131,7 @@ class Queue:
             definition = self.lb.boards.get(board)
         if definition is None:
             raise InvalidSubmission("unknown_board", f"no board {board!r}")
+        boards.board_scopes(definition, sub.region, sub.mode)
         try:
             boards.parse_values(definition, sub.values)
             boards.check_metadata(definition, sub.meta)

@@ -49,9 +49,9 @@ def parse(game: Game, msg: str | bytes | dict[str, Any], *, default_window: str)
     boards as this process holds them: its windows (a stored default's) and its defined boards."""
     config, defined = game.lb.config, game.lb.boards
 
-    def windows_of(board_id: str) -> tuple[str, ...] | None:
-        found = defined.get(board_id)
-        return None if found is None else found.windows
+    def windows_of(board: str) -> tuple[str, ...] | None:
+        found = defined.get(boards.definition_of(board))
+        return None if found is None or not boards.keeps(found, board) else found.windows
 
     kw: dict[str, Any] = {"windows": config.windows, "default_window": default_window, "boards": windows_of}
     return p.parse_message(msg, **kw) if isinstance(msg, dict) else p.parse(msg, **kw)

@@ -324,7 +324,8 @@ def boards(
     """The ``boards`` reply: every board of the game a page may offer, each with what it needs to
     read and show it: the game's own ``scopes`` (``global`` first, then the gateway's configured
     ones) in ``windows``, defaulting to ``window``, and each defined board in its own windows,
-    defaulting to its first. ``columns`` the game's boards' display hint, when one is stored.
+    defaulting to its first, with the scope kinds it is kept per (``scopes``: each value's board
+    is ``board:<id>:region:<r>``). ``columns`` the game's boards' display hint, when one is stored.
     Only what a viewer needs: a definition's limits and rules stay with the game servers."""
     own = _columns(columns)
     listed: list[m.BoardInfo] = []
@@ -341,15 +342,16 @@ def boards(
     for d in definitions:
         if d.id == DEFAULT_ID:  # the game's own boards, listed above by scope
             continue
-        listed.append(
-            {
-                "board": scope_label(DEFINED, d.id),
-                "windows": list(d.windows),
-                "window": d.windows[0],
-                "columns": [{"name": k.name, "direction": k.direction, "display": k.display} for k in d.keys],
-                "metadata": d.metadata_bytes > 0,
-            }
-        )
+        info: m.BoardInfo = {
+            "board": scope_label(DEFINED, d.id),
+            "windows": list(d.windows),
+            "window": d.windows[0],
+            "columns": [{"name": k.name, "direction": k.direction, "display": k.display} for k in d.keys],
+            "metadata": d.metadata_bytes > 0,
+        }
+        if d.scopes:  # a page opens a region's board as board:<id>:region:<name>
+            info["scopes"] = list(d.scopes)
+        listed.append(info)
     msg: m.Boards = {"type": "boards", "boards": listed}
     return _with_id(msg, request_id)
 

@@ -11,7 +11,7 @@ boards keep agreeing with the event and the finals. The versions fields of the p
 removed either way (its boards are no longer published). The game's boards close together,
 each entry with its points (no columns) or, under a stored default of key values (its columns
 given), with every key value as text and its metadata, and the event carries the columns; a
-defined board (its columns given, its one scope board:<id>) alone, under its own marker and
+defined board (its columns given, its home board:<id> first, then its scopes' boards) alone, under its own marker and
 finals (its periods are its own: its time zone's days, its season's length), each entry with
 every key value as text (exact over the whole int64 range) and its metadata, and the event names
 the board.
@@ -33,15 +33,21 @@ function calendar.close_args(keys, args)
   c.enc, c.param = reads.encoding(args[6])
   c.top_n, c.expire_s, c.keep = valid.parse_uint(args[7], 4), valid.parse_uint(args[8], 12), valid.parse_uint(args[9], 6)
   c.maxlen, c.now, c.boards = valid.parse_uint(args[10], 9), valid.parse_uint(args[11], 15), (#keys - calendar.CLOSE_KEYS) / 2
-  -- a defined board closes alone (the event names it); the game's boards together, their
-  -- entries points, or key values when columns are given (a stored default's)
+  -- a defined board closes with its scopes' boards, its home first (the event names the home);
+  -- the game's boards together, their entries points, or key values when columns are given
   local first = args[calendar.CLOSE_ARGS + 1] or ''
   c.board = c.columns ~= '' and first:match('^board:') and first or ''
   if not (c.enc and c.top_n and c.top_n >= 1 and c.expire_s and c.keep and c.maxlen and c.now and scoring.RANK_MODES[c.mode])
       or c.boards ~= math.floor(c.boards) or #args ~= calendar.CLOSE_ARGS + c.boards or not c.directions:match('^[ad]+$')
       or (c.enc == 'packed' and #c.directions ~= 1) or (c.enc == 'lex' and c.param ~= #c.directions * lex.KEY_HEX)
-      or (c.columns == '' and c.enc ~= 'packed') or (c.board ~= '' and c.boards ~= 1) then
+      or (c.columns == '' and c.enc ~= 'packed') then
     return nil
+  end
+  for b = 1, c.board ~= '' and c.boards or 0 do -- a defined board's home, then its own scopes' boards
+    local scope = args[calendar.CLOSE_ARGS + b]
+    if b == 1 and scope:find(':', 7, true) or b > 1 and scope:sub(1, #c.board + 1) ~= c.board .. ':' then
+      return nil
+    end
   end
   return c
 end

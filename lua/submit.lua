@@ -76,7 +76,9 @@ function submit.plan(keys, sub, periods, ctx)
     if period.closed or (period.closed == nil and batch.period_closed(period)) then -- read once per batch
       return nil, entry_error('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
     end
-    if def.scoped and ref.scope ~= 'global' and not (new_scopes and new_scopes[ref.scope]) and not batch.known_scope(ctx, ref.scope) then
+    -- a scope's board counts, not a definition's home (global, board:<id>)
+    if def.scoped and ref.scope ~= 'global' and not ref.scope:find('^board:[^:]*$')
+        and not (new_scopes and new_scopes[ref.scope]) and not batch.known_scope(ctx, ref.scope) then
       if ctx.max_scopes > 0 and batch.scope_count(ctx) + new_count >= ctx.max_scopes then
         return nil, entry_error('too_many_scopes', 'the game has ' .. ctx.max_scopes .. ' region and mode values (LB_MAX_SCOPES): ' .. ref.scope .. ' would be one more')
       end
@@ -361,7 +363,7 @@ function submit.apply_submission(keys, sub, periods, ctx)
   if sub.name ~= '' then
     batch.update_profile_name(ctx, sub.player, sub.name)
   end
-  batch.log_activity(ctx, sub, points, ts, improved_any, activity_rank, sub.layout.def.scoped and '' or boards[1].scope)
+  batch.log_activity(ctx, sub, points, ts, improved_any, activity_rank, boards[1].scope == 'global' and '' or boards[1].scope)
   if outcome then
     batch.keep_outcome(ctx, sub, outcome)
   end
@@ -419,7 +421,8 @@ Input:
   'd|a,<op>,<min>,<max>' joined by ';' (direction, operator, int64 bounds), top_n the size of
   the top whose changes bump its version and are announced, scoped '1' for the game's stored
   default kept per scope (global, region:, mode:, whose new values count against max_scopes;
-  its periods are the game's, closed by the game's markers), points '1' when a slip naming no
+  its periods are the game's, closed by the game's markers) and for a defined board kept per
+  region or mode (board:<id>:region:<r> counted so; its home board:<id> is not), points '1' when a slip naming no
   values carries its one key in points (the game's slips to a stored default of one key); a
   board's definition is a 1-based index of those records (0: the game's own boards as the
   environment shapes them, the definition `default` with the game's top_n, submit.default;

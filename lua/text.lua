@@ -29,8 +29,9 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:profiles                          HASH    player -> profile JSON {"name", "avatar", "country"}
   lb:{g}:banned                            HASH    player -> ban record JSON {"by", "reason", "at"}: the
                                                    tombstone lb_submit checks before any write
-  lb:{g}:scopes                            SET     every region and mode value ("region:eu") slips
-                                                   named: at most max_scopes (LB_MAX_SCOPES)
+  lb:{g}:scopes                            SET     every region and mode value ("region:eu",
+                                                   "board:<id>:region:eu") slips named: at most
+                                                   max_scopes (LB_MAX_SCOPES)
   lb:{g}:submissions                       STREAM  the queue: entries not yet applied and acked (and
                                                    acked ones newer than a pending one, until lb_ack
                                                    trims them); an entry is the slip (id, player,

@@ -143,8 +143,11 @@ async def submit(settings: ScorerSettings, args: argparse.Namespace) -> str:
     for key in ("points", "op", "name", "region", "mode", "tournament", "board", "values", "meta"):
         if getattr(args, key):
             fields[key] = getattr(args, key)
-    if args.board:  # speedrun or board:speedrun, as the socket and the HTTP API name it
-        fields["board"] = p.board_id(args.board)
+    if args.board:  # speedrun, board:speedrun or board:tower:region:eu, as the socket and the HTTP API name it
+        try:
+            fields = p.with_board(fields, args.board)
+        except p.ProtocolError as exc:
+            raise InvalidSubmission(exc.code, exc.message) from None
     served = {c.game: c for c in settings.game.served}
     config = served.get(args.game or next(iter(served)))
     if config is None:

@@ -383,7 +383,7 @@ class Publisher:
         (lb_close), any other board's in one call each (lb_close with its definition). Fields this code cannot
         place (a window no longer kept, a board deleted) are just removed."""
         game: dict[tuple[str, str], list[BoardPeriod]] = {}  # (window, label) -> its scopes' board periods
-        ended: list[BoardPeriod] = []
+        ended: dict[tuple[str, str, str], list[BoardPeriod]] = {}  # a defined board's period: its scopes' boards
         orphans: list[str] = []
         s = self.settings
         for key in versions:
@@ -398,18 +398,22 @@ class Publisher:
             elif _of_default((win, scope)):
                 game.setdefault((win, label), []).append(board)
             else:
-                ended.append(board)
-        for board in ended:
+                ended.setdefault((board.definition.id, win, label), []).append(board)
+        for group in ended.values():
+            board, home = group[0], home_scope(group[0].definition.id)
+            # its home first (every slip of a scope's board wrote it), then its scopes', closed together
+            names = [home, *sorted({b.scope for b in group} - {home})]
             event = await self.lb.close(
-                board.period, [board.scope], top_n=s.closed_top_n, keep=s.closed_keep, maxlen=s.closed_maxlen,
+                board.period, names, top_n=s.closed_top_n, keep=s.closed_keep, maxlen=s.closed_maxlen,
                 definition=board.definition,
             )  # fmt: skip
             p = board.period
             if event is not None:
                 self.stats.closed += 1
-                log.info("closed %s %s of %s (event %s)", p.window.name, p.label, board.scope, event)
+                log.info("closed %s %s of %s (event %s)", p.window.name, p.label, home, event)
             if p.window.tournament is not None:
-                await self._forget_window(p.window.name, board.scope)
+                for scope in names:
+                    await self._forget_window(p.window.name, scope)
         for (win, label), scopes in sorted(game.items()):
             p = scopes[0].period
             event = await self.lb.close(

@@ -119,6 +119,17 @@ async def greet(ws: ClientConnection) -> tuple[dict[str, Any], dict[str, Any]]:
     return welcome, snap
 
 
+async def server_files(gw: Gateway, filed: dict[str, Any], refused: dict[str, Any]) -> str:
+    """A game server's socket files the submission ``filed`` (``submitted``) and then ``refused``:
+    the code of its refusal."""
+    async with client(gw, f"?token={token('backend', 'server')}") as server:
+        await greet(server)
+        assert (await request(server, {"type": "submit", "submission": filed, "id": 1}))["type"] == "submitted"
+        answer = await request(server, {"type": "submit", "submission": refused, "id": 2})
+        assert answer["type"] == "error"
+        return str(answer["code"])
+
+
 def snapshot(version: int, *, board: str = "global", window: str = "weekly", pad: int = 0) -> bytes:
     entries = [Entry(1, "mia", 5000 + version, {"name": "Mia" + "x" * pad})]
     return wire.snapshot(

@@ -431,7 +431,10 @@ async def test_a_malformed_close_of_a_defined_board_is_refused_and_writes_nothin
             await r.fcall(name, len(keys), *keys, *changed)
     with pytest.raises(ResponseError, match="bad_request"):
         await r.fcall(name, len(keys), *keys, *args[:-1])
-    # a defined board closes alone (columns and several scopes are the game's, under a stored default)
+    # a defined board closes alone, with its own scopes' boards only (several of the game's scopes
+    # are the game's, under a stored default), its home first
     with pytest.raises(ResponseError, match="bad_request"):
         await r.fcall(name, len(keys) + 2, *keys, *keys[-2:], *args, "region:eu")
+    with pytest.raises(ResponseError, match="bad_request"):
+        await r.fcall(name, len(keys) + 2, *keys, *keys[-2:], *args[:-1], "board:tower:region:eu", board.scope)
     assert not await r.exists(keys[0], config.keys.closed, keys[2])

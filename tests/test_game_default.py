@@ -9,7 +9,6 @@ reshaped once they hold entries."""
 from __future__ import annotations
 
 import asyncio
-import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -27,14 +26,12 @@ from scorer import Consumer, Publisher, ScorerSettings
 from scorer.__main__ import parse_args
 from scorer.__main__ import submit as cli_submit
 from scorer.cli import UsageError
-from scorer.durable import Action, Slip, open_store
+from scorer.durable import Action, Slip
 from scorer.durable.lifetimes import SlipLifetimes
-from scorer.durable.recorder import Recorder
-from scorer.journal import JournalWorker
-from scorer.rebuild import rebuild
 
 from .conftest import MS, NOW, until
-from .gw_helpers import client, greet, recv_type, request, running, token
+from .durable_helpers import rebuilt_reads
+from .gw_helpers import client, greet, recv_type, request, running, server_files
 from .test_api import SERVER, api_process, problem
 
 CONFIG = GameConfig(game="test")  # the conftest's: windows daily, weekly, alltime
@@ -143,13 +140,8 @@ async def test_a_two_key_default_per_region_through_the_queue_reads_and_the_sock
         reply = await request(ws, {"type": "top", "board": "region:eu", "window": "weekly", "n": 2}, "top")
         assert [e["player"] for e in reply["entries"]] == ["cy", "ana"]
         # an entry into the top 5, filed over the socket, is announced in the snapshot's shape
-        async with client(gw, f"?token={token('backend', 'server')}") as server:
-            await greet(server)
-            filed: dict[str, Any] = {"id": "f", "player": "fay", "values": [4, 90_000], "region": "eu", "meta": "green"}
-            assert (await request(server, {"type": "submit", "submission": filed, "id": 1}))["type"] == "submitted"
-            short = {**filed, "id": "f2", "values": [4]}
-            answer = await request(server, {"type": "submit", "submission": short, "id": 2})
-            assert (answer["type"], answer["code"]) == ("error", "wrong_key_count")
+        filed: dict[str, Any] = {"id": "f", "player": "fay", "values": [4, 90_000], "region": "eu", "meta": "green"}
+        assert await server_files(gw, filed, {**filed, "id": "f2", "values": [4]}) == "wrong_key_count"
         await asyncio.wait_for(consumer.run(burst=True), 30_000 * MS)
         await publisher.tick()
         announce = await recv_type(ws, "announce")
@@ -217,43 +209,16 @@ async def test_ban_correct_and_close_follow_the_definition(r: aioredis.Redis, lb
 
 
 async def test_a_rebuild_gives_every_read_back(r: aioredis.Redis, redis_url: str, tmp_path: Path) -> None:
-    store = open_store(f"sqlite:///{tmp_path}/scores.db")
-    await store.open()
-    try:
-        lb = Leaderboard(r, CONFIG)
-        await lb.create_board(kart())
-        await lb.boards.refresh()
-        recorder = Recorder(store, CONFIG, retention_days=30, compact_every_s=0)
-        await asyncio.wait_for(JournalWorker(r, settings(redis_url), recorder).run(burst=True), 30_000 * MS)
-        now = now_ms()
-        await Queue(r, CONFIG).submit_many(race(now))
-        consumer = Consumer(r, settings(redis_url, durable_url="sqlite:///x"), recorder=recorder)
-        await asyncio.wait_for(consumer.run(burst=True), 30_000 * MS)
-        mod = Moderation(lb)
+    async def moderate(mod: Moderation) -> None:
         await mod.ban("cy", actor="ops", reason="cheat")
         await mod.correct("dee", actor="ops", reason="t", values=[3, 80_000], metadata="fixed", window_name="alltime")
-        await asyncio.wait_for(JournalWorker(r, settings(redis_url), recorder).run(burst=True), 30_000 * MS)
 
-        async def reads() -> list[Any]:
-            out: list[Any] = []
-            for window in ("daily", "weekly", "alltime"):
-                for scope in ("global", "region:eu", "region:us"):
-                    out += [
-                        await lb.top(window, scope, n=10),
-                        await lb.ranks(["ana", "ben", "cy", "dee"], window, scope),
-                    ]
-            return out
-
-        before = await reads()
-        assert [e.player for e in before[12].entries] == ["dee", "ben", "ana"]  # alltime global: corrected, cy banned
-        await r.flushall()
-        restored = await rebuild(r, store, CONFIG, now=now_ms(), progress_to=io.StringIO())
-        assert restored.refused == {} and restored.slips == 5
-        lb = Leaderboard(r, CONFIG)
-        await lb.boards.refresh()  # the definition came back with the boards
-        assert await reads() == before
-    finally:
-        await store.close()
+    before = await rebuilt_reads(
+        r, settings, redis_url=redis_url, config=CONFIG, store_url=f"sqlite:///{tmp_path}/scores.db",
+        definition=kart(), slips=race(now_ms()), moderate=moderate,
+        scopes=("global", "region:eu", "region:us"), players=("ana", "ben", "cy", "dee"),
+    )  # fmt: skip
+    assert [e.player for e in before[13].entries] == ["dee", "ben", "ana"]  # alltime global: corrected, cy banned
 
 
 async def test_the_game_s_boards_keep_the_shape_their_entries_were_written_in(

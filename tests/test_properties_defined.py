@@ -8,6 +8,8 @@ real redis-server:
   board's or per-key operators, tie first or last, bounds that make some packed; values over the
   whole int64 range, its extremes often) leave every read equal to the model's, and each slip's
   outcome (applied, or refused with key_out_of_range / wrong_key_count) is the model's;
+* a defined board kept per region and mode (``scopes``): its home ``board:b`` and each value's
+  board (``board:b:region:eu``, ``board:b:mode:duo``) each equal to its own model, as below;
 * the game's own boards, the definition ``default`` kept per scope: slips with and without a
   region and a mode, under each operator and rank mode, leave ``global``, ``region:eu`` and
   ``mode:duo`` each equal to its own model, read by the library and by ``BoardPeriod`` alike; and
@@ -328,14 +330,27 @@ async def check_default_writes(
     await lb.create_board(definition)
     await lb.boards.refresh()
     assert lb.boards.general == definition  # not the environment's shape: the defined boards' path
+    await check_scoped_writes(r, lb, definition, slips, SCOPES, {})
+
+
+async def check_scoped_writes(
+    r: aioredis.Redis,
+    lb: Leaderboard,
+    definition: boards.Definition,
+    slips: list[tuple[str, str, list[str], int, str | None, str | None]],
+    scopes: dict[str, tuple[str, str] | None],
+    fields: dict[str, str],
+) -> None:
+    """Slips naming a region, a mode, both or neither (with ``fields``) leave each board of
+    ``scopes`` (its home: None) equal to its own model."""
     unit = 1000 if definition.encoding == boards.PACKED else 1
-    models = {scope: Board(definition, unit_ms=unit) for scope in SCOPES}
+    models = {scope: Board(definition, unit_ms=unit) for scope in scopes}
     expected = []
     for _, player, values, ts, region, mode in slips:
         after = copy.deepcopy(models)  # a slip refused on one of its boards is written on none
         try:
             parsed = boards.parse_values(definition, values)
-            for scope, kind in SCOPES.items():
+            for scope, kind in scopes.items():
                 if kind is None or {"region": region, "mode": mode}[kind[0]] == kind[1]:
                     after[scope].submit(player, parsed, ts)
             expected.append("ok")
@@ -343,7 +358,7 @@ async def check_default_writes(
         except InvalidBoard as exc:
             expected.append(exc.code)
     entries = [
-        {"id": sid, "player": p, "values": ",".join(v), "ts": str(ts), "region": g or "", "mode": m or ""}
+        {"id": sid, "player": p, "values": ",".join(v), "ts": str(ts), "region": g or "", "mode": m or "", **fields}
         for sid, p, v, ts, g, m in slips
     ]
     got = [res.status if res.status != "error" else str(res.code) for res in await lb.submit_batch(entries, now=NOW)]
@@ -354,3 +369,23 @@ async def check_default_writes(
 
 def test_a_stored_default_of_any_shape_follows_the_model_in_every_scope(redis_server: RedisServer) -> None:
     hold(redis_server, 40, default_histories(), check_default_writes)
+
+
+# A defined board kept per region and mode: its home and each value's board, as the game's are.
+DEFINED_SCOPES = {"board:b": None, "board:b:region:eu": ("region", "eu"), "board:b:mode:duo": ("mode", "duo")}
+
+
+async def check_defined_scoped_writes(
+    r: aioredis.Redis,
+    definition: boards.Definition,
+    slips: list[tuple[str, str, list[str], int, str | None, str | None]],
+) -> None:
+    await r.flushall()
+    lb = Leaderboard(r, CONFIG)
+    scoped = parse({**definition.as_dict(), "id": "b", "scopes": ["region", "mode"]})
+    await lb.create_board(scoped)
+    await check_scoped_writes(r, lb, scoped, slips, DEFINED_SCOPES, {"board": "b"})
+
+
+def test_a_defined_board_kept_per_region_and_mode_follows_the_model_in_every_scope(redis_server: RedisServer) -> None:
+    hold(redis_server, 30, default_histories(), check_defined_scoped_writes)

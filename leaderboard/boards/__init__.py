@@ -73,7 +73,7 @@ from .definition import (
 )
 from .encoding import KEY_HEX, TIME_HEX, decode_member, encode_member, key_prefix, pack, player_of, player_part, unpack
 from .model import Board, combine, order_key
-from .names import LiveBoard, definition_of, home_of, home_scope
+from .names import LiveBoard, board_scopes, definition_of, home_of, home_scope, keeps
 from .periods import named, period, period_bounds, resolve, window_of
 from .reads import BoardPeriod
 
@@ -103,6 +103,7 @@ __all__ = [
     "Definition",
     "LiveBoard",
     "Season",
+    "board_scopes",
     "check_default",
     "check_id",
     "check_metadata",
@@ -117,6 +118,7 @@ __all__ = [
     "encode_member",
     "home_of",
     "home_scope",
+    "keeps",
     "key_prefix",
     "named",
     "order_key",

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import orjson
 
 from ..errors import InvalidBoard, InvalidSubmission
-from ..keys import check_name
+from ..keys import SCOPE_KINDS, check_name
 from ..ranking import DENSE, ORDINAL, RANK_MODES
 from ..submission import OPERATORS
 from ..submission import parse_values as parse_ints
@@ -55,6 +55,7 @@ _FIELDS = {
     "metadata_bytes",
     "version",
     "extensions",
+    "scopes",
 }
 _KEY_FIELDS = {"name", "direction", "display", "operator", "min", "max"}
 _SEASON_FIELDS = {"start_ms", "length_s"}
@@ -108,6 +109,10 @@ class Definition:
     metadata_bytes: int = 0  # 0: entries carry no metadata
     version: int = 1  # the definition's own revision, bumped by every accepted update
     extensions: Mapping[str, Any] = field(default_factory=dict)
+    # Kept per region and/or mode (SCOPE_KINDS' order): a slip naming a value writes the home
+    # board and that value's board, board:<id>:region:<r> (keys.defined_scope). The game's
+    # ``default`` names none: its region and mode boards are the game's (global, region:, mode:).
+    scopes: tuple[str, ...] = ()
 
     @property
     def encoding(self) -> str:
@@ -152,6 +157,7 @@ class Definition:
             self.time_zone,
             self.season,
             self.rank_mode == DENSE,
+            self.scopes,
         )
 
     def operator_of(self, i: int) -> str:
@@ -174,6 +180,8 @@ class Definition:
             out["season"] = {"start_ms": self.season.start_ms, "length_s": self.season.length_s}
         if self.extensions:
             out["extensions"] = dict(self.extensions)
+        if self.scopes:  # absent when none: a definition stored before scopes reads the same
+            out["scopes"] = list(self.scopes)
         return out
 
     def to_json(self) -> str:
@@ -219,6 +227,13 @@ def check_time_zone(zone: Any) -> str:
     except (ZoneInfoNotFoundError, ValueError):
         raise _fail("invalid_time_zone", f"unknown time zone {zone!r}") from None
     return zone
+
+
+def _scopes(raw: Any) -> tuple[str, ...]:
+    """The scope kinds a board is kept per: distinct ``region``, ``mode``, in that order."""
+    if not isinstance(raw, list) or len(set(map(str, raw))) != len(raw) or not set(raw) <= set(SCOPE_KINDS):
+        raise _fail("invalid_board_scopes", f"scopes must be a list of distinct {', '.join(SCOPE_KINDS)}, got {raw!r}")
+    return tuple(k for k in SCOPE_KINDS if k in raw)
 
 
 def _key(raw: Any, board_operator: str) -> BoardKey:
@@ -314,18 +329,20 @@ def parse(raw: Mapping[str, Any] | str | bytes) -> Definition:
         ),
         version=_int(raw.get("version", 1), "version", 1, 1 << 31, "invalid_board"),
         extensions=extensions,
+        scopes=_scopes(raw.get("scopes", [])),
     )
 
 
 def check_update(old: Definition, new: Definition) -> Definition:
     """``new`` as the next revision of ``old``; InvalidBoard(board_reorder) when it would reorder
-    the live board's members (keys, directions, bounds, tie, encoding, windows, time zone) or
-    switch dense ranks on or off (their distinct values are kept by the writes of dense boards)."""
+    the live board's members (keys, directions, bounds, tie, encoding, windows, time zone),
+    switch dense ranks on or off (their distinct values are kept by the writes of dense boards)
+    or change its scopes (its entries are kept per scope)."""
     if old.order != new.order:
         raise _fail(
             "board_reorder",
-            f"board {old.id}: keys, directions, bounds, tie, windows, time zone and dense ranks are fixed once "
-            "a board exists; create a new board instead",
+            f"board {old.id}: keys, directions, bounds, tie, windows, time zone, dense ranks and scopes are fixed "
+            "once a board exists; create a new board instead",
         )
     return Definition(**{**{f: getattr(new, f) for f in new.__dataclass_fields__}, "version": old.version + 1})
 
@@ -388,6 +405,8 @@ def check_default(definition: Definition, configured: Definition) -> Definition:
 
     if not set(definition.windows) <= set(configured.windows):
         raise refuse(f"keeps only windows the game keeps: {', '.join(configured.windows)}")
+    if definition.scopes:
+        raise refuse("is kept per region and mode already (global, region:<name>, mode:<name>): it names no scopes")
     if (definition.rank_mode == DENSE) != (configured.rank_mode == DENSE):
         raise _fail("board_reorder", "the game's default board switches dense ranks on or off by LB_RANK_MODE only")
     return definition

@@ -40,8 +40,9 @@ class PeriodCalls(Calls):
         """lb_close: add the period's close event (its final top ``top_n`` of each scope) once,
         and keep it in the window's finals (the newest ``keep``); the event's stream id, or None
         if the period was closed before. Either way the period's boards leave the versions hash.
-        A defined board (``definition``, its one scope ``board:<id>``) closes its own periods
-        under its own marker and finals, each entry with every key value and its metadata; the
+        A defined board (``definition``, its home ``board:<id>`` first, then the boards of its
+        scopes, ``board:<id>:region:<r>``) closes its own periods together under its own marker
+        and finals, each entry with every key value and its metadata; the
         game's stored default (``Definitions.general``) closes the game's scopes together, under
         the game's marker and finals, each entry with its key values and metadata."""
         reply = await self._versioned(CLOSE_LAYOUT, self.close_command(period, scopes, **options))
@@ -59,11 +60,12 @@ class PeriodCalls(Calls):
             layout += [self.config.rank_mode_for(w.name), "", "d"]
         else:
             game = definition.id == boards.DEFAULT_ID  # the game's scopes, closed together as above
-            if len(scopes) != 1 and not game:
-                raise BadRequest("a defined board's period closes alone")
+            home = boards.home_scope(definition.id)
+            if not game and (scopes[:1] != [home] or any(not boards.keeps(definition, s) for s in scopes)):
+                raise BadRequest("a defined board's period closes alone, its home first, with its scopes' boards")
             mode = self.config.rank_mode_for(w.name) if game else None
             board = BoardPeriod(self.keys, definition, period, scopes[0], mode=mode)
-            own = () if game else (board.scope,)
+            own = () if game else (home,)
             marker, finals = self.keys.closed_marker(*at, *own), self.keys.finals(w.name, *own)
             layout = [board.encoding, top_n, period.expire_at_s, keep, maxlen, when, board.mode]
             layout += [orjson.dumps(board.columns).decode(), "".join(k.direction[0] for k in definition.keys)]

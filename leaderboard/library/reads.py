@@ -78,8 +78,8 @@ class ReadCalls(PlainReads, Calls):
         if definition is None:
             await self.boards.refresh()  # defined a moment ago, before this process's tick
             definition = self.boards.get(board_id)
-        if definition is None:
-            raise BadRequest(f"no board {board_id!r}")
+        if definition is None or not boards.keeps(definition, scope):
+            raise BadRequest(f"no board {board_id!r}" if definition is None else f"board {board_id} keeps no {scope}")
         at = now_ms() if at is None else at
         if tournament_of(window_name) is not None:  # a tournament on the board: its one period
             spec = await self.window_of(window_name)

@@ -78,6 +78,7 @@ export interface BoardInfo {
   window: string;
   columns?: Array<Column>;
   metadata?: boolean;
+  scopes?: Array<string>;
 }
 
 export interface BoardRequest {
@@ -179,7 +180,7 @@ export interface Error {
   message: string;
 }
 
-export type ErrorCode = "auth_required" | "backlog_full" | "bad_board" | "bad_json" | "bad_message" | "bad_period" | "bad_request" | "banned" | "binary_frame" | "board_exists" | "board_no_keys" | "board_reorder" | "board_too_many_keys" | "forbidden" | "idempotency_conflict" | "invalid_actor" | "invalid_avatar" | "invalid_board" | "invalid_board_id" | "invalid_board_key" | "invalid_board_window" | "invalid_country" | "invalid_default_board" | "invalid_direction" | "invalid_display" | "invalid_extension" | "invalid_id" | "invalid_key_bounds" | "invalid_key_value" | "invalid_metadata_limit" | "invalid_name" | "invalid_operator" | "invalid_period" | "invalid_player" | "invalid_points" | "invalid_profile" | "invalid_rank_mode" | "invalid_reason" | "invalid_scope" | "invalid_season" | "invalid_tie" | "invalid_time_zone" | "invalid_timestamp" | "invalid_token" | "invalid_top_n" | "invalid_tournament" | "invalid_window" | "key_out_of_range" | "library_mismatch" | "metadata_too_large" | "missing_id" | "not_entered" | "not_replicated" | "not_subscribed" | "period_closed" | "points_out_of_range" | "rate_limited" | "stale_board" | "timestamp_in_future" | "timestamp_outside_window" | "timestamp_too_old" | "token_expired" | "too_many_boards" | "too_many_friends" | "too_many_scopes" | "too_many_subscriptions" | "tournament_ended" | "tournament_exists" | "unavailable" | "unknown_board" | "unknown_dead_letter" | "unknown_extension" | "unknown_game" | "unknown_tournament" | "unknown_type" | "wrong_key_count";
+export type ErrorCode = "auth_required" | "backlog_full" | "bad_board" | "bad_json" | "bad_message" | "bad_period" | "bad_request" | "banned" | "binary_frame" | "board_exists" | "board_no_keys" | "board_reorder" | "board_too_many_keys" | "forbidden" | "idempotency_conflict" | "invalid_actor" | "invalid_avatar" | "invalid_board" | "invalid_board_id" | "invalid_board_key" | "invalid_board_scopes" | "invalid_board_window" | "invalid_country" | "invalid_default_board" | "invalid_direction" | "invalid_display" | "invalid_extension" | "invalid_id" | "invalid_key_bounds" | "invalid_key_value" | "invalid_metadata_limit" | "invalid_name" | "invalid_operator" | "invalid_period" | "invalid_player" | "invalid_points" | "invalid_profile" | "invalid_rank_mode" | "invalid_reason" | "invalid_scope" | "invalid_season" | "invalid_tie" | "invalid_time_zone" | "invalid_timestamp" | "invalid_token" | "invalid_top_n" | "invalid_tournament" | "invalid_window" | "key_out_of_range" | "library_mismatch" | "metadata_too_large" | "missing_id" | "not_entered" | "not_replicated" | "not_subscribed" | "period_closed" | "points_out_of_range" | "rate_limited" | "scope_not_kept" | "stale_board" | "timestamp_in_future" | "timestamp_outside_window" | "timestamp_too_old" | "token_expired" | "too_many_boards" | "too_many_friends" | "too_many_scopes" | "too_many_subscriptions" | "tournament_ended" | "tournament_exists" | "unavailable" | "unknown_board" | "unknown_dead_letter" | "unknown_extension" | "unknown_game" | "unknown_tournament" | "unknown_type" | "wrong_key_count";
 
 export interface FinalEntry {
   rank: number;
