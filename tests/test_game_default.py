@@ -323,8 +323,9 @@ SEASON_S = 3_600  # the shortest season a definition may have
 
 
 def seasonal(now: int, **changes: Any) -> boards.Definition:
-    """The kart default with hour-long seasons, the current one ``s5``."""
-    start = (now // (SEASON_S * 1000) - 5) * SEASON_S * 1000
+    """The kart default with hour-long seasons, the current one ``s5``, half over at ``now`` (no
+    season ends while a test runs)."""
+    start = now - (5 * SEASON_S + SEASON_S // 2) * 1000
     return kart(windows=["weekly", "season"], season={"start_ms": start, "length_s": SEASON_S}, **changes)
 
 
