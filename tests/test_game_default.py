@@ -24,7 +24,7 @@ from leaderboard import GameConfig, InvalidBoard, InvalidSubmission, Leaderboard
 from leaderboard.moderation import Moderation
 from leaderboard.queue import Queue
 from scorer import Consumer, Publisher, ScorerSettings
-from scorer.__main__ import parse_args
+from scorer.__main__ import parse_args, rank_index
 from scorer.__main__ import submit as cli_submit
 from scorer.cli import UsageError
 from scorer.durable import Action, Slip
@@ -374,6 +374,12 @@ async def test_a_season_on_the_default_is_written_read_moderated_and_closed(
         ("dee", (1, 8_000)),
     ]
 
+    # the operator's rank-index takes the season as a window of the game's (its process reads the default)
+    ranked = await lb.top("season", "region:eu")
+    operator = ScorerSettings(redis_url=redis_url, game=CONFIG, metrics_port=0)
+    out = await rank_index(operator, parse_args(["rank-index", "--window", "season"]))
+    assert out.splitlines()[-1] == "rebuilt the rank companions of 5 boards, 8 members"  # s4 and s5, their scopes
+    assert await lb.top("season", "region:eu") == ranked
     # the scorer publishes the current season and closes the one before, its scopes together
     publisher = Publisher(r, settings(redis_url, close_delay_s=0))
     await publisher.tick()
