@@ -97,7 +97,12 @@ async def _published_top(api: Api, game: Game, req: p.Top) -> tuple[tuple[str, H
         return None
     s = api.settings
     period, etag, full, bare, body = _top_answer(raw, req.n, int(s.top_ttl), int(s.stale_if_error))
-    if period != _current_period(req.window, int(time.time())):  # a new period, none published yet
+    second = int(time.time())
+    if config.season is not None and req.window == config.season.name:  # its periods are the default's own
+        current = game.lb.boards.period(req.window, second * 1000).label
+    else:
+        current = _current_period(req.window, second)
+    if period != current:  # a new period, none published yet
         return None
     return (etag, full, bare, body), age
 

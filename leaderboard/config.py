@@ -18,7 +18,7 @@ the same windows, operators and limits (``for_game``)::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .keys import Keys, check_name
 from .ranking import RANK_MODES
@@ -112,6 +112,9 @@ class GameConfig:
         "how long a submission waits for LB_WAIT_REPLICAS before it is refused with not_replicated",
         check=at_least(1),
     )
+    # Not a setting: the stored default board's season (``definitions.applied``), the one window
+    # of ``windows`` that is not one of windows.py's fixed ones; its periods are the definition's.
+    season: Window | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -130,7 +133,7 @@ class GameConfig:
             raise SettingsError("LB_WINDOWS: at least one window is required")
         for name in self.windows:
             try:
-                window(name)
+                self.window_spec(name)
             except ValueError as exc:
                 raise SettingsError(f"LB_WINDOWS: {exc}") from None
         for var, op in (
@@ -153,7 +156,8 @@ class GameConfig:
                 raise SettingsError(f"LB_WINDOW_RANK_MODES: rank mode given for window {name!r}, not in LB_WINDOWS")
         # A submission may be as old as the idempotency window; its period's keys must still be
         # alive then, or the write would land in a key that expires at once.
-        retentions = [w.retention_s for w in self.window_specs if w.retention_s is not None]
+        # (A season's periods are its definition's, as a defined board's season: not counted.)
+        retentions = [w.retention_s for w in self.window_specs if w.retention_s is not None and w is not self.season]
         if retentions and self.idempotency_s > min(retentions):
             raise SettingsError(
                 f"LB_IDEMPOTENCY_S: must not exceed the shortest retention of LB_WINDOWS ({min(retentions)} s), "
@@ -184,7 +188,12 @@ class GameConfig:
 
     @property
     def window_specs(self) -> tuple[Window, ...]:
-        return tuple(window(name) for name in self.windows)
+        return tuple(self.window_spec(name) for name in self.windows)
+
+    def window_spec(self, name: str) -> Window:
+        """The window ``name`` (windows.py's, or the stored default's season); ValueError for
+        one that is neither (kept or not: the caller checks ``windows``)."""
+        return self.season if self.season is not None and name == self.season.name else window(name)
 
     def operator_for(self, window_name: str) -> str:
         return self.window_operators.get(window_name, self.operator)

@@ -19,11 +19,12 @@ chunks::
     registry.config                           # the game's configuration with a stored default applied
 
 A stored ``default`` is the game's own boards' definition (``global``, ``region:…``, ``mode:…``):
-its operator, rank mode, top N, windows and display hint replace those of the environment
-(``LB_OPERATOR``, ``LB_RANK_MODE``, ``LB_TOP_N``, ``LB_WINDOWS``) in ``registry.config``, which
-every wrapper of the game (``Leaderboard.config``) reads, so every process follows a stored
-change within a tick and deleting it brings the environment's back. ``LB_WINDOW_OPERATORS`` and
-``LB_WINDOW_RANK_MODES`` still override it per window, as they override the environment's.
+its operator, rank mode, top N, windows (a season's too: ``applied``) and display hint replace
+those of the environment (``LB_OPERATOR``, ``LB_RANK_MODE``, ``LB_TOP_N``, ``LB_WINDOWS``) in
+``registry.config``, which every wrapper of the game (``Leaderboard.config``) reads, so every
+process follows a stored change within a tick and deleting it brings the environment's back.
+``LB_WINDOW_OPERATORS`` and ``LB_WINDOW_RANK_MODES`` still override it per window, as they
+override the environment's.
 ``admit()`` refuses a default the game's boards cannot carry (``boards.check_default``). A stored
 default not of the environment's shape (``boards.configured_shape``: more keys, ``asc``, tie
 ``last``, metadata...) is ``registry.general``: the game's slips are then laid out as its slips
@@ -45,9 +46,10 @@ from typing import cast
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .boards import DEFAULT_ID, Definition, check_default, configured_shape, default_definition, parse
+from .boards import DEFAULT_ID, SEASON, Definition, check_default, configured_shape, default_definition, parse
 from .boards import period as board_period
 from .boards import resolve as board_resolve
+from .boards import window_of as board_window
 from .config import GameConfig
 from .errors import InvalidBoard
 from .transport import RedisClient, execute_packed
@@ -70,20 +72,23 @@ def configured(config: GameConfig) -> Definition:
 def applied(config: GameConfig, default: Definition) -> GameConfig:
     """``config`` with a stored default's operator, rank mode, top N and windows (admitted by
     ``boards.check_default`` against ``configured(config)``); per-window overrides of windows it
-    no longer keeps are dropped with them."""
+    no longer keeps are dropped with them. Its ``season`` comes last, its window spec in
+    ``GameConfig.season`` (its periods the definition's: ``boards.window_of``)."""
 
     def kept(pairs: Mapping[str, str]) -> dict[str, str]:
         return {w: v for w, v in pairs.items() if w in default.windows}
 
     windows = tuple(w for w in config.windows if w in default.windows)  # the environment's order
+    season = board_window(default, SEASON) if SEASON in default.windows else None
     return replace(
         config,
         operator=default.operator,
         rank_mode=default.rank_mode,
         top_n=default.top_n,
-        windows=windows,
+        windows=windows if season is None else (*windows, SEASON),
         window_operators=kept(config.window_operators),
         window_rank_modes=kept(config.window_rank_modes),
+        season=season,
     )
 
 

@@ -108,8 +108,8 @@ BOARD_CODES = {
     "board_reorder": "keys, directions, bounds, tie, windows, time zone, dense ranks and scopes of a board are fixed",
     "stale_board": "the board changed since the version the update was made from",
     "too_many_boards": "the game stores LB_MAX_BOARDS definitions, its most: delete one before creating another",
-    "invalid_default_board": "the game's default board keeps one key, points (desc, 0 to its windows' ceiling), "
-    "ties to the first, UTC days, the game's windows, no metadata",
+    "invalid_default_board": "the game's default board keeps the game's windows (LB_WINDOWS) and a season only, "
+    "and names no scopes",
     # shared with submissions: the same codes, the same words
     **{
         code: CODES[code]

@@ -399,6 +399,7 @@ async def rank_index(settings: ScorerSettings, args: argparse.Namespace) -> str:
     try:
         lb = Leaderboard(redis, settings.game)
         await lb.load()  # lb_rank_rebuild may be newer than the library loaded
+        await lb.boards.refresh()  # a stored default's windows (a season) and encoding are the game's
         windows = set(args.window or ())
         for name in windows:
             await lb.window_of(name)  # an unknown window is refused before anything is written

@@ -30,9 +30,9 @@ def default(**changes: Any) -> boards.Definition:
 
 
 # Shapes the game's boards cannot carry, each with its code (keys, directions, bounds, tie, a time
-# zone, metadata and per-key operators they carry: tests/test_game_default.py).
+# zone, metadata, per-key operators and a season they carry: tests/test_game_default.py).
 REFUSED: list[tuple[dict[str, Any], str]] = [
-    ({"windows": ["weekly", "season"], "season": {"start_ms": 0, "length_s": 86_400}}, "invalid_default_board"),
+    ({"scopes": ["region"]}, "invalid_default_board"),  # kept per region and mode already
     ({"windows": ["monthly"], "keys": [{**KEY, "max": 2_147_483_647}]}, "invalid_default_board"),  # not kept
     ({"rank_mode": "dense"}, "board_reorder"),  # the game's writes keep no distinct points
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -23,7 +24,7 @@ from leaderboard import GameConfig, InvalidBoard, InvalidSubmission, Leaderboard
 from leaderboard.moderation import Moderation
 from leaderboard.queue import Queue
 from scorer import Consumer, Publisher, ScorerSettings
-from scorer.__main__ import parse_args
+from scorer.__main__ import parse_args, rank_index
 from scorer.__main__ import submit as cli_submit
 from scorer.cli import UsageError
 from scorer.durable import Action, Slip
@@ -316,3 +317,119 @@ def test_a_game_slip_of_key_values_lives_as_long_as_its_default_s_periods() -> N
     fields = Submission("a", "ana", 0, NOW, values=(3, 81_000)).fields() | {"id": "a", "ts": str(NOW)}
     slip = Slip("a", 2, 0, orjson.dumps(fields).decode())
     assert lifetimes.expire_at(slip) == boards.period(daily, "daily", NOW).expire_at_s
+
+
+SEASON_S = 3_600  # the shortest season a definition may have
+
+
+def seasonal(now: int, **changes: Any) -> boards.Definition:
+    """The kart default with hour-long seasons, the current one ``s5``, half over at ``now`` (no
+    season ends while a test runs)."""
+    start = now - (5 * SEASON_S + SEASON_S // 2) * 1000
+    return kart(windows=["weekly", "season"], season={"start_ms": start, "length_s": SEASON_S}, **changes)
+
+
+async def test_a_season_on_the_default_is_written_read_moderated_and_closed(
+    api_url: str, redis_url: str, r: aioredis.Redis, lb: Leaderboard
+) -> None:
+    with pytest.raises(InvalidBoard) as caught:  # a calendar window the game does not keep: still refused
+        await lb.create_board(kart(windows=["monthly"]))
+    assert caught.value.code == "invalid_default_board"
+    now = now_ms()
+    await lb.create_board(seasonal(now))
+    await lb.boards.refresh()
+    assert lb.config.windows == ("weekly", "season")
+    current = lb.boards.period("season", now)
+    assert (current.label, current.end_ms - current.start_ms) == ("s5", SEASON_S * 1000)
+    before = current.start_ms - SEASON_S * 1000 + 1000  # in the season before
+    slips = [
+        Submission("a", "ana", 0, before, values=(3, 81_000), region="eu", meta="red car"),
+        Submission("b", "ben", 0, before + 1, values=(2, 50_000), region="us"),
+        Submission("c", "cy", 0, now, values=(3, 79_500), region="eu"),
+        Submission("d", "ana", 0, now, values=(1, 9_000), region="eu"),
+        Submission("e", "dee", 0, now, values=(1, 8_000), region="eu"),
+    ]
+    assert all(done.code is None for done in await lb.submit_batch([s.fields() for s in slips]))
+    top = await lb.top("season", "global")
+    assert top.period.label == "s5" and list(top.columns) == COLUMNS
+    assert [(e.rank, e.player, e.keys) for e in top.entries] == [
+        (1, "cy", (3, 79_500)),
+        (2, "dee", (1, 8_000)),
+        (3, "ana", (1, 9_000)),  # this season's own: its 3 laps were the season before's
+    ]
+    past = await lb.top("season", "region:eu", period="previous")
+    assert (past.period.label, [(e.player, e.metadata) for e in past.entries]) == ("s4", [("ana", "red car")])
+    assert [e.player for e in (await lb.top("season", "global", period="s4")).entries] == ["ana", "ben"]
+    assert (await lb.rank("ana", "season", "region:eu")).rank == 3
+    assert [e.player for e in (await lb.around("dee", "season", k=1)).entries] == ["cy", "dee", "ana"]
+    assert (await lb.stats("season", "region:eu")).size == 3
+    assert await r.zcard(lb.keys.board("season", "s5", "region:eu")) == 3  # the game's key names
+
+    mod = Moderation(lb)
+    await mod.ban("cy", actor="ops", reason="cheat")
+    fixed = await mod.correct("ana", actor="ops", reason="t", values=[2, 1], window_name="season")
+    assert {(c.board.scope, c.keys) for c in fixed} == {("global", (1, 9_000)), ("region:eu", (1, 9_000))}
+    assert [(e.player, e.keys) for e in (await lb.top("season", "region:eu")).entries] == [
+        ("ana", (2, 1)),
+        ("dee", (1, 8_000)),
+    ]
+
+    # the operator's rank-index takes the season as a window of the game's (its process reads the default)
+    ranked = await lb.top("season", "region:eu")
+    operator = ScorerSettings(redis_url=redis_url, game=CONFIG, metrics_port=0)
+    out = await rank_index(operator, parse_args(["rank-index", "--window", "season"]))
+    assert out.splitlines()[-1] == "rebuilt the rank companions of 5 boards, 8 members"  # s4 and s5, their scopes
+    assert await lb.top("season", "region:eu") == ranked
+    # the scorer publishes the current season and closes the one before, its scopes together
+    publisher = Publisher(r, settings(redis_url, close_delay_s=0))
+    await publisher.tick()
+    [final] = await lb.finals("season")
+    assert (final["period"], final["columns"]) == ("s4", COLUMNS)
+    finals = [(e["player"], e["keys"]) for e in final["top"]["global"]]
+    assert finals == [("ana", ["3", "81000"]), ("ben", ["2", "50000"])]
+    (late,) = await lb.submit_batch([Submission("f", "fay", 0, before + 2, values=(9, 1)).fields()])
+    assert late.code == "period_closed"
+    async with running(redis_url) as gw, client(gw) as ws:
+        await greet(ws)
+        await ws.send(orjson.dumps({"type": "subscribe", "board": "region:eu", "window": "season", "id": 1}).decode())
+        snap = await recv_type(ws, "snapshot")
+        assert (snap["window"], snap["period"]) == ("season", "s5")
+        assert [(e["player"], e["keys"]) for e in snap["entries"]] == [("ana", ["2", "1"]), ("dee", ["1", "8000"])]
+        reply = await request(ws, {"type": "top", "board": "global", "window": "season", "period": "s4", "n": 2}, "top")
+        assert [e["player"] for e in reply["entries"]] == ["ana", "ben"]
+    async with httpx.AsyncClient(base_url=api_url, timeout=10) as http:
+
+        async def held() -> bool:  # the API follows the stored default within its refresh
+            got = await http.get("/v1/boards/region:eu/top", params={"window": "season", "n": 2})
+            return got.status_code == 200 and got.headers.get("etag", "").startswith('"s5.')
+
+        await until(held, 5)  # the published snapshot's top (api/top.py), in the season's period
+        stats = await http.get("/v1/boards/region:eu/stats", params={"window": "season", "period": "s4"})
+        assert (stats.status_code, stats.json()["size"]) == (200, 1)
+
+
+LAP = {"keys": [{"name": "time", "direction": "asc", "min": 0, "max": 1 << 30}], "metadata_bytes": 0}
+
+
+@pytest.mark.parametrize("shape", [{}, LAP], ids=["lex", "packed"])
+async def test_a_season_on_the_default_is_rebuilt(
+    r: aioredis.Redis, redis_url: str, tmp_path: Path, shape: dict[str, Any]
+) -> None:
+    now = now_ms()
+    definition = seasonal(now, **shape)
+    one = len(definition.keys) == 1
+    # one key (the lap time): the race's times alone, and no metadata
+    slips = [replace(s, values=s.values[1:]) if one else s for s in race(now) if not one or s.meta is None]
+
+    async def moderate(mod: Moderation) -> None:
+        await mod.ban("cy", actor="ops", reason="cheat")
+        await mod.correct("dee", actor="ops", reason="t", values=[3, 80_000][one:], window_name="season")
+
+    before = await rebuilt_reads(
+        r, settings, redis_url=redis_url, config=CONFIG, store_url=f"sqlite:///{tmp_path}/scores.db",
+        definition=definition, slips=slips, moderate=moderate,
+        scopes=("global", "region:eu"), players=("ana", "ben", "cy", "dee"),
+    )  # fmt: skip
+    assert definition.encoding == (boards.PACKED if one else boards.LEX)
+    assert before[5].period.label == "s5"  # the season's global top: corrected, cy banned
+    assert [e.player for e in before[5].entries] == (["ana", "dee"] if one else ["dee", "ben", "ana"])

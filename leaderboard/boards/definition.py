@@ -394,17 +394,17 @@ def configured_shape(definition: Definition, configured: Definition) -> bool:
 def check_default(definition: Definition, configured: Definition) -> Definition:
     """``definition`` as a stored ``default``: the game's own boards (``global``, ``region:``,
     ``mode:``) are that definition kept per scope, so it may ask for any keys, directions, bounds,
-    tie, time zone, metadata and per-key operators. What it may not ask for (InvalidBoard
-    invalid_default_board): a window the game does not keep (``configured``'s: LB_WINDOWS), so
-    no ``season``, which is no window the game's configuration can name (GameConfig.windows:
-    daily, weekly, monthly, alltime); dense ranks on exactly when the configuration has them
+    tie, time zone, metadata, per-key operators and a ``season`` (its window then joins the
+    game's: GameConfig.season). What it may not ask for (InvalidBoard invalid_default_board): a
+    calendar window the game does not keep (``configured``'s: LB_WINDOWS), whose publisher, closer
+    and checks the environment builds; dense ranks on exactly when the configuration has them
     (its writes keep the distinct points then: board_reorder otherwise)."""
 
     def refuse(what: str) -> InvalidBoard:
         return _fail("invalid_default_board", f"the game's default board {what}")
 
-    if not set(definition.windows) <= set(configured.windows):
-        raise refuse(f"keeps only windows the game keeps: {', '.join(configured.windows)}")
+    if not set(definition.windows) <= {*configured.windows, SEASON}:
+        raise refuse(f"keeps only windows the game keeps ({', '.join(configured.windows)}) and a season")
     if definition.scopes:
         raise refuse("is kept per region and mode already (global, region:<name>, mode:<name>): it names no scopes")
     if (definition.rank_mode == DENSE) != (configured.rank_mode == DENSE):

@@ -16,7 +16,7 @@ from ..loading import with_library
 from ..reads import PlainReads
 from ..results import BoardEntries, Ranks, Standing
 from ..transport import Command, execute_packed, now_ms
-from ..windows import Period, Window, tournament_of, window
+from ..windows import Period, Window, tournament_of
 from .calls import Calls, execute, library_errors
 
 
@@ -33,7 +33,7 @@ class ReadCalls(PlainReads, Calls):
                 raise TournamentError("unknown_tournament", f"no tournament {tournament!r}")
             return spec
         try:
-            spec = window(window_name)
+            spec = self.config.window_spec(window_name)
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
         if window_name not in self.config.windows:
