@@ -98,10 +98,10 @@ async def _published_top(api: Api, game: Game, req: p.Top) -> tuple[tuple[str, H
     s = api.settings
     period, etag, full, bare, body = _top_answer(raw, req.n, int(s.top_ttl), int(s.stale_if_error))
     second = int(time.time())
-    if config.season is not None and req.window == config.season.name:  # its periods are the default's own
-        current = game.lb.boards.period(req.window, second * 1000).label
-    else:
+    if game.lb.boards.general is None:  # the environment's windows, UTC days: one computation a second
         current = _current_period(req.window, second)
+    else:  # a stored default's periods are its own: its time zone's days, its season
+        current = game.lb.boards.period(req.window, second * 1000).label
     if period != current:  # a new period, none published yet
         return None
     return (etag, full, bare, body), age

@@ -408,6 +408,28 @@ async def test_a_season_on_the_default_is_written_read_moderated_and_closed(
         assert (stats.status_code, stats.json()["size"]) == (200, 1)
 
 
+async def test_the_api_serves_the_published_top_in_the_default_s_own_days(
+    api_url: str, redis_url: str, r: aioredis.Redis, lb: Leaderboard
+) -> None:
+    now = now_ms()
+    # twelve hours off UTC the side that puts the default's day on another date than UTC's now
+    zone = "-12:00" if now // 3_600_000 % 24 < 12 else "+12:00"
+    await lb.create_board(kart(windows=["daily"], time_zone=zone))
+    await lb.boards.refresh()
+    day = lb.boards.period("daily", now).label
+    assert day != CONFIG.window_spec("daily").period(now).label
+    (done,) = await lb.submit_batch([Submission("a", "ana", 0, now, values=(3, 81_000)).fields()])
+    assert done.code is None
+    await Publisher(r, settings(redis_url)).tick()
+    async with httpx.AsyncClient(base_url=api_url, timeout=10) as http:
+
+        async def held() -> bool:  # the published snapshot's top (api/top.py), its ETag in that day
+            got = await http.get("/v1/boards/global/top", params={"window": "daily", "n": 2})
+            return got.status_code == 200 and got.headers.get("etag", "").startswith(f'"{day}.')
+
+        await until(held, 5, every=0.1)  # the API follows the stored default within its refresh (1 s)
+
+
 LAP = {"keys": [{"name": "time", "direction": "asc", "min": 0, "max": 1 << 30}], "metadata_bytes": 0}
 
 
