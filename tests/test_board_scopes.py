@@ -276,3 +276,43 @@ async def test_a_deleted_board_is_purged_once_no_scope_s_board_holds_entries(
     assert await purger.run(now_ms()) == []  # found empty: forgotten at the next pass
     assert await purger.run(now_ms()) == ["tower"]
     assert not await r.hexists(k.deleted_boards, "tower") and not await r.sismember(k.scopes, EU)
+
+
+async def test_a_tournament_on_a_board_kept_per_region(r: aioredis.Redis, redis_url: str, tmp_path: Path) -> None:
+    """As the game's tournaments are kept per region and mode: a tournament slip naming a region
+    writes the tournament's home board and the region's, both closed together with their finals
+    and rebuilt equal."""
+    now, minute = now_ms(), 60_000
+    lb = Leaderboard(r, CONFIG)
+    cup = await lb.create_tournament("cup", now - 10 * minute, now + 50 * minute)
+    await lb.join("cup", ["ana", "ben", "cy", "dee"])
+    slips = [replace(s, tournament="cup") for s in climb(now)]
+    slips.append(Submission("o", "fay", 0, now - 1, board="tower", values=(1, 1), region="eu"))  # its own windows
+
+    async def close(mod: Moderation) -> None:
+        tower_eu = [(e.player, e.keys) for e in (await mod.lb.top("t-cup", EU)).entries]
+        assert tower_eu == [("ana", (12, 81_000)), ("cy", (9, 50_000))]  # fay's slip named no tournament
+        assert [e.player for e in (await mod.lb.top("t-cup", HOME)).entries] == ["dee", "ben", "ana", "cy"]
+        assert [e.player for e in (await mod.lb.top("weekly", EU)).entries] == ["fay"]  # the board's own windows
+        await mod.ban("cy", actor="ops", reason="cheat")
+        clock = [cup.period(0).end_ms + 65_000]  # ended, past the close delay: the publisher closes it
+        publisher = Publisher(r, settings(redis_url), now=lambda: clock[0])
+        await publisher.tick()
+        await publisher.tick()
+
+    before = await rebuilt_reads(
+        r, settings, redis_url=redis_url, config=CONFIG, store_url=f"sqlite:///{tmp_path}/scores.db",
+        definition=tower(), slips=slips, moderate=close, scopes=(HOME, EU, US),
+        players=("ana", "ben", "cy", "dee"), windows=("t-cup",),
+    )  # fmt: skip
+    assert [e.player for e in before[-4].entries] == ["ana"]  # t-cup's region:eu, cy banned
+    assert [e.player for e in before[-2].entries] == ["ben"]  # t-cup's region:us
+    # closed with its scopes, once, under its home's finals; the rebuild restored them
+    [final] = await lb.finals("t-cup", scope=EU)
+    assert (final["board"], {s: [e["player"] for e in top] for s, top in final["top"].items()}) == (
+        HOME,
+        {HOME: ["dee", "ben", "ana"], EU: ["ana"], US: ["ben"]},
+    )
+    late = Submission("late", "ana", 0, now, board="tower", values=(20, 1), region="us", tournament="cup")
+    (refused,) = await lb.submit_batch([late.fields()])
+    assert refused.code == "period_closed"
