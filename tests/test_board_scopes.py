@@ -82,6 +82,13 @@ def test_a_definition_s_scopes() -> None:
     with pytest.raises(InvalidSubmission) as refused:
         boards.board_scopes(tower(), None, "duo")
     assert refused.value.code == "scope_not_kept"
+    # the scopes' boards a page is offered, the game's and a defined board's alike: the values the
+    # gateway lists (of the kinds the board is kept per), then those slips named
+    listing = ["region:us", "mode:duo"]
+    assert boards.on_offer("tower", ("region",), listing, [EU, US]) == [US, EU]
+    assert boards.on_offer("default", ("region", "mode"), listing, ["region:ap"]) == [*listing, "region:ap"]
+    assert boards.listed(US, listing) and boards.listed("mode:duo", listing)
+    assert not boards.listed(EU, listing) and not boards.listed(HOME, listing)
 
 
 async def test_a_board_per_region_through_the_queue_reads_the_socket_and_a_ban(
@@ -130,6 +137,10 @@ async def test_a_board_per_region_through_the_queue_reads_the_socket_and_a_ban(
         assert [e["player"] for e in reply["entries"]] == ["ben"]
         listed = {b["board"]: b for b in (await request(ws, {"type": "boards"}, "boards"))["boards"]}
         assert listed[HOME]["scopes"] == ["region"]  # the page's list: a region's board is board:tower:region:<r>
+        # each home followed by its scopes' boards slips named, read and shown as the home is
+        names = [b["board"] for b in (await request(ws, {"type": "boards"}, "boards"))["boards"]]
+        assert names == ["global", HOME, EU, US]
+        assert listed[EU] == {**{k: v for k, v in listed[HOME].items() if k != "scopes"}, "board": EU}
         unknown = await request(ws, {"type": "top", "board": "board:tower:mode:duo", "window": "weekly"})
         assert (unknown["type"], unknown["code"]) == ("error", "unknown_board")
         # a game server files a slip to a region's board by its name; its entry is announced there
