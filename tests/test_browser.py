@@ -284,7 +284,10 @@ async def test_a_board_kept_per_region_offers_its_regions(fleet: Fleet, browser:
     ]
     queue = Queue(r, config)
     await queue.submit_many(
-        [Submission(f"c-{p}", p, 0, now, name=p.title(), board="tower", values=v, region=g) for p, v, g in climbs]
+        [
+            *(Submission(f"c-{p}", p, 0, now, name=p.title(), board="tower", values=v, region=g) for p, v, g in climbs),
+            Submission("g-ben", "ben", 5, now, name="Ben", region="us"),  # the game's own region:us
+        ]
     )
     page = await browser.new_page(locale="en-US", viewport={"width": 1100, "height": 620})
     await page.goto(f"{fleet.page_url}#board=tower&token={issue('ana', 'player', SECRET, exp=time.time() + 600)}")
@@ -324,6 +327,12 @@ async def test_a_board_kept_per_region_offers_its_regions(fleet: Fleet, browser:
     await wait_until(lambda: _eq(opened.locator("#scopes a[aria-current=page]").all_inner_texts(), ["eu"]), 5)
     await opened.locator("#scopes a", has_text="all regions").click()
     await wait_until(lambda: _eq(rows(opened), ["Fay", "Eve", "Dee", "Ben", "Ana", "Cy"]), 5)
+    # the game's own boards offer their regions the same way
+    await opened.locator("#boards a", has_text="global").click()
+    await wait_until(lambda: _eq(opened.locator("#scopes a").all_inner_texts(), ["all regions", "us"]), 5)
+    await opened.locator("#scopes a", has_text="us").click()
+    await wait_until(lambda: _eq(rows(opened), ["Ben"]), 5)
+    assert "board=region:us" in opened.url
     await opened.close()
     await page.close()
 
