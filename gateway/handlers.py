@@ -188,7 +188,8 @@ class Handlers:
         await lb.boards.refresh()  # one GET of the version counter: a board defined a moment ago is offered
         msg = wire.boards(
             lb.boards.all(),
-            scopes=(GLOBAL_SCOPE, *(s for s in self.settings.boards if s != GLOBAL_SCOPE)),
+            listing=[s for s in self.settings.boards if s != GLOBAL_SCOPE],
+            named=map(str, await lb.redis.smembers(lb.keys.scopes)),  # slips named these: LB_MAX_SCOPES at most
             windows=lb.config.windows,
             window=self.default_window(client.game),
             columns=lb.boards.columns,

@@ -167,10 +167,12 @@ class Hub:
         """Whether a client may subscribe to ``key``: a board exists once its definition does, in
         the windows it keeps (a tournament's must exist too: its name comes from the client), in
         its home scope (``global``, ``board:<id>``: boards.home_scope) and the scopes configured
-        here (``LB_GW_BOARDS``); any other scope of the game's (``region:<r>``) once somebody here
-        watches it or it has data in Redis. Anyone can send a subscribe; only boards that exist
-        may make this process SUBSCRIBE to a channel and hold an entry in its maps, so those stay
-        bounded by what trusted game servers wrote."""
+        here (``LB_GW_BOARDS``; ``region:eu`` there offers ``board:<id>:region:eu`` of a board kept
+        per region); any other scope (``region:<r>``, ``board:<id>:region:<r>``) once somebody here
+        watches it, slips named it (the scopes set, which the page offers) or it has data in
+        Redis. Anyone can send a subscribe; only boards that exist may make this process SUBSCRIBE
+        to a channel and hold an entry in its maps, so those stay bounded by what trusted game
+        servers wrote."""
         win, scope = key
         if key in self._subs:
             return True
@@ -178,7 +180,9 @@ class Hub:
             board = await self._lb.board_period(win, scope)
         except BadRequest:
             return False
-        if scope == boards.home_scope(board.definition.id) or scope in self.settings.boards:
+        if scope == boards.home_scope(board.definition.id) or boards.listed(scope, self.settings.boards):
+            return True
+        if await self._raw.sismember(self._keys.scopes, scope):
             return True
         return bool(await self._raw.exists(self._keys.latest(win, scope), board.board))
 

@@ -96,7 +96,8 @@ class GatewaySettings:
     boards: tuple[str, ...] = setting(
         "LB_GW_BOARDS",
         (),
-        "boards anyone may subscribe to besides global, e.g. region:eu,mode:duo (others only once they have data)",
+        "boards the page offers and anyone may subscribe to besides global, e.g. region:eu,mode:duo (region:eu also "
+        "offers board:<id>:region:eu of each board kept per region; others once slips named them)",
         parse=parse_boards,
     )
     # --- limits

@@ -6,13 +6,13 @@ The scorer encodes each snapshot once; gateways forward those bytes unchanged to
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import orjson
 
 from . import messages as m
-from .boards import DEFAULT_ID, Definition
-from .keys import DEFINED, scope_label
+from .boards import DEFAULT_ID, Definition, home_of, on_offer
+from .keys import DEFINED, GLOBAL_SCOPE, SCOPE_KINDS, scope_label
 from .profiles import display
 from .results import Entry, Standing
 
@@ -315,32 +315,35 @@ def recent(*, board: str, window: str, entries: Iterable[m.Heard], request_id: A
 def boards(
     definitions: Iterable[Definition],
     *,
-    scopes: Sequence[str],
+    listing: Sequence[str],
+    named: Iterable[str] = (),
     windows: Sequence[str],
     window: str,
     columns: Sequence[Mapping[str, str]] = (),
     request_id: Any = None,
 ) -> bytes:
     """The ``boards`` reply: every board of the game a page may offer, each with what it needs to
-    read and show it: the game's own ``scopes`` (``global`` first, then the gateway's configured
-    ones) in ``windows``, defaulting to ``window``, and each defined board in its own windows,
-    defaulting to its first, with the scope kinds it is kept per (``scopes``: each value's board
-    is ``board:<id>:region:<r>``). ``columns`` the game's boards' display hint, when one is stored.
-    Only what a viewer needs: a definition's limits and rules stay with the game servers."""
+    read and show it: the game's own, ``global`` first, in ``windows``, defaulting to ``window``,
+    and each defined board in its own windows, defaulting to its first, with the scope kinds it is
+    kept per (``scopes``). Each home is followed by its scopes' boards on offer, the same for the
+    game's and a defined board's (boards.on_offer): the values the gateway lists (``listing``,
+    LB_GW_BOARDS), then those slips named (``named``, the scopes set). ``columns`` the game's
+    boards' display hint, when one is stored. Only what a viewer needs: a definition's limits and
+    rules stay with the game servers."""
     own = _columns(columns)
-    listed: list[m.BoardInfo] = []
+    by_home: dict[str, list[str]] = {}
+    for s in named:
+        by_home.setdefault(home_of(s), []).append(s)
     definitions = list(definitions)
     # the game's stored default may keep metadata, as a defined board does
-    meta = any(d.metadata_bytes > 0 for d in definitions if d.id == DEFAULT_ID)
-    for s in scopes:
-        mine: m.BoardInfo = {"board": s, "windows": list(windows), "window": window}
-        if own:
-            mine["columns"] = own
-        if meta:
-            mine["metadata"] = True
-        listed.append(mine)
+    game: m.BoardInfo = {"board": GLOBAL_SCOPE, "windows": list(windows), "window": window}
+    if own:
+        game["columns"] = own
+    if any(d.metadata_bytes > 0 for d in definitions if d.id == DEFAULT_ID):
+        game["metadata"] = True
+    listed = _with_scopes(game, on_offer(DEFAULT_ID, SCOPE_KINDS, listing, by_home.get(GLOBAL_SCOPE, ())))
     for d in definitions:
-        if d.id == DEFAULT_ID:  # the game's own boards, listed above by scope
+        if d.id == DEFAULT_ID:  # the game's own boards, listed above
             continue
         info: m.BoardInfo = {
             "board": scope_label(DEFINED, d.id),
@@ -349,11 +352,19 @@ def boards(
             "columns": [{"name": k.name, "direction": k.direction, "display": k.display} for k in d.keys],
             "metadata": d.metadata_bytes > 0,
         }
-        if d.scopes:  # a page opens a region's board as board:<id>:region:<name>
-            info["scopes"] = list(d.scopes)
-        listed.append(info)
+        if not d.scopes:
+            listed.append(info)
+            continue
+        info["scopes"] = list(d.scopes)  # a page opens a region's board as board:<id>:region:<name>
+        listed += _with_scopes(info, on_offer(d.id, d.scopes, listing, by_home.get(info["board"], ())))
     msg: m.Boards = {"type": "boards", "boards": listed}
     return _with_id(msg, request_id)
+
+
+def _with_scopes(home: m.BoardInfo, scopes: Iterable[str]) -> list[m.BoardInfo]:
+    """A home board, then each of its scopes' boards, read and shown as it is."""
+    shown = {k: v for k, v in home.items() if k != "scopes"}
+    return [home, *(cast(m.BoardInfo, {**shown, "board": s}) for s in scopes)]
 
 
 def finals(*, board: str, window: str, periods: Iterable[dict[str, Any]], request_id: Any = None) -> bytes:

@@ -58,16 +58,18 @@ async def rebuilt_reads(
     moderate: Callable[[Moderation], Awaitable[object]],
     scopes: Sequence[str],
     players: Sequence[str],
+    windows: Sequence[str] = (),
 ) -> list[Any]:
     """The reads of a game holding ``definition`` after ``slips`` (queued, applied and recorded
     in the durable log at ``store_url``) and ``moderate``'s actions (journaled), held equal
     across a FLUSHALL and a rebuild from the log: the scopes set, then each of the board's
     windows' top and ``players``' ranks in each of ``scopes``; returned for the caller's own
-    checks. ``settings(redis_url, **extra)``: the scorer's settings of the game."""
+    checks; ``windows``: more than the board's own (a tournament's ``t-<id>``, created before).
+    ``settings(redis_url, **extra)``: the scorer's settings of the game."""
 
     async def reads(lb: Leaderboard) -> list[Any]:
         out: list[Any] = [await r.smembers(lb.keys.scopes)]
-        for window in definition.windows:
+        for window in (*definition.windows, *windows):
             for scope in scopes:
                 out += [await lb.top(window, scope, n=10), await lb.ranks(list(players), window, scope)]
         return out

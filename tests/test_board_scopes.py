@@ -82,6 +82,13 @@ def test_a_definition_s_scopes() -> None:
     with pytest.raises(InvalidSubmission) as refused:
         boards.board_scopes(tower(), None, "duo")
     assert refused.value.code == "scope_not_kept"
+    # the scopes' boards a page is offered, the game's and a defined board's alike: the values the
+    # gateway lists (of the kinds the board is kept per), then those slips named
+    listing = ["region:us", "mode:duo"]
+    assert boards.on_offer("tower", ("region",), listing, [EU, US]) == [US, EU]
+    assert boards.on_offer("default", ("region", "mode"), listing, ["region:ap"]) == [*listing, "region:ap"]
+    assert boards.listed(US, listing) and boards.listed("mode:duo", listing)
+    assert not boards.listed(EU, listing) and not boards.listed(HOME, listing)
 
 
 async def test_a_board_per_region_through_the_queue_reads_the_socket_and_a_ban(
@@ -130,6 +137,10 @@ async def test_a_board_per_region_through_the_queue_reads_the_socket_and_a_ban(
         assert [e["player"] for e in reply["entries"]] == ["ben"]
         listed = {b["board"]: b for b in (await request(ws, {"type": "boards"}, "boards"))["boards"]}
         assert listed[HOME]["scopes"] == ["region"]  # the page's list: a region's board is board:tower:region:<r>
+        # each home followed by its scopes' boards slips named, read and shown as the home is
+        names = [b["board"] for b in (await request(ws, {"type": "boards"}, "boards"))["boards"]]
+        assert names == ["global", HOME, EU, US]
+        assert listed[EU] == {**{k: v for k, v in listed[HOME].items() if k != "scopes"}, "board": EU}
         unknown = await request(ws, {"type": "top", "board": "board:tower:mode:duo", "window": "weekly"})
         assert (unknown["type"], unknown["code"]) == ("error", "unknown_board")
         # a game server files a slip to a region's board by its name; its entry is announced there
@@ -276,3 +287,43 @@ async def test_a_deleted_board_is_purged_once_no_scope_s_board_holds_entries(
     assert await purger.run(now_ms()) == []  # found empty: forgotten at the next pass
     assert await purger.run(now_ms()) == ["tower"]
     assert not await r.hexists(k.deleted_boards, "tower") and not await r.sismember(k.scopes, EU)
+
+
+async def test_a_tournament_on_a_board_kept_per_region(r: aioredis.Redis, redis_url: str, tmp_path: Path) -> None:
+    """As the game's tournaments are kept per region and mode: a tournament slip naming a region
+    writes the tournament's home board and the region's, both closed together with their finals
+    and rebuilt equal."""
+    now, minute = now_ms(), 60_000
+    lb = Leaderboard(r, CONFIG)
+    cup = await lb.create_tournament("cup", now - 10 * minute, now + 50 * minute)
+    await lb.join("cup", ["ana", "ben", "cy", "dee"])
+    slips = [replace(s, tournament="cup") for s in climb(now)]
+    slips.append(Submission("o", "fay", 0, now - 1, board="tower", values=(1, 1), region="eu"))  # its own windows
+
+    async def close(mod: Moderation) -> None:
+        tower_eu = [(e.player, e.keys) for e in (await mod.lb.top("t-cup", EU)).entries]
+        assert tower_eu == [("ana", (12, 81_000)), ("cy", (9, 50_000))]  # fay's slip named no tournament
+        assert [e.player for e in (await mod.lb.top("t-cup", HOME)).entries] == ["dee", "ben", "ana", "cy"]
+        assert [e.player for e in (await mod.lb.top("weekly", EU)).entries] == ["fay"]  # the board's own windows
+        await mod.ban("cy", actor="ops", reason="cheat")
+        clock = [cup.period(0).end_ms + 65_000]  # ended, past the close delay: the publisher closes it
+        publisher = Publisher(r, settings(redis_url), now=lambda: clock[0])
+        await publisher.tick()
+        await publisher.tick()
+
+    before = await rebuilt_reads(
+        r, settings, redis_url=redis_url, config=CONFIG, store_url=f"sqlite:///{tmp_path}/scores.db",
+        definition=tower(), slips=slips, moderate=close, scopes=(HOME, EU, US),
+        players=("ana", "ben", "cy", "dee"), windows=("t-cup",),
+    )  # fmt: skip
+    assert [e.player for e in before[-4].entries] == ["ana"]  # t-cup's region:eu, cy banned
+    assert [e.player for e in before[-2].entries] == ["ben"]  # t-cup's region:us
+    # closed with its scopes, once, under its home's finals; the rebuild restored them
+    [final] = await lb.finals("t-cup", scope=EU)
+    assert (final["board"], {s: [e["player"] for e in top] for s, top in final["top"].items()}) == (
+        HOME,
+        {HOME: ["dee", "ben", "ana"], EU: ["ana"], US: ["ben"]},
+    )
+    late = Submission("late", "ana", 0, now, board="tower", values=(20, 1), region="us", tournament="cup")
+    (refused,) = await lb.submit_batch([late.fields()])
+    assert refused.code == "period_closed"

@@ -264,6 +264,79 @@ async def test_every_board_is_offered_and_shows_its_keys_by_their_display_hints(
     await page.close()
 
 
+async def test_a_board_kept_per_region_offers_its_regions(fleet: Fleet, browser: Any, r: aioredis.Redis) -> None:
+    """A board kept per region opens on its home (all regions); the regions its slips named are
+    offered beside the board picker, and one picked reads that region's board in every panel
+    (top, rank, around, feed); the address is then a link that opens it directly.
+    ``LB_UPDATE_SCREENSHOT=1`` saves the region's board as docs/screenshot-regions.png."""
+    config = GameConfig(game="test")
+    lb = Leaderboard(r, config)
+    floor = {"name": "floor", "min": 0, "max": 10_000}
+    time_key = {"name": "time", "direction": "asc", "display": "duration_ms"}
+    tower = {"id": "tower", "keys": [floor, time_key], "windows": ["daily"], "scopes": ["region"]}
+    await lb.create_board(boards.parse(tower))
+    now = now_ms()
+    climbs = [
+        ("ana", (12, 81_000), "eu"),
+        ("ben", (12, 79_000), "us"),
+        ("cy", (9, 50_000), "eu"),
+        ("dee", (14, 1), None),  # no region: the home board only
+    ]
+    queue = Queue(r, config)
+    await queue.submit_many(
+        [
+            *(Submission(f"c-{p}", p, 0, now, name=p.title(), board="tower", values=v, region=g) for p, v, g in climbs),
+            Submission("g-ben", "ben", 5, now, name="Ben", region="us"),  # the game's own region:us
+        ]
+    )
+    page = await browser.new_page(locale="en-US", viewport={"width": 1100, "height": 620})
+    await page.goto(f"{fleet.page_url}#board=tower&token={issue('ana', 'player', SECRET, exp=time.time() + 600)}")
+    await wait_until(lambda: _eq(rows(page), ["Dee", "Ben", "Ana", "Cy"]), 10)  # the home: every region
+    scopes = page.locator("#scopes a")
+    await wait_until(lambda: _eq(scopes.all_inner_texts(), ["all regions", "eu", "us"]), 5)
+    assert await page.locator("#scopes a[aria-current=page]").inner_text() == "all regions"
+    assert await page.locator("#boards a").all_inner_texts() == ["global", "tower"]  # homes only
+    await wait_until(lambda: _eq(page.inner_text("#my-rank"), "#3"), 5)
+
+    await scopes.filter(has_text="eu").click()
+    await wait_until(lambda: _eq(rows(page), ["Ana", "Cy"]), 5)
+    assert "board=tower:region:eu" in page.url
+    cells = page.locator("#top tbody tr td.num")
+    assert await cells.all_inner_texts() == ["12 · 1:21.000", "9 · 0:50.000"]
+    assert await page.locator("#boards a[aria-current=page]").inner_text() == "tower"
+    await wait_until(lambda: _eq(page.inner_text("#my-rank"), "#1"), 5)
+    await wait_until(lambda: _eq(page.locator("#around li .name").all_inner_texts(), ["Ana", "Cy"]), 5)
+    assert await page.inner_text("#players") == "2"
+    # the feed: the region's entries only (a slip of the US's board is not this board's)
+    await queue.submit_many(
+        [
+            Submission("c-eve", "eve", 0, now_ms(), name="Eve", board="tower", values=(20, 1), region="us"),
+            Submission("c-fay", "fay", 0, now_ms(), name="Fay", board="tower", values=(30, 1), region="eu"),
+        ]
+    )
+    await wait_until(lambda: _eq(rows(page), ["Fay", "Ana", "Cy"]), 5)
+    await wait_until(lambda: _contains(page.locator("#feed .name").all_inner_texts(), "Fay"), 5)
+    assert "Eve" not in await page.locator("#feed .name").all_inner_texts()
+    if os.environ.get("LB_UPDATE_SCREENSHOT"):
+        await page.screenshot(path=str(ROOT / "docs" / "screenshot-regions.png"))
+
+    link = page.url  # a link to the region's board opens it directly
+    opened = await browser.new_page(locale="en-US")
+    await opened.goto(link)
+    await wait_until(lambda: _eq(rows(opened), ["Fay", "Ana", "Cy"]), 10)
+    await wait_until(lambda: _eq(opened.locator("#scopes a[aria-current=page]").all_inner_texts(), ["eu"]), 5)
+    await opened.locator("#scopes a", has_text="all regions").click()
+    await wait_until(lambda: _eq(rows(opened), ["Fay", "Eve", "Dee", "Ben", "Ana", "Cy"]), 5)
+    # the game's own boards offer their regions the same way
+    await opened.locator("#boards a", has_text="global").click()
+    await wait_until(lambda: _eq(opened.locator("#scopes a").all_inner_texts(), ["all regions", "us"]), 5)
+    await opened.locator("#scopes a", has_text="us").click()
+    await wait_until(lambda: _eq(rows(opened), ["Ben"]), 5)
+    assert "board=region:us" in opened.url
+    await opened.close()
+    await page.close()
+
+
 async def around_me(page: Any) -> str | None:
     """The rank the "players around you" list shows for the player, or None."""
     me = page.locator("#around li.me")

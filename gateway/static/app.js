@@ -2,8 +2,11 @@
 // the players around you, the board's player count, and a feed of top-10 entries — on any board
 // of the game, each key shown by its display hint.
 // Board: #board=<id> — a defined board's id (#board=tower) or one of the game's own boards
-// (global, region:eu); board:<id> is read too. The picker offers every board of the game (a
-// `boards` request) as links of that form, so a board is a link; a hash change switches in place.
+// (global, region:eu); board:<id> is read too. A board kept per region or mode has a board per
+// value, #board=tower:region:eu (board:tower:region:eu). The picker offers every home board of
+// the game (a `boards` request) as links of that form, and beside it the shown board's regions and
+// modes the reply offers ("all" first: the home), so a board is a link; a hash change switches in
+// place.
 // Window: #window=<name> when the board keeps it, else the board's own first window (the game's
 // boards: the gateway's default). Token: #token=... in the URL, or a demo token if the gateway
 // offers one (also when a token is refused: a restarted demo fleet signs with a new secret).
@@ -12,8 +15,11 @@ import { LeaderboardClient } from "/client.js";
 
 const $ = (id) => document.getElementById(id);
 const params = () => new URLSearchParams(location.hash.slice(1) || location.search.slice(1));
-const boardOf = (name) => (!name ? "global" : name === "global" || name.includes(":") ? name : `board:${name}`);
+const boardOf = (name) => (!name ? "global" : /^(global$|region:|mode:|board:)/.test(name) ? name : `board:${name}`);
 const linkName = (b) => (b.startsWith("board:") ? b.slice("board:".length) : b);
+// The home a scope's board belongs to: global for the game's region:<r> and mode:<m>, board:<id>
+// for board:<id>:region:<r>; a home is its own.
+const homeOf = (b) => (b.startsWith("board:") ? b.split(":").slice(0, 2).join(":") : b.includes(":") ? "global" : b);
 const TREND = 30; // rank pushes the sparkline shows
 const IDLE_S = 10; // a snapshot older than this on a live connection: the board is idle
 let token = params().get("token");
@@ -147,26 +153,38 @@ function renderWindows(windows) {
   );
 }
 
-// The picker: every board of the game as a link (#board=<id>, the page's token kept), the shown one
-// marked; hidden while the game has only its own board.
-function hrefFor(b) {
+// The pickers: every home board of the game as a link (#board=<id>, the page's token kept), and the
+// shown home's scopes' boards (one per region or mode value on offer, after "all": the home), the
+// shown one marked in each; each hidden while it has no choice to offer.
+function hrefFor(b, sameWindows = false) {
   const p = params();
   p.set("board", linkName(b));
-  p.delete("window"); // a board opens in its own first window
+  if (!sameWindows) p.delete("window"); // a board opens in its own first window; a scope in its home's
   return `#${[...p].map(([k, v]) => `${k}=${encodeURIComponent(v).replace(/%3A/gi, ":")}`).join("&")}`;
 }
 
+function links(list, label, sameWindows) {
+  return list.map((b) => {
+    const a = el("a", { href: hrefFor(b, sameWindows), textContent: label(b) });
+    a.dataset.board = b;
+    if (b === target) a.setAttribute("aria-current", "page");
+    return a;
+  });
+}
+
 function renderBoards() {
-  const list = catalog || [];
-  $("boards").hidden = list.length < 2;
-  $("boards").replaceChildren(
-    ...list.map((b) => {
-      const a = el("a", { href: hrefFor(b.board), textContent: linkName(b.board) });
-      a.dataset.board = b.board;
-      if (b.board === target) a.setAttribute("aria-current", "page");
-      return a;
-    }),
-  );
+  const list = (catalog || []).map((b) => b.board);
+  const home = homeOf(target);
+  const homes = list.filter((b) => homeOf(b) === b);
+  $("boards").hidden = homes.length < 2;
+  $("boards").replaceChildren(...links(homes, linkName, false));
+  for (const a of $("boards").children) if (a.dataset.board === home) a.setAttribute("aria-current", "page");
+  const scopes = list.filter((b) => b !== home && homeOf(b) === home);
+  // a value alone ("eu") while the board offers one kind; "region eu", "mode duo" when both
+  const kinds = new Set(scopes.map((b) => b.split(":").at(-2)));
+  const label = (b) => (b === home ? `all ${kinds.size === 1 ? `${[...kinds][0]}s` : ""}`.trim() : b.split(":").slice(kinds.size === 1 ? -1 : -2).join(" "));
+  $("scopes").hidden = !scopes.length;
+  $("scopes").replaceChildren(...links(scopes.length ? [home, ...scopes] : [], label, true));
 }
 
 // What the page knows of a board: the catalog's entry, or for the game's own boards the welcome's

@@ -73,7 +73,7 @@ from .definition import (
 )
 from .encoding import KEY_HEX, TIME_HEX, decode_member, encode_member, key_prefix, pack, player_of, player_part, unpack
 from .model import Board, combine, order_key
-from .names import LiveBoard, board_scopes, definition_of, home_of, home_scope, keeps
+from .names import LiveBoard, board_scopes, definition_of, home_of, home_scope, keeps, listed, on_offer
 from .periods import named, period, period_bounds, resolve, window_of
 from .reads import BoardPeriod
 
@@ -120,7 +120,9 @@ __all__ = [
     "home_scope",
     "keeps",
     "key_prefix",
+    "listed",
     "named",
+    "on_offer",
     "order_key",
     "pack",
     "parse",

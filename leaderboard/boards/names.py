@@ -9,8 +9,10 @@ replies name a board by its scope (keys.py), so nothing a user sees changes; wha
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Sequence
+
 from ..errors import InvalidSubmission
-from ..keys import GLOBAL_SCOPE, SCOPE_KINDS, check_name, defined_of, defined_scope, scope_in
+from ..keys import GLOBAL_SCOPE, SCOPE_KINDS, check_name, defined_of, defined_scope, scope_in, scope_label
 from .definition import DEFAULT_ID, Definition
 
 # A board as it is published and watched: (window, scope), whose current period a channel carries
@@ -63,3 +65,33 @@ def keeps(definition: Definition, scope: str) -> bool:
     per (``board:tower:region:eu`` of a board kept per mode only is no board)."""
     named = scope_in(scope)
     return named is None or named[0] in definition.scopes
+
+
+def listed(scope: str, listing: Collection[str]) -> bool:
+    """Whether a gateway's listing (``LB_GW_BOARDS``: ``region:eu``, ``mode:duo``) offers
+    ``scope``: one of the game's boards it names, or a defined board's scope of a value it
+    names (a region listed is offered on every board kept per region)."""
+    named = scope_in(scope)
+    return (scope_label(*named) if named else scope) in listing
+
+
+def on_offer(definition_id: str, kinds: Collection[str], listing: Sequence[str], named: Iterable[str]) -> list[str]:
+    """The scopes' boards of a definition kept per ``kinds`` a page may offer beside its home,
+    for the game's ``default`` and any board alike: those of the values the gateway lists
+    (``listing``, in its order), then those slips named (``named``: this definition's members of
+    the scopes set), sorted."""
+    game = definition_id == DEFAULT_ID
+    out: list[str] = []
+    for label in listing:
+        kind, _, value = label.partition(":")
+        if kind in kinds:
+            out.append(label if game else defined_scope(definition_id, kind, value))
+    seen = set(out)
+    out += sorted(s for s in named if s not in seen and _kind(s) in kinds)
+    return out
+
+
+def _kind(scope: str) -> str:
+    """``region`` of ``region:eu`` and of ``board:tower:region:eu``."""
+    named = scope_in(scope)
+    return named[0] if named else scope.partition(":")[0]
