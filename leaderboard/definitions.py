@@ -9,8 +9,8 @@ just those ids. A change costs each process the definitions it changed, not all 
 definition created or changed anywhere is seen everywhere within a tick with 100,000 stored,
 without a restart. A registry reads and parses them all only at its first refresh, or when it
 holds a version older than the log's floor (a deleted definition forgotten since: lb_board_purge;
-a rebuilt Redis); that read goes a chunk at a time (HSCAN), yielding to the event loop between
-chunks::
+a rebuilt Redis), or the log's epoch changed (a flushed Redis counting again); that read goes a
+chunk at a time (HSCAN), yielding to the event loop between chunks::
 
     registry = Definitions(redis, config)
     await registry.refresh()                  # True when something changed
@@ -114,10 +114,11 @@ class Definitions:
         self.general: Definition | None = None
         self._refreshed_at = -REFRESH_S
         self.version: int | None = None  # the counter last read; None: never read
-        # The change log's member at ``version`` (the change that brought the counter there), None
-        # when unknown: a Redis that lost its data and counted back to the same version holds
-        # another member there, which tells this registry its version no longer means anything.
-        self._mark: str | None = None
+        # The change log's epoch read with ``version`` (keys.board_epoch; None: a log older than
+        # epochs, or none yet): a Redis that lost its data counts again from 1, and may come back
+        # to this very version with a change of the very id held there; its new epoch tells this
+        # registry that its version no longer means anything.
+        self._epoch: str | None = None
         self.stored: dict[str, Definition] = {}
         self.unreadable = 0  # stored definitions this code cannot parse (written by a newer one)
         self._unreadable: set[str] = set()
@@ -140,19 +141,18 @@ class Definitions:
             since = -1 if self.version is None else self.version
             # The floor is read after the log: a purge between the two raises it, so a change
             # whose member the purge took is either in the range read or below the floor.
-            raw, changed, floor, at_since = await execute_packed(
+            raw, changed, floor, epoch = await execute_packed(
                 self.redis,
                 ("GET", k.boards_version),
                 ("ZRANGE", k.board_changes, f"({since}", "+inf", "BYSCORE", "LIMIT", 0, CHANGES_PER_READ, "WITHSCORES"),
                 ("ZSCORE", k.board_changes, FLOOR),
-                ("ZRANGE", k.board_changes, since, since, "BYSCORE"),
+                ("GET", k.board_epoch),
             )
             version = int(raw) if raw is not None else 0
-            # The log holds another change at the version this registry holds: Redis lost its
-            # data and counted back to it (no member there at all is fine: the change that was
-            # there moved to a later version, or was purged and the floor says so).
-            there = [str(m) for m in at_since if str(m) != FLOOR]
-            recounted = self._mark is not None and bool(there) and self._mark not in there
+            # Another log than the one this registry read: Redis lost its data and counted again
+            # (to this very version, maybe: keys.board_epoch), or was rebuilt. At version 0 it
+            # read no log: the one begun since holds every change after it.
+            recounted = bool(self.version) and epoch != self._epoch
             if not changed and version == since and not recounted:
                 if moved:  # read in steps, the last one full: the default may be among them
                     self._apply_default(self.stored.get(DEFAULT_ID))
@@ -161,10 +161,11 @@ class Definitions:
             # Redis), or counted back to it, or the counter moved with nothing in the log (a bump
             # by hand): the log cannot say what changed.
             if self.version is None or since < int(float(floor or 0)) or since > version or recounted or not changed:
-                await self._load_all(version)
+                await self._load_all(version, epoch)
                 return True
             pairs = changed if isinstance(changed[0], list) else list(zip(changed[0::2], changed[1::2], strict=True))
             ids = [str(board) for board, _ in pairs]  # RESP3 answers pairs, RESP2 a flat list
+            self._epoch = epoch  # the one held, or the log begun after version 0
             texts = await self.redis.hmget(k.boards, ids)
             self._apply(dict(zip(ids, cast(list[str | None], texts), strict=True)))
             reached = int(float(pairs[-1][1]))
@@ -173,10 +174,9 @@ class Definitions:
                 # every change after ``since`` was read, including any newer than the counter
                 # read first: their definitions are the current ones
                 self.version = max(version, reached)
-                self._mark = ids[-1] if reached == self.version else None
                 self._apply_default(self.stored.get(DEFAULT_ID))
                 return True
-            self.version, self._mark = reached, ids[-1]  # more in the log than one read returns: read on from there
+            self.version = reached  # more in the log than one read returns: read on from there
 
     def changes_since(self, mark: tuple[int, int]) -> tuple[tuple[int, int], list[str] | None]:
         """The ids whose definitions changed since ``mark`` (a mark this returned before, or
@@ -213,9 +213,9 @@ class Definitions:
             log.error("board %s: stored definition not readable: %s", board, exc)
             return None
 
-    async def _load_all(self, version: int) -> None:
+    async def _load_all(self, version: int, epoch: str | None) -> None:
         """Read and parse every stored definition, a chunk at a time (a change made meanwhile is
-        newer than ``version`` and read by the next refresh)."""
+        newer than ``version`` and read by the next refresh; a flush meanwhile changes ``epoch``)."""
         found: dict[str, Definition] = {}
         self._unreadable = set()
         cursor = 0
@@ -228,9 +228,7 @@ class Definitions:
             if not int(cursor):
                 break
             await asyncio.sleep(0)  # parsing 100,000 takes seconds: let the loop serve meanwhile
-        marks = await self.redis.zrange(self.keys.board_changes, version, version, byscore=True)
-        self.stored, self.unreadable, self.version = found, len(self._unreadable), version
-        self._mark = next((str(m) for m in marks if m != FLOOR), None)
+        self.stored, self.unreadable, self.version, self._epoch = found, len(self._unreadable), version, epoch
         self.loads += 1
         self.generation, self._changed = self.generation + 1, []
         self._apply_default(found.get(DEFAULT_ID))
