@@ -190,10 +190,19 @@ def run_side(args: Any, n: int, tree: Path | None) -> dict[str, Any]:
                 keys = [k.boards, k.boards_version, k.journal, k.deleted_boards]
                 spec = boards.parse({"id": PROBE, "keys": [{"name": "points"}], "version": 1}).to_json()
                 extra: list[Any] = []
-                # a release with the change log (lb:{g}:boardlog) passes it and a floor
+                # a release with the change log (lb:{g}:boardlog) passes it and a cap; one that
+                # refuses a reshaping default, the activity stream and whether it reshapes; one
+                # with the log's epoch, that too
+                wrapper = (tree or results.ROOT) / "leaderboard" / "library" / "definitions.py"
+                passed = wrapper.read_text() if wrapper.exists() else ""
                 if tree is None or "board_changes" in (tree / "leaderboard" / "keys.py").read_text():
                     keys.append(k.board_changes)
                     extra = [0]
+                if "k.activity" in passed:
+                    keys.append(k.activity)
+                    extra.append(0)
+                if "k.board_epoch" in passed:
+                    keys.append(k.board_epoch)
                 at = time.time()
                 await r.fcall("lb_board_put", len(keys), *keys, PROBE, spec, "", "", *extra)
                 await r.aclose()
