@@ -319,6 +319,38 @@ def test_a_game_slip_of_key_values_lives_as_long_as_its_default_s_periods() -> N
     assert lifetimes.expire_at(slip) == boards.period(daily, "daily", NOW).expire_at_s
 
 
+async def test_points_slips_enqueued_straight_under_a_one_key_default_are_rebuilt(
+    r: aioredis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    """``Leaderboard.enqueue`` files a points slip as it is given (``Queue`` files its one key
+    value): lb_submit takes its points as the default's key, lowest first, and the durable log
+    keeps it as it was applied, not as the environment's packed points."""
+    lap = kart(windows=["daily", "alltime"], **LAP)
+    now = now_ms()
+    t = max(now - 9_000, boards.period(lap, "daily", now).start_ms)
+    slips = [
+        Submission("a", "ana", 81_000, t),
+        Submission("b", "ben", 79_500, t + 1, region="eu"),
+        Submission("c", "ana", 90_000, t + 2),  # slower: kept 81,000
+        Submission("d", "cy", 79_500, t + 3, region="eu"),  # ben's time, later: tie last ranks cy first
+    ]
+
+    async def moderate(mod: Moderation) -> None:
+        await mod.correct("ana", actor="ops", reason="t", points=70_000, window_name="alltime")
+
+    before = await rebuilt_reads(
+        r, settings, redis_url=redis_url, config=CONFIG, store_url=f"sqlite:///{tmp_path}/scores.db",
+        definition=lap, slips=slips, moderate=moderate,
+        scopes=("global", "region:eu"), players=("ana", "ben", "cy"), direct=True,
+    )  # fmt: skip
+    assert [(e.player, e.keys) for e in before[1].entries] == [
+        ("cy", (79_500,)),
+        ("ben", (79_500,)),
+        ("ana", (81_000,)),
+    ]
+    assert [e.player for e in before[5].entries] == ["ana", "cy", "ben"]  # alltime global: ana corrected
+
+
 SEASON_S = 3_600  # the shortest season a definition may have
 
 
