@@ -52,6 +52,7 @@ from .boards import resolve as board_resolve
 from .boards import window_of as board_window
 from .config import GameConfig
 from .errors import InvalidBoard
+from .settings import SettingsError
 from .transport import RedisClient, execute_packed
 from .windows import Period, window
 
@@ -72,13 +73,16 @@ def configured(config: GameConfig) -> Definition:
 def applied(config: GameConfig, default: Definition) -> GameConfig:
     """``config`` with a stored default's operator, rank mode, top N and windows (admitted by
     ``boards.check_default`` against ``configured(config)``); per-window overrides of windows it
-    no longer keeps are dropped with them. Its ``season`` comes last, its window spec in
-    ``GameConfig.season`` (its periods the definition's: ``boards.window_of``)."""
+    no longer keeps are dropped with them. The windows the environment keeps come in its order,
+    then the definition's others, its ``season`` last, its window spec in ``GameConfig.season``
+    (its periods the definition's: ``boards.window_of``): every process that reads the game's
+    windows here (publisher, closer, gateways, API, reads, moderation) takes them."""
 
     def kept(pairs: Mapping[str, str]) -> dict[str, str]:
         return {w: v for w, v in pairs.items() if w in default.windows}
 
     windows = tuple(w for w in config.windows if w in default.windows)  # the environment's order
+    windows += tuple(w for w in default.windows if w not in config.windows and w != SEASON)
     season = board_window(default, SEASON) if SEASON in default.windows else None
     return replace(
         config,
@@ -245,10 +249,10 @@ class Definitions:
         general = None
         if stored is not None:
             try:
-                config = applied(self.base, check_default(stored, self.defaults[DEFAULT_ID]))
+                config = self.default_config(stored)
                 columns = tuple({"name": k.name, "direction": k.direction, "display": k.display} for k in stored.keys)
                 general = None if configured_shape(stored, self.defaults[DEFAULT_ID]) else stored
-            except InvalidBoard as exc:  # stored before the environment changed (LB_WINDOWS...)
+            except InvalidBoard as exc:  # stored before the environment changed (LB_IDEMPOTENCY_S...)
                 log.error("board default of %s not applied, the environment's is: %s", self.keys.game, exc.message)
         if config != self.config or general != self.general:
             log.info("boards of %s: the default board is %s", self.keys.game, "stored" if columns else "configured")
@@ -256,10 +260,23 @@ class Definitions:
 
     def admit(self, definition: Definition) -> Definition:
         """``definition`` if it may be stored: InvalidBoard when it is the game's default and the
-        game's own boards cannot carry it (boards.check_default)."""
+        game's own boards cannot carry it (boards.check_default), or the game's configuration
+        with it applied would not hold (``default_config``)."""
         if definition.id == DEFAULT_ID:
-            check_default(definition, self.defaults[DEFAULT_ID])
+            self.default_config(definition)
         return definition
+
+    def default_config(self, stored: Definition) -> GameConfig:
+        """The environment's configuration with ``stored`` as the game's default (``applied``);
+        InvalidBoard invalid_default_board when it would not hold: a window it adds whose keys
+        expire sooner than LB_IDEMPOTENCY_S lets a slip be (a daily board kept 7 days, in a game
+        that takes slips 30 days old)."""
+        try:
+            return applied(self.base, check_default(stored, self.defaults[DEFAULT_ID]))
+        except SettingsError as exc:
+            raise InvalidBoard(
+                "invalid_default_board", f"the game's default board does not fit the game: {exc}"
+            ) from None
 
     def period(self, window_name: str, ts_ms: int) -> Period:
         """The game's boards' period of ``window_name`` (one the game keeps) holding ``ts_ms``:

@@ -364,9 +364,6 @@ def seasonal(now: int, **changes: Any) -> boards.Definition:
 async def test_a_season_on_the_default_is_written_read_moderated_and_closed(
     api_url: str, redis_url: str, r: aioredis.Redis, lb: Leaderboard
 ) -> None:
-    with pytest.raises(InvalidBoard) as caught:  # a calendar window the game does not keep: still refused
-        await lb.create_board(kart(windows=["monthly"]))
-    assert caught.value.code == "invalid_default_board"
     now = now_ms()
     await lb.create_board(seasonal(now))
     await lb.boards.refresh()
@@ -465,6 +462,89 @@ async def test_the_api_serves_the_published_top_in_the_default_s_own_days(
 
 
 LAP = {"keys": [{"name": "time", "direction": "asc", "min": 0, "max": 1 << 30}], "metadata_bytes": 0}
+# The environment's boards (daily, weekly, alltime), and a month the environment does not keep
+MONTHLY = {
+    "id": "default",
+    "keys": [{"name": "points", "max": 10**6}],
+    "windows": ["daily", "weekly", "alltime", "monthly"],
+}
+
+
+async def test_a_calendar_window_on_the_default_is_written_read_moderated_and_closed(
+    api_url: str, redis_url: str, r: aioredis.Redis, lb: Leaderboard
+) -> None:
+    """A stored default's ``monthly`` joins the game's windows as a season does: the scorer
+    writes it, reads, the API and the socket serve it, a correction takes it, and the publisher
+    closes the month before with its finals."""
+    await lb.create_board(boards.parse(MONTHLY))
+    await lb.boards.refresh()
+    assert lb.config.windows == ("daily", "weekly", "alltime", "monthly") and lb.boards.general is not None
+    now = now_ms()
+    month = lb.boards.period("monthly", now)
+    before = month.start_ms - 3_600_000  # the last hour of the month before, applied as of then
+    then = [Submission("a", "ana", 70, before), Submission("b", "ben", 50, before + 1, region="eu")]
+    assert all(done.code is None for done in await lb.submit_batch([s.fields() for s in then], now=before))
+    await Queue(r, CONFIG).submit_many([Submission("c", "cy", 40, now, region="eu"), Submission("d", "ana", 30, now)])
+    await asyncio.wait_for(Consumer(r, settings(redis_url)).run(burst=True), 30_000 * MS)
+    top = await lb.top("monthly", "global")
+    assert (top.period.label, [(e.player, e.keys) for e in top.entries]) == (
+        month.label,
+        [("cy", (40,)), ("ana", (30,))],
+    )
+    past = await lb.top("monthly", "region:eu", period="previous")
+    assert [e.player for e in past.entries] == ["ben"] and past.period.end_ms == month.start_ms
+    assert (await lb.rank("ana", "alltime")).keys == (70,)
+    fixed = await Moderation(lb).correct("ana", 45, actor="ops", reason="t", window_name="monthly")
+    assert {(c.board.window, c.board.scope) for c in fixed} == {("monthly", "global")}
+
+    publisher = Publisher(r, settings(redis_url, close_delay_s=0))
+    await publisher.tick()
+    [final] = await lb.finals("monthly")
+    assert final["period"] == past.period.label
+    assert [(e["player"], e["keys"]) for e in final["top"]["global"]] == [("ana", ["70"]), ("ben", ["50"])]
+    (late,) = await lb.submit_batch([Submission("e", "dee", 9, before + 2).fields()], now=before + 2)
+    assert late.code == "period_closed"
+    async with running(redis_url) as gw, client(gw) as ws:
+        await greet(ws)
+        await ws.send(orjson.dumps({"type": "subscribe", "board": "global", "window": "monthly", "id": 1}).decode())
+        snap = await recv_type(ws, "snapshot")
+        assert (snap["window"], snap["period"]) == ("monthly", month.label)
+        assert [(e["player"], e["keys"]) for e in snap["entries"]] == [("ana", ["45"]), ("cy", ["40"])]
+        reply = await request(
+            ws, {"type": "top", "board": "region:eu", "window": "monthly", "period": "previous"}, "top"
+        )
+        assert [e["player"] for e in reply["entries"]] == ["ben"]
+    async with httpx.AsyncClient(base_url=api_url, timeout=10) as http:
+
+        async def served() -> bool:  # the API follows the stored default within its refresh
+            got = await http.get("/v1/boards/global/top", params={"window": "monthly", "n": 2})
+            return got.status_code == 200 and [e["player"] for e in got.json()["entries"]] == ["ana", "cy"]
+
+        await until(served, 5)
+        stats = await http.get("/v1/boards/region:eu/stats", params={"window": "monthly", "period": "previous"})
+        assert (stats.status_code, stats.json()["size"]) == (200, 1)
+
+
+async def test_a_calendar_window_on_the_default_is_rebuilt(r: aioredis.Redis, redis_url: str, tmp_path: Path) -> None:
+    monthly = boards.parse(MONTHLY)
+    now = now_ms()
+    slips = [
+        Submission("a", "ana", 70, now - 2, region="eu"),
+        Submission("b", "ben", 50, now - 1),
+        Submission("c", "cy", 90, now, region="eu"),
+    ]
+
+    async def moderate(mod: Moderation) -> None:
+        await mod.ban("cy", actor="ops", reason="cheat")
+        await mod.correct("ben", 80, actor="ops", reason="t", window_name="monthly")
+
+    before = await rebuilt_reads(
+        r, settings, redis_url=redis_url, config=CONFIG, store_url=f"sqlite:///{tmp_path}/scores.db",
+        definition=monthly, slips=slips, moderate=moderate,
+        scopes=("global", "region:eu"), players=("ana", "ben", "cy"),
+    )  # fmt: skip
+    # the monthly global top (after each window's global and eu reads of daily, weekly, alltime)
+    assert [(e.player, e.keys) for e in before[13].entries] == [("ben", (80,)), ("ana", (70,))]
 
 
 @pytest.mark.parametrize("shape", [{}, LAP], ids=["lex", "packed"])
