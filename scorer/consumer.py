@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from leaderboard import RedisClient, SubmitResult, now_ms
 from leaderboard.boards import Definition
@@ -186,11 +186,12 @@ class Consumer(GroupWorker):
         return results
 
     async def apply(
-        self, entries: Sequence[Mapping[str, str]], *, general: Definition | None = None
+        self, entries: Sequence[Mapping[str, str]], *, general: Definition | Literal["registry"] | None = "registry"
     ) -> list[SubmitResult]:
         """One FCALL for the batch; if the call itself fails on bad data, each entry alone, so
         one poisonous entry is dead-lettered instead of blocking its batch forever. ``general``:
-        the game's stored default the game's slips are applied in (``submit_batch``)."""
+        the game's stored default the game's slips are applied in (``submit_batch``: read from
+        the registry unless given)."""
         try:
             return await self._submit(entries, general)
         except REDIS_DOWN:
@@ -209,7 +210,9 @@ class Consumer(GroupWorker):
             results.append(result)
         return results
 
-    async def _submit(self, entries: Sequence[Mapping[str, str]], general: Definition | None) -> list[SubmitResult]:
+    async def _submit(
+        self, entries: Sequence[Mapping[str, str]], general: Definition | Literal["registry"] | None
+    ) -> list[SubmitResult]:
         # With a durable log, each batch carries when Redis applied it: the log's order (durable/store.py)
         stamp = self.recorder is not None
         return await self.lb.submit_batch(entries, now=self.now(), rows=False, stamp=stamp, general=general)
