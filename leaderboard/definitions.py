@@ -19,15 +19,17 @@ chunk at a time (HSCAN), yielding to the event loop between chunks::
     registry.config                           # the game's configuration with a stored default applied
 
 A stored ``default`` is the game's own boards' definition (``global``, ``region:…``, ``mode:…``):
-its operator, rank mode, top N, windows (a season's too: ``applied``) and display hint replace
+its operator, rank mode, top N, windows (a season's and a calendar window the environment does
+not keep too: ``applied``) and display hint replace
 those of the environment (``LB_OPERATOR``, ``LB_RANK_MODE``, ``LB_TOP_N``, ``LB_WINDOWS``) in
 ``registry.config``, which every wrapper of the game (``Leaderboard.config``) reads, so every
 process follows a stored change within a tick and deleting it brings the environment's back.
 ``LB_WINDOW_OPERATORS`` and ``LB_WINDOW_RANK_MODES`` still override it per window, as they
 override the environment's.
-``admit()`` refuses a default the game's boards cannot carry (``boards.check_default``). A stored
-default not of the environment's shape (``boards.configured_shape``: more keys, ``asc``, tie
-``last``, metadata...) is ``registry.general``: the game's slips are then laid out as its slips
+``admit()`` refuses a default the game's boards cannot carry (``boards.check_default``) or the
+game's configuration cannot hold (``default_config``). A stored default not of the environment's
+shape (``boards.configured_shape``: more keys, ``asc``, tie ``last``, metadata, a window the
+environment does not keep...) is ``registry.general``: the game's slips are then laid out as its slips
 over the game's scopes (``encode_batch``'s ``default``), and its readers follow it.
 
 Creating, updating and deleting go through the function library (``Leaderboard.create_board``,
