@@ -1,7 +1,7 @@
 """Board definitions at scale: ``python -m bench.definitions --stored 1000,10000,100000``.
 
 For each count of stored definitions, on a private redis-server: the definitions are written as
-``lb_board_put`` leaves them (the boards hash, the change log, the counter; one key, daily and
+``lb_board_put`` leaves them (the boards hash, the change log, the counter, its epoch; one key, daily and
 alltime windows, every other one in Europe/Paris; the Redis memory they take is reported), then
 ``--registries`` processes each hold a registry (``Definitions.refresh()`` every ``--tick-ms``,
 as a gateway's watch does once a second) and one process runs a scorer's publisher
@@ -56,8 +56,8 @@ def definition_json(i: int, version: int = 1) -> str:
 
 
 def seed(url: str, n: int, code: str) -> int:
-    """``n`` definitions, as lb_board_put leaves them: hash, change log (version i), counter;
-    the bytes of Redis memory they took."""
+    """``n`` definitions, as lb_board_put leaves them: hash, change log (version i), counter,
+    the log's epoch; the bytes of Redis memory they took."""
     r = redis.Redis.from_url(url, decode_responses=True)
     r.function_load(code, replace=True)
     before = int(r.info("memory")["used_memory"])
@@ -69,6 +69,7 @@ def seed(url: str, n: int, code: str) -> int:
         if i % 5000 == 0:
             pipe.execute()
     pipe.set(f"{prefix}:boardsver", n)
+    pipe.set(f"{prefix}:boardepoch", time.time_ns() // 1000)  # the log's epoch (a baseline's code ignores it)
     pipe.execute()
     used = int(r.info("memory")["used_memory"]) - before
     r.close()
@@ -189,10 +190,19 @@ def run_side(args: Any, n: int, tree: Path | None) -> dict[str, Any]:
                 keys = [k.boards, k.boards_version, k.journal, k.deleted_boards]
                 spec = boards.parse({"id": PROBE, "keys": [{"name": "points"}], "version": 1}).to_json()
                 extra: list[Any] = []
-                # a release with the change log (lb:{g}:boardlog) passes it and a floor
+                # a release with the change log (lb:{g}:boardlog) passes it and a cap; one that
+                # refuses a reshaping default, the activity stream and whether it reshapes; one
+                # with the log's epoch, that too
+                wrapper = (tree or results.ROOT) / "leaderboard" / "library" / "definitions.py"
+                passed = wrapper.read_text() if wrapper.exists() else ""
                 if tree is None or "board_changes" in (tree / "leaderboard" / "keys.py").read_text():
                     keys.append(k.board_changes)
                     extra = [0]
+                if "k.activity" in passed:
+                    keys.append(k.activity)
+                    extra.append(0)
+                if "k.board_epoch" in passed:
+                    keys.append(k.board_epoch)
                 at = time.time()
                 await r.fcall("lb_board_put", len(keys), *keys, PROBE, spec, "", "", *extra)
                 await r.aclose()

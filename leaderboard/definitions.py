@@ -9,8 +9,8 @@ just those ids. A change costs each process the definitions it changed, not all 
 definition created or changed anywhere is seen everywhere within a tick with 100,000 stored,
 without a restart. A registry reads and parses them all only at its first refresh, or when it
 holds a version older than the log's floor (a deleted definition forgotten since: lb_board_purge;
-a rebuilt Redis); that read goes a chunk at a time (HSCAN), yielding to the event loop between
-chunks::
+a rebuilt Redis), or the log's epoch changed (a flushed Redis counting again); that read goes a
+chunk at a time (HSCAN), yielding to the event loop between chunks::
 
     registry = Definitions(redis, config)
     await registry.refresh()                  # True when something changed
@@ -19,15 +19,17 @@ chunks::
     registry.config                           # the game's configuration with a stored default applied
 
 A stored ``default`` is the game's own boards' definition (``global``, ``region:…``, ``mode:…``):
-its operator, rank mode, top N, windows (a season's too: ``applied``) and display hint replace
+its operator, rank mode, top N, windows (a season's and a calendar window the environment does
+not keep too: ``applied``) and display hint replace
 those of the environment (``LB_OPERATOR``, ``LB_RANK_MODE``, ``LB_TOP_N``, ``LB_WINDOWS``) in
 ``registry.config``, which every wrapper of the game (``Leaderboard.config``) reads, so every
 process follows a stored change within a tick and deleting it brings the environment's back.
 ``LB_WINDOW_OPERATORS`` and ``LB_WINDOW_RANK_MODES`` still override it per window, as they
 override the environment's.
-``admit()`` refuses a default the game's boards cannot carry (``boards.check_default``). A stored
-default not of the environment's shape (``boards.configured_shape``: more keys, ``asc``, tie
-``last``, metadata...) is ``registry.general``: the game's slips are then laid out as its slips
+``admit()`` refuses a default the game's boards cannot carry (``boards.check_default``) or the
+game's configuration cannot hold (``default_config``). A stored default not of the environment's
+shape (``boards.configured_shape``: more keys, ``asc``, tie ``last``, metadata, a window the
+environment does not keep...) is ``registry.general``: the game's slips are then laid out as its slips
 over the game's scopes (``encode_batch``'s ``default``), and its readers follow it.
 
 Creating, updating and deleting go through the function library (``Leaderboard.create_board``,
@@ -52,6 +54,7 @@ from .boards import resolve as board_resolve
 from .boards import window_of as board_window
 from .config import GameConfig
 from .errors import InvalidBoard
+from .settings import SettingsError
 from .transport import RedisClient, execute_packed
 from .windows import Period, window
 
@@ -72,13 +75,16 @@ def configured(config: GameConfig) -> Definition:
 def applied(config: GameConfig, default: Definition) -> GameConfig:
     """``config`` with a stored default's operator, rank mode, top N and windows (admitted by
     ``boards.check_default`` against ``configured(config)``); per-window overrides of windows it
-    no longer keeps are dropped with them. Its ``season`` comes last, its window spec in
-    ``GameConfig.season`` (its periods the definition's: ``boards.window_of``)."""
+    no longer keeps are dropped with them. The windows the environment keeps come in its order,
+    then the definition's others, its ``season`` last, its window spec in ``GameConfig.season``
+    (its periods the definition's: ``boards.window_of``): every process that reads the game's
+    windows here (publisher, closer, gateways, API, reads, moderation) takes them."""
 
     def kept(pairs: Mapping[str, str]) -> dict[str, str]:
         return {w: v for w, v in pairs.items() if w in default.windows}
 
     windows = tuple(w for w in config.windows if w in default.windows)  # the environment's order
+    windows += tuple(w for w in default.windows if w not in config.windows and w != SEASON)
     season = board_window(default, SEASON) if SEASON in default.windows else None
     return replace(
         config,
@@ -114,10 +120,11 @@ class Definitions:
         self.general: Definition | None = None
         self._refreshed_at = -REFRESH_S
         self.version: int | None = None  # the counter last read; None: never read
-        # The change log's member at ``version`` (the change that brought the counter there), None
-        # when unknown: a Redis that lost its data and counted back to the same version holds
-        # another member there, which tells this registry its version no longer means anything.
-        self._mark: str | None = None
+        # The change log's epoch read with ``version`` (keys.board_epoch; None: a log older than
+        # epochs, or none yet): a Redis that lost its data counts again from 1, and may come back
+        # to this very version with a change of the very id held there; its new epoch tells this
+        # registry that its version no longer means anything.
+        self._epoch: str | None = None
         self.stored: dict[str, Definition] = {}
         self.unreadable = 0  # stored definitions this code cannot parse (written by a newer one)
         self._unreadable: set[str] = set()
@@ -140,19 +147,18 @@ class Definitions:
             since = -1 if self.version is None else self.version
             # The floor is read after the log: a purge between the two raises it, so a change
             # whose member the purge took is either in the range read or below the floor.
-            raw, changed, floor, at_since = await execute_packed(
+            raw, changed, floor, epoch = await execute_packed(
                 self.redis,
                 ("GET", k.boards_version),
                 ("ZRANGE", k.board_changes, f"({since}", "+inf", "BYSCORE", "LIMIT", 0, CHANGES_PER_READ, "WITHSCORES"),
                 ("ZSCORE", k.board_changes, FLOOR),
-                ("ZRANGE", k.board_changes, since, since, "BYSCORE"),
+                ("GET", k.board_epoch),
             )
             version = int(raw) if raw is not None else 0
-            # The log holds another change at the version this registry holds: Redis lost its
-            # data and counted back to it (no member there at all is fine: the change that was
-            # there moved to a later version, or was purged and the floor says so).
-            there = [str(m) for m in at_since if str(m) != FLOOR]
-            recounted = self._mark is not None and bool(there) and self._mark not in there
+            # Another log than the one this registry read: Redis lost its data and counted again
+            # (to this very version, maybe: keys.board_epoch), or was rebuilt. At version 0 it
+            # read no log: the one begun since holds every change after it.
+            recounted = bool(self.version) and epoch != self._epoch
             if not changed and version == since and not recounted:
                 if moved:  # read in steps, the last one full: the default may be among them
                     self._apply_default(self.stored.get(DEFAULT_ID))
@@ -161,10 +167,11 @@ class Definitions:
             # Redis), or counted back to it, or the counter moved with nothing in the log (a bump
             # by hand): the log cannot say what changed.
             if self.version is None or since < int(float(floor or 0)) or since > version or recounted or not changed:
-                await self._load_all(version)
+                await self._load_all(version, epoch)
                 return True
             pairs = changed if isinstance(changed[0], list) else list(zip(changed[0::2], changed[1::2], strict=True))
             ids = [str(board) for board, _ in pairs]  # RESP3 answers pairs, RESP2 a flat list
+            self._epoch = epoch  # the one held, or the log begun after version 0
             texts = await self.redis.hmget(k.boards, ids)
             self._apply(dict(zip(ids, cast(list[str | None], texts), strict=True)))
             reached = int(float(pairs[-1][1]))
@@ -173,10 +180,9 @@ class Definitions:
                 # every change after ``since`` was read, including any newer than the counter
                 # read first: their definitions are the current ones
                 self.version = max(version, reached)
-                self._mark = ids[-1] if reached == self.version else None
                 self._apply_default(self.stored.get(DEFAULT_ID))
                 return True
-            self.version, self._mark = reached, ids[-1]  # more in the log than one read returns: read on from there
+            self.version = reached  # more in the log than one read returns: read on from there
 
     def changes_since(self, mark: tuple[int, int]) -> tuple[tuple[int, int], list[str] | None]:
         """The ids whose definitions changed since ``mark`` (a mark this returned before, or
@@ -213,9 +219,9 @@ class Definitions:
             log.error("board %s: stored definition not readable: %s", board, exc)
             return None
 
-    async def _load_all(self, version: int) -> None:
+    async def _load_all(self, version: int, epoch: str | None) -> None:
         """Read and parse every stored definition, a chunk at a time (a change made meanwhile is
-        newer than ``version`` and read by the next refresh)."""
+        newer than ``version`` and read by the next refresh; a flush meanwhile changes ``epoch``)."""
         found: dict[str, Definition] = {}
         self._unreadable = set()
         cursor = 0
@@ -228,9 +234,7 @@ class Definitions:
             if not int(cursor):
                 break
             await asyncio.sleep(0)  # parsing 100,000 takes seconds: let the loop serve meanwhile
-        marks = await self.redis.zrange(self.keys.board_changes, version, version, byscore=True)
-        self.stored, self.unreadable, self.version = found, len(self._unreadable), version
-        self._mark = next((str(m) for m in marks if m != FLOOR), None)
+        self.stored, self.unreadable, self.version, self._epoch = found, len(self._unreadable), version, epoch
         self.loads += 1
         self.generation, self._changed = self.generation + 1, []
         self._apply_default(found.get(DEFAULT_ID))
@@ -247,10 +251,10 @@ class Definitions:
         general = None
         if stored is not None:
             try:
-                config = applied(self.base, check_default(stored, self.defaults[DEFAULT_ID]))
+                config = self.default_config(stored)
                 columns = tuple({"name": k.name, "direction": k.direction, "display": k.display} for k in stored.keys)
                 general = None if configured_shape(stored, self.defaults[DEFAULT_ID]) else stored
-            except InvalidBoard as exc:  # stored before the environment changed (LB_WINDOWS...)
+            except InvalidBoard as exc:  # stored before the environment changed (LB_IDEMPOTENCY_S...)
                 log.error("board default of %s not applied, the environment's is: %s", self.keys.game, exc.message)
         if config != self.config or general != self.general:
             log.info("boards of %s: the default board is %s", self.keys.game, "stored" if columns else "configured")
@@ -258,10 +262,23 @@ class Definitions:
 
     def admit(self, definition: Definition) -> Definition:
         """``definition`` if it may be stored: InvalidBoard when it is the game's default and the
-        game's own boards cannot carry it (boards.check_default)."""
+        game's own boards cannot carry it (boards.check_default), or the game's configuration
+        with it applied would not hold (``default_config``)."""
         if definition.id == DEFAULT_ID:
-            check_default(definition, self.defaults[DEFAULT_ID])
+            self.default_config(definition)
         return definition
+
+    def default_config(self, stored: Definition) -> GameConfig:
+        """The environment's configuration with ``stored`` as the game's default (``applied``);
+        InvalidBoard invalid_default_board when it would not hold: a window it adds whose keys
+        expire sooner than LB_IDEMPOTENCY_S lets a slip be (a daily board kept 7 days, in a game
+        that takes slips 30 days old)."""
+        try:
+            return applied(self.base, check_default(stored, self.defaults[DEFAULT_ID]))
+        except SettingsError as exc:
+            raise InvalidBoard(
+                "invalid_default_board", f"the game's default board does not fit the game: {exc}"
+            ) from None
 
     def period(self, window_name: str, ts_ms: int) -> Period:
         """The game's boards' period of ``window_name`` (one the game keeps) holding ``ts_ms``:

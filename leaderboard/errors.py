@@ -108,8 +108,8 @@ BOARD_CODES = {
     "board_reorder": "keys, directions, bounds, tie, windows, time zone, dense ranks and scopes of a board are fixed",
     "stale_board": "the board changed since the version the update was made from",
     "too_many_boards": "the game stores LB_MAX_BOARDS definitions, its most: delete one before creating another",
-    "invalid_default_board": "the game's default board keeps the game's windows (LB_WINDOWS) and a season only, "
-    "and names no scopes",
+    "invalid_default_board": "the game's default board names no scopes (it is kept per region and mode already) "
+    "and keeps no window whose keys expire before LB_IDEMPOTENCY_S",
     # shared with submissions: the same codes, the same words
     **{
         code: CODES[code]

@@ -278,6 +278,14 @@ class Keys:
         return f"{self.prefix}:boardlog"
 
     @property
+    def board_epoch(self) -> str:
+        """String: Redis's clock (us) at the change that started the change log (lb_board_put,
+        lb_board_delete; a rebuild writes its own): a process whose registry was read under
+        another epoch re-reads every definition, the log's versions counting another history
+        (a flushed Redis counts again from 1)."""
+        return f"{self.prefix}:boardepoch"
+
+    @property
     def deleted_boards(self) -> str:
         """Hash board id -> the definition JSON it had when deleted (lb_board_delete): its keys
         stay in Redis until they expire, so lb_board_put creates that id again only with the

@@ -141,8 +141,9 @@ class Queue:
     def _entry(self, sub: Submission) -> dict[str, str]:
         """The stream entry of ``sub``. A game slip's points under a stored default of one key
         (``Definitions.general``) are filed as its key value: every slip of such a game is then
-        one of key values, which the durable log keeps whole and a rebuild replays (a slip of
-        points it folds as packed points, the environment's shape)."""
+        one of key values, what it is on the game's boards (a points slip filed otherwise, by
+        ``Leaderboard.enqueue``, is applied as that key all the same, and the scorer's durable
+        log keeps it whole as it keeps these: scorer/durable/recorder.py, ``kept_whole``)."""
         general = self.lb.boards.general
         if general is not None and sub.board is None and not sub.values and len(general.keys) == 1:
             return replace(sub, values=(sub.points,)).fields()

@@ -202,17 +202,23 @@ function definitions.reshaped(activity, reshapes)
   return nil
 end
 
--- The counter after a change of id, which the change log records.
-function definitions.changed(version_key, log_key, id)
+-- The counter after a change of id, which the change log records. The log's epoch is set by
+-- the change that starts a log (Redis's clock, microseconds): a Redis flushed, failed over to an
+-- empty one or restored from another one counts again from 1, so a process holding version n
+-- of the log before may find a change of the same id at n in the new one; the epoch it read
+-- with n tells it the log is not the one it read (leaderboard/definitions.py).
+function definitions.changed(version_key, log_key, id, epoch_key)
   local version = redis.call('INCR', version_key)
   redis.call('ZADD', log_key, version, id)
+  local t = redis.call('TIME')
+  redis.call('SET', epoch_key, t[1] .. string.format('%06d', tonumber(t[2])), 'NX')
   return version
 end
 
 --[[ lb_board_put: create or update a board definition.
 Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream, KEYS[4]
-        deleted definitions hash, KEYS[5] change log, KEYS[6] the game's activity stream; ARGV
-        id, definition JSON, the definition JSON the update was checked against ('' to create),
+        deleted definitions hash, KEYS[5] change log, KEYS[6] the game's activity stream, KEYS[7]
+        the change log's epoch; ARGV id, definition JSON, the definition JSON the update was checked against ('' to create),
         the deleted definition of that id a create was checked against ('' for none:
         boards.check_recreate; its keys may still hold entries), the most definitions the game
         stores (0: no cap), reshapes ('1': the game's default changes how the game's boards are
@@ -226,7 +232,7 @@ Output: the boards version counter after the change; 0 when creating a definitio
 ]]
 function definitions.lb_board_put(keys, args)
   local id, json, expected, deleted, cap, reshapes = args[1], args[2], args[3], args[4], tonumber(args[5]), args[6]
-  if not (id and json and expected and deleted and cap and keys[6]) then
+  if not (id and json and expected and deleted and cap and keys[7]) then
     return refuse('bad_request', 'malformed board put')
   end
   local def, err = definitions.definition_of(id, json)
@@ -260,20 +266,20 @@ function definitions.lb_board_put(keys, args)
   redis.call('HSET', keys[1], id, json)
   redis.call('HDEL', keys[4], id)  -- live again: the definition in the boards hash is the one to check
   journal(keys[3], 'board', id, json)
-  return definitions.changed(keys[2], keys[5], id)
+  return definitions.changed(keys[2], keys[5], id, keys[7])
 end
 
 --[[ lb_board_delete: delete a board definition (the board's keys expire as their windows say),
 remembered in the deleted definitions hash until its boards' entries are gone (lb_board_purge):
 a create of that id is checked against it.
 Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream, KEYS[4]
-        deleted definitions hash, KEYS[5] change log, KEYS[6] the game's activity stream; ARGV
-        id, reshapes (lb_board_put's: deleting the game's default brings the environment's back)
+        deleted definitions hash, KEYS[5] change log, KEYS[6] the game's activity stream, KEYS[7]
+        the change log's epoch; ARGV id, reshapes (lb_board_put's: deleting the game's default brings the environment's back)
 Output: the boards version counter after the change; ERR unknown_board, ERR board_reorder
 ]]
 function definitions.lb_board_delete(keys, args)
   local id = args[1]
-  if not (id and keys[6]) then
+  if not (id and keys[7]) then
     return refuse('bad_request', 'malformed board delete')
   end
   local old = redis.call('HGET', keys[1], id)
@@ -284,7 +290,7 @@ function definitions.lb_board_delete(keys, args)
   redis.call('HDEL', keys[1], id)
   redis.call('HSET', keys[4], id, old)
   journal(keys[3], 'board_delete', id, old)
-  return definitions.changed(keys[2], keys[5], id)
+  return definitions.changed(keys[2], keys[5], id, keys[7])
 end
 
 --[[ lb_board_purge: forget a deleted definition once its boards hold no entries.

@@ -66,6 +66,8 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:boardlog                          ZSET    board id -> the counter's value at its last
                                                    change (put, delete); member '' the floor: a
                                                    process holding less re-reads every definition
+  lb:{g}:boardepoch                        STRING  the change log's epoch: Redis's clock (us) at
+                                                   the change that started it (put, delete)
   lb:{g}:deletedboards                     HASH    board id -> the definition JSON it had when deleted
                                                    (lb_board_delete); lb_board_put creates that id
                                                    again only with the same keys and bounds; kept
@@ -134,9 +136,9 @@ them; Python wrappers in leaderboard/library/, a module per file):
                                                         given (read)
   lb_rank_rebuild rebuild a board's companions          a board, its points and hist
   lb_board_put    create or update a board definition   boards, boardsver, journal, deletedboards,
-                  under the game's cap                  boardlog
+                  under the game's cap                  boardlog, boardepoch
   lb_board_delete delete a board definition             boards, boardsver, journal, deletedboards,
-                                                        boardlog
+                                                        boardlog, boardepoch
   lb_board_purge  forget a deleted definition whose     deletedboards, boardlog, journal; its
                   boards hold no entries                boards' keys (read)
 

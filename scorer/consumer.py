@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from leaderboard import RedisClient, SubmitResult, now_ms
+from leaderboard.boards import Definition
 from leaderboard.keys import HOUR_MS
 from leaderboard.queue import SCORER_GROUP
 from leaderboard.submission import entry_fields
@@ -81,13 +82,18 @@ class Consumer(GroupWorker):
             os._exit(70)
 
     async def handle(self, batch: Batch) -> None:
+        # The game's stored default, read once: the batch's game slips are applied in its shape
+        # and recorded in it (a points slip under a default of key values carries its one key,
+        # and the durable log keeps it whole), whatever a refresh meanwhile reads.
+        await self.lb.boards.refresh_due()
+        general = self.lb.boards.general
         if self._poisoned.isdisjoint(sid for sid, _ in batch):
-            results = await self.apply([fields for _, fields in batch])
+            results = await self.apply([fields for _, fields in batch], general=general)
         else:
-            results = await self._apply_unpoisoned(batch)
+            results = await self._apply_unpoisoned(batch, general)
         self._crash_point("applied")
         if self.recorder is not None:
-            await self.recorder.record([fields for _, fields in batch], results)
+            await self.recorder.record([fields for _, fields in batch], results, keyed=general is not None)
             self._crash_point("recorded")
         ids = [sid for sid, _ in batch]
         at = str(self.now())
@@ -165,9 +171,9 @@ class Consumer(GroupWorker):
             }
         return claimed
 
-    async def _apply_unpoisoned(self, batch: Batch) -> list[SubmitResult]:
+    async def _apply_unpoisoned(self, batch: Batch, general: Definition | None) -> list[SubmitResult]:
         good = [(sid, fields) for sid, fields in batch if sid not in self._poisoned]
-        applied = iter(await self.apply([fields for _, fields in good]))
+        applied = iter(await self.apply([fields for _, fields in good], general=general))
         message = f"delivered more than {self.settings.max_deliveries} times without an acknowledgement"
         results = []
         for sid, fields in batch:
@@ -179,11 +185,15 @@ class Consumer(GroupWorker):
                 results.append(next(applied))
         return results
 
-    async def apply(self, entries: Sequence[Mapping[str, str]]) -> list[SubmitResult]:
+    async def apply(
+        self, entries: Sequence[Mapping[str, str]], *, general: Definition | Literal["registry"] | None = "registry"
+    ) -> list[SubmitResult]:
         """One FCALL for the batch; if the call itself fails on bad data, each entry alone, so
-        one poisonous entry is dead-lettered instead of blocking its batch forever."""
+        one poisonous entry is dead-lettered instead of blocking its batch forever. ``general``:
+        the game's stored default the game's slips are applied in (``submit_batch``: read from
+        the registry unless given)."""
         try:
-            return await self._submit(entries)
+            return await self._submit(entries, general)
         except REDIS_DOWN:
             raise
         except Exception:
@@ -191,7 +201,7 @@ class Consumer(GroupWorker):
         results = []
         for entry in entries:
             try:
-                [result] = await self._submit([entry])
+                [result] = await self._submit([entry], general)
             except REDIS_DOWN:
                 raise
             except Exception as exc:
@@ -200,6 +210,9 @@ class Consumer(GroupWorker):
             results.append(result)
         return results
 
-    async def _submit(self, entries: Sequence[Mapping[str, str]]) -> list[SubmitResult]:
+    async def _submit(
+        self, entries: Sequence[Mapping[str, str]], general: Definition | Literal["registry"] | None
+    ) -> list[SubmitResult]:
         # With a durable log, each batch carries when Redis applied it: the log's order (durable/store.py)
-        return await self.lb.submit_batch(entries, now=self.now(), rows=False, stamp=self.recorder is not None)
+        stamp = self.recorder is not None
+        return await self.lb.submit_batch(entries, now=self.now(), rows=False, stamp=stamp, general=general)

@@ -59,13 +59,15 @@ async def rebuilt_reads(
     scopes: Sequence[str],
     players: Sequence[str],
     windows: Sequence[str] = (),
+    direct: bool = False,
 ) -> list[Any]:
     """The reads of a game holding ``definition`` after ``slips`` (queued, applied and recorded
     in the durable log at ``store_url``) and ``moderate``'s actions (journaled), held equal
     across a FLUSHALL and a rebuild from the log: the scopes set, then each of the board's
     windows' top and ``players``' ranks in each of ``scopes``; returned for the caller's own
     checks; ``windows``: more than the board's own (a tournament's ``t-<id>``, created before).
-    ``settings(redis_url, **extra)``: the scorer's settings of the game."""
+    ``settings(redis_url, **extra)``: the scorer's settings of the game. ``direct``: the slips
+    filed with ``Leaderboard.enqueue`` as their fields are, not through ``Queue``."""
 
     async def reads(lb: Leaderboard) -> list[Any]:
         out: list[Any] = [await r.smembers(lb.keys.scopes)]
@@ -81,7 +83,10 @@ async def rebuilt_reads(
         await lb.create_board(definition)
         await lb.boards.refresh()
         recorder = Recorder(store, config, retention_days=30, compact_every_s=0)
-        await Queue(r, config).submit_many(slips)
+        if direct:
+            await lb.enqueue([s.fields() for s in slips], backlog_max=1000)
+        else:
+            await Queue(r, config).submit_many(slips)
         consumer = Consumer(r, settings(redis_url, durable_url="sqlite:///x"), recorder=recorder)
         await asyncio.wait_for(consumer.run(burst=True), 30_000 * MS)
         await moderate(Moderation(lb))

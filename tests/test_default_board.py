@@ -30,10 +30,9 @@ def default(**changes: Any) -> boards.Definition:
 
 
 # Shapes the game's boards cannot carry, each with its code (keys, directions, bounds, tie, a time
-# zone, metadata, per-key operators and a season they carry: tests/test_game_default.py).
+# zone, metadata, per-key operators, windows and a season they carry: tests/test_game_default.py).
 REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"scopes": ["region"]}, "invalid_default_board"),  # kept per region and mode already
-    ({"windows": ["monthly"], "keys": [{**KEY, "max": 2_147_483_647}]}, "invalid_default_board"),  # not kept
     ({"rank_mode": "dense"}, "board_reorder"),  # the game's writes keep no distinct points
 ]
 
@@ -55,6 +54,21 @@ async def test_a_default_the_game_cannot_carry_is_refused_and_nothing_written(
         await lb.create_board(default(**changes))
     assert refused.value.code == code
     assert await r.hgetall(lb.keys.boards) == {}
+
+
+async def test_a_window_that_expires_before_the_games_oldest_slip_is_refused(r: aioredis.Redis) -> None:
+    """A window the environment does not keep joins the game's: one whose keys expire before a
+    slip LB_IDEMPOTENCY_S still accepts (a daily board kept 7 days, slips 10 days old) would lose
+    them, so the game's configuration refuses it, as it refuses such an LB_WINDOWS."""
+    lb = Leaderboard(r, GameConfig(game="test", windows=("weekly", "alltime"), idempotency_s=10 * 86_400))
+    daily = {**configured(lb.config).as_dict(), "windows": ["daily", "weekly", "alltime"]}
+    with pytest.raises(InvalidBoard) as refused:
+        await lb.create_board(boards.parse(daily))
+    assert refused.value.code == "invalid_default_board"
+    assert await r.hgetall(lb.keys.boards) == {}
+    await lb.create_board(boards.parse({**daily, "windows": ["weekly", "monthly"]}))  # both kept long enough
+    await lb.boards.refresh()
+    assert lb.config.windows == ("weekly", "monthly")
 
 
 async def test_fewer_windows_narrow_what_the_game_writes_and_reads(

@@ -121,6 +121,23 @@ async def test_a_redis_that_counted_back_to_the_registrys_version_is_read_again(
     assert not await registry.refresh()  # and then it holds again
 
 
+async def test_a_redis_that_counted_back_with_the_same_board_is_read_again(
+    r: aioredis.Redis, config: GameConfig, lb: Leaderboard
+) -> None:
+    """The same, with the very id at the very version: the log's epoch tells, not its member."""
+    await lb.create_board(board(1))
+    registry = Definitions(r, config)
+    await registry.refresh()
+    version = registry.version
+    await r.flushdb()
+    await lb.create_board(board(1, top_n=7))
+    assert int(await r.get(config.keys.boards_version) or 0) == version
+    assert await r.zrange(config.keys.board_changes, 0, -1) == ["g1"]  # as the log held before
+    assert await registry.refresh()
+    assert (g1 := registry.get("g1")) is not None and g1.top_n == 7 and registry.loads == 2
+    assert not await registry.refresh()
+
+
 async def test_the_cap_refuses_the_next_create_and_changes_nothing(r: aioredis.Redis, config: GameConfig) -> None:
     capped = Leaderboard(r, GameConfig(game=config.game, max_boards=3))
     for i in range(3):

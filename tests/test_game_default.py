@@ -319,6 +319,38 @@ def test_a_game_slip_of_key_values_lives_as_long_as_its_default_s_periods() -> N
     assert lifetimes.expire_at(slip) == boards.period(daily, "daily", NOW).expire_at_s
 
 
+async def test_points_slips_enqueued_straight_under_a_one_key_default_are_rebuilt(
+    r: aioredis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    """``Leaderboard.enqueue`` files a points slip as it is given (``Queue`` files its one key
+    value): lb_submit takes its points as the default's key, lowest first, and the durable log
+    keeps it as it was applied, not as the environment's packed points."""
+    lap = kart(windows=["daily", "alltime"], **LAP)
+    now = now_ms()
+    t = max(now - 9_000, boards.period(lap, "daily", now).start_ms)
+    slips = [
+        Submission("a", "ana", 81_000, t),
+        Submission("b", "ben", 79_500, t + 1, region="eu"),
+        Submission("c", "ana", 90_000, t + 2),  # slower: kept 81,000
+        Submission("d", "cy", 79_500, t + 3, region="eu"),  # ben's time, later: tie last ranks cy first
+    ]
+
+    async def moderate(mod: Moderation) -> None:
+        await mod.correct("ana", actor="ops", reason="t", points=70_000, window_name="alltime")
+
+    before = await rebuilt_reads(
+        r, settings, redis_url=redis_url, config=CONFIG, store_url=f"sqlite:///{tmp_path}/scores.db",
+        definition=lap, slips=slips, moderate=moderate,
+        scopes=("global", "region:eu"), players=("ana", "ben", "cy"), direct=True,
+    )  # fmt: skip
+    assert [(e.player, e.keys) for e in before[1].entries] == [
+        ("cy", (79_500,)),
+        ("ben", (79_500,)),
+        ("ana", (81_000,)),
+    ]
+    assert [e.player for e in before[5].entries] == ["ana", "cy", "ben"]  # alltime global: ana corrected
+
+
 SEASON_S = 3_600  # the shortest season a definition may have
 
 
@@ -332,9 +364,6 @@ def seasonal(now: int, **changes: Any) -> boards.Definition:
 async def test_a_season_on_the_default_is_written_read_moderated_and_closed(
     api_url: str, redis_url: str, r: aioredis.Redis, lb: Leaderboard
 ) -> None:
-    with pytest.raises(InvalidBoard) as caught:  # a calendar window the game does not keep: still refused
-        await lb.create_board(kart(windows=["monthly"]))
-    assert caught.value.code == "invalid_default_board"
     now = now_ms()
     await lb.create_board(seasonal(now))
     await lb.boards.refresh()
@@ -409,7 +438,7 @@ async def test_a_season_on_the_default_is_written_read_moderated_and_closed(
 
 
 async def test_the_api_serves_the_published_top_in_the_default_s_own_days(
-    redis_server: RedisServer, redis_url: str, r: aioredis.Redis, lb: Leaderboard
+    api_url: str, redis_url: str, r: aioredis.Redis, lb: Leaderboard
 ) -> None:
     now = now_ms()
     # twelve hours off UTC the side that puts the default's day on another date than UTC's now
@@ -421,19 +450,101 @@ async def test_the_api_serves_the_published_top_in_the_default_s_own_days(
     (done,) = await lb.submit_batch([Submission("a", "ana", 0, now, values=(3, 81_000)).fields()])
     assert done.code is None
     await Publisher(r, settings(redis_url)).tick()
-    # an API process of its own: the module's has read other tests' defaults, and a registry
-    # does not tell a Redis flushed and given a default again at the same version from before
-    with api_process(redis_server.url) as api_url:
-        async with httpx.AsyncClient(base_url=api_url, timeout=10) as http:
+    # the module's API process read other tests' defaults, in a Redis flushed since and given
+    # this default at the same version: the change log's epoch tells its registry
+    async with httpx.AsyncClient(base_url=api_url, timeout=10) as http:
 
-            async def held() -> bool:  # the published snapshot's top (api/top.py), its ETag in that day
-                got = await http.get("/v1/boards/global/top", params={"window": "daily", "n": 2})
-                return got.status_code == 200 and got.headers.get("etag", "").startswith(f'"{day}.')
+        async def held() -> bool:  # the published snapshot's top (api/top.py), its ETag in that day
+            got = await http.get("/v1/boards/global/top", params={"window": "daily", "n": 2})
+            return got.status_code == 200 and got.headers.get("etag", "").startswith(f'"{day}.')
 
-            await until(held, 5, every=0.1)
+        await until(held, 5, every=0.1)
 
 
 LAP = {"keys": [{"name": "time", "direction": "asc", "min": 0, "max": 1 << 30}], "metadata_bytes": 0}
+# The environment's boards (daily, weekly, alltime), and a month the environment does not keep
+MONTHLY = {
+    "id": "default",
+    "keys": [{"name": "points", "max": 10**6}],
+    "windows": ["daily", "weekly", "alltime", "monthly"],
+}
+
+
+async def test_a_calendar_window_on_the_default_is_written_read_moderated_and_closed(
+    api_url: str, redis_url: str, r: aioredis.Redis, lb: Leaderboard
+) -> None:
+    """A stored default's ``monthly`` joins the game's windows as a season does: the scorer
+    writes it, reads, the API and the socket serve it, a correction takes it, and the publisher
+    closes the month before with its finals."""
+    await lb.create_board(boards.parse(MONTHLY))
+    await lb.boards.refresh()
+    assert lb.config.windows == ("daily", "weekly", "alltime", "monthly") and lb.boards.general is not None
+    now = now_ms()
+    month = lb.boards.period("monthly", now)
+    before = month.start_ms - 3_600_000  # the last hour of the month before, applied as of then
+    then = [Submission("a", "ana", 70, before), Submission("b", "ben", 50, before + 1, region="eu")]
+    assert all(done.code is None for done in await lb.submit_batch([s.fields() for s in then], now=before))
+    await Queue(r, CONFIG).submit_many([Submission("c", "cy", 40, now, region="eu"), Submission("d", "ana", 30, now)])
+    await asyncio.wait_for(Consumer(r, settings(redis_url)).run(burst=True), 30_000 * MS)
+    top = await lb.top("monthly", "global")
+    assert (top.period.label, [(e.player, e.keys) for e in top.entries]) == (
+        month.label,
+        [("cy", (40,)), ("ana", (30,))],
+    )
+    past = await lb.top("monthly", "region:eu", period="previous")
+    assert [e.player for e in past.entries] == ["ben"] and past.period.end_ms == month.start_ms
+    assert (await lb.rank("ana", "alltime")).keys == (70,)
+    fixed = await Moderation(lb).correct("ana", 45, actor="ops", reason="t", window_name="monthly")
+    assert {(c.board.window, c.board.scope) for c in fixed} == {("monthly", "global")}
+
+    publisher = Publisher(r, settings(redis_url, close_delay_s=0))
+    await publisher.tick()
+    [final] = await lb.finals("monthly")
+    assert final["period"] == past.period.label
+    assert [(e["player"], e["keys"]) for e in final["top"]["global"]] == [("ana", ["70"]), ("ben", ["50"])]
+    (late,) = await lb.submit_batch([Submission("e", "dee", 9, before + 2).fields()], now=before + 2)
+    assert late.code == "period_closed"
+    async with running(redis_url) as gw, client(gw) as ws:
+        await greet(ws)
+        await ws.send(orjson.dumps({"type": "subscribe", "board": "global", "window": "monthly", "id": 1}).decode())
+        snap = await recv_type(ws, "snapshot")
+        assert (snap["window"], snap["period"]) == ("monthly", month.label)
+        assert [(e["player"], e["keys"]) for e in snap["entries"]] == [("ana", ["45"]), ("cy", ["40"])]
+        reply = await request(
+            ws, {"type": "top", "board": "region:eu", "window": "monthly", "period": "previous"}, "top"
+        )
+        assert [e["player"] for e in reply["entries"]] == ["ben"]
+    async with httpx.AsyncClient(base_url=api_url, timeout=10) as http:
+
+        async def served() -> bool:  # the API follows the stored default within its refresh
+            got = await http.get("/v1/boards/global/top", params={"window": "monthly", "n": 2})
+            return got.status_code == 200 and [e["player"] for e in got.json()["entries"]] == ["ana", "cy"]
+
+        await until(served, 5)
+        stats = await http.get("/v1/boards/region:eu/stats", params={"window": "monthly", "period": "previous"})
+        assert (stats.status_code, stats.json()["size"]) == (200, 1)
+
+
+async def test_a_calendar_window_on_the_default_is_rebuilt(r: aioredis.Redis, redis_url: str, tmp_path: Path) -> None:
+    monthly = boards.parse(MONTHLY)
+    now = now_ms()
+    slips = [
+        Submission("a", "ana", 70, now - 2, region="eu"),
+        Submission("b", "ben", 50, now - 1),
+        Submission("c", "cy", 90, now, region="eu"),
+    ]
+
+    async def moderate(mod: Moderation) -> None:
+        await mod.ban("cy", actor="ops", reason="cheat")
+        await mod.correct("ben", 80, actor="ops", reason="t", window_name="monthly")
+
+    before = await rebuilt_reads(
+        r, settings, redis_url=redis_url, config=CONFIG, store_url=f"sqlite:///{tmp_path}/scores.db",
+        definition=monthly, slips=slips, moderate=moderate,
+        scopes=("global", "region:eu"), players=("ana", "ben", "cy"),
+    )  # fmt: skip
+    # the monthly global top (after each window's global and eu reads of daily, weekly, alltime)
+    assert [(e.player, e.keys) for e in before[13].entries] == [("ben", (80,)), ("ana", (70,))]
 
 
 @pytest.mark.parametrize("shape", [{}, LAP], ids=["lex", "packed"])

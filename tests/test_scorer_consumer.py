@@ -381,8 +381,8 @@ async def test_a_library_lost_between_apply_and_acknowledgement_is_loaded_again(
     await enqueue(r, config, *(slip(f"s{i}", f"p{i}", i) for i in range(5)), slip("bad", "", 1))
     applied = consumer.apply
 
-    async def apply_then_lose_the_library(entries: Any) -> Any:
-        results = await applied(entries)
+    async def apply_then_lose_the_library(entries: Any, **options: Any) -> Any:
+        results = await applied(entries, **options)
         await r.function_flush()
         return results
 

@@ -377,13 +377,16 @@ def default_definition(operator: str, rank_mode: str, windows: Iterable[str], to
 def configured_shape(definition: Definition, configured: Definition) -> bool:
     """Whether ``definition``, as the game's ``default``, is written as the environment's game
     is: one key as ``configured`` names it, highest first, from 0 to the ceiling of its windows
-    (windows.py), one operator, ties to the first, UTC days, no season, no metadata. Such a
-    default keeps the game's packed points, its slips and the library's fast path (common.lua);
-    any other is laid out as a definition kept per scope (``Definitions.general``)."""
+    (windows.py), one operator, ties to the first, UTC days, no season and no window the
+    environment does not keep, no metadata. Such a default keeps the game's packed points, its
+    slips and the library's fast path (common.lua); any other is laid out as a definition kept
+    per scope (``Definitions.general``): its slips are kept whole in the durable log and replayed
+    by a rebuild, where the environment's are folded over the environment's windows."""
     key, wanted = definition.keys[0], configured.keys[0]
     ceiling = min((WINDOWS[w].max_points for w in definition.windows if w in WINDOWS), default=-1)
     return (
         len(definition.keys) == 1
+        and set(definition.windows) <= set(configured.windows)
         and (key.name, key.direction, key.operator, key.min, key.max) == (wanted.name, "desc", None, 0, ceiling)
         and (definition.tie, definition.time_zone, definition.season) == ("first", "UTC", None)
         and not definition.metadata_bytes
@@ -394,19 +397,17 @@ def configured_shape(definition: Definition, configured: Definition) -> bool:
 def check_default(definition: Definition, configured: Definition) -> Definition:
     """``definition`` as a stored ``default``: the game's own boards (``global``, ``region:``,
     ``mode:``) are that definition kept per scope, so it may ask for any keys, directions, bounds,
-    tie, time zone, metadata, per-key operators and a ``season`` (its window then joins the
-    game's: GameConfig.season). What it may not ask for (InvalidBoard invalid_default_board): a
-    calendar window the game does not keep (``configured``'s: LB_WINDOWS), whose publisher, closer
-    and checks the environment builds; dense ranks on exactly when the configuration has them
-    (its writes keep the distinct points then: board_reorder otherwise)."""
-
-    def refuse(what: str) -> InvalidBoard:
-        return _fail("invalid_default_board", f"the game's default board {what}")
-
-    if not set(definition.windows) <= {*configured.windows, SEASON}:
-        raise refuse(f"keeps only windows the game keeps ({', '.join(configured.windows)}) and a season")
+    tie, time zone, metadata, per-key operators, windows and a ``season`` (a window the
+    environment does not keep, calendar or season, then joins the game's: ``definitions.applied``).
+    What it may not ask for: ``scopes`` (InvalidBoard invalid_default_board); dense ranks on
+    exactly when the configuration has them (its writes keep the distinct points then:
+    board_reorder otherwise)."""
     if definition.scopes:
-        raise refuse("is kept per region and mode already (global, region:<name>, mode:<name>): it names no scopes")
+        raise _fail(
+            "invalid_default_board",
+            "the game's default board is kept per region and mode already (global, region:<name>, "
+            "mode:<name>): it names no scopes",
+        )
     if (definition.rank_mode == DENSE) != (configured.rank_mode == DENSE):
         raise _fail("board_reorder", "the game's default board switches dense ranks on or off by LB_RANK_MODE only")
     return definition

@@ -77,7 +77,7 @@ class DefinitionCalls(Calls):
     @property
     def _definition_keys(self) -> tuple[str, ...]:
         k = self.keys
-        return (k.boards, k.boards_version, k.journal, k.deleted_boards, k.board_changes, k.activity)
+        return (k.boards, k.boards_version, k.journal, k.deleted_boards, k.board_changes, k.activity, k.board_epoch)
 
     async def _put_board(self, definition: boards.Definition, expected: str, deleted: str, reshapes: bool) -> None:
         """lb_board_put; ``reshapes``: the game's boards would be written otherwise than the

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from redis.exceptions import ResponseError
 
 from ..batch import SUBMIT_LAYOUT, decode_batch, encode_batch, outcome_rows
+from ..boards import Definition
 from ..errors import BadRequest, NotReplicated, from_reply
 from ..keys import HOUR_MS
 from ..loading import with_library
@@ -36,16 +37,23 @@ class SubmitCalls(Calls):
         announce: str | None = None,
         stamp: bool = False,
         replay: bool = False,
+        general: Definition | Literal["registry"] | None = "registry",
     ) -> list[SubmitResult]:
         """lb_submit: apply submissions (stream-entry fields) in one atomic call; one result per
         entry (with per-board results unless ``rows=False``); ``announce``: another channel for
         the top-N announcements (encode_batch). ``stamp=True`` runs the call and a TIME in one
         MULTI, so each result carries when Redis applied it (``applied_us``): the durable log
         orders batches applied by several connections with it. ``replay=True``: history being
-        restored (encode_batch), which closed periods and the scope cap do not refuse."""
+        restored (encode_batch), which closed periods and the scope cap do not refuse.
+        ``general``: the game's stored default the game's slips are laid out as
+        (``Definitions.general``, None: the environment's points), read from the registry unless
+        given: a caller that records how the slips were applied (the scorer's durable log) reads
+        it once and gives it, so that a refresh during the call cannot apply them in one shape
+        and have them recorded in the other."""
         if not entries:
             return []
-        await self.boards.refresh_due()  # a stored default changes this call's operator, windows, top N
+        if general == "registry":
+            await self.boards.refresh_due()  # a stored default changes this call's operator, windows, top N
         named = {t for fields in entries if (t := fields.get("tournament"))}
         tournaments = {t: w for t in named if (w := await self.tournaments.get(t)) is not None} if named else None
         defined = {b for fields in entries if (b := fields.get("board"))}
@@ -60,7 +68,7 @@ class SubmitCalls(Calls):
             announce=announce,
             replay=replay,
             definitions={b: d for b in defined if (d := self.boards.get(b)) is not None},
-            default=self.boards.general,
+            default=self.boards.general if general == "registry" else general,
         )
         if plan.count == 0:  # every entry was refused before the call
             return decode_batch(plan, [])

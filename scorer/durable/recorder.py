@@ -36,13 +36,27 @@ log = logging.getLogger("scorer.durable")
 T = TypeVar("T")
 
 
-def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult]) -> list[Record]:
+def kept_whole(entry: Mapping[str, str], keyed: bool) -> bool:
+    """Whether an applied entry is a ``Slip`` (kept whole, replayed) rather than a ``Record``
+    (packed points, folded): a slip of key values, to a defined board (``board``) or to the
+    game's boards (``values``), and with ``keyed`` (the batch applied under a stored default of
+    key values: ``Definitions.general``) every slip of the game's boards, its points being the
+    default's one key (a points slip filed before the default was stored, or straight to the
+    queue: lb_submit took its points as that key)."""
+    return keyed or bool(entry.get("board") or entry.get("values"))
+
+
+def records_of(
+    entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult], *, keyed: bool = False
+) -> list[Record]:
     """The records of an applied batch (its stream entries as the queue holds them, a slip or
     fields by name): every ``ok``, and every ``duplicate`` (its first outcome may have been
-    lost in a crash before it was recorded; if it was not, the store ignores it). A slip of key
-    values (to a defined board, ``board``, or to the game's boards under a stored default that
-    keeps them, ``values``) is a ``Slip`` (``slips_of``)."""
-    out = []
+    lost in a crash before it was recorded; if it was not, the store ignores it). A slip kept
+    whole (``kept_whole``; ``keyed``: the batch was applied under a stored default of key
+    values) is a ``Slip`` (``slips_of``)."""
+    out: list[Record] = []
+    if keyed:
+        return out
     ids: set[str] = set()
     for index, (entry, result) in enumerate(zip(entries, results, strict=True)):
         status = result.status
@@ -55,7 +69,7 @@ def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitRes
             op = region = mode = tournament = ""
         else:
             fields = entry_fields(entry)
-            if fields.get("board") or fields.get("values"):  # a Slip: slips_of
+            if kept_whole(fields, False):  # a Slip: slips_of
                 continue
             get = fields.get
             sid, player, points, ts, name = (get(part, "") for part in SLIP_PARTS)
@@ -75,13 +89,15 @@ def records_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitRes
     return out
 
 
-def slips_of(entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult]) -> list[Slip]:
-    """The slips of key values (to defined boards, or the game's) of an applied batch, ``ok`` or ``duplicate`` as in
+def slips_of(
+    entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult], *, keyed: bool = False
+) -> list[Slip]:
+    """The slips kept whole (``kept_whole``) of an applied batch, ``ok`` or ``duplicate`` as in
     ``records_of``, one per id (the first in the batch: a later one with the same id was a
     duplicate of it), each kept with its fields by name."""
     out: dict[str, Slip] = {}
     for index, (entry, result) in enumerate(zip(entries, results, strict=True)):
-        if not (entry.get("board") or entry.get("values")) or result.status not in ("ok", "duplicate"):
+        if result.status not in ("ok", "duplicate") or not kept_whole(entry, keyed):
             continue
         fields = entry_fields(entry)
         sid = fields.get("id", "")
@@ -144,9 +160,12 @@ class Recorder:
     async def close(self) -> None:
         await self.store.close()
 
-    async def record(self, entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult]) -> None:
-        """Returns once the batch's records are durable; retries while the store is unavailable."""
-        records, slips = records_of(entries, results), slips_of(entries, results)
+    async def record(
+        self, entries: Sequence[Mapping[str, str]], results: Sequence[SubmitResult], *, keyed: bool = False
+    ) -> None:
+        """Returns once the batch's records are durable; retries while the store is unavailable.
+        ``keyed``: the batch was applied under a stored default of key values (``kept_whole``)."""
+        records, slips = records_of(entries, results, keyed=keyed), slips_of(entries, results, keyed=keyed)
         if not records and not slips:
             return
         if not self._opened:

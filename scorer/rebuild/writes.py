@@ -23,7 +23,7 @@ from leaderboard.errors import Banned, InvalidBoard, InvalidInput
 from leaderboard.keys import GLOBAL_SCOPE, HOUR_MS, SCOPE_KINDS, Keys
 from leaderboard.moderation import Moderation
 from leaderboard.ranking import companions
-from leaderboard.transport import Command, execute_packed
+from leaderboard.transport import Command, execute_packed, now_ms
 from leaderboard.windows import tournament_of, tournament_window
 from leaderboard.windows import window as window_spec
 
@@ -202,8 +202,10 @@ def state_commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[li
         out.append(("HSET", keys.deleted_boards, board, definition))
     if state.board_changes:
         out.append(("SET", keys.boards_version, state.board_changes))
-        # the change log restarts at the floor: a process holding an older version reads them all
+        # the change log restarts at the floor, under an epoch of its own: a process holding an
+        # older version, or the same one of the log before, reads them all
         out.append(("ZADD", keys.board_changes, state.board_changes, ""))
+        out.append(("SET", keys.board_epoch, rebuilt_epoch(now_ms)))
     for player, badges in state.badges.items():
         out.append(("SADD", keys.badges(player), *sorted(badges)))
     # The distinct-player logs were written from the global boards' members: add the players a
@@ -234,6 +236,12 @@ def state_commands(keys: Keys, folder: ActionFolder, *, now_ms: int) -> tuple[li
         "deleted board definitions": len(state.deleted_boards),
     }
     return out, counts
+
+
+def rebuilt_epoch(now: int) -> str:
+    """The change log's epoch (keys.board_epoch) a rebuild writes: another history than any the
+    function library started (those are Redis's clock in microseconds, digits only)."""
+    return f"rebuilt:{now}"
 
 
 def profiles(names: Mapping[str, str], folder: ActionFolder) -> dict[str, str]:
@@ -327,7 +335,11 @@ async def _replay_defined(
         old = a[1] if len(a) > 1 else await lb.boards.stored_json(a[0])
         change = (("HDEL", boards, a[0]), *((("HSET", deleted, a[0], old),) if old else ()))
     *_, version = await execute_packed(lb.redis, *change, ("INCR", lb.keys.boards_version))
-    await execute_packed(lb.redis, ("ZADD", lb.keys.board_changes, version, a[0]))  # as lb_board_put logs it
+    await execute_packed(
+        lb.redis,
+        ("ZADD", lb.keys.board_changes, version, a[0]),  # as lb_board_put logs it
+        ("SET", lb.keys.board_epoch, rebuilt_epoch(now_ms()), "NX"),
+    )
     await lb.boards.refresh()
 
 
