@@ -7,9 +7,9 @@ local batch = {}
 -- Argument readers --------------------------------------------------------------------------
 
 -- lb_submit's records, each read into locals named as lb_submit's Input names its fields.
-batch.SETTINGS_FIELDS, batch.PERIOD_FIELDS, batch.LAYOUT_FIELDS, batch.BOARD_FIELDS, batch.SUBMISSION_FIELDS, batch.FULL_FIELDS = 9, 11, 4, 9, 2, 9
+batch.SETTINGS_FIELDS, batch.PERIOD_FIELDS, batch.LAYOUT_FIELDS, batch.BOARD_FIELDS, batch.SUBMISSION_FIELDS, batch.FULL_FIELDS = 8, 11, 4, 9, 2, 9
 -- The call layout lb_submit reads (leaderboard/batch.py's SUBMIT_LAYOUT): another is refused whole.
-batch.SUBMIT_LAYOUT = '3'
+batch.SUBMIT_LAYOUT = '4'
 -- A slip's parts (SLIP_PARTS): printable ASCII id and player and digits, as the common path takes
 -- them (one scan checks all four), else any text between the tabs (the general path checks it).
 batch.COMMON_SLIP, batch.ANY_SLIP = '^([ -~]+)\t([ -~]+)\t(%d+)\t(%d+)\t(.*)$', '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'
@@ -43,16 +43,17 @@ end
 
 -- The layout records (what submissions write to, shared by every submission of the batch with
 -- the same boards and seen-id bucket): a count at pos, then each layout followed by its boards.
--- A layout's definition is its boards' (the game's own: `default`, submit.default).
-function batch.read_layouts(keys, periods, args, pos, defs, default)
+-- A layout's definition is its boards' (the game's own: `default`, of encoding points as the
+-- environment shapes it: no members or metadata).
+function batch.read_layouts(keys, periods, args, pos, defs)
   local layouts, count = {}, tonumber(args[pos]) or 0
   pos = pos + 1
   for l = 1, count do
     local seen_key, outcomes_key, seen_expire_at, board_count = unpack(args, pos, pos + batch.LAYOUT_FIELDS - 1)
     local layout = { seen = keys[tonumber(seen_key)], outcomes = keys[tonumber(outcomes_key)],
-      seen_expire_at = seen_expire_at, refs = {}, def = default }
+      seen_expire_at = seen_expire_at, refs = {} }
     board_count = tonumber(board_count)
-    if not (layout.seen and layout.outcomes and valid.parse_uint(seen_expire_at, 12) and board_count) then
+    if not (layout.seen and layout.outcomes and valid.parse_uint(seen_expire_at, 12) and board_count and board_count > 0) then
       return nil
     end
     pos = pos + batch.LAYOUT_FIELDS
@@ -62,15 +63,10 @@ function batch.read_layouts(keys, periods, args, pos, defs, default)
       local ref = { key = tonumber(board_key), period = tonumber(period), op = op, scope = scope,
         hist = keys[tonumber(hist_key)], pts = keys[tonumber(points_key)], members = tonumber(members_key),
         meta = tonumber(meta_key) }
-      if not (ref.key and keys[ref.key] and periods[ref.period] and ref.op and ref.scope and ref.hist and ref.pts) then
+      layout.def = defs[tonumber(definition)]
+      if not (ref.key and keys[ref.key] and periods[ref.period] and ref.op and ref.scope and ref.hist and ref.pts
+          and layout.def and (layout.def.points or keys[ref.members] and keys[ref.meta])) then
         return nil
-      end
-      definition = tonumber(definition)
-      if definition and definition > 0 then -- a defined board's: its definition, members and metadata
-        layout.def = defs[definition]
-        if not (layout.def and keys[ref.members] and keys[ref.meta]) then
-          return nil
-        end
       end
       layout.refs[b] = ref
       pos = pos + batch.BOARD_FIELDS

@@ -12,7 +12,9 @@ local definitions = {}
 -- the records. lb_submit's (for_submit) are DEFINITION_FIELDS long: the last two say whether the
 -- definition is kept per scope (the game's own boards: a region's or mode's board is counted
 -- against max_scopes) and whether a slip without key values carries its one key in `points`
--- (the game's slips); lb_correct's records end before them (CORRECT_RECORD_FIELDS).
+-- (the game's slips), and only they may be of encoding `points` (the game's boards as the
+-- environment shapes them: packed, each slip's points its one value); lb_correct's records end
+-- before them (CORRECT_RECORD_FIELDS).
 definitions.DEFINITION_FIELDS = 8
 definitions.CORRECT_RECORD_FIELDS = 6
 
@@ -28,8 +30,8 @@ function definitions.read(args, pos, for_submit)
     end
     local def = { lex = encoding == 'lex', last = tie == 'last', meta_bytes = tonumber(metadata_bytes),
       per_key = operator == 'keys', op = operator, keys = {}, top_n = valid.parse_uint(top_n, 3),
-      scoped = scoped == '1', points_key = points == '1' }
-    if not ((encoding == 'lex' or encoding == 'packed') and (tie == 'first' or tie == 'last') and def.meta_bytes
+      scoped = scoped == '1', points_key = points == '1', points = encoding == 'points' }
+    if not ((encoding == 'lex' or encoding == 'packed' or (for_submit and def.points)) and (tie == 'first' or tie == 'last') and def.meta_bytes
         and def.top_n
         and (def.per_key or valid.VALID_OPS[operator]) and type(key_spec) == 'string'
         and (scoped == '1' or scoped == '0') and (points == '1' or points == '0')) then

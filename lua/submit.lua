@@ -1,17 +1,8 @@
 -- lb_submit: a batch of submissions, each planned (no writes) then applied, on every board by one
 -- planner (submit.plan) and one apply (submit.apply), which differ only by the board's encoding:
--- a packed score or a lex member. The game's own boards are the definition `default`
--- (submit.default); the common slip's path (common.lua) is the same writes in one pass.
+-- a packed score or a lex member. The game's own boards are the definition `default`, sent as
+-- any definition is; the common slip's path (common.lua) is the same writes in one pass.
 local submit = {}
-
--- The game's own boards (global, region:, mode:), as the definition `default` the environment
--- seeds (leaderboard/boards.py): packed, one highest-first key the slip's points carry, ties to
--- the first, no metadata, the call's top N, each window's own operator, kept per scope (a board
--- per region and mode value, counted against max_scopes). A layout naming no definition is its.
-function submit.default(top_n)
-  return { points = true, scoped = true, lex = false, last = false, sign = 1, meta_bytes = 0,
-    keys = { { desc = true } }, top_n = top_n }
-end
 
 -- A slip's values, or nil and the entry error: a `points` definition's (the game's configured
 -- one) its points, else its key values ({hi, lo} each, definitions.slip_values) and metadata
@@ -394,7 +385,7 @@ Input:
           (each followed by its board_count boards), submission_count, submissions: records of
           these fields, in order (leaderboard/batch.py lays them out; tests/test_submit_layout.py
           holds the two equal):
-    settings    call_layout now_ms top_n activity_maxlen clock_skew_ms idempotency_ms announce rows max_scopes
+    settings    call_layout now_ms activity_maxlen clock_skew_ms idempotency_ms announce rows max_scopes
     period      window label start_ms end_ms shift unit_ms expire_at players_key entrants_key mode closed_key
     definition  encoding tie metadata_bytes operator key_spec top_n scoped points
     layout      seen_key outcomes_key seen_expire_at board_count
@@ -409,43 +400,39 @@ Input:
   not checked, a rebuild replaying history); announce the announcements' channel; rows '1' for
   per-board rows with every board's rank, '0' for the status only (ranks read only where written
   into the top N or for the activity entry of a member in the top N); max_scopes 0 = no cap;
-  shift and unit_ms the score packing of the
-  period's window; expire_at and seen_expire_at unix seconds (a period's 0 = never); mode the
-  rank mode (ordinal, dense or competition: the rank an announcement names); a board's period
-  and a submission's layout are 1-based indexes of those records; a board's op is its window's
-  default operator, a submission's op '' = each board's own; name '' = none; ts in milliseconds;
-  outcome '1': keep the slip's per-board rows in the layout's outcomes bucket (lb_status answers
-  with them), '' = not; the bucket expires with the seen bucket.
-  Defined boards (leaderboard/boards.py): a definition's encoding is packed or lex, tie first or
-  last, operator the board's (or 'keys': each key has its own), key_spec per key
-  'd|a,<op>,<min>,<max>' joined by ';' (direction, operator, int64 bounds), top_n the size of
-  the top whose changes bump its version and are announced, scoped '1' for the game's stored
-  default kept per scope (global, region:, mode:, whose new values count against max_scopes;
-  its periods are the game's, closed by the game's markers) and for a defined board kept per
-  region or mode (board:<id>:region:<r> counted so; its home board:<id> is not), points '1' when a slip naming no
-  values carries its one key in points (the game's slips to a stored default of one key); a
-  board's definition is a 1-based index of those records (0: the game's own boards as the
-  environment shapes them, the definition `default` with the game's top_n, submit.default;
-  members_key and meta_key 0 too),
-  its points_key then the set of distinct key parts (lex) and members_key its player -> member
-  hash; a submission to a defined board has points '' and values its key values as decimal
-  int64 text joined by ',' (values and meta '' otherwise); so does a slip of the game's boards
-  under a stored default of another shape (its points '' then, or its one key)
+  shift and unit_ms the score packing of the period's window; expire_at and seen_expire_at unix
+  seconds (a period's 0 = never); mode the rank mode (ordinal, dense or competition: the rank an
+  announcement names); a board's period and definition and a submission's layout are 1-based
+  indexes of those records; a board's op is its window's default operator, a submission's op ''
+  = each board's own; name '' = none; ts in milliseconds; outcome '1': keep the slip's per-board
+  rows in the layout's outcomes bucket (lb_status answers with them), '' = not; the bucket
+  expires with the seen bucket.
+  Every board is a definition's (leaderboard/boards.py): encoding packed, lex or points (the
+  game's own boards as the environment shapes them: packed, a slip's points its one value, below
+  each window's 2^(53 - shift), members_key and meta_key 0), tie first or last, operator the
+  board's (or 'keys': each key has its own), key_spec per key 'd|a,<op>,<min>,<max>' joined by
+  ';' (direction, operator, int64 bounds), top_n the size of the top whose changes bump its
+  version and are announced, scoped '1' for the game's default (global, region:, mode:, whose
+  new values count against max_scopes; its periods are the game's, closed by the game's markers)
+  and for a defined board kept per region or mode (board:<id>:region:<r> counted so; its home
+  board:<id> is not), points '1' when a slip naming no values carries its one key in points (the
+  game's slips); points_key the set of distinct points (key parts: lex), members_key a lex
+  board's player -> member hash. A slip of key values has points '' and values its key values as
+  decimal int64 text joined by ',' (values and meta '' otherwise).
 Output:
   one entry per submission: {'ok', {{improved, rank, previous_rank, points}, ...}} in board
-  order ('ok', a plain string, without rows; a defined board's points: its first key value),
-  'duplicate', or
-  {'error', code, message} (a defined board's slip also wrong_key_count, invalid_key_value,
-  key_out_of_range, metadata_too_large)
+  order ('ok', a plain string, without rows; a board of key values' points: its first key value),
+  'duplicate', or {'error', code, message} (a slip of key values also wrong_key_count,
+  invalid_key_value, key_out_of_range, metadata_too_large)
   The call's activity entry (flush_activity) holds each applied slip; a slip's rank there is
   the first board's when the member is in its top N, else 0, and its board the definition's
   board as reads name it (a defined board's first scope, board:<id>; '' for the game's own, whose
-  points a slip carries: a defined board's slip, and a game slip of key values, has points '';
-  the column only in a call that applied a defined board's slip: batch.flush_activity).
+  points a slip carries: a slip of key values has points ''; the column only in a call that
+  applied a defined board's slip: batch.flush_activity).
   Whole-call errors: 'ERR library_mismatch ...' (another layout), 'ERR bad_request ...'.
 ]]
 function submit.lb_submit(keys, args)
-  local call_layout, now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce, rows, max_scopes =
+  local call_layout, now_ms, activity_maxlen, clock_skew_ms, idempotency_ms, announce, rows, max_scopes =
     unpack(args, 1, batch.SETTINGS_FIELDS)
   if call_layout ~= batch.SUBMIT_LAYOUT then -- a scorer of another release: nothing read, nothing written
     return refuse('library_mismatch', 'the function library reads layout ' .. batch.SUBMIT_LAYOUT
@@ -458,13 +445,13 @@ function submit.lb_submit(keys, args)
   local apply_common, apply_submission = submit.apply_common, submit.apply_submission
   local ctx = {
     versions = keys[1], activity = keys[2], profiles = keys[3], banned = keys[4], scopes = keys[5],
-    now = tonumber(now_ms), top_n = tonumber(top_n), maxlen = tonumber(activity_maxlen),
+    now = tonumber(now_ms), maxlen = tonumber(activity_maxlen),
     skew = tonumber(clock_skew_ms), max_age = tonumber(idempotency_ms), announce = announce,
     rows = rows == '1', max_scopes = valid.parse_uint(max_scopes, 9), expiring = {}, nth = {}, ranks = {}, known = {},
     hist = {}, hist_expire = {}, names = {}, boards = {}, held = {}, commons = {},
     act = { n = 0, id = {}, player = {}, points = {}, op = {}, ts = {}, improved = {}, rank = {}, board = {} },
   }
-  if not (ctx.now and ctx.top_n and ctx.maxlen and ctx.skew and ctx.max_age and ctx.max_scopes and ctx.scopes) then
+  if not (ctx.now and ctx.maxlen and ctx.skew and ctx.max_age and ctx.max_scopes and ctx.scopes) then
     return refuse('bad_request', 'malformed batch header')
   end
   local periods, pos = batch.read_periods(keys, args, batch.SETTINGS_FIELDS + 1)
@@ -473,7 +460,7 @@ function submit.lb_submit(keys, args)
     defs, pos = definitions.read(args, pos, true)
   end
   if defs then
-    layouts, pos = batch.read_layouts(keys, periods, args, pos, defs, submit.default(ctx.top_n))
+    layouts, pos = batch.read_layouts(keys, periods, args, pos, defs)
   end
   local count = layouts and valid.parse_uint(args[pos], 9)
   if not count then

@@ -357,8 +357,11 @@ async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Lea
     # refused as a whole before the first write.
     plan = encode_batch(lb.config, [slip("a", "ana", 5), slip("b", "ben", 6)], LATER)
     periods = len(SETTINGS_FIELDS) + 1  # the first period record, after the settings and their count
-    head = periods + 11 * 3 + 2  # three period records, the definition count (0), the layout count
+    head = periods + 11 * 3 + 10  # three period records, the definition count and the game's record, the layout count
     bad_key = [*plan.args[:head], 999, *plan.args[head + 1 :]]  # a layout naming no key
+    at = head + 4 + 6  # the first board's definition, after its layout's record
+    assert plan.args[at] == 1
+    no_definition = [*plan.args[:at], 0, *plan.args[at + 1 :]]  # every board names its definition
     bad_period = [*plan.args[:periods], "weekly", "x", "soon", *plan.args[periods + 3 :]]  # a period's start
     marker = periods + 10  # the first period's closed marker: no key
     bad_marker = [*plan.args[:marker], 999, *plan.args[marker + 1 :]]
@@ -377,6 +380,7 @@ async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Lea
         bad_layout,
         plan.args[:-1],
         bad_key,
+        no_definition,
         bad_period,
         bad_marker,
         bad_cap,
