@@ -1,12 +1,7 @@
--- Defined boards (leaderboard/boards.py): their definitions as lb_submit reads them, a slip's key
--- values and its writes to a defined board, and the functions that create, update and delete a
--- definition.
+-- Board definitions (leaderboard/boards.py; the game's own boards are the definition `default`):
+-- the records lb_submit reads, a slip's key values (1-5, decimal int64 text: '12,-81250') and the
+-- parts of its writes, the announcement, and the functions that create, update and delete one.
 local definitions = {}
-
--- Defined boards: a slip's key values and their writes --------------------------------------
--- A slip naming a defined board (leaderboard/boards.py) carries 1-5 key values as decimal int64
--- text ('12,-81250') and optional metadata; its layout's boards are that board's, one per window,
--- planned and written by lb_submit's one planner and apply (submit.plan, submit.apply).
 
 -- The definition records of a call (lb_submit's Input names their fields): a count at pos, then
 -- the records. lb_submit's (for_submit) are DEFINITION_FIELDS long: the last two say whether the
@@ -131,10 +126,6 @@ function definitions.texts(values)
   return parts
 end
 
-function definitions.values_text(values)
-  return table.concat(definitions.texts(values), ',')
-end
-
 -- A planned lex write's first key value and all its values, as text (what rows and
 -- announcements show), made only where they are shown: formatting int64 costs a loop per digit.
 function definitions.lex_texts(board)
@@ -142,11 +133,14 @@ function definitions.lex_texts(board)
   return texts[1], texts
 end
 
--- A board's announcement (either encoding): the entry as the board's snapshot entries carry it
--- (leaderboard/wire.py), so a page reads every board alike: `score` the first key as a number,
--- and on a defined board `keys` the values as text (definitions.texts' list; nil: the game's
--- points, board.total, whose boards carry neither keys nor metadata), `meta` when it has some.
-function definitions.announce(board, player, name, ctx, rank, keys)
+-- A board's announcement (either encoding), its entry at `rank` in the board's mode as the board's
+-- snapshot entries carry it (leaderboard/wire.py), so a page reads every board alike: `score` the
+-- first key as a number, and on a board of key values `keys` the values as text (a packed one's
+-- total is >= 0 and below 2^53, a packed definition's bounds) and `meta` when it has some; the
+-- game's points (encoding points, board.total) carry neither.
+function definitions.announce(board, player, name, ctx, rank)
+  local def = board.def
+  local keys = def.lex and select(2, definitions.lex_texts(board)) or not def.points and { string.format('%d', board.total) } or nil
   local meta = keys and (board.meta_value ~= '' and board.meta_value or redis.call('HGET', board.meta, player))
   local json = cjson.encode({
     type = 'announce', board = board.scope, window = board.period.window, period = board.period.label,

@@ -357,8 +357,3 @@ function lex.hist_moved(hist_key, old, new, deltas)
     scoring.hist_moved(hist_key, from and scoring.standing('lex', 0, from), to and scoring.standing('lex', 0, to), deltas)
   end
 end
-
-function lex.key_len(text)
-  local n = valid.parse_uint(text, 1)
-  return n and n >= 1 and n <= 5 and n * lex.KEY_HEX or nil
-end

@@ -245,7 +245,7 @@ function moderation.lb_correct(keys, args)
         local reached = plan.old and plan.old:sub(plan.param + 1, plan.param + lex.TIME_HEX) or lex.time_hex(at, def.last)
         plan.at = definitions.lex_prefix(def, values) .. reached .. lex.player_part(player)
       end
-      plan.previous = plan.old and definitions.values_text(definitions.lex_values(def, plan.old)) or ''
+      plan.previous = plan.old and table.concat(definitions.texts(definitions.lex_values(def, plan.old)), ',') or ''
     else
       local old = redis.call('ZSCORE', plan.key, player)
       plan.old = old and tonumber(old) or nil

@@ -97,14 +97,13 @@ function submit.plan_packed(board, op, value, ts, sub)
   local total = value
   if op == 'incr' and old then
     total = def.sign * scoring.score_points(old, scale) + value
-    if not def.points then
-      local k, asc = def.keys[1], lex.key_hex(math.floor(total / int64.TWO32), total % int64.TWO32, false)
-      if total < 0 or asc < k.min or asc > k.max then
-        return entry_error('key_out_of_range', 'key value 1 would leave the key\'s min..max')
-      end
+    local k, asc = def.keys[1], lex.key_hex(math.floor(total / int64.TWO32), total % int64.TWO32, false)
+    if total < 0 or asc < k.min or asc > k.max then -- never on the game's points (0..int64's max)
+      return entry_error('key_out_of_range', 'key value 1 would leave the key\'s min..max')
     end
   end
-  if def.points and total > period.max_points then
+  -- only the game's points reach a window's bound: a packed definition's bounds lie within it
+  if total > period.max_points then
     return entry_error('points_out_of_range', 'points must stay below ' .. string.format('%d', period.max_points + 1) .. ' on the ' .. period.window .. ' board')
   end
   local t = math.floor((ts - period.start_ms) / period.unit_ms)
@@ -209,17 +208,11 @@ function submit.touch_top(board, player, name, ctx, rank, entered_top)
   redis.call('HINCRBY', ctx.versions, period.window .. ':' .. period.label .. ':' .. board.scope, 1)
   ctx.nth[board.key] = nil -- the N-th entry may have changed
   if entered_top then
-    local def, shown, texts = board.def, nil, nil
+    local mode = period.mode
     rank = rank or submit.rank(ctx, board, player, board.member) -- a packed board's: by player
-    if def.lex then
-      shown = period.mode == 'ordinal' and rank + 1 or lex.rank(board.key, board.pts, period.mode, board.member, #board.prefix)
-      texts = select(2, definitions.lex_texts(board))
-    else -- >= 0 and below 2^53: a packed definition's bounds
-      local total = board.total
-      shown = scoring.mode_rank(board.key, board.pts, period.scale, period.mode, def.sign * total, rank + 1)
-      texts = not def.points and { int64.format(math.floor(total / int64.TWO32), total % int64.TWO32) } or nil
-    end
-    definitions.announce(board, player, name, ctx, shown, texts)
+    definitions.announce(board, player, name, ctx, board.def.lex
+      and (mode == 'ordinal' and rank + 1 or lex.rank(board.key, board.pts, mode, board.member, #board.prefix))
+      or scoring.mode_rank(board.key, board.pts, period.scale, mode, board.def.sign * board.total, rank + 1))
   end
   return rank
 end
