@@ -44,9 +44,11 @@ end
 -- The layout records (what submissions write to, shared by every submission of the batch with
 -- the same boards and seen-id bucket): a count at pos, then each layout followed by its boards.
 -- A layout's definition is its boards' (the game's own: `default`, of encoding points as the
--- environment shapes it: no members or metadata).
+-- environment shapes it: no members or metadata). Each layout gathers the batch's slips' distinct
+-- players (whose scores are read on each of its boards) and, with the layouts of its seen bucket
+-- (one mark per bucket, listed in marks), their ids.
 function batch.read_layouts(keys, periods, args, pos, defs)
-  local layouts, count = {}, tonumber(args[pos]) or 0
+  local layouts, marks, count = {}, {}, tonumber(args[pos]) or 0
   pos = pos + 1
   for l = 1, count do
     local seen_key, outcomes_key, seen_expire_at, board_count = unpack(args, pos, pos + batch.LAYOUT_FIELDS - 1)
@@ -71,9 +73,13 @@ function batch.read_layouts(keys, periods, args, pos, defs)
       layout.refs[b] = ref
       pos = pos + batch.BOARD_FIELDS
     end
-    layouts[l] = layout
+    layout.mark = marks[layout.seen] or { key = layout.seen, expire_at = seen_expire_at, ids = {}, applied = {} }
+    if not marks[layout.seen] then
+      marks[layout.seen], marks[#marks + 1] = layout.mark, layout.mark
+    end
+    layout.players, layout.distinct, layouts[l] = {}, {}, layout
   end
-  return layouts, pos
+  return layouts, pos, marks
 end
 
 -- Closed periods and the scope cap, each read once per batch --------------------------------

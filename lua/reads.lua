@@ -96,11 +96,7 @@ Input:  KEYS[1] board, KEYS[2] profiles, KEYS[3] the board's metadata hash (opti
 Output: flat {player, packed score or lex member, profile JSON or nil[, metadata or nil], ...}
 ]]
 function reads.lb_top(keys, args)
-  local n = valid.parse_uint(args[1], 6)
-  local enc, param = 'packed', 1
-  if args[2] then
-    enc, param = reads.encoding(args[2])
-  end
+  local n, enc, param = valid.parse_uint(args[1], 6), reads.encoding(args[2] or '0') -- no encoding: a shift of 0
   if not n or n < 1 or n > 1000 or not enc then
     return refuse('bad_request', 'n must be 1..1000; the encoding a shift or lex:<key count>')
   end

@@ -448,12 +448,12 @@ function submit.lb_submit(keys, args)
     return refuse('bad_request', 'malformed batch header')
   end
   local periods, pos = batch.read_periods(keys, args, batch.SETTINGS_FIELDS + 1)
-  local defs, layouts
+  local defs, layouts, marks
   if periods then
     defs, pos = definitions.read(args, pos, true)
   end
   if defs then
-    layouts, pos = batch.read_layouts(keys, periods, args, pos, defs)
+    layouts, pos, marks = batch.read_layouts(keys, periods, args, pos, defs)
   end
   local count = layouts and valid.parse_uint(args[pos], 9)
   if not count then
@@ -464,7 +464,7 @@ function submit.lb_submit(keys, args)
   -- players (whose scores are read on each of its boards) and its seen bucket's ids. Consecutive
   -- records nearly always share a layout: it is looked up again only when the index changes.
   local ids, players, points_texts, stamps, names, lays, full = {}, {}, {}, {}, {}, {}, {}
-  local used, marks, at, last = {}, {}, pos + 1, nil
+  local at, last = pos + 1, nil
   local found, seen, distinct, listed
   for i = 1, count do
     local layout, slip = unpack(args, at, at + SUBMISSION_FIELDS - 1)
@@ -489,17 +489,6 @@ function submit.lb_submit(keys, args)
       if not (found and name) then
         return refuse('bad_request', 'malformed batch')
       end
-      if not found.players then
-        found.players, found.distinct = {}, {}
-        used[#used + 1] = found
-        local mark = marks[found.seen]
-        if not mark then
-          mark = { key = found.seen, expire_at = found.seen_expire_at, ids = {}, applied = {} }
-          marks[found.seen] = mark
-          marks[#marks + 1] = mark
-        end
-        found.mark = mark
-      end
       last, seen, distinct, listed = layout, found.mark.ids, found.distinct, found.players
     elseif not name then
       return refuse('bad_request', 'malformed batch')
@@ -515,10 +504,10 @@ function submit.lb_submit(keys, args)
     return refuse('bad_request', 'malformed batch')
   end
   -- the batch's distinct players (ban tombstones, tournament entrants): one layout's are its own
-  local batch_players = used[1] and used[1].players or {}
-  if #used > 1 then
+  local batch_players = layouts[1] and layouts[1].players or {}
+  if #layouts > 1 then
     batch_players, distinct = {}, {}
-    for _, layout in ipairs(used) do
+    for _, layout in ipairs(layouts) do
       for _, player in ipairs(layout.players) do
         if not distinct[player] then
           distinct[player] = true
