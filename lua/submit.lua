@@ -146,7 +146,7 @@ function submit.plan_lex(board, op, values, _, sub, prefix, stamp, who)
       write = prefix ~= old_prefix
     end
   end
-  board.old, board.old_prefix, board.prefix, board.stored, board.meta_value = old, old_prefix, prefix, stored, sub.meta
+  board.old, board.prefix, board.stored, board.meta_value = old, prefix, stored, sub.meta
   board.member = write and head .. who or nil
   board.write, board.improved = write, not old or prefix < old_prefix
 end
@@ -244,14 +244,7 @@ function submit.apply(board, player, name, ctx, want)
     batch.flush_board(ctx, key) -- the distinct points count the old ones on the board
   end
   if lexical then
-    if dense then
-      if old and board.old_prefix ~= board.prefix
-          and redis.call('ZLEXCOUNT', key, '[' .. board.old_prefix, '(' .. board.old_prefix .. 'g') == 0 then
-        redis.call('ZREM', board.pts, board.old_prefix) -- nobody holds those values any more
-      end
-      redis.call('ZADD', board.pts, 0, board.prefix)
-    end
-    lex.hist_moved(board.hist, old, board.member, ctx.hist)
+    lex.member_moved(key, board.hist, dense and board.pts or nil, #board.prefix, old, board.member, ctx.hist)
   else
     batch.forget_ranks(ctx, key, nth, old, at)
     scoring.board_score_changed(key, board.hist, dense and board.pts or nil, period.scale, old, at, ctx.hist)
