@@ -238,8 +238,8 @@ class _Layouts:
         named = definition.id if definition is not None else ""
         found = self.definitions.get(named)
         if found is None:
-            record = submit_record(definition) if definition is not None else game_record(self.config)
-            found = self.definitions[named] = (len(self.definitions) + 1, record)
+            fields = submit_record(definition) if definition is not None else game_record(self.config)
+            found = self.definitions[named] = (len(self.definitions) + 1, fields)
         if definition is not None:
             members = self.index(names.members(window, period.label, scope))
             meta = self.index(names.metadata(window, period.label, scope))
