@@ -457,7 +457,7 @@ end
 --[[ The activity entries of the batch (badges and feeds read them), one stream entry per call:
 n, then a column per field (ACTIVITY_COLUMNS: leaderboard/activity.py reads the same), the
 applied slips' values in batch order joined by newlines (no id, player or operator may hold a
-control character: valid.text_field, valid.player). An XADD per slip was the dearest rule of the call
+control character: valid.submission_id, valid.player). An XADD per slip was the dearest rule of the call
 (the command and its arguments' conversion: about 2 us per slip in bench.drain); the columns
 are appended to here and written by flush_activity. The stream is trimmed to about activity_maxlen
 submissions: MAXLEN ~ in entries of this call's size. The board column is sparse: only a defined

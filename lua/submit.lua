@@ -280,7 +280,7 @@ end
 submit.DUPLICATE, submit.OK = 'duplicate', 'ok'
 
 function submit.apply_submission(keys, sub, periods, ctx)
-  local err = valid.text_field(sub.id, 'submission id', sub.id == '' and 'missing_id' or 'invalid_id', true)
+  local err = valid.submission_id(sub.id)
   if err then
     return err
   end

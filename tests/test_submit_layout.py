@@ -246,7 +246,7 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
 def test_the_header_names_every_error_code_the_library_answers() -> None:
     header = LIBRARY[: LIBRARY.index("]]")]
     codes = set(re.findall(r"(?:refuse|entry_error)\('(\w+)'", LIBRARY))
-    codes |= set(re.findall(r"'(missing_id|invalid_\w+)'", LIBRARY))  # the submission id's, by text_field
+    codes |= set(re.findall(r"'(missing_id|invalid_\w+)'", LIBRARY))  # the submission id's, by submission_id
     codes |= {f"invalid_{field}" for field in re.findall(r"^  (\w+) = function\(v\)", LIBRARY, re.MULTILINE)}
     codes.discard("invalid_")  # refuse('invalid_' .. field, ...): the profile fields, added above
     assert codes and {code for code in codes if not re.search(rf"\b{code}\b", header)} == set()
