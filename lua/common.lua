@@ -12,7 +12,7 @@ paths equal). A slip it cannot take whole (any refusal, which must write nothing
 general way, which names the exact error.
 apply_common runs for nearly every slip, so it takes the slip's parts as its pattern split them
 (no record table) and does inline what the general path calls helpers for
-(parse_uint, check_time, pack_score, nth_score, in_top's comparison, defer_write,
+(parse_uint, check_time, pack_score, nth, in_top's comparison, defer_write,
 board_score_changed's histogram deltas, log_activity): entering and leaving Lua functions was
 about 200 machine instructions a call, and writing them out took the slip's VM instructions
 from 722 to 521 (docs/benchmarks.md, the bench.replay section).
@@ -93,7 +93,7 @@ function submit.apply_common(ctx, common, id, player, points_text, ts_text, name
     if old == nil or score > old or (score ~= old and board.own_op == 'set') then
       local nth = nths[key]
       if nth == nil then
-        nth = submit.nth_score(ctx, key, top_n)
+        nth = submit.nth(ctx, board)
       end
       local was_top = old ~= nil and (nth == false or old > nth or (old == nth and submit.in_top(ctx, key, player, old, nth, top_n)))
       scores[player] = score -- defer_write
@@ -119,7 +119,7 @@ function submit.apply_common(ctx, common, id, player, points_text, ts_text, name
       if was_top then
         board.total = points -- what touch_top announces
         submit.touch_top(board, player, name, ctx, nil, false)
-        if b == 1 and submit.in_top(ctx, key, player, score, submit.nth_score(ctx, key, top_n), top_n) then
+        if b == 1 and submit.in_top(ctx, key, player, score, submit.nth(ctx, board), top_n) then
           rank = batch.board_rank(ctx, key, player, top_n)
         end
       elseif nth == false or score > nth or (score == nth and submit.in_top(ctx, key, player, score, nth, top_n)) then
@@ -130,7 +130,7 @@ function submit.apply_common(ctx, common, id, player, points_text, ts_text, name
         activity_rank = rank + 1
       end
       improved_any = improved_any or old == nil or score > old
-    elseif b == 1 and submit.in_top(ctx, key, player, old, submit.nth_score(ctx, key, top_n), top_n) then
+    elseif b == 1 and submit.in_top(ctx, key, player, old, submit.nth(ctx, board), top_n) then
       activity_rank = batch.board_rank(ctx, key, player, top_n) + 1
     end
   end

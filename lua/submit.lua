@@ -155,11 +155,12 @@ end
 -- (then everyone on it is in the top N). Read once per batch and again only after the top N
 -- changed, so whether a write touches the top N is a comparison, not a ZREVRANK per board.
 -- A lex board's N-th entry is its N-th member (members order as text, best first).
-function submit.nth_score(ctx, key, top_n, lexical)
+function submit.nth(ctx, board)
+  local key, top_n = board.key, board.top_n
   local nth = ctx.nth[key]
   if nth == nil then
     batch.flush_board(ctx, key)
-    if lexical then
+    if board.def.lex then
       nth = redis.call('ZRANGE', key, top_n - 1, top_n - 1)[1] or false
     else
       local flat = redis.call('ZRANGE', key, top_n - 1, top_n - 1, 'REV', 'WITHSCORES')
@@ -179,12 +180,8 @@ function submit.in_top(ctx, key, player, score, nth, top_n)
   return score == nth and batch.board_rank(ctx, key, player, top_n) < top_n
 end
 
--- The same on either encoding: the N-th entry's place (a packed score, or a lex member), whether
--- a place (`at`) is in the top N, and the 0-based rank of the player's entry at that place.
-function submit.nth(ctx, board)
-  return submit.nth_score(ctx, board.key, board.top_n, board.def.lex)
-end
-
+-- The same on either encoding: whether a place (`at`: a packed score, or a lex member) is in the
+-- top N given the N-th entry's (submit.nth), and the 0-based rank of the player's entry there.
 function submit.placed(ctx, board, player, at, nth)
   if board.def.lex then
     return nth == false or at <= nth
