@@ -362,6 +362,9 @@ async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Lea
     at = head + 4 + 6  # the first board's definition, after its layout's record
     assert plan.args[at] == 1
     no_definition = [*plan.args[:at], 0, *plan.args[at + 1 :]]  # every board names its definition
+    record = periods + 11 * 3 + 1  # the game's definition record: encoding points
+    assert plan.args[record] == "points"
+    bad_encoding = [*plan.args[:record], "pointz", *plan.args[record + 1 :]]
     bad_period = [*plan.args[:periods], "weekly", "x", "soon", *plan.args[periods + 3 :]]  # a period's start
     marker = periods + 10  # the first period's closed marker: no key
     bad_marker = [*plan.args[:marker], 999, *plan.args[marker + 1 :]]
@@ -381,6 +384,7 @@ async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Lea
         plan.args[:-1],
         bad_key,
         no_definition,
+        bad_encoding,
         bad_period,
         bad_marker,
         bad_cap,
