@@ -341,10 +341,7 @@ function submit.apply_submission(keys, sub, periods, ctx)
   if outcome then
     batch.keep_outcome(ctx, sub, outcome)
   end
-  if not rows then
-    return submit.OK -- the caller wants the status only: no rows to build and send
-  end
-  return { 'ok', rows }
+  return rows and { 'ok', rows } or submit.OK -- OK: the caller wants the status only, no rows to build and send
 end
 
 -- Functions ---------------------------------------------------------------------------------
