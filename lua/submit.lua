@@ -5,22 +5,18 @@
 local submit = {}
 
 -- A slip's values, or nil and the entry error: a `points` definition's (the game's configured
--- one) its points, else its key values ({hi, lo} each, definitions.slip_values) and metadata
--- checked; a stored default of one key (points_key) takes a slip's points as its value when
--- the slip names no values, as the game's slips always could.
+-- one) its points, else its key values ({hi, lo} each, definitions.slip_values); then its metadata
+-- (none on the game's configured boards: metadata_bytes 0). A stored default of one key
+-- (points_key) takes a slip's points as its value when the slip names no values, as the game's
+-- slips always could.
 function submit.values(def, sub)
+  local values, bad
   if def.points then
-    local points = valid.parse_uint(sub.points, 16)
-    if points == nil then
-      return nil, entry_error('invalid_points', 'points must be a non-negative integer, got ' .. string.format('%q', sub.points:sub(1, 40)))
-    end
-    return points
+    values = valid.parse_uint(sub.points, 16)
+    bad = not values and entry_error('invalid_points', 'points must be a non-negative integer, got ' .. string.format('%q', sub.points:sub(1, 40)))
+  else
+    values, bad = definitions.slip_values(def, sub.keys == '' and def.points_key and sub.points ~= '' and sub.points or sub.keys)
   end
-  local text = sub.keys
-  if text == '' and def.points_key and sub.points ~= '' then
-    text = sub.points
-  end
-  local values, bad = definitions.slip_values(def, text)
   if values and (#sub.meta > def.meta_bytes or not valid.utf8(sub.meta)) then
     return nil, entry_error('metadata_too_large', 'metadata must be UTF-8 of at most ' .. def.meta_bytes .. ' bytes on this board')
   end

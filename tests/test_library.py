@@ -348,6 +348,18 @@ async def test_timestamp_outside_the_window_is_refused_by_the_library(lb: Leader
     assert await r.dbsize() == 0
 
 
+async def test_a_game_slip_with_metadata_is_refused_by_the_library(lb: Leaderboard, r: aioredis.Redis) -> None:
+    """The game's boards as the environment shapes them keep no metadata (their definition record's
+    metadata_bytes is 0): a slip carrying some past the encoder gets its code and writes nothing,
+    where the call used to fail whole writing its metadata to no hash."""
+    plan = encode_batch(lb.config, [slip("1", "ana", 10, op="set")], NOW)
+    assert plan.args[-1] == ""  # the full record's meta, its last field
+    replies = await r.fcall("lb_submit", len(plan.keys), *plan.keys, *plan.args[:-1], "a car")
+    [res] = decode_batch(plan, replies)
+    assert res.code == "metadata_too_large"
+    assert await r.dbsize() == 0
+
+
 async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Leaderboard) -> None:
     import redis.exceptions
 
