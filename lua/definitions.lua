@@ -51,6 +51,12 @@ function definitions.read(args, pos, for_submit)
   return defs, pos
 end
 
+-- Whether an int64 value {hi, lo} (hi nil: outside int64) lies within a key's bounds.
+function definitions.in_bounds(key, hi, lo)
+  local asc = hi and lex.key_hex(hi, lo, false)
+  return asc and asc >= key.min and asc <= key.max
+end
+
 -- A slip's key values as {hi, lo} pairs, or nil and the entry error.
 function definitions.slip_values(def, text)
   local values = {}
@@ -65,9 +71,7 @@ function definitions.slip_values(def, text)
       return nil, entry_error('invalid_key_value', 'key values must be decimal integers, got ' .. string.format('%q', part:sub(1, 40)))
     end
     local hi, lo = int64.parse(part)
-    local key = def.keys[i]
-    local asc = hi and lex.key_hex(hi, lo, false)
-    if not hi or asc < key.min or asc > key.max then
+    if not definitions.in_bounds(def.keys[i], hi, lo) then
       return nil, entry_error('key_out_of_range', 'key value ' .. i .. ' is outside int64 or the key\'s min..max')
     end
     values[i] = { hi, lo }
@@ -87,8 +91,7 @@ function definitions.combine_values(def, op, old, new)
       out[i] = new[i]
     elseif kop == 'incr' then
       local hi, lo = int64.add(old[i][1], old[i][2], new[i][1], new[i][2])
-      local asc = hi and lex.key_hex(hi, lo, false)
-      if not hi or asc < key.min or asc > key.max then
+      if not definitions.in_bounds(key, hi, lo) then
         return nil, entry_error('key_out_of_range', 'key value ' .. i .. ' would leave int64 or the key\'s min..max')
       end
       out[i] = { hi, lo }

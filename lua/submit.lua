@@ -93,8 +93,7 @@ function submit.plan_packed(board, op, value, ts, sub)
   local total = value
   if op == 'incr' and old then
     total = def.sign * scoring.score_points(old, scale) + value
-    local k, asc = def.keys[1], lex.key_hex(math.floor(total / int64.TWO32), total % int64.TWO32, false)
-    if total < 0 or asc < k.min or asc > k.max then -- never on the game's points (0..int64's max)
+    if total < 0 or not definitions.in_bounds(def.keys[1], math.floor(total / int64.TWO32), total % int64.TWO32) then -- never on the game's points
       return entry_error('key_out_of_range', 'key value 1 would leave the key\'s min..max')
     end
   end
