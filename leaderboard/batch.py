@@ -33,11 +33,10 @@ from .windows import Period, Window, check_tournament
 # The layout of the call these records make: the library refuses another (library_mismatch), so a
 # scorer of one release never has its batches misread by the library of another. Raised with any
 # change to the records below.
-SUBMIT_LAYOUT = 3
+SUBMIT_LAYOUT = 4
 SETTINGS_FIELDS = (
     "call_layout",
     "now_ms",
-    "top_n",
     "activity_maxlen",
     "clock_skew_ms",
     "idempotency_ms",
@@ -117,6 +116,14 @@ def submit_record(definition: boards.Definition) -> list[str | int]:
     return [*definition_record(definition), int(scoped), int(game and len(definition.keys) == 1)]
 
 
+def game_record(config: GameConfig) -> list[str | int]:
+    """The game's boards as the environment shapes them, as lb_submit reads a definition: of
+    encoding ``points`` (packed, a slip's points its one value, refused as points: invalid_points,
+    points_out_of_range), highest first, ties to the first, no metadata, kept per scope. Each
+    board's operator is its window's (LB_WINDOW_OPERATORS), sent with the board."""
+    return ["points", "first", 0, config.operator, POINTS_SPEC, config.top_n, 1, 1]
+
+
 @dataclass(slots=True)
 class BatchPlan:
     keys: list[str]
@@ -145,7 +152,8 @@ class _Layouts:
         self._key_index: dict[str, int] = {}
         # by window, label and start: a defined board's day may start elsewhere than UTC's
         self.periods: dict[tuple[str, str, int, str], tuple[int, Period, boards.Definition | None]] = {}
-        self.definitions: dict[str, tuple[int, boards.Definition]] = {}
+        # by id ('' the game's boards as the environment shapes them): its index and its record
+        self.definitions: dict[str, tuple[int, list[str | int]]] = {}
         self._specs = [(spec, config.operator_for(spec.name)) for spec in config.window_specs]
         self._boards: dict[tuple[str, str, str], _Board] = {}
         self._layouts: dict[tuple[tuple[int, ...], int], int] = {}
@@ -226,15 +234,16 @@ class _Layouts:
         key = self.index(names.board(window, period.label, scope))
         hist = self.index(names.histogram(window, period.label, scope))
         points = self.index(names.points(window, period.label, scope))
-        defined = members = meta = 0
+        members = meta = 0
+        named = definition.id if definition is not None else ""
+        found = self.definitions.get(named)
+        if found is None:
+            fields = submit_record(definition) if definition is not None else game_record(self.config)
+            found = self.definitions[named] = (len(self.definitions) + 1, fields)
         if definition is not None:
-            found = self.definitions.get(definition.id)
-            if found is None:
-                found = self.definitions[definition.id] = (len(self.definitions) + 1, definition)
-            defined = found[0]
             members = self.index(names.members(window, period.label, scope))
             meta = self.index(names.metadata(window, period.label, scope))
-        record = (key, slot[0], op, scope, hist, points, defined, members, meta)
+        record = (key, slot[0], op, scope, hist, points, found[0], members, meta)
         return record, BoardRef(window, period.label, scope)
 
     def head(self, now: int, rows: bool, announce: str, replay: bool) -> list[str | int]:
@@ -243,7 +252,6 @@ class _Layouts:
         head: list[str | int] = [
             SUBMIT_LAYOUT,
             now,
-            config.top_n,
             config.activity_maxlen,
             config.clock_skew_ms,
             self.idem_ms,
@@ -271,8 +279,8 @@ class _Layouts:
                 closed,
             ]
         head.append(len(self.definitions))
-        for _, definition in self.definitions.values():
-            head += submit_record(definition)
+        for _, record in self.definitions.values():
+            head += record
         return [*head, len(self._layouts), *self.args]
 
 

@@ -7,9 +7,9 @@ local batch = {}
 -- Argument readers --------------------------------------------------------------------------
 
 -- lb_submit's records, each read into locals named as lb_submit's Input names its fields.
-batch.SETTINGS_FIELDS, batch.PERIOD_FIELDS, batch.LAYOUT_FIELDS, batch.BOARD_FIELDS, batch.SUBMISSION_FIELDS, batch.FULL_FIELDS = 9, 11, 4, 9, 2, 9
+batch.SETTINGS_FIELDS, batch.PERIOD_FIELDS, batch.LAYOUT_FIELDS, batch.BOARD_FIELDS, batch.SUBMISSION_FIELDS, batch.FULL_FIELDS = 8, 11, 4, 9, 2, 9
 -- The call layout lb_submit reads (leaderboard/batch.py's SUBMIT_LAYOUT): another is refused whole.
-batch.SUBMIT_LAYOUT = '3'
+batch.SUBMIT_LAYOUT = '4'
 -- A slip's parts (SLIP_PARTS): printable ASCII id and player and digits, as the common path takes
 -- them (one scan checks all four), else any text between the tabs (the general path checks it).
 batch.COMMON_SLIP, batch.ANY_SLIP = '^([ -~]+)\t([ -~]+)\t(%d+)\t(%d+)\t(.*)$', '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'
@@ -43,16 +43,19 @@ end
 
 -- The layout records (what submissions write to, shared by every submission of the batch with
 -- the same boards and seen-id bucket): a count at pos, then each layout followed by its boards.
--- A layout's definition is its boards' (the game's own: `default`, submit.default).
-function batch.read_layouts(keys, periods, args, pos, defs, default)
-  local layouts, count = {}, tonumber(args[pos]) or 0
+-- A layout's definition is its boards' (the game's own: `default`, of encoding points as the
+-- environment shapes it: no members or metadata). Each layout gathers the batch's slips' distinct
+-- players (whose scores are read on each of its boards) and, with the layouts of its seen bucket
+-- (one mark per bucket, listed in marks), their ids.
+function batch.read_layouts(keys, periods, args, pos, defs)
+  local layouts, marks, count = {}, {}, tonumber(args[pos]) or 0
   pos = pos + 1
   for l = 1, count do
     local seen_key, outcomes_key, seen_expire_at, board_count = unpack(args, pos, pos + batch.LAYOUT_FIELDS - 1)
     local layout = { seen = keys[tonumber(seen_key)], outcomes = keys[tonumber(outcomes_key)],
-      seen_expire_at = seen_expire_at, refs = {}, def = default }
+      seen_expire_at = seen_expire_at, refs = {} }
     board_count = tonumber(board_count)
-    if not (layout.seen and layout.outcomes and valid.parse_uint(seen_expire_at, 12) and board_count) then
+    if not (layout.seen and layout.outcomes and valid.parse_uint(seen_expire_at, 12) and board_count and board_count > 0) then
       return nil
     end
     pos = pos + batch.LAYOUT_FIELDS
@@ -62,22 +65,21 @@ function batch.read_layouts(keys, periods, args, pos, defs, default)
       local ref = { key = tonumber(board_key), period = tonumber(period), op = op, scope = scope,
         hist = keys[tonumber(hist_key)], pts = keys[tonumber(points_key)], members = tonumber(members_key),
         meta = tonumber(meta_key) }
-      if not (ref.key and keys[ref.key] and periods[ref.period] and ref.op and ref.scope and ref.hist and ref.pts) then
+      layout.def = defs[tonumber(definition)]
+      if not (ref.key and keys[ref.key] and periods[ref.period] and ref.op and ref.scope and ref.hist and ref.pts
+          and layout.def and (layout.def.points or keys[ref.members] and keys[ref.meta])) then
         return nil
-      end
-      definition = tonumber(definition)
-      if definition and definition > 0 then -- a defined board's: its definition, members and metadata
-        layout.def = defs[definition]
-        if not (layout.def and keys[ref.members] and keys[ref.meta]) then
-          return nil
-        end
       end
       layout.refs[b] = ref
       pos = pos + batch.BOARD_FIELDS
     end
-    layouts[l] = layout
+    layout.mark = marks[layout.seen] or { key = layout.seen, expire_at = seen_expire_at, ids = {}, applied = {} }
+    if not marks[layout.seen] then
+      marks[layout.seen], marks[#marks + 1] = layout.mark, layout.mark
+    end
+    layout.players, layout.distinct, layouts[l] = {}, {}, layout
   end
-  return layouts, pos
+  return layouts, pos, marks
 end
 
 -- Closed periods and the scope cap, each read once per batch --------------------------------
@@ -455,7 +457,7 @@ end
 --[[ The activity entries of the batch (badges and feeds read them), one stream entry per call:
 n, then a column per field (ACTIVITY_COLUMNS: leaderboard/activity.py reads the same), the
 applied slips' values in batch order joined by newlines (no id, player or operator may hold a
-control character: valid.text_field, valid.player). An XADD per slip was the dearest rule of the call
+control character: valid.submission_id, valid.player). An XADD per slip was the dearest rule of the call
 (the command and its arguments' conversion: about 2 us per slip in bench.drain); the columns
 are appended to here and written by flush_activity. The stream is trimmed to about activity_maxlen
 submissions: MAXLEN ~ in entries of this call's size. The board column is sparse: only a defined

@@ -12,13 +12,14 @@ paths equal). A slip it cannot take whole (any refusal, which must write nothing
 general way, which names the exact error.
 apply_common runs for nearly every slip, so it takes the slip's parts as its pattern split them
 (no record table) and does inline what the general path calls helpers for
-(parse_uint, check_time, pack_score, nth_score, in_top's comparison, defer_write,
+(parse_uint, check_time, pack_score, nth, in_top's comparison, defer_write,
 board_score_changed's histogram deltas, log_activity): entering and leaving Lua functions was
 about 200 machine instructions a call, and writing them out took the slip's VM instructions
 from 722 to 521 (docs/benchmarks.md, the bench.replay section).
 ]]
 function submit.common_boards(keys, layout, periods, ctx)
-  if not layout.def.points or ctx.rows or #layout.refs == 0 then
+  local def = layout.def -- the game's points, highest first, ties to the first (what the path below packs)
+  if not (def.points and def.sign == 1 and not def.last) or ctx.rows then
     return false
   end
   local boards, in_periods, seen_periods = {}, {}, {}
@@ -54,7 +55,7 @@ function submit.common_boards(keys, layout, periods, ctx)
     max_points = math.min(max_points, period.max_points)
   end
   local common = { boards = boards, periods = in_periods, players = {}, listed = {}, lo = lo, hi = hi,
-    max_points = max_points }
+    max_points = max_points, top_n = def.top_n }
   ctx.commons[#ctx.commons + 1] = common
   return common
 end
@@ -63,7 +64,7 @@ end
 -- refusal of any kind). Its id and player are printable ASCII and its points and ts digits (the
 -- one scan of COMMON_SLIP: any other slip takes the general path).
 function submit.apply_common(ctx, common, id, player, points_text, ts_text, name, mark)
-  local MAX_ID_BYTES = valid.MAX_ID_BYTES -- read twice a slip: one table read
+  local MAX_ID_BYTES, top_n = valid.MAX_ID_BYTES, common.top_n -- each read more than once a slip: one table read
   if #id > MAX_ID_BYTES or ctx.banned_players[player] then
     return nil
   end
@@ -92,9 +93,9 @@ function submit.apply_common(ctx, common, id, player, points_text, ts_text, name
     if old == nil or score > old or (score ~= old and board.own_op == 'set') then
       local nth = nths[key]
       if nth == nil then
-        nth = submit.nth_score(ctx, key, ctx.top_n)
+        nth = submit.nth(ctx, board)
       end
-      local was_top = old ~= nil and (nth == false or old > nth or (old == nth and submit.in_top(ctx, key, player, old, nth, ctx.top_n)))
+      local was_top = old ~= nil and (nth == false or old > nth or (old == nth and submit.in_top(ctx, key, player, old, nth, top_n)))
       scores[player] = score -- defer_write
       local pending = board.pending
       local listed = pending.n + 1
@@ -118,19 +119,19 @@ function submit.apply_common(ctx, common, id, player, points_text, ts_text, name
       if was_top then
         board.total = points -- what touch_top announces
         submit.touch_top(board, player, name, ctx, nil, false)
-        if b == 1 and submit.in_top(ctx, key, player, score, submit.nth_score(ctx, key, ctx.top_n), ctx.top_n) then
-          rank = batch.board_rank(ctx, key, player, ctx.top_n)
+        if b == 1 and submit.in_top(ctx, key, player, score, submit.nth(ctx, board), top_n) then
+          rank = batch.board_rank(ctx, key, player, top_n)
         end
-      elseif nth == false or score > nth or (score == nth and submit.in_top(ctx, key, player, score, nth, ctx.top_n)) then
+      elseif nth == false or score > nth or (score == nth and submit.in_top(ctx, key, player, score, nth, top_n)) then
         board.total = points
         rank = submit.touch_top(board, player, name, ctx, nil, true)
       end
-      if b == 1 and rank and rank < ctx.top_n then
+      if b == 1 and rank and rank < top_n then
         activity_rank = rank + 1
       end
       improved_any = improved_any or old == nil or score > old
-    elseif b == 1 and submit.in_top(ctx, key, player, old, submit.nth_score(ctx, key, ctx.top_n), ctx.top_n) then
-      activity_rank = batch.board_rank(ctx, key, player, ctx.top_n) + 1
+    elseif b == 1 and submit.in_top(ctx, key, player, old, submit.nth(ctx, board), top_n) then
+      activity_rank = batch.board_rank(ctx, key, player, top_n) + 1
     end
   end
   if not common.listed[player] then -- listed once, counted in each of the layout's periods: count_players

@@ -1,18 +1,15 @@
--- Defined boards (leaderboard/boards.py): their definitions as lb_submit reads them, a slip's key
--- values and its writes to a defined board, and the functions that create, update and delete a
--- definition.
+-- Board definitions (leaderboard/boards.py; the game's own boards are the definition `default`):
+-- the records lb_submit reads, a slip's key values (1-5, decimal int64 text: '12,-81250') and the
+-- parts of its writes, the announcement, and the functions that create, update and delete one.
 local definitions = {}
-
--- Defined boards: a slip's key values and their writes --------------------------------------
--- A slip naming a defined board (leaderboard/boards.py) carries 1-5 key values as decimal int64
--- text ('12,-81250') and optional metadata; its layout's boards are that board's, one per window,
--- planned and written by lb_submit's one planner and apply (submit.plan, submit.apply).
 
 -- The definition records of a call (lb_submit's Input names their fields): a count at pos, then
 -- the records. lb_submit's (for_submit) are DEFINITION_FIELDS long: the last two say whether the
 -- definition is kept per scope (the game's own boards: a region's or mode's board is counted
 -- against max_scopes) and whether a slip without key values carries its one key in `points`
--- (the game's slips); lb_correct's records end before them (CORRECT_RECORD_FIELDS).
+-- (the game's slips), and only they may be of encoding `points` (the game's boards as the
+-- environment shapes them: packed, each slip's points its one value); lb_correct's records end
+-- before them (CORRECT_RECORD_FIELDS).
 definitions.DEFINITION_FIELDS = 8
 definitions.CORRECT_RECORD_FIELDS = 6
 
@@ -28,8 +25,8 @@ function definitions.read(args, pos, for_submit)
     end
     local def = { lex = encoding == 'lex', last = tie == 'last', meta_bytes = tonumber(metadata_bytes),
       per_key = operator == 'keys', op = operator, keys = {}, top_n = valid.parse_uint(top_n, 3),
-      scoped = scoped == '1', points_key = points == '1' }
-    if not ((encoding == 'lex' or encoding == 'packed') and (tie == 'first' or tie == 'last') and def.meta_bytes
+      scoped = scoped == '1', points_key = points == '1', points = encoding == 'points' }
+    if not ((encoding == 'lex' or encoding == 'packed' or (for_submit and def.points)) and (tie == 'first' or tie == 'last') and def.meta_bytes
         and def.top_n
         and (def.per_key or valid.VALID_OPS[operator]) and type(key_spec) == 'string'
         and (scoped == '1' or scoped == '0') and (points == '1' or points == '0')) then
@@ -54,6 +51,12 @@ function definitions.read(args, pos, for_submit)
   return defs, pos
 end
 
+-- Whether an int64 value {hi, lo} (hi nil: outside int64) lies within a key's bounds.
+function definitions.in_bounds(key, hi, lo)
+  local asc = hi and lex.key_hex(hi, lo, false)
+  return asc and asc >= key.min and asc <= key.max
+end
+
 -- A slip's key values as {hi, lo} pairs, or nil and the entry error.
 function definitions.slip_values(def, text)
   local values = {}
@@ -68,9 +71,7 @@ function definitions.slip_values(def, text)
       return nil, entry_error('invalid_key_value', 'key values must be decimal integers, got ' .. string.format('%q', part:sub(1, 40)))
     end
     local hi, lo = int64.parse(part)
-    local key = def.keys[i]
-    local asc = hi and lex.key_hex(hi, lo, false)
-    if not hi or asc < key.min or asc > key.max then
+    if not definitions.in_bounds(def.keys[i], hi, lo) then
       return nil, entry_error('key_out_of_range', 'key value ' .. i .. ' is outside int64 or the key\'s min..max')
     end
     values[i] = { hi, lo }
@@ -90,8 +91,7 @@ function definitions.combine_values(def, op, old, new)
       out[i] = new[i]
     elseif kop == 'incr' then
       local hi, lo = int64.add(old[i][1], old[i][2], new[i][1], new[i][2])
-      local asc = hi and lex.key_hex(hi, lo, false)
-      if not hi or asc < key.min or asc > key.max then
+      if not definitions.in_bounds(key, hi, lo) then
         return nil, entry_error('key_out_of_range', 'key value ' .. i .. ' would leave int64 or the key\'s min..max')
       end
       out[i] = { hi, lo }
@@ -129,10 +129,6 @@ function definitions.texts(values)
   return parts
 end
 
-function definitions.values_text(values)
-  return table.concat(definitions.texts(values), ',')
-end
-
 -- A planned lex write's first key value and all its values, as text (what rows and
 -- announcements show), made only where they are shown: formatting int64 costs a loop per digit.
 function definitions.lex_texts(board)
@@ -140,11 +136,14 @@ function definitions.lex_texts(board)
   return texts[1], texts
 end
 
--- A board's announcement (either encoding): the entry as the board's snapshot entries carry it
--- (leaderboard/wire.py), so a page reads every board alike: `score` the first key as a number,
--- and on a defined board `keys` the values as text (definitions.texts' list; nil: the game's
--- points, board.total, whose boards carry neither keys nor metadata), `meta` when it has some.
-function definitions.announce(board, player, name, ctx, rank, keys)
+-- A board's announcement (either encoding), its entry at `rank` in the board's mode as the board's
+-- snapshot entries carry it (leaderboard/wire.py), so a page reads every board alike: `score` the
+-- first key as a number, and on a board of key values `keys` the values as text (a packed one's
+-- total is >= 0 and below 2^53, a packed definition's bounds) and `meta` when it has some; the
+-- game's points (encoding points, board.total) carry neither.
+function definitions.announce(board, player, name, ctx, rank)
+  local def = board.def
+  local keys = def.lex and select(2, definitions.lex_texts(board)) or not def.points and { string.format('%d', board.total) } or nil
   local meta = keys and (board.meta_value ~= '' and board.meta_value or redis.call('HGET', board.meta, player))
   local json = cjson.encode({
     type = 'announce', board = board.scope, window = board.period.window, period = board.period.label,

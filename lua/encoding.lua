@@ -349,16 +349,20 @@ function lex.player_of(member, key_len)
   return (member:sub(key_len + lex.TIME_HEX + 1, -2):gsub('.', lex.flip()))
 end
 
--- A lex board's histogram after a member went from old to new (either nil: added or removed):
--- only its first key places it (scoring.standing).
-function lex.hist_moved(hist_key, old, new, deltas)
+-- A lex board's companions after a member went from old to new (either nil: added or removed), as
+-- board_score_changed keeps a packed board's, the board itself written: its histogram (only the
+-- first key places it: scoring.standing) and in dense mode (parts_key) its distinct key parts
+-- (key_len long), of which one goes when nobody holds it any more.
+function lex.member_moved(board_key, hist_key, parts_key, key_len, old, new, deltas)
   local from, to = old and old:sub(1, lex.KEY_HEX), new and new:sub(1, lex.KEY_HEX)
   if from ~= to then
     scoring.hist_moved(hist_key, from and scoring.standing('lex', 0, from), to and scoring.standing('lex', 0, to), deltas)
   end
-end
-
-function lex.key_len(text)
-  local n = valid.parse_uint(text, 1)
-  return n and n >= 1 and n <= 5 and n * lex.KEY_HEX or nil
+  local was, part = old and old:sub(1, key_len), new and new:sub(1, key_len)
+  if parts_key and part then
+    redis.call('ZADD', parts_key, 0, part)
+  end
+  if parts_key and was and was ~= part and redis.call('ZLEXCOUNT', board_key, '[' .. was, '(' .. was .. 'g') == 0 then
+    redis.call('ZREM', parts_key, was)
+  end
 end

@@ -59,11 +59,7 @@ function moderation.take_off(board, player)
     local rank = redis.call('ZRANK', board.key, member)
     redis.call('ZREM', board.key, member)
     redis.call('HDEL', board.members, player)
-    local prefix = member:sub(1, board.param) -- its key part, gone when nobody holds it any more
-    if board.pts and redis.call('ZLEXCOUNT', board.key, '[' .. prefix, '(' .. prefix .. 'g') == 0 then
-      redis.call('ZREM', board.pts, prefix)
-    end
-    lex.hist_moved(board.hist, member, nil)
+    lex.member_moved(board.key, board.hist, board.pts, board.param, member, nil)
     return rank
   end
   local rank = redis.call('ZREVRANK', board.key, player)
@@ -84,10 +80,7 @@ function moderation.put_on(board, player, at)
   if board.lex then
     redis.call('ZADD', board.key, 0, at)
     redis.call('HSET', board.members, player, at)
-    if board.pts then
-      redis.call('ZADD', board.pts, 0, at:sub(1, board.param))
-    end
-    lex.hist_moved(board.hist, nil, at)
+    lex.member_moved(board.key, board.hist, board.pts, board.param, nil, at)
     return redis.call('ZRANK', board.key, at)
   end
   redis.call('ZADD', board.key, at, player)
@@ -245,7 +238,7 @@ function moderation.lb_correct(keys, args)
         local reached = plan.old and plan.old:sub(plan.param + 1, plan.param + lex.TIME_HEX) or lex.time_hex(at, def.last)
         plan.at = definitions.lex_prefix(def, values) .. reached .. lex.player_part(player)
       end
-      plan.previous = plan.old and definitions.values_text(definitions.lex_values(def, plan.old)) or ''
+      plan.previous = plan.old and table.concat(definitions.texts(definitions.lex_values(def, plan.old)), ',') or ''
     else
       local old = redis.call('ZSCORE', plan.key, player)
       plan.old = old and tonumber(old) or nil

@@ -10,10 +10,9 @@ local reads = {}
 -- lex board's 'lex:<key count>' (1..5; the length of its members' key part returned). nil for
 -- anything else.
 function reads.encoding(text)
-  local count = type(text) == 'string' and text:match('^lex:(%d)$')
+  local count = type(text) == 'string' and text:match('^lex:([1-5])$')
   if count then
-    local key_len = lex.key_len(count)
-    return key_len and 'lex', key_len
+    return 'lex', count * lex.KEY_HEX
   end
   local shift = valid.parse_uint(text, 2)
   if shift and shift <= 52 then
@@ -97,11 +96,7 @@ Input:  KEYS[1] board, KEYS[2] profiles, KEYS[3] the board's metadata hash (opti
 Output: flat {player, packed score or lex member, profile JSON or nil[, metadata or nil], ...}
 ]]
 function reads.lb_top(keys, args)
-  local n = valid.parse_uint(args[1], 6)
-  local enc, param = 'packed', 1
-  if args[2] then
-    enc, param = reads.encoding(args[2])
-  end
+  local n, enc, param = valid.parse_uint(args[1], 6), reads.encoding(args[2] or '0') -- no encoding: a shift of 0
   if not n or n < 1 or n > 1000 or not enc then
     return refuse('bad_request', 'n must be 1..1000; the encoding a shift or lex:<key count>')
   end
@@ -168,10 +163,8 @@ function reads.lb_ranks(keys, args)
   local members = enc == 'lex' and (#args > 3 and redis.call('HMGET', keys[4], unpack(args, 4)) or {})
   for i = 4, #args do
     local player = args[i]
-    local order
-    if members then
-      order = members[i - 3]
-    else
+    local order = members and members[i - 3]
+    if not members then
       order = redis.call('ZSCORE', board, player)
     end
     local rank, position, approx

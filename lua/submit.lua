@@ -1,35 +1,22 @@
 -- lb_submit: a batch of submissions, each planned (no writes) then applied, on every board by one
 -- planner (submit.plan) and one apply (submit.apply), which differ only by the board's encoding:
--- a packed score or a lex member. The game's own boards are the definition `default`
--- (submit.default); the common slip's path (common.lua) is the same writes in one pass.
+-- a packed score or a lex member. The game's own boards are the definition `default`, sent as
+-- any definition is; the common slip's path (common.lua) is the same writes in one pass.
 local submit = {}
 
--- The game's own boards (global, region:, mode:), as the definition `default` the environment
--- seeds (leaderboard/boards.py): packed, one highest-first key the slip's points carry, ties to
--- the first, no metadata, the call's top N, each window's own operator, kept per scope (a board
--- per region and mode value, counted against max_scopes). A layout naming no definition is its.
-function submit.default(top_n)
-  return { points = true, scoped = true, lex = false, last = false, sign = 1, meta_bytes = 0,
-    keys = { { desc = true } }, top_n = top_n }
-end
-
 -- A slip's values, or nil and the entry error: a `points` definition's (the game's configured
--- one) its points, else its key values ({hi, lo} each, definitions.slip_values) and metadata
--- checked; a stored default of one key (points_key) takes a slip's points as its value when
--- the slip names no values, as the game's slips always could.
+-- one) its points, else its key values ({hi, lo} each, definitions.slip_values); then its metadata
+-- (none on the game's configured boards: metadata_bytes 0). A stored default of one key
+-- (points_key) takes a slip's points as its value when the slip names no values, as the game's
+-- slips always could.
 function submit.values(def, sub)
+  local values, bad
   if def.points then
-    local points = valid.parse_uint(sub.points, 16)
-    if points == nil then
-      return nil, entry_error('invalid_points', 'points must be a non-negative integer, got ' .. string.format('%q', sub.points:sub(1, 40)))
-    end
-    return points
+    values = valid.parse_uint(sub.points, 16)
+    bad = not values and entry_error('invalid_points', 'points must be a non-negative integer, got ' .. string.format('%q', sub.points:sub(1, 40)))
+  else
+    values, bad = definitions.slip_values(def, sub.keys == '' and def.points_key and sub.points ~= '' and sub.points or sub.keys)
   end
-  local text = sub.keys
-  if text == '' and def.points_key and sub.points ~= '' then
-    text = sub.points
-  end
-  local values, bad = definitions.slip_values(def, text)
   if values and (#sub.meta > def.meta_bytes or not valid.utf8(sub.meta)) then
     return nil, entry_error('metadata_too_large', 'metadata must be UTF-8 of at most ' .. def.meta_bytes .. ' bytes on this board')
   end
@@ -106,14 +93,12 @@ function submit.plan_packed(board, op, value, ts, sub)
   local total = value
   if op == 'incr' and old then
     total = def.sign * scoring.score_points(old, scale) + value
-    if not def.points then
-      local k, asc = def.keys[1], lex.key_hex(math.floor(total / int64.TWO32), total % int64.TWO32, false)
-      if total < 0 or asc < k.min or asc > k.max then
-        return entry_error('key_out_of_range', 'key value 1 would leave the key\'s min..max')
-      end
+    if total < 0 or not definitions.in_bounds(def.keys[1], math.floor(total / int64.TWO32), total % int64.TWO32) then -- never on the game's points
+      return entry_error('key_out_of_range', 'key value 1 would leave the key\'s min..max')
     end
   end
-  if def.points and total > period.max_points then
+  -- only the game's points reach a window's bound: a packed definition's bounds lie within it
+  if total > period.max_points then
     return entry_error('points_out_of_range', 'points must stay below ' .. string.format('%d', period.max_points + 1) .. ' on the ' .. period.window .. ' board')
   end
   local t = math.floor((ts - period.start_ms) / period.unit_ms)
@@ -156,7 +141,7 @@ function submit.plan_lex(board, op, values, _, sub, prefix, stamp, who)
       write = prefix ~= old_prefix
     end
   end
-  board.old, board.old_prefix, board.prefix, board.stored, board.meta_value = old, old_prefix, prefix, stored, sub.meta
+  board.old, board.prefix, board.stored, board.meta_value = old, prefix, stored, sub.meta
   board.member = write and head .. who or nil
   board.write, board.improved = write, not old or prefix < old_prefix
 end
@@ -165,11 +150,12 @@ end
 -- (then everyone on it is in the top N). Read once per batch and again only after the top N
 -- changed, so whether a write touches the top N is a comparison, not a ZREVRANK per board.
 -- A lex board's N-th entry is its N-th member (members order as text, best first).
-function submit.nth_score(ctx, key, top_n, lexical)
+function submit.nth(ctx, board)
+  local key, top_n = board.key, board.top_n
   local nth = ctx.nth[key]
   if nth == nil then
     batch.flush_board(ctx, key)
-    if lexical then
+    if board.def.lex then
       nth = redis.call('ZRANGE', key, top_n - 1, top_n - 1)[1] or false
     else
       local flat = redis.call('ZRANGE', key, top_n - 1, top_n - 1, 'REV', 'WITHSCORES')
@@ -189,12 +175,8 @@ function submit.in_top(ctx, key, player, score, nth, top_n)
   return score == nth and batch.board_rank(ctx, key, player, top_n) < top_n
 end
 
--- The same on either encoding: the N-th entry's place (a packed score, or a lex member), whether
--- a place (`at`) is in the top N, and the 0-based rank of the player's entry at that place.
-function submit.nth(ctx, board)
-  return submit.nth_score(ctx, board.key, board.top_n, board.def.lex)
-end
-
+-- The same on either encoding: whether a place (`at`: a packed score, or a lex member) is in the
+-- top N given the N-th entry's (submit.nth), and the 0-based rank of the player's entry there.
 function submit.placed(ctx, board, player, at, nth)
   if board.def.lex then
     return nth == false or at <= nth
@@ -218,17 +200,11 @@ function submit.touch_top(board, player, name, ctx, rank, entered_top)
   redis.call('HINCRBY', ctx.versions, period.window .. ':' .. period.label .. ':' .. board.scope, 1)
   ctx.nth[board.key] = nil -- the N-th entry may have changed
   if entered_top then
-    local def, shown, texts = board.def, nil, nil
+    local mode = period.mode
     rank = rank or submit.rank(ctx, board, player, board.member) -- a packed board's: by player
-    if def.lex then
-      shown = period.mode == 'ordinal' and rank + 1 or lex.rank(board.key, board.pts, period.mode, board.member, #board.prefix)
-      texts = select(2, definitions.lex_texts(board))
-    else -- >= 0 and below 2^53: a packed definition's bounds
-      local total = board.total
-      shown = scoring.mode_rank(board.key, board.pts, period.scale, period.mode, def.sign * total, rank + 1)
-      texts = not def.points and { int64.format(math.floor(total / int64.TWO32), total % int64.TWO32) } or nil
-    end
-    definitions.announce(board, player, name, ctx, shown, texts)
+    definitions.announce(board, player, name, ctx, board.def.lex
+      and (mode == 'ordinal' and rank + 1 or lex.rank(board.key, board.pts, mode, board.member, #board.prefix))
+      or scoring.mode_rank(board.key, board.pts, period.scale, mode, board.def.sign * board.total, rank + 1))
   end
   return rank
 end
@@ -260,14 +236,7 @@ function submit.apply(board, player, name, ctx, want)
     batch.flush_board(ctx, key) -- the distinct points count the old ones on the board
   end
   if lexical then
-    if dense then
-      if old and board.old_prefix ~= board.prefix
-          and redis.call('ZLEXCOUNT', key, '[' .. board.old_prefix, '(' .. board.old_prefix .. 'g') == 0 then
-        redis.call('ZREM', board.pts, board.old_prefix) -- nobody holds those values any more
-      end
-      redis.call('ZADD', board.pts, 0, board.prefix)
-    end
-    lex.hist_moved(board.hist, old, board.member, ctx.hist)
+    lex.member_moved(key, board.hist, dense and board.pts or nil, #board.prefix, old, board.member, ctx.hist)
   else
     batch.forget_ranks(ctx, key, nth, old, at)
     scoring.board_score_changed(key, board.hist, dense and board.pts or nil, period.scale, old, at, ctx.hist)
@@ -303,7 +272,7 @@ end
 submit.DUPLICATE, submit.OK = 'duplicate', 'ok'
 
 function submit.apply_submission(keys, sub, periods, ctx)
-  local err = valid.text_field(sub.id, 'submission id', sub.id == '' and 'missing_id' or 'invalid_id', true)
+  local err = valid.submission_id(sub.id)
   if err then
     return err
   end
@@ -367,10 +336,7 @@ function submit.apply_submission(keys, sub, periods, ctx)
   if outcome then
     batch.keep_outcome(ctx, sub, outcome)
   end
-  if not rows then
-    return submit.OK -- the caller wants the status only: no rows to build and send
-  end
-  return { 'ok', rows }
+  return rows and { 'ok', rows } or submit.OK -- OK: the caller wants the status only, no rows to build and send
 end
 
 -- Functions ---------------------------------------------------------------------------------
@@ -394,7 +360,7 @@ Input:
           (each followed by its board_count boards), submission_count, submissions: records of
           these fields, in order (leaderboard/batch.py lays them out; tests/test_submit_layout.py
           holds the two equal):
-    settings    call_layout now_ms top_n activity_maxlen clock_skew_ms idempotency_ms announce rows max_scopes
+    settings    call_layout now_ms activity_maxlen clock_skew_ms idempotency_ms announce rows max_scopes
     period      window label start_ms end_ms shift unit_ms expire_at players_key entrants_key mode closed_key
     definition  encoding tie metadata_bytes operator key_spec top_n scoped points
     layout      seen_key outcomes_key seen_expire_at board_count
@@ -409,43 +375,39 @@ Input:
   not checked, a rebuild replaying history); announce the announcements' channel; rows '1' for
   per-board rows with every board's rank, '0' for the status only (ranks read only where written
   into the top N or for the activity entry of a member in the top N); max_scopes 0 = no cap;
-  shift and unit_ms the score packing of the
-  period's window; expire_at and seen_expire_at unix seconds (a period's 0 = never); mode the
-  rank mode (ordinal, dense or competition: the rank an announcement names); a board's period
-  and a submission's layout are 1-based indexes of those records; a board's op is its window's
-  default operator, a submission's op '' = each board's own; name '' = none; ts in milliseconds;
-  outcome '1': keep the slip's per-board rows in the layout's outcomes bucket (lb_status answers
-  with them), '' = not; the bucket expires with the seen bucket.
-  Defined boards (leaderboard/boards.py): a definition's encoding is packed or lex, tie first or
-  last, operator the board's (or 'keys': each key has its own), key_spec per key
-  'd|a,<op>,<min>,<max>' joined by ';' (direction, operator, int64 bounds), top_n the size of
-  the top whose changes bump its version and are announced, scoped '1' for the game's stored
-  default kept per scope (global, region:, mode:, whose new values count against max_scopes;
-  its periods are the game's, closed by the game's markers) and for a defined board kept per
-  region or mode (board:<id>:region:<r> counted so; its home board:<id> is not), points '1' when a slip naming no
-  values carries its one key in points (the game's slips to a stored default of one key); a
-  board's definition is a 1-based index of those records (0: the game's own boards as the
-  environment shapes them, the definition `default` with the game's top_n, submit.default;
-  members_key and meta_key 0 too),
-  its points_key then the set of distinct key parts (lex) and members_key its player -> member
-  hash; a submission to a defined board has points '' and values its key values as decimal
-  int64 text joined by ',' (values and meta '' otherwise); so does a slip of the game's boards
-  under a stored default of another shape (its points '' then, or its one key)
+  shift and unit_ms the score packing of the period's window; expire_at and seen_expire_at unix
+  seconds (a period's 0 = never); mode the rank mode (ordinal, dense or competition: the rank an
+  announcement names); a board's period and definition and a submission's layout are 1-based
+  indexes of those records; a board's op is its window's default operator, a submission's op ''
+  = each board's own; name '' = none; ts in milliseconds; outcome '1': keep the slip's per-board
+  rows in the layout's outcomes bucket (lb_status answers with them), '' = not; the bucket
+  expires with the seen bucket.
+  Every board is a definition's (leaderboard/boards.py): encoding packed, lex or points (the
+  game's own boards as the environment shapes them: packed, a slip's points its one value, below
+  each window's 2^(53 - shift), members_key and meta_key 0), tie first or last, operator the
+  board's (or 'keys': each key has its own), key_spec per key 'd|a,<op>,<min>,<max>' joined by
+  ';' (direction, operator, int64 bounds), top_n the size of the top whose changes bump its
+  version and are announced, scoped '1' for the game's default (global, region:, mode:, whose
+  new values count against max_scopes; its periods are the game's, closed by the game's markers)
+  and for a defined board kept per region or mode (board:<id>:region:<r> counted so; its home
+  board:<id> is not), points '1' when a slip naming no values carries its one key in points (the
+  game's slips); points_key the set of distinct points (key parts: lex), members_key a lex
+  board's player -> member hash. A slip of key values has points '' and values its key values as
+  decimal int64 text joined by ',' (values and meta '' otherwise).
 Output:
   one entry per submission: {'ok', {{improved, rank, previous_rank, points}, ...}} in board
-  order ('ok', a plain string, without rows; a defined board's points: its first key value),
-  'duplicate', or
-  {'error', code, message} (a defined board's slip also wrong_key_count, invalid_key_value,
-  key_out_of_range, metadata_too_large)
+  order ('ok', a plain string, without rows; a board of key values' points: its first key value),
+  'duplicate', or {'error', code, message} (a slip of key values also wrong_key_count,
+  invalid_key_value, key_out_of_range, metadata_too_large)
   The call's activity entry (flush_activity) holds each applied slip; a slip's rank there is
   the first board's when the member is in its top N, else 0, and its board the definition's
   board as reads name it (a defined board's first scope, board:<id>; '' for the game's own, whose
-  points a slip carries: a defined board's slip, and a game slip of key values, has points '';
-  the column only in a call that applied a defined board's slip: batch.flush_activity).
+  points a slip carries: a slip of key values has points ''; the column only in a call that
+  applied a defined board's slip: batch.flush_activity).
   Whole-call errors: 'ERR library_mismatch ...' (another layout), 'ERR bad_request ...'.
 ]]
 function submit.lb_submit(keys, args)
-  local call_layout, now_ms, top_n, activity_maxlen, clock_skew_ms, idempotency_ms, announce, rows, max_scopes =
+  local call_layout, now_ms, activity_maxlen, clock_skew_ms, idempotency_ms, announce, rows, max_scopes =
     unpack(args, 1, batch.SETTINGS_FIELDS)
   if call_layout ~= batch.SUBMIT_LAYOUT then -- a scorer of another release: nothing read, nothing written
     return refuse('library_mismatch', 'the function library reads layout ' .. batch.SUBMIT_LAYOUT
@@ -458,22 +420,22 @@ function submit.lb_submit(keys, args)
   local apply_common, apply_submission = submit.apply_common, submit.apply_submission
   local ctx = {
     versions = keys[1], activity = keys[2], profiles = keys[3], banned = keys[4], scopes = keys[5],
-    now = tonumber(now_ms), top_n = tonumber(top_n), maxlen = tonumber(activity_maxlen),
+    now = tonumber(now_ms), maxlen = tonumber(activity_maxlen),
     skew = tonumber(clock_skew_ms), max_age = tonumber(idempotency_ms), announce = announce,
     rows = rows == '1', max_scopes = valid.parse_uint(max_scopes, 9), expiring = {}, nth = {}, ranks = {}, known = {},
     hist = {}, hist_expire = {}, names = {}, boards = {}, held = {}, commons = {},
     act = { n = 0, id = {}, player = {}, points = {}, op = {}, ts = {}, improved = {}, rank = {}, board = {} },
   }
-  if not (ctx.now and ctx.top_n and ctx.maxlen and ctx.skew and ctx.max_age and ctx.max_scopes and ctx.scopes) then
+  if not (ctx.now and ctx.maxlen and ctx.skew and ctx.max_age and ctx.max_scopes and ctx.scopes) then
     return refuse('bad_request', 'malformed batch header')
   end
   local periods, pos = batch.read_periods(keys, args, batch.SETTINGS_FIELDS + 1)
-  local defs, layouts
+  local defs, layouts, marks
   if periods then
     defs, pos = definitions.read(args, pos, true)
   end
   if defs then
-    layouts, pos = batch.read_layouts(keys, periods, args, pos, defs, submit.default(ctx.top_n))
+    layouts, pos, marks = batch.read_layouts(keys, periods, args, pos, defs)
   end
   local count = layouts and valid.parse_uint(args[pos], 9)
   if not count then
@@ -484,7 +446,7 @@ function submit.lb_submit(keys, args)
   -- players (whose scores are read on each of its boards) and its seen bucket's ids. Consecutive
   -- records nearly always share a layout: it is looked up again only when the index changes.
   local ids, players, points_texts, stamps, names, lays, full = {}, {}, {}, {}, {}, {}, {}
-  local used, marks, at, last = {}, {}, pos + 1, nil
+  local at, last = pos + 1, nil
   local found, seen, distinct, listed
   for i = 1, count do
     local layout, slip = unpack(args, at, at + SUBMISSION_FIELDS - 1)
@@ -509,17 +471,6 @@ function submit.lb_submit(keys, args)
       if not (found and name) then
         return refuse('bad_request', 'malformed batch')
       end
-      if not found.players then
-        found.players, found.distinct = {}, {}
-        used[#used + 1] = found
-        local mark = marks[found.seen]
-        if not mark then
-          mark = { key = found.seen, expire_at = found.seen_expire_at, ids = {}, applied = {} }
-          marks[found.seen] = mark
-          marks[#marks + 1] = mark
-        end
-        found.mark = mark
-      end
       last, seen, distinct, listed = layout, found.mark.ids, found.distinct, found.players
     elseif not name then
       return refuse('bad_request', 'malformed batch')
@@ -535,10 +486,10 @@ function submit.lb_submit(keys, args)
     return refuse('bad_request', 'malformed batch')
   end
   -- the batch's distinct players (ban tombstones, tournament entrants): one layout's are its own
-  local batch_players = used[1] and used[1].players or {}
-  if #used > 1 then
+  local batch_players = layouts[1] and layouts[1].players or {}
+  if #layouts > 1 then
     batch_players, distinct = {}, {}
-    for _, layout in ipairs(used) do
+    for _, layout in ipairs(layouts) do
       for _, player in ipairs(layout.players) do
         if not distinct[player] then
           distinct[player] = true

@@ -315,17 +315,13 @@ function valid.other_layout(got, want, fn)
     .. "'s call; this call is another release's")
 end
 
--- An id: UTF-8 of at most MAX_ID_BYTES, without C0 control characters or DEL (the activity
--- entry joins ids with newlines: flush_activity).
-function valid.text_field(value, what, code, required)
-  if value == '' then
-    if required then
-      return entry_error(code, what .. ' is required')
-    end
-    return nil
+-- A submission id: UTF-8 of 1 to MAX_ID_BYTES, without C0 control characters or DEL (the
+-- activity entry joins ids with newlines: flush_activity); nil, or the entry error.
+function valid.submission_id(id)
+  if id == '' then
+    return entry_error('missing_id', 'submission id is required')
   end
-  if #value > valid.MAX_ID_BYTES or value:find('[%z\1-\31\127]') or not valid.utf8(value) then
-    return entry_error(code, what .. ' must be valid UTF-8 of at most ' .. valid.MAX_ID_BYTES .. ' bytes, without control characters')
+  if #id > valid.MAX_ID_BYTES or id:find('[%z\1-\31\127]') or not valid.utf8(id) then
+    return entry_error('invalid_id', 'submission id must be valid UTF-8 of at most ' .. valid.MAX_ID_BYTES .. ' bytes, without control characters')
   end
-  return nil
 end

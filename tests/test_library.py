@@ -348,6 +348,18 @@ async def test_timestamp_outside_the_window_is_refused_by_the_library(lb: Leader
     assert await r.dbsize() == 0
 
 
+async def test_a_game_slip_with_metadata_is_refused_by_the_library(lb: Leaderboard, r: aioredis.Redis) -> None:
+    """The game's boards as the environment shapes them keep no metadata (their definition record's
+    metadata_bytes is 0): a slip carrying some past the encoder gets its code and writes nothing,
+    where the call used to fail whole writing its metadata to no hash."""
+    plan = encode_batch(lb.config, [slip("1", "ana", 10, op="set")], NOW)
+    assert plan.args[-1] == ""  # the full record's meta, its last field
+    replies = await r.fcall("lb_submit", len(plan.keys), *plan.keys, *plan.args[:-1], "a car")
+    [res] = decode_batch(plan, replies)
+    assert res.code == "metadata_too_large"
+    assert await r.dbsize() == 0
+
+
 async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Leaderboard) -> None:
     import redis.exceptions
 
@@ -357,8 +369,14 @@ async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Lea
     # refused as a whole before the first write.
     plan = encode_batch(lb.config, [slip("a", "ana", 5), slip("b", "ben", 6)], LATER)
     periods = len(SETTINGS_FIELDS) + 1  # the first period record, after the settings and their count
-    head = periods + 11 * 3 + 2  # three period records, the definition count (0), the layout count
+    head = periods + 11 * 3 + 10  # three period records, the definition count and the game's record, the layout count
     bad_key = [*plan.args[:head], 999, *plan.args[head + 1 :]]  # a layout naming no key
+    at = head + 4 + 6  # the first board's definition, after its layout's record
+    assert plan.args[at] == 1
+    no_definition = [*plan.args[:at], 0, *plan.args[at + 1 :]]  # every board names its definition
+    record = periods + 11 * 3 + 1  # the game's definition record: encoding points
+    assert plan.args[record] == "points"
+    bad_encoding = [*plan.args[:record], "pointz", *plan.args[record + 1 :]]
     bad_period = [*plan.args[:periods], "weekly", "x", "soon", *plan.args[periods + 3 :]]  # a period's start
     marker = periods + 10  # the first period's closed marker: no key
     bad_marker = [*plan.args[:marker], 999, *plan.args[marker + 1 :]]
@@ -377,6 +395,8 @@ async def test_malformed_header_is_a_whole_call_error(r: aioredis.Redis, lb: Lea
         bad_layout,
         plan.args[:-1],
         bad_key,
+        no_definition,
+        bad_encoding,
         bad_period,
         bad_marker,
         bad_cap,

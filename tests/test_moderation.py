@@ -201,6 +201,11 @@ PERIOD = ("f", 0, 1000, 20, 1000, 0, "ordinal")
             "points_out_of_range",
         ),
         (("lb_correct", 9, "b", "v", "a", "j", *BOARD, *CORRECT, "1", *AUDIT, *POINTS, *PERIOD[:-1]), "bad_request"),
+        # encoding points is lb_submit's record of the game's boards, never a correction's
+        (
+            ("lb_correct", 9, "b", "v", "a", "j", *BOARD, *CORRECT, "1", *AUDIT, 1, "points", *POINTS[2:], *PERIOD),
+            "bad_request",
+        ),
         (
             ("lb_correct", 9, "b", "v", "a", "j", *BOARD, "3", "correct_defined", "p", "", *AUDIT, *POINTS, *PERIOD),
             "bad_request",

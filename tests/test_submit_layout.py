@@ -134,7 +134,6 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
     assert settings == {
         "call_layout": SUBMIT_LAYOUT,
         "now_ms": NOW,
-        "top_n": config.top_n,
         "activity_maxlen": config.activity_maxlen,
         "clock_skew_ms": config.clock_skew_ms,
         "idempotency_ms": config.idempotency_s * 1000,
@@ -167,7 +166,18 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
         assert (key(p["entrants_key"]) == keys.entrants("cup")) if name == "t-cup" else p["entrants_key"] == 0
 
     definitions = [take(SUBMIT_DEFINITION_FIELDS) for _ in range(int(args.pop(0)))]
+    game = {  # the game's boards as the environment shapes them, sent as a definition too
+        "encoding": "points",
+        "tie": "first",
+        "metadata_bytes": 0,
+        "operator": config.operator,
+        "key_spec": f"d,,0,{2**63 - 1}",
+        "top_n": config.top_n,
+        "scoped": 1,
+        "points": 1,
+    }
     assert definitions == [
+        game,
         {
             "encoding": "lex",
             "tie": "last",
@@ -177,7 +187,7 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
             "top_n": 10,
             "scoped": 0,
             "points": 0,
-        }
+        },
     ]
 
     layouts = []
@@ -193,12 +203,12 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
         assert (key(board["hist_key"]), key(board["points_key"])) == (keys.histogram(*at), keys.points(*at))
         if board["scope"] == "board:tower":
             assert (board["definition"], key(board["members_key"]), key(board["meta_key"])) == (
-                1,
+                2,
                 keys.members(*at),
                 keys.metadata(*at),
             )
             continue
-        assert (board["definition"], board["members_key"], board["meta_key"]) == (0, 0, 0)
+        assert (board["definition"], board["members_key"], board["meta_key"]) == (1, 0, 0)
         assert board["op"] == config.operator_for(at[0]) if at[0] != "t-cup" else board["op"] == config.operator
 
     submissions = []
@@ -236,7 +246,7 @@ def test_the_encoder_writes_each_field_where_its_name_says() -> None:
 def test_the_header_names_every_error_code_the_library_answers() -> None:
     header = LIBRARY[: LIBRARY.index("]]")]
     codes = set(re.findall(r"(?:refuse|entry_error)\('(\w+)'", LIBRARY))
-    codes |= set(re.findall(r"'(missing_id|invalid_\w+)'", LIBRARY))  # the submission id's, by text_field
+    codes |= set(re.findall(r"'(missing_id|invalid_\w+)'", LIBRARY))  # the submission id's, by submission_id
     codes |= {f"invalid_{field}" for field in re.findall(r"^  (\w+) = function\(v\)", LIBRARY, re.MULTILINE)}
     codes.discard("invalid_")  # refuse('invalid_' .. field, ...): the profile fields, added above
     assert codes and {code for code in codes if not re.search(rf"\b{code}\b", header)} == set()
