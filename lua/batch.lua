@@ -1,7 +1,5 @@
--- The batch machinery of lb_submit: its argument records read into tables, what is read once
--- per batch (ban tombstones, seen ids, entrants, each board's scores), the boards' deferred
--- writes, the checks every slip passes, and the writes made once at the end of the batch
--- (histograms, activity, seen ids, distinct players).
+-- The batch machinery of lb_submit: its records read, what is read once per batch, the boards'
+-- deferred writes, the checks every slip passes and the writes made once at the batch's end.
 local batch = {}
 
 -- Argument readers --------------------------------------------------------------------------
@@ -41,12 +39,10 @@ function batch.read_periods(keys, args, pos)
   return periods, pos
 end
 
--- The layout records (what submissions write to, shared by every submission of the batch with
--- the same boards and seen-id bucket): a count at pos, then each layout followed by its boards.
--- A layout's definition is its boards' (the game's own: `default`, of encoding points as the
--- environment shapes it: no members or metadata). Each layout gathers the batch's slips' distinct
--- players (whose scores are read on each of its boards) and, with the layouts of its seen bucket
--- (one mark per bucket, listed in marks), their ids.
+-- The layout records (the boards and seen bucket the batch's slips share): a count at pos, then
+-- each layout and its boards, of one definition (the game's own, `default`, of encoding points:
+-- no members or metadata). A layout gathers its slips' distinct players (their scores are read
+-- on each of its boards) and, per seen bucket (one mark each, listed in marks), their ids.
 function batch.read_layouts(keys, periods, args, pos, defs)
   local layouts, marks, count = {}, {}, tonumber(args[pos]) or 0
   pos = pos + 1
@@ -120,12 +116,10 @@ end
 
 -- Reads made once per batch ----------------------------------------------------------------
 
--- A command of `key` and many items, in calls of at most 1,000 items (unpack() is bounded by
--- Lua's C stack): one call per 1,000 items instead of one per submission. Returns the replies
--- of an item-per-reply command (HMGET) in the items' order, or, given `found`, marks there
--- which items a set (SMISMEMBER) or a hash (HMGET) holds (item -> true: batch.held). The reads
--- of every batch (held, held_board) loop over the replies where they come: a copy of each was
--- measurable there.
+-- A command of `key` and many items, in calls of at most 1,000 (unpack() is bounded by Lua's C
+-- stack). Returns an item-per-reply command's replies (HMGET) in order, or marks in `found` the
+-- items a set (SMISMEMBER) or hash (HMGET) holds. The batch's reads (held, held_board) loop over
+-- the replies where they come: a copy of each was measurable there.
 function batch.chunked(command, key, items, found)
   local out = found or {}
   for i = 1, #items, 1000 do
@@ -176,16 +170,14 @@ function batch.entered(ctx, period)
 end
 
 -- The batch's boards, by key -----------------------------------------------------------------
--- Each board key the batch writes to has one record (ctx.held): its members' scores, read with one
--- ZMSCORE per layout's players the first time a slip of that layout plans on it (a player already
--- held keeps the batch's own view, which includes its deferred writes), and the batch's writes
--- to it gathered into one multi-member ZADD. Anything that reads the key itself (a rank, the
--- N-th score, a count) flushes those writes first, so it sees exactly what a ZADD per slip
--- left; the rest are flushed at the end of the batch. A member written twice keeps one pair,
--- the latest score: the board's final order depends only on the final scores.
--- A lex board (`members`: its player -> member hash) is held alike: its players' members read
--- with one HMGET, its writes gathered into one ZREM of the members replaced, one ZADD of the new
--- ones (score 0) and one HSET of the hash: four calls a slip were most of its cost.
+-- Each board key the batch writes to has one record (ctx.held): its members' scores, read with
+-- one ZMSCORE per layout's players the first time a slip of that layout plans on it (a player
+-- already held keeps the batch's view, deferred writes included), and its writes gathered into
+-- one multi-member ZADD. A read of the key itself (a rank, the N-th score, a count) flushes them
+-- first, so it sees exactly what a ZADD per slip left.
+-- A lex board (`members`: player -> member) is held alike: one HMGET, then one ZREM of the
+-- replaced members, one ZADD of the new (score 0) and one HSET: four calls a slip were most of
+-- its cost.
 function batch.held_board(ctx, key, layout, members)
   local held = ctx.held[key]
   if not held then
@@ -211,10 +203,9 @@ function batch.held_board(ctx, key, layout, members)
   return held
 end
 
--- A write to the board, deferred until the key is read or the batch ends: the member's score
--- kept and the member listed in pending (its length in pending.n: an append costs less than a
--- new key in a growing hash). A member written twice is listed twice, and written with its
--- latest score both times: the order of a ZADD's members does not change the board it leaves.
+-- A write deferred until the key is read or the batch ends, listed in pending (length pending.n:
+-- an append costs less than a new key in a growing hash). A member written twice is listed twice,
+-- with its latest score both times: the board's final order depends only on the final scores.
 function batch.defer_write(held, player, score)
   if held.members then -- a lex board: the member it replaces goes
     local old = held.scores[player]
@@ -303,9 +294,8 @@ end
 
 -- Per-submission validation and planning (no writes) ---------------------------------------
 
--- The checks every slip passes, whatever board it names: its player and name (check_slip: nil,
--- or the error triple), then, after its values, its operator and time (check_time: the
--- timestamp, or nil and the error).
+-- The checks every slip passes, whatever its board: player and name (check_slip: nil or the
+-- error), then, after its values, operator and time (check_time: the timestamp, or nil and error).
 function batch.check_slip(sub)
   if not valid.player(sub.player) then
     return entry_error('invalid_player', valid.PLAYER_RULE)
@@ -343,9 +333,8 @@ function batch.layout_board(keys, ref, period, layout, ctx)
   return board
 end
 
--- The histogram changes of the batch (board_score_changed), three calls per histogram however
--- many buckets moved: the moved buckets' counts read (HMGET), the new counts written (HSET) and the
--- emptied buckets deleted (HDEL). A call per bucket was most of the histograms' cost.
+-- The batch's histogram changes, three calls per histogram however many buckets moved (HMGET,
+-- HSET the new counts, HDEL the emptied): a call per bucket was most of the histograms' cost.
 function batch.flush_histograms(ctx)
   local deltas = ctx.hist
   for _, hist_key in ipairs(deltas) do
@@ -374,10 +363,9 @@ function batch.flush_histograms(ctx)
   end
 end
 
--- The profile's name, written only when it changed. Most named slips repeat the name the profile
--- holds: the per-batch cache answers repeats within a batch, and the stored JSON is searched for
--- the encoded name before any decode (cjson escapes quotes, so '"name":<encoded>' cannot occur
--- inside another field's value). A miss decodes and writes the profile as before.
+-- The profile's name, written only when it changed. Most named slips repeat the stored name: a
+-- per-batch cache answers repeats, and the stored JSON is searched for the encoded name before
+-- any decode (cjson escapes quotes, so '"name":<encoded>' cannot occur inside another field).
 function batch.update_profile_name(ctx, player, name)
   if ctx.names[player] == name then
     return
@@ -403,12 +391,11 @@ function batch.add_all(command, key, items, expire_at)
   end
 end
 
--- One PFADD per distinct-player log per batch instead of one per submission: the log's final
--- state does not depend on the order or grouping of the adds. Each player once per batch: a log
--- of a few thousand players is kept sparse by Redis, where an add costs a scan of the log (on a
--- stream where players come back often: 0.18 us a submission with a member per slip, 0.02 with
--- each of the batch's players once). The players the general path applied, by period; those of
--- the common slips, one list per layout, added to each of the layout's periods.
+-- One PFADD per distinct-player log per batch (the log's final state does not depend on the
+-- adds' order or grouping), each player once: Redis keeps a log of a few thousand players sparse,
+-- where an add scans the log (players coming back often: 0.18 us a submission with a member per
+-- slip, 0.02 with each player once). The general path's players by period; the common slips'
+-- per layout, added to each of its periods.
 function batch.count_players(periods, commons)
   for _, period in ipairs(periods) do
     batch.add_all('PFADD', period.hll, period.players, period.expire_at)
@@ -454,16 +441,12 @@ function batch.canonical(text, number)
   return string.format('%d', number)
 end
 
---[[ The activity entries of the batch (badges and feeds read them), one stream entry per call:
-n, then a column per field (ACTIVITY_COLUMNS: leaderboard/activity.py reads the same), the
-applied slips' values in batch order joined by newlines (no id, player or operator may hold a
-control character: valid.submission_id, valid.player). An XADD per slip was the dearest rule of the call
-(the command and its arguments' conversion: about 2 us per slip in bench.drain); the columns
-are appended to here and written by flush_activity. The stream is trimmed to about activity_maxlen
-submissions: MAXLEN ~ in entries of this call's size. The board column is sparse: only a defined
-board's slip sets its place, and a call without one writes no column (read as '' each: the
-game's boards), so the common slip pays nothing for it.
-]]
+-- The batch's activity (badges and feeds read it), one stream entry per call: n, then a column per
+-- field (ACTIVITY_COLUMNS, as leaderboard/activity.py reads them), the applied slips' values joined
+-- by newlines (no id, player or operator holds a control character). An XADD per slip was the
+-- call's dearest rule (about 2 us a slip in bench.drain). MAXLEN ~ in entries of this call's size
+-- keeps about activity_maxlen submissions. The board column is sparse: only a defined board's slip
+-- sets it, and a call without one writes none (read as '': the game's boards).
 batch.ACTIVITY_COLUMNS = { 'id', 'player', 'points', 'op', 'ts', 'improved', 'rank' }
 
 function batch.log_activity(ctx, sub, points, ts, improved, rank, board)

@@ -4,17 +4,14 @@ local calendar = {}
 
 -- Closed periods and tournaments ----------------------------------------------------------
 
---[[ lb_close: a period's close event with its final top N of each board given, added once however
+--[[ lb_close: a period's close event with the final top N of each board given, added once however
 often (and by however many replicas) it is asked for: the marker is set NX in the same atomic call
 that adds the event, and from then on lb_submit refuses the period's slips (period_closed), so its
-boards keep agreeing with the event and the finals. The versions fields of the period's boards are
-removed either way (its boards are no longer published). The game's boards close together,
-each entry with its points (no columns) or, under a stored default of key values (its columns
-given), with every key value as text and its metadata, and the event carries the columns; a
-defined board (its columns given, its home board:<id> first, then its scopes' boards) alone, under its own marker and
-finals (its periods are its own: its time zone's days, its season's length), each entry with
-every key value as text (exact over the whole int64 range) and its metadata, and the event names
-the board.
+boards keep agreeing with the event and the finals. The period's boards leave the versions hash
+either way (no longer published). The game's boards close together; a defined board (its home
+board:<id> first, then its scopes' boards) alone, under its own marker and finals, and the event
+names it. Entries carry points, or with columns given every key value as text (exact over
+int64) and metadata.
 Input:  KEYS[1] marker, KEYS[2] closed stream, KEYS[3] finals list, KEYS[4] versions hash,
         KEYS[5] journal stream, then per board two keys: the board, its metadata hash
         ARGV    call layout (CLOSE_LAYOUT), window, period, start_ms, end_ms, encoding
@@ -33,8 +30,6 @@ function calendar.close_args(keys, args)
   c.enc, c.param = reads.encoding(args[6])
   c.top_n, c.expire_s, c.keep = valid.parse_uint(args[7], 4), valid.parse_uint(args[8], 12), valid.parse_uint(args[9], 6)
   c.maxlen, c.now, c.boards = valid.parse_uint(args[10], 9), valid.parse_uint(args[11], 15), (#keys - calendar.CLOSE_KEYS) / 2
-  -- a defined board closes with its scopes' boards, its home first (the event names the home);
-  -- the game's boards together, their entries points, or key values when columns are given
   local first = args[calendar.CLOSE_ARGS + 1] or ''
   c.board = c.columns ~= '' and first:match('^board:') and first or ''
   if not (c.enc and c.top_n and c.top_n >= 1 and c.expire_s and c.keep and c.maxlen and c.now and scoring.RANK_MODES[c.mode])
@@ -93,8 +88,7 @@ function calendar.final_entries(c, board, meta_key)
 end
 
 -- The close event, its entry in the finals (the newest `keep`) and the journal entry a rebuild
--- restores the marker and the finals from. A defined board's (c.board its scope) names the
--- board and carries its columns (key names, directions, display hints).
+-- restores the marker and the finals from; with columns and the board when they are given.
 function calendar.add_close(keys, c, top)
   local id = c.window .. ':' .. c.period .. (c.board ~= '' and ':' .. c.board or '')
   -- cjson writes an empty table as {}; a board with no entries is simply left out

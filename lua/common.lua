@@ -1,22 +1,15 @@
--- lb_submit's common slip in one pass (submit.common_boards, submit.apply_common): the same
--- checks and writes as submit.plan + submit.apply for nearly every slip of a game, inline.
-
---[[ The common slip, in one pass: a slip to the game's own boards with their own operators (best
-or set), no tournament, no dense rank mode, no rows and no kept outcome (nearly every slip of a
-game). common_boards decides once per layout and batch whether its slips may take this path (its
-record, or false) and works out what they all share: the boards' records, the window all its
-periods share, the smallest points cap. apply_common then checks a slip and writes it board by
-board, with no table per slip or board: the same checks, writes, histogram changes, top-N bumps
-and announcements as submit.plan + submit.apply (tests/test_properties_common.py holds the two
-paths equal). A slip it cannot take whole (any refusal, which must write nothing) goes the
-general way, which names the exact error.
-apply_common runs for nearly every slip, so it takes the slip's parts as its pattern split them
-(no record table) and does inline what the general path calls helpers for
-(parse_uint, check_time, pack_score, nth, in_top's comparison, defer_write,
-board_score_changed's histogram deltas, log_activity): entering and leaving Lua functions was
-about 200 machine instructions a call, and writing them out took the slip's VM instructions
-from 722 to 521 (docs/benchmarks.md, the bench.replay section).
-]]
+-- lb_submit's common slip in one pass: to the game's own boards with their own operators (best or
+-- set), no tournament, no dense rank mode, no rows and no kept outcome (nearly every slip of a
+-- game). common_boards decides once per layout and batch whether its slips may take this path (its
+-- record, or false) and works out what they share: the boards' records, the window of all its
+-- periods, the smallest points cap. apply_common then checks and writes a slip with no table per
+-- slip or board, as submit.plan + submit.apply would (tests/test_properties_common.py holds the two
+-- paths equal); a slip it cannot take whole (any refusal, which must write nothing) goes the
+-- general way, which names the exact error. It takes the slip's parts as the pattern split them and
+-- inlines the general path's helpers (parse_uint, check_time, pack_score, nth, in_top, defer_write,
+-- the histogram deltas, log_activity): entering and leaving a Lua function was about 200 machine
+-- instructions, and inlining took the slip's VM instructions from 722 to 521 (docs/benchmarks.md,
+-- the bench.replay section).
 function submit.common_boards(keys, layout, periods, ctx)
   local def = layout.def -- the game's points, highest first, ties to the first (what the path below packs)
   if not (def.points and def.sign == 1 and not def.last) or ctx.rows then

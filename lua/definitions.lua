@@ -1,15 +1,11 @@
 -- Board definitions (leaderboard/boards.py; the game's own boards are the definition `default`):
--- the records lb_submit reads, a slip's key values (1-5, decimal int64 text: '12,-81250') and the
--- parts of its writes, the announcement, and the functions that create, update and delete one.
+-- their records, a slip's key values ('12,-81250'), the announcement, lb_board_put/delete/purge.
 local definitions = {}
 
 -- The definition records of a call (lb_submit's Input names their fields): a count at pos, then
--- the records. lb_submit's (for_submit) are DEFINITION_FIELDS long: the last two say whether the
--- definition is kept per scope (the game's own boards: a region's or mode's board is counted
--- against max_scopes) and whether a slip without key values carries its one key in `points`
--- (the game's slips), and only they may be of encoding `points` (the game's boards as the
--- environment shapes them: packed, each slip's points its one value); lb_correct's records end
--- before them (CORRECT_RECORD_FIELDS).
+-- the records. Only lb_submit's (for_submit) carry the last two fields, scoped and points, and
+-- may be of encoding `points` (the game's boards as the environment shapes them); lb_correct's
+-- end before them (CORRECT_RECORD_FIELDS).
 definitions.DEFINITION_FIELDS = 8
 definitions.CORRECT_RECORD_FIELDS = 6
 
@@ -136,11 +132,9 @@ function definitions.lex_texts(board)
   return texts[1], texts
 end
 
--- A board's announcement (either encoding), its entry at `rank` in the board's mode as the board's
--- snapshot entries carry it (leaderboard/wire.py), so a page reads every board alike: `score` the
--- first key as a number, and on a board of key values `keys` the values as text (a packed one's
--- total is >= 0 and below 2^53, a packed definition's bounds) and `meta` when it has some; the
--- game's points (encoding points, board.total) carry neither.
+-- A board's announcement, its entry at `rank` in the board's mode shaped as its snapshot entries
+-- (leaderboard/wire.py), so a page reads every board alike: `score` the first key as a number; a
+-- board of key values adds `keys` as text and `meta` when it has some (the game's points neither).
 function definitions.announce(board, player, name, ctx, rank)
   local def = board.def
   local keys = def.lex and select(2, definitions.lex_texts(board)) or not def.points and { string.format('%d', board.total) } or nil
@@ -157,20 +151,11 @@ end
 
 -- Board definitions --------------------------------------------------------------------------
 -- A definition is validated in full by leaderboard/boards.py (one rule set, with its codes); an
--- update is a compare-and-set against the definition the caller read and checked it against
--- (boards.check_update refuses a change that would reorder a live board), so two operators
--- updating at once cannot both win, and neither can skip the check. Here: the shape the rest of
--- the library relies on (a JSON object naming its own id, bounded), the game's cap on stored
--- definitions, the version counter every process watches, the change log that tells a process
--- which definitions changed since the version it holds, and the journal entry a rebuild
--- restores the definition from.
---
--- The change log (boardlog) is a sorted set: each id that changed, scored with the counter's
--- value at its last change, so it holds one member per stored or deleted-and-kept id and needs
--- no trimming; processes read it by plain commands (leaderboard/definitions.py). Its member ''
--- (never an id) is the floor: a process holding an older version than the floor may have
--- missed a change whose member is gone (a purged record, a rebuild), and re-reads every
--- definition.
+-- update is a compare-and-set against the definition the caller read and checked (check_update
+-- refuses one that would reorder a live board), so two operators updating at once cannot both
+-- win, and neither can skip the check. Here: the shape the library relies on, the cap, the
+-- version counter, the change log (the header's boardlog: a member per stored or kept deleted
+-- id, so it needs no trimming) and the journal entry.
 
 definitions.MAX_DEFINITION_BYTES = 4096
 definitions.FLOOR = ''
@@ -201,11 +186,10 @@ function definitions.reshaped(activity, reshapes)
   return nil
 end
 
--- The counter after a change of id, which the change log records. The log's epoch is set by
--- the change that starts a log (Redis's clock, microseconds): a Redis flushed, failed over to an
--- empty one or restored from another one counts again from 1, so a process holding version n
--- of the log before may find a change of the same id at n in the new one; the epoch it read
--- with n tells it the log is not the one it read (leaderboard/definitions.py).
+-- The counter after a change of id, which the change log records. The change starting a log sets
+-- its epoch (Redis's clock, us): a Redis flushed, failed over or restored counts again from 1, so
+-- a process holding version n may meet another change at n; the epoch it read with n tells it
+-- the log is not the one it read.
 function definitions.changed(version_key, log_key, id, epoch_key)
   local version = redis.call('INCR', version_key)
   redis.call('ZADD', log_key, version, id)
@@ -217,17 +201,14 @@ end
 --[[ lb_board_put: create or update a board definition.
 Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream, KEYS[4]
         deleted definitions hash, KEYS[5] change log, KEYS[6] the game's activity stream, KEYS[7]
-        the change log's epoch; ARGV id, definition JSON, the definition JSON the update was checked against ('' to create),
-        the deleted definition of that id a create was checked against ('' for none:
-        boards.check_recreate; its keys may still hold entries), the most definitions the game
-        stores (0: no cap), reshapes ('1': the game's default changes how the game's boards are
-        written, boards.written_as: refused once the game applied a slip, '0' otherwise)
+        the change log's epoch; ARGV id, definition JSON, the JSON an update was checked against
+        ('' to create), the deleted definition a create was checked against ('' for none:
+        boards.check_recreate; its keys may still hold entries), the cap (0: none), reshapes
+        ('1': the default changes how the game's boards are written, boards.written_as)
 Output: the boards version counter after the change; 0 when creating a definition that exists
-        exactly so (a retried create); ERR board_exists (create, another definition), ERR
-        unknown_board (update of none), ERR stale_board (it, or the deleted one a create was
-        checked against, changed since the caller read it), ERR too_many_boards (a create while
-        the game stores its cap), ERR board_reorder (reshapes, and the game has entries), ERR
-        invalid_board
+        exactly so (a retry); ERR board_exists, ERR unknown_board (update of none), ERR
+        stale_board (it, or the deleted one, changed since the caller read it), ERR
+        too_many_boards, ERR board_reorder (reshapes, and the game has entries), ERR invalid_board
 ]]
 function definitions.lb_board_put(keys, args)
   local id, json, expected, deleted, cap, reshapes = args[1], args[2], args[3], args[4], tonumber(args[5]), args[6]
@@ -250,8 +231,7 @@ function definitions.lb_board_put(keys, args)
     if (redis.call('HGET', keys[4], id) or '') ~= deleted then
       return refuse('stale_board', 'the deleted definition of board ' .. id .. ' changed since it was read; try again')
     end
-    -- checked here, in the call that stores it, so creates racing for the last place cannot
-    -- both take it
+    -- checked in the call that stores it: creates racing for the last place cannot both take it
     if cap > 0 and redis.call('HLEN', keys[1]) >= cap then
       return refuse('too_many_boards', 'the game stores ' .. cap .. ' board definitions, its most; delete one first')
     end
@@ -271,9 +251,8 @@ end
 --[[ lb_board_delete: delete a board definition (the board's keys expire as their windows say),
 remembered in the deleted definitions hash until its boards' entries are gone (lb_board_purge):
 a create of that id is checked against it.
-Input:  KEYS[1] boards hash, KEYS[2] boards version counter, KEYS[3] journal stream, KEYS[4]
-        deleted definitions hash, KEYS[5] change log, KEYS[6] the game's activity stream, KEYS[7]
-        the change log's epoch; ARGV id, reshapes (lb_board_put's: deleting the game's default brings the environment's back)
+Input:  KEYS as lb_board_put's; ARGV id, reshapes (lb_board_put's: deleting the game's default
+        brings the environment's back)
 Output: the boards version counter after the change; ERR unknown_board, ERR board_reorder
 ]]
 function definitions.lb_board_delete(keys, args)

@@ -1,6 +1,5 @@
--- Score, int64 and lex encodings: a packed score's points and time (scoring), a board's rank
--- companions (histogram and distinct points, scoring), exact 64-bit integers as two doubles
--- (int64) and a lex board's member text (lex).
+-- Score, int64 and lex encodings: a packed score and a board's rank companions (scoring), exact
+-- 64-bit integers as two doubles (int64) and a lex board's member text (lex).
 local lex = {}
 local scoring = {}
 local int64 = {}
@@ -46,10 +45,9 @@ function scoring.fmt_points(points)
   return string.format('%d', points)
 end
 
--- The score encoding, its one place (the header's "Score packing"): points and the time since the
--- period's start, in the window's tie unit, packed into one exact double, and the points read
--- back. lowest_score is the smallest packed score holding `points`, so the scores holding exactly
--- `points` are [lowest_score(points), lowest_score(points + 1) - 1].
+-- The score encoding, its one place (the header's "Score packing"), and the points read back.
+-- lowest_score is the smallest packed score holding `points`: the scores holding exactly `points`
+-- are [lowest_score(points), lowest_score(points + 1) - 1].
 function scoring.pack_score(points, t, scale)
   return points * scale + (scale - 1 - t)
 end
@@ -62,18 +60,15 @@ function scoring.lowest_score(points, scale)
   return points * scale
 end
 
---[[ board_score_changed: keep a board's histogram and distinct points right after a member's
-packed score went from old to new (either nil: the member was added or removed). Call it AFTER the
-board itself was written (ZADD / ZREM): whether the old points value is still held by someone is
-read from the board. points_key: the board's points set in dense mode, nil otherwise. O(1) for the
-histogram, O(log N) for the points set; nothing when the points stay the same (only the time part
-moved). Any function that moves scores (submit, a correction, a ban) calls it, so dense ranks and
-the histogram stay exact. `deltas` (lb_submit's batch): the histogram's changes are added up there
-and written at the end of the batch (flush_histograms: three calls per histogram) instead of two
-HINCRBYs per write; nothing in the batch reads the histogram in between. In a batch the board's
-own write may still wait (held_board): only the dense mode's count reads the board, and its
-caller flushes first.
-]]
+-- board_score_changed: keep a board's histogram and distinct points right after a member's packed
+-- score went from old to new (either nil: added or removed). Call it AFTER the board was written:
+-- whether someone still holds the old points is read from the board. points_key: the points set in
+-- dense mode, else nil. O(1) for the histogram, O(log N) for the points set, nothing when only the
+-- time part moved. Every function that moves scores calls it, so dense ranks and the histogram stay
+-- exact. `deltas` (lb_submit): the histogram's changes are summed there and written at the batch's
+-- end (flush_histograms) instead of two HINCRBYs per write; nothing in the batch reads the
+-- histogram meanwhile. The board's own write may still wait (held_board): only dense mode's count
+-- reads the board, and its caller flushes first.
 function scoring.board_score_changed(board_key, hist_key, points_key, scale, old, new, deltas)
   local old_points = old and scoring.score_points(old, scale) or nil
   local new_points = new and scoring.score_points(new, scale) or nil
@@ -144,9 +139,8 @@ end
 -- The histogram read once per call: for each bucket present, how many members sit in buckets
 -- above it. O(B log B) for B buckets (at most 16 per power of two), then O(1) per player. The
 -- board's best and worst standings bound the top and bottom buckets: those are often filled only
--- in part, and spreading their members over the whole bucket would misplace them. nil when the
--- histogram does not count every member (a board written before it had one, until
--- lb_rank_rebuild): its estimates would be too high, and the exact ranks are read instead.
+-- in part, and spreading their members over the whole bucket would misplace them. nil when it
+-- does not count every member (until lb_rank_rebuild): its estimates would be too high.
 function scoring.read_histogram(hist_key, board_key, enc, param, size)
   local best, worst
   if enc == 'lex' then -- ascending members, best first
@@ -178,9 +172,9 @@ function scoring.read_histogram(hist_key, board_key, enc, param, size)
     best = scoring.standing(enc, param, best), worst = scoring.standing(enc, param, worst) }
 end
 
--- Approximate ordinal rank of a member with `points` (its standing): the members of every bucket above, plus its
--- place inside its own bucket estimated as if the bucket's members were spread evenly over the
--- bucket's points range. nil when the histogram does not know the bucket.
+-- Approximate ordinal rank of a member with `points` (its standing): the members of every bucket
+-- above, plus its place in its own bucket as if the bucket's members were spread evenly over its
+-- points range. nil when the histogram does not know the bucket.
 function scoring.approx_rank(hist, points)
   local b = scoring.bucket_of(points)
   local count = hist.counts[b]
@@ -195,15 +189,11 @@ function scoring.approx_rank(hist, points)
 end
 
 -- Defined boards: lex members ---------------------------------------------------------------
--- A board whose definition does not fit one exact double (leaderboard/boards.py: several keys,
--- negative values, the int64 range) keeps every member at score 0, so Redis orders the board by
--- the member itself, bytewise: per key 16 hex digits of the value with its sign bit flipped
--- (unsigned order is then signed order), complemented for a desc key; 12 hex digits of the time
--- it was reached (complemented for tie 'last'); the player id's bytes complemented, then \255
--- (lex.player_part: equal values and time read by descending player id, as on a packed board).
--- Ascending order is best first:
--- rank = HGET (player -> member) + ZRANK, top = ZRANGE 0 N-1, competition rank = ZLEXCOUNT of
--- the members before the key part, dense rank = the same on the set of distinct key parts.
+-- A board whose definition does not fit one exact double keeps every member at score 0, so Redis
+-- orders it by the member, bytewise: per key 16 hex digits, then 12 of the time, then the player
+-- part (docs/data-model.md "Encodings"). Ascending order is best first: rank = HGET
+-- (player -> member) + ZRANK, top = ZRANGE 0 N-1, competition rank = ZLEXCOUNT of the members
+-- before the key part, dense rank = the same on the distinct key parts.
 -- Lua numbers are doubles: a value is carried as two 32-bit halves (hi, lo) of its two's
 -- complement, parsed from its decimal text and added without ever being one double.
 
@@ -316,13 +306,11 @@ function lex.rank(board, distinct, mode, member, key_len)
   return redis.call('ZLEXCOUNT', distinct, '-', before) + 1
 end
 
--- A lex member's player part: the id's bytes complemented, then \255. Ascending member order then
--- puts the players of equal values and time in descending byte order of their ids, the order a
--- packed board gives them (read highest score first, and Redis orders equal scores by member):
--- one tie rule on every encoding. \255 outranks every complemented byte (an id holds no \0), so
--- an id sorts after the longer ids it begins, descending as well.
--- The byte -> complement table, made at the first call (a library's load runs without the
--- string library).
+-- A lex member's player part: the id's bytes complemented, then \255, so equal values and time
+-- order by descending id, as a packed board's (read highest first; Redis orders equal scores by
+-- member): one tie rule on every encoding. \255 outranks every complemented byte (an id holds no
+-- \0): an id sorts after the longer ids it begins. The complement table is made at the first
+-- call (a library's load runs without the string library).
 function lex.flip()
   local flip = lex.FLIP
   if not flip then
@@ -349,10 +337,9 @@ function lex.player_of(member, key_len)
   return (member:sub(key_len + lex.TIME_HEX + 1, -2):gsub('.', lex.flip()))
 end
 
--- A lex board's companions after a member went from old to new (either nil: added or removed), as
--- board_score_changed keeps a packed board's, the board itself written: its histogram (only the
--- first key places it: scoring.standing) and in dense mode (parts_key) its distinct key parts
--- (key_len long), of which one goes when nobody holds it any more.
+-- A lex board's companions after a member went from old to new, as board_score_changed keeps a
+-- packed board's: its histogram (by the first key: scoring.standing) and in dense mode
+-- (parts_key) its distinct key parts (key_len long), one going when nobody holds it any more.
 function lex.member_moved(board_key, hist_key, parts_key, key_len, old, new, deltas)
   local from, to = old and old:sub(1, lex.KEY_HEX), new and new:sub(1, lex.KEY_HEX)
   if from ~= to then

@@ -1,7 +1,5 @@
--- Moderation and profiles: bans, unbans, corrections (on either encoding) and profile fields,
--- each journaled. The Python side names every board a call touches (KEYS) with its version field
--- (ARGV), as lb_submit's caller does; each function checks all of its input before its first
--- write, so a refused call changes nothing.
+-- Moderation and profiles, each change journaled. Each function checks all of its input before
+-- its first write, so a refused call changes nothing.
 local moderation = {}
 
 moderation.MAX_REASON_BYTES = 256
@@ -32,11 +30,10 @@ function moderation.bump_if_top(versions, field, before, after, top_n)
   return 0
 end
 
--- A board of a call, one record per board on either encoding: keys[k + 1..5] its board,
--- histogram, points set (distinct points, or distinct key parts), members hash and metadata hash;
--- field its version field, mode its rank mode, encoding reads.encoding's text ('' a packed board
--- whose window is no longer known: its companions are left alone), top_n its top N. nil when
--- malformed. pts: the distinct set a write keeps (dense mode only).
+-- A board of a call: keys[k + 1..5] its board, histogram, distinct points (or key parts), members
+-- and metadata hashes; encoding reads.encoding's text ('' a packed board whose window is no
+-- longer known: its companions are left alone). nil when malformed. pts: the distinct set a
+-- write keeps (dense mode only).
 function moderation.board(keys, k, field, mode, encoding, top_n)
   local enc, param = reads.encoding(encoding)
   if not (scoring.RANK_MODES[mode] and (enc or encoding == '') and top_n) then
@@ -88,10 +85,9 @@ function moderation.put_on(board, player, at)
   return redis.call('ZREVRANK', board.key, player)
 end
 
---[[ lb_ban: remove a player from the boards given, on either encoding (moderation.take_off; and
-the entry's metadata), and leave a tombstone, so that no replayed or later submission can put them
-back (lb_submit refuses it with the per-entry code 'banned'). Banning again updates the record and
-removes whatever is on the boards given.
+--[[ lb_ban: remove a player (and metadata) from the boards given, and leave a tombstone, so no
+replayed or later submission can put them back (lb_submit refuses it: 'banned'). Banning again
+updates the record and removes whatever is on the boards given.
 Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, KEYS[4] journal
         stream, then per board BAN_KEYS keys (moderation.board)
         ARGV    call layout (BAN_LAYOUT), how ('ban'; 'replay': a rebuild replaying a journaled
@@ -171,25 +167,21 @@ function moderation.lb_unban(keys, args)
 end
 
 --[[ lb_correct: set a player's key values on the boards given, or take the player off them (a
-correction, with its reason), on either encoding, the game's boards as any (one packed key, the
-points). A player already on a board keeps the time their entry was reached (ties stay ordered as
-they were reached); a player not on it is placed as of now (clamped into the board's period). The
-entry is taken off and put back (moderation.take_off, moderation.put_on), so its companions
-follow as a ban's and a submission's do. Metadata is kept, set or cleared.
-Input:  KEYS[1] banned hash, KEYS[2] versions hash, KEYS[3] activity stream, KEYS[4] journal
-        stream, then per board BAN_KEYS keys (moderation.board)
+correction, with its reason), the game's boards as any (one packed key, the points). A player
+on a board keeps the time their entry was reached (ties stay ordered as they were reached); one
+not on it is placed as of now (clamped into the period). The entry is taken off and put back,
+so its companions follow as a ban's and a submission's do. Metadata is kept, set or cleared.
+Input:  KEYS as lb_ban's
         ARGV    call layout (CORRECT_LAYOUT), how ('correct'; '' a rebuild's replay, not
                 journaled again), player, values ("v1,v2,..."; '' takes the player off), metadata
                 mode ('keep' or 'set'), metadata ('' clears), actor, reason, now_ms,
-                activity_maxlen, then one definition record (lb_submit's: 1, then its
-                DEFINITION_FIELDS), then per board its version field, start_ms, end_ms, shift
-                (packed), unit_ms, expire_at_s (0 = never), rank mode
+                activity_maxlen, 1 and one definition record (definitions.read), then per board
+                its version field, start_ms, end_ms, shift, unit_ms, expire_at_s (0: never), mode
         The journal's one form (fn correction) is every argument after how: the durable log
         folds it on the boards it folds (the game's) and its rebuild replays it here on the others.
 Output: per board {previous values ("v1,v2,...") or '' (not on it), rank after (1-based; 0: off it)}
-        ERR banned (lift the ban first); ERR wrong_key_count, invalid_key_value,
-        key_out_of_range, metadata_too_large, points_out_of_range (a packed board's score would
-        not be an exact double); ERR invalid_player, invalid_actor, invalid_reason
+        ERR banned (lift the ban first), a slip's value codes, points_out_of_range (a packed
+        score would not be an exact double), invalid_player, invalid_actor, invalid_reason
 ]]
 moderation.CORRECT_LAYOUT = '3'
 moderation.CORRECT_ARGS, moderation.CORRECT_FIELDS = 11, 7

@@ -1,12 +1,6 @@
 -- The submissions queue and its acknowledgements: lb_enqueue, lb_ack, lb_status, lb_forget.
 local queue = {}
 
---[[ The queue's length and trim. The scorer acknowledges entries without deleting them one by one
-(lb_ack trims the stream below the oldest entry a group has still to apply), so the stream may
-hold acknowledged entries newer than a pending one: its length is at least the backlog, and
-exactly the backlog once nothing older is pending. The exact figure is the group's own count.
-]]
-
 -- XINFO's records (flat field, value lists) as tables; none when the stream or group is missing.
 function queue.info_records(reply)
   if type(reply) ~= 'table' or reply.err then
@@ -29,8 +23,9 @@ function queue.stream_groups(stream)
 end
 
 -- Entries some group has still to apply: the most any group has not acknowledged (lag: not yet
--- delivered; pending: delivered, not acknowledged). The stream's length when there is no group
--- (nothing was trimmed then) or a group's lag is unknown (XDEL'd entries ahead of it): an upper bound.
+-- delivered; pending: delivered, not acknowledged). lb_ack trims below the oldest entry still to
+-- apply, so the stream may hold acknowledged entries newer than a pending one: its length is an
+-- upper bound, answered without a group or when a group's lag is unknown (XDEL'd entries ahead).
 function queue.backlog_of(stream, length)
   local groups, most = queue.stream_groups(stream), 0
   for _, g in ipairs(groups) do
@@ -80,15 +75,13 @@ function queue.entry_id(args, at)
   return nil
 end
 
--- The request bodies' fingerprints, each against the one its id was first filed with (the
--- Idempotency-Key rule of the HTTP API): another one refuses the whole call before anything is
--- appended, since the id would be applied with the first body and this one dropped unseen. The
--- same one is a retry: not appended again, since a slip stamped by the API's clock gets a new
--- stamp each time and lb_submit dedupes an id only within its stamp's hour.
--- A bucket's record is "<fingerprint> <stream id of the first filing>" (the fingerprint alone in
--- records written before the stream id was kept).
--- Returns the ids filed for the first time (fingerprint by id) and the retries (the first
--- filing's stream id, '' if unknown, by entry index), or nil and the refusal.
+-- The request bodies' fingerprints, each against the one its id was first filed with (the HTTP
+-- API's Idempotency-Key rule): another refuses the whole call before any append, since the id
+-- would be applied with the first body and this one dropped unseen. The same one is a retry, not
+-- appended: the API's clock stamps a slip anew each time and lb_submit dedupes an id only within
+-- its stamp's hour. A record is "<fingerprint> <first filing's stream id>" (or an older release's
+-- fingerprint alone). Returns the first filings (fingerprint by id) and the retries (the stream
+-- id, '' if unknown, by entry index), or nil and the refusal.
 function queue.claim_bodies(keys, args, starts, count, pos)
   if not valid.parse_uint(args[pos], 12) then
     return nil, nil, refuse('bad_request', 'malformed body fingerprints')
@@ -128,21 +121,16 @@ end
 
 --[[ lb_enqueue: append submissions to the queue, unless that would overfill it.
 The backlog check and the appends are one atomic call, so concurrent submitters cannot together
-push the backlog past its cap. The stream's length bounds the backlog from above (see
-backlog_of), so it is enough when it leaves room; only a stream that looks full is counted
-exactly. Nothing is trimmed here: an entry waiting is never dropped to make room. A malformed
-call (an entry cut short, arguments past the last) appends nothing. Each entry's
-submission id (its 'slip' field up to the first tab, or its 'id' field) joins the queued set
-(lb_status: pending) until the scorer acknowledges the entry. With body buckets (the HTTP API),
-each entry's request body fingerprint is held to the first one filed under its id
-(claim_bodies), and a first one is kept, with the entry's stream id, in the current hour's
-bucket; an entry whose id was filed before with the same fingerprint is a retry and is neither
-appended nor queued again (its first filing is applied, or pending and queued already).
+push the backlog past its cap. The stream's length bounds the backlog from above (backlog_of):
+only a stream that looks full is counted exactly. Nothing is trimmed here: a waiting entry is
+never dropped to make room. A malformed call appends nothing. Each entry's submission id joins
+the queued set (lb_status: pending) until the scorer acknowledges it. With body buckets (the
+HTTP API), claim_bodies holds each body to the first filed under its id, and a first filing is
+kept with its stream id in the current hour's bucket; a retry is neither appended nor queued.
 Input:  KEYS[1] submissions stream, KEYS[2] queued set, KEYS[3 ..] (optional) the bodies buckets
         of the idempotency window, the current hour's first
         ARGV    backlog_max, entry_count, then per entry: field_count (pairs), field, value, ...;
-                with body buckets then: their expire_at (unix s), one fingerprint per entry ('':
-                none)
+                with body buckets: their expire_at (unix s), a fingerprint per entry ('': none)
 Output: per entry in order its stream id, or for a retry (body buckets only) a one-element
         array: the stream id its first filing got ('' when that record does not hold one);
         or 'ERR backlog_full ...' or 'ERR idempotency_conflict ...' and nothing is appended
@@ -215,13 +203,12 @@ function queue.lb_enqueue(keys, args)
   return ids
 end
 
---[[ lb_ack: acknowledge a group's entries, take their submission ids out of the queued set, and
-trim the stream below the oldest entry any group has still to apply (trim_applied). One call per
-batch instead of XACK + XDEL: XDEL looks up each id in its node, the trim frees whole nodes.
-Every entry not acknowledged stays, so a replica that dies leaves its entries to be claimed.
+--[[ lb_ack: acknowledge a group's entries, take their ids out of the queued set, and trim the
+stream below the oldest entry any group has still to apply (trim_applied): XDEL looks up each id
+in its node, the trim frees whole nodes. An entry not acknowledged stays, for a dead replica's
+entries to be claimed.
 Input:  KEYS[1] stream, KEYS[2] queued set (optional)
-        ARGV    group, entry_count, the entries' stream ids, then submission ids to remove from
-                the queued set
+        ARGV    group, entry_count, the entries' stream ids, then submission ids to unqueue
 Output: the number of entries acknowledged
 ]]
 function queue.lb_ack(keys, args)
@@ -245,8 +232,8 @@ end
 --[[ lb_status: what became of a submission, by its id: applied (its id is in a seen bucket;
 with its per-board rows when it asked lb_submit to keep them), pending (in the queue), refused
 (the scorer dead-lettered it: code and message), or unknown (never received, or older than the
-idempotency window). Applied wins over pending (a copy sent twice: the first was applied),
-pending over refused (a refused slip sent again).
+idempotency window). Applied wins over pending (a copy sent twice), pending over refused (a
+refused slip sent again).
 Input:  KEYS[1] queued set, KEYS[2 .. seen_count + 1] seen buckets, the outcome buckets of the
         same hours in the same order, then refused buckets
         ARGV    submission id, seen_count
@@ -279,8 +266,7 @@ end
 
 --[[ lb_forget: remove the consumer names of replicas that are gone.
 A consumer name stays in its group after its replica dies. Names idle (no read attempted) for
-at least idle_ms and holding no pending entry are deleted; the check and the delete are one atomic
-call, so a name is never deleted while it holds entries.
+idle_ms and holding no pending entry are deleted in one atomic call: never one holding entries.
 Input:  KEYS[1] stream;  ARGV group, idle_ms, the caller's own name (never deleted)
 Output: the names removed
 ]]

@@ -1,14 +1,9 @@
--- Reads of a board (no writes): the top N, the entries around a player and listed players'
--- ranks, one function each on every board, which takes one path by the board's encoding (the
--- call's encoding argument, reads.encoding): a packed board read highest score first, or a lex
--- board read in ascending member order. The ranks in each mode, the profile and metadata join
--- and the replies' shape are the same on both. And lb_rank_rebuild, which rebuilds a board's
--- rank companions.
+-- Reads of a board (no writes) and lb_rank_rebuild, the path chosen by the call's encoding (packed:
+-- highest score first; lex: ascending members); ranks, joins and replies are alike on both.
 local reads = {}
 
 -- A read's encoding argument: a packed board's shift (0..52; its scale 2^shift returned) or a
--- lex board's 'lex:<key count>' (1..5; the length of its members' key part returned). nil for
--- anything else.
+-- lex board's 'lex:<key count>' (1..5; its members' key part length returned); else nil.
 function reads.encoding(text)
   local count = type(text) == 'string' and text:match('^lex:([1-5])$')
   if count then
@@ -22,9 +17,8 @@ function reads.encoding(text)
 end
 
 -- The players at ordinal places start..stop (0-based), best first, and each one's order: a
--- packed board's score, a lex board's member. Ties read in the same order on both (equal
--- members of a packed board by descending player id, what ZRANGE REV gives; a lex member's
--- player part is written so ascending order is that order too: lex.player_part).
+-- packed board's score, a lex board's member. Ties read alike on both: by descending player id
+-- (ZRANGE REV's order; lex.player_part writes ascending members so).
 function reads.slice(board, enc, param, start, stop)
   local players, orders = {}, {}
   if enc == 'lex' then
@@ -49,9 +43,8 @@ function reads.ordinal(enc, board, player, order)
   return redis.call('ZREVRANK', board, player) + 1
 end
 
--- The rank in `mode` of a member with this order (`ordinal`: its ordinal rank, needed in
--- ordinal mode only). O(log N) on either encoding: a count of the better points (packed) or
--- key parts (lex) on the board, or on its distinct set in dense mode.
+-- The rank in `mode` of a member of this order (`ordinal` needed in ordinal mode only): O(log N),
+-- a count of the better points (or key parts) on the board, or on its distinct set in dense mode.
 function reads.rank(enc, param, board, distinct, mode, order, ordinal)
   if mode == 'ordinal' then
     return ordinal
@@ -109,9 +102,8 @@ Input:  KEYS[1] board, KEYS[2] profiles, KEYS[3] the board's distinct set (point
         board's key parts), KEYS[4] its members hash (read on a lex board), KEYS[5] its metadata
         hash (optional); ARGV[1] player, ARGV[2] k, ARGV[3] rank mode, ARGV[4] the encoding
         (reads.encoding: a packed board's shift)
-Output: {first ordinal rank (1-based), first rank in the mode, first percentile position (the
-        ordinal rank in ordinal mode, else the competition rank), board size, then the entries as
-        lb_top's}; {} if unranked
+Output: {first ordinal rank (1-based), first rank in the mode, first percentile position
+        (reads.position), board size, then the entries as lb_top's}; {} if unranked
 ]]
 function reads.lb_around(keys, args)
   local k, mode = valid.parse_uint(args[2], 3), args[3]
@@ -139,16 +131,14 @@ end
 
 --[[ lb_ranks: rank and order of each listed player (a friends list, or the players a gateway
 pushes own-rank updates to), plus the board size.
-A player whose approximate rank (from the histogram, on either encoding: scoring.standing) is
-beyond deep_from gets that approximation (ordinal and competition modes; dense ranks are always
-exact): O(1) per player after one read of the histogram, instead of O(log N). deep_from 0, or a
-histogram that does not count every member (scoring.read_histogram): every rank exact.
+A player whose approximate rank (the histogram's) is beyond deep_from gets it (dense ranks are
+always exact): O(1) per player after one read of the histogram, instead of O(log N). deep_from
+0, or a histogram that does not count every member: every rank exact.
 Input:  KEYS[1] board, KEYS[2] its distinct set (points, or a lex board's key parts), KEYS[3] its
         histogram, KEYS[4] its members hash (read on a lex board); ARGV[1] rank mode, ARGV[2] the
         encoding (reads.encoding: a packed board's shift), ARGV[3] deep_from, ARGV[4..] players
 Output: {board size, then per player: rank (1-based) or nil, packed score or lex member or nil,
-        position or nil (the ordinal rank in ordinal mode, else the competition rank: what a
-        percentile counts), 1 if approximate else 0} in ARGV order
+        position or nil (reads.position), 1 if approximate else 0} in ARGV order
 ]]
 function reads.lb_ranks(keys, args)
   local mode, deep_from = args[1], valid.parse_uint(args[3], 12)
@@ -188,12 +178,11 @@ function reads.lb_ranks(keys, args)
   return out
 end
 
---[[ lb_rank_rebuild: rebuild a board's histogram, and in dense mode its distinct points (a lex
-board's distinct key parts), from the board itself. For boards written before they had
-companions (a lex or ascending board before this release), and after a window's mode changed to
-dense (the points set is kept only in dense mode): O(N), one atomic call, so no write
-interleaves; a few seconds per million members, during which Redis serves nothing else. The
-companions get the board's expiry; outside dense mode the points set is deleted.
+--[[ lb_rank_rebuild: rebuild a board's histogram, and in dense mode its distinct points (or key
+parts), from the board: for a board written without companions, or a window switched to dense.
+O(N) in one atomic call, so no write interleaves: a few seconds per million members, during
+which Redis serves nothing else. The companions get the board's expiry; outside dense mode the
+points set is deleted.
 Input:  KEYS[1] board, KEYS[2] its points set, KEYS[3] its histogram; ARGV[1] the encoding
         (reads.encoding: a packed board's shift, or lex:<key count>), ARGV[2] mode
 Output: {members, distinct points values (0 outside dense mode), histogram buckets}

@@ -1,14 +1,11 @@
 -- lb_submit: a batch of submissions, each planned (no writes) then applied, on every board by one
--- planner (submit.plan) and one apply (submit.apply), which differ only by the board's encoding:
--- a packed score or a lex member. The game's own boards are the definition `default`, sent as
--- any definition is; the common slip's path (common.lua) is the same writes in one pass.
+-- planner (submit.plan) and one apply (submit.apply) that differ only by encoding (packed score or
+-- lex member). The common slip's path (common.lua) is the same writes in one pass.
 local submit = {}
 
--- A slip's values, or nil and the entry error: a `points` definition's (the game's configured
--- one) its points, else its key values ({hi, lo} each, definitions.slip_values); then its metadata
--- (none on the game's configured boards: metadata_bytes 0). A stored default of one key
--- (points_key) takes a slip's points as its value when the slip names no values, as the game's
--- slips always could.
+-- A slip's values, or nil and the entry error: its points on a `points` definition, else its
+-- key values ({hi, lo} each); a stored default of one key (points_key) takes a slip's points
+-- when it names no values, as the game's slips always could. Then its metadata's size.
 function submit.values(def, sub)
   local values, bad
   if def.points then
@@ -24,10 +21,9 @@ function submit.values(def, sub)
 end
 
 -- Returns the activity entry's points ('' for key values), the timestamp and the new scopes (nil:
--- none), with the boards planned in ctx.boards[1 .. #sub.layout.refs], or nil and an error triple.
--- Every check happens here, before any write, so a refused submission can never leave a partial
--- update behind. Each layout board has one record for the batch (batch.layout_board), reused
--- from one slip to the next: a table per board per slip was a measurable share of the call.
+-- none), the boards planned in ctx.boards, or nil and an error triple. Every check happens here,
+-- before any write, so a refused submission never leaves a partial update. A layout board's
+-- record (batch.layout_board) is reused slip to slip: a table per board per slip was measurable.
 function submit.plan(keys, sub, periods, ctx)
   local refused = batch.check_slip(sub)
   if refused then
@@ -111,10 +107,9 @@ function submit.plan_packed(board, op, value, ts, sub)
   board.improved = old == nil or score > old
 end
 
--- A lex board's planned write: the stored values (definitions.combine_values for incr and per-key
--- operators), the member they make, or none when nothing changes. best and set weigh the time
--- with the values, as the board orders them (a packed score holds both); incr and per-key
--- operators move the time when the values change.
+-- A lex board's planned write: the stored values (combine_values for incr and per-key operators)
+-- and the member they make, or none. best and set weigh the time with the values, as the board
+-- orders them (a packed score holds both); incr and per-key operators move it when values change.
 function submit.plan_lex(board, op, values, _, sub, prefix, stamp, who)
   local def = board.def
   local old = board.held.scores[sub.player] or nil
@@ -146,10 +141,9 @@ function submit.plan_lex(board, op, values, _, sub, prefix, stamp, who)
   board.write, board.improved = write, not old or prefix < old_prefix
 end
 
--- The score of a packed board's N-th entry, or false while the board has fewer than N entries
--- (then everyone on it is in the top N). Read once per batch and again only after the top N
--- changed, so whether a write touches the top N is a comparison, not a ZREVRANK per board.
--- A lex board's N-th entry is its N-th member (members order as text, best first).
+-- The N-th entry's score (lex: its member), or false while the board has fewer than N entries.
+-- Read once per batch and again only after the top N changed, so whether a write touches the
+-- top N is a comparison, not a ZREVRANK per board.
 function submit.nth(ctx, board)
   local key, top_n = board.key, board.top_n
   local nth = ctx.nth[key]
@@ -192,9 +186,8 @@ function submit.rank(ctx, board, player, at)
   return batch.board_rank(ctx, board.key, player, board.top_n)
 end
 
--- A write changed the board's top N: bump its version; announce an entry (entered), in the shape
--- the board's snapshot entries have (definitions.announce: the game's points as score, a
--- definition's key values). Returns the member's 0-based rank when it read it (or was given it).
+-- A write changed the board's top N: bump its version; announce an entry (entered:
+-- definitions.announce). Returns the member's 0-based rank when it read it (or was given it).
 function submit.touch_top(board, player, name, ctx, rank, entered_top)
   local period = board.period
   redis.call('HINCRBY', ctx.versions, period.window .. ':' .. period.label .. ':' .. board.scope, 1)
@@ -209,12 +202,11 @@ function submit.touch_top(board, player, name, ctx, rank, entered_top)
   return rank
 end
 
--- The planned write of one board, on either encoding; returns improved (boolean), the rank and
--- the previous rank (1-based; 0 = not on the board before, or not read) and the points (a lex
--- board's: its first key value as text, '' unless rows are wanted). Every redis.call costs more
--- than its command, so nothing is read or written that the outcome does not need: `want` says
--- which rank: 'all' (the caller wants rows: the rank, and the previous one of a changed member),
--- 'top' (the activity entry's: read only when the member is in the top N, else 0) or nil (none).
+-- The planned write of one board; returns improved, the rank and previous rank (1-based; 0: not
+-- on the board before, or not read) and the points (lex: its first key value as text, '' unless
+-- rows are wanted). Every redis.call costs more than its command, so only what the outcome needs
+-- is read: `want` 'all' (rows: the rank, and a changed member's previous one), 'top' (the
+-- activity entry's: read only when the member is in the top N, else 0) or nil (none).
 function submit.apply(board, player, name, ctx, want)
   local key, old, top_n, period, lexical = board.key, board.old, board.top_n, board.period, board.def.lex
   if not board.write then -- nothing changes (a personal best not beaten: the common case)
@@ -281,8 +273,7 @@ function submit.apply_submission(keys, sub, periods, ctx)
   if ctx.banned_players[sub.player] then
     return entry_error('banned', 'player is banned from this game')
   end
-  -- The duplicate check: the id was in its seen bucket before the batch, or an earlier slip of
-  -- the batch applied it. A refused slip never marks its id.
+  -- a duplicate: in its seen bucket before the batch, or applied in it (a refused slip is not)
   local mark = sub.layout.mark
   if mark.before[sub.id] or mark.applied[sub.id] then
     return submit.DUPLICATE
@@ -298,7 +289,6 @@ function submit.apply_submission(keys, sub, periods, ctx)
     batch.record_scopes(ctx, new_scopes)
   end
   local boards = ctx.boards
-  -- every rank of the slip when the caller wants rows or the slip asked to keep its outcome
   local all = (ctx.rows or sub.outcome) and 'all' or nil
   -- the rank on the slip's first board (the game's, or its definition's first window) goes to
   -- the activity entry, which names that board (badges read both); a tournament slip is not on it
@@ -342,16 +332,12 @@ end
 -- Functions ---------------------------------------------------------------------------------
 
 --[[ lb_submit: apply a batch of submissions atomically, one result per submission.
-A slip is refused whole (per entry, nothing written) when a period it would write to is closed
-(period_closed: lb_close set the period's marker, its finals are published) or when it names a
-region or mode value the game has not seen while the scopes set holds max_scopes values
-(too_many_scopes); a new value is added to the set by the first slip applied with it.
-What is read for every slip is read once per batch: the ban tombstones of its players (banned_among),
-its ids' seen buckets (SMISMEMBER), a tournament's entrants (SMISMEMBER), each board's scores of
-the players of each layout writing to it (ZMSCORE, a lex board's members HMGET: held_board); the
-boards' writes are gathered into one ZADD per board (a lex board's: one ZREM, ZADD and HSET),
-flushed earlier only before a read of that board, and the histograms and the seen ids are
-written once per batch at its end.
+A slip is refused whole (per entry, nothing written) when a period it writes is closed
+(period_closed) or it names a new region or mode value while the scopes set holds max_scopes
+(too_many_scopes). What every slip needs is read once per batch (ban tombstones, seen ids,
+entrants, each board's scores of each layout's players: batch.lua) and written once: one ZADD
+per board (lex: ZREM, ZADD, HSET), flushed earlier only before a read of that board; the
+histograms and seen ids at the batch's end.
 Input:
   KEYS[1] versions hash, KEYS[2] activity stream, KEYS[3] profiles hash, KEYS[4] banned hash,
           KEYS[5] scopes set, KEYS[6..] the boards, their companions, the closed markers,
@@ -367,43 +353,32 @@ Input:
     board       board_key period op scope hist_key points_key definition members_key meta_key
     submission  layout slip
     full        id player points op ts name outcome values meta
-  a slip is the submission's parts `id player points ts name` (SLIP_PARTS) joined by TAB; slip ''
-  is followed by the submission's full record (a slip naming op, outcome, values or meta, or with
-  a TAB in a part); call_layout the call's layout (SUBMIT_LAYOUT: a call of another is refused whole
-  with library_mismatch, as a scorer of another release lays it out);
-  where *_key is a KEYS index (entrants_key 0: not a tournament, anyone may write; closed_key 0:
-  not checked, a rebuild replaying history); announce the announcements' channel; rows '1' for
-  per-board rows with every board's rank, '0' for the status only (ranks read only where written
-  into the top N or for the activity entry of a member in the top N); max_scopes 0 = no cap;
-  shift and unit_ms the score packing of the period's window; expire_at and seen_expire_at unix
-  seconds (a period's 0 = never); mode the rank mode (ordinal, dense or competition: the rank an
-  announcement names); a board's period and definition and a submission's layout are 1-based
-  indexes of those records; a board's op is its window's default operator, a submission's op ''
-  = each board's own; name '' = none; ts in milliseconds; outcome '1': keep the slip's per-board
-  rows in the layout's outcomes bucket (lb_status answers with them), '' = not; the bucket
-  expires with the seen bucket.
-  Every board is a definition's (leaderboard/boards.py): encoding packed, lex or points (the
-  game's own boards as the environment shapes them: packed, a slip's points its one value, below
-  each window's 2^(53 - shift), members_key and meta_key 0), tie first or last, operator the
-  board's (or 'keys': each key has its own), key_spec per key 'd|a,<op>,<min>,<max>' joined by
-  ';' (direction, operator, int64 bounds), top_n the size of the top whose changes bump its
-  version and are announced, scoped '1' for the game's default (global, region:, mode:, whose
-  new values count against max_scopes; its periods are the game's, closed by the game's markers)
-  and for a defined board kept per region or mode (board:<id>:region:<r> counted so; its home
-  board:<id> is not), points '1' when a slip naming no values carries its one key in points (the
-  game's slips); points_key the set of distinct points (key parts: lex), members_key a lex
-  board's player -> member hash. A slip of key values has points '' and values its key values as
-  decimal int64 text joined by ',' (values and meta '' otherwise).
+  a slip is the parts `id player points ts name` (SLIP_PARTS) joined by TAB; slip '' is followed by
+  the full record (a slip naming op, outcome, values or meta, or with a TAB in a part); call_layout
+  SUBMIT_LAYOUT (a scorer of another release is refused whole: library_mismatch); *_key a KEYS index
+  (entrants_key 0: not a tournament; closed_key 0: not checked, a rebuild replaying history);
+  announce the announcements' channel; rows '1' for per-board rows with every rank, '0' for the
+  status only; max_scopes 0 = no cap; shift and unit_ms the window's score packing; expire_at and
+  seen_expire_at unix seconds (a period's 0 = never); mode the rank mode an announcement names; a
+  board's period and definition and a submission's layout are 1-based record indexes; a board's op
+  its window's default operator, a submission's op '' = each board's own; name '' = none; ts in ms;
+  outcome '1': keep the slip's rows for lb_status (as long as its seen bucket).
+  A definition (leaderboard/boards.py): encoding packed, lex or points (the game's boards as the
+  environment shapes them: packed, a slip's points its one value below 2^(53 - shift),
+  members_key and meta_key 0); tie first or last; operator the board's, or 'keys' (each key its
+  own); key_spec per key 'd|a,<op>,<min>,<max>' (direction, operator, int64 bounds) joined by
+  ';'; top_n the top whose changes bump its version and are announced; scoped '1' when its new
+  scopes count against max_scopes (the game's default: region:, mode:; a defined board's
+  board:<id>:region:<r>, not its home board:<id>); points '1' when a slip naming no values
+  carries its one key in points. points_key the distinct points (lex: key parts), members_key a
+  lex board's player -> member hash. A slip of key values has points '' and values its decimal
+  int64 text joined by ',' (values and meta '' otherwise).
 Output:
   one entry per submission: {'ok', {{improved, rank, previous_rank, points}, ...}} in board
-  order ('ok', a plain string, without rows; a board of key values' points: its first key value),
-  'duplicate', or {'error', code, message} (a slip of key values also wrong_key_count,
-  invalid_key_value, key_out_of_range, metadata_too_large)
-  The call's activity entry (flush_activity) holds each applied slip; a slip's rank there is
-  the first board's when the member is in its top N, else 0, and its board the definition's
-  board as reads name it (a defined board's first scope, board:<id>; '' for the game's own, whose
-  points a slip carries: a slip of key values has points ''; the column only in a call that
-  applied a defined board's slip: batch.flush_activity).
+  order (a board of key values' points: its first key value), 'ok' alone without rows,
+  'duplicate', or {'error', code, message}. The call's activity entry holds each applied slip:
+  its rank the first board's when in its top N, else 0; its board as reads name it (a defined
+  board's board:<id>; '' for the game's own); its points '' for a slip of key values.
   Whole-call errors: 'ERR library_mismatch ...' (another layout), 'ERR bad_request ...'.
 ]]
 function submit.lb_submit(keys, args)
@@ -441,10 +416,9 @@ function submit.lb_submit(keys, args)
   if not count then
     return refuse('bad_request', 'malformed batch')
   end
-  -- Every record read before the first write: its parts and its layout into columns (a full
-  -- record's position in `full`; a slip the common path cannot take, 0), each layout's distinct
-  -- players (whose scores are read on each of its boards) and its seen bucket's ids. Consecutive
-  -- records nearly always share a layout: it is looked up again only when the index changes.
+  -- Every record read before the first write into columns (`full`: a full record's position; 0 a
+  -- slip the common path cannot take), with each layout's distinct players and seen ids.
+  -- Consecutive records nearly always share a layout: it is looked up only when the index changes.
   local ids, players, points_texts, stamps, names, lays, full = {}, {}, {}, {}, {}, {}, {}
   local at, last = pos + 1, nil
   local found, seen, distinct, listed
@@ -503,8 +477,7 @@ function submit.lb_submit(keys, args)
   for _, mark in ipairs(marks) do
     mark.before, mark.ids = batch.held('SMISMEMBER', mark.key, mark.ids), {}
   end
-  -- one record table, refilled for each slip (nothing keeps it past its slip): a table per slip
-  -- was a measurable share of the call
+  -- one record table refilled for each slip: a table per slip was a measurable share of the call
   local results, sub, current, common = {}, {}, nil, nil
   for i = 1, count do
     if lays[i] ~= current then

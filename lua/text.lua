@@ -142,46 +142,37 @@ them; Python wrappers in leaderboard/library/, a module per file):
   lb_board_purge  forget a deleted definition whose     deletedboards, boardlog, journal; its
                   boards hold no entries                boards' keys (read)
 
-Score packing (see docs/data-model.md): score = points * 2^k + (2^k - 1 - t), where t is the
-time since the window's start in the window's tie unit. An earlier arrival at the same points
-leaves a larger remainder and so ranks higher. k and the unit come from the caller per window;
-points must stay below 2^(53 - k) so the packed value is an exact double.
+Score packing (docs/data-model.md): score = points * 2^k + (2^k - 1 - t), t the time since the
+window's start in its tie unit (k and the unit per window, from the caller): an earlier arrival
+at the same points ranks higher. Points stay below 2^(53 - k): the packed value is exact.
 
 Rank modes (see leaderboard/ranking.py): ordinal (ties by time, ZREVRANK), competition (1 + members
 with strictly more points: one ZCOUNT on the board), dense (1 + distinct points values above: one
 ZCOUNT on the board's points set). Reads take the mode as an argument; no read scans the board.
 
 Errors, one way per scope (refuse and entry_error below), with the codes of leaderboard/errors.py:
-- a call that cannot run answers 'ERR <code> <message>' and writes nothing: bad_request
-  (malformed input), library_mismatch (lb_submit: a call laid out by another release),
-  backlog_full, idempotency_conflict (lb_enqueue: a submission id filed again with another body),
-  unknown_tournament, tournament_exists, tournament_ended, banned,
-  points_out_of_range, and the input codes of the moderation, profile and entry functions:
+- a call that cannot run answers 'ERR <code> <message>' and writes nothing: bad_request,
+  library_mismatch (a call laid out by another release), backlog_full, idempotency_conflict,
+  unknown_tournament, tournament_exists, tournament_ended, banned, points_out_of_range,
   invalid_player, invalid_actor, invalid_reason, invalid_points, invalid_name, invalid_avatar,
-  invalid_country; the board definition functions' invalid_board, board_exists, unknown_board,
-  stale_board, too_many_boards, board_reorder (the game's default reshaped once it has entries);
+  invalid_country, invalid_board, board_exists, unknown_board, stale_board, too_many_boards,
+  board_reorder (each function's Output says which it answers);
 - one submission of a batch that cannot apply answers {'error', code, message} for that entry
   only and writes nothing for it: missing_id, invalid_id, banned, invalid_player, invalid_name,
   invalid_points, invalid_operator, invalid_timestamp, timestamp_in_future, timestamp_too_old,
-  timestamp_outside_window, not_entered (a tournament slip of a player not entered),
-  period_closed (a slip of a closed period), too_many_scopes (past max_scopes),
-  points_out_of_range; a defined board's slip: wrong_key_count, invalid_key_value,
-  key_out_of_range, metadata_too_large.
+  timestamp_outside_window, not_entered, period_closed, too_many_scopes, points_out_of_range,
+  wrong_key_count, invalid_key_value, key_out_of_range, metadata_too_large.
 
-Player ids, wherever they come in (lb_submit, lb_join, lb_ban, lb_unban, lb_correct, lb_profile),
-follow one rule, valid.player: 1-64 bytes of UTF-8 without control, bidirectional or invisible
-characters (leaderboard/profiles.py is_player_id is the same).
+Player ids, wherever they come in, follow one rule: valid.player.
 ]]
 
--- Text and validation: the rules every input passes (UTF-8, player ids, names, unsigned
--- integers), how a call refuses (refuse, entry_error) and the journal of state changes.
+-- Text and validation: the rules every input passes, how a call refuses and the journal.
 --
--- The library is one chunk assembled from the files of lua/ in the order lua/parts.txt names
--- (leaderboard/assembly.py): this file first, registration.lua last. Lua 5.1 takes at most 200
--- locals in a chunk, so each file keeps its helpers in a module table (valid.player, int64.parse)
--- and the chunk's top-level locals are those tables and a few helpers every file calls;
--- tests/test_library_layout.py counts them. Top-level statements start at column 0 (what that
--- count reads); anything indented is inside a function.
+-- The library is one chunk assembled from lua/ in the order of lua/parts.txt. Lua 5.1 takes at
+-- most 200 locals in a chunk, so each file keeps its helpers in a module table (valid.player,
+-- int64.parse): the top-level locals are those tables and a few helpers every file calls, which
+-- tests/test_library_layout.py counts. Top-level statements start at column 0 (what that count
+-- reads); anything indented is inside a function.
 local valid = {}
 
 valid.MAX_ID_BYTES = 64
@@ -276,11 +267,9 @@ function valid.parse_uint(s, max_digits)
 end
 
 -- The journal of state changes the submissions log does not carry (operator actions, profiles,
--- tournaments, closes): one entry per change, appended in the same atomic call as the change, so
--- whoever made it (a scorer command, a gateway's server-role request) cannot leave it out. The
--- scorer records the entries in the durable log and acknowledges them, trimming what is recorded
--- (scorer/journal.py, lb_ack); the cap
--- only bounds a journal nobody records (no durable log configured): changes are rare next to
+-- tournaments, closes): appended in the same atomic call as the change, so whoever made it
+-- cannot leave it out. The scorer records the entries in the durable log and trims them
+-- (scorer/journal.py); the cap only bounds a journal nobody records: changes are rare next to
 -- submissions. 'at' is Redis's clock in microseconds, the clock of the log's 'applied' order.
 local JOURNAL_MAXLEN = 100000
 
@@ -290,11 +279,8 @@ local function journal(key, fn, ...)
     'at', t[1] .. string.format('%06d', tonumber(t[2])), 'args', cjson.encode({ ... }))
 end
 
--- How a call refuses, one way per scope. A whole call that cannot run (malformed input, a full
--- queue, an operator's bad argument) answers an error reply 'ERR <code> <message>', which the
--- Python side raises as the exception tree of leaderboard/errors.py; it wrote nothing. One
--- submission of a batch that cannot apply answers its own entry {'error', code, message} and
--- writes nothing for it; the batch goes on.
+-- How a call refuses (the header's "Errors"): a whole call with 'ERR <code> <message>', raised in
+-- Python as leaderboard/errors.py's exception tree; one slip of a batch with its entry.
 local function refuse(code, message)
   return redis.error_reply('ERR ' .. code .. ' ' .. message)
 end
@@ -305,8 +291,7 @@ end
 
 -- A function whose arguments another release lays out otherwise carries its call's layout first
 -- (lb_ban, lb_correct, lb_close): a call of another layout is refused whole, before anything is
--- read or written, with the layout this library reads (errors.LibraryMismatch). nil when it is
--- this library's.
+-- read or written (errors.LibraryMismatch); nil when it is this library's.
 function valid.other_layout(got, want, fn)
   if got == want then
     return nil
