@@ -23,11 +23,8 @@ async def entries(mods: Moderation, player: str) -> list[dict[str, Any]]:
     lb = mods.lb
     check_player(player)
     game_boards = sorted(await mods.boards(), key=lambda b: (b.window, b.period, b.scope))
-    async with lb.redis.pipeline(transaction=False) as pipe:
-        for b in game_boards:
-            pipe.zscore(lb.keys.board(b.window, b.period, b.scope), player)
-        scores = await pipe.execute() if game_boards else []
-    on = [b for b, s in zip(game_boards, scores, strict=True) if s is not None]
+    await lb.boards.refresh()  # the game's encoding: its stored default's
+    on = await mods.on(player, game_boards, lex=mods.game_lex())
     on += sorted(await mods.defined_boards(), key=lambda b: (b.scope, b.window, b.period))
     out = []
     for b in on:

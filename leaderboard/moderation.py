@@ -344,8 +344,7 @@ class Moderation:
         and the scope boards of those periods the player is on."""
         wanted = {(p.window.name, p.label): p for p in periods}
         if definition is None:
-            home, found = GLOBAL_SCOPE, await self.boards()
-            lex = self.lb.boards.general is not None and self.lb.boards.general.encoding == boards.LEX
+            home, found, lex = GLOBAL_SCOPE, await self.boards(), self.game_lex()
         else:
             home, lex = boards.home_scope(definition.id), definition.encoding == boards.LEX
             found = {b for b in await self._all_boards() if boards.definition_of(b.scope) == definition.id}
@@ -353,14 +352,24 @@ class Moderation:
             (b for b in found if (b.window, b.period) in wanted and b.scope != home),
             key=lambda b: (b.window, b.period, b.scope),
         )
+        chosen = [(p, home) for p in periods]
+        chosen += [(wanted[b.window, b.period], b.scope) for b in await self.on(player, scoped, lex=lex)]
+        return chosen
+
+    async def on(self, player: str, found: Sequence[BoardRef], *, lex: bool) -> list[BoardRef]:
+        """The boards of ``found`` (all of one encoding: ``lex``) ``player`` has an entry on, in
+        one round trip: a lex board's members are encoded, its members hash names its players."""
         async with self.lb.redis.pipeline(transaction=False) as pipe:
-            for b in scoped:  # a lex board's members are encoded: its members hash names its players
+            for b in found:
                 at = (b.window, b.period, b.scope)
                 pipe.hget(self.keys.members(*at), player) if lex else pipe.zscore(self.keys.board(*at), player)
-            scores = await pipe.execute() if scoped else []
-        chosen = [(p, home) for p in periods]
-        chosen += [(wanted[b.window, b.period], b.scope) for b, s in zip(scoped, scores, strict=True) if s is not None]
-        return chosen
+            scores = await pipe.execute() if found else []
+        return [b for b, s in zip(found, scores, strict=True) if s is not None]
+
+    def game_lex(self) -> bool:
+        """Whether the game's own boards are lex-encoded (its stored ``default``'s shape)."""
+        general = self.lb.boards.general
+        return general is not None and general.encoding == boards.LEX
 
     async def set_profile(self, player: str, profile: Profile, *, at: int | None = None) -> dict[str, Any]:
         """Set the fields ``profile`` names (``""`` clears one); the stored profile after it.
@@ -371,12 +380,22 @@ class Moderation:
         if not changes:
             raise _invalid("invalid_profile", "name at least one of name, avatar, country")
         when = now_ms() if at is None else at
-        current = {(w, self.lb.boards.period(w, when).label) for w in self.lb.config.windows}
-        fields = await self.lb.redis.hkeys(self.keys.versions)
-        boards = []
-        for field in fields:
-            window_name, period, scope = str(field).split(":", 2)
+        await self.lb.boards.refresh()  # each board's windows, days, encoding and top N: its definition's
+        game = {(w, self.lb.boards.period(w, when).label) for w in self.lb.config.windows}
+        shown = []
+        for field in await self.lb.redis.hkeys(self.keys.versions):
+            b = BoardRef(*str(field).split(":", 2))
             # a tournament's field stays until its close event: it is published until then
-            if (window_name, period) in current or window_name.startswith(TOURNAMENT_PREFIX):
-                boards.append(BoardRef(window_name, period, scope))
-        return dict(await self.lb.profile(player, changes, boards))
+            if b.window.startswith(TOURNAMENT_PREFIX) or self._current(b, when, game):
+                shown.append(b)
+        return dict(await self.lb.profile(player, changes, shown))
+
+    def _current(self, b: BoardRef, when: int, game: set[tuple[str, str]]) -> bool:
+        """Whether ``b`` is in its current period: a board of the game's in ``game`` (its
+        windows' current periods), a defined board in one of its own windows' current period,
+        whose days start in its own time zone."""
+        board_id = defined_of(b.scope)
+        if board_id is None:
+            return (b.window, b.period) in game
+        d = self.lb.boards.get(board_id)
+        return d is not None and b.window in d.windows and boards.period(d, b.window, when).label == b.period

@@ -293,24 +293,55 @@ moderation.PROFILE_RULES = {
   country = 'country must be an ISO 3166-1 alpha-2 code in capitals',
 }
 
+-- A player's place (0-based) on a board of a call (moderation.board), nil when not on it: a lex
+-- board's members are not player ids, its members hash names the player's member.
+function moderation.place(board, player)
+  if board.lex then
+    local member = redis.call('HGET', board.members, player)
+    return member and redis.call('ZRANK', board.key, member)
+  end
+  return redis.call('ZREVRANK', board.key, player)
+end
+
 --[[ lb_profile: set (or, with '', clear) fields of a player's profile: name, avatar, country.
 Fields not named are kept. A change bumps the version of each board given on whose top N the
-player stands, so the next snapshot carries it.
-Input:  KEYS[1] profiles hash, KEYS[2] versions hash, KEYS[3] journal stream, KEYS[4..] boards
-        (the current ones)
-        ARGV    player, top_n, board_count, per board its version field, then field, value, ...
+player stands (moderation.place, on either encoding), so the next snapshot carries it.
+Input:  KEYS[1] profiles hash, KEYS[2] versions hash, KEYS[3] journal stream, then per board
+        BAN_KEYS keys (moderation.board; the current boards)
+        ARGV    call layout (PROFILE_LAYOUT), player, board count, change count, then per board
+                its version field, top N, rank mode and encoding (lb_ban's record), then per
+                change field, value
 Output: the profile JSON after the call
 ]]
+moderation.PROFILE_LAYOUT, moderation.PROFILE_FIXED, moderation.PROFILE_ARGS = '2', 3, 4
+
 function moderation.lb_profile(keys, args)
-  if not valid.player(args[1]) then
+  local err = valid.other_layout(args[1], moderation.PROFILE_LAYOUT, 'lb_profile')
+  if err then
+    return err
+  end
+  local player = args[2]
+  if not valid.player(player) then
     return refuse('invalid_player', valid.PLAYER_RULE)
   end
-  local top_n, nboards = valid.parse_uint(args[2], 6), valid.parse_uint(args[3], 6)
-  if not (top_n and nboards) or nboards ~= #keys - 3 or (#args - 3 - nboards) % 2 ~= 0 then
+  local nboards, nchanges = valid.parse_uint(args[3], 6), valid.parse_uint(args[4], 2)
+  local first = moderation.PROFILE_ARGS + moderation.BAN_FIELDS * (nboards or 0) + 1 -- the first change
+  if not (nboards and nchanges) or #keys ~= moderation.PROFILE_FIXED + moderation.BAN_KEYS * nboards
+      or #args ~= first - 1 + 2 * nchanges then
     return refuse('bad_request', 'malformed profile')
   end
+  local boards = {}
+  for i = 1, nboards do -- every record checked before the first write
+    local pos = moderation.PROFILE_ARGS + moderation.BAN_FIELDS * (i - 1)
+    local field, top_n, mode, encoding = unpack(args, pos + 1, pos + moderation.BAN_FIELDS)
+    boards[i] = moderation.board(keys, moderation.PROFILE_FIXED + moderation.BAN_KEYS * (i - 1), field, mode,
+      encoding, valid.parse_uint(top_n, 6))
+    if not boards[i] then
+      return refuse('bad_request', 'malformed profile')
+    end
+  end
   local changes = {}
-  for i = 4 + nboards, #args, 2 do
+  for i = first, #args, 2 do
     local field, value = args[i], args[i + 1]
     local check = moderation.PROFILE_CHECKS[field]
     if not check then
@@ -321,7 +352,6 @@ function moderation.lb_profile(keys, args)
     end
     changes[field] = value
   end
-  local player = args[1]
   local raw = redis.call('HGET', keys[1], player)
   local profile = raw and cjson.decode(raw) or {}
   local changed = false
@@ -341,10 +371,9 @@ function moderation.lb_profile(keys, args)
   else
     redis.call('HSET', keys[1], player, encoded)
   end
-  for b = 4, #keys do
-    local rank = redis.call('ZREVRANK', keys[b], player)
-    moderation.bump_if_top(keys[2], args[b], rank, nil, top_n)
+  for _, board in ipairs(boards) do
+    moderation.bump_if_top(keys[2], board.field, moderation.place(board, player), nil, board.top_n)
   end
-  journal(keys[3], 'profile', player, unpack(args, 4 + nboards))
+  journal(keys[3], 'profile', player, unpack(args, first))
   return encoded
 end

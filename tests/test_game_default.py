@@ -569,3 +569,55 @@ async def test_a_season_on_the_default_is_rebuilt(
     assert definition.encoding == (boards.PACKED if one else boards.LEX)
     assert before[5].period.label == "s5"  # the season's global top: corrected, cy banned
     assert [e.player for e in before[5].entries] == (["ana", "dee"] if one else ["dee", "ben", "ana"])
+
+
+# ana's boards: the game's lex default (global, a region), a defined lex board, a packed one
+BOARDS = (("daily", "global"), ("weekly", "region:eu"), ("monthly", "board:laps"), ("daily", "board:solo"))
+
+
+async def test_a_profile_change_reaches_the_published_top_of_every_lex_board(
+    api_url: str, redis_url: str, r: aioredis.Redis, lb: Leaderboard
+) -> None:
+    """A lex board's members are not player ids: the profile write finds the player through the
+    board's members hash, on the game's two-key default as on a defined two-key board; and a
+    defined board's windows, days and top N (deeper than the game's here) are its own, on either
+    encoding."""
+    now = now_ms()
+    # `laps` keeps a window the game does not, `solo` days other than the default's (+05:30) now
+    zone = "+12:00" if 43_200_000 <= now % 86_400_000 < 66_600_000 else "-12:00"
+    await lb.create_board(kart())
+    await lb.create_board(kart(id="laps", windows=["monthly"], top_n=20, time_zone="UTC"))
+    solo = boards.parse({"id": "solo", **LAP, "windows": ["daily"], "time_zone": zone, "top_n": 20})  # packed
+    await lb.create_board(solo)
+    await lb.boards.refresh()
+    assert lb.boards.period("daily", now).label != boards.period(solo, "daily", now).label
+    t = max(now - 9_000, boards.period(kart(), "daily", now).start_ms)
+    slips = [Submission("a", "ana", 0, t, values=(3, 81_000), region="eu", name="Ana")]
+    # on `laps` and `solo` ana stands 12th: beyond the game's top N (10), within the boards' (20)
+    for i in range(11):
+        slips.append(Submission(f"l{i}", f"p{i:02}", 0, now - 5, board="laps", values=(9, 1_000 + i)))
+        slips.append(Submission(f"s{i}", f"p{i:02}", 0, now - 5, board="solo", values=(1_000 + i,)))
+    slips.append(Submission("l", "ana", 0, now - 5, board="laps", values=(1, 5_000), name="Ana"))
+    slips.append(Submission("s", "ana", 0, now - 5, board="solo", values=(5_000,)))
+    assert all(done.code is None for done in await lb.submit_batch([s.fields() for s in slips]))
+    publisher = Publisher(r, settings(redis_url))
+    await publisher.tick()
+
+    async def shown() -> dict[tuple[str, str], str | None]:  # ana's name in each published top
+        names = {}
+        for window, scope in BOARDS:
+            snap = orjson.loads(cast(str, await r.get(lb.keys.latest(window, scope))))
+            names[window, scope] = next(e.get("name") for e in snap["entries"] if e["player"] == "ana")
+        return names
+
+    assert set((await shown()).values()) == {"Ana"}
+    async with httpx.AsyncClient(base_url=api_url, timeout=10) as http:
+        put = await http.put("/v1/players/ana/profile", json={"name": "Anna"}, headers=SERVER)
+        assert put.status_code == 200, put.text
+        await publisher.tick()  # within one tick, on every board ana is on
+        assert set((await shown()).values()) == {"Anna"}
+        # the operator's lookup finds her on the game's lex boards too
+        found = (await http.get("/v1/players/ana", headers=SERVER)).json()
+        on = {(e["window"], e["board"], e["rank"]) for e in found["entries"]}
+        assert {("daily", "global", 1), ("weekly", "region:eu", 1), ("monthly", "board:laps", 12)} <= on
+        assert ("daily", "board:solo", 12) in on

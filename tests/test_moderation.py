@@ -163,6 +163,7 @@ async def test_bad_corrections_are_refused_and_change_nothing(
 
 
 BOARD = ("z", "h", "pt", "m", "md")  # a board's keys in a ban: board, histogram, points, members, metadata
+PROFILE = ("2", "p", 1, 1)  # lb_profile's layout, player, one board, one change
 # lb_correct's arguments: layout, how (journaled, or a rebuild's replay), player; then values, metadata mode and
 # metadata, actor, reason, now, activity maxlen; the game's points as a definition; one board
 CORRECT, AUDIT = ("3", "correct", "p"), ("keep", "", ACTOR, "r", NOW, 10)
@@ -221,14 +222,21 @@ PERIOD = ("f", 0, 1000, 20, 1000, 0, "ordinal")
             ("lb_correct", 7, "b", "v", "a", "j", "z", "h", "pt", "p", "1", ACTOR, "r", NOW, 10, 10, *PERIOD),
             "library_mismatch",
         ),
-        (("lb_profile", 3, "pr", "v", "j", "p", 10, 0, "name", "a\x07b"), "invalid_name"),
-        (("lb_profile", 3, "pr", "v", "j", "p", 10, 0, "name", "\xff"), "invalid_name"),
-        (("lb_profile", 3, "pr", "v", "j", "p", 10, 0, "avatar", "http://x.example/a.png"), "invalid_avatar"),
-        (("lb_profile", 3, "pr", "v", "j", "p", 10, 0, "avatar", "https://x.example/a b.png"), "invalid_avatar"),
-        (("lb_profile", 3, "pr", "v", "j", "p", 10, 0, "avatar", "javascript:alert(1)"), "invalid_avatar"),
-        (("lb_profile", 3, "pr", "v", "j", "p", 10, 0, "country", "fr"), "invalid_country"),
-        (("lb_profile", 3, "pr", "v", "j", "p", 10, 0, "email", "x"), "bad_request"),
-        (("lb_profile", 3, "pr", "v", "j", "p", 10, 0, "name"), "bad_request"),
+        (("lb_profile", 3, "pr", "v", "j", "2", "p", 0, 1, "name", "a\x07b"), "invalid_name"),
+        (("lb_profile", 3, "pr", "v", "j", "2", "p", 0, 1, "name", "\xff"), "invalid_name"),
+        (("lb_profile", 3, "pr", "v", "j", "2", "p", 0, 1, "avatar", "http://x.example/a.png"), "invalid_avatar"),
+        (("lb_profile", 3, "pr", "v", "j", "2", "p", 0, 1, "avatar", "https://x.example/a b.png"), "invalid_avatar"),
+        (("lb_profile", 3, "pr", "v", "j", "2", "p", 0, 1, "avatar", "javascript:alert(1)"), "invalid_avatar"),
+        (("lb_profile", 3, "pr", "v", "j", "2", "p", 0, 1, "country", "fr"), "invalid_country"),
+        (("lb_profile", 3, "pr", "v", "j", "2", "p", 0, 1, "email", "x"), "bad_request"),
+        (("lb_profile", 3, "pr", "v", "j", "2", "p", 0, 1, "name"), "bad_request"),
+        (("lb_profile", 3, "pr", "v", "j", "2", "p", 0, 2, "name", "x"), "bad_request"),
+        # a board record: its keys and its version field, top N, rank mode and encoding (lb_ban's)
+        (("lb_profile", 8, "pr", "v", "j", *BOARD, *PROFILE, "f", 10, "odd", "lex:2", "name", "x"), "bad_request"),
+        (("lb_profile", 8, "pr", "v", "j", *BOARD, *PROFILE, "f", 10, "dense", "lex:6", "name", "x"), "bad_request"),
+        (("lb_profile", 7, "pr", "v", "j", *BOARD[:4], *PROFILE, "f", 10, "dense", 20, "name", "x"), "bad_request"),
+        # an earlier release's call (no layout: player first, one top N for every board) is refused whole
+        (("lb_profile", 3, "pr", "v", "j", "p", 10, 0, "name", "x"), "library_mismatch"),
     ],
 )
 async def test_the_library_refuses_malformed_calls_itself(r: aioredis.Redis, fcall: tuple[Any, ...], code: str) -> None:

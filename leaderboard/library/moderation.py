@@ -19,8 +19,9 @@ from ..windows import Period, window
 from .calls import execute
 from .reads import ReadCalls
 
-# The call layouts of lb_ban and lb_correct (moderation.lua): the library refuses another (library_mismatch)
-BAN_LAYOUT, CORRECT_LAYOUT = 2, 3
+# The call layouts of lb_ban, lb_correct and lb_profile (moderation.lua): the library refuses another
+# (library_mismatch)
+BAN_LAYOUT, CORRECT_LAYOUT, PROFILE_LAYOUT = 2, 3, 2
 # lb_correct's arguments after ``how``: fixed ones, then a definition record, then per board
 _CORRECT_ARGS, _CORRECT_FIELDS = 8, 7
 
@@ -57,14 +58,26 @@ class ModerationCalls(ReadCalls):
         keys = [self.keys.banned, self.keys.versions, self.keys.activity, self.keys.journal]
         args: list[str | int] = [BAN_LAYOUT, "replay" if replay else "ban", player, actor, reason]
         args += [now_ms() if now is None else now, self.config.activity_maxlen]
+        board_keys, records, _ = await self._board_records(boards)
+        command: Command = ("FCALL", "lb_ban", len(keys) + len(board_keys), *keys, *board_keys, *args, *records)
+        removed, touched = await self._versioned(BAN_LAYOUT, command)
+        return int(removed), int(touched)
+
+    async def _board_records(self, boards: Sequence[BoardRef]) -> tuple[list[str], list[str | int], int]:
+        """The keys and records of ``boards`` as lb_ban and lb_profile take them (moderation.board:
+        a board and its companions, its version field, top N, rank mode and encoding), and how
+        many; a defined board whose definition is gone is left out."""
+        keys: list[str] = []
+        records: list[str | int] = []
+        count = 0
         for b in boards:
             found = await self._ban_record(b)
-            if found is not None:  # the companions (histogram, points set, members) follow the removal
+            if found is not None:  # the companions (histogram, points set, members) follow a removal
                 at = (b.window, b.period, b.scope)
                 keys += [*self._board_keys(*at), self.keys.members(*at), self.keys.metadata(*at)]
-                args += [f"{b.window}:{b.period}:{b.scope}", *found]
-        removed, touched = await self._versioned(BAN_LAYOUT, ("FCALL", "lb_ban", len(keys), *keys, *args))
-        return int(removed), int(touched)
+                records += [f"{b.window}:{b.period}:{b.scope}", *found]
+                count += 1
+        return keys, records, count
 
     async def _ban_record(self, b: BoardRef) -> tuple[int, str, str | int] | None:
         """A board's top N, rank mode and encoding as lb_ban takes them (lex:<key count>, or a
@@ -156,12 +169,12 @@ class ModerationCalls(ReadCalls):
 
     async def profile(self, player: str, changes: Mapping[str, str], boards: Sequence[BoardRef]) -> Mapping[str, Any]:
         """lb_profile: set (``""``: clear) profile fields of ``player``; ``boards`` are those whose
-        snapshot shows the profile (the current ones). Returns the profile after the write."""
-        keys = [self.keys.profiles, self.keys.versions, self.keys.journal]
-        keys += [self.keys.board(b.window, b.period, b.scope) for b in boards]
-        args: list[str | int] = [player, self.config.top_n, len(boards)]
-        args += [f"{b.window}:{b.period}:{b.scope}" for b in boards]
+        snapshot shows the profile (the current ones), each found on its encoding and bumped
+        within its own top N. Returns the profile after the write."""
+        board_keys, records, count = await self._board_records(boards)
+        keys = [self.keys.profiles, self.keys.versions, self.keys.journal, *board_keys]
+        args: list[str | int] = [PROFILE_LAYOUT, player, count, len(changes), *records]
         for item in changes.items():
             args += item
-        raw = await execute(self.redis, ("FCALL", "lb_profile", len(keys), *keys, *args))
+        raw = await self._versioned(PROFILE_LAYOUT, ("FCALL", "lb_profile", len(keys), *keys, *args))
         return stored_profile(raw) or {}
