@@ -44,30 +44,48 @@ function moderation.board(keys, k, field, mode, encoding, top_n)
            pts = mode == 'dense' and keys[k + 3] or nil }
 end
 
--- Take a player off a board, on its encoding: a lex board loses the member, its player -> member
--- field and, on a dense board, its key part when nobody else holds it; a packed one the member
--- and its share of the companions. The player's place before (0-based), nil when not on it.
-function moderation.take_off(board, player)
-  if board.lex then
-    local member = redis.call('HGET', board.members, player)
-    if not member then
+-- A call's board records (lb_ban's), all checked before the first write: each BAN_KEYS keys
+-- after KEYS[fixed] and BAN_FIELDS fields after ARGV[pos]; nil when one is malformed.
+function moderation.boards(keys, args, fixed, pos, count)
+  local boards = {}
+  for i = 1, count do
+    local a = pos + moderation.BAN_FIELDS * (i - 1)
+    local field, top_n, mode, encoding = unpack(args, a + 1, a + moderation.BAN_FIELDS)
+    boards[i] = moderation.board(keys, fixed + moderation.BAN_KEYS * (i - 1), field, mode, encoding,
+      valid.parse_uint(top_n, 6))
+    if not boards[i] then
       return nil
     end
-    local rank = redis.call('ZRANK', board.key, member)
-    redis.call('ZREM', board.key, member)
+  end
+  return boards
+end
+
+-- Take a player off a board with its companions (a lex board's player -> member field, a dense
+-- board's distinct part when nobody else holds it, the histogram); the place before, or nil.
+function moderation.take_off(board, player)
+  local rank, member = moderation.place(board, player)
+  if not rank then
+    return nil
+  end
+  local old = not board.lex and tonumber(redis.call('ZSCORE', board.key, player))
+  redis.call('ZREM', board.key, member)
+  if board.lex then
     redis.call('HDEL', board.members, player)
     lex.member_moved(board.key, board.hist, board.pts, board.param, member, nil)
-    return rank
-  end
-  local rank = redis.call('ZREVRANK', board.key, player)
-  if rank then
-    local old = tonumber(redis.call('ZSCORE', board.key, player))
-    redis.call('ZREM', board.key, player)
-    if board.param then
-      scoring.board_score_changed(board.key, board.hist, board.pts, board.param, old, nil)
-    end
+  elseif board.param then
+    scoring.board_score_changed(board.key, board.hist, board.pts, board.param, old, nil)
   end
   return rank
+end
+
+-- A player's place (0-based) on a board of a call (moderation.board) and its member, nil when not
+-- on it: a lex board's members are not player ids, its members hash names the player's member.
+function moderation.place(board, player)
+  if board.lex then
+    local member = redis.call('HGET', board.members, player)
+    return member and redis.call('ZRANK', board.key, member), member
+  end
+  return redis.call('ZREVRANK', board.key, player), player
 end
 
 -- Put a player who is on no entry of the board at `at` (a packed score, or a lex member), with
@@ -108,19 +126,11 @@ function moderation.lb_ban(keys, args)
   end
   local now, maxlen = valid.parse_uint(now_ms, 15), valid.parse_uint(activity_maxlen, 12)
   local count = (#keys - moderation.BAN_FIXED) / moderation.BAN_KEYS
-  if not (now and maxlen and (how == 'ban' or how == 'replay')) or count < 0 or count ~= math.floor(count)
-      or #args ~= moderation.BAN_ARGS + moderation.BAN_FIELDS * count then
+  local boards = count >= 0 and count == math.floor(count)
+    and #args == moderation.BAN_ARGS + moderation.BAN_FIELDS * count
+    and moderation.boards(keys, args, moderation.BAN_FIXED, moderation.BAN_ARGS, count)
+  if not (now and maxlen and boards and (how == 'ban' or how == 'replay')) then
     return refuse('bad_request', 'malformed ban')
-  end
-  local boards = {}
-  for i = 1, count do -- every record checked before the first write
-    local pos = moderation.BAN_ARGS + moderation.BAN_FIELDS * (i - 1)
-    local field, top_n, mode, encoding = unpack(args, pos + 1, pos + moderation.BAN_FIELDS)
-    boards[i] = moderation.board(keys, moderation.BAN_FIXED + moderation.BAN_KEYS * (i - 1), field, mode, encoding,
-      valid.parse_uint(top_n, 6))
-    if not boards[i] then
-      return refuse('bad_request', 'malformed ban')
-    end
   end
   if how == 'ban' then
     redis.call('HSET', keys[1], player, cjson.encode({ by = actor, reason = reason, at = now }))
@@ -293,52 +303,31 @@ moderation.PROFILE_RULES = {
   country = 'country must be an ISO 3166-1 alpha-2 code in capitals',
 }
 
--- A player's place (0-based) on a board of a call (moderation.board), nil when not on it: a lex
--- board's members are not player ids, its members hash names the player's member.
-function moderation.place(board, player)
-  if board.lex then
-    local member = redis.call('HGET', board.members, player)
-    return member and redis.call('ZRANK', board.key, member)
-  end
-  return redis.call('ZREVRANK', board.key, player)
-end
-
 --[[ lb_profile: set (or, with '', clear) fields of a player's profile: name, avatar, country.
 Fields not named are kept. A change bumps the version of each board given on whose top N the
 player stands (moderation.place, on either encoding), so the next snapshot carries it.
-Input:  KEYS[1] profiles hash, KEYS[2] versions hash, KEYS[3] journal stream, then per board
-        BAN_KEYS keys (moderation.board; the current boards)
-        ARGV    call layout (PROFILE_LAYOUT), player, board count, change count, then per board
-                its version field, top N, rank mode and encoding (lb_ban's record), then per
-                change field, value
+Input:  KEYS[1] profiles hash, KEYS[2] versions hash, KEYS[3] journal stream, then the current
+        boards, lb_ban's BAN_KEYS keys each
+        ARGV    call layout (PROFILE_LAYOUT), player, board count, change count, then lb_ban's
+                record per board, then field, value per change
 Output: the profile JSON after the call
 ]]
 moderation.PROFILE_LAYOUT, moderation.PROFILE_FIXED, moderation.PROFILE_ARGS = '2', 3, 4
 
 function moderation.lb_profile(keys, args)
+  local player = args[2]
   local err = valid.other_layout(args[1], moderation.PROFILE_LAYOUT, 'lb_profile')
+    or not valid.player(player) and refuse('invalid_player', valid.PLAYER_RULE)
   if err then
     return err
   end
-  local player = args[2]
-  if not valid.player(player) then
-    return refuse('invalid_player', valid.PLAYER_RULE)
-  end
   local nboards, nchanges = valid.parse_uint(args[3], 6), valid.parse_uint(args[4], 2)
   local first = moderation.PROFILE_ARGS + moderation.BAN_FIELDS * (nboards or 0) + 1 -- the first change
-  if not (nboards and nchanges) or #keys ~= moderation.PROFILE_FIXED + moderation.BAN_KEYS * nboards
-      or #args ~= first - 1 + 2 * nchanges then
+  local boards = nboards and nchanges and #args == first - 1 + 2 * nchanges
+    and #keys == moderation.PROFILE_FIXED + moderation.BAN_KEYS * nboards
+    and moderation.boards(keys, args, moderation.PROFILE_FIXED, moderation.PROFILE_ARGS, nboards)
+  if not boards then
     return refuse('bad_request', 'malformed profile')
-  end
-  local boards = {}
-  for i = 1, nboards do -- every record checked before the first write
-    local pos = moderation.PROFILE_ARGS + moderation.BAN_FIELDS * (i - 1)
-    local field, top_n, mode, encoding = unpack(args, pos + 1, pos + moderation.BAN_FIELDS)
-    boards[i] = moderation.board(keys, moderation.PROFILE_FIXED + moderation.BAN_KEYS * (i - 1), field, mode,
-      encoding, valid.parse_uint(top_n, 6))
-    if not boards[i] then
-      return refuse('bad_request', 'malformed profile')
-    end
   end
   local changes = {}
   for i = first, #args, 2 do

@@ -132,8 +132,8 @@ them; Python wrappers in leaderboard/library/, a module per file):
   lb_correct      set or remove a player's entry, with  banned (read), versions, activity, journal,
                   reason, either encoding               the boards given and their histograms,
                                                         points sets, members and metadata
-  lb_profile      set a player's profile fields         profiles, versions, journal, the boards
-                                                        given (read)
+  lb_profile      set a player's profile fields,        profiles, versions, journal, the boards
+                  either encoding                       given and their members (read)
   lb_rank_rebuild rebuild a board's companions          a board, its points and hist
   lb_board_put    create or update a board definition   boards, boardsver, journal, deletedboards,
                   under the game's cap                  boardlog, boardepoch
