@@ -363,9 +363,9 @@ function batch.flush_histograms(ctx)
   end
 end
 
--- The profile's name, written only when it changed. Most named slips repeat the stored name: a
--- per-batch cache answers repeats, and the stored JSON is searched for the encoded name before
--- any decode (cjson escapes quotes, so '"name":<encoded>' cannot occur inside another field).
+-- The profile's name, written only when it changed (then true). Most named slips repeat the
+-- stored name: a per-batch cache answers repeats, and the stored JSON is searched for the encoded
+-- name before any decode (cjson escapes quotes: '"name":<encoded>' cannot occur in another field).
 function batch.update_profile_name(ctx, player, name)
   if ctx.names[player] == name then
     return
@@ -379,6 +379,7 @@ function batch.update_profile_name(ctx, player, name)
   if profile.name ~= name then
     profile.name = name
     redis.call('HSET', ctx.profiles, player, cjson.encode(profile))
+    return true
   end
 end
 

@@ -132,8 +132,8 @@ function submit.apply_common(ctx, common, id, player, points_text, ts_text, name
     local players = common.players
     players[#players + 1] = player
   end
-  if name ~= '' then
-    batch.update_profile_name(ctx, player, name)
+  if name ~= '' and batch.update_profile_name(ctx, player, name) then
+    submit.renamed(ctx, boards, #boards, player, name)
   end
   local a, POW10 = ctx.act, batch.POW10 -- log_activity
   local k = a.n + 1

@@ -202,6 +202,18 @@ function submit.touch_top(board, player, name, ctx, rank, entered_top)
   return rank
 end
 
+-- A slip's new name (batch.update_profile_name) bumps each of its boards whose top N holds the
+-- player, as lb_profile does: the next snapshot shows it though no write changed that top N.
+function submit.renamed(ctx, boards, count, player, name)
+  for b = 1, count do
+    local board = boards[b]
+    local at = board.held.scores[player]
+    if at and submit.placed(ctx, board, player, at, submit.nth(ctx, board)) then
+      submit.touch_top(board, player, name, ctx, nil, false)
+    end
+  end
+end
+
 -- The planned write of one board; returns improved, the rank and previous rank (1-based; 0: not
 -- on the board before, or not read) and the points (lex: its first key value as text, '' unless
 -- rows are wanted). Every redis.call costs more than its command, so only what the outcome needs
@@ -319,8 +331,8 @@ function submit.apply_submission(keys, sub, periods, ctx)
       period.players[#period.players + 1] = sub.player
     end
   end
-  if sub.name ~= '' then
-    batch.update_profile_name(ctx, sub.player, sub.name)
+  if sub.name ~= '' and batch.update_profile_name(ctx, sub.player, sub.name) then
+    submit.renamed(ctx, boards, #sub.layout.refs, sub.player, sub.name)
   end
   batch.log_activity(ctx, sub, points, ts, improved_any, activity_rank, boards[1].scope == 'global' and '' or boards[1].scope)
   if outcome then

@@ -188,39 +188,15 @@ function valid.utf8(s)
   end
   local i, n = 1, #s
   while i <= n do
-    local c = s:byte(i)
-    local extra
-    if c < 0x80 then
-      extra = 0
-    elseif c >= 0xC2 and c <= 0xDF then
-      extra = 1
-    elseif c >= 0xE0 and c <= 0xEF then
-      extra = 2
-    elseif c >= 0xF0 and c <= 0xF4 then
-      extra = 3
-    else
+    local c, c2 = s:byte(i, i + 1)
+    -- the continuation bytes (10xxxxxx) a lead byte announces; nil: not a lead byte (C0 and C1
+    -- start overlong two-byte forms, F5-FF code points past U+10FFFF)
+    local extra = c < 0x80 and 0 or c >= 0xC2 and c <= 0xDF and 1 or c >= 0xE0 and c <= 0xEF and 2
+      or c >= 0xF0 and c <= 0xF4 and 3 or nil
+    if not extra or #s:match('^[\128-\191]*', i + 1) < extra
+        -- overlong three/four-byte forms, UTF-16 surrogates and code points past U+10FFFF
+        or (c == 0xE0 and c2 < 0xA0) or (c == 0xED and c2 > 0x9F) or (c == 0xF0 and c2 < 0x90) or (c == 0xF4 and c2 > 0x8F) then
       return false
-    end
-    if i + extra > n then
-      return false
-    end
-    for j = i + 1, i + extra do
-      local cc = s:byte(j)
-      if cc < 0x80 or cc > 0xBF then
-        return false
-      end
-    end
-    -- reject overlong three/four-byte forms, UTF-16 surrogates and code points past U+10FFFF
-    if extra == 2 then
-      local c2 = s:byte(i + 1)
-      if (c == 0xE0 and c2 < 0xA0) or (c == 0xED and c2 > 0x9F) then
-        return false
-      end
-    elseif extra == 3 then
-      local c2 = s:byte(i + 1)
-      if (c == 0xF0 and c2 < 0x90) or (c == 0xF4 and c2 > 0x8F) then
-        return false
-      end
     end
     i = i + extra + 1
   end

@@ -621,3 +621,34 @@ async def test_a_profile_change_reaches_the_published_top_of_every_lex_board(
         on = {(e["window"], e["board"], e["rank"]) for e in found["entries"]}
         assert {("daily", "global", 1), ("weekly", "region:eu", 1), ("monthly", "board:laps", 12)} <= on
         assert ("daily", "board:solo", 12) in on
+
+
+async def test_a_slip_s_new_name_reaches_the_published_top_of_each_of_its_boards(
+    redis_url: str, r: aioredis.Redis, lb: Leaderboard
+) -> None:
+    """A slip that leaves a top N as it was but renames the player still republishes each board
+    of the slip on whose top N the player stands: on the common slip's one pass (a plain slip of
+    the game's packed boards) and on the general path (an operator named, a defined lex board)."""
+    now = now_ms()
+    await lb.create_board(kart(id="laps", windows=["daily"], time_zone="UTC"))
+    await lb.boards.refresh()
+    game = [("daily", "global"), ("weekly", "global"), ("alltime", "global")]
+    publisher = Publisher(r, settings(redis_url))
+
+    async def rename(slip: Submission, on: list[tuple[str, str]]) -> None:
+        assert all(done.code is None for done in await lb.submit_batch([slip.fields()]))
+        await publisher.tick()
+        for window, scope in on:
+            snap = orjson.loads(cast(str, await r.get(lb.keys.latest(window, scope))))
+            assert [e.get("name") for e in snap["entries"] if e["player"] == "ana"] == [slip.name], (window, scope)
+
+    await rename(Submission("g1", "ana", 100, now - 9, name="Ana"), game)
+    await rename(
+        Submission("l1", "ana", 0, now - 9, board="laps", values=(3, 81_000), name="Ana"), [("daily", "board:laps")]
+    )
+    # none of these beats ana's best: only the name changes
+    await rename(Submission("g2", "ana", 50, now - 8, name="Anna"), game)  # the one pass
+    await rename(Submission("g3", "ana", 40, now - 7, op="best", name="Annie"), game)  # the general path
+    await rename(
+        Submission("l2", "ana", 0, now - 6, board="laps", values=(2, 90_000), name="Ann"), [("daily", "board:laps")]
+    )
