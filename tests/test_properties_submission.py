@@ -10,6 +10,7 @@ check fields in different orders). A refused slip writes nothing.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Mapping
 
 import redis.asyncio as aioredis
@@ -29,9 +30,37 @@ BASE = {"id": "sub-1", "player": "ana", "points": "10", "ts": str(NOW)}
 CONFIGS = [("daily", "weekly", "alltime"), ("daily",), ("weekly", "monthly"), ("alltime",)]
 
 
+# Bytes at UTF-8's edges: ASCII's last, continuation bytes' ends, the overlong leads (C0, C1, E0
+# then 80-9F, F0 then 80-8F), the surrogates' lead (ED then A0-BF), F4's limit and the leads past it.
+_EDGE_BYTES = [
+    0x41,
+    0x7F,
+    0x80,
+    0x8F,
+    0x90,
+    0x9F,
+    0xA0,
+    0xBF,
+    0xC0,
+    0xC1,
+    0xC2,
+    0xDF,
+    0xE0,
+    0xED,
+    0xEF,
+    0xF0,
+    0xF4,
+    0xF5,
+    0xFF,
+]
+
+
 def _stream_text(max_size: int) -> st.SearchStrategy[str]:
     """A stream field as the wrappers read it: bytes, undecodable ones kept as surrogates."""
-    return st.binary(max_size=max_size).map(lambda b: b.decode("utf-8", "surrogateescape")) | st.text(max_size=max_size)
+    edges = st.lists(st.sampled_from(_EDGE_BYTES), max_size=max_size).map(bytes)
+    return (st.binary(max_size=max_size) | edges).map(lambda b: b.decode("utf-8", "surrogateescape")) | st.text(
+        max_size=max_size
+    )
 
 
 _limits = [str(w.max_points + d) for w in WINDOWS.values() for d in (0, 1)]
@@ -149,3 +178,37 @@ def test_python_and_library_give_the_same_verdict(redis_server: RedisServer) -> 
             check()
         finally:
             runner.run(r.aclose())
+
+
+def test_every_short_name_at_utf8_s_edges_gets_python_s_verdict(redis_server: RedisServer) -> None:
+    """The library's UTF-8 check (valid.utf8) against Python's decoder on every name of one to three
+    bytes drawn from UTF-8's edges, and on four-byte ones led by F0, F4 and F5: drawn examples
+    reach these corners rarely, so every one of them is tried, in one batch."""
+    seqs = [bytes(p) for n in (1, 2, 3) for p in itertools.product(_EDGE_BYTES, repeat=n)]
+    seqs += [
+        bytes((lead, a, b, c))
+        for lead in (0xF0, 0xF4, 0xF5)
+        for a in (0x80, 0x8F, 0x90, 0xBF)
+        for b in (0x41, 0x80, 0xBF)
+        for c in (0x41, 0x80)
+    ]
+    config = GameConfig(game="edges", windows=("alltime",))
+    slips = [
+        {**BASE, "id": f"e{i}", "player": f"p{i}", "name": s.decode("utf-8", "surrogateescape")}
+        for i, s in enumerate(seqs)
+    ]
+    expected = [python_verdict(slip, config) for slip in slips]
+    assert {"ok", "invalid_name"} <= set(expected)
+
+    async def verdicts() -> list[str]:
+        r = connect(redis_server.url)
+        try:
+            await r.flushall()
+            results = await Leaderboard(r, config).submit_batch(slips, now=NOW)
+            return ["ok" if result.status == "ok" else str(result.code) for result in results]
+        finally:
+            await r.aclose()
+
+    got = asyncio.run(verdicts())
+    wrong = [(seqs[i].hex(), g, e) for i, (g, e) in enumerate(zip(got, expected, strict=True)) if g != e]
+    assert not wrong, wrong[:10]
