@@ -191,6 +191,7 @@ end
 function submit.touch_top(board, player, name, ctx, rank, entered_top)
   local period = board.period
   redis.call('HINCRBY', ctx.versions, period.window .. ':' .. period.label .. ':' .. board.scope, 1)
+  ctx.bumped[board.key] = true
   ctx.nth[board.key] = nil -- the N-th entry may have changed
   if entered_top then
     local mode = period.mode
@@ -203,12 +204,14 @@ function submit.touch_top(board, player, name, ctx, rank, entered_top)
 end
 
 -- A slip's new name (batch.update_profile_name) bumps each of its boards whose top N holds the
--- player, as lb_profile does: the next snapshot shows it though no write changed that top N.
+-- player, as lb_profile does: the next snapshot shows it though no write changed that top N. A
+-- board bumped already in the batch is not: its snapshot, read after the batch, has the name, and
+-- a delta goes out only for the version after the last one sent (leaderboard/delta.py).
 function submit.renamed(ctx, boards, count, player, name)
   for b = 1, count do
     local board = boards[b]
     local at = board.held.scores[player]
-    if at and submit.placed(ctx, board, player, at, submit.nth(ctx, board)) then
+    if at and not ctx.bumped[board.key] and submit.placed(ctx, board, player, at, submit.nth(ctx, board)) then
       submit.touch_top(board, player, name, ctx, nil, false)
     end
   end
@@ -410,7 +413,7 @@ function submit.lb_submit(keys, args)
     now = tonumber(now_ms), maxlen = tonumber(activity_maxlen),
     skew = tonumber(clock_skew_ms), max_age = tonumber(idempotency_ms), announce = announce,
     rows = rows == '1', max_scopes = valid.parse_uint(max_scopes, 9), expiring = {}, nth = {}, ranks = {}, known = {},
-    hist = {}, hist_expire = {}, names = {}, boards = {}, held = {}, commons = {},
+    hist = {}, hist_expire = {}, names = {}, bumped = {}, boards = {}, held = {}, commons = {},
     act = { n = 0, id = {}, player = {}, points = {}, op = {}, ts = {}, improved = {}, rank = {}, board = {} },
   }
   if not (ctx.now and ctx.maxlen and ctx.skew and ctx.max_age and ctx.max_scopes and ctx.scopes) then
