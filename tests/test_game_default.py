@@ -654,8 +654,8 @@ async def test_a_slip_s_new_name_reaches_the_published_top_of_each_of_its_boards
     )
     # a new player's first name, on the slip that brings them into the top N: one bump per board,
     # not two (a delta goes out only for the version after the last one sent: leaderboard/delta.py)
-    before = {k: int(v) for k, v in (await r.hgetall(lb.keys.versions)).items()}
+    before = {k: int(v) for k, v in cast(dict[str, str], await r.hgetall(lb.keys.versions)).items()}
     await rename(Submission("g4", "bo", 500, now - 5, name="Bo"), [])
-    after = {k: int(v) for k, v in (await r.hgetall(lb.keys.versions)).items()}
+    after = {k: int(v) for k, v in cast(dict[str, str], await r.hgetall(lb.keys.versions)).items()}
     moved = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     assert sorted(moved.values()) == [1, 1, 1] and all(k.endswith(":global") for k in moved), moved
