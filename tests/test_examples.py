@@ -79,7 +79,9 @@ async def test_the_examples_run_against_a_fleet(tmp_path: Path, redis_url: str) 
         # a token signed with another secret: refused, and said so at once (not a 30 s timeout)
         other = {"LB_JWT_SECRETS": "not-this-fleets-secret-but-32-bytes-long"}
         refused = await run_example(tmp_path, "bot.py", fleet.ws_url, "mia", env=other)
-        [line] = await output(refused, timeout=10, code=1)
+        lines = await output(refused, timeout=10, code=1)
+        assert len(lines) == 1, lines
+        [line] = lines
         assert "refused" in line and "1008 invalid_token" in line and "source var/fleet.env" in line, line
 
 
