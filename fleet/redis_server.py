@@ -12,13 +12,17 @@ redis-server as configuration on its stdin: on the command line every local user
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
+import os
 import random
 import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import quote
@@ -39,16 +43,50 @@ def ephemeral_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int:
         return 32768
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+# Ports handed out lately, by every process on this machine that picks them here: a pick is
+# free when made, but the process meant to listen there binds it seconds later, and until then
+# a pick made elsewhere (a parallel test, a second fleet starting) could land on it too.
+PORT_LEDGER = Path(tempfile.gettempdir()) / "leaderboard-free-ports"
+PORT_HOLD_S = 120.0  # how long a handed-out port is not handed out again
+
+
+@contextlib.contextmanager
+def _ledger(path: Path) -> Iterator[dict[int, float]]:
+    """The ledger's ports (port -> handed out at, unix seconds; expired ones dropped), locked for
+    the block and written back after it. No ledger (a file this user may not open): an empty
+    one, so picking works as it did without."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        yield {}
+        return
+    with os.fdopen(fd, "r+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes
+        now, held = time.time(), {}
+        for line in f.read().split("\n"):
+            port, _, at = line.partition(" ")
+            with contextlib.suppress(ValueError):
+                if now - float(at) < PORT_HOLD_S:
+                    held[int(port)] = float(at)
+        yield held
+        f.seek(0)
+        f.truncate()
+        f.write("".join(f"{port} {at}\n" for port, at in held.items()))
+
+
+def free_ports(count: int, host: str = "127.0.0.1", *, ledger: Path = PORT_LEDGER) -> list[int]:
     """``count`` distinct ports free on ``host``, all bound at once while picking, so none is
-    handed out twice. Picked below the kernel's ephemeral range: a port the kernel picks (bind to
+    handed out twice, and none handed out here (any process) in the last ``PORT_HOLD_S``
+    (the ledger). Picked below the kernel's ephemeral range: a port the kernel picks (bind to
     0) is one it may also give an outgoing connection as its local port between this pick and
     the moment the process meant to listen there binds it ("address already in use"), while a
     port below that range only a listener can take."""
     below = range(max(1024, ephemeral_low() - 16384), ephemeral_low())
     picked: list[int] = []
-    with contextlib.ExitStack() as stack:
+    with _ledger(ledger) as held, contextlib.ExitStack() as stack:
         for port in random.sample(below, min(len(below), 50 * count)):
+            if port in held:
+                continue
             sock = stack.enter_context(socket.socket())
             try:
                 sock.bind((host, port))
@@ -56,11 +94,13 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
                 continue
             picked.append(port)
             if len(picked) == count:
-                return picked
+                break
         while len(picked) < count:  # a machine with no room below its ephemeral range
             sock = stack.enter_context(socket.socket())
             sock.bind((host, 0))
             picked.append(int(sock.getsockname()[1]))
+        now = time.time()
+        held.update((port, now) for port in picked)
         return picked
 
 

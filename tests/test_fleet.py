@@ -386,6 +386,21 @@ def test_a_fleet_picks_its_ports_below_the_ephemeral_range() -> None:
             stack.enter_context(socket.socket()).bind(("127.0.0.1", port))
 
 
+def test_a_port_handed_out_is_not_handed_out_again_to_any_process_for_a_while(tmp_path: Path) -> None:
+    # Picks released at once, as a fleet's are until its child binds them: 200 here and 200 in
+    # another process share no port (by chance alone, 400 picks of ~16,000 ports would repeat
+    # one about 99 times in 100).
+    ledger = tmp_path / "ports"
+    here = [port for _ in range(200) for port in free_ports(1, ledger=ledger)]
+    pick = f"free_ports(1, ledger={str(ledger)!r})[0]"
+    code = f"from fleet.redis_server import free_ports; print(*({pick} for _ in range(200)))"
+    there = [
+        int(p)
+        for p in subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    ]
+    assert len(there) == 200 and len(set(here) | set(there)) == 400
+
+
 def free_on(*hosts: str) -> int:
     """A port free on every one of ``hosts`` (the gateways bind the same port on each): a port the
     kernel picks free on one may be another connection's local port on the next, when a test or
