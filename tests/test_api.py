@@ -757,8 +757,6 @@ async def test_a_defined_board_takes_key_values_and_answers_with_them(
 async def test_stats_answer_on_every_window_a_defined_board_keeps(http: httpx.AsyncClient, r: aioredis.Redis) -> None:
     """Its own monthly and season windows, which the game does not keep, as top reads them."""
     lb = Leaderboard(r, GameConfig(game=GAME))
-    # the API process outlives each test's flush: a counter it has not seen, or it keeps its copy
-    await r.set(lb.keys.boards_version, now_ms())
     season = {"start_ms": now_ms() - 3_600_000, "length_s": 7 * 86_400}
     await lb.create_board(
         boards.parse({"id": "mon", "keys": [{"name": "v"}], "windows": ["monthly", "season"], "season": season})
@@ -779,9 +777,6 @@ async def test_a_stored_default_board_reaches_the_api_without_a_restart(
 ) -> None:
     await seed(r)
     lb = Leaderboard(r, GameConfig(game=GAME))
-    # The flush between tests restarts the boards' counter, which the module's API process
-    # compares with the one it last read: start past any count an earlier test left there.
-    await r.set(lb.keys.boards_version, now_ms())
     stored = {**configured(lb.config).as_dict(), "rank_mode": "competition", "windows": ["weekly"]}
     stored["keys"] = [{**stored["keys"][0], "max": window("weekly").max_points, "display": "money"}]
     made = await http.put("/v1/definitions/default", json=stored, headers=SERVER)
