@@ -397,13 +397,13 @@ class Publisher:
         out, numbers = {}, {}
         for key, value in raw.items():
             window, _, scope = key.partition(":")
-            period, version, *number = value.split(":")  # a period label holds no colon
+            period, *counts = value.split(":")  # a period label holds no colon
             # a defined board's record is kept whatever its windows: its definition is read later
             known = window in self.config.windows or tournament_of(window) or not _of_default((window, scope))
-            if known and version.isdigit() and len(number) <= 1 and all(n.isdigit() for n in number):
-                out[window, scope] = (period, int(version))
-                if number:
-                    numbers[window, scope] = int(number[0])
+            if known and len(counts) in (1, 2) and all(n.isdigit() for n in counts):
+                out[window, scope] = (period, int(counts[0]))
+                if len(counts) == 2:
+                    numbers[window, scope] = int(counts[1])
         return out, numbers
 
     async def _close(self, versions: Mapping[str, str], current: Current, now: int) -> None:

@@ -273,9 +273,10 @@ async def test_snapshot_versions_count_publishes_and_never_go_back(
         await b.release()
         await r.flushall()  # keys only: the function library stays loaded
         assert await publish_by(publisher(r, config, "c", clock), "cy", 90) == clock[0] > versions[-2]
-        # an earlier release's record (<period>:<top-N version>): numbered from the clock too
+        # an earlier release's record (<period>:<top-N version>): numbered from the clock too (and
+        # a record that is neither form is passed over)
         await r.delete(config.keys.publish_lease)
-        await r.hset(config.keys.published, "weekly:global", "2030-W48:1")
+        await r.hset(config.keys.published, mapping={"weekly:global": "2030-W48:1", "daily:global": "garbage"})
         assert await publish_by(publisher(r, config, "d", clock), "dan", 95) == clock[0] > versions[-2]
         # a clock set back a day: the record's number + 1, never one published before
         await r.delete(config.keys.publish_lease)
