@@ -213,8 +213,10 @@ class Keys:
 
     @property
     def published(self) -> str:
-        """Hash ``<window>:<scope>`` -> ``<period>:<version>`` of the last snapshot published, so a
-        new lease holder neither republishes unchanged boards nor forgets a board at rollover."""
+        """Hash ``<window>:<scope>`` -> ``<period>:<top-N version>:<snapshot version>`` of the last
+        snapshot published, so a new lease holder neither republishes unchanged boards nor forgets
+        a board at rollover, and never numbers a snapshot below one already published (earlier
+        releases wrote ``<period>:<top-N version>``)."""
         return f"{self.prefix}:published"
 
     def badges(self, player: str) -> str:

@@ -148,7 +148,9 @@ class Snapshot(TypedDict):
     board: str
     window: str
     period: str
-    version: int
+    version: Annotated[
+        int, Doc("the board's snapshot count: the one before's + 1; it never repeats nor goes down (docs/protocol.md)")
+    ]
     ts: Annotated[int, Doc("when the scorer built it (ms since the epoch)")]
     mode: Mode
     entries: list[Entry]

@@ -130,12 +130,15 @@ class BoardStats:
 
 @dataclass(frozen=True, slots=True)
 class Publication:
-    """One snapshot for ``lb_publish``: where it goes and what the published record says."""
+    """One snapshot for ``lb_publish``: where it goes and what the published record says: the
+    board's top-N ``version`` it shows (what makes a board due) and ``sequence``, the snapshot's
+    own ``version`` (the board's publish count: scorer/publisher.py)."""
 
     window: str
     scope: str
     period: str
     version: int
+    sequence: int
     payload: bytes
 
 

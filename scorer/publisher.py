@@ -7,6 +7,20 @@ stored as the board's latest, together with the record of what was published, in
 nothing, and one that takes the lease over continues from the record instead of republishing
 every board.
 
+A snapshot's ``version`` is the board's publish count, not its top-N version: one more than the
+snapshot published before it, however many batches changed the top N in between (the versions
+hash counts those, and says when a board is due), so a gateway's delta from the snapshot before
+applies (docs/protocol.md, "Snapshot deltas"). Versions never go down and never repeat, even
+across a Redis that lost data: a holder numbers a board's first snapshot after it took the lease
+with the clock (ms), or one above the published record's number if that is higher (a clock set
+back), then counts up by one. The clock's part holds because a board is published at most once a
+tick (a tick is at least 1 ms): a board's versions stay below the clock, so a number taken from
+it is above every version published before, even after the record that held them was lost
+(FLUSHALL, a failover that dropped the last writes). The record alone could not: a gateway can
+hold a snapshot a rolled-back record no longer counts, and a different snapshot under its
+version would be a delta's base (and an ETag, and the snapshot an older client keeps as the
+newer). So each lease taken costs one full snapshot per board; within a lease, deltas.
+
 Only the current period of each window is published: a late submission for yesterday bumps
 yesterday's version, but the channel carries today's board. A tournament is a window of its own
 (``t-<id>``) whose one period is current from its creation until its close.
@@ -206,6 +220,10 @@ class Publisher:
         self.owner = owner or settings.name
         # What was last published; loaded from Redis when the lease is won, None while not held.
         self.published: dict[LiveBoard, tuple[str, int]] | None = None
+        # The version of each board's last snapshot published under this lease, and the
+        # published record's numbers, read when it was taken (see the module's docstring).
+        self.sequence: dict[LiveBoard, int] = {}
+        self._recorded: dict[LiveBoard, int] = {}
         self._holding = False  # counted in stats.publisher
         self._refreshed = 0.0  # monotonic time of the last refresh of the latest snapshots' TTLs
         self.periods = DefinitionPeriods()
@@ -248,7 +266,8 @@ class Publisher:
             self._counted(False)
             return []
         if self.published is None:
-            self.published = await self._load_published()
+            self.published, self._recorded = await self._load_published()
+            self.sequence = {}
             self._game_keys = {key for key in self.published if _of_default(key)}
             self._backlog = collections.deque(
                 {**dict.fromkeys(k for k in self.published if not _of_default(k)), **dict.fromkeys(self.periods.labels)}
@@ -335,14 +354,19 @@ class Publisher:
             if await sleep_unless(stop, next_tick - loop.time()):
                 break
 
+    def _next_version(self, board: LiveBoard, now: int) -> int:
+        """The version of the board's next snapshot: the last one's + 1 under this lease, else
+        the clock's, or the published record's + 1 when that is higher (module docstring)."""
+        last = self.sequence.get(board)
+        return last + 1 if last is not None else max(now, self._recorded.get(board, 0) + 1)
+
     async def _publish(self, due: list[Due], now: int) -> None:
         assert self.published is not None
         tops = await self._read_tops(due, now)
+        numbers = [self._next_version((d.window, d.scope), now) for d in due]
         publications = [
-            Publication(
-                d.window, d.scope, d.period, d.version, snapshot.build(d.scope, top, version=d.version, ts_ms=now)
-            )
-            for d, top in zip(due, tops, strict=True)
+            Publication(d.window, d.scope, d.period, d.version, n, snapshot.build(d.scope, top, version=n, ts_ms=now))
+            for d, n, top in zip(due, numbers, tops, strict=True)
         ]
         # Fenced by the lease inside Redis: if this replica stalled past its lease and another took
         # over, nothing is published and this one steps down.
@@ -351,8 +375,10 @@ class Publisher:
             self.published = None
             self._counted(False)
             return
-        for d in due:
+        for d, n in zip(due, numbers, strict=True):
             self.published[d.window, d.scope] = (d.period, d.version)
+            self.sequence[d.window, d.scope] = n
+            self._recorded.pop((d.window, d.scope), None)
             if _of_default((d.window, d.scope)):
                 self._game_keys.add((d.window, d.scope))
         self.stats.published += len(due)
@@ -364,17 +390,21 @@ class Publisher:
             tops += await self.lb.tops(boards, at=now)
         return tops
 
-    async def _load_published(self) -> dict[LiveBoard, tuple[str, int]]:
+    async def _load_published(self) -> tuple[dict[LiveBoard, tuple[str, int]], dict[LiveBoard, int]]:
+        """The published record: (period, top-N version) of each board, and the version of its
+        last snapshot (keys.published; a record an earlier release wrote has none)."""
         raw = cast(dict[str, str], await self.redis.hgetall(self.keys.published))
-        out = {}
+        out, numbers = {}, {}
         for key, value in raw.items():
             window, _, scope = key.partition(":")
-            period, _, version = value.rpartition(":")
+            period, *counts = value.split(":")  # a period label holds no colon
             # a defined board's record is kept whatever its windows: its definition is read later
             known = window in self.config.windows or tournament_of(window) or not _of_default((window, scope))
-            if known and version.isdigit():
-                out[window, scope] = (period, int(version))
-        return out
+            if known and len(counts) in (1, 2) and all(n.isdigit() for n in counts):
+                out[window, scope] = (period, int(counts[0]))
+                if len(counts) == 2:
+                    numbers[window, scope] = int(counts[1])
+        return out, numbers
 
     async def _close(self, versions: Mapping[str, str], current: Current, now: int) -> None:
         """Close every past period still in the versions hash once its end is ``close_delay_s``
@@ -461,6 +491,7 @@ class Publisher:
             for key in gone:
                 del self.published[key]
                 self._game_keys.discard(key)
+                self.sequence.pop(key, None)
 
     async def _refresh_latest(self) -> None:
         """Keep the stored latest snapshot of boards that simply did not change alive."""

@@ -60,13 +60,13 @@ async def test_wrappers_raise_the_tree_for_library_errors(lb: Leaderboard) -> No
 
 async def test_lease_publish_and_forget_wrappers(lb: Leaderboard, r: aioredis.Redis) -> None:
     keys = lb.keys
-    pub = Publication("weekly", "global", "2030-W48", 3, b'{"type":"snapshot"}')
+    pub = Publication("weekly", "global", "2030-W48", 3, 1_900_000_000_000, b'{"type":"snapshot"}')
     assert not await lb.publish("a", 60, [pub])  # no lease: nothing written
     assert await r.exists(keys.latest("weekly", "global")) == 0
     assert await lb.lease("a", 5000) and not await lb.lease("b", 5000)
     assert await lb.publish("a", 60, [pub])
     assert await r.get(keys.latest("weekly", "global")) == '{"type":"snapshot"}'
-    assert await r.hgetall(keys.published) == {"weekly:global": "2030-W48:3"}
+    assert await r.hgetall(keys.published) == {"weekly:global": "2030-W48:3:1900000000000"}
     assert not await lb.lease("a", 5000, release=True) and await lb.lease("b", 5000)
     await r.xgroup_create(keys.submissions, "g", mkstream=True)
     for name in ("gone", "me"):

@@ -1,7 +1,8 @@
 """Snapshot deltas and shared compressed frames over real sockets: a gateway, its Redis, clients
 that ask for deltas (the Python client; a bare websockets client, both with permessage-deflate
-negotiated), one that does not (full snapshots byte for byte), and a slow reader that skips
-ticks and must then get the full snapshot, not a delta it cannot apply."""
+negotiated), one that does not (full snapshots byte for byte), a slow reader that skips
+ticks and must then get the full snapshot, not a delta it cannot apply, and the scorer's
+publisher on a board whose top N changes in several batches a tick."""
 
 from __future__ import annotations
 
@@ -9,17 +10,20 @@ import asyncio
 import contextlib
 import socket
 import time
+from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
+from websockets.asyncio.client import ClientConnection
 
 from client import LeaderboardClient
 from gateway.frames import DEFLATE, DELTAS
-from leaderboard import delta, wire
+from leaderboard import Leaderboard, delta, wire
 from leaderboard.results import Entry
 from loadtest.wsclient import OP_TEXT, OPEN, ClientReader, Message, client_frame
+from scorer import Publisher, ScorerSettings, Stats
 
-from .conftest import until
+from .conftest import NOW, until
 from .gw_helpers import T, client, greet, publish, raw_ws, recv, request, running, url
 
 KEY = ("global", "weekly")
@@ -117,3 +121,59 @@ async def test_a_delta_client_that_skipped_a_tick_gets_the_full_snapshot_next(
             with contextlib.suppress(OSError):
                 slow.shutdown(socket.SHUT_RDWR)
             slow.close()
+
+
+async def test_a_board_changed_by_several_batches_a_tick_reaches_delta_clients_as_deltas(
+    redis_url: str, r: aioredis.Redis
+) -> None:
+    """The publisher's versions count its publishes: three batches that each change the top N
+    between two ticks still make the next snapshot a delta of the one before, and what a delta
+    client holds is the published snapshot. A new lease holder numbers above (a full snapshot),
+    and deltas follow again."""
+    async with running(redis_url) as gw:
+        config, clock = gw.settings.game, [NOW + 1000]
+        lb = Leaderboard(r, config)
+        latest = config.keys.latest(*reversed(KEY))
+
+        def publisher(owner: str) -> Publisher:
+            settings = ScorerSettings(redis_url=redis_url, game=config, name=owner, tick_ms=50, metrics_port=0)
+            return Publisher(r, settings, Stats(), now=lambda: clock[0])
+
+        async def batches_then_tick(p: Publisher, points: int) -> None:
+            for i in range(3):  # each a new leader: the top-N version moves by three
+                player, score = f"p{points + i}", points + i
+                await lb.submit_batch([{"id": player, "player": player, "points": str(score), "ts": str(clock[0])}],
+                                      now=clock[0])  # fmt: skip
+            clock[0] += 50
+            await p.tick()
+
+        async def next_snapshot(ws: ClientConnection) -> dict[str, Any]:
+            while True:  # announcements of the new leaders come between
+                msg = await recv(ws)
+                if msg["type"] in ("snapshot", "delta"):
+                    return msg
+
+        a = publisher("a")
+        await batches_then_tick(a, 100)
+        async with client(gw) as ws, LeaderboardClient(url(gw)) as app:
+            _, held = await greet(ws)
+            assert (await request(ws, {"type": "hello", "deltas": True}, "welcome"))["deltas"] is True
+            kinds = []
+            for points in (200, 300, 400):
+                await batches_then_tick(a, points)
+                msg = await next_snapshot(ws)
+                kinds.append(msg["type"])
+                held = delta.follow(held, msg) or held
+                assert held == orjson.loads(await r.get(latest) or "")
+            assert kinds == ["delta", "delta", "delta"]
+            await a.release()
+            b = publisher("b")
+            for points in (500, 600):
+                await batches_then_tick(b, points)
+                msg = await next_snapshot(ws)
+                kinds.append(msg["type"])
+                held = delta.follow(held, msg) or held
+                assert held == orjson.loads(await r.get(latest) or "")
+            assert kinds[3:] == ["snapshot", "delta"]  # b's first version is above a's: whole
+            await until(lambda: app.snapshots.get(KEY, {}).get("version") == held["version"], 2 * T)
+            assert app.snapshots[KEY] == held and app.resyncs == 0

@@ -34,10 +34,12 @@ entry = st.fixed_dictionaries(
 )
 top = st.lists(st.tuples(st.sampled_from(PLAYERS), entry), max_size=10, unique_by=lambda pair: pair[0])
 # what happens at a tick, for the one socket watched: it takes the frame, skips it, or
-# reconnects first; or the board rolls over to a new period (versions restart); the version
-# moves on by one (a version skipped: the hub missed a publish)
-actions = st.sampled_from(["take", "take", "take", "skip", "reconnect", "period"])
-step = st.tuples(actions, top, st.sampled_from([1, 1, 1, 2]))
+# reconnects first; or the board rolls over to a new period (the version counts on), or the
+# versions go back (an earlier release's scorer took the lease: they restart each period); the
+# version moves on by one (by two: the hub missed a publish; by a thousand: another scorer took
+# the lease and numbered from its clock)
+actions = st.sampled_from(["take", "take", "take", "skip", "reconnect", "period", "rewind"])
+step = st.tuples(actions, top, st.sampled_from([1, 1, 1, 2, 1000]))
 runs = st.tuples(st.lists(step, min_size=1, max_size=25), st.sampled_from([0, 3, 30]), st.booleans())
 
 
@@ -94,7 +96,9 @@ def replay(run: tuple[list[tuple[str, Any, int]], int, bool]) -> list[tuple[Any,
 
     for action, players, gap in steps:
         if action == "period":
-            period, version = period + 1, 0
+            period += 1
+        elif action == "rewind":  # a version the socket may hold already, with other entries
+            version = max(0, version - 3)
         version += gap
         payload = snapshot(period, version, players)
         base, latest = latest, payload

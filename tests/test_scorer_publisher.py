@@ -71,7 +71,8 @@ async def test_publishes_only_when_the_top_changes(r: aioredis.Redis, lb: Leader
         await pub.tick()
         snap = await channel.next()
         assert snap["type"] == "snapshot" and snap["board"] == "global" and snap["window"] == "weekly"
-        assert snap["period"] == "2030-W48" and snap["version"] >= 1 and snap["ts"] == clock[0]
+        # no published record yet: the board's first version is the clock's (ms)
+        assert snap["period"] == "2030-W48" and snap["version"] == clock[0] and snap["ts"] == clock[0]
         assert snap["entries"] == [
             {"rank": 1, "player": "ben", "score": 70, "name": "Ben"},
             {"rank": 2, "player": "ana", "score": 50},
@@ -85,8 +86,9 @@ async def test_publishes_only_when_the_top_changes(r: aioredis.Redis, lb: Leader
         assert await pub.tick() == []
         await lb.submit_batch([slip("4", "ana", 90)], now=clock[0])
         [due] = [d for d in await pub.tick() if d.window == "weekly"]
-        assert due.version > snap["version"]
-        assert [e["player"] for e in (await channel.next())["entries"]] == ["ana", "ben"]
+        assert due.version > 1  # the top-N version, bumped twice: the snapshot's is the next
+        after = await channel.next()
+        assert after["version"] == snap["version"] + 1 and [e["player"] for e in after["entries"]] == ["ana", "ben"]
 
 
 async def test_one_publisher_among_replicas_and_takeover_when_it_dies(
@@ -136,7 +138,7 @@ async def test_rollover_publishes_the_new_empty_board(r: aioredis.Redis, lb: Lea
         clock[0] = before_midnight + 3000  # 00:00:01 the next day, same ISO week
         await pub.tick()
         snap = await daily.next()
-        assert (snap["period"], snap["entries"], snap["version"]) == ("2030-11-27", [], 0)
+        assert (snap["period"], snap["entries"], snap["version"]) == ("2030-11-27", [], before_midnight + 1)
         assert await weekly.quiet()  # the week did not roll over: nothing new there
         assert await pub.tick() == []
         # versions of past periods go when the period is closed (LB_CLOSE_DELAY_S after its
@@ -235,3 +237,49 @@ async def test_a_thousand_boards_due_in_one_tick_are_all_published(r: aioredis.R
     snap: Any = await r.get(config.keys.latest("alltime", "region:r998"))
     assert orjson.loads(snap)["entries"] == [{"rank": 1, "player": "p998", "score": 998}]
     assert await pub.tick() == []
+
+
+async def test_snapshot_versions_count_publishes_and_never_go_back(
+    r: aioredis.Redis, lb: Leaderboard, config: GameConfig
+) -> None:
+    """A snapshot's version is the one before's + 1 however many batches changed the top N in
+    between; a new lease holder numbers above every version published before: from its clock,
+    even when the published record is lost (FLUSHALL) or older (an earlier release's), and from
+    the record when its clock was set back."""
+    clock = [NOW + 1000]
+    field = "weekly:2030-W48:global"
+    versions: list[int] = []
+
+    async def publish_by(p: Publisher, player: str, points: int) -> int:
+        await lb.submit_batch([slip(f"{player}{points}", player, points, clock[0])], now=clock[0])
+        clock[0] += 50  # the tick's cadence
+        await p.tick()
+        versions.append((await channel.next())["version"])
+        return versions[-1]
+
+    async with Channel(r, config.keys.snapshot_channel("weekly", "global")) as channel:
+        a = publisher(r, config, "a", clock)
+        first = await publish_by(a, "ana", 50)
+        for i in range(3):  # three batches between two ticks, each changes the top N
+            await lb.submit_batch([slip(f"x{i}", f"p{i}", 60 + i)], now=clock[0])
+        assert await publish_by(a, "ana", 70) == first + 1
+        assert int(await r.hget(config.keys.versions, field) or 0) == 5  # the top N changed 5 times
+        # a hands over (a restart, a failover): the next holder's clock is above a's versions
+        await a.release()
+        b = publisher(r, config, "b", clock)
+        assert await publish_by(b, "ben", 80) == clock[0] > first + 1
+        assert await publish_by(b, "ben", 81) == clock[0] - 50 + 1
+        # the record lost: the clock still numbers above every version published
+        await b.release()
+        await r.flushall()  # keys only: the function library stays loaded
+        assert await publish_by(publisher(r, config, "c", clock), "cy", 90) == clock[0] > versions[-2]
+        # an earlier release's record (<period>:<top-N version>): numbered from the clock too (and
+        # a record that is neither form is passed over)
+        await r.delete(config.keys.publish_lease)
+        await r.hset(config.keys.published, mapping={"weekly:global": "2030-W48:1", "daily:global": "garbage"})
+        assert await publish_by(publisher(r, config, "d", clock), "dan", 95) == clock[0] > versions[-2]
+        # a clock set back a day: the record's number + 1, never one published before
+        await r.delete(config.keys.publish_lease)
+        clock[0] -= 86_400_000
+        assert await publish_by(publisher(r, config, "e", clock), "eve", 99) == versions[-2] + 1
+    assert versions == sorted(set(versions))

@@ -186,7 +186,7 @@ class SubmitCalls(Calls):
             args += [
                 self.keys.snapshot_channel(pub.window, pub.scope),
                 f"{pub.window}:{pub.scope}",
-                f"{pub.period}:{pub.version}",
+                f"{pub.period}:{pub.version}:{pub.sequence}",
                 pub.payload,
             ]
         command: Any = ("FCALL", "lb_publish", len(keys), *keys, *args)

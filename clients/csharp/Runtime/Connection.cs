@@ -354,7 +354,8 @@ namespace Leaderboard.Client
 
         /// <summary>
         /// Keep a snapshot unless it is older than the one held of its board in the same period
-        /// (versions restart with a new period); a malformed one is reported and dropped.
+        /// (a board's versions never go down; earlier releases restarted them with a new period);
+        /// a malformed one is reported and dropped.
         /// </summary>
         bool Fresh(Dictionary<string, object> msg)
         {

@@ -408,6 +408,7 @@ export interface Snapshot {
   board: string;
   window: string;
   period: string;
+  /** the board's snapshot count: the one before's + 1; it never repeats nor goes down (docs/protocol.md) */
   version: number;
   /** when the scorer built it (ms since the epoch) */
   ts: number;
