@@ -415,12 +415,12 @@ async def test_a_malformed_close_of_a_defined_board_is_refused_and_writes_nothin
     name, count = str(command[1]), int(command[2])
     keys, args = [str(k) for k in command[3 : 3 + count]], command[3 + count :]
     # ARGV: layout, window, period, start, end, encoding, n, expire_at, kept, maxlen, now, mode, columns,
-    # directions, scope
+    # key spec, scope
     for bad, code in (
-        ({13: "dx"}, "bad_request"),  # a direction other than d or a
-        ({13: "dddddd"}, "bad_request"),  # six keys
+        ({13: "x,,0,1"}, "bad_request"),  # a direction other than d or a
+        ({13: ";".join(["d,,0,1"] * 6)}, "bad_request"),  # six keys
         ({11: "olympic"}, "bad_request"),  # no such rank mode
-        ({5: "17"}, "bad_request"),  # a packed shift, with two keys
+        ({5: "17"}, "bad_request"),  # a packed shift, with keys no exact double holds
         ({5: "lex:9"}, "bad_request"),  # no such encoding
         ({12: ""}, "bad_request"),  # no columns: the game's boards' entries are points, one packed value
         ({6: "0"}, "bad_request"),  # an empty top

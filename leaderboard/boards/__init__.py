@@ -66,12 +66,24 @@ from .definition import (
     check_time_zone,
     check_update,
     configured_shape,
+    created,
     default_definition,
     parse,
     parse_values,
     written_as,
 )
-from .encoding import KEY_HEX, TIME_HEX, decode_member, encode_member, key_prefix, pack, player_of, player_part, unpack
+from .encoding import (
+    KEY_HEX,
+    TIME_HEX,
+    decode_member,
+    encode_member,
+    key_prefix,
+    pack,
+    player_of,
+    player_part,
+    points,
+    unpack,
+)
 from .model import Board, combine, order_key
 from .names import LiveBoard, board_scopes, definition_of, home_of, home_scope, keeps, listed, on_offer
 from .periods import named, period, period_bounds, resolve, window_of
@@ -112,6 +124,7 @@ __all__ = [
     "check_update",
     "combine",
     "configured_shape",
+    "created",
     "decode_member",
     "default_definition",
     "definition_of",
@@ -131,6 +144,7 @@ __all__ = [
     "period_bounds",
     "player_of",
     "player_part",
+    "points",
     "resolve",
     "unpack",
     "window_of",
