@@ -62,8 +62,20 @@ DEFINITIONS: dict[str, dict[str, Any]] = {
         "season": SEASON,
         "metadata_bytes": 16,
     },
+    # the higher level, then the faster time, both keys in one double (packed); ties to the last
+    "race": {
+        "id": "race",
+        "keys": [
+            {"name": "level", "min": 0, "max": 99},
+            {"name": "ms", "direction": "asc", "display": "duration_ms", "min": 0, "max": 1_000_000},
+        ],
+        "windows": ["season"],
+        "season": SEASON,
+        "tie": "last",
+        "metadata_bytes": 16,
+    },
 }
-WINDOW = {"tower": "daily", "ledger": "season", "speedrun": "season"}
+WINDOW = {"tower": "daily", "ledger": "season", "speedrun": "season", "race": "season"}
 SLIPS: dict[str, list[tuple[str, tuple[int, ...], str | None]]] = {
     "tower": [
         ("ana", (12, 81_250), "r-a"),
@@ -80,9 +92,10 @@ SLIPS: dict[str, list[tuple[str, tuple[int, ...], str | None]]] = {
         ("eve", (0,), None),
     ],
     "speedrun": [("ana", (61_500,), "replay-a"), ("ben", (59_990,), "replay-b"), ("cy", (60_000,), None)],
+    "race": [("ana", (99, 1_000_000), "r-a"), ("ben", (7, 500), None), ("cy", (99, 0), "r-c"), ("dee", (7, 500), None)],
 }
 # where each board's slips are reached: tower in its day at NOW, the seasons in s0
-FIRST_TS = {"tower": NOW - 20 * MIN, "ledger": NOW - 80 * MIN, "speedrun": NOW - 70 * MIN}
+FIRST_TS = {"tower": NOW - 20 * MIN, "ledger": NOW - 80 * MIN, "speedrun": NOW - 70 * MIN, "race": NOW - 60 * MIN}
 
 
 def settings(redis_url: str, config: GameConfig, name: str = "s1", **kw: Any) -> ScorerSettings:
@@ -135,9 +148,8 @@ async def test_defined_boards_close_their_own_periods_once(
     r: aioredis.Redis, redis_url: str, config: GameConfig
 ) -> None:
     lb = Leaderboard(r, config)
-    definitions = {b: boards.parse(raw) for b, raw in DEFINITIONS.items()}
-    for d in definitions.values():
-        await lb.create_board(d)
+    definitions = {b: await lb.create_board(boards.parse(raw)) for b, raw in DEFINITIONS.items()}
+    assert definitions["race"].encoding == boards.PACKED
     subs = [
         Submission(f"{board}-{n}", player, 0, FIRST_TS[board] + n * 1000, board=board, values=values, meta=meta)
         for board, slips in SLIPS.items()
@@ -152,7 +164,11 @@ async def test_defined_boards_close_their_own_periods_once(
     a, b = (Publisher(r, settings(redis_url, config, name), Stats(), now=lambda: clock[0]) for name in "ab")
     await a.tick()
     first = await closed_events(r, config)
-    assert sorted(e["id"] for e in first) == ["season:s0:board:ledger", "season:s0:board:speedrun"]
+    assert sorted(e["id"] for e in first) == [
+        "season:s0:board:ledger",
+        "season:s0:board:race",
+        "season:s0:board:speedrun",
+    ]
     # past the close delay after tower's local midnight: its day closes, on its own
     clock[0] = tower_day.end_ms + 65_000
     await a.tick()
@@ -161,7 +177,7 @@ async def test_defined_boards_close_their_own_periods_once(
     again = await lb.close(board.period, [board.scope], top_n=10, keep=10, maxlen=100, definition=board.definition)
     assert again is None
     events = await closed_events(r, config)
-    assert [e["id"] for e in events[2:]] == ["daily:2030-11-26:board:tower"]
+    assert [e["id"] for e in events[3:]] == ["daily:2030-11-26:board:tower"]
     for event in events:
         board = event["board"].removeprefix("board:")
         d = definitions[board]
@@ -187,6 +203,14 @@ async def test_defined_boards_close_their_own_periods_once(
         ("cy", 3, ["-12"]),
         ("ana", 4, [str(I64_MIN)]),
     ]
+    # both keys of a packed board decoded, their extremes too; exact ties to the last to reach them
+    race = [(e["player"], e["keys"], e.get("meta")) for e in model_finals(definitions["race"])]
+    assert race == [
+        ("cy", ["99", "0"], "r-c"),
+        ("ana", ["99", "1000000"], "r-a"),
+        ("dee", ["7", "500"], None),
+        ("ben", ["7", "500"], None),
+    ]
     assert [(e["player"], e["rank"]) for e in model_finals(definitions["tower"])] == [
         ("ben", 1),
         ("dee", 1),
@@ -196,7 +220,7 @@ async def test_defined_boards_close_their_own_periods_once(
     # journaled with the board, so a rebuild restores the board's own marker and finals
     journal: Any = await r.xrange(config.keys.journal)
     closes = [orjson.loads(f["args"]) for _, f in journal if f["fn"] == "close"]
-    assert sorted(c[-1] for c in closes) == ["board:ledger", "board:speedrun", "board:tower"]
+    assert sorted(c[-1] for c in closes) == ["board:ledger", "board:race", "board:speedrun", "board:tower"]
     versions = cast(dict[str, str], await r.hgetall(config.keys.versions))
     assert not [f for f in versions if f.startswith(("season:s0:", "daily:2030-11-26:board:"))]
 
