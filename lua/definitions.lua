@@ -54,13 +54,15 @@ function definitions.shape(key_spec)
   return #keys >= 1 and #keys <= 5 and keys or nil
 end
 
--- Whether an int64 value {hi, lo} (hi nil: outside int64) lies within a key's bounds.
-function definitions.in_bounds(key, hi, lo)
-  local asc = hi and lex.key_hex(hi, lo, false)
-  return asc and asc >= key.min and asc <= key.max
+-- Whether a key value lies within the key's bounds: a lex board's {hi, lo} (hi nil: outside
+-- int64), a packed one's number (exact below 2^53, as its bounds are).
+function definitions.in_bounds(def, key, v)
+  local hex = def.lex and v[1] and lex.key_hex(v[1], v[2], false)
+  return hex and hex >= key.min and hex <= key.max or not def.lex and v >= key.lo and v <= key.hi and math.abs(v) < 2 ^ 53
 end
 
--- A slip's key values as {hi, lo} pairs, or nil and the entry error.
+-- A slip's key values, or nil and the entry error: {hi, lo} pairs on a lex board, numbers on a
+-- packed one (tonumber, where int64.parse costs a loop per digit).
 function definitions.slip_values(def, text)
   local values = {}
   for part in (text ~= '' and text .. ',' or ''):gmatch('([^,]*),') do
@@ -73,11 +75,10 @@ function definitions.slip_values(def, text)
     if not part:match('^%-?%d+$') then
       return nil, entry_error('invalid_key_value', 'key values must be decimal integers, got ' .. string.format('%q', part:sub(1, 40)))
     end
-    local hi, lo = int64.parse(part)
-    if not definitions.in_bounds(def.keys[i], hi, lo) then
+    values[i] = def.lex and { int64.parse(part) } or tonumber(part)
+    if not definitions.in_bounds(def, def.keys[i], values[i]) then
       return nil, entry_error('key_out_of_range', 'key value ' .. i .. ' is outside int64 or the key\'s min..max')
     end
-    values[i] = { hi, lo }
   end
   return values
 end
@@ -93,20 +94,21 @@ function definitions.combine_values(def, op, old, new)
     if kop == 'set' then
       out[i] = new[i]
     elseif kop == 'incr' then
-      local hi, lo = int64.add(old[i][1], old[i][2], new[i][1], new[i][2])
-      if not definitions.in_bounds(key, hi, lo) then
+      out[i] = def.lex and { int64.add(old[i][1], old[i][2], new[i][1], new[i][2]) } or old[i] + new[i]
+      if not definitions.in_bounds(def, key, out[i]) then
         return nil, entry_error('key_out_of_range', 'key value ' .. i .. ' would leave int64 or the key\'s min..max')
       end
-      out[i] = { hi, lo }
     else
-      local better = lex.key_hex(new[i][1], new[i][2], key.desc) < lex.key_hex(old[i][1], old[i][2], key.desc)
-      out[i] = better and new[i] or old[i]
+      local n, o = new[i], old[i]
+      local better = def.lex and lex.key_hex(n[1], n[2], key.desc) < lex.key_hex(o[1], o[2], key.desc)
+        or not def.lex and (key.desc and n > o or not key.desc and n < o)
+      out[i] = better and n or o
     end
   end
   return out
 end
 
--- The key values ({hi, lo} each) of an entry's order (a lex member, or a packed score on a
+-- The key values (slip_values') of an entry's order (a lex member, or a packed score on a
 -- window of `scale`), and the key part of values.
 function definitions.values_of(def, order, scale)
   if not def.lex then
@@ -131,7 +133,7 @@ end
 function definitions.texts(values)
   local parts = {}
   for i, v in ipairs(values) do
-    parts[i] = int64.format(v[1], v[2])
+    parts[i] = type(v) == 'table' and int64.format(v[1], v[2]) or string.format('%d', v)
   end
   return parts
 end

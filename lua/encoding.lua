@@ -50,15 +50,14 @@ function scoring.score_points(score, scale)
   return math.floor(score / scale)
 end
 
--- A packed board's points of its key values ({hi, lo} each, exact as one double below 2^53) and
--- back (mixed radix, docs/data-model.md "Encodings"): the first value signed by its direction
--- times P, plus each later key's gain (v - min desc, max - v asc) times its place; key.place is the
--- product of the ranges of the keys after it (P the first key's; one key packs its value signed).
+-- A packed board's points of its key values (numbers, exact below 2^53) and back (mixed radix,
+-- docs/data-model.md "Encodings"): the first value signed by its direction times P, plus each
+-- later key's gain (v - min desc, max - v asc) times its place; key.place is the product of the
+-- ranges of the keys after it (P the first key's; one key packs its value signed).
 function scoring.pack(def, values)
   local points = 0
   for i, key in ipairs(def.keys) do
-    local hi, lo = values[i][1], values[i][2]
-    local v = (hi >= int64.TWO31 and hi - int64.TWO32 or hi) * int64.TWO32 + lo
+    local v = values[i]
     points = points + (i == 1 and (key.desc and v or -v) or key.desc and v - key.lo or key.hi - v) * key.place
   end
   return points
@@ -69,8 +68,7 @@ function scoring.unpack(def, points)
   for i, key in ipairs(def.keys) do
     local g = math.floor(points / key.place)
     points = points - g * key.place
-    local v = i == 1 and (key.desc and g or -g) or key.desc and key.lo + g or key.hi - g
-    values[i] = { math.floor(v / int64.TWO32) % int64.TWO32, v % int64.TWO32 }
+    values[i] = i == 1 and (key.desc and g or -g) or key.desc and key.lo + g or key.hi - g
   end
   return values
 end

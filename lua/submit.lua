@@ -4,7 +4,7 @@
 local submit = {}
 
 -- A slip's values, or nil and the entry error: its points on a `points` definition, else its
--- key values ({hi, lo} each); a stored default of one key (points_key) takes a slip's points
+-- key values (definitions.slip_values); a stored default of one key (points_key) takes a slip's points
 -- when it names no values, as the game's slips always could. Then its metadata's size.
 function submit.values(def, sub)
   local values, bad
