@@ -372,7 +372,9 @@ async def test_a_tournament_on_defined_boards_runs_publishes_and_closes(
     tower = boards.parse(DEFINITIONS["tower"])
     speedrun = boards.parse(DEFINITIONS["speedrun"] | {"windows": ["daily"], "season": None})
     wide = boards.parse({"id": "wide", "keys": [{"name": "v", "min": 0, "max": 2**36 - 1}], "windows": ["daily"]})
-    assert wide.encoding == speedrun.encoding == boards.PACKED
+    # two keys in one double: 100 × 1,000,001 fits a tournament's 2^31 too
+    race = await lb.create_board(boards.parse(DEFINITIONS["race"] | {"windows": ["daily"], "season": None}))
+    assert wide.encoding == speedrun.encoding == race.encoding == boards.PACKED
     for d in (tower, speedrun, wide):
         await lb.create_board(d)
     cup = await lb.create_tournament("cup", now - 10 * MIN, now + 50 * MIN)
@@ -380,7 +382,7 @@ async def test_a_tournament_on_defined_boards_runs_publishes_and_closes(
     start = now - 5 * MIN
     subs = [
         Submission(f"{board}-{n}", player, 0, start + n * 1000, board=board, values=values, meta=meta, tournament="cup")
-        for board in ("tower", "speedrun")
+        for board in ("tower", "speedrun", "race")
         for n, (player, values, meta) in enumerate(SLIPS[board])
     ]
     refused = [
@@ -391,7 +393,7 @@ async def test_a_tournament_on_defined_boards_runs_publishes_and_closes(
     assert (stats.applied, stats.dead_letters) == (len(subs), 2)
     letters: Any = await r.xrange(config.keys.dead_letters)
     assert {f["id"]: f["dead.code"] for _, f in letters} == {"out": "not_entered", "big": "key_out_of_range"}
-    for d in (tower, speedrun):
+    for d in (tower, speedrun, race):
         expected = [(e["player"], e["keys"], e.get("meta")) for e in model_finals(d, first_ts=start)]
         top = await lb.top("t-cup", f"board:{d.id}", n=10)
         assert [(e.player, [str(v) for v in e.keys or ()], e.metadata) for e in top.entries] == expected
@@ -415,7 +417,11 @@ async def test_a_tournament_on_defined_boards_runs_publishes_and_closes(
     await pub.tick()
     await pub.tick()
     events = {e["id"]: e for e in await closed_events(r, config)}
-    assert set(events) == {"t-cup:cup:board:tower", "t-cup:cup:board:speedrun"}
+    assert set(events) == {"t-cup:cup:board:tower", "t-cup:cup:board:speedrun", "t-cup:cup:board:race"}
+    raced = orjson.loads(events["t-cup:cup:board:race"]["top"])["board:race"]  # both keys, cy banned
+    expected = [(e["player"], e["keys"], e.get("meta")) for e in model_finals(race, first_ts=start)]
+    assert [(e["player"], e["keys"], e.get("meta")) for e in raced] == [x for x in expected if x[0] != "cy"]
+    assert [e["rank"] for e in raced] == [1, 2, 3]
     top = orjson.loads(events["t-cup:cup:board:tower"]["top"])["board:tower"]
     assert [e["player"] for e in top] == [p for p, *_ in model_order(tower, start) if p != "cy"]
     [final] = await lb.finals("t-cup", 5, "board:tower")
