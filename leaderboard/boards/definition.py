@@ -166,9 +166,9 @@ class Definition:
         return WINDOWS[window_name].shift
 
     def check_tournament(self) -> None:
-        """A tournament on this board keeps the board's encoding: a packed board's one key must
-        fit a tournament's packing too (k = 22: values up to 2,147,483,647), or its slips would
-        not be exact; InvalidBoard(key_out_of_range) otherwise. A lex board takes any."""
+        """A tournament on this board keeps the board's encoding: a packed board's keys must fit
+        a tournament's packing too (k = 22: points below 2^31, ``fits``), or its slips would not
+        be exact; InvalidBoard(key_out_of_range) otherwise. A lex board takes any."""
         if self.encoding == PACKED and not self.fits(TOURNAMENT_SHIFT):
             raise _fail(
                 "key_out_of_range",
