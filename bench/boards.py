@@ -1,15 +1,18 @@
 """Defined boards against the default one: ``python -m bench.boards``.
 
-Three board shapes, each kept in three windows (daily, weekly, alltime) and filled to
-``--members`` members per window first (pipelined writes of what lb_submit would store: the
-default board's packed scores, a defined board's lex members with its members hash and distinct
-key parts), then, on one private redis-server, one shape after another:
+Board shapes, each kept in three windows (daily, weekly, alltime) and filled to ``--members``
+members per window first (pipelined writes of what lb_submit would store: a packed board's
+scores, a lex board's members with its members hash and distinct key parts), then, on one
+private redis-server:
 
 * ``default``: the game's own board (one key, points, packed double), its common slips;
 * ``default_general``: the same board, its slips sent with an operator: lb_submit's general path
   (the one every defined board's slips take), not the common slip's one pass (lua/common.lua);
-* ``two_keys``: a defined board of two keys, desc then asc (lex members);
-* ``five_keys``: a defined board of five keys, directions alternating (lex members).
+* ``two_keys``: a defined board of two unbounded keys, desc then asc (lex members);
+* ``two_keys_packed``: two bounded keys, a level 0..99 desc then a time 0..1,000,000 ms asc
+  (packed: their ranges fit one double with alltime's 26 bits of time);
+* ``five_keys``: a defined board of five unbounded keys, directions alternating (lex members);
+* ``five_keys_packed``: five keys of 0..39 each, directions alternating (40^5 ≤ 2^27: packed).
 
 All are filled first, side by side in one Redis; then the writes go in ``--rounds`` rounds,
 each round a share of ``--submissions`` slips to every shape in turn (the order rotating from one
@@ -18,10 +21,11 @@ For each: per submission through ``lb_submit`` (random players of the board, ran
 batches of 500, the scorer's ``rows=False``) the Redis CPU time of its main thread (``INFO cpu``:
 time on a core, which other load on the machine does not add to) and the Redis time of the calls
 (``INFO commandstats``: wall time inside them, which includes waiting for a core on a loaded
-machine); per rank read of ``--reads`` random players through ``lb_ranks`` (chunks of 500, the
-gateways' own-rank read) its Redis time; and the memory per member of one window's board with its
-companions (``MEMORY USAGE``). The ratios to ``default`` are the figures to read: of each round's
-CPU time, their median.
+machine); per rank read of random players through ``lb_ranks`` (chunks of 500, the gateways'
+own-rank read, ``--reads`` a shape split over the rounds) the same two, in rounds as the writes
+(every shape each round, the order rotating); and the memory per member of one window's board
+with its companions (``MEMORY USAGE``). The ratios to ``default`` are the figures to read: of
+each round's CPU time, their median.
 
 ``--baseline-library REF|PATH`` (a git ref of this repository, or a library file with this
 tree's Python, as bench.drain takes it): the rank reads of each shape made by the baseline's code
@@ -69,12 +73,27 @@ SHAPES: dict[str, dict[str, Any] | None] = {
         "id": "five",
         "keys": [{"name": f"k{i}", "direction": "desc" if i % 2 == 0 else "asc"} for i in range(5)],
     },
+    "two_keys_packed": {
+        "id": "twop",
+        "keys": [
+            {"name": "level", "min": 0, "max": 99},
+            {"name": "time", "direction": "asc", "min": 0, "max": 1_000_000},
+        ],
+    },
+    "five_keys_packed": {
+        "id": "fivep",
+        "keys": [{"name": f"k{i}", "direction": ("desc", "asc")[i % 2], "min": 0, "max": 39} for i in range(5)],
+    },
 }
 
 
-def values_of(rnd: random.Random, n: int) -> tuple[int, ...]:
-    """A random tuple: the first key spreads widely, the others tie often (as levels do)."""
-    return (rnd.randrange(1_000_000), *(rnd.randrange(100) for _ in range(n - 1)))
+def values_of(rnd: random.Random, definition: boards.Definition) -> tuple[int, ...]:
+    """A random tuple: a bounded key anywhere in its bounds; an unbounded first key spreads widely,
+    the others tie often (as levels do)."""
+    return tuple(
+        rnd.randint(k.min, k.max) if (k.min, k.max) != (boards.INT64_MIN, boards.INT64_MAX) else rnd.randrange(n)
+        for k, n in zip(definition.keys, (1_000_000, 100, 100, 100, 100), strict=False)
+    )
 
 
 def fill(r: redis.Redis, definition: boards.Definition | None, members: int, now: int, seed: int) -> None:
@@ -100,10 +119,13 @@ def fill(r: redis.Redis, definition: boards.Definition | None, members: int, now
                 if definition is None:
                     scores[player] = period.pack(rnd.randrange(1_000_000), ts)
                     continue
-                values = values_of(rnd, len(definition.keys))
+                values = values_of(rnd, definition)
+                if definition.encoding == boards.PACKED:
+                    scores[player] = boards.pack(definition, name, values, ts, period.start_ms)
+                    continue
                 member = boards.encode_member(definition, values, ts, player)
                 lex[member], owners[player] = 0, member
-            if definition is None:
+            if definition is None or scores:
                 pipe.zadd(board, scores)
             else:
                 pipe.zadd(board, lex)
@@ -146,7 +168,7 @@ async def submit(
                 fields["points"] = str(rnd.randrange(1_000_000))
             else:
                 fields["board"] = definition.id
-                fields["values"] = ",".join(map(str, values_of(rnd, len(definition.keys))))
+                fields["values"] = ",".join(map(str, values_of(rnd, definition)))
             if op:
                 fields["op"] = op
             entries.append(fields)
@@ -157,11 +179,11 @@ async def submit(
     await client.aclose()
 
 
-async def read(url: str, definition: boards.Definition | None, args: Any, now: int) -> None:
+async def read(url: str, definition: boards.Definition | None, args: Any, now: int, reads: int, round_: int) -> None:
     client = connect(url)
-    lb, rnd = Leaderboard(client, CONFIG), random.Random(args.seed + 2)
+    lb, rnd = Leaderboard(client, CONFIG), random.Random(args.seed + 2 + 1000 * round_)
     scope = "global" if definition is None else f"board:{definition.id}"
-    for _ in range(0, args.reads, CHUNK):
+    for _ in range(0, reads, CHUNK):
         ranks = await lb.ranks([f"p{rnd.randrange(args.members)}" for _ in range(CHUNK)], "alltime", scope, at=now)
         assert all(s.rank is not None for s in ranks.standings)
     await client.aclose()
@@ -217,8 +239,9 @@ def compare_reads(
 
 
 def definition_of(shape: str) -> boards.Definition | None:
+    """A shape's definition as its board is created: packed where its keys fit (boards.created)."""
     raw = SHAPES[shape]
-    return None if raw is None else boards.parse({**raw, "windows": list(WINDOWS)})
+    return None if raw is None else boards.created(boards.parse({**raw, "windows": list(WINDOWS)}))
 
 
 def write_round(r: redis.Redis, url: str, shape: str, args: Any, now: int, round_: int) -> tuple[float, float]:
@@ -231,24 +254,36 @@ def write_round(r: redis.Redis, url: str, shape: str, args: Any, now: int, round
     return cpu_us, usec(r).get("fcall", (0, 0))[0] / slips
 
 
-def measure_writes(r: redis.Redis, url: str, args: Any, now: int) -> dict[str, dict[str, Any]]:
-    """Every shape's writes, round by round, the order rotating: each round's figures and medians."""
+def read_round(r: redis.Redis, url: str, shape: str, args: Any, now: int, round_: int) -> tuple[float, float]:
+    """One round's rank reads of ``shape``: (Redis main-thread CPU, Redis call time) per read, µs."""
+    reads = args.reads // args.rounds // CHUNK * CHUNK
+    r.config_resetstat()
+    before = main_thread_cpu(r)
+    asyncio.run(read(url, definition_of(shape), args, now, reads, round_))
+    cpu_us = (main_thread_cpu(r) - before) * 1e6 / reads
+    return cpu_us, usec(r).get("fcall_ro", (0, 0))[0] / reads
+
+
+def in_rounds(r: redis.Redis, url: str, args: Any, now: int, one: Any, what: str) -> dict[str, dict[str, Any]]:
+    """``one`` round (write_round or read_round) of every shape, round by round, the order
+    rotating: each round's figures, their medians and the median of each round's CPU ratio to
+    the default, named ``what`` (submission, rank_read)."""
     shapes = list(SHAPES)
     runs: dict[str, dict[str, list[float]]] = {s: {"cpu": [], "call": []} for s in shapes}
     for round_ in range(args.rounds):
         for shape in shapes[round_ % len(shapes) :] + shapes[: round_ % len(shapes)]:
-            cpu_us, call_us = write_round(r, url, shape, args, now, round_)
+            cpu_us, call_us = one(r, url, shape, args, now, round_)
             runs[shape]["cpu"].append(cpu_us)
             runs[shape]["call"].append(call_us)
     out: dict[str, dict[str, Any]] = {}
     for shape in shapes:
         ratios = [c / d for c, d in zip(runs[shape]["cpu"], runs["default"]["cpu"], strict=True)]
         out[shape] = {
-            "cpu_us_per_submission": statistics.median(runs[shape]["cpu"]),
-            "fcall_us_per_submission": statistics.median(runs[shape]["call"]),
-            "write_rounds": runs[shape],
-            "cpu_per_submission_vs_default": statistics.median(ratios),
-            "cpu_vs_default_rounds": ratios,
+            f"cpu_us_per_{what}": statistics.median(runs[shape]["cpu"]),
+            f"fcall_us_per_{what}": statistics.median(runs[shape]["call"]),
+            f"{what}_rounds": runs[shape],
+            f"cpu_per_{what}_vs_default": statistics.median(ratios),
+            f"cpu_{what}_vs_default_rounds": ratios,
         }
     return out
 
@@ -256,19 +291,12 @@ def measure_writes(r: redis.Redis, url: str, args: Any, now: int) -> dict[str, d
 def measure(
     r: redis.Redis, url: str, shape: str, args: Any, now: int, trees: dict[str, Path] | None = None
 ) -> dict[str, Any]:
-    """A filled shape's rank reads (this tree's, or both trees' alternating) and memory."""
+    """A filled shape's memory, and with ``trees`` its rank reads by both trees' code, alternating."""
     definition = definition_of(shape)
     memory = memory_per_member(r, definition, args.members, now)
-    compared: dict[str, Any] = {}
-    if trees is None:
-        r.config_resetstat()
-        asyncio.run(read(url, definition, args, now))
-        rank = usec(r).get("fcall_ro", (0, 0))[0] / args.reads
-    else:
-        compared = compare_reads(r, url, definition, args, now, trees)
-        rank = compared["rank_read_us"]
+    compared = {} if trees is None else compare_reads(r, url, definition, args, now, trees)
     encoding = "packed" if definition is None else definition.encoding
-    return {"encoding": encoding, "rank_read_us": rank, "bytes_per_member": memory, **compared}
+    return {"encoding": encoding, "bytes_per_member": memory, **compared}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -279,12 +307,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1, help="seed of the generated boards and workload")
     p.add_argument("--baseline-library", metavar="REF|PATH", help="rank reads by this code too, alternating")
     p.add_argument(
-        "--rounds", type=int, default=5, help="write rounds (every shape each), and baseline and this tree's rank reads"
+        "--rounds", type=int, default=5, help="rounds of writes and rank reads (every shape each), and of a baseline's"
     )
     results.add_no_write(p)
     args = p.parse_args(argv)
-    if min(args.members, args.submissions // max(1, args.rounds), args.reads) < CHUNK or args.rounds < 1:
-        p.error(f"--members, --reads and --submissions per round (of --rounds) must be at least {CHUNK}")
+    if args.rounds < 1 or min(args.members, args.submissions // args.rounds, args.reads // args.rounds) < CHUNK:
+        p.error(f"--members, and --reads and --submissions per round (of --rounds), must be at least {CHUNK}")
     if error := baseline_error(args.baseline_library):
         p.error(f"--baseline-library: {error}")
     print(f"{args.members:,} members per board, three windows; {args.submissions:,} slips, {args.reads:,} rank reads")
@@ -306,24 +334,27 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             fill(r, definition, args.members, now, args.seed)
             print(f"{shape:<10} filled in {time.perf_counter() - started:.0f} s")
-        writes = measure_writes(r, server.url, args, now)
+        writes = in_rounds(r, server.url, args, now, write_round, "submission")
+        reads = in_rounds(r, server.url, args, now, read_round, "rank_read")
         figures: dict[str, Any] = {
-            shape: {**measure(r, server.url, shape, args, now, trees), **writes[shape]} for shape in SHAPES
+            shape: {**writes[shape], **reads[shape], **measure(r, server.url, shape, args, now, trees)}
+            for shape in SHAPES
         }
         figures["baseline_library"] = args.baseline_library
         r.close()
     base = figures["default"]
     for shape in SHAPES:
         f = figures[shape]
-        rounds = ", ".join(f"{x:.2f}" for x in f["cpu_vs_default_rounds"])
+        writes_ = ", ".join(f"{x:.2f}" for x in f["cpu_submission_vs_default_rounds"])
+        reads_ = ", ".join(f"{x:.2f}" for x in f["cpu_rank_read_vs_default_rounds"])
         print(
-            f"{shape:<10} {f['encoding']:<7} {f['cpu_us_per_submission']:7.1f} us CPU/submission "
-            f"({f['cpu_per_submission_vs_default']:.2f}x; rounds {rounds})"
-            f"  {f['fcall_us_per_submission']:7.1f} us in calls  {f['rank_read_us']:6.2f} us/rank read  "
+            f"{shape:<16} {f['encoding']:<6} {f['cpu_us_per_submission']:6.1f} us CPU/submission "
+            f"({f['cpu_per_submission_vs_default']:.2f}x; rounds {writes_})  {f['cpu_us_per_rank_read']:5.2f} us "
+            f"CPU/rank read ({f['cpu_per_rank_read_vs_default']:.2f}x; rounds {reads_})  "
             f"{f['bytes_per_member']:6.1f} bytes/member"
         )
-    for shape in (GENERAL, "two_keys", "five_keys"):
-        for name in ("fcall_us_per_submission", "rank_read_us", "bytes_per_member"):
+    for shape in (s for s in SHAPES if s != "default"):
+        for name in ("fcall_us_per_submission", "fcall_us_per_rank_read", "bytes_per_member"):
             figures[shape][f"{name}_vs_default"] = figures[shape][name] / base[name]
     figures["members"], figures["submissions"], figures["reads"] = args.members, args.submissions, args.reads
     results.save("boards", figures, args, module="bench.boards", argv=argv)

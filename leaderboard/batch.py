@@ -90,19 +90,25 @@ _Board = tuple[tuple[int, int, str, str, int, int, int, int, int], BoardRef]
 POINTS_SPEC = f"d,,0,{boards.INT64_MAX}"
 
 
-def definition_record(definition: boards.Definition) -> list[str | int]:
-    """A definition as lb_submit reads it (DEFINITION_FIELDS)."""
+def key_spec(definition: boards.Definition) -> str:
+    """A definition's keys as the library reads them (definitions.shape): direction, operator
+    (per-key operators only), bounds."""
     per_key = any(k.operator is not None for k in definition.keys)
-    spec = ";".join(
+    return ";".join(
         f"{k.direction[0]},{definition.operator_of(i) if per_key else ''},{k.min},{k.max}"
         for i, k in enumerate(definition.keys)
     )
+
+
+def definition_record(definition: boards.Definition) -> list[str | int]:
+    """A definition as lb_submit reads it (DEFINITION_FIELDS)."""
+    per_key = any(k.operator is not None for k in definition.keys)
     return [
         definition.encoding,
         definition.tie,
         definition.metadata_bytes,
         "keys" if per_key else definition.operator,
-        spec,
+        key_spec(definition),
         definition.top_n,
     ]
 

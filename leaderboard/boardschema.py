@@ -60,6 +60,7 @@ def definition_schema() -> dict[str, Any]:
         "version": {"type": "integer"},
         "extensions": {"type": "object"},
         "scopes": {"type": "array", "items": {"enum": list(SCOPE_KINDS)}},
+        "encoding": {"enum": [boards.PACKED, boards.LEX]},
     }
     # the parser's own list of fields: a field it takes that the schema did not state (or one
     # stated that it refuses) fails here, at import, not in a client's CI
@@ -114,4 +115,5 @@ FIELD_CODES: dict[str, str] = {
     "metadata_bytes": "invalid_metadata_limit",
     "extensions": "unknown_extension",
     "scopes": "invalid_board_scopes",
+    "encoding": "invalid_board",
 }

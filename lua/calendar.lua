@@ -17,27 +17,28 @@ Input:  KEYS[1] marker, KEYS[2] closed stream, KEYS[3] finals list, KEYS[4] vers
         ARGV    call layout (CLOSE_LAYOUT), window, period, start_ms, end_ms, encoding
                 (reads.encoding), n, marker expire_at_s (0 = never), finals kept, stream maxlen,
                 now_ms, rank mode (the ranks the event names), columns ('' or a JSON array of
-                {name, direction, display}), directions ('d' or 'a' per key), then per board: scope
+                {name, direction, display}), the key spec (definitions.shape), then per board: scope
 Output: the close event's stream id, or false if the period was closed before
 ]]
-calendar.CLOSE_LAYOUT, calendar.CLOSE_KEYS, calendar.CLOSE_ARGS = '2', 5, 14
+calendar.CLOSE_LAYOUT, calendar.CLOSE_KEYS, calendar.CLOSE_ARGS = '3', 5, 14
 
 -- The close's arguments, parsed; nil when malformed. The journal and the event keep the caller's
 -- text of the numbers.
 function calendar.close_args(keys, args)
   local c = { window = args[2], period = args[3], start_ms = args[4], end_ms = args[5], expire_at = args[8],
-    kept = args[9], now_ms = args[11], mode = args[12], columns = args[13], directions = args[14] or '' }
+    kept = args[9], now_ms = args[11], mode = args[12], columns = args[13], def = { keys = definitions.shape(args[14] or '') } }
   c.enc, c.param = reads.encoding(args[6])
   c.top_n, c.expire_s, c.keep = valid.parse_uint(args[7], 4), valid.parse_uint(args[8], 12), valid.parse_uint(args[9], 6)
   c.maxlen, c.now, c.boards = valid.parse_uint(args[10], 9), valid.parse_uint(args[11], 15), (#keys - calendar.CLOSE_KEYS) / 2
   local first = args[calendar.CLOSE_ARGS + 1] or ''
   c.board = c.columns ~= '' and first:match('^board:') and first or ''
   if not (c.enc and c.top_n and c.top_n >= 1 and c.expire_s and c.keep and c.maxlen and c.now and scoring.RANK_MODES[c.mode])
-      or c.boards ~= math.floor(c.boards) or #args ~= calendar.CLOSE_ARGS + c.boards or not c.directions:match('^[ad]+$')
-      or (c.enc == 'packed' and #c.directions ~= 1) or (c.enc == 'lex' and c.param ~= #c.directions * lex.KEY_HEX)
-      or (c.columns == '' and c.enc ~= 'packed') then
+      or c.boards ~= math.floor(c.boards) or #args ~= calendar.CLOSE_ARGS + c.boards or not c.def.keys
+      or (c.enc == 'lex' and c.param ~= #c.def.keys * lex.KEY_HEX) or (c.columns == '' and c.enc ~= 'packed')
+      or (c.columns ~= '' and c.enc == 'packed' and (c.def.keys[1].hi + 1) * c.def.keys[1].place * c.param > 2 ^ 53) then
     return nil
   end
+  c.def.lex = c.enc == 'lex'
   for b = 1, c.board ~= '' and c.boards or 0 do -- a defined board's home, then its own scopes' boards
     local scope = args[calendar.CLOSE_ARGS + b]
     if b == 1 and scope:find(':', 7, true) or b > 1 and scope:sub(1, #c.board + 1) ~= c.board .. ':' then
@@ -65,23 +66,13 @@ function calendar.final_entries(c, board, meta_key)
   local meta = c.columns ~= '' and #players > 0 and redis.call('HMGET', meta_key, unpack(players)) or {}
   local entries, rank, last = {}, nil, nil
   for i, order in ipairs(orders) do
-    local values, tie = {}, nil
-    if c.enc == 'lex' then
-      tie = order:sub(1, c.param)
-      for k = 1, #c.directions do
-        local hex = order:sub((k - 1) * lex.KEY_HEX + 1, k * lex.KEY_HEX)
-        values[k] = int64.format(lex.key_of_hex(hex, c.directions:sub(k, k) == 'd'))
-      end
-    else
-      tie = scoring.score_points(tonumber(order), c.param)
-      values[1] = c.directions == 'd' and tie or -tie
-    end
+    local tie = c.enc == 'lex' and order:sub(1, c.param) or scoring.score_points(tonumber(order), c.param)
     rank, last = calendar.final_rank(rank, last, tie, i, c.mode), tie
-    if c.columns == '' then
-      entries[i] = { rank = rank, player = players[i], points = values[1] }
+    if c.columns == '' then -- the game's points
+      entries[i] = { rank = rank, player = players[i], points = tie }
     else
-      values[1] = c.enc == 'packed' and scoring.fmt_points(values[1]) or values[1]
-      entries[i] = { rank = rank, player = players[i], keys = values, meta = meta[i] or nil }
+      local values = definitions.values_of(c.def, c.def.lex and order or tonumber(order), c.param)
+      entries[i] = { rank = rank, player = players[i], keys = definitions.texts(values), meta = meta[i] or nil }
     end
   end
   return entries

@@ -12,7 +12,7 @@
 -- the bench.replay section).
 function submit.common_boards(keys, layout, periods, ctx)
   local def = layout.def -- the game's points, highest first, ties to the first (what the path below packs)
-  if not (def.points and def.sign == 1 and not def.last) or ctx.rows then
+  if not (def.points and def.keys[1].desc and not def.last) or ctx.rows then
     return false
   end
   local boards, in_periods, seen_periods = {}, {}, {}
@@ -110,13 +110,13 @@ function submit.apply_common(ctx, common, id, player, points_text, ts_text, name
       end
       local rank
       if was_top then
-        board.total = points -- what touch_top announces
+        board.points = points -- what touch_top announces
         submit.touch_top(board, player, name, ctx, nil, false)
         if b == 1 and submit.in_top(ctx, key, player, score, submit.nth(ctx, board), top_n) then
           rank = batch.board_rank(ctx, key, player, top_n)
         end
       elseif nth == false or score > nth or (score == nth and submit.in_top(ctx, key, player, score, nth, top_n)) then
-        board.total = points
+        board.points = points
         rank = submit.touch_top(board, player, name, ctx, nil, true)
       end
       if b == 1 and rank and rank < top_n then

@@ -20,40 +20,49 @@ function definitions.read(args, pos, for_submit)
       scoped, points = '0', '0'
     end
     local def = { lex = encoding == 'lex', last = tie == 'last', meta_bytes = tonumber(metadata_bytes),
-      per_key = operator == 'keys', op = operator, keys = {}, top_n = valid.parse_uint(top_n, 3),
-      scoped = scoped == '1', points_key = points == '1', points = encoding == 'points' }
+      per_key = operator == 'keys', op = operator, top_n = valid.parse_uint(top_n, 3),
+      scoped = scoped == '1', points_key = points == '1', points = encoding == 'points',
+      keys = type(key_spec) == 'string' and definitions.shape(key_spec) }
     if not ((encoding == 'lex' or encoding == 'packed' or (for_submit and def.points)) and (tie == 'first' or tie == 'last') and def.meta_bytes
-        and def.top_n
-        and (def.per_key or valid.VALID_OPS[operator]) and type(key_spec) == 'string'
+        and def.top_n and (def.per_key or valid.VALID_OPS[operator]) and def.keys and (not def.points_key or #def.keys == 1)
         and (scoped == '1' or scoped == '0') and (points == '1' or points == '0')) then
       return nil
     end
-    for dir, op, lo, hi in key_spec:gmatch('([da]),(%a*),(%-?%d+),(%-?%d+)') do
-      local lo_hi, lo_lo = int64.parse(lo)
-      local hi_hi, hi_lo = int64.parse(hi)
-      if not (lo_hi and hi_hi) or (op ~= '' and not valid.VALID_OPS[op]) then
-        return nil
-      end
-      def.keys[#def.keys + 1] = { desc = dir == 'd', op = op ~= '' and op or nil,
-        min = lex.key_hex(lo_hi, lo_lo, false), max = lex.key_hex(hi_hi, hi_lo, false) }
-    end
-    if #def.keys < 1 or #def.keys > 5 or (def.points_key and #def.keys ~= 1) then
-      return nil
-    end
-    def.sign = def.keys[1].desc and 1 or -1 -- a packed score: the one value signed by its direction
     defs[d] = def
     pos = pos + width
   end
   return defs, pos
 end
 
--- Whether an int64 value {hi, lo} (hi nil: outside int64) lies within a key's bounds.
-function definitions.in_bounds(key, hi, lo)
-  local asc = hi and lex.key_hex(hi, lo, false)
-  return asc and asc >= key.min and asc <= key.max
+-- A definition's keys from its key spec ('d,op,min,max;...' a key: direction, operator, int64
+-- bounds), each with its place in a packed score (scoring.pack); nil when malformed.
+function definitions.shape(key_spec)
+  local keys = {}
+  for dir, op, lo, hi in key_spec:gmatch('([da]),(%a*),(%-?%d+),(%-?%d+)') do
+    local lo_hi, lo_lo = int64.parse(lo)
+    local hi_hi, hi_lo = int64.parse(hi)
+    if not (lo_hi and hi_hi) or (op ~= '' and not valid.VALID_OPS[op]) then
+      return nil
+    end
+    keys[#keys + 1] = { desc = dir == 'd', op = op ~= '' and op or nil, lo = tonumber(lo), hi = tonumber(hi),
+      min = lex.key_hex(lo_hi, lo_lo, false), max = lex.key_hex(hi_hi, hi_lo, false) }
+  end
+  local place = 1 -- the last key's first
+  for i = #keys, 1, -1 do
+    keys[i].place, place = place, place * (keys[i].hi - keys[i].lo + 1)
+  end
+  return #keys >= 1 and #keys <= 5 and keys or nil
 end
 
--- A slip's key values as {hi, lo} pairs, or nil and the entry error.
+-- Whether a key value lies within the key's bounds: a lex board's {hi, lo} (hi nil: outside
+-- int64), a packed one's number (exact below 2^53, as its bounds are).
+function definitions.in_bounds(def, key, v)
+  local hex = def.lex and v[1] and lex.key_hex(v[1], v[2], false)
+  return hex and hex >= key.min and hex <= key.max or not def.lex and v >= key.lo and v <= key.hi and math.abs(v) < 2 ^ 53
+end
+
+-- A slip's key values, or nil and the entry error: {hi, lo} pairs on a lex board, numbers on a
+-- packed one (tonumber, where int64.parse costs a loop per digit).
 function definitions.slip_values(def, text)
   local values = {}
   for part in (text ~= '' and text .. ',' or ''):gmatch('([^,]*),') do
@@ -66,11 +75,10 @@ function definitions.slip_values(def, text)
     if not part:match('^%-?%d+$') then
       return nil, entry_error('invalid_key_value', 'key values must be decimal integers, got ' .. string.format('%q', part:sub(1, 40)))
     end
-    local hi, lo = int64.parse(part)
-    if not definitions.in_bounds(def.keys[i], hi, lo) then
+    values[i] = def.lex and { int64.parse(part) } or tonumber(part)
+    if not definitions.in_bounds(def, def.keys[i], values[i]) then
       return nil, entry_error('key_out_of_range', 'key value ' .. i .. ' is outside int64 or the key\'s min..max')
     end
-    values[i] = { hi, lo }
   end
   return values
 end
@@ -86,24 +94,29 @@ function definitions.combine_values(def, op, old, new)
     if kop == 'set' then
       out[i] = new[i]
     elseif kop == 'incr' then
-      local hi, lo = int64.add(old[i][1], old[i][2], new[i][1], new[i][2])
-      if not definitions.in_bounds(key, hi, lo) then
+      out[i] = def.lex and { int64.add(old[i][1], old[i][2], new[i][1], new[i][2]) } or old[i] + new[i]
+      if not definitions.in_bounds(def, key, out[i]) then
         return nil, entry_error('key_out_of_range', 'key value ' .. i .. ' would leave int64 or the key\'s min..max')
       end
-      out[i] = { hi, lo }
     else
-      local better = lex.key_hex(new[i][1], new[i][2], key.desc) < lex.key_hex(old[i][1], old[i][2], key.desc)
-      out[i] = better and new[i] or old[i]
+      local n, o = new[i], old[i]
+      local better = def.lex and lex.key_hex(n[1], n[2], key.desc) < lex.key_hex(o[1], o[2], key.desc)
+        or not def.lex and (key.desc and n > o or not key.desc and n < o)
+      out[i] = better and n or o
     end
   end
   return out
 end
 
--- A lex member's key values ({hi, lo} each), and the key part of values.
-function definitions.lex_values(def, member)
+-- The key values (slip_values') of an entry's order (a lex member, or a packed score on a
+-- window of `scale`), and the key part of values.
+function definitions.values_of(def, order, scale)
+  if not def.lex then
+    return scoring.unpack(def, scoring.score_points(order, scale))
+  end
   local out = {}
   for i, k in ipairs(def.keys) do
-    out[i] = { lex.key_of_hex(member:sub((i - 1) * lex.KEY_HEX + 1, i * lex.KEY_HEX), k.desc) }
+    out[i] = { lex.key_of_hex(order:sub((i - 1) * lex.KEY_HEX + 1, i * lex.KEY_HEX), k.desc) }
   end
   return out
 end
@@ -120,15 +133,15 @@ end
 function definitions.texts(values)
   local parts = {}
   for i, v in ipairs(values) do
-    parts[i] = int64.format(v[1], v[2])
+    parts[i] = type(v) == 'table' and int64.format(v[1], v[2]) or string.format('%d', v)
   end
   return parts
 end
 
--- A planned lex write's first key value and all its values, as text (what rows and
--- announcements show), made only where they are shown: formatting int64 costs a loop per digit.
-function definitions.lex_texts(board)
-  local texts = definitions.texts(board.member and board.stored or definitions.lex_values(board.def, board.old))
+-- A planned write's first key value and all its values, as text (what rows and announcements
+-- show), made only where they are shown: formatting int64 costs a loop per digit.
+function definitions.key_texts(board)
+  local texts = definitions.texts(board.write and board.stored or definitions.values_of(board.def, board.old, board.period.scale))
   return texts[1], texts
 end
 
@@ -137,7 +150,7 @@ end
 -- board of key values adds `keys` as text and `meta` when it has some (the game's points neither).
 function definitions.announce(board, player, name, ctx, rank)
   local def = board.def
-  local keys = def.lex and select(2, definitions.lex_texts(board)) or not def.points and { string.format('%d', board.total) } or nil
+  local keys = not def.points and select(2, definitions.key_texts(board)) or nil
   local meta = keys and (board.meta_value ~= '' and board.meta_value or redis.call('HGET', board.meta, player))
   local json = cjson.encode({
     type = 'announce', board = board.scope, window = board.period.window, period = board.period.label,
@@ -145,7 +158,7 @@ function definitions.announce(board, player, name, ctx, rank)
   })
   -- score goes in as the key's digits: cjson writes numbers with 14 significant digits, and a
   -- key is any int64 (19), the game's points any below 2^53 (16)
-  local score = keys and keys[1] or string.format('%d', board.total)
+  local score = keys and keys[1] or string.format('%d', board.points)
   redis.call('SPUBLISH', ctx.announce, '{"score":' .. score .. ',' .. json:sub(2))
 end
 

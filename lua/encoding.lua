@@ -5,10 +5,9 @@ local scoring = {}
 local int64 = {}
 
 -- Rank modes, histogram and distinct points ------------------------------------------------
--- A board has companions, kept in the same atomic write as the board (board_score_changed): always
--- a histogram (HASH bucket -> members) for approximate deep ranks, and in dense mode only a set of
--- its distinct points values (ZSET value -> value): on a board where nearly every member has its own
--- points value that set costs about two thirds of the board's memory. ranking.py has the same buckets.
+-- A board's companions, kept in the board's atomic write (board_score_changed): a histogram (HASH
+-- bucket -> members; ranking.py's buckets) for deep ranks, and in dense mode only its distinct points
+-- (ZSET value -> value: two thirds of the board's memory where nearly every member's points differ).
 
 scoring.RANK_MODES = { ordinal = true, dense = true, competition = true }
 scoring.SUB_BUCKETS = 16 -- buckets per power of two: each spans at most 1/16 of its lower bound
@@ -41,13 +40,8 @@ function scoring.bucket_bounds(b)
   return base + math.ceil(sub * base / scoring.SUB_BUCKETS), hi
 end
 
-function scoring.fmt_points(points)
-  return string.format('%d', points)
-end
-
--- The score encoding, its one place (the header's "Score packing"), and the points read back.
--- lowest_score is the smallest packed score holding `points`: the scores holding exactly `points`
--- are [lowest_score(points), lowest_score(points + 1) - 1].
+-- The score encoding, its one place (the header's "Score packing"), and the points read back:
+-- the scores holding exactly `points` are [points * scale, (points + 1) * scale - 1].
 function scoring.pack_score(points, t, scale)
   return points * scale + (scale - 1 - t)
 end
@@ -56,8 +50,27 @@ function scoring.score_points(score, scale)
   return math.floor(score / scale)
 end
 
-function scoring.lowest_score(points, scale)
-  return points * scale
+-- A packed board's points of its key values (numbers, exact below 2^53) and back (mixed radix,
+-- docs/data-model.md "Encodings"): the first value signed by its direction times P, plus each
+-- later key's gain (v - min desc, max - v asc) times its place; key.place is the product of the
+-- ranges of the keys after it (P the first key's; one key packs its value signed).
+function scoring.pack(def, values)
+  local points = 0
+  for i, key in ipairs(def.keys) do
+    local v = values[i]
+    points = points + (i == 1 and (key.desc and v or -v) or key.desc and v - key.lo or key.hi - v) * key.place
+  end
+  return points
+end
+
+function scoring.unpack(def, points)
+  local values = {}
+  for i, key in ipairs(def.keys) do
+    local g = math.floor(points / key.place)
+    points = points - g * key.place
+    values[i] = i == 1 and (key.desc and g or -g) or key.desc and key.lo + g or key.hi - g
+  end
+  return values
 end
 
 -- board_score_changed: keep a board's histogram and distinct points right after a member's packed
@@ -76,11 +89,11 @@ function scoring.board_score_changed(board_key, hist_key, points_key, scale, old
     return
   end
   if new_points and points_key then
-    redis.call('ZADD', points_key, new_points, scoring.fmt_points(new_points))
+    redis.call('ZADD', points_key, new_points, string.format('%d', new_points))
   end
   scoring.hist_moved(hist_key, old_points, new_points, deltas)
-  if old_points and points_key and redis.call('ZCOUNT', board_key, scoring.lowest_score(old_points, scale), scoring.lowest_score(old_points + 1, scale) - 1) == 0 then
-    redis.call('ZREM', points_key, scoring.fmt_points(old_points))
+  if old_points and points_key and redis.call('ZCOUNT', board_key, old_points * scale, (old_points + 1) * scale - 1) == 0 then
+    redis.call('ZREM', points_key, string.format('%d', old_points))
   end
 end
 
@@ -129,9 +142,9 @@ end
 -- The rank of a member holding `points`, in `mode`, given its ordinal rank (1-based).
 function scoring.mode_rank(board_key, points_key, scale, mode, points, ordinal)
   if mode == 'competition' then
-    return redis.call('ZCOUNT', board_key, scoring.lowest_score(points + 1, scale), '+inf') + 1
+    return redis.call('ZCOUNT', board_key, (points + 1) * scale, '+inf') + 1
   elseif mode == 'dense' then
-    return redis.call('ZCOUNT', points_key, '(' .. scoring.fmt_points(points), '+inf') + 1
+    return redis.call('ZCOUNT', points_key, '(' .. string.format('%d', points), '+inf') + 1
   end
   return ordinal
 end

@@ -240,12 +240,11 @@ function moderation.lb_correct(keys, args)
         local reached = plan.old and plan.old:sub(plan.param + 1, plan.param + lex.TIME_HEX) or lex.time_hex(at, def.last)
         plan.at = definitions.lex_prefix(def, values) .. reached .. lex.player_part(player)
       end
-      plan.previous = plan.old and table.concat(definitions.texts(definitions.lex_values(def, plan.old)), ',') or ''
     else
       local old = redis.call('ZSCORE', plan.key, player)
       plan.old = old and tonumber(old) or nil
       if values then
-        local value = def.sign * (values[1][1] * int64.TWO32 + values[1][2])
+        local value = scoring.pack(def, values)
         if math.abs(value) > 2 ^ (53 - shift) - 1 then
           return refuse('points_out_of_range', 'points must stay below ' .. string.format('%d', 2 ^ (53 - shift)) .. ' on board ' .. field)
         end
@@ -254,8 +253,8 @@ function moderation.lb_correct(keys, args)
         plan.at = plan.old and value * plan.param + plan.old % plan.param
           or scoring.pack_score(value, def.last and plan.param - 1 - t or t, plan.param)
       end
-      plan.previous = plan.old and string.format('%d', def.sign * scoring.score_points(plan.old, plan.param)) or ''
     end
+    plan.previous = plan.old and table.concat(definitions.texts(definitions.values_of(def, plan.old, plan.param)), ',') or ''
     plans[b] = plan
   end
   local rows = {}

@@ -219,7 +219,7 @@ function reads.lb_rank_rebuild(keys, args)
   batch.chunked('HSET', keys[3], flat)
   flat = {}
   for value in pairs(distinct) do
-    flat[#flat + 1], flat[#flat + 2] = enc == 'lex' and 0 or value, enc == 'lex' and value or scoring.fmt_points(value)
+    flat[#flat + 1], flat[#flat + 2] = enc == 'lex' and 0 or value, enc == 'lex' and value or string.format('%d', value)
   end
   batch.chunked('ZADD', keys[2], flat)
   local expire = redis.call('PEXPIRETIME', board)

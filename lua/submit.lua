@@ -4,7 +4,7 @@
 local submit = {}
 
 -- A slip's values, or nil and the entry error: its points on a `points` definition, else its
--- key values ({hi, lo} each); a stored default of one key (points_key) takes a slip's points
+-- key values (definitions.slip_values); a stored default of one key (points_key) takes a slip's points
 -- when it names no values, as the game's slips always could. Then its metadata's size.
 function submit.values(def, sub)
   local values, bad
@@ -39,10 +39,8 @@ function submit.plan(keys, sub, periods, ctx)
   if not ts then
     return nil, late
   end
-  -- a packed board's one value as a number (below 2^53: a packed definition's bound)
-  local value = def.points and values or (not def.lex and values[1][1] * int64.TWO32 + values[1][2])
-  -- a lex member's parts every window shares: made once a slip (player_part is a gsub)
-  local prefix, stamp, who
+  -- what every window shares, made once a slip: a packed board's points, a lex member's parts
+  local prefix, stamp, who = def.points and values or not def.lex and scoring.pack(def, values)
   if def.lex then
     prefix, stamp, who = definitions.lex_prefix(def, values), lex.time_hex(ts, def.last), lex.player_part(sub.player)
   end
@@ -69,8 +67,7 @@ function submit.plan(keys, sub, periods, ctx)
       new_scopes[ref.scope], new_count = true, new_count + 1
     end
     local board = ref.board or batch.layout_board(keys, ref, period, layout, ctx)
-    local failure = (def.lex and submit.plan_lex or submit.plan_packed)(board, sub.op ~= '' and sub.op or ref.op,
-      def.lex and values or value, ts, sub, prefix, stamp, who)
+    local failure = submit.plan_board(board, sub.op ~= '' and sub.op or ref.op, values, ts, sub, prefix, stamp, who)
     if failure then
       return nil, failure
     end
@@ -79,55 +76,51 @@ function submit.plan(keys, sub, periods, ctx)
   return def.points and values or '', ts, new_scopes
 end
 
--- A packed board's planned write: its score (the value signed by the key's direction, and the
--- time in the window's tie unit, counted down for tie first), whether it is written (best: a
--- higher score; set: another; incr: a non-zero addition) and improved (a higher score).
-function submit.plan_packed(board, op, value, ts, sub)
-  local period, def = board.period, board.def
-  local scale = period.scale
-  local old = board.held.scores[sub.player] or nil
-  local total = value
-  if op == 'incr' and old then
-    total = def.sign * scoring.score_points(old, scale) + value
-    if total < 0 or not definitions.in_bounds(def.keys[1], math.floor(total / int64.TWO32), total % int64.TWO32) then -- never on the game's points
-      return entry_error('key_out_of_range', 'key value 1 would leave the key\'s min..max')
-    end
-  end
-  -- only the game's points reach a window's bound: a packed definition's bounds lie within it
-  if total > period.max_points then
-    return entry_error('points_out_of_range', 'points must stay below ' .. string.format('%d', period.max_points + 1) .. ' on the ' .. period.window .. ' board')
-  end
-  local t = math.floor((ts - period.start_ms) / period.unit_ms)
-  local score = scoring.pack_score(def.sign * total, def.last and scale - 1 - t or t, scale)
-  if op == 'incr' and old and value == 0 then
-    score = old -- adding zero: keep the time the total was first reached
-  end
-  board.old, board.total, board.score, board.meta_value = old, total, score, sub.meta
-  board.write = old == nil or (op == 'best' and score > old) or (op ~= 'best' and score ~= old)
-  board.improved = old == nil or score > old
-end
-
--- A lex board's planned write: the stored values (combine_values for incr and per-key operators)
--- and the member they make, or none. best and set weigh the time with the values, as the board
--- orders them (a packed score holds both); incr and per-key operators move it when values change.
-function submit.plan_lex(board, op, values, _, sub, prefix, stamp, who)
+-- A board's planned write: the stored values (combine_values over the old entry's for incr and
+-- per-key operators; the game's points added) and the place they make, by encoding.
+function submit.plan_board(board, op, values, ts, sub, at, stamp, who)
   local def = board.def
   local old = board.held.scores[sub.player] or nil
-  local stored, write = values, true
-  local key_len = #def.keys * lex.KEY_HEX
   local tuple_op = not def.per_key and op -- the slip's, else its window's (LB_WINDOW_OPERATORS on the game's)
-  if old and tuple_op ~= 'best' and tuple_op ~= 'set' then -- incr, or per-key operators
+  local stored, moved = values, old and tuple_op ~= 'best' and tuple_op ~= 'set' -- incr, or per-key operators
+  if moved and def.points then
+    at = scoring.score_points(old, board.period.scale) + at
+  elseif moved then
     local failure
-    stored, failure = definitions.combine_values(def, tuple_op or sub.op, definitions.lex_values(def, old), values)
+    stored, failure = definitions.combine_values(def, tuple_op or sub.op, definitions.values_of(def, old, board.period.scale), values)
     if not stored then
       return failure
     end
-    prefix = definitions.lex_prefix(def, stored)
+    at = def.lex and definitions.lex_prefix(def, stored) or scoring.pack(def, stored)
   end
-  local head = prefix .. stamp
-  local old_prefix = old and old:sub(1, key_len)
+  board.old, board.stored, board.meta_value = old, stored, sub.meta
+  return (def.lex and submit.place_lex or submit.place_packed)(board, tuple_op, at, ts, stamp, who, moved)
+end
+
+-- A packed board's score (the points, and the time in the window's tie unit, counted down for tie
+-- first), whether it is written (best: a higher score; set: another; incr and per-key operators:
+-- other points, the time kept) and improved (a higher score).
+function submit.place_packed(board, tuple_op, points, ts, _, _, moved)
+  local period, old = board.period, board.old
+  -- only the game's points reach a window's bound: a packed definition's bounds lie within it
+  if points > period.max_points then
+    return entry_error('points_out_of_range', 'points must stay below ' .. string.format('%d', period.max_points + 1) .. ' on the ' .. period.window .. ' board')
+  end
+  local scale, t = period.scale, math.floor((ts - period.start_ms) / period.unit_ms)
+  local score = moved and points == scoring.score_points(old, scale) and old
+    or scoring.pack_score(points, board.def.last and scale - 1 - t or t, scale)
+  board.points, board.score = points, score
+  board.write = old == nil or (tuple_op == 'best' and score > old) or (tuple_op ~= 'best' and score ~= old)
+  board.improved = old == nil or score > old
+end
+
+-- A lex board's member, or none: best and set weigh the time with the values, as the board orders
+-- them (a packed score holds both); incr and per-key operators move it when values change.
+function submit.place_lex(board, tuple_op, prefix, _, stamp, who)
+  local old, head, write = board.old, prefix .. stamp, true
+  local old_prefix = old and old:sub(1, #prefix)
   if old then
-    local old_head = old:sub(1, key_len + lex.TIME_HEX)
+    local old_head = old:sub(1, #head)
     if tuple_op == 'best' then
       write = head < old_head
     elseif tuple_op == 'set' then
@@ -136,8 +129,7 @@ function submit.plan_lex(board, op, values, _, sub, prefix, stamp, who)
       write = prefix ~= old_prefix
     end
   end
-  board.old, board.prefix, board.stored, board.meta_value = old, prefix, stored, sub.meta
-  board.member = write and head .. who or nil
+  board.prefix, board.member = prefix, write and head .. who or nil
   board.write, board.improved = write, not old or prefix < old_prefix
 end
 
@@ -198,7 +190,7 @@ function submit.touch_top(board, player, name, ctx, rank, entered_top)
     rank = rank or submit.rank(ctx, board, player, board.member) -- a packed board's: by player
     definitions.announce(board, player, name, ctx, board.def.lex
       and (mode == 'ordinal' and rank + 1 or lex.rank(board.key, board.pts, mode, board.member, #board.prefix))
-      or scoring.mode_rank(board.key, board.pts, period.scale, mode, board.def.sign * board.total, rank + 1))
+      or scoring.mode_rank(board.key, board.pts, period.scale, mode, board.points, rank + 1))
   end
   return rank
 end
@@ -229,8 +221,8 @@ function submit.apply(board, player, name, ctx, want)
     if want == 'all' or (want == 'top' and submit.placed(ctx, board, player, old, submit.nth(ctx, board))) then
       rank = submit.rank(ctx, board, player, old) + 1
     end
-    return false, rank, rank, lexical and (want == 'all' and (definitions.lex_texts(board)) or '')
-      or board.def.sign * scoring.score_points(old, period.scale)
+    return false, rank, rank, board.def.points and scoring.score_points(old, period.scale)
+      or want == 'all' and (definitions.key_texts(board)) or ''
   end
   local at = lexical and board.member or board.score -- the entry's place after the write
   local prev = want == 'all' and old and submit.rank(ctx, board, player, old) or nil
@@ -272,7 +264,7 @@ function submit.apply(board, player, name, ctx, want)
     ctx.hist_expire[board.hist] = period.expire_at -- set once the histogram is written
   end
   return board.improved, rank and rank + 1 or 0, prev and prev + 1 or 0,
-    lexical and (want == 'all' and (definitions.lex_texts(board)) or '') or board.total
+    board.def.points and board.points or want == 'all' and (definitions.key_texts(board)) or ''
 end
 
 -- A status alone is a plain string in the reply: a table per entry was a measurable share of the call.
@@ -320,7 +312,7 @@ function submit.apply_submission(keys, sub, periods, ctx)
       activity_rank = rank
     end
     -- points as text (cjson writes numbers with 14 digits); a lex board's: its first key value
-    local shown = board.def.lex and total or (rows or outcome) and string.format('%d', total)
+    local shown = board.def.points and (rows or outcome) and string.format('%d', total) or total
     if rows then
       rows[b] = { improved and 1 or 0, rank, prev, shown }
     end

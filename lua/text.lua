@@ -143,8 +143,8 @@ them; Python wrappers in leaderboard/library/, a module per file):
                   boards hold no entries                boards' keys (read)
 
 Score packing (docs/data-model.md): score = points * 2^k + (2^k - 1 - t), t the time since the
-window's start in its tie unit (k and the unit per window, from the caller): an earlier arrival
-at the same points ranks higher. Points stay below 2^(53 - k): the packed value is exact.
+window's start in its tie unit (k per window, from the caller), points the keys in mixed radix
+(scoring.pack), each below 2^(53 - k) in magnitude: the packed value is exact.
 
 Rank modes (see leaderboard/ranking.py): ordinal (ties by time, ZREVRANK), competition (1 + members
 with strictly more points: one ZCOUNT on the board), dense (1 + distinct points values above: one

@@ -73,14 +73,17 @@ async def _step(lb: Leaderboard, path: str, definition: boards.Definition) -> St
     stored = await lb.boards.stored_json(board)
     if stored is None and board != boards.DEFAULT_ID:
         deleted = await lb.boards.deleted_json(board)
-        if deleted is not None:  # its entries are kept under the id: created again, it reads them as written
-            boards.check_recreate(boards.parse(deleted), definition)
+        # its entries are kept under the id: created again, it reads them as written
+        base = None if deleted is None else boards.parse(deleted)
+        definition = boards.created(definition, base)  # the encoding it will have
+        if base is not None:
+            boards.check_recreate(base, definition)
         return Step(path, board, CREATED, definition)
     old = boards.parse(stored) if stored is not None else lb.boards.defaults[boards.DEFAULT_ID]
-    changed = _changed(old, definition)
+    # the stored encoding kept unless the file asks for another (board_reorder)
+    changed = _changed(old, boards.check_update(old, definition))
     if not changed:
         return Step(path, board, UNCHANGED)
-    boards.check_update(old, definition)
     return Step(path, board, UPDATED, definition, detail=", ".join(changed))
 
 

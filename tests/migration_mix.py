@@ -42,7 +42,8 @@ SCOPES = ("global", "region:eu", "region:na", "mode:duo")
 PLAYERS = [f"p{i}" for i in range(10)]
 CUP = "cup"
 # Defined boards of each encoding: packed one-key (asc, metadata), lex two-key (asc second key,
-# metadata), packed with tie last, lex over the whole int64 range (incr).
+# metadata; bounded, so this release would pack it new: it stays lex, as 7e58782 created it),
+# packed with tie last, lex over the whole int64 range (incr).
 DEFINITIONS: list[dict[str, Any]] = [
     {
         "id": "speedrun",
@@ -53,7 +54,10 @@ DEFINITIONS: list[dict[str, Any]] = [
     },
     {
         "id": "tower",
-        "keys": [{"name": "floor", "min": 0, "max": 1000}, {"name": "time", "direction": "asc"}],
+        "keys": [
+            {"name": "floor", "min": 0, "max": 1000},
+            {"name": "time", "direction": "asc", "min": 0, "max": 100_000},
+        ],
         "windows": ["daily", "alltime"],
         "metadata_bytes": 16,
     },
@@ -146,6 +150,15 @@ def _slips(prefix: str, start: int, hours: int, count: int, seed: int) -> list[S
     return out
 
 
+def _as_created_by_release(raw: dict[str, Any]) -> dict[str, Any]:
+    """A definition as 7e58782 created it: that release packed one key only, so this release (which
+    packs a new board wherever its keys fit, and keeps a stored board's encoding) asks for lex where
+    7e58782 gave it; 7e58782 knows no ``encoding`` field."""
+    if hasattr(boards, "created") and len(raw["keys"]) > 1:
+        return {**raw, "encoding": "lex"}
+    return raw
+
+
 async def _close_defined(lb: Leaderboard, board: Any) -> str | None:
     """A defined board's period closed: the one wrapper the two releases spell apart (7e58782's
     ``close_board``; this release's ``close`` of the board's scope with its definition)."""
@@ -163,7 +176,7 @@ async def write(r: RedisClient, redis_url: str, store: Store) -> dict[str, Any]:
     answers: dict[str, Any] = {}
     with pinned(NOW - 2 * DAY):
         for raw in DEFINITIONS:
-            await lb.create_board(boards.parse(raw))
+            await lb.create_board(boards.parse(_as_created_by_release(raw)))
         await lb.create_tournament(CUP, NOW - 2 * DAY, NOW + 2 * DAY)
         answers["joined"] = await lb.join(CUP, PLAYERS[:7])
     await _journal(r, redis_url, store)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 from leaderboard import boards
 
@@ -27,11 +28,32 @@ def bounded(examples: int) -> settings:
     )
 
 
-def standing(definition: boards.Definition, value: int) -> int:
+def standing(definition: boards.Definition, values: tuple[int, ...]) -> int:
     """What the board's histogram buckets an entry by, higher better (lua/encoding.lua's
-    scoring.standing): a packed board's signed value, a lex board's first key + 1 (desc) or
-    negated (asc)."""
-    desc = definition.keys[0].direction == "desc"
+    scoring.standing): a packed board's points (boards.points), a lex board's first key + 1
+    (desc) or negated (asc)."""
     if definition.encoding == boards.LEX:
-        return value + 1 if desc else -value
-    return value if desc else -value
+        return values[0] + 1 if definition.keys[0].direction == "desc" else -values[0]
+    return boards.points(definition, values)
+
+
+def bounded_keys(draw: st.DrawFn, n: int, span: int) -> list[dict[str, object]]:
+    """``n`` bounded keys, each ``span`` + 1 values wide, directions and per-key operators drawn:
+    the first from 0 (a packed board's first key is never negative), the others from a drawn
+    min (negative too). The board's encoding decides whether they fit one double."""
+    keys: list[dict[str, object]] = []
+    for i in range(n):
+        low = draw(st.sampled_from([0, -span // 2, 7])) if i else 0
+        key: dict[str, object] = {"name": f"k{i}", "direction": draw(st.sampled_from(["desc", "asc"])), "min": low}
+        key["max"] = low + span
+        if draw(st.integers(0, 3)) == 0:
+            key["operator"] = draw(st.sampled_from(["best", "incr", "set"]))
+        keys.append(key)
+    return keys
+
+
+def bounded_value(key: dict[str, object]) -> st.SearchStrategy[int]:
+    """A value of a bounded key: its extremes, one step past them (refused: key_out_of_range),
+    or any within."""
+    lo, hi = int(str(key["min"])), int(str(key["max"]))
+    return st.sampled_from([lo, lo + 1, hi - 1, hi, lo - 1, hi + 1]) | st.integers(lo, hi)

@@ -46,12 +46,14 @@ async def test_a_defined_boards_announcement_carries_its_snapshot_entry(lb: Lead
         "ledger": [{"name": "balance"}],
         # one bounded key: the packed encoding, as a game's board
         "speedrun": [{"name": "ms", "direction": "asc", "min": 0, "max": 3_600_000}],
+        # two bounded keys in one double: packed, both decoded from the score
+        "race": [{"name": "level", "min": 0, "max": 99}, {"name": "ms", "direction": "asc", "min": 0, "max": 999_999}],
     }
     encodings = []
     for board, keys in shapes.items():
         definition = boards.parse({"id": board, "keys": keys, "windows": ["daily"], "metadata_bytes": 64})
         encodings.append((await lb.create_board(definition)).encoding)
-    assert encodings == [boards.LEX, boards.LEX, boards.PACKED]
+    assert encodings == [boards.LEX, boards.LEX, boards.PACKED, boards.PACKED]
     ps = r.pubsub()
     await ps.ssubscribe(lb.keys.announce_channel)  # sharded pub/sub, as the library publishes it
     await ps.get_message(timeout=1000 * MS)  # the subscribe confirmation
@@ -60,6 +62,7 @@ async def test_a_defined_boards_announcement_carries_its_snapshot_entry(lb: Lead
         ("tower", (14, 98_000), None),  # no metadata: none announced, as in the snapshot
         ("ledger", (2**62 + 1,), "a"),
         ("speedrun", (81_250,), "car-9"),
+        ("race", (99, 999_999), "car-2"),
     ]
     for i, (board, values, meta) in enumerate(cases):
         player = f"p{i}"

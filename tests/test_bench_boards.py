@@ -17,23 +17,26 @@ def test_the_shapes_are_written_round_by_round_against_the_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(results, "RESULTS", tmp_path)
-    argv = ["--members", "2000", "--submissions", "3000", "--reads", "1000", "--rounds", "3"]
+    argv = ["--members", "2000", "--submissions", "3000", "--reads", "1500", "--rounds", "3"]
     assert boards.main(argv) == 0
     doc = results.load("boards", tmp_path)
     assert doc is not None and doc["command"] == "python -m bench.boards " + " ".join(argv)
     figures = doc["figures"]
     for shape in boards.SHAPES:
         row = figures[shape]
-        assert len(row["write_rounds"]["cpu"]) == len(row["cpu_vs_default_rounds"]) == 3
-        assert row["fcall_us_per_submission"] > 0 and row["rank_read_us"] > 0
-    assert figures["default"]["cpu_vs_default_rounds"] == [1.0, 1.0, 1.0]
+        for what in ("submission", "rank_read"):  # each round's figure and its ratio to the default
+            assert len(row[f"{what}_rounds"]["cpu"]) == len(row[f"cpu_{what}_vs_default_rounds"]) == 3
+            assert row[f"fcall_us_per_{what}"] > 0 and row[f"cpu_us_per_{what}"] > 0
+    assert figures["default"]["cpu_submission_vs_default_rounds"] == [1.0, 1.0, 1.0]
+    assert figures["default"]["cpu_rank_read_vs_default_rounds"] == [1.0, 1.0, 1.0]
     assert figures["two_keys"]["encoding"] == figures["five_keys"]["encoding"] == "lex"
+    assert figures["two_keys_packed"]["encoding"] == figures["five_keys_packed"]["encoding"] == "packed"
     assert figures[boards.GENERAL]["encoding"] == "packed"  # the default's board by the general path
 
 
 def test_a_round_too_small_for_one_batch_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        boards.main(["--members", "2000", "--submissions", "1000", "--reads", "1000", "--rounds", "3", "--no-write"])
+        boards.main(["--members", "2000", "--submissions", "1000", "--reads", "1500", "--rounds", "3", "--no-write"])
     assert "per round" in capsys.readouterr().err
 
 

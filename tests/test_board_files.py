@@ -61,6 +61,14 @@ async def test_apply_creates_then_is_unchanged_then_updates(
 
     text, status = await boardfiles.apply_files(lb, EXAMPLES)  # idempotent
     assert status == 0 and text.splitlines()[-1] == "0 created, 0 updated, 2 unchanged, 0 refused"
+    # two bounded keys: created packed (stored with the field), and the same file, which names no
+    # encoding, is unchanged after
+    keys = [{"name": "level", "min": 0, "max": 99}, {"name": "ms", "direction": "asc", "min": 0, "max": 999_999}]
+    race = write(tmp_path, "race", {"id": "race", "keys": keys})
+    text, status = await boardfiles.apply_files(lb, [race])
+    assert status == 0 and text.splitlines()[0].endswith(": packed encoding"), text
+    text, status = await boardfiles.apply_files(lb, [race])
+    assert status == 0 and text.splitlines()[-1] == "0 created, 0 updated, 1 unchanged, 0 refused"
 
     bigger = write(tmp_path, "tower", tower(top_n=25))
     rc, out, _ = await operator(redis_url, "board", "apply", "--dry-run", bigger)

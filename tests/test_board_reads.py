@@ -111,3 +111,47 @@ async def test_a_lex_member_written_before_the_player_part_was_complemented_read
     assert (standing.rank, standing.keys) == (1, (7,))
     around = await lb.around("mïa", "alltime", "board:lex", k=1, at=NOW)
     assert [e.player for e in around.entries] == ["mïa"]
+
+
+# Two bounded keys (level desc, time asc): packed where their ranges fit one double, or lex asked
+RACE_KEYS = [{"name": "level", "min": 0, "max": 99}, {"name": "ms", "direction": "asc", "min": 0, "max": 1_000_000}]
+RACE = {  # exact ties (same values, same time), ties on the first key, both keys' extremes
+    **dict.fromkeys(TIED, (7, 81_000)),
+    "top": (99, 0),
+    "fast": (7, 500),
+    "slow": (7, 1_000_000),
+    "low": (0, 0),
+    "last": (0, 1_000_000),
+}
+
+
+@pytest.mark.parametrize("rank_mode", ["ordinal", "competition", "dense"])
+async def test_two_bounded_keys_read_alike_packed_and_lex(lb: Leaderboard, rank_mode: str) -> None:
+    made = []
+    for board_id, asked in (("racep", {}), ("racel", {"encoding": "lex"})):
+        raw = {"id": board_id, "keys": RACE_KEYS, "windows": ["alltime"], "rank_mode": rank_mode, **asked}
+        made.append((await lb.create_board(boards.parse(raw))).encoding)
+    assert made == [boards.PACKED, boards.LEX]
+    slips = [
+        {"id": f"{b}-{p}", "player": p, "board": b, "values": f"{v[0]},{v[1]}", "ts": str(NOW)}
+        for b in ("racep", "racel")
+        for p, v in RACE.items()
+    ]
+    assert {r.status for r in await lb.submit_batch(slips, now=NOW)} == {"ok"}
+
+    def rows(entries: Any) -> list[tuple[Any, ...]]:
+        return [(e.player, e.rank, e.keys, e.top_percent) for e in entries]
+
+    tops = [await lb.top("alltime", f"board:{b}", n=20, at=NOW) for b in ("racep", "racel")]
+    tied = sorted(TIED, key=lambda p: p.encode(), reverse=True)
+    assert [e.player for e in tops[0].entries] == ["top", "fast", *tied, "slow", "low", "last"]
+    assert [e.keys for e in tops[0].entries] == [RACE[e.player] for e in tops[0].entries]
+    assert rows(tops[0].entries) == rows(tops[1].entries)
+    players = [*RACE, "nobody"]
+    ranks = [await lb.ranks(players, "alltime", f"board:{b}", at=NOW) for b in ("racep", "racel")]
+    assert [(s.player, s.rank, s.keys, s.top_percent) for s in ranks[0].standings] == [
+        (s.player, s.rank, s.keys, s.top_percent) for s in ranks[1].standings
+    ]
+    for player in players:
+        around = [await lb.around(player, "alltime", f"board:{b}", k=2, at=NOW) for b in ("racep", "racel")]
+        assert rows(around[0].entries) == rows(around[1].entries)

@@ -212,3 +212,45 @@ async def test_game_servers_define_boards_over_the_socket(redis_url: str) -> Non
         assert gone["board"] == "tower"
         bad = await request(server, {"type": "board", "action": "show", "board": "tower"})
         assert bad["code"] == "unknown_board"
+
+
+async def test_a_packed_board_of_two_keys_writes_each_operator_and_refuses_a_value_outside_its_bounds(
+    r: aioredis.Redis, lb: Leaderboard
+) -> None:
+    """Per-key operators on one double (a level added up, the best time kept): the old values
+    decoded from the old score; a value outside a key's bounds, or a sum leaving them, is
+    refused key_out_of_range and leaves Redis as it was, byte for byte."""
+    race = {
+        "id": "race",
+        "keys": [
+            {"name": "level", "min": 0, "max": 99, "operator": "incr"},
+            {"name": "ms", "direction": "asc", "min": 0, "max": 1_000_000, "operator": "best"},
+        ],
+        "windows": ["daily", "alltime"],
+        "rank_mode": "dense",
+    }
+    made = await lb.create_board(boards.parse(race))
+    assert made.encoding == boards.PACKED
+    now = now_ms()
+
+    async def submit(sid: str, values: tuple[int, ...], op: str | None = None) -> str:
+        sub = Submission(sid, "ana", 0, now, board="race", values=values, op=op)
+        [result] = await lb.submit_batch([sub.fields()], now=now)
+        return result.status if result.status != "error" else str(result.code)
+
+    assert await submit("a", (5, 81_000)) == "ok"
+    assert await submit("b", (3, 90_000)) == "ok"  # level 5 + 3, the better (lower) time kept
+    top = await lb.top("alltime", "board:race", at=now)
+    assert [(e.player, e.keys) for e in top.entries] == [("ana", (8, 81_000))]
+    before = {k: await r.dump(k) async for k in r.scan_iter(match=f"{lb.keys.prefix}:*")}
+    for sid, values, op in (
+        ("c", (100, 0), None),  # above level's max
+        ("d", (1, -1), None),  # below ms's min
+        ("e", (1, 1_000_001), None),
+        ("f", (92, 5), None),  # 8 + 92 leaves level's bounds
+        ("g", (100, 5), "set"),
+    ):
+        assert await submit(sid, values, op) == "key_out_of_range", sid
+    assert {k: await r.dump(k) async for k in r.scan_iter(match=f"{lb.keys.prefix}:*")} == before
+    assert await submit("h", (99, 1_000_000), "set") == "ok"  # both keys' extremes
+    assert [e.keys for e in (await lb.top("daily", "board:race", at=now)).entries] == [(99, 1_000_000)]

@@ -62,8 +62,20 @@ DEFINITIONS: dict[str, dict[str, Any]] = {
         "season": SEASON,
         "metadata_bytes": 16,
     },
+    # the higher level, then the faster time, both keys in one double (packed); ties to the last
+    "race": {
+        "id": "race",
+        "keys": [
+            {"name": "level", "min": 0, "max": 99},
+            {"name": "ms", "direction": "asc", "display": "duration_ms", "min": 0, "max": 1_000_000},
+        ],
+        "windows": ["season"],
+        "season": SEASON,
+        "tie": "last",
+        "metadata_bytes": 16,
+    },
 }
-WINDOW = {"tower": "daily", "ledger": "season", "speedrun": "season"}
+WINDOW = {"tower": "daily", "ledger": "season", "speedrun": "season", "race": "season"}
 SLIPS: dict[str, list[tuple[str, tuple[int, ...], str | None]]] = {
     "tower": [
         ("ana", (12, 81_250), "r-a"),
@@ -80,9 +92,10 @@ SLIPS: dict[str, list[tuple[str, tuple[int, ...], str | None]]] = {
         ("eve", (0,), None),
     ],
     "speedrun": [("ana", (61_500,), "replay-a"), ("ben", (59_990,), "replay-b"), ("cy", (60_000,), None)],
+    "race": [("ana", (99, 1_000_000), "r-a"), ("ben", (7, 500), None), ("cy", (99, 0), "r-c"), ("dee", (7, 500), None)],
 }
 # where each board's slips are reached: tower in its day at NOW, the seasons in s0
-FIRST_TS = {"tower": NOW - 20 * MIN, "ledger": NOW - 80 * MIN, "speedrun": NOW - 70 * MIN}
+FIRST_TS = {"tower": NOW - 20 * MIN, "ledger": NOW - 80 * MIN, "speedrun": NOW - 70 * MIN, "race": NOW - 60 * MIN}
 
 
 def settings(redis_url: str, config: GameConfig, name: str = "s1", **kw: Any) -> ScorerSettings:
@@ -135,9 +148,8 @@ async def test_defined_boards_close_their_own_periods_once(
     r: aioredis.Redis, redis_url: str, config: GameConfig
 ) -> None:
     lb = Leaderboard(r, config)
-    definitions = {b: boards.parse(raw) for b, raw in DEFINITIONS.items()}
-    for d in definitions.values():
-        await lb.create_board(d)
+    definitions = {b: await lb.create_board(boards.parse(raw)) for b, raw in DEFINITIONS.items()}
+    assert definitions["race"].encoding == boards.PACKED
     subs = [
         Submission(f"{board}-{n}", player, 0, FIRST_TS[board] + n * 1000, board=board, values=values, meta=meta)
         for board, slips in SLIPS.items()
@@ -152,7 +164,11 @@ async def test_defined_boards_close_their_own_periods_once(
     a, b = (Publisher(r, settings(redis_url, config, name), Stats(), now=lambda: clock[0]) for name in "ab")
     await a.tick()
     first = await closed_events(r, config)
-    assert sorted(e["id"] for e in first) == ["season:s0:board:ledger", "season:s0:board:speedrun"]
+    assert sorted(e["id"] for e in first) == [
+        "season:s0:board:ledger",
+        "season:s0:board:race",
+        "season:s0:board:speedrun",
+    ]
     # past the close delay after tower's local midnight: its day closes, on its own
     clock[0] = tower_day.end_ms + 65_000
     await a.tick()
@@ -161,7 +177,7 @@ async def test_defined_boards_close_their_own_periods_once(
     again = await lb.close(board.period, [board.scope], top_n=10, keep=10, maxlen=100, definition=board.definition)
     assert again is None
     events = await closed_events(r, config)
-    assert [e["id"] for e in events[2:]] == ["daily:2030-11-26:board:tower"]
+    assert [e["id"] for e in events[3:]] == ["daily:2030-11-26:board:tower"]
     for event in events:
         board = event["board"].removeprefix("board:")
         d = definitions[board]
@@ -187,6 +203,14 @@ async def test_defined_boards_close_their_own_periods_once(
         ("cy", 3, ["-12"]),
         ("ana", 4, [str(I64_MIN)]),
     ]
+    # both keys of a packed board decoded, their extremes too; exact ties to the last to reach them
+    race = [(e["player"], e["keys"], e.get("meta")) for e in model_finals(definitions["race"])]
+    assert race == [
+        ("cy", ["99", "0"], "r-c"),
+        ("ana", ["99", "1000000"], "r-a"),
+        ("dee", ["7", "500"], None),
+        ("ben", ["7", "500"], None),
+    ]
     assert [(e["player"], e["rank"]) for e in model_finals(definitions["tower"])] == [
         ("ben", 1),
         ("dee", 1),
@@ -196,7 +220,7 @@ async def test_defined_boards_close_their_own_periods_once(
     # journaled with the board, so a rebuild restores the board's own marker and finals
     journal: Any = await r.xrange(config.keys.journal)
     closes = [orjson.loads(f["args"]) for _, f in journal if f["fn"] == "close"]
-    assert sorted(c[-1] for c in closes) == ["board:ledger", "board:speedrun", "board:tower"]
+    assert sorted(c[-1] for c in closes) == ["board:ledger", "board:race", "board:speedrun", "board:tower"]
     versions = cast(dict[str, str], await r.hgetall(config.keys.versions))
     assert not [f for f in versions if f.startswith(("season:s0:", "daily:2030-11-26:board:"))]
 
@@ -348,7 +372,9 @@ async def test_a_tournament_on_defined_boards_runs_publishes_and_closes(
     tower = boards.parse(DEFINITIONS["tower"])
     speedrun = boards.parse(DEFINITIONS["speedrun"] | {"windows": ["daily"], "season": None})
     wide = boards.parse({"id": "wide", "keys": [{"name": "v", "min": 0, "max": 2**36 - 1}], "windows": ["daily"]})
-    assert wide.encoding == speedrun.encoding == boards.PACKED
+    # two keys in one double: 100 × 1,000,001 fits a tournament's 2^31 too
+    race = await lb.create_board(boards.parse(DEFINITIONS["race"] | {"windows": ["daily"], "season": None}))
+    assert wide.encoding == speedrun.encoding == race.encoding == boards.PACKED
     for d in (tower, speedrun, wide):
         await lb.create_board(d)
     cup = await lb.create_tournament("cup", now - 10 * MIN, now + 50 * MIN)
@@ -356,7 +382,7 @@ async def test_a_tournament_on_defined_boards_runs_publishes_and_closes(
     start = now - 5 * MIN
     subs = [
         Submission(f"{board}-{n}", player, 0, start + n * 1000, board=board, values=values, meta=meta, tournament="cup")
-        for board in ("tower", "speedrun")
+        for board in ("tower", "speedrun", "race")
         for n, (player, values, meta) in enumerate(SLIPS[board])
     ]
     refused = [
@@ -367,7 +393,7 @@ async def test_a_tournament_on_defined_boards_runs_publishes_and_closes(
     assert (stats.applied, stats.dead_letters) == (len(subs), 2)
     letters: Any = await r.xrange(config.keys.dead_letters)
     assert {f["id"]: f["dead.code"] for _, f in letters} == {"out": "not_entered", "big": "key_out_of_range"}
-    for d in (tower, speedrun):
+    for d in (tower, speedrun, race):
         expected = [(e["player"], e["keys"], e.get("meta")) for e in model_finals(d, first_ts=start)]
         top = await lb.top("t-cup", f"board:{d.id}", n=10)
         assert [(e.player, [str(v) for v in e.keys or ()], e.metadata) for e in top.entries] == expected
@@ -391,7 +417,11 @@ async def test_a_tournament_on_defined_boards_runs_publishes_and_closes(
     await pub.tick()
     await pub.tick()
     events = {e["id"]: e for e in await closed_events(r, config)}
-    assert set(events) == {"t-cup:cup:board:tower", "t-cup:cup:board:speedrun"}
+    assert set(events) == {"t-cup:cup:board:tower", "t-cup:cup:board:speedrun", "t-cup:cup:board:race"}
+    raced = orjson.loads(events["t-cup:cup:board:race"]["top"])["board:race"]  # both keys, cy banned
+    expected = [(e["player"], e["keys"], e.get("meta")) for e in model_finals(race, first_ts=start)]
+    assert [(e["player"], e["keys"], e.get("meta")) for e in raced] == [x for x in expected if x[0] != "cy"]
+    assert [e["rank"] for e in raced] == [1, 2, 3]
     top = orjson.loads(events["t-cup:cup:board:tower"]["top"])["board:tower"]
     assert [e["player"] for e in top] == [p for p, *_ in model_order(tower, start) if p != "cy"]
     [final] = await lb.finals("t-cup", 5, "board:tower")
@@ -415,12 +445,12 @@ async def test_a_malformed_close_of_a_defined_board_is_refused_and_writes_nothin
     name, count = str(command[1]), int(command[2])
     keys, args = [str(k) for k in command[3 : 3 + count]], command[3 + count :]
     # ARGV: layout, window, period, start, end, encoding, n, expire_at, kept, maxlen, now, mode, columns,
-    # directions, scope
+    # key spec, scope
     for bad, code in (
-        ({13: "dx"}, "bad_request"),  # a direction other than d or a
-        ({13: "dddddd"}, "bad_request"),  # six keys
+        ({13: "x,,0,1"}, "bad_request"),  # a direction other than d or a
+        ({13: ";".join(["d,,0,1"] * 6)}, "bad_request"),  # six keys
         ({11: "olympic"}, "bad_request"),  # no such rank mode
-        ({5: "17"}, "bad_request"),  # a packed shift, with two keys
+        ({5: "17"}, "bad_request"),  # a packed shift, with keys no exact double holds
         ({5: "lex:9"}, "bad_request"),  # no such encoding
         ({12: ""}, "bad_request"),  # no columns: the game's boards' entries are points, one packed value
         ({6: "0"}, "bad_request"),  # an empty top

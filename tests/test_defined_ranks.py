@@ -69,7 +69,7 @@ async def test_deep_ranks_and_percentiles_of_defined_boards_follow_the_model(
         size = len(model.entries)
         exact = await lb.ranks(players, "daily", f"board:{shape}")
         deep = await lb.ranks(players, "daily", f"board:{shape}", deep_from=20)
-        buckets = {p: bucket_of(standing(model.definition, model.entries[p][0][0])) for p in players}
+        buckets = {p: bucket_of(standing(model.definition, model.entries[p][0])) for p in players}
         for player, e, d in zip(players, exact.standings, deep.standings, strict=True):
             rank = model.rank(player)
             assert rank is not None and (e.rank, e.approx, e.keys) == (rank, False, model.entries[player][0])

@@ -1,7 +1,8 @@
 """Defined boards in the durable log: their slips recorded by the real scorer, and a rebuild into
 an emptied Redis that gives every read of them back as it was (entries, key values, metadata,
 ranks in order and in ties, the previous period) — on a lex board of two keys (Tower), a
-full-range int64 board and a packed one with metadata, beside the game's own boards."""
+full-range int64 board, a packed one with metadata and a packed one of two bounded keys (Race: a
+level and a time, tie last, both in one double), beside the game's own boards."""
 
 from __future__ import annotations
 
@@ -45,6 +46,13 @@ DEFINITIONS: list[dict[str, Any]] = [
         "windows": ["daily"],
         "rank_mode": "competition",
     },
+    {
+        "id": "race",
+        "keys": [{"name": "level", "min": 0, "max": 99}, {"name": "ms", "direction": "asc", "min": 0, "max": 100_000}],
+        "tie": "last",
+        "metadata_bytes": 16,
+        "windows": ["daily", "alltime"],
+    },
 ]
 PLAYERS = [f"p{i}" for i in range(12)]
 
@@ -55,9 +63,11 @@ def slips(rnd: random.Random, first: int, start: int, hours: int) -> list[Submis
     out = []
     for i in range(first, first + 120):
         ts, player = start + (i - first) * hours * HOUR // 120, rnd.choice(PLAYERS)
-        board = rnd.choice(("tower", "ledger", "speedrun", ""))
+        board = rnd.choice(("tower", "ledger", "speedrun", "", "race"))
         if board == "tower":
             values: tuple[int, ...] = (rnd.randrange(5, 9), rnd.choice((60_000, 61_000, 75_500)))
+        elif board == "race":
+            values = (rnd.choice((0, 7, 99)), rnd.choice((0, 61_000, 100_000)))
         elif board == "ledger":
             values = (rnd.choice((I64_MIN // 4, I64_MAX // 4, -3, 7, 0)),)
         elif board == "speedrun":
@@ -91,7 +101,7 @@ async def apply(r: aioredis.Redis, redis_url: str, store: Store, subs: list[Subm
     await asyncio.wait_for(consumer.run(burst=True), 30_000 * MS)
 
 
-async def reads(lb: Leaderboard, only: tuple[str, ...] = ("tower", "ledger", "speedrun")) -> list[Any]:
+async def reads(lb: Leaderboard, only: tuple[str, ...] = ("tower", "ledger", "speedrun", "race")) -> list[Any]:
     """Every read of every defined board's periods (of the boards ``only`` names): top, ranks of
     everyone, around a player."""
     out: list[Any] = []
@@ -102,6 +112,8 @@ async def reads(lb: Leaderboard, only: tuple[str, ...] = ("tower", "ledger", "sp
         ("ledger", "alltime", NOW),
         ("speedrun", "daily", NOW),
         ("speedrun", "daily", NOW - 24 * HOUR),
+        ("race", "daily", NOW - 24 * HOUR),
+        ("race", "alltime", NOW),
     ):
         if board not in only:
             continue
@@ -154,9 +166,11 @@ async def test_a_rebuild_restores_defined_boards_exactly(r: aioredis.Redis, redi
     await mod.correct(tower_on[-1], actor="o", reason="r", scopes=tower, values=[8, 1], window_name="alltime", at=at)
     await mod.correct(tower_on[1], actor="o", reason="r", scopes=tower, remove=True, at=at)
     await mod.correct("newbie", actor="o", reason="r", scopes=ledger, values=[I64_MIN // 3], metadata="", at=at)
+    race_on = [e.player for e in (await lb.top("alltime", "board:race", n=100, at=NOW)).entries]
+    await mod.correct(race_on[0], actor="o", reason="r", scopes=["board:race"], values=[99, 100_000], at=at)
     await lb.update_board(boards.parse({**DEFINITIONS[2], "operator": "set", "metadata_bytes": 4}))
     await record_journal(r, redis_url, store)
-    assert len(held) == 4  # tower daily and alltime, ledger, speedrun daily
+    assert len(held) == 6  # tower and race daily and alltime, ledger, speedrun daily
     back = Submission("back", on[0], 0, NOW - 2 * HOUR, board="tower", values=(5, 70_000))
     await apply(r, redis_url, store, [back, *slips(rnd, 1000, NOW - 2 * HOUR, 2)], NOW)
     before, keys_before = await reads(lb), await defined_keys(r)
@@ -168,11 +182,15 @@ async def test_a_rebuild_restores_defined_boards_exactly(r: aioredis.Redis, redi
     ledger = before[9].entries
     assert any(e.keys and abs(e.keys[0]) > 2**61 for e in ledger)  # far beyond a double's exact integers
     assert len(await store.slips("test")) > 150
+    race = before[-3].entries  # packed, both keys decoded, their extremes among them
+    assert (await lb.board_period("alltime", "board:race", NOW)).definition.encoding == boards.PACKED
+    assert len({e.keys for e in race}) > 3
+    assert {v for e in race for v in e.keys or ()} >= {0, 99, 100_000}
 
     await r.flushall()
     restored = await rebuild(r, store, CONFIG, now=NOW + 60_000, progress_to=io.StringIO())
     assert restored.refused == {}
-    assert restored.slips == len(await store.slips("test")) and restored.defined_corrections == 3
+    assert restored.slips == len(await store.slips("test")) and restored.defined_corrections == 4
     assert await defined_keys(r) == keys_before
     lb = Leaderboard(r, CONFIG)
     assert await reads(lb) == before

@@ -9,6 +9,10 @@ four scopes, a defined board of each encoding (packed one-key asc with metadata,
 last, int64-wide lex), a tournament, a closed day, a ban, corrections, profiles. Then this
 release's library replaces it (FUNCTION LOAD REPLACE) and:
 
+0. the two-key board's keys are bounded so that a board created by this release would be packed:
+   its stored record (no ``encoding`` field, as 7e58782 stored it) keeps it lex (its members, its
+   members hash) through every step below, as on the fresh Redis, which created it asking for lex;
+
 1. every read (top, around, ranks, rank exact and estimated, stats, previous periods, finals,
    profiles, bans) answers what 7e58782's answered, but a defined board's estimated rank (this
    release estimates it from the board's histogram: ``mix.across_releases``); then the
@@ -29,13 +33,13 @@ import sys
 from argparse import Namespace
 from asyncio.subprocess import PIPE
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from bench.drain import code_tree
 from fleet.redis_server import RedisServer
-from leaderboard import connect
+from leaderboard import Leaderboard, RedisClient, boards, connect
 from leaderboard.library import library_code
 from scorer import ScorerSettings
 from scorer.__main__ import rank_index
@@ -85,6 +89,19 @@ async def written_by_this_release(redis_url: str, store_url: str) -> dict[str, A
         await r.aclose()
 
 
+async def still_lex(r: RedisClient) -> None:
+    """The two-key board as 7e58782 stored it: its record without ``encoding``, read as lex (this
+    release would pack a new one), its entries lex members (score 0, each in the members hash)."""
+    lb = Leaderboard(r, mix.CONFIG)
+    stored = await r.hget(mix.CONFIG.keys.boards, "tower")
+    assert stored is not None and "encoding" not in json.loads(stored)
+    tower = await lb.board_period("alltime", "board:tower", mix.NOW + mix.HOUR)
+    assert tower.definition.encoding == boards.LEX and boards.parse(stored).natural == boards.PACKED
+    entries = dict(cast(list[tuple[str, float]], await r.zrange(tower.board, 0, -1, withscores=True)))
+    assert entries and set(entries.values()) == {0}
+    assert sorted(await r.hvals(tower.members)) == sorted(entries)
+
+
 def differing(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
     """The reads (by name) that differ, so a failure names them before showing values."""
     return sorted(k for k in got.keys() | want.keys() if got.get(k) != want.get(k))
@@ -125,6 +142,7 @@ async def test_a_redis_written_by_the_previous_release_reads_writes_and_rebuilds
         try:
             # 1. this release's library over the release's data: every read as it answered
             await r.function_load(library_code(), replace=True)
+            await still_lex(r)
             assert differing(mix.across_releases(await mix.reads(r)), mix.across_releases(before)) == []
             # the upgrade's one step (docs/operations.md): the rank companions rebuilt, so a lex
             # board's histogram counts the entries the release wrote without one
@@ -135,6 +153,7 @@ async def test_a_redis_written_by_the_previous_release_reads_writes_and_rebuilds
             assert await mix.more(r, server.url, store) == fresh["more"]
             after = await mix.reads(r)
             assert differing(after, fresh["after"]) == []
+            await still_lex(r)
             # 3. FLUSHALL and a rebuild from the durable log, both releases' records: the same reads
             await r.flushall()
             restored = await rebuild(
@@ -142,6 +161,7 @@ async def test_a_redis_written_by_the_previous_release_reads_writes_and_rebuilds
             )
             assert restored.refused == {}
             assert differing(await mix.reads(r), after) == []
+            await still_lex(r)
         finally:
             await store.close()
             await r.aclose()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,7 +15,7 @@ from leaderboard import boards
 from leaderboard.boards import INT64_MAX, INT64_MIN, LEX, PACKED, Board, parse
 from leaderboard.errors import BOARD_CODES, InvalidBoard
 
-from .properties import bounded
+from .properties import bounded, bounded_keys
 
 TOWER = {"id": "tower", "keys": [{"name": "floor"}, {"name": "time", "direction": "asc", "display": "duration_ms"}]}
 
@@ -98,6 +99,45 @@ def test_the_encoding_is_packed_only_where_one_exact_double_holds_every_value() 
     assert parse(TOWER).encoding == LEX
     default = boards.default_definition("best", "ordinal", ("daily", "weekly", "alltime"), 10)
     assert default.encoding == PACKED and default.keys[0].max == 134_217_727
+
+
+def test_a_new_board_of_bounded_keys_is_packed_where_their_ranges_fit_one_double() -> None:
+    level, ms = {"name": "level", "min": 0, "max": 99}, {"name": "ms", "direction": "asc", "min": 0, "max": 1_000_000}
+    race: dict[str, Any] = {"id": "r", "keys": [level, ms]}
+    # a record without the field reads by the first rule (packed: one key only), a new board packed
+    assert (parse(race).encoding, boards.created(parse(race)).encoding) == (LEX, PACKED)
+    made = boards.created(parse(race))
+    assert parse(made.to_json()) == made and orjson.loads(made.to_json())["encoding"] == PACKED
+    # (99 + 1) × 1,000,001 ≤ 2^27: alltime's tie part of 26 bits leaves room for it, 27 would not
+    assert made.fits(26) and not made.fits(27)
+    wide = {**race, "keys": [level, {"name": "ms", "min": -(2**20), "max": 2**20}]}
+    assert boards.created(parse(wide)).encoding == LEX  # 100 × (2^21 + 1) × 2^26 > 2^53
+    assert boards.created(parse({**wide, "windows": ["daily"]})).encoding == PACKED  # a later key may be negative
+    negative_first = {**race, "keys": [{"name": "a", "min": -1, "max": 9}, ms]}
+    assert boards.created(parse(negative_first)).encoding == LEX
+    far = {**race, "keys": [level, {"name": "b", "min": 2**53, "max": 2**53 + 5}]}
+    assert boards.created(parse(far)).encoding == LEX  # a value beyond one exact double
+    # asked for: lex kept (stored only where it differs from the first rule); packed only where it fits
+    lex = boards.created(parse({**race, "encoding": "lex"}))
+    assert lex.encoding == LEX and "encoding" not in orjson.loads(lex.to_json())
+    one = {"id": "o", "keys": [{"name": "a", "min": 0, "max": 10}], "encoding": "lex"}
+    assert orjson.loads(boards.created(parse(one)).to_json())["encoding"] == LEX
+    for bad, code in ((far | {"encoding": "packed"}, "key_out_of_range"), (race | {"encoding": "x"}, "invalid_board")):
+        with pytest.raises(InvalidBoard) as caught:
+            parse(bad)
+        assert caught.value.code == code
+    # an update keeps the stored encoding unless it asks for another (board_reorder)
+    assert boards.check_update(made, parse({**race, "top_n": 5})).encoding == PACKED
+    assert boards.check_update(parse(race), parse({**race, "top_n": 5})).encoding == LEX
+    with pytest.raises(InvalidBoard) as caught:
+        boards.check_update(made, parse({**race, "encoding": "lex"}))
+    assert caught.value.code == "board_reorder"
+    # a tournament packs with k = 22: (max₁ + 1) × P must stay below 2^31
+    made.check_tournament()
+    with pytest.raises(InvalidBoard) as caught:
+        wider = {**race, "windows": ["daily"], "keys": [{"name": "a", "min": 0, "max": 9999}, ms]}
+        boards.created(parse(wider)).check_tournament()
+    assert caught.value.code == "key_out_of_range"
 
 
 def test_a_change_that_would_reorder_a_live_board_is_refused() -> None:
@@ -189,19 +229,25 @@ def test_lex_members_order_and_decode_as_the_model(data: st.DataObject) -> None:
         assert 1 + before == model.rank(player, "competition")
 
 
-@given(st.integers(0, 134_217_727), st.integers(0, 134_217_727), st.booleans(), st.booleans(), st.data())
-@bounded(300)
-def test_packed_scores_order_and_decode_as_the_model(
-    a: int, b: int, asc: bool, last: bool, data: st.DataObject
-) -> None:
-    definition = parse(
-        {
-            "id": "p",
-            "keys": [{"name": "a", "min": 0, "max": 134_217_727, "direction": "asc" if asc else "desc"}],
-            "tie": "last" if last else "first",
-        }
-    )
+@st.composite
+def packed_definitions(draw: st.DrawFn) -> boards.Definition:
+    """1-5 bounded keys (asc or desc, the later ones from a negative min too) whose ranges'
+    product fits alltime's 2^27: packed (boards.created), as are one key's 0..134,217,727."""
+    n = draw(st.integers(1, 5))
+    keys = bounded_keys(draw, n, draw(st.sampled_from([1, 9, 40])))
+    if n == 1:
+        keys = [{"name": "k0", "min": 0, "max": 134_217_727}]
+    keys[0]["direction"] = draw(st.sampled_from(["desc", "asc"]))
+    definition = boards.created(parse({"id": "p", "keys": keys, "tie": draw(st.sampled_from(["first", "last"]))}))
     assert definition.encoding == PACKED
+    return definition
+
+
+@given(packed_definitions(), st.data())
+@bounded(300)
+def test_packed_scores_order_and_decode_as_the_model(definition: boards.Definition, data: st.DataObject) -> None:
+    tuples = st.tuples(*[st.sampled_from([k.min, k.max]) | st.integers(k.min, k.max) for k in definition.keys])
+    a, b = data.draw(tuples), data.draw(tuples)
     start = 1_704_067_200_000
     ta, tb = (data.draw(st.integers(start, start + 2**26 * 60_000 - 1)) for _ in range(2))
     for window in ("daily", "alltime"):
@@ -211,7 +257,9 @@ def test_packed_scores_order_and_decode_as_the_model(
         sa, sb = (boards.pack(definition, window, v, t, s0) for v, t in ((a, ta_), (b, tb_)))
         assert abs(sa) < 2**53 and abs(sb) < 2**53
         assert boards.unpack(definition, window, sa) == a and boards.unpack(definition, window, sb) == b
-        model = Board(definition, {"a": ((a,), ta_), "b": ((b,), tb_)})
+        # equal points hold equal keys, and points order as the board
+        assert (boards.points(definition, a) == boards.points(definition, b)) == (a == b)
+        model = Board(definition, {"a": (a, ta_), "b": (b, tb_)})
         unit = 60_000 if window == "alltime" else 1000
         if (a, (ta_ - s0) // unit) != (b, (tb_ - s0) // unit):  # same value in the same tie unit: by id
             assert (sa > sb) == (model.ordered()[0] == "a")

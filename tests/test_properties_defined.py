@@ -33,7 +33,7 @@ from leaderboard.boards import INT64_MAX, INT64_MIN, Board, parse
 from leaderboard.ranking import RANK_MODES, bucket_of, top_percent
 
 from .conftest import NOW
-from .properties import bounded, standing
+from .properties import bounded, bounded_keys, bounded_value, standing
 
 CONFIG = GameConfig(game="test")
 EDGES = [INT64_MIN, INT64_MIN + 1, -1, 0, 1, INT64_MAX - 1, INT64_MAX]
@@ -43,30 +43,37 @@ PLAYERS = ["ana", "ben", "cy", "dee", "eve", "fay", "gus"]
 @st.composite
 def boards_with_entries(draw: st.DrawFn) -> tuple[boards.Definition, dict[str, tuple[tuple[int, ...], int]]]:
     n = draw(st.integers(1, 5))
-    keys: list[dict[str, object]] = [
-        {"name": f"k{i}", "direction": draw(st.sampled_from(["desc", "asc"]))} for i in range(n)
-    ]
-    packed = n == 1 and draw(st.booleans())  # one bounded key: the same reads on a packed board
+    packed = draw(st.booleans())  # bounded keys (41^5 < 2^27: alltime's): the same reads on a packed board
     if packed:
-        keys[0] |= {"min": 0, "max": 1000}
-    definition = parse(
-        {
-            "id": "b",
-            "keys": keys,
-            "tie": draw(st.sampled_from(["first", "last"])),
-            "rank_mode": draw(st.sampled_from(RANK_MODES)),
-            "windows": ["alltime"],
-        }
+        keys = bounded_keys(draw, n, 40)
+    else:
+        keys = [{"name": f"k{i}", "direction": draw(st.sampled_from(["desc", "asc"]))} for i in range(n)]
+    definition = boards.created(
+        parse(
+            {
+                "id": "b",
+                "keys": keys,
+                "tie": draw(st.sampled_from(["first", "last"])),
+                "rank_mode": draw(st.sampled_from(RANK_MODES)),
+                "windows": ["alltime"],
+            }
+        )
     )
+    assert (definition.encoding == boards.PACKED) == packed
     # few values per key, so ties on one key, on all keys and on the time happen often
     value = st.sampled_from([*EDGES, 5, -5]) | st.integers(INT64_MIN, INT64_MAX)
-    if packed:
-        value = st.sampled_from([0, 1, 5, 1000]) | st.integers(0, 1000)
+    values = [within(k) if packed else value for k in keys]
     players = draw(st.lists(st.sampled_from(PLAYERS), min_size=1, max_size=len(PLAYERS), unique=True))
     entries = {
-        p: (tuple(draw(value) for _ in range(n)), draw(st.sampled_from([NOW - 2000, NOW - 1000, NOW]))) for p in players
+        p: (tuple(draw(v) for v in values), draw(st.sampled_from([NOW - 2000, NOW - 1000, NOW]))) for p in players
     }
     return definition, entries
+
+
+def within(key: dict[str, object]) -> st.SearchStrategy[int]:
+    """A bounded key's values inside its bounds: its extremes often."""
+    lo, hi = int(str(key["min"])), int(str(key["max"]))
+    return st.sampled_from([lo, hi]) | st.integers(lo, hi)
 
 
 async def check(
@@ -81,7 +88,7 @@ async def check(
     packed = definition.encoding == boards.PACKED
     for player, (values, ts) in entries.items():
         if packed:
-            score = boards.pack(definition, "alltime", values[0], ts, period.start_ms)
+            score = boards.pack(definition, "alltime", values, ts, period.start_ms)
             points = score >> definition.shift("alltime")
             await r.zadd(CONFIG.keys.board(*args), {player: score})
             await r.zadd(CONFIG.keys.points(*args), {str(points): points})
@@ -143,36 +150,38 @@ def test_reads_of_both_encodings_equal_the_model(redis_server: RedisServer) -> N
 
 @st.composite
 def histories(draw: st.DrawFn) -> tuple[boards.Definition, list[tuple[str, str, list[str], int]]]:
+    """Slips to a random definition: 1-5 keys, unbounded (lex) or bounded (packed while the
+    product of their ranges fits the daily window's points: 1001^n for n up to 3, lex beyond)."""
     n = draw(st.integers(1, 5))
-    bounded_keys = draw(st.booleans())
-    keys = []
-    for i in range(n):
-        key: dict[str, object] = {"name": f"k{i}", "direction": draw(st.sampled_from(["desc", "asc"]))}
-        if draw(st.integers(0, 3)) == 0:
-            key["operator"] = draw(st.sampled_from(["best", "incr", "set"]))
-        if bounded_keys:
-            key |= {"min": 0, "max": 1000}
-        keys.append(key)
-    definition = parse(
-        {
-            "id": "b",
-            "keys": keys,
-            "operator": draw(st.sampled_from(["best", "incr", "set"])),
-            "tie": draw(st.sampled_from(["first", "last"])),
-            "rank_mode": draw(st.sampled_from(RANK_MODES)),
-            "windows": ["daily"],
-        }
-    )
-    if bounded_keys:
-        value = st.sampled_from([0, 1, 7, 999, 1000, 1001])
+    if draw(st.booleans()):
+        keys = bounded_keys(draw, n, 1000)
+        values = [bounded_value(k) for k in keys]
     else:
-        value = st.sampled_from([*EDGES, 5, -5, 2**62]) | st.integers(INT64_MIN, INT64_MAX)
+        keys = []
+        for i in range(n):
+            key: dict[str, object] = {"name": f"k{i}", "direction": draw(st.sampled_from(["desc", "asc"]))}
+            if draw(st.integers(0, 3)) == 0:
+                key["operator"] = draw(st.sampled_from(["best", "incr", "set"]))
+            keys.append(key)
+        values = [st.sampled_from([*EDGES, 5, -5, 2**62]) | st.integers(INT64_MIN, INT64_MAX)] * n
+    definition = boards.created(
+        parse(
+            {
+                "id": "b",
+                "keys": keys,
+                "operator": draw(st.sampled_from(["best", "incr", "set"])),
+                "tie": draw(st.sampled_from(["first", "last"])),
+                "rank_mode": draw(st.sampled_from(RANK_MODES)),
+                "windows": ["daily"],
+            }
+        )
+    )
     slips = []
     for i in range(draw(st.integers(1, 25))):
         count = n if draw(st.integers(0, 15)) else draw(st.sampled_from([n - 1, n + 1]))
-        values = [str(draw(value)) for _ in range(count)]
+        drawn = [str(draw(values[j % n])) for j in range(count)]
         ts = NOW - 1000 * draw(st.integers(0, 4))  # whole seconds: the packed boards' tie unit
-        slips.append((f"s{i}", draw(st.sampled_from(PLAYERS[:4])), values, ts))
+        slips.append((f"s{i}", draw(st.sampled_from(PLAYERS[:4])), drawn, ts))
     return definition, slips
 
 
@@ -227,7 +236,7 @@ async def check_histogram(r: aioredis.Redis, lb: Leaderboard, model: Board, scop
     kept = await r.hgetall(board.histogram)
     assert await lb.rebuild_rank_index("daily", scope, at=NOW) == len(model.entries)
     assert await r.hgetall(board.histogram) == kept
-    standings = [standing(model.definition, values[0]) for values, _ in model.entries.values()]
+    standings = [standing(model.definition, values) for values, _ in model.entries.values()]
     if all(abs(x) < 2**53 for x in standings):
         assert {int(b): int(n) for b, n in kept.items()} == Counter(map(bucket_of, standings))
 

@@ -7,15 +7,18 @@ one definition, created at run time (leaderboard/definitions.py stores it in Red
 
     tower = parse({"id": "tower", "keys": [{"name": "floor"},
                                            {"name": "time", "direction": "asc", "display": "duration_ms"}]})
-    tower.encoding                          # "lex": two keys do not fit one exact double
+    tower.encoding                          # "lex": two unbounded keys do not fit one double
     m = encode_member(tower, (12, 81_250), ts_ms=1_764_000_000_000, player="mia")
     decode_member(tower, m)                 # ((12, 81250), 1764000000000, "mia")
 
 Encodings (docs/data-model.md gives the exact limits):
 
-* ``packed`` — today's exact double, ``score = v * 2^k + tie`` (windows.py), for a definition
-  of one non-negative key whose declared ``max`` fits every window's points bound; an ``asc``
-  key packs its negation, so the highest score is still the best.
+* ``packed`` — one exact double, ``score = points * 2^k + tie`` (windows.py), where points
+  are the keys in mixed radix (``points``: the first key signed by its direction times the
+  product of the later keys' ranges, plus their gains), for a definition whose keys' bounds fit
+  every window's points bound; one key packs its value (an ``asc`` one negated), so the highest
+  score is still the best. A new board takes it wherever its keys fit (``created``); a stored
+  record keeps the encoding it was created with (``Definition.encoding``).
 * ``lex`` — every other definition: all members score 0 and the member itself orders the board
   (Redis sorts equal scores by memcmp of the member): per key 16 hex digits of the value with
   its sign bit flipped (so unsigned order is signed order), complemented for ``desc``; then 12
@@ -66,12 +69,24 @@ from .definition import (
     check_time_zone,
     check_update,
     configured_shape,
+    created,
     default_definition,
     parse,
     parse_values,
     written_as,
 )
-from .encoding import KEY_HEX, TIME_HEX, decode_member, encode_member, key_prefix, pack, player_of, player_part, unpack
+from .encoding import (
+    KEY_HEX,
+    TIME_HEX,
+    decode_member,
+    encode_member,
+    key_prefix,
+    pack,
+    player_of,
+    player_part,
+    points,
+    unpack,
+)
 from .model import Board, combine, order_key
 from .names import LiveBoard, board_scopes, definition_of, home_of, home_scope, keeps, listed, on_offer
 from .periods import named, period, period_bounds, resolve, window_of
@@ -112,6 +127,7 @@ __all__ = [
     "check_update",
     "combine",
     "configured_shape",
+    "created",
     "decode_member",
     "default_definition",
     "definition_of",
@@ -131,6 +147,7 @@ __all__ = [
     "period_bounds",
     "player_of",
     "player_part",
+    "points",
     "resolve",
     "unpack",
     "window_of",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -56,6 +56,7 @@ _FIELDS = {
     "version",
     "extensions",
     "scopes",
+    "encoding",
 }
 _KEY_FIELDS = {"name", "direction", "display", "operator", "min", "max"}
 _SEASON_FIELDS = {"start_ms", "length_s"}
@@ -113,15 +114,46 @@ class Definition:
     # board and that value's board, board:<id>:region:<r> (keys.defined_scope). The game's
     # ``default`` names none: its region and mode boards are the game's (global, region:, mode:).
     scopes: tuple[str, ...] = ()
+    # The encoding its board was created with (``created``), or asked for; None: a record stored
+    # before the field was kept, read by that release's rule (``first_rule``). Stored as the JSON
+    # field ``encoding`` only where the two differ, so those records read as they were written.
+    fixed_encoding: str | None = None
 
     @property
     def encoding(self) -> str:
-        """``packed`` when one exact double holds every value on every window, else ``lex``."""
-        if len(self.keys) != 1 or self.keys[0].operator not in (None, self.operator):
-            return LEX
-        key = self.keys[0]
-        bound = min((1 << (53 - self.shift(w))) - 1 for w in self.windows)
-        return PACKED if key.min >= 0 and key.max <= bound else LEX
+        """``packed`` (one exact double a member) or ``lex`` (docs/data-model.md "Encodings")."""
+        return self.fixed_encoding or self.first_rule
+
+    @property
+    def first_rule(self) -> str:
+        """The encoding a record without ``encoding`` has: packed for one key that fits alone."""
+        one = len(self.keys) == 1 and self.keys[0].operator in (None, self.operator)
+        return PACKED if one and self.fits() else LEX
+
+    @property
+    def natural(self) -> str:
+        """The encoding a new board of this definition gets: packed wherever its keys fit."""
+        return PACKED if self.fits() else LEX
+
+    @property
+    def places(self) -> tuple[int, ...]:
+        """Each key's place in a packed score's points: the product of the ranges (max − min + 1)
+        of the keys after it, the first key's being P (encoding.pack)."""
+        places = [1]
+        for key in reversed(self.keys[1:]):
+            places.insert(0, places[0] * (key.max - key.min + 1))
+        return tuple(places)
+
+    def fits(self, shift: int | None = None) -> bool:
+        """Whether one exact double holds every key tuple on every window (or a window of tie
+        part ``shift``): the first key's min ≥ 0, every bound within ±(2^53 − 1) (a value is one
+        exact double in the library) and (max₁ + 1) × P ≤ 2^(53 − k), so |points| × 2^k + 2^k
+        ≤ 2^53."""
+        first, limit = self.keys[0], 1 << 53
+        if first.min < 0 or any(not -limit < b < limit for k in self.keys for b in (k.min, k.max)):
+            return False
+        shifts = [shift] if shift is not None else [self.shift(w) for w in self.windows]
+        return (first.max + 1) * self.places[0] <= min(1 << (53 - k) for k in shifts)
 
     def shift(self, window_name: str) -> int:
         """Bits of a packed score's tie part on a window: today's (windows.py), for a season
@@ -134,15 +166,15 @@ class Definition:
         return WINDOWS[window_name].shift
 
     def check_tournament(self) -> None:
-        """A tournament on this board keeps the board's encoding: a packed board's one key must
-        fit a tournament's packing too (k = 22: values up to 2,147,483,647), or its slips would
-        not be exact; InvalidBoard(key_out_of_range) otherwise. A lex board takes any."""
-        bound = (1 << (53 - TOURNAMENT_SHIFT)) - 1
-        if self.encoding == PACKED and self.keys[0].max > bound:
+        """A tournament on this board keeps the board's encoding: a packed board's keys must fit
+        a tournament's packing too (k = 22: points below 2^31, ``fits``), or its slips would not
+        be exact; InvalidBoard(key_out_of_range) otherwise. A lex board takes any."""
+        if self.encoding == PACKED and not self.fits(TOURNAMENT_SHIFT):
             raise _fail(
                 "key_out_of_range",
-                f"board {self.id} is packed with {self.keys[0].name} up to {self.keys[0].max}: a tournament "
-                f"packs values up to {bound} (give the key a lower max, or use another board)",
+                f"board {self.id} is packed with keys up to {', '.join(str(k.max) for k in self.keys)}: a "
+                f"tournament packs points below {1 << (53 - TOURNAMENT_SHIFT)} (give the keys narrower bounds, "
+                "or use another board)",
             )
 
     @property
@@ -182,6 +214,8 @@ class Definition:
             out["extensions"] = dict(self.extensions)
         if self.scopes:  # absent when none: a definition stored before scopes reads the same
             out["scopes"] = list(self.scopes)
+        if self.fixed_encoding is not None:
+            out["encoding"] = self.fixed_encoding
         return out
 
     def to_json(self) -> str:
@@ -227,6 +261,11 @@ def check_time_zone(zone: Any) -> str:
     except (ZoneInfoNotFoundError, ValueError):
         raise _fail("invalid_time_zone", f"unknown time zone {zone!r}") from None
     return zone
+
+
+def _encoding(raw: Any) -> str | None:
+    """The encoding a definition asks for (None: the board's rule, ``created``)."""
+    return None if raw is None else _choice(raw, (PACKED, LEX), "encoding", "invalid_board")
 
 
 def _scopes(raw: Any) -> tuple[str, ...]:
@@ -314,7 +353,7 @@ def parse(raw: Mapping[str, Any] | str | bytes) -> Definition:
             extensions[name] = check(value)
         except ValueError as exc:
             raise _fail("invalid_extension", f"extension {name}: {exc}") from None
-    return Definition(
+    made = Definition(
         id=board,
         keys=keys,
         operator=operator,
@@ -330,14 +369,39 @@ def parse(raw: Mapping[str, Any] | str | bytes) -> Definition:
         version=_int(raw.get("version", 1), "version", 1, 1 << 31, "invalid_board"),
         extensions=extensions,
         scopes=_scopes(raw.get("scopes", [])),
+        fixed_encoding=_encoding(raw.get("encoding")),
     )
+    if made.fixed_encoding == PACKED and not made.fits():
+        raise _fail(
+            "key_out_of_range",
+            f"board {board} cannot be packed: its keys' bounds do not fit one exact double on every window "
+            "(docs/data-model.md, Encodings)",
+        )
+    return made
+
+
+def created(definition: Definition, base: Definition | None = None) -> Definition:
+    """``definition`` as a new board stores it: the encoding asked for, else ``base``'s (a deleted
+    board of that id whose entries it goes on from: check_recreate), else packed wherever its
+    keys fit (``natural``). Fixed from then on: an update keeps it (check_update)."""
+    if definition.fixed_encoding is not None:
+        return _encoded(definition, definition.fixed_encoding)
+    return _encoded(definition, base.encoding if base is not None else definition.natural)
+
+
+def _encoded(definition: Definition, encoding: str) -> Definition:
+    """``definition`` of ``encoding``, held as a stored record reads back: None where the first
+    rule gives it."""
+    return replace(definition, fixed_encoding=None if encoding == definition.first_rule else encoding)
 
 
 def check_update(old: Definition, new: Definition) -> Definition:
     """``new`` as the next revision of ``old``; InvalidBoard(board_reorder) when it would reorder
     the live board's members (keys, directions, bounds, tie, encoding, windows, time zone),
     switch dense ranks on or off (their distinct values are kept by the writes of dense boards)
-    or change its scopes (its entries are kept per scope)."""
+    or change its scopes (its entries are kept per scope). It keeps ``old``'s encoding unless it
+    asks for another (then board_reorder)."""
+    new = _kept(old, new)
     if old.order != new.order:
         raise _fail(
             "board_reorder",
@@ -347,11 +411,17 @@ def check_update(old: Definition, new: Definition) -> Definition:
     return Definition(**{**{f: getattr(new, f) for f in new.__dataclass_fields__}, "version": old.version + 1})
 
 
+def _kept(old: Definition, new: Definition) -> Definition:
+    """``new`` with ``old``'s encoding unless it asks for one."""
+    return _encoded(new, old.encoding if new.fixed_encoding is None else new.fixed_encoding)
+
+
 def check_recreate(deleted: Definition, new: Definition) -> Definition:
     """``new`` as the definition of an id whose board was deleted as ``deleted``: its keys stay in
     Redis until they expire (an all-time board's never do) and the new board goes on from them,
     so it must read them as the old one wrote them: check_update's rule, InvalidBoard(board_reorder)
-    otherwise."""
+    otherwise. It keeps ``deleted``'s encoding unless it asks for another."""
+    new = _kept(deleted, new)
     if deleted.order != new.order:
         raise _fail(
             "board_reorder",

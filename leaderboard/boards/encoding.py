@@ -14,20 +14,38 @@ KEY_HEX = 16  # hex digits per key in a lex member
 TIME_HEX = 12  # hex digits of the reached-at time (ms since the epoch; 2^48 ms is year 10889)
 
 
-def pack(definition: Definition, window_name: str, value: int, ts_ms: int, start_ms: int) -> int:
-    """The packed score of a ``packed`` definition's one value reached at ``ts_ms`` in a period
-    starting at ``start_ms``: the highest score is the best (an ``asc`` value packs negated)."""
+def points(definition: Definition, values: Sequence[int]) -> int:
+    """A ``packed`` definition's points of its key values, higher better (mixed radix): the
+    first value signed by its direction times P, plus each later key's gain (v − min desc,
+    max − v asc) times its place (``Definition.places``). One key: its value signed."""
+    total = 0
+    for i, (key, value, place) in enumerate(zip(definition.keys, values, definition.places, strict=True)):
+        desc = key.direction == "desc"
+        gain = (value if desc else -value) if i == 0 else (value - key.min if desc else key.max - value)
+        total += gain * place
+    return total
+
+
+def pack(definition: Definition, window_name: str, values: Sequence[int], ts_ms: int, start_ms: int) -> int:
+    """The packed score of a ``packed`` definition's values reached at ``ts_ms`` in a period
+    starting at ``start_ms``: its points × 2^k + the tie part; the highest score is the best."""
     k = definition.shift(window_name)
     unit = WINDOWS["alltime"].unit_ms if window_name == "alltime" else 1000
     t = (ts_ms - start_ms) // unit
     tie = (1 << k) - 1 - t if definition.tie == "first" else t
-    signed = value if definition.keys[0].direction == "desc" else -value
-    return (signed << k) + tie
+    return (points(definition, values) << k) + tie
 
 
-def unpack(definition: Definition, window_name: str, score: int) -> int:
-    signed = score >> definition.shift(window_name)  # floor: the tie part is never negative
-    return signed if definition.keys[0].direction == "desc" else -signed
+def unpack(definition: Definition, window_name: str, score: int) -> tuple[int, ...]:
+    """The key values of a packed score: floor(points / P) the first signed, the remainder the
+    rest, digit by digit."""
+    rest = score >> definition.shift(window_name)  # floor: the tie part is never negative
+    values = []
+    for i, (key, place) in enumerate(zip(definition.keys, definition.places, strict=True)):
+        gain, rest = divmod(rest, place)
+        desc = key.direction == "desc"
+        values.append((gain if desc else -gain) if i == 0 else (key.min + gain if desc else key.max - gain))
+    return tuple(values)
 
 
 # --- lex members ----------------------------------------------------------------------------

@@ -74,10 +74,10 @@ class BoardPeriod:
         return [self.meta] if self.definition.metadata_bytes else []
 
     def _values(self, order: Any) -> tuple[int, ...]:
-        """The key values of an entry's order: a lex member's, or a packed score's one value."""
+        """The key values of an entry's order: a lex member's, or a packed score's."""
         if self.lex:
             return decode_member(self.definition, order)[0]
-        return (unpack(self.definition, self.period.window.name, int(float(order))),)
+        return unpack(self.definition, self.period.window.name, int(float(order)))
 
     def _tie(self, values: tuple[int, ...]) -> object:
         """What equal ranks compare: the key part of a member (or the one packed value)."""

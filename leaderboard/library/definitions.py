@@ -20,10 +20,13 @@ class DefinitionCalls(Calls):
         board is created again only with keys that read its entries as they were written
         (boards.check_recreate: board_reorder), compare-and-set on that deleted definition
         (stale_board when it changed meanwhile)."""
-        created = self.boards.admit(boards.parse({**definition.as_dict(), "version": 1}))
-        deleted = await self.boards.deleted_json(created.id)
-        if deleted is not None and created.id != boards.DEFAULT_ID:  # the game's: _put_board's rule
-            boards.check_recreate(boards.parse(deleted), created)
+        asked = boards.parse({**definition.as_dict(), "version": 1})
+        deleted = await self.boards.deleted_json(asked.id)
+        # the game's: _put_board's rule; another board goes on from a deleted one's entries
+        base = boards.parse(deleted) if deleted is not None and asked.id != boards.DEFAULT_ID else None
+        created = self.boards.admit(boards.created(asked, base))
+        if base is not None:
+            boards.check_recreate(base, created)
         await self._put_board(created, "", deleted or "", self._reshapes(None, created))
         return created
 
@@ -41,7 +44,7 @@ class DefinitionCalls(Calls):
         else:
             old = boards.parse(stored)
         if stored is None:  # the game's boards as the environment shapes them: _put_board's rule
-            updated = replace(self.boards.admit(definition), version=old.version + 1)
+            updated = replace(self.boards.admit(boards.created(definition)), version=old.version + 1)
         else:
             updated = boards.check_update(old, self.boards.admit(definition))
         await self._put_board(updated, stored or "", deleted or "", self._reshapes(old, updated))

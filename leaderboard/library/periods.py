@@ -9,6 +9,7 @@ from typing import Required, TypedDict, Unpack
 import orjson
 
 from .. import boards
+from ..batch import POINTS_SPEC, key_spec
 from ..boards import BoardPeriod
 from ..errors import BadRequest, TournamentError
 from ..profiles import check_player_id
@@ -17,7 +18,7 @@ from ..windows import TOURNAMENT_RETENTION_S, Period, Window, tournament_window
 from .calls import Calls, execute
 
 # The call layout of lb_close (calendar.lua CLOSE_LAYOUT): the library refuses another (library_mismatch)
-CLOSE_LAYOUT = 2
+CLOSE_LAYOUT = 3
 # Entries per lb_join call: the function unpacks them onto Lua's C stack, which is bounded.
 _JOIN_CHUNK = 1000
 
@@ -57,7 +58,7 @@ class PeriodCalls(Calls):
         if definition is None:  # the game's boards, closed together: entries with their points
             marker, finals = self.keys.closed_marker(*at), self.keys.finals(w.name)
             layout: list[str | int] = [w.shift, top_n, period.expire_at_s, keep, maxlen, when]
-            layout += [self.config.rank_mode_for(w.name), "", "d"]
+            layout += [self.config.rank_mode_for(w.name), "", POINTS_SPEC]
         else:
             game = definition.id == boards.DEFAULT_ID  # the game's scopes, closed together as above
             home = boards.home_scope(definition.id)
@@ -68,7 +69,7 @@ class PeriodCalls(Calls):
             own = () if game else (home,)
             marker, finals = self.keys.closed_marker(*at, *own), self.keys.finals(w.name, *own)
             layout = [board.encoding, top_n, period.expire_at_s, keep, maxlen, when, board.mode]
-            layout += [orjson.dumps(board.columns).decode(), "".join(k.direction[0] for k in definition.keys)]
+            layout += [orjson.dumps(board.columns).decode(), key_spec(definition)]
         keys = [marker, self.keys.closed, finals, self.keys.versions, self.keys.journal]
         for scope in scopes:
             keys += [self.keys.board(*at, scope), self.keys.metadata(*at, scope)]
