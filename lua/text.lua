@@ -49,8 +49,8 @@ slot; the names are built by leaderboard/keys.py and reach every function throug
   lb:{g}:refused:<hour>                    HASH    submission id -> "<code> <message>" of the
                                                    slips refused in that hour (scorer; EXPIREAT)
   lb:{g}:publisher                         STRING  the publish lease: the holder's owner token (PX)
-  lb:{g}:published                         HASH    "<window>:<scope>" -> "<period>:<version>" last
-                                                   published
+  lb:{g}:published                         HASH    "<window>:<scope>" -> "<period>:<version>:<snapshot
+                                                   version>" last published
   lb:{g}:latest:<window>:<scope>           STRING  the board's last published snapshot JSON (EX)
   lb:{g}:closed                            STREAM  close events: a period's final top N (MAXLEN ~)
   lb:{g}:closedmark:<window>:<period>      STRING  set with the period's close event (EXPIREAT);
