@@ -1,18 +1,18 @@
--- lb_submit's common slip in one pass: to the game's own boards with their own operators (best or
--- set), no tournament, no dense rank mode, no rows and no kept outcome (nearly every slip of a
--- game). common_boards decides once per layout and batch whether its slips may take this path (its
--- record, or false) and works out what they share: the boards' records, the window of all its
--- periods, the smallest points cap. apply_common then checks and writes a slip with no table per
--- slip or board, as submit.plan + submit.apply would (tests/test_properties_common.py holds the two
--- paths equal); a slip it cannot take whole (any refusal, which must write nothing) goes the
--- general way, which names the exact error. It takes the slip's parts as the pattern split them and
--- inlines the general path's helpers (parse_uint, check_time, pack_score, nth, in_top, defer_write,
--- the histogram deltas, log_activity): entering and leaving a Lua function was about 200 machine
+-- lb_submit's common slip in one pass: to any packed board (the game's points, or one to five
+-- bounded keys) with its own operator (best or set), no tournament, no dense rank mode, no rows, no
+-- kept outcome and no metadata (nearly every slip of a game). common_boards decides once per layout
+-- and batch whether its slips may take this path (its record, or false) and works out what they
+-- share: the boards' records, the window of all its periods, the smallest points cap. apply_common
+-- then checks and writes a slip with no table per slip or board, as submit.plan + submit.apply would
+-- (tests/test_properties_common.py holds the two paths equal); a slip it cannot take whole (any
+-- refusal, which must write nothing) goes the general way, which names the exact error. It inlines
+-- the general path's helpers (parse_uint, check_time, pack_score, nth, in_top, defer_write, the
+-- histogram deltas, log_activity): entering and leaving a Lua function was about 200 machine
 -- instructions, and inlining took the slip's VM instructions from 722 to 521 (docs/benchmarks.md,
 -- the bench.replay section).
 function submit.common_boards(keys, layout, periods, ctx)
-  local def = layout.def -- the game's points, highest first, ties to the first (what the path below packs)
-  if not (def.points and def.keys[1].desc and not def.last) or ctx.rows then
+  local def = layout.def
+  if def.lex or def.per_key or ctx.rows then
     return false
   end
   local boards, in_periods, seen_periods = {}, {}, {}
@@ -20,7 +20,7 @@ function submit.common_boards(keys, layout, periods, ctx)
   for b, ref in ipairs(layout.refs) do
     local period = periods[ref.period]
     if ref.op == 'incr' or period.mode == 'dense' or period.entrants or batch.period_closed(period)
-        or (ref.scope ~= 'global' and not batch.known_scope(ctx, ref.scope)) then
+        or (def.scoped and ref.scope ~= 'global' and not ref.scope:find('^board:[^:]*$') and not batch.known_scope(ctx, ref.scope)) then
       return false
     end
     local board = ref.board or batch.layout_board(keys, ref, period, layout, ctx)
@@ -48,15 +48,17 @@ function submit.common_boards(keys, layout, periods, ctx)
     max_points = math.min(max_points, period.max_points)
   end
   local common = { boards = boards, periods = in_periods, players = {}, listed = {}, lo = lo, hi = hi,
-    max_points = max_points, top_n = def.top_n }
+    max_points = max_points, top_n = def.top_n, def = def, keys = not def.points and def.keys, values = {}, points_key = def.points_key,
+    last = def.last, board = boards[1].scope ~= 'global' and boards[1].scope or nil }
   ctx.commons[#ctx.commons + 1] = common
   return common
 end
 
 -- Returns DUPLICATE or OK, or nil (nothing written) when the slip must take the general path (a
--- refusal of any kind). Its id and player are printable ASCII and its points and ts digits (the
--- one scan of COMMON_SLIP: any other slip takes the general path).
-function submit.apply_common(ctx, common, id, player, points_text, ts_text, name, mark)
+-- refusal of any kind). Its id and player are printable ASCII and its ts digits, as are a slip's
+-- points (the one scan of COMMON_SLIP, lb_submit's check of a full record); values: a full
+-- record's key values ('' for a slip).
+function submit.apply_common(ctx, common, id, player, points_text, values, ts_text, name, mark)
   local MAX_ID_BYTES, top_n = valid.MAX_ID_BYTES, common.top_n -- each read more than once a slip: one table read
   if #id > MAX_ID_BYTES or ctx.banned_players[player] then
     return nil
@@ -68,7 +70,19 @@ function submit.apply_common(ctx, common, id, player, points_text, ts_text, name
       or #points_text > 16 or #ts_text > 15 then
     return nil
   end
-  local points, ts = tonumber(points_text), tonumber(ts_text)
+  local points, ts, keys = tonumber(points_text), tonumber(ts_text), common.keys
+  if keys then -- key values as definitions.slip_values takes them (its text, its checks), then packed
+    local text, pos, last, v = values ~= '' and values or common.points_key and points_text or '', 1, #keys, common.values
+    for i = 1, last do
+      local part, after = text:match('^(%-?%d+)()', pos)
+      local key, n = keys[i], tonumber(part)
+      if not (n and n >= key.lo and n <= key.hi and math.abs(n) < 2 ^ 53) or (i < last and text:byte(after) ~= 44) or (i == last and after <= #text) then
+        return nil
+      end
+      v[i], pos = n, after + 1
+    end
+    points = scoring.pack(common.def, v)
+  end
   if points > common.max_points or ts < common.lo or ts > common.hi then
     return nil
   end
@@ -82,7 +96,8 @@ function submit.apply_common(ctx, common, id, player, points_text, ts_text, name
     local key, scores, scale = board.key, board.scores, board.scale
     local old = scores[player] or nil
     local t = (ts - board.start_ms) / board.unit_ms -- pack_score; x - x % 1 is floor(x) for x >= 0
-    local score = points * scale + (scale - 1 - (t - t % 1))
+    t = t - t % 1
+    local score = points * scale + (common.last and t or scale - 1 - t)
     if old == nil or score > old or (score ~= old and board.own_op == 'set') then
       local nth = nths[key]
       if nth == nil then
@@ -110,13 +125,12 @@ function submit.apply_common(ctx, common, id, player, points_text, ts_text, name
       end
       local rank
       if was_top then
-        board.points = points -- what touch_top announces
         submit.touch_top(board, player, name, ctx, nil, false)
         if b == 1 and submit.in_top(ctx, key, player, score, submit.nth(ctx, board), top_n) then
           rank = batch.board_rank(ctx, key, player, top_n)
         end
       elseif nth == false or score > nth or (score == nth and submit.in_top(ctx, key, player, score, nth, top_n)) then
-        board.points = points
+        board.points, board.old, board.write, board.meta_value = points, score, false, '' -- what announce reads
         rank = submit.touch_top(board, player, name, ctx, nil, true)
       end
       if b == 1 and rank and rank < top_n then
@@ -139,7 +153,10 @@ function submit.apply_common(ctx, common, id, player, points_text, ts_text, name
   local k = a.n + 1
   a.n = k
   a.id[k], a.player[k], a.op[k], a.improved[k], a.rank[k] = id, player, '', improved_any and '1' or '0', activity_rank
-  a.points[k] = points >= POW10[#points_text] and points_text or batch.canonical(points_text, points)
+  a.points[k] = keys and '' or points >= POW10[#points_text] and points_text or batch.canonical(points_text, points)
+  if common.board then
+    a.board[k], a.boards = common.board, true
+  end
   a.ts[k] = ts >= POW10[#ts_text] and ts_text or batch.canonical(ts_text, ts)
   return submit.OK
 end

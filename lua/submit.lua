@@ -426,12 +426,12 @@ function submit.lb_submit(keys, args)
   -- Every record read before the first write into columns (`full`: a full record's position; 0 a
   -- slip the common path cannot take), with each layout's distinct players and seen ids.
   -- Consecutive records nearly always share a layout: it is looked up only when the index changes.
-  local ids, players, points_texts, stamps, names, lays, full = {}, {}, {}, {}, {}, {}, {}
+  local ids, players, points_texts, stamps, names, lays, full, keys_texts = {}, {}, {}, {}, {}, {}, {}, {}
   local at, last = pos + 1, nil
   local found, seen, distinct, listed
   for i = 1, count do
     local layout, slip = unpack(args, at, at + SUBMISSION_FIELDS - 1)
-    local id, player, points, ts, name
+    local id, player, points, ts, name, op, outcome, values, meta
     if slip ~= '' then
       if slip then
         id, player, points, ts, name = slip:match(COMMON_SLIP)
@@ -441,10 +441,9 @@ function submit.lb_submit(keys, args)
         end
       end
       at = at + SUBMISSION_FIELDS
-    else -- the full record follows: its first six fields (op read again on the general path)
+    else -- the full record follows (read again on the general path)
       full[i] = at + SUBMISSION_FIELDS
-      local _
-      id, player, points, _, ts, name = unpack(args, full[i], full[i] + 5)
+      id, player, points, op, ts, name, outcome, values, meta = unpack(args, full[i], full[i] + FULL_FIELDS - 1)
       at = at + SUBMISSION_FIELDS + FULL_FIELDS
     end
     if layout ~= last then
@@ -456,7 +455,11 @@ function submit.lb_submit(keys, args)
     elseif not name then
       return refuse('bad_request', 'malformed batch')
     end
-    ids[i], players[i], points_texts[i], stamps[i], names[i], lays[i] = id, player, points, ts, name, found
+    -- a defined board's slip (key values): the one pass may take it, its id, player and ts as COMMON_SLIP's
+    if meta == '' and op == '' and outcome ~= '1' and not found.def.points and (id .. '\t' .. player .. '\t0\t' .. ts .. '\t'):find(COMMON_SLIP) then
+      full[i] = nil
+    end
+    ids[i], players[i], points_texts[i], stamps[i], names[i], lays[i], keys_texts[i] = id, player, points, ts, name, found, values or ''
     if not distinct[player] then
       distinct[player] = true
       listed[#listed + 1] = player
@@ -497,10 +500,10 @@ function submit.lb_submit(keys, args)
     end
     local record = full[i]
     local result = common and not record
-      and apply_common(ctx, common, ids[i], players[i], points_texts[i], stamps[i], names[i], current.mark)
+      and apply_common(ctx, common, ids[i], players[i], points_texts[i], keys_texts[i], stamps[i], names[i], current.mark)
     if not result then
       sub.n, sub.id, sub.player, sub.points, sub.op, sub.ts, sub.name = i, ids[i], players[i], points_texts[i], '', stamps[i], names[i]
-      sub.layout, sub.outcome, sub.keys, sub.meta = current, false, '', ''
+      sub.layout, sub.outcome, sub.keys, sub.meta = current, false, keys_texts[i], ''
       if record and record > 0 then
         local id, player, points, op, ts, name, outcome, values, meta = unpack(args, record, record + FULL_FIELDS - 1)
         sub.op, sub.outcome, sub.keys, sub.meta = op, outcome == '1', values, meta
