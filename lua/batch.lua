@@ -92,18 +92,14 @@ end
 -- The scopes set holds every region and mode value the game's slips named; a new one is added
 -- by the slip that names it (record_scopes, after its plan), unless the set holds max_scopes.
 function batch.known_scope(ctx, scope)
-  local known = ctx.known[scope]
-  if known == nil then
-    known = redis.call('SISMEMBER', ctx.scopes, scope) == 1
-    ctx.known[scope] = known
+  if ctx.known[scope] == nil then
+    ctx.known[scope] = redis.call('SISMEMBER', ctx.scopes, scope) == 1
   end
-  return known
+  return ctx.known[scope]
 end
 
 function batch.scope_count(ctx)
-  if not ctx.scope_count then
-    ctx.scope_count = redis.call('SCARD', ctx.scopes)
-  end
+  ctx.scope_count = ctx.scope_count or redis.call('SCARD', ctx.scopes)
   return ctx.scope_count
 end
 
@@ -161,12 +157,8 @@ end
 -- A tournament's entrants among the batch's players, read once per batch (the list never
 -- shrinks while its tournament runs, and nothing in the batch adds to it).
 function batch.entered(ctx, period)
-  local found = period.entered
-  if not found then
-    found = batch.held('SMISMEMBER', period.entrants, ctx.players)
-    period.entered = found
-  end
-  return found[ctx.player] == true
+  period.entered = period.entered or batch.held('SMISMEMBER', period.entrants, ctx.players)
+  return period.entered[ctx.player] == true
 end
 
 -- The batch's boards, by key -----------------------------------------------------------------
@@ -436,10 +428,7 @@ end
 
 function batch.canonical(text, number)
   local least = batch.POW10[#text]
-  if not least or number >= least then
-    return text
-  end
-  return string.format('%d', number)
+  return (not least or number >= least) and text or string.format('%d', number)
 end
 
 -- The batch's activity (badges and feeds read it), one stream entry per call: n, then a column per

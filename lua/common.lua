@@ -1,15 +1,13 @@
--- lb_submit's common slip in one pass: to any packed board (the game's points, or one to five
--- bounded keys) with its own operator (best or set), no tournament, no dense rank mode, no rows, no
--- kept outcome and no metadata (nearly every slip of a game). common_boards decides once per layout
--- and batch whether its slips may take this path (its record, or false) and works out what they
--- share: the boards' records, the window of all its periods, the smallest points cap. apply_common
--- then checks and writes a slip with no table per slip or board, as submit.plan + submit.apply would
--- (tests/test_properties_common.py holds the two paths equal); a slip it cannot take whole (any
--- refusal, which must write nothing) goes the general way, which names the exact error. It inlines
+-- lb_submit's common slip in one pass: to a packed board (the game's points, or 1-5 bounded keys),
+-- its own operator best or set, no tournament, dense mode, rows, kept outcome or metadata (nearly
+-- every slip). common_boards decides once per layout and batch whether its slips may (its record,
+-- or false) and what they share: the boards' records, the window of all its periods, the smallest
+-- points cap. apply_common checks and writes a slip as submit.plan + submit.apply would, no table
+-- per slip or board (tests/test_properties_common.py holds the two equal); a slip it cannot take
+-- whole (a refusal writes nothing) goes the general way, which names the exact error. It inlines
 -- the general path's helpers (parse_uint, check_time, pack_score, nth, in_top, defer_write, the
--- histogram deltas, log_activity): entering and leaving a Lua function was about 200 machine
--- instructions, and inlining took the slip's VM instructions from 722 to 521 (docs/benchmarks.md,
--- the bench.replay section).
+-- histogram deltas, log_activity): a Lua call was about 200 machine instructions, and inlining
+-- took the slip's VM instructions from 722 to 521 (docs/benchmarks.md, the bench.replay section).
 function submit.common_boards(keys, layout, periods, ctx)
   local def = layout.def
   if def.lex or def.per_key or ctx.rows then
@@ -28,12 +26,10 @@ function submit.common_boards(keys, layout, periods, ctx)
     if not board.deltas then -- what apply_common's writes need, one table read each
       board.scores, board.pending, board.scale = board.held.scores, board.held.pending, period.scale
       board.start_ms, board.unit_ms = period.start_ms, period.unit_ms
-      board.deltas = ctx.hist[board.hist] -- its histogram's changes (flush_histograms), shared with the general path
-      if not board.deltas then
-        board.deltas = {}
-        ctx.hist[board.hist] = board.deltas
-        ctx.hist[#ctx.hist + 1] = board.hist
+      if not ctx.hist[board.hist] then -- its histogram's changes (flush_histograms), shared with the general path
+        ctx.hist[board.hist], ctx.hist[#ctx.hist + 1] = {}, board.hist
       end
+      board.deltas = ctx.hist[board.hist]
       if period.expire_at > 0 then -- its expiry, set once the board is written (flush_boards)
         board.held.expire_at = period.expire_at
         ctx.expiring[board.key] = true
@@ -47,17 +43,15 @@ function submit.common_boards(keys, layout, periods, ctx)
     lo, hi = math.max(lo, period.start_ms), math.min(hi, period.end_ms - 1)
     max_points = math.min(max_points, period.max_points)
   end
-  local common = { boards = boards, periods = in_periods, players = {}, listed = {}, lo = lo, hi = hi,
-    max_points = max_points, top_n = def.top_n, def = def, keys = not def.points and def.keys, values = {}, points_key = def.points_key,
-    last = def.last, board = boards[1].scope ~= 'global' and boards[1].scope or nil }
+  local common = { boards = boards, periods = in_periods, players = {}, listed = {}, lo = lo, hi = hi, max_points = max_points,
+    top_n = def.top_n, def = def, keys = not def.points and def.keys, values = {}, last = def.last, board = boards[1].scope ~= 'global' and boards[1].scope }
   ctx.commons[#ctx.commons + 1] = common
   return common
 end
 
--- Returns DUPLICATE or OK, or nil (nothing written) when the slip must take the general path (a
--- refusal of any kind). Its id and player are printable ASCII and its ts digits, as are a slip's
--- points (the one scan of COMMON_SLIP, lb_submit's check of a full record); values: a full
--- record's key values ('' for a slip).
+-- DUPLICATE or OK, or nil (nothing written): the slip takes the general path (any refusal). Its id and
+-- player are printable ASCII, its ts digits (lb_submit checks), as a slip's points (COMMON_SLIP's
+-- scan); values a full record's key values ('' for a slip).
 function submit.apply_common(ctx, common, id, player, points_text, values, ts_text, name, mark)
   local MAX_ID_BYTES, top_n = valid.MAX_ID_BYTES, common.top_n -- each read more than once a slip: one table read
   if #id > MAX_ID_BYTES or ctx.banned_players[player] then
@@ -72,7 +66,7 @@ function submit.apply_common(ctx, common, id, player, points_text, values, ts_te
   end
   local points, ts, keys = tonumber(points_text), tonumber(ts_text), common.keys
   if keys then -- key values as definitions.slip_values takes them (its text, its checks), then packed
-    local text, pos, last, v = values ~= '' and values or common.points_key and points_text or '', 1, #keys, common.values
+    local text, pos, last, v = values ~= '' and values or common.def.points_key and points_text or '', 1, #keys, common.values
     for i = 1, last do
       local part, after = text:match('^(%-?%d+)()', pos)
       local key, n = keys[i], tonumber(part)
@@ -154,9 +148,7 @@ function submit.apply_common(ctx, common, id, player, points_text, values, ts_te
   a.n = k
   a.id[k], a.player[k], a.op[k], a.improved[k], a.rank[k] = id, player, '', improved_any and '1' or '0', activity_rank
   a.points[k] = keys and '' or points >= POW10[#points_text] and points_text or batch.canonical(points_text, points)
-  if common.board then
-    a.board[k], a.boards = common.board, true
-  end
+  a.board[k], a.boards = common.board or nil, a.boards or common.board -- a defined board's (log_activity)
   a.ts[k] = ts >= POW10[#ts_text] and ts_text or batch.canonical(ts_text, ts)
   return submit.OK
 end

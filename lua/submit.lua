@@ -455,10 +455,8 @@ function submit.lb_submit(keys, args)
     elseif not name then
       return refuse('bad_request', 'malformed batch')
     end
-    -- a defined board's slip (key values): the one pass may take it, its id, player and ts as COMMON_SLIP's
-    if meta == '' and op == '' and outcome ~= '1' and not found.def.points and (id .. '\t' .. player .. '\t0\t' .. ts .. '\t'):find(COMMON_SLIP) then
-      full[i] = nil
-    end
+    -- a slip of key values the one pass may take: its id, player and ts as COMMON_SLIP takes them
+    full[i] = not (meta == '' and op == '' and outcome ~= '1' and not found.def.points and (id .. '\t' .. player .. '\t0\t' .. ts .. '\t'):find(COMMON_SLIP)) and full[i] or nil
     ids[i], players[i], points_texts[i], stamps[i], names[i], lays[i], keys_texts[i] = id, player, points, ts, name, found, values or ''
     if not distinct[player] then
       distinct[player] = true
