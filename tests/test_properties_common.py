@@ -72,7 +72,7 @@ def packed_boards(draw: st.DrawFn) -> tuple[boards.Definition, list[dict[str, st
     )
     assert definition.encoding == boards.PACKED
     # mostly within the bounds (at them often), now and then one past them (key_out_of_range)
-    values = [st.integers(0, 3).flatmap(lambda x, k=k: bounded_value(k) if x == 0 else within(k)) for k in keys]
+    values = [st.one_of(within(k), within(k), within(k), bounded_value(k)) for k in keys]
     slips = []
     for _ in range(draw(st.integers(1, 30))):
         count = n if draw(st.integers(0, 9)) else draw(st.sampled_from([n - 1, n + 1]))
