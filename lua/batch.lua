@@ -446,9 +446,7 @@ function batch.log_activity(ctx, sub, points, ts, improved, rank, board)
   -- a slip of key values has no points ('': whatever points field it carried besides)
   a.id[n], a.player[n], a.points[n], a.op[n] = sub.id, sub.player, points == '' and '' or batch.canonical(sub.points, points), sub.op
   a.ts[n], a.improved[n], a.rank[n] = batch.canonical(sub.ts, ts), improved and '1' or '0', rank == 0 and '0' or rank
-  if board ~= '' then
-    a.board[n], a.boards = board, true
-  end
+  a.board[n] = board ~= '' and board or nil
 end
 
 function batch.flush_activity(ctx)
@@ -461,7 +459,7 @@ function batch.flush_activity(ctx)
     fields[#fields + 1] = column
     fields[#fields + 1] = table.concat(a[column], '\n')
   end
-  if a.boards then
+  if next(a.board) then
     local boards = a.board
     for i = 1, a.n do
       boards[i] = boards[i] or ''

@@ -44,16 +44,16 @@ function submit.common_boards(keys, layout, periods, ctx)
     max_points = math.min(max_points, period.max_points)
   end
   local common = { boards = boards, periods = in_periods, players = {}, listed = {}, lo = lo, hi = hi, max_points = max_points,
-    top_n = def.top_n, def = def, keys = not def.points and def.keys, values = {}, last = def.last, board = boards[1].scope ~= 'global' and boards[1].scope }
+    top_n = def.top_n, def = def, keys = not def.points and def.keys, values = {}, last = def.last, board = boards[1].scope ~= 'global' and boards[1].scope or nil }
   ctx.commons[#ctx.commons + 1] = common
   return common
 end
 
 -- DUPLICATE or OK, or nil (nothing written): the slip takes the general path (any refusal). Its id and
 -- player are printable ASCII, its ts digits (lb_submit checks), as a slip's points (COMMON_SLIP's
--- scan); values a full record's key values ('' for a slip).
+-- scan); values a full record's key values (nil for a slip).
 function submit.apply_common(ctx, common, id, player, points_text, values, ts_text, name, mark)
-  local MAX_ID_BYTES, top_n = valid.MAX_ID_BYTES, common.top_n -- each read more than once a slip: one table read
+  local MAX_ID_BYTES, top_n, tie_last = valid.MAX_ID_BYTES, common.top_n, common.last -- each read more than once a slip: one table read
   if #id > MAX_ID_BYTES or ctx.banned_players[player] then
     return nil
   end
@@ -91,7 +91,7 @@ function submit.apply_common(ctx, common, id, player, points_text, values, ts_te
     local old = scores[player] or nil
     local t = (ts - board.start_ms) / board.unit_ms -- pack_score; x - x % 1 is floor(x) for x >= 0
     t = t - t % 1
-    local score = points * scale + (common.last and t or scale - 1 - t)
+    local score = points * scale + (tie_last and t or scale - 1 - t)
     if old == nil or score > old or (score ~= old and board.own_op == 'set') then
       local nth = nths[key]
       if nth == nil then
@@ -148,7 +148,9 @@ function submit.apply_common(ctx, common, id, player, points_text, values, ts_te
   a.n = k
   a.id[k], a.player[k], a.op[k], a.improved[k], a.rank[k] = id, player, '', improved_any and '1' or '0', activity_rank
   a.points[k] = keys and '' or points >= POW10[#points_text] and points_text or batch.canonical(points_text, points)
-  a.board[k], a.boards = common.board or nil, a.boards or common.board -- a defined board's (log_activity)
+  if common.board then -- a defined board's (log_activity)
+    a.board[k] = common.board
+  end
   a.ts[k] = ts >= POW10[#ts_text] and ts_text or batch.canonical(ts_text, ts)
   return submit.OK
 end

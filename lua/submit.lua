@@ -455,9 +455,10 @@ function submit.lb_submit(keys, args)
     elseif not name then
       return refuse('bad_request', 'malformed batch')
     end
-    -- a slip of key values the one pass may take: its id, player and ts as COMMON_SLIP takes them
-    full[i] = not (meta == '' and op == '' and outcome ~= '1' and not found.def.points and (id .. '\t' .. player .. '\t0\t' .. ts .. '\t'):find(COMMON_SLIP)) and full[i] or nil
-    ids[i], players[i], points_texts[i], stamps[i], names[i], lays[i], keys_texts[i] = id, player, points, ts, name, found, values or ''
+    if meta == '' and op == '' and outcome ~= '1' and not found.def.points and (id .. '\t' .. player .. '\t0\t' .. ts .. '\t'):find(COMMON_SLIP) then
+      full[i], keys_texts[i] = nil, values -- key values the one pass may take: id, player and ts as COMMON_SLIP's
+    end
+    ids[i], players[i], points_texts[i], stamps[i], names[i], lays[i] = id, player, points, ts, name, found
     if not distinct[player] then
       distinct[player] = true
       listed[#listed + 1] = player
@@ -501,7 +502,7 @@ function submit.lb_submit(keys, args)
       and apply_common(ctx, common, ids[i], players[i], points_texts[i], keys_texts[i], stamps[i], names[i], current.mark)
     if not result then
       sub.n, sub.id, sub.player, sub.points, sub.op, sub.ts, sub.name = i, ids[i], players[i], points_texts[i], '', stamps[i], names[i]
-      sub.layout, sub.outcome, sub.keys, sub.meta = current, false, keys_texts[i], ''
+      sub.layout, sub.outcome, sub.keys, sub.meta = current, false, keys_texts[i] or '', ''
       if record and record > 0 then
         local id, player, points, op, ts, name, outcome, values, meta = unpack(args, record, record + FULL_FIELDS - 1)
         sub.op, sub.outcome, sub.keys, sub.meta = op, outcome == '1', values, meta
