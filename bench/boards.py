@@ -7,7 +7,8 @@ private redis-server:
 
 * ``default``: the game's own board (one key, points, packed double), its common slips;
 * ``default_general``: the same board, its slips sent with an operator: lb_submit's general path
-  (the one every defined board's slips take), not the common slip's one pass (lua/common.lua);
+  (a lex board's slips, and any slip with an operator, incr or metadata), not the common slip's
+  one pass (lua/common.lua, which a packed board's best or set slips take);
 * ``two_keys``: a defined board of two unbounded keys, desc then asc (lex members);
 * ``two_keys_packed``: two bounded keys, a level 0..99 desc then a time 0..1,000,000 ms asc
   (packed: their ranges fit one double with alltime's 26 bits of time);
@@ -62,8 +63,8 @@ CONFIG = GameConfig(game="bench", windows=("daily", "weekly", "alltime"))
 WINDOWS = ("daily", "weekly", "alltime")
 CHUNK = 500
 # The default board again, its slips sent with an operator (``op``): lb_submit then plans and
-# writes them by the general path every defined board's slips take, not the common slip's pass
-# (lua/common.lua), so the two paths' costs on the same board are read side by side.
+# writes them by the general path (a lex board's slips take it, and any slip with an operator),
+# not the common slip's pass (lua/common.lua), so the two paths' costs are read side by side.
 GENERAL = "default_general"
 SHAPES: dict[str, dict[str, Any] | None] = {
     "default": None,
