@@ -1,13 +1,10 @@
 -- lb_submit's common slip in one pass: to a packed board (the game's points, or 1-5 bounded keys),
 -- its own operator best or set, no tournament, dense mode, rows, kept outcome or metadata (nearly
--- every slip). common_boards decides once per layout and batch whether its slips may (its record,
--- or false) and what they share: the boards' records, the window of all its periods, the smallest
--- points cap. apply_common checks and writes a slip as submit.plan + submit.apply would, no table
--- per slip or board (tests/test_properties_common.py holds the two equal); a slip it cannot take
--- whole (a refusal writes nothing) goes the general way, which names the exact error. It inlines
--- the general path's helpers (parse_uint, check_time, pack_score, nth, in_top, defer_write, the
--- histogram deltas, log_activity): a Lua call was about 200 machine instructions, and inlining
--- took the slip's VM instructions from 722 to 521 (docs/benchmarks.md, the bench.replay section).
+-- every slip). common_boards decides per layout and batch whether its slips may, and what they
+-- share; apply_common checks and writes a slip as submit.plan + submit.apply would (held equal by
+-- tests/test_properties_common.py); any refusal goes the general way, which names the error. It
+-- inlines pack_score, nth, in_top, defer_write, the histogram deltas and log_activity: a Lua call
+-- costs ~200 machine instructions; inlining took a slip from 722 to 521 VM ones (docs/benchmarks.md).
 function submit.common_boards(keys, layout, periods, ctx)
   local def = layout.def
   if def.lex or def.per_key or ctx.rows then
@@ -49,9 +46,8 @@ function submit.common_boards(keys, layout, periods, ctx)
   return common
 end
 
--- DUPLICATE or OK, or nil (nothing written): the slip takes the general path (any refusal). Its id and
--- player are printable ASCII, its ts digits (lb_submit checks), as a slip's points (COMMON_SLIP's
--- scan); values a full record's key values (nil for a slip).
+-- DUPLICATE or OK, or nil (nothing written: the general path). id and player are printable ASCII,
+-- ts (and a slip's points) digits: COMMON_SLIP's scan; values: a full record's key values, or nil.
 function submit.apply_common(ctx, common, id, player, points_text, values, ts_text, name, mark)
   local MAX_ID_BYTES, top_n, tie_last = valid.MAX_ID_BYTES, common.top_n, common.last -- each read more than once a slip: one table read
   if #id > MAX_ID_BYTES or ctx.banned_players[player] then
@@ -88,12 +84,11 @@ function submit.apply_common(ctx, common, id, player, points_text, values, ts_te
   for b = 1, #boards do
     local board = boards[b]
     local key, scores, scale = board.key, board.scores, board.scale
-    local old = scores[player] or nil
+    local old, nth = scores[player] or nil, nths[key] -- nth: the N-th score, where the batch read it (submit.nth)
     local t = (ts - board.start_ms) / board.unit_ms -- pack_score; x - x % 1 is floor(x) for x >= 0
     t = t - t % 1
     local score = points * scale + (tie_last and t or scale - 1 - t)
     if old == nil or score > old or (score ~= old and board.own_op == 'set') then
-      local nth = nths[key]
       if nth == nil then
         nth = submit.nth(ctx, board)
       end
@@ -131,8 +126,13 @@ function submit.apply_common(ctx, common, id, player, points_text, values, ts_te
         activity_rank = rank + 1
       end
       improved_any = improved_any or old == nil or score > old
-    elseif b == 1 and submit.in_top(ctx, key, player, old, submit.nth(ctx, board), top_n) then
-      activity_rank = batch.board_rank(ctx, key, player, top_n) + 1
+    elseif b == 1 then -- the activity entry's rank in the top N (in_top inlined: a slip not beating its best)
+      if nth == nil then
+        nth = submit.nth(ctx, board)
+      end
+      if nth == false or old > nth or (old == nth and submit.in_top(ctx, key, player, old, nth, top_n)) then
+        activity_rank = batch.board_rank(ctx, key, player, top_n) + 1
+      end
     end
   end
   if not common.listed[player] then -- listed once, counted in each of the layout's periods: count_players
