@@ -16,7 +16,7 @@ board's), how many times its top N changed meanwhile (its top-N version), what t
 ``delta`` and as ``snapshot``, and the bytes of each (payloads, before the frame's header). Each
 delta is applied to the snapshot held (leaderboard/delta.py); one that does not fit counts as a
 mismatch (none should). Prints a table and (unless --no-write) records it in
-bench/results/deltas-live.json.
+bench/results/deltas-live-<rate>.json.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import orjson
 from websockets.asyncio.client import connect as ws_connect
 
 from bench import results as bench_results
+from bench.drain import baseline_error
 from bench.gateway import BOARD, GAME, KEYS, WINDOW, _start_target, _wait_listening, source_tree, stop
 from bench.scorer_sustained import scorer_env
 from fleet.children import stop_process
@@ -50,7 +51,6 @@ class Side:
     """What one side's run counted over the measured seconds."""
 
     name: str
-    published: int = 0  # versions of the board the socket was sent (snapshots and deltas)
     top_changes: int = 0  # the board's top-N version's growth over the same seconds
     deltas: int = 0
     snapshots: int = 0
@@ -59,12 +59,17 @@ class Side:
     mismatches: int = 0
 
     @property
+    def published(self) -> int:
+        """Versions of the board the socket was sent (snapshots and deltas)."""
+        return self.deltas + self.snapshots
+
+    @property
     def share(self) -> float:
-        return self.deltas / max(1, self.deltas + self.snapshots)
+        return self.deltas / max(1, self.published)
 
     @property
     def bytes_per_delivery(self) -> float:
-        return (self.delta_bytes + self.snapshot_bytes) / max(1, self.deltas + self.snapshots)
+        return (self.delta_bytes + self.snapshot_bytes) / max(1, self.published)
 
     @property
     def full_bytes(self) -> float:
@@ -137,7 +142,6 @@ async def run_side(name: str, tree: Path, args: Any) -> Side:
             await asyncio.sleep(1.5)
             done.set()
             await watcher
-            side.published = side.deltas + side.snapshots
             print(f"{name}: {time.monotonic() - started:.0f} s measured", file=sys.stderr)
         finally:
             stop_traffic.set()
@@ -172,13 +176,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=1, help="each side this many times, alternating")
     bench_results.add_no_write(p)
     args = p.parse_args(argv)
+    if min(args.rate, args.rounds) < 1 or args.seconds <= 0 or args.warmup < 0:
+        p.error("--rate and --rounds must be at least 1, --seconds above 0 and --warmup at least 0")
+    if Path(args.baseline).is_file() or baseline_error(args.baseline):
+        p.error(f"--baseline: {args.baseline!r} is not a git ref of this repository")
     sides: list[Side] = []
     for _ in range(args.rounds):
         for name, tree in ((f"scorer@{args.baseline}", source_tree(args.baseline)), ("scorer (this tree)", ROOT)):
             sides.append(asyncio.run(run_side(name, tree, args)))
     print(f"weekly global board, {args.rate} matches/s, {args.seconds:.0f} s per side and round")
     print("\n".join(table(sides)))
-    rows = [{**asdict(s), "share": s.share, "bytes_per_delivery": s.bytes_per_delivery} for s in sides]
+    rows = [
+        {**asdict(s), "published": s.published, "share": s.share, "bytes_per_delivery": s.bytes_per_delivery}
+        for s in sides
+    ]
     figures = {"rate": args.rate, "seconds": args.seconds, "baseline": args.baseline, "sides": rows}
     bench_results.save(f"deltas-live-{args.rate}", figures, args, module="bench.deltas_live", argv=argv)
     return 0
