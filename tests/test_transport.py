@@ -110,10 +110,14 @@ async def test_a_budget_bounds_the_redis_time_of_all_the_calls_inside(redis_url:
     would take the sum past the bound is cut, whatever kind of call it is."""
     client = connect(redis_url, socket_timeout=None)
     try:
-        with redis_budget(500 * MS):
-            assert await client.blpop(["empty"], timeout=0.3) is None  # 0.3 s of the 0.5 s spent
+        assert await client.ping()  # the connection made outside the budget
+        with redis_budget(1000 * MS):
+            # Redis answers a BLPOP no sooner than its timeout (and up to a cron tick later on a
+            # busy machine): at least 0.4 s of the 1 s is spent, so 0.7 s more cannot fit, though
+            # alone it would.
+            assert await client.blpop(["empty"], timeout=0.4) is None
             with pytest.raises(RedisTimeoutError):
-                await client.blpop(["empty"], timeout=0.3)
+                await client.blpop(["empty"], timeout=0.7)
 
         async def piped() -> list[object]:
             pipe = client.pipeline(transaction=False)
