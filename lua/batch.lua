@@ -167,9 +167,8 @@ end
 -- already held keeps the batch's view, deferred writes included), and its writes gathered into
 -- one multi-member ZADD. A read of the key itself (a rank, the N-th score, a count) flushes them
 -- first, so it sees exactly what a ZADD per slip left.
--- A lex board (`members`: player -> member) is held alike: one HMGET, then one ZREM of the
--- replaced members, one ZADD of the new (score 0) and one HSET: four calls a slip were most of
--- its cost.
+-- A lex board (`members`: player -> member) alike: one HMGET, then one ZREM of the replaced
+-- members, one ZADD of the new (score 0), one HSET, where four calls a slip were most of its cost.
 function batch.held_board(ctx, key, layout, members)
   local held = ctx.held[key]
   if not held then
@@ -236,7 +235,7 @@ function batch.flush_board(ctx, key)
     held.gone = {}
   end
   batch.chunked('ZADD', key, adds)
-  -- emptied in place (the next writes list over the old ones): apply_common's board records hold it
+  -- emptied in place (the next writes list over the old ones): the common pass's board records hold it
   pending.n = 0
 end
 

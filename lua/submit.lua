@@ -395,11 +395,9 @@ function submit.lb_submit(keys, args)
     return refuse('library_mismatch', 'the function library reads layout ' .. batch.SUBMIT_LAYOUT
       .. " of lb_submit's call; this call is another release's")
   end
-  -- What the loops below use per slip, bound once per batch: a module's field is a table read at
-  -- each use where a local is a register.
+  -- bound once per batch: a module's field is a table read at each use, a local a register
   local SUBMISSION_FIELDS, FULL_FIELDS = batch.SUBMISSION_FIELDS, batch.FULL_FIELDS
-  local COMMON_SLIP, ANY_SLIP = batch.COMMON_SLIP, batch.ANY_SLIP
-  local apply_common, apply_submission = submit.apply_common, submit.apply_submission
+  local COMMON_SLIP, ANY_SLIP, apply_submission = batch.COMMON_SLIP, batch.ANY_SLIP, submit.apply_submission
   local ctx = {
     versions = keys[1], activity = keys[2], profiles = keys[3], banned = keys[4], scopes = keys[5],
     now = tonumber(now_ms), maxlen = tonumber(activity_maxlen),
@@ -487,19 +485,18 @@ function submit.lb_submit(keys, args)
     mark.before, mark.ids = batch.held('SMISMEMBER', mark.key, mark.ids), {}
   end
   -- one record table refilled for each slip: a table per slip was a measurable share of the call
-  local results, sub, current, common = {}, {}, nil, nil
+  local results, sub, current, pass = {}, {}, nil, nil
   for i = 1, count do
     if lays[i] ~= current then
       current = lays[i]
-      common = current.common
-      if common == nil then -- decided once per layout and batch
-        common = submit.common_boards(keys, current, periods, ctx)
-        current.common = common
+      pass = current.pass
+      if pass == nil then -- decided once per layout and batch
+        pass = submit.common_boards(keys, current, periods, ctx)
+        current.pass = pass
       end
     end
     local record = full[i]
-    local result = common and not record
-      and apply_common(ctx, common, ids[i], players[i], points_texts[i], keys_texts[i], stamps[i], names[i], current.mark)
+    local result = pass and not record and pass(ids[i], players[i], points_texts[i], keys_texts[i], stamps[i], names[i])
     if not result then
       sub.n, sub.id, sub.player, sub.points, sub.op, sub.ts, sub.name = i, ids[i], players[i], points_texts[i], '', stamps[i], names[i]
       sub.layout, sub.outcome, sub.keys, sub.meta = current, false, keys_texts[i] or '', ''
