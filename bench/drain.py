@@ -83,12 +83,30 @@ PLAYERS: dict[str, Callable[[random.Random], int]] = {
 
 
 async def fill(
-    url: str, count: int, seed: int, per_call: int, *, names: bool = False, players: str = "uniform"
+    url: str,
+    count: int,
+    seed: int,
+    per_call: int,
+    *,
+    names: bool = False,
+    players: str = "uniform",
+    regions: int = 0,
 ) -> None:
+    """``count`` submissions queued; with ``regions``, each names one of that many regions (the
+    game's boards are then kept per region too: more, smaller boards in each batch)."""
     client = connect(url)
     queue = Queue(client, GameConfig(game="bench"), backlog_max=count + per_call)
     rnd, now, player = random.Random(seed), now_ms(), PLAYERS[players]
-    subs = [Submission(f"s{i}", f"p{player(rnd)}", rnd.randrange(1_000_000), now) for i in range(count)]
+    subs = [
+        Submission(
+            f"s{i}",
+            f"p{player(rnd)}",
+            rnd.randrange(1_000_000),
+            now,
+            region=f"r{rnd.randrange(regions)}" if regions else None,
+        )
+        for i in range(count)
+    ]
     for start in range(0, count, per_call):
         await submit(queue, subs[start : start + per_call], names=names)
     await client.aclose()

@@ -25,8 +25,8 @@ from pathlib import Path
 import redis
 
 from bench import results
-from bench.drain import PLAYERS, baseline_error, code_tree, tree_library
-from bench.replay import Call, capture, encoded
+from bench.drain import baseline_error, code_tree, tree_library
+from bench.replay import Call, add_workload, capture, encoded
 from fleet.redis_server import RedisServer
 from leaderboard.library import library_code
 from leaderboard.settings import argument_parser
@@ -69,9 +69,7 @@ def count(code: str, calls: list[Call], scratch: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m bench.instructions", __doc__ or "")
     p.add_argument("--submissions", type=int, default=10_000, help="submissions captured and replayed")
-    p.add_argument("--seed", type=int, default=1, help="seed of the generated workload")
-    p.add_argument("--players", choices=sorted(PLAYERS), default="uniform", help="who submits (bench.replay's)")
-    p.add_argument("--batch", type=int, default=500, help="entries per batch (the scorer's LB_SCORER_BATCH)")
+    add_workload(p)
     p.add_argument(
         "--baseline-library",
         metavar="REF|PATH",
@@ -79,15 +77,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     results.add_no_write(p)
     args = p.parse_args(argv)
-    if min(args.submissions, args.batch) < 1:
-        p.error("--submissions and --batch must be at least 1")
+    if min(args.submissions, args.batch) < 1 or args.regions < 0:
+        p.error("--submissions and --batch must be at least 1, --regions at least 0")
     if error := baseline_error(args.baseline_library):
         p.error(f"--baseline-library: {error}")
     if shutil.which(VALGRIND) is None:
         p.error("valgrind is not installed (Debian: apt-get install valgrind)")
-    batches, now = capture(args.submissions, args.seed, args.batch, args.players)
+    batches, now = capture(args.submissions, args.seed, args.batch, args.players, args.regions)
     n = sum(len(b) for b in batches)
-    print(f"== {n:,} submissions in {len(batches)} batches of {args.batch}, {args.players} players")
+    regions = f", {args.regions} regions" if args.regions else ""
+    print(f"== {n:,} submissions in {len(batches)} batches of {args.batch}, {args.players} players{regions}")
     per_submission: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="instructions-") as scratch:
         sides: dict[str, tuple[str, list[Call]]] = {}
@@ -104,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         "submissions": n,
         "batch": args.batch,
         "players": args.players,
+        "regions": args.regions,
         "baseline_library": args.baseline_library,
         "instructions_per_submission": per_submission,
     }

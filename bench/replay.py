@@ -30,6 +30,7 @@ Unless ``--no-write``, the figures are recorded in bench/results/replay.json.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import statistics
@@ -68,15 +69,34 @@ json.dump([[plan.keys, plan.args] for plan in plans], sys.stdout)
 Call = tuple[str, list[Any]]  # (function, [numkeys, *keys, *args])
 
 
+def add_workload(p: argparse.ArgumentParser) -> None:
+    """The options that choose the captured workload (capture), bench.instructions' too."""
+    p.add_argument("--seed", type=int, default=1, help="seed of the generated workload")
+    p.add_argument(
+        "--players",
+        choices=sorted(PLAYERS),
+        default="uniform",
+        help="who submits: uniform over 50,000 players, or pareto as bench.scorer draws them",
+    )
+    p.add_argument(
+        "--regions",
+        type=int,
+        default=0,
+        help="each slip names one of this many regions, so the game's boards are kept per region too: "
+        "more and smaller boards per batch (0: none)",
+    )
+    p.add_argument("--batch", type=int, default=500, help="entries per batch (the scorer's LB_SCORER_BATCH)")
+
+
 def capture(
-    submissions: int, seed: int, batch: int, players: str = "uniform"
+    submissions: int, seed: int, batch: int, players: str = "uniform", regions: int = 0
 ) -> tuple[list[list[dict[str, str]]], int]:
     """The queued entries' fields, in the scorer's batches, and the time they were read at. By
     name: what every release's encoder reads (a slip passed on as it came is the same argument)."""
     with tempfile.TemporaryDirectory(prefix="replay-capture-") as scratch, RedisServer(scratch) as server:
         r = redis.Redis.from_url(server.url, decode_responses=True)
         r.function_load(library_code(), replace=True)
-        asyncio.run(fill(server.url, submissions, seed, min(batch, 500), players=players))
+        asyncio.run(fill(server.url, submissions, seed, min(batch, 500), players=players, regions=regions))
         now = int(r.time()[0]) * 1000
         stream = GameConfig(game=GAME).keys.submissions
         entries = [entry_fields(fields) for _, fields in cast(Any, r.xrange(stream))]
@@ -217,14 +237,7 @@ def summary(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m bench.replay", __doc__ or "")
     p.add_argument("--submissions", type=int, default=60_000, help="submissions captured and replayed")
-    p.add_argument("--seed", type=int, default=1, help="seed of the generated workload")
-    p.add_argument(
-        "--players",
-        choices=sorted(PLAYERS),
-        default="uniform",
-        help="who submits: uniform over 50,000 players, or pareto as bench.scorer draws them",
-    )
-    p.add_argument("--batch", type=int, default=500, help="entries per batch (the scorer's LB_SCORER_BATCH)")
+    add_workload(p)
     p.add_argument("--rounds", type=int, default=5, help="rounds; each replays every library once, alternating")
     p.add_argument(
         "--baseline-library",
@@ -234,13 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--floor", action="store_true", help="also replay the floor: only the commands a best needs")
     results.add_no_write(p)
     args = p.parse_args(argv)
-    if min(args.submissions, args.batch, args.rounds) < 1:
-        p.error("--submissions, --batch and --rounds must be at least 1")
+    if min(args.submissions, args.batch, args.rounds) < 1 or args.regions < 0:
+        p.error("--submissions, --batch and --rounds must be at least 1, --regions at least 0")
+    if args.floor and args.regions:
+        p.error("--floor writes the global boards only: it takes no --regions")
     if args.floor and args.batch > 1000:
         p.error("--floor takes at most 1000 entries per batch (unpack() bounds a call's arguments)")
     if error := baseline_error(args.baseline_library):
         p.error(f"--baseline-library: {error}")
-    batches, now = capture(args.submissions, args.seed, args.batch, args.players)
+    batches, now = capture(args.submissions, args.seed, args.batch, args.players, args.regions)
     n = sum(len(b) for b in batches)
     sides: dict[str, tuple[str, list[Call]]] = {}
     with tempfile.TemporaryDirectory(prefix="replay-baseline-") as scratch:
@@ -251,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
         sides["this"] = (library_code(), encoded(batches, now, None))
     if args.floor:
         sides["floor"] = (FLOOR_LIBRARY, floor_calls(batches))
-    print(f"== {n:,} submissions in {len(batches)} batches of {args.batch}, {args.rounds} rounds")
+    regions = f", {args.regions} regions" if args.regions else ""
+    print(f"== {n:,} submissions in {len(batches)} batches of {args.batch}, {args.rounds} rounds{regions}")
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     for _ in range(args.rounds):
         for side, figures in replay(sides, n).items():
@@ -264,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         "submissions": n,
         "batch": args.batch,
         "rounds": args.rounds,
+        "players": args.players,
+        "regions": args.regions,
         "baseline_library": args.baseline_library,
         "libraries": list(sides),
         **summary(runs),

@@ -152,14 +152,14 @@ function definitions.announce(board, player, name, ctx, rank)
   local def = board.def
   local keys = not def.points and select(2, definitions.key_texts(board)) or nil
   local meta = keys and (board.meta_value ~= '' and board.meta_value or redis.call('HGET', board.meta, player))
+  -- cjson writes numbers with 14 significant digits: a key (any int64: 19) or points from 10^14 (any
+  -- below 2^53: 16) go in as their digits, spliced; the game's points (nearly always) as a number
+  local exact = not keys and board.points < 1e14 and board.points or nil
   local json = cjson.encode({
-    type = 'announce', board = board.scope, window = board.period.window, period = board.period.label,
+    type = 'announce', board = board.scope, window = board.period.window, period = board.period.label, score = exact,
     player = player, name = name ~= '' and name or nil, rank = rank, keys = keys, meta = meta or nil,
   })
-  -- score goes in as the key's digits: cjson writes numbers with 14 significant digits, and a
-  -- key is any int64 (19), the game's points any below 2^53 (16)
-  local score = keys and keys[1] or string.format('%d', board.points)
-  redis.call('SPUBLISH', ctx.announce, '{"score":' .. score .. ',' .. json:sub(2))
+  redis.call('SPUBLISH', ctx.announce, exact and json or '{"score":' .. (keys and keys[1] or string.format('%d', board.points)) .. ',' .. json:sub(2))
 end
 
 -- Board definitions --------------------------------------------------------------------------

@@ -39,7 +39,8 @@ def test_a_library_doing_more_per_slip_counts_more_instructions(
 
 
 @pytest.mark.parametrize(
-    "argv", [["--submissions", "0"], ["--batch", "0"], ["--baseline-library", "no-such-ref-or-file"]]
+    "argv",
+    [["--submissions", "0"], ["--batch", "0"], ["--regions", "-1"], ["--baseline-library", "no-such-ref-or-file"]],
 )
 def test_bad_arguments_get_a_usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:

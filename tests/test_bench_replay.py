@@ -54,8 +54,33 @@ def test_replay_of_a_git_ref_uses_its_own_encoder(
     assert results.load("replay", tmp_path) is None
 
 
-@pytest.mark.parametrize("argv", [["--submissions", "0"], ["--rounds", "0"], ["--floor", "--batch", "1001"]])
+def test_replay_over_regions_keeps_the_games_boards_per_region(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    assert main(["--submissions", "1000", "--rounds", "1", "--regions", "50"]) == 0
+    assert "== 1,000 submissions in 2 batches of 500, 1 rounds, 50 regions" in capsys.readouterr().out
+    doc = results.load("replay", tmp_path)
+    assert doc is not None
+    figures = doc["figures"]
+    assert figures["regions"] == 50 and figures["statuses"]["this"] == {"ok": 1000}
+    # each batch's region boards read apart: a layout per region, its boards' scores one ZMSCORE each
+    # (without regions: three for the batch, 0.006 a submission)
+    assert figures["calls_by_command"]["this"]["zmscore"] > 0.1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--submissions", "0"],
+        ["--rounds", "0"],
+        ["--floor", "--batch", "1001"],
+        ["--regions", "-1"],
+        ["--floor", "--regions", "3"],
+    ],
+)
 def test_replay_refuses_bad_counts_with_a_usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(argv)
-    assert exit_.value.code == 2 and re.search("must be at least|at most 1000", capsys.readouterr().err)
+    refusal = "must be at least|at most 1000|takes no --regions"
+    assert exit_.value.code == 2 and re.search(refusal, capsys.readouterr().err)
