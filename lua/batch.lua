@@ -113,10 +113,12 @@ end
 -- Reads made once per batch ----------------------------------------------------------------
 
 -- A command of `key` and many items, in calls of at most 1,000 (unpack() is bounded by Lua's C
--- stack). Returns an item-per-reply command's replies (HMGET) in order, or marks in `found` the
--- items a set (SMISMEMBER) or hash (HMGET) holds. The batch's reads (held, held_board) loop over
--- the replies where they come: a copy of each was measurable there.
+-- stack): an item-per-reply command's replies (HMGET) in order, as they come when one call holds
+-- them (a copy of each was measurable), or the items a set or hash holds marked in `found`.
 function batch.chunked(command, key, items, found)
+  if not found and #items <= 1000 then
+    return #items > 0 and redis.call(command, key, unpack(items)) or {}
+  end
   local out = found or {}
   for i = 1, #items, 1000 do
     local last = math.min(i + 999, #items)
@@ -218,8 +220,7 @@ function batch.flush_board(ctx, key)
   if not (held and held.pending.n > 0) then
     return
   end
-  local pending, scores, members, adds = held.pending, held.scores, held.members, {}
-  local fields = members and {}
+  local pending, scores, members, adds, fields = held.pending, held.scores, held.members, {}, held.members and {}
   for i = 1, pending.n do
     local player = pending[i]
     local score = scores[player]
@@ -339,8 +340,7 @@ function batch.flush_histograms(ctx)
     for i, bucket in ipairs(buckets) do
       local count = (tonumber(counts[i]) or 0) + deltas[hist_key][bucket]
       if count > 0 then
-        set[#set + 1] = bucket
-        set[#set + 1] = count
+        set[#set + 1], set[#set + 2] = bucket, count
       else
         emptied[#emptied + 1] = bucket
       end
