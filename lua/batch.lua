@@ -42,14 +42,16 @@ end
 -- The layout records (the boards and seen bucket the batch's slips share): a count at pos, then
 -- each layout and its boards, of one definition (the game's own, `default`, of encoding points:
 -- no members or metadata). A layout gathers its slips' distinct players (their scores are read
--- on each of its boards) and, per seen bucket (one mark each, listed in marks), their ids.
+-- on each of its boards) and, per seen bucket (one mark each, listed in marks), their ids. Each
+-- board's record for the batch (a record per layout and key) is made here; its held entries
+-- (batch.held_board) are read at the first slip that writes it.
 function batch.read_layouts(keys, periods, args, pos, defs)
   local layouts, marks, count = {}, {}, tonumber(args[pos]) or 0
   pos = pos + 1
   for l = 1, count do
     local seen_key, outcomes_key, seen_expire_at, board_count = unpack(args, pos, pos + batch.LAYOUT_FIELDS - 1)
     local layout = { seen = keys[tonumber(seen_key)], outcomes = keys[tonumber(outcomes_key)],
-      seen_expire_at = seen_expire_at, refs = {} }
+      seen_expire_at = seen_expire_at, boards = {} }
     board_count = tonumber(board_count)
     if not (layout.seen and layout.outcomes and valid.parse_uint(seen_expire_at, 12) and board_count and board_count > 0) then
       return nil
@@ -58,15 +60,14 @@ function batch.read_layouts(keys, periods, args, pos, defs)
     for b = 1, board_count do
       local board_key, period, op, scope, hist_key, points_key, definition, members_key, meta_key =
         unpack(args, pos, pos + batch.BOARD_FIELDS - 1)
-      local ref = { key = tonumber(board_key), period = tonumber(period), op = op, scope = scope,
-        hist = keys[tonumber(hist_key)], pts = keys[tonumber(points_key)], members = tonumber(members_key),
-        meta = tonumber(meta_key) }
-      layout.def = defs[tonumber(definition)]
-      if not (ref.key and keys[ref.key] and periods[ref.period] and ref.op and ref.scope and ref.hist and ref.pts
-          and layout.def and (layout.def.points or keys[ref.members] and keys[ref.meta])) then
+      local def = defs[tonumber(definition)]
+      local board = { key = keys[tonumber(board_key)], period = periods[tonumber(period)], own_op = op, scope = scope,
+        hist = keys[tonumber(hist_key)], pts = keys[tonumber(points_key)], def = def, top_n = def and def.top_n,
+        members = keys[tonumber(members_key)], meta = keys[tonumber(meta_key)] }
+      if not (board.key and board.period and op and scope and board.hist and board.pts and def and (def.points or board.members and board.meta)) then
         return nil
       end
-      layout.refs[b] = ref
+      layout.def, layout.boards[b] = def, board
       pos = pos + batch.BOARD_FIELDS
     end
     layout.mark = marks[layout.seen] or { key = layout.seen, expire_at = seen_expire_at, ids = {}, applied = {} }
@@ -312,17 +313,6 @@ function batch.check_time(sub, ctx)
     return nil, entry_error('timestamp_too_old', 'timestamp is older than the idempotency window')
   end
   return ts
-end
-
--- A layout board's record for the batch: what does not change from slip to slip, set once (a
--- record per layout and key, as the read), with its held entries (held_board).
-function batch.layout_board(keys, ref, period, layout, ctx)
-  local def = layout.def
-  local board = { key = keys[ref.key], hist = ref.hist, pts = ref.pts, period = period, scope = ref.scope,
-    own_op = ref.op, def = def, top_n = def.top_n, members = keys[ref.members], meta = keys[ref.meta] }
-  board.held = batch.held_board(ctx, board.key, layout, def.lex and board.members)
-  ref.board = board
-  return board
 end
 
 -- The batch's histogram changes, three calls per histogram however many buckets moved (HMGET,

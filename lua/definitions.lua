@@ -145,23 +145,6 @@ function definitions.key_texts(board)
   return texts[1], texts
 end
 
--- A board's announcement, its entry at `rank` in the board's mode shaped as its snapshot entries
--- (leaderboard/wire.py), so a page reads every board alike: `score` the first key as a number; a
--- board of key values adds `keys` as text and `meta` when it has some (the game's points neither).
-function definitions.announce(board, player, name, ctx, rank)
-  local def = board.def
-  local keys = not def.points and select(2, definitions.key_texts(board)) or nil
-  local meta = keys and (board.meta_value ~= '' and board.meta_value or redis.call('HGET', board.meta, player))
-  -- cjson writes numbers with 14 significant digits: a key (any int64: 19) or points from 10^14 (any
-  -- below 2^53: 16) go in as their digits, spliced; the game's points (nearly always) as a number
-  local exact = not keys and board.points < 1e14 and board.points or nil
-  local json = cjson.encode({
-    type = 'announce', board = board.scope, window = board.period.window, period = board.period.label, score = exact,
-    player = player, name = name ~= '' and name or nil, rank = rank, keys = keys, meta = meta or nil,
-  })
-  redis.call('SPUBLISH', ctx.announce, exact and json or '{"score":' .. (keys and keys[1] or string.format('%d', board.points)) .. ',' .. json:sub(2))
-end
-
 -- Board definitions --------------------------------------------------------------------------
 -- A definition is validated in full by leaderboard/boards.py (one rule set, with its codes); an
 -- update is a compare-and-set against the definition the caller read and checked (check_update

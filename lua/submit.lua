@@ -21,10 +21,10 @@ function submit.values(def, sub)
 end
 
 -- Returns the activity entry's points ('' for key values), the timestamp and the new scopes (nil:
--- none), the boards planned in ctx.boards, or nil and an error triple. Every check happens here,
+-- none), the layout's boards planned, or nil and an error triple. Every check happens here,
 -- before any write, so a refused submission never leaves a partial update. A layout board's
--- record (batch.layout_board) is reused slip to slip: a table per board per slip was measurable.
-function submit.plan(keys, sub, periods, ctx)
+-- record (batch.read_layouts) is reused slip to slip: a table per board per slip was measurable.
+function submit.plan(sub, ctx)
   local refused = batch.check_slip(sub)
   if refused then
     return nil, refused
@@ -44,10 +44,10 @@ function submit.plan(keys, sub, periods, ctx)
   if def.lex then
     prefix, stamp, who = definitions.lex_prefix(def, values), lex.time_hex(ts, def.last), lex.player_part(sub.player)
   end
-  local boards, new_scopes, new_count = ctx.boards, nil, 0
+  local new_scopes, new_count = nil, 0
   ctx.player = sub.player
-  for b, ref in ipairs(layout.refs) do
-    local period = periods[ref.period]
+  for _, board in ipairs(layout.boards) do
+    local period, scope = board.period, board.scope
     if ts < period.start_ms or ts >= period.end_ms then
       return nil, entry_error('timestamp_outside_window', 'timestamp is outside the ' .. period.window .. ' window ' .. period.label)
     end
@@ -58,20 +58,19 @@ function submit.plan(keys, sub, periods, ctx)
       return nil, entry_error('period_closed', 'the ' .. period.window .. ' period ' .. period.label .. ' is closed: its finals are published')
     end
     -- a scope's board counts, not a definition's home (global, board:<id>)
-    if def.scoped and ref.scope ~= 'global' and not ref.scope:find('^board:[^:]*$')
-        and not (new_scopes and new_scopes[ref.scope]) and not batch.known_scope(ctx, ref.scope) then
+    if def.scoped and scope ~= 'global' and not scope:find('^board:[^:]*$')
+        and not (new_scopes and new_scopes[scope]) and not batch.known_scope(ctx, scope) then
       if ctx.max_scopes > 0 and batch.scope_count(ctx) + new_count >= ctx.max_scopes then
-        return nil, entry_error('too_many_scopes', 'the game has ' .. ctx.max_scopes .. ' region and mode values (LB_MAX_SCOPES): ' .. ref.scope .. ' would be one more')
+        return nil, entry_error('too_many_scopes', 'the game has ' .. ctx.max_scopes .. ' region and mode values (LB_MAX_SCOPES): ' .. scope .. ' would be one more')
       end
       new_scopes = new_scopes or {}
-      new_scopes[ref.scope], new_count = true, new_count + 1
+      new_scopes[scope], new_count = true, new_count + 1
     end
-    local board = ref.board or batch.layout_board(keys, ref, period, layout, ctx)
-    local failure = submit.plan_board(board, sub.op ~= '' and sub.op or ref.op, values, ts, sub, prefix, stamp, who)
+    board.held = board.held or batch.held_board(ctx, board.key, layout, def.lex and board.members)
+    local failure = submit.plan_board(board, sub.op ~= '' and sub.op or board.own_op, values, ts, sub, prefix, stamp, who)
     if failure then
       return nil, failure
     end
-    boards[b] = board
   end
   return def.points and values or '', ts, new_scopes
 end
@@ -178,20 +177,32 @@ function submit.rank(ctx, board, player, at)
   return batch.board_rank(ctx, board.key, player, board.top_n)
 end
 
--- A write changed the board's top N: bump its version; announce an entry (entered:
--- definitions.announce). Returns the member's 0-based rank when it read it (or was given it).
+-- A write changed the board's top N: bump its version; announce an entry (entered_top) at `rank`
+-- (0-based, read here unless given; returned), in the board's mode and shaped as its snapshot
+-- entries (leaderboard/wire.py), so a page reads every board alike: `score` the first key as a
+-- number; a board of key values adds `keys` as text and `meta` when it has some.
 function submit.touch_top(board, player, name, ctx, rank, entered_top)
   local period = board.period
   redis.call('HINCRBY', ctx.versions, period.window .. ':' .. period.label .. ':' .. board.scope, 1)
   ctx.bumped[board.key] = true
   ctx.nth[board.key] = nil -- the N-th entry may have changed
-  if entered_top then
-    local mode = period.mode
-    rank = rank or submit.rank(ctx, board, player, board.member) -- a packed board's: by player
-    definitions.announce(board, player, name, ctx, board.def.lex
-      and (mode == 'ordinal' and rank + 1 or lex.rank(board.key, board.pts, mode, board.member, #board.prefix))
-      or scoring.mode_rank(board.key, board.pts, period.scale, mode, board.points, rank + 1))
+  if not entered_top then
+    return rank
   end
+  local mode, def = period.mode, board.def
+  rank = rank or submit.rank(ctx, board, player, board.member) -- a packed board's: by player
+  local shown = def.lex and (mode == 'ordinal' and rank + 1 or lex.rank(board.key, board.pts, mode, board.member, #board.prefix))
+    or scoring.mode_rank(board.key, board.pts, period.scale, mode, board.points, rank + 1)
+  local keys = not def.points and select(2, definitions.key_texts(board)) or nil
+  local meta = keys and (board.meta_value ~= '' and board.meta_value or redis.call('HGET', board.meta, player))
+  -- cjson writes numbers with 14 significant digits: a key (any int64: 19) or points from 10^14 (any
+  -- below 2^53: 16) go in as their digits, spliced; the game's points (nearly always) as a number
+  local exact = not keys and board.points < 1e14 and board.points or nil
+  local json = cjson.encode({
+    type = 'announce', board = board.scope, window = period.window, period = period.label, score = exact,
+    player = player, name = name ~= '' and name or nil, rank = shown, keys = keys, meta = meta or nil,
+  })
+  redis.call('SPUBLISH', ctx.announce, exact and json or '{"score":' .. (keys and keys[1] or string.format('%d', board.points)) .. ',' .. json:sub(2))
   return rank
 end
 
@@ -270,7 +281,7 @@ end
 -- A status alone is a plain string in the reply: a table per entry was a measurable share of the call.
 submit.DUPLICATE, submit.OK = 'duplicate', 'ok'
 
-function submit.apply_submission(keys, sub, periods, ctx)
+function submit.apply_submission(sub, ctx)
   local err = valid.submission_id(sub.id)
   if err then
     return err
@@ -285,7 +296,7 @@ function submit.apply_submission(keys, sub, periods, ctx)
   if mark.before[sub.id] or mark.applied[sub.id] then
     return submit.DUPLICATE
   end
-  local points, ts, new_scopes = submit.plan(keys, sub, periods, ctx)
+  local points, ts, new_scopes = submit.plan(sub, ctx)
   if not points then
     return ts -- the error triple
   end
@@ -295,7 +306,7 @@ function submit.apply_submission(keys, sub, periods, ctx)
   if new_scopes then
     batch.record_scopes(ctx, new_scopes)
   end
-  local boards = ctx.boards
+  local boards = sub.layout.boards
   local all = (ctx.rows or sub.outcome) and 'all' or nil
   -- the rank on the slip's first board (the game's, or its definition's first window) goes to
   -- the activity entry, which names that board (badges read both); a tournament slip is not on it
@@ -304,7 +315,7 @@ function submit.apply_submission(keys, sub, periods, ctx)
   local rows = ctx.rows and {} or nil
   local outcome = sub.outcome and {} or nil
   local improved_any = false
-  for b = 1, #sub.layout.refs do
+  for b = 1, #sub.layout.boards do
     local board = boards[b]
     local improved, rank, prev, total = submit.apply(board, sub.player, sub.name, ctx, b == 1 and first_want or all)
     improved_any = improved_any or improved
@@ -327,7 +338,7 @@ function submit.apply_submission(keys, sub, periods, ctx)
     end
   end
   if sub.name ~= '' and batch.update_profile_name(ctx, sub.player, sub.name) then
-    submit.renamed(ctx, boards, #sub.layout.refs, sub.player, sub.name)
+    submit.renamed(ctx, boards, #sub.layout.boards, sub.player, sub.name)
   end
   batch.log_activity(ctx, sub, points, ts, improved_any, activity_rank, boards[1].scope == 'global' and '' or boards[1].scope)
   if outcome then
@@ -403,7 +414,7 @@ function submit.lb_submit(keys, args)
     now = tonumber(now_ms), maxlen = tonumber(activity_maxlen),
     skew = tonumber(clock_skew_ms), max_age = tonumber(idempotency_ms), announce = announce,
     rows = rows == '1', max_scopes = valid.parse_uint(max_scopes, 9), expiring = {}, nth = {}, ranks = {}, known = {},
-    hist = {}, hist_expire = {}, names = {}, bumped = {}, boards = {}, held = {}, commons = {},
+    hist = {}, hist_expire = {}, names = {}, bumped = {}, held = {}, commons = {},
     act = { n = 0, id = {}, player = {}, points = {}, op = {}, ts = {}, improved = {}, rank = {}, board = {} },
   }
   if not (ctx.now and ctx.maxlen and ctx.skew and ctx.max_age and ctx.max_scopes and ctx.scopes) then
@@ -491,7 +502,7 @@ function submit.lb_submit(keys, args)
       current = lays[i]
       pass = current.pass
       if pass == nil then -- decided once per layout and batch
-        pass = submit.common_boards(keys, current, periods, ctx)
+        pass = submit.common_boards(current, ctx)
         current.pass = pass
       end
     end
@@ -504,7 +515,7 @@ function submit.lb_submit(keys, args)
         local id, player, points, op, ts, name, outcome, values, meta = unpack(args, record, record + FULL_FIELDS - 1)
         sub.op, sub.outcome, sub.keys, sub.meta = op, outcome == '1', values, meta
       end
-      result = apply_submission(keys, sub, periods, ctx)
+      result = apply_submission(sub, ctx)
     end
     results[i] = result
   end
