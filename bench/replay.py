@@ -61,7 +61,7 @@ import json, sys
 from leaderboard import GameConfig
 from leaderboard.batch import encode_batch
 job = json.load(sys.stdin)
-config = GameConfig(game=job["game"])
+config = GameConfig(game=job["game"], **job["settings"])
 plans = (encode_batch(config, entries, job["now"], rows=False) for entries in job["batches"])
 json.dump([[plan.keys, plan.args] for plan in plans], sys.stdout)
 """
@@ -105,8 +105,12 @@ def capture(
 
 
 def encoded(batches: list[list[dict[str, str]]], now: int, tree: Path | None) -> list[Call]:
-    """The FCALLs of the scorer whose code is in ``tree`` (None: this tree's)."""
-    job = json.dumps({"game": GAME, "now": now, "batches": batches})
+    """The FCALLs of the scorer whose code is in ``tree`` (None: this tree's). A game of more regions
+    than LB_MAX_SCOPES allows by default raises it, as its operators would: else the slips of the
+    regions past the cap are refused (too_many_scopes), and the run times refusals."""
+    scopes = len({entry["region"] for entries in batches for entry in entries if entry.get("region")})
+    settings = {"max_scopes": scopes} if scopes > GameConfig(game=GAME).max_scopes else {}
+    job = json.dumps({"game": GAME, "now": now, "batches": batches, "settings": settings})
     out = subprocess.run(
         [sys.executable, "-c", ENCODER], input=job, capture_output=True, text=True, check=True, cwd=tree or results.ROOT
     ).stdout

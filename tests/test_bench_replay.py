@@ -69,6 +69,12 @@ def test_replay_over_regions_keeps_the_games_boards_per_region(
     assert figures["calls_by_command"]["this"]["zmscore"] > 0.1
 
 
+def test_a_game_of_more_regions_than_the_default_scope_cap_keeps_them_all(capsys: pytest.CaptureFixture[str]) -> None:
+    # 400 regions over 800 slips: about 350 named, past LB_MAX_SCOPES' default (256); the game raises it
+    assert main(["--submissions", "800", "--rounds", "1", "--regions", "400", "--no-write"]) == 0
+    assert re.search(r"^this: per round \{'ok': 800\}", capsys.readouterr().out, re.M)
+
+
 @pytest.mark.parametrize(
     "argv",
     [
