@@ -10,15 +10,21 @@ member). Batches of 500 entries per call, as lb_submit's held writes flush them.
 compact member can save of a lex write: the rest of a lex write's cost over a packed one is the
 library's own work (bench.boards gives the whole).
 
+Then the rank reads' floor on the same boards, 500 players at a time as the gateways ask
+(lb_ranks): a packed board's ``ZREVRANK`` of each player, pipelined; a lex board's ``HMGET`` of
+their members, then a ``ZRANK`` of each.
+
 Unless ``--no-write``, the figures are recorded in bench/results/lex_floor.json.
 """
 
 from __future__ import annotations
 
 import random
+import statistics
 import sys
 import tempfile
 from collections.abc import Callable
+from typing import cast
 
 import redis
 
@@ -80,15 +86,41 @@ def packed_write(r: redis.Redis, key: str, members: int, writes: int, rnd: rando
     return (main_thread_cpu(r) - before) * 1e6 / writes
 
 
+def packed_read(r: redis.Redis, key: str, members: int, reads: int, rnd: random.Random) -> float:
+    before = main_thread_cpu(r)
+    for _ in range(reads // BATCH):
+        pipe = r.pipeline(transaction=False)
+        for p in rnd.sample(range(members), BATCH):
+            pipe.zrevrank(key, f"p{p}")
+        pipe.execute()
+    return (main_thread_cpu(r) - before) * 1e6 / reads
+
+
+def lex_read(r: redis.Redis, key: str, members: int, reads: int, rnd: random.Random) -> float:
+    before = main_thread_cpu(r)
+    for _ in range(reads // BATCH):
+        held = cast(list[bytes], r.hmget(key + ":members", [str(p) for p in rnd.sample(range(members), BATCH)]))
+        pipe = r.pipeline(transaction=False)
+        for member in held:
+            pipe.zrank(key, member)
+        pipe.execute()
+    return (main_thread_cpu(r) - before) * 1e6 / reads
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argument_parser("python -m bench.lex_floor", __doc__ or "")
     p.add_argument("--members", type=int, default=200_000, help="entries on the board")
     p.add_argument("--writes", type=int, default=100_000, help="entries written per shape and round")
-    p.add_argument("--rounds", type=int, default=3, help="rounds of the three shapes")
+    p.add_argument("--reads", type=int, default=100_000, help="players' ranks read per shape and round")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of the three shapes, written then read")
     p.add_argument("--seed", type=int, default=1)
     results.add_no_write(p)
     args = p.parse_args(argv)
-    runs: dict[str, list[float]] = {"packed": [], "lex_text": [], "lex_bytes": []}
+    if min(args.members, args.writes, args.reads) < BATCH or args.rounds < 1:
+        p.error(f"--members, --writes and --reads must be at least {BATCH} (a batch), --rounds at least 1")
+    runs: dict[str, list[float]] = {
+        shape: [] for shape in ("packed", "lex_text", "lex_bytes", "packed_rank", "lex_text_rank", "lex_bytes_rank")
+    }
     with tempfile.TemporaryDirectory(prefix="lex-floor-") as scratch, RedisServer(scratch) as server:
         r = redis.Redis.from_url(server.url, socket_timeout=None)
         for round_ in range(args.rounds):
@@ -97,14 +129,24 @@ def main(argv: list[str] | None = None) -> int:
             runs["packed"].append(packed_write(r, "packed", args.members, args.writes, rnd))
             runs["lex_text"].append(lex_write(r, "text", text_member, args.members, args.writes, rnd))
             runs["lex_bytes"].append(lex_write(r, "bytes", byte_member, args.members, args.writes, rnd))
+            runs["packed_rank"].append(packed_read(r, "packed", args.members, args.reads, rnd))
+            runs["lex_text_rank"].append(lex_read(r, "text", args.members, args.reads, rnd))
+            runs["lex_bytes_rank"].append(lex_read(r, "bytes", args.members, args.reads, rnd))
         r.close()
-    figures: dict[str, object] = {"members": args.members, "writes": args.writes, "runs_us_per_entry": runs}
-    base = sorted(runs["packed"])[len(runs["packed"]) // 2]
+    figures: dict[str, object] = {
+        "members": args.members,
+        "writes": args.writes,
+        "reads": args.reads,
+        "runs_us_per_entry": runs,
+    }
     for shape, run in runs.items():
-        median = sorted(run)[len(run) // 2]
+        reads = shape.endswith("_rank")
+        base = statistics.median(runs["packed_rank" if reads else "packed"])
+        median = statistics.median(run)
         figures[shape] = {"us_per_entry": median, "vs_packed": median / base}
         rounds = ", ".join(f"{x:.2f}" for x in run)
-        print(f"{shape:<10} {median:6.2f} us of Redis CPU per entry written ({median / base:.2f}x; rounds {rounds})")
+        what = "rank read" if reads else "entry written"
+        print(f"{shape:<14} {median:6.2f} us of Redis CPU per {what} ({median / base:.2f}x; rounds {rounds})")
     results.save("lex_floor", figures, args, module="bench.lex_floor", argv=argv)
     return 0
 

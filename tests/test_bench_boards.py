@@ -42,8 +42,18 @@ def test_a_round_too_small_for_one_batch_is_refused(capsys: pytest.CaptureFixtur
 
 def test_the_floor_writes_each_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(results, "RESULTS", tmp_path)
-    assert lex_floor.main(["--members", "2000", "--writes", "1000", "--rounds", "1"]) == 0
+    assert lex_floor.main(["--members", "2000", "--writes", "1000", "--reads", "1000", "--rounds", "1"]) == 0
     doc = results.load("lex_floor", tmp_path)
     assert doc is not None
-    assert {"packed", "lex_text", "lex_bytes"} <= set(doc["figures"])
-    assert doc["figures"]["packed"]["vs_packed"] == 1.0
+    figures = doc["figures"]
+    assert {"packed", "lex_text", "lex_bytes", "packed_rank", "lex_text_rank", "lex_bytes_rank"} <= set(figures)
+    assert figures["packed"]["vs_packed"] == figures["packed_rank"]["vs_packed"] == 1.0  # reads against reads
+
+
+@pytest.mark.parametrize("argv", [["--members", "100"], ["--writes", "0"], ["--reads", "499"], ["--rounds", "0"]])
+def test_the_floor_refuses_counts_below_a_batch_with_a_usage_error(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        lex_floor.main([*argv, "--no-write"])
+    assert exit_.value.code == 2 and "must be at least" in capsys.readouterr().err
