@@ -10,9 +10,9 @@ member). Batches of 500 entries per call, as lb_submit's held writes flush them.
 compact member can save of a lex write: the rest of a lex write's cost over a packed one is the
 library's own work (bench.boards gives the whole).
 
-Then the rank reads' floor on the same boards, 500 players at a time as the gateways ask
-(lb_ranks): a packed board's ``ZREVRANK`` of each player, pipelined; a lex board's ``HMGET`` of
-their members, then a ``ZRANK`` of each.
+Then the rank reads' floor on the same boards, the commands lb_ranks makes for 500 players at a
+time (as the gateways ask; every rank exact): a packed board's ``ZSCORE`` and ``ZREVRANK`` of
+each player, pipelined; a lex board's ``HMGET`` of their members, then a ``ZRANK`` of each.
 
 Unless ``--no-write``, the figures are recorded in bench/results/lex_floor.json.
 """
@@ -91,6 +91,7 @@ def packed_read(r: redis.Redis, key: str, members: int, reads: int, rnd: random.
     for _ in range(reads // BATCH):
         pipe = r.pipeline(transaction=False)
         for p in rnd.sample(range(members), BATCH):
+            pipe.zscore(key, f"p{p}")
             pipe.zrevrank(key, f"p{p}")
         pipe.execute()
     return (main_thread_cpu(r) - before) * 1e6 / reads
