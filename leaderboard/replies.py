@@ -217,7 +217,7 @@ async def _board(game: Game, identity: Identity, req: p.DefineBoard) -> bytes:
             definition = boards.parse(req.definition or {})
             made = await (lb.create_board(definition) if req.action == "create" else lb.update_board(definition))
             await lb.boards.refresh()  # this process reads it at once, not a tick later
-            reply = {"type": "board", "action": req.action, "definition": made.as_dict()}
+            reply = {"type": "board", "action": req.action, "definition": made.shown()}
         elif req.action == "delete":
             await lb.delete_board(p.board_id(req.board or ""))
             await lb.boards.refresh()  # its reads are unknown_board here at once, not a tick later
@@ -225,12 +225,12 @@ async def _board(game: Game, identity: Identity, req: p.DefineBoard) -> bytes:
         else:
             await lb.boards.refresh()
             if req.action == "list":
-                reply = {"type": "board", "action": "list", "boards": [d.as_dict() for d in lb.boards.all()]}
+                reply = {"type": "board", "action": "list", "boards": [d.shown() for d in lb.boards.all()]}
             else:
                 found = lb.boards.get(p.board_id(req.board or ""))
                 if found is None:
                     raise InvalidBoard("unknown_board", f"no board {req.board!r}")
-                reply = {"type": "board", "action": "show", "definition": found.as_dict()}
+                reply = {"type": "board", "action": "show", "definition": found.shown()}
     except InvalidBoard as exc:
         raise p.ProtocolError(exc.code, exc.message, req.id) from None
     return wire.reply(reply, req.id)

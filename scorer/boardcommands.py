@@ -80,7 +80,7 @@ def board_parser(sub: Subparsers, epilog: str) -> None:
     c.add_argument("definition", help='definition JSON, e.g. {"id":"tower","keys":[{"name":"floor"}]}, or @file')
     u = bsub.add_parser("update", help="replace a definition (its order-fixing fields cannot change)")
     u.add_argument("definition", help="definition JSON, or @file")
-    s = bsub.add_parser("show", help="a board's definition as JSON")
+    s = bsub.add_parser("show", help="a board's definition as JSON, with its encoding")
     s.add_argument("id", type=p.board_id, help="board id (speedrun, or board:speedrun)")
     d = bsub.add_parser("delete", help="delete a board's definition")
     d.add_argument("id", type=p.board_id, help="board id (speedrun, or board:speedrun)")
@@ -124,7 +124,7 @@ async def board(settings: ScorerSettings, args: argparse.Namespace) -> str | Ans
             found = lb.boards.get(args.id)
             if found is None:
                 raise InvalidBoard("unknown_board", f"no board {args.id!r}")
-            return found.to_json()
+            return orjson.dumps(found.shown(), option=orjson.OPT_SORT_KEYS).decode()
         return "\n".join(
             f"{d.id}\t{d.encoding}\t{','.join(f'{k.name}:{k.direction}' for k in d.keys)}\tv{d.version}"
             for d in lb.boards.all()

@@ -670,11 +670,18 @@ async def test_board_definitions_for_the_server_role(http: httpx.AsyncClient, r:
     updated = (await http.put("/v1/definitions/tower", json={**tower, "top_n": 20}, headers=SERVER)).json()
     assert updated["action"] == "update" and updated["definition"]["version"] == 2
     shown = (await http.get("/v1/definitions/tower", headers=SERVER)).json()
-    assert shown["definition"] == updated["definition"] == (await _definition(lb, "tower") or {})
+    stored = await _definition(lb, "tower") or {}
+    assert "encoding" not in stored  # lex, as the stored record of two keys reads without the field
+    assert shown["definition"] == updated["definition"] == {**stored, "encoding": "lex"}
+    # a shown definition sent back: an update that changes nothing but the version (the encoding
+    # asked for is the board's: the stored record still reads without the field)
+    again = (await http.put("/v1/definitions/tower", json=shown["definition"], headers=SERVER)).json()
+    assert again["definition"] == {**shown["definition"], "version": 3}
+    assert await _definition(lb, "tower") == {**stored, "version": 3}
     listed = (await http.get("/v1/definitions", headers=SERVER)).json()
     top = await http.get("/v1/boards/board:tower/top", params={"window": "daily"})
     assert top.status_code == 200 and top.json()["entries"] == [], top.text
-    assert [d["id"] for d in listed["boards"]] == ["default", "tower"]
+    assert [(d["id"], d["encoding"]) for d in listed["boards"]] == [("default", "packed"), ("tower", "lex")]
 
     # refusals: a reorder, a bad definition, an id other than the path's, an unknown board
     flipped = {**tower, "keys": [{"name": "floor", "direction": "asc"}, {"name": "time"}]}
@@ -682,7 +689,7 @@ async def test_board_definitions_for_the_server_role(http: httpx.AsyncClient, r:
     problem(await http.put("/v1/definitions/x", json={"keys": []}, headers=SERVER), 400, "board_no_keys")
     problem(await http.put("/v1/definitions/x", json={**tower, "id": "y"}, headers=SERVER), 400, "invalid_board_id")
     problem(await http.get("/v1/definitions/nope", headers=SERVER), 404, "unknown_board")
-    assert (await http.get("/v1/definitions/tower", headers=SERVER)).json()["definition"]["version"] == 2
+    assert (await http.get("/v1/definitions/tower", headers=SERVER)).json()["definition"]["version"] == 3
 
     # a correction of the defined board: key values instead of points
     await lb.submit_batch([{"id": "t1", "player": "mia", "board": "tower", "values": "3,500", "ts": str(now_ms())}])

@@ -174,7 +174,7 @@ async def test_the_scorer_command(redis_url: str, lb: Leaderboard, tmp_path: obj
     code, out = await board("list")
     assert code == 0 and out.splitlines() == ["default\tpacked\tpoints:desc\tv1", "tower\tlex\tfloor:desc,time:asc\tv2"]
     code, out = await board("show", "tower")
-    assert code == 0 and orjson.loads(out)["top_n"] == 5, out
+    assert code == 0 and orjson.loads(out)["top_n"] == 5 and orjson.loads(out)["encoding"] == "lex", out
     code, out = await board("submit", "--player", "ana", "--board", "tower", "--values", "12,81250", "--meta", "r1")
     assert code == 2 and "metadata_too_large" in out, out  # tower keeps no metadata: refused before the queue
     code, out = await board("submit", "--player", "ana", "--board", "tower", "--values", "12,81250")
@@ -205,7 +205,7 @@ async def test_game_servers_define_boards_over_the_socket(redis_url: str) -> Non
         bad = await request(server, {"type": "board", "action": "update", "definition": flip})
         assert bad["code"] == "board_reorder"
         listed = await request(server, {"type": "board", "action": "list"}, "board")
-        assert [d["id"] for d in listed["boards"]] == ["default", "tower"]
+        assert [(d["id"], d["encoding"]) for d in listed["boards"]] == [("default", "packed"), ("tower", "lex")]
         refused = await request(spectator, {"type": "board", "action": "list"})
         assert refused["code"] == "auth_required"
         gone = await request(server, {"type": "board", "action": "delete", "board": "tower"}, "board")

@@ -143,6 +143,7 @@ async def test_the_console_in_chromium(ops: tuple[Fleet, str], r: aioredis.Redis
         # each board's live top N
         await wait_until(lambda: _has(page.inner_text("[data-board='global']"), "Ana"), 5)
         assert "12, 81250" in await page.inner_text("[data-board='board:tower']")
+        assert "lex" in await page.inner_text("[data-board='board:tower'] .muted")  # its encoding
 
         await page.fill("#player", "mia")
         await page.click("#lookup button")

@@ -218,6 +218,12 @@ class Definition:
             out["encoding"] = self.fixed_encoding
         return out
 
+    def shown(self) -> dict[str, Any]:
+        """The definition as replies show it (HTTP, the socket, the CLI's ``board show``): its stored
+        fields, and always the encoding its board has, which the stored record keeps only where it
+        differs from the first rule. Sent back in an update, it asks for the encoding the board has."""
+        return {**self.as_dict(), "encoding": self.encoding}
+
     def to_json(self) -> str:
         """The canonical JSON Redis stores (sorted keys: equal definitions are equal strings)."""
         return orjson.dumps(self.as_dict(), option=orjson.OPT_SORT_KEYS).decode()
