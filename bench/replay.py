@@ -83,7 +83,7 @@ def add_workload(p: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         help="each slip names one of this many regions, so the game's boards are kept per region too: "
-        "more and smaller boards per batch (0: none)",
+        "more and smaller boards per batch (0: none; LB_MAX_SCOPES is raised to fit them, as a game would)",
     )
     p.add_argument("--batch", type=int, default=500, help="entries per batch (the scorer's LB_SCORER_BATCH)")
 
