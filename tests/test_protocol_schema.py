@@ -240,12 +240,16 @@ class Recorder:
         self.seen: list[dict[str, Any]] = []
 
     async def until(self, check: Any, timeout: float = 15) -> dict[str, Any]:
-        async with asyncio.timeout(timeout):
-            while True:
-                msg: dict[str, Any] = orjson.loads(await self.ws.recv())
-                self.seen.append(msg)
-                if check(msg):
-                    return msg
+        """The first frame from now that passes ``check``; TimeoutError naming the last ones seen."""
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    msg: dict[str, Any] = orjson.loads(await self.ws.recv())
+                    self.seen.append(msg)
+                    if check(msg):
+                        return msg
+        except TimeoutError:
+            raise TimeoutError(f"none in {timeout} s; the last frames: {self.seen[-3:]}") from None
 
     async def ask(self, message: dict[str, Any], rid: str) -> dict[str, Any]:
         await self.ws.send(json.dumps({**message, "id": rid}))
